@@ -1,0 +1,110 @@
+"""The `ktrace` command: verbs are listed here and each verb's module is imported only when it runs.
+
+`ktrace --help` imports nothing heavy (no polars, pyarrow, numba, textual or cupti): a test checks it.
+Each verb module defines `add_arguments(parser)` and `run(args) -> int`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+VERBS: dict[str, tuple[str, str]] = {
+    "run": ("ktrace.cli.run", "record a command: kernels, launches, memory ops, syncs, NVTX, counters"),
+    "import": ("ktrace.cli.import_trace", "convert a Kineto JSON or nsys SQLite trace to a .ktrace folder"),
+    "info": ("ktrace.cli.info", "what a trace holds: source, span, ranks, devices, rows per table, health"),
+    "summary": ("ktrace.cli.summary", "where the time went: the dashboard numbers in the terminal"),
+    "report": ("ktrace.cli.report", "a self-contained HTML (or Markdown/JSON) profiling report with rules"),
+    "check": ("ktrace.cli.check", "run the rules; exit non-zero on findings (for CI)"),
+    "diff": ("ktrace.cli.diff", "compare two traces: steps, top kernels, rules"),
+    "export": ("ktrace.cli.export", "write Perfetto, Chrome JSON, Parquet or CSV"),
+    "view": ("ktrace.cli.view", "browse a trace in the terminal (Textual TUI)"),
+}
+
+EPILOG = """\
+A TRACE is a .ktrace folder, a PyTorch-profiler (Kineto) .json/.json.gz file or folder of per-rank
+files, or an Nsight Systems .sqlite export.
+
+examples:
+  ktrace run -o run.ktrace -- python train.py     record a training job
+  ktrace summary run.ktrace                       where the time went
+  ktrace view worker0.pt.trace.json.gz            browse a PyTorch profiler trace
+  ktrace report run.ktrace -o report.html         profiling report with rule verdicts
+  ktrace export run.ktrace -f perfetto -o run.pftrace   open in ui.perfetto.dev
+
+Run `ktrace VERB --help` for a verb's options.
+"""
+
+
+def _version() -> str:
+    from ktrace import __version__
+
+    return __version__
+
+
+def top_parser() -> argparse.ArgumentParser:
+    """The top-level parser: lists verbs without importing them."""
+    parser = argparse.ArgumentParser(
+        prog="ktrace", description="GPU kernel-trace timeline analyzer.", epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"ktrace {_version()}")
+    sub = parser.add_subparsers(title="verbs", dest="verb", metavar="VERB")
+    for name, (_, help_text) in VERBS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def verb_parser(verb: str) -> tuple[argparse.ArgumentParser, object]:
+    """The parser of one verb, with its module (imported here, lazily)."""
+    module_name, help_text = VERBS[verb]
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(
+        prog=f"ktrace {verb}", description=(module.__doc__ or help_text).strip(),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    module.add_arguments(parser)
+    return parser, module
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit code (see ktrace.model.errors.ExitCode)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help") or args[0].startswith("--version"):
+        parser = top_parser()
+        if not args:
+            parser.print_help()
+            return 0
+        if args[0] == "help" and len(args) > 1 and args[1] in VERBS:
+            args = [args[1], "--help"]
+        else:
+            parser.parse_args(args[:1] if args[0] != "help" else ["--help"])
+            return 0
+    verb = args[0]
+    if verb not in VERBS:
+        matches = [v for v in VERBS if v.startswith(verb)]
+        if len(matches) != 1:
+            top_parser().error(f"unknown verb {verb!r} (choose from {', '.join(VERBS)})")
+        verb = matches[0]
+    return _run_verb(verb, args[1:])
+
+
+def _run_verb(verb: str, rest: list[str]) -> int:
+    from ktrace.model.errors import ExitCode, KtraceError
+
+    parser, module = verb_parser(verb)
+    ns = parser.parse_args(rest)
+    try:
+        code = module.run(ns)  # type: ignore[attr-defined]
+    except KtraceError as exc:
+        print(f"ktrace {verb}: error: {exc}", file=sys.stderr)
+        return int(exc.exit_code)
+    except KeyboardInterrupt:
+        print(f"ktrace {verb}: interrupted", file=sys.stderr)
+        return int(ExitCode.INTERRUPTED)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    return int(code or 0)

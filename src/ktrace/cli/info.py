@@ -1,0 +1,88 @@
+"""Show what a trace holds: source, time span, ranks, devices, rows per table and its health.
+
+examples:
+  ktrace info run.ktrace
+  ktrace info worker0.pt.trace.json.gz --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+from typing import Any
+
+from ktrace.cli.options import add_json_flag, add_trace_argument, open_trace
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `ktrace info`."""
+    add_trace_argument(parser)
+    add_json_flag(parser)
+    parser.add_argument("--validate", action="store_true", help="also check every table against schema v1")
+
+
+def describe(trace: Any, *, validate: bool = False) -> dict[str, Any]:
+    """The facts `ktrace info` shows, as a JSON-ready dict (stable keys)."""
+    import polars as pl
+
+    span = trace.span_ns()
+    devices = trace.devices.with_columns(pl.col(pl.Categorical).cast(pl.String)).to_dicts()
+    info: dict[str, Any] = {
+        "source": trace.meta.source,
+        "schema_version": trace.meta.schema_version,
+        "span": None if span is None else {
+            "start_ns": span[0], "end_ns": span[1], "duration_s": round((span[1] - span[0]) / 1e9, 6),
+            "start_utc": dt.datetime.fromtimestamp(span[0] / 1e9, dt.timezone.utc).isoformat(timespec="milliseconds"),
+        },
+        "ranks": [{"node": n, "rank": r} for n, r in trace.ranks],
+        "devices": devices,
+        "rows": trace.counts(),
+        "health": dict(sorted(trace.meta.health.items())),
+        "notes": list(trace.meta.notes),
+    }
+    if validate:
+        info["problems"] = [str(p) for p in trace.validate()]
+    return info
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the description as text or JSON."""
+    trace = open_trace(args.trace)
+    info = describe(trace, validate=args.validate)
+    if args.json:
+        json.dump(info, sys.stdout, indent=1, default=str)
+        sys.stdout.write("\n")
+        return 0
+    _print_text(info)
+    return 0
+
+
+def _print_text(info: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    span = info["span"]
+    console.print(f"[bold]source[/]  {info['source']} (schema v{info['schema_version']})")
+    if span:
+        console.print(f"[bold]span[/]    {span['start_utc']}  +{span['duration_s']:.3f} s")
+    ranks = ", ".join(f"{r['node']}/{r['rank']}" for r in info["ranks"] if r["rank"] >= 0) or "-"
+    console.print(f"[bold]ranks[/]   {ranks}")
+    for d in info["devices"]:
+        cc = f"sm_{d['compute_major']}{d['compute_minor']}" if d.get("compute_major") is not None else ""
+        console.print(f"[bold]device[/]  {d['node']}/{d['rank']} GPU {d['device']}: {d['name']} {cc}")
+    table = Table("table", "rows", title="rows per table", title_justify="left")
+    for name, n in info["rows"].items():
+        table.add_row(name, f"{n:,}")
+    console.print(table)
+    if info["health"]:
+        health = Table("health", "count", title="trace health", title_justify="left")
+        for k, v in info["health"].items():
+            health.add_row(k, f"{v:,}")
+        console.print(health)
+    for note in info["notes"]:
+        console.print(f"[yellow]note:[/] {note}")
+    for problem in info.get("problems", []):
+        console.print(f"[red]problem:[/] {problem}")

@@ -1,0 +1,26 @@
+"""Options shared by several verbs, defined once."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_trace_argument(parser: argparse.ArgumentParser, name: str = "trace") -> None:
+    """The positional TRACE argument every reading verb takes."""
+    parser.add_argument(name, metavar=name.upper(),
+                        help="a .ktrace folder, a Kineto .json/.json.gz file or folder of per-rank files, "
+                             "or an nsys .sqlite export")
+
+
+def add_json_flag(parser: argparse.ArgumentParser) -> None:
+    """--json: machine-readable output on stdout."""
+    parser.add_argument("--json", action="store_true", help="print stable JSON instead of tables")
+
+
+def open_trace(path: str, *, progress: bool = True) -> object:
+    """Open a trace for a CLI verb, with a progress bar while importing foreign formats."""
+    from ktrace.cli.progress import progress_bar
+    from ktrace.importers import load
+
+    with progress_bar(f"reading {path}", enabled=None if progress else False) as bar:
+        return load(path, progress=bar)

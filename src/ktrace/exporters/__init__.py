@@ -1,0 +1,3 @@
+"""Exporters: one module per output format (Perfetto, Chrome JSON, Parquet/CSV)."""
+
+from __future__ import annotations

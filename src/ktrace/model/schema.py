@@ -1,0 +1,157 @@
+"""Arrow schemas of the ktrace trace model, schema v1: one schema per table, enums, SCHEMA_VERSION."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+"""Bumped on any incompatible change of a table's columns or of meta.json."""
+
+# Enumerations stored as dictionary strings. Anything a source cannot tell is "unknown".
+MEMORY_OPS = ("memcpy", "memset")
+COPY_KINDS = ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "unknown")
+MEMORY_KINDS = ("pageable", "pinned", "device", "managed", "array", "unknown")
+SYNC_TYPES = ("stream", "event", "stream_wait_event", "context", "device", "unknown")
+API_DOMAINS = ("runtime", "driver")
+
+NODE_RANK = -1
+"""`rank` of rows that belong to a whole node rather than a process (the launcher's counters)."""
+
+_STR = pa.dictionary(pa.int32(), pa.string())
+"""Repeating strings (kernel names, API names, enums) are dictionary-encoded in memory and on disk."""
+
+
+def _fields(*cols: tuple[str, pa.DataType, bool]) -> list[pa.Field]:
+    return [pa.field(name, typ, nullable=nullable) for name, typ, nullable in cols]
+
+
+# Every table starts with the partition keys: the host and the rank (process) a row came from.
+_PARTITION = (("node", _STR, False), ("rank", pa.int32(), False))
+_SPAN = (("start_ns", pa.int64(), False), ("end_ns", pa.int64(), False))
+_GPU_PLACE = (("device", pa.int32(), False), ("stream", pa.int64(), True), ("context_id", pa.int64(), True))
+_CORR = (("correlation_id", pa.int64(), True), ("external_id", pa.int64(), True))
+_CPU_PLACE = (("pid", pa.int64(), False), ("tid", pa.int64(), False))
+
+KERNELS_COLUMNS = _fields(
+    *_PARTITION, *_SPAN, *_GPU_PLACE, *_CORR,
+    ("name", _STR, False),
+    ("grid_x", pa.int32(), True), ("grid_y", pa.int32(), True), ("grid_z", pa.int32(), True),
+    ("block_x", pa.int32(), True), ("block_y", pa.int32(), True), ("block_z", pa.int32(), True),
+    ("registers_per_thread", pa.int32(), True),
+    ("static_shared_bytes", pa.int32(), True), ("dynamic_shared_bytes", pa.int32(), True),
+    ("graph_id", pa.int64(), True), ("graph_node_id", pa.int64(), True),
+    ("queued_ns", pa.int64(), True), ("submitted_ns", pa.int64(), True),
+    # NCCL collectives (Kineto args); null for compute kernels.
+    ("collective", _STR, True), ("in_nelems", pa.int64(), True), ("out_nelems", pa.int64(), True),
+    ("comm_dtype", _STR, True), ("group_size", pa.int32(), True),
+)
+
+MEMORY_COLUMNS = _fields(
+    *_PARTITION,
+    ("op", _STR, False),
+    *_SPAN, *_GPU_PLACE, *_CORR,
+    ("bytes", pa.int64(), True),
+    ("copy_kind", _STR, False), ("src_kind", _STR, False), ("dst_kind", _STR, False),
+    ("graph_id", pa.int64(), True),
+)
+
+SYNCS_COLUMNS = _fields(
+    *_PARTITION, *_SPAN,
+    ("device", pa.int32(), True), ("stream", pa.int64(), True), ("context_id", pa.int64(), True),
+    ("sync_type", _STR, False),
+    ("correlation_id", pa.int64(), True),
+    ("event_id", pa.int64(), True),
+)
+
+API_COLUMNS = _fields(
+    *_PARTITION, *_SPAN, *_CPU_PLACE,
+    ("correlation_id", pa.int64(), True), ("external_id", pa.int64(), True),
+    ("domain", _STR, False), ("name", _STR, False), ("cbid", pa.int32(), True),
+)
+
+RANGES_COLUMNS = _fields(
+    *_PARTITION, *_SPAN, *_CPU_PLACE,
+    ("name", _STR, False),
+    ("domain", _STR, False),
+    ("depth", pa.int32(), False),
+    ("on_gpu", pa.bool_(), False),
+    ("device", pa.int32(), True), ("stream", pa.int64(), True),
+    ("correlation_id", pa.int64(), True),
+)
+
+OPS_COLUMNS = _fields(
+    *_PARTITION, *_SPAN, *_CPU_PLACE,
+    ("name", _STR, False),
+    ("external_id", pa.int64(), True),
+    ("sequence_number", pa.int64(), True),
+)
+
+COUNTERS_COLUMNS = _fields(
+    *_PARTITION,
+    ("ts_ns", pa.int64(), False),
+    ("metric", _STR, False),
+    ("instance", pa.int32(), True),
+    ("value", pa.float64(), False),
+)
+
+THREADS_COLUMNS = _fields(
+    *_PARTITION, *_CPU_PLACE,
+    ("name", _STR, True),
+)
+
+DEVICES_COLUMNS = _fields(
+    *_PARTITION,
+    ("device", pa.int32(), False),
+    ("name", _STR, True),
+    ("uuid", pa.string(), True),
+    ("compute_major", pa.int32(), True), ("compute_minor", pa.int32(), True),
+    ("sm_count", pa.int32(), True),
+    ("memory_bytes", pa.int64(), True),
+)
+
+COUNTER_METRICS = (
+    "cpu.util", "cpu.core.util", "cpu.iowait_pct", "mem.used_bytes", "mem.util",
+    "disk.read_bytes", "disk.write_bytes", "net.rx_bytes", "net.tx_bytes",
+    "gpu.util", "gpu.mem_util", "gpu.mem_used_bytes", "gpu.power_w", "gpu.sm_clock_mhz",
+    "cpu.cycles", "cpu.instructions", "cpu.itlb_misses",
+)
+"""Metric names written by ktrace's sampler and the importers. Other names are allowed."""
+
+
+def _schema(cols: list[pa.Field], table: str) -> pa.Schema:
+    return pa.schema(cols, metadata={b"ktrace.schema_version": str(SCHEMA_VERSION).encode(),
+                                     b"ktrace.table": table.encode()})
+
+
+SCHEMAS: dict[str, pa.Schema] = {
+    "kernels": _schema(KERNELS_COLUMNS, "kernels"),
+    "memory": _schema(MEMORY_COLUMNS, "memory"),
+    "syncs": _schema(SYNCS_COLUMNS, "syncs"),
+    "api": _schema(API_COLUMNS, "api"),
+    "ranges": _schema(RANGES_COLUMNS, "ranges"),
+    "ops": _schema(OPS_COLUMNS, "ops"),
+    "counters": _schema(COUNTERS_COLUMNS, "counters"),
+    "threads": _schema(THREADS_COLUMNS, "threads"),
+    "devices": _schema(DEVICES_COLUMNS, "devices"),
+}
+"""Table name -> Arrow schema. Column order is the order on disk."""
+
+TABLES: tuple[str, ...] = tuple(SCHEMAS)
+
+ENUMS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("memory", "op"): MEMORY_OPS,
+    ("memory", "copy_kind"): COPY_KINDS,
+    ("memory", "src_kind"): MEMORY_KINDS,
+    ("memory", "dst_kind"): MEMORY_KINDS,
+    ("syncs", "sync_type"): SYNC_TYPES,
+    ("api", "domain"): API_DOMAINS,
+}
+"""(table, column) -> allowed values, checked by Trace.validate()."""
+
+SPAN_TABLES = ("kernels", "memory", "syncs", "api", "ranges", "ops")
+"""Tables whose rows are [start_ns, end_ns] intervals."""
+
+
+def empty_table(name: str) -> pa.Table:
+    """An empty Arrow table with the schema of table `name`."""
+    return SCHEMAS[name].empty_table()

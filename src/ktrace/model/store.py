@@ -1,0 +1,285 @@
+"""The on-disk store: NAME.ktrace/ with meta.json and node=<host>/rank=<r>/<table>.parquet partitions.
+
+Also the capture side: CaptureWriter appends Arrow IPC stream batches (`<table>.arrows`) so a killed
+process leaves everything up to its last flush readable; `finalize()` turns them into Parquet.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+import pyarrow.parquet as pq
+
+from ktrace.model.builder import concat_tables, constant_column
+from ktrace.model.errors import ExitCode, TraceFormatError
+from ktrace.model.schema import SCHEMAS, TABLES
+from ktrace.model.trace import Trace, TraceMeta, conform
+
+META_FILE = "meta.json"
+PARTITION_META_FILE = "partition.json"
+"""Per-process meta written by the tracer (health counts, notes); merged into the trace's meta on read."""
+
+_PART_RE = re.compile(r"^node=(?P<node>[^/]+)$")
+_RANK_RE = re.compile(r"^rank=(?P<rank>-?\d+)$")
+_TIME_COLUMNS = ("start_ns", "end_ns", "ts_ns", "queued_ns", "submitted_ns")
+
+
+def partition_dir(root: Path, node: str, rank: int) -> Path:
+    """The folder of one (node, rank) partition."""
+    return root / f"node={_safe(node)}" / f"rank={rank}"
+
+
+def _safe(node: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.\-]", "_", node) or "localhost"
+
+
+def is_store(path: Path) -> bool:
+    """True if `path` looks like a .ktrace folder."""
+    return path.is_dir() and ((path / META_FILE).exists() or any(path.glob("node=*")))
+
+
+def _parquet_options(schema: pa.Schema) -> dict[str, object]:
+    # Sorted int64 timestamps compress far better delta-encoded; everything else: dictionary + zstd.
+    delta = [c for c in _TIME_COLUMNS if c in schema.names]
+    return {
+        "compression": "zstd",
+        "compression_level": 3,
+        "use_dictionary": [f.name for f in schema if f.name not in delta],
+        "column_encoding": dict.fromkeys(delta, "DELTA_BINARY_PACKED"),
+        "write_statistics": ["start_ns", "end_ns", "ts_ns"],
+        "row_group_size": 1 << 20,
+    }
+
+
+def write_table(table: pa.Table, path: Path) -> None:
+    """Write one partition's table (without node/rank: those are the folder names) as Parquet."""
+    table = table.drop_columns([c for c in ("node", "rank") if c in table.column_names])
+    pq.write_table(table, path, **_parquet_options(table.schema))  # type: ignore[arg-type]
+
+
+def write(trace: Trace, path: str | os.PathLike[str]) -> Path:
+    """Write `trace` to the folder `path` (NAME.ktrace); existing partitions of the same ranks are replaced."""
+    root = Path(path)
+    root.mkdir(parents=True, exist_ok=True)
+    tables = {name: trace.to_arrow(name) for name in TABLES}
+    pairs = trace.ranks or [(h, 0) for h in trace.meta.hosts[:1]]
+    jobs = []
+    for node, rank in pairs:
+        part = partition_dir(root, node, rank)
+        part.mkdir(parents=True, exist_ok=True)
+        for name, table in tables.items():
+            piece = table if len(pairs) == 1 else _select_partition(table, node, rank)
+            jobs.append((piece, part / f"{name}.parquet"))
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(lambda job: write_table(*job), jobs))
+    meta = trace.meta
+    created = meta.created or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    hosts = tuple(sorted({n for n, _ in pairs} | set(meta.hosts)))
+    meta = TraceMeta.from_dict({**json.loads(meta.to_json()), "created": created, "hosts": hosts})
+    (root / META_FILE).write_text(meta.to_json())
+    return root
+
+
+def _select_partition(table: pa.Table, node: str, rank: int) -> pa.Table:
+    import pyarrow.compute as pc
+
+    mask = pc.and_(pc.equal(table["node"].cast(pa.string()), node), pc.equal(table["rank"], rank))
+    return table.filter(mask)
+
+
+def partitions(root: Path) -> Iterator[tuple[str, int, Path]]:
+    """(node, rank, folder) of every partition under `root`, sorted."""
+    for node_dir in sorted(root.glob("node=*")):
+        m = _PART_RE.match(node_dir.name)
+        if not m or not node_dir.is_dir():
+            continue
+        for rank_dir in sorted(node_dir.glob("rank=*")):
+            r = _RANK_RE.match(rank_dir.name)
+            if r and rank_dir.is_dir():
+                yield m["node"], int(r["rank"]), rank_dir
+
+
+def read(path: str | os.PathLike[str]) -> Trace:
+    """Open a .ktrace folder as one Trace (all partitions), recovering un-finalized capture files."""
+    root = Path(path)
+    if not root.exists():
+        raise TraceFormatError(f"{root}: no such file or directory", ExitCode.NOT_FOUND)
+    if not is_store(root):
+        raise TraceFormatError(f"{root}: not a .ktrace folder (no meta.json, no node=* partitions)")
+    meta = _read_meta(root)
+    parts = list(partitions(root))
+    pieces: dict[str, list[pa.Table]] = {name: [] for name in TABLES}
+    recovered: list[str] = []
+
+    def load(job: tuple[str, int, Path, str]) -> tuple[str, pa.Table | None, bool]:
+        node, rank, folder, name = job
+        table, was_recovered = _read_partition_table(folder, name)
+        if table is None:
+            return name, None, False
+        return name, _with_partition(table, name, node, rank), was_recovered
+
+    jobs = [(node, rank, folder, name) for node, rank, folder in parts for name in TABLES]
+    with ThreadPoolExecutor(max_workers=min(8, max(1, len(jobs)))) as pool:
+        for (node, rank, _, name), (_, table, was_recovered) in zip(jobs, pool.map(load, jobs)):
+            if table is not None:
+                pieces[name].append(table)
+            if was_recovered:
+                recovered.append(f"node={node}/rank={rank}/{name}")
+    for node, rank, folder in parts:
+        meta = _merge_partition_meta(meta, folder)
+    if recovered:
+        meta = meta.with_health(
+            {"recovered_tables": len(recovered)},
+            (f"recovered {len(recovered)} un-finalized capture table(s) "
+             f"(the process did not finish writing): {', '.join(recovered[:5])}"
+             + (" ..." if len(recovered) > 5 else ""),),
+        )
+    tables = {name: concat_tables(p, name) for name, p in pieces.items()}
+    return Trace.from_arrow(tables, meta)
+
+
+def _read_meta(root: Path) -> TraceMeta:
+    meta_path = root / META_FILE
+    if not meta_path.exists():
+        return TraceMeta(notes=("meta.json missing: the capture did not finish",))
+    try:
+        return TraceMeta.from_dict(json.loads(meta_path.read_text()))
+    except (ValueError, TypeError) as exc:
+        raise TraceFormatError(f"{meta_path}: unreadable meta.json ({exc})") from exc
+
+
+def _merge_partition_meta(meta: TraceMeta, folder: Path) -> TraceMeta:
+    path = folder / PARTITION_META_FILE
+    if not path.exists():
+        return meta
+    try:
+        part = json.loads(path.read_text())
+    except ValueError:
+        return meta.with_health({"unreadable_partition_meta": 1})
+    return meta.with_health(dict(part.get("health", {})), tuple(part.get("notes", ())))
+
+
+def _read_partition_table(folder: Path, name: str) -> tuple[pa.Table | None, bool]:
+    parquet = folder / f"{name}.parquet"
+    stream = folder / f"{name}.arrows"
+    if parquet.exists():
+        try:
+            return pq.read_table(parquet, read_dictionary=_dictionary_columns(name)), False
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise TraceFormatError(f"{parquet}: unreadable Parquet ({exc})") from exc
+    if stream.exists():
+        return read_stream(stream), True
+    return None, False
+
+
+def _dictionary_columns(name: str) -> list[str]:
+    return [f.name for f in SCHEMAS[name] if pa.types.is_dictionary(f.type)]
+
+
+def _with_partition(table: pa.Table, name: str, node: str, rank: int) -> pa.Table:
+    n = table.num_rows
+    schema = SCHEMAS[name]
+    for key, value in (("node", node), ("rank", rank)):
+        if key in table.column_names:
+            table = table.drop_columns([key])
+        table = table.append_column(key, constant_column(value, n, schema.field(key).type))
+    return conform(table, name)
+
+
+# ----- capture: append-only Arrow IPC streams --------------------------------------------------
+
+def stream_schema(name: str) -> pa.Schema:
+    """The schema of a capture stream: the table's schema with plain strings (no per-batch dictionaries)."""
+    fields = [pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type, f.nullable)
+              for f in SCHEMAS[name] if f.name not in ("node", "rank")]
+    return pa.schema(fields, metadata=SCHEMAS[name].metadata)
+
+
+def read_stream(path: Path) -> pa.Table:
+    """Every complete batch of an Arrow IPC stream file, even one cut short by a killed writer."""
+    name = path.name.removesuffix(".arrows")
+    batches: list[pa.RecordBatch] = []
+    try:
+        with pa.OSFile(str(path), "rb") as f:
+            reader = ipc.open_stream(f)
+            while True:
+                try:
+                    batches.append(reader.read_next_batch())
+                except StopIteration:
+                    break
+                except (pa.ArrowInvalid, OSError):
+                    break  # a torn last batch: keep everything before it
+    except (pa.ArrowInvalid, OSError):
+        pass  # not even a schema was flushed
+    if not batches:
+        return stream_schema(name).empty_table()
+    return pa.Table.from_batches(batches)
+
+
+class CaptureWriter:
+    """Append-only writer of one process's partition: one Arrow IPC stream per table.
+
+    Each `append` writes a complete batch and flushes it to the OS, so a SIGKILL loses at most the
+    batch being written. Not thread-safe: the tracer's single writer thread owns it.
+    """
+
+    def __init__(self, root: str | os.PathLike[str], node: str, rank: int) -> None:
+        self.folder = partition_dir(Path(root), node, rank)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._writers: dict[str, tuple[pa.OSFile, ipc.RecordBatchStreamWriter]] = {}
+
+    def append(self, name: str, batch: pa.RecordBatch | pa.Table) -> None:
+        """Write rows of table `name`; columns are cast to the stream schema (strings undictionaried)."""
+        if batch.num_rows == 0:
+            return
+        schema = stream_schema(name)
+        table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+        table = table.select([c for c in schema.names if c in table.column_names])
+        arrays = [table.column(f.name).cast(f.type) if f.name in table.column_names
+                  else pa.nulls(table.num_rows, f.type) for f in schema]
+        table = pa.Table.from_arrays(arrays, schema=schema)
+        if name not in self._writers:
+            sink = pa.OSFile(str(self.folder / f"{name}.arrows"), "wb")
+            self._writers[name] = (sink, ipc.new_stream(sink, schema))
+        sink, writer = self._writers[name]
+        for b in table.to_batches():
+            writer.write_batch(b)
+        sink.flush()
+
+    def write_partition_meta(self, health: dict[str, int], notes: list[str]) -> None:
+        """Record this process's health counts and notes beside its tables."""
+        tmp = self.folder / (PARTITION_META_FILE + ".tmp")
+        tmp.write_text(json.dumps({"health": health, "notes": notes}, indent=1, sort_keys=True))
+        tmp.replace(self.folder / PARTITION_META_FILE)
+
+    def close(self) -> None:
+        """End every stream (the files stay readable as streams until finalize())."""
+        for sink, writer in self._writers.values():
+            writer.close()
+            sink.close()
+        self._writers.clear()
+
+
+def finalize(root: str | os.PathLike[str]) -> list[Path]:
+    """Convert every `*.arrows` capture stream under `root` to Parquet and remove the stream."""
+    done = []
+    for _, _, folder in partitions(Path(root)):
+        for stream in sorted(folder.glob("*.arrows")):
+            name = stream.name.removesuffix(".arrows")
+            if name not in SCHEMAS:
+                continue
+            table = read_stream(stream)
+            table = conform(table.append_column("node", constant_column("x", table.num_rows, pa.string()))
+                            .append_column("rank", pa.repeat(pa.scalar(0, pa.int32()), table.num_rows)), name)
+            write_table(table, folder / f"{name}.parquet")
+            stream.unlink()
+            done.append(folder / f"{name}.parquet")
+    return done

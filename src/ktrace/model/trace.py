@@ -1,0 +1,255 @@
+"""The immutable Trace: one polars frame per table of schema v1, plus TraceMeta and validate()."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+
+from ktrace.model.schema import ENUMS, SCHEMA_VERSION, SCHEMAS, SPAN_TABLES, TABLES
+
+
+@dataclass(frozen=True)
+class TraceMeta:
+    """What a trace is and where it came from; stored as meta.json."""
+
+    source: str = "ktrace"
+    """Producer: "ktrace" (capture), "kineto", "nsys" or "synthetic"."""
+    schema_version: int = SCHEMA_VERSION
+    """Schema version the tables follow."""
+    created: str = ""
+    """ISO-8601 UTC time the trace was written."""
+    clock: str = "realtime"
+    """Clock domain of every *_ns column: ns since the Unix epoch (CLOCK_REALTIME)."""
+    job: Mapping[str, Any] = field(default_factory=dict)
+    """The traced job: command line, world size, source file names, framework versions."""
+    capture: Mapping[str, Any] = field(default_factory=dict)
+    """Capture configuration (activity kinds, window, counter interval)."""
+    hosts: tuple[str, ...] = ()
+    """Hosts (nodes) present in the trace."""
+    health: Mapping[str, int] = field(default_factory=dict)
+    """Counts of what went wrong or was repaired: dropped records, orphans, scrubbed secrets, ..."""
+    notes: tuple[str, ...] = ()
+    """One line per problem a human should know about (e.g. recovered partitions)."""
+
+    def to_json(self) -> str:
+        """Serialise to the meta.json text."""
+        d = dataclasses.asdict(self)
+        d["hosts"] = list(self.hosts)
+        d["notes"] = list(self.notes)
+        return json.dumps(d, indent=1, sort_keys=True, default=str)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TraceMeta:
+        """Build from a decoded meta.json; unknown keys are kept in `job` under "extra"."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in d.items() if k in names}
+        kwargs["hosts"] = tuple(kwargs.get("hosts", ()))
+        kwargs["notes"] = tuple(kwargs.get("notes", ()))
+        kwargs["health"] = {str(k): int(v) for k, v in dict(kwargs.get("health", {})).items()}
+        return cls(**kwargs)
+
+    def with_health(self, counts: Mapping[str, int], notes: tuple[str, ...] = ()) -> TraceMeta:
+        """A copy with `counts` added to health and `notes` appended."""
+        health = dict(self.health)
+        for k, v in counts.items():
+            health[k] = health.get(k, 0) + int(v)
+        return dataclasses.replace(self, health=health, notes=self.notes + tuple(notes))
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding of Trace.validate()."""
+
+    table: str
+    column: str
+    message: str
+    rows: int
+    """How many rows show the problem."""
+
+    def __str__(self) -> str:
+        return f"{self.table}.{self.column}: {self.message} ({self.rows} rows)"
+
+
+def arrow_to_frame(table: pa.Table) -> pl.DataFrame:
+    """Arrow table -> polars frame (dictionary strings become Categorical), without a row loop."""
+    frame = pl.from_arrow(table, rechunk=False)
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+def frame_to_arrow(frame: pl.DataFrame, name: str) -> pa.Table:
+    """Polars frame -> Arrow table cast exactly to the schema of table `name`."""
+    schema = SCHEMAS[name]
+    table = frame.select([c for c in schema.names if c in frame.columns]).to_arrow()
+    columns = []
+    for f in schema:
+        if f.name in table.column_names:
+            col = table.column(f.name)
+            if pa.types.is_dictionary(f.type) and pa.types.is_dictionary(col.type):
+                col = col.cast(pa.string()).dictionary_encode()
+                col = col.cast(f.type)
+            else:
+                col = col.cast(f.type)
+        else:
+            col = pa.nulls(table.num_rows, f.type)
+        columns.append(col)
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A whole trace: every table of schema v1 as a polars frame, and its meta.
+
+    Build one with TraceBuilder, ktrace.open() or Trace.from_arrow(); never mutate its frames
+    (polars frames are values: every operation returns a new frame).
+    """
+
+    kernels: pl.DataFrame
+    memory: pl.DataFrame
+    syncs: pl.DataFrame
+    api: pl.DataFrame
+    ranges: pl.DataFrame
+    ops: pl.DataFrame
+    counters: pl.DataFrame
+    threads: pl.DataFrame
+    devices: pl.DataFrame
+    meta: TraceMeta = field(default_factory=TraceMeta)
+
+    @classmethod
+    def from_arrow(cls, tables: Mapping[str, pa.Table], meta: TraceMeta | None = None) -> Trace:
+        """Build a Trace from Arrow tables (missing tables are empty); each is cast to its schema."""
+        unknown = set(tables) - set(TABLES)
+        if unknown:
+            raise ValueError(f"unknown table(s): {', '.join(sorted(unknown))}")
+        frames: dict[str, pl.DataFrame] = {}
+        for name in TABLES:
+            table = tables.get(name)
+            if table is None:
+                table = SCHEMAS[name].empty_table()
+            elif table.schema != SCHEMAS[name]:
+                table = conform(table, name)
+            frames[name] = arrow_to_frame(table)
+        return cls(**frames, meta=meta or TraceMeta())
+
+    def table(self, name: str) -> pl.DataFrame:
+        """The frame of table `name` (one of ktrace.model.TABLES)."""
+        if name not in TABLES:
+            raise KeyError(name)
+        frame: pl.DataFrame = getattr(self, name)
+        return frame
+
+    def to_arrow(self, name: str) -> pa.Table:
+        """Table `name` as Arrow with exactly its schema."""
+        return frame_to_arrow(self.table(name), name)
+
+    def counts(self) -> dict[str, int]:
+        """Rows per table."""
+        return {name: self.table(name).height for name in TABLES}
+
+    @property
+    def ranks(self) -> list[tuple[str, int]]:
+        """(node, rank) pairs present in any table, sorted."""
+        seen: set[tuple[str, int]] = set()
+        for name in TABLES:
+            frame = self.table(name)
+            if frame.height:
+                pairs = frame.select(pl.col("node").cast(pl.String), "rank").unique()
+                seen.update((str(n), int(r)) for n, r in pairs.iter_rows())
+        return sorted(seen)
+
+    def span_ns(self) -> tuple[int, int] | None:
+        """(first start, last end) over every span table and counter sample, or None if empty."""
+        lo: list[int] = []
+        hi: list[int] = []
+        for name in SPAN_TABLES:
+            frame = self.table(name)
+            if frame.height:
+                lo.append(int(frame["start_ns"].min()))  # type: ignore[arg-type]
+                hi.append(int(frame["end_ns"].max()))  # type: ignore[arg-type]
+        if self.counters.height:
+            lo.append(int(self.counters["ts_ns"].min()))  # type: ignore[arg-type]
+            hi.append(int(self.counters["ts_ns"].max()))  # type: ignore[arg-type]
+        return (min(lo), max(hi)) if lo else None
+
+    def with_meta(self, meta: TraceMeta) -> Trace:
+        """A copy with another meta."""
+        return dataclasses.replace(self, meta=meta)
+
+    def validate(self) -> list[Problem]:
+        """Check types, end >= start, known enums and correlation sanity; return problems, never raise."""
+        problems: list[Problem] = []
+        for name in TABLES:
+            problems.extend(_check_types(self.table(name), name))
+        for name in SPAN_TABLES:
+            frame = self.table(name)
+            if {"start_ns", "end_ns"} <= set(frame.columns):
+                bad = frame.filter(pl.col("end_ns") < pl.col("start_ns")).height
+                if bad:
+                    problems.append(Problem(name, "end_ns", "ends before it starts", bad))
+                neg = frame.filter(pl.col("start_ns") <= 0).height
+                if neg:
+                    problems.append(Problem(name, "start_ns", "zero or negative timestamp", neg))
+        for (name, column), allowed in ENUMS.items():
+            frame = self.table(name)
+            if column in frame.columns and frame.height:
+                values = frame[column].cast(pl.String)
+                bad = int((~values.is_in(list(allowed))).sum())
+                if bad:
+                    problems.append(Problem(name, column, f"value outside {allowed}", bad))
+        problems.extend(_check_correlation(self))
+        return problems
+
+
+def conform(table: pa.Table, name: str) -> pa.Table:
+    """Cast an Arrow table with a subset of table `name`'s columns to its full schema (nulls fill)."""
+    schema = SCHEMAS[name]
+    extra = set(table.column_names) - set(schema.names)
+    if extra:
+        raise ValueError(f"{name}: unknown column(s) {', '.join(sorted(extra))}")
+    columns = []
+    for f in schema:
+        if f.name in table.column_names:
+            col = table.column(f.name)
+            if pa.types.is_dictionary(f.type):
+                if pa.types.is_dictionary(col.type):
+                    col = col.cast(pa.string())
+                col = col.cast(pa.string()).dictionary_encode().cast(f.type)
+            elif col.type != f.type:
+                col = col.cast(f.type)
+        elif not f.nullable:
+            raise ValueError(f"{name}: required column {f.name!r} is missing")
+        else:
+            col = pa.nulls(table.num_rows, f.type)
+        columns.append(col)
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _check_types(frame: pl.DataFrame, name: str) -> list[Problem]:
+    expected = arrow_to_frame(SCHEMAS[name].empty_table()).schema
+    problems = []
+    for col, dtype in expected.items():
+        if col not in frame.columns:
+            problems.append(Problem(name, col, "column missing", frame.height))
+        elif frame.schema[col] != dtype:
+            problems.append(Problem(name, col, f"type {frame.schema[col]} instead of {dtype}", frame.height))
+    for f in SCHEMAS[name]:
+        if not f.nullable and f.name in frame.columns:
+            nulls = frame[f.name].null_count()
+            if nulls:
+                problems.append(Problem(name, f.name, "nulls in a required column", nulls))
+    return problems
+
+
+def _check_correlation(trace: Trace) -> list[Problem]:
+    """A correlation id should name at most one API call per (node, rank)."""
+    api = trace.api.filter(pl.col("correlation_id").is_not_null() & (pl.col("correlation_id") != 0))
+    if not api.height:
+        return []
+    dup = api.group_by("node", "rank", "correlation_id").len().filter(pl.col("len") > 1).height
+    return [Problem("api", "correlation_id", "correlation id shared by several API calls", dup)] if dup else []
