@@ -71,16 +71,16 @@ def verb_parser(verb: str) -> tuple[argparse.ArgumentParser, object]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit code (see ktrace.model.errors.ExitCode)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] in ("-h", "--help", "help") or args[0].startswith("--version"):
-        parser = top_parser()
-        if not args:
-            parser.print_help()
-            return 0
-        if args[0] == "help" and len(args) > 1 and args[1] in VERBS:
-            args = [args[1], "--help"]
-        else:
-            parser.parse_args(args[:1] if args[0] != "help" else ["--help"])
-            return 0
+    if args[:1] == ["help"] and len(args) > 1 and args[1] in VERBS:
+        args = [args[1], "--help"]
+    if not args or args[0] in ("-h", "--help", "help"):
+        top_parser().print_help()
+        return 0
+    if args[0] == "--version":
+        print(f"ktrace {_version()}")
+        return 0
+    if args[0].startswith("-"):
+        top_parser().error(f"unknown option {args[0]!r}; options go after the verb (ktrace VERB --help)")
     verb = args[0]
     if verb not in VERBS:
         matches = [v for v in VERBS if v.startswith(verb)]

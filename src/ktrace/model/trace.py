@@ -217,9 +217,7 @@ def conform(table: pa.Table, name: str) -> pa.Table:
         if f.name in table.column_names:
             col = table.column(f.name)
             if pa.types.is_dictionary(f.type):
-                if pa.types.is_dictionary(col.type):
-                    col = col.cast(pa.string())
-                col = col.cast(pa.string()).dictionary_encode().cast(f.type)
+                col = _as_dictionary(col, f.type)
             elif col.type != f.type:
                 col = col.cast(f.type)
         elif not f.nullable:
@@ -228,6 +226,18 @@ def conform(table: pa.Table, name: str) -> pa.Table:
             col = pa.nulls(table.num_rows, f.type)
         columns.append(col)
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _as_dictionary(col: pa.ChunkedArray, typ: pa.DataType) -> pa.ChunkedArray:
+    """A string column as dictionary<int32, string>, re-encoding only when it is not one already."""
+    if col.type == typ:
+        return col
+    if pa.types.is_dictionary(col.type) and col.type.value_type in (pa.string(), pa.large_string()):
+        try:
+            return col.cast(typ)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+    return col.cast(pa.string()).dictionary_encode().cast(typ)
 
 
 def _check_types(frame: pl.DataFrame, name: str) -> list[Problem]:

@@ -1,0 +1,80 @@
+"""The command line: verbs, help, exit codes and `ktrace info`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ktrace.cli import VERBS, main, top_parser
+from ktrace.model import ExitCode, store
+from ktrace.testing import SyntheticConfig, generate
+
+
+def _ktrace(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ktrace", *args], capture_output=True, text=True, timeout=120)
+
+
+def test_help_lists_every_verb(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for verb in VERBS:
+        assert verb in out
+
+
+def test_unknown_verb_is_a_usage_error() -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["frobnicate"])
+    assert exc.value.code == ExitCode.USAGE
+
+
+def test_verb_prefixes_are_accepted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = store.write(generate(SyntheticConfig(steps=2, kernels_per_step=5)), tmp_path / "p.ktrace")
+    assert main(["inf", str(root), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["source"] == "synthetic"
+
+
+def test_every_verb_module_has_arguments_and_run() -> None:
+    import importlib
+
+    for verb, (module, _) in VERBS.items():
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError:  # pragma: no cover - a verb whose room has not landed
+            pytest.fail(f"verb {verb}: module {module} missing")
+        assert callable(mod.add_arguments) and callable(mod.run), verb
+        assert mod.__doc__, f"verb {verb} has no help text"
+    assert top_parser().prog == "ktrace"
+
+
+def test_info_json_on_a_written_synthetic_trace(tmp_path: Path) -> None:
+    trace = generate(SyntheticConfig(steps=3, kernels_per_step=30, ranks=2))
+    root = store.write(trace, tmp_path / "s.ktrace")
+    res = _ktrace("info", str(root), "--json", "--validate")
+    assert res.returncode == 0, res.stderr
+    info = json.loads(res.stdout)
+    assert info["rows"]["kernels"] == trace.kernels.height
+    assert [r["rank"] for r in info["ranks"]] == [-1, 0, 1]
+    assert info["problems"] == []
+    assert len(info["devices"]) == 2
+
+
+def test_info_text_names_devices_and_tables(tmp_path: Path) -> None:
+    root = store.write(generate(SyntheticConfig(steps=2, kernels_per_step=5)), tmp_path / "t.ktrace")
+    res = _ktrace("info", str(root))
+    assert res.returncode == 0
+    assert "H100" in res.stdout and "kernels" in res.stdout
+
+
+@pytest.mark.parametrize(("make", "code"), [
+    (lambda p: p / "missing.ktrace", ExitCode.NOT_FOUND),
+    (lambda p: (p / "junk.bin").write_bytes(b"\x00\x01garbage") and p / "junk.bin", ExitCode.BAD_INPUT),
+])
+def test_bad_input_is_one_line_and_an_exit_code(tmp_path: Path, make, code: ExitCode) -> None:  # type: ignore[no-untyped-def]
+    res = _ktrace("info", str(make(tmp_path)))
+    assert res.returncode == code
+    assert "Traceback" not in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1

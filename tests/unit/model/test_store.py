@@ -1,0 +1,128 @@
+"""The .ktrace store: round trips, partitions, capture streams and recovery after SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pytest
+from hypothesis import given
+
+from ktrace.model import TraceFormatError, store
+from ktrace.model.trace import Trace
+from ktrace.testing import SyntheticConfig, assert_trace_equal, generate
+from ktrace.testing.strategies import traces
+
+
+@given(trace=traces())
+def test_round_trip_equals_original(trace: Trace, tmp_path_factory: pytest.TempPathFactory) -> None:
+    path = tmp_path_factory.mktemp("rt") / "t.ktrace"
+    store.write(trace, path)
+    assert_trace_equal(trace, store.read(path), check_meta=False)
+
+
+def test_layout_is_hive_partitioned_and_readable_by_polars(tmp_path: Path) -> None:
+    trace = generate(SyntheticConfig(steps=3, kernels_per_step=20, ranks=2))
+    root = store.write(trace, tmp_path / "run.ktrace")
+    assert (root / "meta.json").exists()
+    assert sorted(p.name for p in (root / "node=node0").iterdir()) == ["rank=-1", "rank=0", "rank=1"]
+    assert json.loads((root / "meta.json").read_text())["schema_version"] == 1
+    # Other tools read every rank as one dataset through the hive partition names.
+    df = pl.read_parquet(root / "**/kernels.parquet", hive_partitioning=True)
+    assert df.height == trace.kernels.height
+    assert sorted(df["rank"].unique().to_list()) == [0, 1]
+
+
+def test_strings_are_dictionary_encoded_and_compressed_on_disk(tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    root = store.write(generate(SyntheticConfig(steps=2, kernels_per_step=50)), tmp_path / "x.ktrace")
+    md = pq.ParquetFile(root / "node=node0" / "rank=0" / "kernels.parquet").metadata
+    col = md.row_group(0).column(md.schema.names.index("name"))
+    assert "RLE_DICTIONARY" in col.encodings or "PLAIN_DICTIONARY" in col.encodings
+    assert col.compression == "ZSTD"
+
+
+def test_reading_a_missing_or_foreign_path_raises_a_user_error(tmp_path: Path) -> None:
+    with pytest.raises(TraceFormatError, match="no such file"):
+        store.read(tmp_path / "nope.ktrace")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(TraceFormatError, match="not a .ktrace folder"):
+        store.read(tmp_path / "empty")
+
+
+def test_corrupt_parquet_is_a_user_error(tmp_path: Path) -> None:
+    root = store.write(generate(SyntheticConfig(steps=2, kernels_per_step=5)), tmp_path / "x.ktrace")
+    (root / "node=node0" / "rank=0" / "kernels.parquet").write_bytes(b"PAR1garbage")
+    with pytest.raises(TraceFormatError, match="unreadable Parquet"):
+        store.read(root)
+
+
+def test_capture_writer_streams_finalize_to_parquet(tmp_path: Path) -> None:
+    w = store.CaptureWriter(tmp_path / "c.ktrace", "host", 5)
+    for i in range(3):
+        w.append("kernels", pa.table({"start_ns": [i * 10], "end_ns": [i * 10 + 5], "device": pa.array([0], pa.int32()),
+                                      "name": [f"k{i}"]}))
+    w.write_partition_meta({"dropped_records": 2}, ["cupti dropped 2 records"])
+    w.close()
+    before = store.read(tmp_path / "c.ktrace")
+    assert before.kernels.height == 3 and before.meta.health["recovered_tables"] == 1
+    assert before.meta.health["dropped_records"] == 2
+    store.finalize(tmp_path / "c.ktrace")
+    after = store.read(tmp_path / "c.ktrace")
+    assert "recovered_tables" not in after.meta.health
+    assert after.kernels["name"].cast(pl.String).to_list() == ["k0", "k1", "k2"]
+    assert after.kernels["rank"].to_list() == [5, 5, 5]
+
+
+_KILLED_WRITER = textwrap.dedent("""
+    import sys, time
+    import pyarrow as pa
+    from ktrace.model.store import CaptureWriter
+    w = CaptureWriter(sys.argv[1], "h", 0)
+    for i in range(int(sys.argv[2])):
+        w.append("kernels", pa.table({"start_ns": [i], "end_ns": [i + 1], "device": pa.array([0], pa.int32()),
+                                      "name": ["k"]}))
+    print("flushed", flush=True)
+    while True:
+        time.sleep(1)
+""")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
+def test_capture_killed_with_sigkill_keeps_every_flushed_batch(tmp_path: Path) -> None:
+    root = tmp_path / "killed.ktrace"
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(root), "25"], stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "flushed"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    trace = store.read(root)
+    assert trace.kernels.height == 25
+    assert trace.meta.health["recovered_tables"] == 1
+    assert any("un-finalized" in n for n in trace.meta.notes)
+
+
+def test_torn_last_batch_is_dropped_not_fatal(tmp_path: Path) -> None:
+    w = store.CaptureWriter(tmp_path / "t.ktrace", "h", 0)
+    for i in range(4):
+        w.append("api", pa.table({"start_ns": [i], "end_ns": [i + 1], "pid": [1], "tid": [1], "domain": ["runtime"],
+                                  "name": ["cudaLaunchKernel"]}))
+    w.close()
+    f = tmp_path / "t.ktrace" / "node=h" / "rank=0" / "api.arrows"
+    f.write_bytes(f.read_bytes()[:-40])
+    assert 1 <= store.read(tmp_path / "t.ktrace").api.height < 4
+
+
+def test_many_ranks_read_as_one_trace(tmp_path: Path) -> None:
+    trace = generate(SyntheticConfig(steps=2, kernels_per_step=10, ranks=4, nodes=2))
+    back = store.read(store.write(trace, tmp_path / "m.ktrace"))
+    assert sorted(back.ranks) == sorted(trace.ranks)
+    assert_trace_equal(trace, back, check_meta=False)
