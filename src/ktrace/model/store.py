@@ -64,7 +64,7 @@ def _parquet_options(schema: pa.Schema) -> dict[str, object]:
 def write_table(table: pa.Table, path: Path) -> None:
     """Write one partition's table (without node/rank: those are the folder names) as Parquet."""
     table = table.drop_columns([c for c in ("node", "rank") if c in table.column_names])
-    pq.write_table(table, path, **_parquet_options(table.schema))  # type: ignore[arg-type]
+    pq.write_table(table, path, **_parquet_options(table.schema))
 
 
 def write(trace: Trace, path: str | os.PathLike[str]) -> Path:

@@ -13,7 +13,7 @@ from ktrace.model.trace import Trace, TraceMeta
 _T0 = 1_700_000_000_000_000_000
 _NAMES = ("ampere_sgemm_128x64_nn", "triton_poi_fused_add_0", "ncclKernel_AllReduce_RING_LL_Sum_float",
           "void at::native::vectorized_elementwise_kernel<4>", "名前 with ünïcode", "")
-_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
+_text = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=12)
 
 
 @st.composite

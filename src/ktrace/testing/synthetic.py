@@ -230,7 +230,7 @@ def _step_tables(config: SyntheticConfig, rank: int, pid: int, tid: int, rng: np
         "static_shared_bytes": rng.choice(np.array([0, 4096, 16384], np.int32), total),
         "dynamic_shared_bytes": rng.choice(np.array([0, 49152, 98304], np.int32), total),
         "queued_ns": a["api_end"] - 500, "submitted_ns": a["api_end"] + 200,
-        "collective": pa.array(np.where(a["is_comm"], "allreduce", None), pa.string()),
+        "collective": pa.array(["allreduce"] * total, pa.string(), mask=~a["is_comm"]),
         "in_nelems": pa.array(np.full(total, 1 << 24, np.int64), mask=~a["is_comm"]),
     })
     api = pa.table({
