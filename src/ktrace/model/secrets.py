@@ -24,7 +24,9 @@ _SECRET_VALUE = re.compile(
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----)"
 )
 _INLINE_ASSIGN = re.compile(
-    r"(?P<key>[A-Za-z_][A-Za-z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY)[A-Za-z0-9_]*)"
+    # the look-behind anchors the key at the start of an identifier: without it a long run of
+    # [A-Za-z0-9_] (a base64 blob in an environment) is rescanned from every position, O(n^2)
+    r"(?<![A-Za-z0-9_])(?P<key>[A-Za-z_][A-Za-z0-9_]*(?:TOKEN|SECRET|PASSWORD|PASSWD|API_KEY|ACCESS_KEY)[A-Za-z0-9_]*)"
     r"(?P<sep>\s*[=:]\s*)(?P<val>[^\s,;\"']+)",
     re.IGNORECASE,
 )

@@ -1,7 +1,7 @@
 """The on-disk store: NAME.ktrace/ with meta.json and node=<host>/rank=<r>/<table>.parquet partitions.
 
-Also the capture side: CaptureWriter appends Arrow IPC stream batches (`<table>.arrows`) so a killed
-process leaves everything up to its last flush readable; `finalize()` turns them into Parquet.
+The capture side (ktrace.model.capture.CaptureWriter) appends Arrow IPC streams; `read()` recovers them and
+`finalize()` turns them into Parquet.
 """
 
 from __future__ import annotations
@@ -15,32 +15,24 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from ktrace.model.builder import concat_tables, constant_column
+from ktrace.model.capture import PARTITION_META_FILE, CaptureWriter, partition_dir, read_stream, stream_schema
 from ktrace.model.errors import ExitCode, TraceFormatError
 from ktrace.model.schema import SCHEMAS, TABLES
 from ktrace.model.trace import Trace, TraceMeta, conform
 
 META_FILE = "meta.json"
-PARTITION_META_FILE = "partition.json"
-"""Per-process meta written by the tracer (health counts, notes); merged into the trace's meta on read."""
+
+__all__ = ["CaptureWriter", "finalize", "is_store", "partition_dir", "partitions", "read", "read_stream",
+           "stream_schema", "write"]
 
 _PART_RE = re.compile(r"^node=(?P<node>[^/]+)$")
 _RANK_RE = re.compile(r"^rank=(?P<rank>-?\d+)$")
 _DELTA_COLUMNS = ("start_ns", "end_ns", "ts_ns", "queued_ns", "submitted_ns", "correlation_id", "external_id")
 """Near-sorted int64 columns: delta-encoded they take ~1 byte a row and decode fast (measured: 18 vs 21 bytes a
 kernel row with its launch, and half the decode time, against dictionary/plain encoding)."""
-
-
-def partition_dir(root: Path, node: str, rank: int) -> Path:
-    """The folder of one (node, rank) partition."""
-    return root / f"node={_safe(node)}" / f"rank={rank}"
-
-
-def _safe(node: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.\-]", "_", node) or "localhost"
 
 
 def is_store(path: Path) -> bool:
@@ -194,80 +186,6 @@ def _with_partition(table: pa.Table, name: str, node: str, rank: int) -> pa.Tabl
             table = table.drop_columns([key])
         table = table.append_column(key, constant_column(value, n, schema.field(key).type))
     return conform(table, name)
-
-
-# ----- capture: append-only Arrow IPC streams --------------------------------------------------
-
-def stream_schema(name: str) -> pa.Schema:
-    """The schema of a capture stream: the table's schema with plain strings (no per-batch dictionaries)."""
-    fields = [pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type, f.nullable)
-              for f in SCHEMAS[name] if f.name not in ("node", "rank")]
-    return pa.schema(fields, metadata=SCHEMAS[name].metadata)
-
-
-def read_stream(path: Path) -> pa.Table:
-    """Every complete batch of an Arrow IPC stream file, even one cut short by a killed writer."""
-    name = path.name.removesuffix(".arrows")
-    batches: list[pa.RecordBatch] = []
-    try:
-        with pa.OSFile(str(path), "rb") as f:
-            reader = ipc.open_stream(f)
-            while True:
-                try:
-                    batches.append(reader.read_next_batch())
-                except StopIteration:
-                    break
-                except (pa.ArrowInvalid, OSError):
-                    break  # a torn last batch: keep everything before it
-    except (pa.ArrowInvalid, OSError):
-        pass  # not even a schema was flushed
-    if not batches:
-        return stream_schema(name).empty_table()
-    return pa.Table.from_batches(batches)
-
-
-class CaptureWriter:
-    """Append-only writer of one process's partition: one Arrow IPC stream per table.
-
-    Each `append` writes a complete batch and flushes it to the OS, so a SIGKILL loses at most the
-    batch being written. Not thread-safe: the tracer's single writer thread owns it.
-    """
-
-    def __init__(self, root: str | os.PathLike[str], node: str, rank: int) -> None:
-        self.folder = partition_dir(Path(root), node, rank)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self._writers: dict[str, tuple[pa.OSFile, ipc.RecordBatchStreamWriter]] = {}
-
-    def append(self, name: str, batch: pa.RecordBatch | pa.Table) -> None:
-        """Write rows of table `name`; columns are cast to the stream schema (strings undictionaried)."""
-        if batch.num_rows == 0:
-            return
-        schema = stream_schema(name)
-        table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
-        table = table.select([c for c in schema.names if c in table.column_names])
-        arrays = [table.column(f.name).cast(f.type) if f.name in table.column_names
-                  else pa.nulls(table.num_rows, f.type) for f in schema]
-        table = pa.Table.from_arrays(arrays, schema=schema)
-        if name not in self._writers:
-            sink = pa.OSFile(str(self.folder / f"{name}.arrows"), "wb")
-            self._writers[name] = (sink, ipc.new_stream(sink, schema))
-        sink, writer = self._writers[name]
-        for b in table.to_batches():
-            writer.write_batch(b)
-        sink.flush()
-
-    def write_partition_meta(self, health: dict[str, int], notes: list[str]) -> None:
-        """Record this process's health counts and notes beside its tables."""
-        tmp = self.folder / (PARTITION_META_FILE + ".tmp")
-        tmp.write_text(json.dumps({"health": health, "notes": notes}, indent=1, sort_keys=True))
-        tmp.replace(self.folder / PARTITION_META_FILE)
-
-    def close(self) -> None:
-        """End every stream (the files stay readable as streams until finalize())."""
-        for sink, writer in self._writers.values():
-            writer.close()
-            sink.close()
-        self._writers.clear()
 
 
 def finalize(root: str | os.PathLike[str]) -> list[Path]:

@@ -1,0 +1,137 @@
+"""Record a command: GPU kernels, launches, memory ops, syncs and NVTX ranges (CUPTI), CPU/GPU counters.
+
+Every Python process of the command that imports a CUDA library (torch, cupy, jax, ...) starts the
+tracer before CUDA initializes and writes its own partition (rank from RANK/LOCAL_RANK, else its pid).
+torchrun agents and DataLoader workers are skipped unless --trace-children. Signals (Ctrl-C, SIGTERM)
+are forwarded; ktrace exits with the command's exit code. GPU capture needs an NVIDIA driver and
+cupti-python matching it (pip install 'ktrace[cu13]' or 'ktrace[cu12]'); without them the CPU side
+(threads, ktrace.annotate/step ranges) and the counters are still recorded.
+
+examples:
+  ktrace run -- python train.py --epochs 1
+  ktrace run -o ddp.ktrace -- torchrun --nproc-per-node 2 train.py
+  ktrace run --steps 10:20 -- python train.py          (steps counted by ktrace.step())
+  ktrace run --delay 30 --duration 10 -- python -m mypkg.train
+  ktrace run --capture-range=cudaProfilerApi -- python train.py   (torch.cuda.profiler.start/stop)
+  ktrace run --kinds kernel,memcpy,nvtx --interval 100 -- ./train.sh
+
+in the program (works without ktrace run too, as NVTX):
+  import ktrace
+  for batch in loader:
+      ktrace.step()
+      with ktrace.annotate("forward"):
+          loss = model(batch)
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from ktrace.model.errors import ExitCode, KtraceError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `ktrace run`."""
+    parser.add_argument("-o", "--output", metavar="PATH",
+                        help="the .ktrace folder to write (default: run.ktrace, run-2.ktrace, ... in the cwd)")
+    parser.add_argument("--force", action="store_true", help="replace PATH if it exists")
+    win = parser.add_argument_group("capture window")
+    win.add_argument("--delay", type=float, default=0.0, metavar="S", help="start recording S seconds after launch")
+    win.add_argument("--duration", type=float, default=None, metavar="S", help="record for S seconds, then stop")
+    win.add_argument("--steps", metavar="A:B", help="record steps A..B-1 (steps are counted by ktrace.step())")
+    win.add_argument("--capture-range", choices=["none", "cudaProfilerApi"], default="none",
+                     help="cudaProfilerApi: record only between torch.cuda.profiler.start()/stop() "
+                          "(or cudaProfilerStart/Stop, ktrace.start()/stop())")
+    what = parser.add_argument_group("what to record")
+    what.add_argument("--kinds", default="all", metavar="LIST",
+                      help="activity kinds: kernel,runtime,driver,memcpy,memset,sync,nvtx,external,overhead,"
+                           "resources (default: all)")
+    what.add_argument("--no-gpu", action="store_true", help="do not start CUPTI: CPU side and counters only")
+    what.add_argument("--interval", type=int, default=500, metavar="MS",
+                      help="counter sampling interval, 100 ms to 60 s (default: 500)")
+    what.add_argument("--no-counters", action="store_true", help="do not sample CPU/GPU counters")
+    what.add_argument("--trace-children", action="store_true",
+                      help="also trace launcher agents and multiprocessing children (DataLoader workers)")
+    what.add_argument("--ranks", metavar="LIST", help="trace only these ranks, e.g. 0 or 0,4-7")
+    what.add_argument("--buffer-mb", type=int, default=8, metavar="MB", help="CUPTI buffer size (default: 8)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print only errors")
+    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
+                        help="the command to record, after --")
+
+
+def parse_config(args: argparse.Namespace) -> Any:
+    """Build the CaptureConfig from parsed arguments (KtraceError with a usage code when invalid)."""
+    from ktrace.tracer.config import CaptureConfig, ConfigError, check_interval, parse_kinds, parse_ranks, parse_steps
+
+    try:
+        if args.delay < 0 or (args.duration is not None and args.duration <= 0):
+            raise ConfigError("--delay must be >= 0 and --duration > 0 (seconds)")
+        if not 1 <= args.buffer_mb <= 256:
+            raise ConfigError("--buffer-mb must be between 1 and 256")
+        return CaptureConfig(
+            kinds=parse_kinds(args.kinds), gpu=not args.no_gpu, interval_ms=check_interval(args.interval),
+            counters=not args.no_counters, delay_s=args.delay, duration_s=args.duration,
+            steps=parse_steps(args.steps) if args.steps else None, capture_range=args.capture_range,
+            trace_children=args.trace_children, ranks=parse_ranks(args.ranks) if args.ranks else None,
+            buffer_mb=args.buffer_mb)
+    except ConfigError as exc:
+        raise KtraceError(str(exc), ExitCode.USAGE) from None
+
+
+def output_path(args: argparse.Namespace) -> Path:
+    """The run folder: -o PATH (must not exist unless --force) or the next free run-N.ktrace."""
+    from ktrace.tracer.launcher import default_output
+
+    if not args.output:
+        return default_output(Path.cwd())
+    path = Path(args.output)
+    if path.exists():
+        if not args.force:
+            raise KtraceError(f"{path} exists; choose another -o or add --force to replace it", ExitCode.USAGE)
+        if path.is_dir() and not (path / "meta.json").exists() and any(path.iterdir()) \
+                and not any(path.glob("node=*")):
+            raise KtraceError(f"{path} is a non-empty folder that is not a trace; not replacing it", ExitCode.USAGE)
+        shutil.rmtree(path) if path.is_dir() else path.unlink()
+    return path
+
+
+def run(args: argparse.Namespace) -> int:
+    """Record the command, finalize the trace and print where it is; returns the command's exit code."""
+    from ktrace.tracer.launcher import python_command, run_command
+
+    command = list(args.command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        raise KtraceError("no command given: ktrace run [options] -- COMMAND ...", ExitCode.USAGE)
+    config = parse_config(args)
+    root = output_path(args)
+    quiet = args.quiet
+
+    def say(line: str) -> None:
+        if not quiet:
+            print(f"ktrace: {line}", file=sys.stderr, flush=True)
+
+    result = run_command(python_command(command), config, root, say)
+    for note in result.notes:
+        if note not in result.printed:
+            say(note)
+    if not quiet:
+        _print_summary(result)
+    return result.exit_code
+
+
+def _print_summary(result: Any) -> None:
+    totals: dict[str, int] = {}
+    for proc in result.processes:
+        for table, n in proc["rows"].items():
+            totals[table] = totals.get(table, 0) + n
+    shown = ", ".join(f"{totals.get(t, 0):,} {t}" for t in ("kernels", "memory", "api", "ranges", "threads"))
+    procs = len(result.processes)
+    print(f"ktrace: trace written to {result.root} ({procs} process{'es' if procs != 1 else ''}: {shown}; "
+          f"{result.duration_s:.1f} s; command exit code {result.exit_code})", file=sys.stderr)
+    print(f"  next: ktrace summary {result.root}\n        ktrace view {result.root}", file=sys.stderr)

@@ -1,0 +1,327 @@
+"""Decode copied-out CUPTI record tuples into Arrow tables of schema v1 (runs on the writer thread).
+
+Pure apart from the small state that spans buffers: open NVTX ranges (START and END records come in
+different buffers), context -> device, and correlation_id -> external id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+COPY_KIND = {1: "HtoD", 2: "DtoH", 3: "HtoD", 4: "DtoH", 5: "DtoD", 6: "DtoD", 7: "DtoD", 8: "DtoD",
+             9: "HtoH", 10: "PtoP"}
+"""ActivityMemcpyKind -> schema copy kind (array transfers count as device memory)."""
+MEMORY_KIND = {1: "pageable", 2: "pinned", 3: "device", 4: "array", 5: "managed", 6: "device", 7: "managed"}
+"""ActivityMemoryKind -> schema memory kind (0 and anything new: unknown)."""
+SYNC_TYPE = {1: "event", 2: "stream_wait_event", 3: "stream", 4: "context"}
+"""ActivitySynchronizationType -> schema sync type."""
+NOT_APPLICABLE = 0xFFFFFFFF
+"""CUPTI's 'no stream/event' value in synchronization records."""
+MARKER_INSTANT, MARKER_START, MARKER_END = 1, 2, 4
+OBJECT_THREAD = 2
+DIRECT_DOMAINS = frozenset({"ktrace"})
+"""NVTX domains whose ranges ktrace's Python API already records directly (skipped here)."""
+
+NameOf = Callable[[str, int], str]
+"""(domain "runtime"|"driver", cbid) -> API name."""
+
+
+def _i64(values: Sequence[Any]) -> np.ndarray:
+    try:
+        return np.array(values, dtype=np.int64)  # C-speed; fails only on None from the slow getattr path
+    except (TypeError, OverflowError):
+        return np.fromiter((int(v or 0) & 0x7FFFFFFFFFFFFFFF for v in values), dtype=np.int64, count=len(values))
+
+
+def _transpose(rows: list[tuple[Any, ...]], strings: tuple[int, ...] = ()) -> list[Any]:
+    """Columns of `rows`: one structured-array pass in C (~2x faster than zip(*rows) on 20 fields)."""
+    width = len(rows[0])
+    dtype = np.dtype([(f"f{j}", "O" if j in strings else "i8") for j in range(width)])
+    try:
+        packed = np.array(rows, dtype=dtype)
+    except (TypeError, OverflowError, ValueError):  # None from the slow path, or a u64 beyond int64
+        return list(zip(*rows, strict=False))
+    return [packed[f"f{j}"] for j in range(width)]
+
+
+def _nullable(values: Sequence[Any], null: int = 0) -> pa.Array:
+    arr = _i64(values)
+    return pa.array(arr, type=pa.int64(), mask=arr == null)
+
+
+def _strings(values: Sequence[Any]) -> pa.Array:
+    return pa.array(values, type=pa.string(), from_pandas=True).fill_null("").dictionary_encode()
+
+
+def _mapped(codes: Sequence[Any], mapping: Mapping[int, str], default: str = "unknown") -> pa.Array:
+    return pa.array([mapping.get(int(c or 0), default) for c in codes], type=pa.string()).dictionary_encode()
+
+
+@dataclass
+class DecoderState:
+    """What decoding remembers between buffers."""
+
+    open_ranges: dict[int, tuple[int, str, str, int, int, int]] = field(default_factory=dict)
+    """marker id -> (start_ns, name, domain, pid, tid, depth) of an NVTX range whose END is not yet seen."""
+    early_ends: dict[int, int] = field(default_factory=dict)
+    """marker id -> end_ns of END records that arrived before their START."""
+    depth: dict[int, int] = field(default_factory=dict)
+    """tid -> open NVTX ranges on that thread."""
+    context_device: dict[int, int] = field(default_factory=dict)
+    external: dict[int, int] = field(default_factory=dict)
+    """correlation_id -> external id (EXTERNAL_CORRELATION records)."""
+
+
+class RecordDecoder:
+    """Turns `{kind name: [tuple, ...]}` into Arrow tables of schema v1 plus health counts.
+
+    Args:
+        name_of: API name lookup (see ktrace.tracer.api_names).
+        pid: pid used for NVTX records that carry no thread object.
+    """
+
+    def __init__(self, name_of: NameOf, pid: int) -> None:
+        self.name_of = name_of
+        self.pid = pid
+        self.state = DecoderState()
+        self._names: dict[tuple[str, int], str] = {}
+
+    def decode(self, rows: Mapping[str, list[tuple[Any, ...]]]) -> tuple[dict[str, pa.Table], dict[str, int]]:
+        """Decode one drained batch; returns (table name -> Arrow table, health counts)."""
+        health: dict[str, int] = {}
+        for corr_ext in rows.get("EXTERNAL_CORRELATION", ()):
+            self.state.external[int(corr_ext[2])] = int(corr_ext[1])
+        for ctx, dev in rows.get("CONTEXT", ()):
+            self.state.context_device[int(ctx)] = int(dev)
+        tables: dict[str, list[pa.Table]] = {}
+
+        def put(name: str, table: pa.Table | None) -> None:
+            if table is not None and table.num_rows:
+                tables.setdefault(name, []).append(table)
+
+        put("kernels", self._kernels(rows.get("CONCURRENT_KERNEL", []), health))
+        api = [("runtime", r) for r in rows.get("RUNTIME", [])] + [("driver", r) for r in rows.get("DRIVER", [])]
+        put("api", self._api(api, health))
+        put("memory", self._memcpy(rows.get("MEMCPY", []), health))
+        put("memory", self._memcpy2(rows.get("MEMCPY2", []), health))
+        put("memory", self._memset(rows.get("MEMSET", []), health))
+        put("syncs", self._syncs(rows.get("SYNCHRONIZATION", []), health))
+        put("ranges", self._markers(rows.get("MARKER", []), health))
+        put("threads", self._thread_names(rows.get("NAME", [])))
+        put("devices", self._devices(rows.get("DEVICE", [])))
+        overhead = rows.get("OVERHEAD", [])
+        if overhead:
+            health["cupti_overhead_records"] = len(overhead)
+            health["cupti_overhead_ns"] = int(sum(max(0, (e or 0) - (s or 0)) for _, s, e in overhead))
+        return {k: pa.concat_tables(v, promote_options="permissive") for k, v in tables.items()}, health
+
+    def _external(self, corr: np.ndarray) -> pa.Array:
+        ext = self.state.external
+        if not ext:
+            return pa.nulls(len(corr), pa.int64())
+        values = [ext.get(int(c)) for c in corr]
+        return pa.array(values, type=pa.int64())
+
+    def _valid(self, start: np.ndarray, end: np.ndarray, health: dict[str, int]) -> np.ndarray:
+        keep: np.ndarray = (start > 0) & (end >= start)
+        bad = int((~keep).sum())
+        if bad:
+            health["zero_timestamp_records"] = health.get("zero_timestamp_records", 0) + bad
+        return keep
+
+    def _kernels(self, rows: list[tuple[Any, ...]], health: dict[str, int]) -> pa.Table | None:
+        if not rows:
+            return None
+        c = _transpose(rows, strings=(6,))
+        start, end = _i64(c[0]), _i64(c[1])
+        corr = _i64(c[5])
+        table = pa.table({
+            "start_ns": start, "end_ns": end, "device": _i64(c[2]).astype(np.int32),
+            "stream": _i64(c[4]), "context_id": _i64(c[3]), "correlation_id": corr,
+            "external_id": self._external(corr), "name": _strings(c[6]),
+            **{col: _i64(c[i]).astype(np.int32) for i, col in enumerate(
+                ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread",
+                 "static_shared_bytes", "dynamic_shared_bytes"), start=7)},
+            "graph_id": _nullable(c[16]), "graph_node_id": _nullable(c[17]),
+            "queued_ns": _nullable(c[18]), "submitted_ns": _nullable(c[19]),
+        })
+        return table.filter(pa.array(self._valid(start, end, health)))
+
+    def _api_name(self, domain: str, cbid: int) -> str:
+        key = (domain, cbid)
+        name = self._names.get(key)
+        if name is None:
+            name = self._names[key] = self.name_of(domain, cbid)
+        return name
+
+    def _api(self, rows: list[tuple[str, tuple[Any, ...]]], health: dict[str, int]) -> pa.Table | None:
+        if not rows:
+            return None
+        domains = np.array([d == "runtime" for d, _ in rows])
+        c = _transpose([r for _, r in rows])
+        start, end, corr, cbid = _i64(c[0]), _i64(c[1]), _i64(c[4]), _i64(c[5])
+        # Name each distinct (domain, cbid) once: a few hundred at most, not one lookup per record.
+        key = cbid * 2 + domains
+        uniq, inverse = np.unique(key, return_inverse=True)
+        labels = [self._api_name("runtime" if k % 2 else "driver", int(k // 2)) for k in uniq]
+        names = pa.DictionaryArray.from_arrays(pa.array(inverse.astype(np.int32)), pa.array(labels, pa.string()))
+        dom = pa.DictionaryArray.from_arrays(pa.array((~domains).astype(np.int32)),
+                                             pa.array(["runtime", "driver"], pa.string()))
+        failed = int(np.count_nonzero(_i64(c[6])))
+        if failed:
+            health["api_errors"] = failed
+        table = pa.table({
+            "start_ns": start, "end_ns": end, "pid": _i64(c[2]), "tid": _i64(c[3]),
+            "correlation_id": corr, "external_id": self._external(corr),
+            "domain": dom, "name": names, "cbid": cbid.astype(np.int32),
+        })
+        return table.filter(pa.array(self._valid(start, end, health)))
+
+    def _memory(self, cols: dict[str, Any], start: np.ndarray, end: np.ndarray,
+                health: dict[str, int]) -> pa.Table:
+        corr = cols["correlation_id"]
+        cols = {"start_ns": start, "end_ns": end, **cols, "external_id": self._external(corr)}
+        return pa.table(cols).filter(pa.array(self._valid(start, end, health)))
+
+    def _memcpy(self, rows: list[tuple[Any, ...]], health: dict[str, int]) -> pa.Table | None:
+        if not rows:
+            return None
+        c = list(zip(*rows, strict=False))
+        runtime_corr, driver_corr = _i64(c[6]), _i64(c[5])
+        # Runtime-originated copies join the runtime API record (cupti_activity.h:2282-2295).
+        corr = np.where(runtime_corr != 0, runtime_corr, driver_corr)
+        return self._memory({
+            "op": _strings(["memcpy"] * len(rows)), "device": _i64(c[2]).astype(np.int32),
+            "stream": _i64(c[4]), "context_id": _i64(c[3]), "correlation_id": corr, "bytes": _i64(c[7]),
+            "copy_kind": _mapped(c[8], COPY_KIND), "src_kind": _mapped(c[9], MEMORY_KIND),
+            "dst_kind": _mapped(c[10], MEMORY_KIND), "graph_id": _nullable(c[11]),
+        }, _i64(c[0]), _i64(c[1]), health)
+
+    def _memcpy2(self, rows: list[tuple[Any, ...]], health: dict[str, int]) -> pa.Table | None:
+        if not rows:
+            return None
+        c = list(zip(*rows, strict=False))
+        return self._memory({
+            "op": _strings(["memcpy"] * len(rows)), "device": _i64(c[2]).astype(np.int32),
+            "stream": _i64(c[4]), "context_id": _i64(c[3]), "correlation_id": _i64(c[5]), "bytes": _i64(c[6]),
+            "copy_kind": _mapped([10] * len(rows), COPY_KIND), "src_kind": _mapped(c[8], MEMORY_KIND),
+            "dst_kind": _mapped(c[9], MEMORY_KIND), "graph_id": _nullable(c[10]),
+        }, _i64(c[0]), _i64(c[1]), health)
+
+    def _memset(self, rows: list[tuple[Any, ...]], health: dict[str, int]) -> pa.Table | None:
+        if not rows:
+            return None
+        c = list(zip(*rows, strict=False))
+        n = len(rows)
+        return self._memory({
+            "op": _strings(["memset"] * n), "device": _i64(c[2]).astype(np.int32),
+            "stream": _i64(c[4]), "context_id": _i64(c[3]), "correlation_id": _i64(c[5]), "bytes": _i64(c[6]),
+            "copy_kind": _strings(["unknown"] * n), "src_kind": _strings(["unknown"] * n),
+            "dst_kind": _mapped(c[7], MEMORY_KIND), "graph_id": _nullable(c[8]),
+        }, _i64(c[0]), _i64(c[1]), health)
+
+    def _syncs(self, rows: list[tuple[Any, ...]], health: dict[str, int]) -> pa.Table | None:
+        if not rows:
+            return None
+        c = list(zip(*rows, strict=False))
+        start, end, ctx = _i64(c[0]), _i64(c[1]), _i64(c[2])
+        dev = [self.state.context_device.get(int(x)) for x in ctx]
+        table = pa.table({
+            "start_ns": start, "end_ns": end, "device": pa.array(dev, pa.int32()),
+            "stream": _nullable(c[3], NOT_APPLICABLE), "context_id": ctx,
+            "sync_type": _mapped(c[5], SYNC_TYPE), "correlation_id": _i64(c[4]),
+            "event_id": _nullable(c[6], NOT_APPLICABLE),
+        })
+        return table.filter(pa.array(self._valid(start, end, health)))
+
+    def _markers(self, rows: list[tuple[Any, ...]], health: dict[str, int]) -> pa.Table | None:
+        """Pair NVTX START/END records by id (the END repeats the id with an empty name)."""
+        st = self.state
+        out: list[tuple[int, int, int, int, str, str, int]] = []
+        for flags, ts, mid, obj_kind, pid, tid, name, domain in rows:
+            flags, ts, mid = int(flags or 0), int(ts or 0), int(mid or 0)
+            domain = domain or "nvtx"
+            if obj_kind != OBJECT_THREAD:
+                pid, tid = self.pid, 0
+            pid, tid = int(pid or self.pid), int(tid or 0)
+            if flags & MARKER_START:
+                depth = st.depth.get(tid, 0)
+                st.depth[tid] = depth + 1
+                if mid in st.early_ends:
+                    st.depth[tid] = depth
+                    out.append((ts, st.early_ends.pop(mid), pid, tid, name or "", domain, depth))
+                else:
+                    st.open_ranges[mid] = (ts, name or "", domain, pid, tid, depth)
+            elif flags & MARKER_END:
+                opened = st.open_ranges.pop(mid, None)
+                if opened is None:
+                    st.early_ends[mid] = ts
+                    continue
+                start, name0, domain0, pid0, tid0, depth = opened
+                st.depth[tid0] = max(0, st.depth.get(tid0, 1) - 1)
+                out.append((start, ts, pid0, tid0, name0, domain0, depth))
+            elif flags & MARKER_INSTANT:
+                out.append((ts, ts, pid, tid, name or "", domain, st.depth.get(tid, 0)))
+        out = [r for r in out if r[5] not in DIRECT_DOMAINS]
+        if not out:
+            return None
+        c = list(zip(*out, strict=False))
+        starts, ends = _i64(c[0]), _i64(c[1])
+        table = pa.table({
+            "start_ns": starts, "end_ns": ends, "pid": _i64(c[2]), "tid": _i64(c[3]), "name": _strings(c[4]),
+            "domain": _strings(c[5]), "depth": np.asarray(c[6], dtype=np.int32),
+            "on_gpu": np.zeros(len(out), dtype=bool),
+        })
+        return table.filter(pa.array(self._valid(starts, ends, health)))
+
+    def _thread_names(self, rows: list[tuple[Any, ...]]) -> pa.Table | None:
+        named = [(int(p or self.pid), int(t), n) for kind, p, t, n in rows if kind == OBJECT_THREAD and t and n]
+        if not named:
+            return None
+        c = list(zip(*named, strict=False))
+        return pa.table({"pid": _i64(c[0]), "tid": _i64(c[1]), "name": _strings(c[2])})
+
+    def _devices(self, rows: list[tuple[Any, ...]]) -> pa.Table | None:
+        if not rows:
+            return None
+        c = list(zip(*rows, strict=False))
+        return pa.table({
+            "device": _i64(c[0]).astype(np.int32), "name": _strings(c[1]), "uuid": pa.array(c[2], pa.string()),
+            "compute_major": _i64(c[3]).astype(np.int32), "compute_minor": _i64(c[4]).astype(np.int32),
+            "sm_count": _i64(c[5]).astype(np.int32), "memory_bytes": _i64(c[6]),
+        })
+
+    def close(self) -> dict[str, int]:
+        """Health counts of what never completed (NVTX ranges still open at the end)."""
+        health: dict[str, int] = {}
+        unclosed = [r for r in self.state.open_ranges.values() if r[2] not in DIRECT_DOMAINS]
+        if unclosed:
+            health["unclosed_nvtx_ranges"] = len(unclosed)
+        if self.state.early_ends:
+            health["unmatched_nvtx_ends"] = len(self.state.early_ends)
+        return health
+
+
+def api_name_from_enums(runtime_enum: Any, driver_enum: Any) -> NameOf:
+    """An API-name lookup from cupti-python's cbid enums (works without a live CUPTI, cupti.md §2.3)."""
+    import re
+
+    suffix = re.compile(r"_v\d+$")
+
+    def name_of(domain: str, cbid: int) -> str:
+        enum = runtime_enum if domain == "runtime" else driver_enum
+        try:
+            return suffix.sub("", enum(cbid).name)
+        except (ValueError, TypeError, AttributeError):
+            return f"{domain}_cbid_{cbid}"
+    return name_of
+
+
+def generic_api_name(domain: str, cbid: int) -> str:
+    """Fallback lookup: `runtime_cbid_211`."""
+    return f"{domain}_cbid_{cbid}"

@@ -1,0 +1,179 @@
+"""The `ktrace run` launcher: spawn the command with the startup hook, forward signals, sample counters,
+then finalize the run folder (Parquet, meta.json) and return the command's exit code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ktrace.tracer.config import ENV_CAPTURE_DIR, ENV_CONFIG, ENV_LAUNCHER_PID, CaptureConfig
+
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+SI_KERNEL = 0x80
+"""si_code of a signal the kernel sent itself, e.g. the terminal's Ctrl-C to the foreground group."""
+
+SITECUSTOMIZE = '''\
+"""Injected by `ktrace run`: start the ktrace tracer in this process, then run any other sitecustomize."""
+import os as _os
+import sys as _sys
+
+_dir = _os.path.dirname(_os.path.abspath(__file__))
+try:
+    from ktrace.tracer.hook import install as _ktrace_install
+    _ktrace_install()
+except ImportError as _exc:
+    _sys.stderr.write(f"ktrace: not installed for {_sys.executable} ({_exc}): process {_os.getpid()} not traced\\n")
+except Exception as _exc:
+    _sys.stderr.write(f"ktrace: tracer hook failed in process {_os.getpid()}: {type(_exc).__name__}: {_exc}\\n")
+# Chain to the user's sitecustomize (as ddtrace does): hide this folder and import the next one.
+_sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or ".") != _dir]
+_self = _sys.modules.pop("sitecustomize", None)
+try:
+    import sitecustomize as _user  # noqa: F401
+except ImportError:
+    _user = _self
+_sys.modules["sitecustomize"] = _user  # the import system looks the name up when this file ends
+'''
+
+Say = Callable[[str], None]
+
+
+@dataclass
+class RunResult:
+    """What `ktrace run` did."""
+
+    exit_code: int
+    """The command's exit code (128 + N when it died of signal N)."""
+    root: Path
+    processes: list[dict[str, object]] = field(default_factory=list)
+    """One entry per traced process: node, rank, rows per table."""
+    notes: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+    printed: list[str] = field(default_factory=list)
+    """Notes already shown to the user while the command ran."""
+
+
+def child_environment(base: dict[str, str], root: Path, config: CaptureConfig, boot_dir: Path) -> dict[str, str]:
+    """The command's environment: the hook's variables and PYTHONPATH with the bootstrap folder first."""
+    env = dict(base)
+    env[ENV_CAPTURE_DIR] = str(root.resolve())
+    env[ENV_CONFIG] = config.to_json()
+    env[ENV_LAUNCHER_PID] = str(os.getpid())
+    env["PYTHONPATH"] = os.pathsep.join([str(boot_dir), *filter(None, [base.get("PYTHONPATH")])])
+    return env
+
+
+def exit_status(returncode: int) -> int:
+    """Popen returncode -> shell-style exit code."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def wait_forwarding(child: subprocess.Popen[bytes], say: Say) -> int:
+    """Wait for `child`, forwarding FORWARDED signals (they must be blocked in this thread)."""
+    waited = {*FORWARDED, signal.SIGCHLD}
+    same_group = os.getpgid(child.pid) == os.getpgrp()
+    while True:
+        code = child.poll()
+        if code is not None:
+            return exit_status(code)
+        info = signal.sigtimedwait(waited, 0.25)
+        if info is None or info.si_signo == signal.SIGCHLD:
+            continue
+        sig = signal.Signals(info.si_signo)
+        if same_group and info.si_code == SI_KERNEL and sig in (signal.SIGINT, signal.SIGQUIT):
+            continue  # Ctrl-C in the terminal: the command got it already
+        say(f"forwarding {sig.name} to the command (pid {child.pid})")
+        try:
+            child.send_signal(sig)
+        except ProcessLookupError:
+            pass
+
+
+def _spawn(cmd: Sequence[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    from ktrace.model.errors import ExitCode, KtraceError
+
+    def unblock() -> None:  # the command must not inherit the launcher's blocked signals
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {*FORWARDED, signal.SIGCHLD})
+
+    try:
+        return subprocess.Popen(list(cmd), env=env, preexec_fn=unblock)  # noqa: PLW1509 - no threads yet
+    except FileNotFoundError:
+        raise KtraceError(f"command not found: {cmd[0]}", ExitCode.NOT_FOUND) from None
+    except PermissionError:
+        raise KtraceError(f"command not executable: {cmd[0]}", ExitCode.FAILURE) from None
+
+
+def run_command(cmd: Sequence[str], config: CaptureConfig, root: Path, say: Say) -> RunResult:
+    """Record `cmd` into the run folder `root` (created here) and finalize it.
+
+    Args:
+        cmd: the command and its arguments.
+        config: capture options (t0_ns is set here).
+        root: the .ktrace folder to create.
+        say: prints one line for the user.
+    """
+    from ktrace.tracer.preflight import driver_cuda_version, gpu_capture_problem
+
+    root.mkdir(parents=True, exist_ok=True)
+    config = dataclasses.replace(config, t0_ns=time.time_ns())
+    notes: list[str] = []
+    problem = gpu_capture_problem() if config.gpu else None
+    if problem:
+        say(problem)
+        notes.append(problem)
+    boot_dir = Path(tempfile.mkdtemp(prefix="ktrace-boot-"))
+    (boot_dir / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    env = child_environment(dict(os.environ), root, config, boot_dir)
+    node = socket.gethostname()
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {*FORWARDED, signal.SIGCHLD})
+    sampler = None
+    started = time.monotonic()
+    try:
+        child = _spawn(cmd, env)
+        if config.counters:
+            from ktrace.tracer.counters import CounterSampler
+
+            gpu = config.gpu and driver_cuda_version() is not None  # no driver: the line above said so
+            sampler = CounterSampler(root, node, config.interval_ms, child.pid, gpu=gpu)
+            notes += sampler.notes
+            sampler.start()
+        code = wait_forwarding(child, say)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        if sampler is not None:
+            sampler.stop()
+        shutil.rmtree(boot_dir, ignore_errors=True)
+    from ktrace.tracer.finalize import finalize_run
+
+    result = finalize_run(root, cmd, config, code, notes, node, sampler.samples if sampler else 0)
+    result.duration_s = time.monotonic() - started
+    result.printed = [problem] if problem else []
+    return result
+
+
+def default_output(cwd: Path) -> Path:
+    """run.ktrace, or run-2.ktrace, run-3.ktrace, ... when taken."""
+    candidate = cwd / "run.ktrace"
+    n = 2
+    while candidate.exists():
+        candidate = cwd / f"run-{n}.ktrace"
+        n += 1
+    return candidate
+
+
+def python_command(cmd: Sequence[str]) -> list[str]:
+    """A command starting with a `.py` file runs with this interpreter (as `python file.py`)."""
+    if cmd and cmd[0].endswith(".py") and not os.access(cmd[0], os.X_OK):
+        return [sys.executable, *cmd]
+    return list(cmd)

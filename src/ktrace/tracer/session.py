@@ -1,0 +1,256 @@
+"""CaptureSession: one traced process's recording: GPU records, Python-API ranges, threads, health.
+
+A writer thread drains what the CUPTI callbacks copied out, decodes it to Arrow and appends it to this
+process's partition at least every `flush_s` seconds, so a SIGKILL loses at most one interval.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from ktrace.tracer.config import CaptureConfig
+from ktrace.tracer.windows import Windows, initially_open, time_window_timers
+
+
+class GpuBackend(Protocol):
+    """What the session needs from a GPU activity source (ktrace.tracer.cupti_backend.CuptiBackend)."""
+
+    def flush(self, forced: bool = False) -> None:
+        """Ask CUPTI to deliver completed buffers."""
+
+    def drain(self) -> dict[str, list[tuple[Any, ...]]]:
+        """Take every record tuple copied out so far, by kind name."""
+
+    def set_recording(self, on: bool) -> None:
+        """Enable/disable the cheap activity kinds when a window opens/closes."""
+
+    def stop(self) -> None:
+        """Disable every kind and force-flush (end of capture)."""
+
+    def health(self) -> dict[str, int]:
+        """Counts such as dropped records."""
+
+    def name_of(self, domain: str, cbid: int) -> str:
+        """API name of a callback id."""
+
+
+class CaptureSession:
+    """The recording of one process, written to `root/node=<node>/rank=<rank>/`.
+
+    Args:
+        root: the run folder (KTRACE_CAPTURE_DIR).
+        config: the capture options.
+        node: host name.
+        rank: partition rank (RANK, LOCAL_RANK or the pid).
+    """
+
+    def __init__(self, root: Path, config: CaptureConfig, node: str, rank: int) -> None:
+        self.root, self.config, self.node, self.rank = root, config, node, rank
+        self.pid = os.getpid()
+        self.backend: GpuBackend | None = None
+        self.notes: list[str] = []
+        self.health: dict[str, int] = {}
+        self.windows = Windows(not config.windowed, on_change=self._recording_changed)
+        if config.windowed and initially_open(config):
+            self.windows.open()
+        self._lock = threading.Lock()
+        self._ranges: list[tuple[int, int, int, str, str, int]] = []
+        self._seen_tids: set[int] = set()
+        self._writer: Any = None
+        self._decoder: Any = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._closed = False
+        self._dead = False
+        self._timers = time_window_timers(config, self.windows)
+        self.step_index = -1
+        self._step_start: int | None = None
+
+    # ----- recording (called from application threads) -----
+
+    @property
+    def alive(self) -> bool:
+        """False after close() or in a forked child."""
+        return not (self._closed or self._dead)
+
+    def record_range(self, name: str, domain: str, start_ns: int, end_ns: int, tid: int, depth: int) -> None:
+        """Add one CPU range (ktrace.annotate, ktrace.step) to the capture."""
+        if self.alive:
+            with self._lock:
+                self._ranges.append((start_ns, end_ns, tid, name, domain, depth))
+
+    def step(self) -> int:
+        """Begin the next step: closes the previous step's range and moves --steps windows; returns its index."""
+        now = time.time_ns()
+        if self._step_start is not None:
+            self.record_range(f"ProfilerStep#{self.step_index}", "profiler_step", self._step_start, now,
+                              threading.get_native_id(), 0)
+        self.step_index += 1
+        self._step_start = now
+        steps = self.config.steps
+        if steps is not None:
+            if self.step_index == steps[0]:
+                self.windows.open(now)
+            elif self.step_index == steps[1]:
+                self.windows.close(now)
+        return self.step_index
+
+    def _recording_changed(self, on: bool) -> None:
+        if self.backend is not None and self.alive:
+            self.backend.set_recording(on)
+
+    def note(self, line: str) -> None:
+        """Add a line for the user (shown by `ktrace run` at the end, kept in meta.json)."""
+        if line not in self.notes:
+            self.notes.append(line)
+
+    # ----- writer thread -----
+
+    def start(self) -> None:
+        """Start the writer thread (idempotent)."""
+        if self._thread is None and self.alive:
+            self._thread = threading.Thread(target=self._loop, name="ktrace-writer", daemon=True)
+            self._thread.start()
+
+    def _loop(self) -> None:
+        try:
+            self._ensure_writer()  # import pyarrow/polars now, not at interpreter shutdown
+        except Exception as exc:
+            self.note(f"ktrace writer could not start: {type(exc).__name__}: {exc}")
+        while not self._stop.wait(self.config.flush_s):
+            try:
+                self.flush_once()
+            except Exception as exc:  # the job must never die because of the tracer
+                self.note(f"ktrace writer error: {type(exc).__name__}: {exc}")
+                self.health["writer_errors"] = self.health.get("writer_errors", 0) + 1
+
+    def flush_once(self, forced: bool = False) -> None:
+        """Drain, decode and append everything recorded so far (writer thread, or close())."""
+        if self._dead:
+            return
+        self._ensure_writer()
+        if self.backend is not None:
+            self._decoder.name_of = self.backend.name_of
+            self.backend.flush(forced)
+            tables, health = self._decoder.decode(self.backend.drain())
+            self._add_health(health)
+            for name, table in tables.items():
+                self._append(name, table)
+        with self._lock:
+            ranges, self._ranges = self._ranges, []
+        if ranges:
+            self._append("ranges", _ranges_table(ranges, self.pid))
+        threads = self._new_threads()
+        if threads is not None:
+            self._writer.append("threads", threads)
+        self._write_meta()
+
+    def _append(self, name: str, table: Any) -> None:
+        if name in ("kernels", "memory", "syncs", "api", "ranges") and table.num_rows:
+            import pyarrow as pa
+
+            mask = self.windows.mask(table.column("start_ns").to_numpy())
+            if not mask.all():
+                self._add_health({"outside_window_records": int((~mask).sum())})
+                table = table.filter(pa.array(mask))
+        if name == "ranges" and "pid" not in table.column_names:
+            return
+        self._writer.append(name, table)
+
+    def _ensure_writer(self) -> None:
+        if self._writer is not None:
+            return
+        from ktrace.model.capture import CaptureWriter  # deferred: pyarrow (~0.3 s), writer thread only
+        from ktrace.tracer.columns import RecordDecoder, generic_api_name
+
+        self._writer = CaptureWriter(self.root, self.node, self.rank)
+        name_of = self.backend.name_of if self.backend is not None else generic_api_name
+        self._decoder = RecordDecoder(name_of, self.pid)
+
+    def _new_threads(self) -> Any:
+        names = _thread_names(self.pid)
+        fresh = {tid: n for tid, n in names.items() if tid not in self._seen_tids}
+        if not fresh:
+            return None
+        self._seen_tids.update(fresh)
+        import pyarrow as pa
+
+        return pa.table({"pid": pa.array([self.pid] * len(fresh), pa.int64()),
+                         "tid": pa.array(list(fresh), pa.int64()), "name": pa.array(list(fresh.values()))})
+
+    def _add_health(self, counts: dict[str, int]) -> None:
+        for k, v in counts.items():
+            self.health[k] = self.health.get(k, 0) + int(v)
+
+    def _write_meta(self, final: bool = False) -> None:
+        # Until close() rewrites it, the partition says the process has not finished: a SIGKILL leaves that.
+        health = dict(self.health) if final else {**self.health, "processes_not_closed": 1}
+        if self.backend is not None:
+            for k, v in self.backend.health().items():
+                health[k] = health.get(k, 0) + int(v)
+        self._writer.write_partition_meta(health, list(self.notes))
+
+    # ----- end -----
+
+    def close(self) -> None:
+        """Stop recording, write the last rows and close the partition (atexit, SIGTERM)."""
+        if self._closed or self._dead:
+            return
+        self._stop.set()
+        for t in self._timers:
+            t.cancel()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=30)
+        if self.backend is not None:
+            try:
+                self.backend.stop()
+            except Exception as exc:
+                self.note(f"ktrace: CUPTI did not stop cleanly: {exc}")
+        try:
+            self.flush_once(forced=True)
+            if self._decoder is not None:
+                self._add_health(self._decoder.close())
+            self._write_meta(final=True)
+        finally:
+            self._closed = True
+            if self._writer is not None:
+                self._writer.close()
+
+    def abandon(self) -> None:
+        """Forget the session without touching files or CUPTI (in a forked child)."""
+        self._dead = True
+
+
+def _ranges_table(ranges: list[tuple[int, int, int, str, str, int]], pid: int) -> Any:
+    import pyarrow as pa
+
+    c = list(zip(*ranges, strict=False))
+    n = len(ranges)
+    return pa.table({
+        "start_ns": pa.array(c[0], pa.int64()), "end_ns": pa.array(c[1], pa.int64()),
+        "pid": pa.array([pid] * n, pa.int64()), "tid": pa.array(c[2], pa.int64()),
+        "name": pa.array(c[3], pa.string()), "domain": pa.array(c[4], pa.string()),
+        "depth": pa.array(c[5], pa.int32()), "on_gpu": pa.array([False] * n, pa.bool_()),
+    })
+
+
+def _thread_names(pid: int) -> dict[int, str]:
+    """tid -> name of every thread of this process: Python names where known, else the kernel's comm."""
+    names: dict[int, str] = {}
+    task = Path(f"/proc/{pid}/task")
+    try:
+        for entry in task.iterdir():
+            try:
+                names[int(entry.name)] = (entry / "comm").read_text().strip()
+            except (OSError, ValueError):
+                continue
+    except OSError:
+        pass
+    for t in threading.enumerate():
+        if t.native_id is not None:
+            names[t.native_id] = t.name
+    return names

@@ -1,0 +1,155 @@
+"""`ktrace run` end to end with real child processes (no GPU needed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ktrace.model import store
+
+PY = sys.executable
+SECRET = "hf_" + "Q" * 30
+
+
+def ktrace_run(tmp_path: Path, *args: str, env: dict[str, str] | None = None,
+               timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PY, "-m", "ktrace", "run", *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=tmp_path, env={**os.environ, **(env or {})})
+
+
+def script(tmp_path: Path, name: str, body: str) -> Path:
+    path = tmp_path / name
+    path.write_text(body)
+    return path
+
+
+TRAIN = """
+import sys, ktrace
+for i in range(4):
+    ktrace.step()
+    with ktrace.annotate("forward"):
+        sum(range(20000))
+print("trained")
+sys.exit(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
+"""
+
+
+def test_cpu_side_trace_counters_and_exit_code_without_a_gpu(tmp_path: Path) -> None:
+    train = script(tmp_path, "train.py", TRAIN)
+    res = ktrace_run(tmp_path, "-o", "t.ktrace", "--interval", "100", "--", PY, str(train), "7",
+                     f"--hf-token={SECRET}", env={"HF_TOKEN": SECRET})
+    assert res.returncode == 7, res.stderr
+    assert "trained" in res.stdout
+    assert "ktrace summary" in res.stderr and "ktrace view" in res.stderr
+    t = store.read(tmp_path / "t.ktrace")
+    assert t.meta.source == "ktrace" and t.meta.job["exit_code"] == 7 and t.meta.job["world_size"] == 1
+    assert t.ranges["name"].cast(str).to_list().count("forward") == 4
+    assert not t.threads.is_empty()
+    assert {"cpu.util", "mem.used_bytes"} <= set(t.counters["metric"].cast(str).to_list())
+    if not Path("/dev/nvidia0").exists():
+        assert any("GPU activity not recorded" in n for n in t.meta.notes)
+        assert sum("GPU activity not recorded" in line for line in res.stderr.splitlines()) == 1
+    for path in (tmp_path / "t.ktrace").rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
+
+
+def test_sigterm_is_forwarded_and_the_exit_code_kept(tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    child = script(tmp_path, "child.py", f"""
+import signal, sys, time, pathlib
+def bye(sig, frame):
+    pathlib.Path({str(tmp_path / 'got')!r}).write_text(signal.Signals(sig).name)
+    sys.exit(42)
+signal.signal(signal.SIGTERM, bye)
+pathlib.Path({str(ready)!r}).write_text("1")
+time.sleep(60)
+""")
+    proc = subprocess.Popen([PY, "-m", "ktrace", "run", "-o", "s.ktrace", "--", PY, str(child)], cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 30
+    while not ready.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 42, err
+    assert (tmp_path / "got").read_text() == "SIGTERM"
+    assert "forwarding SIGTERM" in err
+    assert json.loads((tmp_path / "s.ktrace" / "meta.json").read_text())["job"]["exit_code"] == 42
+
+
+def test_a_child_killed_with_sigkill_keeps_its_flushed_data(tmp_path: Path) -> None:
+    child = script(tmp_path, "killed.py", """
+import os, signal, time, ktrace
+for i in range(3):
+    with ktrace.annotate("kept"):
+        pass
+time.sleep(2.5)  # the writer thread flushes at least every second
+os.kill(os.getpid(), signal.SIGKILL)
+""")
+    res = ktrace_run(tmp_path, "-o", "k.ktrace", "--no-counters", "--", PY, str(child))
+    assert res.returncode == 128 + signal.SIGKILL
+    t = store.read(tmp_path / "k.ktrace")
+    assert t.ranges["name"].cast(str).to_list() == ["kept"] * 3
+    assert t.meta.health.get("processes_not_closed") == 1
+
+
+def test_torchrun_like_launch_gives_one_partition_per_rank(tmp_path: Path) -> None:
+    worker = script(tmp_path, "worker.py", """
+import os, ktrace
+with ktrace.annotate(f"rank{os.environ['RANK']}"):
+    pass
+""")
+    agent = script(tmp_path, "torchrun", f"""#!{PY}
+import os, subprocess, sys
+procs = [subprocess.Popen([sys.executable, {str(worker)!r}],
+                          env={{**os.environ, "RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": "2"}})
+         for r in range(2)]
+sys.exit(max(p.wait() for p in procs))
+""")
+    agent.chmod(0o755)
+    res = ktrace_run(tmp_path, "-o", "d.ktrace", "--no-counters", "--", str(agent))
+    assert res.returncode == 0, res.stderr
+    t = store.read(tmp_path / "d.ktrace")
+    assert sorted(r for _, r in t.ranks) == [0, 1]  # the agent is not traced
+    assert t.meta.job["ranks"] == [0, 1]
+    assert sorted(t.ranges["name"].cast(str).to_list()) == ["rank0", "rank1"]
+
+
+def test_user_sitecustomize_still_runs(tmp_path: Path) -> None:
+    site = tmp_path / "usersite"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text("import builtins\nbuiltins.USER_SITE_RAN = True\n")
+    child = script(tmp_path, "c.py", "import builtins\nprint('user site', getattr(builtins, 'USER_SITE_RAN', False))\n")
+    res = ktrace_run(tmp_path, "-o", "u.ktrace", "--no-counters", "--", PY, str(child),
+                     env={"PYTHONPATH": str(site)})
+    assert "user site True" in res.stdout, res.stderr
+    assert "Error in sitecustomize" not in res.stderr
+
+
+@pytest.mark.parametrize(("args", "code", "message"), [
+    ([], 2, "no command given"),
+    (["--steps", "5:2", "--", "true"], 2, "--steps"),
+    (["--interval", "50", "--", "true"], 2, "between 100 and 60000"),
+    (["--", "/no/such/command"], 4, "command not found"),
+])
+def test_bad_usage_is_one_line_and_an_exit_code(tmp_path: Path, args: list[str], code: int, message: str) -> None:
+    res = ktrace_run(tmp_path, *args)
+    assert res.returncode == code
+    assert message in res.stderr and "Traceback" not in res.stderr
+
+
+def test_existing_output_needs_force(tmp_path: Path) -> None:
+    assert ktrace_run(tmp_path, "-o", "x.ktrace", "--no-counters", "--", "true").returncode == 0
+    res = ktrace_run(tmp_path, "-o", "x.ktrace", "--", "true")
+    assert res.returncode == 2 and "--force" in res.stderr
+    assert ktrace_run(tmp_path, "-o", "x.ktrace", "--force", "--no-counters", "--", "true").returncode == 0
+    assert ktrace_run(tmp_path, "--no-counters", "--", "true").returncode == 0
+    assert (tmp_path / "run.ktrace").is_dir()

@@ -1,0 +1,86 @@
+"""CaptureSession + the Python API in-process: ranges, steps windows, threads, partition files."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+import ktrace
+from ktrace.model import store
+from ktrace.tracer import api
+from ktrace.tracer.config import CaptureConfig
+from ktrace.tracer.session import CaptureSession
+
+
+@pytest.fixture
+def session(tmp_path: Path):  # type: ignore[no-untyped-def]
+    def make(config: CaptureConfig) -> CaptureSession:
+        s = CaptureSession(tmp_path / "run.ktrace", config, "host", 0)
+        api.attach(s)
+        return s
+    yield make
+    api.attach(None)
+
+
+def test_api_without_ktrace_run_is_nvtx_only() -> None:
+    api.attach(None)
+    with ktrace.annotate("forward"):
+        pass
+    assert isinstance(ktrace.step(), int)
+    assert ktrace.start() is False and ktrace.stop() is False
+
+
+def test_annotate_and_step_ranges_reach_the_capture(session, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    s = session(CaptureConfig())
+    for _ in range(3):
+        ktrace.step()
+        with ktrace.annotate("forward"):
+            with ktrace.annotate("attention"):
+                pass
+    s.close()
+    store.finalize(tmp_path / "run.ktrace")
+    t = store.read(tmp_path / "run.ktrace")
+    names = t.ranges.sort("start_ns")["name"].cast(str).to_list()
+    assert names.count("forward") == 3 and names.count("attention") == 3
+    assert [n for n in names if n.startswith("ProfilerStep")] == ["ProfilerStep#0", "ProfilerStep#1"]
+    depth = dict(zip(t.ranges["name"].cast(str), t.ranges["depth"], strict=False))
+    assert depth["forward"] == 0 and depth["attention"] == 1
+    assert threading.get_native_id() in t.threads["tid"].to_list()
+    assert t.meta.health.get("writer_errors", 0) == 0
+
+
+def test_steps_window_keeps_only_those_steps(session, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    s = session(CaptureConfig(steps=(2, 4)))
+    for i in range(6):
+        ktrace.step()
+        with ktrace.annotate(f"work{i}"):
+            pass
+    s.close()
+    store.finalize(tmp_path / "run.ktrace")
+    t = store.read(tmp_path / "run.ktrace")
+    assert sorted(n for n in t.ranges["name"].cast(str).to_list() if n.startswith("work")) == ["work2", "work3"]
+    assert t.meta.health["outside_window_records"] > 0
+
+
+def test_start_stop_pause_recording(session, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    s = session(CaptureConfig(capture_range="cudaProfilerApi"))
+    with ktrace.annotate("before"):
+        pass
+    assert ktrace.start() is True
+    with ktrace.annotate("inside"):
+        pass
+    assert ktrace.stop() is True
+    with ktrace.annotate("after"):
+        pass
+    s.close()
+    store.finalize(tmp_path / "run.ktrace")
+    assert store.read(tmp_path / "run.ktrace").ranges["name"].cast(str).to_list() == ["inside"]
+
+
+def test_forked_child_abandons_the_session(session) -> None:  # type: ignore[no-untyped-def]
+    s = session(CaptureConfig())
+    s.abandon()
+    assert api.current_session() is None
+    s.close()  # a no-op: nothing written by the dead copy
