@@ -1,0 +1,159 @@
+"""Fuzz the nsys importer: >= 500 corrupted exports, and never anything but a Trace or a KtraceError.
+
+Corruptions: truncations, bit flips and garbage pages of the bytes; dropped tables; dropped columns;
+cells of the wrong type or out of range. The seed is a trimmed copy of the real T4 export in fixtures/.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ktrace.importers.nsys import import_nsys
+from ktrace.model.errors import KtraceError
+
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "nsys" / "power_iteration__baseline.sqlite"
+KEEP = ("CUPTI_ACTIVITY_KIND_", "NVTX_EVENTS", "StringIds", "META_DATA", "TARGET_INFO", "ThreadNames", "PROCESSES",
+        "ENUM_CUDA_MEM", "ENUM_CUPTI_SYNC", "ENUM_NSYS_EVENT_CLASS")
+READ = ("CUPTI_ACTIVITY_KIND_", "NVTX_EVENTS", "StringIds", "META_DATA", "TARGET_INFO_GPU", "TARGET_INFO_S",
+        "ThreadNames", "PROCESSES")
+"""Tables whose columns the importer reads: each of their columns is dropped and mistyped in turn."""
+WRONG_VALUES = ("'text'", "x'00ff'", "1e300", "9223372036854775807", "-9223372036854775808", "NULL", "-1",
+                "'1.5'", "x''", "4294967295", "''", "-2147483649")
+
+
+@pytest.fixture(scope="module")
+def seed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A ~250 KB export with the real schema: 40 rows per event table, the tables the importer reads."""
+    path = tmp_path_factory.mktemp("nsys-seed") / "seed.sqlite"
+    shutil.copyfile(FIXTURE, path)
+    con = sqlite3.connect(path)
+    for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+        if not name.startswith(KEEP):
+            con.execute(f'DROP TABLE "{name}"')
+        elif name not in ("StringIds", "META_DATA_EXPORT", "META_DATA_CAPTURE") and not name.startswith("ENUM"):
+            con.execute(f'DELETE FROM "{name}" WHERE rowid > 40')
+    con.execute("DELETE FROM META_DATA_CAPTURE WHERE name LIKE '%ENVIRONMENT%' AND rowid % 5 != 0")
+    con.execute("DELETE FROM StringIds WHERE id NOT IN (SELECT nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME "
+                "UNION SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL UNION SELECT textId FROM NVTX_EVENTS "
+                "UNION SELECT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL UNION SELECT nameId FROM ThreadNames)")
+    con.commit()
+    con.execute("VACUUM")
+    con.close()
+    assert import_nsys(path).kernels.height == 40
+    return path
+
+
+def outcome(path: Path) -> str:
+    """"ok" or "error" (a one-line KtraceError); anything else escapes and fails the test with its case."""
+    try:
+        trace = import_nsys(path)
+    except KtraceError as exc:
+        assert str(exc) and "\n" not in str(exc), repr(exc)
+        return "error"
+    trace.meta.to_json()
+    trace.validate()  # consumers can inspect what came back without crashing
+    return "ok"
+
+
+def run_cases(cases: Iterator[tuple[str, Path]]) -> dict[str, int]:
+    """Import every case; collect (never stop at) unexpected exceptions, then fail listing them."""
+    tally: dict[str, int] = {}
+    crashes: list[str] = []
+    for label, path in cases:
+        try:
+            result = outcome(path)
+        except Exception as exc:  # noqa: BLE001 - the point: report any escape with its case
+            result = "crash"
+            crashes.append(f"{label}: {type(exc).__name__}: {exc}")
+        tally[result] = tally.get(result, 0) + 1
+    assert not crashes, f"{len(crashes)} case(s) escaped as non-KtraceError:\n" + "\n".join(crashes[:10])
+    return tally
+
+
+def byte_cases(seed: Path, out: Path) -> Iterator[tuple[str, Path]]:
+    """Truncations, bit flips and garbage pages of the seed's bytes (seeded, reproducible)."""
+    data = seed.read_bytes()
+    rng = np.random.default_rng(20261122)
+    target = out / "case.sqlite"
+    for i, cut in enumerate(np.linspace(0, len(data) - 1, 80).astype(int)):
+        target.write_bytes(data[:cut])
+        yield f"truncate[{i}] at {cut}", target
+    for i in range(160):
+        buf = bytearray(data)
+        for pos in rng.integers(0, len(buf), size=int(rng.integers(1, 9))):
+            buf[pos] ^= 1 << int(rng.integers(0, 8))
+        target.write_bytes(bytes(buf))
+        yield f"bitflip[{i}]", target
+    page = 4096
+    for i in range(40):
+        buf = bytearray(data)
+        at = int(rng.integers(0, len(buf) // page)) * page
+        buf[at:at + page] = rng.integers(0, 256, page, dtype=np.uint8).tobytes() if i % 2 else bytes(page)
+        target.write_bytes(bytes(buf))
+        yield f"page[{i}] at {at}", target
+
+
+def _mutated(seed: Path, target: Path, statement: str) -> Path | None:
+    """A copy of the seed changed by one SQL statement; None where SQLite refuses it (a primary key)."""
+    shutil.copyfile(seed, target)
+    con = sqlite3.connect(target)
+    try:
+        con.execute("PRAGMA journal_mode = OFF")
+        con.execute("PRAGMA synchronous = OFF")
+        con.execute(statement)
+        con.commit()
+    except sqlite3.Error:
+        return None
+    finally:
+        con.close()
+    return target
+
+
+def schema_cases(seed: Path, out: Path) -> Iterator[tuple[str, Path]]:
+    """Every table dropped; every column the importer reads dropped, and given cells of a wrong type or range."""
+    con = sqlite3.connect(seed)
+    tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    columns = {t: [r[1] for r in con.execute(f'PRAGMA table_info("{t}")')] for t in tables}
+    con.close()
+    target = out / "case.sqlite"
+    statements = [(f"drop table {t}", f'DROP TABLE "{t}"') for t in tables]
+    pairs = [(table, c) for table in tables if table.startswith(READ) for c in columns[table]]
+    for k, (t, c) in enumerate(pairs):
+        value = WRONG_VALUES[k % len(WRONG_VALUES)]
+        statements.append((f"drop column {t}.{c}", f'ALTER TABLE "{t}" DROP COLUMN "{c}"'))
+        statements.append((f"{t}.{c} = {value}", f'UPDATE "{t}" SET "{c}" = {value} WHERE rowid % 2 = 0'))
+    for label, statement in statements:
+        path = _mutated(seed, target, statement)
+        if path is not None:
+            yield label, path
+
+
+def test_corrupted_bytes_never_escape(seed: Path, tmp_path: Path) -> None:
+    tally = run_cases(byte_cases(seed, tmp_path))
+    assert sum(tally.values()) == 280
+    assert tally.get("error") and tally.get("ok")  # both outcomes happen: the cases are not all trivial
+
+
+def test_damaged_schemas_never_escape(seed: Path, tmp_path: Path) -> None:
+    tally = run_cases(schema_cases(seed, tmp_path))
+    assert sum(tally.values()) >= 300
+    assert tally.get("ok", 0) > tally.get("error", 0)  # most damage is local: the rest still imports
+
+
+@given(flips=st.lists(st.tuples(st.integers(min_value=0), st.integers(0, 7)), min_size=1, max_size=16))
+def test_bit_flips_property(seed: Path, tmp_path_factory: pytest.TempPathFactory,
+                            flips: list[tuple[int, int]]) -> None:
+    buf = bytearray(seed.read_bytes())
+    for pos, bit in flips:
+        buf[pos % len(buf)] ^= 1 << bit
+    target = tmp_path_factory.mktemp("flip") / "case.sqlite"
+    target.write_bytes(bytes(buf))
+    assert outcome(target) in ("ok", "error")
