@@ -1,0 +1,266 @@
+"""The `ktrace view` app: loads a trace in thread workers and shows the tree, timeline, kernels and dashboard."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from textual import on, work
+from textual.app import App, ComposeResult, SystemCommand
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
+
+from ktrace.model.trace import Trace
+from ktrace.tui.details import describe
+from ktrace.tui.keymap import KEYS, bindings
+from ktrace.tui.messages import (
+    LoadFailed,
+    LoadProgress,
+    SliceSelected,
+    SummaryReady,
+    TraceLoaded,
+    TrackToggled,
+    ViewportChanged,
+)
+from ktrace.tui.screens.help import HelpScreen
+from ktrace.tui.screens.step_prompt import StepPrompt
+from ktrace.tui.steps import StepSpans, find_step
+from ktrace.tui.tracks import TrackIndex
+from ktrace.tui.viewmodel import format_duration, format_offset
+from ktrace.tui.widgets.dashboard import Dashboard
+from ktrace.tui.widgets.details import Details
+from ktrace.tui.widgets.host_device_tree import HostDeviceTree
+from ktrace.tui.widgets.kernel_table import KernelTable
+from ktrace.tui.widgets.timeline import Timeline
+
+
+class KtraceApp(App[None]):
+    """Browse one trace: host/device tree + timeline, kernel table, dashboard."""
+
+    CSS_PATH = "app.tcss"
+    BINDINGS = bindings("app")  # type: ignore[assignment]
+    TITLE = "ktrace view"
+
+    def __init__(self, path: str | Path | None = None, trace: Trace | None = None, *,
+                 analyses: bool = True) -> None:
+        super().__init__()
+        if path is None and trace is None:
+            raise ValueError("give a path or a Trace")
+        self.path = None if path is None else Path(path)
+        self.given_trace = trace
+        self.analyses = analyses
+        self.trace: Trace | None = None
+        self.index: TrackIndex | None = None
+        self.steps = StepSpans()
+        self.timings: dict[str, float] = {}
+        """Seconds spent reading, indexing and until the first screen (for the benchmark)."""
+        self.sub_title = self.path.name if self.path else (trace.meta.source if trace else "")
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with TabbedContent(id="tabs", initial="timeline"):
+            with TabPane("Timeline", id="timeline"), Horizontal(id="timeline-pane"):
+                yield HostDeviceTree(id="tree")
+                with Vertical(id="timeline-right"):
+                    yield Timeline(id="timeline-view")
+                    yield Details(id="timeline-details")
+            with TabPane("Kernels", id="kernels"), Vertical():
+                yield Input(placeholder="filter kernels by name (press / to focus, enter to apply)",
+                            id="kernel-filter")
+                with Horizontal(id="kernels-body"):
+                    yield KernelTable(id="kernel-table")
+                    yield Details(id="kernel-details")
+            with TabPane("Dashboard", id="dashboard"):
+                yield Dashboard(id="dashboard-view")
+        yield Static("reading trace…", id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.timings["mount"] = time.perf_counter()
+        self.query_one("#tabs").loading = True
+        self._load_trace()
+
+    # --- loading (thread workers) ---------------------------------------------------------------------
+    @work(thread=True, exclusive=True, group="load")
+    def _load_trace(self) -> None:
+        from ktrace.model.errors import KtraceError
+        from ktrace.tui.steps import step_spans
+        from ktrace.tui.tracks import build_index
+
+        t_read = time.perf_counter()
+        try:
+            trace = self.given_trace if self.given_trace is not None else self._read()
+        except KtraceError as exc:
+            self.post_message(LoadFailed(str(exc), int(exc.exit_code)))
+            return
+        except (OSError, ValueError) as exc:
+            self.post_message(LoadFailed(f"{self.path}: {exc}", 3))
+            return
+        t_index = time.perf_counter()
+        self.post_message(LoadProgress("indexing tracks"))
+        index = build_index(trace)
+        steps = step_spans(trace)
+        self.post_message(TraceLoaded(trace, index, steps, t_index - t_read, time.perf_counter() - t_index))
+
+    def _read(self) -> Trace:
+        from ktrace.importers import load
+
+        def progress(done: int, total: int) -> None:
+            self.post_message(LoadProgress(f"reading {self.path}", done, total))
+
+        assert self.path is not None
+        return load(self.path, progress=progress)
+
+    @work(thread=True, exclusive=True, group="summary")
+    def _load_summary(self, trace: Trace) -> None:
+        from ktrace.tui.dashboard_data import compute_dashboard
+
+        self.post_message(compute_dashboard(trace))
+
+    @on(LoadProgress)
+    def _progress(self, message: LoadProgress) -> None:
+        pct = f" {100 * message.done / message.total:.0f}%" if message.total else ""
+        self.query_one("#status", Static).update(f"{message.stage}…{pct}")
+
+    @on(LoadFailed)
+    def _failed(self, message: LoadFailed) -> None:
+        self.exit(return_code=message.exit_code, message=f"ktrace view: error: {message.text}")
+
+    @on(TraceLoaded)
+    def _loaded(self, message: TraceLoaded) -> None:
+        from ktrace.tui.tree_model import default_rows
+
+        self.trace, self.index, self.steps = message.trace, message.index, message.steps
+        self.timings.update(read_s=message.read_s, index_s=message.index_s)
+        self.query_one(HostDeviceTree).set_index(message.index)
+        timeline = self.query_one(Timeline)
+        timeline.set_index(message.index, default_rows(message.index), message.steps)
+        self.query_one(KernelTable).set_kernels(message.trace.kernels, message.index.t0)
+        self.query_one("#tabs").loading = False
+        timeline.focus()
+        counts = message.trace.counts()
+        self.query_one("#status", Static).update(
+            f"{counts['kernels']:,} kernels · {counts['api']:,} API calls · {len(message.steps)} steps · "
+            f"{len(message.index.tracks)} tracks · press ? for keys")
+        self.call_after_refresh(self._first_screen)
+        if self.analyses:
+            self.query_one(Dashboard).set_pending()
+            self._load_summary(message.trace)
+        else:
+            self.query_one(Dashboard).set_unavailable("analyses disabled")
+
+    def _first_screen(self) -> None:
+        self.timings["first_screen"] = time.perf_counter()
+
+    @on(SummaryReady)
+    def _summary(self, message: SummaryReady) -> None:
+        self.query_one(Dashboard).show(message)
+
+    # --- cross-widget messages ------------------------------------------------------------------------
+    @on(SliceSelected)
+    def _selected(self, message: SliceSelected) -> None:
+        if self.index is None:
+            return
+        fields = describe(self.index, self.steps, message.table, message.row)
+        for details in self.query(Details):
+            details.show(fields)
+
+    @on(TrackToggled)
+    def _toggle(self, message: TrackToggled) -> None:
+        self.query_one(Timeline).toggle_tracks(message.track_ids)
+
+    @on(ViewportChanged)
+    def _viewport(self, message: ViewportChanged) -> None:
+        if self.index is None:
+            return
+        t0 = self.index.t0
+        self.query_one("#status", Static).update(
+            f"window +{format_offset(message.start_ns - t0)} … +{format_offset(message.end_ns - t0)}"
+            f" ({format_duration(message.end_ns - message.start_ns)}) · ? for keys")
+
+    @on(Input.Submitted, "#kernel-filter")
+    @on(Input.Changed, "#kernel-filter")
+    def _filter(self, event: Input.Changed | Input.Submitted) -> None:
+        table = self.query_one(KernelTable)
+        table.request_order(text=event.value.strip())
+        if isinstance(event, Input.Submitted):
+            table.focus()
+
+    # --- actions --------------------------------------------------------------------------------------
+    def action_help(self) -> None:
+        """Show every key."""
+        self.push_screen(HelpScreen())
+
+    def action_show_tab(self, tab: str) -> None:
+        """Switch to a tab and focus its main widget."""
+        self.query_one(TabbedContent).active = tab
+        target = {"timeline": Timeline, "kernels": KernelTable}.get(tab)
+        if target is not None:
+            self.query_one(target).focus()
+        else:
+            self.query_one(Dashboard).focus()
+
+    def action_focus_tree(self) -> None:
+        """Focus the host/device tree."""
+        self.action_show_tab("timeline")
+        self.query_one(HostDeviceTree).focus()
+
+    def action_focus_filter(self) -> None:
+        """Focus the kernel name filter."""
+        self.query_one(TabbedContent).active = "kernels"
+        self.query_one("#kernel-filter", Input).focus()
+
+    def action_show_kernel(self, row: int) -> None:
+        """Select a kernel in the timeline and switch there."""
+        self.action_show_tab("timeline")
+        self.query_one(Timeline).select_row("kernels", row)
+
+    def action_goto_step(self) -> None:
+        """Ask for a step and fit it in the timeline."""
+        if len(self.steps) == 0:
+            self.notify("this trace has no steps", severity="warning")
+            return
+
+        def go(text: str | None) -> None:
+            i = None if text is None else find_step(self.steps, text)
+            if text is not None and i is None:
+                self.notify(f"no step {text!r}", severity="warning")
+            if i is not None:
+                self.action_show_tab("timeline")
+                self.query_one(Timeline).show_step(i)
+
+        self.push_screen(StepPrompt(len(self.steps)), go)
+
+    def action_show_evidence(self, start_ns: int, end_ns: int) -> None:
+        """Fit a finding's evidence window in the timeline."""
+        self.action_show_tab("timeline")
+        timeline = self.query_one(Timeline)
+        timeline.set_viewport(timeline.viewport.show(start_ns, end_ns))
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:  # type: ignore[type-arg]
+        """The command palette: Textual's commands plus one entry per action of the keymap."""
+        yield from super().get_system_commands(screen)
+        seen: set[str] = set()
+        for key in KEYS:
+            if key.scope == "tree" or key.action in seen or key.action == "command_palette":
+                continue
+            seen.add(key.action)
+            yield SystemCommand(f"{key.description} ({key.display or key.keys})", f"{key.scope}: {key.action}",
+                                lambda k=key: self._run_key(k.scope, k.action))
+
+    def _run_key(self, scope: str, action: str) -> None:
+        if scope == "timeline":
+            self.action_show_tab("timeline")
+            self.call_later(self.query_one(Timeline).run_action, action)
+        elif scope == "kernels":
+            self.action_show_tab("kernels")
+            self.call_later(self.query_one(KernelTable).run_action, action)
+        else:
+            self.call_later(self.run_action, action)
+
+
+def make_app(path: str | Path | None = None, trace: Trace | None = None, *, analyses: bool = True) -> KtraceApp:
+    """The one app factory used by `ktrace view` and the tests."""
+    return KtraceApp(path, trace, analyses=analyses)

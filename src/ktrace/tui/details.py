@@ -1,0 +1,106 @@
+"""Pure details of one selected row: times, launch<->run latency both ways, launch config, enclosing ranges."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from ktrace.tui.steps import StepSpans
+from ktrace.tui.tracks import TrackIndex
+from ktrace.tui.viewmodel import format_duration, format_offset
+
+Fields = list[tuple[str, str]]
+
+
+def describe(index: TrackIndex, steps: StepSpans, table: str, row: int) -> Fields:
+    """(label, value) lines describing row `row` of `table`."""
+    rec = index.trace.table(table).row(row, named=True)
+    t0 = index.t0
+    start, end = int(rec["start_ns"]), int(rec["end_ns"])
+    out: Fields = [("what", f"{table[:-1] if table.endswith('s') else table}: {rec.get('name') or rec.get('op')}"),
+                   ("start", f"+{format_offset(start - t0)}  (end +{format_offset(end - t0)})"),
+                   ("duration", format_duration(end - start)),
+                   ("where", f"{rec['node']} rank {rec['rank']}" + _place(rec))]
+    links = index.linked_rows(table, row)
+    if table in ("kernels", "memory"):
+        out += _gpu_fields(rec) + _launch_fields(index, links, start)
+        anchor = _first_api_start(index, links) or start
+    elif table == "api":
+        out += _launched_fields(index, links, rec)
+        anchor = start
+    else:
+        anchor = start
+    if rec.get("correlation_id") is not None:
+        out.append(("correlation", str(rec["correlation_id"])))
+    out += _context(index, steps, rec, anchor)
+    return out
+
+
+def _place(rec: dict[str, Any]) -> str:
+    if rec.get("device") is not None and "pid" not in rec:
+        return f" · GPU {rec['device']} stream {rec.get('stream')}"
+    if "tid" in rec:
+        return f" · pid {rec['pid']} tid {rec['tid']}"
+    return ""
+
+
+def _gpu_fields(rec: dict[str, Any]) -> Fields:
+    if "grid_x" not in rec:
+        nbytes = rec.get("bytes") or 0
+        dur = max(1, rec["end_ns"] - rec["start_ns"])
+        return [("copy", f"{rec['copy_kind']} {rec['src_kind']} -> {rec['dst_kind']}"),
+                ("bytes", f"{nbytes:,} ({nbytes / dur:.2f} GB/s)")]
+    out = [("grid", _dims(rec, "grid")), ("block", _dims(rec, "block")),
+           ("registers", f"{rec['registers_per_thread']} per thread"),
+           ("shared mem", f"static {rec['static_shared_bytes']} B, dynamic {rec['dynamic_shared_bytes']} B")]
+    if rec.get("collective"):
+        out.append(("collective", f"{rec['collective']} ({rec.get('in_nelems')} elements)"))
+    return out
+
+
+def _dims(rec: dict[str, Any], what: str) -> str:
+    vals = [rec.get(f"{what}_{a}") for a in "xyz"]
+    return "-" if all(v is None for v in vals) else "×".join("?" if v is None else str(v) for v in vals)
+
+
+def _first_api_start(index: TrackIndex, links: list[tuple[str, int]]) -> int | None:
+    api = [r for t, r in links if t == "api"]
+    return int(index.trace.api["start_ns"][api[0]]) if api else None
+
+
+def _launch_fields(index: TrackIndex, links: list[tuple[str, int]], start: int) -> Fields:
+    api = [r for t, r in links if t == "api"]
+    if not api:
+        return [("launch", "none in the trace (no API row with this correlation id)")]
+    launch = index.trace.api.row(api[0], named=True)
+    return [("launch", f"{launch['name']} on tid {launch['tid']}"),
+            ("latency", f"API start -> run {format_duration(start - launch['start_ns'])}; "
+                        f"API end -> run {format_duration(start - launch['end_ns'])}")]
+
+
+def _launched_fields(index: TrackIndex, links: list[tuple[str, int]], rec: dict[str, Any]) -> Fields:
+    if not links:
+        return [("runs", "no kernel or copy with this correlation id")]
+    table, row = links[0]
+    run = index.trace.table(table).row(row, named=True)
+    what = run.get("name") or run.get("op")
+    return [("runs", f"{len(links)} GPU record(s); first: {what}"),
+            ("latency", f"API start -> run {format_duration(run['start_ns'] - rec['start_ns'])}; "
+                        f"API end -> run {format_duration(run['start_ns'] - rec['end_ns'])}")]
+
+
+def _context(index: TrackIndex, steps: StepSpans, rec: dict[str, Any], t: int) -> Fields:
+    out: Fields = []
+    i = steps.containing(t)
+    if i is not None:
+        out.append(("step", steps.names[i]))
+    ranges = index.trace.ranges
+    if ranges.height:
+        hits = (ranges.filter((pl.col("node").cast(pl.String) == str(rec["node"])) & (pl.col("rank") == rec["rank"])
+                              & (pl.col("start_ns") <= t) & (pl.col("end_ns") >= t))
+                .sort("depth", "start_ns").head(6))
+        names = hits["name"].cast(pl.String).to_list()
+        if names:
+            out.append(("ranges", " > ".join(names)))
+    return out

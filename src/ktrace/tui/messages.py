@@ -1,0 +1,93 @@
+"""Messages of the TUI: small dataclasses named for what happened, posted by workers and widgets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from textual.message import Message
+
+from ktrace.model.trace import Trace
+from ktrace.tui.tracks import TrackIndex
+
+
+@dataclass
+class LoadProgress(Message):
+    """The loader worker made progress (high rate: only the latest is kept)."""
+
+    stage: str
+    done: int = 0
+    total: int = 0
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, LoadProgress)
+
+
+@dataclass
+class TraceLoaded(Message):
+    """The trace was read and its track index built (in the loader worker)."""
+
+    trace: Trace
+    index: TrackIndex
+    steps: Any
+    """StepSpans of the trace (see ktrace.tui.steps)."""
+    read_s: float
+    index_s: float
+
+
+@dataclass
+class LoadFailed(Message):
+    """Reading the trace failed: one line for the user and the exit code."""
+
+    text: str
+    exit_code: int
+
+
+@dataclass
+class SummaryReady(Message):
+    """The dashboard's analyses finished (or failed with `error`)."""
+
+    summary: Any
+    findings: Any
+    error: str = ""
+    rules_error: str = ""
+
+
+@dataclass
+class SliceSelected(Message):
+    """A slice (kernel, copy, API call, range) was selected in the timeline or the kernel table."""
+
+    table: str
+    row: int
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, SliceSelected)
+
+
+@dataclass
+class ViewportChanged(Message):
+    """The timeline's window moved or zoomed (high rate: only the latest is kept)."""
+
+    start_ns: int
+    end_ns: int
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ViewportChanged)
+
+
+@dataclass
+class TrackToggled(Message):
+    """The tree asked to add or remove timeline tracks."""
+
+    track_ids: list[int]
+
+
+@dataclass
+class KernelOrderReady(Message):
+    """The kernel table's filtered and sorted row order was computed (in a worker)."""
+
+    order: Any
+    """numpy int64 row indices of the kernels frame."""
+    sort: int
+    descending: bool
+    text: str

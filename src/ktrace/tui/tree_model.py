@@ -1,0 +1,141 @@
+"""Pure model of the host/device tree: node -> rank -> CPU threads / GPUs -> tracks, children built lazily."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from ktrace.tui.tracks import Track, TrackIndex
+
+
+@dataclass
+class TreeItem:
+    """One tree node: its label, the timeline tracks under it and a function building its children."""
+
+    label: str
+    track_ids: list[int]
+    """Every track under this node (toggled together when the node is selected)."""
+    expand: Callable[[], list[TreeItem]] | None = None
+    """Builds the children on first expansion; None for a leaf."""
+    key: str = ""
+    """Stable id (tests and selection)."""
+    children: list[TreeItem] = field(default_factory=list)
+
+
+def _pct(busy: int, span: int) -> str:
+    return f"{100 * busy / max(1, span):.1f}%"
+
+
+def tree_roots(index: TrackIndex) -> list[TreeItem]:
+    """One root per node (host), children lazily: ranks, then threads and GPUs, then tracks."""
+    by_node: dict[str, list[int]] = defaultdict(list)
+    for i, t in enumerate(index.tracks):
+        by_node[t.node].append(i)
+    return [TreeItem(f"{node} ({len(ids)} tracks)", ids, _node_children(index, node, ids), key=node)
+            for node, ids in sorted(by_node.items())]
+
+
+def _node_children(index: TrackIndex, node: str, ids: list[int]) -> Callable[[], list[TreeItem]]:
+    def build() -> list[TreeItem]:
+        by_rank: dict[int, list[int]] = defaultdict(list)
+        for i in ids:
+            by_rank[index.tracks[i].rank].append(i)
+        items = []
+        for rank, rids in sorted(by_rank.items()):
+            if rank < 0:
+                items.append(TreeItem(f"node counters ({len(rids)})", rids, _leaves(index, rids),
+                                      key=f"{node}/counters"))
+                continue
+            pids = sorted({_pid(index.tracks[i]) for i in rids} - {""})
+            label = f"rank {rank}" + (f" · pid {', '.join(pids)}" if pids else "")
+            items.append(TreeItem(label, rids, _rank_children(index, rids), key=f"{node}/{rank}"))
+        return items
+
+    return build
+
+
+def _pid(track: Track) -> str:
+    parts = track.key.split("/")
+    return parts[2][1:] if len(parts) > 2 and parts[2].startswith("p") else ""
+
+
+def _rank_children(index: TrackIndex, ids: list[int]) -> Callable[[], list[TreeItem]]:
+    def build() -> list[TreeItem]:
+        threads: dict[str, list[int]] = defaultdict(list)
+        gpus: dict[str, list[int]] = defaultdict(list)
+        counters: list[int] = []
+        for i in ids:
+            t = index.tracks[i]
+            parts = t.key.split("/")
+            if t.kind == "stream":
+                gpus[parts[2]].append(i)
+            elif t.kind == "counter":
+                counters.append(i)
+            else:
+                threads["/".join(parts[2:4])].append(i)
+        items = [_thread_item(index, key, tids) for key, tids in sorted(threads.items())]
+        items += [_gpu_item(index, key, gids) for key, gids in sorted(gpus.items(), key=lambda kv: int(kv[0][3:]))]
+        if counters:
+            items.append(TreeItem(f"counters ({len(counters)})", counters, _leaves(index, counters)))
+        return items
+
+    return build
+
+
+def _thread_item(index: TrackIndex, key: str, ids: list[int]) -> TreeItem:
+    first = index.tracks[ids[0]]
+    pid, tid = (int(p[1:]) for p in key.split("/"))
+    names = index.trace.threads.filter((pl.col("pid") == pid) & (pl.col("tid") == tid)
+                                       & (pl.col("rank") == first.rank))["name"].cast(pl.String).to_list()
+    name = f" {names[0]}" if names and names[0] else ""
+    api = sum(index.tracks[i].size for i in ids if index.tracks[i].kind == "api")
+    ranges = sum(index.tracks[i].size for i in ids if index.tracks[i].kind == "ranges")
+    label = f"thread {tid}{name} · {api:,} API · {ranges:,} ranges"
+    return TreeItem(label, ids, _leaves(index, ids), key=f"{first.node}/{first.rank}/{key}")
+
+
+def _gpu_item(index: TrackIndex, key: str, ids: list[int]) -> TreeItem:
+    first = index.tracks[ids[0]]
+    device = int(key[3:])
+    names = index.trace.devices.filter((pl.col("device") == device) & (pl.col("rank") == first.rank))
+    name = f" · {names['name'].cast(pl.String)[0]}" if names.height else ""
+    kernels = sum(int((index.tracks[i].table == 0).sum()) for i in ids)
+    busy = max(index.tracks[i].busy_ns for i in ids)
+    label = f"GPU {device}{name} · {kernels:,} kernels · {len(ids)} streams · busiest {_pct(busy, index.t1 - index.t0)}"
+    return TreeItem(label, ids, _leaves(index, ids), key=f"{first.node}/{first.rank}/{key}")
+
+
+def _leaves(index: TrackIndex, ids: list[int]) -> Callable[[], list[TreeItem]]:
+    def build() -> list[TreeItem]:
+        span = index.t1 - index.t0
+        out = []
+        for i in ids:
+            t = index.tracks[i]
+            if t.kind == "stream":
+                kernels = int((t.table == 0).sum())
+                label = f"stream {t.key.rsplit('/s', 1)[1]} · {kernels:,} kernels · {t.size - kernels:,} copies" \
+                        f" · busy {_pct(t.busy_ns, span)}"
+            elif t.kind == "counter":
+                label = f"{t.label} ({t.size:,} samples)"
+            else:
+                label = f"{t.label.split(' ', 1)[1]} ({t.size:,})"
+            out.append(TreeItem(label, [i], None, key=t.key))
+        return out
+
+    return build
+
+
+def default_rows(index: TrackIndex, limit: int = 14) -> list[int]:
+    """Tracks shown at first: the first rank's threads, streams and NVTX ranges, plus GPU utilization."""
+    ranks = sorted({(t.node, t.rank) for t in index.tracks if t.rank >= 0})
+    if not ranks:
+        return list(range(min(limit, len(index.tracks))))
+    node, rank = ranks[0]
+    order = {"ranges": 0, "ops": 1, "api": 2, "stream": 3}
+    mine = [i for i, t in enumerate(index.tracks) if (t.node, t.rank) == (node, rank) and t.kind in order]
+    mine.sort(key=lambda i: (order[index.tracks[i].kind], index.tracks[i].key))
+    util = [i for i, t in enumerate(index.tracks) if t.kind == "counter" and t.label.startswith("gpu.util")]
+    return (mine[: limit - 1] + util[:1])[:limit]

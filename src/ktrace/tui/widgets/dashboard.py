@@ -1,0 +1,57 @@
+"""The dashboard tab: SageMaker-Profiler-style panels as terminal charts, and rule findings with evidence."""
+
+from __future__ import annotations
+
+from textual import on
+from textual.containers import VerticalScroll
+from textual.widgets import Button, Static
+
+from ktrace.tui.dashboard_data import Panel, panels
+from ktrace.tui.messages import SummaryReady
+
+
+class Dashboard(VerticalScroll, can_focus=True):
+    """Panels stacked vertically; each finding has a button that shows its evidence in the timeline."""
+
+    DEFAULT_CSS = """
+    Dashboard > .panel { border: round $primary; height: auto; padding: 0 1; margin: 0 0 1 0; }
+    Dashboard > .panel.unavailable { border: round $panel; }
+    Dashboard > Button { margin: 0 0 0 2; min-width: 30; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's name
+        super().__init__(id=id)
+        self.panels: list[Panel] = []
+
+    def on_mount(self) -> None:
+        self.mount(Static("waiting for the trace…", classes="panel"))
+
+    def set_pending(self) -> None:
+        """Analyses are running."""
+        self.remove_children()
+        self.mount(Static("computing the dashboard (summary and rules) in the background…", classes="panel"))
+
+    def set_unavailable(self, why: str) -> None:
+        """No analyses will run."""
+        self.remove_children()
+        self.mount(Static(why, classes="panel unavailable"))
+
+    def show(self, message: SummaryReady) -> None:
+        """Draw the panels of a finished summary."""
+        self.panels = panels(message)
+        self.remove_children()
+        widgets = []
+        for panel in self.panels:
+            static = Static(panel.body, classes="panel" if panel.available else "panel unavailable")
+            static.border_title = panel.title
+            widgets.append(static)
+            for i, (label, start, end) in enumerate(panel.evidence):
+                button = Button(f"show: {label}", id=f"evidence-{len(widgets)}-{i}", compact=True)
+                button.evidence = (start, end)  # type: ignore[attr-defined]
+                widgets.append(button)
+        self.mount_all(widgets)
+
+    @on(Button.Pressed)
+    def _evidence(self, event: Button.Pressed) -> None:
+        start, end = event.button.evidence  # type: ignore[attr-defined]
+        self.app.call_later(self.app.run_action, f"show_evidence({start}, {end})")

@@ -1,0 +1,158 @@
+"""The kernel table: a Line API view over the kernels frame, sorted and filtered in a worker."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from rich.segment import Segment
+from rich.style import Style
+from textual import on, work
+from textual.cache import LRUCache
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from ktrace.tui.keymap import bindings
+from ktrace.tui.messages import KernelOrderReady, SliceSelected
+from ktrace.tui.table_model import COLUMNS, SORTABLE, format_page, kernel_order
+
+_HEADER = Style(bold=True, color="black", bgcolor="#4e79a7")
+_CURSOR = Style(bgcolor="#3a3a5a", bold=True)
+_ROW = Style()
+PAGE = 64
+
+
+class KernelTable(ScrollView, can_focus=True):
+    """Every kernel, one line each; only the visible page is read from the frame."""
+
+    BINDINGS = [*bindings("kernels"),  # type: ignore[assignment]
+                ("j,down", "cursor(1)", "down"), ("k,up", "cursor(-1)", "up"),
+                ("pagedown", "cursor(20)", "page down"), ("pageup", "cursor(-20)", "page up"),
+                ("home", "cursor(-1000000000000)", "first"), ("end", "cursor(1000000000000)", "last")]
+    DEFAULT_CSS = "KernelTable { height: 1fr; }"
+
+    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's name
+        super().__init__(id=id)
+        self.kernels = pl.DataFrame()
+        self.t0 = 0
+        self.order = np.empty(0, np.int64)
+        self.sort, self.descending, self.text = 0, True, ""
+        self.cursor = 0
+        self.loading_order = False
+        self._pages: LRUCache[tuple[int, int], list[list[str]]] = LRUCache(64)
+        self._generation = 0
+        self._ordered = True
+
+    def set_kernels(self, kernels: pl.DataFrame, t0: int) -> None:
+        """Show a trace's kernels (ordered by duration, longest first); sorting waits until the table is shown."""
+        self.kernels, self.t0 = kernels, t0
+        self._ordered = False
+        if self.display and self.is_on_screen:
+            self.on_show()
+
+    def on_show(self) -> None:
+        """Sort lazily: the first time the Kernels tab is shown (keeps 10 M-kernel loading light)."""
+        if not getattr(self, "_ordered", True):
+            self._ordered = True
+            self.request_order()
+
+    def request_order(self, sort: int | None = None, descending: bool | None = None, text: str | None = None) -> None:
+        """Recompute the row order in a thread worker (the latest request wins)."""
+        self.sort = self.sort if sort is None else sort
+        self.descending = self.descending if descending is None else descending
+        self.text = self.text if text is None else text
+        self.loading_order = True
+        self._load_order(self.kernels, self.sort, self.descending, self.text)
+
+    @work(thread=True, exclusive=True, group="kernel-order")
+    def _load_order(self, kernels: pl.DataFrame, sort: int, descending: bool, text: str) -> None:
+        order = kernel_order(kernels, sort, descending, text)
+        self.post_message(KernelOrderReady(order, sort, descending, text))
+
+    @on(KernelOrderReady)
+    def _order_ready(self, message: KernelOrderReady) -> None:
+        if (message.sort, message.descending, message.text) != (self.sort, self.descending, self.text):
+            return
+        self.order = message.order
+        self._generation += 1
+        self._pages.clear()
+        self.loading_order = False
+        self.cursor = 0
+        self.virtual_size = Size(self._total_width(), int(self.order.size) + 1)
+        self.scroll_to(y=0, animate=False)
+        self.refresh()
+
+    def _total_width(self) -> int:
+        return sum(c.width + 1 for c in COLUMNS) + 60
+
+    def _widths(self) -> list[int]:
+        fixed = sum(c.width + 1 for c in COLUMNS if c.width)
+        return [c.width or max(20, self.size.width - fixed) for c in COLUMNS]
+
+    def _cells(self, i: int) -> list[str]:
+        first = (i // PAGE) * PAGE
+        key = (self._generation, first)
+        page = self._pages.get(key)
+        if page is None:
+            page = format_page(self.kernels, self.order[first:first + PAGE], self.t0)
+            self._pages[key] = page
+        return page[i - first]
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        widths = self._widths()
+        if y == 0:
+            heads = [(c.header + (" ▼" if self.descending else " ▲") if i == self.sort else c.header)
+                     for i, c in enumerate(COLUMNS)]
+            return Strip([Segment(_join(heads, widths), _HEADER)]).crop(0, width)
+        i = int(self.scroll_offset.y) + y - 1
+        if i >= self.order.size:
+            if i == 0:
+                msg = "sorting…" if self.loading_order else "no kernel matches the filter"
+                return Strip([Segment(msg, Style(italic=True))]).crop(0, width)
+            return Strip.blank(width)
+        text = _join(self._cells(i), widths)
+        return Strip([Segment(text, _CURSOR if i == self.cursor else _ROW)]).crop(0, width)
+
+    def selected_row(self) -> int | None:
+        """Row index (in the kernels frame) under the cursor."""
+        return int(self.order[self.cursor]) if self.cursor < self.order.size else None
+
+    def action_cursor(self, delta: int) -> None:
+        if self.order.size == 0:
+            return
+        self.cursor = max(0, min(int(self.order.size) - 1, self.cursor + delta))
+        visible = max(1, self.size.height - 1)
+        top = int(self.scroll_offset.y)
+        if self.cursor < top:
+            self.scroll_to(y=self.cursor, animate=False)
+        elif self.cursor >= top + visible:
+            self.scroll_to(y=self.cursor - visible + 1, animate=False)
+        self.refresh()
+        row = self.selected_row()
+        if row is not None:
+            self.post_message(SliceSelected("kernels", row))
+
+    def action_cycle_sort(self) -> None:
+        nxt = SORTABLE[(SORTABLE.index(self.sort) + 1) % len(SORTABLE)]
+        self.request_order(sort=nxt)
+        self.notify(f"sorted by {COLUMNS[nxt].header}", timeout=2)
+
+    def action_reverse_sort(self) -> None:
+        self.request_order(descending=not self.descending)
+
+    def action_focus_filter(self) -> None:
+        self.app.call_later(self.app.run_action, "focus_filter")
+
+    def action_show_in_timeline(self) -> None:
+        row = self.selected_row()
+        if row is not None:
+            self.app.call_later(self.app.run_action, f"show_kernel({row})")
+
+    def on_click(self, event) -> None:  # type: ignore[no-untyped-def]
+        if event.y >= 1:
+            self.action_cursor(int(self.scroll_offset.y) + event.y - 1 - self.cursor)
+
+
+def _join(cells: list[str], widths: list[int]) -> str:
+    return " ".join(c[:w].ljust(w) if i < len(widths) - 1 else c[:w] for i, (c, w) in enumerate(zip(cells, widths, strict=False)))

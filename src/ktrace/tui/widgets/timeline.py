@@ -1,0 +1,301 @@
+"""The timeline: one row per selected track drawn with Textual's Line API, a time ruler, pan/zoom/step keys."""
+
+from __future__ import annotations
+
+from itertools import groupby
+
+import numpy as np
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.cache import LRUCache
+from textual.strip import Strip
+from textual.widget import Widget
+
+from ktrace.tui.keymap import bindings
+from ktrace.tui.messages import SliceSelected, ViewportChanged
+from ktrace.tui.steps import StepSpans
+from ktrace.tui.tracks import TrackIndex
+from ktrace.tui.viewmodel import RowPaint, Viewport, paint_track, ruler, slice_at, slice_columns
+
+LABEL_W = 22
+"""Columns of the row heads."""
+PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+           "#9c755f", "#86bcb6", "#d37295", "#8cd17d")
+_SELECTED = Style(bgcolor="white", color="black", bold=True)
+_LINKED = Style(bgcolor="magenta", color="white", bold=True)
+_EMPTY = Style()
+_HEAD = Style(color="grey70")
+_HEAD_CURSOR = Style(color="black", bgcolor="grey70", bold=True)
+_RULER = Style(color="grey50")
+_COUNTER = Style(color="#59a14f")
+
+
+def _styles() -> tuple[list[Style], list[Style]]:
+    solid = [Style(bgcolor=c, color="black") for c in PALETTE]
+    glyph = [Style(color=c) for c in PALETTE]
+    return solid, glyph
+
+
+_SOLID, _GLYPH = _styles()
+
+
+class Timeline(Widget, can_focus=True):
+    """Rows of slices and sparklines over a shared, zoomable time axis."""
+
+    BINDINGS = bindings("timeline")  # type: ignore[assignment]
+    DEFAULT_CSS = "Timeline { height: 1fr; }"
+
+    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's name
+        super().__init__(id=id)
+        self.index: TrackIndex | None = None
+        self.steps = StepSpans()
+        self.rows: list[int] = []
+        """Track ids shown, top to bottom."""
+        self.viewport = Viewport(0, 1, 80)
+        self.cursor = 0
+        self.top = 0
+        self.selection: tuple[int, int] | None = None
+        self.linked: list[tuple[int, int]] = []
+        self._paint_cache: LRUCache[tuple[int, Viewport], tuple[RowPaint, dict[int, str]]] = LRUCache(512)
+
+    # --- data -----------------------------------------------------------------------------------------
+    def set_index(self, index: TrackIndex, rows: list[int], steps: StepSpans) -> None:
+        """Show a freshly loaded trace: its default rows, fitted to the whole span."""
+        self.index, self.rows, self.steps = index, rows, steps
+        self.viewport = Viewport(index.t0, index.t1, self._body_width()).show(index.t0, index.t1)
+        self.cursor, self.top, self.selection, self.linked = 0, 0, None, []
+        self._paint_cache.clear()
+        self._changed()
+
+    def toggle_tracks(self, track_ids: list[int]) -> None:
+        """Add tracks not shown yet, or remove them all if all are shown."""
+        if all(t in self.rows for t in track_ids):
+            self.rows = [r for r in self.rows if r not in track_ids]
+        else:
+            self.rows += [t for t in track_ids if t not in self.rows]
+        self.cursor = min(self.cursor, max(0, len(self.rows) - 1))
+        self._changed()
+
+    def _body_width(self) -> int:
+        return max(10, self.size.width - LABEL_W)
+
+    def _changed(self, viewport: bool = False) -> None:
+        self.refresh()
+        if viewport:
+            self.post_message(ViewportChanged(self.viewport.start_ns, self.viewport.end_ns))
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.viewport = self.viewport.with_width(self._body_width())
+        self._changed()
+
+    # --- drawing --------------------------------------------------------------------------------------
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if self.index is None:
+            return Strip.blank(width)
+        if y == 0:
+            head = "time since start".ljust(LABEL_W - 1)[: LABEL_W - 1] + "│"
+            return Strip([Segment(head, _HEAD), Segment(ruler(self.viewport, self.index.t0), _RULER)]).crop(0, width)
+        row = self.top + y - 1
+        if row >= len(self.rows):
+            return Strip.blank(width)
+        track_id = self.rows[row]
+        track = self.index.tracks[track_id]
+        label = f"{track.rank}:{track.label}" if track.rank >= 0 else track.label
+        head = Segment(label[: LABEL_W - 1].ljust(LABEL_W - 1) + "│", _HEAD_CURSOR if row == self.cursor else _HEAD)
+        return Strip([head, *self._body(track_id)]).crop(0, width)
+
+    def paint(self, track_id: int) -> tuple[RowPaint, dict[int, str]]:
+        """The cached RowPaint of a track in the current viewport, with the names of its labelled slices."""
+        assert self.index is not None
+        key = (track_id, self.viewport)
+        cached = self._paint_cache.get(key)
+        if cached is None:
+            track = self.index.tracks[track_id]
+            paint = paint_track(track, self.viewport)
+            names = self.index.slice_names(track, [p for _, _, p in paint.labels])
+            cached = (paint, names)
+            self._paint_cache[key] = cached
+        return cached
+
+    def _body(self, track_id: int) -> list[Segment]:
+        assert self.index is not None
+        paint, names = self.paint(track_id)
+        chars = list(paint.glyphs)
+        counter = self.index.tracks[track_id].kind == "counter"
+        styles = [_cell_style(c, s, counter) for c, s in zip(paint.colour.tolist(), paint.solid.tolist(), strict=False)]
+        written = 0
+        for c0, c1, pos in paint.labels:
+            first = max(c0 + 1, written)
+            text = names.get(pos, "")[: max(0, c1 - first)]
+            chars[first:first + len(text)] = text
+            written = first + len(text) + 1
+        self._overlay(track_id, styles)
+        cells = zip(chars, styles, strict=False)
+        return [Segment("".join(ch for ch, _ in run), style) for style, run in groupby(cells, key=lambda cs: cs[1])]
+
+    def _overlay(self, track_id: int, styles: list[Style]) -> None:
+        assert self.index is not None
+        marks = [(self.selection, _SELECTED)] + [(link, _LINKED) for link in self.linked]
+        for mark, style in marks:
+            if mark is None or mark[0] != track_id:
+                continue
+            c0, c1 = slice_columns(self.index.tracks[track_id], self.viewport, mark[1])
+            for c in range(max(0, c0), min(len(styles), c1 + 1)):
+                styles[c] = style
+
+    # --- actions --------------------------------------------------------------------------------------
+    def set_viewport(self, viewport: Viewport) -> None:
+        """Move the window (clamped to a sane zoom range) and redraw."""
+        if self.index is None:
+            return
+        span = self.index.t1 - self.index.t0
+        if viewport.span_ns > span * 4:
+            viewport = viewport.show(self.index.t0, self.index.t1)
+        self.viewport = viewport.with_width(self._body_width())
+        self._changed(viewport=True)
+
+    def action_pan(self, fraction: float) -> None:
+        self.set_viewport(self.viewport.pan(fraction))
+
+    def action_zoom(self, factor: float) -> None:
+        self.set_viewport(self.viewport.zoom(factor))
+
+    def action_fit(self) -> None:
+        if self.index is not None:
+            self.set_viewport(self.viewport.show(self.index.t0, self.index.t1))
+
+    def action_step(self, direction: int) -> None:
+        centre = self.viewport.time_at(self.viewport.width / 2)
+        i = self.steps.after(centre) if direction > 0 else self.steps.before(self.viewport.start_ns)
+        if i is None:
+            self.notify("no next step" if direction > 0 else "no previous step", severity="warning")
+            return
+        self.show_step(i)
+
+    def show_step(self, i: int) -> None:
+        """Fit step i (an index into the steps) in the window."""
+        self.set_viewport(self.viewport.show(int(self.steps.starts[i]), int(self.steps.ends[i])))
+        self.notify(f"{self.steps.names[i]} ({i + 1} of {len(self.steps)})", timeout=2)
+
+    def action_goto_step(self) -> None:
+        self.app.call_later(self.app.run_action, "goto_step")
+
+    def action_move_row(self, delta: int) -> None:
+        if not self.rows:
+            return
+        self.cursor = max(0, min(len(self.rows) - 1, self.cursor + delta))
+        visible = max(1, self.size.height - 1)
+        if self.cursor < self.top:
+            self.top = self.cursor
+        elif self.cursor >= self.top + visible:
+            self.top = self.cursor - visible + 1
+        self.refresh()
+
+    def action_next_slice(self, direction: int) -> None:
+        if self.index is None or not self.rows:
+            return
+        track_id = self.rows[self.cursor]
+        track = self.index.tracks[track_id]
+        if track.kind == "counter" or track.size == 0:
+            return
+        if self.selection is not None and self.selection[0] == track_id:
+            pos = self.selection[1] + direction
+        else:
+            centre = self.viewport.time_at(self.viewport.width / 2)
+            pos = int(np.searchsorted(track.starts, centre)) - (1 if direction < 0 else 0)
+        self.select(track_id, max(0, min(track.size - 1, pos)), centre=True)
+
+    def action_follow(self) -> None:
+        if self.index is None or self.selection is None:
+            return
+        links = self._links(self.selection)
+        if not links:
+            self.notify("no linked launch or kernel for this slice", severity="warning")
+            return
+        target = links[0]
+        if target[0] not in self.rows:
+            self.rows.append(target[0])
+        self.cursor = self.rows.index(target[0])
+        self.select(*target, centre=True)
+
+    def action_zoom_selection(self) -> None:
+        if self.index is None or self.selection is None:
+            return
+        track = self.index.tracks[self.selection[0]]
+        pos = self.selection[1]
+        self.set_viewport(self.viewport.show(int(track.starts[pos]), int(track.ends[pos]), margin=0.5))
+
+    def action_remove_row(self) -> None:
+        if self.rows:
+            self.toggle_tracks([self.rows[self.cursor]])
+
+    def action_focus_tree(self) -> None:
+        self.app.call_later(self.app.run_action, "focus_tree")
+
+    # --- selection ------------------------------------------------------------------------------------
+    def _links(self, sel: tuple[int, int]) -> list[tuple[int, int]]:
+        assert self.index is not None
+        table, row = self.index.source(sel[0], sel[1])
+        found = (self.index.locate(t, r) for t, r in self.index.linked_rows(table, row))
+        return [f for f in found if f is not None]
+
+    def select(self, track_id: int, pos: int, centre: bool = False) -> None:
+        """Select a slice: highlight it and its launch/kernels, tell the app, keep it in view."""
+        if self.index is None:
+            return
+        self.selection = (track_id, pos)
+        self.linked = self._links(self.selection)
+        if centre:
+            track = self.index.tracks[track_id]
+            self.viewport = self.viewport.centre_on(int(track.starts[pos]))
+        table, row = self.index.source(track_id, pos)
+        self.post_message(SliceSelected(table, row))
+        self._changed(viewport=centre)
+
+    def select_row(self, table: str, row: int) -> None:
+        """Select a table row (e.g. from the kernel table), showing its track if needed."""
+        if self.index is None:
+            return
+        found = self.index.locate(table, row)
+        if found is None:
+            return
+        if found[0] not in self.rows:
+            self.rows.append(found[0])
+        self.cursor = self.rows.index(found[0])
+        self.select(*found, centre=True)
+
+    def on_click(self, event: events.Click) -> None:
+        if self.index is None or event.y < 1 or event.x < LABEL_W:
+            return
+        row = self.top + event.y - 1
+        if row >= len(self.rows):
+            return
+        self.cursor = row
+        pos = slice_at(self.index.tracks[self.rows[row]], self.viewport, event.x - LABEL_W)
+        if pos is not None:
+            self.select(self.rows[row], pos)
+        self.refresh()
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        self._wheel(event, 1)
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        self._wheel(event, -1)
+
+    def _wheel(self, event: events.MouseEvent, direction: int) -> None:
+        event.stop()
+        if event.shift:
+            self.action_pan(-0.1 * direction)
+        else:
+            anchor = max(0, event.x - LABEL_W)
+            self.set_viewport(self.viewport.zoom(1.5 if direction > 0 else 1 / 1.5, anchor))
+
+
+def _cell_style(colour: int, solid: bool, counter: bool) -> Style:
+    if colour < 0:
+        return _EMPTY
+    if counter:
+        return _COUNTER
+    return (_SOLID if solid else _GLYPH)[colour % len(PALETTE)]

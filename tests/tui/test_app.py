@@ -1,0 +1,178 @@
+"""Pilot tests: real key presses on a loaded trace, asserting on the app's state."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ktrace.tui.app import make_app
+from ktrace.tui.keymap import KEYS
+from ktrace.tui.screens.help import HelpScreen, help_table
+from ktrace.tui.widgets.details import Details
+from ktrace.tui.widgets.host_device_tree import HostDeviceTree
+from ktrace.tui.widgets.kernel_table import KernelTable
+from ktrace.tui.widgets.timeline import Timeline
+
+
+@pytest.fixture
+def app(synthetic_trace):  # type: ignore[no-untyped-def]
+    return make_app(trace=synthetic_trace, analyses=False)
+
+
+def test_opens_with_loader_then_shows_tracks(app, drive, settled) -> None:  # type: ignore[no-untyped-def]
+    async def scenario(pilot) -> None:  # type: ignore[no-untyped-def]
+        timeline = app.query_one(Timeline)
+        assert timeline.index is not None and len(timeline.rows) >= 4
+        assert not app.query_one("#tabs").loading
+        assert app.focused is timeline
+        assert "first_screen" in app.timings
+
+    drive(app, scenario)
+
+
+def test_zoom_pan_and_fit_keys(app, drive, settled) -> None:  # type: ignore[no-untyped-def]
+    async def scenario(pilot) -> None:  # type: ignore[no-untyped-def]
+        tl = app.query_one(Timeline)
+        full = tl.viewport.span_ns
+        await pilot.press("plus")
+        assert tl.viewport.span_ns == pytest.approx(full / 2, rel=1e-6)
+        start = tl.viewport.start_ns
+        await pilot.press("l")
+        assert tl.viewport.start_ns == start + int(tl.viewport.span_ns * 0.2)
+        await pilot.press("h", "minus", "minus")
+        await pilot.press("f")
+        assert tl.viewport.span_ns == pytest.approx(full, rel=1e-3)
+
+    drive(app, scenario)
+
+
+def test_next_step_and_goto_step(app, synthetic_trace, drive, settled) -> None:  # type: ignore[no-untyped-def]
+    async def scenario(pilot) -> None:  # type: ignore[no-untyped-def]
+        tl = app.query_one(Timeline)
+        steps = tl.steps
+        await pilot.press("n")
+        first = tl.viewport
+        assert first.start_ns <= steps.starts[0] and first.end_ns >= steps.ends[0]
+        assert first.span_ns < (steps.ends[0] - steps.starts[0]) * 1.1
+        await pilot.press("g")
+        await pilot.press("5", "enter")
+        await pilot.pause()
+        i = steps.names.index("ProfilerStep#5")
+        assert tl.viewport.start_ns <= steps.starts[i] < steps.ends[i] <= tl.viewport.end_ns
+        await pilot.press("p")
+        assert tl.viewport.end_ns <= steps.ends[i]
+
+    drive(app, scenario)
+
+
+def test_select_kernel_shows_launch_and_follow_jumps(app, drive, settled) -> None:  # type: ignore[no-untyped-def]
+    async def scenario(pilot) -> None:  # type: ignore[no-untyped-def]
+        tl = app.query_one(Timeline)
+        stream_row = next(i for i, t in enumerate(tl.rows) if tl.index.tracks[t].key.endswith("/s7"))
+        for _ in range(stream_row):
+            await pilot.press("j")
+        await pilot.press("n", "right_square_bracket")
+        await pilot.pause()
+        table, row = tl.index.source(*tl.selection)
+        assert table == "kernels"
+        assert tl.linked and tl.index.tracks[tl.linked[0][0]].kind == "api"
+        fields = dict(app.query_one("#timeline-details", Details).fields)
+        assert "API start -> run" in fields["latency"] and fields["step"].startswith("ProfilerStep#")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert tl.index.source(*tl.selection)[0] == "api"
+        assert ("kernels", row) in tl.index.linked_rows(*tl.index.source(*tl.selection))
+        await pilot.press("enter")
+        assert tl.index.source(*tl.selection) == ("kernels", row)
+
+    drive(app, scenario)
+
+
+def test_click_selects_the_slice_under_the_pointer(app, drive, settled) -> None:  # type: ignore[no-untyped-def]
+    async def scenario(pilot) -> None:  # type: ignore[no-untyped-def]
+        tl = app.query_one(Timeline)
+        await pilot.press("n")
+        ranges_row = 0  # ProfilerStep ranges fill the step
+        await pilot.click(Timeline, offset=(60, 1 + ranges_row))
+        assert tl.selection is not None and tl.index.tracks[tl.selection[0]].kind == "ranges"
+
+    drive(app, scenario)
+
+
+def test_filter_and_sort_the_kernel_table(app, synthetic_trace, drive, settled) -> None:  # type: ignore[no-untyped-def]
+    async def scenario(pilot) -> None:  # type: ignore[no-untyped-def]
+        await pilot.press("2")
+        table = app.query_one(KernelTable)
+        assert app.query_one("#tabs").active == "kernels" and app.focused is table
+        await pilot.press("slash", *"nccl", "enter")
+        await settled(pilot)
+        names = synthetic_trace.kernels["name"].cast(str).to_numpy()[table.order]
+        assert table.order.size > 0 and all("nccl" in n.lower() for n in names)
+        dur = (synthetic_trace.kernels["end_ns"] - synthetic_trace.kernels["start_ns"]).to_numpy()[table.order]
+        assert (np.diff(dur) <= 0).all()
+        await pilot.press("r")
+        await settled(pilot)
+        dur = (synthetic_trace.kernels["end_ns"] - synthetic_trace.kernels["start_ns"]).to_numpy()[table.order]
+        assert (np.diff(dur) >= 0).all()
+        await pilot.press("j", "enter")
+        await pilot.pause()
+        assert app.query_one("#tabs").active == "timeline"
+        tl = app.query_one(Timeline)
+        assert tl.index.source(*tl.selection) == ("kernels", int(table.order[1]))
+
+    drive(app, scenario)
+
+
+def test_tree_selects_tracks_and_tabs_switch(app, drive, settled) -> None:  # type: ignore[no-untyped-def]
+    async def scenario(pilot) -> None:  # type: ignore[no-untyped-def]
+        tl = app.query_one(Timeline)
+        before = list(tl.rows)
+        await pilot.press("t")
+        assert isinstance(app.focused, HostDeviceTree)
+        tree = app.query_one(HostDeviceTree)
+        for _ in range(6):  # walk down to "rank 0" with the arrow key
+            if tree.cursor_node is not None and str(tree.cursor_node.label).startswith("rank 0"):
+                break
+            await pilot.press("down")
+        await pilot.press("enter")  # rank 0's tracks are all shown, so they are removed
+        assert len(tl.rows) < len(before)
+        await pilot.press("enter")
+        assert set(before) <= set(tl.rows)
+        await pilot.press("3")
+        assert app.query_one("#tabs").active == "dashboard"
+        await pilot.press("1")
+        assert app.query_one("#tabs").active == "timeline"
+
+    drive(app, scenario)
+
+
+def test_help_lists_every_key_and_closes(app, drive, settled) -> None:  # type: ignore[no-untyped-def]
+    async def scenario(pilot) -> None:  # type: ignore[no-untyped-def]
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+    drive(app, scenario)
+    described = [str(c) for c in help_table().columns[2]._cells]
+    assert all(k.description in described for k in KEYS)
+
+
+def test_palette_has_an_entry_per_action(app, drive, settled) -> None:  # type: ignore[no-untyped-def]
+    async def scenario(pilot) -> None:  # type: ignore[no-untyped-def]
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for key in KEYS:
+            if key.scope != "tree" and key.action != "command_palette":
+                assert any(key.description in t for t in titles), key
+
+    drive(app, scenario)
+
+
+def test_missing_file_exits_with_code_4(tmp_path, drive) -> None:  # type: ignore[no-untyped-def]
+    app = make_app(tmp_path / "nope.json")
+
+    async def scenario(pilot) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+    drive(app, scenario)
+    assert app.return_code == 4

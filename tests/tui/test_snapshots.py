@@ -1,0 +1,61 @@
+"""SVG snapshots of the main screens on a real trace (fixtures/nsys: power iteration on a Tesla T4).
+
+Regenerate only after looking at the result: pytest tests/tui/test_snapshots.py --snapshot-update
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+
+from ktrace.tui.app import make_app
+
+SIZE = (140, 40)
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "nsys" / "power_iteration__baseline.sqlite"
+
+pytestmark = pytest.mark.skipif(not FIXTURE.exists(), reason=f"{FIXTURE} is missing")
+
+
+def _app(analyses: bool = False):  # type: ignore[no-untyped-def]
+    return make_app(FIXTURE, analyses=analyses)
+
+
+def test_timeline_after_load(snap_compare, settled) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(_app(), terminal_size=SIZE, run_before=settled)
+
+
+def test_timeline_step_with_selected_kernel(snap_compare, settled) -> None:  # type: ignore[no-untyped-def]
+    async def run_before(pilot: Pilot) -> None:  # type: ignore[type-arg]
+        await settled(pilot)
+        await pilot.press("n", "n", "j", "j", "j", "right_square_bracket", "right_square_bracket")
+        await settled(pilot)
+
+    assert snap_compare(_app(), terminal_size=SIZE, run_before=run_before)
+
+
+def test_kernel_table_filtered(snap_compare, settled) -> None:  # type: ignore[no-untyped-def]
+    async def run_before(pilot: Pilot) -> None:  # type: ignore[type-arg]
+        await settled(pilot)
+        await pilot.press("2", "slash", *"gemv", "enter")
+        await settled(pilot)
+
+    assert snap_compare(_app(), terminal_size=SIZE, run_before=run_before)
+
+
+def test_dashboard(snap_compare, settled) -> None:  # type: ignore[no-untyped-def]
+    async def run_before(pilot: Pilot) -> None:  # type: ignore[type-arg]
+        await settled(pilot)
+        await pilot.press("3")
+        await settled(pilot)
+
+    assert snap_compare(_app(analyses=True), terminal_size=SIZE, run_before=run_before)
+
+
+def test_help_screen(snap_compare, settled) -> None:  # type: ignore[no-untyped-def]
+    async def run_before(pilot: Pilot) -> None:  # type: ignore[type-arg]
+        await settled(pilot)
+        await pilot.press("question_mark")
+
+    assert snap_compare(_app(), terminal_size=SIZE, run_before=run_before)
