@@ -1,0 +1,68 @@
+"""numba nesting kernel: the innermost range enclosing each point, per group (thread, rank, stream).
+
+Public typed wrapper:
+
+- ``innermost_enclosing(r_group, r_start, r_end, p_group, p_time) -> int64[n_points]`` (index of
+  the range, -1 when none).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from ktrace.analysis._kernels import jit
+
+I64 = npt.NDArray[np.int64]
+
+
+@jit
+def _innermost(r_group: I64, r_start: I64, r_end: I64, p_group: I64, p_time: I64) -> I64:  # pragma: no cover
+    n_p = p_time.size
+    n_r = r_start.size
+    out = np.full(n_p, -1, np.int64)
+    stack = np.empty(max(n_r, 1), np.int64)
+    top = 0
+    j = 0
+    cur = -1
+    for i in range(n_p):
+        g, t = p_group[i], p_time[i]
+        if g != cur:
+            cur = g
+            top = 0
+            while j < n_r and r_group[j] < g:
+                j += 1
+        while j < n_r and r_group[j] == g and r_start[j] <= t:
+            stack[top] = j
+            top += 1
+            j += 1
+        while top > 0 and r_end[stack[top - 1]] <= t:
+            top -= 1
+        if top > 0:
+            out[i] = stack[top - 1]
+    return out
+
+
+def innermost_enclosing(r_group: I64, r_start: I64, r_end: I64, p_group: I64, p_time: I64) -> I64:
+    """For each point, the innermost range of its group with start <= t < end.
+
+    "Innermost" is the latest-starting range still open at t (for properly nested ranges, the
+    deepest). Ranges that partly overlap are handled: a range already closed is skipped even if a
+    later one is still open.
+
+    Args:
+        r_group: int64 group id per range; ranges sorted by (group, start, end descending).
+        r_start: int64 range starts.
+        r_end: int64 range ends.
+        p_group: int64 group id per point; points sorted by (group, time).
+        p_time: int64 point times.
+
+    Returns:
+        int64 index (into the ranges as passed) per point, -1 where no range encloses it.
+    """
+    return _innermost(_as64(r_group), _as64(r_start), _as64(r_end),
+                      _as64(p_group), _as64(p_time))
+
+
+def _as64(a: npt.ArrayLike) -> I64:
+    return np.ascontiguousarray(a, dtype=np.int64)

@@ -1,0 +1,154 @@
+"""HTA-style temporal breakdown (idle / compute / non-compute per rank) and kernel-type time breakdown.
+
+API:
+
+- ``KERNEL_TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")``.
+- ``typed_activity(trace) -> pl.DataFrame``: gpu_activity plus a `kernel_type` column.
+- ``type_coverage(trace, per="rank") -> (keys, ns[n_groups, 8])``: ns spent with each subset of
+  kernel types active (bit 0 compute, bit 1 communication, bit 2 memory).
+- ``temporal_breakdown(trace) -> pl.DataFrame``: per (node, rank) HTA's idle, compute, non-compute
+  time within the GPU span, plus the explicit TensorBoard-style split (compute only, compute
+  overlapping communication, communication only, memory only).
+- ``kernel_type_breakdown(trace, include_memory=True, per="rank") -> pl.DataFrame``: time per
+  kernel-type combination ("COMPUTATION", "COMPUTATION overlapping COMMUNICATION", ...), HTA's
+  `get_gpu_kernel_breakdown` first table, per group and with its share.
+
+Kernel types follow HTA: COMMUNICATION = kernel name matching ``^nccl.*Kernel`` (or a non-null
+`collective` column), MEMORY = memcpy/memset records, COMPUTATION = every other kernel. HTA also
+counts Kineto's GPU-side `cuda_sync` rows as GPU events (busy, non-compute); ktrace does not (they
+are waits), see benchmarks/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from ktrace.analysis.utilization import PER_KEYS, Per, change_flags, gpu_activity, grouped, memo, names_matching
+from ktrace.model.trace import Trace
+
+KERNEL_TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")
+COMM_KERNEL_RE = r"^nccl.*Kernel"
+"""HTA's NCCL_KERNEL_RE."""
+
+
+def typed_activity(trace: Trace) -> pl.DataFrame:
+    """gpu_activity(trace, with_names=True) plus `kernel_type` (one of KERNEL_TYPES) and `type_bit`."""
+    return memo(trace, "typed_activity", lambda: _typed_activity(trace))
+
+
+def _typed_activity(trace: Trace) -> pl.DataFrame:
+    act = gpu_activity(trace, with_names=True)
+    comm_names = names_matching(trace.kernels, "name", COMM_KERNEL_RE)
+    has_collective = trace.kernels["collective"].is_not_null().to_numpy()
+    collective = np.zeros(act.height, dtype=bool)
+    collective[: has_collective.size] = has_collective  # gpu_activity puts kernels first
+    ktype = (pl.when(pl.col("kind") != "kernel").then(pl.lit("MEMORY"))
+             .when(pl.Series(collective) | ((pl.col("kind") == "kernel") & pl.col("name").is_in(comm_names)))
+             .then(pl.lit("COMMUNICATION")).otherwise(pl.lit("COMPUTATION")))
+    return act.with_columns(kernel_type=ktype).with_columns(
+        type_bit=pl.col("kernel_type").replace_strict({t: 1 << i for i, t in enumerate(KERNEL_TYPES)},
+                                                      return_dtype=pl.Int64))
+
+
+def type_coverage(trace: Trace, per: Per = "rank",
+                  types: tuple[str, ...] = KERNEL_TYPES) -> tuple[pl.DataFrame, npt.NDArray[np.int64]]:
+    """Time spent with each subset of kernel types active, between a group's first and last record.
+
+    Args:
+        trace: the trace.
+        per: "rank", "device" or "stream".
+        types: kernel types to sweep (others are ignored entirely).
+
+    Returns:
+        (keys frame with one row per group, int64 [n_groups, 8] ns per state mask); mask bit i is
+        KERNEL_TYPES[i]; state 0 is idle time between the group's first and last swept record.
+    """
+    from ktrace.analysis._kernels.intervals import coverage_by_mask, merge_intervals
+
+    keys = PER_KEYS[per]
+    act = typed_activity(trace).filter(pl.col("kernel_type").is_in(list(types)))
+    # One group per (keys, type) for merging, then sweep per keys.
+    g = grouped(act.select(*keys, "type_bit", "start_ns", "end_ns"), (*keys, "type_bit"))
+    flags = change_flags(g.keys, keys)
+    outer_gid = np.cumsum(flags, dtype=np.int64) - 1
+    outer_keys = g.keys.select(keys)[np.flatnonzero(flags)]
+    if g.n_groups == 0:
+        return outer_keys, np.zeros((0, 8), np.int64)
+    s = g.frame["start_ns"].to_numpy().astype(np.int64)
+    e = g.frame["end_ns"].to_numpy().astype(np.int64)
+    mg, ms, me = merge_intervals(g.gid, s, e)
+    bits = g.keys["type_bit"].to_numpy().astype(np.int64)[mg]
+    og = outer_gid[mg]
+    time = np.concatenate([ms, me])
+    delta = np.concatenate([bits, -bits])
+    group = np.concatenate([og, og])
+    order = np.lexsort((delta, time, group))
+    cov = coverage_by_mask(group[order], time[order], delta[order], outer_keys.height, 8)
+    return outer_keys, cov
+
+
+def _mask_sum(cov: npt.NDArray[np.int64], need: int, without: int = 0) -> npt.NDArray[np.int64]:
+    masks = np.arange(cov.shape[1])
+    sel = ((masks & need) == need) & ((masks & without) == 0)
+    return cov[:, sel].sum(axis=1)
+
+
+def temporal_breakdown(trace: Trace) -> pl.DataFrame:
+    """Per (node, rank): idle, compute and non-compute GPU time, HTA's `get_temporal_breakdown`.
+
+    span = last GPU record end - first start (kernels, memcpy, memset); idle = span - busy union;
+    compute = union of COMPUTATION kernels (communication/memory overlapping compute count as compute,
+    as in HTA); non_compute = span - compute - idle. The explicit split follows TensorBoard's
+    distributed view: compute_only, compute_comm_overlap, comm_only (communication not hidden by
+    compute), memory_only (memcpy/memset alone).
+
+    Args:
+        trace: the trace.
+
+    Returns:
+        Frame: node, rank, span_ns, idle_ns, compute_ns, non_compute_ns, idle_pct, compute_pct,
+        non_compute_pct, compute_only_ns, compute_comm_overlap_ns, comm_only_ns, memory_only_ns.
+    """
+    keys, cov = type_coverage(trace, per="rank")
+    span = cov.sum(axis=1)
+    idle = cov[:, 0]
+    compute = _mask_sum(cov, 1)
+    non_compute = span - compute - idle
+    den = np.maximum(span, 1).astype(np.float64)
+    return keys.with_columns(
+        span_ns=pl.Series(span, dtype=pl.Int64), idle_ns=pl.Series(idle, dtype=pl.Int64),
+        compute_ns=pl.Series(compute, dtype=pl.Int64), non_compute_ns=pl.Series(non_compute, dtype=pl.Int64),
+        idle_pct=pl.Series(100 * idle / den), compute_pct=pl.Series(100 * compute / den),
+        non_compute_pct=pl.Series(100 * non_compute / den),
+        compute_only_ns=pl.Series(_mask_sum(cov, 1, 2), dtype=pl.Int64),
+        compute_comm_overlap_ns=pl.Series(_mask_sum(cov, 3), dtype=pl.Int64),
+        comm_only_ns=pl.Series(_mask_sum(cov, 2, 1), dtype=pl.Int64),
+        memory_only_ns=pl.Series(cov[:, 4], dtype=pl.Int64))
+
+
+def kernel_type_breakdown(trace: Trace, include_memory: bool = True, per: Per = "rank") -> pl.DataFrame:
+    """Time per kernel-type combination, HTA's `get_gpu_kernel_breakdown` kernel-type table.
+
+    Args:
+        trace: the trace.
+        include_memory: also sweep memcpy/memset as MEMORY (HTA's include_memory_kernels, default True).
+        per: "rank" (HTA), "device" or "stream".
+
+    Returns:
+        Long frame: key columns, kernel_type (e.g. "COMPUTATION overlapping COMMUNICATION"),
+        time_ns, share_pct (of the group's busy time). Combinations with no time are left out.
+    """
+    types = KERNEL_TYPES if include_memory else KERNEL_TYPES[:2]
+    keys, cov = type_coverage(trace, per=per, types=types)
+    labels = [" overlapping ".join(t for i, t in enumerate(KERNEL_TYPES) if m >> i & 1) for m in range(8)]
+    rows = [(gi, m) for gi in range(cov.shape[0]) for m in range(1, 8) if cov[gi, m] > 0]
+    gi = np.array([r[0] for r in rows], dtype=np.int64)
+    m = np.array([r[1] for r in rows], dtype=np.int64)
+    busy = cov[:, 1:].sum(axis=1)
+    time = cov[gi, m] if rows else np.zeros(0, np.int64)
+    return keys[gi].with_columns(
+        kernel_type=pl.Series([labels[x] for x in m.tolist()], dtype=pl.String),
+        time_ns=pl.Series(time, dtype=pl.Int64),
+        share_pct=pl.Series(100.0 * time / np.maximum(busy[gi], 1), dtype=pl.Float64))

@@ -1,0 +1,102 @@
+"""Top kernels by total GPU time and by launch count, with count/min/mean/p50/p95/max/total and shares."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import polars as pl
+
+from ktrace.model.trace import Trace
+
+OTHER = "other"
+"""Name of the row that aggregates every kernel below the top N."""
+
+SortKey = Literal["time", "count"]
+
+_STAT_COLUMNS = ("count", "total_ns", "min_ns", "mean_ns", "p50_ns", "p95_ns", "max_ns")
+
+
+def _keys(per_rank: bool) -> list[str]:
+    return ["node", "rank"] if per_rank else []
+
+
+def kernel_stats(trace: Trace, *, per_rank: bool = False) -> pl.DataFrame:
+    """Statistics of every distinct kernel name (all ranks together, or per node/rank).
+
+    Args:
+        trace: the trace.
+        per_rank: one row per (node, rank, name) instead of per name.
+
+    Returns:
+        [``node``, ``rank``,] ``name`` (String), ``count``, ``total_ns``, ``min_ns``, ``mean_ns`` (float),
+        ``p50_ns``, ``p95_ns`` (float, linear interpolation), ``max_ns``, ``time_share`` and
+        ``count_share`` (0-1, of all kernel time/launches in the same group: the rank, or the trace),
+        sorted by total time descending then name.
+    """
+    keys = _keys(per_rank)
+    dur = (pl.col("end_ns") - pl.col("start_ns")).alias("dur")
+    frame = trace.kernels.lazy().select(
+        *[pl.col(k).cast(pl.String) if k == "node" else pl.col(k) for k in keys],
+        pl.col("name").cast(pl.String), dur)
+    stats = frame.group_by([*keys, "name"]).agg(
+        count=pl.len().cast(pl.Int64),
+        total_ns=pl.col("dur").sum().cast(pl.Int64),
+        min_ns=pl.col("dur").min().cast(pl.Int64),
+        mean_ns=pl.col("dur").mean().cast(pl.Float64),
+        p50_ns=pl.col("dur").quantile(0.5, "linear").cast(pl.Float64),
+        p95_ns=pl.col("dur").quantile(0.95, "linear").cast(pl.Float64),
+        max_ns=pl.col("dur").max().cast(pl.Int64),
+    )
+    over = keys or None
+    total_time = pl.col("total_ns").sum().over(over) if over else pl.col("total_ns").sum()
+    total_count = pl.col("count").sum().over(over) if over else pl.col("count").sum()
+    return (stats.with_columns(time_share=pl.col("total_ns") / total_time,
+                               count_share=pl.col("count") / total_count)
+            .sort([*keys, "total_ns", "name"], descending=[False] * len(keys) + [True, False])
+            .collect())
+
+
+def top_kernels(trace: Trace, *, by: SortKey = "time", top: int = 15, per_rank: bool = False,
+                other: bool = True, stats: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The top `top` kernels by total time or launch count, the rest folded into one "other" row.
+
+    Args:
+        trace: the trace.
+        by: "time" (total GPU time) or "count" (launches).
+        top: how many kernels to list; 0 or less lists all.
+        per_rank: rank the kernels within each (node, rank).
+        other: add the "other" row (omitted when nothing is left over).
+        stats: a precomputed ``kernel_stats(trace, per_rank=per_rank)`` to reuse.
+
+    Returns:
+        The columns of kernel_stats plus ``position`` (1-based; the "other" row has null). The "other"
+        row has count/total/min/max over the rest, mean = total / count and null percentiles.
+    """
+    if by not in ("time", "count"):
+        raise ValueError(f"by must be 'time' or 'count', not {by!r}")
+    keys = _keys(per_rank)
+    base = stats if stats is not None else kernel_stats(trace, per_rank=per_rank)
+    sort_col = "total_ns" if by == "time" else "count"
+    ordered = base.sort([*keys, sort_col, "name"], descending=[False] * len(keys) + [True, False])
+    position = pl.int_range(1, pl.len() + 1).over(keys) if keys else pl.int_range(1, pl.len() + 1)
+    ordered = ordered.with_columns(position=position.cast(pl.Int64))
+    if top <= 0:
+        return ordered
+    head = ordered.filter(pl.col("position") <= top)
+    rest = ordered.filter(pl.col("position") > top)
+    if not other or rest.height == 0:
+        return head
+    agg = rest.group_by(keys) if keys else None
+    exprs = [
+        pl.lit(OTHER).alias("name"),
+        pl.col("count").sum().cast(pl.Int64), pl.col("total_ns").sum().cast(pl.Int64),
+        pl.col("min_ns").min().cast(pl.Int64),
+        (pl.col("total_ns").sum() / pl.col("count").sum()).cast(pl.Float64).alias("mean_ns"),
+        pl.lit(None, pl.Float64).alias("p50_ns"), pl.lit(None, pl.Float64).alias("p95_ns"),
+        pl.col("max_ns").max().cast(pl.Int64),
+        pl.col("time_share").sum(), pl.col("count_share").sum(), pl.lit(None, pl.Int64).alias("position"),
+    ]
+    other_rows = agg.agg(exprs) if agg is not None else rest.select(exprs)
+    other_rows = other_rows.select(head.columns)
+    return pl.concat([head, other_rows]).sort(
+        [*keys, pl.col("position").is_null(), "position"]) if keys else pl.concat([head, other_rows])

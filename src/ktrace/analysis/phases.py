@@ -1,0 +1,106 @@
+"""Job phases as in SageMaker Debugger's report: start, end, initialization / training loop / finalization."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from ktrace.model.trace import Trace
+
+DEFAULT_STEP_PATTERN = r"^ProfilerStep#\d+$"
+"""Ranges whose name matches this are training steps unless the caller (or steps.detect_steps) says otherwise."""
+
+
+@dataclass(frozen=True)
+class JobPhases:
+    """Where a job's wall time went, SageMaker Debugger's "training job summary".
+
+    Initialization is job start -> first step start, the training loop is first step start -> last
+    step end (over all ranks), finalization is last step end -> job end. Without steps the whole job
+    counts as the training loop and ``steps`` is 0.
+    """
+
+    start_ns: int
+    """First timestamp of the trace (any table, counters included)."""
+    end_ns: int
+    """Last timestamp of the trace."""
+    steps: int
+    """Number of steps found (on all ranks)."""
+    init_ns: int
+    training_ns: int
+    finalize_ns: int
+
+    @property
+    def duration_ns(self) -> int:
+        """end - start."""
+        return self.end_ns - self.start_ns
+
+    def pct(self, part_ns: int) -> float:
+        """`part_ns` as a percentage of the job duration (0 for an empty job)."""
+        return 100.0 * part_ns / self.duration_ns if self.duration_ns > 0 else 0.0
+
+    @property
+    def init_pct(self) -> float:
+        """Initialization, % of the job."""
+        return self.pct(self.init_ns)
+
+    @property
+    def training_pct(self) -> float:
+        """Training loop, % of the job."""
+        return self.pct(self.training_ns)
+
+    @property
+    def finalize_pct(self) -> float:
+        """Finalization, % of the job."""
+        return self.pct(self.finalize_ns)
+
+
+def step_spans(trace: Trace, *, pattern: str | None = None) -> pl.DataFrame:
+    """The training steps: ``node``, ``rank``, ``step`` (0-based per rank), ``name``, ``start_ns``, ``end_ns``.
+
+    Uses ktrace.analysis.steps.detect_steps when it is available; otherwise CPU-side ranges whose
+    name matches `pattern` (default DEFAULT_STEP_PATTERN).
+    """
+    try:
+        from ktrace.analysis import steps
+    except ImportError:
+        steps = None  # type: ignore[assignment]
+    if steps is not None:
+        return normalize_steps(steps.detect_steps(trace, pattern=pattern))
+    rx = pattern or DEFAULT_STEP_PATTERN
+    ranges = trace.ranges.lazy().filter(~pl.col("on_gpu") & pl.col("name").cast(pl.String).str.contains(rx))
+    return normalize_steps(ranges.collect())
+
+
+def normalize_steps(frame: pl.DataFrame) -> pl.DataFrame:
+    """Step rows of any source as ``node``, ``rank``, ``step`` (renumbered 0.. per rank), ``name``, ``start_ns``, ``end_ns``."""
+    name = pl.col("name").cast(pl.String) if "name" in frame.columns else pl.lit("step")
+    out = frame.select(pl.col("node").cast(pl.String), pl.col("rank").cast(pl.Int32), name.alias("name"),
+                       pl.col("start_ns").cast(pl.Int64), pl.col("end_ns").cast(pl.Int64))
+    out = out.sort(["node", "rank", "start_ns"])
+    return out.with_columns(step=pl.int_range(pl.len()).over(["node", "rank"]).cast(pl.Int64)).select(
+        "node", "rank", "step", "name", "start_ns", "end_ns")
+
+
+def job_phases(trace: Trace, *, steps: pl.DataFrame | None = None, pattern: str | None = None) -> JobPhases:
+    """Initialization, training-loop and finalization times of the job.
+
+    Args:
+        trace: the trace.
+        steps: precomputed step spans (``start_ns``, ``end_ns``); default step_spans(trace, pattern=pattern).
+        pattern: regex of step range names when `steps` is not given.
+
+    Returns:
+        JobPhases (all zero for an empty trace).
+    """
+    span = trace.span_ns()
+    if span is None:
+        return JobPhases(0, 0, 0, 0, 0, 0)
+    start, end = span
+    found = steps if steps is not None else step_spans(trace, pattern=pattern)
+    if found.height == 0:
+        return JobPhases(start, end, 0, 0, end - start, 0)
+    first = max(start, int(found["start_ns"].min()))  # type: ignore[arg-type]
+    last = min(end, int(found["end_ns"].max()))  # type: ignore[arg-type]
+    return JobPhases(start, end, found.height, first - start, max(0, last - first), end - max(last, first))

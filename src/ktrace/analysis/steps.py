@@ -1,0 +1,282 @@
+"""Training steps: detection, step-time statistics, outliers, and attribution of GPU work to steps and annotations.
+
+API:
+
+- ``detect_steps(trace, pattern=None, source="auto") -> pl.DataFrame``: node, rank, step, name,
+  start_ns, end_ns, duration_ns, pid, tid, source ("profiler_step" | "annotation" | "periodic").
+- ``step_stats(trace, steps=None) -> pl.DataFrame``: per (node, rank) count, total, mean, std, min,
+  p50/p90/p95/p99, max of step durations.
+- ``step_histogram(trace, steps=None, bins=20) -> pl.DataFrame``: bin_start_ns, bin_end_ns, count.
+- ``step_outliers(trace, steps=None, stddev=3.0) -> pl.DataFrame``: every step with mean/std of its
+  rank, z-score and is_outlier (duration > mean + stddev * std), SageMaker StepOutlier.
+- ``step_outlier_verdict(trace, steps=None, stddev=3.0, n_outliers=10) -> StepOutlierVerdict``.
+- ``step_of_launches(trace, frame, steps=None) -> pl.DataFrame``: adds `step` to a frame with
+  node, rank, api_start_ns (the launch call's start).
+- ``enclosing(ranges, points, keys, time_col) -> (ranges_sorted, index)``: innermost range per point.
+- ``attribute_kernels(trace, steps=None) -> pl.DataFrame``: every GPU record with its step, the
+  innermost CPU annotation enclosing its launch, and the innermost GPU-side annotation.
+
+Step sources, in order for source="auto": ranges named ``ProfilerStep#N`` (PyTorch profiler);
+ranges whose name matches `pattern` (default ANNOTATION_RE: "step 12", "train_step", "iteration_3");
+else a periodic fallback: the kernel name (>= 3 runs per rank) whose start-to-start intervals have
+the smallest coefficient of variation marks step boundaries (a heuristic, flagged "periodic").
+Matching ranges are taken from the thread with the most matches per rank. GPU work belongs to the
+step whose range contains its launch call (as HTA's `iteration`), so asynchronous kernels running
+after the CPU step ended still count for their step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from ktrace.model.trace import Trace
+
+PROFILER_STEP_RE = r"^ProfilerStep\s*#\s*(\d+)$"
+ANNOTATION_RE = r"(?i)^(?:train(?:ing)?[_ ]?)?(?:step|iteration|iter)(?:[ _#:]*(\d+))?$"
+QUANTILES = (0.5, 0.9, 0.95, 0.99)
+_STEP_SCHEMA = {"node": pl.String, "rank": pl.Int32, "step": pl.Int64, "name": pl.String, "start_ns": pl.Int64,
+                "end_ns": pl.Int64, "duration_ns": pl.Int64, "pid": pl.Int64, "tid": pl.Int64, "source": pl.String}
+
+
+def detect_steps(trace: Trace, pattern: str | None = None,
+                 source: Literal["auto", "profiler_step", "annotation", "periodic"] = "auto") -> pl.DataFrame:
+    """Find the training steps of every rank.
+
+    Args:
+        trace: the trace.
+        pattern: regex for step annotations (default ANNOTATION_RE); a first capture group of digits
+            gives the step number, else steps are numbered 0.. per rank. Given a pattern, "auto"
+            tries it before ProfilerStep ranges.
+        source: force one method, or "auto".
+
+    Returns:
+        Frame (schema _STEP_SCHEMA) sorted by node, rank, start_ns; empty if nothing is found.
+    """
+    cpu = trace.ranges.filter(~pl.col("on_gpu")).select(
+        pl.col("node").cast(pl.String), "rank", pl.col("name").cast(pl.String), "start_ns", "end_ns", "pid", "tid")
+    tries: list[tuple[str, str]] = []
+    if source in ("auto", "annotation") and pattern is not None:
+        tries.append(("annotation", pattern))
+    if source in ("auto", "profiler_step"):
+        tries.append(("profiler_step", PROFILER_STEP_RE))
+    if source in ("auto", "annotation") and pattern is None:
+        tries.append(("annotation", ANNOTATION_RE))
+    for name, regex in tries:
+        found = _steps_from_ranges(cpu, regex, name)
+        if found.height:
+            return found
+    if source in ("auto", "periodic"):
+        return _periodic_steps(trace)
+    return pl.DataFrame(schema=_STEP_SCHEMA)
+
+
+def _steps_from_ranges(cpu: pl.DataFrame, regex: str, source: str) -> pl.DataFrame:
+    hits = cpu.filter(pl.col("name").str.contains(regex))
+    if hits.height == 0:
+        return pl.DataFrame(schema=_STEP_SCHEMA)
+    best = (hits.group_by("node", "rank", "pid", "tid").len()
+            .sort("len", "tid", descending=[True, False]).unique(["node", "rank"], keep="first"))
+    hits = hits.join(best.select("node", "rank", "pid", "tid"), on=["node", "rank", "pid", "tid"]).sort(
+        "node", "rank", "start_ns")
+    number = pl.col("name").str.extract(regex, 1).cast(pl.Int64, strict=False) if "(" in regex.replace("(?", "") \
+        else pl.lit(None, pl.Int64)
+    order = pl.int_range(pl.len(), dtype=pl.Int64).over("node", "rank")
+    hits = hits.with_columns(step=pl.coalesce(number, order), duration_ns=pl.col("end_ns") - pl.col("start_ns"),
+                             source=pl.lit(source))
+    return hits.select(list(_STEP_SCHEMA)).cast(_STEP_SCHEMA)  # type: ignore[arg-type]
+
+
+def _periodic_steps(trace: Trace) -> pl.DataFrame:
+    k = trace.kernels.select(pl.col("node").cast(pl.String), "rank", pl.col("name").cast(pl.String), "start_ns")
+    if k.height == 0:
+        return pl.DataFrame(schema=_STEP_SCHEMA)
+    gaps = k.sort("node", "rank", "name", "start_ns").with_columns(
+        gap=pl.col("start_ns").diff().over("node", "rank", "name"))
+    score = (gaps.group_by("node", "rank", "name")
+             .agg(n=pl.len(), cv=pl.col("gap").std() / pl.col("gap").mean())
+             .filter((pl.col("n") >= 3) & pl.col("cv").is_not_nan() & pl.col("cv").is_not_null())
+             .sort("cv", "n", "name").unique(["node", "rank"], keep="first"))
+    marks = k.join(score.select("node", "rank", "name"), on=["node", "rank", "name"]).sort("node", "rank", "start_ns")
+    steps = marks.with_columns(end_ns=pl.col("start_ns").shift(-1).over("node", "rank")).drop_nulls("end_ns")
+    steps = steps.with_columns(step=pl.int_range(pl.len(), dtype=pl.Int64).over("node", "rank"),
+                               duration_ns=pl.col("end_ns") - pl.col("start_ns"), pid=pl.lit(None, pl.Int64),
+                               tid=pl.lit(None, pl.Int64), source=pl.lit("periodic"))
+    return steps.select(list(_STEP_SCHEMA)).cast(_STEP_SCHEMA)  # type: ignore[arg-type]
+
+
+def _steps(trace: Trace, steps: pl.DataFrame | None) -> pl.DataFrame:
+    return detect_steps(trace) if steps is None else steps
+
+
+def step_stats(trace: Trace, steps: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Step-duration statistics per (node, rank).
+
+    Args:
+        trace: the trace.
+        steps: steps from detect_steps (detected with defaults if None).
+
+    Returns:
+        Frame: node, rank, source, steps, total_ns, mean_ns, std_ns (sample), min_ns, p50_ns, p90_ns,
+        p95_ns, p99_ns, max_ns.
+    """
+    d = pl.col("duration_ns").cast(pl.Float64)
+    return _steps(trace, steps).group_by("node", "rank", "source").agg(
+        pl.len().alias("steps"), pl.col("duration_ns").sum().alias("total_ns"), d.mean().alias("mean_ns"),
+        d.std().alias("std_ns"), d.min().alias("min_ns"),
+        *[d.quantile(q, interpolation="linear").alias(f"p{int(q * 100)}_ns") for q in QUANTILES],
+        d.max().alias("max_ns")).sort("node", "rank")
+
+
+def step_histogram(trace: Trace, steps: pl.DataFrame | None = None, bins: int = 20) -> pl.DataFrame:
+    """Histogram of step durations over all ranks (equal-width bins from min to max).
+
+    Returns:
+        Frame: bin_start_ns, bin_end_ns (floats), count.
+    """
+    d = _steps(trace, steps)["duration_ns"].to_numpy()
+    if d.size == 0:
+        return pl.DataFrame(schema={"bin_start_ns": pl.Float64, "bin_end_ns": pl.Float64, "count": pl.Int64})
+    counts, edges = np.histogram(d, bins=bins)
+    return pl.DataFrame({"bin_start_ns": edges[:-1], "bin_end_ns": edges[1:], "count": counts.astype(np.int64)})
+
+
+def step_outliers(trace: Trace, steps: pl.DataFrame | None = None, stddev: float = 3.0) -> pl.DataFrame:
+    """Every step with its rank's mean and (sample) standard deviation and an outlier flag.
+
+    SageMaker Debugger StepOutlier: a step is an outlier when its duration exceeds mean + stddev * σ
+    of its rank's steps (code default stddev=3; the AWS docs say 5).
+
+    Returns:
+        The steps frame plus mean_ns, std_ns, z, is_outlier.
+    """
+    s = _steps(trace, steps)
+    d = pl.col("duration_ns").cast(pl.Float64)
+    s = s.with_columns(mean_ns=d.mean().over("node", "rank"), std_ns=d.std().over("node", "rank"))
+    return s.with_columns(
+        z=pl.when(pl.col("std_ns") > 0).then((d - pl.col("mean_ns")) / pl.col("std_ns")).otherwise(0.0),
+    ).with_columns(is_outlier=pl.col("z") > stddev)
+
+
+@dataclass(frozen=True)
+class StepOutlierVerdict:
+    """SageMaker StepOutlier rule outcome: fires when more than n_outliers steps are outliers."""
+
+    steps: int
+    outliers: int
+    triggered: bool
+    stddev: float
+    n_outliers: int
+    worst_step: int | None
+    """Step number with the largest z-score (None without steps)."""
+    worst_z: float
+
+
+def step_outlier_verdict(trace: Trace, steps: pl.DataFrame | None = None, stddev: float = 3.0,
+                         n_outliers: int = 10) -> StepOutlierVerdict:
+    """Evaluate the StepOutlier rule (defaults from the rule's code: stddev=3, n_outliers=10)."""
+    o = step_outliers(trace, steps, stddev)
+    count = int(o["is_outlier"].sum()) if o.height else 0
+    worst = o.sort("z", descending=True).row(0, named=True) if o.height else None
+    return StepOutlierVerdict(steps=o.height, outliers=count, triggered=count > n_outliers, stddev=stddev,
+                              n_outliers=n_outliers, worst_step=None if worst is None else int(worst["step"]),
+                              worst_z=0.0 if worst is None else float(worst["z"]))
+
+
+def enclosing(ranges: pl.DataFrame, points: pl.DataFrame, keys: tuple[str, ...],
+              time_col: str) -> tuple[pl.DataFrame, npt.NDArray[np.int64]]:
+    """Innermost range (same key columns, start <= t < end) for every point.
+
+    Args:
+        ranges: frame with keys, start_ns, end_ns (and anything else).
+        points: frame with keys and time_col.
+        keys: matching columns (no nulls).
+        time_col: the point time column.
+
+    Returns:
+        (ranges sorted as the kernel saw them, int64 index into it per point in `points` order; -1
+        where none).
+    """
+    from ktrace.analysis._kernels.nesting import innermost_enclosing
+
+    ranges = ranges.cast({k: points.schema[k] for k in keys})
+    kt = pl.concat([ranges.select(keys), points.select(keys)]).unique().sort(keys).with_row_index("_g")
+    r = ranges.join(kt, on=list(keys)).sort(["_g", "start_ns", "end_ns"], descending=[False, False, True])
+    p = points.select(*keys, time_col).with_row_index("_p").join(kt, on=list(keys)).sort("_g", time_col)
+    idx = innermost_enclosing(_np(r, "_g"), _np(r, "start_ns"), _np(r, "end_ns"), _np(p, "_g"), _np(p, time_col))
+    out = np.full(points.height, -1, np.int64)
+    out[p["_p"].to_numpy()] = idx
+    return r.drop("_g"), out
+
+
+def _np(frame: pl.DataFrame, col: str) -> npt.NDArray[np.int64]:
+    return frame[col].to_numpy().astype(np.int64)
+
+
+def _attach(points: pl.DataFrame, ranges: pl.DataFrame, idx: npt.NDArray[np.int64],
+            cols: dict[str, str]) -> pl.DataFrame:
+    """Columns of ranges[idx] (renamed per `cols`) onto points; nulls where idx is -1."""
+    ok = pl.Series(idx >= 0)
+    safe = np.where(idx >= 0, idx, 0)
+    new: list[pl.Series | pl.Expr] = []
+    for src, dst in cols.items():
+        if ranges.height == 0:
+            new.append(pl.repeat(None, points.height, dtype=ranges.schema[src], eager=True).alias(dst))
+        else:
+            new.append(pl.when(ok).then(ranges[src].gather(safe)).otherwise(None).alias(dst))
+    return points.with_columns(new)
+
+
+def step_of_launches(trace: Trace, frame: pl.DataFrame, steps: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Add `step` (null outside every step) to a frame with node, rank and api_start_ns."""
+    s = _steps(trace, steps)
+    r, idx = enclosing(s.select("node", "rank", "start_ns", "end_ns", "step"), frame, ("node", "rank"),
+                       "api_start_ns")
+    return _attach(frame, r, idx, {"step": "step"})
+
+
+def attribute_kernels(trace: Trace, steps: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Every launched GPU record with its step and enclosing annotations.
+
+    - step: the step whose range contains the launch call (null outside steps).
+    - annotation / annotation_depth: the innermost CPU range (NVTX, user annotation; profiler-step
+      ranges excluded) on the launching thread that contains the launch call's start.
+    - gpu_annotation: the innermost GPU-side range (Kineto gpu_user_annotation) on the same device and
+      stream containing the record's start (this one also applies to records without a launch).
+
+    Args:
+        trace: the trace.
+        steps: steps from detect_steps (detected with defaults if None).
+
+    Returns:
+        Frame: node, rank, device, stream, kind, row, name, start_ns, end_ns, correlation_id,
+        api_start_ns (null without a launch), pid, tid, step, annotation, annotation_depth,
+        gpu_annotation; sorted by node, rank, start_ns.
+    """
+    from ktrace.analysis.latency import launch_latency
+    from ktrace.analysis.utilization import gpu_activity
+
+    lat = launch_latency(trace).select("node", "rank", "kind", "row", "api_start_ns", "pid", "tid")
+    act = gpu_activity(trace, with_names=True).join(lat, on=["node", "rank", "kind", "row"], how="left")
+    launched = act.filter(pl.col("api_start_ns").is_not_null())
+    launched = step_of_launches(trace, launched, steps)
+    cpu = trace.ranges.filter(~pl.col("on_gpu") & (pl.col("domain").cast(pl.String) != "profiler_step")).select(
+        pl.col("node").cast(pl.String), "rank", "pid", "tid", "start_ns", "end_ns", pl.col("name").cast(pl.String),
+        "depth")
+    r, idx = enclosing(cpu, launched, ("node", "rank", "pid", "tid"), "api_start_ns")
+    launched = _attach(launched, r, idx, {"name": "annotation", "depth": "annotation_depth"})
+    rest = act.filter(pl.col("api_start_ns").is_null()).with_columns(
+        step=pl.lit(None, pl.Int64), annotation=pl.lit(None, pl.String), annotation_depth=pl.lit(None, pl.Int32))
+    out = pl.concat([launched, rest], how="vertical_relaxed")
+    gpu = trace.ranges.filter(pl.col("on_gpu")).select(
+        pl.col("node").cast(pl.String), "rank", pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1),
+        "start_ns", "end_ns", pl.col("name").cast(pl.String))
+    r, idx = enclosing(gpu, out, ("node", "rank", "device", "stream"), "start_ns")
+    out = _attach(out, r, idx, {"name": "gpu_annotation"})
+    return out.select("node", "rank", "device", "stream", "kind", "row", "name", "start_ns", "end_ns",
+                      "correlation_id", "api_start_ns", "pid", "tid", "step", "annotation", "annotation_depth",
+                      "gpu_annotation").sort("node", "rank", "start_ns")

@@ -1,0 +1,174 @@
+"""summarize(): every number of the dashboard in one frozen Summary, and summary_to_dict() for stable JSON."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+from typing import Any
+
+import polars as pl
+
+from ktrace.analysis.annotation_histograms import AnnotationHistogram
+from ktrace.analysis.counters import counter_stats
+from ktrace.analysis.distributions import activity_distribution, memory_distribution
+from ktrace.analysis.kernels import kernel_stats, top_kernels
+from ktrace.analysis.phases import JobPhases, job_phases, normalize_steps
+from ktrace.analysis.precision import precision_distribution
+from ktrace.analysis.ranks import LoadBalance, load_balance
+from ktrace.analysis.utilization import active_time_share, busy_time
+from ktrace.model.trace import Trace
+
+FLOAT_DIGITS = 6
+"""Floats in summary_to_dict are rounded to this many decimals (stable JSON across platforms)."""
+
+
+@dataclass(frozen=True)
+class Summary:
+    """The dashboard numbers of one trace (SageMaker Profiler panels + Debugger's job summary).
+
+    Every frame comes from one public analysis function (named in its field's docstring).
+    """
+
+    source: str
+    ranks: int
+    kernels: int
+    phases: JobPhases
+    active: pl.DataFrame
+    """utilization.active_time_share: GPU/CPU active shares by timeline and counters."""
+    busy: pl.DataFrame
+    """utilization.busy_time per device: busy, idle, span."""
+    idle: pl.DataFrame
+    """idle.idle_breakdown summed per device (idle_by_device): idle time by cause."""
+    top_by_time: pl.DataFrame
+    top_by_count: pl.DataFrame
+    latency: pl.DataFrame
+    """latency.latency_stats by kind: launch-to-run latency percentiles, both definitions, and API time."""
+    steps: pl.DataFrame
+    """Step spans from steps.detect_steps (phases.normalize_steps: node, rank, step, name, start_ns, end_ns)."""
+    step_stats: pl.DataFrame
+    """steps.step_stats: step-time statistics per rank."""
+    precision: pl.DataFrame
+    activity: pl.DataFrame
+    memory: pl.DataFrame
+    counters: pl.DataFrame
+    overlap: pl.DataFrame
+    """overlap.comm_compute_overlap per rank."""
+    load_balance: LoadBalance | None
+    """Only with 2 or more ranks."""
+    annotations: tuple[AnnotationHistogram, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def idle_by_device(idle: pl.DataFrame) -> pl.DataFrame:
+    """idle.idle_breakdown (per stream) summed per (node, rank, device, idle_category), with the share."""
+    keys = ["node", "rank", "device"]
+    by = (idle.group_by([*keys, "idle_category"], maintain_order=True)
+          .agg(idle_ns=pl.col("idle_ns").sum().cast(pl.Int64), gaps=pl.col("gaps").sum().cast(pl.Int64)))
+    total = pl.col("idle_ns").sum().over(keys)
+    return by.with_columns(idle_share=pl.when(total > 0).then(pl.col("idle_ns") / total).otherwise(0.0))
+
+
+def summarize(trace: Trace, *, top: int = 15, steps_pattern: str | None = None,
+              annotations: tuple[str, ...] = (), annotation_bins: int = 20) -> Summary:
+    """Compose every analysis the dashboard shows.
+
+    Args:
+        trace: the trace.
+        top: kernels listed in the top-by-time and top-by-count tables (the rest is "other").
+        steps_pattern: regex of the step range names (default: steps.detect_steps' choice, else
+            ``ProfilerStep#N``).
+        annotations: regexes of ranges to histogram (SageMaker's custom histograms).
+        annotation_bins: bins of those histograms.
+
+    Returns:
+        Summary.
+    """
+    from ktrace.analysis.annotation_histograms import annotation_histogram
+    from ktrace.analysis.idle import idle_breakdown
+    from ktrace.analysis.latency import latency_stats
+    from ktrace.analysis.overlap import comm_compute_overlap
+    from ktrace.analysis.steps import detect_steps, step_stats
+
+    raw_steps = detect_steps(trace, pattern=steps_pattern)
+    steps = normalize_steps(raw_steps)
+    stats = kernel_stats(trace)
+    n_ranks = len([r for r in trace.ranks if r[1] >= 0])
+    return Summary(
+        source=trace.meta.source, ranks=n_ranks, kernels=trace.kernels.height,
+        phases=job_phases(trace, steps=steps),
+        active=active_time_share(trace), busy=busy_time(trace, per="device"),
+        idle=idle_by_device(idle_breakdown(trace)),
+        top_by_time=top_kernels(trace, by="time", top=top, stats=stats),
+        top_by_count=top_kernels(trace, by="count", top=top, stats=stats),
+        latency=latency_stats(trace, by="kind"),
+        steps=steps, step_stats=step_stats(trace, steps=raw_steps),
+        precision=precision_distribution(trace), activity=activity_distribution(trace),
+        memory=memory_distribution(trace), counters=counter_stats(trace),
+        overlap=comm_compute_overlap(trace),
+        load_balance=load_balance(trace, steps=steps) if n_ranks > 1 else None,
+        annotations=tuple(annotation_histogram(trace, p, bins=annotation_bins) for p in annotations),
+        notes=tuple(trace.meta.notes),
+    )
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float):
+        return None if math.isnan(value) or math.isinf(value) else round(value, FLOAT_DIGITS)
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def frame_records(frame: pl.DataFrame | None) -> list[dict[str, Any]] | None:
+    """A frame as JSON-ready row dicts: categoricals as strings, floats rounded, NaN as null."""
+    if frame is None:
+        return None
+    plain = frame.with_columns(pl.col(pl.Categorical).cast(pl.String))
+    return [_clean(row) for row in plain.to_dicts()]
+
+
+def _phases_dict(p: JobPhases) -> dict[str, Any]:
+    return {"start_ns": p.start_ns, "end_ns": p.end_ns, "duration_ns": p.duration_ns, "steps": p.steps,
+            "init_ns": p.init_ns, "training_ns": p.training_ns, "finalize_ns": p.finalize_ns,
+            "init_pct": p.init_pct, "training_pct": p.training_pct, "finalize_pct": p.finalize_pct}
+
+
+def _load_balance_dict(lb: LoadBalance | None) -> dict[str, Any] | None:
+    if lb is None:
+        return None
+    return {"per_rank": frame_records(lb.per_rank), "busy_spread": lb.busy_spread, "step_spread": lb.step_spread,
+            "histogram_distance": lb.histogram_distance,
+            "worst_pair": list(lb.worst_pair) if lb.worst_pair else None, "source": lb.source}
+
+
+def _histogram_dict(h: AnnotationHistogram) -> dict[str, Any]:
+    return {"pattern": h.pattern, "count": h.count, "edges_ns": list(h.edges_ns), "counts": list(h.counts),
+            "stats": frame_records(h.stats)}
+
+
+def summary_to_dict(summary: Summary) -> dict[str, Any]:
+    """A stable, JSON-ready dict of a Summary: sorted top-level keys (rows keep their frame's column order;
+    dump with sort_keys=True for fully sorted JSON), floats rounded to FLOAT_DIGITS, frames as rows.
+
+    Step spans are left out (they can be long); step statistics stay.
+    """
+    out: dict[str, Any] = {}
+    for f in fields(summary):
+        value = getattr(summary, f.name)
+        if f.name == "steps":
+            continue
+        if isinstance(value, pl.DataFrame):
+            out[f.name] = frame_records(value)
+        elif isinstance(value, JobPhases):
+            out[f.name] = _phases_dict(value)
+        elif f.name == "load_balance":
+            out[f.name] = _load_balance_dict(value)
+        elif f.name == "annotations":
+            out[f.name] = [_histogram_dict(h) for h in value]
+        else:
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+    cleaned: dict[str, Any] = _clean(out)
+    return dict(sorted(cleaned.items()))
+

@@ -1,0 +1,72 @@
+"""Where the time went: the dashboard numbers of a trace in the terminal (or as stable JSON).
+
+Shows the job phases (initialization / training loop / finalization), GPU and CPU active shares,
+busy and idle time per GPU and the causes of idle time, the top kernels by time and by launch count,
+launch-to-run latency percentiles, step times, the kernel precision, GPU activity and memory-operation
+distributions, counter statistics and, for multi-rank jobs, the load balance.
+
+examples:
+  ktrace summary run.ktrace
+  ktrace summary worker0.pt.trace.json.gz --top 25
+  ktrace summary run.ktrace --steps-pattern '^train_step_\\d+$'
+  ktrace summary run.ktrace --json | jq '.precision'
+  ktrace summary run.ktrace --annotation backward --annotation 'forward|optimizer'
+
+JSON keys are sorted and floats rounded to 6 decimals, so the output diffs cleanly between runs.
+Durations are integer ns, shares are 0-1, *_pct are percentages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+
+from ktrace.cli.options import add_json_flag, add_trace_argument, open_trace
+from ktrace.model.errors import ExitCode, KtraceError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `ktrace summary`."""
+    add_trace_argument(parser)
+    add_json_flag(parser)
+    parser.add_argument("--top", type=int, default=15, metavar="N",
+                        help="kernels listed by time and by count; the rest is one 'other' row (default 15)")
+    parser.add_argument("--steps-pattern", metavar="REGEX", default=None,
+                        help="regex of the range names that are training steps (default: ProfilerStep#N)")
+    parser.add_argument("--annotation", action="append", default=[], metavar="REGEX",
+                        help="also histogram the durations of ranges matching REGEX (repeatable)")
+
+
+def _check_regex(value: str | None, option: str) -> None:
+    if value is None:
+        return
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise KtraceError(f"{option}: not a valid regex: {exc}", ExitCode.USAGE) from None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Summarize the trace and print tables or JSON."""
+    from ktrace.analysis.summary import summarize, summary_to_dict
+
+    if args.top < 1:
+        raise KtraceError("--top must be at least 1", ExitCode.USAGE)
+    _check_regex(args.steps_pattern, "--steps-pattern")
+    for pattern in args.annotation:
+        _check_regex(pattern, "--annotation")
+    trace = open_trace(args.trace, progress=not args.json)
+    summary = summarize(trace, top=args.top, steps_pattern=args.steps_pattern,  # type: ignore[arg-type]
+                        annotations=tuple(args.annotation))
+    if args.json:
+        json.dump(summary_to_dict(summary), sys.stdout, indent=1, sort_keys=True)
+        sys.stdout.write("\n")
+        return 0
+    from rich.console import Console
+
+    from ktrace.report.terminal import render_summary
+
+    render_summary(summary, Console())
+    return 0

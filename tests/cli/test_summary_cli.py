@@ -1,0 +1,52 @@
+"""`ktrace summary`: JSON for scripts, text tables, and one-line errors with exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ktrace.cli import main
+from ktrace.model.trace import Trace
+
+
+@pytest.fixture(scope="module")
+def stored(synthetic_trace: Trace, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from ktrace.model import store
+
+    path = tmp_path_factory.mktemp("summary") / "run.ktrace"
+    store.write(synthetic_trace, path)
+    return path
+
+
+def test_json_is_stable_and_complete(stored: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["summary", str(stored), "--json", "--top", "3"]) == 0
+    first = capsys.readouterr().out
+    assert main(["summary", str(stored), "--json", "--top", "3"]) == 0
+    assert capsys.readouterr().out == first
+    data = json.loads(first)
+    assert len(data["top_by_time"]) == 4 and data["top_by_time"][-1]["name"] == "other"
+    assert {"phases", "precision", "activity", "memory", "latency", "idle", "load_balance"} <= set(data)
+
+
+def test_text_output_and_annotation(stored: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["summary", str(stored), "--annotation", "backward"]) == 0
+    out = capsys.readouterr().out
+    for title in ("job phases", "top kernels by GPU time", "kernel precision", "annotation 'backward'"):
+        assert title in out
+
+
+@pytest.mark.parametrize(("args", "code"), [
+    (["--top", "0"], 2), (["--steps-pattern", "("], 2), (["--annotation", "[x"], 2)])
+def test_bad_options_exit_with_usage(stored: Path, args: list[str], code: int,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["summary", str(stored), *args]) == code
+    err = capsys.readouterr().err
+    assert err.startswith("ktrace summary: error:") and "Traceback" not in err
+
+
+def test_missing_trace_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["summary", str(tmp_path / "nope.ktrace")]) != 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err

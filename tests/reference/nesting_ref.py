@@ -1,0 +1,17 @@
+"""Naive pure-Python twin of ktrace.analysis._kernels.nesting."""
+
+from __future__ import annotations
+
+
+def innermost_enclosing(r_group: list[int], r_start: list[int], r_end: list[int], p_group: list[int],
+                        p_time: list[int]) -> list[int]:
+    """For each point, among ranges of its group with start <= t < end, the one starting last
+    (ties: the one listed last, i.e. the shorter one given the (start, -end) order); -1 if none."""
+    out = []
+    for g, t in zip(p_group, p_time, strict=True):
+        best = -1
+        for j, (rg, rs, re) in enumerate(zip(r_group, r_start, r_end, strict=True)):
+            if rg == g and rs <= t < re and (best < 0 or rs >= r_start[best]):
+                best = j
+        out.append(best)
+    return out

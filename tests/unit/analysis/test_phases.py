@@ -1,0 +1,41 @@
+"""Job phases (initialization / training loop / finalization) from step ranges."""
+
+from __future__ import annotations
+
+import pytest
+
+from ktrace.analysis.phases import job_phases, step_spans
+from ktrace.model.builder import TraceBuilder
+from ktrace.model.trace import Trace
+
+
+def _trace(step_names: list[str]) -> Trace:
+    b = TraceBuilder("n", 0)
+    b.add("api", {"start_ns": [0], "end_ns": [10], "pid": [1], "tid": [1], "domain": ["runtime"],
+                  "name": ["cudaMalloc"]})
+    n = len(step_names)
+    b.add("ranges", {"start_ns": [100 + 200 * i for i in range(n)], "end_ns": [290 + 200 * i for i in range(n)],
+                     "pid": [1] * n, "tid": [1] * n, "name": step_names, "domain": ["ktrace"] * n,
+                     "depth": [0] * n, "on_gpu": [False] * n})
+    b.add("kernels", {"start_ns": [900], "end_ns": [1000], "device": [0], "name": ["k"]})
+    return b.build()
+
+
+def test_phases_follow_sagemaker_definitions() -> None:
+    p = job_phases(_trace(["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"]))
+    # job 0..1000; steps 100..690
+    assert (p.start_ns, p.end_ns, p.steps) == (0, 1000, 3)
+    assert (p.init_ns, p.training_ns, p.finalize_ns) == (100, 590, 310)
+    assert p.init_pct + p.training_pct + p.finalize_pct == pytest.approx(100.0)
+
+
+def test_custom_pattern_and_no_steps() -> None:
+    t = _trace(["phase_a", "phase_b"])
+    assert job_phases(t).steps == 0 and job_phases(t).training_ns == 1000
+    assert job_phases(t, pattern=r"^phase_\w$").init_ns == 100
+    spans = step_spans(t, pattern=r"^phase_\w$")
+    assert spans["step"].to_list() == [0, 1]
+
+
+def test_empty_trace() -> None:
+    assert job_phases(TraceBuilder().build()).duration_ns == 0
