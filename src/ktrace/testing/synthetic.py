@@ -113,8 +113,7 @@ def _rank_batches(config: SyntheticConfig, node: str, rank: int, steps_per_batch
     yield node, rank, "devices", pa.table({
         "device": [rank % 8], "name": ["NVIDIA H100 80GB HBM3"], "uuid": [f"GPU-{rank:08x}-synthetic"],
         "compute_major": [9], "compute_minor": [0], "sm_count": [132], "memory_bytes": [85_520_809_984]})
-    state = _RankState(cpu_ns=config.start_ns + config.init_ns + int(rng.integers(0, 2_000_000)),
-                       corr=1, stream_free={})
+    state = _RankState(cpu_ns=config.start_ns + config.init_ns + int(rng.integers(0, 2_000_000)), corr=1)
     yield from _init_batches(config, node, rank, pid, tid, rng, state)
     for first in range(0, config.steps, steps_per_batch):
         n = min(steps_per_batch, config.steps - first)
@@ -126,7 +125,6 @@ def _rank_batches(config: SyntheticConfig, node: str, rank: int, steps_per_batch
 class _RankState:
     cpu_ns: int
     corr: int
-    stream_free: dict[int, int]
 
 
 def _init_batches(config: SyntheticConfig, node: str, rank: int, pid: int, tid: int,
@@ -157,19 +155,42 @@ def serialize_on_stream(ready: np.ndarray, dur: np.ndarray, free_at: int) -> np.
     """
     if ready.size == 0:
         return ready
-    d_prev = np.concatenate(([0], np.cumsum(dur)[:-1]))
-    r = ready.copy()
-    r[0] = max(r[0], free_at)
-    ends = np.cumsum(dur) + np.maximum.accumulate(r - d_prev)
+    return serialize_segments(ready, dur, np.zeros(ready.size, np.int64), np.array([free_at], np.int64))
+
+
+_SEGMENT_GAP = np.int64(1) << 42
+"""Offset between segments in serialize_segments: larger than any in-segment time range (~73 minutes)."""
+
+
+def serialize_segments(ready: np.ndarray, dur: np.ndarray, seg: np.ndarray, free_at: np.ndarray) -> np.ndarray:
+    """serialize_on_stream for many independent segments at once (segment ids `seg` non-decreasing, 0..n-1).
+
+    Each segment starts on an idle stream that is free at free_at[segment]. Adding segment * a large
+    offset keeps the running maximum from carrying over between segments.
+    """
+    cd = np.cumsum(dur)
+    first = np.flatnonzero(np.r_[True, seg[1:] != seg[:-1]])
+    before = np.r_[0, cd[first[1:] - 1]]
+    rank = np.cumsum(np.r_[True, seg[1:] != seg[:-1]]) - 1
+    d = cd - before[rank]
+    r = ready.astype(np.int64).copy()
+    r[first] = np.maximum(r[first], free_at[seg[first]])
+    shifted = r - (d - dur) + rank * _SEGMENT_GAP
+    ends = d + np.maximum.accumulate(shifted) - rank * _SEGMENT_GAP
     return ends - dur
+
+
+def _segmented_cumsum(values: np.ndarray, per: int) -> np.ndarray:
+    """Cumulative sums restarting every `per` elements (values.size is a multiple of per)."""
+    return np.cumsum(values.reshape(-1, per), axis=1).reshape(-1)
 
 
 def _steps(config: SyntheticConfig, rank: int, pid: int, tid: int, rng: np.random.Generator,
            state: _RankState, first: int, n_steps: int) -> dict[str, pa.Table]:
+    """Steps laid out in step-relative time, then shifted: each step ends with a sync the CPU waits on."""
     k = config.kernels_per_step
     comm = config.ranks > 1
-    n_comm = 4 if comm else 0
-    per_step = k + n_comm
+    per_step = k + (4 if comm else 0)
     total = per_step * n_steps
     cat_idx = rng.integers(0, len(KERNEL_CATALOGUE), total)
     means = np.array([m for _, m in KERNEL_CATALOGUE])[cat_idx]
@@ -183,35 +204,43 @@ def _steps(config: SyntheticConfig, rank: int, pid: int, tid: int, rng: np.rando
     streams = np.where(is_comm, 13, 7 + 4 * (rng.integers(0, config.streams, total) * (pos % 5 == 0)))
     # CPU timeline: python overhead between launches, a data-loader wait at the start of each step.
     gaps = rng.lognormal(2.6, 0.4, total).astype(np.int64) * 1_000  # ~14 µs
-    step_of = np.repeat(np.arange(first, first + n_steps), per_step)
+    step = np.repeat(np.arange(n_steps), per_step)
     loader = rng.integers(300_000, 900_000, n_steps)
     if config.slow_step_every > 0:
         slow = (np.arange(first, first + n_steps) + 1) % config.slow_step_every == 0
         loader = np.where(slow, loader + 40_000_000, loader)
     gaps[pos == 0] += loader
     api_dur = rng.integers(2_500, 7_000, total)
-    api_start = state.cpu_ns + np.cumsum(gaps + api_dur) - api_dur
+    api_start = _segmented_cumsum(gaps + api_dur, per_step) - api_dur
     api_end = api_start + api_dur
     ready = api_start + rng.integers(3_000, 9_000, total)
+    sf = np.arange(n_steps) * per_step
+    sl = sf + per_step - 1
+    # The input batch: an HtoD copy issued just before the first launch; stream 7 waits for it.
+    pageable = rng.random(n_steps) < config.pageable_fraction
+    copy_bytes = rng.integers(4 << 20, 32 << 20, n_steps)
+    copy_start = api_start[sf] - 15_000
+    copy_end = copy_start + (copy_bytes / np.where(pageable, 6.0, 22.0)).astype(np.int64)  # bytes/(GB/s) = ns
     start = np.empty(total, np.int64)
     for s in np.unique(streams):
-        m = streams == s
-        start[m] = serialize_on_stream(ready[m], dur[m], state.stream_free.get(int(s), 0))
-        state.stream_free[int(s)] = int(start[m][-1] + dur[m][-1])
+        m = np.flatnonzero(streams == s)
+        free = copy_end if s == 7 else np.zeros(n_steps, np.int64)
+        start[m] = serialize_segments(ready[m], dur[m], step[m], free)
     end = start + dur
+    gpu_end = np.maximum.reduceat(end, sf)
+    sync_start = api_end[sl] + 2_000
+    sync_end = np.maximum(sync_start + 3_000, gpu_end + 4_000)
+    length = sync_end + 5_000
+    offset = state.cpu_ns + np.r_[0, np.cumsum(length)[:-1]]
+    state.cpu_ns = int(offset[-1] + length[-1])
+    shift = offset[step]
     corr = np.arange(state.corr, state.corr + total, dtype=np.int64)
     state.corr += total
-    # Per step: one HtoD input copy at the start, one stream sync at the end.
-    step_first = np.arange(n_steps) * per_step
-    step_last = step_first + per_step - 1
-    sync_start = api_end[step_last] + 2_000
-    sync_end = np.maximum(sync_start + 3_000, end[step_last] + 4_000)
-    state.cpu_ns = int(sync_end[-1]) + 5_000
-    tables = _step_tables(config, rank, pid, tid, rng, state, first, n_steps, dict(
-        api_start=api_start, api_end=api_end, start=start, end=end, dur=dur, names=names, streams=streams,
-        corr=corr, is_comm=is_comm, step_first=step_first, step_last=step_last, sync_start=sync_start,
-        sync_end=sync_end, step_of=step_of))
-    return tables
+    return _step_tables(config, rank, pid, tid, rng, state, first, n_steps, dict(
+        api_start=api_start + shift, api_end=api_end + shift, start=start + shift, end=end + shift, dur=dur,
+        names=names, streams=streams, corr=corr, is_comm=is_comm, step_first=sf, step_last=sl,
+        sync_start=sync_start + offset, sync_end=sync_end + offset, step_start=offset + 1_000,
+        copy_start=copy_start + offset, copy_end=copy_end + offset, copy_bytes=copy_bytes, pageable=pageable))
 
 
 def _step_tables(config: SyntheticConfig, rank: int, pid: int, tid: int, rng: np.random.Generator,
@@ -237,21 +266,17 @@ def _step_tables(config: SyntheticConfig, rank: int, pid: int, tid: int, rng: np
         "start_ns": a["api_start"], "end_ns": a["api_end"], "pid": np.full(total, pid), "tid": np.full(total, tid),
         "correlation_id": a["corr"], "domain": ["runtime"] * total, "name": ["cudaLaunchKernel"] * total,
         "cbid": np.full(total, 211, np.int32)})
-    sf, sl = a["step_first"], a["step_last"]
     n = n_steps
-    copy_start = a["start"][sf] - 150_000
+    copy_start, pageable, copy_bytes = a["copy_start"], a["pageable"], a["copy_bytes"]
     copy_corr = np.arange(state.corr, state.corr + n, dtype=np.int64)
     state.corr += n
-    pageable = rng.random(n) < config.pageable_fraction
-    copy_bytes = rng.integers(4 << 20, 32 << 20, n)
-    copy_dur = (copy_bytes / np.where(pageable, 6.0, 22.0)).astype(np.int64)  # bytes / (GB/s) = ns
     memory = pa.table({
-        "op": ["memcpy"] * n, "start_ns": copy_start, "end_ns": copy_start + copy_dur,
+        "op": ["memcpy"] * n, "start_ns": copy_start, "end_ns": a["copy_end"],
         "device": np.full(n, rank % 8, np.int32), "stream": np.full(n, 7), "correlation_id": copy_corr,
         "bytes": copy_bytes, "copy_kind": ["HtoD"] * n,
         "src_kind": pa.array(np.where(pageable, "pageable", "pinned"), pa.string()), "dst_kind": ["device"] * n})
     copy_api = pa.table({
-        "start_ns": copy_start - 30_000, "end_ns": copy_start - 20_000, "pid": np.full(n, pid),
+        "start_ns": copy_start - 15_000, "end_ns": copy_start - 5_000, "pid": np.full(n, pid),
         "tid": np.full(n, tid), "correlation_id": copy_corr, "domain": ["runtime"] * n,
         "name": ["cudaMemcpyAsync"] * n, "cbid": np.full(n, 41, np.int32)})
     sync_corr = np.arange(state.corr, state.corr + n, dtype=np.int64)
@@ -263,16 +288,15 @@ def _step_tables(config: SyntheticConfig, rank: int, pid: int, tid: int, rng: np
         "start_ns": a["sync_start"], "end_ns": a["sync_end"], "pid": np.full(n, pid), "tid": np.full(n, tid),
         "correlation_id": sync_corr, "domain": ["runtime"] * n, "name": ["cudaStreamSynchronize"] * n,
         "cbid": np.full(n, 131, np.int32)})
-    ranges = _step_ranges(a, pid, tid, first, n, copy_start)
+    ranges = _step_ranges(a, pid, tid, first, n)
     return {"kernels": kernels, "api": pa.concat_tables([api, copy_api, sync_api]), "memory": memory,
             "syncs": syncs, "ranges": ranges}
 
 
-def _step_ranges(a: dict[str, np.ndarray], pid: int, tid: int, first: int, n: int,
-                 copy_start: np.ndarray) -> pa.Table:
+def _step_ranges(a: dict[str, np.ndarray], pid: int, tid: int, first: int, n: int) -> pa.Table:
     sf, sl = a["step_first"], a["step_last"]
     per_step = int(sl[0] - sf[0] + 1)
-    step_start = np.minimum(a["api_start"][sf] - 200_000, copy_start - 40_000)
+    step_start = a["step_start"]
     step_end = a["sync_end"] + 1_000
     fwd_end = a["api_end"][sf + per_step * 2 // 5]
     bwd_end = a["api_end"][sf + per_step * 17 // 20]
