@@ -1,0 +1,157 @@
+"""Write a trace as a native Perfetto trace, Chrome JSON, or Parquet/CSV tables.
+
+Perfetto (.pftrace, .pftrace.gz) is the format to open in https://ui.perfetto.dev: one process per rank with its
+threads (CUDA API calls, NVTX ranges, nested), a GPU group per device with a track per stream (kernels, memcpy,
+memset), an arrow from every launch to the GPU work it caused, a Steps track, and counter tracks (CPU, memory, I/O,
+network, GPU utilization/memory/power). Chrome JSON is for tools that read only JSON. Parquet/CSV write one file per
+table into the output folder (for DuckDB, pandas, spreadsheets).
+
+The format comes from -f, else from the output's extension (.pftrace[.gz], .json[.gz], a folder: parquet).
+
+examples:
+  ktrace export run.ktrace -o run.pftrace.gz                  open in ui.perfetto.dev
+  ktrace export worker0.pt.trace.json.gz -f perfetto -o run.pftrace
+  ktrace export run.ktrace -f chrome -o run.json              for chrome://tracing and JSON-only tools
+  ktrace export run.ktrace -f parquet -o tables/              kernels.parquet, api.parquet, ... in tables/
+  ktrace export run.ktrace -o cut.pftrace --window 1.5:3 --ranks 0,1
+                                                              seconds 1.5 to 3 after the trace start, ranks 0 and 1
+  ktrace export run.ktrace -o run.pftrace --findings          rule findings as instant events
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from ktrace.cli.options import add_trace_argument, open_trace
+from ktrace.model.errors import ExitCode, KtraceError
+
+FORMATS = ("perfetto", "chrome", "parquet", "csv")
+_SUFFIXES = {"perfetto": ".pftrace", "chrome": ".json", "parquet": "", "csv": ""}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `ktrace export`."""
+    add_trace_argument(parser)
+    parser.add_argument("-f", "--format", choices=FORMATS,
+                        help="output format (default: from the output's extension, else perfetto)")
+    parser.add_argument("-o", "--output", help="output file (perfetto, chrome; add .gz to compress) or folder "
+                                               "(parquet, csv); default: next to the input")
+    parser.add_argument("--window", metavar="START:END",
+                        help="keep only what overlaps this window: seconds from the trace start (1.5:3, 10:) "
+                             "or absolute epoch ns")
+    parser.add_argument("--ranks", metavar="LIST", help="keep only these ranks, e.g. 0,1,3 or 0-3")
+    parser.add_argument("--findings", action="store_true",
+                        help="run the rules and draw their findings as instant events (perfetto)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def infer_format(output: str | None) -> str:
+    """The format an output path implies (perfetto when it says nothing)."""
+    if output is None:
+        return "perfetto"
+    name = output.lower()
+    if name.endswith((".json", ".json.gz")):
+        return "chrome"
+    if name.endswith(".csv"):
+        return "csv"
+    if name.endswith((".pftrace", ".pftrace.gz", ".perfetto-trace", ".pb", ".pb.gz")):
+        return "perfetto"
+    if name.endswith("/") or Path(output).is_dir():
+        return "parquet"
+    return "perfetto"
+
+
+def default_output(trace_path: str, fmt: str) -> str:
+    """<input name without extensions>.<format suffix> in the current folder (a folder for tables)."""
+    stem = Path(trace_path.rstrip("/")).name
+    for ext in (".gz", ".json", ".sqlite", ".ktrace"):
+        stem = stem.removesuffix(ext)
+    return stem + (_SUFFIXES[fmt] or f"-{fmt}")
+
+
+def _check_output(output: str, fmt: str) -> None:
+    parent = Path(output).parent
+    if not parent.exists():
+        raise KtraceError(f"{output}: folder {parent} does not exist", ExitCode.NOT_FOUND)
+    if fmt in ("perfetto", "chrome") and Path(output).is_dir():
+        raise KtraceError(f"{output}: is a folder; {fmt} writes one file", ExitCode.USAGE)
+
+
+def load_findings(trace: Any) -> list[Any]:
+    """Findings of the rules engine, or [] with a one-line note when this ktrace has none yet."""
+    import importlib
+
+    run_rules = None
+    for module in ("ktrace.analysis.rules", "ktrace.analysis.rules.engine"):
+        try:
+            run_rules = getattr(importlib.import_module(module), "run_rules", None)
+        except ImportError:
+            run_rules = None
+        if run_rules is not None:
+            break
+    if run_rules is None:
+        print("ktrace export: note: --findings needs the rules engine (ktrace.analysis.rules.run_rules), "
+              "which this ktrace does not have; exporting without findings", file=sys.stderr)
+        return []
+    try:
+        result = run_rules(trace)
+    except Exception as exc:  # a failing rule must not cost the user the export
+        print(f"ktrace export: note: the rules failed ({type(exc).__name__}: {exc}); exporting without findings",
+              file=sys.stderr)
+        return []
+    return list(getattr(result, "findings", result))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Open, cut, export; print one line saying what was written."""
+    from ktrace.cli.progress import progress_bar
+    from ktrace.exporters.selection import parse_ranks, parse_window, select
+
+    fmt = args.format or infer_format(args.output)
+    output = args.output or default_output(args.trace, fmt)
+    _check_output(output, fmt)
+    ranks = parse_ranks(args.ranks) if args.ranks else None
+    trace: Any = open_trace(args.trace, progress=not args.no_progress)
+    if args.window or ranks is not None:
+        span = trace.span_ns()
+        window = parse_window(args.window, span[0] if span else 0) if args.window else None
+        trace = select(trace, window=window, ranks=ranks)
+        if not any(n for name, n in trace.counts().items() if name not in ("threads", "devices")):
+            print("ktrace export: note: nothing left after --window/--ranks; writing an empty trace",
+                  file=sys.stderr)
+    findings = load_findings(trace) if args.findings else []
+    if findings and fmt != "perfetto":
+        print(f"ktrace export: note: findings are drawn only in perfetto exports, not {fmt}", file=sys.stderr)
+    with progress_bar(f"writing {output}", enabled=False if args.no_progress else None) as bar:
+        summary = _export(trace, output, fmt, findings, bar)
+    print(f"wrote {output}: {summary}")
+    return int(ExitCode.OK)
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1_000_000 else f"{n / 1e3:.0f} kB"
+
+
+def _export(trace: Any, output: str, fmt: str, findings: list[Any], bar: Any) -> str:
+    if fmt == "perfetto":
+        from ktrace.exporters.perfetto import export_perfetto
+
+        s = export_perfetto(trace, output, findings=findings, progress=bar)
+        text = f"{s.slices:,} slices, {s.flows:,} flows, {s.counters:,} counter values, {s.tracks:,} tracks"
+        if s.instants:
+            text += f", {s.instants:,} findings"
+        if s.overlap_slices:
+            text += f" ({s.overlap_slices:,} overlapping slices on '(overlap n)' tracks)"
+        return text + f", {_size(s.bytes)}"
+    if fmt == "chrome":
+        from ktrace.exporters.chrome_json import export_chrome_json
+
+        c = export_chrome_json(trace, output, progress=bar)
+        return f"{c['slices']:,} slices, {c['flows']:,} flows, {c['counters']:,} counter values"
+    from ktrace.exporters.tables import export_tables
+
+    files = export_tables(trace, output, fmt, progress=bar)
+    return f"{len(files)} {fmt} files"

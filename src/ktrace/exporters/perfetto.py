@@ -1,0 +1,308 @@
+"""Native Perfetto export (.pftrace[.gz]): rank processes, thread and GPU stream tracks, flows, counters, findings.
+
+Layout (perfetto.md §1.3): one process track per rank ("rank R · host (pid P)") with its thread tracks (CUDA API
+calls, NVTX ranges and framework ops, nested), a "Steps" track (ProfilerStep ranges), one "GPU d · model" group per
+device holding a track per stream (kernels, memcpy, memset), a sync track and GPU-side annotations, and the rank's
+counter tracks; node-level counters (rank -1) go on a "host" process per node. Every launch has a flow arrow to
+each GPU record it caused. Descriptors are pb2 objects; events are encoded column-wise (perfetto_encoder).
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import polars as pl
+from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
+    BuiltinClock,
+    ClockSnapshot,
+    DebugAnnotationName,
+    EventName,
+    InternedData,
+    TracePacket,
+    TrackEvent,
+)
+
+from ktrace.exporters import perfetto_encoder as enc
+from ktrace.exporters.findings import Finding, finding_rows
+from ktrace.exporters.perfetto_layout import TrackTree, nesting_lanes
+from ktrace.exporters.perfetto_slices import ARG_INT_COLUMNS, ARG_KEYS, launch_pairs, rank_slices
+from ktrace.exporters.perfetto_tracks import assign_tracks, process_name, process_order
+from ktrace.model.errors import ProgressFn, no_progress
+from ktrace.model.schema import NODE_RANK
+from ktrace.model.trace import Trace
+
+SEQ_CLEARED_AND_NEEDS = 3
+CHUNK_ROWS = 200_000
+"""Slices encoded per batch: bounds memory and paces the progress callback."""
+
+
+@dataclass
+class PerfettoStats:
+    """What an export wrote."""
+
+    slices: int = 0
+    flows: int = 0
+    counters: int = 0
+    instants: int = 0
+    tracks: int = 0
+    overlap_slices: int = 0
+    """Slices moved to an "(overlap n)" track because they overlap others on their track without nesting."""
+    bytes: int = 0
+
+
+@dataclass
+class _Sequence:
+    seq: int
+    names: dict[str, int] = field(default_factory=dict)
+
+
+def frame_packet(packet: TracePacket) -> bytes:
+    """One TracePacket as a `Trace.packet` field (concatenated frames form a valid Trace)."""
+    body = packet.SerializeToString()
+    return b"\x0a" + enc.varint_bytes(len(body)) + body
+
+
+@contextmanager
+def _open_output(path: str | Path) -> Iterator[IO[bytes]]:
+    p = Path(path)
+    if p.suffix == ".gz":
+        with gzip.open(p, "wb", compresslevel=6) as gz:
+            yield gz  # type: ignore[misc]
+    else:
+        with p.open("wb") as f:
+            yield f
+
+
+def export_perfetto(trace: Trace, path: str | Path, *, findings: Iterable[Finding] = (),
+                    progress: ProgressFn = no_progress, chunk_rows: int = CHUNK_ROWS) -> PerfettoStats:
+    """Write `trace` as a native Perfetto protobuf trace (gzip-compressed when `path` ends in .gz).
+
+    Args:
+        trace: the trace (cut it first with ktrace.exporters.selection.select for a window or some ranks).
+        path: output file, ".pftrace" or ".pftrace.gz".
+        findings: rule findings (rule, severity, message, start_ns, end_ns, node, rank) drawn as instant events.
+        progress: called with (rows written, total rows).
+        chunk_rows: slices per encoded batch.
+
+    Returns:
+        Counts of what was written.
+    """
+    writer = _Writer(trace, progress, chunk_rows)
+    span = trace.span_ns()
+    t0 = span[0] if span else 0
+    order = process_order(trace)
+    with _open_output(path) as out:
+        writer.out = out
+        out.write(frame_packet(_clock_snapshot(t0)))
+        for seq, (node, rank) in enumerate(order, start=1):
+            writer.process(seq, node, rank)
+        writer.stats.instants = _write_findings(out, writer.tree, findings, len(order) + 1, t0)
+        writer.stats.tracks = len(writer.tree.uuids)
+    writer.stats.bytes = Path(path).stat().st_size
+    progress(writer.total, writer.total)
+    return writer.stats
+
+
+class _Writer:
+    """One export in progress: the track tree, the output, counts and the progress callback."""
+
+    def __init__(self, trace: Trace, progress: ProgressFn, chunk_rows: int) -> None:
+        self.trace, self.progress, self.chunk_rows = trace, progress, chunk_rows
+        self.tree = TrackTree()
+        self.stats = PerfettoStats()
+        self.out: IO[bytes] | None = None
+        counts = trace.counts()
+        self.total = sum(counts[t] for t in ("kernels", "memory", "syncs", "api", "ranges", "ops", "counters"))
+        self.done = 0
+        self.next_flow = 1
+
+    def _advance(self, rows: int) -> None:
+        self.done += rows
+        self.progress(self.done, self.total)
+
+    def process(self, seq: int, node: str, rank: int) -> None:
+        """Write one process track (a rank, or a node's counters): descriptors, then its events on sequence seq."""
+        assert self.out is not None
+        trace, tree = self.trace, self.tree
+        proc = tree.process(("process", node, rank), process_name(trace, node, rank), seq)
+        slices = rank_slices(trace, node, rank) if rank != NODE_RANK else None
+        if slices is not None and not slices.height:
+            slices = None
+        track = np.zeros(0, np.int64)
+        if slices is not None:
+            track = assign_tracks(tree, proc, trace, node, rank, slices)
+            lanes = nesting_lanes(track, slices["start_ns"].to_numpy(), slices["end_ns"].to_numpy())
+            self.stats.overlap_slices += int((lanes > 0).sum())
+            track = _apply_lanes(tree, track, lanes)
+        counters = _counter_events(tree, proc, trace, node, rank)
+        for p in tree.take_packets():
+            self.out.write(frame_packet(p))
+        self.out.write(frame_packet(_sequence_start(seq)))
+        if slices is not None:
+            self._slices(_Sequence(seq), slices, track)
+        if counters is not None:
+            ts, ctrack, values = counters
+            self.out.write(enc.encode(enc.counter_rows(seq, ts, ctrack, values), ts.shape[0]))
+            self.stats.counters += ts.shape[0]
+            self._advance(ts.shape[0])
+
+    def _slices(self, state: _Sequence, slices: pl.DataFrame, track: np.ndarray) -> None:
+        assert self.out is not None
+        pairs = launch_pairs(slices)
+        flows = _Flows(pairs, self.next_flow)
+        self.next_flow += pairs.height
+        self.stats.flows += pairs.height
+        for a in range(0, slices.height, self.chunk_rows):
+            b = min(slices.height, a + self.chunk_rows)
+            self.out.write(_encode_chunk(state, slices.slice(a, b - a), track[a:b], flows.chunk(a, b)))
+            self._advance(b - a)
+        self.stats.slices += slices.height
+
+
+def _clock_snapshot(t0: int) -> TracePacket:
+    """BOOTTIME = REALTIME at t0: timestamps are epoch ns, so the UI can show wall time (perfetto.md §1.8)."""
+    snap = ClockSnapshot(primary_trace_clock=BuiltinClock.BUILTIN_CLOCK_BOOTTIME)
+    snap.clocks.add(clock_id=BuiltinClock.BUILTIN_CLOCK_BOOTTIME, timestamp=t0)
+    snap.clocks.add(clock_id=BuiltinClock.BUILTIN_CLOCK_REALTIME, timestamp=t0)
+    return TracePacket(timestamp=t0, clock_snapshot=snap)
+
+
+def _sequence_start(seq: int) -> TracePacket:
+    names = [DebugAnnotationName(iid=i, name=k) for i, k in enumerate(ARG_KEYS, start=1)]
+    return TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_CLEARED_AND_NEEDS,
+                       interned_data=InternedData(debug_annotation_names=names))
+
+
+def _apply_lanes(tree: TrackTree, track: np.ndarray, lanes: np.ndarray) -> np.ndarray:
+    if not lanes.any():
+        return track
+    out = track.copy()
+    moved = np.flatnonzero(lanes)
+    pairs = np.unique(np.stack([track[moved], lanes[moved]], axis=1), axis=0)
+    for base, lane in pairs.tolist():
+        sel = moved[(track[moved] == base) & (lanes[moved] == lane)]
+        out[sel] = tree.lane(int(base), int(lane))
+    return out
+
+
+class _Flows:
+    """Flow ids of one rank's launch->run pairs, split by chunk of slice rows."""
+
+    def __init__(self, pairs: pl.DataFrame, first_id: int) -> None:
+        self.launch = pairs["launch_row"].to_numpy()
+        self.gpu = pairs["gpu_row"].to_numpy()
+        self.ids = (first_id + np.arange(pairs.height)).astype(np.uint64)
+        # terminating_flow_ids is ignored by TP when the flow is not open yet: a GPU record that starts before
+        # its launch (clock skew) uses flow_ids on both ends instead (perfetto.md §1.5).
+        self.term = pairs["gpu_start"].to_numpy() >= pairs["launch_start"].to_numpy()
+
+    def chunk(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(flow_rows, flow_ids, terminating_rows, terminating_ids) with rows relative to `a`."""
+        lm = (self.launch >= a) & (self.launch < b)
+        gm = (self.gpu >= a) & (self.gpu < b)
+        out_rows = np.concatenate([self.launch[lm], self.gpu[gm & ~self.term]]) - a
+        out_ids = np.concatenate([self.ids[lm], self.ids[gm & ~self.term]])
+        return out_rows, out_ids, self.gpu[gm & self.term] - a, self.ids[gm & self.term]
+
+
+def dense_codes(series: pl.Series) -> tuple[np.ndarray, list[str]]:
+    """Codes into the sorted distinct non-null strings of `series` (-1 for null), and those strings.
+
+    Categorical columns are coded from their physical ids (only the distinct values are turned into strings); the
+    table is sorted by string so the codes never depend on the process's category cache.
+    """
+    if series.dtype != pl.Categorical:
+        s = series.cast(pl.String)
+        codes = (s.rank("dense").cast(pl.Int64) - 1).fill_null(-1).to_numpy()
+        return codes, s.drop_nulls().unique().sort().to_list()
+    phys = series.to_physical()
+    uniq = (pl.DataFrame({"c": phys, "s": series}).drop_nulls().unique("c")
+            .with_columns(pl.col("s").cast(pl.String)).sort("s"))
+    ids = uniq["c"].to_numpy()
+    order = np.argsort(ids)
+    phys_np = phys.fill_null(0).to_numpy()
+    pos = np.searchsorted(ids[order], phys_np).clip(0, max(0, ids.shape[0] - 1))
+    codes = np.where(phys.is_null().to_numpy(), -1, order[pos] if ids.shape[0] else -1).astype(np.int64)
+    return codes, uniq["s"].to_list()
+
+
+def _encode_chunk(state: _Sequence, chunk: pl.DataFrame, track: np.ndarray,
+                  flows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> bytes:
+    n = chunk.height
+    codes, table = dense_codes(chunk["name"])
+    if (codes < 0).any():
+        codes, table = np.where(codes < 0, len(table), codes), [*table, "?"]
+    new = [s for s in table if s not in state.names]
+    for s in new:
+        state.names[s] = len(state.names) + 1
+    head = b""
+    if new:
+        interned = InternedData(event_names=[EventName(iid=state.names[s], name=s) for s in new])
+        head = frame_packet(TracePacket(trusted_packet_sequence_id=state.seq, interned_data=interned,
+                                        sequence_flags=enc.SEQ_NEEDS_INCREMENTAL_STATE))
+    name_iid = np.array([state.names[s] for s in table], np.int64)[codes]
+    annotations: list[enc.Field] = []
+    for key_iid, col in enumerate(ARG_KEYS, start=1):
+        values = chunk[col]
+        present = values.is_not_null().to_numpy()
+        if not present.any():
+            continue
+        mask = None if present.all() else present
+        if col in ARG_INT_COLUMNS:
+            annotations.append(enc.int_annotation(key_iid, values.fill_null(0).to_numpy(), mask))
+        else:
+            arg_codes, arg_table = dense_codes(values)
+            annotations.append(enc.string_annotation(key_iid, arg_codes, arg_table, mask))
+    f_rows, f_ids, t_rows, t_ids = flows
+    flow_fields = [enc.repeated_fixed64(enc.K_FLOW_IDS, f_rows, f_ids, n),
+                   enc.repeated_fixed64(enc.K_TERMINATING_FLOW_IDS, t_rows, t_ids, n)]
+    fields = enc.slice_rows(state.seq, chunk["start_ns"].to_numpy(), chunk["end_ns"].to_numpy(), track, name_iid,
+                            annotations, flow_fields)
+    return head + enc.encode(fields, n)
+
+
+def _counter_events(tree: TrackTree, proc: int, trace: Trace, node: str,
+                    rank: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    rows = trace.counters.filter((pl.col("rank") == rank) & (pl.col("node") == node))
+    if not rows.height:
+        return None
+    rows = rows.with_columns(pl.col("metric").cast(pl.String), pl.col("instance").fill_null(-1))
+    keys = rows.select("metric", "instance").unique().sort(["metric", "instance"])
+    uuids = [tree.counter(("counter", node, rank, m, i), proc, m, i, 1000 + k)
+             for k, (m, i) in enumerate(keys.iter_rows())]
+    keys = keys.with_columns(pl.Series("track", uuids, pl.Int64))
+    rows = rows.join(keys, on=["metric", "instance"]).sort(["ts_ns", "track"])
+    return rows["ts_ns"].to_numpy(), rows["track"].to_numpy(), rows["value"].to_numpy()
+
+
+def _write_findings(out: IO[bytes], tree: TrackTree, findings: Iterable[Any], seq: int, t0: int) -> int:
+    """Findings as instant events on a "Findings" track per rank (or one global track), on their own sequence."""
+    rows = finding_rows(findings)
+    if not rows:
+        return 0
+    events = [TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_CLEARED_AND_NEEDS)]
+    for f in rows:
+        start = t0 if f.start_ns is None else f.start_ns
+        end = start if f.end_ns is None else f.end_ns
+        proc = tree.uuids.get(("process", f.node, f.rank), 0) if f.node is not None else 0
+        track = tree.custom(("findings", proc), proc, "Findings" if proc else "ktrace findings", -1,
+                            description="rule findings (ktrace check)")
+        p = TracePacket(timestamp=start, trusted_packet_sequence_id=seq)
+        te = p.track_event
+        te.type = TrackEvent.TYPE_INSTANT
+        te.track_uuid = track
+        te.name = f"{f.severity}: {f.rule}"
+        for key, value in (("rule", f.rule), ("severity", f.severity), ("message", f.message)):
+            te.debug_annotations.add(name=key, string_value=value)
+        te.debug_annotations.add(name="end_ns", int_value=end)
+        te.debug_annotations.add(name="duration_ns", int_value=max(0, end - start))
+        events.append(p)
+    for p in [*tree.take_packets(), *events]:
+        out.write(frame_packet(p))
+    return len(events) - 1

@@ -1,0 +1,216 @@
+"""The Perfetto track tree (processes, threads, GPU groups, streams, counters) and overlap lanes for nesting."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
+    CounterDescriptor,
+    ProcessDescriptor,
+    ThreadDescriptor,
+    TracePacket,
+    TrackDescriptor,
+)
+
+I64 = NDArray[np.int64]
+TrackKey = tuple[object, ...]
+
+_PERCENT = ("util", "_pct")
+_UNIT_NAMES = {"_w": "W", "_mhz": "MHz"}
+COUNTER_TITLES = {
+    "cpu.util": "CPU utilization", "cpu.core.util": "CPU core {i} utilization", "cpu.iowait_pct": "CPU I/O wait",
+    "mem.used_bytes": "Host memory used", "mem.util": "Host memory utilization",
+    "disk.read_bytes": "Disk read", "disk.write_bytes": "Disk write",
+    "net.rx_bytes": "Network received", "net.tx_bytes": "Network sent",
+    "gpu.util": "GPU {i} utilization", "gpu.mem_util": "GPU {i} memory utilization",
+    "gpu.mem_used_bytes": "GPU {i} memory used", "gpu.power_w": "GPU {i} power",
+    "gpu.sm_clock_mhz": "GPU {i} SM clock",
+}
+"""Counter metric -> display name ({i}: the instance: core, GPU or NIC index)."""
+
+
+def counter_title(metric: str, instance: int | None) -> str:
+    """Display name of a counter track, e.g. ("gpu.util", 0) -> "GPU 0 utilization"."""
+    title = COUNTER_TITLES.get(metric)
+    has_instance = instance is not None and instance >= 0
+    if title is None:
+        return f"{metric} [{instance}]" if has_instance else metric
+    if "{i}" in title:
+        return title.format(i=instance if has_instance else "").replace("  ", " ")
+    return f"{title} [{instance}]" if has_instance else title
+
+
+def counter_descriptor(metric: str) -> CounterDescriptor:
+    """Units of a metric: bytes for *_bytes, "%" (one shared y axis) for utilization, W, MHz."""
+    if metric.endswith("_bytes"):
+        return CounterDescriptor(unit=CounterDescriptor.UNIT_SIZE_BYTES)
+    if any(p in metric for p in _PERCENT):
+        return CounterDescriptor(unit_name="%", y_axis_share_key="percent")
+    for suffix, unit in _UNIT_NAMES.items():
+        if metric.endswith(suffix):
+            return CounterDescriptor(unit_name=unit)
+    return CounterDescriptor(unit=CounterDescriptor.UNIT_COUNT)
+
+
+@dataclass
+class TrackTree:
+    """Allocates small sequential track uuids, synthetic unique pids/tids, and their descriptor packets."""
+
+    uuids: dict[TrackKey, int] = field(default_factory=dict)
+    names: dict[int, str] = field(default_factory=dict)
+    parents: dict[int, int] = field(default_factory=dict)
+    pids: dict[int, int] = field(default_factory=dict)
+    counter_tracks: set[int] = field(default_factory=set)
+    threads: set[int] = field(default_factory=set)
+    pending: list[TracePacket] = field(default_factory=list)
+    _next_uuid: int = 1
+    _next_pid: int = 1
+    _next_tid: int = 1
+
+    def __post_init__(self) -> None:
+        root = TrackDescriptor(uuid=0, process_ordering=TrackDescriptor.PROCESS_ORDERING_EXPLICIT,
+                               thread_ordering=TrackDescriptor.THREAD_ORDERING_EXPLICIT)
+        self.pending.append(TracePacket(track_descriptor=root))
+
+    def _new(self, key: TrackKey, name: str, parent: int, desc: TrackDescriptor) -> int:
+        uuid = self._next_uuid
+        self._next_uuid += 1
+        self.uuids[key] = uuid
+        self.names[uuid] = name
+        self.parents[uuid] = parent
+        desc.uuid = uuid
+        self.pending.append(TracePacket(track_descriptor=desc))
+        return uuid
+
+    def process(self, key: TrackKey, name: str, order: int) -> int:
+        """A process track (one per rank, one per node for node-level counters) with a synthetic pid."""
+        if key in self.uuids:
+            return self.uuids[key]
+        pid = self._next_pid
+        self._next_pid += 1
+        uuid = self._new(key, name, 0, TrackDescriptor(
+            sibling_order_rank=order, process=ProcessDescriptor(pid=pid, process_name=name)))
+        self.pids[uuid] = pid
+        return uuid
+
+    def thread(self, key: TrackKey, process: int, name: str, order: int) -> int:
+        """A thread track of `process` with a synthetic tid (the real one goes in the name)."""
+        if key in self.uuids:
+            return self.uuids[key]
+        tid = self._next_tid
+        self._next_tid += 1
+        uuid = self._new(key, name, process, TrackDescriptor(
+            sibling_order_rank=order, thread=ThreadDescriptor(pid=self.pids[process], tid=tid, thread_name=name)))
+        self.threads.add(uuid)
+        return uuid
+
+    def custom(self, key: TrackKey, parent: int, name: str, order: int, *, group: bool = False,
+               description: str = "") -> int:
+        """A named slice track (or, with group=True, a group whose children keep their explicit order)."""
+        if key in self.uuids:
+            return self.uuids[key]
+        desc = TrackDescriptor(name=name, sibling_order_rank=order,
+                               sibling_merge_behavior=TrackDescriptor.SIBLING_MERGE_BEHAVIOR_NONE)
+        if parent:
+            desc.parent_uuid = parent
+        if group:
+            desc.child_ordering = TrackDescriptor.EXPLICIT
+        if description:
+            desc.description = description
+        return self._new(key, name, parent, desc)
+
+    def counter(self, key: TrackKey, parent: int, metric: str, instance: int | None, order: int) -> int:
+        """A counter track for one (metric, instance) under a process track."""
+        if key in self.uuids:
+            return self.uuids[key]
+        name = counter_title(metric, instance)
+        desc = TrackDescriptor(name=name, parent_uuid=parent, sibling_order_rank=order,
+                               counter=counter_descriptor(metric), description=f"ktrace metric {metric}")
+        uuid = self._new(key, name, parent, desc)
+        self.counter_tracks.add(uuid)
+        return uuid
+
+    def lane(self, base: int, lane: int) -> int:
+        """Overflow track `lane` (>= 1) beside track `base`, for slices that would break its nesting."""
+        key: TrackKey = ("lane", base, lane)
+        if key in self.uuids:
+            return self.uuids[key]
+        parent = base if base in self.threads or base in self.pids else self.parents.get(base, 0)
+        return self.custom(key, parent, f"{self.names[base]} (overlap {lane})",
+                           10_000 + lane, description="slices that overlap others on the track without nesting")
+
+    def take_packets(self) -> list[TracePacket]:
+        """Descriptor packets created since the last call (write them before their tracks' events)."""
+        out, self.pending = self.pending, []
+        return out
+
+
+def bracket_owner(track: I64, start: I64, end: I64) -> I64:
+    """For each slice, the slice whose END a trace processor pops when replaying this slice's BEGIN.
+
+    Slices are given in file order (sorted by (start, -duration)); BEGIN i sits at file position 2i and its END at
+    2i+1, replayed in (track, ts, position) order. Opens and closes at one nesting level alternate, so pairing them
+    level by level matches every BEGIN with the END that closes it. A slice is rebuilt exactly iff
+    end[owner[i]] == end[i].
+    """
+    n = start.shape[0]
+    if n == 0:
+        return np.zeros(0, np.int64)
+    ts = np.concatenate([start, end])
+    pos = np.concatenate([2 * np.arange(n), 2 * np.arange(n) + 1])
+    trk = np.concatenate([track, track])
+    is_open = np.concatenate([np.ones(n, bool), np.zeros(n, bool)])
+    order = np.lexsort((pos, ts, trk))
+    step = np.where(is_open[order], 1, -1)
+    depth_after = np.cumsum(step)
+    level = np.where(step > 0, depth_after, depth_after + 1)
+    by_level = order[np.lexsort((np.arange(2 * n), level, trk[order]))]
+    opens, closes = by_level[0::2], by_level[1::2]
+    owner = np.empty(n, np.int64)
+    owner[opens] = closes - n
+    return owner
+
+
+def nesting_lanes(track: I64, start: I64, end: I64) -> I64:
+    """Lane per slice (0 = its own track) so that replaying every (track, lane) rebuilds each slice exactly.
+
+    END events carry no identity: an END closes whatever slice is innermost, so a slice that partially overlaps
+    another on its track would steal its END. bracket_owner finds where that happens (vectorized); only the
+    clusters of overlapping slices around those are re-laid greedily: each slice, in file order, goes to the first
+    lane where it nests. Two slices ending at the same ns may swap ENDs harmlessly.
+    """
+    lanes = np.zeros(start.shape[0], np.int64)
+    if start.shape[0] == 0:
+        return lanes
+    owner = bracket_owner(track, start, end)
+    bad = end[owner] != end
+    for t in np.unique(track[bad]).tolist():
+        rows = np.flatnonzero(track == t)
+        # Only clusters of mutually overlapping slices that hold a bad one need re-laying: between clusters every
+        # slice has ended, so each cluster's lanes are independent of the others.
+        reach = np.maximum.accumulate(end[rows])
+        cluster = np.cumsum(np.concatenate(([1], start[rows][1:] >= reach[:-1])))
+        rows = rows[np.isin(cluster, cluster[bad[rows]])]
+        lanes[rows] = _greedy_lanes(start[rows].tolist(), end[rows].tolist())
+    return lanes
+
+
+def _greedy_lanes(starts: list[int], ends: list[int]) -> list[int]:
+    """First-fit lanes for slices in (start, -duration) order: a lane takes a slice if it nests in the lane's open
+    slice (or the lane has none open); ENDs at the slice's start are closed first, as trace_processor does."""
+    stacks: list[list[int]] = []
+    out = []
+    for s, e in zip(starts, ends, strict=True):
+        for k, stack in enumerate(stacks):
+            while stack and stack[-1] <= s:
+                stack.pop()
+            if not stack or stack[-1] >= e:
+                stack.append(e)
+                out.append(k)
+                break
+        else:
+            stacks.append([e])
+            out.append(len(stacks) - 1)
+    return out

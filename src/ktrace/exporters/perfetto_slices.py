@@ -1,0 +1,86 @@
+"""One rank's slices for the timeline exporters: every span table in one frame, sorted, with launch->run pairs."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ktrace.model.trace import Trace
+
+ARG_INT_COLUMNS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread",
+                   "static_shared_bytes", "dynamic_shared_bytes", "bytes", "correlation_id")
+"""Integer columns written as slice args (debug annotations), when not null."""
+ARG_STR_COLUMNS = ("copy_kind", "src_kind", "dst_kind", "sync_type", "domain")
+"""String columns written as slice args, when not null."""
+ARG_KEYS = ARG_INT_COLUMNS + ARG_STR_COLUMNS
+
+KINDS = ("step", "range", "op", "api", "kernel", "memory", "sync", "gpu_range")
+"""Slice kinds: `kind` column values. Thread tracks hold range/op/api, stream tracks kernel/memory."""
+THREAD_KINDS = ("range", "op", "api")
+STREAM_KINDS = ("kernel", "memory")
+
+
+def _base(frame: pl.DataFrame, kind: str, name: pl.Expr, extra: list[str]) -> pl.DataFrame:
+    cols = [pl.col("start_ns"), pl.col("end_ns"), name.cast(pl.Categorical).alias("name"), pl.lit(kind).alias("kind")]
+    cols += [pl.col(c).cast(pl.Categorical) if c in ARG_STR_COLUMNS else pl.col(c).cast(pl.Int64) for c in extra]
+    return frame.filter(pl.col("end_ns") >= pl.col("start_ns")).select(cols)
+
+
+def rank_slices(trace: Trace, node: str, rank: int) -> pl.DataFrame:
+    """Every slice of one rank, sorted by (start, -duration): the file order that keeps nesting intact.
+
+    Columns: start_ns, end_ns, name, kind (see KINDS), pid, tid, device, stream, the ARG_KEYS columns, and `row`
+    (0..n-1 in sorted order).
+    """
+    def mine(frame: pl.DataFrame) -> pl.DataFrame:
+        return frame.filter((pl.col("rank") == rank) & (pl.col("node") == node))
+
+    ranges = mine(trace.ranges)
+    is_step = pl.col("domain") == "profiler_step"
+    thread_cols = ["pid", "tid"]
+    gpu_cols = ["device", "stream"]
+    parts = [
+        _base(ranges.filter(is_step & ~pl.col("on_gpu")), "step", pl.col("name"), thread_cols),
+        _base(ranges.filter(~is_step & ~pl.col("on_gpu")), "range", pl.col("name"), [*thread_cols, "domain"]),
+        _base(ranges.filter(pl.col("on_gpu")), "gpu_range", pl.col("name"), gpu_cols),
+        _base(mine(trace.ops), "op", pl.col("name"), thread_cols),
+        _base(mine(trace.api), "api", pl.col("name"), [*thread_cols, "correlation_id"]),
+        _base(mine(trace.kernels), "kernel", pl.col("name"),
+              [*gpu_cols, *ARG_INT_COLUMNS[:9], "correlation_id"]),
+        _base(mine(trace.memory), "memory", _memory_name(), [*gpu_cols, "bytes", "correlation_id", "copy_kind",
+                                                              "src_kind", "dst_kind"]),
+        _base(mine(trace.syncs), "sync", pl.concat_str(pl.lit("Sync "), pl.col("sync_type").cast(pl.String)),
+              [*gpu_cols, "sync_type", "correlation_id"]),
+    ]
+    frame = pl.concat([p for p in parts if p.height], how="diagonal_relaxed") if any(p.height for p in parts) \
+        else _base(ranges, "range", pl.col("name"), [])
+    for col in ("pid", "tid", "device", "stream", *ARG_INT_COLUMNS):
+        if col not in frame.columns:
+            frame = frame.with_columns(pl.lit(None, pl.Int64).alias(col))
+    for col in ARG_STR_COLUMNS:
+        if col not in frame.columns:
+            frame = frame.with_columns(pl.lit(None, pl.Categorical).alias(col))
+    frame = frame.with_columns(pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1))
+    frame = frame.sort([pl.col("start_ns"), (pl.col("end_ns") - pl.col("start_ns"))], descending=[False, True],
+                       maintain_order=True)
+    return frame.with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))
+
+
+def _memory_name() -> pl.Expr:
+    op = pl.col("op").cast(pl.String)
+    return (pl.when(op == "memset").then(pl.lit("Memset"))
+            .otherwise(pl.concat_str(pl.lit("Memcpy "), pl.col("copy_kind").cast(pl.String))))
+
+
+def launch_pairs(slices: pl.DataFrame) -> pl.DataFrame:
+    """(launch_row, gpu_row, launch_start, gpu_start) for every GPU record whose launch is in `slices`.
+
+    A launch is the earliest API call with the record's correlation id; one launch may cause many records
+    (CUDA graphs), each pair gets its own flow.
+    """
+    launches = (slices.filter((pl.col("kind") == "api") & pl.col("correlation_id").is_not_null())
+                .group_by("correlation_id").agg(pl.col("row").min().alias("launch_row"),
+                                                pl.col("start_ns").min().alias("launch_start")))
+    gpu = slices.filter(pl.col("kind").is_in(STREAM_KINDS) & pl.col("correlation_id").is_not_null()).select(
+        "correlation_id", pl.col("row").alias("gpu_row"), pl.col("start_ns").alias("gpu_start"))
+    return gpu.join(launches, on="correlation_id", how="inner").select(
+        "launch_row", "gpu_row", "launch_start", "gpu_start").sort("gpu_row")

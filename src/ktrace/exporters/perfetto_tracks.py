@@ -1,0 +1,95 @@
+"""Which track each slice of a rank goes on: steps, thread, GPU stream, sync and GPU-annotation tracks."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from ktrace.exporters.perfetto_layout import TrackTree
+from ktrace.exporters.perfetto_slices import STREAM_KINDS, THREAD_KINDS
+from ktrace.model.schema import NODE_RANK
+from ktrace.model.trace import Trace
+
+_GPU_ORDER = {"stream": 0, "sync": 1, "gpu_range": 2}
+
+
+def process_order(trace: Trace) -> list[tuple[str, int]]:
+    """(node, rank) of every process track in display order: per node, its host counters first, then its ranks."""
+    return sorted({(str(n), int(r)) for n, r in trace.ranks}, key=lambda nr: (nr[0], nr[1]))
+
+
+def _mine(frame: pl.DataFrame, node: str, rank: int) -> pl.DataFrame:
+    return frame.filter((pl.col("rank") == rank) & (pl.col("node") == node))
+
+
+def rank_pid(trace: Trace, node: str, rank: int) -> int | None:
+    """The OS pid of a rank: the most frequent pid of its CPU-side rows (None if it has none)."""
+    pids = [_mine(f, node, rank).select("pid") for f in (trace.api, trace.ranges, trace.ops, trace.threads)]
+    allp = pl.concat(pids)["pid"].drop_nulls()
+    if allp.len() == 0:
+        return None
+    counts = allp.value_counts(sort=True)
+    return int(counts[0, 0])
+
+
+def process_name(trace: Trace, node: str, rank: int) -> str:
+    """ "rank R · host (pid P)" for a rank, "host (node counters)" for node-level rows."""
+    if rank == NODE_RANK:
+        return f"{node} (host)"
+    pid = rank_pid(trace, node, rank)
+    return f"rank {rank} · {node}" + (f" (pid {pid})" if pid is not None else "")
+
+
+def _slice_keys(slices: pl.DataFrame) -> pl.DataFrame:
+    kind = pl.col("kind")
+    group = (pl.when(kind.is_in(THREAD_KINDS)).then(pl.lit("thread"))
+             .when(kind.is_in(STREAM_KINDS)).then(pl.lit("stream")).otherwise(kind))
+    cpu = kind.is_in(THREAD_KINDS)
+    gpu = kind.is_in([*STREAM_KINDS, "sync", "gpu_range"])
+    return slices.select(
+        group.alias("group"),
+        pl.when(cpu).then(pl.col("pid")).otherwise(-1).fill_null(-1).alias("pid"),
+        pl.when(cpu).then(pl.col("tid")).otherwise(-1).fill_null(-1).alias("tid"),
+        pl.when(gpu).then(pl.col("device")).otherwise(-1).alias("device"),
+        pl.when(kind.is_in(STREAM_KINDS)).then(pl.col("stream")).otherwise(-1).alias("stream"),
+    )
+
+
+def assign_tracks(tree: TrackTree, proc: int, trace: Trace, node: str, rank: int,
+                  slices: pl.DataFrame) -> np.ndarray:
+    """Track uuid of every row of `slices` (creating the tracks in `tree`, in display order)."""
+    keys = _slice_keys(slices)
+    uniq = keys.unique().sort(["group", "device", "stream", "pid", "tid"])
+    threads = {(int(p), int(t)): str(n) for p, t, n in _mine(trace.threads, node, rank).select(
+        "pid", "tid", pl.col("name").cast(pl.String)).drop_nulls().iter_rows()}
+    devices = {int(d): str(n) for d, n in _mine(trace.devices, node, rank).select(
+        "device", pl.col("name").cast(pl.String)).drop_nulls().iter_rows()}
+    thread_rows = sorted(((p, t) for g, p, t, _, _ in uniq.iter_rows() if g == "thread"),
+                         key=lambda pt: (pt[1] != pt[0], pt[1]))
+    thread_order = {pt: k for k, pt in enumerate(thread_rows, start=1)}
+    uuids = []
+    for group, pid, tid, device, stream in uniq.iter_rows():
+        if group == "step":
+            uuids.append(tree.custom(("steps", node, rank), proc, "Steps", 0,
+                                     description="ProfilerStep ranges (domain profiler_step)"))
+        elif group == "thread":
+            name = f"{threads.get((pid, tid), 'thread')} [{tid}]"
+            uuids.append(tree.thread(("thread", node, rank, pid, tid), proc, name, thread_order[(pid, tid)]))
+        else:
+            uuids.append(_gpu_track(tree, proc, node, rank, group, device, stream, devices))
+    mapping = uniq.with_columns(pl.Series("track", uuids, pl.Int64))
+    joined = keys.join(mapping, on=["group", "pid", "tid", "device", "stream"], how="left", maintain_order="left")
+    return joined["track"].to_numpy()
+
+
+def _gpu_track(tree: TrackTree, proc: int, node: str, rank: int, group: str, device: int, stream: int,
+               devices: dict[int, str]) -> int:
+    model = devices.get(device)
+    label = f"GPU {device}" if device >= 0 else "GPU (unknown)"
+    gpu = tree.custom(("gpu", node, rank, device), proc, f"{label} · {model}" if model else label,
+                      100 + max(device, 0), group=True)
+    if group == "stream":
+        name = f"Stream {stream}" if stream >= 0 else "Stream (unknown)"
+        return tree.custom(("stream", node, rank, device, stream), gpu, name, max(stream, 0))
+    title = "Synchronization" if group == "sync" else "GPU annotations"
+    return tree.custom((group, node, rank, device), gpu, title, 1_000_000 + _GPU_ORDER[group])

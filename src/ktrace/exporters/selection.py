@@ -1,0 +1,98 @@
+"""Cut a piece out of a trace before exporting it: a time window and/or some ranks."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import polars as pl
+
+from ktrace.model.errors import ExitCode, KtraceError
+from ktrace.model.schema import NODE_RANK, SPAN_TABLES, TABLES
+from ktrace.model.trace import Trace
+
+ABSOLUTE_NS_MIN = 10**12
+"""Window bounds at or above this integer are absolute ns since the epoch; smaller ones are seconds."""
+
+
+def _bound(text: str, trace_start: int) -> int | None:
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        if text.isdigit() and int(text) >= ABSOLUTE_NS_MIN:
+            return int(text)
+        return trace_start + round(float(text) * 1e9)
+    except ValueError:
+        raise KtraceError(f"--window: {text!r} is neither seconds (1.5) nor absolute ns", ExitCode.USAGE) from None
+
+
+def parse_window(spec: str, trace_start: int) -> tuple[int | None, int | None]:
+    """Parse START:END: seconds relative to the trace start (1.5:3) or absolute epoch ns; either side may be empty.
+
+    Raises:
+        KtraceError: (exit code USAGE) for a malformed or empty window.
+    """
+    if spec.count(":") != 1:
+        raise KtraceError(f"--window {spec!r}: expected START:END, e.g. 1.5:3 (seconds from the trace start)",
+                          ExitCode.USAGE)
+    a, b = (_bound(part, trace_start) for part in spec.split(":"))
+    if a is not None and b is not None and b <= a:
+        raise KtraceError(f"--window {spec!r}: END must be after START", ExitCode.USAGE)
+    return a, b
+
+
+def parse_ranks(spec: str) -> list[int]:
+    """Parse a rank list such as "0,1,3" (ranges "0-3" allowed).
+
+    Raises:
+        KtraceError: (exit code USAGE) for anything else.
+    """
+    ranks: list[int] = []
+    try:
+        for part in (p.strip() for p in spec.split(",") if p.strip()):
+            lo, dash, hi = part.partition("-")
+            ranks.extend(range(int(lo), int(hi) + 1) if dash else [int(lo)])
+    except ValueError:
+        raise KtraceError(f"--ranks {spec!r}: expected a list such as 0,1,3 or 0-3", ExitCode.USAGE) from None
+    if not ranks:
+        raise KtraceError(f"--ranks {spec!r}: no rank given", ExitCode.USAGE)
+    return sorted(set(ranks))
+
+
+def select(trace: Trace, *, window: tuple[int | None, int | None] | None = None,
+           ranks: Sequence[int] | None = None) -> Trace:
+    """The part of `trace` inside `window` (rows overlapping it, kept whole) and on `ranks`.
+
+    Node-level rows (rank -1, e.g. launcher counters) are kept for the nodes of the selected ranks.
+
+    Raises:
+        KtraceError: when a requested rank is not in the trace.
+    """
+    frames = {name: trace.table(name) for name in TABLES}
+    if ranks is not None:
+        present = {r for _, r in trace.ranks if r != NODE_RANK}
+        missing = sorted(set(ranks) - present)
+        if missing:
+            raise KtraceError(f"--ranks: rank(s) {missing} not in the trace (it has {sorted(present)})",
+                              ExitCode.USAGE)
+        nodes = sorted({str(n) for n, r in trace.ranks if r in set(ranks)})
+        keep = pl.col("rank").is_in(list(ranks)) | ((pl.col("rank") == NODE_RANK)
+                                                     & pl.col("node").cast(pl.String).is_in(nodes))
+        frames = {name: f.filter(keep) for name, f in frames.items()}
+    if window is not None:
+        lo, hi = window
+        for name in SPAN_TABLES:
+            f = frames[name]
+            if lo is not None:
+                f = f.filter(pl.col("end_ns") >= lo)
+            if hi is not None:
+                f = f.filter(pl.col("start_ns") <= hi)
+            frames[name] = f
+        c = frames["counters"]
+        if lo is not None:
+            c = c.filter(pl.col("ts_ns") >= lo)
+        if hi is not None:
+            c = c.filter(pl.col("ts_ns") <= hi)
+        frames["counters"] = c
+    return dataclasses.replace(trace, **frames)  # type: ignore[arg-type]

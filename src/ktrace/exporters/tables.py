@@ -1,0 +1,44 @@
+"""The trace tables as Parquet or CSV files (one file per table) for DuckDB, pandas, spreadsheets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from ktrace.model.errors import ExitCode, KtraceError, ProgressFn, no_progress
+from ktrace.model.schema import TABLES
+from ktrace.model.trace import Trace
+
+FORMATS = ("parquet", "csv")
+
+
+def export_tables(trace: Trace, directory: str | Path, fmt: str = "parquet", *,
+                  progress: ProgressFn = no_progress) -> dict[str, Path]:
+    """Write every table of `trace` to `directory`/<table>.<fmt>; returns table -> file written.
+
+    Parquet keeps the schema (dictionary strings, int64 ns); CSV writes strings and plain numbers, nulls empty.
+
+    Raises:
+        KtraceError: for an unknown format or when `directory` exists and is not a folder.
+    """
+    if fmt not in FORMATS:
+        raise KtraceError(f"unknown table format {fmt!r} (choose from {', '.join(FORMATS)})", ExitCode.USAGE)
+    out = Path(directory)
+    if out.exists() and not out.is_dir():
+        raise KtraceError(f"{out}: exists and is not a folder (tables are written one file per table)",
+                          ExitCode.USAGE)
+    out.mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {}
+    for k, name in enumerate(TABLES):
+        path = out / f"{name}.{fmt}"
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            pq.write_table(trace.to_arrow(name), path, compression="zstd")
+        else:
+            frame = trace.table(name).with_columns(pl.col(pl.Categorical).cast(pl.String))
+            frame.write_csv(path)
+        written[name] = path
+        progress(k + 1, len(TABLES))
+    return written

@@ -1,0 +1,103 @@
+"""`ktrace export`: every format, cutting a window and ranks, findings, and one-line errors with exit codes."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from ktrace.cli import main
+from ktrace.exporters.perfetto_validate import validate_perfetto
+from ktrace.model.trace import Trace
+
+
+@pytest.fixture(scope="module")
+def stored(synthetic_trace: Trace, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from ktrace.model import store
+
+    path = tmp_path_factory.mktemp("export") / "run.ktrace"
+    store.write(synthetic_trace, path)
+    return path
+
+
+def test_perfetto_gz_from_the_extension(stored: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run.pftrace.gz"
+    assert main(["export", str(stored), "-o", str(out), "--no-progress"]) == 0
+    assert "slices" in capsys.readouterr().out
+    report = validate_perfetto(out)
+    assert report.ok and report.slices and report.arrows
+
+
+def test_window_and_ranks_cut_the_export(stored: Path, tmp_path: Path, synthetic_trace: Trace) -> None:
+    whole, cut = tmp_path / "whole.pftrace", tmp_path / "cut.pftrace"
+    assert main(["export", str(stored), "-o", str(whole), "--no-progress"]) == 0
+    assert main(["export", str(stored), "-o", str(cut), "--window", "2.0:2.1", "--ranks", "1", "--no-progress"]) == 0
+    whole_report, cut_report = validate_perfetto(whole), validate_perfetto(cut)
+    assert cut_report.ok
+    assert 0 < len(cut_report.slices) < len(whole_report.slices)
+    t0 = synthetic_trace.span_ns()[0]  # type: ignore[index]
+    assert all(s.end_ns >= t0 + 2_000_000_000 and s.start_ns <= t0 + 2_100_000_000 for s in cut_report.slices)
+    assert not any(name.startswith("rank 0") for name in cut_report.tracks.values())
+
+
+def test_chrome_json(stored: Path, tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    assert main(["export", str(stored), "-f", "chrome", "-o", str(out), "--no-progress"]) == 0
+    events = json.loads(out.read_text())["traceEvents"]
+    assert {"X", "s", "f", "C", "M"} <= {e["ph"] for e in events}
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_tables(stored: Path, tmp_path: Path, fmt: str) -> None:
+    out = tmp_path / "tables"
+    assert main(["export", str(stored), "-f", fmt, "-o", str(out), "--no-progress"]) == 0
+    assert (out / f"kernels.{fmt}").stat().st_size > 0
+
+
+def test_findings_are_drawn(stored: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = types.ModuleType("ktrace.analysis.rules")
+    fake.run_rules = lambda trace: [{"rule": "R", "severity": "warning", "message": "m",  # type: ignore[attr-defined]
+                                     "start_ns": trace.span_ns()[0], "end_ns": None, "node": None, "rank": None}]
+    monkeypatch.setitem(sys.modules, "ktrace.analysis.rules", fake)
+    out = tmp_path / "f.pftrace"
+    assert main(["export", str(stored), "-o", str(out), "--findings", "--no-progress"]) == 0
+    assert validate_perfetto(out).instants == 1
+
+
+def test_findings_without_a_rules_engine_degrade_with_a_note(stored: Path, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setitem(sys.modules, "ktrace.analysis.rules", types.ModuleType("ktrace.analysis.rules"))
+    monkeypatch.setitem(sys.modules, "ktrace.analysis.rules.engine", types.ModuleType("ktrace.analysis.rules.engine"))
+    out = tmp_path / "f.pftrace"
+    assert main(["export", str(stored), "-o", str(out), "--findings", "--no-progress"]) == 0
+    assert "without findings" in capsys.readouterr().err
+    assert validate_perfetto(out).ok
+
+
+@pytest.mark.parametrize(("args", "code", "message"), [
+    (["--window", "3"], 2, "expected START:END"),
+    (["--window", "2:1"], 2, "END must be after START"),
+    (["--ranks", "7"], 2, "not in the trace"),
+    (["-o", "/nonexistent-dir/x.pftrace"], 4, "does not exist"),
+])
+def test_bad_options_are_one_line_errors(stored: Path, args: list[str], code: int, message: str,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", str(stored), "--no-progress", *args]) == code
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_missing_trace_exits_not_found(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", str(tmp_path / "nope.ktrace"), "-o", str(tmp_path / "x.pftrace")]) == 4
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_help_has_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["export", "--help"])
+    out = capsys.readouterr().out
+    assert "examples:" in out and "--window" in out and "ui.perfetto.dev" in out

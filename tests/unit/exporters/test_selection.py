@@ -1,0 +1,57 @@
+"""--window and --ranks: parsing and cutting a trace."""
+
+from __future__ import annotations
+
+import pytest
+
+from ktrace.exporters.selection import parse_ranks, parse_window, select
+from ktrace.model.errors import ExitCode, KtraceError
+from ktrace.model.trace import Trace
+
+T0 = 1_700_000_000_000_000_000
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    ("1.5:3", (T0 + 1_500_000_000, T0 + 3_000_000_000)),
+    (":0.25", (None, T0 + 250_000_000)),
+    ("2:", (T0 + 2_000_000_000, None)),
+    (f"{T0 + 5}:{T0 + 9}", (T0 + 5, T0 + 9)),
+])
+def test_parse_window(spec: str, expected: tuple[int | None, int | None]) -> None:
+    assert parse_window(spec, T0) == expected
+
+
+@pytest.mark.parametrize("spec", ["3", "a:b", "3:1", "1:2:3"])
+def test_bad_window_is_a_usage_error(spec: str) -> None:
+    with pytest.raises(KtraceError) as err:
+        parse_window(spec, T0)
+    assert err.value.exit_code == ExitCode.USAGE
+
+
+def test_parse_ranks() -> None:
+    assert parse_ranks("0,1,3") == [0, 1, 3]
+    assert parse_ranks("3, 0-2") == [0, 1, 2, 3]
+    for bad in ("", "x", "1-"):
+        with pytest.raises(KtraceError):
+            parse_ranks(bad)
+
+
+def test_select_ranks_keeps_their_node_counters(synthetic_trace: Trace) -> None:
+    cut = select(synthetic_trace, ranks=[1])
+    assert {r for _, r in cut.ranks} == {-1, 1}
+    assert cut.kernels.height == synthetic_trace.kernels.filter(synthetic_trace.kernels["rank"] == 1).height
+    assert cut.counters.height == synthetic_trace.counters.height
+    with pytest.raises(KtraceError, match="not in the trace"):
+        select(synthetic_trace, ranks=[9])
+
+
+def test_select_window_keeps_rows_overlapping_it_whole(synthetic_trace: Trace) -> None:
+    k = synthetic_trace.kernels.sort("start_ns")
+    mid = k.row(k.height // 2, named=True)
+    lo, hi = mid["start_ns"] + 1, mid["start_ns"] + 2
+    cut = select(synthetic_trace, window=(lo, hi))
+    expected = k.filter((k["end_ns"] >= lo) & (k["start_ns"] <= hi))
+    assert 0 < cut.kernels.height == expected.height
+    assert cut.kernels.sort("start_ns")["start_ns"].to_list() == expected["start_ns"].to_list()
+    assert cut.counters.height == synthetic_trace.counters.filter(
+        (synthetic_trace.counters["ts_ns"] >= lo) & (synthetic_trace.counters["ts_ns"] <= hi)).height
