@@ -23,7 +23,7 @@ def open(path: str | os.PathLike[str], **options: Any) -> Trace:  # noqa: A001 -
 def __getattr__(name: str) -> Any:
     # PEP 562: the capture API lives in the tracer; importing it eagerly would cost every `import ktrace`.
     if name in ("annotate", "step", "start", "stop"):
-        from ktrace.tracer import api
+        import importlib
 
-        return getattr(api, name)
+        return getattr(importlib.import_module("ktrace.tracer.api"), name)
     raise AttributeError(f"module 'ktrace' has no attribute {name!r}")
