@@ -1,0 +1,85 @@
+"""Convert a PyTorch-profiler (Kineto) JSON trace or an Nsight Systems SQLite export to a .ktrace folder.
+
+SRC is a Kineto .json / .json.gz file, a folder of per-rank Kineto files (one multi-rank trace:
+ranks from distributedInfo, else from names like worker3 / rank3), or an nsys .sqlite export.
+Importing once makes every later command fast; `ktrace.open()` also reads SRC directly.
+Secret-looking metadata (tokens, keys, passwords) is scrubbed on import; `ktrace info` shows how
+many values were scrubbed and what was dropped or orphaned (trace health).
+
+examples:
+  ktrace import worker0.pt.trace.json.gz -o run.ktrace
+  ktrace import ./profiler_logs/ -o job.ktrace            one trace from all per-rank files
+  ktrace import train.json.gz -o run.ktrace --with-ops    also keep cpu_op (framework operators)
+  ktrace import report.sqlite -o run.ktrace               an Nsight Systems export
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from ktrace.model.errors import ExitCode, KtraceError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `ktrace import`."""
+    parser.add_argument("src", metavar="SRC",
+                        help="Kineto .json/.json.gz file or folder of per-rank files, or nsys .sqlite")
+    parser.add_argument("-o", "--output", metavar="OUT.ktrace", required=True,
+                        help="the .ktrace folder to write")
+    parser.add_argument("--with-ops", action="store_true",
+                        help="Kineto: also import cpu_op events into the ops table (slower, bigger)")
+    parser.add_argument("--force", action="store_true", help="replace OUT if it already exists")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
+
+
+def _check_output(out: Path, force: bool) -> None:
+    from ktrace.model.store import is_store
+
+    if not out.exists():
+        return
+    if not force:
+        raise KtraceError(f"{out} exists (use --force to replace it)", ExitCode.USAGE)
+    if out.is_dir() and not is_store(out):
+        raise KtraceError(f"{out} is a folder that is not a .ktrace store; refusing to replace it", ExitCode.USAGE)
+    if out.is_dir():
+        shutil.rmtree(out)
+    else:
+        out.unlink()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Import SRC and write OUT; print a one-line summary (and the health counts that matter)."""
+    from ktrace.cli.progress import progress_bar
+    from ktrace.importers import detect, load
+    from ktrace.model.store import write
+
+    src, out = Path(args.src), Path(args.output)
+    kind = detect(src)
+    if kind == "ktrace":
+        raise KtraceError(f"{src} is already a .ktrace store", ExitCode.USAGE)
+    _check_output(out, args.force)
+    options = {"with_ops": True} if args.with_ops and kind == "kineto" else {}
+    with progress_bar(f"importing {src.name}", enabled=False if args.no_progress else None) as bar:
+        trace = load(src, progress=bar, **options)
+    write(trace, out)
+    if not args.quiet:
+        _print_summary(trace, out)
+    return int(ExitCode.OK)
+
+
+def _print_summary(trace: object, out: Path) -> None:
+    counts = trace.counts()  # type: ignore[attr-defined]
+    meta = trace.meta  # type: ignore[attr-defined]
+    ranks = len(trace.ranks)  # type: ignore[attr-defined]
+    rows = ", ".join(f"{counts[k]:,} {k}" for k in ("kernels", "memory", "syncs", "api", "ranges", "ops")
+                     if counts.get(k))
+    print(f"wrote {out} ({meta.source}, {ranks} rank{'s' if ranks != 1 else ''}): {rows or 'no rows'}")
+    health = {k: v for k, v in meta.health.items() if v}
+    if health:
+        print("health: " + ", ".join(f"{k}={v:,}" for k, v in sorted(health.items())))
+    for note in meta.notes:
+        print(f"note: {note}", file=sys.stderr)

@@ -1,0 +1,220 @@
+"""The typed msgspec schema of Kineto events: categories of every era, tagged fast-path types, args."""
+
+from __future__ import annotations
+
+import functools
+import operator
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+KIND_OF_CATEGORY: dict[str, str] = {
+    "kernel": "kernel", "Kernel": "kernel",
+    "gpu_memcpy": "memcpy", "Memcpy": "memcpy",
+    "gpu_memset": "memset", "Memset": "memset",
+    "cuda_runtime": "runtime", "Runtime": "runtime",
+    "cuda_driver": "driver", "Driver": "driver",
+    "cuda_sync": "sync",
+    "user_annotation": "annotation", "User Annotation": "annotation",
+    "gpu_user_annotation": "gpu_annotation",
+    "cpu_op": "op", "Operator": "op",
+}
+"""Kineto category (every era: 2021 capitalised names, 2023+ snake_case) -> ktrace kind of event."""
+
+KNOWN_CATEGORIES = frozenset(KIND_OF_CATEGORY) | {
+    "Trace", "python_function", "cpu_instant_event", "ac2g", "async", "async_cpu_to_gpu", "fwdbwd",
+    "overhead", "cuda_event", "external_correlation", "mtia_runtime", "xpu_runtime", "xpu_driver",
+    "privateuse1_runtime", "privateuse1_driver", "collective_comm", "python", "Python", "cuda_profiler_range",
+}
+"""Categories that mark a file as a Kineto trace (those not in KIND_OF_CATEGORY are skipped)."""
+
+KINDS = ("kernel", "memcpy", "memset", "runtime", "driver", "sync", "annotation", "gpu_annotation", "op")
+"""Kinds of kept events; code k in `codes` below is KINDS[k - 1]."""
+SKIPPED = 0
+"""Code of events of a known category that ktrace does not import."""
+SKIPPED_OP = len(KINDS) + 1
+"""Code of cpu_op events skipped because ops were not asked for (counted only)."""
+
+class Args(msgspec.Struct, gc=False):
+    """The `args` keys ktrace reads (all eras); every other key is skipped by the decoder."""
+
+    correlation: int | None = None
+    external_id: int | None = msgspec.field(default=None, name="External id")
+    external_id_old: int | None = msgspec.field(default=None, name="external id")
+    device: int | None = None
+    stream: int | None = None
+    context: int | None = None
+    nbytes: Any = msgspec.field(default=None, name="bytes")
+    cbid: Any = None
+    registers: Any = msgspec.field(default=None, name="registers per thread")
+    shared: Any = msgspec.field(default=None, name="shared memory")
+    grid: Any = None
+    block: Any = None
+    graph_id: Any = msgspec.field(default=None, name="graph id")
+    graph_node_id: Any = msgspec.field(default=None, name="graph node id")
+    sync_kind: Any = msgspec.field(default=None, name="cuda_sync_kind")
+    collective: Any = msgspec.field(default=None, name="Collective name")
+    in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
+    out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
+    group_size: Any = msgspec.field(default=None, name="Group size")
+    dtype: Any = None
+    sequence: Any = msgspec.field(default=None, name="Sequence number")
+    name: Any = None
+    labels: Any = None
+
+
+NULL = msgspec.Raw(b"null")
+NO_ARGS = Args()
+
+
+class Event(msgspec.Struct, gc=False):
+    """One trace event, reduced to what the importer needs; `args` stays raw until the event is kept."""
+
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    ts: float = 0.0
+    dur: float = 0.0
+    args: msgspec.Raw = NULL
+
+
+_EVENTS = msgspec.json.Decoder(list[Event])
+_EVENT = msgspec.json.Decoder(Event)
+RAWS = msgspec.json.Decoder(list[msgspec.Raw])
+_ARGS_LIST = msgspec.json.Decoder(list[Args | None])
+_ARGS = msgspec.json.Decoder(Args | None)
+_KEPT_FIELDS = [("ph", str, ""), ("name", str, ""), ("pid", int | str, 0), ("tid", int | str, 0),
+                ("ts", float, 0.0), ("dur", float, 0.0), ("args", msgspec.Raw, NULL)]
+
+
+@functools.cache
+def tagged_decoder(with_ops: bool) -> tuple[msgspec.json.Decoder[Any], dict[type, int]]:
+    """Fast path: a union tagged by `cat`; skipped categories decode to empty structs (no strings built).
+
+    Returns the decoder and the code of each decoded type (see KINDS, SKIPPED, SKIPPED_OP). Events with
+    no or an unknown category make it raise ValidationError; the slice is then decoded as list[Event].
+    """
+    types: list[type] = []
+    code_of: dict[type, int] = {}
+    for i, cat in enumerate(sorted(KNOWN_CATEGORIES)):
+        kind = KIND_OF_CATEGORY.get(cat)
+        keep = kind is not None and (with_ops or cat != "cpu_op")
+        cls = msgspec.defstruct(f"Cat{i}", _KEPT_FIELDS if keep else [], tag_field="cat", tag=cat, gc=False)
+        types.append(cls)
+        code_of[cls] = KINDS.index(kind) + 1 if keep and kind else (SKIPPED_OP if kind == "op" else SKIPPED)
+    union: Any = functools.reduce(operator.or_, types)
+    return msgspec.json.Decoder(list[union]), code_of
+
+
+@dataclass
+class DecodeReport:
+    """What decoding found besides events: the header, and what had to be dropped or repaired."""
+
+    header: dict[str, Any] = field(default_factory=dict)
+    events: int = 0
+    dropped_events: int = 0
+    repaired_events: int = 0
+    truncated: bool = False
+    """The text ended before traceEvents was closed."""
+    notes: list[str] = field(default_factory=list)
+
+
+def _decode_lenient(chunk: bytes | bytearray, report: DecodeReport) -> list[Event]:
+    """Decode a slice event by event, coercing wrongly typed fields and dropping what cannot be read."""
+    out: list[Event] = []
+    for raw in RAWS.decode(chunk):
+        try:
+            out.append(_EVENT.decode(raw))
+            continue
+        except msgspec.ValidationError:
+            pass
+        generic = msgspec.json.decode(raw)
+        event = coerce_event(generic)
+        if event is None:
+            report.dropped_events += 1
+        else:
+            report.repaired_events += 1
+            out.append(event)
+    return out
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def coerce_event(value: Any) -> Event | None:
+    """Best-effort Event from a decoded JSON value (wrong types coerced); None if it cannot be used."""
+    if not isinstance(value, dict):
+        return None
+    text = {k: value[k] if isinstance(value.get(k), str) else "" for k in ("ph", "cat", "name")}
+    ts = _number(value.get("ts"))
+    dur = _number(value.get("dur"))
+    if ts is None and text["ph"] != "M":
+        return None
+    place = {k: value[k] if type(value.get(k)) in (int, str) else 0 for k in ("pid", "tid")}
+    try:
+        args = msgspec.Raw(msgspec.json.encode(value.get("args")))
+    except (TypeError, ValueError, OverflowError):
+        args = NULL
+    return Event(ph=text["ph"], cat=text["cat"], name=text["name"], pid=place["pid"], tid=place["tid"],
+                 ts=ts or 0.0, dur=dur or 0.0, args=args)
+
+
+def decode_args(raws: list[msgspec.Raw], report: DecodeReport) -> list[Args]:
+    """Decode the raw `args` of kept events in one call; item by item (coercing) if one is malformed."""
+    data = bytearray(b"[")
+    data += b",".join(raws)
+    data += b"]"
+    try:
+        return [a or NO_ARGS for a in _ARGS_LIST.decode(data)]
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        pass
+    out: list[Args] = []
+    for raw in raws:
+        try:
+            out.append(_ARGS.decode(raw) or NO_ARGS)
+            continue
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            pass
+        try:
+            out.append(msgspec.convert(msgspec.json.decode(raw), Args, strict=False))
+        except (msgspec.DecodeError, TypeError, ValueError, OverflowError):
+            out.append(NO_ARGS)
+        report.repaired_events += 1
+    return out
+
+
+def decode_events(chunk: bytes | bytearray, report: DecodeReport, with_ops: bool) -> list[Any]:
+    """Decode a bracketed slice of events: tagged fast path, else list[Event], else event by event."""
+    fast, _ = tagged_decoder(with_ops)
+    try:
+        try:
+            return fast.decode(chunk)
+        except msgspec.ValidationError:
+            pass
+        try:
+            return _EVENTS.decode(chunk)
+        except msgspec.ValidationError:
+            return _decode_lenient(chunk, report)
+    except UnicodeDecodeError:
+        report.notes.append("invalid UTF-8 in event text replaced by U+FFFD")
+        return decode_events(valid_utf8(chunk), report, with_ops)
+
+
+def valid_utf8(data: bytes | bytearray) -> bytearray:
+    """`data` with invalid UTF-8 sequences replaced (msgspec refuses them with UnicodeDecodeError)."""
+    return bytearray(bytes(data).decode("utf-8", "replace").encode("utf-8"))
+
+

@@ -1,0 +1,140 @@
+"""Fuzz the Kineto importer with 500 corrupted inputs: it returns a Trace or raises TraceFormatError, nothing else.
+
+Seeds are a 60-event cut of the real AlexNet fixture (every category of a 2023 trace) and a PyTorch 1.9
+style variant. Corruptions: truncation (plain and gzip), byte edits, gzip-stream damage, and JSON
+values of the wrong type put into events and the header. Slices are made tiny (see small_chunks) so
+the splitter's retry and salvage paths run on small inputs.
+"""
+
+from __future__ import annotations
+
+import atexit
+import copy
+import gzip
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ktrace.importers import kineto_decode
+from ktrace.importers.kineto import import_kineto
+from ktrace.model.errors import TraceFormatError
+from ktrace.model.trace import Trace
+
+ALEXNET = Path(__file__).resolve().parents[2] / "fixtures" / "kineto" / "benchmark_result_2869224_1695835535_trace.json.gz"
+
+
+def fuzz(examples: int) -> settings:
+    """Explicit example counts (500 in all), whatever the hypothesis profile says; no example database."""
+    return settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+
+
+def _seed_doc() -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(gzip.decompress(ALEXNET.read_bytes()))
+    events = doc["traceEvents"]
+    keep = [e for e in events if e.get("cat") in ("kernel", "cuda_runtime", "gpu_memcpy", "gpu_memset",
+                                                   "cuda_sync", "user_annotation", "ac2g")][:50]
+    doc["traceEvents"] = keep + [e for e in events if e.get("ph") == "M"][:10]
+    doc["baseTimeNanoseconds"] = 0
+    doc["INFO"] = ["Record counts: Out-of-range = 3, Blocklisted runtime = 2"]
+    return doc
+
+
+SEED_DOC = _seed_doc()
+SEED = json.dumps(SEED_DOC, indent=1).encode()
+OLD_ERA = json.dumps({"schemaVersion": 1, "traceEvents": [
+    {**e, "cat": {"kernel": "Kernel", "cuda_runtime": "Runtime"}.get(e.get("cat", ""), e.get("cat")),
+     "tid": f"stream {e['tid']}" if e.get("pid") == 0 else str(e.get("tid"))}
+    for e in SEED_DOC["traceEvents"]]}).encode()
+TMP = Path(tempfile.mkdtemp(prefix="ktrace-fuzz-"))
+atexit.register(shutil.rmtree, TMP, True)
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=6)
+
+
+@contextmanager
+def small_chunks(size: int = 4096) -> Iterator[None]:
+    old = kineto_decode.CHUNK_BYTES
+    kineto_decode.CHUNK_BYTES = size
+    try:
+        yield
+    finally:
+        kineto_decode.CHUNK_BYTES = old
+
+
+def _survives(data: bytes, name: str = "fuzz.json") -> None:
+    """Import `data`; anything but a Trace or a one-line TraceFormatError fails the test."""
+    path = TMP / name
+    path.write_bytes(data)
+    with small_chunks():
+        try:
+            trace = import_kineto(path)
+        except TraceFormatError as exc:
+            assert str(exc) and "\n" not in str(exc)
+            return
+    assert isinstance(trace, Trace)
+    trace.validate()
+    trace.meta.to_json()
+
+
+@fuzz(100)
+@given(seed=st.sampled_from([SEED, OLD_ERA]), cut=st.floats(0, 1), zipped=st.booleans())
+def test_truncated(seed: bytes, cut: float, zipped: bool) -> None:
+    data = seed[: int(len(seed) * cut)]
+    if zipped:
+        _survives(gzip.compress(data, mtime=0)[: max(2, int(len(data) * cut))], "fuzz.json.gz")
+    else:
+        _survives(data)
+
+
+@fuzz(150)
+@given(seed=st.sampled_from([SEED, OLD_ERA]),
+       edits=st.lists(st.tuples(st.floats(0, 1), st.sampled_from(["flip", "insert", "delete"]),
+                                st.binary(min_size=1, max_size=3)), min_size=1, max_size=8))
+def test_byte_edits(seed: bytes, edits: list[tuple[float, str, bytes]]) -> None:
+    data = bytearray(seed)
+    for where, op, junk in edits:
+        i = int(where * (len(data) - 1))
+        if op == "flip":
+            data[i] ^= junk[0] or 1
+        elif op == "insert":
+            data[i:i] = junk
+        else:
+            del data[i:i + len(junk)]
+    _survives(bytes(data))
+
+
+@fuzz(100)
+@given(where=st.floats(0, 1), junk=st.binary(min_size=1, max_size=16))
+def test_gzip_stream_damage(where: float, junk: bytes) -> None:
+    data = bytearray(gzip.compress(SEED, mtime=0))
+    i = 10 + int(where * (len(data) - 11))
+    data[i:i + len(junk)] = junk
+    _survives(bytes(data), "fuzz.json.gz")
+
+
+@fuzz(150)
+@given(index=st.integers(0, len(SEED_DOC["traceEvents"]) - 1),
+       key=st.sampled_from(["ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id"]),
+       arg=st.sampled_from(["correlation", "External id", "device", "stream", "bytes", "grid", "cuda_sync_kind",
+                            "registers per thread", "name"]),
+       value=json_values, header_key=st.sampled_from(["schemaVersion", "baseTimeNanoseconds", "distributedInfo",
+                                                      "deviceProperties", "INFO", "metadata", "traceName"]),
+       header_value=json_values)
+def test_wrong_types(index: int, key: str, arg: str, value: Any, header_key: str, header_value: Any) -> None:
+    doc = json.loads(SEED)
+    event = doc["traceEvents"][index]
+    event[key] = value
+    if isinstance(event.get("args"), dict):
+        event["args"][arg] = copy.deepcopy(value)
+    doc[header_key] = header_value
+    _survives(json.dumps(doc).encode())
