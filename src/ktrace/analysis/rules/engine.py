@@ -1,0 +1,164 @@
+"""Run the rules over a trace: `run_rules(trace, config) -> RulesReport`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ktrace.analysis.rules.base import (
+    Evidence,
+    Finding,
+    Outcome,
+    Rule,
+    RuleContext,
+    RuleResult,
+    Skip,
+    severity_rank,
+)
+from ktrace.analysis.rules.config import RulesConfig
+from ktrace.model.errors import ProgressFn, no_progress
+from ktrace.model.trace import Trace
+
+RULE_ORDER: tuple[str, ...] = (
+    "StepOutlier", "LowGPUUtilization", "CPUBottleneck", "IOBottleneck", "BatchSize", "Dataloader",
+    "GPUMemoryIncrease", "LoadBalancing", "MaxInitializationTime",
+    "PageableMemcpy", "SyncMemcpy", "ExcessiveSync", "GPUGaps", "LaunchBoundKernels", "HighLaunchLatency",
+    "FP32Matmul", "CommNotOverlapped",
+    "DroppedRecords", "OrphanRecords", "ClockProblems",
+)
+"""Every built-in rule, in report order: SageMaker Debugger's, timeline rules, trace health."""
+
+
+def all_rules() -> tuple[Rule, ...]:
+    """Every built-in rule, in report order: SageMaker Debugger's, then timeline rules, then trace health."""
+    from ktrace.analysis.rules import (
+        health,
+        sagemaker,
+        sagemaker_capacity,
+        sagemaker_counters,
+        timeline,
+        timeline_gpu,
+        timeline_latency,
+    )
+
+    found = {r.name: r for m in (sagemaker, sagemaker_counters, sagemaker_capacity, timeline, timeline_gpu,
+                                 timeline_latency, health) for r in m.RULES}
+    return tuple(found[name] for name in RULE_ORDER)
+
+
+def rule_by_name(name: str) -> Rule:
+    """The built-in rule called `name` (case-insensitive); KeyError if there is none."""
+    for rule in all_rules():
+        if rule.name.lower() == name.lower():
+            return rule
+    raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class RulesReport:
+    """Results of every rule that ran, in rule order."""
+
+    results: tuple[RuleResult, ...]
+
+    @property
+    def findings(self) -> tuple[Finding, ...]:
+        """All findings, most severe first, then in rule order."""
+        ordered = [f for r in self.results for f in r.findings]
+        return tuple(sorted(ordered, key=lambda f: -severity_rank(f.severity)))
+
+    def worst(self) -> str | None:
+        """The highest severity among the findings, or None when nothing fired."""
+        found = self.findings
+        return found[0].severity if found else None
+
+    def count(self, at_least: str = "info") -> int:
+        """Number of findings with severity >= `at_least`."""
+        floor = severity_rank(at_least)
+        return sum(1 for f in self.findings if severity_rank(f.severity) >= floor)
+
+    def result(self, rule: str) -> RuleResult:
+        """The result of the rule called `rule`; KeyError if it did not run."""
+        for r in self.results:
+            if r.rule == rule:
+                return r
+        raise KeyError(rule)
+
+
+def _finding(rule: Rule, outcome: Outcome, severity: str) -> Finding:
+    return Finding(rule=rule.name, severity=outcome.severity or severity,  # type: ignore[arg-type]
+                   message=outcome.message, recommendation=rule.recommendation,
+                   evidence=outcome.evidence, datapoints=outcome.datapoints, triggered=outcome.triggered)
+
+
+def evaluate(rule: Rule, ctx: RuleContext, config: RulesConfig) -> RuleResult:
+    """Run one rule; a rule whose data is absent comes back `skipped` with the reason."""
+    params = config.params_for(rule)
+    try:
+        outcome = rule.check(ctx, params)
+    except Skip as why:
+        return RuleResult(rule.name, rule.family, rule.description, params, 0, 0, (), skipped=str(why))
+    severity = config.severity.get(rule.name, rule.severity)
+    outcomes = [outcome, *outcome.extra]
+    findings = tuple(_finding(rule, o, severity) for o in outcomes if o.fired)
+    if severity != rule.severity:  # a configured severity wins over the check's own escalation
+        findings = tuple(Finding(f.rule, severity, f.message, f.recommendation, f.evidence,  # type: ignore[arg-type]
+                                 f.datapoints, f.triggered) for f in findings)
+    datapoints = sum(o.datapoints for o in outcomes)
+    triggered = sum(o.triggered for o in outcomes)
+    return RuleResult(rule.name, rule.family, rule.description, params, datapoints, triggered, findings,
+                      details=outcome.details)
+
+
+def run_rules(trace: Trace, config: RulesConfig | None = None, *, rules: Sequence[Rule] | None = None,
+              progress: ProgressFn = no_progress, context: RuleContext | None = None) -> RulesReport:
+    """Evaluate the rules on `trace`.
+
+    Args:
+        trace: the trace to judge.
+        config: thresholds, disabled rules and severities; None means every rule with its defaults.
+        rules: the rules to consider (default: all_rules()).
+        progress: called with (rules done, rules total).
+        context: a RuleContext to reuse (the report shares its analysis results with the rules).
+
+    Returns:
+        A RulesReport with one RuleResult per enabled rule.
+    """
+    config = config or RulesConfig()
+    chosen = [r for r in (rules if rules is not None else all_rules()) if r.name not in config.disabled]
+    ctx = context or RuleContext(trace)
+    results = []
+    for i, rule in enumerate(chosen):
+        results.append(evaluate(rule, ctx, config))
+        progress(i + 1, len(chosen))
+    return RulesReport(tuple(results))
+
+
+def evidence_to_dict(e: Evidence) -> dict[str, Any]:
+    """Evidence as a JSON-ready dict without the fields it does not have."""
+    return {k: v for k, v in e.__dict__.items() if v is not None}
+
+
+def finding_to_dict(f: Finding) -> dict[str, Any]:
+    """A finding as a JSON-ready dict (stable keys)."""
+    return {"rule": f.rule, "severity": f.severity, "message": f.message, "recommendation": f.recommendation,
+            "datapoints": f.datapoints, "triggered": f.triggered,
+            "evidence": [evidence_to_dict(e) for e in f.evidence]}
+
+
+def report_to_dict(report: RulesReport, rules: Iterable[Rule] | None = None) -> dict[str, Any]:
+    """The whole RulesReport as a JSON-ready dict: one entry per rule with its parameters and findings."""
+    docs = {r.name: r for r in (rules if rules is not None else all_rules())}
+    out = []
+    for r in report.results:
+        rule = docs.get(r.rule)
+        out.append({
+            "rule": r.rule, "family": r.family, "description": r.description,
+            "recommendation": rule.recommendation if rule else "",
+            "params": dict(r.params), "datapoints": r.datapoints, "triggered": r.triggered,
+            "status": "skipped" if r.skipped else ("fired" if r.fired else "ok"),
+            "skipped": r.skipped, "findings": [finding_to_dict(f) for f in r.findings],
+            "details": dict(r.details),
+        })
+    return {"rules": out, "worst": report.worst(),
+            "counts": {s: sum(1 for f in report.findings if f.severity == s) for s in ("error", "warning", "info")}}

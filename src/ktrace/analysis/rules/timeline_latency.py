@@ -1,0 +1,148 @@
+"""Timeline rules about kernels: launch-bound tiny kernels, high launch→run latency, FP32 matmul/conv kernels.
+
+Sources: HTA `get_cuda_kernel_launch_stats` (short kernels: GPU duration < CPU launch duration; launch-delay
+outliers > 100 µs) and the TB plugin's Tensor-Core recommendation (analyses.md §2, §4, §6, §8).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import polars as pl
+
+from ktrace.analysis.rules.base import Outcome, Param, ParamValue, Rule, RuleContext, Skip
+from ktrace.analysis.rules.frames import evidence_rows, pct
+from ktrace.analysis.rules.inputs import kernel_precisions, kernels_by_stream, launch_latency
+
+MAX_EVIDENCE = Param("max_evidence", 15, "how many kernel names to keep as evidence (most affected first)")
+
+
+def _by_name(frame: pl.DataFrame, limit: int, value: pl.Expr) -> pl.DataFrame:
+    """Per kernel name: count and first occurrence, for evidence aggregated by name (not one per row)."""
+    return (frame.group_by(pl.col("name").cast(pl.String))
+            .agg(value.alias("value"), pl.col("start_ns").min(), pl.col("end_ns").max(),
+                 pl.col("node").first().cast(pl.String), pl.col("rank").first())
+            .sort("value", "name", descending=[True, False]).head(limit))
+
+
+def _latency_or_skip(ctx: RuleContext) -> pl.DataFrame:
+    lat = launch_latency(ctx)
+    lat = lat.filter(pl.col("kind") == "kernel") if lat.height else lat
+    if not lat.height:
+        raise Skip("no kernel in the trace could be matched to its launch call")
+    return lat
+
+
+def _launch_bound(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
+    lat = _latency_or_skip(ctx)
+    short = lat.filter(pl.col("duration_ns") < pl.col("api_duration_ns"))
+    share = pct(short.height, lat.height)
+    fired = short.height >= int(p["min_count"]) and share > float(p["min_pct"])
+    gpu_ms = float(short["duration_ns"].sum() or 0) / 1e6
+    api_ms = float(short["api_duration_ns"].sum() or 0) / 1e6
+    message = (f"{short.height:,} of {lat.height:,} kernels ({share:.1f} %) ran for less time than their launch "
+               f"call took on the CPU ({gpu_ms:.2f} ms of GPU work cost {api_ms:.2f} ms of launches): the GPU "
+               "waits for the CPU to issue work")
+    evidence = tuple(evidence_rows(_by_name(short, int(p["max_evidence"]), pl.len()), "kernel"))
+    return Outcome(lat.height, short.height, fired, message, evidence,
+                   details={"share_pct": round(share, 4), "gpu_ms": round(gpu_ms, 6), "api_ms": round(api_ms, 6)})
+
+
+LAUNCH_BOUND_KERNELS = Rule(
+    name="LaunchBoundKernels", family="timeline",
+    description="Kernels shorter than the CPU launch call that issued them (HTA's 'short kernels').",
+    recommendation="Cut launches: fuse kernels (torch.compile), capture the step in a CUDA graph "
+                   "(torch.compile(mode='reduce-overhead'), torch.cuda.graphs), use fused optimizers "
+                   "(foreach/fused Adam) and a larger batch so each kernel does more work.",
+    params=(Param("min_pct", 50.0, "fire when more than this % of launched kernels are shorter than their launch"),
+            Param("min_count", 100, "... and at least this many are"), MAX_EVIDENCE),
+    check=_launch_bound, source="HTA get_cuda_kernel_launch_stats (short kernels)")
+
+
+def _overhead(ctx: RuleContext) -> pl.DataFrame:
+    """Launch latency not explained by queueing: kernel start - max(launch end, previous kernel's end on the
+    stream). Positive values are time the GPU stream sat idle after the launch returned."""
+    lat = _latency_or_skip(ctx)
+    order = kernels_by_stream(ctx)
+    prev_by_row = np.full(ctx.trace.kernels.height, np.iinfo(np.int64).min, dtype=np.int64)
+    prev_by_row[order["row"].to_numpy()] = order["prev_end_ns"].fill_null(np.iinfo(np.int64).min).to_numpy()
+    prev = prev_by_row[lat["row"].to_numpy()]
+    joined = lat.with_columns(prev_end_ns=pl.Series(prev, dtype=pl.Int64))  # INT64_MIN: first on its stream
+    ready = pl.max_horizontal(pl.col("api_end_ns"), pl.col("prev_end_ns"))
+    return joined.with_columns((pl.col("start_ns") - ready).alias("overhead_ns"))
+
+
+def _launch_latency(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
+    lat = _overhead(ctx)
+    threshold_ns = float(p["threshold_us"]) * 1000
+    slow = lat.filter(pl.col("overhead_ns") > threshold_ns)
+    share = pct(slow.height, lat.height)
+    fired = slow.height >= int(p["min_count"]) and share > float(p["max_pct"])
+    q = lat.select(*[pl.col(c).quantile(x).alias(f"{c}_p{int(x * 100)}")
+                     for c in ("launch_latency_ns", "queue_delay_ns") for x in (0.5, 0.95, 0.99)])
+    stats = {k: round(float(v) / 1e3, 3) for k, v in q.row(0, named=True).items() if v is not None}
+    message = (f"{slow.height:,} of {lat.height:,} kernels ({share:.1f} %) started more than {p['threshold_us']} µs "
+               "after their launch returned while their stream was idle; launch latency p50/p95/p99: start→start "
+               f"{stats.get('launch_latency_ns_p50', 0):g}/{stats.get('launch_latency_ns_p95', 0):g}/"
+               f"{stats.get('launch_latency_ns_p99', 0):g} µs, end→start {stats.get('queue_delay_ns_p50', 0):g}/"
+               f"{stats.get('queue_delay_ns_p95', 0):g}/{stats.get('queue_delay_ns_p99', 0):g} µs")
+    evidence = tuple(evidence_rows(_by_name(slow, int(p["max_evidence"]), pl.col("overhead_ns").max() / 1e3),
+                                   "kernel"))
+    return Outcome(lat.height, slow.height, fired, message, evidence,
+                   details={"latency_us": {k.replace("_ns", ""): v for k, v in stats.items()},
+                            "share_pct": round(share, 4)})
+
+
+HIGH_LAUNCH_LATENCY = Rule(
+    name="HighLaunchLatency", family="timeline",
+    description="Kernels that start long after their launch call returned although their stream was idle "
+                "(latency not explained by queueing behind earlier work).",
+    recommendation="Look for CPU contention (too many threads per core, dataloader workers competing with the "
+                   "main process), driver-level serialization (cross-stream event waits, a full launch queue) "
+                   "or profiler overhead; pin the training process to its cores.",
+    params=(Param("threshold_us", 100.0, "launch→run delay beyond this many µs counts (HTA: 100 µs)"),
+            Param("max_pct", 5.0, "fire when more than this % of kernels are delayed that much"),
+            Param("min_count", 10, "... and at least this many are"), MAX_EVIDENCE),
+    check=_launch_latency, source="HTA get_cuda_kernel_launch_stats (launch delay); nsys cuda_kern_exec queue time")
+
+MATMUL = r"(?i)gemm|conv|matmul|cudnn|wgrad|dgrad|fprop|winograd|cublas|cutlass"
+
+
+def _fp32_matmul(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
+    per_name = kernel_precisions(ctx)
+    if not per_name.height:
+        raise Skip("the trace has no kernels")
+    cc = ctx.trace.devices["compute_major"].drop_nulls()
+    major = int(cc.max()) if cc.len() else None  # type: ignore[arg-type]
+    if major is not None and major < 7:
+        raise Skip(f"the GPU (compute capability {major}.x) has no tensor cores")
+    compute = per_name.filter(~pl.col("precision").is_in(["communication", "memory"]))
+    fp32 = compute.filter((pl.col("precision") == "FP32") & pl.col("name").str.contains(MATMUL))
+    total_ns = int(compute["time_ns"].sum() or 0)
+    fp32_ns = int(fp32["time_ns"].sum() or 0)
+    share = pct(fp32_ns, total_ns)
+    fired = share > float(p["min_time_pct"])
+    faster = ("TF32 or BF16" if major is None or major >= 8 else "FP16 (AMP)")
+    message = (f"FP32 matmul/conv kernels ({fp32.height} kernel names, {int(fp32['count'].sum() or 0):,} runs) take "
+               f"{share:.1f} % of compute-kernel time ({fp32_ns / 1e6:.2f} ms); {faster} tensor-core kernels "
+               f"would run them faster" + ("" if major is not None else " (compute capability unknown)"))
+    top = fp32.sort("time_ns", descending=True).head(int(p["max_evidence"])).select(
+        "name", (pl.col("time_ns") / 1e6).alias("value"))
+    evidence = tuple(evidence_rows(top, "kernel"))
+    return Outcome(int(compute["count"].sum() or 0), int(fp32["count"].sum() or 0), fired, message, evidence,
+                   details={"fp32_matmul_ms": round(fp32_ns / 1e6, 6), "share_pct": round(share, 4),
+                            "compute_capability_major": major})
+
+
+FP32_MATMUL = Rule(
+    name="FP32Matmul", family="timeline",
+    description="Matrix-multiply and convolution kernels running in plain FP32 on a GPU with tensor cores.",
+    recommendation="Enable TF32 (torch.set_float32_matmul_precision('high'), torch.backends.cudnn.allow_tf32) "
+                   "or mixed precision (torch.autocast with bfloat16, or float16 + GradScaler on Volta/Turing).",
+    params=(Param("min_time_pct", 5.0, "fire when FP32 matmul/conv kernels take more than this % of the GPU "
+                                       "time of compute kernels (communication and memory kernels excluded)"),
+            MAX_EVIDENCE),
+    check=_fp32_matmul, source="TB plugin Tensor-Core recommendation; analyses.md §7")
+
+RULES: tuple[Rule, ...] = (LAUNCH_BOUND_KERNELS, HIGH_LAUNCH_LATENCY, FP32_MATMUL)

@@ -1,0 +1,49 @@
+"""Compare two traces (A = baseline, B = candidate): step time, kernel time, the kernels that changed most and
+the rules that fire. Exits 5 on a regression: mean step time (or total kernel time without steps) up by more
+than --threshold %, or a rule newly firing in B at --fail-on or above.
+
+examples:
+  ktrace diff baseline.ktrace candidate.ktrace
+  ktrace diff a.pt.trace.json.gz b.pt.trace.json.gz --threshold 3 --fail-on warning
+  ktrace diff a.ktrace b.ktrace --json > diff.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ktrace.cli.options import add_trace_argument, open_trace
+from ktrace.cli.rules_options import add_rules_arguments, rules_config
+from ktrace.model.errors import ExitCode, KtraceError
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `ktrace diff`."""
+    add_trace_argument(parser, "a")
+    add_trace_argument(parser, "b")
+    parser.add_argument("--threshold", type=float, default=5.0,
+                        help="regression when step (or kernel) time grows by more than this %% (default 5)")
+    parser.add_argument("--fail-on", choices=("info", "warning", "error", "never"), default="error",
+                        help="a rule newly firing at this severity or above is a regression (default: error)")
+    parser.add_argument("--top", type=int, default=15, help="kernels listed (default 15)")
+    parser.add_argument("--json", action="store_true", help="print the diff as JSON")
+    add_rules_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Compare and print; exit 5 on a regression."""
+    from ktrace.report.diff_report import build_diff, render_diff_markdown
+
+    if args.threshold < 0:
+        raise KtraceError("--threshold must be >= 0", ExitCode.USAGE)
+    config = rules_config(args)
+    diff = build_diff(open_trace(args.a), open_trace(args.b), threshold_pct=args.threshold, top=args.top,
+                      config=config, fail_on=args.fail_on)
+    if args.json:
+        json.dump(diff, sys.stdout, indent=1, sort_keys=True, default=str)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_diff_markdown(diff))
+    return int(ExitCode.FINDINGS) if diff["regression"] else 0

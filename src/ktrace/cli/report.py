@@ -1,0 +1,91 @@
+"""Write a profiling report: training job summary, system usage, framework metrics, the rules' verdicts with
+evidence, and the SageMaker-Profiler-style dashboard (utilization over time, top kernels, step-time histogram,
+precision / activity / memory-op pies, annotation histograms).
+
+The HTML report is one self-contained file with interactive plots that works offline (plotly.js inlined).
+Markdown and JSON carry the same content (JSON is a stable contract: sorted keys, rounded floats).
+
+examples:
+  ktrace report run.ktrace -o report.html
+  ktrace report worker0.pt.trace.json.gz -o report.md --format md
+  ktrace report run.ktrace --format json > report.json
+  ktrace report run.ktrace -o r.html --rules rules.toml --set GPUGaps.gap_ms=50 --annotate 'backward'
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ktrace.cli.options import add_trace_argument, open_trace
+from ktrace.cli.rules_options import add_rules_arguments, rules_config
+from ktrace.model.errors import ExitCode, KtraceError
+
+FORMATS = ("html", "md", "json")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of `ktrace report`."""
+    add_trace_argument(parser)
+    parser.add_argument("-o", "--output", metavar="FILE", help="where to write (default: stdout for md/json; "
+                                                              "report.html for html)")
+    parser.add_argument("-f", "--format", choices=FORMATS, help="html, md or json (default: from the output "
+                                                                "file's extension, else html)")
+    parser.add_argument("--annotate", metavar="REGEX", action="append", default=[],
+                        help="add a histogram of the durations of the ranges matching REGEX (repeatable; "
+                             "default: forward/backward/optimizer.step when present)")
+    parser.add_argument("--top", type=int, default=15, help="rows in the top-kernel panels (default 15)")
+    parser.add_argument("--title", default="", help="report title")
+    add_rules_arguments(parser)
+
+
+def output_format(args: argparse.Namespace) -> str:
+    """The format asked for, or the one the output file's extension implies."""
+    if args.format:
+        return str(args.format)
+    suffix = Path(args.output).suffix.lower() if args.output else ""
+    return {".md": "md", ".markdown": "md", ".json": "json"}.get(suffix, "html")
+
+
+def render(content: dict, fmt: str) -> str:  # type: ignore[type-arg]
+    """The report text in format `fmt`."""
+    if fmt == "md":
+        from ktrace.report.markdown import render_markdown
+
+        return render_markdown(content)
+    if fmt == "json":
+        from ktrace.report.json_report import render_json
+
+        return render_json(content)
+    from ktrace.report.html import render_html
+
+    return render_html(content)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the report and write it."""
+    from ktrace.cli.progress import progress_bar
+    from ktrace.report.content import build_report
+
+    if args.top < 1:
+        raise KtraceError("--top must be at least 1", ExitCode.USAGE)
+    config = rules_config(args)
+    fmt = output_format(args)
+    trace = open_trace(args.trace)
+    with progress_bar("analysing") as bar:
+        content = build_report(trace, config=config, annotations=tuple(args.annotate), top=args.top,
+                               title=args.title, progress=bar)
+    text = render(content, fmt)
+    target = args.output or ("report.html" if fmt == "html" else None)
+    if target is None:
+        sys.stdout.write(text)
+        return 0
+    try:
+        Path(target).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise KtraceError(f"cannot write {target}: {exc.strerror or exc}") from None
+    counts = content["rules"]["counts"]
+    print(f"wrote {target} ({len(text.encode()) / 1e6:.1f} MB): {counts['error']} errors, "
+          f"{counts['warning']} warnings, {counts['info']} notes", file=sys.stderr)
+    return 0

@@ -1,0 +1,82 @@
+"""The self-contained HTML report: one file, plotly.js inlined once, no network, every trace string escaped."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ktrace.report.sections import (
+    Section,
+    dashboard,
+    esc,
+    framework_metrics,
+    job_summary,
+    rule_section,
+    rules_summary,
+    system_usage,
+)
+
+STYLE = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d2330;background:#fafbfc}
+header{background:#232f3e;color:#fff;padding:16px 28px}header h1{margin:0;font-size:22px}
+nav{padding:8px 28px;background:#eef1f5;font-size:14px}nav a{margin-right:14px}
+main{padding:8px 28px 40px}section{background:#fff;border:1px solid #e1e4e8;border-radius:6px;margin:16px 0;
+padding:8px 18px 16px}h2{font-size:18px}table{border-collapse:collapse;margin:8px 0;font-size:13px;width:100%}
+td,th{border:1px solid #e1e4e8;padding:3px 6px;text-align:left;vertical-align:top;word-break:break-word}
+th{background:#f3f5f8}#rules td:first-child{white-space:nowrap}#rules td:nth-child(2){white-space:nowrap}.plot{width:100%;min-height:300px}.finding{padding:8px;margin:8px 0;border-radius:4px}
+.sev-error{color:#a40e26;font-weight:600}.sev-warning{color:#8a5300;font-weight:600}.sev-info{color:#1f5fa8}
+.sev-ok{color:#1a7f37}.sev-skip{color:#6e7781}div.sev-error{background:#ffebe9}div.sev-warning{background:#fff8c5}
+div.sev-info{background:#ddf4ff}.note{color:#6e7781}code{background:#eef1f5;padding:1px 4px}
+"""
+
+DRAW = """
+(function(){
+  var figs = JSON.parse(document.getElementById('ktrace-figures').textContent);
+  document.querySelectorAll('section').forEach(function(sec){
+    var list = figs[sec.id] || [];
+    sec.querySelectorAll('.plot').forEach(function(div){
+      var f = list[Number(div.getAttribute('data-fig'))];
+      if (f) { Plotly.newPlot(div, f.data, f.layout, {responsive: true, displaylogo: false}); }
+    });
+  });
+  document.body.setAttribute('data-plots-drawn', String(document.querySelectorAll('.js-plotly-plot').length));
+})();
+"""
+
+
+def plotly_js() -> str:
+    """The plotly.js bundle shipped with the plotly package (inlined: the report works offline)."""
+    from plotly.offline import get_plotlyjs
+
+    js: str = get_plotlyjs()
+    return js.replace("</script", "<\\/script")
+
+
+def script_json(value: Any) -> str:
+    """JSON that is safe inside a <script> element (no '<', '>' or '&' left raw)."""
+    text = json.dumps(value, separators=(",", ":"), allow_nan=False, default=str)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def all_sections(content: dict[str, Any]) -> list[Section]:
+    """Every section in report order: job, system, framework, rules summary, dashboard, one per rule."""
+    docs = content["rule_docs"]
+    return [job_summary(content), system_usage(content), framework_metrics(content), rules_summary(content),
+            dashboard(content), *(rule_section(r, docs.get(r["rule"], {})) for r in content["rules"]["rules"])]
+
+
+def render_html(content: dict[str, Any]) -> str:
+    """The whole report as one HTML document."""
+    sections = all_sections(content)
+    nav = "".join(f'<a href="#{esc(s.anchor)}">{esc(s.title)}</a>' for s in sections[:5])
+    body = "".join(f'<section id="{esc(s.anchor)}"><h2>{esc(s.title)}</h2>{"".join(s.body)}</section>'
+                   for s in sections)
+    figures = {s.anchor: s.figures for s in sections if s.figures}
+    title = esc(content["title"])
+    return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title>"
+            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><style>{STYLE}</style>"
+            f"<script>{plotly_js()}</script></head><body><header><h1>{title}</h1>"
+            f"<div>report format v{content['version']}, made by ktrace</div></header><nav>{nav}</nav>"
+            f"<main>{body}</main>"
+            f"<script type=\"application/json\" id=\"ktrace-figures\">{script_json(figures)}</script>"
+            f"<script>{DRAW}</script></body></html>")

@@ -1,0 +1,49 @@
+"""`ktrace check`: one line per finding, exit 5 at or above --fail-on, --list-rules, --json."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ktrace.cli import main
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory, synthetic_trace):  # type: ignore[no-untyped-def]
+    from ktrace.model.store import write
+
+    path = tmp_path_factory.mktemp("check") / "run.ktrace"
+    write(synthetic_trace, path)
+    return str(path)
+
+
+def test_fail_on_levels(store, capsys):  # type: ignore[no-untyped-def]
+    # The synthetic job has pageable memcpys and FP32 GEMMs: warnings, no errors.
+    assert main(["check", store]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("WARNING PageableMemcpy: ") for line in lines)
+    assert all(line.split()[0] in ("ERROR", "WARNING", "INFO") for line in lines)
+    assert main(["check", store, "--fail-on", "warning"]) == 5
+    assert main(["check", store, "--set", "PageableMemcpy.severity=error"]) == 5
+    assert main(["check", store, "--fail-on", "never", "--set", "PageableMemcpy.severity=error"]) == 0
+
+
+def test_rules_file(store, tmp_path, capsys):  # type: ignore[no-untyped-def]
+    rules = tmp_path / "rules.toml"
+    rules.write_text('disable = ["PageableMemcpy", "FP32Matmul", "GPUGaps", "ExcessiveSync"]\n', encoding="utf-8")
+    capsys.readouterr()
+    code = main(["check", store, "--rules", str(rules), "--fail-on", "warning"])
+    out = capsys.readouterr().out
+    assert "PageableMemcpy" not in out and "FP32Matmul" not in out
+    assert code == (5 if out.strip() else 0)
+
+
+def test_json_and_list(store, capsys):  # type: ignore[no-untyped-def]
+    assert main(["check", store, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["rules"]) == 20 and doc["worst"] == "warning"
+    assert main(["check", "--list-rules"]) == 0
+    listing = capsys.readouterr().out
+    assert "StepOutlier [sagemaker, warning]" in listing and "    gap_ms = 500.0" in listing
+    assert main(["check"]) == 2

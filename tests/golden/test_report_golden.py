@@ -1,0 +1,47 @@
+"""Golden files of `ktrace report --format md|json` on a small seeded synthetic trace (2 ranks, counters).
+
+Update deliberately: KTRACE_UPDATE_GOLDEN=1 pytest tests/golden/test_report_golden.py, then review the diff:
+a change here is a change to the report's output contract.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+GOLDEN = Path(__file__).parent
+
+
+def _compare(path: Path, text: str) -> None:
+    if os.environ.get("KTRACE_UPDATE_GOLDEN") == "1":
+        path.write_text(text, encoding="utf-8")
+    if not path.exists():
+        pytest.fail(f"{path.name} missing: run with KTRACE_UPDATE_GOLDEN=1 and review it")
+    assert text == path.read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def content():  # type: ignore[no-untyped-def]
+    from ktrace.report.content import build_report
+    from ktrace.testing import SyntheticConfig, generate
+
+    trace = generate(SyntheticConfig(steps=6, kernels_per_step=30, ranks=2, seed=3,
+                                     counter_interval_ns=100_000_000))
+    return build_report(trace, title="golden synthetic report")
+
+
+def test_markdown_golden(content) -> None:  # type: ignore[no-untyped-def]
+    from ktrace.report.markdown import render_markdown
+
+    _compare(GOLDEN / "report_synthetic.md", render_markdown(content))
+
+
+def test_json_golden(content) -> None:  # type: ignore[no-untyped-def]
+    from ktrace.report.json_report import render_json
+
+    text = render_json(content)
+    assert json.loads(text)["version"] == 1
+    _compare(GOLDEN / "report_synthetic.json", text)
