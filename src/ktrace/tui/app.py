@@ -16,11 +16,13 @@ from ktrace.model.trace import Trace
 from ktrace.tui.details import describe
 from ktrace.tui.keymap import KEYS, bindings
 from ktrace.tui.messages import (
+    LinksReady,
     LoadFailed,
     LoadProgress,
     SliceSelected,
     SummaryReady,
     TraceLoaded,
+    TracksReady,
     TrackToggled,
     ViewportChanged,
 )
@@ -80,14 +82,24 @@ class KtraceApp(App[None]):
     def on_mount(self) -> None:
         self.timings["mount"] = time.perf_counter()
         self.query_one("#tabs").loading = True
+        if self.given_trace is None:
+            self._warm_kernels()  # numba import + cache load overlap the read
         self._load_trace()
+
+    @work(thread=True, group="warm")
+    def _warm_kernels(self) -> None:
+        """Load the index kernels (numba import and cache) while the trace is being read."""
+        from ktrace.tui.index_build import warm_kernels
+
+        warm_kernels()
 
     # --- loading (thread workers) ---------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="load")
     def _load_trace(self) -> None:
+        """Read, then index in steps: track list + overview (first screen), sorted tracks, links."""
         from ktrace.model.errors import KtraceError
+        from ktrace.tui.index_build import build_links, build_tracks, plan_index
         from ktrace.tui.steps import step_spans
-        from ktrace.tui.tracks import build_index
 
         t_read = time.perf_counter()
         try:
@@ -100,9 +112,16 @@ class KtraceApp(App[None]):
             return
         t_index = time.perf_counter()
         self.post_message(LoadProgress("indexing tracks"))
-        index = build_index(trace)
+        index, plan = plan_index(trace)
         steps = step_spans(trace)
         self.post_message(TraceLoaded(trace, index, steps, t_index - t_read, time.perf_counter() - t_index))
+        t_tracks = time.perf_counter()
+        built = build_tracks(plan)
+        del plan
+        self.post_message(TracksReady(built, time.perf_counter() - t_tracks))
+        t_links = time.perf_counter()
+        links = build_links(trace)
+        self.post_message(LinksReady(links, time.perf_counter() - t_links))
 
     def _read(self) -> Trace:
         from ktrace.importers import load
@@ -153,6 +172,21 @@ class KtraceApp(App[None]):
 
     def _first_screen(self) -> None:
         self.timings["first_screen"] = time.perf_counter()
+
+    @on(TracksReady)
+    def _tracks_ready(self, message: TracksReady) -> None:
+        if self.index is None:
+            return
+        self.index.attach(message.built)
+        self.timings.update(tracks_s=message.seconds, tracks_ready=time.perf_counter())
+        self.query_one(Timeline).tracks_ready()
+
+    @on(LinksReady)
+    def _links_ready(self, message: LinksReady) -> None:
+        if self.index is None:
+            return
+        self.index.attach_links(message.links)
+        self.timings.update(links_s=message.seconds, links_ready=time.perf_counter())
 
     @on(SummaryReady)
     def _summary(self, message: SummaryReady) -> None:

@@ -25,7 +25,7 @@ class LoadProgress(Message):
 
 @dataclass
 class TraceLoaded(Message):
-    """The trace was read and its track index built (in the loader worker)."""
+    """The trace was read and its track list and overview built (in the loader worker); tracks follow."""
 
     trace: Trace
     index: TrackIndex
@@ -33,6 +33,24 @@ class TraceLoaded(Message):
     """StepSpans of the trace (see ktrace.tui.steps)."""
     read_s: float
     index_s: float
+
+
+@dataclass
+class TracksReady(Message):
+    """Every track's sorted arrays were built (in the loader worker, after the first screen)."""
+
+    built: Any
+    """ktrace.tui.index_build.BuiltTracks."""
+    seconds: float
+
+
+@dataclass
+class LinksReady(Message):
+    """The correlation lookups (launch <-> kernel links) were built."""
+
+    links: Any
+    """ktrace.tui.index_build.Links."""
+    seconds: float
 
 
 @dataclass

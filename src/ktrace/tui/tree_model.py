@@ -102,7 +102,7 @@ def _gpu_item(index: TrackIndex, key: str, ids: list[int]) -> TreeItem:
     device = int(key[3:])
     names = index.trace.devices.filter((pl.col("device") == device) & (pl.col("rank") == first.rank))
     name = f" · {names['name'].cast(pl.String)[0]}" if names.height else ""
-    kernels = sum(int((index.tracks[i].table == 0).sum()) for i in ids)
+    kernels = sum(index.tracks[i].kernel_count for i in ids)
     busy = max(index.tracks[i].busy_ns for i in ids)
     label = f"GPU {device}{name} · {kernels:,} kernels · {len(ids)} streams · busiest {_pct(busy, index.t1 - index.t0)}"
     return TreeItem(label, ids, _leaves(index, ids), key=f"{first.node}/{first.rank}/{key}")
@@ -115,7 +115,7 @@ def _leaves(index: TrackIndex, ids: list[int]) -> Callable[[], list[TreeItem]]:
         for i in ids:
             t = index.tracks[i]
             if t.kind == "stream":
-                kernels = int((t.table == 0).sum())
+                kernels = t.kernel_count
                 label = f"stream {t.key.rsplit('/s', 1)[1]} · {kernels:,} kernels · {t.size - kernels:,} copies" \
                         f" · busy {_pct(t.busy_ns, span)}"
             elif t.kind == "counter":

@@ -14,6 +14,7 @@ from textual.widget import Widget
 
 from ktrace.tui.keymap import bindings
 from ktrace.tui.messages import SliceSelected, ViewportChanged
+from ktrace.tui.overview import paint_overview
 from ktrace.tui.steps import StepSpans
 from ktrace.tui.tracks import TrackIndex
 from ktrace.tui.viewmodel import RowPaint, Viewport, paint_track, ruler, slice_at, slice_columns
@@ -57,7 +58,7 @@ class Timeline(Widget, can_focus=True):
         self.top = 0
         self.selection: tuple[int, int] | None = None
         self.linked: list[tuple[int, int]] = []
-        self._paint_cache: LRUCache[tuple[int, Viewport], tuple[RowPaint, dict[int, str]]] = LRUCache(512)
+        self._paint_cache: LRUCache[tuple[int, Viewport, bool], tuple[RowPaint, dict[int, str]]] = LRUCache(512)
 
     # --- data -----------------------------------------------------------------------------------------
     def set_index(self, index: TrackIndex, rows: list[int], steps: StepSpans) -> None:
@@ -67,6 +68,19 @@ class Timeline(Widget, can_focus=True):
         self.cursor, self.top, self.selection, self.linked = 0, 0, None, []
         self._paint_cache.clear()
         self._changed()
+
+    def tracks_ready(self) -> None:
+        """The index's tracks were attached: redraw from them instead of the overview."""
+        self._paint_cache.clear()
+        self.refresh()
+
+    def _ready(self, track_id: int) -> bool:
+        """True when the track's slices are indexed (else tell the user and return False)."""
+        assert self.index is not None
+        if self.index.tracks[track_id].ready:
+            return True
+        self.notify("still indexing this track…", severity="warning", timeout=2)
+        return False
 
     def toggle_tracks(self, track_ids: list[int]) -> None:
         """Add tracks not shown yet, or remove them all if all are shown."""
@@ -109,10 +123,14 @@ class Timeline(Widget, can_focus=True):
     def paint(self, track_id: int) -> tuple[RowPaint, dict[int, str]]:
         """The cached RowPaint of a track in the current viewport, with the names of its labelled slices."""
         assert self.index is not None
-        key = (track_id, self.viewport)
+        track = self.index.tracks[track_id]
+        key = (track_id, self.viewport, track.ready)
         cached = self._paint_cache.get(key)
         if cached is None:
-            track = self.index.tracks[track_id]
+            if not track.ready and self.index.overview is not None:
+                cached = (paint_overview(self.index.overview, track_id, self.viewport), {})
+                self._paint_cache[key] = cached
+                return cached
             paint = paint_track(track, self.viewport)
             names = self.index.slice_names(track, [p for _, _, p in paint.labels])
             cached = (paint, names)
@@ -198,7 +216,7 @@ class Timeline(Widget, can_focus=True):
             return
         track_id = self.rows[self.cursor]
         track = self.index.tracks[track_id]
-        if track.kind == "counter" or track.size == 0:
+        if track.kind == "counter" or track.size == 0 or not self._ready(track_id):
             return
         if self.selection is not None and self.selection[0] == track_id:
             pos = self.selection[1] + direction
@@ -273,6 +291,9 @@ class Timeline(Widget, can_focus=True):
         if row >= len(self.rows):
             return
         self.cursor = row
+        if not self._ready(self.rows[row]):
+            self.refresh()
+            return
         pos = slice_at(self.index.tracks[self.rows[row]], self.viewport, event.x - LABEL_W)
         if pos is not None:
             self.select(self.rows[row], pos)
