@@ -5,30 +5,28 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from ktrace.analysis.names import short_kernel_name
 from ktrace.analysis.summary import Summary, summary_to_dict
+from ktrace.report.format import fmt_ns as format_ns
 
-BAR_WIDTH = 20
-NAME_WIDTH = 64
-"""Kernel names are cut to this many characters (with an ellipsis) in tables."""
+BAR_WIDTH = 12
+NAME_WIDTH = 48
+"""Kernel names are shortened (templates and parameters collapsed) to this many characters in tables."""
+
+_UNIT_SUFFIXES = ("_ns", "_pct", "_gbps", "_bytes")
 
 
-def format_ns(ns: float | None) -> str:
-    """A duration in ns as a short human string: 850 ns, 12.4 µs, 3.21 ms, 1.50 s, 2.0 min."""
-    if ns is None:
-        return "-"
-    a = abs(ns)
-    if a < 1e3:
-        return f"{ns:.0f} ns"
-    if a < 1e6:
-        return f"{ns / 1e3:.1f} µs"
-    if a < 1e9:
-        return f"{ns / 1e6:.2f} ms"
-    if a < 120e9:
-        return f"{ns / 1e9:.2f} s"
-    return f"{ns / 60e9:.1f} min"
+def _label(column: str) -> str:
+    """A column header for people: unit suffixes dropped (cells carry units), underscores as spaces."""
+    for suffix in _UNIT_SUFFIXES:
+        if column.endswith(suffix):
+            column = column[: -len(suffix)]
+            break
+    return column.replace("_", " ")
 
 
 def bar(share: float | None, width: int = BAR_WIDTH) -> str:
@@ -59,32 +57,85 @@ def _cell(column: str, value: Any) -> str:
     if column == "bytes":
         return f"{int(value) / 1e6:,.1f} MB"
     if column == "name":
-        text = str(value)
-        return text if len(text) <= NAME_WIDTH else text[:NAME_WIDTH - 1] + "…"
+        return short_kernel_name(str(value), NAME_WIDTH)
     if isinstance(value, float):
         return f"{value:,.2f}"
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
+_TEXT_COLUMNS = frozenset({"name", "node", "resource", "method", "phase", "kind", "definition", "precision",
+                           "idle_cause", "op", "copy_kind", "host_memory", "activity", "metric"})
+_FLEXIBLE = frozenset({"name", "node"})
+"""Columns that shrink (with an ellipsis) when the terminal is narrow; every other column keeps its width."""
+_DROPPABLE = ("p50_ns", "max_ns", "instance", "method", "mean_util", "records", "span_ns", "p90_ns", "min_ns",
+              "excluded", "gaps", "count_share", "source", "time_share")
+"""Columns given up, in this order, when even shrunk names do not fit the terminal."""
+_MIN_FLEX = 18
+
+
+def _natural(c: str, col: int, cells: list[list[str]]) -> int:
+    return max(len(_label(c)), *(len(r[col]) for r in cells))
+
+
+def _fit(console: Console, cols: list[str], cells: list[list[str]], bar_width: int) -> tuple[
+        dict[str, int], int]:
+    """Width of each column to show, and the bar width, so that the table fits the console."""
+    def layout(cs: list[str], bw: int) -> tuple[dict[str, int], int]:
+        widths = {c: _natural(c, cols.index(c), cells) for c in cs}
+        # Each column costs its width plus 3 (padding and the divider); the outer edges are not drawn.
+        fixed = sum(w + 3 for c, w in widths.items() if c not in _FLEXIBLE) + (bw + 3 if bw else 0) - 1
+        flex = [c for c in cs if c in _FLEXIBLE]
+        room = (console.width - fixed) // max(1, len(flex)) - 3
+        for c in flex:
+            widths[c] = max(_MIN_FLEX, min(widths[c], NAME_WIDTH, room))
+        return widths, fixed + sum(widths[c] + 3 for c in flex)
+
+    shown = list(cols)
+    widths, total = layout(shown, bar_width)
+    if total > console.width and bar_width:
+        bar_width = 0
+        widths, total = layout(shown, bar_width)
+    for c in _DROPPABLE:
+        if total <= console.width:
+            break
+        if c in shown:
+            shown.remove(c)
+            widths, total = layout(shown, bar_width)
+    return widths, bar_width
+
+
 def _table(console: Console, title: str, rows: Sequence[dict[str, Any]] | None,
            columns: Sequence[str] | None = None, share_bar: str | None = None) -> None:
-    """Print `rows` as a table of `columns` (default: all), with an optional bar for column `share_bar`."""
+    """Print `rows` as a table of `columns` (default: all), with an optional bar for column `share_bar`.
+
+    Names shrink first when the terminal is narrow, then the bar and the least useful columns go.
+    """
     if not rows:
         console.print(f"[bold]{title}[/]: [dim]none[/]")
         return
     cols = list(columns or rows[0].keys())
-    table = Table(*cols, *([""] if share_bar else []), title=title, title_justify="left", title_style="bold")
-    for row in rows:
-        cells = [_cell(c, row.get(c)) for c in cols]
-        if share_bar:
-            cells.append(bar(row.get(share_bar)))
-        table.add_row(*cells)
+    cells = [[_cell(c, row.get(c)) for c in cols] for row in rows]
+    widths, bar_width = _fit(console, cols, cells, BAR_WIDTH if share_bar else 0)
+    shown = list(widths)
+    table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_edge=False,
+                  pad_edge=False)
+    for c in shown:
+        table.add_column(_label(c), no_wrap=True, overflow="ellipsis", width=widths[c],
+                         justify="left" if c in _TEXT_COLUMNS else "right")
+    if bar_width:
+        table.add_column("", no_wrap=True, width=bar_width)
+    index = [cols.index(c) for c in shown]
+    for row, cells_of_row in zip(rows, cells):
+        out = [cells_of_row[i] for i in index]
+        if bar_width:
+            out.append(bar(row.get(share_bar), bar_width))
+        table.add_row(*out)
     console.print(table)
 
 
-_LATENCY_METRICS = (("launch_latency_ns", "launch latency (API start -> run start)"),
-                    ("queue_delay_ns", "queue delay (API end -> run start)"),
-                    ("api_duration_ns", "launch API call duration"))
+_LATENCY_METRICS = (("launch_latency_ns", "API start → run"),
+                    ("queue_delay_ns", "API end → run"),
+                    ("api_duration_ns", "API call"))
 
 
 def _latency_rows(rows: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
