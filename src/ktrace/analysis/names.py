@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 _ANON = "(anonymous namespace)::"
-_VERSIONED_NS = re.compile(r"\b(CUB|THRUST)_[0-9A-Za-z_]*?_NS::")
+_VERSIONED_NS = re.compile(r"\b(?:(?:cub|thrust)::)?(CUB|THRUST)_[0-9A-Za-z_]*?_NS::")
 """CCCL's versioned namespaces (CUB_200600_500_..._NS::) -> cub:: / thrust::."""
 
 

@@ -38,3 +38,4 @@ def test_cccl_versioned_namespaces_are_shortened() -> None:
             "cuda::std::plus<double>>::Policy600, double*, double*, unsigned int, cuda::std::plus<double>, double, "
             "double>(double*, double*, unsigned int, cuda::std::plus<double>, double)")
     assert short_kernel_name(name) == "cub::DeviceReduceSingleTileKernel<…>"
+    assert short_kernel_name("void cub::" + name[5:]) == "cub::DeviceReduceSingleTileKernel<…>"
