@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from ktrace.analysis.utilization import PER_KEYS, Per, change_flags, gpu_activity, grouped, memo, names_matching
+from ktrace.analysis.utilization import Per, gpu_activity, memo, names_matching
 from ktrace.model.trace import Trace
 
 KERNEL_TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")
@@ -65,28 +65,40 @@ def type_coverage(trace: Trace, per: Per = "rank",
         (keys frame with one row per group, int64 [n_groups, 8] ns per state mask); mask bit i is
         KERNEL_TYPES[i]; state 0 is idle time between the group's first and last swept record.
     """
-    from ktrace.analysis._kernels.intervals import coverage_by_mask, merge_intervals
+    return memo(trace, ("type_coverage", per, tuple(types)), lambda: _type_coverage(trace, per, types))
 
-    keys = PER_KEYS[per]
-    act = typed_activity(trace).filter(pl.col("kernel_type").is_in(list(types)))
-    # One group per (keys, type) for merging, then sweep per keys.
-    g = grouped(act.select(*keys, "type_bit", "start_ns", "end_ns"), (*keys, "type_bit"))
-    flags = change_flags(g.keys, keys)
-    outer_gid = np.cumsum(flags, dtype=np.int64) - 1
-    outer_keys = g.keys.select(keys)[np.flatnonzero(flags)]
-    if g.n_groups == 0:
-        return outer_keys, np.zeros((0, 8), np.int64)
-    s = g.frame["start_ns"].to_numpy().astype(np.int64)
-    e = g.frame["end_ns"].to_numpy().astype(np.int64)
-    mg, ms, me = merge_intervals(g.gid, s, e)
-    bits = g.keys["type_bit"].to_numpy().astype(np.int64)[mg]
-    og = outer_gid[mg]
-    time = np.concatenate([ms, me])
-    delta = np.concatenate([bits, -bits])
-    group = np.concatenate([og, og])
-    order = np.lexsort((delta, time, group))
-    cov = coverage_by_mask(group[order], time[order], delta[order], outer_keys.height, 8)
-    return outer_keys, cov
+
+def record_types(trace: Trace) -> npt.NDArray[np.int64]:
+    """Index into KERNEL_TYPES of every GPU record (GpuColumns order), as typed_activity classifies them."""
+    return memo(trace, "record_types", lambda: _record_types(trace))
+
+
+def _record_types(trace: Trace) -> npt.NDArray[np.int64]:
+    from ktrace.analysis.columns import gpu_columns
+
+    c = gpu_columns(trace)
+    k = trace.kernels
+    out = np.full(c.size, KERNEL_TYPES.index("MEMORY"), np.int64)
+    comm = k.select(pl.col("collective").is_not_null() | pl.col("name").is_in(
+        names_matching(k, "name", COMM_KERNEL_RE))).to_series().fill_null(False).to_numpy()
+    out[: k.height] = np.where(comm, KERNEL_TYPES.index("COMMUNICATION"), KERNEL_TYPES.index("COMPUTATION"))
+    return out
+
+
+def _type_coverage(trace: Trace, per: Per, types: tuple[str, ...]) -> tuple[pl.DataFrame, npt.NDArray[np.int64]]:
+    from ktrace.analysis._kernels.sweep import type_coverage as sweep
+    from ktrace.analysis.columns import gpu_columns, row_groups
+
+    g = row_groups(trace, per)
+    c = gpu_columns(trace)
+    swept = np.array([t in types for t in KERNEL_TYPES])
+    kinds = record_types(trace)[g.perm]
+    type_idx = np.where(swept[kinds], kinds, -1)
+    cov = sweep(g.bounds, c.start[g.perm], c.end[g.perm], type_idx, len(KERNEL_TYPES))
+    gid = np.repeat(np.arange(g.n_groups, dtype=np.int64), np.diff(g.bounds))
+    present = np.zeros(g.n_groups, np.bool_)
+    present[gid[type_idx >= 0]] = True
+    return g.keys[np.flatnonzero(present)], cov[present]
 
 
 def _mask_sum(cov: npt.NDArray[np.int64], need: int, without: int = 0) -> npt.NDArray[np.int64]:

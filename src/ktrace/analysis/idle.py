@@ -25,11 +25,13 @@ count 0 (HTA adds them up). Records without a launch in the trace cannot be host
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 
-from ktrace.analysis.latency import JOIN_KEYS, launch_latency, launches
-from ktrace.analysis.utilization import PER_KEYS, Per, activity_grouped, gpu_activity, grouped, names_matching
+from ktrace.analysis.utilization import PER_KEYS, Per, memo, names_matching, sorted_intervals
 from ktrace.model.trace import Trace
 
 SYNC_API_RE = r"Synchronize"
@@ -39,19 +41,53 @@ CATEGORIES = ("host_wait", "kernel_wait", "sync_wait", "other")
 STREAM_KEYS = PER_KEYS["stream"]
 
 
-def _sync_spans(trace: Trace, sync_pattern: str) -> pl.DataFrame:
-    """Merged intervals per (node, rank) during which a synchronizing call was in progress."""
+def _sync_spans(trace: Trace, sync_pattern: str, rank_keys: pl.DataFrame) -> tuple[Any, npt.NDArray[np.int64]]:
+    """Merged intervals per (node, rank) during which a synchronizing call was in progress.
+
+    Returns:
+        (_kernels.gaps.Spans, the span group of each row of rank_keys (-1 without spans)).
+    """
+    from ktrace.analysis._kernels.gaps import Spans
     from ktrace.analysis._kernels.intervals import merge_intervals
+    from ktrace.analysis.columns import node_rank_ids, time_order
 
     cols = ["node", "rank", "start_ns", "end_ns"]
     api = trace.api.filter(pl.col("name").is_in(names_matching(trace.api, "name", sync_pattern))).select(cols)
-    g = grouped(pl.concat([trace.syncs.select(cols), api]), ("node", "rank"))
-    if g.n_groups == 0:
-        return pl.DataFrame(schema={"node": pl.Categorical, "rank": pl.Int32, "sync_start_ns": pl.Int64,
-                                    "sync_end_ns": pl.Int64})
-    mg, ms, me = merge_intervals(g.gid, g.frame["start_ns"].to_numpy(), g.frame["end_ns"].to_numpy())
-    return g.keys[mg].with_columns(pl.col("node").cast(pl.Categorical), sync_start_ns=pl.Series(ms),
-                                   sync_end_ns=pl.Series(me))
+    frames = [f for f in (trace.syncs.select(cols), api) if f.height]
+    keys, ids = node_rank_ids([*frames, rank_keys])
+    n = keys.height
+    if not frames:
+        empty = np.zeros(0, np.int64)
+        return Spans(np.zeros(n + 1, np.int64), empty, empty), np.full(rank_keys.height, -1, np.int64)
+    gid = np.concatenate(ids[:-1])
+    start = np.concatenate([f["start_ns"].to_numpy() for f in frames]).astype(np.int64)
+    end = np.concatenate([f["end_ns"].to_numpy() for f in frames]).astype(np.int64)
+    perm, _ = time_order(gid, n, start)
+    mg, ms, me = merge_intervals(gid[perm], start[perm], end[perm])
+    bounds = np.searchsorted(mg, np.arange(n + 1)).astype(np.int64)
+    return Spans(bounds, ms, me), ids[-1]
+
+
+def _gap_arrays(trace: Trace, kernel_wait_ns: int, sync_pattern: str) -> tuple[Any, ...]:
+    """(stream RowGroups, api start per sorted record, category, idle ns, idle [groups, 4], gaps [groups, 4])."""
+    return memo(trace, ("gap_arrays", kernel_wait_ns, sync_pattern),
+                lambda: _compute_gaps(trace, kernel_wait_ns, sync_pattern))
+
+
+def _compute_gaps(trace: Trace, kernel_wait_ns: int, sync_pattern: str) -> tuple[Any, ...]:
+    from ktrace.analysis._kernels.gaps import NO_LAUNCH, Records, gap_categories
+    from ktrace.analysis.columns import gpu_columns, launch_rows, row_groups
+
+    c = gpu_columns(trace)
+    g = row_groups(trace, "stream")
+    rows = launch_rows(trace)[g.perm]
+    api_start = trace.api["start_ns"].to_numpy().astype(np.int64)
+    launched = np.where(rows >= 0, api_start[np.maximum(rows, 0)] if api_start.size else 0, NO_LAUNCH)
+    spans, sync_group = _sync_spans(trace, sync_pattern, c.rank_keys)
+    group_sync = sync_group[c.rank_id[g.perm[g.bounds[:-1]]]] if g.n_groups else np.zeros(0, np.int64)
+    records = Records(c.start[g.perm], c.end[g.perm], launched)
+    category, idle, totals, counts = gap_categories(g.bounds, records, spans, group_sync, kernel_wait_ns)
+    return g, records, category, idle, totals, counts
 
 
 def idle_gaps(trace: Trace, kernel_wait_ns: int = KERNEL_WAIT_NS, sync_pattern: str = SYNC_API_RE) -> pl.DataFrame:
@@ -67,37 +103,23 @@ def idle_gaps(trace: Trace, kernel_wait_ns: int = KERNEL_WAIT_NS, sync_pattern: 
         (start of the next), idle_ns (>= 0), api_start_ns of the next record (null without
         launch), idle_category.
     """
-    lat = launch_latency(trace)  # memoized: shared with the latency and queue analyses
-    if lat.height == gpu_activity(trace).height:  # every record has its launch: no second join
-        act = lat
-    else:
-        act = gpu_activity(trace).join(launches(trace).select(*JOIN_KEYS, "api_start_ns"), on=list(JOIN_KEYS),
-                                       how="left")
-    g = grouped(act.select(*STREAM_KEYS, "start_ns", "end_ns", "api_start_ns"), STREAM_KEYS)
-    prev_end = np.roll(g.frame["end_ns"].to_numpy(), 1)
-    keep = np.ones(g.frame.height, dtype=bool)
-    keep[g.first] = False
-    gaps = g.frame.with_columns(gap_start_ns=pl.Series(prev_end, dtype=pl.Int64)).filter(pl.Series(keep))
-    gaps = gaps.select(*STREAM_KEYS, "gap_start_ns", pl.col("start_ns").alias("gap_end_ns"), "api_start_ns")
-    gaps = gaps.with_columns(idle_ns=(pl.col("gap_end_ns") - pl.col("gap_start_ns")).clip(lower_bound=0))
-    gaps = _mark_sync(gaps, _sync_spans(trace, sync_pattern))
-    host = pl.col("api_start_ns").is_not_null() & (pl.col("api_start_ns") > pl.col("gap_start_ns"))
-    category = (pl.when(host).then(pl.lit("host_wait"))
-                .when((pl.col("gap_end_ns") - pl.col("gap_start_ns")) < kernel_wait_ns).then(pl.lit("kernel_wait"))
-                .when(pl.col("_sync")).then(pl.lit("sync_wait")).otherwise(pl.lit("other")))
-    return gaps.with_columns(idle_category=category).drop("_sync")
+    from ktrace.analysis._kernels.gaps import NO_LAUNCH
+
+    g, rec, category, idle, _, _ = _gap_arrays(trace, kernel_wait_ns, sync_pattern)
+    keep = category >= 0
+    gid = np.repeat(np.arange(g.n_groups, dtype=np.int64), np.diff(g.bounds))[keep]
+    prev_end = np.roll(rec.end, 1)[keep]
+    api = rec.api_start[keep]
+    labels = pl.Series(list(CATEGORIES), dtype=pl.String)
+    return _stream_keys(g.keys)[gid].with_columns(
+        gap_start_ns=pl.Series(prev_end, dtype=pl.Int64), gap_end_ns=pl.Series(rec.start[keep], dtype=pl.Int64),
+        api_start_ns=pl.Series(api, dtype=pl.Int64), idle_ns=pl.Series(idle[keep], dtype=pl.Int64),
+        idle_category=labels.gather(category[keep].astype(np.int64))).with_columns(
+        api_start_ns=pl.when(pl.col("api_start_ns") != NO_LAUNCH).then(pl.col("api_start_ns")))
 
 
-def _mark_sync(gaps: pl.DataFrame, syncs: pl.DataFrame) -> pl.DataFrame:
-    """Add _sync: a merged sync span overlaps (gap_start, gap_end) on the same node and rank."""
-    if syncs.height == 0 or gaps.height == 0:
-        return gaps.with_columns(_sync=pl.lit(False))
-    left = gaps.with_row_index("_i").with_columns(_probe=pl.col("gap_end_ns") - 1).sort("_probe")
-    right = syncs.sort("sync_start_ns")
-    j = left.join_asof(right, left_on="_probe", right_on="sync_start_ns", by=["node", "rank"], strategy="backward",
-                       check_sortedness=False)
-    j = j.with_columns(_sync=(pl.col("sync_end_ns") > pl.col("gap_start_ns")).fill_null(False))
-    return j.sort("_i").drop("_i", "_probe", "sync_start_ns", "sync_end_ns")
+def _stream_keys(keys: pl.DataFrame) -> pl.DataFrame:
+    return keys.with_columns(pl.col("node").cast(pl.Categorical))
 
 
 def idle_breakdown(trace: Trace, kernel_wait_ns: int = KERNEL_WAIT_NS, sync_pattern: str = SYNC_API_RE) -> pl.DataFrame:
@@ -112,12 +134,13 @@ def idle_breakdown(trace: Trace, kernel_wait_ns: int = KERNEL_WAIT_NS, sync_patt
         Frame: node, rank, device, stream, idle_category, idle_ns, gaps, idle_ratio (of the
         stream's idle time); every category present for every stream (0 when none).
     """
-    gaps = idle_gaps(trace, kernel_wait_ns, sync_pattern)
-    streams = gaps.select(STREAM_KEYS).unique()
-    cats = pl.DataFrame({"idle_category": list(CATEGORIES)})
-    agg = gaps.group_by(*STREAM_KEYS, "idle_category").agg(idle_ns=pl.col("idle_ns").sum(), gaps=pl.len())
-    full = streams.join(cats, how="cross").join(agg, on=[*STREAM_KEYS, "idle_category"], how="left").with_columns(
-        pl.col("idle_ns").fill_null(0).cast(pl.Int64), pl.col("gaps").fill_null(0).cast(pl.Int64))
+    g, _, _, _, totals, counts = _gap_arrays(trace, kernel_wait_ns, sync_pattern)
+    has_gaps = np.flatnonzero(np.diff(g.bounds) > 1)
+    n_cat = len(CATEGORIES)
+    full = _stream_keys(g.keys)[np.repeat(has_gaps, n_cat)].with_columns(
+        idle_category=pl.Series(list(CATEGORIES) * has_gaps.size, dtype=pl.String),
+        idle_ns=pl.Series(totals[has_gaps].reshape(-1), dtype=pl.Int64),
+        gaps=pl.Series(counts[has_gaps].reshape(-1), dtype=pl.Int64))
     total = pl.col("idle_ns").sum().over(STREAM_KEYS)
     order = pl.col("idle_category").replace_strict({c: i for i, c in enumerate(CATEGORIES)}, return_dtype=pl.Int32)
     return full.with_columns(idle_ratio=pl.when(total > 0).then(pl.col("idle_ns") / total).otherwise(0.0)).sort(
@@ -137,8 +160,8 @@ def gpu_gaps(trace: Trace, per: Per = "device", min_gap_ns: int = 0) -> pl.DataF
     """
     from ktrace.analysis._kernels.intervals import merge_intervals
 
-    g = activity_grouped(trace, per)
-    mg, ms, me = merge_intervals(g.gid, g.frame["start_ns"].to_numpy(), g.frame["end_ns"].to_numpy())
+    g, gid, s, e = sorted_intervals(trace, per)
+    mg, ms, me = merge_intervals(gid, s, e)
     same = mg[1:] == mg[:-1]
     gs, ge, gg = me[:-1][same], ms[1:][same], mg[1:][same]
     keep = (ge - gs) >= max(min_gap_ns, 1)

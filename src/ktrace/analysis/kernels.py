@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Literal
 
+import numpy as np
 import polars as pl
 
+from ktrace.analysis.utilization import memo
 from ktrace.model.trace import Trace
 
 OTHER = "other"
@@ -33,27 +35,35 @@ def kernel_stats(trace: Trace, *, per_rank: bool = False) -> pl.DataFrame:
         ``count_share`` (0-1, of all kernel time/launches in the same group: the rank, or the trace),
         sorted by total time descending then name.
     """
+    return memo(trace, ("kernel_stats", per_rank), lambda: _kernel_stats(trace, per_rank))
+
+
+def _kernel_stats(trace: Trace, per_rank: bool) -> pl.DataFrame:
+    from ktrace.analysis._kernels.groups import counting_order, group_sums, linear_quantiles
+    from ktrace.analysis.columns import dense_ids, kernel_name_codes, table_rank_ids
+
     keys = _keys(per_rank)
-    dur = (pl.col("end_ns") - pl.col("start_ns")).alias("dur")
-    frame = trace.kernels.lazy().select(
-        *[pl.col(k).cast(pl.String) if k == "node" else pl.col(k) for k in keys],
-        pl.col("name").cast(pl.String), dur)
-    stats = frame.group_by([*keys, "name"]).agg(
-        count=pl.len().cast(pl.Int64),
-        total_ns=pl.col("dur").sum().cast(pl.Int64),
-        min_ns=pl.col("dur").min().cast(pl.Int64),
-        mean_ns=pl.col("dur").mean().cast(pl.Float64),
-        p50_ns=pl.col("dur").quantile(0.5, "linear").cast(pl.Float64),
-        p95_ns=pl.col("dur").quantile(0.95, "linear").cast(pl.Float64),
-        max_ns=pl.col("dur").max().cast(pl.Int64),
-    )
+    k = trace.kernels
+    code, names = kernel_name_codes(trace)
+    dur = (k["end_ns"] - k["start_ns"]).to_numpy().astype(np.int64)
+    rank_keys, rank_id = table_rank_ids(trace, "kernels")
+    gid, uniq = dense_ids([rank_id, code] if per_rank else [code])
+    n = int(uniq[0].size)
+    count, total, lo, hi = group_sums(gid, dur, n)
+    perm, bounds = counting_order(gid, n)
+    q = linear_quantiles(dur[perm], bounds, (0.5, 0.95))
+    labels = pl.Series("name", [*names, None], dtype=pl.String).gather(np.where(uniq[-1] >= 0, uniq[-1], len(names)))
+    front = rank_keys[uniq[0]] if per_rank else pl.DataFrame({"name": labels})
+    stats = front.with_columns(
+        name=labels, count=pl.Series(count, dtype=pl.Int64), total_ns=pl.Series(total, dtype=pl.Int64),
+        min_ns=pl.Series(lo, dtype=pl.Int64), mean_ns=pl.Series(total / np.maximum(count, 1), dtype=pl.Float64),
+        p50_ns=pl.Series(q[:, 0]), p95_ns=pl.Series(q[:, 1]), max_ns=pl.Series(hi, dtype=pl.Int64))
     over = keys or None
     total_time = pl.col("total_ns").sum().over(over) if over else pl.col("total_ns").sum()
     total_count = pl.col("count").sum().over(over) if over else pl.col("count").sum()
-    return (stats.with_columns(time_share=pl.col("total_ns") / total_time,
-                               count_share=pl.col("count") / total_count)
-            .sort([*keys, "total_ns", "name"], descending=[False] * len(keys) + [True, False])
-            .collect())
+    return (stats.lazy().with_columns(time_share=pl.col("total_ns") / total_time,
+                                      count_share=pl.col("count") / total_count)
+            .sort([*keys, "total_ns", "name"], descending=[False] * len(keys) + [True, False]).collect())
 
 
 def top_kernels(trace: Trace, *, by: SortKey = "time", top: int = 15, per_rank: bool = False,

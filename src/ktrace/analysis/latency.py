@@ -26,6 +26,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+import numpy as np
+import numpy.typing as npt
 import polars as pl
 
 from ktrace.analysis.utilization import gpu_activity, memo, names_matching
@@ -84,9 +86,14 @@ def _launch_latency(trace: Trace) -> pl.DataFrame:
         queue_delay_ns, queued (queue_delay_ns > 0), is_graph, graph_run (0 for the first run of a
         launch). Records without a launch are left out (count them with unlaunched_count).
     """
-    act = gpu_activity(trace, with_names=True).filter(pl.col("correlation_id").is_not_null())
-    lau = launches(trace)
-    joined = act.join(lau, on=list(JOIN_KEYS), how="inner")
+    from ktrace.analysis.columns import launch_rows
+
+    rows = launch_rows(trace)
+    hit = np.flatnonzero(rows >= 0)
+    api = trace.api.select(pl.col("name").alias("api_name"), pl.col("start_ns").alias("api_start_ns"),
+                           pl.col("end_ns").alias("api_end_ns"), "pid", "tid")
+    joined = pl.concat([gpu_activity(trace, with_names=True)[hit], api[rows[hit]]], how="horizontal")
+    lau = api
     graph_apis = names_matching(lau, "api_name", "Graph")
     out = joined.with_columns(
         duration_ns=pl.col("end_ns") - pl.col("start_ns"),
@@ -109,8 +116,9 @@ def _launch_latency(trace: Trace) -> pl.DataFrame:
 
 def unlaunched_count(trace: Trace) -> int:
     """GPU records (kernels, memcpy, memset) whose launch call is not in the trace."""
-    act = gpu_activity(trace).select(*JOIN_KEYS)
-    return act.join(launches(trace).select(*JOIN_KEYS), on=list(JOIN_KEYS), how="anti").height
+    from ktrace.analysis.columns import launch_rows
+
+    return int((launch_rows(trace) < 0).sum())
 
 
 def _group_columns(by: str | Sequence[str]) -> list[str]:
@@ -141,10 +149,13 @@ def latency_stats(trace: Trace, by: str | Sequence[str] = "name",
         Frame sorted by count descending: group columns, count, queued (nsys QCount), and for each of
         launch_latency_ns, queue_delay_ns, api_duration_ns: _mean, _p50, _p90, ... , _max (floats).
     """
+    cols = _group_columns(by)
+    if graph_runs == "all" and set(cols) <= set(_FAST_BY):
+        return memo(trace, ("latency_stats", tuple(cols), tuple(quantiles)),
+                    lambda: _fast_latency_stats(trace, cols, tuple(quantiles)))
     lat = launch_latency(trace)
     if graph_runs == "first":
         lat = lat.filter(pl.col("graph_run") == 0)
-    cols = _group_columns(by)
     if "step" in cols:
         from ktrace.analysis.steps import step_of_launches
 
@@ -162,3 +173,62 @@ def latency_stats(trace: Trace, by: str | Sequence[str] = "name",
 def _pct(q: float) -> str:
     p = round(q * 100, 3)
     return str(int(p)) if p == int(p) else str(p).replace(".", "_")
+
+
+_FAST_BY = ("node", "rank", "device", "stream", "kind", "name")
+_METRICS = ("launch_latency_ns", "queue_delay_ns", "api_duration_ns")
+
+
+def _group_codes(trace: Trace, col: str, rows: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], pl.Series]:
+    """(code per launched record, the value of each code) for one group column, codes in sort order."""
+    from ktrace.analysis.columns import KINDS, gpu_columns, record_names
+
+    c = gpu_columns(trace)
+    if col == "node":
+        nodes = c.rank_keys["node"]
+        uniq = nodes.unique().sort()
+        return np.searchsorted(uniq.to_numpy(), nodes.to_numpy())[c.rank_id[rows]].astype(np.int64), uniq
+    if col == "rank":
+        return c.rank_keys["rank"].to_numpy().astype(np.int64)[c.rank_id[rows]], pl.Series(dtype=pl.Int32)
+    if col in ("device", "stream"):
+        return getattr(c, col)[rows], pl.Series(dtype=pl.Int32 if col == "device" else pl.Int64)
+    if col == "kind":
+        return c.kind[rows], pl.Series(list(KINDS), dtype=pl.String)
+    codes, names = record_names(trace)
+    return codes[rows], names
+
+
+def _fast_latency_stats(trace: Trace, cols: list[str], quantiles: tuple[float, ...]) -> pl.DataFrame:
+    """latency_stats over arrays: launch_rows + dense group ids + exact order statistics, no per-record frame."""
+    from ktrace.analysis._kernels.groups import counting_order, group_sums, linear_quantiles
+    from ktrace.analysis.columns import dense_ids, gpu_columns, launch_rows
+
+    c = gpu_columns(trace)
+    api_rows = launch_rows(trace)
+    rows = np.flatnonzero(api_rows >= 0)
+    a = api_rows[rows]
+    api_start = trace.api["start_ns"].to_numpy().astype(np.int64)[a]
+    api_end = trace.api["end_ns"].to_numpy().astype(np.int64)[a]
+    start = c.start[rows]
+    values = {"launch_latency_ns": start - api_start, "queue_delay_ns": start - api_end,
+              "api_duration_ns": api_end - api_start}
+    coded = [_group_codes(trace, col, rows) for col in cols]
+    gid, uniq = dense_ids([code for code, _ in coded]) if cols else (np.zeros(rows.size, np.int64), [])
+    n_groups = int(uniq[0].size) if cols else int(rows.size > 0)
+    perm, bounds = counting_order(gid, n_groups)
+    out: dict[str, pl.Series] = {}
+    for col, (_, labels), u in zip(cols, coded, uniq, strict=True):
+        out[col] = labels.gather(u) if labels.len() else pl.Series(col, u, dtype=labels.dtype)
+    count, queued, _, _ = group_sums(gid, (values["queue_delay_ns"] > 0).astype(np.int64), n_groups)
+    out["count"] = pl.Series(count, dtype=pl.UInt32)
+    out["queued"] = pl.Series(queued, dtype=pl.Int64)
+    for name in _METRICS:
+        v = values[name]
+        _, total, _, top = group_sums(gid, v, n_groups)
+        q = linear_quantiles(v[perm], bounds, quantiles)
+        out[f"{name}_mean"] = pl.Series(total.astype(np.float64) / np.maximum(count, 1))
+        for j, x in enumerate(quantiles):
+            out[f"{name}_p{_pct(x)}"] = pl.Series(q[:, j])
+        out[f"{name}_max"] = pl.Series(top.astype(np.float64))
+    frame = pl.DataFrame({k: v.alias(k) for k, v in out.items()})
+    return frame.sort(["count", *cols], descending=[True] + [False] * len(cols))

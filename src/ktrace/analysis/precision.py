@@ -126,10 +126,9 @@ def kernel_precisions(trace: Trace) -> pl.DataFrame:
     Returns:
         ``name``, ``precision``, ``count`` (int), ``time_ns`` (int), sorted by time descending.
     """
-    per_name = (trace.kernels.lazy()
-                .group_by(pl.col("name").cast(pl.String))
-                .agg(count=pl.len(), time_ns=(pl.col("end_ns") - pl.col("start_ns")).sum())
-                .collect())
+    from ktrace.analysis.kernels import kernel_stats
+
+    per_name = kernel_stats(trace).select("name", "count", time_ns="total_ns")
     classes = classify_names(per_name["name"])
     return (per_name.join(classes, on="name", how="left")
             .select("name", "precision", pl.col("count").cast(pl.Int64), pl.col("time_ns").cast(pl.Int64))

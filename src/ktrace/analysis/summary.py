@@ -84,6 +84,7 @@ def summarize(trace: Trace, *, top: int = 15, steps_pattern: str | None = None,
         Summary.
     """
     from ktrace.analysis.annotation_histograms import annotation_histogram
+    from ktrace.analysis.columns import rank_pairs
     from ktrace.analysis.idle import idle_breakdown
     from ktrace.analysis.latency import latency_stats
     from ktrace.analysis.overlap import comm_compute_overlap
@@ -92,7 +93,7 @@ def summarize(trace: Trace, *, top: int = 15, steps_pattern: str | None = None,
     raw_steps = detect_steps(trace, pattern=steps_pattern)
     steps = normalize_steps(raw_steps)
     stats = kernel_stats(trace)
-    n_ranks = len([r for r in trace.ranks if r[1] >= 0])
+    n_ranks = int((rank_pairs(trace)["rank"] >= 0).sum())
     return Summary(
         source=trace.meta.source, ranks=n_ranks, kernels=trace.kernels.height,
         phases=job_phases(trace, steps=steps),

@@ -218,18 +218,33 @@ def busy_time(trace: Trace, per: Per = "device") -> pl.DataFrame:
         Frame: key columns, busy_ns, first_ns, last_ns, span_ns, idle_ns (span - busy), busy_pct
         (100 * busy / span), records. Empty when the trace has no GPU records.
     """
+    return memo(trace, ("busy_time", per), lambda: _busy_time(trace, per))
+
+
+def sorted_intervals(trace: Trace, per: Per) -> tuple[Any, npt.NDArray[np.int64], npt.NDArray[np.int64],
+                                                       npt.NDArray[np.int64]]:
+    """(columns.RowGroups, group id, start, end) of the GPU records in (group, start) order."""
+    from ktrace.analysis.columns import gpu_columns, row_groups
+
+    g = row_groups(trace, per)
+    c = gpu_columns(trace)
+    gid = np.repeat(np.arange(g.n_groups, dtype=np.int64), np.diff(g.bounds))
+    return g, gid, c.start[g.perm], c.end[g.perm]
+
+
+def _busy_time(trace: Trace, per: Per) -> pl.DataFrame:
     from ktrace.analysis._kernels.intervals import union_length
 
     keys = PER_KEYS[per]
-    g = activity_grouped(trace, per)
+    g, gid, s, e = sorted_intervals(trace, per)
     if g.n_groups == 0:
         return _empty_busy(g.keys, keys)
-    s, e = _i64(g.frame, "start_ns"), _i64(g.frame, "end_ns")
-    busy = union_length(g.gid, s, e, g.n_groups)
-    last = np.maximum.reduceat(e, g.first)
-    first = s[g.first]
+    first_row = g.bounds[:-1]
+    busy = union_length(gid, s, e, g.n_groups)
+    last = np.maximum.reduceat(e, first_row)
+    first = s[first_row]
     span = last - first
-    records = np.diff(np.append(g.first, s.size))
+    records = np.diff(g.bounds)
     return g.keys.with_columns(
         busy_ns=pl.Series(busy), first_ns=pl.Series(first), last_ns=pl.Series(last), span_ns=pl.Series(span),
         idle_ns=pl.Series(span - busy),
@@ -267,16 +282,15 @@ def utilization_over_time(trace: Trace, bin_ns: int, per: Per = "device", t0_ns:
 
     if bin_ns <= 0:
         raise ValueError("bin_ns must be > 0")
-    g = activity_grouped(trace, per)
+    g, gid, s, e = sorted_intervals(trace, per)
     if g.n_groups == 0:
         return g.keys.with_columns(bin=pl.lit(0, pl.Int64), bin_start_ns=pl.lit(0, pl.Int64),
                                    busy_ns=pl.lit(0, pl.Int64), utilization=pl.lit(0.0)).clear()
-    s, e = _i64(g.frame, "start_ns"), _i64(g.frame, "end_ns")
     t0 = int(s.min()) if t0_ns is None else int(t0_ns)
     n_bins = max(1, -(-(int(e.max()) - t0) // bin_ns))
     if n_bins * g.n_groups > MAX_BINS:
         raise ValueError(f"{n_bins} bins x {g.n_groups} groups is too many; use a wider bin than {bin_ns} ns")
-    mg, ms, me = merge_intervals(g.gid, s, e)
+    mg, ms, me = merge_intervals(gid, s, e)
     busy = busy_per_bin(mg, ms, me, t0, bin_ns, n_bins, g.n_groups)
     bins = np.arange(n_bins, dtype=np.int64)
     idx = np.repeat(np.arange(g.n_groups), n_bins)
@@ -344,20 +358,28 @@ def _counter_shares(trace: Trace) -> list[pl.DataFrame]:
 
 def _cpu_timeline_share(trace: Trace) -> pl.DataFrame:
     from ktrace.analysis._kernels.intervals import union_length
+    from ktrace.analysis.columns import combine_rank_ids, node_rank_ids, table_rank_ids, time_order
 
     with_counter = trace.counters.filter(pl.col("metric").cast(pl.String) == "cpu.util").select(
-        pl.col("node").cast(pl.String)).unique()
-    cols = [pl.col("node").cast(pl.String), "rank", "start_ns", "end_ns"]
-    parts = [trace.api.select(cols), trace.ops.select(cols),
-             trace.ranges.filter(~pl.col("on_gpu") & (pl.col("domain").cast(pl.String) != "profiler_step")).select(cols)]
-    spans = pl.concat(parts).join(with_counter, on="node", how="anti")
-    g = grouped(spans, ("node", "rank"))
-    if g.n_groups == 0:
+        pl.col("node").cast(pl.String)).unique().to_series().to_list()
+    ranges = trace.ranges.filter(~pl.col("on_gpu") & (pl.col("domain").cast(pl.String) != "profiler_step"))
+    frames = [f.select("node", "rank", "start_ns", "end_ns") for f in (trace.api, trace.ops, ranges)]
+    if with_counter:
+        frames = [f.filter(~pl.col("node").is_in(with_counter)) for f in frames]
+        keys, ids = node_rank_ids(frames)
+    else:  # whole api/ops tables: reuse their memoized rank ids
+        range_keys, (range_ids,) = node_rank_ids([frames[2]])
+        keys, ids = combine_rank_ids([table_rank_ids(trace, "api"), table_rank_ids(trace, "ops"),
+                                      (range_keys, range_ids)])
+    if not sum(f.height for f in frames):
         return _share_frame(pl.DataFrame())
-    s, e = _i64(g.frame, "start_ns"), _i64(g.frame, "end_ns")
-    busy = union_length(g.gid, s, e, g.n_groups)
-    span = np.maximum.reduceat(e, g.first) - s[g.first]
-    return _share_frame(g.keys.with_columns(
+    gid = np.concatenate(ids)
+    perm, bounds = time_order(gid, keys.height, np.concatenate([_i64(f, "start_ns") for f in frames]))
+    s = np.concatenate([_i64(f, "start_ns") for f in frames])[perm]
+    e = np.concatenate([_i64(f, "end_ns") for f in frames])[perm]
+    busy = union_length(gid[perm], s, e, keys.height)
+    span = np.maximum.reduceat(e, bounds[:-1]) - s[bounds[:-1]]
+    return _share_frame(keys.with_columns(
         resource=pl.lit("cpu"), instance=pl.lit(-1), method=pl.lit("timeline"),
         active_share=pl.Series(np.where(span > 0, busy / np.maximum(span, 1), 0.0)),
-        mean_util=pl.lit(None, pl.Float64), samples=pl.Series(np.diff(np.append(g.first, s.size)))))
+        mean_util=pl.lit(None, pl.Float64), samples=pl.Series(np.diff(bounds))))

@@ -1,0 +1,312 @@
+"""Columnar core shared by the analyses: GPU records as numpy arrays, dense group ids, per-group time order, launch rows.
+
+API (every result memoized per trace through utilization.memo):
+
+- ``node_rank_ids(frames) -> (keys, ids)``: one dense id per (node, rank) over several frames (keys: node
+  String, rank Int32, sorted), and the id of every row of each frame.
+- ``dense_ids(columns) -> (gid, uniques)``: dense id of integer tuples, numbered in lexicographic order.
+- ``gpu_columns(trace) -> GpuColumns``: kernels then memory ops (the rows of utilization.gpu_activity).
+- ``row_groups(trace, per) -> RowGroups``: GPU records grouped per rank/device/stream, each group in
+  (start, original row) order, the order utilization.grouped gives.
+- ``launch_rows(trace) -> int64[n]``: the api row launching each GPU record (-1 if none), the join of
+  latency.launch_latency done on one int64 key.
+- ``time_order(gid, n_groups, start) -> (perm, bounds)``: stable sort by (gid, start) in O(n) when the
+  times are already sorted within each group (the usual case).
+
+Everything here is O(n) numpy/numba over Categorical physical codes: no String casts, no joins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from ktrace.analysis.utilization import PER_KEYS, Per, memo
+from ktrace.model.trace import Trace
+
+I64 = npt.NDArray[np.int64]
+KINDS = ("kernel", "memcpy", "memset")
+"""Kind codes of GpuColumns.kind."""
+_RANK_BITS = 32
+
+
+def _codes(col: pl.Series) -> tuple[I64, list[str]]:
+    """Dense lexical code per row of a Categorical/String column (nulls -> -1), and the strings."""
+    cat = col if col.dtype == pl.Categorical else col.cast(pl.Categorical)
+    distinct = cat.unique().drop_nulls()
+    names = distinct.cast(pl.String).to_list()
+    order = np.argsort(np.array(names, dtype=object), kind="stable") if names else np.zeros(0, np.int64)
+    phys = distinct.to_physical().to_numpy().astype(np.int64)
+    lut = np.full(int(phys.max()) + 2 if phys.size else 1, -1, np.int64)
+    lut[phys[order]] = np.arange(phys.size)
+    raw = cat.to_physical().fill_null(lut.size - 1).to_numpy().astype(np.int64)
+    return lut[raw], [names[i] for i in order]
+
+
+def dense_ids(columns: list[I64]) -> tuple[I64, list[I64]]:
+    """Dense id of each row's tuple of integer codes, ids in lexicographic tuple order.
+
+    Args:
+        columns: equal-length int64 arrays (small value ranges use a lookup table, others a hash).
+
+    Returns:
+        (gid per row, the distinct values of each column per id).
+    """
+    from ktrace.analysis._kernels.groups import pair_ids
+
+    n = columns[0].size if columns else 0
+    if n == 0:
+        return np.zeros(0, np.int64), [np.zeros(0, np.int64) for _ in columns]
+    bounds = [(int(a.min()), int(a.max())) for a in columns]
+    if all(lo == hi for lo, hi in bounds):
+        return np.zeros(n, np.int64), [np.array([lo], np.int64) for lo, _ in bounds]
+    gid, uniq = columns[0], np.arange(bounds[0][0], bounds[0][1] + 1, dtype=np.int64)
+    parts = [uniq]
+    lo_g, size_g = bounds[0][0], bounds[0][1] - bounds[0][0] + 1
+    for a, (lo, hi) in zip(columns[1:], bounds[1:], strict=True):
+        if size_g * (hi - lo + 1) > 4 * n + (1 << 20):
+            return _dense_ids_wide(columns)
+        const = lo == hi
+        gid, codes = pair_ids(gid, a[:1] if const else a, (lo_g, lo), (size_g, hi - lo + 1))
+        parts = [p[codes // (hi - lo + 1)] for p in parts] + [codes % (hi - lo + 1) + lo]
+        lo_g, size_g = 0, int(codes.size)
+    if len(columns) == 1:
+        if size_g > 4 * n + (1 << 20):
+            return _dense_ids_wide(columns)
+        gid, codes = pair_ids(gid, gid[:1] * 0, (lo_g, 0), (size_g, 1))
+        parts = [codes + lo_g]
+    return gid, parts
+
+
+def _dense_ids_wide(columns: list[I64]) -> tuple[I64, list[I64]]:
+    frame = pl.DataFrame({f"c{i}": a for i, a in enumerate(columns)})
+    gid = frame.select(pl.struct(frame.columns).rank("dense").alias("g"))["g"].to_numpy().astype(np.int64) - 1
+    first = np.zeros(int(gid.max()) + 1, np.int64)
+    first[gid[::-1]] = np.arange(gid.size)[::-1]
+    return gid, [a[first] for a in columns]
+
+
+def node_rank_ids(frames: list[pl.DataFrame]) -> tuple[pl.DataFrame, list[I64]]:
+    """One dense id per (node, rank) pair over several frames, numbered in (node string, rank) order.
+
+    Args:
+        frames: frames with a Categorical/String `node` and an integer `rank` column.
+
+    Returns:
+        (keys: node String, rank Int32, one row per id; id per row of each frame).
+    """
+    return combine_rank_ids([_local_rank_ids(f) for f in frames])
+
+
+def _local_rank_ids(f: pl.DataFrame) -> tuple[pl.DataFrame, I64]:
+    if f.height == 0:
+        return pl.DataFrame(schema={"node": pl.String, "rank": pl.Int32}), np.zeros(0, np.int64)
+    node, names = _codes(f["node"])
+    gid, (un, ur) = dense_ids([node, f["rank"].to_numpy().astype(np.int64)])
+    keys = pl.DataFrame({"node": [names[i] for i in un.tolist()], "rank": ur},
+                        schema={"node": pl.String, "rank": pl.Int32})
+    return keys, gid
+
+
+def combine_rank_ids(parts: list[tuple[pl.DataFrame, I64]]) -> tuple[pl.DataFrame, list[I64]]:
+    """Merge per-frame (keys, ids) from table_rank_ids/node_rank_ids into one shared numbering."""
+    pairs = sorted({p for keys, _ in parts for p in keys.iter_rows()})
+    index = {p: i for i, p in enumerate(pairs)}
+    ids = [np.array([index[p] for p in keys.iter_rows()], np.int64)[gid] if gid.size else gid
+           for keys, gid in parts]
+    keys = pl.DataFrame({"node": [p[0] for p in pairs], "rank": [p[1] for p in pairs]},
+                        schema={"node": pl.String, "rank": pl.Int32})
+    return keys, ids
+
+
+def table_rank_ids(trace: Trace, table: str) -> tuple[pl.DataFrame, I64]:
+    """(keys, id per row) of one table of the trace (memoized; combine several with combine_rank_ids)."""
+    return memo(trace, ("table_rank_ids", table), lambda: _local_rank_ids(trace.table(table)))
+
+
+@dataclass(frozen=True)
+class GpuColumns:
+    """Every GPU record (kernels first, then memory ops, each in table order) as int64 arrays."""
+
+    n_kernels: int
+    rank_keys: pl.DataFrame
+    """node (String), rank (Int32) per rank id."""
+    rank_id: I64
+    device: I64
+    stream: I64
+    """Null streams are -1."""
+    kind: I64
+    """Index into KINDS."""
+    start: I64
+    end: I64
+    correlation_id: I64
+    """Null correlation ids are 0 (never a launch's)."""
+
+    @property
+    def size(self) -> int:
+        """Number of records."""
+        return int(self.start.size)
+
+
+def _i64(frame: pl.DataFrame, expr: Any) -> I64:
+    return frame.select(expr).to_series().to_numpy().astype(np.int64, copy=False)
+
+
+def gpu_columns(trace: Trace) -> GpuColumns:
+    """The GPU records of the trace as arrays (memoized)."""
+    return memo(trace, "gpu_columns", lambda: _gpu_columns(trace))
+
+
+def _gpu_columns(trace: Trace) -> GpuColumns:
+    k, m = trace.kernels, trace.memory
+    keys, (rk, rm) = combine_rank_ids([table_rank_ids(trace, "kernels"), table_rank_ids(trace, "memory")])
+    op = m["op"].cast(pl.String) if m.height else pl.Series([], dtype=pl.String)
+    mem_kind = np.where((op == "memset").to_numpy(), 2, 1).astype(np.int64) if m.height else np.zeros(0, np.int64)
+
+    def both(expr: Any) -> I64:
+        return np.concatenate([_i64(k, expr), _i64(m, expr)])
+
+    return GpuColumns(
+        n_kernels=k.height, rank_keys=keys, rank_id=np.concatenate([rk, rm]),
+        device=both(pl.col("device").fill_null(-1)), stream=both(pl.col("stream").fill_null(-1)),
+        kind=np.concatenate([np.zeros(k.height, np.int64), mem_kind]),
+        start=both(pl.col("start_ns")), end=both(pl.col("end_ns")),
+        correlation_id=both(pl.col("correlation_id").fill_null(0)))
+
+
+def time_order(gid: I64, n_groups: int, start: I64) -> tuple[I64, I64]:
+    """Stable order by (group, start): a counting sort by group, then a stable sort of any group whose
+    times are not already non-decreasing (timsort: near linear on nearly sorted times).
+
+    Returns:
+        (perm, bounds): group g is perm[bounds[g]:bounds[g+1]].
+    """
+    from ktrace.analysis._kernels.groups import counting_order, unsorted_groups
+
+    perm, bounds = counting_order(gid, n_groups)
+    ordered = start[perm]
+    for g in np.flatnonzero(unsorted_groups(bounds, ordered)).tolist():
+        a, b = int(bounds[g]), int(bounds[g + 1])
+        perm[a:b] = perm[a:b][np.argsort(ordered[a:b], kind="stable")]
+    return perm, bounds
+
+
+@dataclass(frozen=True)
+class RowGroups:
+    """GPU records grouped per rank, device or stream, each group in (start, row) order."""
+
+    keys: pl.DataFrame
+    """One row per group: node (String), rank (Int32)[, device (Int32)[, stream (Int64)]]."""
+    gid: I64
+    """Group id of each record (in GpuColumns order)."""
+    perm: I64
+    """Record indices, group by group."""
+    bounds: I64
+    """Group g is perm[bounds[g]:bounds[g+1]]."""
+
+    @property
+    def n_groups(self) -> int:
+        """Number of groups."""
+        return int(self.bounds.size - 1)
+
+
+def row_groups(trace: Trace, per: Per) -> RowGroups:
+    """GPU records grouped per "rank", "device" or "stream" (memoized)."""
+    return memo(trace, ("row_groups", per), lambda: _row_groups(trace, per))
+
+
+def _row_groups(trace: Trace, per: Per) -> RowGroups:
+    c = gpu_columns(trace)
+    extra = {"rank": [], "device": [c.device], "stream": [c.device, c.stream]}[per]
+    gid, uniq = dense_ids([c.rank_id, *extra])
+    n_groups = int(uniq[0].size)
+    keys = c.rank_keys[uniq[0]] if c.size else c.rank_keys.clear()
+    for name, values in zip(PER_KEYS[per][2:], uniq[1:], strict=True):
+        keys = keys.with_columns(pl.Series(name, values, dtype=pl.Int32 if name == "device" else pl.Int64))
+    if per == "stream":  # refine the device order: a stable counting sort keeps (start, row) order
+        from ktrace.analysis._kernels.groups import counting_order
+
+        dev = row_groups(trace, "device")
+        sub, bounds = counting_order(gid[dev.perm], n_groups)
+        return RowGroups(keys, gid, dev.perm[sub], bounds)
+    perm, bounds = time_order(gid, n_groups, c.start)
+    return RowGroups(keys, gid, perm, bounds)
+
+
+def launch_rows(trace: Trace) -> I64:
+    """The api row (index into trace.api) launching each GPU record, -1 without one (memoized).
+
+    Same matching as latency.launches: (node, rank, correlation_id) with a non-null, non-zero id; if
+    an id repeats on a rank, the earliest call wins.
+    """
+    return memo(trace, "launch_rows", lambda: _launch_rows(trace))
+
+
+def _launch_rows(trace: Trace) -> I64:
+    from ktrace.analysis._kernels.joins import lookup_first
+
+    c = gpu_columns(trace)
+    api = trace.api
+    if api.height == 0 or c.size == 0:
+        return np.full(c.size, -1, np.int64)
+    _, (arank, grank) = combine_rank_ids([table_rank_ids(trace, "api"),
+                                          (c.rank_keys, np.arange(c.rank_keys.height, dtype=np.int64))])
+    corr = _i64(api, pl.col("correlation_id").fill_null(0))
+    key = (arank << _RANK_BITS) | (corr & 0xFFFFFFFF)
+    valid = corr != 0
+    probe = (grank[c.rank_id] << _RANK_BITS) | (c.correlation_id & 0xFFFFFFFF)
+    wide = bool(corr.size and (corr.max() > 0xFFFFFFFF or corr.min() < 0)) or bool(
+        c.size and (c.correlation_id.max() > 0xFFFFFFFF or c.correlation_id.min() < 0))
+    if wide:  # ids beyond 32 bits: fall back to a struct key through polars
+        return _launch_rows_wide(trace, c, arank, grank)
+    idx_valid = np.flatnonzero(valid)
+    found = lookup_first(key[idx_valid], _i64(api, pl.col("start_ns"))[idx_valid], probe)
+    out = np.where(found >= 0, idx_valid[np.maximum(found, 0)], -1)
+    out[c.correlation_id == 0] = -1
+    return out.astype(np.int64)
+
+
+def _launch_rows_wide(trace: Trace, c: GpuColumns, arank: I64, grank: I64) -> I64:
+    api = pl.DataFrame({"r": arank, "c": trace.api["correlation_id"], "s": trace.api["start_ns"]}).with_row_index("i")
+    api = api.filter(pl.col("c").is_not_null() & (pl.col("c") != 0)).sort("s", "i").unique(["r", "c"], keep="first")
+    act = pl.DataFrame({"r": grank[c.rank_id], "c": c.correlation_id}).with_row_index("j")
+    joined = act.join(api.select("r", "c", "i"), on=["r", "c"], how="left").sort("j")
+    return joined["i"].fill_null(-1).to_numpy().astype(np.int64)
+
+
+def record_names(trace: Trace) -> tuple[I64, pl.Series]:
+    """Name code per GPU record (kernel name; "Memset" / "Memcpy <kind>" for memory ops, as gpu_activity
+    names them) and the names per code: a String Series, null first, then the names sorted (memoized)."""
+    return memo(trace, "record_names", lambda: _record_names(trace))
+
+
+def _record_names(trace: Trace) -> tuple[I64, pl.Series]:
+    k, m = trace.kernels, trace.memory
+    memory_name = pl.when(pl.col("op").cast(pl.String) == "memset").then(pl.lit("Memset")).otherwise(
+        pl.concat_str([pl.lit("Memcpy "), pl.col("copy_kind").cast(pl.String)]))
+    parts = [_codes(k["name"]) if k.height else (np.zeros(0, np.int64), []),
+             _codes(m.select(memory_name.alias("n"))["n"]) if m.height else (np.zeros(0, np.int64), [])]
+    names = sorted(set(parts[0][1]) | set(parts[1][1]))
+    sorted_names = np.array(names, dtype=object)
+    codes = []
+    for code, local in parts:
+        remap = np.concatenate([np.searchsorted(sorted_names, np.array(local, dtype=object)) + 1, [0]])
+        codes.append(remap[code].astype(np.int64))  # code -1 (null) -> last entry -> 0
+    return np.concatenate(codes), pl.Series("name", [None, *names], dtype=pl.String)
+
+
+def kernel_name_codes(trace: Trace) -> tuple[I64, list[str]]:
+    """Lexical code of each kernel's name (-1 for null) and the sorted distinct names (memoized)."""
+    return memo(trace, "kernel_name_codes", lambda: _codes(trace.kernels["name"]))
+
+
+def rank_pairs(trace: Trace) -> pl.DataFrame:
+    """(node, rank) pairs present in any table, sorted: Trace.ranks as a frame, without String casts."""
+    from ktrace.model.schema import TABLES
+
+    keys, _ = combine_rank_ids([table_rank_ids(trace, name) for name in TABLES])
+    return keys
