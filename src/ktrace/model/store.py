@@ -48,7 +48,7 @@ def _parquet_options(schema: pa.Schema) -> dict[str, object]:
         "compression_level": 3,
         "use_dictionary": [f.name for f in schema if f.name not in delta],
         "column_encoding": dict.fromkeys(delta, "DELTA_BINARY_PACKED"),
-        "write_statistics": ["start_ns", "end_ns", "ts_ns"],
+        "write_statistics": True,  # null counts let read() skip all-null columns without decoding them
         "row_group_size": 1 << 20,
     }
 
@@ -166,12 +166,31 @@ def _read_partition_table(folder: Path, name: str) -> tuple[pa.Table | None, boo
     stream = folder / f"{name}.arrows"
     if parquet.exists():
         try:
-            return pq.read_table(parquet, read_dictionary=_dictionary_columns(name)), False
+            pf = pq.ParquetFile(parquet)
+            columns = [c for c in pf.schema_arrow.names if not _all_null(pf.metadata, c)]
+            return pq.read_table(parquet, columns=columns, read_dictionary=_dictionary_columns(name)), False
         except (pa.ArrowInvalid, OSError) as exc:
             raise TraceFormatError(f"{parquet}: unreadable Parquet ({exc})") from exc
     if stream.exists():
         return read_stream(stream), True
     return None, False
+
+
+def _all_null(metadata: pq.FileMetaData, column: str) -> bool:
+    """True if the file's statistics say every value of `column` is null (then it is not decoded at all:
+    ~12 ms per column per 5 M rows; conform() puts the nulls back)."""
+    try:
+        index = metadata.schema.names.index(column)
+    except ValueError:
+        return False
+    if metadata.num_rows == 0 or metadata.num_row_groups == 0:
+        return False
+    for i in range(metadata.num_row_groups):
+        chunk = metadata.row_group(i).column(index)
+        stats = chunk.statistics
+        if stats is None or not stats.has_null_count or stats.null_count != metadata.row_group(i).num_rows:
+            return False
+    return True
 
 
 def _dictionary_columns(name: str) -> list[str]:
