@@ -61,18 +61,19 @@ def run(args: argparse.Namespace) -> int:
 
 def _print_text(info: dict[str, Any]) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     console = Console()
     span = info["span"]
-    console.print(f"[bold]source[/]  {info['source']} (schema v{info['schema_version']})")
+    console.print(f"[bold]source[/]  {escape(str(info['source']))} (schema v{info['schema_version']})")
     if span:
         console.print(f"[bold]span[/]    {span['start_utc']}  +{span['duration_s']:.3f} s")
     ranks = ", ".join(f"{r['node']}/{r['rank']}" for r in info["ranks"] if r["rank"] >= 0) or "-"
-    console.print(f"[bold]ranks[/]   {ranks}")
+    console.print(f"[bold]ranks[/]   {escape(ranks)}")
     for d in info["devices"]:
         cc = f"sm_{d['compute_major']}{d['compute_minor']}" if d.get("compute_major") is not None else ""
-        console.print(f"[bold]device[/]  {d['node']}/{d['rank']} GPU {d['device']}: {d['name']} {cc}")
+        console.print(f"[bold]device[/]  {escape(str(d['node']))}/{d['rank']} GPU {d['device']}: {escape(str(d['name']))} {cc}")
     table = Table("table", "rows", title="rows per table", title_justify="left")
     for name, n in info["rows"].items():
         table.add_row(name, f"{n:,}")
@@ -80,9 +81,9 @@ def _print_text(info: dict[str, Any]) -> None:
     if info["health"]:
         health = Table("health", "count", title="trace health", title_justify="left")
         for k, v in info["health"].items():
-            health.add_row(k, f"{v:,}")
+            health.add_row(escape(k), f"{v:,}")
         console.print(health)
     for note in info["notes"]:
-        console.print(f"[yellow]note:[/] {note}")
+        console.print(f"[yellow]note:[/] {escape(note)}")
     for problem in info.get("problems", []):
-        console.print(f"[red]problem:[/] {problem}")
+        console.print(f"[red]problem:[/] {escape(problem)}")

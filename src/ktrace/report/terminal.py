@@ -7,7 +7,9 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from ktrace.analysis.names import short_kernel_name
 from ktrace.analysis.summary import Summary, summary_to_dict
@@ -45,12 +47,18 @@ _SUFFIX_FORMATS: tuple[tuple[str, Callable[[Any], str]], ...] = (
 )
 
 
+_ID_COLUMNS = frozenset({"rank", "device", "instance", "pid", "tid", "stream", "step"})
+"""Identifiers: printed as they are (no thousands separators)."""
+
+
 def _cell(column: str, value: Any) -> str:
     """One table cell, formatted by the column's unit suffix (_ns, share, _pct, _gbps, bytes)."""
     if value is None:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if column in _ID_COLUMNS:
+        return str(value)
     for suffix, fmt in _SUFFIX_FORMATS:
         if column.endswith(suffix):
             return fmt(value)
@@ -111,13 +119,13 @@ def _table(console: Console, title: str, rows: Sequence[dict[str, Any]] | None,
     Names shrink first when the terminal is narrow, then the bar and the least useful columns go.
     """
     if not rows:
-        console.print(f"[bold]{title}[/]: [dim]none[/]")
+        console.print(f"[bold]{escape(title)}[/]: [dim]none[/]")
         return
     cols = list(columns or rows[0].keys())
     cells = [[_cell(c, row.get(c)) for c in cols] for row in rows]
     widths, bar_width = _fit(console, cols, cells, BAR_WIDTH if share_bar else 0)
     shown = list(widths)
-    table = Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_edge=False,
+    table = Table(title=escape(title), title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_edge=False,
                   pad_edge=False)
     for c in shown:
         table.add_column(_label(c), no_wrap=True, overflow="ellipsis", width=widths[c],
@@ -129,7 +137,7 @@ def _table(console: Console, title: str, rows: Sequence[dict[str, Any]] | None,
         out = [cells_of_row[i] for i in index]
         if bar_width:
             out.append(bar(row.get(share_bar), bar_width))
-        table.add_row(*out)
+        table.add_row(*(Text(cell) for cell in out))  # Text: trace strings ([memory], <...>) are not markup
     console.print(table)
 
 
@@ -193,4 +201,4 @@ def render_summary(summary: Summary, console: Console) -> None:
     for h in d["annotations"]:
         _table(console, f"annotation {h['pattern']!r}: {h['count']} ranges", h["stats"])
     for note in d["notes"]:
-        console.print(f"[yellow]note:[/] {note}")
+        console.print(f"[yellow]note:[/] {escape(note)}")
