@@ -56,3 +56,26 @@ def lookup_first(keys: list[int], order_by: list[int], probe: list[int]) -> list
         hits = [(order_by[i], i) for i, k in enumerate(keys) if k == p]
         out.append(min(hits)[1] if hits else -1)
     return out
+
+
+def merge_runs(perm: list[int], group_bounds: list[int], key: list[int]) -> list[int]:
+    """Each group's slice of perm sorted by (key[row], row) (what merging its sorted runs must give)."""
+    out = list(perm)
+    for a, b in zip(group_bounds[:-1], group_bounds[1:], strict=True):
+        out[a:b] = sorted(perm[a:b], key=lambda i: (key[i], i))
+    return out
+
+
+def duration_groups(gid: list[int], start: list[int], end: list[int], n_groups: int) -> list[list[int]]:
+    """end - start of each row, per group, rows in order."""
+    return [[e - s for g, s, e in zip(gid, start, end, strict=True) if g == h] for h in range(n_groups)]
+
+
+def launch_groups(api_row: list[int], api_start: list[int], api_end: list[int], start: list[int],
+                  gid: list[int], n_groups: int) -> list[list[tuple[int, int, int]]]:
+    """(launch latency, queue delay, api duration) of every launched record, per group, records in order."""
+    out: list[list[tuple[int, int, int]]] = [[] for _ in range(n_groups)]
+    for r, s, g in zip(api_row, start, gid, strict=True):
+        if r >= 0:
+            out[g].append((s - api_start[r], s - api_end[r], api_end[r] - api_start[r]))
+    return out

@@ -43,7 +43,8 @@ def _codes(col: pl.Series) -> tuple[I64, list[str]]:
     phys = distinct.to_physical().to_numpy().astype(np.int64)
     lut = np.full(int(phys.max()) + 2 if phys.size else 1, -1, np.int64)
     lut[phys[order]] = np.arange(phys.size)
-    raw = cat.to_physical().fill_null(lut.size - 1).to_numpy().astype(np.int64)
+    phys_col = cat.to_physical()
+    raw = (phys_col.fill_null(lut.size - 1) if phys_col.null_count() else phys_col).to_numpy()
     return lut[raw], [names[i] for i in order]
 
 
@@ -116,11 +117,17 @@ def combine_rank_ids(parts: list[tuple[pl.DataFrame, I64]]) -> tuple[pl.DataFram
     """Merge per-frame (keys, ids) from table_rank_ids/node_rank_ids into one shared numbering."""
     pairs = sorted({p for keys, _ in parts for p in keys.iter_rows()})
     index = {p: i for i, p in enumerate(pairs)}
-    ids = [np.array([index[p] for p in keys.iter_rows()], np.int64)[gid] if gid.size else gid
-           for keys, gid in parts]
+    ids = [_renumber(np.array([index[p] for p in keys.iter_rows()], np.int64), gid) for keys, gid in parts]
     keys = pl.DataFrame({"node": [p[0] for p in pairs], "rank": [p[1] for p in pairs]},
                         schema={"node": pl.String, "rank": pl.Int32})
     return keys, ids
+
+
+def _renumber(new_id: I64, gid: I64) -> I64:
+    """new_id[gid], skipping the pass when the numbering is unchanged."""
+    if gid.size == 0 or np.array_equal(new_id, np.arange(new_id.size)):
+        return gid
+    return new_id[gid]
 
 
 def table_rank_ids(trace: Trace, table: str) -> tuple[pl.DataFrame, I64]:
@@ -220,21 +227,28 @@ def row_groups(trace: Trace, per: Per) -> RowGroups:
 
 
 def _row_groups(trace: Trace, per: Per) -> RowGroups:
+    """Streams are sorted by time directly; devices and ranks merge their finer groups' sorted runs."""
     c = gpu_columns(trace)
-    extra = {"rank": [], "device": [c.device], "stream": [c.device, c.stream]}[per]
-    gid, uniq = dense_ids([c.rank_id, *extra])
-    n_groups = int(uniq[0].size)
+    if per == "stream":
+        gid, uniq = dense_ids([c.rank_id, c.device, c.stream])
+        perm, bounds = time_order(gid, int(uniq[0].size), c.start)
+        return RowGroups(_group_keys(c, per, uniq), gid, perm, bounds)
+    from ktrace.analysis._kernels.merge import merge_runs
+
+    fine = row_groups(trace, "stream" if per == "device" else "device")
+    head = fine.perm[fine.bounds[:-1]]  # first record of each finer group
+    coarse, uniq = dense_ids([c.rank_id[head]] + ([c.device[head]] if per == "device" else []))
+    n_groups = int(uniq[0].size) if c.size else 0
+    group_runs = np.searchsorted(coarse, np.arange(n_groups + 1)).astype(np.int64)  # coarse ids ascend
+    perm = merge_runs(fine.perm, fine.bounds, group_runs, c.start)
+    return RowGroups(_group_keys(c, per, uniq), coarse[fine.gid], perm, fine.bounds[group_runs])
+
+
+def _group_keys(c: GpuColumns, per: Per, uniq: list[I64]) -> pl.DataFrame:
     keys = c.rank_keys[uniq[0]] if c.size else c.rank_keys.clear()
     for name, values in zip(PER_KEYS[per][2:], uniq[1:], strict=True):
         keys = keys.with_columns(pl.Series(name, values, dtype=pl.Int32 if name == "device" else pl.Int64))
-    if per == "stream":  # refine the device order: a stable counting sort keeps (start, row) order
-        from ktrace.analysis._kernels.groups import counting_order
-
-        dev = row_groups(trace, "device")
-        sub, bounds = counting_order(gid[dev.perm], n_groups)
-        return RowGroups(keys, gid, dev.perm[sub], bounds)
-    perm, bounds = time_order(gid, n_groups, c.start)
-    return RowGroups(keys, gid, perm, bounds)
+    return keys
 
 
 def launch_rows(trace: Trace) -> I64:

@@ -39,24 +39,31 @@ def kernel_stats(trace: Trace, *, per_rank: bool = False) -> pl.DataFrame:
 
 
 def _kernel_stats(trace: Trace, per_rank: bool) -> pl.DataFrame:
-    from ktrace.analysis._kernels.groups import counting_order, group_sums, linear_quantiles
-    from ktrace.analysis.columns import dense_ids, kernel_name_codes, table_rank_ids
+    from ktrace.analysis._kernels.groups import linear_quantiles
+    from ktrace.analysis._kernels.scatter import duration_groups
+    from ktrace.analysis.columns import dense_ids, gpu_columns, kernel_name_codes, table_rank_ids
 
     keys = _keys(per_rank)
     k = trace.kernels
     code, names = kernel_name_codes(trace)
-    dur = (k["end_ns"] - k["start_ns"]).to_numpy().astype(np.int64)
+    c = gpu_columns(trace)
     rank_keys, rank_id = table_rank_ids(trace, "kernels")
-    gid, uniq = dense_ids([rank_id, code] if per_rank else [code])
+    if per_rank:
+        gid, uniq = dense_ids([rank_id, code])
+    else:  # name codes are dense by construction (every distinct name occurs); null (-1) first
+        lo = -1 if k["name"].null_count() else 0
+        gid, uniq = (code - lo if lo else code), [np.arange(lo, len(names), dtype=np.int64)]
+        if k.height == 0:
+            uniq = [np.zeros(0, np.int64)]
     n = int(uniq[0].size)
-    count, total, lo, hi = group_sums(gid, dur, n)
-    perm, bounds = counting_order(gid, n)
-    q = linear_quantiles(dur[perm], bounds, (0.5, 0.95))
+    nk = c.n_kernels
+    count, total, lo_ns, hi, bounds, dur = duration_groups(gid, c.start[:nk], c.end[:nk], n)
+    q = linear_quantiles(dur, bounds, (0.5, 0.95))
     labels = pl.Series("name", [*names, None], dtype=pl.String).gather(np.where(uniq[-1] >= 0, uniq[-1], len(names)))
     front = rank_keys[uniq[0]] if per_rank else pl.DataFrame({"name": labels})
     stats = front.with_columns(
         name=labels, count=pl.Series(count, dtype=pl.Int64), total_ns=pl.Series(total, dtype=pl.Int64),
-        min_ns=pl.Series(lo, dtype=pl.Int64), mean_ns=pl.Series(total / np.maximum(count, 1), dtype=pl.Float64),
+        min_ns=pl.Series(lo_ns, dtype=pl.Int64), mean_ns=pl.Series(total / np.maximum(count, 1), dtype=pl.Float64),
         p50_ns=pl.Series(q[:, 0]), p95_ns=pl.Series(q[:, 1]), max_ns=pl.Series(hi, dtype=pl.Int64))
     over = keys or None
     total_time = pl.col("total_ns").sum().over(over) if over else pl.col("total_ns").sum()

@@ -179,56 +179,51 @@ _FAST_BY = ("node", "rank", "device", "stream", "kind", "name")
 _METRICS = ("launch_latency_ns", "queue_delay_ns", "api_duration_ns")
 
 
-def _group_codes(trace: Trace, col: str, rows: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], pl.Series]:
-    """(code per launched record, the value of each code) for one group column, codes in sort order."""
+def _group_codes(trace: Trace, col: str) -> tuple[npt.NDArray[np.int64], pl.Series]:
+    """(code per GPU record, the value of each code) for one group column, codes in sort order."""
     from ktrace.analysis.columns import KINDS, gpu_columns, record_names
 
     c = gpu_columns(trace)
     if col == "node":
         nodes = c.rank_keys["node"]
         uniq = nodes.unique().sort()
-        return np.searchsorted(uniq.to_numpy(), nodes.to_numpy())[c.rank_id[rows]].astype(np.int64), uniq
+        return np.searchsorted(uniq.to_numpy(), nodes.to_numpy()).astype(np.int64)[c.rank_id], uniq
     if col == "rank":
-        return c.rank_keys["rank"].to_numpy().astype(np.int64)[c.rank_id[rows]], pl.Series(dtype=pl.Int32)
+        return c.rank_keys["rank"].to_numpy().astype(np.int64)[c.rank_id], pl.Series(dtype=pl.Int32)
     if col in ("device", "stream"):
-        return getattr(c, col)[rows], pl.Series(dtype=pl.Int32 if col == "device" else pl.Int64)
+        return getattr(c, col), pl.Series(dtype=pl.Int32 if col == "device" else pl.Int64)
     if col == "kind":
-        return c.kind[rows], pl.Series(list(KINDS), dtype=pl.String)
-    codes, names = record_names(trace)
-    return codes[rows], names
+        return c.kind, pl.Series(list(KINDS), dtype=pl.String)
+    return record_names(trace)
 
 
 def _fast_latency_stats(trace: Trace, cols: list[str], quantiles: tuple[float, ...]) -> pl.DataFrame:
-    """latency_stats over arrays: launch_rows + dense group ids + exact order statistics, no per-record frame."""
-    from ktrace.analysis._kernels.groups import counting_order, group_sums, linear_quantiles
+    """latency_stats over arrays: launch_rows + dense group ids + one grouping pass + exact order statistics."""
+    from ktrace.analysis._kernels.groups import linear_quantiles
+    from ktrace.analysis._kernels.scatter import launch_groups
     from ktrace.analysis.columns import dense_ids, gpu_columns, launch_rows
 
     c = gpu_columns(trace)
-    api_rows = launch_rows(trace)
-    rows = np.flatnonzero(api_rows >= 0)
-    a = api_rows[rows]
-    api_start = trace.api["start_ns"].to_numpy().astype(np.int64)[a]
-    api_end = trace.api["end_ns"].to_numpy().astype(np.int64)[a]
-    start = c.start[rows]
-    values = {"launch_latency_ns": start - api_start, "queue_delay_ns": start - api_end,
-              "api_duration_ns": api_end - api_start}
-    coded = [_group_codes(trace, col, rows) for col in cols]
-    gid, uniq = dense_ids([code for code, _ in coded]) if cols else (np.zeros(rows.size, np.int64), [])
-    n_groups = int(uniq[0].size) if cols else int(rows.size > 0)
-    perm, bounds = counting_order(gid, n_groups)
+    coded = [_group_codes(trace, col) for col in cols]
+    gid, uniq = dense_ids([code for code, _ in coded]) if cols else (np.zeros(c.size, np.int64), [])
+    n_groups = int(uniq[0].size) if cols else 1
+    api = trace.api
+    count, queued, totals, maxima, bounds, values = launch_groups(
+        launch_rows(trace), api["start_ns"].to_numpy(), api["end_ns"].to_numpy(), c.start, gid, n_groups)
+    keep = np.flatnonzero(count > 0)  # groups of launched records only
+    count = count[keep]
     out: dict[str, pl.Series] = {}
     for col, (_, labels), u in zip(cols, coded, uniq, strict=True):
+        u = u[keep]
         out[col] = labels.gather(u) if labels.len() else pl.Series(col, u, dtype=labels.dtype)
-    count, queued, _, _ = group_sums(gid, (values["queue_delay_ns"] > 0).astype(np.int64), n_groups)
     out["count"] = pl.Series(count, dtype=pl.UInt32)
-    out["queued"] = pl.Series(queued, dtype=pl.Int64)
-    for name in _METRICS:
-        v = values[name]
-        _, total, _, top = group_sums(gid, v, n_groups)
-        q = linear_quantiles(v[perm], bounds, quantiles)
-        out[f"{name}_mean"] = pl.Series(total.astype(np.float64) / np.maximum(count, 1))
-        for j, x in enumerate(quantiles):
-            out[f"{name}_p{_pct(x)}"] = pl.Series(q[:, j])
-        out[f"{name}_max"] = pl.Series(top.astype(np.float64))
+    out["queued"] = pl.Series(queued[keep], dtype=pl.Int64)
+    seg = np.append(bounds[keep], bounds[-1]) if keep.size else np.zeros(1, np.int64)
+    for j, name in enumerate(_METRICS):
+        q = linear_quantiles(values[j], seg, quantiles)
+        out[f"{name}_mean"] = pl.Series(totals[j][keep].astype(np.float64) / np.maximum(count, 1))
+        for k, x in enumerate(quantiles):
+            out[f"{name}_p{_pct(x)}"] = pl.Series(q[:, k])
+        out[f"{name}_max"] = pl.Series(maxima[j][keep].astype(np.float64))
     frame = pl.DataFrame({k: v.alias(k) for k, v in out.items()})
     return frame.sort(["count", *cols], descending=[True] + [False] * len(cols))

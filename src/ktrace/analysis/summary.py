@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -90,26 +91,33 @@ def summarize(trace: Trace, *, top: int = 15, steps_pattern: str | None = None,
     from ktrace.analysis.overlap import comm_compute_overlap
     from ktrace.analysis.steps import detect_steps, step_stats
 
-    raw_steps = detect_steps(trace, pattern=steps_pattern)
-    steps = normalize_steps(raw_steps)
-    stats = kernel_stats(trace)
-    n_ranks = int((rank_pairs(trace)["rank"] >= 0).sum())
-    return Summary(
-        source=trace.meta.source, ranks=n_ranks, kernels=trace.kernels.height,
-        phases=job_phases(trace, steps=steps),
-        active=active_time_share(trace), busy=busy_time(trace, per="device"),
-        idle=idle_by_device(idle_breakdown(trace)),
-        top_by_time=top_kernels(trace, by="time", top=top, stats=stats),
-        top_by_count=top_kernels(trace, by="count", top=top, stats=stats),
-        latency=latency_stats(trace, by="kind"),
-        steps=steps, step_stats=step_stats(trace, steps=raw_steps),
-        precision=precision_distribution(trace), activity=activity_distribution(trace),
-        memory=memory_distribution(trace), counters=counter_stats(trace),
-        overlap=comm_compute_overlap(trace),
-        load_balance=load_balance(trace, steps=steps) if n_ranks > 1 else None,
-        annotations=tuple(annotation_histogram(trace, p, bins=annotation_bins) for p in annotations),
-        notes=tuple(trace.meta.notes),
-    )
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ktrace-summary") as pool:
+        # independent analyses in threads (their numba kernels and polars/numpy passes release the GIL);
+        # shared intermediate arrays are computed once (memo waits for a result another thread computes)
+        latency = pool.submit(latency_stats, trace, by="kind")
+        idle = pool.submit(lambda: idle_by_device(idle_breakdown(trace)))
+        raw_steps = detect_steps(trace, pattern=steps_pattern)
+        steps = normalize_steps(raw_steps)
+        stats = kernel_stats(trace)
+        active = active_time_share(trace)
+        overlap = comm_compute_overlap(trace)
+        n_ranks = int((rank_pairs(trace)["rank"] >= 0).sum())
+        return Summary(
+            source=trace.meta.source, ranks=n_ranks, kernels=trace.kernels.height,
+            phases=job_phases(trace, steps=steps),
+            active=active, busy=busy_time(trace, per="device"),
+            idle=idle.result(),
+            top_by_time=top_kernels(trace, by="time", top=top, stats=stats),
+            top_by_count=top_kernels(trace, by="count", top=top, stats=stats),
+            latency=latency.result(),
+            steps=steps, step_stats=step_stats(trace, steps=raw_steps),
+            precision=precision_distribution(trace), activity=activity_distribution(trace),
+            memory=memory_distribution(trace), counters=counter_stats(trace),
+            overlap=overlap,
+            load_balance=load_balance(trace, steps=steps) if n_ranks > 1 else None,
+            annotations=tuple(annotation_histogram(trace, p, bins=annotation_bins) for p in annotations),
+            notes=tuple(trace.meta.notes),
+        )
 
 
 def _clean(value: Any) -> Any:

@@ -24,6 +24,7 @@ wait). Spans run from a group's first record start to its last record end.
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -37,7 +38,8 @@ from ktrace.model.trace import Trace
 
 Per = Literal["rank", "device", "stream"]
 T = TypeVar("T")
-_MEMO: dict[int, tuple[weakref.ref[Trace], dict[Hashable, Any]]] = {}
+_MEMO: dict[int, tuple[weakref.ref[Trace], dict[Hashable, Any], dict[Hashable, threading.RLock]]] = {}
+_MEMO_LOCK = threading.Lock()
 PER_KEYS: dict[str, tuple[str, ...]] = {
     "rank": ("node", "rank"),
     "device": ("node", "rank", "device"),
@@ -165,16 +167,24 @@ def _dense_ids(frame: pl.DataFrame, keys: tuple[str, ...]) -> npt.NDArray[Any]:
 def memo(trace: Trace, key: Hashable, compute: Callable[[], T]) -> T:
     """compute() once per (trace, key) while the trace lives (analyses share joins and sorts).
 
-    Results must be values (polars frames, tuples of arrays): callers never mutate them.
+    Thread-safe: a thread asking for a key another thread is computing waits for that result (summarize
+    runs independent analyses in threads). Results must be values (polars frames, tuples of arrays):
+    callers never mutate them.
     """
-    entry = _MEMO.get(id(trace))
-    if entry is None or entry[0]() is not trace:
-        entry = (weakref.ref(trace), {})
-        _MEMO[id(trace)] = entry
-        weakref.finalize(trace, _MEMO.pop, id(trace), None)
-    if key not in entry[1]:
-        entry[1][key] = compute()
-    return entry[1][key]
+    with _MEMO_LOCK:
+        entry = _MEMO.get(id(trace))
+        if entry is None or entry[0]() is not trace:
+            entry = (weakref.ref(trace), {}, {})
+            _MEMO[id(trace)] = entry
+            weakref.finalize(trace, _MEMO.pop, id(trace), None)
+        values, locks = entry[1], entry[2]
+        if key in values:
+            return values[key]  # type: ignore[no-any-return]
+        lock = locks.setdefault(key, threading.RLock())
+    with lock:
+        if key not in values:
+            values[key] = compute()
+        return values[key]  # type: ignore[no-any-return]
 
 
 def names_matching(frame: pl.DataFrame, col: str, pattern: str) -> list[str]:
