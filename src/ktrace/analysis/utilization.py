@@ -179,12 +179,12 @@ def memo(trace: Trace, key: Hashable, compute: Callable[[], T]) -> T:
             weakref.finalize(trace, _MEMO.pop, id(trace), None)
         values, locks = entry[1], entry[2]
         if key in values:
-            return values[key]  # type: ignore[no-any-return]
+            return values[key]
         lock = locks.setdefault(key, threading.RLock())
     with lock:
         if key not in values:
             values[key] = compute()
-        return values[key]  # type: ignore[no-any-return]
+        return values[key]
 
 
 def names_matching(frame: pl.DataFrame, col: str, pattern: str) -> list[str]:
