@@ -15,7 +15,7 @@ from ktrace.analysis.rules.base import RuleContext
 from ktrace.analysis.rules.config import RulesConfig
 from ktrace.analysis.rules.engine import all_rules, report_to_dict, run_rules
 from ktrace.analysis.rules.inputs import auto_bin_ns, steps, timeline_utilization
-from ktrace.analysis.summary import FLOAT_DIGITS, summarize, summary_to_dict
+from ktrace.analysis.summary import FLOAT_DIGITS, Summary, summarize, summary_to_dict
 from ktrace.model.errors import ProgressFn, no_progress
 from ktrace.model.trace import Trace
 
@@ -96,6 +96,7 @@ def build_report(trace: Trace, *, config: RulesConfig | None = None, annotations
     progress(0, 3)
     patterns = annotations or default_annotations(trace)
     summary = summarize(trace, top=top, annotations=patterns)
+    share_with_rules(ctx, summary)
     progress(1, 3)
     rules = run_rules(trace, config, context=ctx)
     progress(2, 3)
@@ -113,6 +114,15 @@ def build_report(trace: Trace, *, config: RulesConfig | None = None, annotations
     }
     progress(3, 3)
     return content
+
+
+def share_with_rules(ctx: RuleContext, summary: Summary) -> None:
+    """Hand the rules what summarize() already computed with the very arguments the rules use (steps from
+    steps.detect_steps, job phases over them, load balance over them), so the report computes each once."""
+    ctx.cached("steps", lambda: summary.steps)
+    ctx.cached("job_phases", lambda: summary.phases)
+    if summary.load_balance is not None:
+        ctx.cached("load_balance", lambda: summary.load_balance)
 
 
 def default_annotations(trace: Trace) -> tuple[str, ...]:

@@ -122,3 +122,14 @@ def test_dataloader_share_of_the_loop(tb):
     fast = tb.run_rule(tb.build(_steps(tb, [10.0] * 20), loader(0.1)), "Dataloader")
     assert not fast.fired
     assert tb.run_rule(tb.build(_steps(tb, [10.0] * 20)), "Dataloader").skipped
+
+
+def test_load_balancing_one_rank_two_gpu_counters(tb):
+    """One rank, but two gpu.util counter series: the rule compares them (it skips only below two histograms)."""
+    def two_gpus(b):
+        tb.counters(b, "gpu.util", np.full(40, 95.0), instance=0)
+        tb.counters(b, "gpu.util", np.full(40, 5.0), instance=1)
+    result = tb.run_rule(tb.build(tb.steady(10), two_gpus), "LoadBalancing")
+    assert not result.skipped and result.fired and result.details["source"] == "counters"
+    one_gpu = tb.build(tb.steady(10), lambda b: tb.counters(b, "gpu.util", np.full(40, 95.0), instance=0))
+    assert tb.run_rule(one_gpu, "LoadBalancing").skipped

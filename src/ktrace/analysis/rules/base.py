@@ -89,17 +89,20 @@ class RuleResult:
 
 
 class RuleContext:
-    """A trace plus a memo of analysis results, so rules that need the same analysis compute it once."""
+    """A trace plus a memo of analysis results, so rules that need the same analysis compute it once.
+
+    The memo is the analyses' own per-trace memo (ktrace.analysis.utilization.memo, under ("rules", key)):
+    every RuleContext of one trace, and the analyses themselves, share what was computed.
+    """
 
     def __init__(self, trace: Trace) -> None:
         self.trace = trace
-        self._memo: dict[str, Any] = {}
 
     def cached(self, key: str, compute: Callable[[], Any]) -> Any:
-        """`compute()` the first time `key` is asked for, the remembered value afterwards."""
-        if key not in self._memo:
-            self._memo[key] = compute()
-        return self._memo[key]
+        """`compute()` the first time `key` is asked for on this trace, the remembered value afterwards."""
+        from ktrace.analysis.utilization import memo
+
+        return memo(self.trace, ("rules", key), compute)
 
 
 @dataclass(frozen=True)

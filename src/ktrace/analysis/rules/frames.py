@@ -18,7 +18,7 @@ def names_matching(frame: pl.DataFrame, column: str, pattern: str, *, exclude: s
     """
     if not frame.height:
         return []
-    distinct = frame.select(pl.col(column).cast(pl.String).unique().alias("v")).drop_nulls()
+    distinct = frame.select(pl.col(column).unique().cast(pl.String).alias("v")).drop_nulls()
     hit = distinct.filter(pl.col("v").str.contains(pattern))
     if exclude is not None:
         hit = hit.filter(~pl.col("v").str.contains(exclude))
@@ -30,7 +30,17 @@ def rows_named(frame: pl.DataFrame, column: str, pattern: str, *, exclude: str |
     names = names_matching(frame, column, pattern, exclude=exclude)
     if not names:
         return frame.clear()
-    return frame.filter(pl.col(column).cast(pl.String).is_in(names))
+    return frame.filter(named(frame, column, names))
+
+
+def named(frame: pl.DataFrame, column: str, names: Sequence[str]) -> pl.Series:
+    """Boolean mask: rows of `frame` whose (categorical) string `column` is one of `names`. A Categorical
+    column is compared on its physical codes, so no String column of the frame's height is built."""
+    if frame[column].dtype != pl.Categorical:
+        return frame.select(pl.col(column).cast(pl.String).is_in(list(names))).to_series()
+    distinct = frame.select(pl.col(column).unique()).to_series()
+    codes = distinct.filter(distinct.cast(pl.String).is_in(list(names))).to_physical()
+    return frame[column].to_physical().is_in(codes.implode()).fill_null(False)
 
 
 def top_evidence(frame: pl.DataFrame, kind: str, value: pl.Expr, *, limit: int,

@@ -12,8 +12,15 @@ import numpy as np
 import polars as pl
 
 from ktrace.analysis.rules.base import Evidence, Outcome, Param, ParamValue, Rule, RuleContext, Severity, Skip
-from ktrace.analysis.rules.frames import names_matching, pct, rows_named, top_evidence
-from ktrace.analysis.rules.inputs import kernels_by_stream, launch_latency
+from ktrace.analysis.rules.frames import named, names_matching, pct, top_evidence
+from ktrace.analysis.rules.inputs import stream_prev_end
+from ktrace.analysis.rules.launches import (
+    kernel_rows,
+    launched_api_keys,
+    launched_calls,
+    launches,
+    record_evidence_frame,
+)
 
 LOSS_WORDS = ("drop", "lost", "overflow", "truncat")
 """Health counts of records lost for good (an error)."""
@@ -22,6 +29,7 @@ WINDOW_WORDS = ("out_of_range", "out-of-range")
 Kineto's blocklisted runtime calls are dropped by design and are not counted."""
 CLOCK_WORDS = ("clock", "skew")
 LAUNCH_API = r"(?i)(LaunchKernel|LaunchCooperativeKernel|^cuLaunch|GraphLaunch)"
+EVIDENCE_COLUMNS = ("node", "rank", "device", "stream", "name", "start_ns", "end_ns")
 START_MS = (pl.col("end_ns") - pl.col("start_ns")) / 1e6
 
 
@@ -63,31 +71,29 @@ def _orphans(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
         raise Skip("the trace has no kernels")
     if not t.api.height:
         raise Skip("the trace has no CUDA API calls, so kernels cannot be matched to launches")
-    lat = launch_latency(ctx)
     matched = np.zeros(t.kernels.height, dtype=bool)
-    matched[lat.filter(pl.col("kind") == "kernel")["row"].to_numpy()] = True
-    orphans = t.kernels.filter(pl.Series(~matched))
+    matched[kernel_rows(ctx)[1]] = True
+    orphans = t.kernels.select(*EVIDENCE_COLUMNS).filter(pl.Series(~matched))
     keys = ["node", "rank", "correlation_id"]
-    launches = rows_named(t.api, "name", LAUNCH_API)
-    # launch_latency gives every run of a launch; graph_run == 0 picks one row per launch call.
-    launched = lat.filter((pl.col("graph_run") == 0) & pl.col("api_name").is_in(
-        names_matching(launches, "name", LAUNCH_API))).height if lat.height else 0
-    unmatched_n = launches.height - launched
-    unmatched = launches.clear()
+    is_call = named(t.api, "name", names_matching(t.api, "name", LAUNCH_API)).to_numpy()
+    n_calls = int(is_call.sum())
+    # every run of a graph launch has a GPU record; launched_calls counts such a launch once.
+    unmatched_n = n_calls - launched_calls(ctx, is_call)
+    unmatched = t.api.clear()
     if unmatched_n:  # rare: find which (a join, only when there is something to show)
-        ids = lat.select(pl.col("node").cast(pl.String), "rank", "correlation_id").unique()
-        unmatched = launches.with_columns(pl.col("node").cast(pl.String)).join(ids, on=keys, how="anti")
+        unmatched = t.api.filter(pl.Series(is_call)).with_columns(pl.col("node").cast(pl.String)).join(
+            launched_api_keys(ctx), on=keys, how="anti")
     orphan_pct = pct(orphans.height, t.kernels.height)
-    unmatched_pct = pct(unmatched_n, launches.height)
+    unmatched_pct = pct(unmatched_n, n_calls)
     limit = float(p["max_pct"])
     fired = orphan_pct > limit or unmatched_pct > limit
     message = (f"{orphans.height:,} of {t.kernels.height:,} kernels ({orphan_pct:.1f} %) have no launch call in the "
-               f"trace and {unmatched_n:,} of {launches.height:,} launches ({unmatched_pct:.1f} %) have no "
+               f"trace and {unmatched_n:,} of {n_calls:,} launches ({unmatched_pct:.1f} %) have no "
                "GPU record; latency and attribution skip them")
     limit_ev = int(p["max_evidence"])
     evidence = (top_evidence(orphans, "kernel", START_MS, limit=limit_ev)
                 + top_evidence(unmatched, "api", START_MS, limit=limit_ev))
-    return Outcome(t.kernels.height + launches.height, orphans.height + unmatched_n, fired, message, evidence,
+    return Outcome(t.kernels.height + n_calls, orphans.height + unmatched_n, fired, message, evidence,
                    details={"orphan_kernels": orphans.height, "launches_without_gpu_record": unmatched_n})
 
 
@@ -106,16 +112,20 @@ def _backwards(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def _clock(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
+    from ktrace.analysis.columns import gpu_columns
+
     t = ctx.trace
     if not (t.kernels.height or t.memory.height):
         raise Skip("the trace has no GPU records")
     tol_ns = int(float(p["tolerance_us"]) * 1000)
     backwards = pl.concat([_backwards(f.select("start_ns", "end_ns", "name")) for f in (t.kernels, t.api)])
-    overlaps = kernels_by_stream(ctx).filter(pl.col("start_ns") < pl.col("prev_end_ns") - tol_ns)
-    lat = launch_latency(ctx)
-    early = lat.filter(pl.col("launch_latency_ns") < -tol_ns) if lat.height else lat
+    start = gpu_columns(t).start[:t.kernels.height]  # the kernels' starts, as a view of the shared arrays
+    overlapping = start + tol_ns < stream_prev_end(ctx)  # never for a stream's first kernel
+    overlaps = t.kernels.select(*EVIDENCE_COLUMNS).filter(pl.Series(overlapping))
+    lau = launches(ctx)
+    early = record_evidence_frame(ctx, np.flatnonzero(lau.start - lau.api_start < -tol_ns))
     health = _health_keys(ctx, CLOCK_WORDS)
-    datapoints = t.kernels.height + t.api.height + lat.height
+    datapoints = t.kernels.height + t.api.height + lau.size
     bad = backwards.height + overlaps.height + early.height + sum(health.values())
     fired = pct(bad, datapoints) > float(p["max_pct"]) or bool(health)
     message = (f"{early.height:,} GPU records start more than {p['tolerance_us']} µs before their launch call, "

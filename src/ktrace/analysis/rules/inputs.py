@@ -1,29 +1,20 @@
 """What the rules read: analysis results memoized per RuleContext, in the column names the rules use.
 
 Every analysis a rule needs is called here, once per trace, and shared by all rules (and by the report,
-which hands its context to run_rules). Rules never recompute what an analysis provides.
+which hands its context to run_rules): the memo is the analyses' own per-trace memo, so a result summarize()
+computed is not computed again. Rules never recompute what an analysis provides; launched records come from
+the analyses' shared launch join as arrays (rules.launches).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import polars as pl
 
 from ktrace.analysis.rules.base import RuleContext
-
-
-def launch_latency(ctx: RuleContext) -> pl.DataFrame:
-    """Every GPU record joined to its launch call, both latency definitions
-    (ktrace.analysis.latency.launch_latency: kind, name, row, start_ns, duration_ns, api_start_ns,
-    api_end_ns, api_duration_ns, launch_latency_ns = start->start, queue_delay_ns = end->start, ...)."""
-    def compute() -> pl.DataFrame:
-        from ktrace.analysis.latency import launch_latency as analyse
-
-        return analyse(ctx.trace)
-
-    frame: pl.DataFrame = ctx.cached("launch_latency", compute)
-    return frame
 
 
 def kernel_precisions(ctx: RuleContext) -> pl.DataFrame:
@@ -37,18 +28,36 @@ def kernel_precisions(ctx: RuleContext) -> pl.DataFrame:
     return frame
 
 
-def kernels_by_stream(ctx: RuleContext) -> pl.DataFrame:
-    """Kernels sorted by (node, rank, device, stream, start) with `prev_end_ns`: when the stream's previous
-    kernel ended (null for a stream's first kernel). Streams run kernels in order, so a kernel cannot start
-    before prev_end_ns; rules use it to tell waiting-for-the-stream from waiting-for-the-launch."""
-    def compute() -> pl.DataFrame:
-        place = ["node", "rank", "device", "stream"]
-        return (ctx.trace.kernels.select(*place, "start_ns", "end_ns", "name").with_row_index("row")
-                .sort(*place, "start_ns")
-                .with_columns(pl.col("end_ns").shift(1).over(place).alias("prev_end_ns")))
+FIRST_ON_STREAM = np.iinfo(np.int64).min
+"""stream_prev_end's value for a stream's first kernel."""
 
-    frame: pl.DataFrame = ctx.cached("kernels_by_stream", compute)
-    return frame
+
+def stream_prev_end(ctx: RuleContext) -> npt.NDArray[np.int64]:
+    """Per kernel (trace.kernels row order): when the previous kernel of its (node, rank, device, stream)
+    ended, FIRST_ON_STREAM for a stream's first kernel; kernels of a stream are taken in (start, row) order.
+    Streams run kernels in order, so a kernel cannot start before this; rules use it to tell
+    waiting-for-the-stream from waiting-for-the-launch.
+
+    Built from the analyses' shared per-stream order (ktrace.analysis.columns.row_groups, memoized per trace):
+    numpy over int64 arrays, no sort of its own.
+    """
+    def compute() -> npt.NDArray[np.int64]:
+        from ktrace.analysis.columns import gpu_columns, row_groups
+
+        cols = gpu_columns(ctx.trace)
+        groups = row_groups(ctx.trace, "stream")
+        n = cols.n_kernels
+        memory_at = np.flatnonzero(groups.perm >= n)  # few: memory ops, dropped from the per-stream order
+        order = np.delete(groups.perm, memory_at) if memory_at.size else groups.perm
+        bounds = groups.bounds - np.searchsorted(memory_at, groups.bounds)
+        out = np.empty(n, dtype=np.int64)
+        out[order[1:]] = cols.end[order[:-1]]
+        firsts = bounds[:-1][bounds[:-1] < bounds[1:]]  # each stream's first kernel
+        out[order[firsts]] = FIRST_ON_STREAM
+        return out
+
+    found: npt.NDArray[np.int64] = ctx.cached("stream_prev_end", compute)
+    return found
 
 
 def steps(ctx: RuleContext) -> pl.DataFrame:
@@ -130,6 +139,20 @@ def load_balance(ctx: RuleContext) -> Any:
         return analyse(ctx.trace, steps=steps(ctx))
 
     return ctx.cached("load_balance", compute)
+
+
+def utilization_histograms(ctx: RuleContext) -> int:
+    """How many utilization histograms load_balance compares, without computing them: the gpu.util counter
+    series (node, GPU) when there are 2 or more, else the ranks with GPU records. Below 2 its
+    histogram_distance is None."""
+    counters = ctx.trace.counters
+    util = counters.filter(pl.col("metric") == "gpu.util") if counters.height else counters
+    series = util.select("node", "instance").unique().height if util.height else 0
+    if series >= 2:
+        return series
+    from ktrace.analysis.columns import gpu_columns
+
+    return int(gpu_columns(ctx.trace).rank_keys.height)  # (node, rank) pairs of the kernels and memory ops
 
 
 def temporal_breakdown(ctx: RuleContext) -> pl.DataFrame:

@@ -9,7 +9,7 @@ import polars as pl
 
 from ktrace.analysis.rules.base import Evidence, Outcome, Param, ParamValue, Rule, RuleContext, Skip
 from ktrace.analysis.rules.frames import evidence_rows
-from ktrace.analysis.rules.inputs import load_balance
+from ktrace.analysis.rules.inputs import load_balance, utilization_histograms
 from ktrace.analysis.rules.sagemaker_counters import BIN_MS, MAX_EVIDENCE, PATIENCE, WINDOW, _gpus, _per_gpu
 from ktrace.analysis.rules.samples import (
     Series,
@@ -118,6 +118,8 @@ GPU_MEMORY_INCREASE = Rule(
 
 
 def _load_balancing(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
+    if utilization_histograms(ctx) < 2:  # load_balance would give no distance: skip without computing it
+        raise Skip("the trace has fewer than two ranks with GPU utilization")
     lb = load_balance(ctx)
     if lb.histogram_distance is None:
         raise Skip("the trace has fewer than two ranks with GPU utilization")

@@ -13,22 +13,20 @@ import polars as pl
 
 from ktrace.analysis.rules.base import Outcome, Param, ParamValue, Rule, RuleContext, Skip
 from ktrace.analysis.rules.frames import evidence_rows, pct
-from ktrace.analysis.rules.inputs import kernel_precisions, kernels_by_stream, launch_latency
+from ktrace.analysis.rules.inputs import kernel_precisions, stream_prev_end
+from ktrace.analysis.rules.launches import kernel_launches, kernel_rows, top_names
 
 MAX_EVIDENCE = Param("max_evidence", 15, "how many kernel names to keep as evidence (most affected first)")
 
 
-def _by_name(frame: pl.DataFrame, limit: int, value: pl.Expr) -> pl.DataFrame:
-    """Per kernel name: count and first occurrence, for evidence aggregated by name (not one per row)."""
-    return (frame.group_by(pl.col("name").cast(pl.String))
-            .agg(value.alias("value"), pl.col("start_ns").min(), pl.col("end_ns").max(),
-                 pl.col("node").first().cast(pl.String), pl.col("rank").first())
-            .sort("value", "name", descending=[True, False]).head(limit))
+DURATION = pl.col("end_ns") - pl.col("start_ns")
+API_DURATION = pl.col("api_end_ns") - pl.col("api_start_ns")
+LATENCIES = {"launch_latency_ns": pl.col("start_ns") - pl.col("api_start_ns"),  # start->start
+             "queue_delay_ns": pl.col("start_ns") - pl.col("api_end_ns")}  # end->start
 
 
 def _latency_or_skip(ctx: RuleContext) -> pl.DataFrame:
-    lat = launch_latency(ctx)
-    lat = lat.filter(pl.col("kind") == "kernel") if lat.height else lat
+    lat = kernel_launches(ctx)
     if not lat.height:
         raise Skip("no kernel in the trace could be matched to its launch call")
     return lat
@@ -36,15 +34,16 @@ def _latency_or_skip(ctx: RuleContext) -> pl.DataFrame:
 
 def _launch_bound(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
     lat = _latency_or_skip(ctx)
-    short = lat.filter(pl.col("duration_ns") < pl.col("api_duration_ns"))
+    short = lat.filter(DURATION < API_DURATION)
     share = pct(short.height, lat.height)
     fired = short.height >= int(p["min_count"]) and share > float(p["min_pct"])
-    gpu_ms = float(short["duration_ns"].sum() or 0) / 1e6
-    api_ms = float(short["api_duration_ns"].sum() or 0) / 1e6
+    gpu_ns, api_ns = short.select(DURATION.sum(), API_DURATION.sum()).row(0) if short.height else (0, 0)
+    gpu_ms = float(gpu_ns or 0) / 1e6
+    api_ms = float(api_ns or 0) / 1e6
     message = (f"{short.height:,} of {lat.height:,} kernels ({share:.1f} %) ran for less time than their launch "
                f"call took on the CPU ({gpu_ms:.2f} ms of GPU work cost {api_ms:.2f} ms of launches): the GPU "
                "waits for the CPU to issue work")
-    evidence = tuple(evidence_rows(_by_name(short, int(p["max_evidence"]), pl.len()), "kernel"))
+    evidence = tuple(evidence_rows(top_names(ctx, short, int(p["max_evidence"]), pl.len()), "kernel"))
     return Outcome(lat.height, short.height, fired, message, evidence,
                    details={"share_pct": round(share, 4), "gpu_ms": round(gpu_ms, 6), "api_ms": round(api_ms, 6)})
 
@@ -64,13 +63,10 @@ def _overhead(ctx: RuleContext) -> pl.DataFrame:
     """Launch latency not explained by queueing: kernel start - max(launch end, previous kernel's end on the
     stream). Positive values are time the GPU stream sat idle after the launch returned."""
     lat = _latency_or_skip(ctx)
-    order = kernels_by_stream(ctx)
-    prev_by_row = np.full(ctx.trace.kernels.height, np.iinfo(np.int64).min, dtype=np.int64)
-    prev_by_row[order["row"].to_numpy()] = order["prev_end_ns"].fill_null(np.iinfo(np.int64).min).to_numpy()
-    prev = prev_by_row[lat["row"].to_numpy()]
-    joined = lat.with_columns(prev_end_ns=pl.Series(prev, dtype=pl.Int64))  # INT64_MIN: first on its stream
-    ready = pl.max_horizontal(pl.col("api_end_ns"), pl.col("prev_end_ns"))
-    return joined.with_columns((pl.col("start_ns") - ready).alias("overhead_ns"))
+    prev = stream_prev_end(ctx)[kernel_rows(ctx)[1]]  # FIRST_ON_STREAM (< any time): first on its stream
+    overhead = np.maximum(lat["api_end_ns"].to_numpy(), prev)
+    np.subtract(lat["start_ns"].to_numpy(), overhead, out=overhead)
+    return lat.with_columns(overhead_ns=pl.Series(overhead, dtype=pl.Int64))
 
 
 def _launch_latency(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
@@ -79,15 +75,15 @@ def _launch_latency(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
     slow = lat.filter(pl.col("overhead_ns") > threshold_ns)
     share = pct(slow.height, lat.height)
     fired = slow.height >= int(p["min_count"]) and share > float(p["max_pct"])
-    q = lat.select(*[pl.col(c).quantile(x).alias(f"{c}_p{int(x * 100)}")
-                     for c in ("launch_latency_ns", "queue_delay_ns") for x in (0.5, 0.95, 0.99)])
+    q = lat.select(**LATENCIES).select(*[pl.col(c).quantile(x).alias(f"{c}_p{int(x * 100)}")
+                                         for c in LATENCIES for x in (0.5, 0.95, 0.99)])
     stats = {k: round(float(v) / 1e3, 3) for k, v in q.row(0, named=True).items() if v is not None}
     message = (f"{slow.height:,} of {lat.height:,} kernels ({share:.1f} %) started more than {p['threshold_us']} µs "
                "after their launch returned while their stream was idle; launch latency p50/p95/p99: start→start "
                f"{stats.get('launch_latency_ns_p50', 0):g}/{stats.get('launch_latency_ns_p95', 0):g}/"
                f"{stats.get('launch_latency_ns_p99', 0):g} µs, end→start {stats.get('queue_delay_ns_p50', 0):g}/"
                f"{stats.get('queue_delay_ns_p95', 0):g}/{stats.get('queue_delay_ns_p99', 0):g} µs")
-    evidence = tuple(evidence_rows(_by_name(slow, int(p["max_evidence"]), pl.col("overhead_ns").max() / 1e3),
+    evidence = tuple(evidence_rows(top_names(ctx, slow, int(p["max_evidence"]), pl.col("overhead_ns").max() / 1e3),
                                    "kernel"))
     return Outcome(lat.height, slow.height, fired, message, evidence,
                    details={"latency_us": {k.replace("_ns", ""): v for k, v in stats.items()},
