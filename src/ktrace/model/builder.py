@@ -45,23 +45,7 @@ class TraceBuilder:
         if table not in SCHEMAS:
             raise KeyError(f"unknown table {table!r}; tables are {', '.join(TABLES)}")
         schema = SCHEMAS[table]
-        if isinstance(columns, pa.RecordBatch):
-            data = pa.Table.from_batches([columns])
-        elif isinstance(columns, pa.Table):
-            data = columns
-        else:
-            arrays = {}
-            for name, values in columns.items():
-                if name not in schema.names:
-                    raise KeyError(f"{table}: unknown column {name!r}")
-                typ = schema.field(name).type
-                if isinstance(values, pa.Array | pa.ChunkedArray):
-                    arrays[name] = values
-                elif pa.types.is_dictionary(typ):
-                    arrays[name] = pa.array(values, type=pa.string())
-                else:
-                    arrays[name] = pa.array(values, type=typ)
-            data = pa.table(arrays) if arrays else pa.table({})
+        data = _as_table(table, columns)
         n = data.num_rows
         if n == 0:
             return
@@ -83,6 +67,27 @@ class TraceBuilder:
         """The Trace of everything added (tables concatenated; dictionaries unified)."""
         tables = {name: concat_tables(parts, name) for name, parts in self._parts.items()}
         return Trace.from_arrow(tables, self.meta)
+
+
+def _as_table(table: str, columns: Mapping[str, Any] | pa.RecordBatch | pa.Table) -> pa.Table:
+    """Rows given as a column mapping, a record batch or a table, as an Arrow table (types per the schema)."""
+    if isinstance(columns, pa.RecordBatch):
+        return pa.Table.from_batches([columns])
+    if isinstance(columns, pa.Table):
+        return columns
+    schema = SCHEMAS[table]
+    arrays = {}
+    for name, values in columns.items():
+        if name not in schema.names:
+            raise KeyError(f"{table}: unknown column {name!r}")
+        typ = schema.field(name).type
+        if isinstance(values, pa.Array | pa.ChunkedArray):
+            arrays[name] = values
+        elif pa.types.is_dictionary(typ):
+            arrays[name] = pa.array(values, type=pa.string())
+        else:
+            arrays[name] = pa.array(values, type=typ)
+    return pa.table(arrays) if arrays else pa.table({})
 
 
 def concat_tables(parts: Sequence[pa.Table], name: str) -> pa.Table:

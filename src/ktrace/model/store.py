@@ -122,12 +122,12 @@ def read(path: str | os.PathLike[str]) -> Trace:
 
     jobs = [(node, rank, folder, name) for node, rank, folder in parts for name in TABLES]
     with ThreadPoolExecutor(max_workers=min(8, max(1, len(jobs)))) as pool:
-        for (node, rank, _, name), (_, table, was_recovered) in zip(jobs, pool.map(load, jobs)):
+        for (node, rank, _, name), (_, table, was_recovered) in zip(jobs, pool.map(load, jobs), strict=True):
             if table is not None:
                 pieces[name].append(table)
             if was_recovered:
                 recovered.append(f"node={node}/rank={rank}/{name}")
-    for node, rank, folder in parts:
+    for _, _, folder in parts:
         meta = _merge_partition_meta(meta, folder)
     if recovered:
         meta = meta.with_health(

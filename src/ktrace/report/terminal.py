@@ -133,7 +133,7 @@ def _table(console: Console, title: str, rows: Sequence[dict[str, Any]] | None,
     if bar_width:
         table.add_column("", no_wrap=True, width=bar_width)
     index = [cols.index(c) for c in shown]
-    for row, cells_of_row in zip(rows, cells):
+    for row, cells_of_row in zip(rows, cells, strict=True):
         out = [cells_of_row[i] for i in index]
         if bar_width:
             out.append(bar(row.get(share_bar), bar_width))

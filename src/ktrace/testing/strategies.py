@@ -21,7 +21,7 @@ def spans(draw: Any, n: int) -> tuple[list[int], list[int]]:
     """`n` (start, end) pairs in ns, end >= start."""
     starts = draw(st.lists(st.integers(0, 10**12), min_size=n, max_size=n))
     durs = draw(st.lists(st.integers(0, 10**9), min_size=n, max_size=n))
-    return [_T0 + s for s in starts], [_T0 + s + d for s, d in zip(starts, durs)]
+    return [_T0 + s for s in starts], [_T0 + s + d for s, d in zip(starts, durs, strict=True)]
 
 
 @st.composite

@@ -117,8 +117,8 @@ class CounterSampler:
     """
 
     def __init__(self, root: Path, node: str, interval_ms: int, pid: int | None, gpu: bool = True) -> None:
-        from ktrace.model.schema import NODE_RANK
         from ktrace.model.capture import CaptureWriter
+        from ktrace.model.schema import NODE_RANK
         from ktrace.tracer.perf_counters import open_perf_counters
 
         self.interval_s = interval_ms / 1000.0
