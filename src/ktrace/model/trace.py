@@ -91,7 +91,11 @@ def frame_to_arrow(frame: pl.DataFrame, name: str) -> pa.Table:
     for f in schema:
         if f.name in table.column_names:
             col = table.column(f.name)
-            col = _as_dictionary(col, f.type) if pa.types.is_dictionary(f.type) else col.cast(f.type)
+            if pa.types.is_dictionary(f.type) and pa.types.is_dictionary(col.type):
+                col = col.cast(pa.string()).dictionary_encode()
+                col = col.cast(f.type)
+            else:
+                col = col.cast(f.type)
         else:
             col = pa.nulls(table.num_rows, f.type)
         columns.append(col)
