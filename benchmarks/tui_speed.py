@@ -8,7 +8,7 @@ With --from-file the trace is written to a .ktrace store first and opened by pat
 Anchor (measured in the same run): a naive full-scan redraw that bins every visible slice of every shown row
 with numpy (np.bincount over all slices in the window) instead of searchsorted + prefix sums.
 
-usage: python benchmarks/tui_speed.py [--kernels 10000000] [--width 200] [--height 50] [--from-file DIR]
+usage: python benchmarks/tui_speed.py [--kernels 10000000] [--width 200] [--height 50] [--from-file DIR | --open STORE]
 """
 
 from __future__ import annotations
@@ -31,12 +31,25 @@ def naive_redraw(index, rows, vp) -> None:  # type: ignore[no-untyped-def]
         np.bincount(cols, weights=(track.ends[lo:hi] - track.starts[lo:hi]), minlength=vp.width)
 
 
-async def measure(trace, width: int, height: int, repeats: int, path=None) -> dict[str, float]:  # type: ignore[no-untyped-def]
+def _top_gaps(gaps: list[float], gap_at: list[float], timings: dict[str, float], read_end: float) -> list[str]:
+    """The five longest event-loop gaps: how long, when (from the end of the read), and in which loading step."""
+    marks = sorted((v, k) for k, v in timings.items() if k in ("first_screen", "tracks_ready", "links_ready"))
+    out = []
+    for i in sorted(range(len(gaps)), key=gaps.__getitem__, reverse=True)[:5]:
+        stage = next((k for v, k in marks if gap_at[i] <= v), "after")
+        out.append(f"{1e3 * gaps[i]:.0f} ms ending {gap_at[i] - read_end:.2f} s after the read (before {stage})")
+    return out
+
+
+async def measure(trace, width: int, height: int, repeats: int, path=None,  # type: ignore[no-untyped-def]
+                  top_gaps: list[str] | None = None) -> dict[str, float]:
     from ktrace.tui.app import make_app
     from ktrace.tui.widgets.timeline import LABEL_W, Timeline
 
     app = make_app(trace=None if path else trace, path=path, analyses=False)
     gaps: list[float] = []
+    gap_at: list[float] = []
+    top_gaps = [] if top_gaps is None else top_gaps
     out: dict[str, float] = {}
     async with app.run_test(size=(width, height)) as pilot:
         last = time.perf_counter()
@@ -45,6 +58,7 @@ async def measure(trace, width: int, height: int, repeats: int, path=None) -> di
             nonlocal last
             now = time.perf_counter()
             gaps.append(now - last)
+            gap_at.append(now)
             last = now
 
         timer = app.set_interval(0.01, tick)
@@ -64,6 +78,7 @@ async def measure(trace, width: int, height: int, repeats: int, path=None) -> di
         out["links_ready_s"] = app.timings["links_ready"] - read_end
         out["max_ui_gap_until_first_screen_s"] = max(first_gaps) if first_gaps else float("nan")
         out["max_ui_gap_during_load_s"] = max(gaps) if gaps else float("nan")
+        top_gaps += _top_gaps(gaps, gap_at, app.timings, read_end)
         tl = app.query_one(Timeline)
         assert tl.index is not None and tl.index.ready
         tl.rows = list(range(len(tl.index.tracks)))[: height]
@@ -106,16 +121,27 @@ def main() -> None:
     parser.add_argument("--height", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--from-file", metavar="DIR", help="write the trace to DIR/bench.ktrace and open it by path")
+    parser.add_argument("--open", metavar="STORE", help="open an existing .ktrace store by path (no generation)")
+    parser.add_argument("--in-memory", action="store_true", help="with --open: read it here, hand the Trace over")
     args = parser.parse_args()
     from ktrace.testing import SyntheticConfig, generate
 
-    per_step = 5_000
-    t0 = time.perf_counter()
-    trace = generate(SyntheticConfig(steps=max(1, args.kernels // per_step), kernels_per_step=per_step,
-                                     streams=4, seed=1, counter_interval_ns=100_000_000))
-    print(f"generated {trace.kernels.height:,} kernels, {trace.api.height:,} API rows in "
-          f"{time.perf_counter() - t0:.1f} s")
     path = None
+    if args.open:
+        from pathlib import Path
+
+        from ktrace.model.store import read
+
+        path = Path(args.open)
+        trace = read(path)
+        print(f"opening {path}: {trace.kernels.height:,} kernels, {trace.api.height:,} API rows")
+    else:
+        per_step = 5_000
+        t0 = time.perf_counter()
+        trace = generate(SyntheticConfig(steps=max(1, args.kernels // per_step), kernels_per_step=per_step,
+                                         streams=4, seed=1, counter_interval_ns=100_000_000))
+        print(f"generated {trace.kernels.height:,} kernels, {trace.api.height:,} API rows in "
+              f"{time.perf_counter() - t0:.1f} s")
     if args.from_file:
         from pathlib import Path
 
@@ -123,7 +149,13 @@ def main() -> None:
 
         path = Path(args.from_file) / "bench.ktrace"
         write(trace, path)
-    res = asyncio.run(measure(trace, args.width, args.height, args.repeats, path))
+    if path is not None and not args.in_memory:
+        del trace  # opened by path: the app reads it itself
+        trace = None
+    top_gaps: list[str] = []
+    if args.in_memory:
+        path = None
+    res = asyncio.run(measure(trace, args.width, args.height, args.repeats, path, top_gaps))
     for k, v in res.items():
         print(f"{k:32s} {v:.4f}")
     print(f"first screen after the trace is read: {res['first_screen_s']:.3f} s (target <= 1.5 s)")
@@ -136,6 +168,7 @@ def main() -> None:
     print(f"every track indexed {res['all_tracks_ready_s']:.2f} s and links {res['links_ready_s']:.2f} s after the read")
     print(f"longest UI event-loop gap while loading: {1e3 * res['max_ui_gap_during_load_s']:.0f} ms "
           f"({1e3 * res['max_ui_gap_until_first_screen_s']:.0f} ms until the first screen)")
+    print("longest gaps:\n  " + "\n  ".join(top_gaps))
 
 
 if __name__ == "__main__":

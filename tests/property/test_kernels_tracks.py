@@ -71,3 +71,62 @@ def test_sort_and_track_arrays_match_reference(data: tuple[np.ndarray, ...], spl
     assert arrays.table.tolist() == [int(r >= split) for r in order.tolist()]
     assert tracks.take(colour, np.arange(colour.size)[::-1]).tolist() == colour[::-1].tolist()
     assert tracks.concat(start, end).tolist() == start.tolist() + end.tolist()
+
+
+@st.composite
+def keyed_slices(draw: st.DrawFn) -> tuple[list[tuple[int, ...]], np.ndarray, np.ndarray, np.ndarray, list[int]]:
+    """Rows with 5-part keys (enough distinct keys to grow the table past 64), times, colour codes, chunk cuts."""
+    n = draw(st.integers(0, 400))
+    many = draw(st.booleans())
+    key = st.tuples(st.integers(0, 150 if many else 3), st.integers(-1, 1), st.integers(0, 2), st.integers(0, 1),
+                    st.integers(0, 1))
+    rows = draw(st.lists(key, min_size=n, max_size=n))
+    start = np.array(draw(st.lists(st.integers(-5, 80), min_size=n, max_size=n)), np.int64).reshape(-1)
+    dur = np.array(draw(st.lists(st.integers(0, 30), min_size=n, max_size=n)), np.int64).reshape(-1)
+    codes = np.array(draw(st.lists(st.integers(0, 6), min_size=n, max_size=n)), np.uint32).reshape(-1)
+    cuts = sorted(draw(st.lists(st.integers(0, n), max_size=5)))
+    return rows, start, start + dur, codes, [0, *cuts, n]
+
+
+@given(keyed_slices(), st.integers(-10, 20), st.integers(1, 9), st.integers(1, 12), st.booleans())
+def test_chunked_track_scan_matches_reference(data: tuple, t0: int, bin_ns: int, n_bins: int, with_ids: bool) -> None:  # type: ignore[type-arg]
+    from ktrace.analysis._kernels.track_scan import ChunkRows, TrackScan
+
+    rows, start, end, codes, cuts = data
+    keys = [np.array([r[j] for r in rows], np.int64).reshape(-1) for j in range(5)]
+    keys[0], keys[1] = keys[0].astype(np.uint32), keys[1].astype(np.int32)  # the TUI's physical dtypes
+    scan = TrackScan(len(rows), t0, bin_ns, n_bins, 7, with_ids=with_ids)
+    chunks = [ChunkRows(*(k[a:b] for k in keys), start[a:b], end[a:b], codes[a:b]) for a, b in
+              zip(cuts, cuts[1:], strict=False) if b > a]
+    for chunk in chunks:
+        scan.add(chunk)
+    got = scan.result()
+    want_ids, want_first = ref.key_ids(rows)
+    assert got.first_row.tolist() == want_first and got.keys.tolist() == [list(rows[r]) for r in want_first]
+    assert got.ids.tolist() == (want_ids if with_ids else [])
+    n_keys = len(want_first)
+    busy, first, last, counts = ref.overview_bins(want_ids, start.tolist(), end.tolist(), codes.tolist(), n_keys, t0,
+                                                  bin_ns, n_bins)
+    assert got.busy.tolist() == (busy or np.zeros((0, n_bins)).tolist()) and got.counts.tolist() == counts
+    assert got.first_code.reshape(-1).tolist() == sum(first, []) and got.last_code.reshape(-1).tolist() == sum(last, [])
+    assert got.code_row.tolist() == ref.first_row_of_codes(codes.tolist(), 8)
+    remap = np.arange(n_keys, dtype=np.int64)[::-1].copy()
+    out = np.full(len(rows), -7, np.int64)
+    at = 0
+    for chunk in chunks:
+        scan.track_of_rows(chunk, remap, out, at)
+        at += chunk.start.size
+    assert out.tolist() == [int(remap[i]) for i in want_ids]
+
+
+@given(st.lists(st.integers(0, 9), max_size=20), st.integers(0, 5))
+def test_copy_into_and_take_into_fill_a_slice(values: list[int], at: int) -> None:
+    from ktrace.analysis._kernels.track_scan import copy_into, take_into
+
+    src = np.array(values, np.uint32)
+    out = np.full(len(values) + at + 2, -1, np.int64)
+    copy_into(out, at, src)
+    assert out.tolist() == [-1] * at + values + [-1, -1]
+    lut = np.arange(10, dtype=np.int64) * 3
+    take_into(out, at, lut, src)
+    assert out.tolist() == [-1] * at + [3 * v for v in values] + [-1, -1]

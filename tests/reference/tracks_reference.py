@@ -56,3 +56,12 @@ def busy_union(start: list[int], end: list[int]) -> int:
     for s, e in zip(start, end, strict=True):
         cells.update(range(s, e))
     return len(cells)
+
+
+def first_row_of_codes(codes: list[int], size: int) -> list[int]:
+    """The first row holding each code 0..size-1, -1 where a code never occurs."""
+    out = [-1] * size
+    for i, c in enumerate(codes):
+        if out[c] < 0:
+            out[c] = i
+    return out

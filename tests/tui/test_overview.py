@@ -57,3 +57,35 @@ def test_pending_tracks_know_counts_then_match_the_built_ones(synthetic_trace) -
     index.attach_links(build_links(synthetic_trace))
     assert scanned == [index.linked_rows(table, row) for table, row in (("kernels", 0), ("kernels", 77), ("api", 5))]
     assert any(scanned)
+
+
+def test_colour_lut_of_rows_matches_colour_lut(synthetic_trace) -> None:  # type: ignore[no-untyped-def]
+    from ktrace.tui.tracks import colour_lut, colour_lut_of_rows
+
+    names = synthetic_trace.kernels["name"]
+    codes = names.to_physical().to_numpy()
+    code_row = np.full(int(codes.max()) + 2, -1, np.int64)  # one spare code: the stand-in for nulls
+    for row in range(codes.size - 1, -1, -1):
+        code_row[codes[row]] = row
+    want = colour_lut(names)
+    got = colour_lut_of_rows(names, code_row)
+    assert got[: want.size].tolist() == want.tolist() and got[want.size:].tolist() == [0] * (got.size - want.size)
+
+
+def test_loading_mode_restores_the_switch_interval_and_gc() -> None:
+    import gc
+    import sys
+
+    from ktrace.tui.loading_mode import LOADING_SWITCH_INTERVAL_S, LoadingMode
+
+    before = sys.getswitchinterval()
+    mode = LoadingMode()
+    mode.enter()
+    mode.enter()  # idempotent
+    try:
+        assert sys.getswitchinterval() == min(before, LOADING_SWITCH_INTERVAL_S) and not gc.isenabled()
+    finally:
+        mode.leave()
+    mode.leave()
+    assert sys.getswitchinterval() == before and gc.isenabled()
+    gc.unfreeze()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -10,11 +11,13 @@ from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
 
 from ktrace.model.trace import Trace
 from ktrace.tui.details import describe
 from ktrace.tui.keymap import KEYS, bindings
+from ktrace.tui.loading_mode import LoadingMode
 from ktrace.tui.messages import (
     LinksReady,
     LoadFailed,
@@ -56,9 +59,14 @@ class KtraceApp(App[None]):
         self.trace: Trace | None = None
         self.index: TrackIndex | None = None
         self.steps = StepSpans()
+        self._first_drawn = threading.Event()
+        """Set once the first screen is drawn: the loader waits for it so that drawing gets the GIL to itself."""
         self.timings: dict[str, float] = {}
         """Seconds spent reading, indexing and until the first screen (for the benchmark)."""
         self.sub_title = self.path.name if self.path else (trace.meta.source if trace else "")
+        self._loading = LoadingMode()
+        # numba's import and cache load (0.4-1 s) overlap Textual's start-up and the read, off the event loop
+        threading.Thread(target=_warm_kernels, name="ktrace-warm-kernels", daemon=True).start()
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -81,17 +89,15 @@ class KtraceApp(App[None]):
 
     def on_mount(self) -> None:
         self.timings["mount"] = time.perf_counter()
+        self._loading.enter()  # short GIL hand-overs and no full GC passes while loader threads run
         self.query_one("#tabs").loading = True
-        if self.given_trace is None:
-            self._warm_kernels()  # numba import + cache load overlap the read
         self._load_trace()
 
-    @work(thread=True, group="warm")
-    def _warm_kernels(self) -> None:
-        """Load the index kernels (numba import and cache) while the trace is being read."""
-        from ktrace.tui.index_build import warm_kernels
+    def get_loading_widget(self) -> Widget:
+        """The loading indicator shown over the tabs while the trace loads (a calm one: few repaints)."""
+        from ktrace.tui.widgets.loading import CalmLoadingIndicator
 
-        warm_kernels()
+        return CalmLoadingIndicator()
 
     # --- loading (thread workers) ---------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="load")
@@ -115,6 +121,7 @@ class KtraceApp(App[None]):
         index, plan = plan_index(trace)
         steps = step_spans(trace)
         self.post_message(TraceLoaded(trace, index, steps, t_index - t_read, time.perf_counter() - t_index))
+        self._first_drawn.wait(timeout=2.0)
         t_tracks = time.perf_counter()
         built = build_tracks(plan)
         del plan
@@ -145,6 +152,7 @@ class KtraceApp(App[None]):
 
     @on(LoadFailed)
     def _failed(self, message: LoadFailed) -> None:
+        self._loading_done()
         self.exit(return_code=message.exit_code, message=f"ktrace view: error: {message.text}")
 
     @on(TraceLoaded)
@@ -172,6 +180,7 @@ class KtraceApp(App[None]):
 
     def _first_screen(self) -> None:
         self.timings["first_screen"] = time.perf_counter()
+        self._first_drawn.set()
 
     @on(TracksReady)
     def _tracks_ready(self, message: TracksReady) -> None:
@@ -187,6 +196,14 @@ class KtraceApp(App[None]):
             return
         self.index.attach_links(message.links)
         self.timings.update(links_s=message.seconds, links_ready=time.perf_counter())
+        self._loading_done()
+
+    def _loading_done(self) -> None:
+        self._loading.leave()
+
+    def on_unmount(self) -> None:
+        """Leave the loading mode if loading did not finish."""
+        self._loading_done()
 
     @on(SummaryReady)
     def _summary(self, message: SummaryReady) -> None:
@@ -293,6 +310,13 @@ class KtraceApp(App[None]):
             self.call_later(self.query_one(KernelTable).run_action, action)
         else:
             self.call_later(self.run_action, action)
+
+
+def _warm_kernels() -> None:
+    """Load the index kernels (numba import and cache) while the app starts and the trace is read."""
+    from ktrace.tui.index_build import warm_kernels
+
+    warm_kernels()
 
 
 def make_app(path: str | Path | None = None, trace: Trace | None = None, *, analyses: bool = True) -> KtraceApp:

@@ -1,17 +1,21 @@
 """Building the track index in three steps, all off the UI thread and without holding the GIL for long.
 
-1. `plan_index`: the track list (a dense id per row from its key columns), each track's slice count and a coarse
-   overview: one pass over the rows, no sorting. The first screen is drawn from this.
-2. `build_tracks`: every track's rows grouped and sorted by start, with running max and prefix sums.
-3. `build_links`: the correlation lookups behind launch <-> kernel links (a filtered scan serves meanwhile).
+1. `plan_index`: the track list (the distinct key tuples), each track's slice count and a coarse overview: one pass
+   over polars' column chunks in place (no rechunk copy, no per-row array written). The first screen is drawn
+   from this.
+2. `build_tracks`: every track's rows grouped and sorted by start, with running max and prefix sums (the chunks
+   are copied once into contiguous arrays here, with each row's track looked up again in the first pass's table).
+3. `build_links`: the correlation lookups behind launch <-> kernel links (a filtered scan serves meanwhile): one
+   lazy polars query per table.
 
-Heavy work runs in polars or in numba nogil kernels (ktrace.analysis._kernels.tracks); numpy here only touches
-arrays of a few thousand values (one per track or bin), never one per row.
+Heavy work runs in lazy polars queries or in numba nogil kernels (ktrace.analysis._kernels.track_scan, .tracks);
+numpy here only touches arrays of a few thousand values (one per track or bin), never one per row.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -19,7 +23,10 @@ from numpy.typing import NDArray
 
 from ktrace.model.trace import Trace
 from ktrace.tui.overview import N_BINS, Overview
-from ktrace.tui.tracks import MAX_RANGE_DEPTH, TABLE_CODES, Track, TrackIndex, colour_lut, pending_track
+from ktrace.tui.tracks import MAX_RANGE_DEPTH, TABLE_CODES, Track, TrackIndex, colour_lut_of_rows, pending_track
+
+if TYPE_CHECKING:
+    from ktrace.analysis._kernels.track_scan import ChunkRows, ScanResult, TrackScan
 
 I64 = NDArray[np.int64]
 _ONE = np.zeros(1, np.int64)
@@ -28,18 +35,20 @@ _ONE = np.zeros(1, np.int64)
 
 @dataclass
 class TablePart:
-    """One table's rows in a slice group: key ids (remapped to the group's tracks), times and colour codes."""
+    """One table's rows in a slice group, as polars' column chunks (zero-copy numpy views; build_tracks copies them
+    once), with the scan that numbered their keys and binned them."""
 
     code: int
     """TABLE_CODES code of the table."""
-    ids: NDArray[np.int32]
-    """Key id per row (key_ids); the group-local track is remap[id]."""
-    remap: I64
-    starts: I64
-    ends: I64
-    codes: NDArray[np.integer]
-    """Colour code per row; the colour seed is lut[code]."""
+    n_rows: int
+    chunks: list[ChunkRows]
+    scan: TrackScan
+    """Key table of the first pass: a row's group-local track is remap[its key id]."""
+    found: ScanResult
+    """Per key id: counts and overview bins (colour codes, not seeds)."""
     lut: I64
+    """Colour seed per colour code."""
+    remap: I64 = field(default_factory=lambda: np.empty(0, np.int64))
 
 
 @dataclass
@@ -82,39 +91,46 @@ class IndexPlan:
 
 
 def warm_kernels() -> None:
-    """Import numba and load the first step's kernels from its cache (about 1 s), on tiny inputs."""
-    from ktrace.analysis._kernels.tracks import key_ids, overview_bins
+    """Import numba and load the index kernels from its cache (0.4-1 s), on tiny inputs shaped like the real ones.
 
-    one = np.zeros(1, np.int64)
-    ids, _ = key_ids(one.astype(np.uint32), one.astype(np.int32), one.astype(np.int32), one, one)
-    overview_bins(ids, one, one, one, one.astype(np.uint32), one, 1, 0, 1, 1)
+    The first step's kernels come first, then the second step's, so that their cache loads (which hold the GIL)
+    happen while the app starts or the trace is read rather than right after the first screen.
+    """
+    from ktrace.analysis._kernels.track_scan import ChunkRows, TrackScan, copy_into, take_into
+    from ktrace.analysis._kernels.tracks import sort_by_track, track_arrays
+
+    u32, i32, i64 = (np.zeros(1, t) for t in (np.uint32, np.int32, np.int64))
+    for a in (u32, i32, i64):
+        a.flags.writeable = False  # like polars' zero-copy chunks: the same compiled variant
+    scans = []
+    for k2 in (i32, i64):  # GPU streams (device int32), CPU threads (pid int64)
+        rows = ChunkRows(u32, i32, k2, i64, i64, i64, i64, u32)
+        scan = TrackScan(1, 0, 1, 1, 0, with_ids=False)
+        scan.add(rows)
+        scans.append((scan, rows))
+    out = np.zeros(1, np.int64)
+    for scan, rows in scans:
+        scan.track_of_rows(rows, out, out, 0)
+    copy_into(out, 0, i64)
+    take_into(out, 0, out, u32)
+    order, offsets = sort_by_track(out, out, 1)
+    track_arrays(order, offsets, out, out, out, 1)
 
 
 def plan_index(trace: Trace, n_bins: int = N_BINS) -> tuple[TrackIndex, IndexPlan]:
     """The track list with counts and a coarse overview (slice tracks pending), plus the plan to index them."""
-    from ktrace.analysis._kernels.tracks import overview_bins
-
     span = trace.span_ns() or (0, 1)
     t0, t1 = span[0], max(span[1], span[0] + 1)
     bin_ns = max(1, -(-(t1 - t0) // n_bins))
     tracks: list[Track] = []
     groups: list[SliceGroup] = []
     bins: list[tuple[I64, I64, I64]] = []
-    specs = (("stream", ("kernels", "memory")), ("api", ("api",)), ("ops", ("ops",)), ("ranges", ("ranges",)))
-    for kind, tables in specs:
-        group = _slice_group(trace, kind, tables, len(tracks))
+    scanned = _scan_tables(trace, (t0, bin_ns, n_bins))
+    for kind, tables in SLICE_GROUPS:
+        group = _slice_group(trace, kind, [scanned[t] for t in tables if t in scanned], len(tracks))
         if group is None:
             continue
-        n = len(group.keys)
-        parts = [overview_bins(p.ids, p.remap, p.starts, p.ends, p.codes, p.lut, n, t0, bin_ns, n_bins)
-                 for p in group.parts]
-        busy = sum(p.busy for p in parts[1:]) + parts[0].busy
-        first, last = parts[0].first_colour, parts[-1].last_colour  # coarse: the first table's colour wins
-        for p in parts[1:]:
-            first = np.where(first >= 0, first, p.first_colour)
-        for p in parts[:-1]:
-            last = np.where(last >= 0, last, p.last_colour)
-        group.counts = np.stack([p.counts for p in parts], axis=1)
+        busy, first, last = _group_bins(group, n_bins)
         for i, key in enumerate(group.keys):
             est = int(np.minimum(busy[i], bin_ns).sum())
             tracks.append(pending_track(*_describe(kind, key), int(group.counts[i].sum()), _kernels(group, i), est))
@@ -125,6 +141,28 @@ def plan_index(trace: Trace, n_bins: int = N_BINS) -> tuple[TrackIndex, IndexPla
     index = TrackIndex(trace, tracks, t0, t1, overview=overview)
     index.by_key = {t.key: i for i, t in enumerate(tracks)}
     return index, IndexPlan(groups, {name: trace.table(name).height for name in TABLE_CODES[:5]})
+
+
+def _group_bins(group: SliceGroup, n_bins: int) -> tuple[I64, I64, I64]:
+    """(busy, first colour, last colour) per group track and bin; the first table's colours win (coarse)."""
+    n = len(group.keys)
+    busy = np.zeros((n, n_bins), np.int64)
+    first = np.full((n, n_bins), -1, np.int64)
+    last = np.full((n, n_bins), -1, np.int64)
+    group.counts = np.zeros((n, len(group.parts)), np.int64)
+    for j, part in enumerate(group.parts):
+        found, at = part.found, part.remap
+        busy[at] += found.busy
+        group.counts[at, j] = found.counts
+        first_colour = np.where(found.first_code >= 0, part.lut[np.maximum(found.first_code, 0)], -1)
+        last_colour = np.where(found.last_code >= 0, part.lut[np.maximum(found.last_code, 0)], -1)
+        first[at] = np.where(first[at] >= 0, first[at], first_colour)
+        last[at] = np.where(last_colour >= 0, last_colour, last[at])
+    return busy, first, last
+
+
+SLICE_GROUPS = (("stream", ("kernels", "memory")), ("api", ("api",)), ("ops", ("ops",)), ("ranges", ("ranges",)))
+"""Slice track kinds and the tables whose rows they show (kernels and memory copies share GPU streams)."""
 
 
 def _kernels(group: SliceGroup, i: int) -> int:
@@ -140,13 +178,11 @@ def _overview(t0: int, bin_ns: int, bins: list[tuple[I64, I64, I64]], n_tracks: 
     return Overview.from_bins(t0, bin_ns, busy, first, last)
 
 
-def _node_ids(trace: Trace) -> dict[str, int]:
-    from ktrace.tui.tracks import code_names
-
-    nodes: set[str] = set()
-    for name in ("kernels", "memory", "api"):
-        nodes.update(code_names(trace.table(name)["node"]).values())
-    return {n: i for i, n in enumerate(sorted(nodes))}
+def _node_codes(trace: Trace) -> list[dict[int, str]]:
+    """Physical code -> node name in kernels, memory and api (distinct values: one GIL-free query per table)."""
+    frames = [trace.table(name).lazy().select(pl.col("node").unique()) for name in ("kernels", "memory", "api")]
+    return [dict(zip(f["node"].to_physical().to_list(), f["node"].cast(pl.String).to_list(), strict=True))
+            for f in pl.collect_all(frames)]
 
 
 def _key_exprs(kind: str) -> list[pl.Expr]:
@@ -155,31 +191,26 @@ def _key_exprs(kind: str) -> list[pl.Expr]:
     exprs = [pl.col("node").to_physical().alias("_k0"), pl.col("rank").fill_null(-1).alias("_k1")]
     exprs += [pl.col(c).fill_null(-1).alias(f"_k{i + 2}") for i, c in enumerate(cols)]
     if kind == "ranges":
-        exprs.append(pl.col("depth").fill_null(0).clip(0, MAX_RANGE_DEPTH - 1).alias("_k4"))
+        exprs.append(pl.col("depth").fill_null(0).clip(0, MAX_RANGE_DEPTH - 1).cast(pl.Int64).alias("_k4"))
     return exprs
 
 
-def _slice_group(trace: Trace, kind: str, tables: tuple[str, ...], base: int) -> SliceGroup | None:
-    """Key ids per row of each of the group's tables, mapped onto the group's tracks sorted by key."""
-    from ktrace.analysis._kernels.tracks import key_ids
+def _scan_tables(trace: Trace, bins: tuple[int, int, int]) -> dict[str, TablePart]:
+    """Every non-empty slice table scanned (one after the other: two threads measured no faster on 2 cores)."""
+    return {table: _scan_table(trace.table(table), table, kind, bins)
+            for kind, tables in SLICE_GROUPS for table in tables if trace.table(table).height}
 
-    parts: list[TablePart] = []
+
+def _slice_group(trace: Trace, kind: str, parts: list[TablePart], base: int) -> SliceGroup | None:
+    """The group's tracks (its tables' keys, sorted) and each table's key ids mapped onto them."""
     values: list[list[tuple[object, ...]]] = []
-    for table in tables:
-        frame = trace.table(table)
-        if frame.height == 0:
-            continue
-        colour = "copy_kind" if table == "memory" else "name"
-        # one multi-threaded select + rechunk, then zero-copy numpy views (no per-column copy under the GIL)
-        cols = frame.select(*_key_exprs(kind), "start_ns", "end_ns", pl.col(colour).to_physical()).rechunk()
-        key_cols = [cols[c].to_numpy() for c in cols.columns if c.startswith("_k")]
-        ids, first_row = key_ids(*key_cols, *([_ONE] * (5 - len(key_cols))))
-        names = frame["node"].gather(pl.Series(first_row)).cast(pl.String).to_list()
-        values.append([(name, *(int(k[r]) for k in key_cols[1:])) for name, r in zip(names, first_row.tolist(),
-                                                                                  strict=True)])
-        lut = colour_lut(frame[colour])
-        parts.append(TablePart(TABLE_CODES.index(table), ids, np.empty(0, np.int64), cols["start_ns"].to_numpy(),
-                               cols["end_ns"].to_numpy(), cols[colour].to_numpy(), lut))
+    for part in parts:
+        frame = trace.table(TABLE_CODES[part.code])
+        found = part.found
+        names = frame["node"].gather(pl.Series(found.first_row)).cast(pl.String).to_list()
+        n_keys = len(_key_exprs(kind)) - 1
+        values.append([(name, *(int(v) for v in key[1:1 + n_keys])) for name, key in
+                       zip(names, found.keys.tolist(), strict=True)])
     if not parts:
         return None
     keys = sorted({v for vs in values for v in vs}, key=_sort_key)
@@ -187,6 +218,29 @@ def _slice_group(trace: Trace, kind: str, tables: tuple[str, ...], base: int) ->
     for part, vs in zip(parts, values, strict=True):
         part.remap = np.array([where[v] for v in vs], np.int64)
     return SliceGroup(kind, base, parts, keys)
+
+
+def _scan_table(frame: pl.DataFrame, table: str, kind: str, bins: tuple[int, int, int]) -> TablePart:
+    """One pass over a table's column chunks in place: key ids, counts, overview bins, colour lut."""
+    from ktrace.analysis._kernels.track_scan import ChunkRows, TrackScan
+
+    colour = "copy_kind" if table == "memory" else "name"
+    code = pl.col(colour).to_physical()
+    max_code = int(frame.select(code.max()).item() or 0)
+    cols = frame.select(*_key_exprs(kind), "start_ns", "end_ns", code.fill_null(max_code + 1).alias("_c"))
+    if len({tuple(cols[c].chunk_lengths()) for c in cols.columns}) > 1:
+        cols = cols.rechunk()  # chunks not aligned across columns (rare): one copy
+    columns = [[x.to_numpy() for x in cols[c].get_chunks()] for c in cols.columns]
+    n_keys = len(columns) - 3
+    scan = TrackScan(frame.height, *bins, max_code + 1, with_ids=False)
+    chunks = []
+    for i in range(len(columns[0])):
+        k = [columns[j][i] for j in range(n_keys)] + [_ONE] * (5 - n_keys)
+        chunks.append(ChunkRows(k[0], k[1], k[2], k[3], k[4], columns[-3][i], columns[-2][i], columns[-1][i]))
+        scan.add(chunks[-1])
+    found = scan.result()
+    lut = colour_lut_of_rows(frame[colour], found.code_row)
+    return TablePart(TABLE_CODES.index(table), frame.height, chunks, scan, found, lut)
 
 
 def _sort_key(key: tuple[object, ...]) -> tuple[object, ...]:
@@ -238,7 +292,7 @@ def build_tracks(plan: IndexPlan) -> BuiltTracks:
     for group in plan.groups:
         n = len(group.keys)
         track, starts, ends, colour = _group_rows(group)
-        split = group.parts[0].starts.size
+        split = group.parts[0].n_rows
         order, offsets = sort_by_track(track, starts, n)
         arrays = track_arrays(order, offsets, starts, ends, colour, split)
         code = group.parts[0].code
@@ -260,37 +314,42 @@ def build_tracks(plan: IndexPlan) -> BuiltTracks:
 
 
 def _group_rows(group: SliceGroup) -> tuple[I64, I64, I64, I64]:
-    """(track, start, end, colour) of the group's rows, first table first (copies made by nogil kernels)."""
-    from ktrace.analysis._kernels.tracks import concat, take
+    """(track, start, end, colour) of the group's rows, first table first (copied chunk by chunk by nogil kernels)."""
+    from ktrace.analysis._kernels.track_scan import copy_into, take_into
 
-    cols = [[take(p.remap, p.ids), p.starts, p.ends, take(p.lut, p.codes)] for p in group.parts]
-    if len(cols) == 1:
-        return cols[0][0], cols[0][1], cols[0][2], cols[0][3]
-    a, b = cols
-    return concat(a[0], b[0]), concat(a[1], b[1]), concat(a[2], b[2]), concat(a[3], b[3])
+    n = sum(p.n_rows for p in group.parts)
+    track, starts, ends, colour = (np.empty(n, np.int64) for _ in range(4))
+    at = 0
+    for part in group.parts:
+        for chunk in part.chunks:
+            part.scan.track_of_rows(chunk, part.remap, track, at)
+            copy_into(starts, at, chunk.start)
+            copy_into(ends, at, chunk.end)
+            take_into(colour, at, part.lut, chunk.codes)
+            at += chunk.start.size
+    return track, starts, ends, colour
 
 
 def build_links(trace: Trace) -> Links:
     """Sorted rank-qualified correlation keys of kernels, memory and API rows (the launch <-> run join)."""
-    node_ids = _node_ids(trace)
-    return Links({name: _corr_lookup(trace.table(name), node_ids) for name in ("kernels", "memory", "api")},
-                 node_ids)
+    codes = _node_codes(trace)
+    nodes = sorted({n for c in codes for n in c.values() if n is not None})
+    node_ids = {n: i for i, n in enumerate(nodes)}
+    return Links({name: _corr_lookup(trace.table(name), {c: node_ids[n] for c, n in by_code.items() if n is not None})
+                  for name, by_code in zip(("kernels", "memory", "api"), codes, strict=True)}, node_ids)
 
 
-def _corr_lookup(frame: pl.DataFrame, node_ids: dict[str, int]) -> tuple[I64, I64]:
-    from ktrace.analysis._kernels.tracks import take
-    from ktrace.tui.tracks import code_names
-
+def _corr_lookup(frame: pl.DataFrame, node_of_code: dict[int, int]) -> tuple[I64, I64]:
+    """(sorted keys, row order) in one lazy polars query (runs without the GIL; the results are not copied)."""
     if frame.height == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
-    names = code_names(frame["node"])
-    lut = np.zeros(max(names) + 1, np.int64)
-    for code, name in names.items():
-        lut[code] = node_ids.get(name, 0)
-    node = pl.Series("_node", take(lut, frame["node"].to_physical().to_numpy()))
+    ids = set(node_of_code.values())
+    node = pl.lit(next(iter(ids), 0), pl.Int64) if len(ids) <= 1 else pl.col("node").to_physical().replace_strict(
+        list(node_of_code), list(node_of_code.values()), default=0, return_dtype=pl.Int64)
     corr = pl.col("correlation_id").cast(pl.Int64)
-    keys = frame.select("rank", "correlation_id").with_columns(node).select(  # correlation_key, vectorized
+    keys = frame.lazy().select(  # correlation_key, vectorized
         pl.when(corr.is_null() | (corr < 0)).then(-1)
-        .otherwise(pl.col("_node") * (1 << 52) + (pl.col("rank").cast(pl.Int64) + 1) * (1 << 40) + corr)
-        .alias("k")).with_row_index("_row").sort("k", maintain_order=True)  # stable: rows ascending per key
-    return keys["k"].to_numpy(), keys["_row"].cast(pl.Int64).to_numpy()
+        .otherwise(node * (1 << 52) + (pl.col("rank").cast(pl.Int64) + 1) * (1 << 40) + corr).alias("k"),
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),
+    ).sort("k", maintain_order=True).collect()  # stable: rows ascending per key
+    return keys["k"].to_numpy(), keys["_row"].to_numpy()

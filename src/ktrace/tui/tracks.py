@@ -216,6 +216,19 @@ def colour_lut(series: pl.Series) -> NDArray[np.int64]:
     return lut
 
 
+def colour_lut_of_rows(series: pl.Series, code_row: NDArray[np.int64]) -> NDArray[np.int64]:
+    """colour_lut from one row per code (TrackScan's code_row, -1 where a code is absent): no pass over the column.
+
+    Codes past the column's dictionary (the null stand-in) and null names get colour 0.
+    """
+    lut = np.zeros(code_row.size, np.int64)
+    seen = np.flatnonzero(code_row >= 0)
+    if seen.size:
+        names = series.gather(pl.Series(code_row[seen])).cast(pl.String).to_list()
+        lut[seen] = [0 if name is None else zlib.crc32(name.encode()) for name in names]
+    return lut
+
+
 def code_names(series: pl.Series) -> dict[int, str]:
     """Dictionary code -> string of a categorical column (over its distinct values only)."""
     uniq = series.unique()

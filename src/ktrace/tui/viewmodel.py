@@ -126,16 +126,17 @@ def paint_track(track: Track, vp: Viewport) -> RowPaint:
     prev_c = np.where(has_prev, prev, 0)
     carried_end = np.where(has_prev, track.max_end[prev_c] if track.size else 0, np.int64(-(2**62)))
     carried = np.clip(np.minimum(carried_end, bounds[1:]) - bounds[:-1], 0, None)
+    running = carried_end > bounds[:-1]  # an earlier slice runs into the column (also when it is 0 ns wide)
     inside = track.cum_ns[idx[1:]] - track.cum_ns[idx[:-1]]
     col_ns = np.maximum(1, bounds[1:] - bounds[:-1])
     frac = np.minimum(1.0, (carried + inside) / col_ns)
     starting = idx[1:] > idx[:-1]
     colour = np.full(width, -1, np.int64)
     if track.size:
-        colour = np.where(carried > 0, track.colour[prev_c], colour)
+        colour = np.where(running, track.colour[prev_c], colour)
         first_in = np.minimum(idx[:-1], track.size - 1)
-        colour = np.where((carried <= 0) & starting, track.colour[first_in], colour)
-    busy = (frac > 0) | starting
+        colour = np.where(~running & starting, track.colour[first_in], colour)
+    busy = (frac > 0) | starting | running
     level = np.where(busy, np.maximum(1, np.round(frac * 8)).astype(np.int64), 0)
     solid = busy & (frac >= SOLID)
     glyphs = [LEVELS[v] for v in level.tolist()]

@@ -8,6 +8,8 @@ Public typed wrappers (numpy in, numpy out); all run without the GIL so the TUI'
 - ``concat(a, b) -> a ++ b`` as int64.
 - ``overview_bins(ids, remap, start, end, codes, lut, n_tracks, t0, bin_ns, n_bins) -> OverviewBins``: per
   track (remap[ids]) and time bin, covered ns and the colour (lut[codes]) of the first/last slice starting in it.
+
+``key_ids`` and ``overview_bins`` are one-array front ends of the chunked scan in track_scan (which the TUI uses).
 - ``sort_by_track(track, start, n_tracks) -> (order, offsets)``: rows grouped by track, stably sorted by start.
 - ``track_arrays(order, offsets, start, end, colour, split) -> TrackArrays``: the sorted per-slice arrays.
 """
@@ -20,75 +22,12 @@ import numpy as np
 import numpy.typing as npt
 
 from ktrace.analysis._kernels import jit
+from ktrace.analysis._kernels.track_scan import ChunkRows, TrackScan
 
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
 I8 = npt.NDArray[np.int8]
 AnyInt = npt.NDArray[np.integer]
-
-
-@jit
-def _hash(k0: int, k1: int, k2: int, k3: int, k4: int) -> int:  # pragma: no cover - numba
-    # shifts and xors only: no multiplication, so no overflow warning when the JIT is disabled
-    h = k0 ^ (k1 << 11) ^ (k2 << 23) ^ (k3 << 37) ^ (k4 << 49)
-    h ^= (h >> 17) ^ (k1 >> 5) ^ (k3 >> 9)
-    h ^= h >> 31
-    return h
-
-
-@jit
-def _key_ids(a: AnyInt, b: AnyInt, c: AnyInt, d: AnyInt, e: AnyInt) -> tuple[I32, I64]:  # pragma: no cover
-    n = max(a.size, b.size, c.size, d.size, e.size)
-    ids = np.empty(n, np.int32)
-    cap = 64
-    slots = np.full(cap, -1, np.int64)
-    keys = np.empty((cap, 5), np.int64)
-    first = np.empty(cap, np.int64)
-    count = 0
-    prev = -1
-    for i in range(n):
-        k0 = np.int64(a[min(i, a.size - 1)])
-        k1 = np.int64(b[min(i, b.size - 1)])
-        k2 = np.int64(c[min(i, c.size - 1)])
-        k3 = np.int64(d[min(i, d.size - 1)])
-        k4 = np.int64(e[min(i, e.size - 1)])
-        if prev >= 0 and keys[prev, 0] == k0 and keys[prev, 1] == k1 and keys[prev, 2] == k2 \
-                and keys[prev, 3] == k3 and keys[prev, 4] == k4:
-            ids[i] = prev
-            continue
-        mask = cap - 1
-        slot = _hash(k0, k1, k2, k3, k4) & mask
-        while True:
-            j = slots[slot]
-            if j < 0:
-                break
-            if keys[j, 0] == k0 and keys[j, 1] == k1 and keys[j, 2] == k2 and keys[j, 3] == k3 and keys[j, 4] == k4:
-                break
-            slot = (slot + 1) & mask
-        if j < 0:
-            j = count
-            keys[j, 0], keys[j, 1], keys[j, 2], keys[j, 3], keys[j, 4] = k0, k1, k2, k3, k4
-            first[j] = i
-            slots[slot] = j
-            count += 1
-            if 2 * count >= cap:  # grow and rehash
-                cap *= 2
-                mask = cap - 1
-                slots = np.full(cap, -1, np.int64)
-                grown = np.empty((cap, 5), np.int64)
-                grown[:count] = keys[:count]
-                keys = grown
-                grown_first = np.empty(cap, np.int64)
-                grown_first[:count] = first[:count]
-                first = grown_first
-                for q in range(count):
-                    s = _hash(keys[q, 0], keys[q, 1], keys[q, 2], keys[q, 3], keys[q, 4]) & mask
-                    while slots[s] >= 0:
-                        s = (s + 1) & mask
-                    slots[s] = q
-        ids[i] = j
-        prev = j
-    return ids, first[:count].copy()
 
 
 def key_ids(a: AnyInt, b: AnyInt, c: AnyInt, d: AnyInt, e: AnyInt) -> tuple[I32, I64]:
@@ -107,7 +46,12 @@ def key_ids(a: AnyInt, b: AnyInt, c: AnyInt, d: AnyInt, e: AnyInt) -> tuple[I32,
     cols = [np.ascontiguousarray(x) for x in (a, b, c, d, e)]
     if any(x.size == 0 for x in cols):
         return np.empty(0, np.int32), np.empty(0, np.int64)
-    return _key_ids(*cols)
+    n = max(x.size for x in cols)
+    scan = TrackScan(n, 0, 1, 1, 0)
+    zeros = np.zeros(n, np.int64)
+    scan.add(ChunkRows(cols[0], cols[1], cols[2], cols[3], cols[4], zeros, zeros, zeros))
+    out = scan.result()
+    return out.ids, out.first_row
 
 
 @jit
@@ -154,48 +98,6 @@ def concat(a: AnyInt, b: AnyInt) -> I64:
     return _concat(np.ascontiguousarray(a), np.ascontiguousarray(b))
 
 
-@jit
-def _overview_bins(ids: AnyInt, remap: I64, start: I64, end: I64, codes: AnyInt, lut: I64, n_tracks: int, t0: int,
-                   bin_ns: int, n_bins: int) -> tuple[I64, I64, I64, I64]:  # pragma: no cover - numba
-    counts = np.zeros(n_tracks, np.int64)
-    busy = np.zeros((n_tracks, n_bins), np.int64)
-    full = np.zeros((n_tracks, n_bins + 1), np.int64)
-    first_colour = np.full((n_tracks, n_bins), -1, np.int64)
-    last_colour = np.full((n_tracks, n_bins), -1, np.int64)
-    first_start = np.zeros((n_tracks, n_bins), np.int64)
-    last_start = np.zeros((n_tracks, n_bins), np.int64)
-    t1 = t0 + bin_ns * n_bins
-    for i in range(start.size):
-        t, s, e = remap[ids[i]], start[i], end[i]
-        counts[t] += 1
-        if t0 <= s < t1:
-            b = (s - t0) // bin_ns
-            if first_colour[t, b] < 0 or s < first_start[t, b]:
-                first_start[t, b] = s
-                first_colour[t, b] = lut[codes[i]]
-            if last_colour[t, b] < 0 or s >= last_start[t, b]:
-                last_start[t, b] = s
-                last_colour[t, b] = lut[codes[i]]
-        s, e = max(s, t0), min(e, t1)
-        if e <= s:
-            continue
-        b0 = (s - t0) // bin_ns
-        b1 = (e - 1 - t0) // bin_ns
-        if b0 == b1:
-            busy[t, b0] += e - s
-        else:
-            busy[t, b0] += t0 + (b0 + 1) * bin_ns - s
-            busy[t, b1] += e - (t0 + b1 * bin_ns)
-            full[t, b0 + 1] += 1
-            full[t, b1] -= 1
-    for t in range(n_tracks):
-        run = 0
-        for b in range(n_bins):
-            run += full[t, b]
-            busy[t, b] += run * bin_ns
-    return busy, first_colour, last_colour, counts
-
-
 class OverviewBins(NamedTuple):
     """Per track and time bin (int64[n_tracks, n_bins]), plus rows per track."""
 
@@ -231,11 +133,22 @@ def overview_bins(ids: AnyInt, remap: I64, start: I64, end: I64, codes: AnyInt, 
     Returns:
         The OverviewBins.
     """
-    out = _overview_bins(np.ascontiguousarray(ids), np.ascontiguousarray(remap, np.int64),
-                         np.ascontiguousarray(start, np.int64), np.ascontiguousarray(end, np.int64),
-                         np.ascontiguousarray(codes), np.ascontiguousarray(lut, np.int64), int(n_tracks), int(t0),
-                         max(1, int(bin_ns)), int(n_bins))
-    return OverviewBins(*out)
+    track = take(remap, ids)
+    codes = np.ascontiguousarray(codes)
+    scan = TrackScan(track.size, t0, bin_ns, n_bins, int(codes.max()) if codes.size else 0)
+    one = np.zeros(1, np.int64)
+    scan.add(ChunkRows(track, one, one, one, one, np.ascontiguousarray(start, np.int64),
+                       np.ascontiguousarray(end, np.int64), codes))
+    found = scan.result()
+    by_key = found.keys[:, 0]
+    lut = np.ascontiguousarray(lut, np.int64)
+    out = OverviewBins(np.zeros((n_tracks, n_bins), np.int64), np.full((n_tracks, n_bins), -1, np.int64),
+                       np.full((n_tracks, n_bins), -1, np.int64), np.zeros(n_tracks, np.int64))
+    out.busy[by_key] = found.busy
+    out.first_colour[by_key] = np.where(found.first_code >= 0, lut[np.maximum(found.first_code, 0)], -1)
+    out.last_colour[by_key] = np.where(found.last_code >= 0, lut[np.maximum(found.last_code, 0)], -1)
+    out.counts[by_key] = found.counts
+    return out
 
 
 @jit
