@@ -38,8 +38,8 @@ def _reopen(path: str) -> None:
 
 
 def _anchor_reopen(path: str) -> None:
-    import pyarrow.parquet as pq
     import polars as pl
+    import pyarrow.parquet as pq
 
     t0 = time.perf_counter()
     tables = {p: pl.from_arrow(pq.read_table(p)) for p in glob.glob(f"{path}/*.parquet")}
