@@ -5,10 +5,9 @@ Regenerate (after checking the diff is intended) with: KTRACE_UPDATE_GOLDEN=1 py
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-import pytest
+from golden_compare import compare_golden
 
 from ktrace.exporters.chrome_json import export_chrome_json
 from ktrace.exporters.perfetto import export_perfetto
@@ -56,22 +55,16 @@ FINDINGS = [{"rule": "GPUIdle", "severity": "warning", "message": "GPU idle 40% 
              "start_ns": T0 + 50_000, "end_ns": T0 + 90_000, "node": "node-a", "rank": 0}]
 
 
-def _compare(actual: str, golden: Path) -> None:
-    if os.environ.get("KTRACE_UPDATE_GOLDEN") == "1":
-        golden.write_text(actual)
-    if not golden.exists():
-        pytest.fail(f"{golden.name} is missing: run KTRACE_UPDATE_GOLDEN=1 pytest tests/golden and review it")
-    assert actual == golden.read_text(), f"{golden.name} differs (update it only if the change is intended)"
 
 
 def test_perfetto_export_matches_golden_text(tmp_path: Path) -> None:
     path = tmp_path / "golden.pftrace"
     export_perfetto(golden_trace(), path, findings=FINDINGS)
     assert validate_perfetto(path).ok
-    _compare(to_text(path), HERE / "perfetto_small.textproto")
+    compare_golden(HERE / "perfetto_small.textproto", to_text(path))
 
 
 def test_chrome_export_matches_golden_json(tmp_path: Path) -> None:
     path = tmp_path / "golden.json"
     export_chrome_json(golden_trace(), path)
-    _compare(path.read_text(), HERE / "chrome_small.json")
+    compare_golden(HERE / "chrome_small.json", path.read_text())

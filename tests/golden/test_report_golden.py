@@ -7,20 +7,14 @@ a change here is a change to the report's output contract.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
+from golden_compare import compare_golden
 
 GOLDEN = Path(__file__).parent
 
 
-def _compare(path: Path, text: str) -> None:
-    if os.environ.get("KTRACE_UPDATE_GOLDEN") == "1":
-        path.write_text(text, encoding="utf-8")
-    if not path.exists():
-        pytest.fail(f"{path.name} missing: run with KTRACE_UPDATE_GOLDEN=1 and review it")
-    assert text == path.read_text(encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +30,7 @@ def content():  # type: ignore[no-untyped-def]
 def test_markdown_golden(content) -> None:  # type: ignore[no-untyped-def]
     from ktrace.report.markdown import render_markdown
 
-    _compare(GOLDEN / "report_synthetic.md", render_markdown(content))
+    compare_golden(GOLDEN / "report_synthetic.md", render_markdown(content))
 
 
 def test_json_golden(content) -> None:  # type: ignore[no-untyped-def]
@@ -44,4 +38,4 @@ def test_json_golden(content) -> None:  # type: ignore[no-untyped-def]
 
     text = render_json(content)
     assert json.loads(text)["version"] == 1
-    _compare(GOLDEN / "report_synthetic.json", text)
+    compare_golden(GOLDEN / "report_synthetic.json", text)

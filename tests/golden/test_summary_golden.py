@@ -7,21 +7,15 @@ from __future__ import annotations
 
 import io
 import json
-import os
 from pathlib import Path
 
 import pytest
+from golden_compare import compare_golden
 
 GOLDEN = Path(__file__).parent
 TRACE = "power_iteration"
 
 
-def _compare(path: Path, text: str) -> None:
-    if os.environ.get("KTRACE_UPDATE_GOLDEN") == "1":
-        path.write_text(text, encoding="utf-8")
-    if not path.exists():
-        pytest.fail(f"{path.name} missing: run with KTRACE_UPDATE_GOLDEN=1 and review it")
-    assert text == path.read_text(encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +29,7 @@ def summary(real_trace_path):  # type: ignore[no-untyped-def]
 def test_json_golden(summary) -> None:  # type: ignore[no-untyped-def]
     from ktrace.analysis.summary import summary_to_dict
 
-    _compare(GOLDEN / "summary_power_iteration.json",
+    compare_golden(GOLDEN / "summary_power_iteration.json",
              json.dumps(summary_to_dict(summary), indent=1, sort_keys=True) + "\n")
 
 
@@ -46,7 +40,7 @@ def test_text_golden(summary) -> None:  # type: ignore[no-untyped-def]
 
     out = io.StringIO()
     render_summary(summary, Console(file=out, width=140, color_system=None, force_terminal=False))
-    _compare(GOLDEN / "summary_power_iteration.txt", out.getvalue())
+    compare_golden(GOLDEN / "summary_power_iteration.txt", out.getvalue())
 
 
 def test_top_kernels_agree_with_stats_json(summary, shared_traces) -> None:  # type: ignore[no-untyped-def]
