@@ -95,9 +95,12 @@ def _type_coverage(trace: Trace, per: Per, types: tuple[str, ...]) -> tuple[pl.D
     kinds = record_types(trace)[g.perm]
     type_idx = np.where(swept[kinds], kinds, -1)
     cov = sweep(g.bounds, c.start[g.perm], c.end[g.perm], type_idx, len(KERNEL_TYPES))
-    gid = np.repeat(np.arange(g.n_groups, dtype=np.int64), np.diff(g.bounds))
+    # A group is present if any of its records is of a swept type: one reduceat over the non-empty groups'
+    # starts (empty groups in between add nothing), instead of a per-record group id array.
     present = np.zeros(g.n_groups, np.bool_)
-    present[gid[type_idx >= 0]] = True
+    nonempty = np.diff(g.bounds) > 0
+    if type_idx.size and nonempty.any():
+        present[nonempty] = np.maximum.reduceat(type_idx, g.bounds[:-1][nonempty]) >= 0
     return g.keys[np.flatnonzero(present)], cov[present]
 
 
