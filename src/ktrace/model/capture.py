@@ -7,26 +7,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from ktrace.model.layout import PARTITION_META_FILE, partition_dir
 from ktrace.model.schema import SCHEMAS
 
-PARTITION_META_FILE = "partition.json"
-"""Per-process meta written by the tracer (health counts, notes); merged into the trace's meta on read."""
-
-
-def partition_dir(root: Path, node: str, rank: int) -> Path:
-    """The folder of one (node, rank) partition."""
-    return root / f"node={_safe(node)}" / f"rank={rank}"
-
-
-def _safe(node: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.\-]", "_", node) or "localhost"
-
+__all__ = ["PARTITION_META_FILE", "CaptureWriter", "partition_dir", "read_stream", "stream_schema"]
 
 def stream_schema(name: str) -> pa.Schema:
     """The schema of a capture stream: the table's schema with plain strings (no per-batch dictionaries)."""

@@ -60,9 +60,10 @@ def env_rank(env: Mapping[str, str]) -> int | None:
 
 def claim_partition(root: Path, node: str, rank: int, pid: int) -> int:
     """Reserve node=<node>/rank=<rank> for this process; fall back to the pid if another process has it."""
-    safe = re.sub(r"[^A-Za-z0-9_.\-]", "_", node) or "localhost"  # as ktrace.model.store.partition_dir
+    from ktrace.model.layout import partition_dir  # stdlib-only: the hook must not pay for pyarrow here
+
     for candidate in dict.fromkeys((rank, pid)):
-        folder = root / f"node={safe}" / f"rank={candidate}"
+        folder = partition_dir(root, node, candidate)
         folder.mkdir(parents=True, exist_ok=True)
         try:
             fd = os.open(folder / ".owner", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
