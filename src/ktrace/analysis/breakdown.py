@@ -104,7 +104,8 @@ def _type_coverage(trace: Trace, per: Per, types: tuple[str, ...]) -> tuple[pl.D
     return g.keys[np.flatnonzero(present)], cov[present]
 
 
-def _mask_sum(cov: npt.NDArray[np.int64], need: int, without: int = 0) -> npt.NDArray[np.int64]:
+def mask_sum(cov: npt.NDArray[np.int64], need: int, without: int = 0) -> npt.NDArray[np.int64]:
+    """Time of each group in states that include every bit of `need` and none of `without`."""
     masks = np.arange(cov.shape[1])
     sel = ((masks & need) == need) & ((masks & without) == 0)
     return cov[:, sel].sum(axis=1)
@@ -129,7 +130,7 @@ def temporal_breakdown(trace: Trace) -> pl.DataFrame:
     keys, cov = type_coverage(trace, per="rank")
     span = cov.sum(axis=1)
     idle = cov[:, 0]
-    compute = _mask_sum(cov, 1)
+    compute = mask_sum(cov, 1)
     non_compute = span - compute - idle
     den = np.maximum(span, 1).astype(np.float64)
     return keys.with_columns(
@@ -137,9 +138,9 @@ def temporal_breakdown(trace: Trace) -> pl.DataFrame:
         compute_ns=pl.Series(compute, dtype=pl.Int64), non_compute_ns=pl.Series(non_compute, dtype=pl.Int64),
         idle_pct=pl.Series(100 * idle / den), compute_pct=pl.Series(100 * compute / den),
         non_compute_pct=pl.Series(100 * non_compute / den),
-        compute_only_ns=pl.Series(_mask_sum(cov, 1, 2), dtype=pl.Int64),
-        compute_comm_overlap_ns=pl.Series(_mask_sum(cov, 3), dtype=pl.Int64),
-        comm_only_ns=pl.Series(_mask_sum(cov, 2, 1), dtype=pl.Int64),
+        compute_only_ns=pl.Series(mask_sum(cov, 1, 2), dtype=pl.Int64),
+        compute_comm_overlap_ns=pl.Series(mask_sum(cov, 3), dtype=pl.Int64),
+        comm_only_ns=pl.Series(mask_sum(cov, 2, 1), dtype=pl.Int64),
         memory_only_ns=pl.Series(cov[:, 4], dtype=pl.Int64))
 
 

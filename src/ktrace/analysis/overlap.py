@@ -23,7 +23,7 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
-from ktrace.analysis.breakdown import type_coverage
+from ktrace.analysis.breakdown import mask_sum, type_coverage
 from ktrace.analysis.latency import launch_latency
 from ktrace.analysis.utilization import Per, grouped
 from ktrace.model.trace import Trace
@@ -43,14 +43,12 @@ def comm_compute_overlap(trace: Trace, per: Per = "rank") -> pl.DataFrame:
         overlap_pct (100 * overlap / comm; null without communication).
     """
     keys, cov = type_coverage(trace, per=per, types=("COMPUTATION", "COMMUNICATION"))
-    comm = cov[:, 2] + cov[:, 3]
-    compute = cov[:, 1] + cov[:, 3]
-    overlap = cov[:, 3]
+    comm, compute, overlap = mask_sum(cov, 2), mask_sum(cov, 1), mask_sum(cov, 3)
     pct = np.where(comm > 0, 100.0 * overlap / np.maximum(comm, 1), np.nan)
     return keys.with_columns(
         comm_ns=pl.Series(comm, dtype=pl.Int64), compute_ns=pl.Series(compute, dtype=pl.Int64),
-        overlap_ns=pl.Series(overlap, dtype=pl.Int64), comm_only_ns=pl.Series(cov[:, 2], dtype=pl.Int64),
-        compute_only_ns=pl.Series(cov[:, 1], dtype=pl.Int64),
+        overlap_ns=pl.Series(overlap, dtype=pl.Int64), comm_only_ns=pl.Series(mask_sum(cov, 2, 1), dtype=pl.Int64),
+        compute_only_ns=pl.Series(mask_sum(cov, 1, 2), dtype=pl.Int64),
         overlap_pct=pl.Series(pct, dtype=pl.Float64).fill_nan(None))
 
 

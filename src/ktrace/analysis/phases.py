@@ -8,9 +8,6 @@ import polars as pl
 
 from ktrace.model.trace import Trace
 
-DEFAULT_STEP_PATTERN = r"^ProfilerStep#\d+$"
-"""Ranges whose name matches this are training steps unless the caller (or steps.detect_steps) says otherwise."""
-
 
 @dataclass(frozen=True)
 class JobPhases:
@@ -59,18 +56,11 @@ class JobPhases:
 def step_spans(trace: Trace, *, pattern: str | None = None) -> pl.DataFrame:
     """The training steps: ``node``, ``rank``, ``step`` (0-based per rank), ``name``, ``start_ns``, ``end_ns``.
 
-    Uses ktrace.analysis.steps.detect_steps when it is available; otherwise CPU-side ranges whose
-    name matches `pattern` (default DEFAULT_STEP_PATTERN).
+    The steps are those of ktrace.analysis.steps.detect_steps (ProfilerStep ranges, `pattern`, or periodic).
     """
-    try:
-        from ktrace.analysis import steps
-    except ImportError:
-        steps = None  # type: ignore[assignment]
-    if steps is not None:
-        return normalize_steps(steps.detect_steps(trace, pattern=pattern))
-    rx = pattern or DEFAULT_STEP_PATTERN
-    ranges = trace.ranges.lazy().filter(~pl.col("on_gpu") & pl.col("name").cast(pl.String).str.contains(rx))
-    return normalize_steps(ranges.collect())
+    from ktrace.analysis import steps
+
+    return normalize_steps(steps.detect_steps(trace, pattern=pattern))
 
 
 def normalize_steps(frame: pl.DataFrame) -> pl.DataFrame:

@@ -53,6 +53,12 @@ _ACTIVITY_SCHEMA = {"node": pl.Categorical, "rank": pl.Int32, "device": pl.Int32
                     "correlation_id": pl.Int64, "graph_id": pl.Int64}
 
 
+def memory_name_expr() -> pl.Expr:
+    """The display name of a memory-table row: "Memset" or "Memcpy <copy kind>" (as Kineto names them)."""
+    return pl.when(pl.col("op").cast(pl.String) == "memset").then(pl.lit("Memset")).otherwise(
+        pl.concat_str([pl.lit("Memcpy "), pl.col("copy_kind").cast(pl.String)]))
+
+
 def gpu_activity(trace: Trace, with_names: bool = False) -> pl.DataFrame:
     """Every GPU record (kernel, memcpy, memset) as one frame.
 
@@ -72,8 +78,7 @@ def _gpu_activity(trace: Trace, with_names: bool) -> pl.DataFrame:
     base: list[str | pl.Expr] = ["node", "rank", "device", pl.col("stream").fill_null(-1)]
     k = trace.kernels.select(*base, pl.lit("kernel").alias("kind"), "start_ns", "end_ns", "correlation_id",
                              "graph_id", *(["name"] if with_names else []))
-    memory_name = pl.when(pl.col("op").cast(pl.String) == "memset").then(pl.lit("Memset")).otherwise(
-        pl.concat_str([pl.lit("Memcpy "), pl.col("copy_kind").cast(pl.String)]))
+    memory_name = memory_name_expr()
     m = trace.memory.select(*base, pl.col("op").cast(pl.String).alias("kind"), "start_ns", "end_ns",
                             "correlation_id", "graph_id",
                             *([memory_name.cast(pl.Categorical).alias("name")] if with_names else []))

@@ -18,6 +18,7 @@ import polars as pl
 
 from ktrace.analysis.rules.base import RuleContext
 from ktrace.analysis.rules.frames import named
+from ktrace.analysis.utilization import memory_name_expr
 
 I64 = npt.NDArray[np.int64]
 
@@ -178,8 +179,7 @@ def record_evidence_frame(ctx: RuleContext, positions: I64) -> pl.DataFrame:
     record = lau.record[positions]
     is_kernel = record < lau.n_kernels
     base: list[str | pl.Expr] = ["node", "rank", "device", pl.col("stream").fill_null(-1), "start_ns", "end_ns"]
-    memory_name = pl.when(pl.col("op").cast(pl.String) == "memset").then(pl.lit("Memset")).otherwise(
-        pl.concat_str([pl.lit("Memcpy "), pl.col("copy_kind").cast(pl.String)]))
+    memory_name = memory_name_expr()
     kernels = t.kernels.select("node", "rank", "device", "stream", "start_ns", "end_ns", "name")[record[is_kernel]]
     parts = [kernels.select(*base, pl.col("name").cast(pl.String))
              .with_columns(pos=pl.Series(np.flatnonzero(is_kernel), dtype=pl.Int64))]
