@@ -75,7 +75,7 @@ def _launch_latency(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
     slow = lat.filter(pl.col("overhead_ns") > threshold_ns)
     share = pct(slow.height, lat.height)
     fired = slow.height >= int(p["min_count"]) and share > float(p["max_pct"])
-    q = lat.select(**LATENCIES).select(*[pl.col(c).quantile(x).alias(f"{c}_p{int(x * 100)}")
+    q = lat.select(**LATENCIES).select(*[pl.col(c).quantile(x, "linear").alias(f"{c}_p{int(x * 100)}")
                                          for c in LATENCIES for x in (0.5, 0.95, 0.99)])
     stats = {k: round(float(v) / 1e3, 3) for k, v in q.row(0, named=True).items() if v is not None}
     message = (f"{slow.height:,} of {lat.height:,} kernels ({share:.1f} %) started more than {p['threshold_us']} µs "
