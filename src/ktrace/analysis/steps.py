@@ -55,8 +55,15 @@ def detect_steps(trace: Trace, pattern: str | None = None,
         source: force one method, or "auto".
 
     Returns:
-        Frame (schema _STEP_SCHEMA) sorted by node, rank, start_ns; empty if nothing is found.
+        Frame (schema _STEP_SCHEMA) sorted by node, rank, start_ns; empty if nothing is found. Cached per
+        trace: the summary, the rules and the TUI all ask for the steps.
     """
+    from ktrace.analysis.utilization import memo
+
+    return memo(trace, ("detect_steps", pattern, source), lambda: _detect_steps(trace, pattern, source))
+
+
+def _detect_steps(trace: Trace, pattern: str | None, source: str) -> pl.DataFrame:
     cpu = trace.ranges.filter(~pl.col("on_gpu")).select(
         pl.col("node").cast(pl.String), "rank", pl.col("name").cast(pl.String), "start_ns", "end_ns", "pid", "tid")
     tries: list[tuple[str, str]] = []

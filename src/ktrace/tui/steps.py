@@ -43,17 +43,10 @@ class StepSpans:
 
 
 def step_spans(trace: Trace) -> StepSpans:
-    """Steps of the first rank that has any: detect_steps' result, else the trace's ProfilerStep ranges."""
-    try:
-        from ktrace.analysis.steps import detect_steps
-    except ImportError:
-        return _from_frame(trace.ranges.filter(pl.col("name").cast(pl.String).str.starts_with("ProfilerStep")),
-                           "ranges", None)
+    """Steps of the first rank that has any, as ktrace.analysis.steps.detect_steps finds them (cached per trace)."""
+    from ktrace.analysis.steps import detect_steps
+
     frame = detect_steps(trace)
-    if not isinstance(frame, pl.DataFrame):
-        frame = getattr(frame, "steps", None)
-    if not isinstance(frame, pl.DataFrame):
-        return StepSpans()
     return _from_frame(frame, "analysis", frame)
 
 

@@ -201,12 +201,6 @@ def build_index(trace: Trace) -> TrackIndex:
     return index
 
 
-def stable_colour(series: pl.Series) -> NDArray[np.int64]:
-    """A colour seed per row from the string itself (crc32), not from process-global dictionary codes."""
-    codes = series.to_physical().to_numpy()
-    return colour_lut(series)[codes] if codes.size else codes.astype(np.int64)
-
-
 def colour_lut(series: pl.Series) -> NDArray[np.int64]:
     """crc32 colour per dictionary code of a categorical column: a row's colour is lut[its physical code]."""
     names = code_names(series)
