@@ -23,7 +23,7 @@ from ktrace.importers.nsys_sqlite import (
     scalar,
 )
 from ktrace.model.errors import TraceFormatError
-from ktrace.model.secrets import scrub_mapping
+from ktrace.model.secrets import REDACTED, scrub_mapping
 
 METADATA_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
 """The export's own metadata: META_DATA_EXPORT since ~2023, EXPORT_META_DATA in older exports."""
@@ -65,7 +65,7 @@ class ExportInfo:
         """The traced machine's name, else "localhost"."""
         for value in (self.system.get("Hostname"), self.capture.get("DEVICE_DISPLAY_NAME"),
                       self.environment.get("HOSTNAME")):
-            if isinstance(value, str) and value.strip() and value.strip() != "<redacted>":
+            if isinstance(value, str) and value.strip() and value.strip() != REDACTED:
                 return value.strip()
         return "localhost"
 

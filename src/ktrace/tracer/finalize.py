@@ -61,10 +61,10 @@ def job_description(cmd: Sequence[str], exit_code: int, processes: list[dict[str
     """The `job` of meta.json: command (scrubbed), exit code, world size, interpreter (no secrets)."""
     import os
 
-    from ktrace.model.secrets import scrub_mapping, scrub_value
+    from ktrace.model.secrets import scrub_environment, scrub_value
 
     command, _ = scrub_value("command", list(cmd))
-    env, _ = scrub_mapping({k: os.environ[k] for k in KEPT_ENVIRONMENT if k in os.environ})
+    env, _ = scrub_environment({k: os.environ[k] for k in KEPT_ENVIRONMENT if k in os.environ})
     return {
         "command": command, "exit_code": exit_code, "world_size": len(processes),
         "ranks": sorted(p["rank"] for p in processes), "processes": processes,
