@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ktrace.importers.kineto_events import STEP_PREFIX, EventSink, to_int, ts_to_ns
+from ktrace.importers.ranges import nesting_depth
 from ktrace.model.builder import TraceBuilder
 
 MAX_DUR_US = 7 * 24 * 3600 * 1e6
@@ -156,22 +157,6 @@ def _with_depth(ranges: pl.DataFrame) -> pl.DataFrame:
     track = ranges.select(pl.struct("on_gpu", "pid", "tid").rank("dense")).to_series().to_numpy()
     depth = nesting_depth(track, ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy())
     return ranges.with_columns(depth=pl.Series(depth, dtype=pl.Int32))
-
-
-def nesting_depth(track: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Depth of each interval in its track; rows sorted by (track, start asc, end desc). A stack walk."""
-    depth = np.zeros(len(start), dtype=np.int32)
-    stack: list[int] = []
-    prev_track = None
-    for i in range(len(start)):
-        if track[i] != prev_track:
-            stack.clear()
-            prev_track = track[i]
-        while stack and end[stack[-1]] <= start[i]:
-            stack.pop()
-        depth[i] = len(stack)
-        stack.append(i)
-    return depth
 
 
 def add_dimension_tables(builder: TraceBuilder, sink: EventSink, header: dict[str, Any],

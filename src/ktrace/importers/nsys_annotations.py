@@ -21,6 +21,7 @@ from ktrace.importers.nsys_sqlite import (
     require,
     scalar,
 )
+from ktrace.importers.ranges import nesting_depth
 
 NVTX_MARK = 34
 NVTX_PUSH_POP = 59
@@ -93,27 +94,6 @@ def _range_names(db: NsysDb, ranges: pa.Table, log: ImportLog) -> pa.Array:
     names = pc.coalesce(ranges.column("text"), pc.if_else(empty, scalar(None, "text"), by_id))
     log.problem("nsys_unresolved_names", int(pc.sum(pc.is_null(names)).as_py() or 0))
     return pc.fill_null(names, scalar("<unnamed>", "text"))
-
-
-def nesting_depth(thread: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Depth of each range among the ranges of its thread (0 = outermost).
-
-    For properly nested ranges sorted by (start, -end), depth = how many ranges of the thread came
-    before it minus how many of those had already ended. One searchsorted per thread, no per-row loop.
-    """
-    n = start.size
-    depth = np.zeros(n, np.int32)
-    if not n:
-        return depth
-    order = np.lexsort((-end, start, thread))
-    sorted_thread = thread[order]
-    bounds = np.flatnonzero(np.diff(sorted_thread)) + 1
-    for lo, hi in zip(np.r_[0, bounds], np.r_[bounds, n], strict=True):
-        idx = order[lo:hi]
-        s = start[idx]
-        ended = np.searchsorted(np.sort(end[idx]), s, side="right")
-        depth[idx] = np.maximum(np.arange(hi - lo) - ended, 0)
-    return depth
 
 
 def read_gpu_metrics(db: NsysDb, offset: int, log: ImportLog, advance: Callable[[int], None]) -> pa.Table:

@@ -12,7 +12,8 @@ import pytest
 
 import ktrace
 from ktrace.importers.kineto import import_kineto
-from ktrace.importers.kineto_tables import memcpy_kinds, nesting_depth
+from ktrace.importers.kineto_tables import memcpy_kinds
+from ktrace.importers.ranges import nesting_depth
 from ktrace.model.errors import TraceFormatError
 
 PID, TID = 4242, 4243
@@ -85,6 +86,13 @@ def test_nesting_depth_walk() -> None:
     start = np.array([0, 1, 5, 0, 0])
     end = np.array([10, 5, 6, 3, 2])
     assert nesting_depth(track, start, end).tolist() == [0, 1, 1, 0, 1]
+
+
+def test_nesting_depth_counts_only_ranges_still_open() -> None:
+    import numpy as np
+
+    # A[0,10] B[5,15] C[12,20] overlap without nesting: when C starts, A has ended, so only B encloses it.
+    assert nesting_depth(np.zeros(3, np.int64), np.array([0, 5, 12]), np.array([10, 15, 20])).tolist() == [0, 1, 1]
 
 
 def test_ts_forms_convert_exactly(tmp_path: Path) -> None:
