@@ -25,12 +25,25 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from ktrace.analysis.utilization import Per, gpu_activity, memo, names_matching
+from ktrace.analysis.utilization import Per, gpu_activity, memo
 from ktrace.model.trace import Trace
 
 KERNEL_TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")
-COMM_KERNEL_RE = r"^nccl.*Kernel"
-"""HTA's NCCL_KERNEL_RE."""
+
+
+def communication_names(trace: Trace) -> list[str]:
+    """Kernel names the precision classifier calls communication (NCCL/RCCL collectives, custom all-reduce).
+
+    One definition for the breakdown, the overlap, the rules and the precision table. On every real trace in
+    shared/traces it selects exactly the names of HTA's NCCL_KERNEL_RE (``^nccl.*Kernel``).
+    """
+    from ktrace.analysis.precision import classify_names
+
+    def compute() -> list[str]:
+        classes = classify_names(trace.kernels["name"].unique())
+        return sorted(classes.filter(pl.col("precision") == "communication")["name"].to_list())
+
+    return memo(trace, "communication_names", compute)
 
 
 def typed_activity(trace: Trace) -> pl.DataFrame:
@@ -40,7 +53,7 @@ def typed_activity(trace: Trace) -> pl.DataFrame:
 
 def _typed_activity(trace: Trace) -> pl.DataFrame:
     act = gpu_activity(trace, with_names=True)
-    comm_names = names_matching(trace.kernels, "name", COMM_KERNEL_RE)
+    comm_names = communication_names(trace)
     has_collective = trace.kernels["collective"].is_not_null().to_numpy()
     collective = np.zeros(act.height, dtype=bool)
     collective[: has_collective.size] = has_collective  # gpu_activity puts kernels first
@@ -80,7 +93,7 @@ def _record_types(trace: Trace) -> npt.NDArray[np.int64]:
     k = trace.kernels
     out = np.full(c.size, KERNEL_TYPES.index("MEMORY"), np.int64)
     comm = k.select(pl.col("collective").is_not_null() | pl.col("name").is_in(
-        names_matching(k, "name", COMM_KERNEL_RE))).to_series().fill_null(False).to_numpy()
+        communication_names(trace))).to_series().fill_null(False).to_numpy()
     out[: k.height] = np.where(comm, KERNEL_TYPES.index("COMMUNICATION"), KERNEL_TYPES.index("COMPUTATION"))
     return out
 

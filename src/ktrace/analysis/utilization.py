@@ -192,13 +192,18 @@ def memo(trace: Trace, key: Hashable, compute: Callable[[], T]) -> T:
         return values[key]
 
 
-def names_matching(frame: pl.DataFrame, col: str, pattern: str) -> list[str]:
-    """Distinct values of a (Categorical or String) column matching a regex; test with `.is_in()`.
+def names_matching(frame: pl.DataFrame, col: str, pattern: str, *, exclude: str | None = None) -> list[str]:
+    """Distinct values of a (Categorical or String) column matching a regex (and not `exclude`), sorted.
 
-    Matching distinct values only keeps regexes off the 10 M-row hot path.
+    Matching distinct values only keeps regexes off the 10 M-row hot path; test rows with `.is_in()`.
     """
+    if not frame.height:
+        return []
     values = frame.select(pl.col(col).unique().cast(pl.String)).to_series().drop_nulls()
-    return values.filter(values.str.contains(pattern)).to_list()
+    hit = values.filter(values.str.contains(pattern))
+    if exclude is not None:
+        hit = hit.filter(~hit.str.contains(exclude))
+    return sorted(hit.to_list())
 
 
 def change_flags(frame: pl.DataFrame, keys: tuple[str, ...]) -> npt.NDArray[np.bool_]:

@@ -7,22 +7,12 @@ from collections.abc import Sequence
 import polars as pl
 
 from ktrace.analysis.rules.base import Evidence
+from ktrace.analysis.utilization import names_matching
+
+__all__ = ["evidence_rows", "fmt_names", "named", "names_matching", "pct", "per_rank_span", "rows_named",
+           "top_evidence"]
 
 _EVIDENCE_FIELDS = ("start_ns", "end_ns", "node", "rank", "device", "stream", "name", "value")
-
-
-def names_matching(frame: pl.DataFrame, column: str, pattern: str, *, exclude: str | None = None) -> list[str]:
-    """Distinct values of a (categorical) string column matching a regex (and not `exclude`).
-
-    The regex runs over the distinct names only, so this costs one pass over the column whatever its size.
-    """
-    if not frame.height:
-        return []
-    distinct = frame.select(pl.col(column).unique().cast(pl.String).alias("v")).drop_nulls()
-    hit = distinct.filter(pl.col("v").str.contains(pattern))
-    if exclude is not None:
-        hit = hit.filter(~pl.col("v").str.contains(exclude))
-    return sorted(hit["v"].to_list())
 
 
 def rows_named(frame: pl.DataFrame, column: str, pattern: str, *, exclude: str | None = None) -> pl.DataFrame:
