@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -83,6 +84,48 @@ def arrow_to_frame(table: pa.Table) -> pl.DataFrame:
     return frame
 
 
+@functools.cache
+def frame_schema(name: str) -> pl.Schema:
+    """The polars schema of table `name` (dictionary strings are Categorical)."""
+    return arrow_to_frame(SCHEMAS[name].empty_table()).schema
+
+
+def frame_from_columns(table: pa.Table, name: str, constants: Mapping[str, object] | None = None) -> pl.DataFrame:
+    """Table `name` as a polars frame from an Arrow table holding some of its columns.
+
+    Present columns are cast to the schema where their type differs. `constants` fill whole columns (a
+    partition's node and rank); other missing columns are null if nullable. Filled columns are polars scalar
+    columns, which take no memory until used: at 10 M rows the all-null and node/rank columns of kernels and
+    api would otherwise be ~0.8 GB of memory touched on every re-open.
+    """
+    schema = SCHEMAS[name]
+    constants = constants or {}
+    extra = set(table.column_names) - set(schema.names)
+    if extra:
+        raise ValueError(f"{name}: unknown column(s) {', '.join(sorted(extra))}")
+    present = [c for c in table.column_names if c not in constants]
+    columns = []
+    for col_name in present:
+        col, typ = table.column(col_name), schema.field(col_name).type
+        if pa.types.is_dictionary(typ):
+            col = _as_dictionary(col, typ)
+        elif col.type != typ:
+            col = col.cast(typ)
+        columns.append(col)
+    fields = [schema.field(c) for c in present]
+    frame = arrow_to_frame(pa.Table.from_arrays(columns, schema=pa.schema(fields)))
+    dtypes = frame_schema(name)
+    fill = []
+    for f in schema:
+        if f.name in constants:
+            fill.append(pl.lit(constants[f.name], dtypes[f.name]).alias(f.name))
+        elif f.name not in frame.columns:
+            if not f.nullable:
+                raise ValueError(f"{name}: required column {f.name!r} is missing")
+            fill.append(pl.lit(None, dtypes[f.name]).alias(f.name))
+    return frame.with_columns(fill).select(schema.names) if fill else frame.select(schema.names)
+
+
 def frame_to_arrow(frame: pl.DataFrame, name: str) -> pa.Table:
     """Polars frame -> Arrow table cast exactly to the schema of table `name`."""
     schema = SCHEMAS[name]
@@ -130,11 +173,7 @@ class Trace:
         frames: dict[str, pl.DataFrame] = {}
         for name in TABLES:
             table = tables.get(name)
-            if table is None:
-                table = SCHEMAS[name].empty_table()
-            elif table.schema != SCHEMAS[name]:
-                table = conform(table, name)
-            frames[name] = arrow_to_frame(table)
+            frames[name] = frame_from_columns(SCHEMAS[name].empty_table() if table is None else table, name)
         return cls(**frames, meta=meta or TraceMeta())
 
     def table(self, name: str) -> pl.DataFrame:
@@ -241,7 +280,7 @@ def _as_dictionary(col: pa.ChunkedArray, typ: pa.DataType) -> pa.ChunkedArray:
 
 
 def _check_types(frame: pl.DataFrame, name: str) -> list[Problem]:
-    expected = arrow_to_frame(SCHEMAS[name].empty_table()).schema
+    expected = frame_schema(name)
     problems = []
     for col, dtype in expected.items():
         if col not in frame.columns:

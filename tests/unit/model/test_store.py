@@ -126,3 +126,52 @@ def test_many_ranks_read_as_one_trace(tmp_path: Path) -> None:
     back = store.read(store.write(trace, tmp_path / "m.ktrace"))
     assert sorted(back.ranks) == sorted(trace.ranks)
     assert_trace_equal(trace, back, check_meta=False)
+
+
+def test_constant_and_null_columns_are_filled_not_decoded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pyarrow.parquet as pq
+
+    trace = generate(SyntheticConfig(steps=3, kernels_per_step=20, ranks=2))
+    root = store.write(trace, tmp_path / "c.ktrace")
+    meta = pq.ParquetFile(root / "node=node0" / "rank=0" / "kernels.parquet").schema_arrow.metadata
+    constants = json.loads(meta[b"ktrace.constant_columns"])
+    nulls = json.loads(meta[b"ktrace.null_columns"])
+    assert {"device", "context_id"} <= set(constants) and "graph_id" in nulls
+    assert "start_ns" not in constants and "name" not in constants
+
+    decoded: dict[str, list[str]] = {}
+    real_read = pq.read_table
+
+    def spy(path: Path, columns: list[str], **kwargs: object) -> pa.Table:
+        decoded[str(path)] = columns
+        return real_read(path, columns=columns, **kwargs)
+
+    monkeypatch.setattr(pq, "read_table", spy)
+    back = store.read(root)
+    kernel_reads = [cols for path, cols in decoded.items() if path.endswith("kernels.parquet")]
+    assert kernel_reads and all(not (set(cols) & (set(constants) | set(nulls))) for cols in kernel_reads)
+    assert_trace_equal(trace, back, check_meta=False)
+
+
+def test_a_table_of_only_constant_columns_keeps_its_row_count(tmp_path: Path) -> None:
+    threads = pa.table({"node": pa.array(["n"] * 3).dictionary_encode(), "rank": pa.array([0] * 3, pa.int32()),
+                        "pid": pa.array([7] * 3, pa.int64()), "tid": pa.array([7] * 3, pa.int64()),
+                        "name": pa.array(["main"] * 3).dictionary_encode()})
+    trace = Trace.from_arrow({"threads": threads})
+    back = store.read(store.write(trace, tmp_path / "t.ktrace"))
+    assert back.threads.height == 3
+    assert back.threads.select("pid", "tid").rows() == [(7, 7)] * 3
+    assert_trace_equal(trace, back, check_meta=False)
+
+
+@pytest.mark.parametrize(("chunks", "expected"), [
+    ([pa.array([1, 1]), pa.array([1])], [1]),
+    ([pa.array([1, 1]), pa.array([2])], []),
+    ([pa.array([1, None])], []),
+    ([pa.array(["a", "b", "a"]).dictionary_encode().slice(0, 1),
+      pa.DictionaryArray.from_arrays(pa.array([1, 1], pa.int32()), pa.array(["z", "a"]))], ["a"]),
+    ([pa.array(["a", "b"]).dictionary_encode()], []),
+    ([pa.array([1.0, 1.0])], []),
+])
+def test_constant_value_detection(chunks: list[pa.Array], expected: list[object]) -> None:
+    assert store._constant_value(pa.chunked_array(chunks)) == expected
