@@ -100,14 +100,13 @@ def _record_types(trace: Trace) -> npt.NDArray[np.int64]:
 
 def _type_coverage(trace: Trace, per: Per, types: tuple[str, ...]) -> tuple[pl.DataFrame, npt.NDArray[np.int64]]:
     from ktrace.analysis._kernels.sweep import type_coverage as sweep
-    from ktrace.analysis.columns import gpu_columns, row_groups
+    from ktrace.analysis.columns import row_groups, sorted_times
 
     g = row_groups(trace, per)
-    c = gpu_columns(trace)
     swept = np.array([t in types for t in KERNEL_TYPES])
     kinds = record_types(trace)[g.perm]
     type_idx = np.where(swept[kinds], kinds, -1)
-    cov = sweep(g.bounds, c.start[g.perm], c.end[g.perm], type_idx, len(KERNEL_TYPES))
+    cov = sweep(g.bounds, *sorted_times(trace, per), type_idx, len(KERNEL_TYPES))
     # A group is present if any of its records is of a swept type: one reduceat over the non-empty groups'
     # starts (empty groups in between add nothing), instead of a per-record group id array.
     present = np.zeros(g.n_groups, np.bool_)

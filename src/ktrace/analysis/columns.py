@@ -63,8 +63,14 @@ def dense_ids(columns: list[I64]) -> tuple[I64, list[I64]]:
     if n == 0:
         return np.zeros(0, np.int64), [np.zeros(0, np.int64) for _ in columns]
     bounds = [(int(a.min()), int(a.max())) for a in columns]
-    if all(lo == hi for lo, hi in bounds):
+    varying = [i for i, (lo, hi) in enumerate(bounds) if lo != hi]
+    if not varying:
         return np.zeros(n, np.int64), [np.array([lo], np.int64) for lo, _ in bounds]
+    if len(varying) < len(columns):  # a constant column changes neither the groups nor their order
+        gid, sub = dense_ids([columns[i] for i in varying])
+        m = sub[0].size
+        return gid, [sub[varying.index(i)] if i in varying else np.full(m, bounds[i][0], np.int64)
+                     for i in range(len(columns))]
     gid, uniq = columns[0], np.arange(bounds[0][0], bounds[0][1] + 1, dtype=np.int64)
     parts = [uniq]
     lo_g, size_g = bounds[0][0], bounds[0][1] - bounds[0][0] + 1
@@ -106,11 +112,23 @@ def node_rank_ids(frames: list[pl.DataFrame]) -> tuple[pl.DataFrame, list[I64]]:
 def _local_rank_ids(f: pl.DataFrame) -> tuple[pl.DataFrame, I64]:
     if f.height == 0:
         return pl.DataFrame(schema={"node": pl.String, "rank": pl.Int32}), np.zeros(0, np.int64)
+    if _single_valued(f["node"]) and _single_valued(f["rank"]):  # one rank: no pass over the rows
+        keys = pl.DataFrame({"node": [str(f["node"][0])], "rank": [int(f["rank"][0])]},
+                            schema={"node": pl.String, "rank": pl.Int32})
+        return keys, np.zeros(f.height, np.int64)
     node, names = _codes(f["node"])
     gid, (un, ur) = dense_ids([node, f["rank"].to_numpy().astype(np.int64)])
     keys = pl.DataFrame({"node": [names[i] for i in un.tolist()], "rank": ur},
                         schema={"node": pl.String, "rank": pl.Int32})
     return keys, gid
+
+
+def _single_valued(col: pl.Series) -> bool:
+    """True if a non-null integer or Categorical column holds one value (min == max of the codes)."""
+    if col.null_count():
+        return False
+    phys = col.to_physical() if col.dtype == pl.Categorical else col
+    return phys.dtype.is_integer() and phys.min() == phys.max()
 
 
 def combine_rank_ids(parts: list[tuple[pl.DataFrame, I64]]) -> tuple[pl.DataFrame, list[I64]]:
@@ -163,6 +181,26 @@ def _i64(frame: pl.DataFrame, expr: Any) -> I64:
     return frame.select(expr).to_series().to_numpy().astype(np.int64, copy=False)
 
 
+def concat_i64(frames: list[pl.DataFrame], col: str, null_value: int = 0) -> I64:
+    """Integer column `col` of several frames as one int64 array (nulls -> null_value).
+
+    Each Arrow chunk is copied once into the result: to_numpy() of a chunked column copies it whole, and a
+    concatenate would copy it again (at 10 M rows, ~0.1 s a column).
+    """
+    out = np.empty(sum(f.height for f in frames), np.int64)
+    at = 0
+    for f in frames:
+        if not f.height:
+            continue
+        s = f[col]
+        if s.null_count():
+            s = s.fill_null(null_value)
+        for chunk in s.to_frame().to_arrow().column(0).chunks:
+            out[at:at + len(chunk)] = chunk.to_numpy()
+            at += len(chunk)
+    return out
+
+
 def gpu_columns(trace: Trace) -> GpuColumns:
     """The GPU records of the trace as arrays (memoized)."""
     return memo(trace, "gpu_columns", lambda: _gpu_columns(trace))
@@ -174,15 +212,12 @@ def _gpu_columns(trace: Trace) -> GpuColumns:
     op = m["op"].cast(pl.String) if m.height else pl.Series([], dtype=pl.String)
     mem_kind = np.where((op == "memset").to_numpy(), 2, 1).astype(np.int64) if m.height else np.zeros(0, np.int64)
 
-    def both(expr: Any) -> I64:
-        return np.concatenate([_i64(k, expr), _i64(m, expr)])
-
     return GpuColumns(
         n_kernels=k.height, rank_keys=keys, rank_id=np.concatenate([rk, rm]),
-        device=both(pl.col("device").fill_null(-1)), stream=both(pl.col("stream").fill_null(-1)),
+        device=concat_i64([k, m], "device", -1), stream=concat_i64([k, m], "stream", -1),
         kind=np.concatenate([np.zeros(k.height, np.int64), mem_kind]),
-        start=both(pl.col("start_ns")), end=both(pl.col("end_ns")),
-        correlation_id=both(pl.col("correlation_id").fill_null(0)))
+        start=concat_i64([k, m], "start_ns"), end=concat_i64([k, m], "end_ns"),
+        correlation_id=concat_i64([k, m], "correlation_id", 0))
 
 
 def time_order(gid: I64, n_groups: int, start: I64) -> tuple[I64, I64]:
@@ -235,13 +270,37 @@ def _row_groups(trace: Trace, per: Per) -> RowGroups:
         return RowGroups(_group_keys(c, per, uniq), gid, perm, bounds)
     from ktrace.analysis._kernels.merge import merge_runs
 
-    fine = row_groups(trace, "stream" if per == "device" else "device")
+    fine = row_groups(trace, _FINER[per])
     head = fine.perm[fine.bounds[:-1]]  # first record of each finer group
     coarse, uniq = dense_ids([c.rank_id[head]] + ([c.device[head]] if per == "device" else []))
     n_groups = int(uniq[0].size) if c.size else 0
+    if n_groups == fine.n_groups:  # one finer group each (one stream, one device): the same order
+        return RowGroups(_group_keys(c, per, uniq), fine.gid, fine.perm, fine.bounds)
     group_runs = np.searchsorted(coarse, np.arange(n_groups + 1)).astype(np.int64)  # coarse ids ascend
     perm = merge_runs(fine.perm, fine.bounds, group_runs, c.start)
     return RowGroups(_group_keys(c, per, uniq), coarse[fine.gid], perm, fine.bounds[group_runs])
+
+
+_FINER: dict[str, Per] = {"device": "stream", "rank": "device"}
+
+
+def sorted_times(trace: Trace, per: Per) -> tuple[I64, I64]:
+    """(start, end) of the GPU records in row_groups(trace, per) order (memoized; shared with the finer
+    grouping when the order is the same)."""
+    return memo(trace, ("sorted_times", per), lambda: _sorted_times(trace, per))
+
+
+def _sorted_times(trace: Trace, per: Per) -> tuple[I64, I64]:
+    perm = row_groups(trace, per).perm
+    if per in _FINER and row_groups(trace, _FINER[per]).perm is perm:
+        return sorted_times(trace, _FINER[per])
+    c = gpu_columns(trace)
+    return c.start[perm], c.end[perm]
+
+
+def api_times(trace: Trace) -> tuple[I64, I64]:
+    """(start_ns, end_ns) of every api row as int64 arrays (memoized)."""
+    return memo(trace, "api_times", lambda: (concat_i64([trace.api], "start_ns"), concat_i64([trace.api], "end_ns")))
 
 
 def _group_keys(c: GpuColumns, per: Per, uniq: list[I64]) -> pl.DataFrame:
@@ -267,21 +326,24 @@ def _launch_rows(trace: Trace) -> I64:
     api = trace.api
     if api.height == 0 or c.size == 0:
         return np.full(c.size, -1, np.int64)
-    _, (arank, grank) = combine_rank_ids([table_rank_ids(trace, "api"),
-                                          (c.rank_keys, np.arange(c.rank_keys.height, dtype=np.int64))])
-    corr = _i64(api, pl.col("correlation_id").fill_null(0))
-    key = (arank << _RANK_BITS) | (corr & 0xFFFFFFFF)
-    valid = corr != 0
-    probe = (grank[c.rank_id] << _RANK_BITS) | (c.correlation_id & 0xFFFFFFFF)
-    wide = bool(corr.size and (corr.max() > 0xFFFFFFFF or corr.min() < 0)) or bool(
+    keys, (arank, grank) = combine_rank_ids([table_rank_ids(trace, "api"),
+                                             (c.rank_keys, np.arange(c.rank_keys.height, dtype=np.int64))])
+    corr = concat_i64([api], "correlation_id", 0)
+    lo, hi = int(corr.min()), int(corr.max())
+    wide = lo < 0 or hi > 0xFFFFFFFF or bool(
         c.size and (c.correlation_id.max() > 0xFFFFFFFF or c.correlation_id.min() < 0))
     if wide:  # ids beyond 32 bits: fall back to a struct key through polars
         return _launch_rows_wide(trace, c, arank, grank)
-    idx_valid = np.flatnonzero(valid)
-    found = lookup_first(key[idx_valid], _i64(api, pl.col("start_ns"))[idx_valid], probe)
-    out = np.where(found >= 0, idx_valid[np.maximum(found, 0)], -1)
-    out[c.correlation_id == 0] = -1
-    return out.astype(np.int64)
+    # One rank: the id alone is the key. Id 0 means none: such calls are left out of the build side (so
+    # a record with id 0 finds nothing); when no call has id 0, no row needs leaving out.
+    key = corr if keys.height == 1 else (arank << _RANK_BITS) | corr
+    probe = c.correlation_id if keys.height == 1 else (grank[c.rank_id] << _RANK_BITS) | c.correlation_id
+    start, _ = api_times(trace)
+    if lo > 0:
+        return lookup_first(key, start, probe)
+    idx_valid = np.flatnonzero(corr != 0)
+    found = lookup_first(key[idx_valid], start[idx_valid], probe)
+    return np.where(found >= 0, idx_valid[np.maximum(found, 0)], -1).astype(np.int64)
 
 
 def _launch_rows_wide(trace: Trace, c: GpuColumns, arank: I64, grank: I64) -> I64:

@@ -76,16 +76,15 @@ def _gap_arrays(trace: Trace, kernel_wait_ns: int, sync_pattern: str) -> tuple[A
 
 def _compute_gaps(trace: Trace, kernel_wait_ns: int, sync_pattern: str) -> tuple[Any, ...]:
     from ktrace.analysis._kernels.gaps import NO_LAUNCH, Records, gap_categories
-    from ktrace.analysis.columns import gpu_columns, launch_rows, row_groups
+    from ktrace.analysis.columns import api_times, gpu_columns, launch_rows, row_groups, sorted_times
 
     c = gpu_columns(trace)
     g = row_groups(trace, "stream")
-    rows = launch_rows(trace)[g.perm]
-    api_start = trace.api["start_ns"].to_numpy().astype(np.int64)
-    launched = np.where(rows >= 0, api_start[np.maximum(rows, 0)] if api_start.size else 0, NO_LAUNCH)
+    api_start = np.append(api_times(trace)[0], NO_LAUNCH)  # row -1 (no launch) reads the last: NO_LAUNCH
+    launched = api_start[launch_rows(trace)[g.perm]]
     spans, sync_group = _sync_spans(trace, sync_pattern, c.rank_keys)
     group_sync = sync_group[c.rank_id[g.perm[g.bounds[:-1]]]] if g.n_groups else np.zeros(0, np.int64)
-    records = Records(c.start[g.perm], c.end[g.perm], launched)
+    records = Records(*sorted_times(trace, "stream"), launched)
     category, idle, totals, counts = gap_categories(g.bounds, records, spans, group_sync, kernel_wait_ns)
     return g, records, category, idle, totals, counts
 

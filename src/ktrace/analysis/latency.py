@@ -201,15 +201,14 @@ def _fast_latency_stats(trace: Trace, cols: list[str], quantiles: tuple[float, .
     """latency_stats over arrays: launch_rows + dense group ids + one grouping pass + exact order statistics."""
     from ktrace.analysis._kernels.groups import linear_quantiles
     from ktrace.analysis._kernels.scatter import launch_groups
-    from ktrace.analysis.columns import dense_ids, gpu_columns, launch_rows
+    from ktrace.analysis.columns import api_times, dense_ids, gpu_columns, launch_rows
 
     c = gpu_columns(trace)
     coded = [_group_codes(trace, col) for col in cols]
     gid, uniq = dense_ids([code for code, _ in coded]) if cols else (np.zeros(c.size, np.int64), [])
     n_groups = int(uniq[0].size) if cols else 1
-    api = trace.api
     count, queued, totals, maxima, bounds, values = launch_groups(
-        launch_rows(trace), api["start_ns"].to_numpy(), api["end_ns"].to_numpy(), c.start, gid, n_groups)
+        launch_rows(trace), *api_times(trace), c.start, gid, n_groups)
     keep = np.flatnonzero(count > 0)  # groups of launched records only
     count = count[keep]
     out: dict[str, pl.Series] = {}

@@ -243,13 +243,17 @@ def busy_time(trace: Trace, per: Per = "device") -> pl.DataFrame:
 
 def sorted_intervals(trace: Trace, per: Per) -> tuple[Any, npt.NDArray[np.int64], npt.NDArray[np.int64],
                                                        npt.NDArray[np.int64]]:
-    """(columns.RowGroups, group id, start, end) of the GPU records in (group, start) order."""
-    from ktrace.analysis.columns import gpu_columns, row_groups
+    """(columns.RowGroups, group id, start, end) of the GPU records in (group, start) order (memoized)."""
+    return memo(trace, ("sorted_intervals", per), lambda: _sorted_intervals(trace, per))
+
+
+def _sorted_intervals(trace: Trace, per: Per) -> tuple[Any, npt.NDArray[np.int64], npt.NDArray[np.int64],
+                                                        npt.NDArray[np.int64]]:
+    from ktrace.analysis.columns import row_groups, sorted_times
 
     g = row_groups(trace, per)
-    c = gpu_columns(trace)
     gid = np.repeat(np.arange(g.n_groups, dtype=np.int64), np.diff(g.bounds))
-    return g, gid, c.start[g.perm], c.end[g.perm]
+    return (g, gid, *sorted_times(trace, per))
 
 
 def _busy_time(trace: Trace, per: Per) -> pl.DataFrame:

@@ -1,0 +1,58 @@
+"""columns.launch_rows (one int64 key, fast paths for one rank and for no id 0) against a naive row loop."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ktrace.analysis.columns import dense_ids, launch_rows
+from ktrace.model import TraceBuilder
+
+api_rows = st.lists(st.tuples(st.integers(0, 1), st.integers(0, 4), st.integers(0, 50)), max_size=12)
+gpu_rows = st.lists(st.tuples(st.integers(0, 1), st.integers(0, 5)), max_size=12)
+
+
+@settings(max_examples=80, deadline=None)
+@given(api=api_rows, gpu=gpu_rows, one_rank=st.booleans())
+def test_launch_rows_match_a_naive_join(api: list[tuple[int, int, int]], gpu: list[tuple[int, int]],
+                                        one_rank: bool) -> None:
+    if one_rank:
+        api = [(0, c, s) for _, c, s in api]
+        gpu = [(0, c) for _, c in gpu]
+    builders = {}
+    api_order: list[tuple[int, int, int]] = []  # the api table's rows: rank 0 first, then rank 1
+    for rank in (0, 1):
+        b = builders[rank] = TraceBuilder(node="n", rank=rank)
+        mine = [r for r in api if r[0] == rank]
+        api_order += mine
+        b.add("api", {"start_ns": [s for _, _, s in mine], "end_ns": [s + 1 for _, _, s in mine],
+                      "pid": [1] * len(mine), "tid": [1] * len(mine), "correlation_id": [c for _, c, _ in mine],
+                      "domain": ["runtime"] * len(mine), "name": ["cudaLaunchKernel"] * len(mine)})
+    gpu_order: list[tuple[int, int]] = []
+    for rank in (0, 1):
+        mine = [g for g in gpu if g[0] == rank]
+        gpu_order += mine
+        builders[rank].add("kernels", {"start_ns": [100] * len(mine), "end_ns": [101] * len(mine),
+                                       "device": [0] * len(mine), "stream": [7] * len(mine),
+                                       "correlation_id": [c for _, c in mine], "name": ["k"] * len(mine)})
+    from ktrace.model.builder import merge_traces
+
+    trace = merge_traces([builders[0].build(), builders[1].build()])
+    expected = []
+    for rank, corr in gpu_order:
+        hits = [(s, i) for i, (r, c, s) in enumerate(api_order) if r == rank and c == corr and c != 0]
+        expected.append(min(hits)[1] if hits else -1)
+    assert launch_rows(trace).tolist() == expected
+
+
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(-3, 3)), min_size=1, max_size=40), st.integers(-9, 9))
+def test_dense_ids_ignore_constant_columns(rows: list[tuple[int, int]], constant: int) -> None:
+    import numpy as np
+
+    a = np.array([r[0] for r in rows], np.int64)
+    b = np.array([r[1] for r in rows], np.int64)
+    c = np.full(len(rows), constant, np.int64)
+    gid, (ua, uc, ub) = dense_ids([a, c, b])
+    distinct = sorted(set(rows))
+    assert gid.tolist() == [distinct.index(r) for r in rows]
+    assert list(zip(ua.tolist(), uc.tolist(), ub.tolist(), strict=True)) == [(x, constant, y) for x, y in distinct]
