@@ -213,7 +213,8 @@ def _gpu_columns(trace: Trace) -> GpuColumns:
     mem_kind = np.where((op == "memset").to_numpy(), 2, 1).astype(np.int64) if m.height else np.zeros(0, np.int64)
 
     return GpuColumns(
-        n_kernels=k.height, rank_keys=keys, rank_id=np.concatenate([rk, rm]),
+        n_kernels=k.height, rank_keys=keys,
+        rank_id=np.zeros(k.height + m.height, np.int64) if keys.height == 1 else np.concatenate([rk, rm]),
         device=concat_i64([k, m], "device", -1), stream=concat_i64([k, m], "stream", -1),
         kind=np.concatenate([np.zeros(k.height, np.int64), mem_kind]),
         start=concat_i64([k, m], "start_ns"), end=concat_i64([k, m], "end_ns"),
@@ -243,8 +244,6 @@ class RowGroups:
 
     keys: pl.DataFrame
     """One row per group: node (String), rank (Int32)[, device (Int32)[, stream (Int64)]]."""
-    gid: I64
-    """Group id of each record (in GpuColumns order)."""
     perm: I64
     """Record indices, group by group."""
     bounds: I64
@@ -267,7 +266,7 @@ def _row_groups(trace: Trace, per: Per) -> RowGroups:
     if per == "stream":
         gid, uniq = dense_ids([c.rank_id, c.device, c.stream])
         perm, bounds = time_order(gid, int(uniq[0].size), c.start)
-        return RowGroups(_group_keys(c, per, uniq), gid, perm, bounds)
+        return RowGroups(_group_keys(c, per, uniq), perm, bounds)
     from ktrace.analysis._kernels.merge import merge_runs
 
     fine = row_groups(trace, _FINER[per])
@@ -275,10 +274,10 @@ def _row_groups(trace: Trace, per: Per) -> RowGroups:
     coarse, uniq = dense_ids([c.rank_id[head]] + ([c.device[head]] if per == "device" else []))
     n_groups = int(uniq[0].size) if c.size else 0
     if n_groups == fine.n_groups:  # one finer group each (one stream, one device): the same order
-        return RowGroups(_group_keys(c, per, uniq), fine.gid, fine.perm, fine.bounds)
+        return RowGroups(_group_keys(c, per, uniq), fine.perm, fine.bounds)
     group_runs = np.searchsorted(coarse, np.arange(n_groups + 1)).astype(np.int64)  # coarse ids ascend
     perm = merge_runs(fine.perm, fine.bounds, group_runs, c.start)
-    return RowGroups(_group_keys(c, per, uniq), coarse[fine.gid], perm, fine.bounds[group_runs])
+    return RowGroups(_group_keys(c, per, uniq), perm, fine.bounds[group_runs])
 
 
 _FINER: dict[str, Per] = {"device": "stream", "rank": "device"}
@@ -342,6 +341,8 @@ def _launch_rows(trace: Trace) -> I64:
     if lo > 0:
         return lookup_first(key, start, probe)
     idx_valid = np.flatnonzero(corr != 0)
+    if idx_valid.size == 0:  # no call carries an id
+        return np.full(c.size, -1, np.int64)
     found = lookup_first(key[idx_valid], start[idx_valid], probe)
     return np.where(found >= 0, idx_valid[np.maximum(found, 0)], -1).astype(np.int64)
 
