@@ -58,6 +58,55 @@ def _strings(values: Sequence[Any]) -> pa.Array:
     return pa.array(values, type=pa.string(), from_pandas=True).fill_null("").dictionary_encode()
 
 
+def _constant(value: str, n: int) -> pa.Array:
+    """`n` copies of one string as a dictionary array, without a Python list of n items."""
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([value], pa.string()))
+
+
+EXTERNAL_KEEP = 1 << 20
+"""correlation -> external id pairs kept between buffers. A GPU record arrives long before a million later
+launches; without a bound, a job of 100 M launches would hold them all (a dict of ~10 GB)."""
+
+
+class ExternalIds:
+    """correlation_id -> external id as two sorted int64 arrays, bounded: past 2 x `keep` pairs, only the
+    `keep` newest (largest correlation ids, which CUPTI hands out in increasing order) stay."""
+
+    def __init__(self, keep: int = EXTERNAL_KEEP) -> None:
+        self.keep = keep
+        self.corr = np.zeros(0, np.int64)
+        self.ext = np.zeros(0, np.int64)
+        self.dropped_below = 0
+        """Correlation ids below this may have had a pair that was dropped."""
+
+    def __len__(self) -> int:
+        return int(self.corr.size)
+
+    def add(self, corr: np.ndarray, ext: np.ndarray) -> None:
+        """Remember pairs (a repeated correlation id takes the latest external id)."""
+        if not corr.size:
+            return
+        corr, ext = np.concatenate([self.corr, corr]), np.concatenate([self.ext, ext])
+        if corr.size > 1 and (np.diff(corr) <= 0).any():  # not already increasing: sort, keep the last of each
+            order = np.argsort(corr, kind="stable")
+            corr, ext = corr[order], ext[order]
+            last = np.append(corr[1:] != corr[:-1], True)
+            corr, ext = corr[last], ext[last]
+        if corr.size > 2 * self.keep:
+            self.dropped_below = int(corr[-self.keep])
+            corr, ext = corr[-self.keep:], ext[-self.keep:]
+        self.corr, self.ext = corr, ext
+
+    def lookup(self, corr: np.ndarray) -> tuple[pa.Array, int]:
+        """(external id per correlation id, null where none; how many misses may be dropped pairs)."""
+        if not self.corr.size:
+            return pa.nulls(len(corr), pa.int64()), 0
+        at = np.minimum(np.searchsorted(self.corr, corr), self.corr.size - 1)
+        hit = self.corr[at] == corr
+        missed_old = int(np.count_nonzero(~hit & (corr < self.dropped_below)))
+        return pa.array(self.ext[at], type=pa.int64(), mask=~hit), missed_old
+
+
 def _mapped(codes: Sequence[Any], mapping: Mapping[int, str], default: str = "unknown") -> pa.Array:
     return pa.array([mapping.get(int(c or 0), default) for c in codes], type=pa.string()).dictionary_encode()
 
@@ -73,8 +122,8 @@ class DecoderState:
     depth: dict[int, int] = field(default_factory=dict)
     """tid -> open NVTX ranges on that thread."""
     context_device: dict[int, int] = field(default_factory=dict)
-    external: dict[int, int] = field(default_factory=dict)
-    """correlation_id -> external id (EXTERNAL_CORRELATION records)."""
+    external: ExternalIds = field(default_factory=ExternalIds)
+    """correlation_id -> external id (EXTERNAL_CORRELATION records), bounded."""
 
 
 class RecordDecoder:
@@ -90,12 +139,15 @@ class RecordDecoder:
         self.pid = pid
         self.state = DecoderState()
         self._names: dict[tuple[str, int], str] = {}
+        self._health: dict[str, int] = {}
 
     def decode(self, rows: Mapping[str, list[tuple[Any, ...]]]) -> tuple[dict[str, pa.Table], dict[str, int]]:
         """Decode one drained batch; returns (table name -> Arrow table, health counts)."""
         health: dict[str, int] = {}
-        for corr_ext in rows.get("EXTERNAL_CORRELATION", ()):
-            self.state.external[int(corr_ext[2])] = int(corr_ext[1])
+        self._health = health
+        external = rows.get("EXTERNAL_CORRELATION", ())
+        if external:
+            self.state.external.add(_i64([r[2] for r in external]), _i64([r[1] for r in external]))
         for ctx, dev in rows.get("CONTEXT", ()):
             self.state.context_device[int(ctx)] = int(dev)
         tables: dict[str, list[pa.Table]] = {}
@@ -121,11 +173,10 @@ class RecordDecoder:
         return {k: pa.concat_tables(v, promote_options="permissive") for k, v in tables.items()}, health
 
     def _external(self, corr: np.ndarray) -> pa.Array:
-        ext = self.state.external
-        if not ext:
-            return pa.nulls(len(corr), pa.int64())
-        values = [ext.get(int(c)) for c in corr]
-        return pa.array(values, type=pa.int64())
+        ids, missed_old = self.state.external.lookup(corr)
+        if missed_old:
+            self._health["external_ids_dropped"] = self._health.get("external_ids_dropped", 0) + missed_old
+        return ids
 
     def _valid(self, start: np.ndarray, end: np.ndarray, health: dict[str, int]) -> np.ndarray:
         keep: np.ndarray = (start > 0) & (end >= start)
@@ -196,7 +247,7 @@ class RecordDecoder:
         # Runtime-originated copies join the runtime API record (cupti_activity.h:2282-2295).
         corr = np.where(runtime_corr != 0, runtime_corr, driver_corr)
         return self._memory({
-            "op": _strings(["memcpy"] * len(rows)), "device": _i64(c[2]).astype(np.int32),
+            "op": _constant("memcpy", len(rows)), "device": _i64(c[2]).astype(np.int32),
             "stream": _i64(c[4]), "context_id": _i64(c[3]), "correlation_id": corr, "bytes": _i64(c[7]),
             "copy_kind": _mapped(c[8], COPY_KIND), "src_kind": _mapped(c[9], MEMORY_KIND),
             "dst_kind": _mapped(c[10], MEMORY_KIND), "graph_id": _nullable(c[11]),
@@ -207,9 +258,9 @@ class RecordDecoder:
             return None
         c = list(zip(*rows, strict=False))
         return self._memory({
-            "op": _strings(["memcpy"] * len(rows)), "device": _i64(c[2]).astype(np.int32),
+            "op": _constant("memcpy", len(rows)), "device": _i64(c[2]).astype(np.int32),
             "stream": _i64(c[4]), "context_id": _i64(c[3]), "correlation_id": _i64(c[5]), "bytes": _i64(c[6]),
-            "copy_kind": _mapped([10] * len(rows), COPY_KIND), "src_kind": _mapped(c[8], MEMORY_KIND),
+            "copy_kind": _constant(COPY_KIND[10], len(rows)), "src_kind": _mapped(c[8], MEMORY_KIND),
             "dst_kind": _mapped(c[9], MEMORY_KIND), "graph_id": _nullable(c[10]),
         }, _i64(c[0]), _i64(c[1]), health)
 
@@ -219,9 +270,9 @@ class RecordDecoder:
         c = list(zip(*rows, strict=False))
         n = len(rows)
         return self._memory({
-            "op": _strings(["memset"] * n), "device": _i64(c[2]).astype(np.int32),
+            "op": _constant("memset", n), "device": _i64(c[2]).astype(np.int32),
             "stream": _i64(c[4]), "context_id": _i64(c[3]), "correlation_id": _i64(c[5]), "bytes": _i64(c[6]),
-            "copy_kind": _strings(["unknown"] * n), "src_kind": _strings(["unknown"] * n),
+            "copy_kind": _constant("unknown", n), "src_kind": _constant("unknown", n),
             "dst_kind": _mapped(c[7], MEMORY_KIND), "graph_id": _nullable(c[8]),
         }, _i64(c[0]), _i64(c[1]), health)
 

@@ -151,3 +151,19 @@ def test_decoded_tables_match_schema_columns() -> None:
 
     tables, _ = decode([fake_record("CONCURRENT_KERNEL", start=T0, end=T0 + 1, name="k")])
     assert set(tables["kernels"].column_names) <= set(SCHEMAS["kernels"].names)
+
+
+def test_external_ids_are_bounded_and_the_latest_pair_wins() -> None:
+    import numpy as np
+
+    from ktrace.tracer.columns import ExternalIds
+
+    ids = ExternalIds(keep=4)
+    ids.add(np.array([5, 1, 3], np.int64), np.array([50, 10, 30], np.int64))
+    ids.add(np.array([3], np.int64), np.array([31], np.int64))  # a repeated id takes the newer external id
+    found, dropped = ids.lookup(np.array([1, 3, 4, 5], np.int64))
+    assert found.to_pylist() == [10, 31, None, 50] and dropped == 0
+    ids.add(np.arange(6, 12, dtype=np.int64), np.arange(60, 120, 10, dtype=np.int64))
+    assert len(ids) == 4  # 9 pairs > 2 x keep: only the 4 newest stay
+    found, dropped = ids.lookup(np.array([1, 5, 8, 11], np.int64))
+    assert found.to_pylist() == [None, None, 80, 110] and dropped == 2
