@@ -94,7 +94,9 @@ def _record_types(trace: Trace) -> npt.NDArray[np.int64]:
     out = np.full(c.size, KERNEL_TYPES.index("MEMORY"), np.int64)
     comm = k.select(pl.col("collective").is_not_null() | pl.col("name").is_in(
         communication_names(trace))).to_series().fill_null(False).to_numpy()
-    out[: k.height] = np.where(comm, KERNEL_TYPES.index("COMMUNICATION"), KERNEL_TYPES.index("COMPUTATION"))
+    kernels = out[: k.height]
+    kernels[:] = KERNEL_TYPES.index("COMPUTATION")
+    kernels[comm] = KERNEL_TYPES.index("COMMUNICATION")
     return out
 
 
@@ -105,7 +107,7 @@ def _type_coverage(trace: Trace, per: Per, types: tuple[str, ...]) -> tuple[pl.D
     g = row_groups(trace, per)
     swept = np.array([t in types for t in KERNEL_TYPES])
     kinds = record_types(trace)[g.perm]
-    type_idx = np.where(swept[kinds], kinds, -1)
+    type_idx = kinds if swept.all() else np.where(swept[kinds], kinds, -1)
     cov = sweep(g.bounds, *sorted_times(trace, per), type_idx, len(KERNEL_TYPES))
     # A group is present if any of its records is of a swept type: one reduceat over the non-empty groups'
     # starts (empty groups in between add nothing), instead of a per-record group id array.

@@ -71,6 +71,8 @@ def dense_ids(columns: list[I64]) -> tuple[I64, list[I64]]:
         m = sub[0].size
         return gid, [sub[varying.index(i)] if i in varying else np.full(m, bounds[i][0], np.int64)
                      for i in range(len(columns))]
+    if len(columns) == 1 and bounds[0][0] == 0 and bounds[0][1] < n and np.bincount(columns[0]).all():
+        return columns[0], [np.arange(bounds[0][1] + 1, dtype=np.int64)]  # already dense ids (e.g. kinds)
     gid, uniq = columns[0], np.arange(bounds[0][0], bounds[0][1] + 1, dtype=np.int64)
     parts = [uniq]
     lo_g, size_g = bounds[0][0], bounds[0][1] - bounds[0][0] + 1
@@ -228,6 +230,12 @@ def time_order(gid: I64, n_groups: int, start: I64) -> tuple[I64, I64]:
     Returns:
         (perm, bounds): group g is perm[bounds[g]:bounds[g+1]].
     """
+    perm, bounds, _ = _time_order(gid, n_groups, start)
+    return perm, bounds
+
+
+def _time_order(gid: I64, n_groups: int, start: I64) -> tuple[I64, I64, I64]:
+    """time_order plus start[perm], which it computes anyway."""
     from ktrace.analysis._kernels.groups import counting_order, unsorted_groups
 
     perm, bounds = counting_order(gid, n_groups)
@@ -235,7 +243,8 @@ def time_order(gid: I64, n_groups: int, start: I64) -> tuple[I64, I64]:
     for g in np.flatnonzero(unsorted_groups(bounds, ordered)).tolist():
         a, b = int(bounds[g]), int(bounds[g + 1])
         perm[a:b] = perm[a:b][np.argsort(ordered[a:b], kind="stable")]
-    return perm, bounds
+        ordered[a:b] = start[perm[a:b]]
+    return perm, bounds, ordered
 
 
 @dataclass(frozen=True)
@@ -265,7 +274,8 @@ def _row_groups(trace: Trace, per: Per) -> RowGroups:
     c = gpu_columns(trace)
     if per == "stream":
         gid, uniq = dense_ids([c.rank_id, c.device, c.stream])
-        perm, bounds = time_order(gid, int(uniq[0].size), c.start)
+        perm, bounds, ordered = _time_order(gid, int(uniq[0].size), c.start)
+        memo(trace, ("sorted_start", per), lambda: ordered)  # sorted_times reuses it
         return RowGroups(_group_keys(c, per, uniq), perm, bounds)
     from ktrace.analysis._kernels.merge import merge_runs
 
@@ -294,7 +304,7 @@ def _sorted_times(trace: Trace, per: Per) -> tuple[I64, I64]:
     if per in _FINER and row_groups(trace, _FINER[per]).perm is perm:
         return sorted_times(trace, _FINER[per])
     c = gpu_columns(trace)
-    return c.start[perm], c.end[perm]
+    return memo(trace, ("sorted_start", per), lambda: c.start[perm]), c.end[perm]
 
 
 def api_times(trace: Trace) -> tuple[I64, I64]:
@@ -365,7 +375,7 @@ def _record_names(trace: Trace) -> tuple[I64, pl.Series]:
     k, m = trace.kernels, trace.memory
     memory_name = pl.when(pl.col("op").cast(pl.String) == "memset").then(pl.lit("Memset")).otherwise(
         pl.concat_str([pl.lit("Memcpy "), pl.col("copy_kind").cast(pl.String)]))
-    parts = [_codes(k["name"]) if k.height else (np.zeros(0, np.int64), []),
+    parts = [kernel_name_codes(trace) if k.height else (np.zeros(0, np.int64), []),
              _codes(m.select(memory_name.alias("n"))["n"]) if m.height else (np.zeros(0, np.int64), [])]
     names = sorted(set(parts[0][1]) | set(parts[1][1]))
     sorted_names = np.array(names, dtype=object)

@@ -80,8 +80,9 @@ def _compute_gaps(trace: Trace, kernel_wait_ns: int, sync_pattern: str) -> tuple
 
     c = gpu_columns(trace)
     g = row_groups(trace, "stream")
-    api_start = np.append(api_times(trace)[0], NO_LAUNCH)  # row -1 (no launch) reads the last: NO_LAUNCH
-    launched = api_start[launch_rows(trace)[g.perm]]
+    rows = launch_rows(trace)[g.perm]
+    launched = api_times(trace)[0].take(rows) if trace.api.height else np.zeros(rows.size, np.int64)
+    launched[rows < 0] = NO_LAUNCH
     spans, sync_group = _sync_spans(trace, sync_pattern, c.rank_keys)
     group_sync = sync_group[c.rank_id[g.perm[g.bounds[:-1]]]] if g.n_groups else np.zeros(0, np.int64)
     records = Records(*sorted_times(trace, "stream"), launched)

@@ -252,7 +252,10 @@ def _sorted_intervals(trace: Trace, per: Per) -> tuple[Any, npt.NDArray[np.int64
     from ktrace.analysis.columns import row_groups, sorted_times
 
     g = row_groups(trace, per)
-    gid = np.repeat(np.arange(g.n_groups, dtype=np.int64), np.diff(g.bounds))
+    if g.n_groups == 1:  # calloc'd zeros: no pass, no memory written
+        gid = np.zeros(int(g.bounds[-1]), np.int64)
+    else:
+        gid = np.repeat(np.arange(g.n_groups, dtype=np.int64), np.diff(g.bounds))
     return (g, gid, *sorted_times(trace, per))
 
 
