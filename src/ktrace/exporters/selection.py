@@ -48,16 +48,12 @@ def parse_ranks(spec: str) -> list[int]:
     Raises:
         KtraceError: (exit code USAGE) for anything else.
     """
-    ranks: list[int] = []
+    from ktrace.model.layout import parse_rank_list
+
     try:
-        for part in (p.strip() for p in spec.split(",") if p.strip()):
-            lo, dash, hi = part.partition("-")
-            ranks.extend(range(int(lo), int(hi) + 1) if dash else [int(lo)])
-    except ValueError:
-        raise KtraceError(f"--ranks {spec!r}: expected a list such as 0,1,3 or 0-3", ExitCode.USAGE) from None
-    if not ranks:
-        raise KtraceError(f"--ranks {spec!r}: no rank given", ExitCode.USAGE)
-    return sorted(set(ranks))
+        return list(parse_rank_list(spec))
+    except ValueError as exc:
+        raise KtraceError(f"--ranks {spec!r}: {exc}", ExitCode.USAGE) from None
 
 
 def select(trace: Trace, *, window: tuple[int | None, int | None] | None = None,

@@ -137,16 +137,12 @@ def parse_kinds(text: str) -> tuple[str, ...]:
 
 def parse_ranks(text: str) -> tuple[int, ...]:
     """`0,1,4-7` -> (0, 1, 4, 5, 6, 7)."""
-    ranks: list[int] = []
+    from ktrace.model.layout import parse_rank_list
+
     try:
-        for part in filter(None, (p.strip() for p in text.split(","))):
-            lo, _, hi = part.partition("-")
-            ranks.extend(range(int(lo), int(hi or lo) + 1))
-    except ValueError:
-        raise ConfigError(f"--ranks {text!r}: expected a list like 0,1,4-7") from None
-    if not ranks:
-        raise ConfigError("--ranks: empty list")
-    return tuple(sorted(set(ranks)))
+        return parse_rank_list(text)
+    except ValueError as exc:
+        raise ConfigError(f"--ranks {text!r}: {exc}") from None
 
 
 def check_interval(ms: int) -> int:
