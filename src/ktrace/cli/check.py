@@ -17,20 +17,18 @@ import argparse
 import json
 import sys
 
-from ktrace.cli.options import open_trace
+from ktrace.cli.options import add_json_flag, add_trace_argument, open_trace
 from ktrace.cli.rules_options import add_rules_arguments, rules_config
 from ktrace.model.errors import ExitCode, KtraceError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `ktrace check`."""
-    parser.add_argument("trace", metavar="TRACE", nargs="?",
-                        help="a .ktrace folder, a Kineto .json/.json.gz file or folder, or an nsys .sqlite export "
-                             "(not needed with --list-rules)")
+    add_trace_argument(parser, optional_with="--list-rules")
     add_rules_arguments(parser)
     parser.add_argument("--fail-on", choices=("info", "warning", "error", "never"), default="error",
                         help="lowest severity that makes the exit code non-zero (default: error)")
-    parser.add_argument("--json", action="store_true", help="print the findings as JSON")
+    add_json_flag(parser, "the findings as JSON")
     parser.add_argument("--list-rules", action="store_true", help="list every rule with its parameters and exit")
     parser.add_argument("--verbose", "-v", action="store_true", help="also print rules that passed or were skipped")
 

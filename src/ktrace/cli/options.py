@@ -5,16 +5,20 @@ from __future__ import annotations
 import argparse
 
 
-def add_trace_argument(parser: argparse.ArgumentParser, name: str = "trace") -> None:
-    """The positional TRACE argument every reading verb takes."""
-    parser.add_argument(name, metavar=name.upper(),
-                        help="a .ktrace folder, a Kineto .json/.json.gz file or folder of per-rank files, "
-                             "or an nsys .sqlite export")
+def add_trace_argument(parser: argparse.ArgumentParser, name: str = "trace", *, optional_with: str = "") -> None:
+    """The positional TRACE argument every reading verb takes (optional when `optional_with` names the
+    option that makes it unneeded)."""
+    help_text = ("a .ktrace folder, a Kineto .json/.json.gz file or folder of per-rank files, "
+                 "or an nsys .sqlite export")
+    if optional_with:
+        parser.add_argument(name, metavar=name.upper(), nargs="?", help=f"{help_text} (not needed with {optional_with})")
+    else:
+        parser.add_argument(name, metavar=name.upper(), help=help_text)
 
 
-def add_json_flag(parser: argparse.ArgumentParser) -> None:
+def add_json_flag(parser: argparse.ArgumentParser, what: str = "stable JSON instead of tables") -> None:
     """--json: machine-readable output on stdout."""
-    parser.add_argument("--json", action="store_true", help="print stable JSON instead of tables")
+    parser.add_argument("--json", action="store_true", help=f"print {what}")
 
 
 def open_trace(path: str, *, progress: bool = True) -> object:
