@@ -201,7 +201,7 @@ def enclosing(ranges: pl.DataFrame, points: pl.DataFrame, keys: tuple[str, ...],
     Args:
         ranges: frame with keys, start_ns, end_ns (and anything else).
         points: frame with keys and time_col.
-        keys: matching columns (no nulls).
+        keys: matching columns, "node" and "rank" first, then integer columns (no nulls).
         time_col: the point time column.
 
     Returns:
@@ -209,15 +209,24 @@ def enclosing(ranges: pl.DataFrame, points: pl.DataFrame, keys: tuple[str, ...],
         where none).
     """
     from ktrace.analysis._kernels.nesting import innermost_enclosing
+    from ktrace.analysis.columns import dense_ids, node_rank_ids, time_order
 
-    ranges = ranges.cast({k: points.schema[k] for k in keys})
-    kt = pl.concat([ranges.select(keys), points.select(keys)]).unique().sort(keys).with_row_index("_g")
-    r = ranges.join(kt, on=list(keys)).sort(["_g", "start_ns", "end_ns"], descending=[False, False, True])
-    p = points.select(*keys, time_col).with_row_index("_p").join(kt, on=list(keys)).sort("_g", time_col)
-    idx = innermost_enclosing(_np(r, "_g"), _np(r, "start_ns"), _np(r, "end_ns"), _np(p, "_g"), _np(p, time_col))
+    if keys[:2] != ("node", "rank"):
+        raise ValueError(f"enclosing: keys must start with node, rank (got {keys})")
+    # One integer group id per key tuple over both frames (no String joins), then O(n) time orders.
+    _, (r_rank, p_rank) = node_rank_ids([ranges, points])
+    cols = [np.concatenate([r_rank, p_rank])] + [np.concatenate([_np(ranges, k), _np(points, k)]) for k in keys[2:]]
+    gid, uniq = dense_ids(cols)
+    n_r = ranges.height
+    r_gid, p_gid = gid[:n_r], gid[n_r:]
+    r_start, r_end = _np(ranges, "start_ns"), _np(ranges, "end_ns")
+    order = np.lexsort((-r_end, r_start, r_gid))  # by group, start, then the outer (longer) range first
+    p_time = _np(points, time_col)
+    perm, _ = time_order(p_gid, int(uniq[0].size) if gid.size else 0, p_time)
+    idx = innermost_enclosing(r_gid[order], r_start[order], r_end[order], p_gid[perm], p_time[perm])
     out = np.full(points.height, -1, np.int64)
-    out[p["_p"].to_numpy()] = idx
-    return r.drop("_g"), out
+    out[perm] = idx
+    return ranges[order], out
 
 
 def _np(frame: pl.DataFrame, col: str) -> npt.NDArray[np.int64]:
@@ -264,11 +273,18 @@ def attribute_kernels(trace: Trace, steps: pl.DataFrame | None = None) -> pl.Dat
         api_start_ns (null without a launch), pid, tid, step, annotation, annotation_depth,
         gpu_annotation; sorted by node, rank, start_ns.
     """
-    from ktrace.analysis.latency import launch_latency
+    from ktrace.analysis.columns import launch_rows
     from ktrace.analysis.utilization import gpu_activity
 
-    lat = launch_latency(trace).select("node", "rank", "kind", "row", "api_start_ns", "pid", "tid")
-    act = gpu_activity(trace, with_names=True).join(lat, on=["node", "rank", "kind", "row"], how="left")
+    act = gpu_activity(trace, with_names=True)  # in launch_rows' order: no join needed
+    rows = launch_rows(trace)
+    launch = trace.api.select(pl.col("start_ns").alias("api_start_ns"), "pid", "tid")
+    if launch.height:
+        hit = pl.Series(rows >= 0)
+        launch = launch[np.maximum(rows, 0)]
+        act = act.with_columns(pl.when(hit).then(launch[c]).otherwise(None).alias(c) for c in launch.columns)
+    else:
+        act = act.with_columns(pl.lit(None, pl.Int64).alias(c) for c in launch.columns)
     launched = act.filter(pl.col("api_start_ns").is_not_null())
     launched = step_of_launches(trace, launched, steps)
     cpu = trace.ranges.filter(~pl.col("on_gpu") & (pl.col("domain").cast(pl.String) != "profiler_step")).select(
