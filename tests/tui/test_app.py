@@ -72,7 +72,7 @@ def test_select_kernel_shows_launch_and_follow_jumps(app, drive, settled) -> Non
         for _ in range(stream_row):
             await pilot.press("j")
         await pilot.press("n", "right_square_bracket")
-        await pilot.pause()
+        await settled(pilot)  # the details are computed in a worker
         table, row = tl.index.source(*tl.selection)
         assert table == "kernels"
         assert tl.linked and tl.index.tracks[tl.linked[0][0]].kind == "api"

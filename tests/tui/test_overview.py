@@ -52,11 +52,11 @@ def test_pending_tracks_know_counts_then_match_the_built_ones(synthetic_trace) -
     assert index.ready and pending == [(t.key, t.size, t.kernel_count) for t in index.tracks]
     streams = [t for t in index.tracks if t.kind == "stream"]
     assert sum(t.kernel_count for t in streams) == synthetic_trace.kernels.height
-    # before the links are in, a filtered scan finds the same launch <-> run rows
-    scanned = [index.linked_rows(table, row) for table, row in (("kernels", 0), ("kernels", 77), ("api", 5))]
+    # before the links are in there is no lookup (and no whole-table scan): nothing is linked yet
+    picks = (("kernels", 0), ("kernels", 77), ("api", 5))
+    assert not index.links_ready and all(index.linked_rows(table, row) == [] for table, row in picks)
     index.attach_links(build_links(synthetic_trace))
-    assert scanned == [index.linked_rows(table, row) for table, row in (("kernels", 0), ("kernels", 77), ("api", 5))]
-    assert any(scanned)
+    assert index.links_ready and all(index.linked_rows(table, row) for table, row in picks)
 
 
 def test_colour_lut_of_rows_matches_colour_lut(synthetic_trace) -> None:  # type: ignore[no-untyped-def]

@@ -13,16 +13,19 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
+from textual.worker import get_current_worker
 
 from ktrace.model.trace import Trace
 from ktrace.tui.details import describe
 from ktrace.tui.keymap import KEYS, bindings
 from ktrace.tui.loading_mode import LoadingMode
 from ktrace.tui.messages import (
+    DetailsReady,
     LinksReady,
     LoadFailed,
     LoadProgress,
     SliceSelected,
+    StepsReady,
     SummaryReady,
     TraceLoaded,
     TracksReady,
@@ -31,8 +34,9 @@ from ktrace.tui.messages import (
 )
 from ktrace.tui.screens.help import HelpScreen
 from ktrace.tui.screens.step_prompt import StepPrompt
-from ktrace.tui.steps import StepSpans, find_step
+from ktrace.tui.steps import PENDING_STEPS, STEPS_PENDING, StepSpans, find_step
 from ktrace.tui.tracks import TrackIndex
+from ktrace.tui.tree_model import device_busy
 from ktrace.tui.viewmodel import format_duration, format_offset
 from ktrace.tui.widgets.dashboard import Dashboard
 from ktrace.tui.widgets.details import Details
@@ -58,7 +62,13 @@ class KtraceApp(App[None]):
         self.analyses = analyses
         self.trace: Trace | None = None
         self.index: TrackIndex | None = None
-        self.steps = StepSpans()
+        self.steps: StepSpans = PENDING_STEPS
+        self.selected: tuple[str, int] | None = None
+        """(table, row) of the selected slice, whose details are shown."""
+        self._details_asked = 0
+        """Number of the latest details request: older answers are dropped."""
+        self._status_counts = True
+        """True while the status line shows the trace's counts (not yet a window)."""
         self._first_drawn = threading.Event()
         """Set once the first screen is drawn: the loader waits for it so that drawing gets the GIL to itself."""
         self.timings: dict[str, float] = {}
@@ -102,10 +112,13 @@ class KtraceApp(App[None]):
     # --- loading (thread workers) ---------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="load")
     def _load_trace(self) -> None:
-        """Read, then index in steps: track list + overview (first screen), sorted tracks, links."""
+        """Read, then index in steps: track list + overview (first screen), sorted tracks, links.
+
+        Step detection and the dashboard's analyses start in their own workers once the index is complete (on 2
+        cores, running them beside the track sort and the links delayed those 2-3x).
+        """
         from ktrace.model.errors import KtraceError
         from ktrace.tui.index_build import build_links, build_tracks, plan_index
-        from ktrace.tui.steps import step_spans
 
         t_read = time.perf_counter()
         try:
@@ -119,8 +132,7 @@ class KtraceApp(App[None]):
         t_index = time.perf_counter()
         self.post_message(LoadProgress("indexing tracks"))
         index, plan = plan_index(trace)
-        steps = step_spans(trace)
-        self.post_message(TraceLoaded(trace, index, steps, t_index - t_read, time.perf_counter() - t_index))
+        self.post_message(TraceLoaded(trace, index, t_index - t_read, time.perf_counter() - t_index))
         self._first_drawn.wait(timeout=2.0)
         t_tracks = time.perf_counter()
         built = build_tracks(plan)
@@ -139,11 +151,28 @@ class KtraceApp(App[None]):
         assert self.path is not None
         return load(self.path, progress=progress)
 
+    @work(thread=True, exclusive=True, group="steps")
+    def _detect_steps(self, trace: Trace) -> None:
+        """ktrace.analysis.steps.detect_steps (memoized per trace: the dashboard reuses it)."""
+        from ktrace.tui.steps import step_spans
+
+        t = time.perf_counter()
+        steps = step_spans(trace)
+        self.post_message(StepsReady(steps, time.perf_counter() - t))
+
     @work(thread=True, exclusive=True, group="summary")
     def _load_summary(self, trace: Trace) -> None:
+        """The dashboard's analyses and panels; the dashboard only mounts widgets for them."""
         from ktrace.tui.dashboard_data import compute_dashboard
 
         self.post_message(compute_dashboard(trace))
+
+    @work(thread=True, exclusive=True, group="details")
+    def _describe(self, asked: int, index: TrackIndex, steps: StepSpans, table: str, row: int) -> None:
+        """Details of the selected slice (row fetches and binary searches; off the UI thread all the same)."""
+        fields = describe(index, steps, table, row)
+        if not get_current_worker().is_cancelled:
+            self.post_message(DetailsReady(table, row, fields, asked))
 
     @on(LoadProgress)
     def _progress(self, message: LoadProgress) -> None:
@@ -159,28 +188,45 @@ class KtraceApp(App[None]):
     def _loaded(self, message: TraceLoaded) -> None:
         from ktrace.tui.tree_model import default_rows
 
-        self.trace, self.index, self.steps = message.trace, message.index, message.steps
+        self.trace, self.index = message.trace, message.index
         self.timings.update(read_s=message.read_s, index_s=message.index_s)
         self.query_one(HostDeviceTree).set_index(message.index)
         timeline = self.query_one(Timeline)
-        timeline.set_index(message.index, default_rows(message.index), message.steps)
+        timeline.set_index(message.index, default_rows(message.index), self.steps)
         self.query_one(KernelTable).set_kernels(message.trace.kernels, message.index.t0)
         self.query_one("#tabs").loading = False
         timeline.focus()
-        counts = message.trace.counts()
-        self.query_one("#status", Static).update(
-            f"{counts['kernels']:,} kernels · {counts['api']:,} API calls · {len(message.steps)} steps · "
-            f"{len(message.index.tracks)} tracks · press ? for keys")
+        self._show_counts()
         self.call_after_refresh(self._first_screen)
         if self.analyses:
             self.query_one(Dashboard).set_pending()
-            self._load_summary(message.trace)
         else:
             self.query_one(Dashboard).set_unavailable("analyses disabled")
 
     def _first_screen(self) -> None:
+        """The first screen is drawn: let the loader go on."""
         self.timings["first_screen"] = time.perf_counter()
         self._first_drawn.set()
+
+    def _show_counts(self) -> None:
+        """The status line's summary of the trace (steps say when they are still being detected)."""
+        if self.trace is None or self.index is None:
+            return
+        counts = self.trace.counts()
+        steps = f"{len(self.steps)} steps" if self.steps.ready else "detecting steps…"
+        self._status_counts = True
+        self.query_one("#status", Static).update(
+            f"{counts['kernels']:,} kernels · {counts['api']:,} API calls · {steps} · "
+            f"{len(self.index.tracks)} tracks · press ? for keys")
+
+    @on(StepsReady)
+    def _steps_ready(self, message: StepsReady) -> None:
+        self.steps = message.steps
+        self.timings.update(steps_s=message.seconds, steps_ready=time.perf_counter())
+        self.query_one(Timeline).set_steps(message.steps)
+        if self._status_counts:
+            self._show_counts()
+        self._describe_selection()
 
     @on(TracksReady)
     def _tracks_ready(self, message: TracksReady) -> None:
@@ -189,6 +235,8 @@ class KtraceApp(App[None]):
         self.index.attach(message.built)
         self.timings.update(tracks_s=message.seconds, tracks_ready=time.perf_counter())
         self.query_one(Timeline).tracks_ready()
+        self.query_one(HostDeviceTree).refresh_labels()  # exact busy % replaces the overview's estimate
+        self._describe_selection()
 
     @on(LinksReady)
     def _links_ready(self, message: LinksReady) -> None:
@@ -196,7 +244,13 @@ class KtraceApp(App[None]):
             return
         self.index.attach_links(message.links)
         self.timings.update(links_s=message.seconds, links_ready=time.perf_counter())
+        self.query_one(Timeline).links_ready()
+        self._describe_selection()
         self._loading_done()
+        if self.trace is not None:  # after the first screen, sorted tracks and links, which matter more
+            self._detect_steps(self.trace)
+            if self.analyses:
+                self._load_summary(self.trace)
 
     def _loading_done(self) -> None:
         self._loading.leave()
@@ -208,15 +262,28 @@ class KtraceApp(App[None]):
     @on(SummaryReady)
     def _summary(self, message: SummaryReady) -> None:
         self.query_one(Dashboard).show(message)
+        if self.index is not None and message.summary is not None:
+            self.index.device_busy.update(device_busy(message.summary["summary"]))
+            self.query_one(HostDeviceTree).refresh_labels()  # GPUs: exact busy time from the analysis
 
     # --- cross-widget messages ------------------------------------------------------------------------
     @on(SliceSelected)
     def _selected(self, message: SliceSelected) -> None:
-        if self.index is None:
-            return
-        fields = describe(self.index, self.steps, message.table, message.row)
+        self.selected = (message.table, message.row)
+        self._describe_selection()
+
+    def _describe_selection(self) -> None:
+        """Compute the selected slice's details in a worker (again when links, tracks or steps arrive)."""
+        if self.index is not None and self.selected is not None:
+            self._details_asked += 1
+            self._describe(self._details_asked, self.index, self.steps, *self.selected)
+
+    @on(DetailsReady)
+    def _details_ready(self, message: DetailsReady) -> None:
+        if message.asked != self._details_asked:
+            return  # a later request's details are on their way
         for details in self.query(Details):
-            details.show(fields)
+            details.show(message.fields)
 
     @on(TrackToggled)
     def _toggle(self, message: TrackToggled) -> None:
@@ -227,6 +294,7 @@ class KtraceApp(App[None]):
         if self.index is None:
             return
         t0 = self.index.t0
+        self._status_counts = False
         self.query_one("#status", Static).update(
             f"window +{format_offset(message.start_ns - t0)} … +{format_offset(message.end_ns - t0)}"
             f" ({format_duration(message.end_ns - message.start_ns)}) · ? for keys")
@@ -270,6 +338,9 @@ class KtraceApp(App[None]):
 
     def action_goto_step(self) -> None:
         """Ask for a step and fit it in the timeline."""
+        if not self.steps.ready:
+            self.notify(STEPS_PENDING, severity="warning", timeout=3)
+            return
         if len(self.steps) == 0:
             self.notify("this trace has no steps", severity="warning")
             return

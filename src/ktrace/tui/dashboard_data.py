@@ -1,4 +1,4 @@
-"""Runs the dashboard's analyses (ktrace.analysis.summary, rules) and turns their results into panels."""
+"""Runs the dashboard's analyses (ktrace.analysis.summary, rules) and turns their results into panels, off the UI thread."""
 
 from __future__ import annotations
 
@@ -23,7 +23,17 @@ class Panel:
 
 
 def compute_dashboard(trace: Trace) -> SummaryReady:
-    """Summary and rule findings of a trace; what is missing is reported in the message, never raised."""
+    """Summary, rule findings and the panels drawn from them (run in a worker: only widgets are left to make).
+
+    What is missing is reported in the message and its panels, never raised.
+    """
+    message = _analyses(trace)
+    message.panels = panels(message)
+    return message
+
+
+def _analyses(trace: Trace) -> SummaryReady:
+    """Summary and rule findings of a trace."""
     summary, error = _call("ktrace.analysis.summary", "summarize", trace)
     utilization, util_error = _call("ktrace.analysis.utilization", "utilization_over_time", trace,
                                     bin_ns=_bin_ns(trace), per="device")

@@ -1,9 +1,15 @@
-"""Pure details of one selected row: times, launch<->run latency both ways, launch config, enclosing ranges."""
+"""Pure details of one selected row: times, launch<->run latency both ways, launch config, enclosing ranges.
+
+Every lookup is a row fetch or a binary search in the track index (never a scan of a whole table), and the app
+runs `describe` in a worker anyway. What the index does not hold yet (links, sorted tracks, steps) is shown as
+pending; the app describes the selection again when it arrives.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import polars as pl
 
 from ktrace.tui.steps import StepSpans
@@ -11,6 +17,10 @@ from ktrace.tui.tracks import TrackIndex
 from ktrace.tui.viewmodel import format_duration, format_offset
 
 Fields = list[tuple[str, str]]
+MAX_RANGES = 6
+"""Enclosing ranges listed, outermost first."""
+LINKING = "(linking launches and kernels…)"
+INDEXING = "(indexing tracks…)"
 
 
 def describe(index: TrackIndex, steps: StepSpans, table: str, row: int) -> Fields:
@@ -23,14 +33,13 @@ def describe(index: TrackIndex, steps: StepSpans, table: str, row: int) -> Field
                    ("duration", format_duration(end - start)),
                    ("where", f"{rec['node']} rank {rec['rank']}" + _place(rec))]
     links = index.linked_rows(table, row)
+    anchor = start
     if table in ("kernels", "memory"):
-        out += _gpu_fields(rec) + _launch_fields(index, links, start)
+        out += _gpu_fields(rec)
+        out += _launch_fields(index, links, start) if index.links_ready else [("launch", LINKING)]
         anchor = _first_api_start(index, links) or start
     elif table == "api":
-        out += _launched_fields(index, links, rec)
-        anchor = start
-    else:
-        anchor = start
+        out += _launched_fields(index, links, rec) if index.links_ready else [("runs", LINKING)]
     if rec.get("correlation_id") is not None:
         out.append(("correlation", str(rec["correlation_id"])))
     out += _context(index, steps, rec, anchor)
@@ -92,15 +101,35 @@ def _launched_fields(index: TrackIndex, links: list[tuple[str, int]], rec: dict[
 
 def _context(index: TrackIndex, steps: StepSpans, rec: dict[str, Any], t: int) -> Fields:
     out: Fields = []
-    i = steps.containing(t)
-    if i is not None:
+    if not steps.ready:
+        out.append(("step", "(detecting steps…)"))
+    elif (i := steps.containing(t)) is not None:
         out.append(("step", steps.names[i]))
-    ranges = index.trace.ranges
-    if ranges.height:
-        hits = (ranges.filter((pl.col("node").cast(pl.String) == str(rec["node"])) & (pl.col("rank") == rec["rank"])
-                              & (pl.col("start_ns") <= t) & (pl.col("end_ns") >= t))
-                .sort("depth", "start_ns").head(6))
-        names = hits["name"].cast(pl.String).to_list()
-        if names:
-            out.append(("ranges", " > ".join(names)))
+    names = enclosing_ranges(index, str(rec["node"]), int(rec["rank"]), t)
+    if names is None:
+        out.append(("ranges", INDEXING))
+    elif names:
+        out.append(("ranges", " > ".join(names)))
     return out
+
+
+def enclosing_ranges(index: TrackIndex, node: str, rank: int, t: int) -> list[str] | None:
+    """Names of the ranges of (node, rank) holding time t, by depth then start (None until their tracks are sorted).
+
+    Per range track two binary searches bound the candidates (start <= t, running max of ends >= t); only those
+    rows of the ranges table are read.
+    """
+    tracks = [index.tracks[i] for i in index.tracks_of(node, rank, "ranges")]
+    if not all(track.ready for track in tracks):
+        return None
+    hits = []
+    for track in tracks:
+        stop = int(np.searchsorted(track.starts, t, side="right"))
+        first = int(np.searchsorted(track.max_end, t, side="left"))
+        if stop > first:
+            hits.append(track.rows[first + np.flatnonzero(track.ends[first:stop] >= t)])
+    rows = np.concatenate(hits) if hits else np.empty(0, np.int64)
+    if rows.size == 0:
+        return []
+    found = index.trace.ranges.select("depth", "start_ns", "name")[pl.Series(rows)]
+    return [str(n) for n in found.sort("depth", "start_ns").head(MAX_RANGES)["name"].cast(pl.String).to_list()]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from textual.message import Message
@@ -25,12 +25,10 @@ class LoadProgress(Message):
 
 @dataclass
 class TraceLoaded(Message):
-    """The trace was read and its track list and overview built (in the loader worker); tracks follow."""
+    """The trace was read and its track list and overview built (in the loader worker); tracks and steps follow."""
 
     trace: Trace
     index: TrackIndex
-    steps: Any
-    """StepSpans of the trace (see ktrace.tui.steps)."""
     read_s: float
     index_s: float
 
@@ -41,6 +39,15 @@ class TracksReady(Message):
 
     built: Any
     """ktrace.tui.index_build.BuiltTracks."""
+    seconds: float
+
+
+@dataclass
+class StepsReady(Message):
+    """Step detection finished (in its worker, started once the first screen is drawn)."""
+
+    steps: Any
+    """ktrace.tui.steps.StepSpans."""
     seconds: float
 
 
@@ -63,12 +70,14 @@ class LoadFailed(Message):
 
 @dataclass
 class SummaryReady(Message):
-    """The dashboard's analyses finished (or failed with `error`)."""
+    """The dashboard's analyses finished (or failed with `error`), with their panels built in the same worker."""
 
     summary: Any
     findings: Any
     error: str = ""
     rules_error: str = ""
+    panels: list[Any] = field(default_factory=list)
+    """ktrace.tui.dashboard_data.Panel list: only widgets remain to be made on the UI thread."""
 
 
 @dataclass
@@ -80,6 +89,17 @@ class SliceSelected(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, SliceSelected)
+
+
+@dataclass
+class DetailsReady(Message):
+    """The details of a selected slice were computed (in a worker)."""
+
+    table: str
+    row: int
+    fields: list[tuple[str, str]]
+    asked: int = 0
+    """Which request (the app's counter) these details answer."""
 
 
 @dataclass

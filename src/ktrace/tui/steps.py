@@ -1,4 +1,4 @@
-"""Training steps for step navigation: from ktrace.analysis.steps.detect_steps when it is available."""
+"""Training steps for step navigation: from ktrace.analysis.steps.detect_steps, run in a worker after the first screen."""
 
 from __future__ import annotations
 
@@ -19,12 +19,17 @@ class StepSpans:
     ends: NDArray[np.int64] = field(default_factory=lambda: np.empty(0, np.int64))
     names: tuple[str, ...] = ()
     source: str = "none"
-    """"analysis" (detect_steps), "ranges" (ProfilerStep ranges, when the analysis is missing) or "none"."""
+    """"analysis" (detect_steps), "none" (no steps found) or "pending" (detection still running)."""
     frame: pl.DataFrame | None = None
     """detect_steps' whole result (all ranks), for the dashboard."""
 
     def __len__(self) -> int:
         return int(self.starts.size)
+
+    @property
+    def ready(self) -> bool:
+        """False while step detection still runs (navigation keys then say so instead of jumping)."""
+        return self.source != "pending"
 
     def after(self, t_ns: int) -> int | None:
         """Index of the first step starting after t, or None."""
@@ -40,6 +45,12 @@ class StepSpans:
         """Index of the step whose span holds t, or None."""
         i = int(np.searchsorted(self.starts, t_ns, side="right")) - 1
         return i if i >= 0 and t_ns <= self.ends[i] else None
+
+
+PENDING_STEPS = StepSpans(source="pending")
+"""The steps of a trace whose step detection has not finished yet."""
+STEPS_PENDING = "still detecting steps… (step keys work once they are found)"
+"""What the step keys say before the steps are known."""
 
 
 def step_spans(trace: Trace) -> StepSpans:

@@ -1,7 +1,8 @@
 """Pure model of the kernel table: filtered, sorted row order over the kernels frame, and formatted pages.
 
 Sorting and filtering work on whole columns (polars arg_sort, is_in over the distinct names); only the rows of
-the visible page are ever turned into Python values.
+the visible page are ever turned into Python values. Times are written by the same formatters as the details
+pane and the ruler (ktrace.tui.viewmodel.format_duration / format_offset), so one value reads the same everywhere.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
-from ktrace.tui.viewmodel import format_duration
+from ktrace.tui.viewmodel import format_duration, format_offset
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ class Column:
 
 COLUMNS: tuple[Column, ...] = (
     Column("duration", 10, pl.col("end_ns") - pl.col("start_ns")),
-    Column("start", 11, pl.col("start_ns")),
+    Column("start", 13, pl.col("start_ns")),
     Column("rank", 5, pl.col("rank")),
     Column("GPU", 4, pl.col("device")),
     Column("stream", 7, pl.col("stream")),
@@ -64,7 +65,7 @@ def format_page(kernels: pl.DataFrame, rows: NDArray[np.int64], t0: int) -> list
         "block_z", "registers_per_thread", pl.col("name").cast(pl.String))
     out = []
     for r in page.iter_rows(named=True):
-        out.append([format_duration(r["end_ns"] - r["start_ns"]), f"+{(r['start_ns'] - t0) / 1e9:.6f}s",
+        out.append([format_duration(r["end_ns"] - r["start_ns"]), f"+{format_offset(r['start_ns'] - t0)}",
                     str(r["rank"]), str(r["device"]), _opt(r["stream"]),
                     _dims(r["grid_x"], r["grid_y"], r["grid_z"]), _dims(r["block_x"], r["block_y"], r["block_z"]),
                     _opt(r["registers_per_thread"]), r["name"] or ""])

@@ -101,11 +101,28 @@ class TrackIndex:
     """Node name -> small integer used in correlation keys."""
     overview: Overview | None = None
     """Coarse busy bins of every slice track, drawn until the track is ready."""
+    device_busy: dict[tuple[str, int, int], int] = field(default_factory=dict)
+    """Exact GPU busy time (union over its streams) per (node, rank, device), once an analysis gave it."""
+    _owned: dict[tuple[str, int, str], list[int]] | None = field(default=None, init=False, repr=False)
 
     @property
     def ready(self) -> bool:
         """True once every track's arrays are attached."""
         return all(t.ready for t in self.tracks)
+
+    @property
+    def links_ready(self) -> bool:
+        """True once the correlation lookups are attached (linked_rows is empty before)."""
+        return "api" in self.corr
+
+    def tracks_of(self, node: str, rank: int, kind: str) -> list[int]:
+        """Ids of the tracks of one kind on one (node, rank) (the grouping is built once, on first use)."""
+        if self._owned is None:
+            owned: dict[tuple[str, int, str], list[int]] = {}
+            for i, t in enumerate(self.tracks):
+                owned.setdefault((t.node, t.rank, t.kind), []).append(i)
+            self._owned = owned
+        return self._owned.get((node, rank, kind), [])
 
     def attach(self, built: BuiltTracks) -> None:
         """Put the sorted arrays built by the loader worker on their tracks (cheap: no copy)."""
@@ -163,9 +180,12 @@ class TrackIndex:
         return out
 
     def linked_rows(self, table: str, row: int) -> list[tuple[str, int]]:
-        """Rows joined to this one by correlation id: a launch's kernels/copies, or a kernel's launch."""
+        """Rows joined to this one by correlation id: a launch's kernels/copies, or a kernel's launch.
+
+        Binary searches in the correlation lookups; empty until they are attached (see links_ready): never a scan.
+        """
         targets = ("kernels", "memory") if table == "api" else ("api",) if table in ("kernels", "memory") else ()
-        if not targets:
+        if not targets or not self.links_ready:
             return []
         rec = self.trace.table(table).select("node", "rank", "correlation_id").row(row)
         node, rank, corr = str(rec[0]), int(rec[1]), rec[2]
@@ -173,16 +193,10 @@ class TrackIndex:
             return []
         out: list[tuple[str, int]] = []
         for target in targets:
-            if target in self.corr:
-                keys, order = self.corr[target]
-                key = correlation_key(self.node_ids.get(node, 0), rank, int(corr))
-                lo, hi = np.searchsorted(keys, [key, key + 1])
-                out.extend((target, int(r)) for r in order[lo:hi])
-            else:  # lookups not built yet: one filtered scan
-                frame = self.trace.table(target).select("node", "rank", "correlation_id").with_row_index("_row")
-                hits = frame.filter((pl.col("correlation_id") == corr) & (pl.col("rank") == rank)
-                                    & (pl.col("node").cast(pl.String) == node))
-                out.extend((target, int(r)) for r in hits["_row"].to_list())
+            keys, order = self.corr[target]
+            key = correlation_key(self.node_ids.get(node, 0), rank, int(corr))
+            lo, hi = np.searchsorted(keys, [key, key + 1])
+            out.extend((target, int(r)) for r in order[lo:hi])
         return out
 
 

@@ -1,10 +1,16 @@
-"""Pure model of the host/device tree: node -> rank -> CPU threads / GPUs -> tracks, children built lazily."""
+"""Pure model of the host/device tree: node -> rank -> CPU threads / GPUs -> tracks, children built lazily.
+
+Busy shares are the overview's estimate (marked "~") until the tracks are sorted, then the exact union of each
+stream's slices; a GPU shows its busiest stream until the summary's utilization.busy_time gives its exact busy
+time. Items whose label can change carry `relabel`, which the widget calls when better values arrive.
+"""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
@@ -23,10 +29,21 @@ class TreeItem:
     key: str = ""
     """Stable id (tests and selection)."""
     children: list[TreeItem] = field(default_factory=list)
+    relabel: Callable[[], str] | None = None
+    """The label from the index's current values (None: the label never changes)."""
 
 
-def _pct(busy: int, span: int) -> str:
-    return f"{100 * busy / max(1, span):.1f}%"
+def _pct(busy: int, span: int, estimated: bool = False) -> str:
+    return f"{'~' if estimated else ''}{100 * busy / max(1, span):.1f}%"
+
+
+def device_busy(summary: Any) -> dict[tuple[str, int, int], int]:
+    """(node, rank, device) -> exact busy ns from a ktrace.analysis.summary.Summary's busy frame (per device)."""
+    busy = getattr(summary, "busy", None)
+    if busy is None or busy.height == 0 or not {"node", "rank", "device", "busy_ns"} <= set(busy.columns):
+        return {}
+    rows = busy.select(pl.col("node").cast(pl.String), "rank", "device", "busy_ns").iter_rows()
+    return {(str(n), int(r), int(d)): int(b) for n, r, d, b in rows if r is not None and d is not None}
 
 
 def tree_roots(index: TrackIndex) -> list[TreeItem]:
@@ -103,29 +120,48 @@ def _gpu_item(index: TrackIndex, key: str, ids: list[int]) -> TreeItem:
     names = index.trace.devices.filter((pl.col("device") == device) & (pl.col("rank") == first.rank))
     name = f" · {names['name'].cast(pl.String)[0]}" if names.height else ""
     kernels = sum(index.tracks[i].kernel_count for i in ids)
-    busy = max(index.tracks[i].busy_ns for i in ids)
-    label = f"GPU {device}{name} · {kernels:,} kernels · {len(ids)} streams · busiest {_pct(busy, index.t1 - index.t0)}"
-    return TreeItem(label, ids, _leaves(index, ids), key=f"{first.node}/{first.rank}/{key}")
+    head = f"GPU {device}{name} · {kernels:,} kernels · {len(ids)} streams · "
+
+    def label() -> str:
+        span = index.t1 - index.t0
+        exact = index.device_busy.get((first.node, first.rank, device))
+        if exact is not None:
+            return head + f"busy {_pct(exact, span)}"
+        tracks = [index.tracks[i] for i in ids]
+        busiest = max(t.busy_ns for t in tracks)
+        return head + f"busiest stream {_pct(busiest, span, not all(t.ready for t in tracks))}"
+
+    return TreeItem(label(), ids, _leaves(index, ids), key=f"{first.node}/{first.rank}/{key}", relabel=label)
 
 
 def _leaves(index: TrackIndex, ids: list[int]) -> Callable[[], list[TreeItem]]:
     def build() -> list[TreeItem]:
-        span = index.t1 - index.t0
         out = []
         for i in ids:
             t = index.tracks[i]
-            if t.kind == "stream":
-                kernels = t.kernel_count
-                label = f"stream {t.key.rsplit('/s', 1)[1]} · {kernels:,} kernels · {t.size - kernels:,} copies" \
-                        f" · busy {_pct(t.busy_ns, span)}"
+            relabel = _stream_label(index, i) if t.kind == "stream" else None
+            if relabel is not None:
+                label = relabel()
             elif t.kind == "counter":
                 label = f"{t.label} ({t.size:,} samples)"
             else:
                 label = f"{t.label.split(' ', 1)[1]} ({t.size:,})"
-            out.append(TreeItem(label, [i], None, key=t.key))
+            out.append(TreeItem(label, [i], None, key=t.key, relabel=relabel))
         return out
 
     return build
+
+
+def _stream_label(index: TrackIndex, track_id: int) -> Callable[[], str]:
+    """A stream leaf's label, read from the index each time (its track is replaced once sorted)."""
+
+    def label() -> str:
+        t = index.tracks[track_id]
+        kernels = t.kernel_count
+        return (f"stream {t.key.rsplit('/s', 1)[1]} · {kernels:,} kernels · {t.size - kernels:,} copies"
+                f" · busy {_pct(t.busy_ns, index.t1 - index.t0, not t.ready)}")
+
+    return label
 
 
 def default_rows(index: TrackIndex, limit: int = 14) -> list[int]:

@@ -6,7 +6,7 @@ from textual import on
 from textual.containers import VerticalScroll
 from textual.widgets import Button, Static
 
-from ktrace.tui.dashboard_data import Panel, panels
+from ktrace.tui.dashboard_data import Panel
 from ktrace.tui.messages import SummaryReady
 
 
@@ -37,8 +37,8 @@ class Dashboard(VerticalScroll, can_focus=True):
         self.mount(Static(why, classes="panel unavailable"))
 
     def show(self, message: SummaryReady) -> None:
-        """Draw the panels of a finished summary."""
-        self.panels = panels(message)
+        """Mount the panels of a finished summary (built by the worker: only widgets are made here)."""
+        self.panels = list(message.panels)
         self.remove_children()
         widgets = []
         for panel in self.panels:

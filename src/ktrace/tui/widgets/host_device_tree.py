@@ -32,6 +32,19 @@ class HostDeviceTree(Tree[TreeItem]):
                 node.expand()
         self.root.expand()
 
+    def refresh_labels(self) -> None:
+        """Relabel the built nodes whose figures changed (exact busy time replacing the overview's estimate)."""
+        stack = list(self.root.children)
+        while stack:
+            node = stack.pop()
+            item = node.data
+            if item is not None and item.relabel is not None:
+                label = item.relabel()
+                if label != item.label:
+                    item.label = label
+                    node.set_label(label)
+            stack.extend(node.children)
+
     @on(Tree.NodeExpanded)
     def _populate(self, event: Tree.NodeExpanded[TreeItem]) -> None:
         node = event.node

@@ -15,7 +15,7 @@ from textual.widget import Widget
 from ktrace.tui.keymap import bindings
 from ktrace.tui.messages import SliceSelected, ViewportChanged
 from ktrace.tui.overview import paint_overview
-from ktrace.tui.steps import StepSpans
+from ktrace.tui.steps import PENDING_STEPS, STEPS_PENDING, StepSpans
 from ktrace.tui.tracks import TrackIndex
 from ktrace.tui.viewmodel import RowPaint, Viewport, paint_track, ruler, slice_at, slice_columns
 
@@ -50,7 +50,7 @@ class Timeline(Widget, can_focus=True):
     def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's name
         super().__init__(id=id)
         self.index: TrackIndex | None = None
-        self.steps = StepSpans()
+        self.steps: StepSpans = PENDING_STEPS
         self.rows: list[int] = []
         """Track ids shown, top to bottom."""
         self.viewport = Viewport(0, 1, 80)
@@ -68,6 +68,16 @@ class Timeline(Widget, can_focus=True):
         self.cursor, self.top, self.selection, self.linked = 0, 0, None, []
         self._paint_cache.clear()
         self._changed()
+
+    def set_steps(self, steps: StepSpans) -> None:
+        """The trace's steps were detected: the step keys work from now on."""
+        self.steps = steps
+
+    def links_ready(self) -> None:
+        """The correlation lookups were attached: highlight the selection's launch/kernels."""
+        if self.index is not None and self.selection is not None:
+            self.linked = self._links(self.selection)
+            self.refresh()
 
     def tracks_ready(self) -> None:
         """The index's tracks were attached: redraw from them instead of the overview."""
@@ -185,6 +195,9 @@ class Timeline(Widget, can_focus=True):
             self.set_viewport(self.viewport.show(self.index.t0, self.index.t1))
 
     def action_step(self, direction: int) -> None:
+        if not self.steps.ready:
+            self.notify(STEPS_PENDING, severity="warning", timeout=3)
+            return
         centre = self.viewport.time_at(self.viewport.width / 2)
         i = self.steps.after(centre) if direction > 0 else self.steps.before(self.viewport.start_ns)
         if i is None:
@@ -230,7 +243,8 @@ class Timeline(Widget, can_focus=True):
             return
         links = self._links(self.selection)
         if not links:
-            self.notify("no linked launch or kernel for this slice", severity="warning")
+            self.notify("no linked launch or kernel for this slice" if self.index.links_ready
+                        else "still linking launches and kernels…", severity="warning")
             return
         target = links[0]
         if target[0] not in self.rows:
