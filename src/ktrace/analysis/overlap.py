@@ -18,14 +18,13 @@ without a launch in the trace are left out (as HTA does). At equal times decreme
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import polars as pl
 
 from ktrace.analysis.breakdown import mask_sum, type_coverage
-from ktrace.analysis.latency import launch_latency
-from ktrace.analysis.utilization import Per, grouped
+from ktrace.analysis.utilization import Per, memo
 from ktrace.model.trace import Trace
 
 STREAM_KEYS = ("node", "rank", "device", "stream")
@@ -52,11 +51,31 @@ def comm_compute_overlap(trace: Trace, per: Per = "rank") -> pl.DataFrame:
         overlap_pct=pl.Series(pct, dtype=pl.Float64).fill_nan(None))
 
 
-def _queue_events(trace: Trace, until: Literal["start", "end"]) -> pl.DataFrame:
-    lat = launch_latency(trace).select(*STREAM_KEYS, "api_start_ns", pl.col(f"{until}_ns").alias("done_ns"))
-    inc = lat.select(*STREAM_KEYS, pl.col("api_start_ns").alias("ts_ns"), pl.lit(1, pl.Int64).alias("delta"))
-    dec = lat.select(*STREAM_KEYS, pl.col("done_ns").alias("ts_ns"), pl.lit(-1, pl.Int64).alias("delta"))
-    return pl.concat([inc, dec])
+def _queue_events(trace: Trace, until: Literal["start", "end"]) -> tuple[pl.DataFrame, Any, Any, Any, Any]:
+    """(stream keys, group id, time, delta, first event of each group) of the queue's +1/-1 events in
+    (stream, time) order, decrements before increments at equal times; streams without a launched
+    record are left out. Memoized per trace."""
+    return memo(trace, ("queue_events", until), lambda: _compute_queue_events(trace, until))
+
+
+def _compute_queue_events(trace: Trace, until: Literal["start", "end"]) -> tuple[pl.DataFrame, Any, Any, Any, Any]:
+    from ktrace.analysis.columns import api_times, gpu_columns, launch_rows, row_groups, time_order
+
+    c, g, rows = gpu_columns(trace), row_groups(trace, "stream"), launch_rows(trace)
+    stream_of = np.empty(c.size, np.int64)
+    stream_of[g.perm] = np.repeat(np.arange(g.n_groups, dtype=np.int64), np.diff(g.bounds))
+    hit = np.flatnonzero(rows >= 0)
+    m = hit.size
+    done = (c.end if until == "end" else c.start)[hit]
+    # Decrements first: the stable order keeps them ahead of increments at the same time.
+    gid = np.concatenate([stream_of[hit], stream_of[hit]])
+    ts = np.concatenate([done, api_times(trace)[0][rows[hit]]])
+    delta = np.concatenate([np.full(m, -1, np.int64), np.ones(m, np.int64)])
+    perm, bounds = time_order(gid, g.n_groups, ts)
+    present = np.flatnonzero(np.diff(bounds) > 0)
+    renumber = np.cumsum(np.diff(bounds) > 0) - 1  # dense ids over the streams that have events
+    return (g.keys[present], renumber[gid[perm]], ts[perm], delta[perm],
+            bounds[:-1][present].astype(np.int64))
 
 
 def queue_depth(trace: Trace, until: Literal["start", "end"] = "end") -> pl.DataFrame:
@@ -72,9 +91,9 @@ def queue_depth(trace: Trace, until: Literal["start", "end"] = "end") -> pl.Data
     """
     from ktrace.analysis._kernels.queue import running_depth
 
-    g = grouped(_queue_events(trace, until), STREAM_KEYS, order=("ts_ns", "delta"))  # -1 before +1 at ties
-    depth = running_depth(g.gid, g.frame["delta"].to_numpy().astype(np.int64))
-    return g.frame.select(*STREAM_KEYS, "ts_ns").with_columns(depth=pl.Series(depth, dtype=pl.Int64))
+    keys, gid, ts, delta, _ = _queue_events(trace, until)
+    depth = running_depth(gid, delta)
+    return keys[gid].with_columns(ts_ns=pl.Series(ts, dtype=pl.Int64), depth=pl.Series(depth, dtype=pl.Int64))
 
 
 def queue_depth_stats(trace: Trace, until: Literal["start", "end"] = "end",
@@ -91,20 +110,18 @@ def queue_depth_stats(trace: Trace, until: Literal["start", "end"] = "end",
         sample_mean_depth (mean over change points, as HTA's summary `describe()`),
         time_at_max_ns, span_ns.
     """
-    from ktrace.analysis._kernels.queue import level_stats
+    from ktrace.analysis._kernels.queue import level_stats, running_depth
 
-    q = queue_depth(trace, until)
-    g = grouped(q.with_row_index("_i"), STREAM_KEYS, order="_i")
-    if g.n_groups == 0:
-        return g.keys.with_columns(*[pl.lit(0, pl.Int64).alias(c) for c in (
+    keys, gid, t, delta, first = _queue_events(trace, until)
+    if keys.height == 0:
+        return keys.with_columns(*[pl.lit(0, pl.Int64).alias(c) for c in (
             "changes", "max_depth", "time_at_max_ns", "span_ns")],
             mean_depth=pl.lit(0.0), sample_mean_depth=pl.lit(0.0)).clear()
-    t = g.frame["ts_ns"].to_numpy().astype(np.int64)
-    d = g.frame["depth"].to_numpy().astype(np.int64)
-    wsum, span, above, mx = level_stats(g.gid, t, d, g.n_groups, max_queue_length)
-    counts = np.diff(np.append(g.first, t.size))
-    sample_mean = np.add.reduceat(d, g.first) / counts
-    return g.keys.with_columns(
+    d = running_depth(gid, delta)
+    wsum, span, above, mx = level_stats(gid, t, d, keys.height, max_queue_length)
+    counts = np.diff(np.append(first, t.size))
+    sample_mean = np.add.reduceat(d, first) / counts
+    return keys.with_columns(
         changes=pl.Series(counts, dtype=pl.Int64), max_depth=pl.Series(mx, dtype=pl.Int64),
         mean_depth=pl.Series(np.where(span > 0, wsum / np.maximum(span, 1), 0.0)),
         sample_mean_depth=pl.Series(sample_mean), time_at_max_ns=pl.Series(above, dtype=pl.Int64),
