@@ -107,3 +107,16 @@ def test_cli_prints_one_line_and_exits_3(tmp_path: Path, content: bytes) -> None
     assert done.returncode == ExitCode.BAD_INPUT
     assert "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "bad.sqlite" in done.stderr
+
+
+def test_a_folder_holding_one_export_opens_it_and_two_are_refused(tmp_path: Path) -> None:
+    import shutil
+
+    one = tmp_path / "one"
+    one.mkdir()
+    shutil.copy(FIXTURE, one / "run.sqlite")
+    (one / "STATS.json").write_text("{}")  # a JSON file that is not a trace must not make it "Kineto"
+    assert ktrace.open(one).kernels.height == import_nsys(FIXTURE).kernels.height
+    shutil.copy(FIXTURE, one / "other.sqlite")
+    with pytest.raises(TraceFormatError, match="2 nsys exports .*open one of them"):
+        ktrace.open(one)
