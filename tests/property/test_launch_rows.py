@@ -56,3 +56,27 @@ def test_dense_ids_ignore_constant_columns(rows: list[tuple[int, int]], constant
     distinct = sorted(set(rows))
     assert gid.tolist() == [distinct.index(r) for r in rows]
     assert list(zip(ua.tolist(), uc.tolist(), ub.tolist(), strict=True)) == [(x, constant, y) for x, y in distinct]
+
+
+@given(st.lists(st.sampled_from([7, 2**40, -(2**35)]), min_size=1, max_size=30), st.booleans())
+def test_dense_ids_of_wide_values_need_no_lookup_table(values: list[int], with_constants: bool) -> None:
+    """Ids spread over 2**40 (wide stream or thread ids) are hashed, never given an arange of their width."""
+    import numpy as np
+
+    wide = np.array(values, np.int64)
+    columns = [np.zeros(wide.size, np.int64), np.zeros(wide.size, np.int64), wide] if with_constants else [wide]
+    gid, parts = dense_ids(columns)
+    distinct = sorted(set(values))
+    assert gid.tolist() == [distinct.index(v) for v in values]
+    assert parts[-1].tolist() == distinct
+
+
+def test_busy_time_per_stream_with_wide_stream_ids() -> None:
+    from ktrace.analysis.utilization import busy_time
+
+    b = TraceBuilder(node="n", rank=0)
+    b.add("kernels", {"start_ns": [0, 10, 20], "end_ns": [5, 15, 30], "device": [0, 0, 0],
+                      "stream": [7, 2**40, 7], "correlation_id": [1, 2, 3], "name": ["k"] * 3})
+    busy = busy_time(b.build(), "stream").sort("stream")
+    assert busy["stream"].to_list() == [7, 2**40]
+    assert busy["busy_ns"].to_list() == [15, 5]

@@ -71,6 +71,8 @@ def dense_ids(columns: list[I64]) -> tuple[I64, list[I64]]:
         m = sub[0].size
         return gid, [sub[varying.index(i)] if i in varying else np.full(m, bounds[i][0], np.int64)
                      for i in range(len(columns))]
+    if bounds[0][1] - bounds[0][0] + 1 > 4 * n + (1 << 20):  # too wide for a lookup table
+        return _dense_ids_wide(columns)
     if len(columns) == 1 and bounds[0][0] == 0 and bounds[0][1] < n and np.bincount(columns[0]).all():
         return columns[0], [np.arange(bounds[0][1] + 1, dtype=np.int64)]  # already dense ids (e.g. kinds)
     gid, uniq = columns[0], np.arange(bounds[0][0], bounds[0][1] + 1, dtype=np.int64)
@@ -84,8 +86,6 @@ def dense_ids(columns: list[I64]) -> tuple[I64, list[I64]]:
         parts = [p[codes // (hi - lo + 1)] for p in parts] + [codes % (hi - lo + 1) + lo]
         lo_g, size_g = 0, int(codes.size)
     if len(columns) == 1:
-        if size_g > 4 * n + (1 << 20):
-            return _dense_ids_wide(columns)
         gid, codes = pair_ids(gid, gid[:1] * 0, (lo_g, 0), (size_g, 1))
         parts = [codes + lo_g]
     return gid, parts
