@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+os.environ.setdefault("KTRACE_READONLY_SHARED", "1")  # memoized analysis arrays: writing one raises
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"
 

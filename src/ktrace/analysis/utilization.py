@@ -24,10 +24,11 @@ wait). Spans run from a group's first record start to its last record end.
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from typing import Any, Literal, TypeVar
 
 import numpy as np
@@ -173,8 +174,11 @@ def memo(trace: Trace, key: Hashable, compute: Callable[[], T]) -> T:
     """compute() once per (trace, key) while the trace lives (analyses share joins and sorts).
 
     Thread-safe: a thread asking for a key another thread is computing waits for that result (summarize
-    runs independent analyses in threads). Results must be values (polars frames, tuples of arrays):
-    callers never mutate them.
+    runs independent analyses in threads). Results are shared values (polars frames, tuples of arrays)
+    that callers never mutate. With KTRACE_READONLY_SHARED=1 (the test suite sets it) their numpy arrays
+    are made read-only, so a caller that writes into one fails loudly instead of changing every other
+    analysis's numbers; it is off by default because read-only arrays are another numba type, and
+    compiling both variants costs about 2 s on a first run.
     """
     with _MEMO_LOCK:
         entry = _MEMO.get(id(trace))
@@ -188,8 +192,21 @@ def memo(trace: Trace, key: Hashable, compute: Callable[[], T]) -> T:
         lock = locks.setdefault(key, threading.RLock())
     with lock:
         if key not in values:
-            values[key] = compute()
+            value = compute()
+            values[key] = _read_only(value) if os.environ.get("KTRACE_READONLY_SHARED") == "1" else value
         return values[key]
+
+
+def _read_only(value: T) -> T:
+    if isinstance(value, np.ndarray):
+        value.setflags(write=False)
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            _read_only(item)
+    elif is_dataclass(value) and not isinstance(value, type):
+        for f in fields(value):
+            _read_only(getattr(value, f.name))
+    return value
 
 
 def names_matching(frame: pl.DataFrame, col: str, pattern: str, *, exclude: str | None = None) -> list[str]:
