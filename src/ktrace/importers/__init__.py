@@ -34,19 +34,39 @@ def detect(path: Path) -> str:
 
 
 def _nsys_export_in(folder: Path) -> Path | None:
-    """The one nsys .sqlite export in a folder that holds no Kineto trace file (None otherwise).
+    """The one nsys .sqlite export in a folder that holds no Kineto trace (None when it holds none).
+
+    A JSON file counts as a Kineto trace by its opening bytes, not its name (`rank0.json` is one,
+    `STATS.json` is not).
 
     Raises:
-        TraceFormatError: several .sqlite exports and no way to choose.
+        TraceFormatError: several .sqlite exports, or exports beside Kineto traces: no way to choose.
     """
-    names = [p.name for p in folder.iterdir() if p.is_file()]
-    if any(".pt.trace." in n or (n.endswith((".json", ".json.gz")) and "trace" in n.lower()) for n in names):
+    files = sorted(p for p in folder.iterdir() if p.is_file())
+    exports = [p for p in files if p.name.endswith(".sqlite")]
+    if not exports:
         return None
-    exports = sorted(folder / n for n in names if n.endswith(".sqlite"))
+    shown = ", ".join(p.name for p in exports[:3]) + (" ..." if len(exports) > 3 else "")
+    kineto = [p for p in files if p.name.endswith((".json", ".json.gz")) and _opens_like_kineto(p)]
+    if kineto:
+        raise TraceFormatError(f"{folder}: holds both Kineto traces ({kineto[0].name}"
+                               f"{' ...' if len(kineto) > 1 else ''}) and nsys exports ({shown}): open one of them")
     if len(exports) > 1:
-        raise TraceFormatError(f"{folder}: {len(exports)} nsys exports ({', '.join(p.name for p in exports[:3])}"
-                               f"{' ...' if len(exports) > 3 else ''}): open one of them")
-    return exports[0] if exports else None
+        raise TraceFormatError(f"{folder}: {len(exports)} nsys exports ({shown}): open one of them")
+    return exports[0]
+
+
+def _opens_like_kineto(path: Path, peek: int = 1 << 16) -> bool:
+    """Whether a .json/.json.gz file's first `peek` bytes look like a Chrome/Kineto trace."""
+    import gzip
+    import zlib
+
+    try:
+        with (gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")) as f:
+            head = f.read(peek)
+    except (OSError, EOFError, zlib.error):
+        return False
+    return head.lstrip()[:1] == b"[" or b'"traceEvents"' in head or b'"ph"' in head
 
 
 def load(path: str | os.PathLike[str], *, progress: ProgressFn = no_progress, **options: Any) -> Trace:

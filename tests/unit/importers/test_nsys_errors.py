@@ -120,3 +120,13 @@ def test_a_folder_holding_one_export_opens_it_and_two_are_refused(tmp_path: Path
     shutil.copy(FIXTURE, one / "other.sqlite")
     with pytest.raises(TraceFormatError, match="2 nsys exports .*open one of them"):
         ktrace.open(one)
+
+
+@pytest.mark.parametrize("name", ["rank0.json", "worker0.pt.trace.json"])
+def test_a_folder_holding_an_export_beside_a_kineto_trace_is_refused(tmp_path: Path, name: str) -> None:
+    import shutil
+
+    shutil.copy(FIXTURE, tmp_path / "run.sqlite")
+    (tmp_path / name).write_text('{"schemaVersion": 1, "traceEvents": []}')  # a trace whatever its name
+    with pytest.raises(TraceFormatError, match=f"both Kineto traces \\({name}\\) and nsys exports \\(run.sqlite\\)"):
+        ktrace.open(tmp_path)
