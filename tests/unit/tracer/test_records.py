@@ -104,6 +104,21 @@ def test_zero_timestamps_overhead_and_external_ids_go_to_health(make_record: Any
     assert health == {"zero_timestamp_records": 1, "cupti_overhead_records": 1, "cupti_overhead_ns": 1000}
 
 
+def test_kernels_whose_external_id_may_have_been_dropped_are_counted(make_record: Any) -> None:
+    from ktrace.tracer.columns import ExternalIds
+
+    decoder = RecordDecoder(generic_api_name, pid=77)
+    decoder.state.external = ExternalIds(keep=1)
+    pairs = [make_record("EXTERNAL_CORRELATION", external_kind=3, external_id=100 + c, correlation_id=c)
+             for c in (1, 2, 3)]
+    decode(pairs, decoder)  # 3 pairs > 2 x keep: only correlation id 3 is remembered
+    kernels = [make_record("CONCURRENT_KERNEL", start=T0 + c, end=T0 + c + 1, name="k", correlation_id=c)
+               for c in (1, 3)]
+    tables, health = decode(kernels, decoder)
+    assert tables["kernels"].column("external_id").to_pylist() == [None, 103]
+    assert health == {"external_ids_maybe_dropped": 1}
+
+
 def test_device_and_thread_name_records() -> None:
     from conftest import fake_record  # uuid formatting needs a writable CUuuid: fakes only
 
