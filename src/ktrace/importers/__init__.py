@@ -12,42 +12,50 @@ from ktrace.model.trace import Trace
 
 def detect(path: Path) -> str:
     """The format of `path`: "ktrace", "kineto" (file or folder of rank files) or "nsys"."""
+    return locate(path)[0]
+
+
+def locate(path: Path) -> tuple[str, Path]:
+    """(format as in `detect`, the path its reader takes): a folder holding one nsys export gives that file."""
     from ktrace.model.store import is_store
 
     if not path.exists():
         raise TraceFormatError(f"{path}: no such file or directory", ExitCode.NOT_FOUND)
     if path.is_dir():
         if is_store(path):
-            return "ktrace"
-        if _nsys_export_in(path) is not None:
-            return "nsys"
-        if any(p.name.endswith((".json", ".json.gz")) for p in path.iterdir()):
-            return "kineto"
+            return "ktrace", path
+        export = _nsys_export_in(path)
+        if export is not None:
+            return "nsys", export
+        from ktrace.importers.kineto_stream import kineto_files
+
+        if kineto_files(path):
+            return "kineto", path
         raise TraceFormatError(f"{path}: a folder with neither a .ktrace store nor Kineto .json files")
     with path.open("rb") as f:
         head = f.read(16)
     if head.startswith(b"SQLite format 3"):
-        return "nsys"
+        return "nsys", path
     if head.startswith(b"\x1f\x8b") or head.lstrip()[:1] in (b"{", b"["):
-        return "kineto"
+        return "kineto", path
     raise TraceFormatError(f"{path}: not a trace ktrace can read (expected .ktrace, Kineto JSON or nsys SQLite)")
 
 
 def _nsys_export_in(folder: Path) -> Path | None:
     """The one nsys .sqlite export in a folder that holds no Kineto trace (None when it holds none).
 
-    A JSON file counts as a Kineto trace by its opening bytes, not its name (`rank0.json` is one,
-    `STATS.json` is not).
+    Kineto traces are those `kineto_stream.kineto_files` finds, the same ones the Kineto importer reads.
 
     Raises:
         TraceFormatError: several .sqlite exports, or exports beside Kineto traces: no way to choose.
     """
-    files = sorted(p for p in folder.iterdir() if p.is_file())
-    exports = [p for p in files if p.name.endswith(".sqlite")]
+    from ktrace.importers.kineto_stream import kineto_files
+
+    exports = sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith(".sqlite"))
     if not exports:
         return None
     shown = ", ".join(p.name for p in exports[:3]) + (" ..." if len(exports) > 3 else "")
-    kineto = [p for p in files if p.name.endswith((".json", ".json.gz")) and _opens_like_kineto(p)]
+    kineto = kineto_files(folder)
     if kineto:
         raise TraceFormatError(f"{folder}: holds both Kineto traces ({kineto[0].name}"
                                f"{' ...' if len(kineto) > 1 else ''}) and nsys exports ({shown}): open one of them")
@@ -56,26 +64,10 @@ def _nsys_export_in(folder: Path) -> Path | None:
     return exports[0]
 
 
-def _opens_like_kineto(path: Path, peek: int = 1 << 16) -> bool:
-    """Whether a .json/.json.gz file's first `peek` bytes look like a Chrome/Kineto trace."""
-    import gzip
-    import zlib
-
-    try:
-        with (gzip.open(path, "rb") if path.name.endswith(".gz") else path.open("rb")) as f:
-            head = f.read(peek)
-    except (OSError, EOFError, zlib.error):
-        return False
-    return head.lstrip()[:1] == b"[" or b'"traceEvents"' in head or b'"ph"' in head
-
-
 def load(path: str | os.PathLike[str], *, progress: ProgressFn = no_progress, **options: Any) -> Trace:
     """Open any supported trace as a Trace (foreign formats are imported on the fly); a folder holding one
     nsys .sqlite export (and no Kineto trace) opens that export."""
-    p = Path(path)
-    kind = detect(p)
-    if kind == "nsys" and p.is_dir():
-        p = _nsys_export_in(p) or p
+    kind, p = locate(Path(path))
     if kind == "ktrace":
         from ktrace.model.store import read
 

@@ -19,7 +19,7 @@ import pyarrow as pa
 from ktrace.importers.kineto_decode import EventSplitter
 from ktrace.importers.kineto_events import EventSink, to_int
 from ktrace.importers.kineto_schema import DecodeReport
-from ktrace.importers.kineto_stream import StreamStatus, byte_blocks
+from ktrace.importers.kineto_stream import StreamStatus, byte_blocks, kineto_files
 from ktrace.importers.kineto_tables import (
     TimeFixer,
     add_cpu_tables,
@@ -73,16 +73,10 @@ class _FileResult:
     job: dict[str, Any] = field(default_factory=dict)
 
 
-def _rank_files(folder: Path) -> list[Path]:
-    files = sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith((".json", ".json.gz")))
-    traces = [p for p in files if ".pt.trace." in p.name or "trace" in p.name.lower()]
-    return traces or files
-
-
 def _import_folder(folder: Path, progress: ProgressFn, with_ops: bool) -> Trace:
-    files = _rank_files(folder)
+    files = kineto_files(folder)
     if not files:
-        raise TraceFormatError(f"{folder}: no .json or .json.gz files")
+        raise TraceFormatError(f"{folder}: no Kineto trace (.json or .json.gz) in this folder")
     grand = sum(p.stat().st_size for p in files)
     done = 0
     results: list[tuple[Trace, _FileResult]] = []

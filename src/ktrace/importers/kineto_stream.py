@@ -101,6 +101,29 @@ def is_gzip(path: Path) -> bool:
         return f.read(2) == b"\x1f\x8b"
 
 
+def kineto_files(folder: Path) -> list[Path]:
+    """The .json / .json.gz files of a folder that open like a Chrome/Kineto trace, sorted by name.
+
+    Judged by the opening bytes, not the name: `rank0.json` is a trace, `STATS.json` is not. A file whose
+    opening cannot be read is kept, so that the importer says what is wrong with it.
+    """
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith((".json", ".json.gz")))
+    return [p for p in files if _opens_like_trace(p)]
+
+
+def _opens_like_trace(path: Path, peek: int = 1 << 16) -> bool:
+    members = _Members(inflate_module())
+    try:
+        with path.open("rb") as f:
+            head = f.read(peek)
+        if head[:2] == b"\x1f\x8b":
+            head = members.feed(head)
+    except (OSError, zlib.error, members.inflate.error):
+        return True
+    return head.lstrip()[:1] == b"[" or b'"traceEvents"' in head or b'"ph"' in head  # not "schemaVersion":
+    # a stats file about traces (shared/traces/*/STATS.json) has that key too
+
+
 def byte_blocks(path: Path, status: StreamStatus, progress: ProgressFn, done_before: int = 0,
                 grand_total: int = 0) -> Iterator[bytes]:
     """Decompressed blocks of `path`; gzip is inflated in a background thread (zlib releases the GIL).

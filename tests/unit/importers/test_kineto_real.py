@@ -163,3 +163,14 @@ def test_threads_have_one_row_per_thread(real_trace_path) -> None:  # type: igno
     trace = ktrace.open(real_trace_path("alexnet"))
     assert trace.threads.height > 0
     assert trace.threads.group_by("pid", "tid").len().filter(pl.col("len") > 1).height == 0
+
+
+def test_a_shared_trace_folder_opens_its_trace_and_leaves_stats_json_alone() -> None:
+    import ktrace
+
+    folder = SHARED / "hta-a100-nccl-rank0of2"  # nccl_data.json.gz: no "trace" in the name, beside STATS.json
+    if not folder.is_dir():
+        pytest.skip("nccl trace absent")
+    trace = ktrace.open(folder)
+    assert trace.kernels.height == import_kineto(folder / "nccl_data.json.gz").kernels.height
+    assert not any("STATS.json" in n for n in trace.meta.notes)

@@ -183,6 +183,20 @@ def test_rank_from_distributed_info_else_file_name(tmp_path: Path) -> None:
     assert one.ranks == [("localhost", 5)]
 
 
+def test_a_folder_reads_the_files_that_open_like_traces_whatever_their_names(tmp_path: Path) -> None:
+    from ktrace.importers.kineto_stream import kineto_files
+
+    _write(tmp_path, _doc(_graph_job()), "rank0.json")  # no "trace" in the name
+    _write(tmp_path, _doc(_graph_job(), distributedInfo={"rank": 1}), "rank1.json.gz")
+    _write(tmp_path, {"rank0.json": {"n_kernels": 5}}, "STATS.json")  # JSON, but not a trace
+    (tmp_path / "damaged.json.gz").write_bytes(b"\x1f\x8b" + b"\xff" * 40)  # kept: its importer says why
+    assert [p.name for p in kineto_files(tmp_path)] == ["damaged.json.gz", "rank0.json", "rank1.json.gz"]
+    (tmp_path / "damaged.json.gz").unlink()
+    trace = import_kineto(tmp_path)
+    assert [r for _, r in trace.ranks] == [0, 1] and trace.kernels.height == 10
+    assert not any("skipped" in n for n in trace.meta.notes)  # STATS.json was never tried
+
+
 def test_cpu_ops_only_when_asked(tmp_path: Path) -> None:
     events = [*_graph_job(), _x("cpu_op", "aten::mm", 1003, 9, **{"External id": 4, "Sequence number": 12})]
     path = _write(tmp_path, _doc(events))
