@@ -70,13 +70,3 @@ def test_dense_ids_of_wide_values_need_no_lookup_table(values: list[int], with_c
     assert gid.tolist() == [distinct.index(v) for v in values]
     assert parts[-1].tolist() == distinct
 
-
-def test_busy_time_per_stream_with_wide_stream_ids() -> None:
-    from ktrace.analysis.utilization import busy_time
-
-    b = TraceBuilder(node="n", rank=0)
-    b.add("kernels", {"start_ns": [0, 10, 20], "end_ns": [5, 15, 30], "device": [0, 0, 0],
-                      "stream": [7, 2**40, 7], "correlation_id": [1, 2, 3], "name": ["k"] * 3})
-    busy = busy_time(b.build(), "stream").sort("stream")
-    assert busy["stream"].to_list() == [7, 2**40]
-    assert busy["busy_ns"].to_list() == [15, 5]

@@ -71,7 +71,8 @@ def dense_ids(columns: list[I64]) -> tuple[I64, list[I64]]:
         m = sub[0].size
         return gid, [sub[varying.index(i)] if i in varying else np.full(m, bounds[i][0], np.int64)
                      for i in range(len(columns))]
-    if bounds[0][1] - bounds[0][0] + 1 > 4 * n + (1 << 20):  # too wide for a lookup table
+    table_limit = 4 * n + (1 << 20)  # widest lookup table worth building; wider keys are hashed
+    if bounds[0][1] - bounds[0][0] + 1 > table_limit:
         return _dense_ids_wide(columns)
     if len(columns) == 1 and bounds[0][0] == 0 and bounds[0][1] < n and np.bincount(columns[0]).all():
         return columns[0], [np.arange(bounds[0][1] + 1, dtype=np.int64)]  # already dense ids (e.g. kinds)
@@ -79,7 +80,7 @@ def dense_ids(columns: list[I64]) -> tuple[I64, list[I64]]:
     parts = [uniq]
     lo_g, size_g = bounds[0][0], bounds[0][1] - bounds[0][0] + 1
     for a, (lo, hi) in zip(columns[1:], bounds[1:], strict=True):
-        if size_g * (hi - lo + 1) > 4 * n + (1 << 20):
+        if size_g * (hi - lo + 1) > table_limit:
             return _dense_ids_wide(columns)
         const = lo == hi
         gid, codes = pair_ids(gid, a[:1] if const else a, (lo_g, lo), (size_g, hi - lo + 1))

@@ -94,3 +94,12 @@ def test_empty_trace_gives_empty_frames() -> None:
     assert utilization.busy_time(t).height == 0
     assert utilization.utilization_over_time(t, 1000).height == 0
     assert utilization.active_time_share(t).height == 0
+
+
+def test_busy_time_per_stream_with_wide_stream_ids() -> None:
+    b = TraceBuilder(node="n", rank=0)
+    b.add("kernels", {"start_ns": [0, 10, 20], "end_ns": [5, 15, 30], "device": [0, 0, 0],
+                      "stream": [7, 2**40, 7], "correlation_id": [1, 2, 3], "name": ["k"] * 3})
+    busy = utilization.busy_time(b.build(), "stream").sort("stream")  # 2**40 needs no 2**40-wide table
+    assert busy["stream"].to_list() == [7, 2**40]
+    assert busy["busy_ns"].to_list() == [15, 5]
