@@ -152,10 +152,14 @@ def speed(args: argparse.Namespace, hta: Path) -> None:
 def _kineto_sets(shared: Path) -> list[tuple[str, list[Path]]]:
     sets = []
     for stats_path in sorted(shared.glob("*/STATS.json")):
-        files = [stats_path.parent / n for n, e in json.loads(stats_path.read_text()).items()
-                 if n.endswith((".json", ".json.gz")) and "n_kernels" in e]
-        if files:
-            sets.append((stats_path.parent.name, sorted(files)))
+        stats = json.loads(stats_path.read_text())
+        files = sorted(stats_path.parent / n for n, e in stats.items()
+                       if n.endswith((".json", ".json.gz")) and "n_kernels" in e)
+        ranks = [stats[f.name].get("distributedInfo", {}).get("rank") for f in files]
+        if len(set(ranks)) == len(ranks):  # one job's rank files: load them together
+            sets += [(stats_path.parent.name, files)] if files else []
+        else:  # unrelated traces side by side (hta-critical-path): one at a time
+            sets += [(f"{stats_path.parent.name}/{f.name.split('.')[0]}", [f]) for f in files]
     return sets
 
 

@@ -33,6 +33,9 @@ REAL_TRACES = {
     "dlrm": "param-dlrm-v100-8rank",
     "cloverleaf": "nsys-sqlite-cloverleaf-a100/perlmutter-cloverleaf-cuda.sqlite",
     "power_iteration": "nsys-sqlite-power-iteration-t4/power_iteration__baseline.sqlite",
+    "simple_add": "hta-critical-path/simple_add_trace.json.gz",
+    "event_sync": "hta-critical-path/event_sync_trace.json.gz",
+    "event_sync_multi_stream": "hta-critical-path/event_sync_multi_stream_trace.json.gz",
 }
 """Short name -> path under shared/traces of every real trace."""
 

@@ -19,7 +19,10 @@ from ktrace.model.builder import TraceBuilder
 from ktrace.model.trace import Trace
 from ktrace.testing import SyntheticConfig, generate
 
-REAL = ["alexnet", "nccl", "resnet50", "tracelens", "dlrm", "cloverleaf", "power_iteration"]
+REAL = [
+    "alexnet", "nccl", "resnet50", "tracelens", "dlrm", "cloverleaf", "power_iteration",
+    "simple_add", "event_sync", "event_sync_multi_stream",
+]
 
 
 def _export(trace: Trace, tmp_path: Path, name: str = "t.pftrace", **kw: Any) -> tuple[Any, ValidationReport]:

@@ -112,6 +112,9 @@ HTA_KERNEL_US = {
     "worker6_step_12.1694128201553.pt.trace.json.gz": 4609.000,
     "worker7_step_12.1694128201553.pt.trace.json.gz": 2805.000,
     "google_owlv2-large-patch14-ensemble__1016001.json.gz": 551451.628,
+    "simple_add_trace.json.gz": 10728.000,  # hta-critical-path, measured 2026-11-23
+    "event_sync_trace.json.gz": 49.000,
+    "event_sync_multi_stream_trace.json.gz": 369.000,
 }
 """Total kernel time (µs) per trace as HTA 0.5.0 parses it: sum of `dur` over its kernel rows, measured by
 `python benchmarks/import_vs_hta.py --kernel-time` (HTA_DISABLE_NS_ROUNDING=1) on 2026-11-22."""
