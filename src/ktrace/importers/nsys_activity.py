@@ -46,7 +46,16 @@ MEMORY_CODES = dict(enumerate(("PAGEABLE", "PINNED", "DEVICE", "ARRAY", "MANAGED
                                "MANAGED_STATIC", "UNKNOWN")))
 SYNC_CODES = dict(enumerate(("UNKNOWN", "EVENT_SYNCHRONIZE", "STREAM_WAIT_EVENT", "STREAM_SYNCHRONIZE",
                              "CONTEXT_SYNCHRONIZE")))
-EVENT_CLASSES = {0: "TRACE_PROCESS_EVENT_CUDA_RUNTIME", 1: "TRACE_PROCESS_EVENT_CUDA_DRIVER"}
+EVENT_CLASSES = {0: "TRACE_PROCESS_EVENT_CUDA_RUNTIME", 1: "TRACE_PROCESS_EVENT_CUDA_DRIVER",
+                 13: "TRACE_PROCESS_EVENT_CUDA_EGL_DRIVER", 28: "TRACE_PROCESS_EVENT_CUDNN",
+                 29: "TRACE_PROCESS_EVENT_CUBLAS", 33: "TRACE_PROCESS_EVENT_CUDNN_START",
+                 34: "TRACE_PROCESS_EVENT_CUDNN_FINISH", 35: "TRACE_PROCESS_EVENT_CUBLAS_START",
+                 36: "TRACE_PROCESS_EVENT_CUBLAS_FINISH", 67: "TRACE_PROCESS_EVENT_CUDABACKTRACE",
+                 77: "TRACE_PROCESS_EVENT_CUDA_GRAPH_NODE_CREATION"}
+"""ENUM_NSYS_EVENT_CLASS as the Nsight Systems export documentation lists it (2022.x to 2025.x)."""
+API_EVENT_CLASSES = ("CUDA_RUNTIME", "CUDA_DRIVER", "CUDA_EGL_DRIVER")
+"""Name suffixes of the event classes whose rows are API calls; the RUNTIME table holds other rows too
+(2022.x exports add a CUDABACKTRACE row, eventClass 67, beside each call that has a backtrace)."""
 
 API_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER")
 _API_VERSION_SUFFIX = re.compile(r"_v\d{4,}$")
@@ -181,7 +190,7 @@ def read_api(db: NsysDb, table: str, offset: int, log: ImportLog, advance: Calla
     """CUPTI_ACTIVITY_KIND_RUNTIME (which also holds driver calls) -> api rows, names without _vNNNN."""
     spec = {"start": col("start"), "end": col("end"), "gtid": col("globalTid"), "corr": col("correlationId"),
             "name_id": col("nameId"), "event_class": col("eventClass")}
-    t = _fetch(db, table, spec, ("start", "end", "gtid"), log, advance)
+    t = _api_rows_only(db, _fetch(db, table, spec, ("start", "end", "gtid"), log, advance), table, log)
     strings = db.strings()
     names, unresolved = decode(t.column("name_id"), lambda i: _api_name(strings.get(i)), "<unknown api>")
     log.problem("nsys_unresolved_names", unresolved)
@@ -192,6 +201,25 @@ def read_api(db: NsysDb, table: str, offset: int, log: ImportLog, advance: Calla
         "domain": domain, "name": names,
     })
     return Rows(out, *_join_keys(t, "gtid"))
+
+
+def _api_rows_only(db: NsysDb, t: pa.Table, table: str, log: ImportLog) -> pa.Table:
+    """Drop rows whose eventClass is not an API call (backtraces, cuDNN/cuBLAS markers), naming each class."""
+    if table.endswith("_DRIVER") or not t.num_rows:
+        return t
+    classes = db.enum("ENUM_NSYS_EVENT_CLASS") or EVENT_CLASSES
+    event_class = t.column("event_class")
+    values = codes_to_numpy(event_class.fill_null(0))  # no eventClass (old schemas): an API row
+    api = [c for c, name in classes.items() if name.endswith(API_EVENT_CLASSES)]
+    keep = np.isin(values, api)
+    if keep.all():
+        return t
+    dropped, counts = np.unique(values[~keep], return_counts=True)
+    for code, n in zip(dropped.tolist(), counts.tolist(), strict=True):
+        name = classes.get(code, "not in ENUM_NSYS_EVENT_CLASS")
+        log.note(f"{n} rows of {table} with eventClass {code} ({name}) are not API calls: left out")
+    log.problem("nsys_non_api_rows", int((~keep).sum()))
+    return t.filter(pa.array(keep))
 
 
 def _api_name(name: str | None) -> str | None:

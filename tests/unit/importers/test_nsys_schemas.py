@@ -237,3 +237,34 @@ def test_colliding_correlation_ids_are_made_unique(export: Path) -> None:
     kernel = trace.kernels.filter(pl.col("start_ns") == EPOCH + 4200)
     assert kernel["correlation_id"].to_list() == [(200 << 32) | 1]
     assert any("reuse the same correlation ids" in n for n in trace.meta.notes)
+
+
+def test_backtrace_rows_of_2022_exports_are_not_api_calls(tmp_path: Path) -> None:
+    """Nsight Systems 2022.x puts a CUDABACKTRACE row (eventClass 67) beside each call that has a backtrace,
+    same correlation id and name: they must not double the API calls nor win the launch join."""
+    from ktrace.analysis.latency import latency_stats
+
+    tables = base_tables()
+    cols, rows = tables["CUPTI_ACTIVITY_KIND_RUNTIME"]
+    twins = [(start + 10, end - 10, 67, *rest) for start, end, event_class, *rest in rows if event_class == 0]
+    tables["CUPTI_ACTIVITY_KIND_RUNTIME"] = (cols, [*rows, *twins])
+    tables["ENUM_NSYS_EVENT_CLASS"] = (("id", "name", "label"), [
+        (0, "TRACE_PROCESS_EVENT_CUDA_RUNTIME", "CUDA Runtime"), (1, "TRACE_PROCESS_EVENT_CUDA_DRIVER", "CUDA Driver"),
+        (67, "TRACE_PROCESS_EVENT_CUDABACKTRACE", "CUDA Backtrace")])
+    with_twins = import_nsys(make_export(tmp_path / "2022.sqlite", tables))
+    plain = import_nsys(make_export(tmp_path / "plain.sqlite", base_tables()))
+
+    assert with_twins.api.height == plain.api.height == len(rows)
+    assert with_twins.api.sort("start_ns").equals(plain.api.sort("start_ns"))
+    assert latency_stats(with_twins, by="name").equals(latency_stats(plain, by="name"))
+    assert any("eventClass 67 (TRACE_PROCESS_EVENT_CUDABACKTRACE)" in n for n in with_twins.meta.notes)
+
+
+def test_unknown_event_class_without_enum_table_is_left_out_and_named(tmp_path: Path) -> None:
+    tables = base_tables()
+    cols, rows = tables["CUPTI_ACTIVITY_KIND_RUNTIME"]
+    tables["CUPTI_ACTIVITY_KIND_RUNTIME"] = (cols, [*rows, (1010, 1490, 67, gtid(100, 101), 1, 1),
+                                                    (1020, 1480, 250, gtid(100, 101), 1, 1)])
+    trace = import_nsys(make_export(tmp_path / "x.sqlite", tables))
+    assert trace.api.height == len(rows)
+    assert any("eventClass 250 (not in ENUM_NSYS_EVENT_CLASS)" in n for n in trace.meta.notes)
