@@ -71,15 +71,10 @@ extra["kernels"] = trace.kernels.height
 
 def tiled_trace(traces: Path, copies: int, workdir: Path) -> Path:
     """The biggest real Kineto trace tiled `copies` times, alone in its own folder (made once)."""
-    src = biggest_kineto_trace(traces)
-    folder = workdir / f"tiled{copies}"
-    folder.mkdir(parents=True, exist_ok=True)
-    tiled = folder / f"{src.name.split('.json')[0]}_x{copies}.json.gz"
-    if not tiled.exists():
-        from tile_kineto import tile
+    from tile_kineto import tiled_copy
 
-        print(f"tiling {src.name} x{copies} ...", file=sys.stderr)
-        tile(src, tiled, copies)
+    src = biggest_kineto_trace(traces)
+    tiled = tiled_copy(src, copies, workdir)
     print(f"trace: {tiled} ({tiled.stat().st_size / 1e6:.1f} MB gz), from {src.parent.name}/{src.name}")
     return tiled
 

@@ -108,6 +108,18 @@ def tile(src: Path, out: Path, copies: int) -> int:
     return n
 
 
+def tiled_copy(src: Path, copies: int, workdir: Path) -> Path:
+    """`src` tiled `copies` times, alone in its own folder under `workdir` (HTA loads a folder); made once, kept."""
+    stem = f"{src.name.split('.json')[0]}_x{copies}"
+    folder = workdir / stem
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / f"{stem}.json.gz"
+    if not out.exists():
+        print(f"tiling {src.name} x{copies} ...", file=sys.stderr)
+        tile(src, out, copies)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line: SRC -n COPIES -o OUT."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
