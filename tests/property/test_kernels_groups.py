@@ -7,6 +7,7 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import groups_ref
+from reference.kernel_modes import kernel_mode  # noqa: F401  (both paths: Python and numba)
 
 from ktrace.analysis._kernels import gaps, groups, joins, sweep
 from ktrace.analysis.columns import dense_ids

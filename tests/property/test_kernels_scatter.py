@@ -6,6 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 from reference import groups_ref
+from reference.kernel_modes import kernel_mode  # noqa: F401  (both paths: Python and numba)
 
 from ktrace.analysis._kernels import merge, scatter
 

@@ -23,8 +23,10 @@ def add_json_flag(parser: argparse.ArgumentParser, what: str = "stable JSON inst
 
 def open_trace(path: str, *, progress: bool = True) -> object:
     """Open a trace for a CLI verb, with a progress bar while importing foreign formats."""
-    from ktrace.cli.progress import progress_bar
+    from ktrace.cli.progress import progress_bar, show_kernel_compiles
     from ktrace.importers import load
+
+    show_kernel_compiles()
 
     with progress_bar(f"reading {path}", enabled=None if progress else False) as bar:
         return load(path, progress=bar)

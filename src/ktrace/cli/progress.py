@@ -25,3 +25,26 @@ def progress_bar(description: str, *, enabled: bool | None = None) -> Iterator[C
             bar.update(task, completed=done, total=total or None)
 
         yield update
+
+
+_STATUS_SHOWN = False
+
+
+def show_kernel_compiles() -> None:
+    """On a terminal, a one-line status on stderr while numba compiles an analysis kernel (first run only)."""
+    if not sys.stderr.isatty():
+        return
+    import atexit
+
+    from ktrace.analysis.kernel_compiles import subscribe
+
+    def status(kernel: str) -> None:
+        global _STATUS_SHOWN
+        if not _STATUS_SHOWN:
+            _STATUS_SHOWN = True
+            atexit.register(lambda: (sys.stderr.write("\r\x1b[K"), sys.stderr.flush()))
+        sys.stderr.write(f"\r\x1b[Kktrace: compiling the {kernel} kernel for a large trace "
+                         "(first run after install only; cached afterwards)")
+        sys.stderr.flush()
+
+    subscribe(status)

@@ -1,13 +1,103 @@
 """numba kernels for interval work: numpy in, numpy out. The only place that imports numba.
 
-Every kernel uses `jit` (or `jit_parallel`) from here: nogil so a Textual worker thread running one
-does not freeze the UI, cache so the second process skips the ~0.6 s compile. A test rejects any
-other `@njit(` in the package.
+Every kernel is decorated with `jit` from here. A `Kernel` runs its own Python source on small inputs
+and a numba compilation of it (nogil, so a Textual worker running one does not freeze the UI; cached on
+disk, so the next process loads it in ~0.1 s) on large ones. The two give the same results (the kernels
+are written in the subset of Python that numba compiles, and the property tests run both against the
+naive twins), so the choice is only about time: compiling all kernels costs 10-25 s on a first run after
+install, while a trace of a few thousand rows takes milliseconds in plain Python. Small traces, which are
+what most users have, never import numba at all.
+
+A test rejects any other `@njit(` in the package.
 """
 
 from __future__ import annotations
 
-import numba
+import functools
+import os
+import threading
+import types
+from collections.abc import Callable
+from typing import Any
 
-jit = numba.njit(nogil=True, cache=True)
-jit_parallel = numba.njit(nogil=True, cache=True, parallel=True)
+import numpy as np
+
+PYTHON_MAX_ROWS = int(os.environ.get("KTRACE_PYTHON_KERNEL_ROWS", "20000"))
+"""Inputs of at most this many rows (the longest array argument) run as Python; larger ones compiled.
+Set KTRACE_PYTHON_KERNEL_ROWS=0 to always compile (as before), or a large value never to."""
+
+compile_listeners: list[Callable[[str], None]] = []
+"""Called with a kernel's name just before numba compiles it (not when it loads from the disk cache):
+the CLI shows a status line, since a first compile can take seconds."""
+
+_LOCK = threading.RLock()
+
+
+def _rows(args: tuple[Any, ...]) -> int:
+    """The length of the longest array among the arguments (arrays inside named tuples included)."""
+    rows = 0
+    for arg in args:
+        if isinstance(arg, np.ndarray):
+            rows = max(rows, arg.shape[0] if arg.ndim else 1)
+        elif isinstance(arg, tuple):
+            rows = max(rows, _rows(arg))
+    return rows
+
+
+class Kernel:
+    """One numba kernel: Python on small inputs, compiled on first use with a large one."""
+
+    def __init__(self, func: Callable[..., Any]) -> None:
+        self.py_func = func
+        self._compiled: Any = None
+        functools.update_wrapper(self, func)
+
+    def __call__(self, *args: Any) -> Any:
+        if _rows(args) <= PYTHON_MAX_ROWS:
+            return self.py_func(*args)
+        return self.compiled()(*args)
+
+    def compiled(self) -> Any:
+        """The numba dispatcher (made once; compiled, or loaded from the disk cache, on its first call)."""
+        if self._compiled is None:
+            with _LOCK:
+                if self._compiled is None:
+                    self._compiled = _dispatcher(self.py_func)
+        return self._compiled
+
+
+def _dispatcher(func: Callable[..., Any]) -> Any:
+    """numba.njit of `func`, with every Kernel it calls replaced by that kernel's own dispatcher."""
+    import numba  # noqa: PLC0415 - only when a large input needs it (~0.6 s)
+
+    _listen_for_compiles()
+    names = dict(func.__globals__)
+    for name in func.__code__.co_names:
+        if isinstance(names.get(name), Kernel):
+            names[name] = names[name].compiled()
+    clone = types.FunctionType(func.__code__, names, func.__name__, func.__defaults__, func.__closure__)
+    clone.__qualname__, clone.__module__, clone.__doc__ = func.__qualname__, func.__module__, func.__doc__
+    return numba.njit(nogil=True, cache=True)(clone)
+
+
+@functools.cache
+def _listen_for_compiles() -> None:
+    from numba.core import event  # noqa: PLC0415
+
+    class Listener(event.Listener):
+        def on_start(self, ev: Any) -> None:
+            dispatcher = ev.data.get("dispatcher")
+            module = getattr(getattr(dispatcher, "py_func", None), "__module__", "") or ""
+            if module.startswith(__name__):
+                for listener in list(compile_listeners):
+                    listener(dispatcher.py_func.__name__.lstrip("_"))
+
+        def on_end(self, ev: Any) -> None:
+            pass
+
+    event.register("numba:compile", Listener())  # type: ignore[no-untyped-call]
+
+
+def jit(func: Callable[..., Any]) -> Kernel:
+    """Decorator of every kernel in this package (see the module docstring)."""
+    return Kernel(func)
