@@ -14,6 +14,12 @@ from ktrace.tracer.cupti_backend import BackendUnavailable, CuptiBackend, explai
 from ktrace.tracer.records import ACTIVITY_KIND
 
 
+@pytest.fixture(autouse=True)
+def _cupti_pythons_callbacks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests drive cupti-python's callbacks (the fast path, test_native_buffers.py, needs a libcupti)."""
+    monkeypatch.setenv("KTRACE_FAST_DECODE", "0")
+
+
 class FakeCupti:
     """Just the cupti-python 13.4 surface ktrace uses; records calls, delivers `pending` on flush."""
 
