@@ -61,3 +61,61 @@ def extract(data: np.ndarray, offsets: np.ndarray, field_offsets: np.ndarray, co
             else:
                 out[f, i] = data[at]
     return out
+
+
+@_jit
+def decode(data: np.ndarray, valid: int, sizes: np.ndarray, field_offsets: np.ndarray, codes: np.ndarray,
+           n_fields: np.ndarray) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """Walk, group by kind and read every field in one nogil call (one GIL hand-off per buffer).
+
+    `field_offsets`/`codes`/`n_fields` give each kind's fields (rows of a 256 x F table). Returns (byte
+    offset where the walk stopped, start of each kind's run, first record index of each kind, values):
+    values[f, starts[k] + j] is field f of the j-th record of kind k, and values[F, ...] its byte offset.
+    """
+    words = data[: valid - valid % 4].view(np.uint32)
+    cap = valid // 24 + 1
+    kinds = np.empty(cap, np.int64)
+    offsets = np.empty(cap, np.int64)
+    n, stop = walk(words, valid, sizes, kinds, offsets)
+    starts = np.zeros(sizes.size + 1, np.int64)
+    first = np.full(sizes.size, -1, np.int64)
+    for i in range(n):
+        starts[kinds[i] + 1] += 1
+        if first[kinds[i]] < 0:
+            first[kinds[i]] = i
+    for k in range(sizes.size):
+        starts[k + 1] += starts[k]
+    order = np.empty(n, np.int64)
+    fill = starts[:-1].copy()
+    for i in range(n):
+        order[fill[kinds[i]]] = offsets[i]
+        fill[kinds[i]] += 1
+    width = field_offsets.shape[1]
+    out = np.empty((width + 1, n), np.int64)
+    out[width, :] = order
+    for k in range(sizes.size):
+        if starts[k + 1] > starts[k]:
+            rows = extract(data, order[starts[k]:starts[k + 1]], field_offsets[k, :n_fields[k]], codes[k, :n_fields[k]])
+            out[:n_fields[k], starts[k]:starts[k + 1]] = rows
+    return stop, starts, first, out
+
+
+@_jit
+def first_seen(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(index of each value among the distinct ones, the distinct values in order of first appearance)."""
+    seen = dict()
+    seen[np.int64(0)] = np.int64(-1)  # typed dict: int64 -> int64
+    del seen[np.int64(0)]
+    index = np.empty(values.size, np.int32)
+    distinct = np.empty(values.size, np.int64)
+    n = 0
+    for i in range(values.size):
+        v = values[i]
+        j = seen.get(v, -1)
+        if j < 0:
+            j = n
+            seen[v] = j
+            distinct[n] = v
+            n += 1
+        index[i] = j
+    return index, distinct[:n]

@@ -69,8 +69,9 @@ def _nullable(values: Sequence[Any], null: int = 0) -> pa.Array:
 
 
 def _strings(values: Sequence[Any] | pa.Array) -> pa.Array:
-    arr = values if isinstance(values, pa.Array) else pa.array(values, type=pa.string(), from_pandas=True)
-    return arr.fill_null("").dictionary_encode()
+    if isinstance(values, pa.DictionaryArray):  # the fast path's: already distinct, in order of first appearance
+        return values
+    return pa.array(values, type=pa.string(), from_pandas=True).fill_null("").dictionary_encode()
 
 
 def _constant(value: str, n: int) -> pa.Array:
@@ -301,14 +302,24 @@ class RecordDecoder:
             return None
         c = _cols(rows)
         start, end, ctx = _i64(c[0]), _i64(c[1]), _i64(c[2])
-        dev = [self.state.context_device.get(int(x)) for x in ctx]
+        dev = self._devices_of(ctx)
         table = pa.table({
-            "start_ns": start, "end_ns": end, "device": pa.array(dev, pa.int32()),
+            "start_ns": start, "end_ns": end, "device": dev,
             "stream": _nullable(c[3], NOT_APPLICABLE), "context_id": ctx,
             "sync_type": _mapped(c[5], SYNC_TYPE), "correlation_id": _i64(c[4]),
             "event_id": _nullable(c[6], NOT_APPLICABLE),
         })
         return table.filter(pa.array(self._valid(start, end, health)))
+
+    def _devices_of(self, ctx: np.ndarray) -> pa.Array:
+        """Device of each context id (CONTEXT records), null where unknown; one vectorized lookup."""
+        known = self.state.context_device
+        if not known:
+            return pa.nulls(len(ctx), pa.int32())
+        keys = np.array(sorted(known), np.int64)
+        values = np.array([known[int(k)] for k in keys], np.int32)
+        at = np.minimum(np.searchsorted(keys, ctx), keys.size - 1)
+        return pa.array(values[at], pa.int32(), mask=keys[at] != ctx)
 
     def _markers(self, rows: list[tuple[Any, ...]], health: dict[str, int]) -> pa.Table | None:
         """Pair NVTX START/END records by id (the END repeats the id with an empty name)."""

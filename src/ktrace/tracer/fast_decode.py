@@ -44,8 +44,10 @@ class FastDecoder:
         from ktrace.tracer import buffer_walk  # numba: loaded here, on the decoder thread
 
         self.layout, self.step_over, self.string_at = layout, step_over, string_at
-        self._walk, self._extract = buffer_walk.walk, buffer_walk.extract
+        self._walk, self._extract, self._decode = buffer_walk.walk, buffer_walk.extract, buffer_walk.decode
+        self._first_seen = buffer_walk.first_seen
         self._specs: dict[int, tuple[tuple[str, ...], np.ndarray, np.ndarray]] = {}
+        self._table = self._field_table()
         self.health: dict[str, int] = {}
 
     def offsets(self, buf: np.ndarray, valid: int) -> tuple[np.ndarray, np.ndarray]:
@@ -69,51 +71,80 @@ class FastDecoder:
         return np.concatenate(parts_k), np.concatenate(parts_o)
 
     def decode(self, buf: np.ndarray, valid: int) -> dict[int, Columns]:
-        """Columns per numeric kind of the records in `buf[:valid]`."""
-        kinds, offs = self.offsets(buf, valid)
-        # Stable sort by kind: kinds are < 256, so uint8 keys take numpy's radix sort (~1 ns a record).
-        order = np.argsort(kinds.astype(np.uint8), kind="stable")
-        starts = np.concatenate([[0], np.cumsum(np.bincount(kinds, minlength=self.layout.sizes.size))])
+        """Columns per numeric kind of the records in `buf[:valid]`, kinds in order of first appearance
+        (as RecordExtractor buckets them)."""
         data = buf[:valid]
-        out: dict[int, Columns] = {}
+        stop, starts, first, values = self._decode(data, valid, self.layout.sizes, *self._table)
+        if stop < valid:  # a kind without a layout: the walk goes on record by record through libcupti
+            return self._decode_stepping(buf, valid)
         present = np.flatnonzero(np.diff(starts))
-        firsts = order[starts[present]]  # kinds in order of first appearance, as RecordExtractor buckets them
-        for kind in present[np.argsort(firsts)].tolist():
-            at = offs[order[starts[kind]:starts[kind + 1]]]
-            out[kind] = self._columns(kind, data, at)
+        out: dict[int, Columns] = {}
+        for kind in present[np.argsort(first[present])].tolist():
+            names, field_offsets, _ = self._spec(kind)
+            run = values[:, starts[kind]:starts[kind + 1]]
+            out[kind] = self._finish(names, field_offsets, run, data)
         return out
 
-    def _columns(self, kind: int, data: np.ndarray, at: np.ndarray) -> Columns:
-        spec = self._specs.get(kind)
-        if spec is None:
-            spec = self._specs[kind] = self._spec(kind)
-        names, field_offsets, codes = spec
-        values = self._extract(data, at, field_offsets, codes)
+    def _decode_stepping(self, buf: np.ndarray, valid: int) -> dict[int, Columns]:
+        kinds, offs = self.offsets(buf, valid)
+        order = np.argsort(kinds.astype(np.uint8), kind="stable")  # kinds < 256: numpy's radix sort
+        starts = np.concatenate([[0], np.cumsum(np.bincount(kinds, minlength=self.layout.sizes.size))])
+        present = np.flatnonzero(np.diff(starts))
+        out: dict[int, Columns] = {}
+        for kind in present[np.argsort(order[starts[present]])].tolist():
+            at = offs[order[starts[kind]:starts[kind + 1]]]
+            names, field_offsets, codes = self._spec(kind)
+            run = np.vstack([self._extract(buf[:valid], at, field_offsets, codes), at])
+            out[kind] = self._finish(names, field_offsets, run, buf[:valid])
+        return out
+
+    def _finish(self, names: tuple[str, ...], field_offsets: np.ndarray, run: np.ndarray, data: np.ndarray) -> Columns:
+        """Columns from the int64 field rows of one kind (last row: each record's byte offset)."""
         cols: list[Any] = []
         for j, name in enumerate(names):
             if name in STRING_FIELDS:
-                cols.append(self._strings(values[j]))
+                cols.append(self._strings(run[j]))
             elif name == "uuid":
-                cols.append([uuid_text(data[o + field_offsets[j]:o + field_offsets[j] + 16].tobytes())
-                             for o in at.tolist()])
+                at = run[-1] + field_offsets[j]
+                cols.append([uuid_text(data[o:o + 16].tobytes()) for o in at.tolist()])
             else:
-                cols.append(values[j])
-        return Columns(cols, at.size)
+                cols.append(run[j])
+        return Columns(cols, run.shape[1])
 
     def _spec(self, kind: int) -> tuple[tuple[str, ...], np.ndarray, np.ndarray]:
+        spec = self._specs.get(kind)
+        if spec is not None:
+            return spec
         names = FIELDS_BY_KIND[self.layout.name_of[kind]]
         fields = self.layout.dtypes[kind].fields or {}
         offsets = np.array([fields[n][1] for n in names], np.int64)
         codes = np.array([TYPE_CODES.get(fields[n][0].str[1:], 0) for n in names], np.int64)
+        self._specs[kind] = names, offsets, codes
         return names, offsets, codes
 
+    def _field_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every kind's field offsets and type codes as 256 x F tables, for buffer_walk.decode."""
+        specs = {kind: self._spec(kind) for kind in self.layout.struct_of}
+        width = max(len(s[0]) for s in specs.values())
+        offsets = np.zeros((self.layout.sizes.size, width), np.int64)
+        codes = np.zeros((self.layout.sizes.size, width), np.int64)
+        counts = np.zeros(self.layout.sizes.size, np.int64)
+        for kind, (names, field_offsets, field_codes) in specs.items():
+            offsets[kind, :len(names)], codes[kind, :len(names)], counts[kind] = field_offsets, field_codes, len(names)
+        return offsets, codes, counts
+
     def _strings(self, addresses: np.ndarray) -> Any:
-        """A pyarrow string array: each distinct address read once."""
+        """A dictionary-encoded string array, dictionary in order of first appearance (as pyarrow's
+        dictionary_encode gives it): each distinct address read once."""
         import pyarrow as pa
 
-        encoded = pa.array(addresses, pa.int64()).dictionary_encode()
-        texts = pa.array([self.string_at(a) for a in encoded.dictionary.to_pylist()], pa.string())
-        return texts.take(encoded.indices)
+        index, distinct = self._first_seen(addresses)
+        texts = [self.string_at(a) for a in distinct.tolist()]
+        if len(set(texts)) < len(texts):  # two addresses, one text: merge them, keeping first appearance
+            first: dict[str, int] = {}
+            remap = np.array([first.setdefault(t, len(first)) for t in texts], np.int32)
+            index, texts = remap[index], list(first)
+        return pa.DictionaryArray.from_arrays(pa.array(index, pa.int32()), pa.array(texts, pa.string()))
 
     def _count(self, key: str, n: int) -> None:
         self.health[key] = self.health.get(key, 0) + n

@@ -69,6 +69,11 @@ class BufferPool:
         """The uint8 array of a buffer of this pool, None for an address the pool never handed out."""
         return self._arrays.get(address)
 
+    def arrays(self) -> list[np.ndarray]:
+        """Every buffer of the pool (a benchmark fills them once instead of once per delivery)."""
+        with self._lock:
+            return list(self._arrays.values())
+
     @property
     def in_use(self) -> int:
         """Buffers held by CUPTI or waiting to be decoded."""

@@ -17,6 +17,9 @@ from ktrace.tracer.layouts import STRING_FIELDS, Layout, record_dtype
 BENCH_MIX: dict[str, float] = {"RUNTIME": 0.42, "DRIVER": 0.08, "CONCURRENT_KERNEL": 0.38, "MEMCPY": 0.04,
                                "MEMSET": 0.02, "SYNCHRONIZATION": 0.02, "EXTERNAL_CORRELATION": 0.04}
 """A training step's record mix: a runtime launch record per kernel, some driver calls, a few copies."""
+SMALL = {"cbid": 40, "return_value": 2, "copy_kind": 11, "src_kind": 8, "dst_kind": 8, "memory_kind": 8, "type": 5,
+         "device_id": 8, "stream_id": 16, "context_id": 8}
+"""Fields that take few distinct values in real traces (enums, API ids, devices, streams)."""
 
 
 class SyntheticBuffer:
@@ -102,6 +105,10 @@ def random_buffer(n: int, layout: Layout, kind_values: Mapping[str, int], mix: M
                 recs[name] = pool[rng.integers(0, names, at.size)] if name == "name" else 0
             elif name in ("queued", "submitted", "graph_node_id", "external_id", "bytes", "global_memory_size"):
                 recs[name] = rng.integers(0, 1 << 40, at.size)
+            elif name in SMALL:
+                recs[name] = rng.integers(0, SMALL[name], at.size)
+            elif name in ("correlation_id", "runtime_correlation_id"):
+                recs[name] = at // 64
         step = dtype.itemsize // 8
         buf._words[(at // 8)[:, None] + np.arange(step)] = recs.view(np.uint64).reshape(-1, step)
     return buf
