@@ -19,6 +19,7 @@ records/s: <P> %`.
 from __future__ import annotations
 
 import ctypes
+import os
 import shutil
 import statistics
 import subprocess
@@ -154,11 +155,46 @@ class Tracer:
             t.start()
         return self
 
+    def cpu_seconds(self) -> float:
+        """CPU time of the tracer's own threads so far (decoder and writer; the feeder stands for CUPTI)."""
+        threads = [t for t in (self.path.buffers._thread, self.threads[1]) if t is not None and t.ident]
+        return sum(time.clock_gettime(time.pthread_getcpuclockid(t.ident)) for t in threads if t.is_alive())
+
     def __exit__(self, *exc: object) -> None:
         self.stop.set()
         for t in self.threads:
             t.join()
         self.path.stop()
+
+
+_SPIN: list[Any] = []
+
+
+def _spinner() -> tuple[Any, float]:
+    """A numba loop that runs without the GIL, and its iterations per second (measured once)."""
+    if not _SPIN:
+        import numba
+
+        @numba.njit(nogil=True)
+        def spin(n: int) -> int:  # pragma: no cover - numba
+            acc = 0
+            for i in range(n):
+                acc = (acc * 31 + i) % 1_000_003
+            return acc
+
+        spin(10)
+        n, start = 2_000_000, time.thread_time()
+        spin(n)
+        _SPIN.extend([spin, n / max(time.thread_time() - start, 1e-9)])
+    return _SPIN[0], _SPIN[1]
+
+
+def _burn(duty: float, stop: threading.Event) -> None:
+    """The control: `duty` of one core burned in C with no GIL (what the tracer's CPU alone costs here)."""
+    spin, per_second = _spinner()
+    while not stop.is_set():
+        spin(int(per_second * 0.01 * duty))
+        stop.wait(0.01 * (1.0 - duty))
 
 
 def _no_reference(buffer: int, valid: int, record: int) -> Any:
@@ -172,23 +208,37 @@ def interference(layout: Layout, buf: SyntheticBuffer, rounds: int = 5) -> dict[
         return {}
     loops = 3_000_000
     _python_loop(loops // 10)
-    times: dict[str, list[float]] = {"alone": [], "200k": [], "1M": []}
-    delivered: dict[str, list[float]] = {"200k": [], "1M": []}
+    _spinner()
+    labels = ("200k", "1M")
+    times: dict[str, list[float]] = {"alone": [], **{k: [] for k in labels}, **{f"control {k}": [] for k in labels}}
+    delivered: dict[str, list[float]] = {k: [] for k in labels}
+    duty: dict[str, list[float]] = {k: [] for k in labels}
     for _ in range(rounds):  # interleaved, so drift on a shared machine hits every condition alike
         times["alone"].append(_python_loop(loops))
         for label, rate in (("200k", 200_000.0), ("1M", 1_000_000.0)):
             with Tracer(lib, layout, buf, rate) as tracer:
+                cpu0 = tracer.cpu_seconds()
                 times[label].append(_python_loop(loops))
                 seconds = times[label][-1]
+                duty[label].append((tracer.cpu_seconds() - cpu0) / seconds)
             delivered[label].append(tracer.path.health().get("fast_path_records", 0) / max(seconds, 1e-9))
+            stop = threading.Event()
+            burner = threading.Thread(target=_burn, args=(min(1.0, duty[label][-1]), stop))
+            burner.start()
+            times[f"control {label}"].append(_python_loop(loops))
+            stop.set()
+            burner.join()
     alone = statistics.median(times["alone"])
     out = {}
-    print(f"pure-Python loop alone: {alone:.3f} s (median of {rounds})")
-    for label in ("200k", "1M"):
-        t = statistics.median(times[label])
+    print(f"pure-Python loop alone: {alone:.3f} s (median of {rounds}); load average {os.getloadavg()[0]:.1f} "
+          f"on {os.cpu_count()} cores")
+    for label in labels:
+        t, c = statistics.median(times[label]), statistics.median(times[f"control {label}"])
         out[label] = 100.0 * (t / alone - 1.0)
-        print(f"  beside the tracer at {label:>4} records/s: {t:.3f} s, slowdown {out[label]:+.1f} % "
-              f"(delivered ~{statistics.median(delivered[label]) / 1e3:,.0f} k records/s)")
+        print(f"  beside the tracer at {label:>4} records/s: {t:.3f} s, slowdown {out[label]:+.1f} % (delivered "
+              f"~{statistics.median(delivered[label]) / 1e3:,.0f} k records/s; tracer threads used "
+              f"{100 * statistics.median(duty[label]):.1f} % of a core); the same CPU burned without the GIL: "
+              f"{100.0 * (c / alone - 1.0):+.1f} %")
     return out
 
 

@@ -10,7 +10,7 @@ of cupti-python's record objects, column for column (tests/unit/tracer/test_fast
 from __future__ import annotations
 
 import ctypes
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -116,7 +116,7 @@ class FastDecoder:
         if spec is not None:
             return spec
         names = FIELDS_BY_KIND[self.layout.name_of[kind]]
-        fields = self.layout.dtypes[kind].fields or {}
+        fields: Mapping[str, Any] = self.layout.dtypes[kind].fields or {}
         offsets = np.array([fields[n][1] for n in names], np.int64)
         codes = np.array([TYPE_CODES.get(fields[n][0].str[1:], 0) for n in names], np.int64)
         self._specs[kind] = names, offsets, codes

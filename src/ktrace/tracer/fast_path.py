@@ -32,7 +32,7 @@ def cupti_python_parser() -> Parse | None:
     """cupti-python's own record parser (kind -> record class), None when this cupti-python has none."""
     try:
         from cupti import utils
-        capsule = utils.__pyx_capi__["parseActivityStruct"]  # type: ignore[attr-defined]
+        capsule = utils.__pyx_capi__["parseActivityStruct"]
     except (ImportError, AttributeError, KeyError):
         return None
     api = ctypes.pythonapi

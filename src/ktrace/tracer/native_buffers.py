@@ -150,9 +150,18 @@ class NativeBuffers:
         self._add("cupti_buffers", 1)
         self._max("decode_lag_ms_max", (time.monotonic_ns() - completed_ns) // 1_000_000)
 
-    def wait_idle(self) -> None:
-        """Block until every buffer delivered so far is decoded (the writer thread, after a flush)."""
-        self._queue.join()
+    def wait_idle(self, timeout: float = 60.0) -> bool:
+        """Wait until every buffer delivered so far is decoded (the writer thread, after a flush); False (and
+        counted in health) if that takes longer than `timeout` seconds: the job is never held up for good."""
+        deadline = time.monotonic() + timeout
+        with self._queue.all_tasks_done:
+            while self._queue.unfinished_tasks:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._add("decode_wait_timeouts", 1)
+                    return False
+                self._queue.all_tasks_done.wait(left)
+        return True
 
     def stop(self) -> None:
         """Decode what is queued, then end the decoder thread."""

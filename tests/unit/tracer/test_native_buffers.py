@@ -218,3 +218,18 @@ def test_the_backend_falls_back_in_one_line_without_a_layout(standin: Any, monke
     assert [n for n in notes if "one by one" in n] == [
         "ktrace: CUPTI records decoded one by one through cupti-python (slower): "
         "no record layout for CUPTI API version 120300"]
+
+
+def test_waiting_for_the_decoder_is_bounded() -> None:
+    from ktrace.tracer.native_buffers import BufferPool, NativeBuffers
+
+    release = threading.Event()
+    buffers = NativeBuffers(BufferPool(64, 1), lambda array, valid: release.wait(10) and None)
+    buffers.start()
+    address = buffers.pool.take()
+    buffers.completed(None, 0, address, 64, 8)  # the C function pointer CUPTI would call
+    assert buffers.wait_idle(timeout=0.2) is False and buffers.health["decode_wait_timeouts"] == 1
+    release.set()
+    assert buffers.wait_idle(timeout=10) is True and buffers.pool.in_use == 0
+    buffers.stop()
+    assert buffers.health["cupti_buffers"] == 1
