@@ -24,6 +24,9 @@ from ktrace.tracer.records import Columns, RecordExtractor
 Parse = Callable[[int, int, int], Any]
 """(buffer address, valid bytes, record address) -> cupti-python's record object (None: unknown kind)."""
 CHECKED_BUFFERS = 2
+CHECKED_RECORDS = 4096
+"""Records compared per checked buffer: enough to meet every kind of a step, few enough (~20 ms of
+cupti-python objects) not to hold the GIL for long at start-up."""
 POOL_BUFFERS = 8
 INT63 = 0x7FFF_FFFF_FFFF_FFFF
 
@@ -57,12 +60,16 @@ def libcupti_walker(lib: Any) -> Callable[[int, int, int | None], int | None]:
 
 
 def reference_decode(buffer: int, valid: int, next_record: Callable[[int, int, int | None], int | None],
-                     parse: Parse, extractor: RecordExtractor) -> tuple[dict[int, list[tuple[Any, ...]]], list[int]]:
+                     parse: Parse, extractor: RecordExtractor,
+                     limit: int | None = None) -> tuple[dict[int, list[tuple[Any, ...]]], list[int], int]:
     """Today's decoding of a raw buffer: libcupti's walker, cupti-python's classes, ktrace's copy-out.
-    Returns (tuples per kind, each record's byte offset)."""
+    Returns (tuples per kind, each record's byte offset, the byte offset where it stopped: `valid`, or the
+    start of record `limit` + 1)."""
     records, offsets = [], []
     at = next_record(buffer, valid, None)
     while at is not None:
+        if limit is not None and len(offsets) == limit:
+            break
         offsets.append(at - buffer)
         record = parse(buffer, valid, at)
         if record is not None:
@@ -70,7 +77,7 @@ def reference_decode(buffer: int, valid: int, next_record: Callable[[int, int, i
         at = next_record(buffer, valid, at)
     rows: dict[int, list[tuple[Any, ...]]] = {}
     extractor.extract(records, rows)
-    return rows, offsets
+    return rows, offsets, valid if at is None else at - buffer
 
 
 def _normal(value: Any) -> Any:
@@ -186,10 +193,10 @@ class FastPath:
 
     def self_check(self, buffer: np.ndarray, valid: int, offsets: list[int] | None = None) -> str | None:
         """Decode `buffer` both ways; the first difference, or None. `offsets`: the records' byte offsets when
-        known (a synthetic buffer); otherwise libcupti's walker finds them."""
+        known (a synthetic buffer); otherwise libcupti's walker finds them (the first CHECKED_RECORDS)."""
         if offsets is None:
-            rows, offsets = reference_decode(int(buffer.ctypes.data), valid, self.next_record, self.parse,
-                                             self.extractor)
+            rows, offsets, valid = reference_decode(int(buffer.ctypes.data), valid, self.next_record, self.parse,
+                                                    self.extractor, CHECKED_RECORDS)
         else:
             base = int(buffer.ctypes.data)
             records = [r for r in (self.parse(base, valid, base + o) for o in offsets) if r is not None]
@@ -231,7 +238,7 @@ class FastPath:
                     self._columns.append(decoded)
                     self._records += sum(len(c) for c in decoded.values())
                 return
-        rows, _ = reference_decode(int(buffer.ctypes.data), valid, self.next_record, self.parse, self.extractor)
+        rows, _, _ = reference_decode(int(buffer.ctypes.data), valid, self.next_record, self.parse, self.extractor)
         with self._lock:
             for kind, bucket in rows.items():
                 self._rows.setdefault(kind, []).extend(bucket)

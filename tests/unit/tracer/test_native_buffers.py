@@ -233,3 +233,50 @@ def test_waiting_for_the_decoder_is_bounded() -> None:
     assert buffers.wait_idle(timeout=10) is True and buffers.pool.in_use == 0
     buffers.stop()
     assert buffers.health["cupti_buffers"] == 1
+
+
+def _captured(tmp_path: Path, backend: Any, name: str) -> Any:
+    from ktrace.model import store
+    from ktrace.tracer.config import CaptureConfig
+    from ktrace.tracer.session import CaptureSession
+
+    session = CaptureSession(tmp_path / name, CaptureConfig(), "host", 0)
+    session.backend = backend
+    session.close()  # stop: disable, force-flush, decode, write, close the partition
+    store.finalize(tmp_path / name)
+    return store.read(tmp_path / name)
+
+
+def test_a_capture_is_the_same_through_either_path(standin: Any, monkeypatch: pytest.MonkeyPatch,
+                                                   tmp_path: Path) -> None:
+    """The same buffer delivered through ktrace's callbacks (fast) and as cupti-python records (today's path)
+    gives the same trace in the store."""
+    from test_cupti_backend import FakeCupti
+
+    from ktrace.tracer import cupti_backend
+    from ktrace.tracer.config import CaptureConfig
+
+    lay = layout_13_4()
+    kinds = {"CONCURRENT_KERNEL": 4.0, "RUNTIME": 4.0, "DRIVER": 1.0, "MEMCPY": 1.0, "MEMSET": 1.0,
+             "SYNCHRONIZATION": 1.0, "EXTERNAL_CORRELATION": 1.0, "CONTEXT": 0.1}
+    source = random_buffer(3000, lay, ACTIVITY_KIND, mix=kinds, seed=12, names=9)
+    fast_path(standin, source, lay, per_flush=1)
+    monkeypatch.setattr(cupti_backend, "loaded_cupti_library", lambda: standin._name)
+    monkeypatch.setattr("ktrace.tracer.fast_path.cupti_python_parser", parser)
+    fast_backend = cupti_backend.CuptiBackend(CaptureConfig(), FakeCupti())
+    fast_backend.start()
+    assert fast_backend.fast is not None
+    fast = _captured(tmp_path, fast_backend, "fast.ktrace")
+
+    monkeypatch.setenv("KTRACE_FAST_DECODE", "0")
+    fake = FakeCupti()
+    slow_backend = cupti_backend.CuptiBackend(CaptureConfig(), fake)
+    slow_backend.start()
+    view = parser()
+    fake.pending = [view(source.address, source.valid, source.address + at) for at in source.offsets.tolist()]
+    slow = _captured(tmp_path, slow_backend, "slow.ktrace")
+    for table in ("kernels", "api", "memory", "syncs"):
+        a, b = getattr(fast, table), getattr(slow, table)
+        assert a.height > 0 and a.columns == b.columns and a.dtypes == b.dtypes, table
+        assert a.sort(a.columns).equals(b.sort(b.columns)), table
+    assert fast.meta.health["fast_path_records"] == len(source.offsets)
