@@ -178,6 +178,7 @@ class CuptiBackend:
             self.fast.register()  # the decoder thread self-checks first; a difference shows in take_notes()
             return
         notes.append(f"ktrace: CUPTI records decoded one by one through cupti-python (slower): {why}")
+        self._counts["fast_path_disabled"] = 1  # shown by `ktrace info` with the trace's health
         self.cupti.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
 
     def take_notes(self) -> list[str]:

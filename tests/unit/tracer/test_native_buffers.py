@@ -218,6 +218,7 @@ def test_the_backend_falls_back_in_one_line_without_a_layout(standin: Any, monke
     assert [n for n in notes if "one by one" in n] == [
         "ktrace: CUPTI records decoded one by one through cupti-python (slower): "
         "no record layout for CUPTI API version 120300"]
+    assert backend.health()["fast_path_disabled"] == 1
 
 
 def test_waiting_for_the_decoder_is_bounded() -> None:
