@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ktrace.tracer.records import Columns
+
 COPY_KIND = {1: "HtoD", 2: "DtoH", 3: "HtoD", 4: "DtoH", 5: "DtoD", 6: "DtoD", 7: "DtoD", 8: "DtoD",
              9: "HtoH", 10: "PtoP"}
 """ActivityMemcpyKind -> schema copy kind (array transfers count as device memory)."""
@@ -49,12 +51,26 @@ def _transpose(rows: list[tuple[Any, ...]], strings: tuple[int, ...] = ()) -> li
     return [packed[f"f{j}"] for j in range(width)]
 
 
+Rows = Sequence[tuple[Any, ...]] | Columns
+"""One kind's records: tuples (cupti-python's path) or Columns (the fast path)."""
+
+
+def _cols(rows: Rows, strings: tuple[int, ...] = ()) -> list[Any]:
+    return rows.cols if isinstance(rows, Columns) else _transpose(list(rows), strings)
+
+
+def _rows(rows: Rows) -> Sequence[tuple[Any, ...]]:
+    return rows.rows() if isinstance(rows, Columns) else rows
+
+
 def _nullable(values: Sequence[Any], null: int = 0) -> pa.Array:
     arr = _i64(values)
     return pa.array(arr, type=pa.int64(), mask=arr == null)
 
 
-def _strings(values: Sequence[Any]) -> pa.Array:
+def _strings(values: Sequence[Any] | pa.Array) -> pa.Array:
+    if isinstance(values, pa.DictionaryArray):  # the fast path's: already distinct, in order of first appearance
+        return values
     return pa.array(values, type=pa.string(), from_pandas=True).fill_null("").dictionary_encode()
 
 
@@ -108,7 +124,10 @@ class ExternalIds:
 
 
 def _mapped(codes: Sequence[Any], mapping: Mapping[int, str], default: str = "unknown") -> pa.Array:
-    return pa.array([mapping.get(int(c or 0), default) for c in codes], type=pa.string()).dictionary_encode()
+    """Labels of enum codes, dictionary-encoded in order of first appearance (one lookup per distinct code)."""
+    encoded = pa.array(_i64(codes), pa.int64()).dictionary_encode()
+    labels = pa.array([mapping.get(c, default) for c in encoded.dictionary.to_pylist()], pa.string())
+    return labels.take(encoded.indices).dictionary_encode()
 
 
 @dataclass
@@ -141,14 +160,15 @@ class RecordDecoder:
         self._names: dict[tuple[str, int], str] = {}
         self._health: dict[str, int] = {}
 
-    def decode(self, rows: Mapping[str, list[tuple[Any, ...]]]) -> tuple[dict[str, pa.Table], dict[str, int]]:
-        """Decode one drained batch; returns (table name -> Arrow table, health counts)."""
+    def decode(self, rows: Mapping[str, Rows]) -> tuple[dict[str, pa.Table], dict[str, int]]:
+        """Decode one drained batch (tuples or Columns per kind); returns (table name -> Arrow table, health)."""
         health: dict[str, int] = {}
         self._health = health
         external = rows.get("EXTERNAL_CORRELATION", ())
-        if external:
-            self.state.external.add(_i64([r[2] for r in external]), _i64([r[1] for r in external]))
-        for ctx, dev in rows.get("CONTEXT", ()):
+        if len(external):
+            c = _cols(external)
+            self.state.external.add(_i64(c[2]), _i64(c[1]))
+        for ctx, dev in _rows(rows.get("CONTEXT", ())):
             self.state.context_device[int(ctx)] = int(dev)
         tables: dict[str, list[pa.Table]] = {}
 
@@ -157,16 +177,15 @@ class RecordDecoder:
                 tables.setdefault(name, []).append(table)
 
         put("kernels", self._kernels(rows.get("CONCURRENT_KERNEL", []), health))
-        api = [("runtime", r) for r in rows.get("RUNTIME", [])] + [("driver", r) for r in rows.get("DRIVER", [])]
-        put("api", self._api(api, health))
+        put("api", self._api(rows.get("RUNTIME", []), rows.get("DRIVER", []), health))
         put("memory", self._memcpy(rows.get("MEMCPY", []), health))
         put("memory", self._memcpy2(rows.get("MEMCPY2", []), health))
         put("memory", self._memset(rows.get("MEMSET", []), health))
         put("syncs", self._syncs(rows.get("SYNCHRONIZATION", []), health))
-        put("ranges", self._markers(rows.get("MARKER", []), health))
-        put("threads", self._thread_names(rows.get("NAME", [])))
-        put("devices", self._devices(rows.get("DEVICE", [])))
-        overhead = rows.get("OVERHEAD", [])
+        put("ranges", self._markers(_rows(rows.get("MARKER", [])), health))
+        put("threads", self._thread_names(_rows(rows.get("NAME", []))))
+        put("devices", self._devices(_rows(rows.get("DEVICE", []))))
+        overhead = _rows(rows.get("OVERHEAD", []))
         if overhead:
             health["cupti_overhead_records"] = len(overhead)
             health["cupti_overhead_ns"] = int(sum(max(0, (e or 0) - (s or 0)) for _, s, e in overhead))
@@ -186,10 +205,10 @@ class RecordDecoder:
             health["zero_timestamp_records"] = health.get("zero_timestamp_records", 0) + bad
         return keep
 
-    def _kernels(self, rows: list[tuple[Any, ...]], health: dict[str, int]) -> pa.Table | None:
-        if not rows:
+    def _kernels(self, rows: Rows, health: dict[str, int]) -> pa.Table | None:
+        if not len(rows):
             return None
-        c = _transpose(rows, strings=(6,))
+        c = _cols(rows, strings=(6,))
         start, end = _i64(c[0]), _i64(c[1])
         corr = _i64(c[5])
         table = pa.table({
@@ -211,11 +230,12 @@ class RecordDecoder:
             name = self._names[key] = self.name_of(domain, cbid)
         return name
 
-    def _api(self, rows: list[tuple[str, tuple[Any, ...]]], health: dict[str, int]) -> pa.Table | None:
-        if not rows:
+    def _api(self, runtime: Rows, driver: Rows, health: dict[str, int]) -> pa.Table | None:
+        parts = [(_cols(r), len(r), is_runtime) for r, is_runtime in ((runtime, True), (driver, False)) if len(r)]
+        if not parts:
             return None
-        domains = np.array([d == "runtime" for d, _ in rows])
-        c = _transpose([r for _, r in rows])
+        domains = np.concatenate([np.full(n, is_runtime) for _, n, is_runtime in parts])
+        c = [np.concatenate([_i64(cols[j]) for cols, _, _ in parts]) for j in range(len(parts[0][0]))]
         start, end, corr, cbid = _i64(c[0]), _i64(c[1]), _i64(c[4]), _i64(c[5])
         # Name each distinct (domain, cbid) once: a few hundred at most, not one lookup per record.
         key = cbid * 2 + domains
@@ -240,10 +260,10 @@ class RecordDecoder:
         cols = {"start_ns": start, "end_ns": end, **cols, "external_id": self._external(corr)}
         return pa.table(cols).filter(pa.array(self._valid(start, end, health)))
 
-    def _memcpy(self, rows: list[tuple[Any, ...]], health: dict[str, int]) -> pa.Table | None:
-        if not rows:
+    def _memcpy(self, rows: Rows, health: dict[str, int]) -> pa.Table | None:
+        if not len(rows):
             return None
-        c = list(zip(*rows, strict=False))
+        c = _cols(rows)
         runtime_corr, driver_corr = _i64(c[6]), _i64(c[5])
         # Runtime-originated copies join the runtime API record (cupti_activity.h:2282-2295).
         corr = np.where(runtime_corr != 0, runtime_corr, driver_corr)
@@ -254,10 +274,10 @@ class RecordDecoder:
             "dst_kind": _mapped(c[10], MEMORY_KIND), "graph_id": _nullable(c[11]),
         }, _i64(c[0]), _i64(c[1]), health)
 
-    def _memcpy2(self, rows: list[tuple[Any, ...]], health: dict[str, int]) -> pa.Table | None:
-        if not rows:
+    def _memcpy2(self, rows: Rows, health: dict[str, int]) -> pa.Table | None:
+        if not len(rows):
             return None
-        c = list(zip(*rows, strict=False))
+        c = _cols(rows)
         return self._memory({
             "op": _constant("memcpy", len(rows)), "device": _i64(c[2]).astype(np.int32),
             "stream": _i64(c[4]), "context_id": _i64(c[3]), "correlation_id": _i64(c[5]), "bytes": _i64(c[6]),
@@ -265,10 +285,10 @@ class RecordDecoder:
             "dst_kind": _mapped(c[9], MEMORY_KIND), "graph_id": _nullable(c[10]),
         }, _i64(c[0]), _i64(c[1]), health)
 
-    def _memset(self, rows: list[tuple[Any, ...]], health: dict[str, int]) -> pa.Table | None:
-        if not rows:
+    def _memset(self, rows: Rows, health: dict[str, int]) -> pa.Table | None:
+        if not len(rows):
             return None
-        c = list(zip(*rows, strict=False))
+        c = _cols(rows)
         n = len(rows)
         return self._memory({
             "op": _constant("memset", n), "device": _i64(c[2]).astype(np.int32),
@@ -277,19 +297,29 @@ class RecordDecoder:
             "dst_kind": _mapped(c[7], MEMORY_KIND), "graph_id": _nullable(c[8]),
         }, _i64(c[0]), _i64(c[1]), health)
 
-    def _syncs(self, rows: list[tuple[Any, ...]], health: dict[str, int]) -> pa.Table | None:
-        if not rows:
+    def _syncs(self, rows: Rows, health: dict[str, int]) -> pa.Table | None:
+        if not len(rows):
             return None
-        c = list(zip(*rows, strict=False))
+        c = _cols(rows)
         start, end, ctx = _i64(c[0]), _i64(c[1]), _i64(c[2])
-        dev = [self.state.context_device.get(int(x)) for x in ctx]
+        dev = self._devices_of(ctx)
         table = pa.table({
-            "start_ns": start, "end_ns": end, "device": pa.array(dev, pa.int32()),
+            "start_ns": start, "end_ns": end, "device": dev,
             "stream": _nullable(c[3], NOT_APPLICABLE), "context_id": ctx,
             "sync_type": _mapped(c[5], SYNC_TYPE), "correlation_id": _i64(c[4]),
             "event_id": _nullable(c[6], NOT_APPLICABLE),
         })
         return table.filter(pa.array(self._valid(start, end, health)))
+
+    def _devices_of(self, ctx: np.ndarray) -> pa.Array:
+        """Device of each context id (CONTEXT records), null where unknown; one vectorized lookup."""
+        known = self.state.context_device
+        if not known:
+            return pa.nulls(len(ctx), pa.int32())
+        keys = np.array(sorted(known), np.int64)
+        values = np.array([known[int(k)] for k in keys], np.int32)
+        at = np.minimum(np.searchsorted(keys, ctx), keys.size - 1)
+        return pa.array(values[at], pa.int32(), mask=keys[at] != ctx)
 
     def _markers(self, rows: list[tuple[Any, ...]], health: dict[str, int]) -> pa.Table | None:
         """Pair NVTX START/END records by id (the END repeats the id with an empty name)."""

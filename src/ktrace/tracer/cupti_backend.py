@@ -2,8 +2,10 @@
 
 Follows cupti.md §6.2 step 4: NVTX injection path, SYSTEM thread ids, latency timestamps, one
 subscriber named "ktrace" (for cuProfilerStart/Stop windows), buffer callbacks, kinds (kernels first).
-The buffer callbacks only copy fields out (ktrace.tracer.records); flushing is driven by the writer
-thread, never from a callback (cupti.md §1.3-1.4).
+Buffers go through ktrace's own native callbacks and vectorized decoder (ktrace.tracer.fast_path) when
+the loaded CUPTI release has a known layout and the self-check agrees; otherwise through cupti-python's
+callbacks, which copy fields out of its record objects (ktrace.tracer.records). Flushing is driven by
+the writer thread, never from a callback (cupti.md §1.3-1.4). KTRACE_FAST_DECODE=0 forces cupti-python's path.
 """
 
 from __future__ import annotations
@@ -60,10 +62,15 @@ def cupti_library_path(cupti: Any) -> str | None:
         return str(load_nvidia_dynamic_lib("cupti").abs_path)
     except Exception:
         pass
+    return loaded_cupti_library()
+
+
+def loaded_cupti_library() -> str | None:
+    """The libcupti already loaded into this process (by cupti-python's first calls), None when none is."""
     try:
         with open("/proc/self/maps") as maps:
             for line in maps:
-                if "libcupti.so" in line:
+                if "/libcupti.so" in line:
                     return line.split()[-1]
     except OSError:
         pass
@@ -96,6 +103,9 @@ class CuptiBackend:
         self._buffer_bytes = max(1, config.buffer_mb) << 20
         self.started = False
         self.recording = True
+        self.fast: Any = None
+        """ktrace.tracer.fast_path.FastPath when the fast path runs, else None."""
+        self._notes_sent = False
 
     # ----- callbacks: run with the GIL on CUPTI and application threads; copy out only -----
 
@@ -142,7 +152,7 @@ class CuptiBackend:
             c.set_thread_id_type(c.ActivityThreadIdType.SYSTEM)
             self._latency_timestamps()
             self._subscribe()
-            c.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
+            self._register_callbacks(notes)
             for name, kind in self.kinds.items():
                 dump = name in ("DEVICE", "CONTEXT", "STREAM") and hasattr(c, "activity_enable_and_dump")
                 (c.activity_enable_and_dump if dump else c.activity_enable)(kind)
@@ -156,6 +166,28 @@ class CuptiBackend:
                          "(cupti-python 12.x has no RUNTIME kind: driver API calls only)")
         self.started = True
         return notes
+
+    def _register_callbacks(self, notes: list[str]) -> None:
+        from ktrace.tracer.fast_path import FastPath
+
+        why = "KTRACE_FAST_DECODE=0"
+        if os.environ.get("KTRACE_FAST_DECODE", "1") != "0":
+            kind_values = {name: int(kind) for name, kind in self.kinds.items()}
+            self.fast, why = FastPath.open(self.cupti, loaded_cupti_library(), kind_values, self._buffer_bytes)
+        if self.fast is not None:
+            self.fast.register()  # the decoder thread self-checks first; a difference shows in take_notes()
+            return
+        notes.append(f"ktrace: CUPTI records decoded one by one through cupti-python (slower): {why}")
+        self._counts["fast_path_disabled"] = 1  # shown by `ktrace info` with the trace's health
+        self.cupti.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
+
+    def take_notes(self) -> list[str]:
+        """Lines for the user that arose after start (a failed self-check on the first buffers), once."""
+        if self.fast is None or self.fast.mismatch is None or self._notes_sent:
+            return []
+        self._notes_sent = True
+        return [f"ktrace: the fast CUPTI decoder disagreed with cupti-python on the first buffers "
+                f"({self.fast.mismatch}): the rest of this run is decoded through cupti-python (slower)"]
 
     def _inject_nvtx(self) -> list[str]:
         path = cupti_library_path(self.cupti)
@@ -209,11 +241,17 @@ class CuptiBackend:
 
     def flush(self, forced: bool = False) -> None:
         """activity_flush_all from the writer thread (never from a callback)."""
-        if self.started:
+        if not self.started:
+            return
+        if self.fast is not None:
+            self.fast.flush(forced)
+        else:
             self.cupti.activity_flush_all(1 if forced else 0)
 
-    def drain(self) -> dict[str, list[tuple[Any, ...]]]:
-        """Take the copied-out rows, keyed by kind name."""
+    def drain(self) -> dict[str, Any]:
+        """Take the decoded records, keyed by kind name (tuples, or Columns from the fast path)."""
+        if self.fast is not None:
+            return self.fast.drain()
         with self._lock:
             rows, self._rows = self._rows, {}
         return self.extractor.by_name(rows)
@@ -223,10 +261,15 @@ class CuptiBackend:
         if not self.started or on == self.recording:
             return
         self.recording = on
-        fn = self.cupti.activity_enable if on else self.cupti.activity_disable
         for name in TOGGLED:
             if name in self.kinds:
-                fn(self.kinds[name])
+                self._enable(self.kinds[name], on)
+
+    def _enable(self, kind: Any, on: bool) -> None:
+        if self.fast is not None:
+            self.fast.enable(kind, on)  # ctypes: no GIL while CUPTI may wait for the buffer thread
+        else:
+            (self.cupti.activity_enable if on else self.cupti.activity_disable)(kind)
 
     def stop(self) -> None:
         """Disable every kind and force-flush (cupti.md §1.3)."""
@@ -234,10 +277,12 @@ class CuptiBackend:
             return
         for kind in self.kinds.values():
             try:
-                self.cupti.activity_disable(kind)
+                self._enable(kind, False)
             except Exception:
                 pass
-        self.cupti.activity_flush_all(1)
+        self.flush(forced=True)
+        if self.fast is not None:
+            self.fast.stop()
         self._counts["dropped_records"] = self._dropped()
         if self._subscriber is not None:
             try:
@@ -257,9 +302,13 @@ class CuptiBackend:
         return int(dropped.value)
 
     def health(self) -> dict[str, int]:
-        """Buffers delivered, unknown records, dropped records."""
+        """Buffers delivered, unknown records, dropped records; the fast path's buffers in flight and lag."""
         with self._lock:
-            return {k: v for k, v in self._counts.items() if v}
+            counts = {k: v for k, v in self._counts.items() if v}
+        if self.fast is not None:
+            for k, v in self.fast.health().items():
+                counts[k] = counts.get(k, 0) + v
+        return counts
 
     def name_of(self, domain: str, cbid: int) -> str:
         """API name from the cbid enums (offline table, cupti.md §2.3)."""

@@ -65,7 +65,8 @@ def _slow_getter(fields: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
     return get
 
 
-def _uuid_text(value: Any) -> str | None:
+def uuid_text(value: Any) -> str | None:
+    """A 16-byte CUuuid as nvidia-smi prints it (GPU-xxxxxxxx-...), None when all zero or not 16 bytes."""
     raw = getattr(value, "bytes", value)
     if not isinstance(raw, bytes | bytearray) or len(raw) != 16 or not any(raw):
         return None
@@ -101,7 +102,7 @@ class RecordExtractor:
             except AttributeError:
                 row = slow[kind](record)
             if kind == self._device:
-                row = (*row[:2], _uuid_text(row[2]), *row[3:])
+                row = (*row[:2], uuid_text(row[2]), *row[3:])
             bucket = out.get(kind)
             if bucket is None:
                 bucket = out[kind] = []
@@ -116,3 +117,46 @@ class RecordExtractor:
             name = "CONCURRENT_KERNEL" if name == "KERNEL" else name
             named.setdefault(name, []).extend(bucket)
         return named
+
+
+class Columns:
+    """One kind's records as columns, in FIELDS_BY_KIND order: int64 numpy arrays, and pyarrow string arrays
+    for C-string fields (the fast path's output; RecordDecoder takes these or lists of tuples alike).
+
+    Args:
+        cols: one array per field.
+        n: the number of records.
+    """
+
+    __slots__ = ("cols", "n")
+
+    def __init__(self, cols: list[Any], n: int) -> None:
+        self.cols, self.n = cols, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def rows(self) -> list[tuple[Any, ...]]:
+        """The records as tuples (for the few low-volume kinds decoded row by row: NVTX, names, devices)."""
+        lists = [c.to_pylist() if hasattr(c, "to_pylist") else c.tolist() if hasattr(c, "tolist") else list(c)
+                 for c in self.cols]
+        return list(zip(*lists, strict=True))
+
+    @staticmethod
+    def concat(parts: list[Columns]) -> Columns:
+        """One Columns of several (same kind, e.g. records of several buffers)."""
+        if len(parts) == 1:
+            return parts[0]
+        import numpy as np
+        import pyarrow as pa
+
+        cols: list[Any] = []
+        for j, first in enumerate(parts[0].cols):
+            chunks = [p.cols[j] for p in parts]
+            if isinstance(first, pa.Array):
+                cols.append(pa.concat_arrays(chunks))
+            elif isinstance(first, np.ndarray):
+                cols.append(np.concatenate(chunks))
+            else:
+                cols.append([v for c in chunks for v in c])
+        return Columns(cols, sum(p.n for p in parts))

@@ -37,6 +37,9 @@ class GpuBackend(Protocol):
     def name_of(self, domain: str, cbid: int) -> str:
         """API name of a callback id."""
 
+    def take_notes(self) -> list[str]:
+        """Lines for the user that arose since start (each returned once)."""
+
 
 class CaptureSession:
     """The recording of one process, written to `root/node=<node>/rank=<rank>/`.
@@ -138,6 +141,8 @@ class CaptureSession:
             self.backend.flush(forced)
             tables, health = self._decoder.decode(self.backend.drain())
             self._add_health(health)
+            for line in self.backend.take_notes():
+                self.note(line)
             for name, table in tables.items():
                 self._append(name, table)
         with self._lock:

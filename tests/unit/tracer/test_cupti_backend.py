@@ -14,6 +14,12 @@ from ktrace.tracer.cupti_backend import BackendUnavailable, CuptiBackend, explai
 from ktrace.tracer.records import ACTIVITY_KIND
 
 
+@pytest.fixture(autouse=True)
+def _cupti_pythons_callbacks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests drive cupti-python's callbacks (the fast path, test_native_buffers.py, needs a libcupti)."""
+    monkeypatch.setenv("KTRACE_FAST_DECODE", "0")
+
+
 class FakeCupti:
     """Just the cupti-python 13.4 surface ktrace uses; records calls, delivers `pending` on flush."""
 
@@ -92,7 +98,7 @@ def test_flush_delivers_copied_rows_and_names_apis() -> None:
     assert [len(rows["RUNTIME"]), len(rows["CONCURRENT_KERNEL"])] == [1, 1]
     assert backend.drain() == {}
     assert backend.name_of("runtime", 211) == "cudaLaunchKernel"
-    assert backend.health() == {"cupti_buffers": 1}
+    assert backend.health() == {"cupti_buffers": 1, "fast_path_disabled": 1}  # KTRACE_FAST_DECODE=0 here
 
 
 def test_windows_toggle_cheap_kinds_and_keep_kernels() -> None:
