@@ -1,0 +1,54 @@
+"""Terminal tables at 80 columns: numbers are never cut, kernel names shrink but stay distinct."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from ktrace.report.format import fmt_ns
+from ktrace.report.terminal import format_bytes, print_table
+
+_CLOVER = ("void clover::par_ranged2d_kernel<{fn}(int, int, int, int, clover::Buffer2D<double> &, "
+           "clover::Buffer2D<double> &)::[lambda(int, int) (instance {i})]>(clover::Range2d, T1)")
+
+
+def _render(rows, columns=None, share_bar=None, width=80):  # type: ignore[no-untyped-def]
+    out = io.StringIO()
+    print_table(Console(file=out, width=width, color_system=None, force_terminal=False), "t", rows, columns,
+                share_bar)
+    return out.getvalue()
+
+
+def test_step_table_numbers_are_whole_at_80_columns() -> None:
+    rows = [{"node": "nid008553-a-long-hostname", "rank": 0, "steps": 4, "total_ns": 259_700_000,
+             "mean_ns": 64_920_000, "std_ns": 224_880_000, "p95_ns": 65_100_000, "p99_ns": 65_100_000}]
+    text = _render(rows)
+    assert all(len(line) <= 80 for line in text.splitlines())
+    for key in ("total_ns", "mean_ns", "p95_ns"):
+        assert fmt_ns(rows[0][key]) in text
+    assert "…" not in text.replace("nid008553", "")  # only the node name may yield
+
+
+def test_kernel_names_stay_distinct_and_numbers_whole_at_80_columns() -> None:
+    names = [_CLOVER.format(fn=fn, i=i) for fn in ("PdV_kernel", "advec_mom_kernel", "advec_cell_kernel")
+             for i in (1, 2, 7, 11)]
+    rows = [{"name": n, "count": 10 + i, "total_ns": 19_404_589 - i * 1000, "mean_ns": 1_940_458, "p50_ns": 1,
+             "p95_ns": 1_950_000, "max_ns": 2, "time_share": 0.066} for i, n in enumerate(names)]
+    rows.append({"name": "other", "count": 1108, "total_ns": 87_070_000, "mean_ns": 78_580, "p50_ns": None,
+                 "p95_ns": None, "max_ns": None, "time_share": 0.296})
+    text = _render(rows, share_bar="time_share")
+    body = [line for line in text.splitlines()[3:] if line.strip()]
+    shown = [line.split("  ")[0].strip() for line in body]
+    assert len(set(shown)) == len(rows), shown
+    assert all(len(line) <= 80 for line in text.splitlines())
+    assert "19.40 ms" in text and "1.94 ms" in text and "6.6 %" in text
+    assert "<…>" not in text
+
+
+def test_bytes_are_humanized() -> None:
+    assert format_bytes(512) == "512 B"
+    assert format_bytes(2_900_000) == "2.9 MB"
+    assert format_bytes(3.2e9) == "3.2 GB"
+    text = _render([{"op": "memcpy", "count": 3, "bytes": 3_200_000_000}])
+    assert "3.2 GB" in text
