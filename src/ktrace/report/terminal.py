@@ -61,7 +61,7 @@ def _cell(column: str, value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if column in _ID_COLUMNS:
-        return str(value)
+        return "-" if isinstance(value, int) and value < 0 else str(value)  # -1: host-wide, not one rank/core
     for suffix, fmt in _SUFFIX_FORMATS:
         if column.endswith(suffix):
             return fmt(value)
@@ -143,7 +143,11 @@ def _layout(width: int, cols: list[str], cells: list[list[str]], rows: Sequence[
     wrap_labels = fitted is None  # still too wide: headers wrap at spaces ("comm / only") rather than numbers cut
     if fitted is None:
         natural = {c: _natural(c, i, cells, wrap_label=True) for i, c in enumerate(cols)}
-        fitted = _fit(width, cols, natural, 0) or ({c: natural[c] for c in cols}, 0)
+        fitted = _fit(width, cols, natural, 0)
+        while fitted is None and len(cols) > 2:  # last resort: the right-most columns go, none is cut
+            cols = cols[:-1]
+            fitted = _fit(width, cols, natural, 0)
+        fitted = fitted or ({c: natural[c] for c in cols}, 0)
     widths, bar_width = fitted
     if "name" in widths and widths["name"] < natural["name"]:
         _set_names(cols, cells, rows, widths["name"])
@@ -204,11 +208,29 @@ def _latency_rows(rows: list[dict[str, Any]] | None) -> list[dict[str, Any]] | N
     return out
 
 
+def _counter_rows(rows: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """Counter statistics for the terminal: one metric per line with its core/device index (cpu.core.util[3]),
+    byte counters humanized."""
+    if rows is None:
+        return None
+    out = []
+    for r in rows:
+        instance = r.get("instance")
+        metric = f"{r['metric']}[{instance}]" if isinstance(instance, int) and instance >= 0 else r["metric"]
+        fmt = format_bytes if str(r["metric"]).endswith("_bytes") else (lambda v: f"{v:,.2f}")
+        out.append({"node": r["node"], "metric": metric, "samples": r["samples"],
+                    **{k: "-" if r.get(k) is None else fmt(float(r[k])) for k in ("min", "p50", "p95", "max",
+                                                                                  "mean")}})
+    return out
+
+
 def _header(console: Console, d: dict[str, Any]) -> None:
     p = d["phases"]
     console.print(f"[bold]source[/] {d['source']}   [bold]ranks[/] {d['ranks']}   "
                   f"[bold]kernels[/] {d['kernels']:,}   [bold]job[/] {format_ns(p['duration_ns'])}   "
                   f"[bold]steps[/] {p['steps']}")
+    for note in d["notes"]:  # before the tables: a note (truncated input, lost records) changes how to read them
+        console.print(f"[yellow]note:[/] {escape(note)}")
     phases = [{"phase": name, "time_ns": p[f"{key}_ns"], "share": p[f"{key}_pct"] / 100.0}
               for name, key in (("initialization", "init"), ("training loop", "training"),
                                 ("finalization", "finalize"))]
@@ -236,7 +258,7 @@ def render_summary(summary: Summary, console: Console) -> None:
     print_table(console, "GPU activity (sum of durations)", d["activity"], share_bar="share")
     print_table(console, "memory operations", d["memory"], share_bar="time_share")
     print_table(console, "communication / compute overlap", d["overlap"])
-    print_table(console, "counters", d["counters"])
+    print_table(console, "counters", _counter_rows(d["counters"]))
     lb = d["load_balance"]
     if lb is not None:
         print_table(console, "load balance across ranks", lb["per_rank"])
@@ -246,5 +268,3 @@ def render_summary(summary: Summary, console: Console) -> None:
                       f"{'-' if dist is None else f'{dist:.3f}'} ({lb['source']}; SageMaker flags > 0.5)")
     for h in d["annotations"]:
         print_table(console, f"annotation {h['pattern']!r}: {h['count']} ranges", h["stats"])
-    for note in d["notes"]:
-        console.print(f"[yellow]note:[/] {escape(note)}")

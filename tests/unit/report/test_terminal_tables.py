@@ -52,3 +52,34 @@ def test_bytes_are_humanized() -> None:
     assert format_bytes(3.2e9) == "3.2 GB"
     text = _render([{"op": "memcpy", "count": 3, "bytes": 3_200_000_000}])
     assert "3.2 GB" in text
+
+
+def test_counters_name_their_core_and_humanize_bytes_at_80_columns() -> None:
+    from ktrace.report.terminal import _counter_rows
+
+    stats = {"samples": 2, "min": 0.0, "p50": 50.0, "p95": 95.0, "p99": 99.0, "max": 100.0, "mean": 50.0}
+    rows = [{"node": "vm", "metric": "cpu.core.util", "instance": 0, **stats},
+            {"node": "vm", "metric": "cpu.core.util", "instance": 1, **stats},
+            {"node": "vm", "metric": "mem.used_bytes", "instance": -1, **stats, "max": 2_467_532_800.0,
+             "mean": 2_464_126_976.0}]
+    text = _render(_counter_rows(rows))
+    assert "cpu.core.util[0]" in text and "cpu.core.util[1]" in text
+    assert "2.5 GB" in text and "2,467,532,800" not in text
+    assert all(len(line) <= 80 for line in text.splitlines()) and "…" not in text
+
+
+def test_host_wide_rank_reads_as_a_dash_not_minus_one() -> None:
+    text = _render([{"resource": "cpu", "method": "counter", "node": "vm", "rank": -1, "instance": -1,
+                     "active_share": 0.5}])
+    assert "-1" not in text
+
+
+def test_notes_come_before_the_tables(synthetic_trace) -> None:  # type: ignore[no-untyped-def]
+    from ktrace.analysis.summary import summarize
+    from ktrace.report.terminal import render_summary
+
+    trace = synthetic_trace.with_meta(synthetic_trace.meta.with_health({}, ("input was truncated at 2 GB",)))
+    out = io.StringIO()
+    render_summary(summarize(trace), Console(file=out, width=100, color_system=None, force_terminal=False))
+    text = out.getvalue()
+    assert text.index("input was truncated") < text.index("job phases")
