@@ -51,6 +51,10 @@ class KtraceApp(App[None]):
     CSS_PATH = "app.tcss"
     BINDINGS = bindings("app")  # type: ignore[assignment]
     TITLE = "ktrace view"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+    """Below 120 columns the tree and the kernel details give the timeline and the table their room."""
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
+    """Below 32 rows the details pane shrinks so the timeline keeps its rows."""
 
     def __init__(self, path: str | Path | None = None, trace: Trace | None = None, *,
                  analyses: bool = True) -> None:
@@ -322,9 +326,19 @@ class KtraceApp(App[None]):
             self.query_one(Dashboard).focus()
 
     def action_focus_tree(self) -> None:
-        """Focus the host/device tree."""
+        """Focus the host/device tree (showing it if it was hidden)."""
         self.action_show_tab("timeline")
-        self.query_one(HostDeviceTree).focus()
+        tree = self.query_one(HostDeviceTree)
+        tree.display = True
+        tree.focus()
+
+    def action_toggle_tree(self) -> None:
+        """Hide or show the host/device tree: the timeline takes the whole width while it is hidden."""
+        self.action_show_tab("timeline")
+        tree = self.query_one(HostDeviceTree)
+        tree.display = not tree.display
+        if not tree.display:
+            self.query_one(Timeline).focus()
 
     def action_focus_filter(self) -> None:
         """Focus the kernel name filter."""
@@ -369,8 +383,9 @@ class KtraceApp(App[None]):
             if key.scope == "tree" or key.action in seen or key.action == "command_palette":
                 continue
             seen.add(key.action)
-            yield SystemCommand(f"{key.description} ({key.display or key.keys})", f"{key.scope}: {key.action}",
-                                lambda k=key: self._run_key(k.scope, k.action))
+            where = "" if key.scope == "app" else f" (in the {key.scope})"
+            yield SystemCommand(key.description[:1].upper() + key.description[1:],
+                                f"key {key.display or key.keys}{where}", lambda k=key: self._run_key(k.scope, k.action))
 
     def _run_key(self, scope: str, action: str) -> None:
         if scope == "timeline":

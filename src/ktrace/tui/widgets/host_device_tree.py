@@ -14,7 +14,7 @@ from ktrace.tui.tree_model import TreeItem, tree_roots
 class HostDeviceTree(Tree[TreeItem]):
     """A lazy tree over the track index; children are built when a node is first expanded."""
 
-    DEFAULT_CSS = "HostDeviceTree { width: 44; }"
+    DEFAULT_CSS = "HostDeviceTree { width: 44; border-right: vkey $primary-darken-2; }"
 
     def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's name
         super().__init__("trace", id=id)

@@ -20,6 +20,12 @@ from ktrace.tui.tracks import TrackIndex
 from ktrace.tui.viewmodel import RowPaint, Viewport, paint_track, ruler, slice_at, slice_columns
 
 LABEL_W = 22
+"""Width of the track labels (with their divider) in a wide timeline; narrower timelines give them a quarter."""
+
+
+def label_width(width: int) -> int:
+    """Track label width for a timeline `width` columns wide: 22, or a quarter of a narrow one (at least 12)."""
+    return min(LABEL_W, max(12, width // 4))
 """Columns of the row heads."""
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
            "#9c755f", "#86bcb6", "#d37295", "#8cd17d")
@@ -102,7 +108,7 @@ class Timeline(Widget, can_focus=True):
         self._changed()
 
     def _body_width(self) -> int:
-        return max(10, self.size.width - LABEL_W)
+        return max(10, self.size.width - label_width(self.size.width))
 
     def _changed(self, viewport: bool = False) -> None:
         self.refresh()
@@ -119,15 +125,16 @@ class Timeline(Widget, can_focus=True):
         if self.index is None:
             return Strip.blank(width)
         if y == 0:
-            head = "time since start".ljust(LABEL_W - 1)[: LABEL_W - 1] + "│"
+            lw = label_width(width)
+            head = ("time since start" if lw > 17 else "time").ljust(lw - 1)[: lw - 1] + "│"
             return Strip([Segment(head, _HEAD), Segment(ruler(self.viewport, self.index.t0), _RULER)]).crop(0, width)
         row = self.top + y - 1
         if row >= len(self.rows):
             return Strip.blank(width)
         track_id = self.rows[row]
-        track = self.index.tracks[track_id]
-        label = f"{track.rank}:{track.label}" if track.rank >= 0 else track.label
-        head = Segment(label[: LABEL_W - 1].ljust(LABEL_W - 1) + "│", _HEAD_CURSOR if row == self.cursor else _HEAD)
+        lw = label_width(width)
+        label = self.index.title(track_id)
+        head = Segment(label[: lw - 1].ljust(lw - 1) + "│", _HEAD_CURSOR if row == self.cursor else _HEAD)
         return Strip([head, *self._body(track_id)]).crop(0, width)
 
     def paint(self, track_id: int) -> tuple[RowPaint, dict[int, str]]:
@@ -299,7 +306,7 @@ class Timeline(Widget, can_focus=True):
         self.select(*found, centre=True)
 
     def on_click(self, event: events.Click) -> None:
-        if self.index is None or event.y < 1 or event.x < LABEL_W:
+        if self.index is None or event.y < 1 or event.x < label_width(self.size.width):
             return
         row = self.top + event.y - 1
         if row >= len(self.rows):
@@ -308,7 +315,7 @@ class Timeline(Widget, can_focus=True):
         if not self._ready(self.rows[row]):
             self.refresh()
             return
-        pos = slice_at(self.index.tracks[self.rows[row]], self.viewport, event.x - LABEL_W)
+        pos = slice_at(self.index.tracks[self.rows[row]], self.viewport, event.x - label_width(self.size.width))
         if pos is not None:
             self.select(self.rows[row], pos)
         self.refresh()
@@ -324,7 +331,7 @@ class Timeline(Widget, can_focus=True):
         if event.shift:
             self.action_pan(-0.1 * direction)
         else:
-            anchor = max(0, event.x - LABEL_W)
+            anchor = max(0, event.x - label_width(self.size.width))
             self.set_viewport(self.viewport.zoom(1.5 if direction > 0 else 1 / 1.5, anchor))
 
 
