@@ -82,7 +82,8 @@ def format_bytes(value: float) -> str:
 
 
 _TEXT_COLUMNS = frozenset({"name", "node", "resource", "method", "phase", "kind", "definition", "precision",
-                           "idle_cause", "op", "copy_kind", "host_memory", "activity", "metric"})
+                           "idle_cause", "op", "copy_kind", "host_memory", "activity", "metric", "measure",
+                           "status", "rule", "a", "b"})
 _FLEXIBLE = frozenset({"name", "node", "metric"})
 """Text columns that shrink (with an ellipsis) when the terminal is narrow; numbers never do."""
 _DROPPABLE = ("p50_ns", "max_ns", "method", "mean_util", "records", "span_ns", "p90_ns", "min_ns", "std_ns",
