@@ -181,3 +181,38 @@ def test_missing_file_exits_with_code_4(tmp_path, drive) -> None:  # type: ignor
 
     drive(app, scenario)
     assert app.return_code == 4
+
+
+def test_small_moves_land_where_people_expect(app, synthetic_trace, drive, settled) -> None:  # type: ignore[no-untyped-def]
+    """n from the whole trace goes to the first step (not the one under the centre); panning stops at the trace's
+    end; showing a kernel from the table zooms to it rather than keeping a window 100x its length."""
+    async def scenario(pilot) -> None:  # type: ignore[no-untyped-def]
+        tl = app.query_one(Timeline)
+        steps = tl.steps
+        await pilot.press("f", "n")
+        assert tl.viewport.start_ns <= steps.starts[0] and steps.ends[0] <= tl.viewport.end_ns
+        assert tl.viewport.span_ns < (steps.ends[0] - steps.starts[0]) * 1.5
+        await pilot.press(*["L"] * 60)
+        assert tl.viewport.end_ns <= tl.index.t1 and tl.viewport.start_ns < tl.index.t1
+        await pilot.press("f")
+        kernels = synthetic_trace.kernels
+        row = int((kernels["end_ns"] - kernels["start_ns"]).arg_min())
+        app.action_show_kernel(row)
+        await pilot.pause()
+        duration = int(kernels["end_ns"][row] - kernels["start_ns"][row])
+        assert tl.viewport.span_ns <= 60 * max(1, duration)
+        assert tl.viewport.start_ns <= kernels["start_ns"][row] <= tl.viewport.end_ns
+
+    drive(app, scenario)
+
+
+def test_screenshot_without_a_downloads_folder(app, drive, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+
+    async def scenario(pilot) -> None:  # type: ignore[no-untyped-def]
+        app.action_screenshot()
+        await pilot.pause()
+
+    drive(app, scenario)
+    assert list(tmp_path.glob("*.svg"))

@@ -75,3 +75,14 @@ def test_narrow_timelines_give_the_labels_a_quarter() -> None:
     assert label_width(200) == 22
     assert label_width(54) == 13
     assert label_width(30) == 12
+
+
+def test_kernel_details_never_print_none() -> None:
+    from ktrace.tui.details import _gpu_fields
+
+    rec = {"grid_x": 4, "grid_y": 1, "grid_z": 1, "block_x": 128, "block_y": 1, "block_z": 1,
+           "registers_per_thread": None, "static_shared_bytes": 0, "dynamic_shared_bytes": None}
+    text = " ".join(v for _, v in _gpu_fields(rec))
+    assert "None" not in text and "dynamic -" in text
+    rec.update(registers_per_thread=32, static_shared_bytes=49_152, dynamic_shared_bytes=2048)
+    assert "static 49.2 KB, dynamic 2.0 KB" in " ".join(v for _, v in _gpu_fields(rec))

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from ktrace.analysis.names import distinct_short_names
 from ktrace.analysis.summary import Summary, summary_to_dict
+from ktrace.analysis.units import format_bytes
 from ktrace.report.format import fmt_ns as format_ns
 
 BAR_WIDTH = 12
@@ -70,15 +71,6 @@ def _cell(column: str, value: Any) -> str:
     if isinstance(value, float):
         return f"{value:,.2f}"
     return f"{value:,}" if isinstance(value, int) else str(value)
-
-
-def format_bytes(value: float) -> str:
-    """A byte count for people: B, KB, MB, GB, TB (powers of 1000, like the GB/s columns)."""
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(value) < 1000:
-            return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.1f} {unit}"
-        value /= 1000
-    return f"{value:,.1f} TB"
 
 
 _TEXT_COLUMNS = frozenset({"name", "node", "resource", "method", "phase", "kind", "definition", "precision",

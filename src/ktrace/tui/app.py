@@ -332,6 +332,17 @@ class KtraceApp(App[None]):
         tree.display = True
         tree.focus()
 
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        """Save an SVG of the screen in ~/Downloads when that folder exists, else in the current folder."""
+        downloads = Path.home() / "Downloads"
+        folder = Path(path) if path else (downloads if downloads.is_dir() else Path.cwd())
+        try:
+            saved = self.save_screenshot(filename, str(folder))
+        except OSError as exc:
+            self.notify(f"screenshot not saved: {exc.strerror or exc}", severity="error")
+            return
+        self.notify(f"screenshot saved to {saved}", timeout=4)
+
     def action_toggle_tree(self) -> None:
         """Hide or show the host/device tree: the timeline takes the whole width while it is hidden."""
         self.action_show_tab("timeline")

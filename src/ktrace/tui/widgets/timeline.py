@@ -192,7 +192,8 @@ class Timeline(Widget, can_focus=True):
         self._changed(viewport=True)
 
     def action_pan(self, fraction: float) -> None:
-        self.set_viewport(self.viewport.pan(fraction))
+        if self.index is not None:
+            self.set_viewport(self.viewport.pan(fraction).within(self.index.t0, self.index.t1))
 
     def action_zoom(self, factor: float) -> None:
         self.set_viewport(self.viewport.zoom(factor))
@@ -206,7 +207,12 @@ class Timeline(Widget, can_focus=True):
             self.notify(STEPS_PENDING, severity="warning", timeout=3)
             return
         centre = self.viewport.time_at(self.viewport.width / 2)
-        i = self.steps.after(centre) if direction > 0 else self.steps.before(self.viewport.start_ns)
+        first = self.steps.after(self.viewport.start_ns - 1)
+        if direction > 0 and first is not None and first + 1 < len(self.steps) \
+                and self.steps.ends[first + 1] <= self.viewport.end_ns:
+            i: int | None = first  # the window shows several steps (the whole trace): n starts at the first of them
+        else:
+            i = self.steps.after(centre) if direction > 0 else self.steps.before(self.viewport.start_ns)
         if i is None:
             self.notify("no next step" if direction > 0 else "no previous step", severity="warning")
             return
@@ -288,7 +294,11 @@ class Timeline(Widget, can_focus=True):
         self.linked = self._links(self.selection)
         if centre:
             track = self.index.tracks[track_id]
-            self.viewport = self.viewport.centre_on(int(track.starts[pos]))
+            start, end = int(track.starts[pos]), int(track.ends[pos])
+            if self.viewport.span_ns > 50 * max(1, end - start):  # a 2 ms kernel in a 1 s window: zoom to it
+                self.viewport = self.viewport.show(start, end, margin=10.0).with_width(self._body_width())
+            else:
+                self.viewport = self.viewport.centre_on(start)
         table, row = self.index.source(track_id, pos)
         self.post_message(SliceSelected(table, row))
         self._changed(viewport=centre)
