@@ -86,3 +86,17 @@ def test_kernel_details_never_print_none() -> None:
     assert "None" not in text and "dynamic -" in text
     rec.update(registers_per_thread=32, static_shared_bytes=49_152, dynamic_shared_bytes=2048)
     assert "static 49.2 KB, dynamic 2.0 KB" in " ".join(v for _, v in _gpu_fields(rec))
+
+
+def test_breadcrumb_at_a_step_boundary_names_one_step() -> None:
+    """Used to read `ProfilerStep#7 > ProfilerStep#8` for a slice starting where step 8 starts."""
+    from ktrace.tui.details import enclosing_ranges
+
+    b = TraceBuilder(node="host", rank=0, meta=TraceMeta(source="ktrace"))
+    b.add("ranges", {"start_ns": [T0, T0 + 100, T0 + 100], "end_ns": [T0 + 100, T0 + 200, T0 + 150],
+                     "pid": [1, 1, 1], "tid": [1, 1, 1], "name": ["ProfilerStep#7", "ProfilerStep#8", "forward"],
+                     "domain": ["profiler_step", "profiler_step", "ktrace"], "depth": [0, 0, 1],
+                     "on_gpu": [False] * 3})
+    index = build_index(b.build())
+    assert enclosing_ranges(index, "host", 0, T0 + 100) == ["ProfilerStep#8", "forward"]
+    assert enclosing_ranges(index, "host", 0, T0 + 50) == ["ProfilerStep#7"]

@@ -129,7 +129,9 @@ def enclosing_ranges(index: TrackIndex, node: str, rank: int, t: int) -> list[st
         stop = int(np.searchsorted(track.starts, t, side="right"))
         first = int(np.searchsorted(track.max_end, t, side="left"))
         if stop > first:
-            hits.append(track.rows[first + np.flatnonzero(track.ends[first:stop] >= t)])
+            starts, ends = track.starts[first:stop], track.ends[first:stop]
+            # [start, end): at the boundary of two adjacent steps only the one that begins there holds t
+            hits.append(track.rows[first + np.flatnonzero((ends > t) | (ends == starts))])
     rows = np.concatenate(hits) if hits else np.empty(0, np.int64)
     if rows.size == 0:
         return []
