@@ -100,3 +100,19 @@ def test_breadcrumb_at_a_step_boundary_names_one_step() -> None:
     index = build_index(b.build())
     assert enclosing_ranges(index, "host", 0, T0 + 100) == ["ProfilerStep#8", "forward"]
     assert enclosing_ranges(index, "host", 0, T0 + 50) == ["ProfilerStep#7"]
+
+
+def test_dashboard_top_kernels_read_differently() -> None:
+    import polars as pl
+    from rich.text import Text
+
+    from ktrace.tui.dashboard_panels import _top
+
+    gemm = "void cutlass::Kernel2<cutlass_75_wmma_tensorop_bf16_s161616gemm_bf16_32x32_32x1_{t}_align1>(Params)"
+    names = [gemm.format(t=t) for t in ("tn", "nn", "nt", "tt")]  # owlv2's: equal for 59 characters
+    top = pl.DataFrame({"name": names, "total_ns": [4, 3, 2, 1], "time_share": [0.4, 0.3, 0.2, 0.1],
+                        "count": [1, 1, 1, 1]})
+    body = _top(top, "time").body
+    assert isinstance(body, Text)
+    labels = [line[:60].strip() for line in body.plain.splitlines()]
+    assert len(set(labels)) == 4, labels
