@@ -42,6 +42,9 @@ setTimeout(function(){
     div.querySelectorAll('.slicetext, .legendtext, .xtick text, .ytick text').forEach(function(t){
       if (t.getBoundingClientRect().width > 0 && hit(tb, box(t))) {
         out.overlaps.push([title.textContent, t.textContent]); } });
+    var bar = div.querySelector('.modebar');
+    if (bar && bar.getBoundingClientRect().width > 0 && hit(tb, box(bar))) {
+      out.overlaps.push([title.textContent, 'plotly tool bar']); }
   });
   document.body.setAttribute('data-layout', JSON.stringify(out));
 }, 1500);

@@ -24,7 +24,9 @@ def label(text: object, limit: int = LABEL_CHARS) -> str:
 
 
 def _layout(title: str, **extra: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {"title": {"text": html.escape(title)}, "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
+    # Titles sit left: plotly's tool bar is drawn top right and used to cover the end of a centred title.
+    base: dict[str, Any] = {"title": {"text": html.escape(title), "x": 0.01, "xanchor": "left"},
+                            "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
                             "height": 360, "template": None}
     base.update(extra)
     return base
