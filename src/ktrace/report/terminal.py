@@ -234,7 +234,8 @@ def render_summary(summary: Summary, console: Console) -> None:
     """Print the summary's tables on `console` (the numbers are those of summary_to_dict)."""
     d = summary_to_dict(summary)
     _header(console, d)
-    print_table(console, "active time (timeline = busy/span; counter = samples > 0 %)", d["active"],
+    print_table(console, "active time (timeline = busy/span; counter = share of samples > 0 %; mean util = mean "
+                "sample, lower than the active share when the device is partly busy)", d["active"],
            ["resource", "method", "node", "rank", "instance", "active_share", "mean_util"], "active_share")
     print_table(console, "GPU busy / idle per device", d["busy"],
            ["node", "rank", "device", "busy_ns", "idle_ns", "span_ns", "busy_pct", "records"])

@@ -83,3 +83,12 @@ def test_notes_come_before_the_tables(synthetic_trace) -> None:  # type: ignore[
     render_summary(summarize(trace), Console(file=out, width=100, color_system=None, force_terminal=False))
     text = out.getvalue()
     assert text.index("input was truncated") < text.index("job phases")
+
+
+def test_active_share_and_mean_utilization_say_how_they_differ(synthetic_trace) -> None:  # type: ignore[no-untyped-def]
+    from ktrace.analysis.summary import summarize
+    from ktrace.report.terminal import render_summary
+
+    out = io.StringIO()
+    render_summary(summarize(synthetic_trace), Console(file=out, width=240, color_system=None, force_terminal=False))
+    assert "mean util = mean sample, lower than the active share when the device is partly busy" in out.getvalue()
