@@ -29,6 +29,8 @@ def test_api_without_ktrace_run_is_nvtx_only() -> None:
     with ktrace.annotate("forward"):
         pass
     assert isinstance(ktrace.step(), int)
+    with ktrace.step() as index:  # the block form works without `ktrace run` too
+        assert isinstance(index, int)
     assert ktrace.start() is False and ktrace.stop() is False
 
 
