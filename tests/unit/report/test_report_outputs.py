@@ -108,3 +108,12 @@ def test_html_names_the_trace_and_puts_triggered_rules_first(synthetic_trace):  
     fired = [by_name[a[5:]]["status"] == "fired" for a in order]
     assert fired == sorted(fired, reverse=True)
     assert any(fired)
+
+
+def test_markdown_names_the_trace(synthetic_trace):  # type: ignore[no-untyped-def]
+    from ktrace.report.content import build_report
+    from ktrace.report.markdown import render_markdown
+
+    head = render_markdown(build_report(synthetic_trace)).split("## ", 1)[0]
+    assert "**GPU**" in head and "**host**" in head
+    assert all(h in head for h in synthetic_trace.meta.hosts)
