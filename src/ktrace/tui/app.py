@@ -51,8 +51,8 @@ class KtraceApp(App[None]):
     CSS_PATH = "app.tcss"
     BINDINGS = bindings("app")  # type: ignore[assignment]
     TITLE = "ktrace view"
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
-    """Below 120 columns the tree and the kernel details give the timeline and the table their room."""
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide"), (170, "-very-wide")]
+    """Below 120 columns the tree narrows; below 170 the kernel details go under the table (the name keeps room)."""
     VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
     """Below 32 rows the details pane shrinks so the timeline keeps its rows."""
 

@@ -87,7 +87,8 @@ class KernelTable(ScrollView, can_focus=True):
         self.refresh()
 
     def _total_width(self) -> int:
-        return sum(c.width + 1 for c in COLUMNS) + 60
+        """The width every column needs (the name at NAME_MIN): wider terminals need no horizontal scrollbar."""
+        return sum(max(c.width, len(c.header) + 2) + 1 for c in COLUMNS if c.width) + NAME_MIN
 
     def _widths(self) -> list[int]:
         """Column widths: each at least its header and sort arrow; the name takes what is left (>= NAME_MIN)."""
