@@ -38,3 +38,15 @@ def test_same_trace_json(stores, capsys):  # type: ignore[no-untyped-def]
     doc = json.loads(capsys.readouterr().out)
     assert doc["regression"] is False and doc["step_mean_ns"]["change_pct"] == 0.0
     assert all(r["status"] == "unchanged" for r in doc["kernels"])
+
+
+def test_terminal_output_is_tables_not_escaped_markdown(stores, capsys):  # type: ignore[no-untyped-def]
+    a, b = stores
+    capsys.readouterr()
+    assert main(["diff", a, b]) == 5
+    out = capsys.readouterr().out
+    assert "kernels that changed most" in out and "mean step time" in out
+    assert "\\_" not in out and "&lt;" not in out and "&gt;" not in out and "|---" not in out
+    assert any("_" in line for line in out.splitlines()[5:])  # kernel names keep their underscores
+    assert main(["diff", a, b, "--markdown"]) == 5
+    assert "|---" in capsys.readouterr().out

@@ -56,9 +56,18 @@ def test_cpu_side_trace_counters_and_exit_code_without_a_gpu(tmp_path: Path) -> 
     if not Path("/dev/nvidia0").exists():
         assert any("GPU activity not recorded" in n for n in t.meta.notes)
         assert sum("GPU activity not recorded" in line for line in res.stderr.splitlines()) == 1
+        assert t.meta.capture["gpu"] is False and t.meta.capture["tracer"] == "none"
+    steps = [n for n in t.ranges["name"].cast(str).to_list() if n.startswith("ProfilerStep")]
+    assert len(steps) == 4  # 4 iterations, 4 steps: the last one is not lost to "finalization"
     for path in (tmp_path / "t.ktrace").rglob("*"):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
+
+
+def test_a_non_python_command_says_only_python_is_traced(tmp_path: Path) -> None:
+    res = ktrace_run(tmp_path, "-o", "s.ktrace", "--no-counters", "--", "true")
+    assert res.returncode == 0, res.stderr
+    assert "0 processes" in res.stderr and "traces Python processes" in res.stderr
 
 
 def test_sigterm_is_forwarded_and_the_exit_code_kept(tmp_path: Path) -> None:

@@ -134,10 +134,11 @@ def test_tree_selects_tracks_and_tabs_switch(app, drive, settled) -> None:  # ty
             if tree.cursor_node is not None and str(tree.cursor_node.label).startswith("rank 0"):
                 break
             await pilot.press("down")
-        await pilot.press("enter")  # rank 0's tracks are all shown, so they are removed
-        assert len(tl.rows) < len(before)
-        await pilot.press("enter")
-        assert set(before) <= set(tl.rows)
+        await pilot.press("enter")  # two ranks open on a row of each: rank 0's other tracks are added
+        added = list(tl.rows)
+        assert set(before) <= set(added) and len(added) > len(before)
+        await pilot.press("enter")  # now all shown: they are removed
+        assert len(tl.rows) < len(added)
         await pilot.press("3")
         assert app.query_one("#tabs").active == "dashboard"
         await pilot.press("1")
@@ -160,10 +161,14 @@ def test_help_lists_every_key_and_closes(app, drive, settled) -> None:  # type: 
 
 def test_palette_has_an_entry_per_action(app, drive, settled) -> None:  # type: ignore[no-untyped-def]
     async def scenario(pilot) -> None:  # type: ignore[no-untyped-def]
-        titles = [c.title for c in app.get_system_commands(app.screen)]
+        commands = list(app.get_system_commands(app.screen))
+        titles = [c.title.lower() for c in commands]
         for key in KEYS:
             if key.scope != "tree" and key.action != "command_palette":
-                assert any(key.description in t for t in titles), key
+                assert any(key.description.lower() in t for t in titles), key
+        for c in commands:  # people's words, not action names like "app: show_tab('dashboard')"
+            assert "(" not in c.help or "(in the" in c.help, c.help
+            assert "_" not in c.help.replace("ctrl+", ""), c.help
 
     drive(app, scenario)
 
@@ -176,3 +181,38 @@ def test_missing_file_exits_with_code_4(tmp_path, drive) -> None:  # type: ignor
 
     drive(app, scenario)
     assert app.return_code == 4
+
+
+def test_small_moves_land_where_people_expect(app, synthetic_trace, drive, settled) -> None:  # type: ignore[no-untyped-def]
+    """n from the whole trace goes to the first step (not the one under the centre); panning stops at the trace's
+    end; showing a kernel from the table zooms to it rather than keeping a window 100x its length."""
+    async def scenario(pilot) -> None:  # type: ignore[no-untyped-def]
+        tl = app.query_one(Timeline)
+        steps = tl.steps
+        await pilot.press("f", "n")
+        assert tl.viewport.start_ns <= steps.starts[0] and steps.ends[0] <= tl.viewport.end_ns
+        assert tl.viewport.span_ns < (steps.ends[0] - steps.starts[0]) * 1.5
+        await pilot.press(*["L"] * 60)
+        assert tl.viewport.end_ns <= tl.index.t1 and tl.viewport.start_ns < tl.index.t1
+        await pilot.press("f")
+        kernels = synthetic_trace.kernels
+        row = int((kernels["end_ns"] - kernels["start_ns"]).arg_min())
+        app.action_show_kernel(row)
+        await pilot.pause()
+        duration = int(kernels["end_ns"][row] - kernels["start_ns"][row])
+        assert tl.viewport.span_ns <= 60 * max(1, duration)
+        assert tl.viewport.start_ns <= kernels["start_ns"][row] <= tl.viewport.end_ns
+
+    drive(app, scenario)
+
+
+def test_screenshot_without_a_downloads_folder(app, drive, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+
+    async def scenario(pilot) -> None:  # type: ignore[no-untyped-def]
+        app.action_screenshot()
+        await pilot.pause()
+
+    drive(app, scenario)
+    assert list(tmp_path.glob("*.svg"))

@@ -175,7 +175,8 @@ def test_enclosing_ranges_match_a_polars_filter(synthetic_trace) -> None:  # typ
     for rank in (0, 1):
         for t in times:
             expected = (ranges.filter((pl.col("node").cast(pl.String) == "node0") & (pl.col("rank") == rank)
-                                      & (pl.col("start_ns") <= t) & (pl.col("end_ns") >= t))
+                                      & (pl.col("start_ns") <= t)  # [start, end): a range ending at t is over
+                                      & ((pl.col("end_ns") > t) | (pl.col("end_ns") == pl.col("start_ns"))))
                         .sort("depth", "start_ns").head(6)["name"].cast(pl.String).to_list())
             assert enclosing_ranges(index, "node0", rank, t) == expected
 

@@ -59,3 +59,37 @@ def test_help_screen(snap_compare, settled) -> None:  # type: ignore[no-untyped-
         await pilot.press("question_mark")
 
     assert snap_compare(_app(), terminal_size=SIZE, run_before=run_before)
+
+
+SMALL = (80, 24)
+"""The smallest terminal we design for: tree, timeline rows, kernel names and help must all be usable."""
+
+
+def test_timeline_at_80x24(snap_compare, settled) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(_app(), terminal_size=SMALL, run_before=settled)
+
+
+def test_timeline_without_tree_at_80x24(snap_compare, settled) -> None:  # type: ignore[no-untyped-def]
+    async def run_before(pilot: Pilot) -> None:  # type: ignore[type-arg]
+        await settled(pilot)
+        await pilot.press("T", "n", "right_square_bracket")
+        await settled(pilot)
+
+    assert snap_compare(_app(), terminal_size=SMALL, run_before=run_before)
+
+
+def test_kernel_table_at_80x24(snap_compare, settled) -> None:  # type: ignore[no-untyped-def]
+    async def run_before(pilot: Pilot) -> None:  # type: ignore[type-arg]
+        await settled(pilot)
+        await pilot.press("2", "j")
+        await settled(pilot)
+
+    assert snap_compare(_app(), terminal_size=SMALL, run_before=run_before)
+
+
+def test_help_screen_at_80x24(snap_compare, settled) -> None:  # type: ignore[no-untyped-def]
+    async def run_before(pilot: Pilot) -> None:  # type: ignore[type-arg]
+        await settled(pilot)
+        await pilot.press("question_mark")
+
+    assert snap_compare(_app(), terminal_size=SMALL, run_before=run_before)

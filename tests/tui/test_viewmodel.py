@@ -110,3 +110,12 @@ def test_ruler_ticks_are_round_and_labelled_relative_to_the_origin() -> None:
     text = ruler(vp, origin_ns=0)
     assert len(text) == 100 and "|2.002s" in text and "|2.008s" in text
     assert format_offset(340_500_000, 100_000) == "340.5ms"
+
+
+def test_within_keeps_the_window_inside_the_trace() -> None:
+    v = Viewport(900, 1100, 80)
+    assert v.within(0, 1000) == Viewport(800, 1000, 80)  # panned past the end: back to the last window
+    assert Viewport(-300, -100, 80).within(0, 1000) == Viewport(0, 200, 80)
+    assert Viewport(100, 300, 80).within(0, 1000) == Viewport(100, 300, 80)
+    wide = Viewport(-5000, 5000, 80).within(0, 1000)
+    assert wide.start_ns <= 0 and wide.end_ns >= 1000

@@ -6,6 +6,7 @@ examples:
   ktrace diff baseline.ktrace candidate.ktrace
   ktrace diff a.pt.trace.json.gz b.pt.trace.json.gz --threshold 3 --fail-on warning
   ktrace diff a.ktrace b.ktrace --json > diff.json
+  ktrace diff a.ktrace b.ktrace --markdown > diff.md
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a rule newly firing at this severity or above is a regression (default: error)")
     parser.add_argument("--top", type=int, default=15, help="kernels listed (default 15)")
     parser.add_argument("--json", action="store_true", help="print the diff as JSON")
+    parser.add_argument("--markdown", action="store_true", help="print the diff as Markdown (for a PR comment)")
     add_rules_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     """Compare and print; exit 5 on a regression."""
-    from ktrace.report.diff_report import build_diff, render_diff_markdown
+    from ktrace.report.diff_report import build_diff, render_diff_markdown, render_diff_terminal
 
     if args.threshold < 0:
         raise KtraceError("--threshold must be >= 0", ExitCode.USAGE)
@@ -44,6 +46,10 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         json.dump(diff, sys.stdout, indent=1, sort_keys=True, default=str)
         sys.stdout.write("\n")
-    else:
+    elif args.markdown:
         sys.stdout.write(render_diff_markdown(diff))
+    else:
+        from rich.console import Console
+
+        render_diff_terminal(diff, Console())
     return int(ExitCode.FINDINGS) if diff["regression"] else 0

@@ -134,4 +134,7 @@ def _print_summary(result: Any) -> None:
     procs = len(result.processes)
     print(f"ktrace: trace written to {result.root} ({procs} process{'es' if procs != 1 else ''}: {shown}; "
           f"{result.duration_s:.1f} s; command exit code {result.exit_code})", file=sys.stderr)
+    if not procs:
+        print("ktrace: no Python process ran under the tracer: `ktrace run` traces Python processes (and their "
+              "CUDA work); for other programs only the host counters were sampled", file=sys.stderr)
     print(f"  next: ktrace summary {result.root}\n        ktrace view {result.root}", file=sys.stderr)

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ktrace.model.errors import ExitCode, ProgressFn, TraceFormatError, no_progress
+from ktrace.model.errors import ProgressFn, TraceFormatError, TraceNotFoundError, no_progress
 from ktrace.model.trace import Trace
 
 
@@ -20,7 +20,7 @@ def locate(path: Path) -> tuple[str, Path]:
     from ktrace.model.store import is_store
 
     if not path.exists():
-        raise TraceFormatError(f"{path}: no such file or directory", ExitCode.NOT_FOUND)
+        raise TraceNotFoundError(f"{path}: no such file or directory")
     if path.is_dir():
         if is_store(path):
             return "ktrace", path
@@ -31,7 +31,8 @@ def locate(path: Path) -> tuple[str, Path]:
 
         if kineto_files(path):
             return "kineto", path
-        raise TraceFormatError(f"{path}: a folder with neither a .ktrace store nor Kineto .json files")
+        raise TraceFormatError(f"{path}: a folder with no trace in it (a .ktrace store, Kineto .json or .json.gz "
+                               "files, or one nsys .sqlite export)")
     with path.open("rb") as f:
         head = f.read(16)
     if head.startswith(b"SQLite format 3"):

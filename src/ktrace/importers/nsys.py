@@ -34,7 +34,7 @@ from ktrace.importers.nsys_meta import (
 )
 from ktrace.importers.nsys_sqlite import NULL_CODE, READ_ERRORS, ImportLog, NsysDb, one_line, row_progress
 from ktrace.model.builder import TraceBuilder
-from ktrace.model.errors import ExitCode, ProgressFn, TraceFormatError, no_progress
+from ktrace.model.errors import ProgressFn, TraceFormatError, TraceNotFoundError, no_progress
 from ktrace.model.schema import NODE_RANK
 from ktrace.model.trace import Trace, TraceMeta
 
@@ -83,7 +83,7 @@ def import_nsys(path: Path, *, progress: ProgressFn = no_progress, **options: An
     """
     path = Path(path)
     if not path.exists():
-        raise TraceFormatError(f"{path}: no such file or directory", ExitCode.NOT_FOUND)
+        raise TraceNotFoundError(f"{path}: no such file or directory")
     if path.is_dir():
         raise TraceFormatError(f"{path}: a folder, not an nsys .sqlite export")
     db = NsysDb(path)

@@ -42,6 +42,12 @@ class TraceFormatError(KtraceError):
     exit_code = ExitCode.BAD_INPUT
 
 
+class TraceNotFoundError(TraceFormatError, FileNotFoundError):
+    """The input path does not exist: a FileNotFoundError too, so `except FileNotFoundError` catches it."""
+
+    exit_code = ExitCode.NOT_FOUND
+
+
 ProgressFn = Callable[[int, int], None]
 """Progress callback: (done, total) in any unit (bytes, rows); total 0 means unknown."""
 

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from ktrace.model.builder import constant_column
 from ktrace.model.capture import PARTITION_META_FILE, CaptureWriter, partition_dir, read_stream, stream_schema
-from ktrace.model.errors import ExitCode, TraceFormatError
+from ktrace.model.errors import TraceFormatError, TraceNotFoundError
 from ktrace.model.schema import SCHEMAS, TABLES
 from ktrace.model.trace import Trace, TraceMeta, conform, frame_from_columns, frame_schema, frame_to_arrow
 
@@ -156,7 +156,7 @@ def read(path: str | os.PathLike[str]) -> Trace:
     """Open a .ktrace folder as one Trace (all partitions), recovering un-finalized capture files."""
     root = Path(path)
     if not root.exists():
-        raise TraceFormatError(f"{root}: no such file or directory", ExitCode.NOT_FOUND)
+        raise TraceNotFoundError(f"{root}: no such file or directory")
     if not is_store(root):
         raise TraceFormatError(f"{root}: not a .ktrace folder (no meta.json, no node=* partitions)")
     meta = _read_meta(root)

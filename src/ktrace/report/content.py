@@ -18,6 +18,7 @@ from ktrace.analysis.rules.inputs import auto_bin_ns, steps, timeline_utilizatio
 from ktrace.analysis.summary import FLOAT_DIGITS, Summary, summarize, summary_to_dict
 from ktrace.model.errors import ProgressFn, no_progress
 from ktrace.model.trace import Trace
+from ktrace.report.identity import trace_identity
 
 REPORT_VERSION = 1
 """Bumped when the JSON report's shape changes incompatibly."""
@@ -90,7 +91,7 @@ def build_report(trace: Trace, *, config: RulesConfig | None = None, annotations
         progress: (done, total) over the report's stages.
 
     Returns:
-        {"version", "title", "summary", "steps_histogram", "utilization", "rules", "rule_docs"}.
+        {"version", "title", "trace", "summary", "steps_histogram", "utilization", "rules", "rule_docs"}.
     """
     ctx = RuleContext(trace)
     progress(0, 3)
@@ -104,6 +105,7 @@ def build_report(trace: Trace, *, config: RulesConfig | None = None, annotations
     content = {
         "version": REPORT_VERSION,
         "title": title or f"ktrace profiling report ({trace.meta.source})",
+        "trace": trace_identity(trace),
         "summary": summary_to_dict(summary),
         "steps_histogram": step_histogram(ctx),
         "utilization": {"bin_ms": round(auto_bin_ns(ctx, 0.0) / 1e6, 6),

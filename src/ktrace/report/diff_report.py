@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ktrace.analysis.diff import trace_diff
 from ktrace.analysis.rules.config import RulesConfig
@@ -11,6 +11,9 @@ from ktrace.analysis.summary import frame_records
 from ktrace.model.trace import Trace
 from ktrace.report.format import fmt_ns
 from ktrace.report.markdown import md_table
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def _change(a: float | None, b: float | None) -> float | None:
@@ -72,3 +75,27 @@ def render_diff_markdown(diff: dict[str, Any]) -> str:
                                                            for r in sorted(set(rules["a"]) | set(rules["b"]))])
     verdict = "REGRESSION: " + "; ".join(diff["reasons"]) if diff["regression"] else "no regression"
     return "\n".join(out + [verdict, ""])
+
+
+def render_diff_terminal(diff: dict[str, Any], console: Console) -> None:
+    """The diff as terminal tables, like `ktrace summary` (kernel names shortened and distinct, nothing escaped)."""
+    from rich.markup import escape
+
+    from ktrace.report.terminal import print_table
+
+    s, k = diff["step_mean_ns"], diff["kernel_time_ns"]
+    console.print("[bold]ktrace diff[/] (A = baseline, B = candidate)")
+    print_table(console, "time", [
+        {"measure": "mean step time", "a_ns": s["a"], "b_ns": s["b"], "change_pct": s["change_pct"]},
+        {"measure": "total kernel time", "a_ns": k["a"], "b_ns": k["b"], "change_pct": k["change_pct"]}])
+    print_table(console, "kernels that changed most", [
+        {"name": r["name"], "count_a": r["count_a"], "count_b": r["count_b"], "total_a_ns": r["total_ns_a"],
+         "total_b_ns": r["total_ns_b"], "delta_ns": r["delta_ns"], "status": r["status"]}
+        for r in diff["kernels"] or []])
+    rules = diff["rules"]
+    print_table(console, "rules that fired", [{"rule": r, "a": rules["a"].get(r, "-"), "b": rules["b"].get(r, "-")}
+                                              for r in sorted(set(rules["a"]) | set(rules["b"]))])
+    if diff["regression"]:
+        console.print("[bold red]REGRESSION:[/] " + escape("; ".join(diff["reasons"])))
+    else:
+        console.print("[green]no regression[/]")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ktrace.report.identity import identity_line
 from ktrace.report.sections import (
     Section,
     dashboard,
@@ -21,9 +22,16 @@ body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;col
 header{background:#232f3e;color:#fff;padding:16px 28px}header h1{margin:0;font-size:22px}
 nav{padding:8px 28px;background:#eef1f5;font-size:14px}nav a{margin-right:14px}
 main{padding:8px 28px 40px}section{background:#fff;border:1px solid #e1e4e8;border-radius:6px;margin:16px 0;
-padding:8px 18px 16px}h2{font-size:18px}table{border-collapse:collapse;margin:8px 0;font-size:13px;width:100%}
-td,th{border:1px solid #e1e4e8;padding:3px 6px;text-align:left;vertical-align:top;word-break:break-word}
-th{background:#f3f5f8}#rules td:first-child{white-space:nowrap}#rules td:nth-child(2){white-space:nowrap}.plot{width:100%;min-height:300px}.finding{padding:8px;margin:8px 0;border-radius:4px}
+padding:8px 18px 16px;overflow-x:auto}h2{font-size:18px}
+table{border-collapse:collapse;margin:8px 0;font-size:13px;width:100%}
+td,th{border:1px solid #e1e4e8;padding:3px 6px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
+th{background:#f3f5f8;overflow-wrap:normal;min-width:4em}
+#rules td:nth-child(-n+2),#rules td:nth-child(n+5){white-space:nowrap;overflow-wrap:normal}
+#rules td:nth-child(3),#rules td:nth-child(4){min-width:10em}
+@media (max-width:1000px){main{padding:4px 8px 24px}section{padding:4px 8px 10px}header,nav{padding-left:10px}
+#rules table{font-size:12px}}#rules td:nth-child(7){white-space:normal;overflow-wrap:anywhere;min-width:8em}
+header .trace{font-size:13px;margin:4px 0;overflow-wrap:anywhere}header .trace span+span{margin-left:14px}
+.plot{width:100%;min-height:300px}.finding{padding:8px;margin:8px 0;border-radius:4px}
 .sev-error{color:#a40e26;font-weight:600}.sev-warning{color:#8a5300;font-weight:600}.sev-info{color:#1f5fa8}
 .sev-ok{color:#1a7f37}.sev-skip{color:#6e7781}div.sev-error{background:#ffebe9}div.sev-warning{background:#fff8c5}
 div.sev-info{background:#ddf4ff}.note{color:#6e7781}code{background:#eef1f5;padding:1px 4px}
@@ -58,8 +66,27 @@ def script_json(value: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
+_VERDICT_ORDER = ("error", "warning", "info", "ok", "skipped")
+
+
+def _verdict(rule: dict[str, Any]) -> int:
+    """Where a rule goes in the report: the worst finding first, then rules that found nothing, then skipped."""
+    if rule["status"] == "fired" and rule["findings"]:
+        worst = max((f["severity"] for f in rule["findings"]), key=("info", "warning", "error").index)
+        return _VERDICT_ORDER.index(worst)
+    return _VERDICT_ORDER.index("skipped" if rule["status"] == "skipped" else "ok")
+
+
+def triggered_first(content: dict[str, Any]) -> dict[str, Any]:
+    """`content` with its rules ordered errors, warnings, notes, then ok, then skipped (stable within each)."""
+    rules = dict(content["rules"], rules=sorted(content["rules"]["rules"], key=_verdict))
+    return dict(content, rules=rules)
+
+
 def all_sections(content: dict[str, Any]) -> list[Section]:
-    """Every section in report order: job, system, framework, rules summary, dashboard, one per rule."""
+    """Every section in report order: job, system, framework, rules summary, dashboard, one per rule
+    (rules that found something first)."""
+    content = triggered_first(content)
     docs = content["rule_docs"]
     return [job_summary(content), system_usage(content), framework_metrics(content), rules_summary(content),
             dashboard(content), *(rule_section(r, docs.get(r["rule"], {})) for r in content["rules"]["rules"])]
@@ -73,9 +100,11 @@ def render_html(content: dict[str, Any]) -> str:
                    for s in sections)
     figures = {s.anchor: s.figures for s in sections if s.figures}
     title = esc(content["title"])
+    about = "".join(f"<span><b>{esc(k)}</b> {esc(v)}</span>" for k, v in identity_line(content.get("trace")))
     return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title>"
             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><style>{STYLE}</style>"
             f"<script>{plotly_js()}</script></head><body><header><h1>{title}</h1>"
+            f"<div class=\"trace\">{about}</div>"
             f"<div>report format v{content['version']}, made by ktrace</div></header><nav>{nav}</nav>"
             f"<main>{body}</main>"
             f"<script type=\"application/json\" id=\"ktrace-figures\">{script_json(figures)}</script>"

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ktrace.report.format import fmt_ns, fmt_num, fmt_time_range
+from ktrace.report.identity import identity_line
 
 MD_ESCAPES = str.maketrans({"|": "\\|", "<": "&lt;", ">": "&gt;", "&": "&amp;", "\n": " ", "`": "\\`",
                             "*": "\\*", "_": "\\_", "[": "\\[", "]": "\\]"})
@@ -134,6 +135,9 @@ def _rule(r: dict[str, Any]) -> list[str]:
 def render_markdown(content: dict[str, Any]) -> str:
     """The report as one Markdown document."""
     out = [f"# {cell(content['title'], 200)}", ""]
+    about = identity_line(content.get("trace"))
+    if about:
+        out += [" · ".join(f"**{cell(k)}** {cell(v, 400)}" for k, v in about), ""]
     for part in (_job, _system, _framework, _rules_summary, _dashboard):
         out += part(content)
     out += ["## Rules", ""]

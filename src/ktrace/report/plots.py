@@ -9,6 +9,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from ktrace.analysis.names import distinct_short_names
+
 Figure = dict[str, Any]
 LABEL_CHARS = 90
 
@@ -22,35 +24,69 @@ def label(text: object, limit: int = LABEL_CHARS) -> str:
 
 
 def _layout(title: str, **extra: Any) -> dict[str, Any]:
-    base: dict[str, Any] = {"title": {"text": html.escape(title)}, "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
+    # Titles sit left: plotly's tool bar is drawn top right and used to cover the end of a centred title.
+    base: dict[str, Any] = {"title": {"text": html.escape(title), "x": 0.01, "xanchor": "left"},
+                            "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
                             "height": 360, "template": None}
     base.update(extra)
     return base
 
 
+def legend_text(text: object) -> str:
+    """A legend entry without the placeholder words of empty fields ("memset - -" -> "memset")."""
+    words = [w for w in str(text).split(" ") if w not in ("", "-", "None", "null")]
+    return " ".join(words) or str(text)
+
+
 def pie(title: str, labels: list[Any], values: list[float]) -> Figure:
-    """A pie chart (drawn only if some value is positive)."""
-    return {"data": [{"type": "pie", "labels": [label(x) for x in labels], "values": values, "sort": False,
-                      "hole": 0.35, "textinfo": "label+percent"}],
-            "layout": _layout(title, height=320, showlegend=True)}
+    """A pie chart (drawn only if some value is positive): percentages inside the slices, names in the legend,
+    so that no label runs into the title or into another label."""
+    return {"data": [{"type": "pie", "labels": [label(legend_text(x)) for x in labels], "values": values,
+                      "sort": False, "hole": 0.35, "textinfo": "percent", "textposition": "inside",
+                      "insidetextorientation": "horizontal", "hoverinfo": "label+value+percent"}],
+            "layout": _layout(title, height=340, showlegend=True, margin={"l": 20, "r": 20, "t": 60, "b": 20},
+                              legend={"orientation": "v", "x": 1.02, "y": 0.5}, uniformtext={"minsize": 10,
+                                                                                             "mode": "hide"})}
+
+
+MAX_TICK_CHARS = 60
 
 
 def hbar(title: str, names: list[Any], values: list[float], unit: str) -> Figure:
-    """A horizontal bar chart, largest on top (top-N tables)."""
-    return {"data": [{"type": "bar", "orientation": "h", "y": [label(n, 60) for n in names][::-1],
-                      "x": values[::-1], "hovertext": [label(n, 400) for n in names][::-1],
-                      "hoverinfo": "x+text"}],
+    """A horizontal bar chart, largest on top (top-N tables).
+
+    Every bar is its own category (its row number): plotly stacks bars that share a label, so two kernels whose
+    short names coincide would add up into one bar that does not exist. The tick text is the distinct short name,
+    the hover text the full name.
+    """
+    full = [str(n) for n in names]
+    short = distinct_short_names([n for n in full if n != "other"], MAX_TICK_CHARS)
+    rows = list(range(len(full)))[::-1]
+    return {"data": [{"type": "bar", "orientation": "h", "y": rows, "x": values[::-1],
+                      "hovertext": [label(n, 4000) for n in full][::-1], "hoverinfo": "x+text"}],
             "layout": _layout(title, height=max(300, 24 * len(names) + 90), xaxis={"title": {"text": unit}},
-                              yaxis={"automargin": True})}
+                              yaxis={"automargin": True, "tickmode": "array", "tickvals": rows,
+                                     "ticktext": [html.escape(short.get(n, n)) for n in full][::-1]})}
 
 
 def histogram(title: str, edges: list[float], counts: list[int], unit: str) -> Figure:
-    """A histogram from precomputed bin edges and counts."""
+    """A histogram from precomputed bin edges and counts.
+
+    A single bin (one step, or all equal) is drawn as one bar in an axis from 0, with a few round ticks, rather
+    than a bar stretched over the whole width with ticks like 1,210.8.
+    """
     centers = [(a + b) / 2 for a, b in zip(edges[:-1], edges[1:], strict=True)]
     widths = [b - a for a, b in zip(edges[:-1], edges[1:], strict=True)]
+    xaxis: dict[str, Any] = {"title": {"text": unit}, "tickformat": "~s" if max(map(abs, edges), default=0) >= 1e4
+                             else "~g", "nticks": 8}
+    if len(counts) == 1:
+        top = max(abs(e) for e in edges) * 1.25 or 1.0
+        widths = [max(widths[0], top / 40)]
+        xaxis["range"] = [min(0.0, edges[0]), top]
     return {"data": [{"type": "bar", "x": centers, "y": counts, "width": widths}],
-            "layout": _layout(title, xaxis={"title": {"text": unit}}, yaxis={"title": {"text": "count"}},
-                              bargap=0.02)}
+            "layout": _layout(title, xaxis=xaxis, bargap=0.02,
+                              yaxis={"title": {"text": "count"}, "rangemode": "tozero",
+                                     **({"dtick": 1} if max(counts, default=0) <= 8 else {})})}
 
 
 def lines(title: str, series: list[dict[str, Any]], y_title: str) -> Figure:

@@ -11,13 +11,17 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from ktrace.analysis.names import short_kernel_name
+from ktrace.analysis.names import distinct_short_names
 from ktrace.analysis.summary import Summary, summary_to_dict
+from ktrace.analysis.units import format_bytes
 from ktrace.report.format import fmt_ns as format_ns
 
 BAR_WIDTH = 12
-NAME_WIDTH = 48
-"""Kernel names are shortened (templates and parameters collapsed) to this many characters in tables."""
+NAME_WIDTH = 80
+"""Kernel names are shortened (templates and parameters collapsed) to at most this many characters in tables;
+less when the terminal is narrower, but always so that two different kernels read differently."""
+_COMFORTABLE_NAME = 30
+"""The share bar and the droppable columns give way before a kernel name is cut below this width."""
 
 _UNIT_SUFFIXES = ("_ns", "_pct", "_gbps", "_bytes")
 
@@ -58,78 +62,111 @@ def _cell(column: str, value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if column in _ID_COLUMNS:
-        return str(value)
+        return "-" if isinstance(value, int) and value < 0 else str(value)  # -1: host-wide, not one rank/core
     for suffix, fmt in _SUFFIX_FORMATS:
         if column.endswith(suffix):
             return fmt(value)
-    if column == "bytes":
-        return f"{int(value) / 1e6:,.1f} MB"
-    if column == "name":
-        return short_kernel_name(str(value), NAME_WIDTH)
+    if column == "bytes" or column.endswith("_bytes"):
+        return format_bytes(float(value))
     if isinstance(value, float):
         return f"{value:,.2f}"
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
 _TEXT_COLUMNS = frozenset({"name", "node", "resource", "method", "phase", "kind", "definition", "precision",
-                           "idle_cause", "op", "copy_kind", "host_memory", "activity", "metric"})
-_FLEXIBLE = frozenset({"name", "node"})
-"""Columns that shrink (with an ellipsis) when the terminal is narrow; every other column keeps its width."""
-_DROPPABLE = ("p50_ns", "max_ns", "instance", "method", "mean_util", "records", "span_ns", "p90_ns", "min_ns",
-              "excluded", "gaps", "count_share", "source", "time_share")
+                           "idle_cause", "op", "copy_kind", "host_memory", "activity", "metric", "measure",
+                           "status", "rule", "a", "b"})
+_FLEXIBLE = frozenset({"name", "node", "metric"})
+"""Text columns that shrink (with an ellipsis) when the terminal is narrow; numbers never do."""
+_DROPPABLE = ("p50_ns", "max_ns", "method", "mean_util", "records", "span_ns", "p90_ns", "min_ns", "std_ns",
+              "excluded", "gaps", "count_share", "source", "p95_ns", "time_share", "p99_ns")
 """Columns given up, in this order, when even shrunk names do not fit the terminal."""
-_MIN_FLEX = 18
+_MIN_FLEX = 12
 
 
-def _natural(c: str, col: int, cells: list[list[str]]) -> int:
-    return max(len(_label(c)), *(len(r[col]) for r in cells))
+def _natural(c: str, col: int, cells: list[list[str]], wrap_label: bool = False) -> int:
+    label = max(_label(c).split(), key=len, default="") if wrap_label else _label(c)
+    return max(len(label), *(len(r[col]) for r in cells))
 
 
-def _fit(console: Console, cols: list[str], cells: list[list[str]], bar_width: int) -> tuple[
-        dict[str, int], int]:
-    """Width of each column to show, and the bar width, so that the table fits the console."""
-    def layout(cs: list[str], bw: int) -> tuple[dict[str, int], int]:
-        widths = {c: _natural(c, cols.index(c), cells) for c in cs}
+def _fit(width: int, cols: list[str], natural: dict[str, int], bar_width: int,
+         bar_of: str | None = None) -> tuple[dict[str, int], int] | None:
+    """Width of each column to show, and the bar width, so that the table fits `width` characters (None: no fit).
+
+    Numbers keep their full width; the text columns yield first, then the bar (never shown without its number,
+    column `bar_of`), then the droppable columns.
+    """
+    def layout(cs: list[str], bw: int, floor: int) -> tuple[dict[str, int], int]:
+        widths = {c: natural[c] for c in cs}
         # Each column costs its width plus 3 (padding and the divider); the outer edges are not drawn.
         fixed = sum(w + 3 for c, w in widths.items() if c not in _FLEXIBLE) + (bw + 3 if bw else 0) - 1
         flex = [c for c in cs if c in _FLEXIBLE]
-        room = (console.width - fixed) // max(1, len(flex)) - 3
+        room = (width - fixed) // max(1, len(flex)) - 3
         for c in flex:
-            widths[c] = max(_MIN_FLEX, min(widths[c], NAME_WIDTH, room))
+            widths[c] = max(min(widths[c], floor), min(widths[c], room))
         return widths, fixed + sum(widths[c] + 3 for c in flex)
 
-    shown = list(cols)
-    widths, total = layout(shown, bar_width)
-    if total > console.width and bar_width:
-        bar_width = 0
-        widths, total = layout(shown, bar_width)
-    for c in _DROPPABLE:
-        if total <= console.width:
-            break
-        if c in shown:
-            shown.remove(c)
-            widths, total = layout(shown, bar_width)
-    return widths, bar_width
+    for floor, bw in ((_COMFORTABLE_NAME, bar_width), (_COMFORTABLE_NAME, 0), (_MIN_FLEX, 0)):
+        shown = list(cols)
+        widths, total = layout(shown, bw, floor)
+        for c in _DROPPABLE:
+            if total <= width or (bw and c == bar_of):
+                break
+            if c in shown and len(shown) > 2:
+                shown.remove(c)
+                widths, total = layout(shown, bw, floor)
+        if total <= width:
+            return widths, bw
+    return None
 
 
-def _table(console: Console, title: str, rows: Sequence[dict[str, Any]] | None,
+def _set_names(cols: list[str], cells: list[list[str]], rows: Sequence[dict[str, Any]], width: int) -> None:
+    if "name" in cols:
+        at = cols.index("name")
+        for r, short in zip(cells, _kernel_names([str(row.get("name")) for row in rows], width), strict=True):
+            r[at] = short
+
+
+def _layout(width: int, cols: list[str], cells: list[list[str]], rows: Sequence[dict[str, Any]],
+            share_bar: str | None) -> tuple[dict[str, int], int, bool]:
+    """(column widths, bar width, whether number headers wrap) for the table, kernel names set in `cells`."""
+    _set_names(cols, cells, rows, NAME_WIDTH)
+    natural = {c: _natural(c, i, cells) for i, c in enumerate(cols)}
+    fitted = _fit(width, cols, natural, BAR_WIDTH if share_bar else 0, share_bar)
+    wrap_labels = fitted is None  # still too wide: headers wrap at spaces ("comm / only") rather than numbers cut
+    if fitted is None:
+        natural = {c: _natural(c, i, cells, wrap_label=True) for i, c in enumerate(cols)}
+        fitted = _fit(width, cols, natural, 0)
+        while fitted is None and len(cols) > 2:  # last resort: the right-most columns go, none is cut
+            cols = cols[:-1]
+            fitted = _fit(width, cols, natural, 0)
+        fitted = fitted or ({c: natural[c] for c in cols}, 0)
+    widths, bar_width = fitted
+    if "name" in widths and widths["name"] < natural["name"]:
+        _set_names(cols, cells, rows, widths["name"])
+    return widths, bar_width, wrap_labels
+
+
+def print_table(console: Console, title: str, rows: Sequence[dict[str, Any]] | None,
            columns: Sequence[str] | None = None, share_bar: str | None = None) -> None:
     """Print `rows` as a table of `columns` (default: all), with an optional bar for column `share_bar`.
 
-    Names shrink first when the terminal is narrow, then the bar and the least useful columns go.
+    Names shrink first when the terminal is narrow (staying distinct), then the bar and the least useful
+    columns go; numbers are never cut.
     """
     if not rows:
         console.print(f"[bold]{escape(title)}[/]: [dim]none[/]")
         return
     cols = list(columns or rows[0].keys())
     cells = [[_cell(c, row.get(c)) for c in cols] for row in rows]
-    widths, bar_width = _fit(console, cols, cells, BAR_WIDTH if share_bar else 0)
+    widths, bar_width, wrap_labels = _layout(console.width, cols, cells, rows, share_bar)
     shown = list(widths)
     table = Table(title=escape(title), title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_edge=False,
                   pad_edge=False)
     for c in shown:
-        table.add_column(_label(c), no_wrap=True, overflow="ellipsis", width=widths[c],
-                         justify="left" if c in _TEXT_COLUMNS else "right")
+        numeric = c not in _TEXT_COLUMNS
+        table.add_column(_label(c), no_wrap=not (numeric and wrap_labels), overflow="ellipsis", width=widths[c],
+                         min_width=widths[c] if numeric else None, justify="right" if numeric else "left")
     if bar_width:
         table.add_column("", no_wrap=True, width=bar_width)
     index = [cols.index(c) for c in shown]
@@ -139,6 +176,12 @@ def _table(console: Console, title: str, rows: Sequence[dict[str, Any]] | None,
             out.append(bar(row.get(share_bar), bar_width))
         table.add_row(*(Text(cell) for cell in out))  # Text: trace strings ([memory], <...>) are not markup
     console.print(table)
+
+
+def _kernel_names(names: list[str], width: int) -> list[str]:
+    """Kernel names in `width` characters, distinct; the "other" row keeps its word."""
+    shown = distinct_short_names([n for n in names if n != "other"], width)
+    return [shown.get(n, n) for n in names]
 
 
 _LATENCY_METRICS = (("launch_latency_ns", "API start → run"),
@@ -158,47 +201,64 @@ def _latency_rows(rows: list[dict[str, Any]] | None) -> list[dict[str, Any]] | N
     return out
 
 
+def _counter_rows(rows: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """Counter statistics for the terminal: one metric per line with its core/device index (cpu.core.util[3]),
+    byte counters humanized."""
+    if rows is None:
+        return None
+    out = []
+    for r in rows:
+        instance = r.get("instance")
+        metric = f"{r['metric']}[{instance}]" if isinstance(instance, int) and instance >= 0 else r["metric"]
+        fmt = format_bytes if str(r["metric"]).endswith("_bytes") else (lambda v: f"{v:,.2f}")
+        out.append({"node": r["node"], "metric": metric, "samples": r["samples"],
+                    **{k: "-" if r.get(k) is None else fmt(float(r[k])) for k in ("min", "p50", "p95", "max",
+                                                                                  "mean")}})
+    return out
+
+
 def _header(console: Console, d: dict[str, Any]) -> None:
     p = d["phases"]
     console.print(f"[bold]source[/] {d['source']}   [bold]ranks[/] {d['ranks']}   "
                   f"[bold]kernels[/] {d['kernels']:,}   [bold]job[/] {format_ns(p['duration_ns'])}   "
                   f"[bold]steps[/] {p['steps']}")
+    for note in d["notes"]:  # before the tables: a note (truncated input, lost records) changes how to read them
+        console.print(f"[yellow]note:[/] {escape(note)}")
     phases = [{"phase": name, "time_ns": p[f"{key}_ns"], "share": p[f"{key}_pct"] / 100.0}
               for name, key in (("initialization", "init"), ("training loop", "training"),
                                 ("finalization", "finalize"))]
-    _table(console, "job phases", phases, share_bar="share")
+    print_table(console, "job phases", phases, share_bar="share")
 
 
 def render_summary(summary: Summary, console: Console) -> None:
     """Print the summary's tables on `console` (the numbers are those of summary_to_dict)."""
     d = summary_to_dict(summary)
     _header(console, d)
-    _table(console, "active time (timeline = busy/span; counter = samples > 0 %)", d["active"],
+    print_table(console, "active time (timeline = busy/span; counter = share of samples > 0 %; mean util = mean "
+                "sample, lower than the active share when the device is partly busy)", d["active"],
            ["resource", "method", "node", "rank", "instance", "active_share", "mean_util"], "active_share")
-    _table(console, "GPU busy / idle per device", d["busy"],
+    print_table(console, "GPU busy / idle per device", d["busy"],
            ["node", "rank", "device", "busy_ns", "idle_ns", "span_ns", "busy_pct", "records"])
-    _table(console, "GPU idle by cause (per device)", d["idle"], share_bar="idle_share")
+    print_table(console, "GPU idle by cause (per device)", d["idle"], share_bar="idle_share")
     kcols = ["name", "count", "total_ns", "mean_ns", "p50_ns", "p95_ns", "max_ns", "time_share"]
-    _table(console, "top kernels by GPU time", d["top_by_time"], kcols, "time_share")
-    _table(console, "top kernels by launch count", d["top_by_count"],
+    print_table(console, "top kernels by GPU time", d["top_by_time"], kcols, "time_share")
+    print_table(console, "top kernels by launch count", d["top_by_count"],
            ["name", "count", "count_share", "total_ns", "mean_ns"], "count_share")
-    _table(console, "launch-to-run latency (start->start = launch latency; end->start = queue delay)",
+    print_table(console, "launch-to-run latency (start->start = launch latency; end->start = queue delay)",
            _latency_rows(d["latency"]))
-    _table(console, "step time per rank", d["step_stats"])
-    _table(console, "kernel precision (communication/memory shown apart)", d["precision"],
+    print_table(console, "step time per rank", d["step_stats"])
+    print_table(console, "kernel precision (communication/memory shown apart)", d["precision"],
            ["precision", "excluded", "kernels", "time_ns", "time_share", "count_share"], "time_share")
-    _table(console, "GPU activity (sum of durations)", d["activity"], share_bar="share")
-    _table(console, "memory operations", d["memory"], share_bar="time_share")
-    _table(console, "communication / compute overlap", d["overlap"])
-    _table(console, "counters", d["counters"])
+    print_table(console, "GPU activity (sum of durations)", d["activity"], share_bar="share")
+    print_table(console, "memory operations", d["memory"], share_bar="time_share")
+    print_table(console, "communication / compute overlap", d["overlap"])
+    print_table(console, "counters", _counter_rows(d["counters"]))
     lb = d["load_balance"]
     if lb is not None:
-        _table(console, "load balance across ranks", lb["per_rank"])
+        print_table(console, "load balance across ranks", lb["per_rank"])
         dist = lb["histogram_distance"]
         console.print(f"busy spread {_cell('busy_share', lb['busy_spread'])}   step spread "
                       f"{_cell('step_share', lb['step_spread'])}   utilization histogram distance "
                       f"{'-' if dist is None else f'{dist:.3f}'} ({lb['source']}; SageMaker flags > 0.5)")
     for h in d["annotations"]:
-        _table(console, f"annotation {h['pattern']!r}: {h['count']} ranges", h["stats"])
-    for note in d["notes"]:
-        console.print(f"[yellow]note:[/] {escape(note)}")
+        print_table(console, f"annotation {h['pattern']!r}: {h['count']} ranges", h["stats"])

@@ -83,7 +83,8 @@ def annotate(name: str, color: str | None = None) -> Iterator[None]:
         except Exception:
             attrs = None
     stack = _depth_stack()
-    depth = len(stack)
+    session = current_session()
+    depth = len(stack) + (session.step_depth(threading.get_native_id()) if session is not None else 0)
     start = time.time_ns()
     stack.append(start)
     try:
@@ -98,11 +99,39 @@ def annotate(name: str, color: str | None = None) -> Iterator[None]:
             session.record_range(name, NVTX_DOMAIN, start, end, threading.get_native_id(), depth)
 
 
-def step() -> int:
-    """Begin the next training step (call once per iteration, at its top); returns the step index.
+class StepIndex(int):
+    """The index `ktrace.step()` returns, which is also a context manager: `with ktrace.step():` ends the step
+    at the end of the block (the marker form, a bare `ktrace.step()`, ends it at the next call)."""
 
-    Step N runs from the N-th call to the next one; the ranges are named "ProfilerStep#N" like
-    torch.profiler's. `ktrace run --steps A:B` records steps A to B-1 only.
+    def __enter__(self) -> StepIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        session = current_session()
+        if session is not None:
+            session.end_step()
+        _end_nvtx_step()
+
+
+def _end_nvtx_step() -> None:
+    domain = _STATE.domain()
+    if domain is not None and _STATE.step_range is not None:
+        try:
+            domain.end_range(_STATE.step_range)
+        except Exception:
+            pass
+    _STATE.step_range = None
+
+
+def step() -> StepIndex:
+    """Begin the next training step; returns its index. Two forms:
+
+    - marker: call `ktrace.step()` once per iteration, at its top; step N runs to the next call, and the last
+      step ends with the last `ktrace.annotate` range inside it (or when the program ends, if it has none);
+    - block: `with ktrace.step(): ...` ends the step exactly at the end of the block.
+
+    The ranges are named "ProfilerStep#N" like torch.profiler's; ranges opened inside a step are nested
+    under it. `ktrace run --steps A:B` records steps A to B-1 only.
     """
     domain = _STATE.domain()
     session = current_session()
@@ -111,14 +140,13 @@ def step() -> int:
     else:
         _STATE.step_index += 1
         index = _STATE.step_index
+    _end_nvtx_step()
     if domain is not None:
         try:
-            if _STATE.step_range is not None:
-                domain.end_range(_STATE.step_range)
             _STATE.step_range = domain.start_range(domain.get_event_attributes(message=f"ProfilerStep#{index}"))
         except Exception:
             _STATE.step_range = None
-    return index
+    return StepIndex(index)
 
 
 def start() -> bool:

@@ -73,20 +73,23 @@ def job_description(cmd: Sequence[str], exit_code: int, processes: list[dict[str
 
 
 def finalize_run(root: Path, cmd: Sequence[str], config: CaptureConfig, exit_code: int, notes: list[str],
-                 node: str, samples: int) -> RunResult:
-    """Convert capture streams to Parquet, write meta.json and describe the run."""
+                 node: str, samples: int, gpu_recorded: bool = True) -> RunResult:
+    """Convert capture streams to Parquet, write meta.json and describe the run.
+
+    `gpu_recorded` False (no driver, no cupti-python) makes meta say so: gpu false, tracer "none"."""
     from ktrace.model.store import META_FILE, finalize
     from ktrace.model.trace import TraceMeta
 
     finalize(root)
     health, child_notes, processes = _merge_partition_meta(root)
     all_notes = list(dict.fromkeys([*notes, *child_notes]))
+    gpu = config.gpu and gpu_recorded
     capture = {
-        "kinds": list(config.kinds) if config.gpu else [], "gpu": config.gpu,
+        "kinds": list(config.kinds) if gpu else [], "gpu": gpu,
         "window": {"delay_s": config.delay_s, "duration_s": config.duration_s,
                    "steps": list(config.steps) if config.steps else None, "capture_range": config.capture_range},
         "interval_ms": config.interval_ms if config.counters else None, "counter_samples": samples,
-        "t0_ns": config.t0_ns, "tracer": "cupti-python",
+        "t0_ns": config.t0_ns, "tracer": "cupti-python" if gpu else "none",
     }
     meta = TraceMeta(source="ktrace", created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                      job=job_description(cmd, exit_code, processes), capture=capture, hosts=(node,),

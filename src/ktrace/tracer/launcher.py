@@ -156,7 +156,8 @@ def run_command(cmd: Sequence[str], config: CaptureConfig, root: Path, say: Say)
         shutil.rmtree(boot_dir, ignore_errors=True)
     from ktrace.tracer.finalize import finalize_run
 
-    result = finalize_run(root, cmd, config, code, notes, node, sampler.samples if sampler else 0)
+    result = finalize_run(root, cmd, config, code, notes, node, sampler.samples if sampler else 0,
+                          gpu_recorded=problem is None)
     result.duration_s = time.monotonic() - started
     result.printed = [problem] if problem else []
     return result

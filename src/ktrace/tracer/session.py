@@ -72,6 +72,8 @@ class CaptureSession:
         self._timers = time_window_timers(config, self.windows)
         self.step_index = -1
         self._step_start: int | None = None
+        self._step_tid = 0
+        self._step_work_end: int | None = None
 
     # ----- recording (called from application threads) -----
 
@@ -85,15 +87,15 @@ class CaptureSession:
         if self.alive:
             with self._lock:
                 self._ranges.append((start_ns, end_ns, tid, name, domain, depth))
+                if self._step_start is not None and start_ns >= self._step_start and domain != "profiler_step":
+                    self._step_work_end = max(end_ns, self._step_work_end or end_ns)
 
     def step(self) -> int:
         """Begin the next step: closes the previous step's range and moves --steps windows; returns its index."""
         now = time.time_ns()
-        if self._step_start is not None:
-            self.record_range(f"ProfilerStep#{self.step_index}", "profiler_step", self._step_start, now,
-                              threading.get_native_id(), 0)
+        self.end_step(now)
         self.step_index += 1
-        self._step_start = now
+        self._step_start, self._step_tid, self._step_work_end = now, threading.get_native_id(), None
         steps = self.config.steps
         if steps is not None:
             if self.step_index == steps[0]:
@@ -101,6 +103,17 @@ class CaptureSession:
             elif self.step_index == steps[1]:
                 self.windows.close(now)
         return self.step_index
+
+    def end_step(self, now: int | None = None) -> None:
+        """Close the open step's range at `now` (the end of a `with ktrace.step():` block, or the next step)."""
+        if self._step_start is not None:
+            self.record_range(f"ProfilerStep#{self.step_index}", "profiler_step", self._step_start,
+                              time.time_ns() if now is None else now, self._step_tid, 0)
+            self._step_start = None
+
+    def step_depth(self, tid: int) -> int:
+        """How many levels a range opened now on thread `tid` sits below the step range (1 inside a step)."""
+        return 1 if self._step_start is not None and tid == self._step_tid else 0
 
     def _recording_changed(self, on: bool) -> None:
         if self.backend is not None and self.alive:
@@ -205,6 +218,8 @@ class CaptureSession:
         """Stop recording, write the last rows and close the partition (atexit, SIGTERM)."""
         if self._closed or self._dead:
             return
+        # The last step has no next step() to end it: it ends with the last range recorded inside it, else now.
+        self.end_step(self._step_work_end)
         self._stop.set()
         for t in self._timers:
             t.cancel()

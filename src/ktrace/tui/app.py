@@ -51,6 +51,10 @@ class KtraceApp(App[None]):
     CSS_PATH = "app.tcss"
     BINDINGS = bindings("app")  # type: ignore[assignment]
     TITLE = "ktrace view"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide"), (170, "-very-wide")]
+    """Below 120 columns the tree narrows; below 170 the kernel details go under the table (the name keeps room)."""
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
+    """Below 32 rows the details pane shrinks so the timeline keeps its rows."""
 
     def __init__(self, path: str | Path | None = None, trace: Trace | None = None, *,
                  analyses: bool = True) -> None:
@@ -322,9 +326,30 @@ class KtraceApp(App[None]):
             self.query_one(Dashboard).focus()
 
     def action_focus_tree(self) -> None:
-        """Focus the host/device tree."""
+        """Focus the host/device tree (showing it if it was hidden)."""
         self.action_show_tab("timeline")
-        self.query_one(HostDeviceTree).focus()
+        tree = self.query_one(HostDeviceTree)
+        tree.display = True
+        tree.focus()
+
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        """Save an SVG of the screen in ~/Downloads when that folder exists, else in the current folder."""
+        downloads = Path.home() / "Downloads"
+        folder = Path(path) if path else (downloads if downloads.is_dir() else Path.cwd())
+        try:
+            saved = self.save_screenshot(filename, str(folder))
+        except OSError as exc:
+            self.notify(f"screenshot not saved: {exc.strerror or exc}", severity="error")
+            return
+        self.notify(f"screenshot saved to {saved}", timeout=4)
+
+    def action_toggle_tree(self) -> None:
+        """Hide or show the host/device tree: the timeline takes the whole width while it is hidden."""
+        self.action_show_tab("timeline")
+        tree = self.query_one(HostDeviceTree)
+        tree.display = not tree.display
+        if not tree.display:
+            self.query_one(Timeline).focus()
 
     def action_focus_filter(self) -> None:
         """Focus the kernel name filter."""
@@ -369,8 +394,9 @@ class KtraceApp(App[None]):
             if key.scope == "tree" or key.action in seen or key.action == "command_palette":
                 continue
             seen.add(key.action)
-            yield SystemCommand(f"{key.description} ({key.display or key.keys})", f"{key.scope}: {key.action}",
-                                lambda k=key: self._run_key(k.scope, k.action))
+            where = "" if key.scope == "app" else f" (in the {key.scope})"
+            yield SystemCommand(key.description[:1].upper() + key.description[1:],
+                                f"key {key.display or key.keys}{where}", lambda k=key: self._run_key(k.scope, k.action))
 
     def _run_key(self, scope: str, action: str) -> None:
         if scope == "timeline":

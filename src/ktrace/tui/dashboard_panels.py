@@ -8,7 +8,7 @@ import polars as pl
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from ktrace.analysis.names import short_kernel_name
+from ktrace.analysis.names import distinct_short_names
 from ktrace.tui.charts import hbars, histogram, shares, sparkline
 from ktrace.tui.dashboard_data import Panel, unavailable
 from ktrace.tui.viewmodel import format_duration
@@ -73,7 +73,9 @@ def _top(top: pl.DataFrame, by: str) -> Panel:
     title = PANEL_TITLES[2 if by == "time" else 3]
     if _empty(top):
         return unavailable(title, "no kernels in this trace")
-    names = [short_kernel_name(n, 60) for n in top["name"].cast(pl.String).to_list()]
+    full = top["name"].cast(pl.String).to_list()
+    shown = distinct_short_names([n for n in full if n != "other"], 60)  # two kernels never read the same
+    names = [shown.get(n, n) for n in full]
     if by == "time":
         values = top["total_ns"].to_list()
         texts = [f"{format_duration(v):>9} {100 * s:5.1f}%  ×{c:,}"

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ktrace.analysis.units import format_bytes
 from ktrace.tui.steps import StepSpans
 from ktrace.tui.tracks import TrackIndex
 from ktrace.tui.viewmodel import format_duration, format_offset
@@ -59,10 +60,11 @@ def _gpu_fields(rec: dict[str, Any]) -> Fields:
         nbytes = rec.get("bytes") or 0
         dur = max(1, rec["end_ns"] - rec["start_ns"])
         return [("copy", f"{rec['copy_kind']} {rec['src_kind']} -> {rec['dst_kind']}"),
-                ("bytes", f"{nbytes:,} ({nbytes / dur:.2f} GB/s)")]
+                ("bytes", f"{format_bytes(nbytes)} ({nbytes / dur:.2f} GB/s)")]
     out = [("grid", _dims(rec, "grid")), ("block", _dims(rec, "block")),
-           ("registers", f"{rec['registers_per_thread']} per thread"),
-           ("shared mem", f"static {rec['static_shared_bytes']} B, dynamic {rec['dynamic_shared_bytes']} B")]
+           ("registers", "-" if rec["registers_per_thread"] is None else f"{rec['registers_per_thread']} per thread"),
+           ("shared mem", f"static {format_bytes(rec['static_shared_bytes'])}, "
+                          f"dynamic {format_bytes(rec['dynamic_shared_bytes'])}")]
     if rec.get("collective"):
         out.append(("collective", f"{rec['collective']} ({rec.get('in_nelems')} elements)"))
     return out
@@ -127,7 +129,9 @@ def enclosing_ranges(index: TrackIndex, node: str, rank: int, t: int) -> list[st
         stop = int(np.searchsorted(track.starts, t, side="right"))
         first = int(np.searchsorted(track.max_end, t, side="left"))
         if stop > first:
-            hits.append(track.rows[first + np.flatnonzero(track.ends[first:stop] >= t)])
+            starts, ends = track.starts[first:stop], track.ends[first:stop]
+            # [start, end): at the boundary of two adjacent steps only the one that begins there holds t
+            hits.append(track.rows[first + np.flatnonzero((ends > t) | (ends == starts))])
     rows = np.concatenate(hits) if hits else np.empty(0, np.int64)
     if rows.size == 0:
         return []

@@ -50,6 +50,7 @@ KEYS: tuple[Key, ...] = (
     Key("z", "zoom_selection", "zoom to the selected slice", "timeline"),
     Key("x", "remove_row", "remove the current row from the timeline", "timeline"),
     Key("t", "focus_tree", "focus the host/device tree", "timeline"),
+    Key("T", "toggle_tree", "hide or show the host/device tree (the timeline takes its width)", "app", False),
     Key("enter", "select_cursor", "tree: add/remove the track(s) of the node", "tree", False, "enter"),
     Key("space", "toggle_node", "tree: expand or collapse", "tree", False, "space"),
     Key("slash", "focus_filter", "filter kernels by name", "kernels", True, "/"),

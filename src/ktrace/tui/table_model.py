@@ -31,12 +31,15 @@ COLUMNS: tuple[Column, ...] = (
     Column("rank", 5, pl.col("rank")),
     Column("GPU", 4, pl.col("device")),
     Column("stream", 7, pl.col("stream")),
+    Column("name", 0, pl.col("name").cast(pl.String)),
     Column("grid", 12, None),
     Column("block", 10, None),
-    Column("regs", 5, pl.col("registers_per_thread")),
-    Column("name", 0, pl.col("name").cast(pl.String)),
+    Column("regs", 6, pl.col("registers_per_thread")),
 )
-"""Columns in display order; the name takes the remaining width."""
+"""Columns in display order; the name takes the remaining width (at least NAME_MIN), before grid and block, so a
+narrow terminal cuts the launch configuration, not the kernel's name."""
+NAME = next(i for i, c in enumerate(COLUMNS) if c.header == "name")
+NAME_MIN = 24
 SORTABLE = tuple(i for i, c in enumerate(COLUMNS) if c.sort is not None)
 
 
@@ -66,9 +69,9 @@ def format_page(kernels: pl.DataFrame, rows: NDArray[np.int64], t0: int) -> list
     out = []
     for r in page.iter_rows(named=True):
         out.append([format_duration(r["end_ns"] - r["start_ns"]), f"+{format_offset(r['start_ns'] - t0)}",
-                    str(r["rank"]), str(r["device"]), _opt(r["stream"]),
+                    str(r["rank"]), str(r["device"]), _opt(r["stream"]), r["name"] or "",
                     _dims(r["grid_x"], r["grid_y"], r["grid_z"]), _dims(r["block_x"], r["block_y"], r["block_z"]),
-                    _opt(r["registers_per_thread"]), r["name"] or ""])
+                    _opt(r["registers_per_thread"])])
     return out
 
 

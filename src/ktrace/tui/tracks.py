@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -104,6 +105,40 @@ class TrackIndex:
     device_busy: dict[tuple[str, int, int], int] = field(default_factory=dict)
     """Exact GPU busy time (union over its streams) per (node, rank, device), once an analysis gave it."""
     _owned: dict[tuple[str, int, str], list[int]] | None = field(default=None, init=False, repr=False)
+    _on_gpu: dict[tuple[str, int, int, int], int] | None = field(default=None, init=False, repr=False)
+
+    @cached_property
+    def multi_rank(self) -> bool:
+        """True when the trace has more than one (node, rank): track titles then start with the rank."""
+        return len({(t.node, t.rank) for t in self.tracks if t.rank >= 0}) > 1
+
+    def title(self, track_id: int) -> str:
+        """The row title of a track in the timeline (see track_title)."""
+        track = self.tracks[track_id]
+        parts = track.key.split("/")
+        if track.kind == "ranges" and len(parts) >= 5 and parts[2][1:].isdigit() and parts[3][1:].isdigit():
+            device = self.gpu_annotations().get((track.node, track.rank, int(parts[2][1:]), int(parts[3][1:])))
+            if device is not None:
+                title = f"GPU annotations · GPU{device} s{parts[3][1:]}"
+                return f"r{track.rank} {title}" if self.multi_rank else title
+        return track_title(track, self.multi_rank)
+
+    def gpu_annotations(self) -> dict[tuple[str, int, int, int], int]:
+        """(node, rank, pid, tid) of the range rows drawn on a GPU -> that GPU's device number.
+
+        Kineto's gpu_user_annotation rows carry pid = device and tid = stream; they belong under the GPU (as in
+        the Perfetto export), not under the host as a "pid 0 / thread 7".
+        """
+        if self._on_gpu is None:
+            ranges = self.trace.ranges
+            found: dict[tuple[str, int, int, int], int] = {}
+            if ranges.height and "on_gpu" in ranges.columns:
+                rows = ranges.filter(pl.col("on_gpu")).select(
+                    pl.col("node").cast(pl.String), "rank", "pid", "tid", "device").unique()
+                for node, rank, pid, tid, device in rows.iter_rows():
+                    found[(str(node), int(rank), int(pid), int(tid))] = int(device if device is not None else pid)
+            self._on_gpu = found
+        return self._on_gpu
 
     @property
     def ready(self) -> bool:
@@ -198,6 +233,21 @@ class TrackIndex:
             lo, hi = np.searchsorted(keys, [key, key + 1])
             out.extend((target, int(r)) for r in order[lo:hi])
         return out
+
+
+def track_title(track: Track, with_rank: bool = False) -> str:
+    """A track's row title in the timeline, the telling part first (it is cut at the label width):
+    "stream 7 · GPU0", "CUDA API · T9946", "ranges lvl 1 · T9946", "r3 stream 7 · GPU0" with several ranks."""
+    parts = track.key.split("/")
+    if track.kind == "stream" and len(parts) >= 4:
+        stream = parts[3][1:]
+        title = f"stream {stream} · GPU{parts[2][3:]}" if stream != "-1" else f"GPU{parts[2][3:]} (no stream)"
+    elif track.kind in ("api", "ops", "ranges") and len(parts) >= 5:
+        what = {"api": "CUDA API", "ops": "operators"}.get(track.kind) or f"ranges lvl {parts[4][4:] or 0}"
+        title = f"{what} · T{parts[3][1:]}"
+    else:
+        title = track.label
+    return f"r{track.rank} {title}" if with_rank and track.rank >= 0 else title
 
 
 def correlation_key(node_id: int, rank: int, corr: int) -> int:

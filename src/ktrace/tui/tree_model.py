@@ -7,6 +7,7 @@ time. Items whose label can change carry `relabel`, which the widget calls when 
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -66,7 +67,9 @@ def _node_children(index: TrackIndex, node: str, ids: list[int]) -> Callable[[],
                 items.append(TreeItem(f"node counters ({len(rids)})", rids, _leaves(index, rids),
                                       key=f"{node}/counters"))
                 continue
-            pids = sorted({_pid(index.tracks[i]) for i in rids} - {""})
+            on_gpu = index.gpu_annotations()
+            host = [i for i in rids if _gpu_of(on_gpu, index.tracks[i], index.tracks[i].key.split("/")) is None]
+            pids = sorted({_pid(index.tracks[i]) for i in host} - {""}, key=natural_key)
             label = f"rank {rank}" + (f" · pid {', '.join(pids)}" if pids else "")
             items.append(TreeItem(label, rids, _rank_children(index, rids), key=f"{node}/{rank}"))
         return items
@@ -84,6 +87,7 @@ def _rank_children(index: TrackIndex, ids: list[int]) -> Callable[[], list[TreeI
         threads: dict[str, list[int]] = defaultdict(list)
         gpus: dict[str, list[int]] = defaultdict(list)
         counters: list[int] = []
+        on_gpu = index.gpu_annotations()
         for i in ids:
             t = index.tracks[i]
             parts = t.key.split("/")
@@ -91,6 +95,8 @@ def _rank_children(index: TrackIndex, ids: list[int]) -> Callable[[], list[TreeI
                 gpus[parts[2]].append(i)
             elif t.kind == "counter":
                 counters.append(i)
+            elif (device := _gpu_of(on_gpu, t, parts)) is not None:
+                gpus[f"gpu{device}"].append(i)  # Kineto's GPU annotations (pid = device, tid = stream)
             else:
                 threads["/".join(parts[2:4])].append(i)
         items = [_thread_item(index, key, tids) for key, tids in sorted(threads.items())]
@@ -100,6 +106,17 @@ def _rank_children(index: TrackIndex, ids: list[int]) -> Callable[[], list[TreeI
         return items
 
     return build
+
+
+def _gpu_of(on_gpu: dict[tuple[str, int, int, int], int], track: Track, parts: list[str]) -> int | None:
+    if track.kind != "ranges" or len(parts) < 4 or not (parts[2][1:].isdigit() and parts[3][1:].isdigit()):
+        return None
+    return on_gpu.get((track.node, track.rank, int(parts[2][1:]), int(parts[3][1:])))
+
+
+def natural_key(text: str) -> tuple[object, ...]:
+    """Sort key reading digit runs as numbers: stream 7 before stream 22 (not "22" < "7")."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
 
 
 def _thread_item(index: TrackIndex, key: str, ids: list[int]) -> TreeItem:
@@ -137,7 +154,7 @@ def _gpu_item(index: TrackIndex, key: str, ids: list[int]) -> TreeItem:
 def _leaves(index: TrackIndex, ids: list[int]) -> Callable[[], list[TreeItem]]:
     def build() -> list[TreeItem]:
         out = []
-        for i in ids:
+        for i in sorted(ids, key=lambda i: (index.tracks[i].kind != "stream", natural_key(index.tracks[i].key))):
             t = index.tracks[i]
             relabel = _stream_label(index, i) if t.kind == "stream" else None
             if relabel is not None:
@@ -145,7 +162,7 @@ def _leaves(index: TrackIndex, ids: list[int]) -> Callable[[], list[TreeItem]]:
             elif t.kind == "counter":
                 label = f"{t.label} ({t.size:,} samples)"
             else:
-                label = f"{t.label.split(' ', 1)[1]} ({t.size:,})"
+                label = f"{index.title(i).split(' · ')[0]} ({t.size:,})"
             out.append(TreeItem(label, [i], None, key=t.key, relabel=relabel))
         return out
 
@@ -172,6 +189,15 @@ def default_rows(index: TrackIndex, limit: int = 14) -> list[int]:
     node, rank = ranks[0]
     order = {"ranges": 0, "ops": 1, "api": 2, "stream": 3}
     mine = [i for i, t in enumerate(index.tracks) if (t.node, t.rank) == (node, rank) and t.kind in order]
-    mine.sort(key=lambda i: (order[index.tracks[i].kind], index.tracks[i].key))
+    mine.sort(key=lambda i: (order[index.tracks[i].kind], natural_key(index.tracks[i].key)))
     util = [i for i, t in enumerate(index.tracks) if t.kind == "counter" and t.label.startswith("gpu.util")]
+    if len(ranks) > 1:  # several ranks: the first rank's top range row and API, then every rank's busiest stream
+        others = []
+        for n, r in ranks:
+            streams = index.tracks_of(n, r, "stream")
+            if streams:
+                others.append(max(streams, key=lambda i: (index.tracks[i].kernel_count, -i)))
+        head = [next(i for i in mine if index.tracks[i].kind == kind) for kind in ("ranges", "api")
+                if any(index.tracks[i].kind == kind for i in mine)]
+        return (head + others + util[:1])[:limit]
     return (mine[: limit - 1] + util[:1])[:limit]

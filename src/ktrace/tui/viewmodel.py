@@ -75,6 +75,13 @@ class Viewport:
         start = t_ns - self.span_ns // 2
         return replace(self, start_ns=start, end_ns=start + self.span_ns)
 
+    def within(self, t0: int, t1: int) -> Viewport:
+        """The same span moved so that it does not run past the trace [t0, t1] (a wider one shows it all)."""
+        if self.span_ns >= t1 - t0:
+            return self if self.start_ns <= t0 and self.end_ns >= t1 else self.show(t0, t1)
+        start = min(max(self.start_ns, t0), t1 - self.span_ns)
+        return replace(self, start_ns=start, end_ns=start + self.span_ns)
+
     def with_width(self, width: int) -> Viewport:
         """Same window on another number of columns."""
         return replace(self, width=max(1, width))

@@ -176,3 +176,23 @@ def test_a_table_of_only_constant_columns_keeps_its_row_count(tmp_path: Path) ->
 ])
 def test_constant_value_detection(chunks: list[pa.Array], expected: list[object]) -> None:
     assert store._constant_value(pa.chunked_array(chunks)) == expected
+
+
+@pytest.mark.parametrize("name", ["nope.ktrace", "nope.json.gz", "nope.sqlite", "nope"])
+def test_a_missing_path_is_a_file_not_found_error(tmp_path: Path, name: str) -> None:
+    import ktrace
+    from ktrace.model.errors import ExitCode
+
+    with pytest.raises(FileNotFoundError, match="no such file") as caught:
+        ktrace.open(tmp_path / name)
+    assert caught.value.exit_code == ExitCode.NOT_FOUND  # type: ignore[attr-defined]
+    assert isinstance(caught.value, TraceFormatError)
+
+
+def test_an_empty_folder_names_every_format_it_looked_for(tmp_path: Path) -> None:
+    import ktrace
+
+    with pytest.raises(TraceFormatError) as caught:
+        ktrace.open(tmp_path)
+    message = str(caught.value)
+    assert ".ktrace" in message and ".json" in message and ".sqlite" in message

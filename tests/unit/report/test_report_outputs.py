@@ -62,7 +62,8 @@ def test_json_is_stable_and_complete(evil_content):  # type: ignore[no-untyped-d
     text = render_json(evil_content)
     assert text == render_json(json.loads(text))  # sorted keys: re-rendering is identity
     doc = json.loads(text)
-    assert set(doc) == {"version", "title", "summary", "steps_histogram", "utilization", "rules", "rule_docs"}
+    assert set(doc) == {"version", "title", "trace", "summary", "steps_histogram", "utilization", "rules",
+                        "rule_docs"}
     rules = {r["rule"]: r for r in doc["rules"]["rules"]}
     assert rules["LaunchBoundKernels"]["status"] == "fired"
     assert rules["LaunchBoundKernels"]["findings"][0]["evidence"][0]["name"] == EVIL
@@ -89,3 +90,30 @@ def test_downsample_bounds_points():
 
     x, y = downsample(np.arange(10_000, dtype=np.int64) * 1_000_000, np.ones(10_000), max_points=100)
     assert len(x) == len(y) == 100 and all(v == 1.0 for v in y)
+
+
+def test_html_names_the_trace_and_puts_triggered_rules_first(synthetic_trace):  # type: ignore[no-untyped-def]
+    from ktrace.report.content import build_report
+    from ktrace.report.html import all_sections, render_html
+
+    content = build_report(synthetic_trace)
+    page = render_html(content)
+    header = page[page.index("<header>"):page.index("</header>")]
+    for host in synthetic_trace.meta.hosts:
+        assert host in header
+    gpu_names = [n for n in synthetic_trace.devices["name"].cast(str).to_list() if n]
+    assert all(n in header for n in gpu_names) and "GPU" in header
+    order = [s.anchor for s in all_sections(content) if s.anchor.startswith("rule-")]
+    by_name = {r["rule"]: r for r in content["rules"]["rules"]}
+    fired = [by_name[a[5:]]["status"] == "fired" for a in order]
+    assert fired == sorted(fired, reverse=True)
+    assert any(fired)
+
+
+def test_markdown_names_the_trace(synthetic_trace):  # type: ignore[no-untyped-def]
+    from ktrace.report.content import build_report
+    from ktrace.report.markdown import render_markdown
+
+    head = render_markdown(build_report(synthetic_trace)).split("## ", 1)[0]
+    assert "**GPU**" in head and "**host**" in head
+    assert all(h in head for h in synthetic_trace.meta.hosts)

@@ -29,6 +29,8 @@ def test_api_without_ktrace_run_is_nvtx_only() -> None:
     with ktrace.annotate("forward"):
         pass
     assert isinstance(ktrace.step(), int)
+    with ktrace.step() as index:  # the block form works without `ktrace run` too
+        assert isinstance(index, int)
     assert ktrace.start() is False and ktrace.stop() is False
 
 
@@ -44,11 +46,39 @@ def test_annotate_and_step_ranges_reach_the_capture(session, tmp_path: Path) -> 
     t = store.read(tmp_path / "run.ktrace")
     names = t.ranges.sort("start_ns")["name"].cast(str).to_list()
     assert names.count("forward") == 3 and names.count("attention") == 3
-    assert [n for n in names if n.startswith("ProfilerStep")] == ["ProfilerStep#0", "ProfilerStep#1"]
+    # The last step has no next step() call: it still counts, ending with the last range inside it.
+    assert [n for n in names if n.startswith("ProfilerStep")] == ["ProfilerStep#0", "ProfilerStep#1",
+                                                                   "ProfilerStep#2"]
     depth = dict(zip(t.ranges["name"].cast(str), t.ranges["depth"], strict=False))
-    assert depth["forward"] == 0 and depth["attention"] == 1
+    assert depth["ProfilerStep#2"] == 0 and depth["forward"] == 1 and depth["attention"] == 2
+    last = t.ranges.filter(t.ranges["name"].cast(str) == "ProfilerStep#2").row(0, named=True)
+    work = t.ranges.filter(t.ranges["name"].cast(str) == "forward").sort("start_ns").row(-1, named=True)
+    assert last["end_ns"] == work["end_ns"]
     assert threading.get_native_id() in t.threads["tid"].to_list()
     assert t.meta.health.get("writer_errors", 0) == 0
+
+
+def test_step_is_also_a_context_manager(session, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`with ktrace.step():` used to raise TypeError: 'int' object does not support the context manager protocol."""
+    s = session(CaptureConfig())
+    for i in range(12):
+        with ktrace.step() as index:
+            assert index == i
+            with ktrace.annotate("forward"):
+                pass
+        with ktrace.annotate("between"):  # outside any step: not nested
+            pass
+    s.close()
+    store.finalize(tmp_path / "run.ktrace")
+    t = store.read(tmp_path / "run.ktrace").ranges.sort("start_ns")
+    names = t["name"].cast(str).to_list()
+    assert [n for n in names if n.startswith("ProfilerStep")] == [f"ProfilerStep#{i}" for i in range(12)]
+    depth = {(r["name"], r["start_ns"]): r["depth"] for r in t.iter_rows(named=True)}
+    assert {d for (n, _), d in depth.items() if n == "forward"} == {1}
+    assert {d for (n, _), d in depth.items() if n == "between"} == {0}
+    steps = t.filter(t["name"].cast(str).str.starts_with("ProfilerStep"))
+    between = t.filter(t["name"].cast(str) == "between")
+    assert (steps["end_ns"].to_numpy() <= between["start_ns"].to_numpy()).all()
 
 
 def test_steps_window_keeps_only_those_steps(session, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

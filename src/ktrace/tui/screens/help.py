@@ -36,7 +36,8 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark", "dismiss", "close")]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > VerticalScroll { width: 90; max-height: 90%; border: round $primary; background: $surface; }
+    HelpScreen > VerticalScroll { width: 90; max-width: 100%; max-height: 100%; border: round $primary;
+                                  background: $surface; }
     """
 
     def compose(self) -> ComposeResult:

@@ -14,7 +14,9 @@ from ktrace.tui.tree_model import TreeItem, tree_roots
 class HostDeviceTree(Tree[TreeItem]):
     """A lazy tree over the track index; children are built when a node is first expanded."""
 
-    DEFAULT_CSS = "HostDeviceTree { width: 44; }"
+    DEFAULT_CSS = "HostDeviceTree { width: 44; border-right: vkey $primary-darken-2; overflow-x: hidden; }"
+    """No horizontal scrollbar: at the foot of the tree it looked like a progress bar left over from loading; the
+    timeline titles and the details pane carry what a cut label hides."""
 
     def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's name
         super().__init__("trace", id=id)

@@ -12,9 +12,10 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from ktrace.analysis.names import distinct_short_names
 from ktrace.tui.keymap import bindings
 from ktrace.tui.messages import KernelOrderReady, SliceSelected
-from ktrace.tui.table_model import COLUMNS, SORTABLE, format_page, kernel_order
+from ktrace.tui.table_model import COLUMNS, NAME, NAME_MIN, SORTABLE, format_page, kernel_order
 
 _HEADER = Style(bold=True, color="black", bgcolor="#4e79a7")
 _CURSOR = Style(bgcolor="#3a3a5a", bold=True)
@@ -40,12 +41,15 @@ class KernelTable(ScrollView, can_focus=True):
         self.cursor = 0
         self.loading_order = False
         self._pages: LRUCache[tuple[int, int], list[list[str]]] = LRUCache(64)
+        self._names: dict[int, dict[str, str]] = {}
+        """Display width -> full kernel name -> distinct short name."""
         self._generation = 0
         self._ordered = True
 
     def set_kernels(self, kernels: pl.DataFrame, t0: int) -> None:
         """Show a trace's kernels (ordered by duration, longest first); sorting waits until the table is shown."""
         self.kernels, self.t0 = kernels, t0
+        self._names.clear()
         self._ordered = False
         if self.display and self.is_on_screen:
             self.on_show()
@@ -83,11 +87,22 @@ class KernelTable(ScrollView, can_focus=True):
         self.refresh()
 
     def _total_width(self) -> int:
-        return sum(c.width + 1 for c in COLUMNS) + 60
+        """The width every column needs (the name at NAME_MIN): wider terminals need no horizontal scrollbar."""
+        return sum(max(c.width, len(c.header) + 2) + 1 for c in COLUMNS if c.width) + NAME_MIN
 
     def _widths(self) -> list[int]:
-        fixed = sum(c.width + 1 for c in COLUMNS if c.width)
-        return [c.width or max(20, self.size.width - fixed) for c in COLUMNS]
+        """Column widths: each at least its header and sort arrow; the name takes what is left (>= NAME_MIN)."""
+        fixed = [max(c.width, len(c.header) + 2) if c.width else 0 for c in COLUMNS]
+        rest = self.size.width - sum(w + 1 for w in fixed if w)
+        return [w or max(NAME_MIN, rest) for w in fixed]
+
+    def _short(self, name: str, width: int) -> str:
+        """The kernel's display name in `width` characters, distinct from every other kernel's at that width."""
+        names = self._names.get(width)
+        if names is None:
+            unique = self.kernels["name"].cast(pl.String).unique().drop_nulls().to_list() if self.kernels.height else []
+            names = self._names[width] = distinct_short_names(unique, width)
+        return names.get(name, name)
 
     def _cells(self, i: int) -> list[str]:
         first = (i // PAGE) * PAGE
@@ -111,7 +126,9 @@ class KernelTable(ScrollView, can_focus=True):
                 msg = "sorting…" if self.loading_order else "no kernel matches the filter"
                 return Strip([Segment(msg, Style(italic=True))]).crop(0, width)
             return Strip.blank(width)
-        text = _join(self._cells(i), widths)
+        cells = list(self._cells(i))
+        cells[NAME] = self._short(cells[NAME], widths[NAME])
+        text = _join(cells, widths)
         return Strip([Segment(text, _CURSOR if i == self.cursor else _ROW)]).crop(0, width)
 
     def selected_row(self) -> int | None:

@@ -20,6 +20,12 @@ from ktrace.tui.tracks import TrackIndex
 from ktrace.tui.viewmodel import RowPaint, Viewport, paint_track, ruler, slice_at, slice_columns
 
 LABEL_W = 22
+"""Width of the track labels (with their divider) in a wide timeline; narrower timelines give them a quarter."""
+
+
+def label_width(width: int) -> int:
+    """Track label width for a timeline `width` columns wide: 22, or a quarter of a narrow one (at least 12)."""
+    return min(LABEL_W, max(12, width // 4))
 """Columns of the row heads."""
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
            "#9c755f", "#86bcb6", "#d37295", "#8cd17d")
@@ -102,7 +108,7 @@ class Timeline(Widget, can_focus=True):
         self._changed()
 
     def _body_width(self) -> int:
-        return max(10, self.size.width - LABEL_W)
+        return max(10, self.size.width - label_width(self.size.width))
 
     def _changed(self, viewport: bool = False) -> None:
         self.refresh()
@@ -119,15 +125,16 @@ class Timeline(Widget, can_focus=True):
         if self.index is None:
             return Strip.blank(width)
         if y == 0:
-            head = "time since start".ljust(LABEL_W - 1)[: LABEL_W - 1] + "│"
+            lw = label_width(width)
+            head = ("time since start" if lw > 17 else "time").ljust(lw - 1)[: lw - 1] + "│"
             return Strip([Segment(head, _HEAD), Segment(ruler(self.viewport, self.index.t0), _RULER)]).crop(0, width)
         row = self.top + y - 1
         if row >= len(self.rows):
             return Strip.blank(width)
         track_id = self.rows[row]
-        track = self.index.tracks[track_id]
-        label = f"{track.rank}:{track.label}" if track.rank >= 0 else track.label
-        head = Segment(label[: LABEL_W - 1].ljust(LABEL_W - 1) + "│", _HEAD_CURSOR if row == self.cursor else _HEAD)
+        lw = label_width(width)
+        label = self.index.title(track_id)
+        head = Segment(label[: lw - 1].ljust(lw - 1) + "│", _HEAD_CURSOR if row == self.cursor else _HEAD)
         return Strip([head, *self._body(track_id)]).crop(0, width)
 
     def paint(self, track_id: int) -> tuple[RowPaint, dict[int, str]]:
@@ -185,7 +192,8 @@ class Timeline(Widget, can_focus=True):
         self._changed(viewport=True)
 
     def action_pan(self, fraction: float) -> None:
-        self.set_viewport(self.viewport.pan(fraction))
+        if self.index is not None:
+            self.set_viewport(self.viewport.pan(fraction).within(self.index.t0, self.index.t1))
 
     def action_zoom(self, factor: float) -> None:
         self.set_viewport(self.viewport.zoom(factor))
@@ -199,7 +207,12 @@ class Timeline(Widget, can_focus=True):
             self.notify(STEPS_PENDING, severity="warning", timeout=3)
             return
         centre = self.viewport.time_at(self.viewport.width / 2)
-        i = self.steps.after(centre) if direction > 0 else self.steps.before(self.viewport.start_ns)
+        first = self.steps.after(self.viewport.start_ns - 1)
+        if direction > 0 and first is not None and first + 1 < len(self.steps) \
+                and self.steps.ends[first + 1] <= self.viewport.end_ns:
+            i: int | None = first  # the window shows several steps (the whole trace): n starts at the first of them
+        else:
+            i = self.steps.after(centre) if direction > 0 else self.steps.before(self.viewport.start_ns)
         if i is None:
             self.notify("no next step" if direction > 0 else "no previous step", severity="warning")
             return
@@ -281,7 +294,11 @@ class Timeline(Widget, can_focus=True):
         self.linked = self._links(self.selection)
         if centre:
             track = self.index.tracks[track_id]
-            self.viewport = self.viewport.centre_on(int(track.starts[pos]))
+            start, end = int(track.starts[pos]), int(track.ends[pos])
+            if self.viewport.span_ns > 50 * max(1, end - start):  # a 2 ms kernel in a 1 s window: zoom to it
+                self.viewport = self.viewport.show(start, end, margin=10.0).with_width(self._body_width())
+            else:
+                self.viewport = self.viewport.centre_on(start)
         table, row = self.index.source(track_id, pos)
         self.post_message(SliceSelected(table, row))
         self._changed(viewport=centre)
@@ -299,7 +316,7 @@ class Timeline(Widget, can_focus=True):
         self.select(*found, centre=True)
 
     def on_click(self, event: events.Click) -> None:
-        if self.index is None or event.y < 1 or event.x < LABEL_W:
+        if self.index is None or event.y < 1 or event.x < label_width(self.size.width):
             return
         row = self.top + event.y - 1
         if row >= len(self.rows):
@@ -308,7 +325,7 @@ class Timeline(Widget, can_focus=True):
         if not self._ready(self.rows[row]):
             self.refresh()
             return
-        pos = slice_at(self.index.tracks[self.rows[row]], self.viewport, event.x - LABEL_W)
+        pos = slice_at(self.index.tracks[self.rows[row]], self.viewport, event.x - label_width(self.size.width))
         if pos is not None:
             self.select(self.rows[row], pos)
         self.refresh()
@@ -324,7 +341,7 @@ class Timeline(Widget, can_focus=True):
         if event.shift:
             self.action_pan(-0.1 * direction)
         else:
-            anchor = max(0, event.x - LABEL_W)
+            anchor = max(0, event.x - label_width(self.size.width))
             self.set_viewport(self.viewport.zoom(1.5 if direction > 0 else 1 / 1.5, anchor))
 
 

@@ -1,0 +1,37 @@
+"""Report figures: every bar its own category, distinct tick names with the full name on hover, clean legends,
+a one-bin histogram that does not fill the width."""
+
+from __future__ import annotations
+
+import html
+
+from ktrace.report import plots
+
+_CLOVER = ("void clover::par_ranged2d_kernel<{fn}(int, int, clover::Buffer2D<double> &)::"
+           "[lambda(int, int) (instance {i})]>(clover::Range2d, T1)")
+
+
+def test_bars_never_share_a_category_and_hover_shows_the_full_name() -> None:
+    names = [_CLOVER.format(fn="advec_mom_kernel", i=i) for i in (1, 2, 3)] + ["other"]
+    fig = plots.hbar("Top kernels by launch count", names, [740.0, 370.0, 370.0, 9.0], "launches")
+    bar = fig["data"][0]
+    assert len(set(bar["y"])) == len(names)  # plotly stacks bars that share a y value
+    ticks = fig["layout"]["yaxis"]["ticktext"]
+    assert len(set(ticks)) == len(names) and "other" in ticks
+    assert all(len(html.unescape(t)) <= plots.MAX_TICK_CHARS for t in ticks)
+    assert html.escape(names[0]) in bar["hovertext"]
+    assert dict(zip(fig["layout"]["yaxis"]["tickvals"], ticks, strict=True))[bar["y"][-1]] == ticks[-1]
+
+
+def test_pie_legend_drops_placeholder_words() -> None:
+    fig = plots.pie("GPU memory operations", ["memset - -", "memcpy HtoD pinned"], [1.0, 2.0])
+    assert fig["data"][0]["labels"] == ["memset", "memcpy HtoD pinned"]
+    assert fig["data"][0]["textposition"] == "inside"
+
+
+def test_one_bin_histogram_is_a_bar_from_zero() -> None:
+    fig = plots.histogram("Step time distribution", [1210.3, 1211.3], [1], "ms")
+    xaxis = fig["layout"]["xaxis"]
+    assert xaxis["range"][0] == 0.0 and xaxis["range"][1] > 1211.3
+    assert fig["data"][0]["width"][0] >= xaxis["range"][1] / 40
+    assert fig["layout"]["yaxis"]["dtick"] == 1

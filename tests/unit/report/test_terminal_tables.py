@@ -1,0 +1,95 @@
+"""Terminal tables at 80 columns: numbers are never cut, kernel names shrink but stay distinct."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from ktrace.report.format import fmt_ns
+from ktrace.report.terminal import format_bytes, print_table
+
+_CLOVER = ("void clover::par_ranged2d_kernel<{fn}(int, int, int, int, clover::Buffer2D<double> &, "
+           "clover::Buffer2D<double> &)::[lambda(int, int) (instance {i})]>(clover::Range2d, T1)")
+
+
+def _render(rows, columns=None, share_bar=None, width=80):  # type: ignore[no-untyped-def]
+    out = io.StringIO()
+    print_table(Console(file=out, width=width, color_system=None, force_terminal=False), "t", rows, columns,
+                share_bar)
+    return out.getvalue()
+
+
+def test_step_table_numbers_are_whole_at_80_columns() -> None:
+    rows = [{"node": "nid008553-a-long-hostname", "rank": 0, "steps": 4, "total_ns": 259_700_000,
+             "mean_ns": 64_920_000, "std_ns": 224_880_000, "p95_ns": 65_100_000, "p99_ns": 65_100_000}]
+    text = _render(rows)
+    assert all(len(line) <= 80 for line in text.splitlines())
+    for key in ("total_ns", "mean_ns", "p95_ns"):
+        assert fmt_ns(rows[0][key]) in text
+    assert "…" not in text.replace("nid008553", "")  # only the node name may yield
+
+
+def test_kernel_names_stay_distinct_and_numbers_whole_at_80_columns() -> None:
+    names = [_CLOVER.format(fn=fn, i=i) for fn in ("PdV_kernel", "advec_mom_kernel", "advec_cell_kernel")
+             for i in (1, 2, 7, 11)]
+    rows = [{"name": n, "count": 10 + i, "total_ns": 19_404_589 - i * 1000, "mean_ns": 1_940_458, "p50_ns": 1,
+             "p95_ns": 1_950_000, "max_ns": 2, "time_share": 0.066} for i, n in enumerate(names)]
+    rows.append({"name": "other", "count": 1108, "total_ns": 87_070_000, "mean_ns": 78_580, "p50_ns": None,
+                 "p95_ns": None, "max_ns": None, "time_share": 0.296})
+    text = _render(rows, share_bar="time_share")
+    body = [line for line in text.splitlines()[3:] if line.strip()]
+    shown = [line.split("  ")[0].strip() for line in body]
+    assert len(set(shown)) == len(rows), shown
+    assert all(len(line) <= 80 for line in text.splitlines())
+    assert "19.40 ms" in text and "1.94 ms" in text and "6.6 %" in text
+    assert "<…>" not in text
+
+
+def test_bytes_are_humanized() -> None:
+    assert format_bytes(512) == "512 B"
+    assert format_bytes(2_900_000) == "2.9 MB"
+    assert format_bytes(3.2e9) == "3.2 GB"
+    text = _render([{"op": "memcpy", "count": 3, "bytes": 3_200_000_000}])
+    assert "3.2 GB" in text
+
+
+def test_counters_name_their_core_and_humanize_bytes_at_80_columns() -> None:
+    from ktrace.report.terminal import _counter_rows
+
+    stats = {"samples": 2, "min": 0.0, "p50": 50.0, "p95": 95.0, "p99": 99.0, "max": 100.0, "mean": 50.0}
+    rows = [{"node": "vm", "metric": "cpu.core.util", "instance": 0, **stats},
+            {"node": "vm", "metric": "cpu.core.util", "instance": 1, **stats},
+            {"node": "vm", "metric": "mem.used_bytes", "instance": -1, **stats, "max": 2_467_532_800.0,
+             "mean": 2_464_126_976.0}]
+    text = _render(_counter_rows(rows))
+    assert "cpu.core.util[0]" in text and "cpu.core.util[1]" in text
+    assert "2.5 GB" in text and "2,467,532,800" not in text
+    assert all(len(line) <= 80 for line in text.splitlines()) and "…" not in text
+
+
+def test_host_wide_rank_reads_as_a_dash_not_minus_one() -> None:
+    text = _render([{"resource": "cpu", "method": "counter", "node": "vm", "rank": -1, "instance": -1,
+                     "active_share": 0.5}])
+    assert "-1" not in text
+
+
+def test_notes_come_before_the_tables(synthetic_trace) -> None:  # type: ignore[no-untyped-def]
+    from ktrace.analysis.summary import summarize
+    from ktrace.report.terminal import render_summary
+
+    trace = synthetic_trace.with_meta(synthetic_trace.meta.with_health({}, ("input was truncated at 2 GB",)))
+    out = io.StringIO()
+    render_summary(summarize(trace), Console(file=out, width=100, color_system=None, force_terminal=False))
+    text = out.getvalue()
+    assert text.index("input was truncated") < text.index("job phases")
+
+
+def test_active_share_and_mean_utilization_say_how_they_differ(synthetic_trace) -> None:  # type: ignore[no-untyped-def]
+    from ktrace.analysis.summary import summarize
+    from ktrace.report.terminal import render_summary
+
+    out = io.StringIO()
+    render_summary(summarize(synthetic_trace), Console(file=out, width=240, color_system=None, force_terminal=False))
+    text = " ".join(out.getvalue().split())  # the title wraps at the table width
+    assert "mean util = mean sample, lower than the active share when the device is partly busy" in text
