@@ -132,6 +132,9 @@ class CaptureSession:
         """Drain, decode and append everything recorded so far (writer thread, or close())."""
         if self._dead:
             return
+        if (self.root / "meta.json").exists() or not self.root.is_dir():  # finalized: we outlived its wait
+            self._dead = True
+            return
         self._ensure_writer()
         if self.backend is not None:
             self._decoder.name_of = self.backend.name_of
