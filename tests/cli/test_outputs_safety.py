@@ -253,7 +253,7 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
     try:
         yield mount
     finally:
-        subprocess.run(["umount", str(mount)], check=False)
+        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 @pytest.mark.parametrize("verb", sorted(WRITERS))
@@ -283,3 +283,51 @@ def test_summary_to_a_full_device_is_one_line(tmp_path: Path) -> None:
         res = subprocess.run([PY, "-m", "ktrace", "summary", str(root)], stdout=full, stderr=subprocess.PIPE,
                              text=True, timeout=120)
     assert res.returncode == 1 and res.stderr.count("\n") == 1 and "No space left" in res.stderr, res.stderr
+
+
+# ----- ktrace run: processes left running, a full disk at finalize -----
+
+DETACHED = """
+import subprocess, sys
+child = '''
+import time, ktrace
+for i in range(600):
+    with ktrace.annotate("r"):
+        pass
+    time.sleep(0.003)
+'''
+subprocess.Popen([sys.executable, "-c", child], start_new_session=True)
+"""
+
+
+def test_run_waits_for_a_detached_child_still_writing(tmp_path: Path) -> None:
+    (tmp_path / "spawn.py").write_text(DETACHED)
+    res = ktrace("run", "-o", "d.ktrace", "--no-counters", "--", PY, "spawn.py", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "waiting up to 30 s for 1 traced process" in res.stderr
+    trace = store.read(tmp_path / "d.ktrace")
+    assert trace.ranges["name"].cast(str).to_list().count("r") == 600
+    assert "processes_still_running" not in trace.meta.health
+
+
+def test_run_reports_a_child_that_outlives_the_wait(tmp_path: Path) -> None:
+    (tmp_path / "spawn.py").write_text(DETACHED.replace("0.003", "0.05"))
+    res = ktrace("run", "-o", "d.ktrace", "--no-counters", "--wait", "0.5", "--", PY, "spawn.py", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "still running when the trace was finalized" in res.stderr
+    time.sleep(1)  # the child goes on, and must not write into the finalized trace
+    trace = store.read(tmp_path / "d.ktrace")
+    assert trace.meta.health["processes_still_running"] == 1
+    assert not list((tmp_path / "d.ktrace").rglob("partition.json"))
+
+
+def test_run_on_a_full_disk_keeps_the_exit_code_and_the_capture(tiny_disk: Path) -> None:
+    free = os.statvfs(tiny_disk)
+    (tiny_disk / "filler").write_bytes(b"\0" * (free.f_bavail * free.f_frsize - (12 << 10)))
+    script = tiny_disk.parent / "big.py"
+    script.write_text("import ktrace, sys\nfor i in range(30000):\n    with ktrace.annotate(f'range {i}'):\n"
+                      "        pass\nsys.exit(3)\n")
+    res = ktrace("run", "-o", str(tiny_disk / "r.ktrace"), "--no-counters", "--", PY, str(script))
+    assert res.returncode == 3, res.stderr
+    assert "Traceback" not in res.stderr
+    assert "disk full" in res.stderr or "trace written" in res.stderr

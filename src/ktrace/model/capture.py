@@ -86,8 +86,12 @@ class CaptureWriter:
     def close(self) -> None:
         """End every stream (the files stay readable as streams until finalize())."""
         for sink, writer in self._writers.values():
-            writer.close()
-            sink.close()
+            try:
+                writer.close()
+            except OSError:
+                pass  # a full disk: the batches flushed before stay readable
+            finally:
+                sink.close()
         self._writers.clear()
 
 

@@ -218,6 +218,8 @@ class CaptureSession:
             if self._decoder is not None:
                 self._add_health(self._decoder.close())
             self._write_meta(final=True)
+        except OSError as exc:  # a full disk: the job must not die of it; what was flushed stays readable
+            self.note(f"ktrace writer error: {exc.strerror or exc}")
         finally:
             self._closed = True
             if self._writer is not None:
