@@ -297,6 +297,7 @@ for i in range(600):
     time.sleep(0.003)
 '''
 subprocess.Popen([sys.executable, "-c", child], start_new_session=True)
+import time; time.sleep(1)  # the child's tracer has started: a process not yet traced cannot be waited for
 """
 
 

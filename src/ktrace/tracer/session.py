@@ -132,7 +132,8 @@ class CaptureSession:
         """Drain, decode and append everything recorded so far (writer thread, or close())."""
         if self._dead:
             return
-        if (self.root / "meta.json").exists() or not self.root.is_dir():  # finalized: we outlived its wait
+        if (self.root / "meta.json").exists() or (self._writer is not None and not self.root.is_dir()):
+            # `ktrace run` finalized (or published) the trace: we outlived its wait
             self._dead = True
             return
         self._ensure_writer()
