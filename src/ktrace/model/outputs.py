@@ -284,9 +284,31 @@ def _same_file(fd: int, path: Path) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
-def temp_sibling(target: Path) -> Path:
+def temp_sibling(target: Path, kind: str = "tmp") -> Path:
     """A fresh temporary name beside `target` that keeps its name's ending (so `.gz` still means gzip)."""
-    return target.parent / f"{_TEMP_PREFIX}{secrets.token_hex(4)}-{target.name}"
+    return target.parent / f".ktrace-{kind}-{secrets.token_hex(4)}-{target.name}"
+
+
+def _remove_stale_temporaries(target: Path) -> None:
+    """Remove what killed writers of `target` left beside it (we hold its lock: none of them is alive)."""
+    stale = re.compile(rf"^{re.escape(_TEMP_PREFIX)}[0-9a-f]{{8}}-{re.escape(target.name)}$")
+    with contextlib.suppress(OSError):
+        for entry in target.parent.iterdir():
+            if not stale.match(entry.name) or entry.is_symlink():
+                continue
+            if (entry / CAPTURE_MARKER).exists():
+                _keep_partial(entry, target)  # a killed `ktrace run --force`'s recording: the user's data
+            else:
+                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+
+
+def _keep_partial(folder: Path, target: Path) -> Path:
+    """Move `folder` to NAME.partial (or NAME.partial-2, ...) beside `target`; the new path."""
+    kept, n = target.with_name(f"{target.name}.partial"), 2
+    while kept.exists() or kept.is_symlink():
+        kept, n = target.with_name(f"{target.name}.partial-{n}"), n + 1
+    os.replace(folder, kept)
+    return kept
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -360,6 +382,7 @@ class Output:
         self.replaces = check_target(self.target, fmt, force=force, inputs=inputs)
         self._lock.acquire()
         try:
+            _remove_stale_temporaries(self.target)
             self.replaces = check_target(self.target, fmt, force=force, inputs=inputs)  # as it is now we hold it
             self.in_place = in_place and fmt.folder and not self.replaces
             self.staging = self.target if self.in_place or not fmt.folder else temp_sibling(self.target)
@@ -376,7 +399,7 @@ class Output:
                 _fsync_dir(self.staging)
                 old = None
                 if self.target.exists():
-                    old = temp_sibling(self.target)
+                    old = temp_sibling(self.target, "old")  # not a stale temporary: never removed unseen
                     os.replace(self.target, old)
                 os.replace(self.staging, self.target)
                 _fsync_dir(self.target.parent)
@@ -397,9 +420,14 @@ class Output:
             self._lock.release()
 
     def keep(self) -> None:
-        """Leave the staged folder where it is (a capture worth keeping) and release the lock."""
-        self._done = True
-        self._lock.release()
+        """Keep the staged folder (a capture worth keeping) under a visible name beside the target when it was
+        a temporary one (NAME.partial, NAME.partial-2, ...); release the lock."""
+        try:
+            if self.fmt.folder and self.staging != self.target and self.staging.exists():
+                self.staging = _keep_partial(self.staging, self.target)
+            self._done = True
+        finally:
+            self._lock.release()
 
     def __enter__(self) -> Output:
         return self

@@ -3,6 +3,7 @@ and meta.json (written last: it marks the trace complete) with job, capture, hea
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -37,6 +38,51 @@ def _pid_alive(pid: int) -> bool:
     return state not in ([b"Z"], [b"X"])
 
 
+_STARTUP_GRACE_S = 2.0
+"""How long a process of the run that has not started its tracer yet gets to start it (Python's startup)."""
+
+
+def _owners(root: Path) -> set[int]:
+    from ktrace.model.store import partitions
+
+    pids = set()
+    for _, _, folder in partitions(root):
+        with contextlib.suppress(OSError, ValueError):
+            pids.add(int((folder / ".owner").read_text().strip()))
+    return pids
+
+
+def _processes_of_run(root: Path) -> set[int]:
+    """Live processes started under this run (their environment names its capture folder)."""
+    from ktrace.tracer.config import ENV_CAPTURE_DIR
+
+    needle = f"\0{ENV_CAPTURE_DIR}={root.resolve()}\0".encode()
+    pids = set()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/environ", "rb") as f:
+                    environ = b"\0" + f.read()
+            except OSError:
+                continue
+            if needle in environ and _pid_alive(int(entry.name)):
+                pids.add(int(entry.name))
+    return pids
+
+
+def _let_tracers_start(root: Path) -> None:
+    """Give processes of the run that have not claimed a partition yet a moment to do so (a detached child
+    started just before the command ended), so that the wait below knows about them."""
+    pending = _processes_of_run(root) - _owners(root)
+    deadline = time.monotonic() + _STARTUP_GRACE_S
+    while pending and time.monotonic() < deadline:
+        time.sleep(0.1)
+        owners = _owners(root)
+        pending = {p for p in pending if p not in owners and _pid_alive(p)}
+
+
 def running_traced(root: Path) -> list[int]:
     """Pids of traced processes that are still running and have not closed their partition."""
     from ktrace.model.store import PARTITION_META_FILE, partitions
@@ -59,6 +105,8 @@ def running_traced(root: Path) -> list[int]:
 def wait_for_traced(root: Path, timeout_s: float, say: Any) -> list[int]:
     """Wait up to `timeout_s` for traced processes still running (detached children); Ctrl-C stops waiting.
     Returns the pids still running after that."""
+    if timeout_s > 0:
+        _let_tracers_start(root)
     pids = running_traced(root)
     if not pids or timeout_s <= 0:
         return pids
