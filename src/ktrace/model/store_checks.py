@@ -30,6 +30,8 @@ def load_json_object(path: Path, what: str) -> dict[str, Any]:
     """The JSON object in `path`, or TraceFormatError saying why it is not one."""
     if path.is_dir():
         raise TraceFormatError(f"{path}: is a folder, not the {what} file")
+    if not path.is_file():  # a FIFO would block the reader, a device never end
+        raise TraceFormatError(f"{path}: is not a regular file, not the {what} file")
     try:
         with path.open("rb") as f:
             data = f.read(_MAX_JSON_BYTES + 1)

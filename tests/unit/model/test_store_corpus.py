@@ -8,11 +8,13 @@ columns (extra, missing, wrong type, truncated, a folder in place of a file).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.ipc  # noqa: F401 - pa.ipc
 import pyarrow.parquet as pq
 import pytest
 
@@ -42,6 +44,20 @@ def _as_folder(path: Path) -> None:
     path.mkdir()
 
 
+def _fifo(path: Path) -> None:
+    path.unlink()
+    os.mkfifo(path)
+
+
+def _bad_capture_stream(root: Path) -> None:
+    w = store.CaptureWriter(root, "node0", 5)
+    w.append("kernels", pa.table({"start_ns": [1], "end_ns": [2], "device": pa.array([0], pa.int32()), "name": ["k"]}))
+    w.close()
+    stream = root / "node=node0" / "rank=5" / "kernels.arrows"
+    with pa.OSFile(str(stream), "wb") as f, pa.ipc.new_stream(f, pa.schema([("start_ns", pa.string())])) as out:
+        out.write_table(pa.table({"start_ns": ["soon"]}))
+
+
 def _big_rank(root: Path) -> None:
     shutil.copytree(root / "node=node0" / "rank=0", root / "node=node0" / f"rank={2**31}")
 
@@ -63,6 +79,8 @@ VARIANTS: dict[str, tuple[Callable[[Path], None], str]] = {
     "partition_health": (lambda r: _replace(r, "node=node0/rank=0/partition.json", '{"health": 3}'),
                          "health is a int"),
     "rank_beyond_int32": (_big_rank, "out of range"),
+    "meta_fifo": (lambda r: _fifo(r / "meta.json"), "is not a regular file"),
+    "capture_stream_wrong_type": (_bad_capture_stream, "column start_ns is string"),
     "extra_column": (lambda r: _kernels(r, lambda t: t.append_column("bogus", pa.array([1] * t.num_rows))),
                      "unknown column(s) bogus"),
     "missing_column": (lambda r: _kernels(r, lambda t: t.drop_columns(["start_ns"])), "required column(s) start_ns"),
