@@ -7,6 +7,7 @@ Each verb module defines `add_arguments(parser)` and `run(args) -> int`.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import sys
@@ -97,6 +98,7 @@ def _run_verb(verb: str, rest: list[str]) -> int:
     ns = parser.parse_args(rest)
     try:
         code = module.run(ns)  # type: ignore[attr-defined]
+        sys.stdout.flush()  # a full disk behind stdout shows here, not as a traceback at exit
     except KtraceError as exc:
         print(f"ktrace {verb}: error: {exc}", file=sys.stderr)
         return int(exc.exit_code)
@@ -107,4 +109,12 @@ def _run_verb(verb: str, rest: list[str]) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG):
+            raise
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        where = exc.filename or "standard output"
+        print(f"ktrace {verb}: error: cannot write {where}: {exc.strerror}", file=sys.stderr)
+        return int(ExitCode.FAILURE)
     return int(code or 0)

@@ -7,6 +7,9 @@ network, GPU utilization/memory/power). Chrome JSON is for tools that read only 
 table into the output folder (for DuckDB, pandas, spreadsheets).
 
 The format comes from -f, else from the output's extension (.pftrace[.gz], .json[.gz], a folder: parquet).
+The output appears only once complete (Ctrl-C or a full disk leave an older one as it was); its folder is
+created if missing. An existing output is replaced only with --force, and only when it is an export of the
+same format (never the input, never another file or folder).
 
 examples:
   ktrace export run.ktrace -o run.pftrace.gz                  open in ui.perfetto.dev
@@ -26,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ktrace.cli.options import add_trace_argument, open_trace
-from ktrace.model.errors import ExitCode, KtraceError
+from ktrace.model.errors import ExitCode
 
 FORMATS = ("perfetto", "chrome", "parquet", "csv")
 _SUFFIXES = {"perfetto": ".pftrace", "chrome": ".json", "parquet": "", "csv": ""}
@@ -38,7 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-f", "--format", choices=FORMATS,
                         help="output format (default: from the output's extension, else perfetto)")
     parser.add_argument("-o", "--output", help="output file (perfetto, chrome; add .gz to compress) or folder "
-                                               "(parquet, csv); default: next to the input")
+                                               "(parquet, csv); default: the input's name in the current folder")
+    parser.add_argument("--force", action="store_true",
+                        help="replace the output if it exists and is a ktrace export of the same format")
     parser.add_argument("--window", metavar="START:END",
                         help="keep only what overlaps this window: seconds from the trace start (1.5:3, 10:) "
                              "or absolute epoch ns")
@@ -72,12 +77,15 @@ def default_output(trace_path: str, fmt: str) -> str:
     return stem + (_SUFFIXES[fmt] or f"-{fmt}")
 
 
-def _check_output(output: str, fmt: str) -> None:
-    parent = Path(output).parent
-    if not parent.exists():
-        raise KtraceError(f"{output}: folder {parent} does not exist", ExitCode.NOT_FOUND)
-    if fmt in ("perfetto", "chrome") and Path(output).is_dir():
-        raise KtraceError(f"{output}: is a folder; {fmt} writes one file", ExitCode.USAGE)
+def output_format(fmt: str) -> Any:
+    """The OutputFormat of an export format (which existing outputs --force may replace)."""
+    from ktrace.model import outputs
+
+    if fmt in ("parquet", "csv"):
+        from ktrace.model.schema import TABLES
+
+        return outputs.table_folder(TABLES, fmt)
+    return outputs.PERFETTO if fmt == "perfetto" else outputs.CHROME
 
 
 def load_findings(trace: Any) -> list[Any]:
@@ -109,10 +117,11 @@ def run(args: argparse.Namespace) -> int:
     """Open, cut, export; print one line saying what was written."""
     from ktrace.cli.progress import progress_bar
     from ktrace.exporters.selection import parse_ranks, parse_window, select
+    from ktrace.model.outputs import Output, check_target
 
     fmt = args.format or infer_format(args.output)
     output = args.output or default_output(args.trace, fmt)
-    _check_output(output, fmt)
+    check_target(Path(output), output_format(fmt), force=args.force, inputs=[Path(args.trace)])
     ranks = parse_ranks(args.ranks) if args.ranks else None
     trace: Any = open_trace(args.trace, progress=not args.no_progress)
     if args.window or ranks is not None:
@@ -125,8 +134,10 @@ def run(args: argparse.Namespace) -> int:
     findings = load_findings(trace) if args.findings else []
     if findings and fmt != "perfetto":
         print(f"ktrace export: note: findings are drawn only in perfetto exports, not {fmt}", file=sys.stderr)
-    with progress_bar(f"writing {output}", enabled=False if args.no_progress else None) as bar:
-        summary = _export(trace, output, fmt, findings, bar)
+    with progress_bar(f"writing {output}", enabled=False if args.no_progress else None) as bar, \
+            Output(output, output_format(fmt), force=args.force, inputs=[Path(args.trace)]) as target:
+        # Files are written whole by the exporters (a temporary sibling renamed); table folders are staged here.
+        summary = _export(trace, str(target.staging), fmt, findings, bar)
     print(f"wrote {output}: {summary}")
     return int(ExitCode.OK)
 

@@ -3,6 +3,8 @@
 SRC is a Kineto .json / .json.gz file, a folder of per-rank Kineto files (one multi-rank trace:
 ranks from distributedInfo, else from names like worker3 / rank3), or an nsys .sqlite export.
 Importing once makes every later command fast; `ktrace.open()` also reads SRC directly.
+OUT appears only once it is complete; an existing OUT is replaced only with --force and only when it is a
+.ktrace store (never SRC, never a folder holding anything else).
 Secret-looking metadata (tokens, keys, passwords) is scrubbed on import; `ktrace info` shows how
 many values were scrubbed and what was dropped or orphaned (trace health).
 
@@ -16,7 +18,6 @@ examples:
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
 
@@ -31,41 +32,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the .ktrace folder to write")
     parser.add_argument("--with-ops", action="store_true",
                         help="Kineto: also import cpu_op events into the ops table (slower, bigger)")
-    parser.add_argument("--force", action="store_true", help="replace OUT if it already exists")
+    parser.add_argument("--force", action="store_true",
+                        help="replace OUT if it exists and is a .ktrace store (anything else is never replaced)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
-
-
-def _check_output(out: Path, force: bool) -> None:
-    from ktrace.model.store import is_store
-
-    if not out.exists():
-        return
-    if not force:
-        raise KtraceError(f"{out} exists (use --force to replace it)", ExitCode.USAGE)
-    if out.is_dir() and not is_store(out):
-        raise KtraceError(f"{out} is a folder that is not a .ktrace store; refusing to replace it", ExitCode.USAGE)
-    if out.is_dir():
-        shutil.rmtree(out)
-    else:
-        out.unlink()
 
 
 def run(args: argparse.Namespace) -> int:
     """Import SRC and write OUT; print a one-line summary (and the health counts that matter)."""
     from ktrace.cli.progress import progress_bar
     from ktrace.importers import detect, load
+    from ktrace.model.outputs import STORE, Output, check_target
     from ktrace.model.store import write
 
     src, out = Path(args.src), Path(args.output)
     kind = detect(src)
     if kind == "ktrace":
         raise KtraceError(f"{src} is already a .ktrace store", ExitCode.USAGE)
-    _check_output(out, args.force)
+    check_target(out, STORE, force=args.force, inputs=[src])  # before the (long) import, as Output does again
     options = {"with_ops": True} if args.with_ops and kind == "kineto" else {}
     with progress_bar(f"importing {src.name}", enabled=False if args.no_progress else None) as bar:
         trace = load(src, progress=bar, **options)
-    write(trace, out)
+    # Written to a temporary sibling and renamed into place whole: Ctrl-C or a full disk leave OUT as it was.
+    with Output(out, STORE, force=args.force, inputs=[src]) as staged:
+        write(trace, staged.staging)
     if not args.quiet:
         _print_summary(trace, out)
     return int(ExitCode.OK)

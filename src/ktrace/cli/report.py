@@ -2,6 +2,8 @@
 evidence, and the SageMaker-Profiler-style dashboard (utilization over time, top kernels, step-time histogram,
 precision / activity / memory-op pies, annotation histograms).
 
+The output file appears only once complete and its folder is created if missing; an existing file is replaced
+only with --force, and only when it is a ktrace report of the same format.
 The HTML report is one self-contained file with interactive plots that works offline (plotly.js inlined).
 Markdown and JSON carry the same content (JSON is a stable contract: sorted keys, rounded floats).
 
@@ -37,6 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "default: forward/backward/optimizer.step when present)")
     parser.add_argument("--top", type=int, default=15, help="rows in the top-kernel panels (default 15)")
     parser.add_argument("--title", default="", help="report title")
+    parser.add_argument("--force", action="store_true",
+                        help="replace the output file if it exists and is a ktrace report of the same format")
     add_rules_arguments(parser)
 
 
@@ -70,21 +74,24 @@ def run(args: argparse.Namespace) -> int:
 
     if args.top < 1:
         raise KtraceError("--top must be at least 1", ExitCode.USAGE)
+    from ktrace.model import outputs
+
     config = rules_config(args)
     fmt = output_format(args)
+    target = args.output or ("report.html" if fmt == "html" else None)
+    kind = {"md": outputs.MD_REPORT, "json": outputs.JSON_REPORT}.get(fmt, outputs.HTML_REPORT)
+    if target is not None:  # refuse before the analysis, not after it
+        outputs.check_target(Path(target), kind, force=args.force, inputs=[Path(args.trace)])
     trace = open_trace(args.trace)
     with progress_bar("analysing") as bar:
         content = build_report(trace, config=config, annotations=tuple(args.annotate), top=args.top,
                                title=args.title, progress=bar)
     text = render(content, fmt)
-    target = args.output or ("report.html" if fmt == "html" else None)
     if target is None:
         sys.stdout.write(text)
         return 0
-    try:
-        Path(target).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise KtraceError(f"cannot write {target}: {exc.strerror or exc}") from None
+    with outputs.Output(target, kind, force=args.force, inputs=[Path(args.trace)]):
+        outputs.write_atomically(target, text.encode())
     counts = content["rules"]["counts"]
     print(f"wrote {target} ({len(text.encode()) / 1e6:.1f} MB): {counts['error']} errors, "
           f"{counts['warning']} warnings, {counts['info']} notes", file=sys.stderr)

@@ -26,7 +26,6 @@ in the program (works without ktrace run too, as NVTX):
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `ktrace run`."""
     parser.add_argument("-o", "--output", metavar="PATH",
                         help="the .ktrace folder to write (default: run.ktrace, run-2.ktrace, ... in the cwd)")
-    parser.add_argument("--force", action="store_true", help="replace PATH if it exists")
+    parser.add_argument("--force", action="store_true",
+                        help="replace PATH if it is a .ktrace store (anything else is never replaced); the old "
+                             "trace stays until the new one is complete")
+    parser.add_argument("--wait", type=float, default=30.0, metavar="S",
+                        help="when the command ends, wait up to S seconds for traced processes it left running "
+                             "(detached children) to write their trace (default: 30)")
     win = parser.add_argument_group("capture window")
     win.add_argument("--delay", type=float, default=0.0, metavar="S", help="start recording S seconds after launch")
     win.add_argument("--duration", type=float, default=None, metavar="S", help="record for S seconds, then stop")
@@ -83,20 +87,10 @@ def parse_config(args: argparse.Namespace) -> Any:
 
 
 def output_path(args: argparse.Namespace) -> Path:
-    """The run folder: -o PATH (must not exist unless --force) or the next free run-N.ktrace."""
+    """The run folder: -o PATH or the next free run-N.ktrace."""
     from ktrace.tracer.launcher import default_output
 
-    if not args.output:
-        return default_output(Path.cwd())
-    path = Path(args.output)
-    if path.exists():
-        if not args.force:
-            raise KtraceError(f"{path} exists; choose another -o or add --force to replace it", ExitCode.USAGE)
-        if path.is_dir() and not (path / "meta.json").exists() and any(path.iterdir()) \
-                and not any(path.glob("node=*")):
-            raise KtraceError(f"{path} is a non-empty folder that is not a trace; not replacing it", ExitCode.USAGE)
-        shutil.rmtree(path) if path.is_dir() else path.unlink()
-    return path
+    return Path(args.output) if args.output else default_output(Path.cwd())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -108,21 +102,44 @@ def run(args: argparse.Namespace) -> int:
         command = command[1:]
     if not command:
         raise KtraceError("no command given: ktrace run [options] -- COMMAND ...", ExitCode.USAGE)
+    from ktrace.model.outputs import STORE, Output
+
     config = parse_config(args)
-    root = output_path(args)
+    if args.wait < 0:
+        raise KtraceError("--wait must be >= 0 (seconds)", ExitCode.USAGE)
     quiet = args.quiet
 
     def say(line: str) -> None:
         if not quiet:
             print(f"ktrace: {line}", file=sys.stderr, flush=True)
 
-    result = run_command(python_command(command), config, root, say)
+    # A new PATH is recorded in place; an existing trace (--force) stays until the new one is complete.
+    out = Output(output_path(args), STORE, force=args.force, in_place=True)
+    try:
+        result = run_command(python_command(command), config, out.staging, say, args.wait)
+    except KtraceError:
+        out.discard()  # nothing was recorded (command not found): no folder left to block the retry
+        raise
+    except BaseException:
+        out.keep()  # whatever was recorded stays readable
+        raise
+    return _finish(out, result, say, quiet)
+
+
+def _finish(out: Any, result: Any, say: Any, quiet: bool) -> int:
+    """Publish the finalized trace (or keep the raw capture and say why); the command's exit code."""
+    if result.finalize_error:
+        out.keep()
+        print(f"ktrace run: error: {result.finalize_error} in {out.staging} (ktrace summary reads it)",
+              file=sys.stderr)
+        return int(result.exit_code)
+    result.root = out.publish()
     for note in result.notes:
         if note not in result.printed:
             say(note)
     if not quiet:
         _print_summary(result)
-    return result.exit_code
+    return int(result.exit_code)
 
 
 def _print_summary(result: Any) -> None:

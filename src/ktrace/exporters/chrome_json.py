@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -19,6 +21,7 @@ from ktrace.exporters.perfetto_layout import counter_title, nesting_lanes
 from ktrace.exporters.perfetto_slices import STREAM_KINDS, THREAD_KINDS, launch_pairs, rank_slices
 from ktrace.exporters.perfetto_tracks import process_name, process_order
 from ktrace.model.errors import ProgressFn, no_progress
+from ktrace.model.outputs import atomic_file
 from ktrace.model.schema import NODE_RANK
 from ktrace.model.trace import Trace
 
@@ -152,10 +155,14 @@ def _counter_lines(trace: Trace, node: str, rank: int, pid: int, t0: int) -> pl.
                                                "title", pl.lit(pid), _us(pl.col("ts_ns") - t0), "value"))[:, 0]
 
 
-def _open(path: str | Path) -> IO[bytes]:
-    if str(path).endswith(".gz"):
-        return gzip.open(path, "wb", compresslevel=6)  # type: ignore[return-value]
-    return Path(path).open("wb")
+@contextmanager
+def _open(path: str | Path) -> Iterator[IO[bytes]]:
+    with atomic_file(path) as f:  # the file appears whole or not at all (Ctrl-C, disk full)
+        if str(path).endswith(".gz"):
+            with gzip.GzipFile(filename=str(path), mode="wb", compresslevel=6, fileobj=f) as gz:
+                yield gz  # type: ignore[misc]
+        else:
+            yield f
 
 
 def export_chrome_json(trace: Trace, path: str | Path, *, progress: ProgressFn = no_progress) -> dict[str, int]:

@@ -34,6 +34,7 @@ from ktrace.exporters.perfetto_layout import TrackTree, nesting_lanes
 from ktrace.exporters.perfetto_slices import ARG_INT_COLUMNS, ARG_KEYS, launch_pairs, rank_slices
 from ktrace.exporters.perfetto_tracks import assign_tracks, process_name, process_order
 from ktrace.model.errors import ProgressFn, no_progress
+from ktrace.model.outputs import atomic_file
 from ktrace.model.schema import NODE_RANK
 from ktrace.model.trace import Trace
 
@@ -71,11 +72,11 @@ def frame_packet(packet: TracePacket) -> bytes:
 @contextmanager
 def _open_output(path: str | Path) -> Iterator[IO[bytes]]:
     p = Path(path)
-    if p.suffix == ".gz":
-        with gzip.open(p, "wb", compresslevel=6) as gz:
-            yield gz  # type: ignore[misc]
-    else:
-        with p.open("wb") as f:
+    with atomic_file(p) as f:  # the file appears whole or not at all (Ctrl-C, disk full)
+        if p.suffix == ".gz":
+            with gzip.GzipFile(filename=str(p), mode="wb", compresslevel=6, fileobj=f) as gz:
+                yield gz  # type: ignore[misc]
+        else:
             yield f
 
 

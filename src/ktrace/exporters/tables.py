@@ -7,6 +7,7 @@ from pathlib import Path
 import polars as pl
 
 from ktrace.model.errors import ExitCode, KtraceError, ProgressFn, no_progress
+from ktrace.model.outputs import atomic_path
 from ktrace.model.schema import TABLES
 from ktrace.model.trace import Trace
 
@@ -32,13 +33,14 @@ def export_tables(trace: Trace, directory: str | Path, fmt: str = "parquet", *,
     written: dict[str, Path] = {}
     for k, name in enumerate(TABLES):
         path = out / f"{name}.{fmt}"
-        if fmt == "parquet":
-            import pyarrow.parquet as pq
+        with atomic_path(path) as tmp:  # each file whole or not at all
+            if fmt == "parquet":
+                import pyarrow.parquet as pq
 
-            pq.write_table(trace.to_arrow(name), path, compression="zstd")
-        else:
-            frame = trace.table(name).with_columns(pl.col(pl.Categorical).cast(pl.String))
-            frame.write_csv(path)
+                pq.write_table(trace.to_arrow(name), tmp, compression="zstd")
+            else:
+                frame = trace.table(name).with_columns(pl.col(pl.Categorical).cast(pl.String))
+                frame.write_csv(tmp)
         written[name] = path
         progress(k + 1, len(TABLES))
     return written

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from ktrace.model.layout import PARTITION_META_FILE, partition_dir
+from ktrace.model.outputs import CAPTURE_MARKER
 from ktrace.model.schema import SCHEMAS
 
 __all__ = ["PARTITION_META_FILE", "CaptureWriter", "partition_dir", "read_stream", "stream_schema"]
@@ -55,6 +56,7 @@ class CaptureWriter:
     def __init__(self, root: str | os.PathLike[str], node: str, rank: int) -> None:
         self.folder = partition_dir(Path(root), node, rank)
         self.folder.mkdir(parents=True, exist_ok=True)
+        (Path(root) / CAPTURE_MARKER).touch()  # a capture: readable (recovered) before it is finalized
         self._writers: dict[str, tuple[pa.OSFile, ipc.RecordBatchStreamWriter]] = {}
 
     def append(self, name: str, batch: pa.RecordBatch | pa.Table) -> None:
@@ -84,8 +86,12 @@ class CaptureWriter:
     def close(self) -> None:
         """End every stream (the files stay readable as streams until finalize())."""
         for sink, writer in self._writers.values():
-            writer.close()
-            sink.close()
+            try:
+                writer.close()
+            except OSError:
+                pass  # a full disk: the batches flushed before stay readable
+            finally:
+                sink.close()
         self._writers.clear()
 
 

@@ -22,7 +22,9 @@ import pyarrow.parquet as pq
 from ktrace.model.builder import constant_column
 from ktrace.model.capture import PARTITION_META_FILE, CaptureWriter, partition_dir, read_stream, stream_schema
 from ktrace.model.errors import TraceFormatError, TraceNotFoundError
+from ktrace.model.outputs import CAPTURE_MARKER, write_atomically, writer_pid
 from ktrace.model.schema import SCHEMAS, TABLES
+from ktrace.model.store_checks import check_columns, check_meta, check_partition_meta, check_rank, load_json_object
 from ktrace.model.trace import Trace, TraceMeta, conform, frame_from_columns, frame_schema, frame_to_arrow
 
 META_FILE = "meta.json"
@@ -124,7 +126,7 @@ def write(trace: Trace, path: str | os.PathLike[str]) -> Path:
     created = meta.created or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     hosts = tuple(sorted({n for n, _ in pairs} | set(meta.hosts)))
     meta = TraceMeta.from_dict({**json.loads(meta.to_json()), "created": created, "hosts": hosts})
-    (root / META_FILE).write_text(meta.to_json())
+    write_atomically(root / META_FILE, meta.to_json().encode())  # last: a store without it is incomplete
     return root
 
 
@@ -149,11 +151,18 @@ def partitions(root: Path) -> Iterator[tuple[str, int, Path]]:
         for rank_dir in sorted(node_dir.glob("rank=*")):
             r = _RANK_RE.match(rank_dir.name)
             if r and rank_dir.is_dir():
+                check_rank(int(r["rank"]), rank_dir)
                 yield m["node"], int(r["rank"]), rank_dir
 
 
 def read(path: str | os.PathLike[str]) -> Trace:
-    """Open a .ktrace folder as one Trace (all partitions), recovering un-finalized capture files."""
+    """Open a .ktrace folder as one Trace (all partitions), recovering un-finalized capture files.
+
+    Raises:
+        TraceFormatError: not a store, a store still being written or left incomplete by its writer (no
+            meta.json and not a `ktrace run` capture), or anything malformed in it (meta.json, partition.json,
+            rank names, columns and their types).
+    """
     root = Path(path)
     if not root.exists():
         raise TraceNotFoundError(f"{root}: no such file or directory")
@@ -170,8 +179,7 @@ def read(path: str | os.PathLike[str]) -> Trace:
         if table is None:
             return name, None, False
         table = table.drop_columns([c for c in ("node", "rank") if c in table.column_names])
-        constants = {**constants, "node": node, "rank": rank}
-        return name, frame_from_columns(table, name, constants), was_recovered
+        return name, _frame(table, name, {**constants, "node": node, "rank": rank}, folder), was_recovered
 
     jobs = [(node, rank, folder, name) for node, rank, folder in parts for name in TABLES]
     with ThreadPoolExecutor(max_workers=min(_READ_WORKERS, max(1, len(jobs)))) as pool:
@@ -193,6 +201,13 @@ def read(path: str | os.PathLike[str]) -> Trace:
     return Trace(**frames, meta=meta)
 
 
+def _frame(table: pa.Table, name: str, constants: dict[str, object], folder: Path) -> pl.DataFrame:
+    try:
+        return frame_from_columns(table, name, constants)
+    except (ValueError, TypeError, OverflowError, pa.ArrowException, pl.exceptions.PolarsError) as exc:
+        raise TraceFormatError(f"{folder / name}: table does not fit schema v1 ({exc})") from None
+
+
 def _concat_frames(parts: list[pl.DataFrame], name: str) -> pl.DataFrame:
     parts = [p for p in parts if p.height]
     if not parts:
@@ -203,22 +218,26 @@ def _concat_frames(parts: list[pl.DataFrame], name: str) -> pl.DataFrame:
 
 def _read_meta(root: Path) -> TraceMeta:
     meta_path = root / META_FILE
-    if not meta_path.exists():
-        return TraceMeta(notes=("meta.json missing: the capture did not finish",))
-    try:
-        return TraceMeta.from_dict(json.loads(meta_path.read_text()))
-    except (ValueError, TypeError) as exc:
-        raise TraceFormatError(f"{meta_path}: unreadable meta.json ({exc})") from exc
+    if not meta_path.exists() and not meta_path.is_symlink():
+        pid = writer_pid(root)
+        if pid is not None:
+            raise TraceFormatError(f"{root}: is being written by ktrace{f' (pid {pid})' if pid else ''}; "
+                                   "open it once that finishes")
+        if (root / CAPTURE_MARKER).exists():
+            return TraceMeta(notes=("meta.json missing: the capture did not finish",))
+        raise TraceFormatError(f"{root}: incomplete .ktrace store (no meta.json: its writer was interrupted); "
+                               "import or record it again")
+    data = load_json_object(meta_path, "meta.json")
+    check_meta(data, meta_path)
+    return TraceMeta.from_dict(data)
 
 
 def _merge_partition_meta(meta: TraceMeta, folder: Path) -> TraceMeta:
     path = folder / PARTITION_META_FILE
     if not path.exists():
         return meta
-    try:
-        part = json.loads(path.read_text())
-    except ValueError:
-        return meta.with_health({"unreadable_partition_meta": 1})
+    part = load_json_object(path, PARTITION_META_FILE)
+    check_partition_meta(part, path)
     return meta.with_health(dict(part.get("health", {})), tuple(part.get("notes", ())))
 
 
@@ -231,6 +250,7 @@ def _read_partition_table(folder: Path, name: str) -> tuple[pa.Table | None, dic
             # ParquetFile.read, not read_table: no dataset layer, one chunk per row group (not per page), and
             # 25 % less decode CPU at 10 M kernels.
             schema = pq.read_schema(parquet)
+            check_columns(schema, name, parquet)
             skipped, constants = _skipped_columns(schema)
             columns = [c for c in schema.names if c not in skipped]
             strings = [c for c in _dictionary_columns(name) if c in columns]
@@ -241,7 +261,9 @@ def _read_partition_table(folder: Path, name: str) -> tuple[pa.Table | None, dic
         except (pa.ArrowInvalid, OSError) as exc:
             raise TraceFormatError(f"{parquet}: unreadable Parquet ({exc})") from exc
     if stream.exists():
-        return read_stream(stream), {}, True
+        table = read_stream(stream)
+        check_columns(table.schema, name, stream)
+        return table, {}, True
     return None, {}, False
 
 
@@ -277,7 +299,9 @@ def finalize(root: str | os.PathLike[str]) -> list[Path]:
             table = read_stream(stream)
             table = conform(table.append_column("node", constant_column("x", table.num_rows, pa.string()))
                             .append_column("rank", pa.repeat(pa.scalar(0, pa.int32()), table.num_rows)), name)
-            write_table(table, folder / f"{name}.parquet")
+            tmp = folder / f"{name}.parquet.tmp"
+            write_table(table, tmp)
+            tmp.replace(folder / f"{name}.parquet")  # whole, or the stream stays to be read (or finalized) again
             stream.unlink()
             done.append(folder / f"{name}.parquet")
     return done

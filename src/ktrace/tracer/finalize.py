@@ -1,11 +1,15 @@
-"""Finish a `ktrace run` folder: Parquet from the capture streams, and meta.json with job, capture, health."""
+"""Finish a `ktrace run` folder: wait for traced processes still running, Parquet from the capture streams,
+and meta.json (written last: it marks the trace complete) with job, capture, health."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
+import os
 import platform
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,8 +22,109 @@ KEPT_ENVIRONMENT = ("CUDA_VISIBLE_DEVICES", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "M
 """The only environment variables recorded (values scrubbed): never the whole environment."""
 
 
+def _pid_alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie waiting for its parent counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rpartition(b")")[2].split()[:1]
+    except OSError:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return state not in ([b"Z"], [b"X"])
+
+
+_STARTUP_GRACE_S = 2.0
+"""How long a process of the run that has not started its tracer yet gets to start it (Python's startup)."""
+
+
+def _owners(root: Path) -> set[int]:
+    from ktrace.model.store import partitions
+
+    pids = set()
+    for _, _, folder in partitions(root):
+        with contextlib.suppress(OSError, ValueError):
+            pids.add(int((folder / ".owner").read_text().strip()))
+    return pids
+
+
+def _processes_of_run(root: Path) -> set[int]:
+    """Live processes started under this run (their environment names its capture folder)."""
+    from ktrace.tracer.config import ENV_CAPTURE_DIR
+
+    needle = f"\0{ENV_CAPTURE_DIR}={root.resolve()}\0".encode()
+    pids = set()
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/environ", "rb") as f:
+                    environ = b"\0" + f.read()
+            except OSError:
+                continue
+            if needle in environ and _pid_alive(int(entry.name)):
+                pids.add(int(entry.name))
+    return pids
+
+
+def _let_tracers_start(root: Path) -> None:
+    """Give processes of the run that have not claimed a partition yet a moment to do so (a detached child
+    started just before the command ended), so that the wait below knows about them."""
+    pending = _processes_of_run(root) - _owners(root)
+    deadline = time.monotonic() + _STARTUP_GRACE_S
+    while pending and time.monotonic() < deadline:
+        time.sleep(0.1)
+        owners = _owners(root)
+        pending = {p for p in pending if p not in owners and _pid_alive(p)}
+
+
+def running_traced(root: Path) -> list[int]:
+    """Pids of traced processes that are still running and have not closed their partition."""
+    from ktrace.model.store import PARTITION_META_FILE, partitions
+
+    pids = []
+    for _, _, folder in partitions(root):
+        try:
+            pid = int((folder / ".owner").read_text().strip())
+        except (OSError, ValueError):
+            continue
+        try:
+            closed = not json.loads((folder / PARTITION_META_FILE).read_text())["health"].get("processes_not_closed")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            closed = False
+        if not closed and pid != os.getpid() and _pid_alive(pid):
+            pids.append(pid)
+    return pids
+
+
+def wait_for_traced(root: Path, timeout_s: float, say: Any) -> list[int]:
+    """Wait up to `timeout_s` for traced processes still running (detached children); Ctrl-C stops waiting.
+    Returns the pids still running after that."""
+    if timeout_s > 0:
+        _let_tracers_start(root)
+    pids = running_traced(root)
+    if not pids or timeout_s <= 0:
+        return pids
+    say(f"waiting up to {timeout_s:g} s for {len(pids)} traced process{'es' if len(pids) > 1 else ''} still "
+        f"running (pid {', '.join(map(str, pids[:5]))}) to write their trace; Ctrl-C stops waiting")
+    deadline = time.monotonic() + timeout_s
+    try:
+        while pids and time.monotonic() < deadline:
+            time.sleep(0.1)
+            pids = running_traced(root)
+    except KeyboardInterrupt:
+        say("not waiting any longer")
+        pids = running_traced(root)
+    return pids
+
+
 def _merge_partition_meta(root: Path) -> tuple[dict[str, int], list[str], list[dict[str, Any]]]:
-    """Sum every process's partition.json into one health dict and note list; remove the files."""
+    """Sum every process's partition.json into one health dict and note list (`_clean_up` removes them)."""
     from ktrace.model.secrets import scrub_text
     from ktrace.model.store import PARTITION_META_FILE, partitions
 
@@ -29,7 +134,6 @@ def _merge_partition_meta(root: Path) -> tuple[dict[str, int], list[str], list[d
     for node, rank, folder in partitions(root):
         owner = folder / ".owner"
         pid = owner.read_text().strip() if owner.exists() else ""
-        owner.unlink(missing_ok=True)
         part = folder / PARTITION_META_FILE
         if part.exists():
             try:
@@ -42,7 +146,6 @@ def _merge_partition_meta(root: Path) -> tuple[dict[str, int], list[str], list[d
                 text, _ = scrub_text(str(line))
                 if text not in notes:
                     notes.append(text)
-            part.unlink()
         elif rank >= 0:
             health["processes_not_closed"] = health.get("processes_not_closed", 0) + 1
         if rank >= 0:
@@ -72,16 +175,36 @@ def job_description(cmd: Sequence[str], exit_code: int, processes: list[dict[str
     }
 
 
+def _clean_up(root: Path) -> None:
+    """Remove the capture's bookkeeping files once meta.json holds what they said."""
+    from ktrace.model.outputs import CAPTURE_MARKER
+    from ktrace.model.store import PARTITION_META_FILE, partitions
+
+    for _, _, folder in partitions(root):
+        (folder / ".owner").unlink(missing_ok=True)
+        (folder / PARTITION_META_FILE).unlink(missing_ok=True)
+    (root / CAPTURE_MARKER).unlink(missing_ok=True)
+
+
 def finalize_run(root: Path, cmd: Sequence[str], config: CaptureConfig, exit_code: int, notes: list[str],
-                 node: str, samples: int, gpu_recorded: bool = True) -> RunResult:
+                 node: str, samples: int, still_running: Sequence[int] = (), gpu_recorded: bool = True) -> RunResult:
     """Convert capture streams to Parquet, write meta.json and describe the run.
 
-    `gpu_recorded` False (no driver, no cupti-python) makes meta say so: gpu false, tracer "none"."""
+    Every file is replaced whole, and the bookkeeping files go only after meta.json is written: a failure (a
+    full disk) leaves a capture that `ktrace.open` still recovers, and this can be run again. `gpu_recorded`
+    False (no driver, no cupti-python) makes meta say so: gpu false, tracer "none".
+    """
+    from ktrace.model.outputs import write_atomically
     from ktrace.model.store import META_FILE, finalize
     from ktrace.model.trace import TraceMeta
 
     finalize(root)
     health, child_notes, processes = _merge_partition_meta(root)
+    if still_running:
+        health["processes_still_running"] = len(still_running)
+        notes = [*notes, f"{len(still_running)} traced process{'es' if len(still_running) > 1 else ''} still "
+                         f"running when the trace was finalized (pid {', '.join(map(str, still_running[:5]))}): "
+                         "what they record from now on is not in the trace"]
     all_notes = list(dict.fromkeys([*notes, *child_notes]))
     gpu = config.gpu and gpu_recorded
     capture = {
@@ -94,5 +217,6 @@ def finalize_run(root: Path, cmd: Sequence[str], config: CaptureConfig, exit_cod
     meta = TraceMeta(source="ktrace", created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                      job=job_description(cmd, exit_code, processes), capture=capture, hosts=(node,),
                      health=health, notes=tuple(all_notes))
-    (root / META_FILE).write_text(meta.to_json())
+    write_atomically(root / META_FILE, meta.to_json().encode())
+    _clean_up(root)
     return RunResult(exit_code=exit_code, root=root, processes=processes, notes=all_notes)

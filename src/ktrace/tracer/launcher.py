@@ -62,6 +62,8 @@ class RunResult:
     duration_s: float = 0.0
     printed: list[str] = field(default_factory=list)
     """Notes already shown to the user while the command ran."""
+    finalize_error: str = ""
+    """Why the capture could not be finalized (e.g. disk full); empty when the trace was written."""
 
 
 def child_environment(base: dict[str, str], root: Path, config: CaptureConfig, boot_dir: Path) -> dict[str, str]:
@@ -114,7 +116,7 @@ def _spawn(cmd: Sequence[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
         raise KtraceError(f"command not executable: {cmd[0]}", ExitCode.FAILURE) from None
 
 
-def run_command(cmd: Sequence[str], config: CaptureConfig, root: Path, say: Say) -> RunResult:
+def run_command(cmd: Sequence[str], config: CaptureConfig, root: Path, say: Say, wait_s: float = 30.0) -> RunResult:
     """Record `cmd` into the run folder `root` (created here) and finalize it.
 
     Args:
@@ -122,6 +124,7 @@ def run_command(cmd: Sequence[str], config: CaptureConfig, root: Path, say: Say)
         config: capture options (t0_ns is set here).
         root: the .ktrace folder to create.
         say: prints one line for the user.
+        wait_s: how long to wait, once the command ended, for traced processes it left running.
     """
     from ktrace.tracer.preflight import driver_cuda_version, gpu_capture_problem
 
@@ -154,10 +157,17 @@ def run_command(cmd: Sequence[str], config: CaptureConfig, root: Path, say: Say)
         if sampler is not None:
             sampler.stop()
         shutil.rmtree(boot_dir, ignore_errors=True)
-    from ktrace.tracer.finalize import finalize_run
+    from ktrace.tracer.finalize import finalize_run, wait_for_traced
 
-    result = finalize_run(root, cmd, config, code, notes, node, sampler.samples if sampler else 0,
-                          gpu_recorded=problem is None)
+    still_running = wait_for_traced(root, wait_s, say)
+    try:
+        result = finalize_run(root, cmd, config, code, notes, node, sampler.samples if sampler else 0,
+                              still_running, gpu_recorded=problem is None)
+    except OSError as exc:  # a full disk must not cost the user the command's exit code, nor the capture
+        from ktrace.model.outputs import write_error
+
+        why = str(write_error(exc, root, "the raw capture is kept"))
+        result = RunResult(exit_code=code, root=root, notes=notes, finalize_error=why)
     result.duration_s = time.monotonic() - started
     result.printed = [problem] if problem else []
     return result

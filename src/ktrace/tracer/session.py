@@ -148,6 +148,10 @@ class CaptureSession:
         """Drain, decode and append everything recorded so far (writer thread, or close())."""
         if self._dead:
             return
+        if (self.root / "meta.json").exists() or (self._writer is not None and not self.root.is_dir()):
+            # `ktrace run` finalized (or published) the trace: we outlived its wait
+            self._dead = True
+            return
         self._ensure_writer()
         if self.backend is not None:
             self._decoder.name_of = self.backend.name_of
@@ -235,6 +239,8 @@ class CaptureSession:
             if self._decoder is not None:
                 self._add_health(self._decoder.close())
             self._write_meta(final=True)
+        except OSError as exc:  # a full disk: the job must not die of it; what was flushed stays readable
+            self.note(f"ktrace writer error: {exc.strerror or exc}")
         finally:
             self._closed = True
             if self._writer is not None:

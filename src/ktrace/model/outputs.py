@@ -1,0 +1,364 @@
+"""Outputs written safely: one writer at a time, complete or not there at all, and --force only over ktrace's work.
+
+Every verb that writes goes through here (stdlib only: the tracer's traced processes import the model):
+
+- `Output(target, fmt, force=, inputs=)` checks the target and takes its lock, a `.NAME.lock` sibling held with
+  flock: a second writer gets a one-line error instead of mixing its tables into the first one's.
+- Files are written to a temporary sibling and renamed over the target only when complete (`atomic_file`), so
+  Ctrl-C, a crash or a full disk leave the old output as it was.
+- Folders (a .ktrace store, Parquet/CSV tables) are written to a temporary sibling folder and swapped in; the old
+  folder is moved aside only once the new one is complete, and deleted after.
+- An existing output is replaced only with --force, and only when ktrace can prove it wrote it: a store holding
+  nothing but store entries, a tables folder holding only table files, a file that opens with the bytes of the
+  format about to be written. Never an input, a symbolic link, or what is neither a regular file nor a folder.
+  An empty folder holds nothing to lose and is written into without --force.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import gzip
+import json
+import os
+import re
+import secrets
+import shutil
+import stat
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from ktrace.model.errors import ExitCode, KtraceError
+from ktrace.model.output_lock import OutputLock, lock_path, writer_pid
+
+__all__ = ["CAPTURE_MARKER", "STORE", "Output", "OutputFormat", "OutputLock", "atomic_file", "atomic_path",
+           "check_target", "lock_path", "table_folder", "write_atomically", "write_error", "writer_pid"]
+
+CAPTURE_MARKER = ".capture"
+"""Left at a store's root by the capture writer while `ktrace run` records: the folder is a capture, readable
+(recovered) even before meta.json is written. Removed once meta.json is written."""
+_TEMP_PREFIX = ".ktrace-tmp-"
+
+
+@dataclass(frozen=True)
+class OutputFormat:
+    """What an output is, and how to recognise one ktrace wrote."""
+
+    what: str
+    """Its name in messages: "a .ktrace store", "a Perfetto trace"."""
+    folder: bool = False
+    opening: tuple[bytes, ...] = ()
+    """Files: the bytes one of which a file of this format starts with (after gunzip)."""
+    contains: bytes = b""
+    """Files: bytes that must also appear in the first 64 kB."""
+    entries: frozenset[str] = field(default_factory=frozenset)
+    """Folders other than stores: the only file names the folder may hold."""
+
+    def foreign_part(self, path: Path) -> str | None:
+        """None if `path` (which exists) is something ktrace wrote in this format, else what is foreign in it."""
+        if self.folder:
+            if not path.is_dir():
+                return "it is a file"
+            if self is STORE:
+                return _foreign_store_entry(path)
+            for entry in path.iterdir():
+                if entry.name not in self.entries or entry.is_symlink() or not entry.is_file():
+                    return f"{entry.name} is not a table file ktrace writes"
+            return None
+        if path.is_dir():
+            return "it is a folder"
+        head = _opening_bytes(path)
+        if not head:
+            return None  # an empty file holds nothing to lose
+        if not head.startswith(self.opening) or self.contains not in head:
+            return f"it is not {self.what}"
+        return None
+
+
+STORE = OutputFormat("a .ktrace store", folder=True)
+PERFETTO = OutputFormat("a Perfetto trace", opening=(b"\x0a",))
+CHROME = OutputFormat("a ktrace Chrome JSON export", opening=(b'{"traceEvents":[',))
+HTML_REPORT = OutputFormat("a ktrace HTML report", opening=(b'<!DOCTYPE html><html lang="en"><head>',),
+                           contains=b"<title>")
+MD_REPORT = OutputFormat("a ktrace Markdown report", opening=(b"# ",), contains=b"\n## Training job summary\n")
+JSON_REPORT = OutputFormat("a ktrace JSON report", opening=(b'{\n "',), contains=b'"rule_docs"')
+
+
+def table_folder(tables: Sequence[str], extension: str) -> OutputFormat:
+    """The format of an `export -f parquet|csv` folder: one `<table>.<extension>` file per table."""
+    return OutputFormat(f"a folder of ktrace {extension} tables", folder=True,
+                        entries=frozenset(f"{t}.{extension}" for t in tables))
+
+
+_TABLE_FILE = re.compile(r"^[a-z_]+\.(parquet|arrows)(\.tmp)?$")
+_RANK_ENTRIES = {"partition.json", "partition.json.tmp", ".owner"}
+
+
+def _foreign_store_entry(root: Path) -> str | None:
+    """None if every entry under `root` is one a store holds (meta.json, node=*/rank=*/<table>.parquet, capture
+    files), else the first entry that is not."""
+    for entry in root.iterdir():
+        name = entry.name
+        if entry.is_symlink():
+            return f"{name} is a symbolic link"
+        if name in ("meta.json", CAPTURE_MARKER, "meta.json.tmp") and entry.is_file():
+            if name == "meta.json" and not _is_ktrace_meta(entry):
+                return "its meta.json is not one ktrace wrote"
+            continue
+        if not (name.startswith("node=") and entry.is_dir()):
+            return f"{name} is not part of a .ktrace store"
+        for rank_dir in entry.iterdir():
+            if not (rank_dir.name.startswith("rank=") and rank_dir.is_dir()) or rank_dir.is_symlink():
+                return f"{name}/{rank_dir.name} is not part of a .ktrace store"
+            for f in rank_dir.iterdir():
+                if f.is_symlink() or not f.is_file() or not (_TABLE_FILE.match(f.name) or f.name in _RANK_ENTRIES):
+                    return f"{name}/{rank_dir.name}/{f.name} is not part of a .ktrace store"
+    return None
+
+
+def _is_ktrace_meta(path: Path) -> bool:
+    try:
+        meta = json.loads(path.read_bytes()[:1 << 20])
+    except (ValueError, RecursionError, OSError):
+        return False
+    return isinstance(meta, dict) and "schema_version" in meta and "source" in meta
+
+
+def _opening_bytes(path: Path, size: int = 1 << 16) -> bytes:
+    try:
+        with path.open("rb") as f:
+            head = f.read(size)
+            if head[:2] == b"\x1f\x8b":
+                f.seek(0)
+                with gzip.GzipFile(fileobj=f) as gz:
+                    head = gz.read(size)
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return b"\0unreadable"
+    return head
+
+
+def _same_or_inside(inner: str, outer: str) -> bool:
+    return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
+
+
+def _real(path: Path) -> str:
+    """The resolved path, resolving the parent only when `path` itself is a link or missing."""
+    if path.is_symlink() or not path.exists():
+        return os.path.join(os.path.realpath(path.parent), path.name)
+    return os.path.realpath(path)
+
+
+def _check_not_input(target: Path, inputs: Sequence[Path]) -> None:
+    real = _real(target)
+    for src in inputs:
+        src_real = os.path.realpath(src)
+        if _same_or_inside(src_real, real):
+            raise KtraceError(f"{target}: is the input {src}{'' if src_real == real else ' or holds it'}; "
+                              "write the output elsewhere", ExitCode.USAGE)
+        if src.is_dir() and _same_or_inside(real, src_real) and (src / "meta.json").exists():
+            raise KtraceError(f"{target}: is inside the input store {src}; write the output elsewhere",
+                              ExitCode.USAGE)
+
+
+def check_target(target: Path, fmt: OutputFormat, *, force: bool, inputs: Sequence[Path] = ()) -> bool:
+    """Refuse (KtraceError) a target that must not be written; True when an existing output will be replaced.
+
+    Raises:
+        KtraceError: the target is a link, not a regular file or folder, an input (or holds one, or sits
+            inside an input store), exists without --force, or holds something ktrace did not write.
+    """
+    _check_not_input(target, inputs)
+    if target.is_symlink():
+        raise KtraceError(f"{target}: is a symbolic link; ktrace writes only to a plain path (give the link's "
+                          "target)", ExitCode.USAGE)
+    try:
+        mode = target.stat().st_mode
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        raise KtraceError(f"{target}: cannot be written ({exc.strerror})", ExitCode.FAILURE) from None
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise KtraceError(f"{target}: is not a regular file or folder; ktrace does not write to it", ExitCode.USAGE)
+    if stat.S_ISDIR(mode) and not any(target.iterdir()):
+        if not fmt.folder:
+            raise KtraceError(f"{target}: is a folder; {fmt.what} is one file", ExitCode.USAGE)
+        return True
+    foreign = fmt.foreign_part(target)
+    if not force:
+        hint = "add --force to replace it" if foreign is None else "choose another output"
+        raise KtraceError(f"{target}: exists ({hint})", ExitCode.USAGE)
+    if foreign is not None:
+        raise KtraceError(f"{target}: not replacing it, {foreign}: --force replaces only {fmt.what} "
+                          "written by ktrace", ExitCode.USAGE)
+    return True
+
+
+def write_error(exc: OSError, target: Path, kept: str = "nothing was written") -> KtraceError:
+    """A one-line error for a failed write (disk full, permission, I/O)."""
+    reason = exc.strerror or str(exc)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT) or "os error 28" in reason:
+        reason = "disk full"
+    return KtraceError(f"cannot write {target}: {reason}; {kept}", ExitCode.FAILURE)
+
+
+def temp_sibling(target: Path, kind: str = "tmp") -> Path:
+    """A fresh temporary name beside `target` that keeps its name's ending (so `.gz` still means gzip)."""
+    return target.parent / f".ktrace-{kind}-{secrets.token_hex(4)}-{target.name}"
+
+
+def _remove_stale_temporaries(target: Path) -> None:
+    """Remove what killed writers of `target` left beside it (we hold its lock: none of them is alive)."""
+    stale = re.compile(rf"^{re.escape(_TEMP_PREFIX)}[0-9a-f]{{8}}-{re.escape(target.name)}$")
+    with contextlib.suppress(OSError):
+        for entry in target.parent.iterdir():
+            if not stale.match(entry.name) or entry.is_symlink():
+                continue
+            if (entry / CAPTURE_MARKER).exists():
+                _keep_partial(entry, target)  # a killed `ktrace run --force`'s recording: the user's data
+            else:
+                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+
+
+def _keep_partial(folder: Path, target: Path) -> Path:
+    """Move `folder` to NAME.partial (or NAME.partial-2, ...) beside `target`; the new path."""
+    kept, n = target.with_name(f"{target.name}.partial"), 2
+    while kept.exists() or kept.is_symlink():
+        kept, n = target.with_name(f"{target.name}.partial-{n}"), n + 1
+    os.replace(folder, kept)
+    return kept
+
+
+def _fsync_dir(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_path(target: str | os.PathLike[str]) -> Iterator[Path]:
+    """A temporary path beside `target` to write; it replaces `target` (fsynced first) only when the block ends
+    without an error, and is removed otherwise. For writers that take a path (pyarrow, polars)."""
+    path = Path(target)
+    tmp = temp_sibling(path)
+    try:
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_file(target: str | os.PathLike[str]) -> Iterator[IO[bytes]]:
+    """A binary file that replaces `target` only when the block ends without an error."""
+    with atomic_path(target) as tmp, tmp.open("xb") as f:
+        yield f
+
+
+def write_atomically(target: str | os.PathLike[str], data: bytes) -> None:
+    """Write `data` to `target`: all of it or, on any error, the old file untouched."""
+    with atomic_file(target) as f:
+        f.write(data)
+
+
+class Output:
+    """One output being written by a verb: checked, locked, staged, then published whole (or discarded).
+
+    Files: write `target` with `atomic_file` (the exporters do). Folders: write into `staging`, then `publish()`.
+    Use as a context manager: a normal exit publishes, an error discards what was staged; an OSError becomes
+    a one-line KtraceError that says the old output was kept.
+
+    Args:
+        target: the output path.
+        fmt: its format (which existing outputs --force may replace).
+        force: replace an existing output ktrace wrote.
+        inputs: paths the verb reads: never written over, never inside the output.
+        in_place: folders: when the target does not exist yet, write into it directly (`ktrace run`, whose
+            traced processes write while the command runs); an existing one is still replaced only when done.
+    """
+
+    def __init__(self, target: str | os.PathLike[str], fmt: OutputFormat, *, force: bool = False,
+                 inputs: Sequence[Path] = (), in_place: bool = False) -> None:
+        self.target, self.fmt = Path(target), fmt
+        self._lock = OutputLock(self.target)
+        self._done = False
+        try:
+            self.target.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise KtraceError(f"cannot create the folder of {self.target}: {exc.strerror or exc}",
+                              ExitCode.FAILURE) from None
+        self.replaces = check_target(self.target, fmt, force=force, inputs=inputs)
+        self._lock.acquire()
+        try:
+            _remove_stale_temporaries(self.target)
+            self.replaces = check_target(self.target, fmt, force=force, inputs=inputs)  # as it is now we hold it
+            self.in_place = in_place and fmt.folder and not self.replaces
+            self.staging = self.target if self.in_place or not fmt.folder else temp_sibling(self.target)
+            if fmt.folder:
+                self.staging.mkdir()
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def publish(self) -> Path:
+        """Put the staged folder in place of the target (the old one is removed after); release the lock."""
+        try:
+            if self.fmt.folder and self.staging != self.target:
+                _fsync_dir(self.staging)
+                old = None
+                if self.target.exists():
+                    old = temp_sibling(self.target, "old")  # not a stale temporary: never removed unseen
+                    os.replace(self.target, old)
+                os.replace(self.staging, self.target)
+                _fsync_dir(self.target.parent)
+                if old is not None:
+                    shutil.rmtree(old, ignore_errors=True)
+            self._done = True
+        finally:
+            self._lock.release()
+        return self.target
+
+    def discard(self) -> None:
+        """Remove what was staged (a temporary folder, or the in-place folder this Output created); release."""
+        try:
+            if self.fmt.folder and not self._done:
+                shutil.rmtree(self.staging, ignore_errors=True)
+            self._done = True
+        finally:
+            self._lock.release()
+
+    def keep(self) -> None:
+        """Keep the staged folder (a capture worth keeping) under a visible name beside the target when it was
+        a temporary one (NAME.partial, NAME.partial-2, ...); release the lock."""
+        try:
+            if self.fmt.folder and self.staging != self.target and self.staging.exists():
+                self.staging = _keep_partial(self.staging, self.target)
+            self._done = True
+        finally:
+            self._lock.release()
+
+    def __enter__(self) -> Output:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if self._done:
+            return
+        if kind is None:
+            self.publish()
+            return
+        self.discard()
+        if isinstance(exc, OSError):
+            kept = "the old output is kept" if self.replaces else "nothing was written"
+            raise write_error(exc, self.target, kept) from None
+

@@ -1,0 +1,137 @@
+"""What `store.read` checks before it trusts a .ktrace folder: meta.json, partition.json, rank names, columns.
+
+Every check raises a one-line TraceFormatError (exit 3) naming the file and what is wrong with it, so a
+hand-edited or half-written store never becomes a traceback or, worse, a trace that opens as valid.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from ktrace.model.errors import TraceFormatError
+from ktrace.model.schema import SCHEMA_VERSION, SCHEMAS
+
+RANK_RANGE = (-(2**31), 2**31 - 1)
+"""Ranks are int32 on disk and in memory."""
+
+_META_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "source": str, "schema_version": int, "created": str, "clock": str, "job": dict, "capture": dict,
+    "hosts": list, "health": dict, "notes": list,
+}
+_MAX_JSON_BYTES = 64 << 20
+
+
+def load_json_object(path: Path, what: str) -> dict[str, Any]:
+    """The JSON object in `path`, or TraceFormatError saying why it is not one."""
+    if path.is_dir():
+        raise TraceFormatError(f"{path}: is a folder, not the {what} file")
+    if not path.is_file():  # a FIFO would block the reader, a device never end
+        raise TraceFormatError(f"{path}: is not a regular file, not the {what} file")
+    try:
+        with path.open("rb") as f:
+            data = f.read(_MAX_JSON_BYTES + 1)
+        if len(data) > _MAX_JSON_BYTES:
+            raise TraceFormatError(f"{path}: {what} is larger than {_MAX_JSON_BYTES >> 20} MB")
+        value = json.loads(data)
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
+    except RecursionError:
+        raise TraceFormatError(f"{path}: {what} is nested too deeply to be ktrace's") from None
+    except ValueError as exc:
+        raise TraceFormatError(f"{path}: {what} is not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise TraceFormatError(f"{path}: {what} holds a JSON {type(value).__name__}, not an object")
+    return value
+
+
+def check_meta(meta: Mapping[str, Any], path: Path) -> None:
+    """Raise TraceFormatError unless `meta` is a meta.json this ktrace reads (right keys, types, version)."""
+    if "schema_version" not in meta:
+        raise TraceFormatError(f"{path}: no schema_version: not a ktrace meta.json")
+    for key, kind in _META_FIELDS.items():
+        value = meta.get(key)
+        if key in meta and (not isinstance(value, kind) or isinstance(value, bool)):
+            raise TraceFormatError(f"{path}: {key} is {_kind(value)}, expected {_kind_name(kind)}")
+    version = meta["schema_version"]
+    if version != SCHEMA_VERSION:
+        newer = "a newer" if version > SCHEMA_VERSION else "an older"
+        raise TraceFormatError(f"{path}: schema_version {version} (written by {newer} ktrace); this ktrace "
+                               f"reads schema v{SCHEMA_VERSION}")
+    _check_items(meta.get("hosts", []), str, path, "hosts")
+    _check_items(meta.get("notes", []), str, path, "notes")
+    check_health(meta.get("health", {}), path)
+
+
+def check_health(health: Mapping[str, Any], path: Path) -> None:
+    """health must map names to integer counts."""
+    for k, v in health.items():
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise TraceFormatError(f"{path}: health[{k!r}] is {_kind(v)}, expected an integer count")
+
+
+def check_partition_meta(part: Mapping[str, Any], path: Path) -> None:
+    """A partition.json: {"health": {name: int}, "notes": [str]}."""
+    health, notes = part.get("health", {}), part.get("notes", [])
+    if not isinstance(health, dict):
+        raise TraceFormatError(f"{path}: health is {_kind(health)}, expected an object")
+    if not isinstance(notes, list):
+        raise TraceFormatError(f"{path}: notes is {_kind(notes)}, expected a list")
+    check_health(health, path)
+    _check_items(notes, str, path, "notes")
+
+
+def check_rank(rank: int, folder: Path) -> None:
+    """Ranks must fit the int32 rank column."""
+    if not RANK_RANGE[0] <= rank <= RANK_RANGE[1]:
+        raise TraceFormatError(f"{folder}: rank {rank} is out of range (ranks are 32-bit integers)")
+
+
+def check_columns(schema: pa.Schema, name: str, path: Path) -> None:
+    """The file's columns must be columns of table `name`, of a type that converts to the schema's."""
+    expected = SCHEMAS[name]
+    extra = [c for c in schema.names if c not in expected.names and c not in ("node", "rank")]
+    if extra:
+        raise TraceFormatError(f"{path}: unknown column(s) {', '.join(extra[:5])} for table {name}")
+    for f in schema:
+        if f.name in expected.names and not _convertible(f.type, expected.field(f.name).type):
+            raise TraceFormatError(f"{path}: column {f.name} is {f.type}, expected {expected.field(f.name).type}")
+    missing = [f.name for f in expected if not f.nullable and f.name not in schema.names
+               and f.name not in ("node", "rank")]
+    if missing:
+        raise TraceFormatError(f"{path}: required column(s) {', '.join(missing)} missing from table {name}")
+
+
+def _convertible(actual: pa.DataType, wanted: pa.DataType) -> bool:
+    if actual == wanted or pa.types.is_null(actual):
+        return True
+    if pa.types.is_dictionary(actual):
+        actual = actual.value_type
+    if pa.types.is_dictionary(wanted):
+        wanted = wanted.value_type
+    if pa.types.is_string(wanted) or pa.types.is_large_string(wanted):
+        return pa.types.is_string(actual) or pa.types.is_large_string(actual)
+    if pa.types.is_integer(wanted):
+        return pa.types.is_integer(actual)
+    if pa.types.is_floating(wanted):
+        return pa.types.is_floating(actual) or pa.types.is_integer(actual)
+    return bool(actual == wanted)
+
+
+def _check_items(values: list[Any], kind: type, path: Path, key: str) -> None:
+    for v in values:
+        if not isinstance(v, kind):
+            raise TraceFormatError(f"{path}: {key} holds {_kind(v)}, expected {_kind_name(kind)} items")
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else f"a {type(value).__name__}"
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    names = {str: "a string", int: "an integer", dict: "an object", list: "a list"}
+    return names.get(kind, str(kind)) if isinstance(kind, type) else "/".join(map(str, kind))
