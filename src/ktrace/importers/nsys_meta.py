@@ -39,7 +39,6 @@ PROCESS_MASK = 0xFFFFFF
 
 _SYSTEM_ENV_SKIP = ("DeviceEnvironment", "CpuInfo", "GpuInfo", "GpuMetricsConfig", "LinuxPerfInfo")
 _ENV_ROW = re.compile(r"^PROCESS_(\d+):ENVIRONMENT_VARIABLE$")
-_FLAG = re.compile(r"^(true|false|yes|no|on|off|\d{1,3})?$", re.IGNORECASE)
 _ASSIGNMENT = re.compile(r'^([A-Za-z_][A-Za-z0-9_%.]*)=(.*)$', re.DOTALL)
 
 
@@ -163,28 +162,17 @@ def _parse_env_list(text: str) -> dict[str, str]:
 
 
 def _scrub(info: ExportInfo, log: ImportLog) -> None:
-    """Redact secret-looking values (ktrace.model.secrets); bare flags such as "false" or "1" are kept."""
-    env, n_env = _scrub_strings(info.environment)
-    capture, n_cap = _scrub_strings(info.capture)
-    system, n_sys = _scrub_strings(info.system)
-    export, n_exp = _scrub_strings(info.export)
+    """Redact secret-looking values (ktrace.model.secrets); flags such as "false" or "1" are kept (a setting
+    named like a secret but holding a flag, NVTX_OPTIONS:TRACE_NVTX_RANGE_HOT_KEY=false, is no secret)."""
+    env, n_env = scrub_mapping(info.environment)
+    capture, n_cap = scrub_mapping(info.capture)
+    system, n_sys = scrub_mapping(info.system)
+    export, n_exp = scrub_mapping(info.export)
     info.environment, info.capture, info.system, info.export = env, capture, system, export
     total = n_env + n_cap + n_sys + n_exp
     log.count("secrets_scrubbed", total)
     if total:
         log.note(f"{total} secret-looking environment/metadata value(s) redacted on import")
-
-
-def _scrub_strings(values: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
-    """scrub_mapping over the values that could hold a secret; flags (true/false/on/off, 1-3 digits) pass.
-
-    A setting named like a secret but holding a flag (NVTX_OPTIONS:TRACE_NVTX_RANGE_HOT_KEY=false,
-    USE_AUTH_EPHEM=1) is not a secret; a long number is (PMI_SHARED_SECRET is 20 digits).
-    """
-    flags = {k: v for k, v in values.items() if isinstance(v, str) and _FLAG.match(v)}
-    clean, n = scrub_mapping({k: v for k, v in values.items() if k not in flags})
-    merged = {**flags, **clean}
-    return {k: merged[k] for k in values}, n
 
 
 def _read_anchor(db: NsysDb, info: ExportInfo, log: ImportLog) -> None:

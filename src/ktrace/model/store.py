@@ -23,6 +23,8 @@ from ktrace.model.builder import constant_column
 from ktrace.model.capture import PARTITION_META_FILE, CaptureWriter, partition_dir, read_stream, stream_schema
 from ktrace.model.errors import ExitCode, TraceFormatError
 from ktrace.model.schema import SCHEMAS, TABLES
+from ktrace.model.scrub import scrub_meta, scrub_table
+from ktrace.model.secrets import scrub_mapping
 from ktrace.model.trace import Trace, TraceMeta, conform, frame_from_columns, frame_schema, frame_to_arrow
 
 META_FILE = "meta.json"
@@ -72,7 +74,7 @@ device, context, pid): read() fills them without decoding. The columns stay in t
 
 def write_table(table: pa.Table, path: Path) -> None:
     """Write one partition's table (without node/rank: those are the folder names) as Parquet."""
-    table = table.drop_columns([c for c in ("node", "rank") if c in table.column_names])
+    table, _ = scrub_table(table.drop_columns([c for c in ("node", "rank") if c in table.column_names]))
     nulls = [c for c in table.column_names if table.num_rows and table.column(c).null_count == table.num_rows]
     constants = {c: v for c in table.column_names if c not in nulls
                  for v in _constant_value(table.column(c))}
@@ -120,7 +122,7 @@ def write(trace: Trace, path: str | os.PathLike[str]) -> Path:
         partition_dir(root, node, rank).mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=4) as pool:
         list(pool.map(lambda job: write_table(frame_to_arrow(job[0], job[1]), job[2]), jobs))
-    meta = trace.meta
+    meta, _ = scrub_meta(trace.meta)
     created = meta.created or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     hosts = tuple(sorted({n for n, _ in pairs} | set(meta.hosts)))
     meta = TraceMeta.from_dict({**json.loads(meta.to_json()), "created": created, "hosts": hosts})
@@ -159,7 +161,7 @@ def read(path: str | os.PathLike[str]) -> Trace:
         raise TraceFormatError(f"{root}: no such file or directory", ExitCode.NOT_FOUND)
     if not is_store(root):
         raise TraceFormatError(f"{root}: not a .ktrace folder (no meta.json, no node=* partitions)")
-    meta = _read_meta(root)
+    meta, _ = scrub_meta(_read_meta(root))
     parts = list(partitions(root))
     pieces: dict[str, list[pl.DataFrame]] = {name: [] for name in TABLES}
     recovered: list[str] = []
@@ -169,8 +171,8 @@ def read(path: str | os.PathLike[str]) -> Trace:
         table, constants, was_recovered = _read_partition_table(folder, name)
         if table is None:
             return name, None, False
-        table = table.drop_columns([c for c in ("node", "rank") if c in table.column_names])
-        constants = {**constants, "node": node, "rank": rank}
+        table, _ = scrub_table(table.drop_columns([c for c in ("node", "rank") if c in table.column_names]))
+        constants = {**scrub_mapping(constants)[0], "node": node, "rank": rank}
         return name, frame_from_columns(table, name, constants), was_recovered
 
     jobs = [(node, rank, folder, name) for node, rank, folder in parts for name in TABLES]

@@ -61,9 +61,9 @@ def job_description(cmd: Sequence[str], exit_code: int, processes: list[dict[str
     """The `job` of meta.json: command (scrubbed), exit code, world size, interpreter (no secrets)."""
     import os
 
-    from ktrace.model.secrets import scrub_environment, scrub_value
+    from ktrace.model.secrets import scrub_argv, scrub_environment
 
-    command, _ = scrub_value("command", list(cmd))
+    command, _ = scrub_argv(cmd)
     env, _ = scrub_environment({k: os.environ[k] for k in KEPT_ENVIRONMENT if k in os.environ})
     return {
         "command": command, "exit_code": exit_code, "world_size": len(processes),
@@ -75,6 +75,7 @@ def job_description(cmd: Sequence[str], exit_code: int, processes: list[dict[str
 def finalize_run(root: Path, cmd: Sequence[str], config: CaptureConfig, exit_code: int, notes: list[str],
                  node: str, samples: int) -> RunResult:
     """Convert capture streams to Parquet, write meta.json and describe the run."""
+    from ktrace.model.scrub import scrub_meta
     from ktrace.model.store import META_FILE, finalize
     from ktrace.model.trace import TraceMeta
 
@@ -91,5 +92,5 @@ def finalize_run(root: Path, cmd: Sequence[str], config: CaptureConfig, exit_cod
     meta = TraceMeta(source="ktrace", created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                      job=job_description(cmd, exit_code, processes), capture=capture, hosts=(node,),
                      health=health, notes=tuple(all_notes))
-    (root / META_FILE).write_text(meta.to_json())
+    (root / META_FILE).write_text(scrub_meta(meta)[0].to_json())
     return RunResult(exit_code=exit_code, root=root, processes=processes, notes=all_notes)
