@@ -23,7 +23,7 @@ from ktrace.importers.nsys_sqlite import (
     scalar,
 )
 from ktrace.model.errors import TraceFormatError
-from ktrace.model.secrets import REDACTED, scrub_mapping
+from ktrace.model.secrets import REDACTED, scrub_argv, scrub_mapping
 
 METADATA_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
 """The export's own metadata: META_DATA_EXPORT since ~2023, EXPORT_META_DATA in older exports."""
@@ -168,11 +168,19 @@ def _scrub(info: ExportInfo, log: ImportLog) -> None:
     capture, n_cap = scrub_mapping(info.capture)
     system, n_sys = scrub_mapping(info.system)
     export, n_exp = scrub_mapping(info.export)
+    args = _argument_keys(capture)
+    argv, n_argv = scrub_argv([str(capture.get("PROCESS_0:COMMAND", "")), *(str(capture[k]) for k in args)])
+    capture.update(zip(args, argv[1:], strict=True))  # `--password`, then the password in the next argument
     info.environment, info.capture, info.system, info.export = env, capture, system, export
-    total = n_env + n_cap + n_sys + n_exp
+    total = n_env + n_cap + n_sys + n_exp + n_argv
     log.count("secrets_scrubbed", total)
     if total:
         log.note(f"{total} secret-looking environment/metadata value(s) redacted on import")
+
+
+def _argument_keys(capture: Mapping[str, Any]) -> list[str]:
+    """PROCESS_0:ARGUMENT_<i> keys of the traced command, in argument order."""
+    return sorted((k for k in capture if re.fullmatch(r"PROCESS_0:ARGUMENT_\d+", k)), key=lambda k: int(k[19:]))
 
 
 def _read_anchor(db: NsysDb, info: ExportInfo, log: ImportLog) -> None:
@@ -202,8 +210,7 @@ def _read_anchor(db: NsysDb, info: ExportInfo, log: ImportLog) -> None:
 def job_meta(db: NsysDb, info: ExportInfo, process_names: Mapping[int, str]) -> dict[str, Any]:
     """meta.job of the imported trace: what ran, where, with which nsys (secrets already scrubbed)."""
     cap = info.capture
-    args = [str(cap[k]) for k in sorted((k for k in cap if re.fullmatch(r"PROCESS_0:ARGUMENT_\d+", k)),
-                                        key=lambda k: int(k.rsplit("_", 1)[1]))]
+    args = [str(cap[k]) for k in _argument_keys(cap)]
     command = " ".join([str(cap.get("PROCESS_0:COMMAND", "")), *args]).strip()
     job: dict[str, Any] = {
         "source_files": [db.path.name],

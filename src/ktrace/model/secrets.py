@@ -106,6 +106,8 @@ _ASSIGN = re.compile(
 )
 _FLAG_ARG = re.compile(rf"(?<![^\s\"'])(?=-){_KEY}[ \t]{{1,16}}(?P<bare>[^\s\-\"'][^\s\"']{{0,4095}})")
 """`--password hunter3` in a command line joined into one string."""
+_MYSQL_P = re.compile(r"(?:mysql|mariadb)[a-z-]{0,6}[ \t][^\n]{0,200}?(?<=[ \t])-p(?P<bare>[^\s\"']{1,256})")
+"""mysql's `-pPASSWORD` in a command line joined into one string (within 200 characters of the program)."""
 _BEARER = re.compile(r"(?<![a-z0-9_])bearer[ \t]{1,16}(?P<bare>[a-z0-9._~+/=\-]{8,4096})")
 _URL = re.compile(
     r"(?<![a-z0-9+.\-])[a-z][a-z0-9+.\-]{0,30}://(?P<user>[^:/?#@\s\"']{0,256})"
@@ -161,6 +163,7 @@ def _url_secret(m: re.Match[str], text: str) -> bool:
 _FOLDED_RULES: tuple[tuple[tuple[str, ...], re.Pattern[str], _Rule], ...] = (
     (("://",), _URL, _url_secret),
     (("bearer",), _BEARER, _always),
+    (("mysql", "mariadb"), _MYSQL_P, _always),
     (_PREFILTER, _ASSIGN, _named_secret),
     (_PREFILTER, _FLAG_ARG, _named_secret),
 )
@@ -253,25 +256,24 @@ def scrub_strings(values: Sequence[str]) -> tuple[dict[str, str], int]:
 
 def scrub_argv(argv: Sequence[str]) -> tuple[list[str], int]:
     """A command line with secrets redacted, including a secret flag's value in the next element
-    (`--password hunter3`) and mysql's `-pPASSWORD`. `--tp 2` and other flags are kept."""
+    (`--password hunter3`) and `-pPASSWORD` after a mysql program. `--tp 2`, `ssh -p22` are kept."""
     out: list[str] = []
     count = 0
-    program = str(argv[0]).rsplit("/", 1)[-1] if argv else ""
-    for i, arg in enumerate(argv):
-        arg = str(arg)
+    mysql = False
+    for arg in map(str, argv):
         prev = out[-1] if out else ""
-        if (i and prev.startswith("-") and "=" not in prev and is_secret_key(prev.lstrip("-"))
+        mysql = mysql or arg.rsplit("/", 1)[-1] in _MYSQL
+        if (prev.startswith("-") and "=" not in prev and is_secret_key(prev.lstrip("-"))
                 and not arg.startswith("-") and not is_flag_value(arg)):
             out.append(REDACTED)
             count += 1
-            continue
-        if program in _MYSQL and arg.startswith("-p") and len(arg) > 2 and not arg.startswith("--"):
+        elif mysql and arg.startswith("-p") and len(arg) > 2 and not arg.startswith("--"):
             out.append("-p" + REDACTED)
             count += 1
-            continue
-        clean, n = scrub_text(arg)
-        out.append(clean)
-        count += n
+        else:
+            clean, n = scrub_text(arg)
+            out.append(clean)
+            count += n
     return out, count
 
 
@@ -291,6 +293,9 @@ def scrub_value(key: str, value: Any) -> tuple[Any, int]:
                 count += n
                 new[name] = None
                 stack.append((str(name), vv, new, name))
+        elif isinstance(v, list | tuple) and v and not is_secret_key(k) and all(isinstance(i, str) for i in v):
+            parent[slot], n = scrub_argv(v)  # a command line: `--password`, then the password
+            count += n
         elif isinstance(v, list | tuple):
             items: list[Any] = [None] * len(v)
             parent[slot] = items

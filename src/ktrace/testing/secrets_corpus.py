@@ -55,6 +55,7 @@ TEXT_FORMS: tuple[Planted, ...] = (
     _plant("-e NAME=value", "docker run -e MY_SERVICE_TOKEN={s} image", _r(30)),
     _plant("x=password=", "opts=password={s}", _pw()),
     _plant("tokenizer=password:", "tokenizer=password:{s}", _pw()),
+    _plant("mysql -pPASSWORD (joined)", "mysql -u root -h db -p{s} prod < dump.sql", _pw()),
     # environment variables, as `NAME=value` text
     _plant("DB_PASS", "DB_PASS={s}", _pw()),
     _plant("MYSQL_PWD", "MYSQL_PWD={s}", _pw()),
@@ -155,6 +156,7 @@ KEPT: tuple[str, ...] = (
     "GPU-5a3c2b1e-8d7f-4e6a-9b0c-1d2e3f4a5b6c", "ProfilerStep#3", "nccl:all_reduce", "aten::scaled_dot_product_attention",
     "cudaLaunchKernel", "Memcpy HtoD (Pageable -> Device)", "author=someone", "sk-learn", "key", "Bearer",
     "Bearer token auth", "sort_key_kernel<128>", "cub::DeviceRadixSortPass<true>", "sig_handler",
+    "mysql -u root -p mydb", "ssh -p22 host", "torchrun --nproc-per-node 8 -p 29500 train.py",
 )
 """Names and settings that look a little like secrets and must come out unchanged. Hex pointers and hashes in
 kernel names are kept: a long hex run is not redacted on its own look (see ktrace.model.secrets)."""
