@@ -215,3 +215,25 @@ def test_ktrace_run_keeps_no_secret_of_the_command_line_environment_or_annotatio
     assert trace.ranges.height >= len(planted)  # the annotations were recorded, under redacted names
     script.unlink()
     assert _leaks(tmp_path, res.stdout + res.stderr) == []
+
+
+def test_a_small_gz_with_a_1_mb_hex_blob_and_metadata_nested_500_deep_imports_quickly(tmp_path: Path) -> None:
+    """The issue's two hostile files: a 2 KB .json.gz holding 1 MB of hex ran for over 10 minutes in the old URL
+    pattern; `metadata` nested 500 deep raised RecursionError in the scrubber."""
+    import time
+
+    from ktrace.importers.kineto import import_kineto
+
+    doc = _kineto_doc()
+    nested: dict[str, Any] = {"password": "Pwnested1q"}
+    for _ in range(500):
+        nested = {"metadata": nested}
+    doc["metadata"] = {"blob": "0x" + "deadbeef" * 125_000, "nested": nested,
+                       "cmd": "a://" * 50_000 + " --password Pwtail2q"}
+    source = tmp_path / "hostile.pt.trace.json.gz"
+    source.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    start = time.process_time()
+    trace = import_kineto(source)
+    assert time.process_time() - start < 30
+    text = trace.meta.to_json()  # raised RecursionError (dataclasses.asdict) before metadata was cut at MAX_DEPTH
+    assert "Pwnested1q" not in text and "Pwtail2q" not in text and "deadbeefdeadbeef" in text

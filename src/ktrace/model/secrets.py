@@ -282,29 +282,37 @@ def scrub_argv(argv: Sequence[str]) -> tuple[list[str], int]:
     return out, count
 
 
+MAX_DEPTH = 64
+"""Containers nested deeper than this in metadata are replaced by a note: what reads meta.json later
+(dataclasses.asdict, json) recurses, and a hostile trace's `metadata` nested 500 deep would crash it."""
+TOO_DEEP = f"<nested deeper than {MAX_DEPTH} levels: not kept>"
+
+
 def scrub_value(key: str, value: Any) -> tuple[Any, int]:
-    """Scrub one (key, value): a secret key redacts the whole value; nested containers are walked
-    without recursion (a document nested 100,000 deep is walked, never raises). Tuples come back as lists."""
+    """Scrub one (key, value): a secret key redacts the whole value; nested containers are walked without
+    recursion and cut at MAX_DEPTH levels (never raises, however deep). Tuples come back as lists."""
     root: list[Any] = [None]
     count = 0
-    stack: list[tuple[str, Any, Any, Any]] = [(key, value, root, 0)]
+    stack: list[tuple[str, Any, Any, Any, int]] = [(key, value, root, 0, 0)]
     while stack:
-        k, v, parent, slot = stack.pop()
-        if isinstance(v, Mapping):
+        k, v, parent, slot, depth = stack.pop()
+        if isinstance(v, Mapping | list | tuple) and depth >= MAX_DEPTH:
+            parent[slot] = TOO_DEEP
+        elif isinstance(v, Mapping):
             new: dict[Any, Any] = {}
             parent[slot] = new
             for kk, vv in v.items():
                 name, n = scrub_text(kk) if isinstance(kk, str) else (kk, 0)
                 count += n
                 new[name] = None
-                stack.append((str(name), vv, new, name))
+                stack.append((str(name), vv, new, name, depth + 1))
         elif isinstance(v, list | tuple) and v and not is_secret_key(k) and all(isinstance(i, str) for i in v):
             parent[slot], n = scrub_argv(v)  # a command line: `--password`, then the password
             count += n
         elif isinstance(v, list | tuple):
             items: list[Any] = [None] * len(v)
             parent[slot] = items
-            stack.extend((k, item, items, i) for i, item in enumerate(v))
+            stack.extend((k, item, items, i, depth + 1) for i, item in enumerate(v))
         elif isinstance(v, str | bytes) and is_secret_key(k) and v not in ("", b"") and not (
                 isinstance(v, str) and is_flag_value(v)):
             parent[slot] = REDACTED

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 
 from ktrace.model.secrets import (
+    MAX_DEPTH,
     REDACTED,
+    TOO_DEEP,
     is_secret_key,
     scrub_argv,
     scrub_environment,
@@ -80,16 +83,20 @@ def test_scrub_strings_agrees_with_scrub_text_one_by_one() -> None:
     assert scrub_strings(list(KEPT)) == ({}, 0)
 
 
-@pytest.mark.parametrize("depth", [500, 100_000])
-def test_deep_nesting_is_walked_without_recursion(depth: int) -> None:
+@pytest.mark.parametrize("depth", [MAX_DEPTH - 2, 500, 100_000])
+def test_deep_nesting_is_walked_without_recursion_and_cut_at_max_depth(depth: int) -> None:
     doc: dict[str, object] = {"password": "Pwdeep1"}
     for _ in range(depth):
         doc = {"metadata": doc, "list": [[["x"]]]}
     clean, n = scrub_mapping(doc)
-    assert n == 1
-    for _ in range(depth):
-        clean = clean["metadata"]
-    assert clean == {"password": REDACTED}
+    assert "Pwdeep1" not in json.dumps(clean)  # json and dataclasses.asdict recurse: they must manage it
+    levels = 0
+    while isinstance(clean, dict) and "metadata" in clean:
+        clean, levels = clean["metadata"], levels + 1
+    if depth < MAX_DEPTH:
+        assert (levels, clean, n) == (depth, {"password": REDACTED}, 1)
+    else:
+        assert (levels, clean, n) == (MAX_DEPTH, TOO_DEEP, 0)
 
 
 @pytest.mark.parametrize("name, secret", [
