@@ -3,8 +3,9 @@
 SRC is a Kineto .json / .json.gz file, a folder of per-rank Kineto files (one multi-rank trace:
 ranks from distributedInfo, else from names like worker3 / rank3), or an nsys .sqlite export.
 Importing once makes every later command fast; `ktrace.open()` also reads SRC directly.
-Secret-looking metadata (tokens, keys, passwords) is scrubbed on import; `ktrace info` shows how
-many values were scrubbed and what was dropped or orphaned (trace health).
+Secret-looking strings (tokens, keys, passwords in names, metadata, the environment, the command line) are
+scrubbed on import; `ktrace info` shows how many values were scrubbed and what was dropped or orphaned (trace
+health).
 
 examples:
   ktrace import worker0.pt.trace.json.gz -o run.ktrace
