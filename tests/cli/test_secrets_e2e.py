@@ -15,6 +15,7 @@ import pytest
 from ktrace.cli import main
 from ktrace.model import store
 from ktrace.model.builder import TraceBuilder
+from ktrace.model.layout import PARTITION_META_FILE
 from ktrace.testing.secrets_corpus import ARGV_FORMS, ENVIRONMENT, KEPT, TEXT_FORMS, all_secrets
 from ktrace.testing.sqlite_export import Table, make_export
 
@@ -189,6 +190,7 @@ def test_an_older_store_holding_secrets_is_scrubbed_when_read(tmp_path: Path) ->
                              "name": pa.array(TEXTS).dictionary_encode()}), folder / "kernels.parquet")
     (root / "meta.json").write_text(json.dumps({"source": "ktrace", "job": {"command": ARGV,
                                                                             "env": dict(ENVIRONMENT)}}))
+    (folder / PARTITION_META_FILE).write_text(json.dumps({"health": {}, "notes": TEXTS}))  # an unfinished capture
     trace = store.read(root)
     text = json.dumps([trace.kernels["name"].cast(str).to_list(), trace.meta.to_json()])
     assert not [s for s in all_secrets() if s in text]

@@ -6,7 +6,8 @@ reads (stores written before this pass existed are scrubbed as they are opened).
 string, not per row: a column is only rewritten when one of its values held a secret, and a dictionary column
 is scrubbed through its dictionary alone. Measured (2-core VM at load ~18): scrubbing the tables and meta of
 tracelens, resnet50 and cloverleaf (96-134 distinct strings) takes 6-12 ms of CPU, a few % of their import;
-re-opening a store of 4 M kernels and 4 M launches, the dictionaries' scrub takes 2 ms of CPU.
+re-opening a store of 4 M kernels and 4 M launches, the dictionaries' scrub takes 2 ms of CPU; `scrub_trace` on
+that trace in memory (8 M rows, one query per table) 0.06 s of CPU, 0.15 s wall.
 """
 
 from __future__ import annotations

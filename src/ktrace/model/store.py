@@ -161,7 +161,7 @@ def read(path: str | os.PathLike[str]) -> Trace:
         raise TraceFormatError(f"{root}: no such file or directory", ExitCode.NOT_FOUND)
     if not is_store(root):
         raise TraceFormatError(f"{root}: not a .ktrace folder (no meta.json, no node=* partitions)")
-    meta, _ = scrub_meta(_read_meta(root))
+    meta = _read_meta(root)
     parts = list(partitions(root))
     pieces: dict[str, list[pl.DataFrame]] = {name: [] for name in TABLES}
     recovered: list[str] = []
@@ -192,7 +192,7 @@ def read(path: str | os.PathLike[str]) -> Trace:
              + (" ..." if len(recovered) > 5 else ""),),
         )
     frames = {name: _concat_frames(p, name) for name, p in pieces.items()}
-    return Trace(**frames, meta=meta)
+    return Trace(**frames, meta=scrub_meta(meta)[0])  # stores written before the scrubber, partition notes
 
 
 def _concat_frames(parts: list[pl.DataFrame], name: str) -> pl.DataFrame:
