@@ -5,8 +5,9 @@ ranks from distributedInfo, else from names like worker3 / rank3), or an nsys .s
 Importing once makes every later command fast; `ktrace.open()` also reads SRC directly.
 OUT appears only once it is complete; an existing OUT is replaced only with --force and only when it is a
 .ktrace store (never SRC, never a folder holding anything else).
-Secret-looking metadata (tokens, keys, passwords) is scrubbed on import; `ktrace info` shows how
-many values were scrubbed and what was dropped or orphaned (trace health).
+Secret-looking strings (tokens, keys, passwords in names, metadata, the environment, the command line) are
+scrubbed on import; `ktrace info` shows how many values were scrubbed and what was dropped or orphaned (trace
+health).
 
 examples:
   ktrace import worker0.pt.trace.json.gz -o run.ktrace

@@ -29,6 +29,7 @@ from ktrace.importers.kineto_tables import (
 )
 from ktrace.model.builder import TraceBuilder, merge_traces
 from ktrace.model.errors import ProgressFn, TraceFormatError, no_progress
+from ktrace.model.scrub import scrub_trace
 from ktrace.model.secrets import scrub_mapping, scrub_text
 from ktrace.model.trace import Trace, TraceMeta
 
@@ -60,9 +61,9 @@ def import_kineto(path: Path, *, progress: ProgressFn = no_progress, with_ops: b
     """
     path = Path(path)
     if path.is_dir():
-        return _import_folder(path, progress, with_ops)
+        return scrub_trace(_import_folder(path, progress, with_ops))
     trace, _ = _import_file(path, progress, with_ops, 0, 0)
-    return trace
+    return scrub_trace(trace)
 
 
 @dataclass

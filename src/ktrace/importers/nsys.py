@@ -36,6 +36,7 @@ from ktrace.importers.nsys_sqlite import NULL_CODE, READ_ERRORS, ImportLog, Nsys
 from ktrace.model.builder import TraceBuilder
 from ktrace.model.errors import ProgressFn, TraceFormatError, TraceNotFoundError, no_progress
 from ktrace.model.schema import NODE_RANK
+from ktrace.model.scrub import scrub_trace
 from ktrace.model.trace import Trace, TraceMeta
 
 EVENT_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
@@ -123,7 +124,7 @@ def _import(db: NsysDb, progress: ProgressFn) -> Trace:
     _read_dimensions(db, builder, log)
     names = _guard(log, "PROCESSES", lambda: read_process_names(db, pids[pids != NULL_CODE]))[1] or {}
     builder.set_meta(_trace_meta(db, info, log, names))
-    return builder.build()
+    return scrub_trace(builder.build())
 
 
 def _safe_count(db: NsysDb, table: str) -> int:

@@ -23,7 +23,7 @@ from ktrace.importers.nsys_sqlite import (
     scalar,
 )
 from ktrace.model.errors import TraceFormatError
-from ktrace.model.secrets import REDACTED, scrub_mapping
+from ktrace.model.secrets import REDACTED, scrub_argv, scrub_mapping
 
 METADATA_TABLES = ("META_DATA_EXPORT", "EXPORT_META_DATA")
 """The export's own metadata: META_DATA_EXPORT since ~2023, EXPORT_META_DATA in older exports."""
@@ -39,7 +39,6 @@ PROCESS_MASK = 0xFFFFFF
 
 _SYSTEM_ENV_SKIP = ("DeviceEnvironment", "CpuInfo", "GpuInfo", "GpuMetricsConfig", "LinuxPerfInfo")
 _ENV_ROW = re.compile(r"^PROCESS_(\d+):ENVIRONMENT_VARIABLE$")
-_FLAG = re.compile(r"^(true|false|yes|no|on|off|\d{1,3})?$", re.IGNORECASE)
 _ASSIGNMENT = re.compile(r'^([A-Za-z_][A-Za-z0-9_%.]*)=(.*)$', re.DOTALL)
 
 
@@ -163,28 +162,25 @@ def _parse_env_list(text: str) -> dict[str, str]:
 
 
 def _scrub(info: ExportInfo, log: ImportLog) -> None:
-    """Redact secret-looking values (ktrace.model.secrets); bare flags such as "false" or "1" are kept."""
-    env, n_env = _scrub_strings(info.environment)
-    capture, n_cap = _scrub_strings(info.capture)
-    system, n_sys = _scrub_strings(info.system)
-    export, n_exp = _scrub_strings(info.export)
+    """Redact secret-looking values (ktrace.model.secrets); flags such as "false" or "1" are kept (a setting
+    named like a secret but holding a flag, NVTX_OPTIONS:TRACE_NVTX_RANGE_HOT_KEY=false, is no secret)."""
+    env, n_env = scrub_mapping(info.environment)
+    capture, n_cap = scrub_mapping(info.capture)
+    system, n_sys = scrub_mapping(info.system)
+    export, n_exp = scrub_mapping(info.export)
+    args = _argument_keys(capture)
+    argv, n_argv = scrub_argv([str(capture.get("PROCESS_0:COMMAND", "")), *(str(capture[k]) for k in args)])
+    capture.update(zip(args, argv[1:], strict=True))  # `--password`, then the password in the next argument
     info.environment, info.capture, info.system, info.export = env, capture, system, export
-    total = n_env + n_cap + n_sys + n_exp
+    total = n_env + n_cap + n_sys + n_exp + n_argv
     log.count("secrets_scrubbed", total)
     if total:
         log.note(f"{total} secret-looking environment/metadata value(s) redacted on import")
 
 
-def _scrub_strings(values: Mapping[str, Any]) -> tuple[dict[str, Any], int]:
-    """scrub_mapping over the values that could hold a secret; flags (true/false/on/off, 1-3 digits) pass.
-
-    A setting named like a secret but holding a flag (NVTX_OPTIONS:TRACE_NVTX_RANGE_HOT_KEY=false,
-    USE_AUTH_EPHEM=1) is not a secret; a long number is (PMI_SHARED_SECRET is 20 digits).
-    """
-    flags = {k: v for k, v in values.items() if isinstance(v, str) and _FLAG.match(v)}
-    clean, n = scrub_mapping({k: v for k, v in values.items() if k not in flags})
-    merged = {**flags, **clean}
-    return {k: merged[k] for k in values}, n
+def _argument_keys(capture: Mapping[str, Any]) -> list[str]:
+    """PROCESS_0:ARGUMENT_<i> keys of the traced command, in argument order."""
+    return sorted((k for k in capture if re.fullmatch(r"PROCESS_0:ARGUMENT_\d+", k)), key=lambda k: int(k[19:]))
 
 
 def _read_anchor(db: NsysDb, info: ExportInfo, log: ImportLog) -> None:
@@ -214,8 +210,7 @@ def _read_anchor(db: NsysDb, info: ExportInfo, log: ImportLog) -> None:
 def job_meta(db: NsysDb, info: ExportInfo, process_names: Mapping[int, str]) -> dict[str, Any]:
     """meta.job of the imported trace: what ran, where, with which nsys (secrets already scrubbed)."""
     cap = info.capture
-    args = [str(cap[k]) for k in sorted((k for k in cap if re.fullmatch(r"PROCESS_0:ARGUMENT_\d+", k)),
-                                        key=lambda k: int(k.rsplit("_", 1)[1]))]
+    args = [str(cap[k]) for k in _argument_keys(cap)]
     command = " ".join([str(cap.get("PROCESS_0:COMMAND", "")), *args]).strip()
     job: dict[str, Any] = {
         "source_files": [db.path.name],

@@ -24,6 +24,8 @@ from ktrace.model.capture import PARTITION_META_FILE, CaptureWriter, partition_d
 from ktrace.model.errors import TraceFormatError, TraceNotFoundError
 from ktrace.model.outputs import CAPTURE_MARKER, write_atomically, writer_pid
 from ktrace.model.schema import SCHEMAS, TABLES
+from ktrace.model.scrub import scrub_meta, scrub_table
+from ktrace.model.secrets import scrub_mapping
 from ktrace.model.store_checks import check_columns, check_meta, check_partition_meta, check_rank, load_json_object
 from ktrace.model.trace import Trace, TraceMeta, conform, frame_from_columns, frame_schema, frame_to_arrow
 
@@ -74,7 +76,7 @@ device, context, pid): read() fills them without decoding. The columns stay in t
 
 def write_table(table: pa.Table, path: Path) -> None:
     """Write one partition's table (without node/rank: those are the folder names) as Parquet."""
-    table = table.drop_columns([c for c in ("node", "rank") if c in table.column_names])
+    table, _ = scrub_table(table.drop_columns([c for c in ("node", "rank") if c in table.column_names]))
     nulls = [c for c in table.column_names if table.num_rows and table.column(c).null_count == table.num_rows]
     constants = {c: v for c in table.column_names if c not in nulls
                  for v in _constant_value(table.column(c))}
@@ -122,7 +124,7 @@ def write(trace: Trace, path: str | os.PathLike[str]) -> Path:
         partition_dir(root, node, rank).mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=4) as pool:
         list(pool.map(lambda job: write_table(frame_to_arrow(job[0], job[1]), job[2]), jobs))
-    meta = trace.meta
+    meta, _ = scrub_meta(trace.meta)
     created = meta.created or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     hosts = tuple(sorted({n for n, _ in pairs} | set(meta.hosts)))
     meta = TraceMeta.from_dict({**json.loads(meta.to_json()), "created": created, "hosts": hosts})
@@ -178,8 +180,9 @@ def read(path: str | os.PathLike[str]) -> Trace:
         table, constants, was_recovered = _read_partition_table(folder, name)
         if table is None:
             return name, None, False
-        table = table.drop_columns([c for c in ("node", "rank") if c in table.column_names])
-        return name, _frame(table, name, {**constants, "node": node, "rank": rank}, folder), was_recovered
+        table, _ = scrub_table(table.drop_columns([c for c in ("node", "rank") if c in table.column_names]))
+        constants = {**scrub_mapping(constants)[0], "node": node, "rank": rank}
+        return name, _frame(table, name, constants, folder), was_recovered
 
     jobs = [(node, rank, folder, name) for node, rank, folder in parts for name in TABLES]
     with ThreadPoolExecutor(max_workers=min(_READ_WORKERS, max(1, len(jobs)))) as pool:
@@ -198,7 +201,7 @@ def read(path: str | os.PathLike[str]) -> Trace:
              + (" ..." if len(recovered) > 5 else ""),),
         )
     frames = {name: _concat_frames(p, name) for name, p in pieces.items()}
-    return Trace(**frames, meta=meta)
+    return Trace(**frames, meta=scrub_meta(meta)[0])  # stores written before the scrubber, partition notes
 
 
 def _frame(table: pa.Table, name: str, constants: dict[str, object], folder: Path) -> pl.DataFrame:

@@ -164,9 +164,9 @@ def job_description(cmd: Sequence[str], exit_code: int, processes: list[dict[str
     """The `job` of meta.json: command (scrubbed), exit code, world size, interpreter (no secrets)."""
     import os
 
-    from ktrace.model.secrets import scrub_environment, scrub_value
+    from ktrace.model.secrets import scrub_argv, scrub_environment
 
-    command, _ = scrub_value("command", list(cmd))
+    command, _ = scrub_argv(cmd)
     env, _ = scrub_environment({k: os.environ[k] for k in KEPT_ENVIRONMENT if k in os.environ})
     return {
         "command": command, "exit_code": exit_code, "world_size": len(processes),
@@ -195,6 +195,7 @@ def finalize_run(root: Path, cmd: Sequence[str], config: CaptureConfig, exit_cod
     False (no driver, no cupti-python) makes meta say so: gpu false, tracer "none".
     """
     from ktrace.model.outputs import write_atomically
+    from ktrace.model.scrub import scrub_meta
     from ktrace.model.store import META_FILE, finalize
     from ktrace.model.trace import TraceMeta
 
@@ -217,6 +218,6 @@ def finalize_run(root: Path, cmd: Sequence[str], config: CaptureConfig, exit_cod
     meta = TraceMeta(source="ktrace", created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                      job=job_description(cmd, exit_code, processes), capture=capture, hosts=(node,),
                      health=health, notes=tuple(all_notes))
-    write_atomically(root / META_FILE, meta.to_json().encode())
+    write_atomically(root / META_FILE, scrub_meta(meta)[0].to_json().encode())
     _clean_up(root)
     return RunResult(exit_code=exit_code, root=root, processes=processes, notes=all_notes)

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 import pytest
 
 from ktrace.importers.nsys import import_nsys
 from ktrace.model.schema import NODE_RANK
+from ktrace.testing.sqlite_export import Table, make_export
 
 EPOCH = 1_700_000_000_000_000_000
-Table = tuple[Sequence[str], Sequence[tuple[Any, ...]]]
 
 
 def gtid(pid: int, tid: int) -> int:
@@ -24,17 +21,6 @@ def gtid(pid: int, tid: int) -> int:
 
 def gpid(pid: int) -> int:
     return gtid(pid, 0)
-
-
-def make_export(path: Path, tables: dict[str, Table]) -> Path:
-    """Write a SQLite file with exactly these tables (columns, rows), like `nsys export` does."""
-    con = sqlite3.connect(path)
-    for name, (cols, rows) in tables.items():
-        con.execute(f'CREATE TABLE "{name}" ({", ".join(chr(34) + c + chr(34) for c in cols)})')
-        con.executemany(f'INSERT INTO "{name}" VALUES ({", ".join("?" * len(cols))})', rows)
-    con.commit()
-    con.close()
-    return path
 
 
 KERNEL_COLS = ("start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid", "demangledName",
