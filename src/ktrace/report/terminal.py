@@ -13,6 +13,7 @@ from rich.text import Text
 
 from ktrace.analysis.names import short_kernel_name
 from ktrace.analysis.summary import Summary, summary_to_dict
+from ktrace.model.display_text import printable_tree
 from ktrace.report.format import fmt_ns as format_ns
 
 BAR_WIDTH = 12
@@ -160,7 +161,7 @@ def _latency_rows(rows: list[dict[str, Any]] | None) -> list[dict[str, Any]] | N
 
 def _header(console: Console, d: dict[str, Any]) -> None:
     p = d["phases"]
-    console.print(f"[bold]source[/] {d['source']}   [bold]ranks[/] {d['ranks']}   "
+    console.print(f"[bold]source[/] {escape(str(d['source']))}   [bold]ranks[/] {d['ranks']}   "
                   f"[bold]kernels[/] {d['kernels']:,}   [bold]job[/] {format_ns(p['duration_ns'])}   "
                   f"[bold]steps[/] {p['steps']}")
     phases = [{"phase": name, "time_ns": p[f"{key}_ns"], "share": p[f"{key}_pct"] / 100.0}
@@ -171,7 +172,7 @@ def _header(console: Console, d: dict[str, Any]) -> None:
 
 def render_summary(summary: Summary, console: Console) -> None:
     """Print the summary's tables on `console` (the numbers are those of summary_to_dict)."""
-    d = summary_to_dict(summary)
+    d = printable_tree(summary_to_dict(summary))  # trace text: no control character reaches the terminal
     _header(console, d)
     _table(console, "active time (timeline = busy/span; counter = samples > 0 %)", d["active"],
            ["resource", "method", "node", "rank", "instance", "active_share", "mean_util"], "active_share")

@@ -117,12 +117,13 @@ class KtraceApp(App[None]):
         Step detection and the dashboard's analyses start in their own workers once the index is complete (on 2
         cores, running them beside the track sort and the links delayed those 2-3x).
         """
+        from ktrace.model.display_text import printable_trace
         from ktrace.model.errors import KtraceError
         from ktrace.tui.index_build import build_links, build_tracks, plan_index
 
         t_read = time.perf_counter()
-        try:
-            trace = self.given_trace if self.given_trace is not None else self._read()
+        try:  # printable: no control character in a name reaches the screen
+            trace = printable_trace(self.given_trace if self.given_trace is not None else self._read())
         except KtraceError as exc:
             self.post_message(LoadFailed(str(exc), int(exc.exit_code)))
             return
@@ -348,7 +349,7 @@ class KtraceApp(App[None]):
         def go(text: str | None) -> None:
             i = None if text is None else find_step(self.steps, text)
             if text is not None and i is None:
-                self.notify(f"no step {text!r}", severity="warning")
+                self.notify(f"no step {text!r}", severity="warning", markup=False)
             if i is not None:
                 self.action_show_tab("timeline")
                 self.query_one(Timeline).show_step(i)
