@@ -182,8 +182,12 @@ class KtraceApp(App[None]):
 
     @on(LoadFailed)
     def _failed(self, message: LoadFailed) -> None:
+        from rich.text import Text
+
+        from ktrace.model.display_text import printable
+
         self._loading_done()
-        self.exit(return_code=message.exit_code, message=f"ktrace view: error: {message.text}")
+        self.exit(return_code=message.exit_code, message=Text(f"ktrace view: error: {printable(message.text)}"))
 
     @on(TraceLoaded)
     def _loaded(self, message: TraceLoaded) -> None:
