@@ -1,8 +1,9 @@
-"""Fuzz the Kineto importer with 500 corrupted inputs: it returns a Trace or raises TraceFormatError, nothing else.
+"""Fuzz the Kineto importer with 560 corrupted inputs: it returns a Trace or raises TraceFormatError, nothing else.
 
 Seeds are a 60-event cut of the real AlexNet fixture (every category of a 2023 trace) and a PyTorch 1.9
 style variant. Corruptions: truncation (plain and gzip), byte edits, gzip-stream damage, and JSON
-values of the wrong type put into events and the header. Slices are made tiny (see small_chunks) so
+values of the wrong type put into events and the header; structure-aware mutations (deep nesting, decoy
+traceEvents, oversized strings, whitespace runs, non-finite numbers). Slices are made tiny (see small_chunks) so
 the splitter's retry and salvage paths run on small inputs.
 """
 
@@ -12,6 +13,7 @@ import atexit
 import copy
 import gzip
 import json
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -54,6 +56,7 @@ OLD_ERA = json.dumps({"schemaVersion": 1, "traceEvents": [
     for e in SEED_DOC["traceEvents"]]}).encode()
 TMP = Path(tempfile.mkdtemp(prefix="ktrace-fuzz-"))
 atexit.register(shutil.rmtree, TMP, True)
+(TMP / "seed.json").write_bytes(SEED)
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False) | st.text(max_size=8),
@@ -138,3 +141,50 @@ def test_wrong_types(index: int, key: str, arg: str, value: Any, header_key: str
         event["args"][arg] = copy.deepcopy(value)
     doc[header_key] = header_value
     _survives(json.dumps(doc).encode())
+
+
+def _nested(depth: int, leaf: str = "1") -> str:
+    return "".join('{"a": [' if i % 2 else "[" for i in range(depth)) + leaf + "".join(
+        "]}" if i % 2 else "]" for i in reversed(range(depth)))
+
+
+def _structural(doc_text: str, kind: str, where: float, size: int) -> bytes:
+    """One structure-aware mutation of the seed's text (hostile files seen in issue #20)."""
+    events = json.loads(doc_text)["traceEvents"]
+    i = int(where * (len(events) - 1))
+    anchor = json.dumps(events[i])[:-1]  # the event's text without its closing brace
+    compact = json.dumps(json.loads(doc_text))
+    if kind == "nest_args":  # deep nesting inside one event's args (msgspec recursion)
+        return compact.replace(anchor, anchor + ', "deep": ' + _nested(size), 1).encode()
+    if kind == "nest_event":  # an event that is itself a deep array
+        return compact.replace(anchor + "}", _nested(size) + ", " + anchor + "}", 1).encode()
+    if kind == "decoy":  # a traceEvents key nested before the real one
+        decoy = '{"metadata": {"traceEvents": [' + json.dumps(events[i]) + "]}, "
+        return (decoy + compact[1:]).encode()
+    if kind == "huge_string":  # a name longer than the (lowered) event cap
+        return compact.replace(anchor, anchor + ', "blob": "' + "A},{" * size + '"', 1).encode()
+    if kind == "whitespace":
+        return compact.replace(anchor, anchor + " " * (size * 64) + "\n" * (size * 64), 1).encode()
+    number = ("1e999", "-1e999", "NaN", "Infinity", "1e308", "-0")[size % 6]  # not all valid JSON: damage too
+    return re.sub(r'("(?:ts|dur|pid|tid)": )[-0-9.e]+', lambda m: m.group(1) + number, compact, count=size % 7 + 1
+                  ).encode()
+
+
+@fuzz(60)
+@given(kind=st.sampled_from(["nest_args", "nest_event", "decoy", "huge_string", "whitespace", "non_finite"]),
+       where=st.floats(0, 1), size=st.integers(1, 1500), zipped=st.booleans())
+def test_structure_aware(kind: str, where: float, size: int, zipped: bool) -> None:
+    data = _structural(SEED.decode(), kind, where, size)
+    old = kineto_decode.MAX_EVENT_BYTES
+    kineto_decode.MAX_EVENT_BYTES = 2048  # with 4 KB slices: events over 2 KB are skipped
+    try:
+        if zipped:
+            _survives(gzip.compress(data, mtime=0), "fuzz.json.gz")
+        else:
+            _survives(data)
+    finally:
+        kineto_decode.MAX_EVENT_BYTES = old
+    if kind == "decoy":  # the decoy never replaces the real events
+        path = TMP / "decoy.json"
+        path.write_bytes(data)
+        assert import_kineto(path).counts() == import_kineto(TMP / "seed.json").counts()

@@ -1,7 +1,8 @@
 """Fuzz the nsys importer: >= 500 corrupted exports, and never anything but a Trace or a KtraceError.
 
 Corruptions: truncations, bit flips and garbage pages of the bytes; dropped tables; dropped columns;
-cells of the wrong type or out of range. The seed is a trimmed copy of the real T4 export in fixtures/.
+cells of the wrong type or out of range; structure-aware ones (non-finite numbers, escape sequences and markup,
+a 1 MB string in every column read, GPU metrics of inf, a decoy kernel table). The seed is a trimmed copy of the real T4 export in fixtures/.
 """
 
 from __future__ import annotations
@@ -157,3 +158,56 @@ def test_bit_flips_property(seed: Path, tmp_path_factory: pytest.TempPathFactory
     target = tmp_path_factory.mktemp("flip") / "case.sqlite"
     target.write_bytes(bytes(buf))
     assert outcome(target) in ("ok", "error")
+
+
+HOSTILE_VALUES = ("9e999", "-9e999", "0.0 * 9e999", "'\x1b]0;t\x07\x1b[2J[bold]x[/]'", "printf('%.*c', 1000000, 'A')",
+                  "-1e20", "1e300")
+"""Non-finite numbers (SQLite REAL inf; inf * 0 is NULL), escape sequences and markup, a 1 MB string, huge floats."""
+
+
+def structure_cases(seed: Path, out: Path) -> Iterator[tuple[str, Path]]:
+    """Structure-aware damage: hostile values in every column the importer reads, GPU metrics with inf, a decoy
+    kernel table beside the real one."""
+    con = sqlite3.connect(seed)
+    tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+    columns = {t: [r[1] for r in con.execute(f'PRAGMA table_info("{t}")')] for t in tables}
+    con.close()
+    target = out / "case.sqlite"
+    pairs = [(t, c) for t in tables if t.startswith(READ) for c in columns[t]]
+    for k, (t, c) in enumerate(pairs[::3]):  # a third of the columns: a few seconds; the value cycles
+        value = HOSTILE_VALUES[k % len(HOSTILE_VALUES)]
+        path = _mutated(seed, target, f'UPDATE "{t}" SET "{c}" = {value} WHERE rowid % 3 = 1')
+        if path is not None:
+            yield f"{t}.{c} = {value[:20]}", path
+    yield "gpu metrics with inf", _with_inf_metrics(seed, target)
+    shutil.copyfile(seed, target)
+    con = sqlite3.connect(target)
+    con.execute("CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL_OLD AS SELECT * FROM CUPTI_ACTIVITY_KIND_KERNEL LIMIT 1")
+    con.commit()
+    con.close()
+    yield "decoy kernel table", target
+
+
+def _with_inf_metrics(seed: Path, target: Path) -> Path:
+    """The seed with GPU metric samples of +inf, -inf, NaN (NULL in SQLite) and one real value."""
+    shutil.copyfile(seed, target)
+    con = sqlite3.connect(target)
+    start = con.execute("SELECT MIN(start) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    con.executescript("CREATE TABLE TARGET_INFO_GPU_METRICS (typeId, sourceId, typeName, metricId, metricName); "
+                      "INSERT INTO TARGET_INFO_GPU_METRICS VALUES (0, 0, 'GPU', 1, 'GR Active [Throughput %]'); "
+                      "CREATE TABLE GPU_METRICS (timestamp, typeId, metricId, value); "
+                      f"INSERT INTO GPU_METRICS VALUES ({start}, 0, 1, 9e999), ({start + 10}, 0, 1, -9e999), "
+                      f"({start + 20}, 0, 1, 50.0), ({start + 30}, 0, 1, 0.0 * 9e999)")
+    con.close()
+    return target
+
+
+def test_structure_aware_damage_never_escapes(seed: Path, tmp_path: Path) -> None:
+    tally = run_cases(structure_cases(seed, tmp_path))
+    assert sum(tally.values()) >= 30 and tally.get("ok")
+
+
+def test_non_finite_gpu_metrics_are_dropped_with_a_note(seed: Path, tmp_path: Path) -> None:
+    trace = import_nsys(_with_inf_metrics(seed, tmp_path / "m.sqlite"))
+    assert trace.counters["value"].to_list() == [50.0]
+    assert any("2 infinite or NaN value(s) dropped" in n for n in trace.meta.notes)

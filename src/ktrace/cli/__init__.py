@@ -98,14 +98,16 @@ def _run_verb(verb: str, rest: list[str]) -> int:
     ns = parser.parse_args(rest)
     try:
         code = module.run(ns)  # type: ignore[attr-defined]
-        sys.stdout.flush()  # a full disk behind stdout shows here, not as a traceback at exit
+        sys.stdout.flush()  # a closed pipe (`ktrace summary | head`) or a full disk shows here, not at exit
     except KtraceError as exc:
-        print(f"ktrace {verb}: error: {exc}", file=sys.stderr)
+        from ktrace.model.display_text import printable
+
+        print(f"ktrace {verb}: error: {printable(str(exc))}", file=sys.stderr)
         return int(exc.exit_code)
     except KeyboardInterrupt:
         print(f"ktrace {verb}: interrupted", file=sys.stderr)
         return int(ExitCode.INTERRUPTED)
-    except BrokenPipeError:
+    except BrokenPipeError:  # the reader went away (`| head`): end quietly, like Unix tools
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0

@@ -46,7 +46,9 @@ def list_rules() -> str:
 
 def finding_line(f: object) -> str:
     """`SEVERITY RULE: message` on one line."""
-    message = " ".join(str(f.message).split())  # type: ignore[attr-defined]
+    from ktrace.model.display_text import printable
+
+    message = printable(" ".join(str(f.message).split()))  # type: ignore[attr-defined]
     return f"{f.severity.upper():7} {f.rule}: {message}"  # type: ignore[attr-defined]
 
 
@@ -61,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
         raise KtraceError("a TRACE is required (or --list-rules)", ExitCode.USAGE)
     config = rules_config(args)
     report = run_rules(open_trace(args.trace), config)
+    from ktrace.model.display_text import printable
+
     if args.json:
         json.dump(report_to_dict(report), sys.stdout, indent=1, sort_keys=True, default=str)
         sys.stdout.write("\n")
@@ -70,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         if args.verbose:
             for r in report.results:
                 if not r.findings:
-                    print(f"{'SKIPPED' if r.skipped else 'OK':7} {r.rule}: {r.skipped or 'did not fire'}")
+                    print(f"{'SKIPPED' if r.skipped else 'OK':7} {r.rule}: {printable(r.skipped or 'did not fire')}")
     fail = args.fail_on != "never" and report.count(args.fail_on) > 0
     n = {s: sum(1 for f in report.findings if f.severity == s) for s in ("error", "warning", "info")}
     print(f"{len(report.results)} rules: {n['error']} errors, {n['warning']} warnings, {n['info']} notes"

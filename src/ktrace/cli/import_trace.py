@@ -63,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_summary(trace: object, out: Path) -> None:
+    from ktrace.model.display_text import printable
+
     counts = trace.counts()  # type: ignore[attr-defined]
     meta = trace.meta  # type: ignore[attr-defined]
     ranks = len(trace.ranks)  # type: ignore[attr-defined]
@@ -71,6 +73,6 @@ def _print_summary(trace: object, out: Path) -> None:
     print(f"wrote {out} ({meta.source}, {ranks} rank{'s' if ranks != 1 else ''}): {rows or 'no rows'}")
     health = {k: v for k, v in meta.health.items() if v}
     if health:
-        print("health: " + ", ".join(f"{k}={v:,}" for k, v in sorted(health.items())))
+        print("health: " + printable(", ".join(f"{k}={v:,}" for k, v in sorted(health.items()))))
     for note in meta.notes:
-        print(f"note: {note}", file=sys.stderr)
+        print(f"note: {printable(note)}", file=sys.stderr)

@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any
 
-from ktrace.cli.options import add_json_flag, add_trace_argument, open_trace
+from ktrace.cli.options import add_json_flag, add_trace_argument, open_trace, terminal_console
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,11 +60,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_text(info: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console()
+    from ktrace.model.display_text import printable_tree
+
+    console = terminal_console()
+    info = printable_tree(info)  # trace text: no control character reaches the terminal
     span = info["span"]
     console.print(f"[bold]source[/]  {escape(str(info['source']))} (schema v{info['schema_version']})")
     if span:
@@ -73,7 +75,8 @@ def _print_text(info: dict[str, Any]) -> None:
     console.print(f"[bold]ranks[/]   {escape(ranks)}")
     for d in info["devices"]:
         cc = f"sm_{d['compute_major']}{d['compute_minor']}" if d.get("compute_major") is not None else ""
-        console.print(f"[bold]device[/]  {escape(str(d['node']))}/{d['rank']} GPU {d['device']}: {escape(str(d['name']))} {cc}")
+        console.print(f"[bold]device[/]  {escape(str(d['node']))}/{d['rank']} GPU {d['device']}: "
+                      f"{escape(str(d['name']))} {escape(cc)}")
     table = Table("table", "rows", title="rows per table", title_justify="left")
     for name, n in info["rows"].items():
         table.add_row(name, f"{n:,}")

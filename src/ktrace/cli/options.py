@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 
 def add_trace_argument(parser: argparse.ArgumentParser, name: str = "trace", *, optional_with: str = "") -> None:
@@ -30,3 +31,16 @@ def open_trace(path: str, *, progress: bool = True) -> object:
 
     with progress_bar(f"reading {path}", enabled=None if progress else False) as bar:
         return load(path, progress=bar)
+
+
+def terminal_console() -> Any:
+    """A rich Console for a verb's output; a closed pipe (`ktrace summary | head`) raises BrokenPipeError, which
+    the command line turns into a quiet exit 0 (rich's own handler exits 1)."""
+    from rich.console import Console
+
+    class _PipeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            self.quiet = True
+            raise BrokenPipeError
+
+    return _PipeConsole()

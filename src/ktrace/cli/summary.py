@@ -23,7 +23,7 @@ import json
 import re
 import sys
 
-from ktrace.cli.options import add_json_flag, add_trace_argument, open_trace
+from ktrace.cli.options import add_json_flag, add_trace_argument, open_trace, terminal_console
 from ktrace.model.errors import ExitCode, KtraceError
 
 
@@ -64,9 +64,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump(summary_to_dict(summary), sys.stdout, indent=1, sort_keys=True)
         sys.stdout.write("\n")
         return 0
-    from rich.console import Console
-
     from ktrace.report.terminal import render_summary
 
-    render_summary(summary, Console())
+    render_summary(summary, terminal_console())
     return 0

@@ -151,8 +151,10 @@ def _counter_lines(trace: Trace, node: str, rank: int, pid: int, t0: int) -> pl.
     keys = rows.select("metric", "instance").unique()
     titles = [json.dumps(counter_title(m, i)) for m, i in keys.iter_rows()]
     rows = rows.join(keys.with_columns(pl.Series("title", titles, pl.String)), on=["metric", "instance"])
+    value = pl.when(pl.col("value").is_finite()).then(pl.col("value").cast(pl.String)).otherwise(pl.lit("null"))
     return rows.sort("ts_ns").select(_fmt('{"ph":"C","name":%s,"pid":%s,"ts":%s,"args":{"value":%s}}',
-                                               "title", pl.lit(pid), _us(pl.col("ts_ns") - t0), "value"))[:, 0]
+                                               "title", pl.lit(pid), _us(pl.col("ts_ns") - t0),
+                                               value.fill_null("null")))[:, 0]  # JSON has no inf or nan
 
 
 @contextmanager

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 
 import polars as pl
@@ -13,6 +14,8 @@ from ktrace.model.trace import Trace
 
 ABSOLUTE_NS_MIN = 10**12
 """Window bounds at or above this integer are absolute ns since the epoch; smaller ones are seconds."""
+MAX_WINDOW_S = 1e9
+"""Seconds bounds are at most ~31 years from the trace start (int64 ns holds ~292 years)."""
 
 
 def _bound(text: str, trace_start: int) -> int | None:
@@ -21,10 +24,18 @@ def _bound(text: str, trace_start: int) -> int | None:
         return None
     try:
         if text.isdigit() and int(text) >= ABSOLUTE_NS_MIN:
-            return int(text)
-        return trace_start + round(float(text) * 1e9)
+            value = int(text)
+        else:
+            seconds = float(text)
+            if not math.isfinite(seconds) or abs(seconds) > MAX_WINDOW_S:
+                raise ValueError(text)
+            value = trace_start + round(seconds * 1e9)
     except ValueError:
-        raise KtraceError(f"--window: {text!r} is neither seconds (1.5) nor absolute ns", ExitCode.USAGE) from None
+        raise KtraceError(f"--window: {text[:40]!r} is neither seconds (1.5, at most {MAX_WINDOW_S:.0e}) "
+                          "nor absolute ns", ExitCode.USAGE) from None
+    if not -(2**63) <= value < 2**63:
+        raise KtraceError(f"--window: {text[:40]!r} is past the end of time (int64 ns)", ExitCode.USAGE)
+    return value
 
 
 def parse_window(spec: str, trace_start: int) -> tuple[int | None, int | None]:

@@ -40,7 +40,22 @@ def export_tables(trace: Trace, directory: str | Path, fmt: str = "parquet", *,
                 pq.write_table(trace.to_arrow(name), tmp, compression="zstd")
             else:
                 frame = trace.table(name).with_columns(pl.col(pl.Categorical).cast(pl.String))
-                frame.write_csv(tmp)
+                csv_safe(frame).write_csv(tmp)
         written[name] = path
         progress(k + 1, len(TABLES))
     return written
+
+
+FORMULA_START = r"^[=+\-@\t\r]"
+"""A text cell starting with one of these is run as a formula by spreadsheets (OWASP CSV injection)."""
+
+
+def csv_safe(frame: pl.DataFrame) -> pl.DataFrame:
+    """`frame` with every text cell that a spreadsheet would run as a formula prefixed with `'` (shown as text).
+
+    Only text columns change: numbers (negative ones included) stay numbers.
+    """
+    text = [c for c, t in frame.schema.items() if t == pl.String]
+    return frame.with_columns(
+        pl.when(pl.col(c).str.contains(FORMULA_START)).then(pl.lit("'") + pl.col(c)).otherwise(pl.col(c)).alias(c)
+        for c in text)

@@ -22,15 +22,17 @@ def locate(path: Path) -> tuple[str, Path]:
     if not path.exists():
         raise TraceNotFoundError(f"{path}: no such file or directory")
     if path.is_dir():
-        if is_store(path):
+        if any(path.glob("node=*")):
             return "ktrace", path
         export = _nsys_export_in(path)
         if export is not None:
             return "nsys", export
         from ktrace.importers.kineto_stream import kineto_files
 
-        if kineto_files(path):
+        if kineto_files(path):  # before is_store: a stray meta.json beside rank files does not make a store
             return "kineto", path
+        if is_store(path):
+            return "ktrace", path
         raise TraceFormatError(f"{path}: a folder with no trace in it (a .ktrace store, Kineto .json or .json.gz "
                                "files, or one nsys .sqlite export)")
     with path.open("rb") as f:

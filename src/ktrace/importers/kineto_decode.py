@@ -15,15 +15,25 @@ from typing import Any
 
 import msgspec
 
-from ktrace.importers.kineto_schema import RAWS, DecodeReport, decode_events, valid_utf8
+from ktrace.importers.kineto_limits import (
+    MAX_EVENT_BYTES,
+    MAX_WHITESPACE_RUN,
+    TopLevelKey,
+    flatten_deep,
+    squeeze_whitespace,
+    value_starts,
+)
+from ktrace.importers.kineto_schema import RAWS, DecodeReport, decode_events, shallow, valid_utf8
 from ktrace.model.errors import TraceFormatError
 
 CHUNK_BYTES = 8 << 20
 """Target size of one decoded slice of events."""
 
 
-_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
+_RESUME = re.compile(rb"\}\s*(?:,\s*\{|\])")
+"""Where skipping an oversized event ends: the next event, or the end of traceEvents."""
+_RESUME_TAIL = 3 * MAX_WHITESPACE_RUN
 _BYTE_POS = re.compile(r"\(byte (\d+)\)")
 
 
@@ -74,21 +84,71 @@ class EventSplitter:
         self.prefix: bytes | None = None
         """Bytes before `traceEvents`'s `[` (None: the document is a bare event array)."""
         self.buf = bytearray()
+        self.skipping: bytes | None = None
+        """While skipping an oversized event: the last bytes seen (a boundary may span two blocks)."""
+        self.squeezed = 0
 
     def run(self, blocks: Iterable[bytes]) -> Iterator[list[Any]]:
         """Yield lists of events as the blocks arrive; fill report.header at the end."""
-        it = iter(blocks)
+        it = self._squeezed(blocks)
         if not self._find_events(it):
             return
         for block in it:
+            if self.skipping is not None and not (block := self._skip(block)):
+                continue
             self.buf += block
             if len(self.buf) >= self.chunk_bytes:
                 yield from self._drain(final=False)
+                if len(self.buf) > self.chunk_bytes + MAX_EVENT_BYTES:
+                    yield from self._cut_oversized()
+        if self.squeezed:
+            self.report.notes.append(f"{self.squeezed:,} run(s) of more than {MAX_WHITESPACE_RUN:,} whitespace "
+                                     "bytes squeezed to one")
         yield from self._finish()
+
+    def _squeezed(self, blocks: Iterable[bytes]) -> Iterator[bytes]:
+        for block in blocks:
+            out, n = squeeze_whitespace(block)
+            self.squeezed += n
+            yield out
+
+    def _cut_oversized(self) -> Iterator[list[Any]]:
+        """The buffer ends in an event of more than MAX_EVENT_BYTES: decode the events before it, drop it (noted)
+        and skip the stream to the next event."""
+        yield from self._drop_oversized(len(self.buf))
+        self.buf = bytearray()
+        self.skipping = b""
+
+    def _drop_oversized(self, end: int) -> Iterator[list[Any]]:
+        """self.buf[:end] holds an event of more than MAX_EVENT_BYTES: decode the events before it, drop it and
+        keep what follows it in the buffer (a scan that skips strings finds where each event starts)."""
+        starts = value_starts(self.buf, end) + [end]
+        big = next((i for i in range(len(starts) - 1) if starts[i + 1] - starts[i] > MAX_EVENT_BYTES),
+                   len(starts) - 2)
+        if big > 0:
+            before = EventSplitter(self.report, with_ops=self.with_ops, chunk_bytes=self.chunk_bytes)
+            before.buf = bytearray(self.buf[: starts[big]].rstrip(b" \t\r\n,"))
+            yield from before._drain(final=True)
+        del self.buf[: starts[big + 1] if big >= 0 else end]
+        self.report.dropped_events += 1
+        note = f"events of more than {MAX_EVENT_BYTES >> 20} MiB skipped (KTRACE_MAX_EVENT_BYTES raises the cap)"
+        if note not in self.report.notes:
+            self.report.notes.append(note)
+
+    def _skip(self, block: bytes) -> bytes:
+        """While skipping: `block` from the start of the next event (or the end of traceEvents), else b""."""
+        assert self.skipping is not None
+        data = self.skipping + block
+        m = _RESUME.search(data)
+        if m is None:
+            self.skipping = data[-_RESUME_TAIL:]
+            return b""
+        self.skipping = None
+        return data[m.end() - 1:]
 
     def _find_events(self, it: Iterator[bytes]) -> bool:
         head = bytearray()
-        scanned = 0
+        key = TopLevelKey()
         for block in it:
             head += block
             body = head.lstrip()
@@ -98,12 +158,14 @@ class EventSplitter:
                 return True
             if body and body[:1] != b"{":
                 raise TraceFormatError("not JSON: a Kineto trace starts with '{'")
-            m = _KEY.search(head, max(0, scanned - 64))
-            if m:
-                self.prefix = bytes(head[: m.end() - 1])
-                self.buf = bytearray(head[m.end():])
+            end = key.find(head)
+            if end is not None and end <= MAX_EVENT_BYTES:
+                self.prefix = bytes(head[: end - 1])
+                self.buf = bytearray(head[end:])
                 return True
-            scanned = len(head)
+            if len(head) > MAX_EVENT_BYTES:
+                raise TraceFormatError(f"more than {MAX_EVENT_BYTES >> 20} MiB before the top-level traceEvents "
+                                       "array: not read (KTRACE_MAX_EVENT_BYTES raises the cap)")
         _explain_no_events(bytes(head))
         return False
 
@@ -124,13 +186,17 @@ class EventSplitter:
                 if m is None and not final:
                     return
             cut = m.start() + 1 if m else size
+            if cut > self.chunk_bytes + MAX_EVENT_BYTES:  # the slice holds an oversized event: drop it
+                yield from self._drop_oversized((m.end() - 1) if m else cut)
+                search_from = None
+                continue
             chunk = _bracketed(memoryview(self.buf)[:cut])
             try:
                 events = decode_events(chunk, self.report, self.with_ops)
             except msgspec.DecodeError as exc:
                 err = max(0, _error_pos(exc, len(chunk)) - 1)
-                if err >= cut - 1 and m is not None:
-                    search_from = m.end()  # cut inside a string or nested object: try the next boundary
+                if err >= cut - 1 and m is not None:  # cut inside a string or nested object: try further on,
+                    search_from = max(m.end(), cut + cut // 8)  # at least 1/8 further (linear on `},{` runs)
                     continue
                 events, resume = _salvage(self.buf, min(err, cut), self.report, self.with_ops)
                 self._emit(events)
@@ -168,14 +234,20 @@ class EventSplitter:
     def _closing_bracket(self) -> int | None:
         """Offset of the `]` closing traceEvents, found by a syntax-only decode of the rest; None if unsure."""
         chunk = _bracketed(self.buf)
+        shift = 0
         try:
-            RAWS.decode(chunk)
+            try:
+                RAWS.decode(chunk)
+            except RecursionError:  # flattening shortens only deep values: the tail keeps its offset from the end
+                flat, _ = flatten_deep(chunk)
+                shift = len(chunk) - len(flat)
+                RAWS.decode(flat)
         except UnicodeDecodeError:
             return None
         except msgspec.DecodeError as exc:
             if "trailing characters" not in str(exc):
                 return None
-            close = chunk.rfind(b"]", 0, _error_pos(exc, len(chunk)) - 1)
+            close = chunk.rfind(b"]", 0, _error_pos(exc, len(chunk)) + shift - 1)
             return close - 1 if close > 0 else None
         return None
 
@@ -196,7 +268,7 @@ class EventSplitter:
                 continue
             try:
                 header = msgspec.json.decode(valid_utf8(self.prefix + b"[]" + bytes(self.buf[pos + 1:])))
-            except msgspec.DecodeError:
+            except (msgspec.DecodeError, RecursionError):
                 continue
             if isinstance(header, dict):
                 return pos
@@ -205,7 +277,10 @@ class EventSplitter:
 
 def _decode_header(data: bytes, report: DecodeReport) -> dict[str, Any]:
     try:
-        header = msgspec.json.decode(valid_utf8(data))
+        try:
+            header = msgspec.json.decode(valid_utf8(data))
+        except RecursionError:
+            header = msgspec.json.decode(valid_utf8(shallow(data, report)))
     except msgspec.DecodeError:
         report.notes.append("the header before traceEvents is damaged: metadata ignored")
         return {}
@@ -217,7 +292,10 @@ def _explain_no_events(head: bytes) -> None:
     if not head.strip():
         raise TraceFormatError("empty file: not a Kineto trace")
     try:
-        doc = msgspec.json.decode(valid_utf8(head))
+        try:
+            doc = msgspec.json.decode(valid_utf8(head))
+        except RecursionError:
+            doc = msgspec.json.decode(valid_utf8(shallow(head, DecodeReport())))
     except msgspec.DecodeError as exc:
         raise TraceFormatError(f"invalid JSON ({exc}) and no traceEvents array found") from None
     if isinstance(doc, dict):

@@ -9,6 +9,8 @@ from typing import Any
 
 import msgspec
 
+from ktrace.importers.kineto_limits import MAX_DEPTH, flatten_deep
+
 KIND_OF_CATEGORY: dict[str, str] = {
     "kernel": "kernel", "Kernel": "kernel",
     "gpu_memcpy": "memcpy", "Memcpy": "memcpy",
@@ -211,6 +213,20 @@ def decode_events(chunk: bytes | bytearray, report: DecodeReport, with_ops: bool
     except UnicodeDecodeError:
         report.notes.append("invalid UTF-8 in event text replaced by U+FFFD")
         return decode_events(valid_utf8(chunk), report, with_ops)
+    except RecursionError:
+        try:
+            return decode_events(shallow(chunk, report), report, with_ops)
+        except msgspec.DecodeError:  # its byte offsets are those of the flattened copy: report none
+            raise msgspec.DecodeError("invalid JSON in a slice nested too deep") from None
+
+
+def shallow(data: bytes | bytearray, report: DecodeReport) -> bytes:
+    """`data` with values nested deeper than MAX_DEPTH replaced by null (noted once); for data msgspec recursed on."""
+    flat, replaced = flatten_deep(data)
+    note = f"values nested deeper than {MAX_DEPTH} levels replaced by null"
+    if replaced and note not in report.notes:
+        report.notes.append(note)
+    return flat
 
 
 def valid_utf8(data: bytes | bytearray) -> bytearray:

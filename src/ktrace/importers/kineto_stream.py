@@ -11,10 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from ktrace.importers.kineto_limits import MAX_INFLATE_RATIO, check_rank_files, inflate_cap
 from ktrace.model.errors import ProgressFn, TraceFormatError
 
 READ_BYTES = 1 << 20
 """Compressed (or plain) bytes read per step."""
+OUT_BYTES = 8 << 20
+"""Most inflated bytes handed on at once."""
 
 
 def inflate_module() -> ModuleType:
@@ -48,37 +51,49 @@ class _Members:
         self.finished = False
         """Bytes after a member that are not another member: ignored, like gzip(1) does."""
 
-    def feed(self, data: bytes) -> bytes:
-        out = []
+    def pieces(self, data: bytes) -> Iterator[bytes]:
+        """The text `data` inflates to, in pieces of at most OUT_BYTES (1 KB of gzip can inflate to 1 MB)."""
         while data:
             if self.between_members:
                 if not b"\x1f\x8b".startswith(data[:2]):
                     self.finished = True
-                    break
+                    return
                 self.d = self.inflate.decompressobj(wbits=31)
                 self.between_members = False
-            out.append(self.d.decompress(data))
+            out = self.d.decompress(data, OUT_BYTES)
+            yield out
+            while not self.d.eof and (self.d.unconsumed_tail or len(out) == OUT_BYTES):  # more is pending
+                out = self.d.decompress(self.d.unconsumed_tail, OUT_BYTES)
+                yield out
             if not self.d.eof:
-                break
+                return
             data = self.d.unused_data
             self.between_members = True
-        return b"".join(out)
 
 
 def _gunzip_blocks(path: Path, status: StreamStatus) -> Iterator[bytes]:
     """Decompressed blocks of a (possibly multi-member) gzip file; sets status.truncated on damage."""
     members = _Members(inflate_module())
     errors = (zlib.error, members.inflate.error)
+    cap = inflate_cap(path.stat().st_size)
+    inflated = 0
     with path.open("rb") as f:
         while data := f.read(READ_BYTES):
             status.read_bytes += len(data)
             try:
-                out = members.feed(data)
+                for out in members.pieces(data):
+                    inflated += len(out)
+                    if inflated > cap:
+                        yield out[: len(out) - (inflated - cap)]
+                        status.truncated = (f"stopped reading after {cap >> 20:,} MiB of text inflated from "
+                                            f"{status.read_bytes:,} compressed bytes (over {MAX_INFLATE_RATIO}:1, "
+                                            "a decompression bomb?; KTRACE_MAX_INFLATE_RATIO raises the cap)")
+                        return
+                    if out:
+                        yield out
             except errors as exc:
                 status.truncated = f"damaged gzip data after {status.read_bytes:,} bytes ({exc})"
                 return
-            if out:
-                yield out
             if members.finished:
                 return
     if not members.between_members:
@@ -108,6 +123,7 @@ def kineto_files(folder: Path) -> list[Path]:
     opening cannot be read is kept, so that the importer says what is wrong with it.
     """
     files = sorted(p for p in folder.iterdir() if p.is_file() and p.name.endswith((".json", ".json.gz")))
+    check_rank_files(len(files), str(folder))
     return [p for p in files if _opens_like_trace(p)]
 
 
@@ -117,7 +133,7 @@ def _opens_like_trace(path: Path, peek: int = 1 << 16) -> bool:
         with path.open("rb") as f:
             head = f.read(peek)
         if head[:2] == b"\x1f\x8b":
-            head = members.feed(head)
+            head = next(members.pieces(head), b"")
     except (OSError, zlib.error, members.inflate.error):
         return True
     return head.lstrip()[:1] == b"[" or b'"traceEvents"' in head or b'"ph"' in head  # not "schemaVersion":

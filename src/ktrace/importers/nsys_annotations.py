@@ -103,6 +103,12 @@ def read_gpu_metrics(db: NsysDb, offset: int, log: ImportLog, advance: Callable[
     require(db, "GPU_METRICS", spec, ("ts", "metric", "value"))
     t = db.fetch("GPU_METRICS", spec, progress=advance)
     t = keep_rows(t, ("ts", "metric", "value"), log, "GPU_METRICS")
+    finite = pc.is_finite(t.column("value"))
+    if t.num_rows and not pc.all(finite).as_py():
+        kept = t.filter(finite)
+        log.count("nsys_rows_dropped", t.num_rows - kept.num_rows)
+        log.note(f"GPU_METRICS: {t.num_rows - kept.num_rows} infinite or NaN value(s) dropped")
+        t = kept
     names = _metric_names(db)
     keys = codes_to_numpy(t.column("metric"))
     metric, unresolved = decode(pa.array(keys), lambda k: names.get(k), "gpu.nsys.unknown_metric")

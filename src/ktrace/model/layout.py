@@ -10,11 +10,24 @@ PARTITION_META_FILE = "partition.json"
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
+MAX_NODE_CHARS = 200
+"""Longer host names are cut (and told apart by a hash) so that node=<host> stays a legal file name."""
 
 
 def partition_dir(root: Path, node: str, rank: int) -> Path:
-    """The folder of one (node, rank) partition: node=<host>/rank=<r>, the host made path-safe."""
-    return root / f"node={_UNSAFE.sub('_', node) or 'localhost'}" / f"rank={rank}"
+    """The folder of one (node, rank) partition: node=<host>/rank=<r>, the host made path-safe and short."""
+    safe = _UNSAFE.sub("_", node) or "localhost"
+    if len(safe) > MAX_NODE_CHARS:
+        import hashlib
+
+        safe = f"{safe[:MAX_NODE_CHARS - 9]}~{hashlib.sha256(node.encode('utf-8', 'replace')).hexdigest()[:8]}"
+    return root / f"node={safe}" / f"rank={rank}"
+
+
+MAX_RANK = 2**31 - 1
+"""Ranks are int32 in every table."""
+MAX_RANKS_LISTED = 1 << 20
+"""A rank list names at most this many ranks (0-2000000000 would need gigabytes)."""
 
 
 def parse_rank_list(text: str) -> tuple[int, ...]:
@@ -24,12 +37,17 @@ def parse_rank_list(text: str) -> tuple[int, ...]:
         ValueError: with a message fit to follow the option's name, for anything else.
     """
     ranks: list[int] = []
-    try:
-        for part in filter(None, (p.strip() for p in text.split(","))):
-            lo, dash, hi = part.partition("-")
-            ranks.extend(range(int(lo), int(hi) + 1) if dash else [int(lo)])
-    except ValueError:
-        raise ValueError("expected a list such as 0,1,3 or 0-3") from None
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        lo, dash, hi = part.partition("-")
+        try:
+            first, last = int(lo), int(hi) if dash else int(lo)
+        except ValueError:
+            raise ValueError("expected a list such as 0,1,3 or 0-3") from None
+        if not 0 <= first <= last <= MAX_RANK:
+            raise ValueError(f"{part!r} is not a rank or an increasing range of ranks (0 to {MAX_RANK:,})")
+        if len(ranks) + last - first + 1 > MAX_RANKS_LISTED:
+            raise ValueError(f"names more than {MAX_RANKS_LISTED:,} ranks")
+        ranks.extend(range(first, last + 1))
     if not ranks:
         raise ValueError("no rank given")
     return tuple(sorted(set(ranks)))

@@ -8,6 +8,7 @@ from ktrace.analysis.diff import trace_diff
 from ktrace.analysis.rules.config import RulesConfig
 from ktrace.analysis.rules.engine import run_rules
 from ktrace.analysis.summary import frame_records
+from ktrace.model.display_text import printable
 from ktrace.model.trace import Trace
 from ktrace.report.format import fmt_ns
 from ktrace.report.markdown import md_table
@@ -74,15 +75,17 @@ def render_diff_markdown(diff: dict[str, Any]) -> str:
     out += ["## Rules", ""] + md_table(["rule", "A", "B"], [[r, rules["a"].get(r, "-"), rules["b"].get(r, "-")]
                                                            for r in sorted(set(rules["a"]) | set(rules["b"]))])
     verdict = "REGRESSION: " + "; ".join(diff["reasons"]) if diff["regression"] else "no regression"
-    return "\n".join(out + [verdict, ""])
+    return "\n".join(out + [printable(verdict), ""])
 
 
 def render_diff_terminal(diff: dict[str, Any], console: Console) -> None:
     """The diff as terminal tables, like `ktrace summary` (kernel names shortened and distinct, nothing escaped)."""
     from rich.markup import escape
 
+    from ktrace.model.display_text import printable_tree
     from ktrace.report.terminal import print_table
 
+    diff = printable_tree(diff)  # trace text: no control character reaches the terminal
     s, k = diff["step_mean_ns"], diff["kernel_time_ns"]
     console.print("[bold]ktrace diff[/] (A = baseline, B = candidate)")
     print_table(console, "time", [

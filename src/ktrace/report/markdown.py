@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ktrace.model.display_text import printable
 from ktrace.report.format import fmt_ns, fmt_num, fmt_time_range
 from ktrace.report.identity import identity_line
 
@@ -14,7 +15,7 @@ MD_ESCAPES = str.maketrans({"|": "\\|", "<": "&lt;", ">": "&gt;", "&": "&amp;", 
 
 def cell(value: object, limit: int = 120) -> str:
     """A table cell: shortened and escaped so trace text cannot break the table or inject markup."""
-    s = "" if value is None else str(value)
+    s = "" if value is None else printable(str(value))
     if len(s) > limit:
         s = s[: limit - 1] + "…"
     return s.translate(MD_ESCAPES)

@@ -14,6 +14,7 @@ from rich.text import Text
 from ktrace.analysis.names import distinct_short_names
 from ktrace.analysis.summary import Summary, summary_to_dict
 from ktrace.analysis.units import format_bytes
+from ktrace.model.display_text import printable_tree
 from ktrace.report.format import fmt_ns as format_ns
 
 BAR_WIDTH = 12
@@ -219,7 +220,7 @@ def _counter_rows(rows: list[dict[str, Any]] | None) -> list[dict[str, Any]] | N
 
 def _header(console: Console, d: dict[str, Any]) -> None:
     p = d["phases"]
-    console.print(f"[bold]source[/] {d['source']}   [bold]ranks[/] {d['ranks']}   "
+    console.print(f"[bold]source[/] {escape(str(d['source']))}   [bold]ranks[/] {d['ranks']}   "
                   f"[bold]kernels[/] {d['kernels']:,}   [bold]job[/] {format_ns(p['duration_ns'])}   "
                   f"[bold]steps[/] {p['steps']}")
     for note in d["notes"]:  # before the tables: a note (truncated input, lost records) changes how to read them
@@ -232,7 +233,7 @@ def _header(console: Console, d: dict[str, Any]) -> None:
 
 def render_summary(summary: Summary, console: Console) -> None:
     """Print the summary's tables on `console` (the numbers are those of summary_to_dict)."""
-    d = summary_to_dict(summary)
+    d = printable_tree(summary_to_dict(summary))  # trace text: no control character reaches the terminal
     _header(console, d)
     print_table(console, "active time (timeline = busy/span; counter = share of samples > 0 %; mean util = mean "
                 "sample, lower than the active share when the device is partly busy)", d["active"],

@@ -121,12 +121,13 @@ class KtraceApp(App[None]):
         Step detection and the dashboard's analyses start in their own workers once the index is complete (on 2
         cores, running them beside the track sort and the links delayed those 2-3x).
         """
+        from ktrace.model.display_text import printable_trace
         from ktrace.model.errors import KtraceError
         from ktrace.tui.index_build import build_links, build_tracks, plan_index
 
         t_read = time.perf_counter()
-        try:
-            trace = self.given_trace if self.given_trace is not None else self._read()
+        try:  # printable: no control character in a name reaches the screen
+            trace = printable_trace(self.given_trace if self.given_trace is not None else self._read())
         except KtraceError as exc:
             self.post_message(LoadFailed(str(exc), int(exc.exit_code)))
             return
@@ -185,8 +186,12 @@ class KtraceApp(App[None]):
 
     @on(LoadFailed)
     def _failed(self, message: LoadFailed) -> None:
+        from rich.text import Text
+
+        from ktrace.model.display_text import printable
+
         self._loading_done()
-        self.exit(return_code=message.exit_code, message=f"ktrace view: error: {message.text}")
+        self.exit(return_code=message.exit_code, message=Text(f"ktrace view: error: {printable(message.text)}"))
 
     @on(TraceLoaded)
     def _loaded(self, message: TraceLoaded) -> None:
@@ -373,7 +378,7 @@ class KtraceApp(App[None]):
         def go(text: str | None) -> None:
             i = None if text is None else find_step(self.steps, text)
             if text is not None and i is None:
-                self.notify(f"no step {text!r}", severity="warning")
+                self.notify(f"no step {text!r}", severity="warning", markup=False)
             if i is not None:
                 self.action_show_tab("timeline")
                 self.query_one(Timeline).show_step(i)

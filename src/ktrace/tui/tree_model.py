@@ -77,8 +77,13 @@ def _node_children(index: TrackIndex, node: str, ids: list[int]) -> Callable[[],
     return build
 
 
+def _key_parts(track: Track) -> list[str]:
+    """node, rank, then the rest of a track key; the node (a host name from the trace) may itself hold "/"."""
+    return [track.node, *track.key[len(track.node) + 1:].split("/")]
+
+
 def _pid(track: Track) -> str:
-    parts = track.key.split("/")
+    parts = _key_parts(track)
     return parts[2][1:] if len(parts) > 2 and parts[2].startswith("p") else ""
 
 
@@ -90,7 +95,7 @@ def _rank_children(index: TrackIndex, ids: list[int]) -> Callable[[], list[TreeI
         on_gpu = index.gpu_annotations()
         for i in ids:
             t = index.tracks[i]
-            parts = t.key.split("/")
+            parts = _key_parts(t)
             if t.kind == "stream":
                 gpus[parts[2]].append(i)
             elif t.kind == "counter":

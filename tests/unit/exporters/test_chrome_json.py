@@ -113,3 +113,19 @@ def test_real_trace_chrome_json_is_sound(tmp_path: Path, name: str, real_trace_p
 
     export_chrome_json(ktrace.open(real_trace_path(name)), tmp_path / "t.json")
     assert check_chrome_trace(_load(tmp_path / "t.json")["traceEvents"]) == []
+
+
+def test_non_finite_counter_values_are_written_as_null(tmp_path: Path) -> None:
+    from ktrace.model.builder import TraceBuilder
+
+    b = TraceBuilder(node="n", rank=0)
+    b.add("counters", {"ts_ns": [1, 2, 3, 4], "metric": ["gpu.util"] * 4, "instance": [0] * 4,
+                       "value": [1.0, float("inf"), float("-inf"), float("nan")]})
+    export_chrome_json(b.build(), tmp_path / "c.json")
+
+    def refuse(name: str) -> None:
+        raise AssertionError(f"{name} written")
+
+    doc = json.loads((tmp_path / "c.json").read_text(), parse_constant=refuse)
+    values = [e["args"]["value"] for e in doc["traceEvents"] if e.get("ph") == "C"]
+    assert values == [1.0, None, None, None]

@@ -21,7 +21,8 @@ def test_parse_window(spec: str, expected: tuple[int | None, int | None]) -> Non
     assert parse_window(spec, T0) == expected
 
 
-@pytest.mark.parametrize("spec", ["3", "a:b", "3:1", "1:2:3"])
+@pytest.mark.parametrize("spec", ["3", "a:b", "3:1", "1:2:3", "inf:", "-inf:0", "nan:1", "1e300:", ":1e10",
+                                  "99999999999999999999999:"])
 def test_bad_window_is_a_usage_error(spec: str) -> None:
     with pytest.raises(KtraceError) as err:
         parse_window(spec, T0)
@@ -31,9 +32,10 @@ def test_bad_window_is_a_usage_error(spec: str) -> None:
 def test_parse_ranks() -> None:
     assert parse_ranks("0,1,3") == [0, 1, 3]
     assert parse_ranks("3, 0-2") == [0, 1, 2, 3]
-    for bad in ("", "x", "1-"):
-        with pytest.raises(KtraceError):
+    for bad in ("", "x", "1-", "0-2000000000", "3-1", "2147483648"):  # 0-2000000000 once took 22 GB
+        with pytest.raises(KtraceError) as err:
             parse_ranks(bad)
+        assert err.value.exit_code == ExitCode.USAGE
 
 
 def test_select_ranks_keeps_their_node_counters(synthetic_trace: Trace) -> None:

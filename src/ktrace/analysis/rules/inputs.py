@@ -112,13 +112,17 @@ def timeline_utilization(ctx: RuleContext, bin_ms: float) -> pl.DataFrame:
     kernel timeline (ktrace.analysis.utilization.utilization_over_time). Only whole bins inside each device's
     first..last GPU record are kept (partial edge bins would read as idle)."""
     def compute() -> pl.DataFrame:
-        from ktrace.analysis.utilization import utilization_over_time
+        from ktrace.analysis.utilization import MAX_BINS, utilization_over_time
 
         bin_ns = auto_bin_ns(ctx, bin_ms)
         span = busy_time(ctx)
+        empty = pl.DataFrame(schema={"node": pl.String, "rank": pl.Int32, "device": pl.Int32, "ts_ns": pl.Int64,
+                                     "value": pl.Float64})
         if not span.height:
-            return pl.DataFrame(schema={"node": pl.String, "rank": pl.Int32, "device": pl.Int32, "ts_ns": pl.Int64,
-                                        "value": pl.Float64})
+            return empty
+        whole = int(span["last_ns"].max() or 0) - int(span["first_ns"].min() or 0)  # type: ignore[arg-type]
+        if whole // bin_ns * span.height > MAX_BINS:  # clocks days apart (traces of two runs in one folder):
+            return empty  # no common timeline to bin; the rules that need one say the data is missing
         util = utilization_over_time(ctx.trace, bin_ns, per="device").with_columns(pl.col("node").cast(pl.String))
         span = span.select(pl.col("node").cast(pl.String), "rank", "device", "first_ns", "last_ns")
         return (util.join(span, on=["node", "rank", "device"], how="inner")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual import on
 from textual.containers import VerticalScroll
 from textual.widgets import Button, Static
@@ -46,7 +47,7 @@ class Dashboard(VerticalScroll, can_focus=True):
             static.border_title = panel.title
             widgets.append(static)
             for i, (label, start, end) in enumerate(panel.evidence):
-                button = Button(f"show: {label}", id=f"evidence-{len(widgets)}-{i}", compact=True)
+                button = Button(Text(f"show: {label}"), id=f"evidence-{len(widgets)}-{i}", compact=True)
                 button.evidence = (start, end)  # type: ignore[attr-defined]
                 widgets.append(button)
         self.mount_all(widgets)

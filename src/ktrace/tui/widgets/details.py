@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.table import Table
+from rich.text import Text
 from textual.widgets import Static
 
 
@@ -22,5 +23,5 @@ class Details(Static):
         grid.add_column(style="bold cyan", no_wrap=True)
         grid.add_column(overflow="fold")
         for label, value in fields:
-            grid.add_row(label, value)
+            grid.add_row(Text(label), Text(value))  # Text: trace names are not markup
         self.update(grid)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual import on
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
@@ -29,7 +30,7 @@ class HostDeviceTree(Tree[TreeItem]):
         self.clear()
         roots = tree_roots(index)
         for item in roots:
-            node = self.root.add(item.label, data=item, allow_expand=item.expand is not None)
+            node = self.root.add(Text(item.label), data=item, allow_expand=item.expand is not None)
             if len(roots) <= 2:
                 node.expand()
         self.root.expand()
@@ -44,7 +45,7 @@ class HostDeviceTree(Tree[TreeItem]):
                 label = item.relabel()
                 if label != item.label:
                     item.label = label
-                    node.set_label(label)
+                    node.set_label(Text(label))
             stack.extend(node.children)
 
     @on(Tree.NodeExpanded)
@@ -55,7 +56,7 @@ class HostDeviceTree(Tree[TreeItem]):
             return
         item.children = item.expand()
         for child in item.children:
-            node.add(child.label, data=child, allow_expand=child.expand is not None)
+            node.add(Text(child.label), data=child, allow_expand=child.expand is not None)
         if len(item.children) == 1 and item.children[0].expand is not None:
             node.children[0].expand()
 

@@ -221,7 +221,7 @@ class Timeline(Widget, can_focus=True):
     def show_step(self, i: int) -> None:
         """Fit step i (an index into the steps) in the window."""
         self.set_viewport(self.viewport.show(int(self.steps.starts[i]), int(self.steps.ends[i])))
-        self.notify(f"{self.steps.names[i]} ({i + 1} of {len(self.steps)})", timeout=2)
+        self.notify(f"{self.steps.names[i]} ({i + 1} of {len(self.steps)})", timeout=2, markup=False)
 
     def action_goto_step(self) -> None:
         self.app.call_later(self.app.run_action, "goto_step")
