@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -44,6 +45,9 @@ from ktrace.tui.widgets.host_device_tree import HostDeviceTree
 from ktrace.tui.widgets.kernel_table import KernelTable
 from ktrace.tui.widgets.timeline import Timeline
 
+if TYPE_CHECKING:  # imported by the workers that run the analyses, not at start-up
+    from ktrace.analysis.index import TraceIndex
+
 
 class KtraceApp(App[None]):
     """Browse one trace: host/device tree + timeline, kernel table, dashboard."""
@@ -61,6 +65,8 @@ class KtraceApp(App[None]):
         self.given_trace = trace
         self.analyses = analyses
         self.trace: Trace | None = None
+        self._index_of: TraceIndex | None = None
+        self._index_lock = threading.Lock()
         self.index: TrackIndex | None = None
         self.steps: StepSpans = PENDING_STEPS
         self.selected: tuple[str, int] | None = None
@@ -153,11 +159,11 @@ class KtraceApp(App[None]):
 
     @work(thread=True, exclusive=True, group="steps")
     def _detect_steps(self, trace: Trace) -> None:
-        """ktrace.analysis.steps.detect_steps (memoized per trace: the dashboard reuses it)."""
+        """ktrace.analysis.steps.detect_steps (through the trace's analysis index: the dashboard reuses it)."""
         from ktrace.tui.steps import step_spans
 
         t = time.perf_counter()
-        steps = step_spans(trace)
+        steps = step_spans(trace, self._analysis_index(trace))
         self.post_message(StepsReady(steps, time.perf_counter() - t))
 
     @work(thread=True, exclusive=True, group="summary")
@@ -165,7 +171,16 @@ class KtraceApp(App[None]):
         """The dashboard's analyses and panels; the dashboard only mounts widgets for them."""
         from ktrace.tui.dashboard_data import compute_dashboard
 
-        self.post_message(compute_dashboard(trace))
+        self.post_message(compute_dashboard(trace, self._analysis_index(trace)))
+
+    def _analysis_index(self, trace: Trace) -> TraceIndex:
+        """The one ktrace.analysis.index.TraceIndex of `trace` (steps and dashboard workers share it)."""
+        from ktrace.analysis.index import TraceIndex
+
+        with self._index_lock:
+            if self._index_of is None or self._index_of.trace is not trace:
+                self._index_of = TraceIndex(trace)
+            return self._index_of
 
     @work(thread=True, exclusive=True, group="details")
     def _describe(self, asked: int, index: TrackIndex, steps: StepSpans, table: str, row: int) -> None:
@@ -262,8 +277,8 @@ class KtraceApp(App[None]):
     @on(SummaryReady)
     def _summary(self, message: SummaryReady) -> None:
         self.query_one(Dashboard).show(message)
-        if self.index is not None and message.summary is not None:
-            self.index.device_busy.update(device_busy(message.summary["summary"]))
+        if self.index is not None and message.dashboard is not None:
+            self.index.device_busy.update(device_busy(message.dashboard.summary))
             self.query_one(HostDeviceTree).refresh_labels()  # GPUs: exact busy time from the analysis
 
     # --- cross-widget messages ------------------------------------------------------------------------
