@@ -6,7 +6,6 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.app import App, ComposeResult, SystemCommand
@@ -16,6 +15,7 @@ from textual.widget import Widget
 from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
+from ktrace.analysis.index import TraceIndex
 from ktrace.model.trace import Trace
 from ktrace.tui.details import describe
 from ktrace.tui.keymap import KEYS, bindings
@@ -45,9 +45,6 @@ from ktrace.tui.widgets.host_device_tree import HostDeviceTree
 from ktrace.tui.widgets.kernel_table import KernelTable
 from ktrace.tui.widgets.timeline import Timeline
 
-if TYPE_CHECKING:  # imported by the workers that run the analyses, not at start-up
-    from ktrace.analysis.index import TraceIndex
-
 
 class KtraceApp(App[None]):
     """Browse one trace: host/device tree + timeline, kernel table, dashboard."""
@@ -65,8 +62,8 @@ class KtraceApp(App[None]):
         self.given_trace = trace
         self.analyses = analyses
         self.trace: Trace | None = None
-        self._index_of: TraceIndex | None = None
-        self._index_lock = threading.Lock()
+        self.analysis_index: TraceIndex | None = None
+        """The trace's analysis index, shared by the steps and dashboard workers."""
         self.index: TrackIndex | None = None
         self.steps: StepSpans = PENDING_STEPS
         self.selected: tuple[str, int] | None = None
@@ -163,7 +160,7 @@ class KtraceApp(App[None]):
         from ktrace.tui.steps import step_spans
 
         t = time.perf_counter()
-        steps = step_spans(trace, self._analysis_index(trace))
+        steps = step_spans(trace, self.analysis_index)
         self.post_message(StepsReady(steps, time.perf_counter() - t))
 
     @work(thread=True, exclusive=True, group="summary")
@@ -171,16 +168,7 @@ class KtraceApp(App[None]):
         """The dashboard's analyses and panels; the dashboard only mounts widgets for them."""
         from ktrace.tui.dashboard_data import compute_dashboard
 
-        self.post_message(compute_dashboard(trace, self._analysis_index(trace)))
-
-    def _analysis_index(self, trace: Trace) -> TraceIndex:
-        """The one ktrace.analysis.index.TraceIndex of `trace` (steps and dashboard workers share it)."""
-        from ktrace.analysis.index import TraceIndex
-
-        with self._index_lock:
-            if self._index_of is None or self._index_of.trace is not trace:
-                self._index_of = TraceIndex(trace)
-            return self._index_of
+        self.post_message(compute_dashboard(trace, self.analysis_index))
 
     @work(thread=True, exclusive=True, group="details")
     def _describe(self, asked: int, index: TrackIndex, steps: StepSpans, table: str, row: int) -> None:
@@ -204,6 +192,7 @@ class KtraceApp(App[None]):
         from ktrace.tui.tree_model import default_rows
 
         self.trace, self.index = message.trace, message.index
+        self.analysis_index = TraceIndex(message.trace)
         self.timings.update(read_s=message.read_s, index_s=message.index_s)
         self.query_one(HostDeviceTree).set_index(message.index)
         timeline = self.query_one(Timeline)

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from rich.console import RenderableType
 from rich.text import Text
 
-from ktrace.analysis.dashboard import Dashboard, build_dashboard
 from ktrace.analysis.index import TraceIndex
 from ktrace.model.trace import Trace
 from ktrace.tui.messages import SummaryReady
+
+if TYPE_CHECKING:  # the analyses load in the worker that runs them, not when the TUI starts
+    from ktrace.analysis.dashboard import Dashboard
 
 
 @dataclass
@@ -29,6 +32,8 @@ def compute_dashboard(trace: Trace, index: TraceIndex | None = None) -> SummaryR
 
     A failure is reported in the message and its panels, never raised: the timeline stays usable.
     """
+    from ktrace.analysis.dashboard import build_dashboard
+
     try:
         dashboard: Dashboard | None = build_dashboard(trace, index=index)
         error = ""
