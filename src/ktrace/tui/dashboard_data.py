@@ -33,13 +33,20 @@ def compute_dashboard(trace: Trace, index: TraceIndex | None = None) -> SummaryR
     A failure is reported in the message and its panels, never raised: the timeline stays usable.
     """
     from ktrace.analysis.dashboard import build_dashboard
+    from ktrace.analysis.summary import summarize
 
+    ix = TraceIndex.of(trace, index)
+    summary = None
     try:
-        dashboard: Dashboard | None = build_dashboard(trace, index=index)
+        dashboard: Dashboard | None = build_dashboard(trace, index=ix)
         error = ""
     except Exception as exc:  # noqa: BLE001 - shown in the dashboard; the timeline stays usable
         dashboard, error = None, f"the dashboard analyses failed: {type(exc).__name__}: {exc}"
-    message = SummaryReady(dashboard, error)
+        try:  # the summary alone (already in the index when only the rules or the panels failed)
+            summary = summarize(trace, index=ix)
+        except Exception:  # noqa: BLE001 - the error above says why the dashboard is empty
+            summary = None
+    message = SummaryReady(dashboard, error, summary=summary)
     message.panels = panels(message)
     return message
 
@@ -53,6 +60,6 @@ def panels(message: SummaryReady) -> list[Panel]:
     """The dashboard panels of a summary (each unavailable with a reason when its data is missing)."""
     from ktrace.tui.dashboard_panels import findings_panel, summary_panels
 
-    out = summary_panels(message.dashboard, message.error)
+    out = summary_panels(message.dashboard, message.error, message.summary)
     out.append(findings_panel(message.dashboard, message.error))
     return out

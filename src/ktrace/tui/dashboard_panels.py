@@ -20,15 +20,17 @@ PANEL_TITLES = ("GPU / CPU active share", "utilization over time", "top 15 kerne
 MAX_FINDINGS = 12
 
 
-def summary_panels(dashboard: Dashboard | None, error: str) -> list[Panel]:
-    """All summary panels; unavailable ones say why."""
-    if dashboard is None:
+def summary_panels(dashboard: Dashboard | None, error: str, summary: Summary | None = None) -> list[Panel]:
+    """All summary panels; unavailable ones say why. Without a dashboard (its analyses failed) the panels of
+    `summary` alone, when summarize() itself succeeded."""
+    s = dashboard.summary if dashboard is not None else summary
+    if s is None:
         return [unavailable(t, error or "no summary") for t in PANEL_TITLES]
-    s = dashboard.summary
-    out = [_active(s.active), _utilization(dashboard.utilization, dashboard.utilization_bin_ms),
-           _top(s.top_by_time, "time"), _top(s.top_by_count, "count"), _steps(dashboard.step_histogram, s),
-           _precision(s.precision), _activity(s.activity), _memory(s.memory)]
-    return out
+    util = (_utilization(dashboard.utilization, dashboard.utilization_bin_ms) if dashboard is not None
+            else unavailable(PANEL_TITLES[1], error))
+    steps = _steps(dashboard.step_histogram, s) if dashboard is not None else unavailable(PANEL_TITLES[4], error)
+    return [_active(s.active), util, _top(s.top_by_time, "time"), _top(s.top_by_count, "count"), steps,
+            _precision(s.precision), _activity(s.activity), _memory(s.memory)]
 
 
 def _empty(frame: pl.DataFrame | None) -> bool:

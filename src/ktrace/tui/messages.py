@@ -12,6 +12,7 @@ from ktrace.tui.tracks import TrackIndex
 
 if TYPE_CHECKING:  # the analyses are imported by the worker that runs them, not at start-up
     from ktrace.analysis.dashboard import Dashboard
+    from ktrace.analysis.summary import Summary
 
 
 @dataclass
@@ -78,6 +79,8 @@ class SummaryReady(Message):
     dashboard: Dashboard | None
     """The dashboard model (summary, rule findings, histograms, series); None when its analyses failed."""
     error: str = ""
+    summary: Summary | None = None
+    """summarize() alone, when the dashboard failed but the summary did not (its panels are still shown)."""
     panels: list[Any] = field(default_factory=list)
     """ktrace.tui.dashboard_data.Panel list: only widgets remain to be made on the UI thread."""
 
