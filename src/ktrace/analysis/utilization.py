@@ -228,7 +228,7 @@ def _cpu_timeline_share(ix: TraceIndex) -> pl.DataFrame:
     if with_counter:
         frames = [f.filter(~pl.col("node").is_in(with_counter)) for f in frames]
         keys, ids = node_rank_ids(frames)
-    else:  # whole api/ops tables: reuse their memoized rank ids
+    else:  # whole api/ops tables: reuse the rank ids the index holds for them
         range_keys, (range_ids,) = node_rank_ids([frames[2]])
         keys, ids = combine_rank_ids([ix.table_rank_ids("api"), ix.table_rank_ids("ops"),
                                       (range_keys, range_ids)])
