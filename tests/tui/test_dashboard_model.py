@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from ktrace.analysis.dashboard import memory_op_label
+from ktrace.analysis.distributions import memory_op_label
 from ktrace.model.units import format_ns
 from ktrace.report.content import build_report
 from ktrace.tui.dashboard_data import compute_dashboard

@@ -161,9 +161,3 @@ def default_annotations(trace: Trace) -> tuple[str, ...]:
     names = trace.ranges.select(pl.col("name").cast(pl.String).unique())["name"]
     wanted = (r"^forward$", r"^backward$", r"^optimizer\.step$|^Optimizer\.step")
     return tuple(p for p in wanted if names.str.contains(p).any())
-
-
-def memory_op_label(op: object, copy_kind: object, host_memory: object) -> str:
-    """The one name of a memory-operation row in every view: op, copy kind and host memory, e.g.
-    "memcpy HtoD pageable", "memset - -" (memory_distribution writes "-" for what does not apply)."""
-    return f"{op} {copy_kind} {host_memory}"

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ktrace.analysis.dashboard import memory_op_label
+from ktrace.analysis.distributions import memory_op_label
 from ktrace.report import plots
 from ktrace.report.format import fmt_ns, fmt_num, fmt_time_range
 

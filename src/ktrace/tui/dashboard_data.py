@@ -2,28 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
-
-from rich.console import RenderableType
-from rich.text import Text
 
 from ktrace.analysis.index import TraceIndex
 from ktrace.model.trace import Trace
+from ktrace.tui.dashboard_panels import Panel, findings_panel, summary_panels, unavailable
 from ktrace.tui.messages import SummaryReady
+
+__all__ = ["Panel", "compute_dashboard", "panels", "unavailable"]
 
 if TYPE_CHECKING:  # the analyses load in the worker that runs them, not when the TUI starts
     from ktrace.analysis.dashboard import Dashboard
-
-
-@dataclass
-class Panel:
-    """One dashboard panel: a title, what to draw, and evidence windows (label, start_ns, end_ns) to jump to."""
-
-    title: str
-    body: RenderableType
-    evidence: list[tuple[str, int, int]] = field(default_factory=list)
-    available: bool = True
 
 
 def compute_dashboard(trace: Trace, index: TraceIndex | None = None) -> SummaryReady:
@@ -51,15 +40,8 @@ def compute_dashboard(trace: Trace, index: TraceIndex | None = None) -> SummaryR
     return message
 
 
-def unavailable(title: str, why: str) -> Panel:
-    """A panel saying why it is empty."""
-    return Panel(title, Text(why, style="italic dim"), available=False)
-
-
 def panels(message: SummaryReady) -> list[Panel]:
     """The dashboard panels of a summary (each unavailable with a reason when its data is missing)."""
-    from ktrace.tui.dashboard_panels import findings_panel, summary_panels
-
     out = summary_panels(message.dashboard, message.error, message.summary)
     out.append(findings_panel(message.dashboard, message.error))
     return out

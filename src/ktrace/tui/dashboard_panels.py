@@ -3,21 +3,41 @@ rule findings), with the report's definitions, names and duration format (ktrace
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
 import polars as pl
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from ktrace.analysis.dashboard import Dashboard, StepHistogram, UtilizationSeries, memory_op_label
+from ktrace.analysis.distributions import memory_op_label
 from ktrace.analysis.names import short_kernel_name
-from ktrace.analysis.summary import Summary
 from ktrace.model.units import format_ns
 from ktrace.tui.charts import hbars, histogram, shares, sparkline
-from ktrace.tui.dashboard_data import Panel, unavailable
+
+if TYPE_CHECKING:  # the analyses load in the dashboard worker, not when the TUI starts
+    from ktrace.analysis.dashboard import Dashboard, StepHistogram, UtilizationSeries
+    from ktrace.analysis.summary import Summary
 
 PANEL_TITLES = ("GPU / CPU active share", "utilization over time", "top 15 kernels by time",
                 "top 15 kernels by count", "step time histogram", "precision", "activity share",
                 "memory-op share")
 MAX_FINDINGS = 12
+
+
+@dataclass
+class Panel:
+    """One dashboard panel: a title, what to draw, and evidence windows (label, start_ns, end_ns) to jump to."""
+
+    title: str
+    body: RenderableType
+    evidence: list[tuple[str, int, int]] = field(default_factory=list)
+    available: bool = True
+
+
+def unavailable(title: str, why: str) -> Panel:
+    """A panel saying why it is empty."""
+    return Panel(title, Text(why, style="italic dim"), available=False)
 
 
 def summary_panels(dashboard: Dashboard | None, error: str, summary: Summary | None = None) -> list[Panel]:
