@@ -23,6 +23,8 @@ PANEL_TITLES = ("GPU / CPU active share", "utilization over time", "top 15 kerne
                 "top 15 kernels by count", "step time histogram", "precision", "activity share",
                 "memory-op share")
 MAX_FINDINGS = 12
+SPARK_WIDTH = 80
+"""Columns of the utilization time axis."""
 
 
 @dataclass
@@ -81,14 +83,29 @@ def _utilization(series: tuple[UtilizationSeries, ...], bin_ms: float) -> Panel:
     if not series:
         return unavailable(title, "no GPU records and no utilization counters")
     width = min(28, max(len(s.label) for s in series) + 1)
-    lines = Text(f"timeline bins of {bin_ms:g} ms; counters as sampled\n", style="dim")
+    x0 = min(s.x_s[0] for s in series if s.x_s)
+    x1 = max(s.x_s[-1] for s in series if s.x_s)
+    steps = [b - a for s in series for a, b in zip(s.x_s, s.x_s[1:], strict=False) if b > a]
+    columns = min(SPARK_WIDTH, round((x1 - x0) / min(steps)) + 1) if steps else 1  # one column per bin if fewer
+    lines = Text(f"timeline bins of {bin_ms:g} ms; counters as sampled; {x0:g} s to {x1:g} s\n", style="dim")
     for s in series:
         mean = sum(s.y_pct) / max(1, len(s.y_pct))
         lines.append(s.label[:width - 1].ljust(width))
-        lines.append(sparkline(list(s.y_pct), width=80, top=100.0),
+        lines.append(_on_time_axis(s, x0, x1, columns).ljust(columns),
                      style="#59a14f" if s.source != "counter cpu.util" else "#4e79a7")
         lines.append(f" mean {mean:.1f}%\n")
     return Panel(title, lines)
+
+
+def _on_time_axis(s: UtilizationSeries, x0: float, x1: float, width: int) -> str:
+    """The series as block glyphs on one time axis shared by every series (max per column; blank where the series
+    has no point: before a GPU's first or after its last record), so the rows line up in time."""
+    cols: list[float | None] = [None] * width
+    scale = (width - 1) / (x1 - x0) if x1 > x0 else 0.0
+    for x, y in zip(s.x_s, s.y_pct, strict=True):
+        c = min(width - 1, round((x - x0) * scale))
+        cols[c] = y if cols[c] is None else max(y, cols[c] or 0.0)
+    return "".join(" " if v is None else sparkline([v], width=1, top=100.0) for v in cols)
 
 
 def _top(top: pl.DataFrame, by: str) -> Panel:
