@@ -3,12 +3,12 @@
 Budget (issue 7): a 10 M-kernel trace's report in <= 10 s after load, and an HTML file <= 15 MB.
 
 The trace is generated, written to a .ktrace store and read back, so the frames are laid out as the CLI sees
-them. Every in-process stage runs on a trace freshly read from the store (the analyses memoize per Trace;
+them. Every in-process stage runs on a trace freshly read from the store (the analyses share results per TraceIndex;
 polars may rechunk on first use), after a warm-up on a small trace that loads the numba caches:
 
 - anchor: summarize() alone (the analysis engine's dashboard numbers);
 - rules alone: run_rules(), i.e. what `ktrace check` computes;
-- report: build_report() (summary + rules sharing one memo) + render_html(), i.e. `ktrace report` after load.
+- report: build_report() (summary + rules sharing one TraceIndex) + render_html(), i.e. `ktrace report` after load.
 
 Each stage runs --repeat times; the fastest run is its cost (the machine is shared), the slowest is shown too.
 Then the CLI itself, in subprocesses: `ktrace report STORE -o FILE.html` and `ktrace check STORE` (wall clock,
@@ -39,7 +39,7 @@ def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
 def _best(load: Callable[[], Any], fn: Callable[[Any], Any], repeat: int) -> tuple[Any, float, float]:
     """(result, fastest, slowest seconds) of `repeat` runs of fn(load()), timing fn only: the machine is shared,
     the fastest run is the cost. Each run gets a trace freshly read from the store (polars may rechunk a
-    frame's columns on first use, and the analyses memoize per Trace), like a CLI process."""
+    frame's columns on first use, and the analyses share results per TraceIndex), like a CLI process."""
     times, out = [], None
     for _ in range(repeat):
         trace = load()

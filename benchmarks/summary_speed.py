@@ -2,7 +2,7 @@
 
 Two measurements:
 - in memory: the generated trace, summarized 3 times (each time as a new Trace object, so nothing
-  memoized carries over); best and median.
+  shared through an analysis index carries over); best and median.
 - from the store (--store): the trace written to a .ktrace folder, then 5 fresh processes each open it
   and summarize it, as `ktrace summary` does; best and median of both the load and summarize().
 
@@ -80,7 +80,7 @@ def main(argv: list[str]) -> int:
     _warm_up()
     times = []
     for _ in range(3):
-        fresh = dataclasses.replace(trace)  # a new Trace object: no memoized intermediate carries over
+        fresh = dataclasses.replace(trace)  # a new Trace object (and summarize builds a fresh TraceIndex)
         t0 = time.perf_counter()
         summary = summarize(fresh)
         times.append(time.perf_counter() - t0)

@@ -1,11 +1,12 @@
-"""columns.launch_rows (one int64 key, fast paths for one rank and for no id 0) against a naive row loop."""
+"""TraceIndex.launch_rows (one int64 key, fast paths for one rank and for no id 0) against a naive row loop."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ktrace.analysis.columns import dense_ids, launch_rows
+from ktrace.analysis.columns import dense_ids
+from ktrace.analysis.index import TraceIndex
 from ktrace.model import TraceBuilder
 
 api_rows = st.lists(st.tuples(st.integers(0, 1), st.integers(0, 4), st.integers(0, 50)), max_size=12)
@@ -42,7 +43,7 @@ def test_launch_rows_match_a_naive_join(api: list[tuple[int, int, int]], gpu: li
     for rank, corr in gpu_order:
         hits = [(s, i) for i, (r, c, s) in enumerate(api_order) if r == rank and c == corr and c != 0]
         expected.append(min(hits)[1] if hits else -1)
-    assert launch_rows(trace).tolist() == expected
+    assert TraceIndex(trace).launch_rows().tolist() == expected
 
 
 @given(st.lists(st.tuples(st.integers(0, 2), st.integers(-3, 3)), min_size=1, max_size=40), st.integers(-9, 9))

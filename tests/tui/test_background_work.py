@@ -19,11 +19,10 @@ import ktrace.tui.steps as steps_module
 from ktrace.analysis.utilization import busy_time
 from ktrace.tui.app import make_app
 from ktrace.tui.details import INDEXING, LINKING, describe, enclosing_ranges
-from ktrace.tui.index_build import build_links, build_tracks, plan_index
+from ktrace.tui.index_build import build_index, build_links, build_tracks, plan_index
 from ktrace.tui.screens.step_prompt import StepPrompt
 from ktrace.tui.steps import PENDING_STEPS, STEPS_PENDING, step_spans
 from ktrace.tui.table_model import format_page
-from ktrace.tui.tracks import build_index
 from ktrace.tui.tree_model import device_busy, tree_roots
 from ktrace.tui.widgets.dashboard import Dashboard
 from ktrace.tui.widgets.details import Details

@@ -7,7 +7,7 @@ import numpy as np
 
 from ktrace.model.builder import TraceBuilder
 from ktrace.model.trace import TraceMeta
-from ktrace.tui.tracks import build_index
+from ktrace.tui.index_build import build_index
 from ktrace.tui.tree_model import default_rows, tree_roots
 from ktrace.tui.widgets.timeline import label_width
 

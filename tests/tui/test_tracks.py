@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from ktrace.tui.index_build import build_index
 from ktrace.tui.steps import find_step, step_spans
 from ktrace.tui.table_model import kernel_order
-from ktrace.tui.tracks import build_index
 from ktrace.tui.tree_model import default_rows, tree_roots
 
 

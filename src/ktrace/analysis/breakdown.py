@@ -25,35 +25,41 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from ktrace.analysis.utilization import Per, gpu_activity, memo
+from ktrace.analysis.columns import Per
+from ktrace.analysis.index import Slot, TraceIndex
+from ktrace.analysis.precision import classify_names
 from ktrace.model.trace import Trace
 
 KERNEL_TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")
+_COMM_NAMES = Slot[list[str]]("communication_names")
+_TYPED = Slot[pl.DataFrame]("typed_activity")
+_COVERAGE = Slot[tuple[pl.DataFrame, npt.NDArray[np.int64]]]("type_coverage")
+_RECORD_TYPES = Slot[npt.NDArray[np.int64]]("record_types")
 
 
-def communication_names(trace: Trace) -> list[str]:
+def communication_names(trace: Trace, *, index: TraceIndex | None = None) -> list[str]:
     """Kernel names the precision classifier calls communication (NCCL/RCCL collectives, custom all-reduce).
 
     One definition for the breakdown, the overlap, the rules and the precision table. On every real trace in
     shared/traces it selects exactly the names of HTA's NCCL_KERNEL_RE (``^nccl.*Kernel``).
     """
-    from ktrace.analysis.precision import classify_names
-
     def compute() -> list[str]:
         classes = classify_names(trace.kernels["name"].unique())
         return sorted(classes.filter(pl.col("precision") == "communication")["name"].to_list())
 
-    return memo(trace, "communication_names", compute)
+    return TraceIndex.of(trace, index).get(_COMM_NAMES, compute)
 
 
-def typed_activity(trace: Trace) -> pl.DataFrame:
+def typed_activity(trace: Trace, *, index: TraceIndex | None = None) -> pl.DataFrame:
     """gpu_activity(trace, with_names=True) plus `kernel_type` (one of KERNEL_TYPES) and `type_bit`."""
-    return memo(trace, "typed_activity", lambda: _typed_activity(trace))
+    ix = TraceIndex.of(trace, index)
+    return ix.get(_TYPED, lambda: _typed_activity(ix))
 
 
-def _typed_activity(trace: Trace) -> pl.DataFrame:
-    act = gpu_activity(trace, with_names=True)
-    comm_names = communication_names(trace)
+def _typed_activity(ix: TraceIndex) -> pl.DataFrame:
+    trace = ix.trace
+    act = ix.gpu_activity(with_names=True)
+    comm_names = communication_names(trace, index=ix)
     has_collective = trace.kernels["collective"].is_not_null().to_numpy()
     collective = np.zeros(act.height, dtype=bool)
     collective[: has_collective.size] = has_collective  # gpu_activity puts kernels first
@@ -65,50 +71,50 @@ def _typed_activity(trace: Trace) -> pl.DataFrame:
                                                       return_dtype=pl.Int64))
 
 
-def type_coverage(trace: Trace, per: Per = "rank",
-                  types: tuple[str, ...] = KERNEL_TYPES) -> tuple[pl.DataFrame, npt.NDArray[np.int64]]:
+def type_coverage(trace: Trace, per: Per = "rank", types: tuple[str, ...] = KERNEL_TYPES, *,
+                  index: TraceIndex | None = None) -> tuple[pl.DataFrame, npt.NDArray[np.int64]]:
     """Time spent with each subset of kernel types active, between a group's first and last record.
 
     Args:
         trace: the trace.
         per: "rank", "device" or "stream".
         types: kernel types to sweep (others are ignored entirely).
+        index: the trace's TraceIndex.
 
     Returns:
         (keys frame with one row per group, int64 [n_groups, 8] ns per state mask); mask bit i is
         KERNEL_TYPES[i]; state 0 is idle time between the group's first and last swept record.
     """
-    return memo(trace, ("type_coverage", per, tuple(types)), lambda: _type_coverage(trace, per, types))
+    ix = TraceIndex.of(trace, index)
+    return ix.get(_COVERAGE, lambda: _type_coverage(ix, per, types), per, tuple(types))
 
 
-def record_types(trace: Trace) -> npt.NDArray[np.int64]:
+def record_types(trace: Trace, *, index: TraceIndex | None = None) -> npt.NDArray[np.int64]:
     """Index into KERNEL_TYPES of every GPU record (GpuColumns order), as typed_activity classifies them."""
-    return memo(trace, "record_types", lambda: _record_types(trace))
+    ix = TraceIndex.of(trace, index)
+    return ix.get(_RECORD_TYPES, lambda: _record_types(ix))
 
 
-def _record_types(trace: Trace) -> npt.NDArray[np.int64]:
-    from ktrace.analysis.columns import gpu_columns
-
-    c = gpu_columns(trace)
-    k = trace.kernels
+def _record_types(ix: TraceIndex) -> npt.NDArray[np.int64]:
+    c = ix.gpu_columns()
+    k = ix.trace.kernels
     out = np.full(c.size, KERNEL_TYPES.index("MEMORY"), np.int64)
     comm = k.select(pl.col("collective").is_not_null() | pl.col("name").is_in(
-        communication_names(trace))).to_series().fill_null(False).to_numpy()
+        communication_names(ix.trace, index=ix))).to_series().fill_null(False).to_numpy()
     kernels = out[: k.height]
     kernels[:] = KERNEL_TYPES.index("COMPUTATION")
     kernels[comm] = KERNEL_TYPES.index("COMMUNICATION")
     return out
 
 
-def _type_coverage(trace: Trace, per: Per, types: tuple[str, ...]) -> tuple[pl.DataFrame, npt.NDArray[np.int64]]:
+def _type_coverage(ix: TraceIndex, per: Per, types: tuple[str, ...]) -> tuple[pl.DataFrame, npt.NDArray[np.int64]]:
     from ktrace.analysis._kernels.sweep import type_coverage as sweep
-    from ktrace.analysis.columns import row_groups, sorted_times
 
-    g = row_groups(trace, per)
+    g = ix.row_groups(per)
     swept = np.array([t in types for t in KERNEL_TYPES])
-    kinds = record_types(trace)[g.perm]
+    kinds = record_types(ix.trace, index=ix)[g.perm]
     type_idx = kinds if swept.all() else np.where(swept[kinds], kinds, -1)
-    cov = sweep(g.bounds, *sorted_times(trace, per), type_idx, len(KERNEL_TYPES))
+    cov = sweep(g.bounds, *ix.sorted_times(per), type_idx, len(KERNEL_TYPES))
     # A group is present if any of its records is of a swept type: one reduceat over the non-empty groups'
     # starts (empty groups in between add nothing), instead of a per-record group id array.
     present = np.zeros(g.n_groups, np.bool_)
@@ -125,7 +131,7 @@ def mask_sum(cov: npt.NDArray[np.int64], need: int, without: int = 0) -> npt.NDA
     return cov[:, sel].sum(axis=1)
 
 
-def temporal_breakdown(trace: Trace) -> pl.DataFrame:
+def temporal_breakdown(trace: Trace, *, index: TraceIndex | None = None) -> pl.DataFrame:
     """Per (node, rank): idle, compute and non-compute GPU time, HTA's `get_temporal_breakdown`.
 
     span = last GPU record end - first start (kernels, memcpy, memset); idle = span - busy union;
@@ -136,12 +142,13 @@ def temporal_breakdown(trace: Trace) -> pl.DataFrame:
 
     Args:
         trace: the trace.
+        index: the trace's TraceIndex.
 
     Returns:
         Frame: node, rank, span_ns, idle_ns, compute_ns, non_compute_ns, idle_pct, compute_pct,
         non_compute_pct, compute_only_ns, compute_comm_overlap_ns, comm_only_ns, memory_only_ns.
     """
-    keys, cov = type_coverage(trace, per="rank")
+    keys, cov = type_coverage(trace, per="rank", index=index)
     span = cov.sum(axis=1)
     idle = cov[:, 0]
     compute = mask_sum(cov, 1)
@@ -158,20 +165,22 @@ def temporal_breakdown(trace: Trace) -> pl.DataFrame:
         memory_only_ns=pl.Series(cov[:, 4], dtype=pl.Int64))
 
 
-def kernel_type_breakdown(trace: Trace, include_memory: bool = True, per: Per = "rank") -> pl.DataFrame:
+def kernel_type_breakdown(trace: Trace, include_memory: bool = True, per: Per = "rank", *,
+                          index: TraceIndex | None = None) -> pl.DataFrame:
     """Time per kernel-type combination, HTA's `get_gpu_kernel_breakdown` kernel-type table.
 
     Args:
         trace: the trace.
         include_memory: also sweep memcpy/memset as MEMORY (HTA's include_memory_kernels, default True).
         per: "rank" (HTA), "device" or "stream".
+        index: the trace's TraceIndex.
 
     Returns:
         Long frame: key columns, kernel_type (e.g. "COMPUTATION overlapping COMMUNICATION"),
         time_ns, share_pct (of the group's busy time). Combinations with no time are left out.
     """
     types = KERNEL_TYPES if include_memory else KERNEL_TYPES[:2]
-    keys, cov = type_coverage(trace, per=per, types=types)
+    keys, cov = type_coverage(trace, per=per, types=types, index=index)
     labels = [" overlapping ".join(t for i, t in enumerate(KERNEL_TYPES) if m >> i & 1) for m in range(8)]
     rows = [(gi, m) for gi in range(cov.shape[0]) for m in range(1, 8) if cov[gi, m] > 0]
     gi = np.array([r[0] for r in rows], dtype=np.int64)

@@ -1,17 +1,13 @@
-"""Columnar core shared by the analyses: GPU records as numpy arrays, dense group ids, per-group time order, launch rows.
-
-API (every result memoized per trace through utilization.memo):
+"""Columnar core of the analyses: pure functions over numpy arrays (the per-trace results live in index.TraceIndex).
 
 - ``node_rank_ids(frames) -> (keys, ids)``: one dense id per (node, rank) over several frames (keys: node
-  String, rank Int32, sorted), and the id of every row of each frame.
-- ``dense_ids(columns) -> (gid, uniques)``: dense id of integer tuples, numbered in lexicographic order.
-- ``gpu_columns(trace) -> GpuColumns``: kernels then memory ops (the rows of utilization.gpu_activity).
-- ``row_groups(trace, per) -> RowGroups``: GPU records grouped per rank/device/stream, each group in
-  (start, original row) order, the order utilization.grouped gives.
-- ``launch_rows(trace) -> int64[n]``: the api row launching each GPU record (-1 if none), the join of
-  latency.launch_latency done on one int64 key.
+  String, rank Int32, sorted), and the id of every row of each frame; ``combine_rank_ids`` merges numberings.
+- ``dense_ids(columns) -> (gid, uniques)``: dense id of integer tuples, numbered in lexicographic order (the
+  one group numbering of the analyses).
+- ``build_gpu_columns(trace, kernel_ids, memory_ids) -> GpuColumns``: kernels then memory ops as arrays.
 - ``time_order(gid, n_groups, start) -> (perm, bounds)``: stable sort by (gid, start) in O(n) when the
   times are already sorted within each group (the usual case).
+- ``build_row_groups`` / ``build_launch_rows`` / ``build_record_names``: what TraceIndex remembers.
 
 Everything here is O(n) numpy/numba over Categorical physical codes: no String casts, no joins.
 """
@@ -19,16 +15,22 @@ Everything here is O(n) numpy/numba over Categorical physical codes: no String c
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from ktrace.analysis.utilization import PER_KEYS, Per, memo
 from ktrace.model.trace import Trace
 
 I64 = npt.NDArray[np.int64]
+Per = Literal["rank", "device", "stream"]
+PER_KEYS: dict[str, tuple[str, ...]] = {
+    "rank": ("node", "rank"),
+    "device": ("node", "rank", "device"),
+    "stream": ("node", "rank", "device", "stream"),
+}
+"""Key columns of each grouping of the GPU records."""
 KINDS = ("kernel", "memcpy", "memset")
 """Kind codes of GpuColumns.kind."""
 _RANK_BITS = 32
@@ -151,9 +153,9 @@ def _renumber(new_id: I64, gid: I64) -> I64:
     return new_id[gid]
 
 
-def table_rank_ids(trace: Trace, table: str) -> tuple[pl.DataFrame, I64]:
-    """(keys, id per row) of one table of the trace (memoized; combine several with combine_rank_ids)."""
-    return memo(trace, ("table_rank_ids", table), lambda: _local_rank_ids(trace.table(table)))
+def local_rank_ids(frame: pl.DataFrame) -> tuple[pl.DataFrame, I64]:
+    """(keys, id per row) of one frame with node and rank (combine several with combine_rank_ids)."""
+    return _local_rank_ids(frame)
 
 
 @dataclass(frozen=True)
@@ -207,14 +209,11 @@ def concat_i64(frames: list[pl.DataFrame], col: str, null_value: int = 0) -> I64
     return out
 
 
-def gpu_columns(trace: Trace) -> GpuColumns:
-    """The GPU records of the trace as arrays (memoized)."""
-    return memo(trace, "gpu_columns", lambda: _gpu_columns(trace))
-
-
-def _gpu_columns(trace: Trace) -> GpuColumns:
+def build_gpu_columns(trace: Trace, kernel_ids: tuple[pl.DataFrame, I64],
+                      memory_ids: tuple[pl.DataFrame, I64]) -> GpuColumns:
+    """The GPU records of the trace as arrays, given the rank ids of the kernels and memory tables."""
     k, m = trace.kernels, trace.memory
-    keys, (rk, rm) = combine_rank_ids([table_rank_ids(trace, "kernels"), table_rank_ids(trace, "memory")])
+    keys, (rk, rm) = combine_rank_ids([kernel_ids, memory_ids])
     op = m["op"].cast(pl.String) if m.height else pl.Series([], dtype=pl.String)
     mem_kind = np.where((op == "memset").to_numpy(), 2, 1).astype(np.int64) if m.height else np.zeros(0, np.int64)
 
@@ -241,11 +240,11 @@ def time_order(gid: I64, n_groups: int, start: I64) -> tuple[I64, I64]:
     Returns:
         (perm, bounds): group g is perm[bounds[g]:bounds[g+1]].
     """
-    perm, bounds, _ = _time_order(gid, n_groups, start)
+    perm, bounds, _ = time_order_with_times(gid, n_groups, start)
     return perm, bounds
 
 
-def _time_order(gid: I64, n_groups: int, start: I64) -> tuple[I64, I64, I64]:
+def time_order_with_times(gid: I64, n_groups: int, start: I64) -> tuple[I64, I64, I64]:
     """time_order plus start[perm], which it computes anyway."""
     from ktrace.analysis._kernels.groups import counting_order, unsorted_groups
 
@@ -275,79 +274,52 @@ class RowGroups:
         return int(self.bounds.size - 1)
 
 
-def row_groups(trace: Trace, per: Per) -> RowGroups:
-    """GPU records grouped per "rank", "device" or "stream" (memoized)."""
-    return memo(trace, ("row_groups", per), lambda: _row_groups(trace, per))
+FINER: dict[str, Per] = {"device": "stream", "rank": "device"}
+"""The grouping a coarser one is merged from."""
 
 
-def _row_groups(trace: Trace, per: Per) -> RowGroups:
-    """Streams are sorted by time directly; devices and ranks merge their finer groups' sorted runs."""
-    c = gpu_columns(trace)
-    if per == "stream":
-        gid, uniq = dense_ids([c.rank_id, c.device, c.stream])
-        perm, bounds, ordered = _time_order(gid, int(uniq[0].size), c.start)
-        memo(trace, ("sorted_start", per), lambda: ordered)  # sorted_times reuses it
-        return RowGroups(_group_keys(c, per, uniq), perm, bounds)
+def stream_row_groups(c: GpuColumns) -> tuple[RowGroups, I64]:
+    """GPU records grouped per stream, each in (start, row) order, and their starts in that order."""
+    gid, uniq = dense_ids([c.rank_id, c.device, c.stream])
+    perm, bounds, ordered = time_order_with_times(gid, int(uniq[0].size), c.start)
+    return RowGroups(group_keys(c, "stream", uniq), perm, bounds), ordered
+
+
+def coarser_row_groups(c: GpuColumns, per: Per, fine: RowGroups) -> RowGroups:
+    """GPU records grouped per "device" or "rank", merged from the sorted runs of the finer grouping `fine`
+    (the very same RowGroups arrays when every coarse group holds one finer group)."""
     from ktrace.analysis._kernels.merge import merge_runs
 
-    fine = row_groups(trace, _FINER[per])
     head = fine.perm[fine.bounds[:-1]]  # first record of each finer group
     coarse, uniq = dense_ids([c.rank_id[head]] + ([c.device[head]] if per == "device" else []))
     n_groups = int(uniq[0].size) if c.size else 0
     if n_groups == fine.n_groups:  # one finer group each (one stream, one device): the same order
-        return RowGroups(_group_keys(c, per, uniq), fine.perm, fine.bounds)
+        return RowGroups(group_keys(c, per, uniq), fine.perm, fine.bounds)
     group_runs = np.searchsorted(coarse, np.arange(n_groups + 1)).astype(np.int64)  # coarse ids ascend
     perm = merge_runs(fine.perm, fine.bounds, group_runs, c.start)
-    return RowGroups(_group_keys(c, per, uniq), perm, fine.bounds[group_runs])
+    return RowGroups(group_keys(c, per, uniq), perm, fine.bounds[group_runs])
 
 
-_FINER: dict[str, Per] = {"device": "stream", "rank": "device"}
-
-
-def sorted_times(trace: Trace, per: Per) -> tuple[I64, I64]:
-    """(start, end) of the GPU records in row_groups(trace, per) order (memoized; shared with the finer
-    grouping when the order is the same)."""
-    return memo(trace, ("sorted_times", per), lambda: _sorted_times(trace, per))
-
-
-def _sorted_times(trace: Trace, per: Per) -> tuple[I64, I64]:
-    perm = row_groups(trace, per).perm
-    if per in _FINER and row_groups(trace, _FINER[per]).perm is perm:
-        return sorted_times(trace, _FINER[per])
-    c = gpu_columns(trace)
-    return memo(trace, ("sorted_start", per), lambda: c.start[perm]), c.end[perm]
-
-
-def api_times(trace: Trace) -> tuple[I64, I64]:
-    """(start_ns, end_ns) of every api row as int64 arrays (memoized)."""
-    return memo(trace, "api_times", lambda: (concat_i64([trace.api], "start_ns"), concat_i64([trace.api], "end_ns")))
-
-
-def _group_keys(c: GpuColumns, per: Per, uniq: list[I64]) -> pl.DataFrame:
+def group_keys(c: GpuColumns, per: Per, uniq: list[I64]) -> pl.DataFrame:
+    """The key columns of each group of a grouping `per`, from the distinct (rank id[, device[, stream]])."""
     keys = c.rank_keys[uniq[0]] if c.size else c.rank_keys.clear()
     for name, values in zip(PER_KEYS[per][2:], uniq[1:], strict=True):
         keys = keys.with_columns(pl.Series(name, values, dtype=pl.Int32 if name == "device" else pl.Int64))
     return keys
 
 
-def launch_rows(trace: Trace) -> I64:
-    """The api row (index into trace.api) launching each GPU record, -1 without one (memoized).
+def build_launch_rows(trace: Trace, c: GpuColumns, api_ids: tuple[pl.DataFrame, I64], api_start: I64) -> I64:
+    """The api row (index into trace.api) launching each GPU record, -1 without one.
 
     Same matching as latency.launches: (node, rank, correlation_id) with a non-null, non-zero id; if
     an id repeats on a rank, the earliest call wins.
     """
-    return memo(trace, "launch_rows", lambda: _launch_rows(trace))
-
-
-def _launch_rows(trace: Trace) -> I64:
     from ktrace.analysis._kernels.joins import lookup_first
 
-    c = gpu_columns(trace)
     api = trace.api
     if api.height == 0 or c.size == 0:
         return np.full(c.size, -1, np.int64)
-    keys, (arank, grank) = combine_rank_ids([table_rank_ids(trace, "api"),
-                                             (c.rank_keys, np.arange(c.rank_keys.height, dtype=np.int64))])
+    keys, (arank, grank) = combine_rank_ids([api_ids, (c.rank_keys, np.arange(c.rank_keys.height, dtype=np.int64))])
     corr = concat_i64([api], "correlation_id", 0)
     lo, hi = int(corr.min()), int(corr.max())
     wide = lo < 0 or hi > 0xFFFFFFFF or bool(
@@ -358,13 +330,12 @@ def _launch_rows(trace: Trace) -> I64:
     # a record with id 0 finds nothing); when no call has id 0, no row needs leaving out.
     key = corr if keys.height == 1 else (arank << _RANK_BITS) | corr
     probe = c.correlation_id if keys.height == 1 else (grank[c.rank_id] << _RANK_BITS) | c.correlation_id
-    start, _ = api_times(trace)
     if lo > 0:
-        return lookup_first(key, start, probe)
+        return lookup_first(key, api_start, probe)
     idx_valid = np.flatnonzero(corr != 0)
     if idx_valid.size == 0:  # no call carries an id
         return np.full(c.size, -1, np.int64)
-    found = lookup_first(key[idx_valid], start[idx_valid], probe)
+    found = lookup_first(key[idx_valid], api_start[idx_valid], probe)
     return np.where(found >= 0, idx_valid[np.maximum(found, 0)], -1).astype(np.int64)
 
 
@@ -376,18 +347,23 @@ def _launch_rows_wide(trace: Trace, c: GpuColumns, arank: I64, grank: I64) -> I6
     return joined["i"].fill_null(-1).to_numpy().astype(np.int64)
 
 
-def record_names(trace: Trace) -> tuple[I64, pl.Series]:
-    """Name code per GPU record (kernel name; "Memset" / "Memcpy <kind>" for memory ops, as gpu_activity
-    names them) and the names per code: a String Series, null first, then the names sorted (memoized)."""
-    return memo(trace, "record_names", lambda: _record_names(trace))
-
-
-def _record_names(trace: Trace) -> tuple[I64, pl.Series]:
-    k, m = trace.kernels, trace.memory
-    memory_name = pl.when(pl.col("op").cast(pl.String) == "memset").then(pl.lit("Memset")).otherwise(
+def memory_name_expr() -> pl.Expr:
+    """The display name of a memory-table row: "Memset" or "Memcpy <copy kind>" (as Kineto names them)."""
+    return pl.when(pl.col("op").cast(pl.String) == "memset").then(pl.lit("Memset")).otherwise(
         pl.concat_str([pl.lit("Memcpy "), pl.col("copy_kind").cast(pl.String)]))
-    parts = [kernel_name_codes(trace) if k.height else (np.zeros(0, np.int64), []),
-             _codes(m.select(memory_name.alias("n"))["n"]) if m.height else (np.zeros(0, np.int64), [])]
+
+
+def name_codes(col: pl.Series) -> tuple[I64, list[str]]:
+    """Lexical code of each value of a name column (-1 for null) and the sorted distinct names."""
+    return _codes(col)
+
+
+def build_record_names(trace: Trace, kernel_codes: tuple[I64, list[str]]) -> tuple[I64, pl.Series]:
+    """Name code per GPU record (kernel name; "Memset" / "Memcpy <kind>" for memory ops, as gpu_activity
+    names them) and the names per code: a String Series, null first, then the names sorted."""
+    k, m = trace.kernels, trace.memory
+    parts = [kernel_codes if k.height else (np.zeros(0, np.int64), []),
+             _codes(m.select(memory_name_expr().alias("n"))["n"]) if m.height else (np.zeros(0, np.int64), [])]
     names = sorted(set(parts[0][1]) | set(parts[1][1]))
     sorted_names = np.array(names, dtype=object)
     codes = []
@@ -395,16 +371,3 @@ def _record_names(trace: Trace) -> tuple[I64, pl.Series]:
         remap = np.concatenate([np.searchsorted(sorted_names, np.array(local, dtype=object)) + 1, [0]])
         codes.append(remap[code].astype(np.int64))  # code -1 (null) -> last entry -> 0
     return np.concatenate(codes), pl.Series("name", [None, *names], dtype=pl.String)
-
-
-def kernel_name_codes(trace: Trace) -> tuple[I64, list[str]]:
-    """Lexical code of each kernel's name (-1 for null) and the sorted distinct names (memoized)."""
-    return memo(trace, "kernel_name_codes", lambda: _codes(trace.kernels["name"]))
-
-
-def rank_pairs(trace: Trace) -> pl.DataFrame:
-    """(node, rank) pairs present in any table, sorted: Trace.ranks as a frame, without String casts."""
-    from ktrace.model.schema import TABLES
-
-    keys, _ = combine_rank_ids([table_rank_ids(trace, name) for name in TABLES])
-    return keys

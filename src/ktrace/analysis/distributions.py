@@ -74,3 +74,9 @@ def memory_distribution(trace: Trace) -> pl.DataFrame:
         bandwidth_gbps=pl.when(pl.col("time_ns") > 0).then(pl.col("bytes") / pl.col("time_ns"))
         .otherwise(None).cast(pl.Float64))
         .sort(["time_ns", "op", "copy_kind", "host_memory"], descending=[True, False, False, False]))
+
+
+def memory_op_label(op: object, copy_kind: object, host_memory: object) -> str:
+    """The one name of a memory-operation row in every view: op, copy kind and host memory, e.g.
+    "memcpy HtoD pageable", "memset - -" (memory_distribution writes "-" for what does not apply)."""
+    return f"{op} {copy_kind} {host_memory}"

@@ -31,7 +31,9 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from ktrace.analysis.utilization import PER_KEYS, Per, memo, names_matching, sorted_intervals
+from ktrace.analysis.columns import PER_KEYS, Per, RowGroups, node_rank_ids, time_order
+from ktrace.analysis.index import Slot, TraceIndex
+from ktrace.analysis.utilization import names_matching
 from ktrace.model.trace import Trace
 
 SYNC_API_RE = r"Synchronize"
@@ -49,7 +51,6 @@ def _sync_spans(trace: Trace, sync_pattern: str, rank_keys: pl.DataFrame) -> tup
     """
     from ktrace.analysis._kernels.gaps import Spans
     from ktrace.analysis._kernels.intervals import merge_intervals
-    from ktrace.analysis.columns import node_rank_ids, time_order
 
     cols = ["node", "rank", "start_ns", "end_ns"]
     api = trace.api.filter(pl.col("name").is_in(names_matching(trace.api, "name", sync_pattern))).select(cols)
@@ -68,35 +69,42 @@ def _sync_spans(trace: Trace, sync_pattern: str, rank_keys: pl.DataFrame) -> tup
     return Spans(bounds, ms, me), ids[-1]
 
 
-def _gap_arrays(trace: Trace, kernel_wait_ns: int, sync_pattern: str) -> tuple[Any, ...]:
+_GAPS = Slot[tuple[RowGroups, Any, Any, Any, Any, Any]]("gap_arrays")
+
+
+def _gap_arrays(trace: Trace, kernel_wait_ns: int, sync_pattern: str,
+                index: TraceIndex | None) -> tuple[RowGroups, Any, Any, Any, Any, Any]:
     """(stream RowGroups, api start per sorted record, category, idle ns, idle [groups, 4], gaps [groups, 4])."""
-    return memo(trace, ("gap_arrays", kernel_wait_ns, sync_pattern),
-                lambda: _compute_gaps(trace, kernel_wait_ns, sync_pattern))
+    ix = TraceIndex.of(trace, index)
+    return ix.get(_GAPS, lambda: _compute_gaps(ix, kernel_wait_ns, sync_pattern), kernel_wait_ns, sync_pattern)
 
 
-def _compute_gaps(trace: Trace, kernel_wait_ns: int, sync_pattern: str) -> tuple[Any, ...]:
+def _compute_gaps(ix: TraceIndex, kernel_wait_ns: int,
+                  sync_pattern: str) -> tuple[RowGroups, Any, Any, Any, Any, Any]:
     from ktrace.analysis._kernels.gaps import NO_LAUNCH, Records, gap_categories
-    from ktrace.analysis.columns import api_times, gpu_columns, launch_rows, row_groups, sorted_times
 
-    c = gpu_columns(trace)
-    g = row_groups(trace, "stream")
-    rows = launch_rows(trace)[g.perm]
-    launched = api_times(trace)[0].take(rows) if trace.api.height else np.zeros(rows.size, np.int64)
+    trace = ix.trace
+    c = ix.gpu_columns()
+    g = ix.row_groups("stream")
+    rows = ix.launch_rows()[g.perm]
+    launched = ix.api_times()[0].take(rows) if trace.api.height else np.zeros(rows.size, np.int64)
     launched[rows < 0] = NO_LAUNCH
     spans, sync_group = _sync_spans(trace, sync_pattern, c.rank_keys)
     group_sync = sync_group[c.rank_id[g.perm[g.bounds[:-1]]]] if g.n_groups else np.zeros(0, np.int64)
-    records = Records(*sorted_times(trace, "stream"), launched)
+    records = Records(*ix.sorted_times("stream"), launched)
     category, idle, totals, counts = gap_categories(g.bounds, records, spans, group_sync, kernel_wait_ns)
     return g, records, category, idle, totals, counts
 
 
-def idle_gaps(trace: Trace, kernel_wait_ns: int = KERNEL_WAIT_NS, sync_pattern: str = SYNC_API_RE) -> pl.DataFrame:
+def idle_gaps(trace: Trace, kernel_wait_ns: int = KERNEL_WAIT_NS, sync_pattern: str = SYNC_API_RE, *,
+              index: TraceIndex | None = None) -> pl.DataFrame:
     """Every gap between consecutive GPU records (kernel, memcpy, memset) of a stream, categorized.
 
     Args:
         trace: the trace.
         kernel_wait_ns: gaps shorter than this (and not host waits) are kernel_wait.
         sync_pattern: regex of API names that count as synchronizing calls.
+        index: the trace's TraceIndex.
 
     Returns:
         Frame: node, rank, device, stream, gap_start_ns (end of the previous record), gap_end_ns
@@ -105,7 +113,7 @@ def idle_gaps(trace: Trace, kernel_wait_ns: int = KERNEL_WAIT_NS, sync_pattern: 
     """
     from ktrace.analysis._kernels.gaps import NO_LAUNCH
 
-    g, rec, category, idle, _, _ = _gap_arrays(trace, kernel_wait_ns, sync_pattern)
+    g, rec, category, idle, _, _ = _gap_arrays(trace, kernel_wait_ns, sync_pattern, index)
     keep = category >= 0
     gid = np.repeat(np.arange(g.n_groups, dtype=np.int64), np.diff(g.bounds))[keep]
     prev_end = np.roll(rec.end, 1)[keep]
@@ -122,19 +130,21 @@ def _stream_keys(keys: pl.DataFrame) -> pl.DataFrame:
     return keys.with_columns(pl.col("node").cast(pl.Categorical))
 
 
-def idle_breakdown(trace: Trace, kernel_wait_ns: int = KERNEL_WAIT_NS, sync_pattern: str = SYNC_API_RE) -> pl.DataFrame:
+def idle_breakdown(trace: Trace, kernel_wait_ns: int = KERNEL_WAIT_NS, sync_pattern: str = SYNC_API_RE, *,
+                   index: TraceIndex | None = None) -> pl.DataFrame:
     """Idle time per stream split by cause (HTA's `get_idle_time_breakdown`, every rank and stream).
 
     Args:
         trace: the trace.
         kernel_wait_ns: HTA's consecutive_kernel_delay, in ns.
         sync_pattern: regex of API names that count as synchronizing calls.
+        index: the trace's TraceIndex.
 
     Returns:
         Frame: node, rank, device, stream, idle_category, idle_ns, gaps, idle_ratio (of the
         stream's idle time); every category present for every stream (0 when none).
     """
-    g, _, _, _, totals, counts = _gap_arrays(trace, kernel_wait_ns, sync_pattern)
+    g, _, _, _, totals, counts = _gap_arrays(trace, kernel_wait_ns, sync_pattern, index)
     has_gaps = np.flatnonzero(np.diff(g.bounds) > 1)
     n_cat = len(CATEGORIES)
     full = _stream_keys(g.keys)[np.repeat(has_gaps, n_cat)].with_columns(
@@ -147,20 +157,22 @@ def idle_breakdown(trace: Trace, kernel_wait_ns: int = KERNEL_WAIT_NS, sync_patt
         *STREAM_KEYS, order)
 
 
-def gpu_gaps(trace: Trace, per: Per = "device", min_gap_ns: int = 0) -> pl.DataFrame:
+def gpu_gaps(trace: Trace, per: Per = "device", min_gap_ns: int = 0, *,
+             index: TraceIndex | None = None) -> pl.DataFrame:
     """Gaps between the busy intervals (union of GPU records) of each device (or rank/stream).
 
     Args:
         trace: the trace.
         per: "rank", "device" or "stream".
         min_gap_ns: keep gaps at least this long (nsys gpu_gaps: 500 ms).
+        index: the trace's TraceIndex.
 
     Returns:
         Frame: key columns, gap_start_ns, gap_end_ns, gap_ns; sorted by keys and time.
     """
     from ktrace.analysis._kernels.intervals import merge_intervals
 
-    g, gid, s, e = sorted_intervals(trace, per)
+    g, gid, s, e = TraceIndex.of(trace, index).sorted_intervals(per)
     mg, ms, me = merge_intervals(gid, s, e)
     same = mg[1:] == mg[:-1]
     gs, ge, gg = me[:-1][same], ms[1:][same], mg[1:][same]

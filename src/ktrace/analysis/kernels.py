@@ -7,7 +7,8 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
-from ktrace.analysis.utilization import memo
+from ktrace.analysis.columns import dense_ids
+from ktrace.analysis.index import Slot, TraceIndex
 from ktrace.model.trace import Trace
 
 OTHER = "other"
@@ -15,6 +16,7 @@ OTHER = "other"
 
 SortKey = Literal["time", "count"]
 
+_STATS = Slot[pl.DataFrame]("kernel_stats")
 _STAT_COLUMNS = ("count", "total_ns", "min_ns", "mean_ns", "p50_ns", "p95_ns", "max_ns")
 
 
@@ -22,12 +24,13 @@ def _keys(per_rank: bool) -> list[str]:
     return ["node", "rank"] if per_rank else []
 
 
-def kernel_stats(trace: Trace, *, per_rank: bool = False) -> pl.DataFrame:
+def kernel_stats(trace: Trace, *, per_rank: bool = False, index: TraceIndex | None = None) -> pl.DataFrame:
     """Statistics of every distinct kernel name (all ranks together, or per node/rank).
 
     Args:
         trace: the trace.
         per_rank: one row per (node, rank, name) instead of per name.
+        index: the trace's TraceIndex.
 
     Returns:
         [``node``, ``rank``,] ``name`` (String), ``count``, ``total_ns``, ``min_ns``, ``mean_ns`` (float),
@@ -35,19 +38,19 @@ def kernel_stats(trace: Trace, *, per_rank: bool = False) -> pl.DataFrame:
         ``count_share`` (0-1, of all kernel time/launches in the same group: the rank, or the trace),
         sorted by total time descending then name.
     """
-    return memo(trace, ("kernel_stats", per_rank), lambda: _kernel_stats(trace, per_rank))
+    ix = TraceIndex.of(trace, index)
+    return ix.get(_STATS, lambda: _kernel_stats(ix, per_rank), per_rank)
 
 
-def _kernel_stats(trace: Trace, per_rank: bool) -> pl.DataFrame:
+def _kernel_stats(ix: TraceIndex, per_rank: bool) -> pl.DataFrame:
     from ktrace.analysis._kernels.groups import linear_quantiles
     from ktrace.analysis._kernels.scatter import duration_groups
-    from ktrace.analysis.columns import dense_ids, gpu_columns, kernel_name_codes, table_rank_ids
 
     keys = _keys(per_rank)
-    k = trace.kernels
-    code, names = kernel_name_codes(trace)
-    c = gpu_columns(trace)
-    rank_keys, rank_id = table_rank_ids(trace, "kernels")
+    k = ix.trace.kernels
+    code, names = ix.kernel_name_codes()
+    c = ix.gpu_columns()
+    rank_keys, rank_id = ix.table_rank_ids("kernels")
     if per_rank:
         gid, uniq = dense_ids([rank_id, code])
     else:  # name codes are dense by construction (every distinct name occurs); null (-1) first
@@ -74,7 +77,8 @@ def _kernel_stats(trace: Trace, per_rank: bool) -> pl.DataFrame:
 
 
 def top_kernels(trace: Trace, *, by: SortKey = "time", top: int = 15, per_rank: bool = False,
-                other: bool = True, stats: pl.DataFrame | None = None) -> pl.DataFrame:
+                other: bool = True, stats: pl.DataFrame | None = None,
+                index: TraceIndex | None = None) -> pl.DataFrame:
     """The top `top` kernels by total time or launch count, the rest folded into one "other" row.
 
     Args:
@@ -84,6 +88,7 @@ def top_kernels(trace: Trace, *, by: SortKey = "time", top: int = 15, per_rank: 
         per_rank: rank the kernels within each (node, rank).
         other: add the "other" row (omitted when nothing is left over).
         stats: a precomputed ``kernel_stats(trace, per_rank=per_rank)`` to reuse.
+        index: the trace's TraceIndex.
 
     Returns:
         The columns of kernel_stats plus ``position`` (1-based; the "other" row has null). The "other"
@@ -92,7 +97,7 @@ def top_kernels(trace: Trace, *, by: SortKey = "time", top: int = 15, per_rank: 
     if by not in ("time", "count"):
         raise ValueError(f"by must be 'time' or 'count', not {by!r}")
     keys = _keys(per_rank)
-    base = stats if stats is not None else kernel_stats(trace, per_rank=per_rank)
+    base = stats if stats is not None else kernel_stats(trace, per_rank=per_rank, index=index)
     sort_col = "total_ns" if by == "time" else "count"
     ordered = base.sort([*keys, sort_col, "name"], descending=[False] * len(keys) + [True, False])
     position = pl.int_range(1, pl.len() + 1).over(keys) if keys else pl.int_range(1, pl.len() + 1)

@@ -30,7 +30,10 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from ktrace.analysis.utilization import gpu_activity, memo, names_matching
+from ktrace.analysis.columns import KINDS, dense_ids
+from ktrace.analysis.index import Slot, TraceIndex
+from ktrace.analysis.steps import step_of_launches
+from ktrace.analysis.utilization import names_matching
 from ktrace.model.trace import Trace
 
 QUANTILES = (0.5, 0.9, 0.95, 0.99)
@@ -46,14 +49,17 @@ BY_ALIASES: dict[str, tuple[str, ...]] = {
 }
 """`by=` shorthands -> group columns; any column of launch_latency (or "step") may also be named."""
 
+_LAUNCHES = Slot[pl.DataFrame]("launches")
+_LAUNCH_LATENCY = Slot[pl.DataFrame]("launch_latency")
+_LATENCY_STATS = Slot[pl.DataFrame]("latency_stats")
 _API_COLS = ("api_name", "api_start_ns", "api_end_ns", "pid", "tid")
 
 
-def launches(trace: Trace) -> pl.DataFrame:
+def launches(trace: Trace, *, index: TraceIndex | None = None) -> pl.DataFrame:
     """Launch API calls with a correlation id: node, rank, correlation_id, api_name, api_start_ns,
     api_end_ns, pid, tid; one per (node, rank, correlation_id) (the earliest if a source repeats one).
-    Memoized per trace."""
-    return memo(trace, "launches", lambda: _launches(trace))
+    Shared through the index."""
+    return TraceIndex.of(trace, index).get(_LAUNCHES, lambda: _launches(trace))
 
 
 def _launches(trace: Trace) -> pl.DataFrame:
@@ -68,16 +74,17 @@ def _launches(trace: Trace) -> pl.DataFrame:
     return api.sort("api_start_ns").unique(subset=list(JOIN_KEYS), keep="first", maintain_order=True)
 
 
-def launch_latency(trace: Trace) -> pl.DataFrame:
-    """See _launch_latency; memoized per trace."""
-    return memo(trace, "launch_latency", lambda: _launch_latency(trace))
+def launch_latency(trace: Trace, *, index: TraceIndex | None = None) -> pl.DataFrame:
+    """See _launch_latency; shared through the index."""
+    ix = TraceIndex.of(trace, index)
+    return ix.get(_LAUNCH_LATENCY, lambda: _launch_latency(ix))
 
 
-def _launch_latency(trace: Trace) -> pl.DataFrame:
+def _launch_latency(ix: TraceIndex) -> pl.DataFrame:
     """Every GPU record with a launch call in the trace, with both latencies.
 
     Args:
-        trace: the trace.
+        ix: the trace's index.
 
     Returns:
         Frame: node, rank, device, stream (-1 if unknown), kind ("kernel" | "memcpy" | "memset"),
@@ -86,13 +93,11 @@ def _launch_latency(trace: Trace) -> pl.DataFrame:
         queue_delay_ns, queued (queue_delay_ns > 0), is_graph, graph_run (0 for the first run of a
         launch). Records without a launch are left out (count them with unlaunched_count).
     """
-    from ktrace.analysis.columns import launch_rows
-
-    rows = launch_rows(trace)
+    rows = ix.launch_rows()
     hit = np.flatnonzero(rows >= 0)
-    api = trace.api.select(pl.col("name").alias("api_name"), pl.col("start_ns").alias("api_start_ns"),
+    api = ix.trace.api.select(pl.col("name").alias("api_name"), pl.col("start_ns").alias("api_start_ns"),
                            pl.col("end_ns").alias("api_end_ns"), "pid", "tid")
-    joined = pl.concat([gpu_activity(trace, with_names=True)[hit], api[rows[hit]]], how="horizontal")
+    joined = pl.concat([ix.gpu_activity(with_names=True)[hit], api[rows[hit]]], how="horizontal")
     lau = api
     graph_apis = names_matching(lau, "api_name", "Graph")
     out = joined.with_columns(
@@ -114,11 +119,9 @@ def _launch_latency(trace: Trace) -> pl.DataFrame:
         "is_graph", "graph_run")
 
 
-def unlaunched_count(trace: Trace) -> int:
+def unlaunched_count(trace: Trace, *, index: TraceIndex | None = None) -> int:
     """GPU records (kernels, memcpy, memset) whose launch call is not in the trace."""
-    from ktrace.analysis.columns import launch_rows
-
-    return int((launch_rows(trace) < 0).sum())
+    return int((TraceIndex.of(trace, index).launch_rows() < 0).sum())
 
 
 def _group_columns(by: str | Sequence[str]) -> list[str]:
@@ -133,7 +136,7 @@ def _group_columns(by: str | Sequence[str]) -> list[str]:
 
 def latency_stats(trace: Trace, by: str | Sequence[str] = "name",
                   graph_runs: Literal["all", "first"] = "all",
-                  quantiles: Sequence[float] = QUANTILES) -> pl.DataFrame:
+                  quantiles: Sequence[float] = QUANTILES, *, index: TraceIndex | None = None) -> pl.DataFrame:
     """Percentiles of both launch latencies (and of the launch call's duration) per group.
 
     Args:
@@ -144,22 +147,22 @@ def latency_stats(trace: Trace, by: str | Sequence[str] = "name",
             (steps.detect_steps); records outside every step get a null step.
         graph_runs: "all" (every run of a graph launch) or "first" (one per launch).
         quantiles: percentiles to report (linear interpolation), as fractions.
+        index: the trace's TraceIndex.
 
     Returns:
         Frame sorted by count descending: group columns, count, queued (nsys QCount), and for each of
         launch_latency_ns, queue_delay_ns, api_duration_ns: _mean, _p50, _p90, ... , _max (floats).
     """
     cols = _group_columns(by)
+    ix = TraceIndex.of(trace, index)
     if graph_runs == "all" and set(cols) <= set(_FAST_BY):
-        return memo(trace, ("latency_stats", tuple(cols), tuple(quantiles)),
-                    lambda: _fast_latency_stats(trace, cols, tuple(quantiles)))
-    lat = launch_latency(trace)
+        return ix.get(_LATENCY_STATS, lambda: _fast_latency_stats(ix, cols, tuple(quantiles)),
+                      tuple(cols), tuple(quantiles))
+    lat = launch_latency(trace, index=ix)
     if graph_runs == "first":
         lat = lat.filter(pl.col("graph_run") == 0)
     if "step" in cols:
-        from ktrace.analysis.steps import step_of_launches
-
-        lat = step_of_launches(trace, lat)
+        lat = step_of_launches(trace, lat, index=ix)
     aggs: list[pl.Expr] = [pl.len().alias("count"), pl.col("queued").sum().cast(pl.Int64).alias("queued")]
     for col in ("launch_latency_ns", "queue_delay_ns", "api_duration_ns"):
         c = pl.col(col).cast(pl.Float64)
@@ -179,11 +182,9 @@ _FAST_BY = ("node", "rank", "device", "stream", "kind", "name")
 _METRICS = ("launch_latency_ns", "queue_delay_ns", "api_duration_ns")
 
 
-def _group_codes(trace: Trace, col: str) -> tuple[npt.NDArray[np.int64], pl.Series]:
+def _group_codes(ix: TraceIndex, col: str) -> tuple[npt.NDArray[np.int64], pl.Series]:
     """(code per GPU record, the value of each code) for one group column, codes in sort order."""
-    from ktrace.analysis.columns import KINDS, gpu_columns, record_names
-
-    c = gpu_columns(trace)
+    c = ix.gpu_columns()
     if col == "node":
         nodes = c.rank_keys["node"]
         uniq = nodes.unique().sort()
@@ -194,21 +195,20 @@ def _group_codes(trace: Trace, col: str) -> tuple[npt.NDArray[np.int64], pl.Seri
         return getattr(c, col), pl.Series(dtype=pl.Int32 if col == "device" else pl.Int64)
     if col == "kind":
         return c.kind, pl.Series(list(KINDS), dtype=pl.String)
-    return record_names(trace)
+    return ix.record_names()
 
 
-def _fast_latency_stats(trace: Trace, cols: list[str], quantiles: tuple[float, ...]) -> pl.DataFrame:
+def _fast_latency_stats(ix: TraceIndex, cols: list[str], quantiles: tuple[float, ...]) -> pl.DataFrame:
     """latency_stats over arrays: launch_rows + dense group ids + one grouping pass + exact order statistics."""
     from ktrace.analysis._kernels.groups import linear_quantiles
     from ktrace.analysis._kernels.scatter import launch_groups
-    from ktrace.analysis.columns import api_times, dense_ids, gpu_columns, launch_rows
 
-    c = gpu_columns(trace)
-    coded = [_group_codes(trace, col) for col in cols]
+    c = ix.gpu_columns()
+    coded = [_group_codes(ix, col) for col in cols]
     gid, uniq = dense_ids([code for code, _ in coded]) if cols else (np.zeros(c.size, np.int64), [])
     n_groups = int(uniq[0].size) if cols else 1
     count, queued, totals, maxima, bounds, values = launch_groups(
-        launch_rows(trace), *api_times(trace), c.start, gid, n_groups)
+        ix.launch_rows(), *ix.api_times(), c.start, gid, n_groups)
     keep = np.flatnonzero(count > 0)  # groups of launched records only
     count = count[keep]
     out: dict[str, pl.Series] = {}

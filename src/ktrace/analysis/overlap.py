@@ -24,24 +24,27 @@ import numpy as np
 import polars as pl
 
 from ktrace.analysis.breakdown import mask_sum, type_coverage
-from ktrace.analysis.utilization import Per, memo
+from ktrace.analysis.columns import Per, time_order
+from ktrace.analysis.index import Slot, TraceIndex
 from ktrace.model.trace import Trace
 
 STREAM_KEYS = ("node", "rank", "device", "stream")
+_QUEUE_EVENTS = Slot[tuple[pl.DataFrame, Any, Any, Any, Any]]("queue_events")
 
 
-def comm_compute_overlap(trace: Trace, per: Per = "rank") -> pl.DataFrame:
+def comm_compute_overlap(trace: Trace, per: Per = "rank", *, index: TraceIndex | None = None) -> pl.DataFrame:
     """Computation/communication overlap per rank (or device/stream), HTA's definition.
 
     Args:
         trace: the trace.
         per: "rank" (HTA), "device" or "stream".
+        index: the trace's TraceIndex.
 
     Returns:
         Frame: key columns, comm_ns, compute_ns, overlap_ns, comm_only_ns, compute_only_ns,
         overlap_pct (100 * overlap / comm; null without communication).
     """
-    keys, cov = type_coverage(trace, per=per, types=("COMPUTATION", "COMMUNICATION"))
+    keys, cov = type_coverage(trace, per=per, types=("COMPUTATION", "COMMUNICATION"), index=index)
     comm, compute, overlap = mask_sum(cov, 2), mask_sum(cov, 1), mask_sum(cov, 3)
     pct = np.where(comm > 0, 100.0 * overlap / np.maximum(comm, 1), np.nan)
     return keys.with_columns(
@@ -51,17 +54,17 @@ def comm_compute_overlap(trace: Trace, per: Per = "rank") -> pl.DataFrame:
         overlap_pct=pl.Series(pct, dtype=pl.Float64).fill_nan(None))
 
 
-def _queue_events(trace: Trace, until: Literal["start", "end"]) -> tuple[pl.DataFrame, Any, Any, Any, Any]:
+def _queue_events(trace: Trace, until: Literal["start", "end"],
+                  index: TraceIndex | None) -> tuple[pl.DataFrame, Any, Any, Any, Any]:
     """(stream keys, group id, time, delta, first event of each group) of the queue's +1/-1 events in
     (stream, time) order, decrements before increments at equal times; streams without a launched
-    record are left out. Memoized per trace."""
-    return memo(trace, ("queue_events", until), lambda: _compute_queue_events(trace, until))
+    record are left out. Shared through the index."""
+    ix = TraceIndex.of(trace, index)
+    return ix.get(_QUEUE_EVENTS, lambda: _compute_queue_events(ix, until), until)
 
 
-def _compute_queue_events(trace: Trace, until: Literal["start", "end"]) -> tuple[pl.DataFrame, Any, Any, Any, Any]:
-    from ktrace.analysis.columns import api_times, gpu_columns, launch_rows, row_groups, time_order
-
-    c, g, rows = gpu_columns(trace), row_groups(trace, "stream"), launch_rows(trace)
+def _compute_queue_events(ix: TraceIndex, until: Literal["start", "end"]) -> tuple[pl.DataFrame, Any, Any, Any, Any]:
+    c, g, rows = ix.gpu_columns(), ix.row_groups("stream"), ix.launch_rows()
     stream_of = np.empty(c.size, np.int64)
     stream_of[g.perm] = np.repeat(np.arange(g.n_groups, dtype=np.int64), np.diff(g.bounds))
     hit = np.flatnonzero(rows >= 0)
@@ -69,7 +72,7 @@ def _compute_queue_events(trace: Trace, until: Literal["start", "end"]) -> tuple
     done = (c.end if until == "end" else c.start)[hit]
     # Decrements first: the stable order keeps them ahead of increments at the same time.
     gid = np.concatenate([stream_of[hit], stream_of[hit]])
-    ts = np.concatenate([done, api_times(trace)[0][rows[hit]]])
+    ts = np.concatenate([done, ix.api_times()[0][rows[hit]]])
     delta = np.concatenate([np.full(m, -1, np.int64), np.ones(m, np.int64)])
     perm, bounds = time_order(gid, g.n_groups, ts)
     present = np.flatnonzero(np.diff(bounds) > 0)
@@ -78,7 +81,8 @@ def _compute_queue_events(trace: Trace, until: Literal["start", "end"]) -> tuple
             bounds[:-1][present].astype(np.int64))
 
 
-def queue_depth(trace: Trace, until: Literal["start", "end"] = "end") -> pl.DataFrame:
+def queue_depth(trace: Trace, until: Literal["start", "end"] = "end", *,
+                index: TraceIndex | None = None) -> pl.DataFrame:
     """Queue depth per stream over time as a step function (one row per change).
 
     Args:
@@ -91,13 +95,13 @@ def queue_depth(trace: Trace, until: Literal["start", "end"] = "end") -> pl.Data
     """
     from ktrace.analysis._kernels.queue import running_depth
 
-    keys, gid, ts, delta, _ = _queue_events(trace, until)
+    keys, gid, ts, delta, _ = _queue_events(trace, until, index)
     depth = running_depth(gid, delta)
     return keys[gid].with_columns(ts_ns=pl.Series(ts, dtype=pl.Int64), depth=pl.Series(depth, dtype=pl.Int64))
 
 
 def queue_depth_stats(trace: Trace, until: Literal["start", "end"] = "end",
-                      max_queue_length: int = 1024) -> pl.DataFrame:
+                      max_queue_length: int = 1024, *, index: TraceIndex | None = None) -> pl.DataFrame:
     """Per-stream queue-depth statistics.
 
     Args:
@@ -112,7 +116,7 @@ def queue_depth_stats(trace: Trace, until: Literal["start", "end"] = "end",
     """
     from ktrace.analysis._kernels.queue import level_stats, running_depth
 
-    keys, gid, t, delta, first = _queue_events(trace, until)
+    keys, gid, t, delta, first = _queue_events(trace, until, index)
     if keys.height == 0:
         return keys.with_columns(*[pl.lit(0, pl.Int64).alias(c) for c in (
             "changes", "max_depth", "time_at_max_ns", "span_ns")],

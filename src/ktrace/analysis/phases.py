@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from ktrace.analysis.index import Slot, TraceIndex
+from ktrace.analysis.steps import detect_steps
 from ktrace.model.trace import Trace
 
 
@@ -53,14 +55,17 @@ class JobPhases:
         return self.pct(self.finalize_ns)
 
 
-def step_spans(trace: Trace, *, pattern: str | None = None) -> pl.DataFrame:
+_SPANS = Slot[pl.DataFrame]("step_spans")
+_PHASES = Slot[JobPhases]("job_phases")
+
+
+def step_spans(trace: Trace, *, pattern: str | None = None, index: TraceIndex | None = None) -> pl.DataFrame:
     """The training steps: ``node``, ``rank``, ``step`` (0-based per rank), ``name``, ``start_ns``, ``end_ns``.
 
     The steps are those of ktrace.analysis.steps.detect_steps (ProfilerStep ranges, `pattern`, or periodic).
     """
-    from ktrace.analysis import steps
-
-    return normalize_steps(steps.detect_steps(trace, pattern=pattern))
+    ix = TraceIndex.of(trace, index)
+    return ix.get(_SPANS, lambda: normalize_steps(detect_steps(trace, pattern=pattern, index=ix)), pattern)
 
 
 def normalize_steps(frame: pl.DataFrame) -> pl.DataFrame:
@@ -73,22 +78,30 @@ def normalize_steps(frame: pl.DataFrame) -> pl.DataFrame:
         "node", "rank", "step", "name", "start_ns", "end_ns")
 
 
-def job_phases(trace: Trace, *, steps: pl.DataFrame | None = None, pattern: str | None = None) -> JobPhases:
+def job_phases(trace: Trace, *, steps: pl.DataFrame | None = None, pattern: str | None = None,
+               index: TraceIndex | None = None) -> JobPhases:
     """Initialization, training-loop and finalization times of the job.
 
     Args:
         trace: the trace.
         steps: precomputed step spans (``start_ns``, ``end_ns``); default step_spans(trace, pattern=pattern).
         pattern: regex of step range names when `steps` is not given.
+        index: the trace's TraceIndex (the phases of its step spans are shared through it).
 
     Returns:
         JobPhases (all zero for an empty trace).
     """
+    if steps is None:
+        ix = TraceIndex.of(trace, index)
+        return ix.get(_PHASES, lambda: _job_phases(trace, step_spans(trace, pattern=pattern, index=ix)), pattern)
+    return _job_phases(trace, steps)
+
+
+def _job_phases(trace: Trace, found: pl.DataFrame) -> JobPhases:
     span = trace.span_ns()
     if span is None:
         return JobPhases(0, 0, 0, 0, 0, 0)
     start, end = span
-    found = steps if steps is not None else step_spans(trace, pattern=pattern)
     if found.height == 0:
         return JobPhases(start, end, 0, 0, end - start, 0)
     first = max(start, int(found["start_ns"].min()))  # type: ignore[arg-type]

@@ -27,6 +27,8 @@ from collections.abc import Iterable
 
 import polars as pl
 
+from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.kernels import kernel_stats
 from ktrace.model.trace import Trace
 
 PRECISIONS: tuple[str, ...] = ("FP64", "FP32", "TF32", "BF16", "FP16", "FP8", "INT64", "INT32", "INT8",
@@ -120,22 +122,20 @@ def classify_name(name: str) -> str:
     return str(classify_names([name])["precision"][0])
 
 
-def kernel_precisions(trace: Trace) -> pl.DataFrame:
+def kernel_precisions(trace: Trace, *, index: TraceIndex | None = None) -> pl.DataFrame:
     """Per distinct kernel name: count, total GPU time and precision class.
 
     Returns:
         ``name``, ``precision``, ``count`` (int), ``time_ns`` (int), sorted by time descending.
     """
-    from ktrace.analysis.kernels import kernel_stats
-
-    per_name = kernel_stats(trace).select("name", "count", time_ns="total_ns")
+    per_name = kernel_stats(trace, index=index).select("name", "count", time_ns="total_ns")
     classes = classify_names(per_name["name"])
     return (per_name.join(classes, on="name", how="left")
             .select("name", "precision", pl.col("count").cast(pl.Int64), pl.col("time_ns").cast(pl.Int64))
             .sort(["time_ns", "name"], descending=[True, False]))
 
 
-def precision_distribution(trace: Trace) -> pl.DataFrame:
+def precision_distribution(trace: Trace, *, index: TraceIndex | None = None) -> pl.DataFrame:
     """Kernel precision distribution by GPU time and by launch count.
 
     Communication and memory kernels get their own rows with ``excluded`` true; the shares of the
@@ -145,7 +145,7 @@ def precision_distribution(trace: Trace) -> pl.DataFrame:
         ``precision``, ``excluded`` (bool), ``kernels`` (count), ``time_ns``, ``time_share``,
         ``count_share`` (0-1), one row per class present, in the order of ALL_CLASSES.
     """
-    per_name = kernel_precisions(trace)
+    per_name = kernel_precisions(trace, index=index)
     by_class = per_name.group_by("precision").agg(kernels=pl.col("count").sum(), time_ns=pl.col("time_ns").sum())
     order = pl.DataFrame({"precision": list(ALL_CLASSES), "_order": list(range(len(ALL_CLASSES)))})
     by_class = by_class.join(order, on="precision").sort("_order").drop("_order")

@@ -8,6 +8,9 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from ktrace.analysis.index import Slot, TraceIndex
+from ktrace.analysis.phases import step_spans
+from ktrace.analysis.utilization import busy_time, utilization_over_time
 from ktrace.model.trace import Trace
 
 HIST_BINS = 10
@@ -35,19 +38,21 @@ class LoadBalance:
     fraction per time bin)."""
 
 
-def _rank_busy(trace: Trace, bins: int) -> tuple[pl.DataFrame, dict[str, npt.NDArray[np.float64]]]:
-    """Per-rank busy time (utilization.busy_time) and the busy fraction of each of `bins` time bins."""
-    from ktrace.analysis.utilization import busy_time, utilization_over_time
+_BALANCE = Slot[LoadBalance]("load_balance")
 
+
+def _rank_busy(ix: TraceIndex, bins: int) -> tuple[pl.DataFrame, dict[str, npt.NDArray[np.float64]]]:
+    """Per-rank busy time (utilization.busy_time) and the busy fraction of each of `bins` time bins."""
+    trace = ix.trace
     span = trace.span_ns() or (0, 1)
-    busy = busy_time(trace, per="rank")
+    busy = busy_time(trace, per="rank", index=ix)
     frame = busy.select(pl.col("node").cast(pl.String), pl.col("rank").cast(pl.Int32),
                         pl.col("busy_ns").cast(pl.Int64))
     frame = frame.with_columns(busy_share=pl.col("busy_ns") / max(span[1] - span[0], 1))
     if busy.height == 0:
         return frame, {}
     bin_ns = max(1, -(-(span[1] - span[0]) // bins))
-    util = utilization_over_time(trace, bin_ns, per="rank", t0_ns=span[0])
+    util = utilization_over_time(trace, bin_ns, per="rank", t0_ns=span[0], index=ix)
     fractions = {f"{node}/{rank}": part["utilization"].to_numpy()
                  for (node, rank), part in util.group_by(["node", "rank"], maintain_order=True)}
     return frame, fractions
@@ -73,21 +78,30 @@ def histogram_distance(samples: dict[str, npt.NDArray[np.float64]]) -> tuple[flo
     return float(dist[i, j]), (keys[min(i, j)], keys[max(i, j)])
 
 
-def load_balance(trace: Trace, *, steps: pl.DataFrame | None = None, bins: int = 100) -> LoadBalance:
+def load_balance(trace: Trace, *, steps: pl.DataFrame | None = None, bins: int = 100, pattern: str | None = None,
+                 index: TraceIndex | None = None) -> LoadBalance:
     """Load balance across ranks.
 
     Args:
         trace: the trace.
         steps: step spans (``node``, ``rank``, ``start_ns``, ``end_ns``), default phases.step_spans(trace).
         bins: time bins for the kernel-based utilization histograms when there is no gpu.util counter.
+        pattern: regex of step range names when `steps` is not given.
+        index: the trace's TraceIndex (the load balance over its step spans is shared through it).
 
     Returns:
         LoadBalance.
     """
-    from ktrace.analysis.phases import step_spans
+    ix = TraceIndex.of(trace, index)
+    if steps is None:
+        return ix.get(_BALANCE, lambda: _load_balance(ix, step_spans(trace, pattern=pattern, index=ix), bins),
+                      bins, pattern)
+    return _load_balance(ix, steps, bins)
 
-    busy, fractions = _rank_busy(trace, bins)
-    found = steps if steps is not None else step_spans(trace)
+
+def _load_balance(ix: TraceIndex, found: pl.DataFrame, bins: int) -> LoadBalance:
+    trace = ix.trace
+    busy, fractions = _rank_busy(ix, bins)
     dur = pl.col("end_ns") - pl.col("start_ns")
     step_stats = found.group_by(["node", "rank"]).agg(
         steps=pl.len().cast(pl.Int64), step_mean_ns=dur.mean().cast(pl.Float64),

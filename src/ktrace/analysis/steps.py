@@ -34,6 +34,8 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from ktrace.analysis.columns import dense_ids, node_rank_ids, time_order
+from ktrace.analysis.index import Slot, TraceIndex
 from ktrace.model.trace import Trace
 
 PROFILER_STEP_RE = r"^ProfilerStep\s*#\s*(\d+)$"
@@ -41,10 +43,12 @@ ANNOTATION_RE = r"(?i)^(?:train(?:ing)?[_ ]?)?(?:step|iteration|iter)(?:[ _#:]*(
 QUANTILES = (0.5, 0.9, 0.95, 0.99)
 _STEP_SCHEMA = {"node": pl.String, "rank": pl.Int32, "step": pl.Int64, "name": pl.String, "start_ns": pl.Int64,
                 "end_ns": pl.Int64, "duration_ns": pl.Int64, "pid": pl.Int64, "tid": pl.Int64, "source": pl.String}
+_STEPS = Slot[pl.DataFrame]("detect_steps")
 
 
 def detect_steps(trace: Trace, pattern: str | None = None,
-                 source: Literal["auto", "profiler_step", "annotation", "periodic"] = "auto") -> pl.DataFrame:
+                 source: Literal["auto", "profiler_step", "annotation", "periodic"] = "auto", *,
+                 index: TraceIndex | None = None) -> pl.DataFrame:
     """Find the training steps of every rank.
 
     Args:
@@ -53,14 +57,12 @@ def detect_steps(trace: Trace, pattern: str | None = None,
             gives the step number, else steps are numbered 0.. per rank. Given a pattern, "auto"
             tries it before ProfilerStep ranges.
         source: force one method, or "auto".
+        index: the trace's TraceIndex (the summary, the rules and the TUI all ask for the steps).
 
     Returns:
-        Frame (schema _STEP_SCHEMA) sorted by node, rank, start_ns; empty if nothing is found. Cached per
-        trace: the summary, the rules and the TUI all ask for the steps.
+        Frame (schema _STEP_SCHEMA) sorted by node, rank, start_ns; empty if nothing is found.
     """
-    from ktrace.analysis.utilization import memo
-
-    return memo(trace, ("detect_steps", pattern, source), lambda: _detect_steps(trace, pattern, source))
+    return TraceIndex.of(trace, index).get(_STEPS, lambda: _detect_steps(trace, pattern, source), pattern, source)
 
 
 def _detect_steps(trace: Trace, pattern: str | None, source: str) -> pl.DataFrame:
@@ -116,11 +118,11 @@ def _periodic_steps(trace: Trace) -> pl.DataFrame:
     return steps.select(list(_STEP_SCHEMA)).cast(_STEP_SCHEMA)  # type: ignore[arg-type]
 
 
-def _steps(trace: Trace, steps: pl.DataFrame | None) -> pl.DataFrame:
-    return detect_steps(trace) if steps is None else steps
+def _steps(trace: Trace, steps: pl.DataFrame | None, index: TraceIndex | None) -> pl.DataFrame:
+    return detect_steps(trace, index=index) if steps is None else steps
 
 
-def step_stats(trace: Trace, steps: pl.DataFrame | None = None) -> pl.DataFrame:
+def step_stats(trace: Trace, steps: pl.DataFrame | None = None, *, index: TraceIndex | None = None) -> pl.DataFrame:
     """Step-duration statistics per (node, rank).
 
     Args:
@@ -132,27 +134,29 @@ def step_stats(trace: Trace, steps: pl.DataFrame | None = None) -> pl.DataFrame:
         p95_ns, p99_ns, max_ns.
     """
     d = pl.col("duration_ns").cast(pl.Float64)
-    return _steps(trace, steps).group_by("node", "rank", "source").agg(
+    return _steps(trace, steps, index).group_by("node", "rank", "source").agg(
         pl.len().alias("steps"), pl.col("duration_ns").sum().alias("total_ns"), d.mean().alias("mean_ns"),
         d.std().alias("std_ns"), d.min().alias("min_ns"),
         *[d.quantile(q, interpolation="linear").alias(f"p{int(q * 100)}_ns") for q in QUANTILES],
         d.max().alias("max_ns")).sort("node", "rank")
 
 
-def step_histogram(trace: Trace, steps: pl.DataFrame | None = None, bins: int = 20) -> pl.DataFrame:
+def step_histogram(trace: Trace, steps: pl.DataFrame | None = None, bins: int = 20, *,
+                   index: TraceIndex | None = None) -> pl.DataFrame:
     """Histogram of step durations over all ranks (equal-width bins from min to max).
 
     Returns:
         Frame: bin_start_ns, bin_end_ns (floats), count.
     """
-    d = _steps(trace, steps)["duration_ns"].to_numpy()
+    d = _steps(trace, steps, index)["duration_ns"].to_numpy()
     if d.size == 0:
         return pl.DataFrame(schema={"bin_start_ns": pl.Float64, "bin_end_ns": pl.Float64, "count": pl.Int64})
     counts, edges = np.histogram(d, bins=bins)
     return pl.DataFrame({"bin_start_ns": edges[:-1], "bin_end_ns": edges[1:], "count": counts.astype(np.int64)})
 
 
-def step_outliers(trace: Trace, steps: pl.DataFrame | None = None, stddev: float = 3.0) -> pl.DataFrame:
+def step_outliers(trace: Trace, steps: pl.DataFrame | None = None, stddev: float = 3.0, *,
+                  index: TraceIndex | None = None) -> pl.DataFrame:
     """Every step with its rank's mean and (sample) standard deviation and an outlier flag.
 
     SageMaker Debugger StepOutlier: a step is an outlier when its duration exceeds mean + stddev * σ
@@ -161,7 +165,7 @@ def step_outliers(trace: Trace, steps: pl.DataFrame | None = None, stddev: float
     Returns:
         The steps frame plus mean_ns, std_ns, z, is_outlier.
     """
-    s = _steps(trace, steps)
+    s = _steps(trace, steps, index)
     d = pl.col("duration_ns").cast(pl.Float64)
     s = s.with_columns(mean_ns=d.mean().over("node", "rank"), std_ns=d.std().over("node", "rank"))
     return s.with_columns(
@@ -184,9 +188,9 @@ class StepOutlierVerdict:
 
 
 def step_outlier_verdict(trace: Trace, steps: pl.DataFrame | None = None, stddev: float = 3.0,
-                         n_outliers: int = 10) -> StepOutlierVerdict:
+                         n_outliers: int = 10, *, index: TraceIndex | None = None) -> StepOutlierVerdict:
     """Evaluate the StepOutlier rule (defaults from the rule's code: stddev=3, n_outliers=10)."""
-    o = step_outliers(trace, steps, stddev)
+    o = step_outliers(trace, steps, stddev, index=index)
     count = int(o["is_outlier"].sum()) if o.height else 0
     worst = o.sort("z", descending=True).row(0, named=True) if o.height else None
     return StepOutlierVerdict(steps=o.height, outliers=count, triggered=count > n_outliers, stddev=stddev,
@@ -209,7 +213,6 @@ def enclosing(ranges: pl.DataFrame, points: pl.DataFrame, keys: tuple[str, ...],
         where none).
     """
     from ktrace.analysis._kernels.nesting import innermost_enclosing
-    from ktrace.analysis.columns import dense_ids, node_rank_ids, time_order
 
     if keys[:2] != ("node", "rank"):
         raise ValueError(f"enclosing: keys must start with node, rank (got {keys})")
@@ -247,15 +250,17 @@ def _attach(points: pl.DataFrame, ranges: pl.DataFrame, idx: npt.NDArray[np.int6
     return points.with_columns(new)
 
 
-def step_of_launches(trace: Trace, frame: pl.DataFrame, steps: pl.DataFrame | None = None) -> pl.DataFrame:
+def step_of_launches(trace: Trace, frame: pl.DataFrame, steps: pl.DataFrame | None = None, *,
+                     index: TraceIndex | None = None) -> pl.DataFrame:
     """Add `step` (null outside every step) to a frame with node, rank and api_start_ns."""
-    s = _steps(trace, steps)
+    s = _steps(trace, steps, index)
     r, idx = enclosing(s.select("node", "rank", "start_ns", "end_ns", "step"), frame, ("node", "rank"),
                        "api_start_ns")
     return _attach(frame, r, idx, {"step": "step"})
 
 
-def attribute_kernels(trace: Trace, steps: pl.DataFrame | None = None) -> pl.DataFrame:
+def attribute_kernels(trace: Trace, steps: pl.DataFrame | None = None, *,
+                      index: TraceIndex | None = None) -> pl.DataFrame:
     """Every launched GPU record with its step and enclosing annotations.
 
     - step: the step whose range contains the launch call (null outside steps).
@@ -267,17 +272,16 @@ def attribute_kernels(trace: Trace, steps: pl.DataFrame | None = None) -> pl.Dat
     Args:
         trace: the trace.
         steps: steps from detect_steps (detected with defaults if None).
+        index: the trace's TraceIndex.
 
     Returns:
         Frame: node, rank, device, stream, kind, row, name, start_ns, end_ns, correlation_id,
         api_start_ns (null without a launch), pid, tid, step, annotation, annotation_depth,
         gpu_annotation; sorted by node, rank, start_ns.
     """
-    from ktrace.analysis.columns import launch_rows
-    from ktrace.analysis.utilization import gpu_activity
-
-    act = gpu_activity(trace, with_names=True)  # in launch_rows' order: no join needed
-    rows = launch_rows(trace)
+    ix = TraceIndex.of(trace, index)
+    act = ix.gpu_activity(with_names=True)  # in launch_rows' order: no join needed
+    rows = ix.launch_rows()
     launch = trace.api.select(pl.col("start_ns").alias("api_start_ns"), "pid", "tid")
     if launch.height:
         hit = pl.Series(rows >= 0)
@@ -286,7 +290,7 @@ def attribute_kernels(trace: Trace, steps: pl.DataFrame | None = None) -> pl.Dat
     else:
         act = act.with_columns(pl.lit(None, pl.Int64).alias(c) for c in launch.columns)
     launched = act.filter(pl.col("api_start_ns").is_not_null())
-    launched = step_of_launches(trace, launched, steps)
+    launched = step_of_launches(trace, launched, steps, index=ix)
     cpu = trace.ranges.filter(~pl.col("on_gpu") & (pl.col("domain").cast(pl.String) != "profiler_step")).select(
         pl.col("node").cast(pl.String), "rank", "pid", "tid", "start_ns", "end_ns", pl.col("name").cast(pl.String),
         "depth")

@@ -9,13 +9,18 @@ from typing import Any
 
 import polars as pl
 
-from ktrace.analysis.annotation_histograms import AnnotationHistogram
+from ktrace.analysis.annotation_histograms import AnnotationHistogram, annotation_histogram
 from ktrace.analysis.counters import counter_stats
 from ktrace.analysis.distributions import activity_distribution, memory_distribution
+from ktrace.analysis.idle import idle_breakdown
+from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.kernels import kernel_stats, top_kernels
-from ktrace.analysis.phases import JobPhases, job_phases, normalize_steps
+from ktrace.analysis.latency import latency_stats
+from ktrace.analysis.overlap import comm_compute_overlap
+from ktrace.analysis.phases import JobPhases, job_phases, step_spans
 from ktrace.analysis.precision import precision_distribution
 from ktrace.analysis.ranks import LoadBalance, load_balance
+from ktrace.analysis.steps import detect_steps, step_stats
 from ktrace.analysis.utilization import active_time_share, busy_time
 from ktrace.model.trace import Trace
 
@@ -70,7 +75,8 @@ def idle_by_device(idle: pl.DataFrame) -> pl.DataFrame:
 
 
 def summarize(trace: Trace, *, top: int = 15, steps_pattern: str | None = None,
-              annotations: tuple[str, ...] = (), annotation_bins: int = 20) -> Summary:
+              annotations: tuple[str, ...] = (), annotation_bins: int = 20,
+              index: TraceIndex | None = None) -> Summary:
     """Compose every analysis the dashboard shows.
 
     Args:
@@ -80,41 +86,36 @@ def summarize(trace: Trace, *, top: int = 15, steps_pattern: str | None = None,
             ``ProfilerStep#N``).
         annotations: regexes of ranges to histogram (SageMaker's custom histograms).
         annotation_bins: bins of those histograms.
+        index: the trace's TraceIndex (the rules and the report reuse what the summary computed).
 
     Returns:
         Summary.
     """
-    from ktrace.analysis.annotation_histograms import annotation_histogram
-    from ktrace.analysis.columns import rank_pairs
-    from ktrace.analysis.idle import idle_breakdown
-    from ktrace.analysis.latency import latency_stats
-    from ktrace.analysis.overlap import comm_compute_overlap
-    from ktrace.analysis.steps import detect_steps, step_stats
-
+    ix = TraceIndex.of(trace, index)
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ktrace-summary") as pool:
         # independent analyses in threads (their numba kernels and polars/numpy passes release the GIL);
-        # shared intermediate arrays are computed once (memo waits for a result another thread computes)
-        latency = pool.submit(latency_stats, trace, by="kind")
-        idle = pool.submit(lambda: idle_by_device(idle_breakdown(trace)))
-        raw_steps = detect_steps(trace, pattern=steps_pattern)
-        steps = normalize_steps(raw_steps)
-        stats = kernel_stats(trace)
-        active = active_time_share(trace)
-        overlap = comm_compute_overlap(trace)
-        n_ranks = int((rank_pairs(trace)["rank"] >= 0).sum())
+        # shared intermediate arrays are computed once (the index waits for a result another thread computes)
+        latency = pool.submit(latency_stats, trace, by="kind", index=ix)
+        idle = pool.submit(lambda: idle_by_device(idle_breakdown(trace, index=ix)))
+        raw_steps = detect_steps(trace, pattern=steps_pattern, index=ix)
+        steps = step_spans(trace, pattern=steps_pattern, index=ix)
+        stats = kernel_stats(trace, index=ix)
+        active = active_time_share(trace, index=ix)
+        overlap = comm_compute_overlap(trace, index=ix)
+        n_ranks = int((ix.rank_pairs()["rank"] >= 0).sum())
         return Summary(
             source=trace.meta.source, ranks=n_ranks, kernels=trace.kernels.height,
-            phases=job_phases(trace, steps=steps),
-            active=active, busy=busy_time(trace, per="device"),
+            phases=job_phases(trace, pattern=steps_pattern, index=ix),
+            active=active, busy=busy_time(trace, per="device", index=ix),
             idle=idle.result(),
             top_by_time=top_kernels(trace, by="time", top=top, stats=stats),
             top_by_count=top_kernels(trace, by="count", top=top, stats=stats),
             latency=latency.result(),
             steps=steps, step_stats=step_stats(trace, steps=raw_steps),
-            precision=precision_distribution(trace), activity=activity_distribution(trace),
+            precision=precision_distribution(trace, index=ix), activity=activity_distribution(trace),
             memory=memory_distribution(trace), counters=counter_stats(trace),
             overlap=overlap,
-            load_balance=load_balance(trace, steps=steps) if n_ranks > 1 else None,
+            load_balance=load_balance(trace, pattern=steps_pattern, index=ix) if n_ranks > 1 else None,
             annotations=tuple(annotation_histogram(trace, p, bins=annotation_bins) for p in annotations),
             notes=tuple(trace.meta.notes),
         )

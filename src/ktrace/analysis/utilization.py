@@ -5,10 +5,7 @@ API:
 - ``gpu_activity(trace, with_names=False) -> pl.DataFrame``: kernels + memcpy + memset as one frame
   (node String, rank, device, stream (null -> -1), kind, start_ns, end_ns, correlation_id, graph_id
   [, name]).
-- ``grouped(frame, keys, order="start_ns") -> Grouped``: frame sorted by keys+order with dense group ids;
-  ``change_flags(frame, keys)``: True where the keys change (row 0 included);
-  ``names_matching(frame, col, pattern)``: distinct values of a column matching a regex.
-- ``activity_grouped(trace, per) -> Grouped``; ``memo(trace, key, compute)``: per-trace memo.
+- ``names_matching(frame, col, pattern)``: distinct values of a column matching a regex.
 - ``busy_time(trace, per="device") -> pl.DataFrame``: per "rank" | "device" | "stream": busy_ns (union
   of kernel+memcpy+memset intervals; concurrent streams counted once per device), first_ns, last_ns,
   span_ns, idle_ns, busy_pct, records.
@@ -17,6 +14,8 @@ API:
 - ``active_time_share(trace) -> pl.DataFrame``: GPU and CPU active-time share, from the timeline and
   from counters, with the method named in a column.
 
+Each takes an optional ``index=`` (the trace's analysis.index.TraceIndex) to share its groups and results.
+
 Definitions: "busy" is the timeline union of GPU records (HTA/TensorBoard semantics, not nsys' sum of
 concurrent ops and not counter samples). GPU-side sync records are not busy time (they measure a
 wait). Spans run from a group's first record start to its last record end.
@@ -24,189 +23,36 @@ wait). Spans run from a group's first record start to its last record end.
 
 from __future__ import annotations
 
-import os
-import threading
-import weakref
-from collections.abc import Callable, Hashable
-from dataclasses import dataclass, fields, is_dataclass
-from typing import Any, Literal, TypeVar
-
 import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from ktrace.analysis.columns import PER_KEYS, Per, combine_rank_ids, memory_name_expr, node_rank_ids, time_order
+from ktrace.analysis.index import Slot, TraceIndex
 from ktrace.model.trace import Trace
 
-Per = Literal["rank", "device", "stream"]
-T = TypeVar("T")
-_MEMO: dict[int, tuple[weakref.ref[Trace], dict[Hashable, Any], dict[Hashable, threading.RLock]]] = {}
-_MEMO_LOCK = threading.Lock()
-PER_KEYS: dict[str, tuple[str, ...]] = {
-    "rank": ("node", "rank"),
-    "device": ("node", "rank", "device"),
-    "stream": ("node", "rank", "device", "stream"),
-}
+__all__ = ["MAX_BINS", "PER_KEYS", "Per", "active_time_share", "busy_time", "gpu_activity", "memory_name_expr",
+           "names_matching", "utilization_over_time"]
+
 MAX_BINS = 20_000_000
 """utilization_over_time refuses more (groups x bins) cells than this."""
-
-_ACTIVITY_SCHEMA = {"node": pl.Categorical, "rank": pl.Int32, "device": pl.Int32, "stream": pl.Int64,
-                    "kind": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64,
-                    "correlation_id": pl.Int64, "graph_id": pl.Int64}
+_BUSY = Slot[pl.DataFrame]("busy_time")
 
 
-def memory_name_expr() -> pl.Expr:
-    """The display name of a memory-table row: "Memset" or "Memcpy <copy kind>" (as Kineto names them)."""
-    return pl.when(pl.col("op").cast(pl.String) == "memset").then(pl.lit("Memset")).otherwise(
-        pl.concat_str([pl.lit("Memcpy "), pl.col("copy_kind").cast(pl.String)]))
-
-
-def gpu_activity(trace: Trace, with_names: bool = False) -> pl.DataFrame:
+def gpu_activity(trace: Trace, with_names: bool = False, *, index: TraceIndex | None = None) -> pl.DataFrame:
     """Every GPU record (kernel, memcpy, memset) as one frame.
 
     Args:
         trace: the trace.
         with_names: add a String `name` column (kernel name, or "Memcpy HtoD" / "Memset").
+        index: the trace's TraceIndex (shares the frame with other analyses).
 
     Returns:
         Frame with node, rank, device, stream (null -> -1), kind ("kernel" | "memcpy" | "memset"),
         start_ns, end_ns, correlation_id, graph_id, row (row index in its source table) and optionally
-        name; node, kind and name are Categorical (like the Trace's own tables). Memoized per trace.
+        name; node, kind and name are Categorical (like the Trace's own tables).
     """
-    return memo(trace, ("gpu_activity", with_names), lambda: _gpu_activity(trace, with_names))
-
-
-def _gpu_activity(trace: Trace, with_names: bool) -> pl.DataFrame:
-    base: list[str | pl.Expr] = ["node", "rank", "device", pl.col("stream").fill_null(-1)]
-    k = trace.kernels.select(*base, pl.lit("kernel").alias("kind"), "start_ns", "end_ns", "correlation_id",
-                             "graph_id", *(["name"] if with_names else []))
-    memory_name = memory_name_expr()
-    m = trace.memory.select(*base, pl.col("op").cast(pl.String).alias("kind"), "start_ns", "end_ns",
-                            "correlation_id", "graph_id",
-                            *([memory_name.cast(pl.Categorical).alias("name")] if with_names else []))
-    k = k.with_row_index("row")
-    m = m.with_row_index("row")
-    frames = [f for f in (k, m) if f.height] or [k]
-    out = pl.concat(frames, how="vertical_relaxed")
-    return out.cast({**_ACTIVITY_SCHEMA, "row": pl.UInt32, "kind": pl.Categorical})  # type: ignore[dict-item]
-
-
-@dataclass(frozen=True)
-class Grouped:
-    """A frame sorted by (keys, order column) with a dense group id per row."""
-
-    frame: pl.DataFrame
-    """The sorted frame."""
-    gid: npt.NDArray[np.int64]
-    """Group id per row (0..n_groups-1), non-decreasing."""
-    keys: pl.DataFrame
-    """One row per group (the key columns), in group-id order."""
-    first: npt.NDArray[np.int64]
-    """Index of each group's first row in `frame`."""
-
-    @property
-    def n_groups(self) -> int:
-        """Number of groups."""
-        return self.keys.height
-
-
-def grouped(frame: pl.DataFrame, keys: tuple[str, ...], order: str | tuple[str, ...] = "start_ns") -> Grouped:
-    """Sort by keys then `order`, and number the groups densely.
-
-    Sorting avoids a multi-column sort: groups are numbered by hashing the keys, rows are put in
-    `order` with a stable sort (timsort: near linear on the nearly sorted times traces hold) and then
-    stably by group id (radix sort on small integers).
-
-    Args:
-        frame: any frame with the key columns and the order column(s) (no nulls in keys).
-        keys: grouping columns.
-        order: column(s) sorted within each group.
-
-    Returns:
-        A Grouped.
-    """
-    if frame.height == 0:
-        return Grouped(frame, np.zeros(0, np.int64), frame.select(keys), np.zeros(0, np.int64))
-    gid = _dense_ids(frame, keys)
-    perm = np.arange(frame.height)
-    for col in reversed((order,) if isinstance(order, str) else order):
-        perm = perm[np.argsort(frame[col].to_numpy()[perm], kind="stable")]
-    perm = perm[np.argsort(gid[perm], kind="stable")]
-    sorted_frame = frame[perm]
-    gid_sorted = gid[perm].astype(np.int64)
-    first = np.flatnonzero(np.diff(gid_sorted, prepend=-1)).astype(np.int64)
-    key_rows = sorted_frame.select(keys)[first]
-    if "node" in keys and key_rows.schema["node"] != pl.String:
-        key_rows = key_rows.with_columns(pl.col("node").cast(pl.String))
-    return Grouped(sorted_frame, gid_sorted, key_rows, first)
-
-
-def _lexical_codes(col: pl.Series) -> npt.NDArray[np.int64]:
-    """Codes of a Categorical that sort like its strings (physical ids follow first-seen order)."""
-    distinct = col.unique().drop_nulls()
-    phys = distinct.to_physical().to_numpy().astype(np.int64)
-    remap = np.zeros(int(phys.max()) + 1 if phys.size else 1, np.int64)
-    remap[phys[np.argsort(distinct.cast(pl.String).to_numpy())]] = np.arange(phys.size)
-    return remap[col.to_physical().to_numpy().astype(np.int64)]
-
-
-def _dense_ids(frame: pl.DataFrame, keys: tuple[str, ...]) -> npt.NDArray[Any]:
-    """Dense group id per row (uint16 when it fits), numbering groups in mixed-radix key order."""
-    code = np.zeros(frame.height, np.int64)
-    radix = 1
-    for key in keys:
-        col = frame[key]
-        if col.dtype in (pl.Categorical, pl.String):
-            a = _lexical_codes(col.cast(pl.Categorical))
-        else:
-            a = col.to_numpy().astype(np.int64, copy=False)
-        lo, hi = int(a.min()), int(a.max())
-        radix *= hi - lo + 1
-        if radix > 2**62:  # keys too spread out for one int64: let polars rank the struct
-            rank = frame.select(pl.struct(list(keys)).rank("dense").alias("g"))["g"].to_numpy()
-            return (rank - 1).astype(np.int64)
-        code = code * (hi - lo + 1) + (a - lo)
-    uniq = np.sort(pl.Series(code).unique().to_numpy())
-    gid = np.searchsorted(uniq, code)
-    return gid.astype(np.uint16) if uniq.size <= 65535 else gid.astype(np.int64)
-
-
-def memo(trace: Trace, key: Hashable, compute: Callable[[], T]) -> T:
-    """compute() once per (trace, key) while the trace lives (analyses share joins and sorts).
-
-    Thread-safe: a thread asking for a key another thread is computing waits for that result (summarize
-    runs independent analyses in threads). Results are shared values (polars frames, tuples of arrays)
-    that callers never mutate. With KTRACE_READONLY_SHARED=1 (the test suite sets it) their numpy arrays
-    are made read-only, so a caller that writes into one fails loudly instead of changing every other
-    analysis's numbers; it is off by default because read-only arrays are another numba type, and
-    compiling both variants costs about 2 s on a first run.
-    """
-    with _MEMO_LOCK:
-        entry = _MEMO.get(id(trace))
-        if entry is None or entry[0]() is not trace:
-            entry = (weakref.ref(trace), {}, {})
-            _MEMO[id(trace)] = entry
-            weakref.finalize(trace, _MEMO.pop, id(trace), None)
-        values, locks = entry[1], entry[2]
-        if key in values:
-            return values[key]
-        lock = locks.setdefault(key, threading.RLock())
-    with lock:
-        if key not in values:
-            value = compute()
-            values[key] = _read_only(value) if os.environ.get("KTRACE_READONLY_SHARED") == "1" else value
-        return values[key]
-
-
-def _read_only(value: T) -> T:
-    if isinstance(value, np.ndarray):
-        value.setflags(write=False)
-    elif isinstance(value, (tuple, list)):
-        for item in value:
-            _read_only(item)
-    elif is_dataclass(value) and not isinstance(value, type):
-        for f in fields(value):
-            _read_only(getattr(value, f.name))
-    return value
+    return TraceIndex.of(trace, index).gpu_activity(with_names)
 
 
 def names_matching(frame: pl.DataFrame, col: str, pattern: str, *, exclude: str | None = None) -> list[str]:
@@ -223,64 +69,27 @@ def names_matching(frame: pl.DataFrame, col: str, pattern: str, *, exclude: str 
     return sorted(hit.to_list())
 
 
-def change_flags(frame: pl.DataFrame, keys: tuple[str, ...]) -> npt.NDArray[np.bool_]:
-    """True at each row whose key columns differ from the previous row's (and at row 0)."""
-    if frame.height == 0:
-        return np.zeros(0, dtype=bool)
-    change = pl.lit(False)
-    for key in keys:
-        change = change | (pl.col(key) != pl.col(key).shift(1)).fill_null(True)
-    return frame.select(change.alias("c"))["c"].to_numpy().astype(bool)
-
-
-def _i64(frame: pl.DataFrame, col: str) -> npt.NDArray[np.int64]:
-    return frame[col].to_numpy().astype(np.int64, copy=False)
-
-
-def activity_grouped(trace: Trace, per: Per) -> Grouped:
-    """gpu_activity (key columns, start_ns, end_ns) grouped per rank/device/stream; memoized per trace."""
-    keys = PER_KEYS[per]
-    return memo(trace, ("activity_grouped", per),
-                lambda: grouped(gpu_activity(trace).select(*keys, "start_ns", "end_ns"), keys))
-
-
-def busy_time(trace: Trace, per: Per = "device") -> pl.DataFrame:
+def busy_time(trace: Trace, per: Per = "device", *, index: TraceIndex | None = None) -> pl.DataFrame:
     """GPU busy and idle time per rank, device or stream.
 
     Args:
         trace: the trace.
         per: "rank" (node, rank), "device" (node, rank, device) or "stream" (+ stream).
+        index: the trace's TraceIndex.
 
     Returns:
         Frame: key columns, busy_ns, first_ns, last_ns, span_ns, idle_ns (span - busy), busy_pct
         (100 * busy / span), records. Empty when the trace has no GPU records.
     """
-    return memo(trace, ("busy_time", per), lambda: _busy_time(trace, per))
+    ix = TraceIndex.of(trace, index)
+    return ix.get(_BUSY, lambda: _busy_time(ix, per), per)
 
 
-def sorted_intervals(trace: Trace, per: Per) -> tuple[Any, npt.NDArray[np.int64], npt.NDArray[np.int64],
-                                                       npt.NDArray[np.int64]]:
-    """(columns.RowGroups, group id, start, end) of the GPU records in (group, start) order (memoized)."""
-    return memo(trace, ("sorted_intervals", per), lambda: _sorted_intervals(trace, per))
-
-
-def _sorted_intervals(trace: Trace, per: Per) -> tuple[Any, npt.NDArray[np.int64], npt.NDArray[np.int64],
-                                                        npt.NDArray[np.int64]]:
-    from ktrace.analysis.columns import row_groups, sorted_times
-
-    g = row_groups(trace, per)
-    if g.n_groups == 1:  # calloc'd zeros: no pass, no memory written
-        gid = np.zeros(int(g.bounds[-1]), np.int64)
-    else:
-        gid = np.repeat(np.arange(g.n_groups, dtype=np.int64), np.diff(g.bounds))
-    return (g, gid, *sorted_times(trace, per))
-
-
-def _busy_time(trace: Trace, per: Per) -> pl.DataFrame:
+def _busy_time(ix: TraceIndex, per: Per) -> pl.DataFrame:
     from ktrace.analysis._kernels.intervals import union_length
 
     keys = PER_KEYS[per]
-    g, gid, s, e = sorted_intervals(trace, per)
+    g, gid, s, e = ix.sorted_intervals(per)
     if g.n_groups == 0:
         return _empty_busy(g.keys, keys)
     first_row = g.bounds[:-1]
@@ -303,7 +112,8 @@ def _empty_busy(act: pl.DataFrame, keys: tuple[str, ...]) -> pl.DataFrame:
         pl.lit(None, dtype=pl.Float64).alias("busy_pct"), pl.lit(None, dtype=pl.Int64).alias("records"))
 
 
-def utilization_over_time(trace: Trace, bin_ns: int, per: Per = "device", t0_ns: int | None = None) -> pl.DataFrame:
+def utilization_over_time(trace: Trace, bin_ns: int, per: Per = "device", t0_ns: int | None = None, *,
+                          index: TraceIndex | None = None) -> pl.DataFrame:
     """GPU utilization in fixed bins: busy ns (union of GPU records) per bin, per group.
 
     Bins are aligned on one origin for every group (`t0_ns`, default the first GPU record of the
@@ -314,6 +124,7 @@ def utilization_over_time(trace: Trace, bin_ns: int, per: Per = "device", t0_ns:
         bin_ns: bin width in ns (> 0).
         per: "rank", "device" (default) or "stream".
         t0_ns: origin of bin 0.
+        index: the trace's TraceIndex.
 
     Returns:
         Long frame: key columns, bin (int), bin_start_ns, busy_ns, utilization (busy / bin width,
@@ -326,7 +137,7 @@ def utilization_over_time(trace: Trace, bin_ns: int, per: Per = "device", t0_ns:
 
     if bin_ns <= 0:
         raise ValueError("bin_ns must be > 0")
-    g, gid, s, e = sorted_intervals(trace, per)
+    g, gid, s, e = TraceIndex.of(trace, index).sorted_intervals(per)
     if g.n_groups == 0:
         return g.keys.with_columns(bin=pl.lit(0, pl.Int64), bin_start_ns=pl.lit(0, pl.Int64),
                                    busy_ns=pl.lit(0, pl.Int64), utilization=pl.lit(0.0)).clear()
@@ -343,7 +154,7 @@ def utilization_over_time(trace: Trace, bin_ns: int, per: Per = "device", t0_ns:
         busy_ns=pl.Series(busy.reshape(-1)), utilization=pl.Series(busy.reshape(-1) / float(bin_ns)))
 
 
-def active_time_share(trace: Trace) -> pl.DataFrame:
+def active_time_share(trace: Trace, *, index: TraceIndex | None = None) -> pl.DataFrame:
     """Share of time the GPUs and CPUs were active, by timeline and by counters.
 
     - GPU, method "timeline": busy / span per (node, rank, device) from busy_time.
@@ -356,13 +167,15 @@ def active_time_share(trace: Trace) -> pl.DataFrame:
 
     Args:
         trace: the trace.
+        index: the trace's TraceIndex.
 
     Returns:
         Frame: node, rank (-1 for node-level counters), resource ("gpu" | "cpu"), instance (device
         or counter instance, -1 for the whole CPU), method, active_share (0-1), mean_util (0-100, null
         for the timeline method), samples.
     """
-    parts = [_gpu_timeline_share(trace), *_counter_shares(trace), _cpu_timeline_share(trace)]
+    ix = TraceIndex.of(trace, index)
+    parts = [_gpu_timeline_share(ix), *_counter_shares(trace), _cpu_timeline_share(ix)]
     parts = [p for p in parts if p.height]
     if not parts:
         return _share_frame(pl.DataFrame()).clear()
@@ -379,8 +192,12 @@ def _share_frame(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.select(list(_SHARE_SCHEMA)).cast(_SHARE_SCHEMA)  # type: ignore[arg-type]
 
 
-def _gpu_timeline_share(trace: Trace) -> pl.DataFrame:
-    b = busy_time(trace, per="device")
+def _i64(frame: pl.DataFrame, col: str) -> npt.NDArray[np.int64]:
+    return frame[col].to_numpy().astype(np.int64, copy=False)
+
+
+def _gpu_timeline_share(ix: TraceIndex) -> pl.DataFrame:
+    b = busy_time(ix.trace, per="device", index=ix)
     return _share_frame(b.with_columns(
         resource=pl.lit("gpu"), instance=pl.col("device"), method=pl.lit("timeline"),
         active_share=pl.when(pl.col("span_ns") > 0).then(pl.col("busy_ns") / pl.col("span_ns")).otherwise(0.0),
@@ -400,10 +217,10 @@ def _counter_shares(trace: Trace) -> list[pl.DataFrame]:
     return out
 
 
-def _cpu_timeline_share(trace: Trace) -> pl.DataFrame:
+def _cpu_timeline_share(ix: TraceIndex) -> pl.DataFrame:
     from ktrace.analysis._kernels.intervals import union_length
-    from ktrace.analysis.columns import combine_rank_ids, node_rank_ids, table_rank_ids, time_order
 
+    trace = ix.trace
     with_counter = trace.counters.filter(pl.col("metric").cast(pl.String) == "cpu.util").select(
         pl.col("node").cast(pl.String)).unique().to_series().to_list()
     ranges = trace.ranges.filter(~pl.col("on_gpu") & (pl.col("domain").cast(pl.String) != "profiler_step"))
@@ -411,9 +228,9 @@ def _cpu_timeline_share(trace: Trace) -> pl.DataFrame:
     if with_counter:
         frames = [f.filter(~pl.col("node").is_in(with_counter)) for f in frames]
         keys, ids = node_rank_ids(frames)
-    else:  # whole api/ops tables: reuse their memoized rank ids
+    else:  # whole api/ops tables: reuse the rank ids the index holds for them
         range_keys, (range_ids,) = node_rank_ids([frames[2]])
-        keys, ids = combine_rank_ids([table_rank_ids(trace, "api"), table_rank_ids(trace, "ops"),
+        keys, ids = combine_rank_ids([ix.table_rank_ids("api"), ix.table_rank_ids("ops"),
                                       (range_keys, range_ids)])
     if not sum(f.height for f in frames):
         return _share_frame(pl.DataFrame())

@@ -11,8 +11,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ktrace.importers.kineto_events import STEP_PREFIX, EventSink, to_int, ts_to_ns
-from ktrace.importers.ranges import nesting_depth
 from ktrace.model.builder import TraceBuilder
+from ktrace.model.nesting import nesting_depth
 
 MAX_DUR_US = 7 * 24 * 3600 * 1e6
 """Longer events are CUPTI timestamp overflows (HTA drops them too)."""

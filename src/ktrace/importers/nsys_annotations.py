@@ -21,7 +21,7 @@ from ktrace.importers.nsys_sqlite import (
     require,
     scalar,
 )
-from ktrace.importers.ranges import nesting_depth
+from ktrace.model.nesting import nesting_depth
 
 NVTX_MARK = 34
 NVTX_PUSH_POP = 59

@@ -4,21 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 
+from ktrace.model.units import format_ns as fmt_ns
 
-def fmt_ns(ns: float | None) -> str:
-    """A duration in ns as a short human string (ns, µs, ms, s, min)."""
-    if ns is None:
-        return "-"
-    a = abs(ns)
-    if a < 1e3:
-        return f"{ns:.0f} ns"
-    if a < 1e6:
-        return f"{ns / 1e3:.2f} µs"
-    if a < 1e9:
-        return f"{ns / 1e6:.2f} ms"
-    if a < 600e9:
-        return f"{ns / 1e9:.2f} s"
-    return f"{ns / 60e9:.1f} min"
+__all__ = ["fmt_ns", "fmt_num", "fmt_time", "fmt_time_range"]
 
 
 def fmt_num(value: object) -> str:

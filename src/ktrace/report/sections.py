@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ktrace.analysis.distributions import memory_op_label
 from ktrace.report import plots
 from ktrace.report.format import fmt_ns, fmt_num, fmt_time_range
 
@@ -163,8 +164,8 @@ def dashboard(c: dict[str, Any]) -> Section:
             sec.figure(plots.pie(title, [r[name_key] for r in rows], [r[value_key] for r in rows]))
     mem = [r for r in s["memory"] or [] if r["time_ns"]]
     if mem:
-        sec.figure(plots.pie("GPU memory operations", [f"{r['op']} {r['copy_kind']} {r['host_memory']}" for r in mem],
-                             [r["time_ns"] for r in mem]))
+        labels = [memory_op_label(r["op"], r["copy_kind"], r["host_memory"]) for r in mem]
+        sec.figure(plots.pie("GPU memory operations", labels, [r["time_ns"] for r in mem]))
     for h in s.get("annotations") or []:
         if h["count"]:
             sec.figure(plots.histogram(f"Annotation durations: {h['pattern']}", [e / 1e6 for e in h["edges_ns"]],

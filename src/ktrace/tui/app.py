@@ -15,6 +15,7 @@ from textual.widget import Widget
 from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
+from ktrace.analysis.index import TraceIndex
 from ktrace.model.trace import Trace
 from ktrace.tui.details import describe
 from ktrace.tui.keymap import KEYS, bindings
@@ -65,6 +66,8 @@ class KtraceApp(App[None]):
         self.given_trace = trace
         self.analyses = analyses
         self.trace: Trace | None = None
+        self.analysis_index: TraceIndex | None = None
+        """The trace's analysis index, shared by the steps and dashboard workers."""
         self.index: TrackIndex | None = None
         self.steps: StepSpans = PENDING_STEPS
         self.selected: tuple[str, int] | None = None
@@ -158,11 +161,11 @@ class KtraceApp(App[None]):
 
     @work(thread=True, exclusive=True, group="steps")
     def _detect_steps(self, trace: Trace) -> None:
-        """ktrace.analysis.steps.detect_steps (memoized per trace: the dashboard reuses it)."""
+        """ktrace.analysis.steps.detect_steps (through the trace's analysis index: the dashboard reuses it)."""
         from ktrace.tui.steps import step_spans
 
         t = time.perf_counter()
-        steps = step_spans(trace)
+        steps = step_spans(trace, self.analysis_index)
         self.post_message(StepsReady(steps, time.perf_counter() - t))
 
     @work(thread=True, exclusive=True, group="summary")
@@ -170,7 +173,7 @@ class KtraceApp(App[None]):
         """The dashboard's analyses and panels; the dashboard only mounts widgets for them."""
         from ktrace.tui.dashboard_data import compute_dashboard
 
-        self.post_message(compute_dashboard(trace))
+        self.post_message(compute_dashboard(trace, self.analysis_index))
 
     @work(thread=True, exclusive=True, group="details")
     def _describe(self, asked: int, index: TrackIndex, steps: StepSpans, table: str, row: int) -> None:
@@ -198,6 +201,7 @@ class KtraceApp(App[None]):
         from ktrace.tui.tree_model import default_rows
 
         self.trace, self.index = message.trace, message.index
+        self.analysis_index = TraceIndex(message.trace)
         self.timings.update(read_s=message.read_s, index_s=message.index_s)
         self.query_one(HostDeviceTree).set_index(message.index)
         timeline = self.query_one(Timeline)
@@ -271,8 +275,8 @@ class KtraceApp(App[None]):
     @on(SummaryReady)
     def _summary(self, message: SummaryReady) -> None:
         self.query_one(Dashboard).show(message)
-        if self.index is not None and message.summary is not None:
-            self.index.device_busy.update(device_busy(message.summary["summary"]))
+        if self.index is not None and message.dashboard is not None:
+            self.index.device_busy.update(device_busy(message.dashboard.summary))
             self.query_one(HostDeviceTree).refresh_labels()  # GPUs: exact busy time from the analysis
 
     # --- cross-widget messages ------------------------------------------------------------------------

@@ -1,33 +1,58 @@
-"""Dashboard panels drawn from ktrace.analysis results (SageMaker Profiler's panels) and rule findings."""
+"""Dashboard panels drawn from the dashboard model (ktrace.analysis.dashboard: SageMaker Profiler's panels and the
+rule findings), with the report's definitions, names and duration format (ktrace.model.units.format_ns)."""
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import polars as pl
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from ktrace.analysis.distributions import memory_op_label
 from ktrace.analysis.names import distinct_short_names
+from ktrace.model.units import format_ns
 from ktrace.tui.charts import hbars, histogram, shares, sparkline
-from ktrace.tui.dashboard_data import Panel, unavailable
-from ktrace.tui.viewmodel import format_duration
 
-PANEL_TITLES = ("GPU / CPU active share", "GPU utilization over time", "top 15 kernels by time",
+if TYPE_CHECKING:  # the analyses load in the dashboard worker, not when the TUI starts
+    from ktrace.analysis.dashboard import Dashboard, StepHistogram, UtilizationSeries
+    from ktrace.analysis.summary import Summary
+
+PANEL_TITLES = ("GPU / CPU active share", "utilization over time", "top 15 kernels by time",
                 "top 15 kernels by count", "step time histogram", "precision", "activity share",
                 "memory-op share")
 MAX_FINDINGS = 12
+SPARK_WIDTH = 80
+"""Columns of the utilization time axis."""
 
 
-def summary_panels(data: Any, error: str) -> list[Panel]:
-    """All summary panels; unavailable ones say why."""
-    if data is None:
+@dataclass
+class Panel:
+    """One dashboard panel: a title, what to draw, and evidence windows (label, start_ns, end_ns) to jump to."""
+
+    title: str
+    body: RenderableType
+    evidence: list[tuple[str, int, int]] = field(default_factory=list)
+    available: bool = True
+
+
+def unavailable(title: str, why: str) -> Panel:
+    """A panel saying why it is empty."""
+    return Panel(title, Text(why, style="italic dim"), available=False)
+
+
+def summary_panels(dashboard: Dashboard | None, error: str, summary: Summary | None = None) -> list[Panel]:
+    """All summary panels; unavailable ones say why. Without a dashboard (its analyses failed) the panels of
+    `summary` alone, when summarize() itself succeeded."""
+    s = dashboard.summary if dashboard is not None else summary
+    if s is None:
         return [unavailable(t, error or "no summary") for t in PANEL_TITLES]
-    s = data["summary"]
-    out = [_active(s.active), _utilization(data["utilization"], data["utilization_error"]),
-           _top(s.top_by_time, "time"), _top(s.top_by_count, "count"), _steps(data["step_histogram"], s),
-           _precision(s.precision), _activity(s.activity), _memory(s.memory)]
-    return out
+    util = (_utilization(dashboard.utilization, dashboard.utilization_bin_ms) if dashboard is not None
+            else unavailable(PANEL_TITLES[1], error))
+    steps = _steps(dashboard.step_histogram, s) if dashboard is not None else unavailable(PANEL_TITLES[4], error)
+    return [_active(s.active), util, _top(s.top_by_time, "time"), _top(s.top_by_count, "count"), steps,
+            _precision(s.precision), _activity(s.activity), _memory(s.memory)]
 
 
 def _empty(frame: pl.DataFrame | None) -> bool:
@@ -51,22 +76,36 @@ def _active(active: pl.DataFrame) -> Panel:
     return Panel(title, lines)
 
 
-def _utilization(util: pl.DataFrame | None, error: str) -> Panel:
+def _utilization(series: tuple[UtilizationSeries, ...], bin_ms: float) -> Panel:
+    """The report's utilization series: timeline bins per GPU (whole bins inside its first..last record), then
+    gpu.util / cpu.util counters as sampled."""
     title = PANEL_TITLES[1]
-    if util is None:
-        return unavailable(title, error or "not available")
-    if util.height == 0:
-        return unavailable(title, "no GPU records")
-    keys = [c for c in ("node", "rank", "device") if c in util.columns]
-    lines = Text()
-    for key, group in util.sort("bin").group_by(keys, maintain_order=True):
-        values = group["utilization"].to_list()
-        mean = 100 * sum(values) / max(1, len(values))
-        who = dict(zip(keys, key, strict=False))
-        lines.append(f"{who.get('node', '')} r{who.get('rank', '?')} GPU{who.get('device', '?')}".ljust(18))
-        lines.append(sparkline(values, width=90, top=1.0), style="#59a14f")
+    if not series:
+        return unavailable(title, "no GPU records and no utilization counters")
+    width = min(28, max(len(s.label) for s in series) + 1)
+    x0 = min(s.x_s[0] for s in series if s.x_s)
+    x1 = max(s.x_s[-1] for s in series if s.x_s)
+    steps = [b - a for s in series for a, b in zip(s.x_s, s.x_s[1:], strict=False) if b > a]
+    columns = min(SPARK_WIDTH, round((x1 - x0) / min(steps)) + 1) if steps else 1  # one column per bin if fewer
+    lines = Text(f"timeline bins of {bin_ms:g} ms; counters as sampled; {x0:g} s to {x1:g} s\n", style="dim")
+    for s in series:
+        mean = sum(s.y_pct) / max(1, len(s.y_pct))
+        lines.append(s.label[:width - 1].ljust(width))
+        lines.append(_on_time_axis(s, x0, x1, columns).ljust(columns),
+                     style="#59a14f" if s.source != "counter cpu.util" else "#4e79a7")
         lines.append(f" mean {mean:.1f}%\n")
     return Panel(title, lines)
+
+
+def _on_time_axis(s: UtilizationSeries, x0: float, x1: float, width: int) -> str:
+    """The series as block glyphs on one time axis shared by every series (max per column; blank where the series
+    has no point: before a GPU's first or after its last record), so the rows line up in time."""
+    cols: list[float | None] = [None] * width
+    scale = (width - 1) / (x1 - x0) if x1 > x0 else 0.0
+    for x, y in zip(s.x_s, s.y_pct, strict=True):
+        c = min(width - 1, round((x - x0) * scale))
+        cols[c] = y if cols[c] is None else max(y, cols[c] or 0.0)
+    return "".join(" " if v is None else sparkline([v], width=1, top=100.0) for v in cols)
 
 
 def _top(top: pl.DataFrame, by: str) -> Panel:
@@ -78,26 +117,25 @@ def _top(top: pl.DataFrame, by: str) -> Panel:
     names = [shown.get(n, n) for n in full]
     if by == "time":
         values = top["total_ns"].to_list()
-        texts = [f"{format_duration(v):>9} {100 * s:5.1f}%  ×{c:,}"
+        texts = [f"{format_ns(v):>9} {100 * s:5.1f}%  ×{c:,}"
                  for v, s, c in zip(values, top["time_share"].to_list(), top["count"].to_list(), strict=False)]
     else:
         values = top["count"].to_list()
-        texts = [f"{v:>9,} {100 * s:5.1f}%  {format_duration(t)}"
+        texts = [f"{v:>9,} {100 * s:5.1f}%  {format_ns(t)}"
                  for v, s, t in zip(values, top["count_share"].to_list(), top["total_ns"].to_list(), strict=False)]
     return Panel(title, hbars(names, values, texts, width=36, label_width=60))
 
 
-def _steps(hist: pl.DataFrame | None, s: Any) -> Panel:
+def _steps(hist: StepHistogram, s: Summary) -> Panel:
+    """The report's step-time histogram (training steps of every rank) and the step statistics per rank."""
     title = PANEL_TITLES[4]
-    if _empty(hist) or _empty(s.steps):
+    if not hist.counts:
         return unavailable(title, "no steps found (no ProfilerStep or step annotations)")
-    assert hist is not None
-    edges = [v / 1e6 for v in hist["bin_start_ns"].to_list()] + [hist["bin_end_ns"][-1] / 1e6]
-    body: list[RenderableType] = [histogram(edges, hist["count"].to_list(), height=6, unit=" ms")]
+    body: list[RenderableType] = [histogram(list(hist.edges_ms), list(hist.counts), height=6, unit=" ms")]
     for r in s.step_stats.iter_rows(named=True):
-        body.append(Text(f"{r['node']} rank {r['rank']}: {r['steps']} steps, mean {format_duration(r['mean_ns'])},"
-                         f" p50 {format_duration(r['p50_ns'])}, p95 {format_duration(r['p95_ns'])},"
-                         f" max {format_duration(r['max_ns'])}"))
+        body.append(Text(f"{r['node']} rank {r['rank']}: {r['steps']} steps, mean {format_ns(r['mean_ns'])},"
+                         f" p50 {format_ns(r['p50_ns'])}, p95 {format_ns(r['p95_ns'])},"
+                         f" max {format_ns(r['max_ns'])}"))
     return Panel(title, Group(*body))
 
 
@@ -117,19 +155,18 @@ def _activity(frame: pl.DataFrame) -> Panel:
 def _memory(frame: pl.DataFrame) -> Panel:
     if _empty(frame):
         return unavailable(PANEL_TITLES[7], "no memcpy or memset in this trace")
-    labels = [" ".join(str(v) for v in (r["op"], r["copy_kind"], r.get("host_memory")) if v)
-              for r in frame.iter_rows(named=True)]
+    labels = [memory_op_label(r["op"], r["copy_kind"], r["host_memory"]) for r in frame.iter_rows(named=True)]
     bw = Text("\n".join(f"{lab}: {r['count']:,} ops, {r['bytes'] / 1e9:.2f} GB, {r['bandwidth_gbps'] or 0:.1f} GB/s"
                         for lab, r in zip(labels, frame.iter_rows(named=True), strict=False)))
     return Panel(PANEL_TITLES[7], Group(shares(labels, frame["time_ns"].to_list()), bw))
 
 
-def findings_panel(report: Any, error: str) -> Panel:
+def findings_panel(dashboard: Dashboard | None, error: str) -> Panel:
     """The rules' findings, most severe first, with their evidence windows to jump to."""
     title = "rule findings"
-    if report is None:
+    if dashboard is None:
         return unavailable(title, error or "rules not available")
-    findings = list(getattr(report, "findings", ()))
+    findings = list(dashboard.rules.findings)
     if not findings:
         return Panel(title, Text("no rule fired", style="green"))
     text = Text()

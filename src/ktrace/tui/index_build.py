@@ -8,7 +8,7 @@
 3. `build_links`: the correlation lookups behind launch <-> kernel links (a filtered scan serves meanwhile): one
    lazy polars query per table.
 
-Heavy work runs in lazy polars queries or in numba nogil kernels (ktrace.analysis._kernels.track_scan, .tracks);
+Heavy work runs in lazy polars queries or in numba nogil kernels (ktrace.analysis.timeline_tracks);
 numpy here only touches arrays of a few thousand values (one per track or bin), never one per row.
 """
 
@@ -23,10 +23,18 @@ from numpy.typing import NDArray
 
 from ktrace.model.trace import Trace
 from ktrace.tui.overview import N_BINS, Overview
-from ktrace.tui.tracks import MAX_RANGE_DEPTH, TABLE_CODES, Track, TrackIndex, colour_lut_of_rows, pending_track
+from ktrace.tui.tracks import (
+    MAX_RANGE_DEPTH,
+    TABLE_CODES,
+    Track,
+    TrackIndex,
+    colour_lut_of_rows,
+    make_track,
+    pending_track,
+)
 
 if TYPE_CHECKING:
-    from ktrace.analysis._kernels.track_scan import ChunkRows, ScanResult, TrackScan
+    from ktrace.analysis.timeline_tracks import ChunkRows, ScanResult, TrackScan
 
 I64 = NDArray[np.int64]
 _ONE = np.zeros(1, np.int64)
@@ -96,8 +104,7 @@ def warm_kernels() -> None:
     The first step's kernels come first, then the second step's, so that their cache loads (which hold the GIL)
     happen while the app starts or the trace is read rather than right after the first screen.
     """
-    from ktrace.analysis._kernels.track_scan import ChunkRows, TrackScan, copy_into, take_into
-    from ktrace.analysis._kernels.tracks import sort_by_track, track_arrays
+    from ktrace.analysis.timeline_tracks import ChunkRows, TrackScan, copy_into, sort_by_track, take_into, track_arrays
 
     u32, i32, i64 = (np.zeros(1, t) for t in (np.uint32, np.int32, np.int64))
     for a in (u32, i32, i64):
@@ -222,7 +229,7 @@ def _slice_group(trace: Trace, kind: str, parts: list[TablePart], base: int) -> 
 
 def _scan_table(frame: pl.DataFrame, table: str, kind: str, bins: tuple[int, int, int]) -> TablePart:
     """One pass over a table's column chunks in place: key ids, counts, overview bins, colour lut."""
-    from ktrace.analysis._kernels.track_scan import ChunkRows, TrackScan
+    from ktrace.analysis.timeline_tracks import ChunkRows, TrackScan
 
     colour = "copy_kind" if table == "memory" else "name"
     code = pl.col(colour).to_physical()
@@ -263,7 +270,6 @@ def _describe(kind: str, key: tuple[object, ...]) -> tuple[str, str, str, str, i
 
 def _counter_tracks(trace: Trace, tracks: list[Track]) -> list[Track]:
     """Counter series, indexed right away (a few samples per second of trace: small)."""
-    from ktrace.tui.tracks import make_track
 
     frame = trace.counters
     if frame.height == 0:
@@ -285,7 +291,7 @@ def _counter_tracks(trace: Trace, tracks: list[Track]) -> list[Track]:
 
 def build_tracks(plan: IndexPlan) -> BuiltTracks:
     """Sort every pending slice track's rows by start and gather its arrays (numba kernels, GIL released)."""
-    from ktrace.analysis._kernels.tracks import sort_by_track, track_arrays
+    from ktrace.analysis.timeline_tracks import sort_by_track, track_arrays
 
     built: dict[int, Track] = {}
     place: dict[str, tuple[I64, I64]] = {}
@@ -315,7 +321,7 @@ def build_tracks(plan: IndexPlan) -> BuiltTracks:
 
 def _group_rows(group: SliceGroup) -> tuple[I64, I64, I64, I64]:
     """(track, start, end, colour) of the group's rows, first table first (copied chunk by chunk by nogil kernels)."""
-    from ktrace.analysis._kernels.track_scan import copy_into, take_into
+    from ktrace.analysis.timeline_tracks import copy_into, take_into
 
     n = sum(p.n_rows for p in group.parts)
     track, starts, ends, colour = (np.empty(n, np.int64) for _ in range(4))
@@ -353,3 +359,11 @@ def _corr_lookup(frame: pl.DataFrame, node_of_code: dict[int, int]) -> tuple[I64
         pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),
     ).sort("k", maintain_order=True).collect()  # stable: rows ascending per key
     return keys["k"].to_numpy(), keys["_row"].to_numpy()
+
+
+def build_index(trace: Trace) -> TrackIndex:
+    """Build every track of `trace` and the correlation lookups at once (what the loader worker does in steps)."""
+    index, plan = plan_index(trace)
+    index.attach(build_tracks(plan))
+    index.attach_links(build_links(trace))
+    return index

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
 
 from ktrace.model.trace import Trace
 from ktrace.tui.tracks import TrackIndex
+
+if TYPE_CHECKING:  # the analyses are imported by the worker that runs them, not at start-up
+    from ktrace.analysis.dashboard import Dashboard
+    from ktrace.analysis.summary import Summary
 
 
 @dataclass
@@ -72,10 +76,11 @@ class LoadFailed(Message):
 class SummaryReady(Message):
     """The dashboard's analyses finished (or failed with `error`), with their panels built in the same worker."""
 
-    summary: Any
-    findings: Any
+    dashboard: Dashboard | None
+    """The dashboard model (summary, rule findings, histograms, series); None when its analyses failed."""
     error: str = ""
-    rules_error: str = ""
+    summary: Summary | None = None
+    """summarize() alone, when the dashboard failed but the summary did not (its panels are still shown)."""
     panels: list[Any] = field(default_factory=list)
     """ktrace.tui.dashboard_data.Panel list: only widgets remain to be made on the UI thread."""
 

@@ -1,6 +1,6 @@
 """A coarse overview of every slice track (busy ns and colours per fixed time bin), drawn until tracks are indexed.
 
-Built in one pass over the unsorted rows (ktrace.analysis._kernels.track_scan.TrackScan), it lets the first screen
+Built in one pass over the unsorted rows (ktrace.analysis.timeline_tracks.TrackScan), it lets the first screen
 appear long before every track is sorted. Drawing a row from it costs O(width) whatever the number of slices.
 """
 

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
 from ktrace.model.trace import Trace
+
+if TYPE_CHECKING:
+    from ktrace.analysis.index import TraceIndex
 
 
 @dataclass(frozen=True)
@@ -53,11 +57,12 @@ STEPS_PENDING = "still detecting steps… (step keys work once they are found)"
 """What the step keys say before the steps are known."""
 
 
-def step_spans(trace: Trace) -> StepSpans:
-    """Steps of the first rank that has any, as ktrace.analysis.steps.detect_steps finds them (cached per trace)."""
+def step_spans(trace: Trace, index: TraceIndex | None = None) -> StepSpans:
+    """Steps of the first rank that has any, as ktrace.analysis.steps.detect_steps finds them (shared through
+    the trace's `index` with the dashboard)."""
     from ktrace.analysis.steps import detect_steps
 
-    frame = detect_steps(trace)
+    frame = detect_steps(trace, index=index)
     return _from_frame(frame, "analysis", frame)
 
 

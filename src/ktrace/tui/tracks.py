@@ -255,16 +255,6 @@ def correlation_key(node_id: int, rank: int, corr: int) -> int:
     return (node_id << 52) + ((rank + 1) << 40) + corr
 
 
-def build_index(trace: Trace) -> TrackIndex:
-    """Build every track of `trace` and the correlation lookups at once (what the loader worker does in steps)."""
-    from ktrace.tui.index_build import build_links, build_tracks, plan_index
-
-    index, plan = plan_index(trace)
-    index.attach(build_tracks(plan))
-    index.attach_links(build_links(trace))
-    return index
-
-
 def colour_lut(series: pl.Series) -> NDArray[np.int64]:
     """crc32 colour per dictionary code of a categorical column: a row's colour is lut[its physical code]."""
     names = code_names(series)

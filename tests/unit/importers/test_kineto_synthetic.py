@@ -13,8 +13,8 @@ import pytest
 import ktrace
 from ktrace.importers.kineto import import_kineto
 from ktrace.importers.kineto_tables import memcpy_kinds
-from ktrace.importers.ranges import nesting_depth
 from ktrace.model.errors import TraceFormatError
+from ktrace.model.nesting import nesting_depth
 
 PID, TID = 4242, 4243
 

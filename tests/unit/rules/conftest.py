@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ktrace.analysis.rules.base import RuleContext, RuleResult
+from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.rules.base import RuleResult
 from ktrace.analysis.rules.config import RulesConfig, apply_overrides
 from ktrace.analysis.rules.engine import all_rules, evaluate
 from ktrace.model.builder import TraceBuilder
@@ -63,7 +64,7 @@ def run_rule(trace: Trace, name: str, *overrides: str) -> RuleResult:
     rules = all_rules()
     rule = next(r for r in rules if r.name == name)
     config = apply_overrides(RulesConfig(), [f"{name}.{o}" for o in overrides], rules)
-    return evaluate(rule, RuleContext(trace), config)
+    return evaluate(rule, trace, TraceIndex(trace), config)
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ import numpy as np
 import polars as pl
 import pytest
 
+from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.latency import launch_latency
-from ktrace.analysis.rules.base import RuleContext
 from ktrace.analysis.rules.inputs import FIRST_ON_STREAM, stream_prev_end
 from ktrace.analysis.rules.launches import (
     kernel_launches,
@@ -81,7 +81,7 @@ def trace(request: pytest.FixtureRequest, synthetic_trace: Trace) -> Trace:
 
 
 def test_kernel_launches_are_launch_latencys_kernel_rows(trace: Trace) -> None:
-    ctx = RuleContext(trace)
+    ctx = TraceIndex(trace)
     lat = launch_latency(trace).filter(pl.col("kind") == "kernel")
     ours = kernel_launches(ctx)
     assert ours["row"].to_list() == lat["row"].to_list()  # same rows, same order
@@ -94,7 +94,7 @@ def test_kernel_launches_are_launch_latencys_kernel_rows(trace: Trace) -> None:
 
 
 def test_launched_calls_count_graph_runs_once(trace: Trace) -> None:
-    ctx = RuleContext(trace)
+    ctx = TraceIndex(trace)
     lat = launch_latency(trace)
     is_call = trace.api["name"].cast(pl.String).str.contains("Launch").to_numpy()
     launch_names = trace.api.filter(pl.Series(is_call))["name"].cast(pl.String).unique().to_list()
@@ -105,7 +105,7 @@ def test_launched_calls_count_graph_runs_once(trace: Trace) -> None:
 
 
 def test_record_evidence_frame_matches_launch_latency(trace: Trace) -> None:
-    ctx = RuleContext(trace)
+    ctx = TraceIndex(trace)
     lat = launch_latency(trace)
     everything = record_evidence_frame(ctx, np.arange(launches(ctx).size))
     cols = ["node", "rank", "device", "stream", "name", "start_ns", "end_ns", "launch_latency_ns"]
@@ -133,7 +133,7 @@ def _naive_prev_end(trace: Trace) -> list[int]:
 
 
 def test_stream_prev_end_against_a_python_loop(trace: Trace) -> None:
-    assert stream_prev_end(RuleContext(trace)).tolist() == _naive_prev_end(trace)
+    assert stream_prev_end(TraceIndex(trace)).tolist() == _naive_prev_end(trace)
 
 
 def test_rules_on_the_tricky_trace() -> None:

@@ -1,4 +1,4 @@
-"""The rules engine's data types: Param, Evidence, Finding, RuleResult, Rule and RuleContext."""
+"""The rules engine's data types: Param, Evidence, Finding, RuleResult and Rule (whose check gets (trace, index, params))."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ktrace.analysis.index import TraceIndex
 from ktrace.model.trace import Trace
 
 Severity = Literal["info", "warning", "error"]
@@ -88,23 +89,6 @@ class RuleResult:
         return bool(self.findings)
 
 
-class RuleContext:
-    """A trace plus a memo of analysis results, so rules that need the same analysis compute it once.
-
-    The memo is the analyses' own per-trace memo (ktrace.analysis.utilization.memo, under ("rules", key)):
-    every RuleContext of one trace, and the analyses themselves, share what was computed.
-    """
-
-    def __init__(self, trace: Trace) -> None:
-        self.trace = trace
-
-    def cached(self, key: str, compute: Callable[[], Any]) -> Any:
-        """`compute()` the first time `key` is asked for on this trace, the remembered value afterwards."""
-        from ktrace.analysis.utilization import memo
-
-        return memo(self.trace, ("rules", key), compute)
-
-
 @dataclass(frozen=True)
 class Outcome:
     """What a rule's check function returns; the engine turns it into a RuleResult."""
@@ -125,7 +109,8 @@ class Skip(Exception):
     """Raised by a check when the trace lacks the data the rule needs; the message says what is missing."""
 
 
-CheckFn = Callable[[RuleContext, Mapping[str, ParamValue]], Outcome]
+CheckFn = Callable[[Trace, TraceIndex, Mapping[str, ParamValue]], Outcome]
+"""A rule's check: the trace, its TraceIndex (analysis results shared by every rule) and the rule's parameters."""
 
 
 @dataclass(frozen=True)

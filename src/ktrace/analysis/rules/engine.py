@@ -6,12 +6,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.rules.base import (
     Evidence,
     Finding,
     Outcome,
     Rule,
-    RuleContext,
     RuleResult,
     Skip,
     severity_rank,
@@ -91,11 +91,11 @@ def _finding(rule: Rule, outcome: Outcome, severity: str) -> Finding:
                    evidence=outcome.evidence, datapoints=outcome.datapoints, triggered=outcome.triggered)
 
 
-def evaluate(rule: Rule, ctx: RuleContext, config: RulesConfig) -> RuleResult:
-    """Run one rule; a rule whose data is absent comes back `skipped` with the reason."""
+def evaluate(rule: Rule, trace: Trace, index: TraceIndex, config: RulesConfig) -> RuleResult:
+    """Run one rule on (trace, index); a rule whose data is absent comes back `skipped` with the reason."""
     params = config.params_for(rule)
     try:
-        outcome = rule.check(ctx, params)
+        outcome = rule.check(trace, index, params)
     except Skip as why:
         return RuleResult(rule.name, rule.family, rule.description, params, 0, 0, (), skipped=str(why))
     severity = config.severity.get(rule.name, rule.severity)
@@ -111,7 +111,7 @@ def evaluate(rule: Rule, ctx: RuleContext, config: RulesConfig) -> RuleResult:
 
 
 def run_rules(trace: Trace, config: RulesConfig | None = None, *, rules: Sequence[Rule] | None = None,
-              progress: ProgressFn = no_progress, context: RuleContext | None = None) -> RulesReport:
+              progress: ProgressFn = no_progress, index: TraceIndex | None = None) -> RulesReport:
     """Evaluate the rules on `trace`.
 
     Args:
@@ -119,17 +119,17 @@ def run_rules(trace: Trace, config: RulesConfig | None = None, *, rules: Sequenc
         config: thresholds, disabled rules and severities; None means every rule with its defaults.
         rules: the rules to consider (default: all_rules()).
         progress: called with (rules done, rules total).
-        context: a RuleContext to reuse (the report shares its analysis results with the rules).
+        index: the trace's TraceIndex (the report and the TUI share their analysis results with the rules).
 
     Returns:
         A RulesReport with one RuleResult per enabled rule.
     """
     config = config or RulesConfig()
     chosen = [r for r in (rules if rules is not None else all_rules()) if r.name not in config.disabled]
-    ctx = context or RuleContext(trace)
+    ix = TraceIndex.of(trace, index)
     results = []
     for i, rule in enumerate(chosen):
-        results.append(evaluate(rule, ctx, config))
+        results.append(evaluate(rule, trace, ix, config))
         progress(i + 1, len(chosen))
     return RulesReport(tuple(results))
 

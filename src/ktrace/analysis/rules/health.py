@@ -11,7 +11,8 @@ from collections.abc import Mapping
 import numpy as np
 import polars as pl
 
-from ktrace.analysis.rules.base import Evidence, Outcome, Param, ParamValue, Rule, RuleContext, Severity, Skip
+from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.rules.base import Evidence, Outcome, Param, ParamValue, Rule, Severity, Skip
 from ktrace.analysis.rules.frames import named, names_matching, pct, top_evidence
 from ktrace.analysis.rules.inputs import stream_prev_end
 from ktrace.analysis.rules.launches import (
@@ -21,6 +22,7 @@ from ktrace.analysis.rules.launches import (
     launches,
     record_evidence_frame,
 )
+from ktrace.model.trace import Trace
 
 LOSS_WORDS = ("drop", "lost", "overflow", "truncat")
 """Health counts of records lost for good (an error)."""
@@ -33,26 +35,26 @@ EVIDENCE_COLUMNS = ("node", "rank", "device", "stream", "name", "start_ns", "end
 START_MS = (pl.col("end_ns") - pl.col("start_ns")) / 1e6
 
 
-def _health_keys(ctx: RuleContext, words: tuple[str, ...]) -> dict[str, int]:
-    health = ctx.trace.meta.health
+def _health_keys(index: TraceIndex, words: tuple[str, ...]) -> dict[str, int]:
+    health = index.trace.meta.health
     return {k: int(v) for k, v in sorted(health.items()) if v and any(w in k.lower() for w in words)}
 
 
-def _records(ctx: RuleContext) -> int:
-    t = ctx.trace
+def _records(index: TraceIndex) -> int:
+    t = index.trace
     return t.kernels.height + t.memory.height + t.syncs.height + t.api.height + t.ranges.height
 
 
-def _dropped(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
-    lost = _health_keys(ctx, LOSS_WORDS + WINDOW_WORDS)
+def _dropped(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
+    lost = _health_keys(index, LOSS_WORDS + WINDOW_WORDS)
     total = sum(lost.values())
-    severity: Severity = "error" if _health_keys(ctx, LOSS_WORDS) else "warning"
-    records = _records(ctx)
+    severity: Severity = "error" if _health_keys(index, LOSS_WORDS) else "warning"
+    records = _records(index)
     evidence = tuple(Evidence(kind="health", name=k, value=float(v)) for k, v in lost.items())
     message = (f"{total:,} records were lost or dropped while recording or importing "
                f"({', '.join(f'{k}={v:,}' for k, v in lost.items())}); totals and gaps may be understated")
     return Outcome(records + total, total, total > int(p["max_dropped"]), message, evidence,
-                   details={"health": dict(ctx.trace.meta.health)}, severity=severity)
+                   details={"health": dict(trace.meta.health)}, severity=severity)
 
 
 DROPPED_RECORDS = Rule(
@@ -65,24 +67,24 @@ DROPPED_RECORDS = Rule(
     check=_dropped, source="analyses.md §11.7 (trace health)")
 
 
-def _orphans(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
-    t = ctx.trace
+def _orphans(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
+    t = trace
     if not t.kernels.height:
         raise Skip("the trace has no kernels")
     if not t.api.height:
         raise Skip("the trace has no CUDA API calls, so kernels cannot be matched to launches")
     matched = np.zeros(t.kernels.height, dtype=bool)
-    matched[kernel_rows(ctx)[1]] = True
+    matched[kernel_rows(index)[1]] = True
     orphans = t.kernels.select(*EVIDENCE_COLUMNS).filter(pl.Series(~matched))
     keys = ["node", "rank", "correlation_id"]
     is_call = named(t.api, "name", names_matching(t.api, "name", LAUNCH_API)).to_numpy()
     n_calls = int(is_call.sum())
     # every run of a graph launch has a GPU record; launched_calls counts such a launch once.
-    unmatched_n = n_calls - launched_calls(ctx, is_call)
+    unmatched_n = n_calls - launched_calls(index, is_call)
     unmatched = t.api.clear()
     if unmatched_n:  # rare: find which (a join, only when there is something to show)
         unmatched = t.api.filter(pl.Series(is_call)).with_columns(pl.col("node").cast(pl.String)).join(
-            launched_api_keys(ctx), on=keys, how="anti")
+            launched_api_keys(index), on=keys, how="anti")
     orphan_pct = pct(orphans.height, t.kernels.height)
     unmatched_pct = pct(unmatched_n, n_calls)
     limit = float(p["max_pct"])
@@ -111,20 +113,18 @@ def _backwards(frame: pl.DataFrame) -> pl.DataFrame:
     return frame.filter(pl.col("end_ns") < pl.col("start_ns")) if frame.height else frame
 
 
-def _clock(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
-    from ktrace.analysis.columns import gpu_columns
-
-    t = ctx.trace
+def _clock(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
+    t = trace
     if not (t.kernels.height or t.memory.height):
         raise Skip("the trace has no GPU records")
     tol_ns = int(float(p["tolerance_us"]) * 1000)
     backwards = pl.concat([_backwards(f.select("start_ns", "end_ns", "name")) for f in (t.kernels, t.api)])
-    start = gpu_columns(t).start[:t.kernels.height]  # the kernels' starts, as a view of the shared arrays
-    overlapping = start + tol_ns < stream_prev_end(ctx)  # never for a stream's first kernel
+    start = index.gpu_columns().start[:t.kernels.height]  # the kernels' starts, as a view of the shared arrays
+    overlapping = start + tol_ns < stream_prev_end(index)  # never for a stream's first kernel
     overlaps = t.kernels.select(*EVIDENCE_COLUMNS).filter(pl.Series(overlapping))
-    lau = launches(ctx)
-    early = record_evidence_frame(ctx, np.flatnonzero(lau.start - lau.api_start < -tol_ns))
-    health = _health_keys(ctx, CLOCK_WORDS)
+    lau = launches(index)
+    early = record_evidence_frame(index, np.flatnonzero(lau.start - lau.api_start < -tol_ns))
+    health = _health_keys(index, CLOCK_WORDS)
     datapoints = t.kernels.height + t.api.height + lau.size
     bad = backwards.height + overlaps.height + early.height + sum(health.values())
     fired = pct(bad, datapoints) > float(p["max_pct"]) or bool(health)

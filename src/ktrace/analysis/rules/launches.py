@@ -2,7 +2,7 @@
 
 ktrace.analysis.latency.launch_latency materializes a 20-column frame of every launched GPU record (seconds
 at 10 M kernels); the rules read a handful of its columns, so they take the same join
-(ktrace.analysis.columns.launch_rows, memoized per trace and already computed by summarize()) as numpy
+(TraceIndex.launch_rows, already computed by summarize() when it shares the rules' index) as numpy
 arrays. Records come in launch_latency's row order: those not launched by a CUDA graph first, then those of
 graph launches, each part in gpu_activity order (kernels, then memory ops), so aggregates that keep a
 group's first row agree with it. Names, nodes and ranks stay integer codes until a result is small.
@@ -16,9 +16,10 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from ktrace.analysis.rules.base import RuleContext
+from ktrace.analysis.columns import memory_name_expr
+from ktrace.analysis.index import Slot, TraceIndex
 from ktrace.analysis.rules.frames import named
-from ktrace.analysis.utilization import memory_name_expr
+from ktrace.analysis.utilization import names_matching
 
 I64 = npt.NDArray[np.int64]
 
@@ -63,19 +64,20 @@ def as_index(positions: I64, ascending: bool) -> Index:
     return positions
 
 
-def launches(ctx: RuleContext) -> Launches:
-    """The launched GPU records of the trace (memoized per trace)."""
-    found: Launches = ctx.cached("launches", lambda: _launches(ctx))
-    return found
+_LAUNCHES = Slot[Launches]("rules.launches")
+_KERNEL_ROWS = Slot[tuple[Index, Index]]("rules.kernel_rows")
+_KERNEL_LAUNCHES = Slot[pl.DataFrame]("rules.kernel_launches")
 
 
-def _launches(ctx: RuleContext) -> Launches:
-    from ktrace.analysis.columns import api_times, gpu_columns, launch_rows
-    from ktrace.analysis.utilization import names_matching
+def launches(index: TraceIndex) -> Launches:
+    """The launched GPU records of the trace (shared through the index)."""
+    return index.get(_LAUNCHES, lambda: _launches(index))
 
-    t = ctx.trace
-    cols = gpu_columns(t)
-    rows = launch_rows(t)
+
+def _launches(index: TraceIndex) -> Launches:
+    t = index.trace
+    cols = index.gpu_columns()
+    rows = index.launch_rows()
     hit = np.flatnonzero(rows >= 0)
     api_row = rows[hit]
     graph_id = np.concatenate([t.kernels["graph_id"].is_not_null().to_numpy(),
@@ -89,56 +91,50 @@ def _launches(ctx: RuleContext) -> Launches:
         hit, api_row, is_graph = hit[order], api_row[order], is_graph[order]
     at = as_index(hit, ascending)
     return Launches(record=hit, api_row=api_row, start=cols.start[at], end=cols.end[at],
-                    api_start=api_times(t)[0][api_row], api_end=api_times(t)[1][api_row],
+                    api_start=index.api_times()[0][api_row], api_end=index.api_times()[1][api_row],
                     is_graph=is_graph, n_kernels=cols.n_kernels, ascending=ascending)
 
 
-def kernel_rows(ctx: RuleContext) -> tuple[Index, Index]:
-    """(positions of the launched kernels in launches(ctx), their trace.kernels rows), slices where possible."""
+def kernel_rows(index: TraceIndex) -> tuple[Index, Index]:
+    """(positions of the launched kernels in launches(index), their trace.kernels rows), slices where possible."""
     def compute() -> tuple[Index, Index]:
-        lau = launches(ctx)
+        lau = launches(index)
         if lau.ascending:  # kernels come first: a prefix
             at: Index = slice(0, int(np.searchsorted(lau.record, lau.n_kernels)))
         else:
             at = np.flatnonzero(lau.record < lau.n_kernels)
         return at, as_index(lau.record[at], lau.ascending)
 
-    found: tuple[Index, Index] = ctx.cached("kernel_rows", compute)
-    return found
+    return index.get(_KERNEL_ROWS, compute)
 
 
-def kernel_launches(ctx: RuleContext) -> pl.DataFrame:
+def kernel_launches(index: TraceIndex) -> pl.DataFrame:
     """The launched kernels (launch_latency's kernel rows, in its order) with integer codes for names:
-    row (trace.kernels row), rank_id (index into gpu_columns(trace).rank_keys), name_code (lexical code,
-    -1 for null; see ktrace.analysis.columns.kernel_name_codes), start_ns, end_ns, api_start_ns, api_end_ns.
-    Memoized per trace; the columns are views of the shared arrays where the rows allow it."""
+    row (trace.kernels row), rank_id (index into TraceIndex.gpu_columns().rank_keys), name_code (lexical
+    code, -1 for null; see TraceIndex.kernel_name_codes), start_ns, end_ns, api_start_ns, api_end_ns.
+    Shared through the index; the columns are views of the shared arrays where the rows allow it."""
     def compute() -> pl.DataFrame:
-        from ktrace.analysis.columns import gpu_columns, kernel_name_codes
-
-        lau = launches(ctx)
-        at, rows = kernel_rows(ctx)
-        codes, _ = kernel_name_codes(ctx.trace)
+        lau = launches(index)
+        at, rows = kernel_rows(index)
+        codes, _ = index.kernel_name_codes()
         row = lau.record[at]
         return pl.DataFrame({
-            "row": row, "rank_id": gpu_columns(ctx.trace).rank_id[rows], "name_code": codes[rows],
+            "row": row, "rank_id": index.gpu_columns().rank_id[rows], "name_code": codes[rows],
             "start_ns": lau.start[at], "end_ns": lau.end[at], "api_start_ns": lau.api_start[at],
             "api_end_ns": lau.api_end[at]})
 
-    frame: pl.DataFrame = ctx.cached("kernel_launches", compute)
-    return frame
+    return index.get(_KERNEL_LAUNCHES, compute)
 
 
-def top_names(ctx: RuleContext, frame: pl.DataFrame, limit: int, value: pl.Expr) -> pl.DataFrame:
+def top_names(index: TraceIndex, frame: pl.DataFrame, limit: int, value: pl.Expr) -> pl.DataFrame:
     """Per kernel name of a kernel_launches subset: `value`, first start, last end and the node and rank of
     its first row; the `limit` names with the largest value (ties: by name). Grouped on integer codes; only
     the result rows get strings."""
-    from ktrace.analysis.columns import gpu_columns, kernel_name_codes
-
     per = (frame.group_by("name_code")
            .agg(value.alias("value"), pl.col("start_ns").min(), pl.col("end_ns").max(), pl.col("rank_id").first()))
-    _, names = kernel_name_codes(ctx.trace)
+    _, names = index.kernel_name_codes()
     lookup = pl.Series("name", [*names, None], dtype=pl.String)  # code -1 (null name) -> the last entry
-    keys = gpu_columns(ctx.trace).rank_keys
+    keys = index.gpu_columns().rank_keys
     codes = per["name_code"].to_numpy()
     per = per.with_columns(name=lookup[np.where(codes < 0, len(names), codes)])
     top = per.sort("value", "name", descending=[True, False]).head(limit)
@@ -147,11 +143,11 @@ def top_names(ctx: RuleContext, frame: pl.DataFrame, limit: int, value: pl.Expr)
         "name", "value", "start_ns", "end_ns", "node", "rank")
 
 
-def launched_calls(ctx: RuleContext, is_call: npt.NDArray[np.bool_]) -> int:
+def launched_calls(index: TraceIndex, is_call: npt.NDArray[np.bool_]) -> int:
     """How many of the API rows marked in `is_call` (a mask over trace.api) launched a GPU record: each
     record not launched by a graph counts once, the records of one graph launch count once
     (launch_latency's rows with graph_run == 0)."""
-    lau = launches(ctx)
+    lau = launches(index)
     if not lau.size:
         return 0
     hit = is_call[lau.api_row]
@@ -159,19 +155,19 @@ def launched_calls(ctx: RuleContext, is_call: npt.NDArray[np.bool_]) -> int:
     return plain + int(np.unique(lau.api_row[hit & lau.is_graph]).size)
 
 
-def launched_api_keys(ctx: RuleContext) -> pl.DataFrame:
+def launched_api_keys(index: TraceIndex) -> pl.DataFrame:
     """(node String, rank, correlation_id) of every launch call with a GPU record, one row each."""
-    lau = launches(ctx)
+    lau = launches(index)
     rows = np.unique(lau.api_row)
-    return ctx.trace.api.select(pl.col("node").cast(pl.String), "rank", "correlation_id")[rows]
+    return index.trace.api.select(pl.col("node").cast(pl.String), "rank", "correlation_id")[rows]
 
 
-def record_evidence_frame(ctx: RuleContext, positions: I64) -> pl.DataFrame:
-    """The launched records at `positions` (indices into launches(ctx)) as a frame with the Evidence columns
+def record_evidence_frame(index: TraceIndex, positions: I64) -> pl.DataFrame:
+    """The launched records at `positions` (indices into launches(index)) as a frame with the Evidence columns
     (node, rank, device, stream, name, start_ns, end_ns) and launch_latency_ns, in the given order. Memory ops
     are named like gpu_activity names them ("Memset", "Memcpy <kind>")."""
-    lau = launches(ctx)
-    t = ctx.trace
+    lau = launches(index)
+    t = index.trace
     record = lau.record[positions]
     is_kernel = record < lau.n_kernels
     base: list[str | pl.Expr] = ["node", "rank", "device", pl.col("stream").fill_null(-1), "start_ns", "end_ns"]

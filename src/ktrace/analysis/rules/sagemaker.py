@@ -7,16 +7,18 @@ from collections.abc import Mapping
 import numpy as np
 import polars as pl
 
-from ktrace.analysis.rules.base import Evidence, Outcome, Param, ParamValue, Rule, RuleContext, Skip
+from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.rules.base import Evidence, Outcome, Param, ParamValue, Rule, Skip
 from ktrace.analysis.rules.frames import evidence_rows, pct
 from ktrace.analysis.rules.inputs import dataloader_time, job_phases, step_outliers, steps
+from ktrace.model.trace import Trace
 
 
-def _step_outlier(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
-    found = steps(ctx)
+def _step_outlier(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
+    found = steps(index)
     if found.height < 3:
         raise Skip(f"the trace has {found.height} training steps; at least 3 are needed")
-    outliers = step_outliers(ctx, float(p["stddev"]))
+    outliers = step_outliers(index, float(p["stddev"]))
     limit = int(p["n_outliers"])
     durations = ((found["end_ns"] - found["start_ns"]) / 1e6).to_numpy()
     mean, std = float(durations.mean()), float(durations.std())
@@ -45,21 +47,21 @@ STEP_OUTLIER = Rule(
     check=_step_outlier, source="SageMaker Debugger StepOutlier")
 
 
-def _worker_share(ctx: RuleContext, p: Mapping[str, ParamValue]) -> tuple[int, int] | None:
+def _worker_share(index: TraceIndex, p: Mapping[str, ParamValue]) -> tuple[int, int] | None:
     """(data-loader worker processes, CPU cores) when the trace tells both, else None."""
-    threads = ctx.trace.threads
+    threads = index.trace.threads
     if not threads.height:
         return None
     workers = threads.filter(pl.col("name").cast(pl.String).str.contains(str(p["worker_pattern"])))
-    cores = ctx.trace.counters.filter(pl.col("metric") == "cpu.core.util")["instance"].n_unique()
+    cores = index.trace.counters.filter(pl.col("metric") == "cpu.core.util")["instance"].n_unique()
     if not workers.height or not cores:
         return None
     return int(workers["pid"].n_unique()), int(cores)
 
 
-def _dataloader(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
-    loaded = dataloader_time(ctx, str(p["pattern"]))
-    workers = _worker_share(ctx, p)
+def _dataloader(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
+    loaded = dataloader_time(index, str(p["pattern"]))
+    workers = _worker_share(index, p)
     if loaded is None and workers is None:
         raise Skip("the trace has neither data-loading annotations nor data-loader worker threads")
     outcomes = []
@@ -104,8 +106,8 @@ DATALOADER = Rule(
     check=_dataloader, source="SageMaker Debugger Dataloader; TB plugin DataLoader recommendation")
 
 
-def _max_init(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
-    phases = job_phases(ctx)
+def _max_init(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
+    phases = job_phases(index)
     if not phases.steps:
         raise Skip("no training step found, so the end of initialization is unknown")
     minutes = phases.init_ns / 60e9

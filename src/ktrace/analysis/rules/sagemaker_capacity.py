@@ -7,7 +7,8 @@ from collections.abc import Mapping
 import numpy as np
 import polars as pl
 
-from ktrace.analysis.rules.base import Evidence, Outcome, Param, ParamValue, Rule, RuleContext, Skip
+from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.rules.base import Evidence, Outcome, Param, ParamValue, Rule, Skip
 from ktrace.analysis.rules.frames import evidence_rows
 from ktrace.analysis.rules.inputs import load_balance, utilization_histograms
 from ktrace.analysis.rules.sagemaker_counters import BIN_MS, MAX_EVIDENCE, PATIENCE, WINDOW, _gpus, _per_gpu
@@ -19,6 +20,7 @@ from ktrace.analysis.rules.samples import (
     require,
     windows,
 )
+from ktrace.model.trace import Trace
 
 
 def _p95(s: Series, lo_ts: int, hi_ts: int) -> float:
@@ -26,9 +28,9 @@ def _p95(s: Series, lo_ts: int, hi_ts: int) -> float:
     return float(np.percentile(sel, 95)) if sel.size else float("nan")
 
 
-def _batch_node(ctx: RuleContext, cpu: Series, gpus: list[Series], mems: list[Series],
+def _batch_node(index: TraceIndex, cpu: Series, gpus: list[Series], mems: list[Series],
                 p: Mapping[str, ParamValue]) -> Outcome:
-    start = evaluation_start(ctx, cpu, int(p["patience"]))
+    start = evaluation_start(index, cpu, int(p["patience"]))
     spans = windows(cpu.value.size, start, int(p["window"]))
     limits = (float(p["cpu_threshold_p95"]), float(p["gpu_threshold_p95"]), float(p["gpu_memory_threshold_p95"]))
     low, evidence, last = 0, [], (np.nan, np.nan, np.nan)
@@ -51,16 +53,16 @@ def _batch_node(ctx: RuleContext, cpu: Series, gpus: list[Series], mems: list[Se
                             "gpu_memory_p95": round(last[2], 3)})
 
 
-def _batch_size(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
-    cpus = require(node_series(ctx, "cpu.util"), "cpu.util counters")
-    gpus = _gpus(ctx, p)
-    mems = require(gpu_memory_series(ctx), "GPU memory counters (gpu.mem_used_bytes with device memory sizes)")
+def _batch_size(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
+    cpus = require(node_series(index, "cpu.util"), "cpu.util counters")
+    gpus = _gpus(index, p)
+    mems = require(gpu_memory_series(index), "GPU memory counters (gpu.mem_used_bytes with device memory sizes)")
     results = []
     for cpu in cpus:
         node_gpus = [g for g in gpus if g.node == cpu.node]
         node_mems = [m for m in mems if m.node == cpu.node]
         if node_gpus and node_mems:
-            results.append(_batch_node(ctx, cpu, node_gpus, node_mems, p))
+            results.append(_batch_node(index, cpu, node_gpus, node_mems, p))
     if not results:
         raise Skip("no node has CPU, GPU and GPU-memory utilization together")
     return _per_gpu(results)
@@ -101,9 +103,9 @@ def _memory_rise(s: Series, p: Mapping[str, ParamValue], start: int) -> Outcome:
                    details={"label": s.label, "rise_points": round(growth, 3)})
 
 
-def _memory_increase(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
-    mems = require(gpu_memory_series(ctx), "GPU memory counters (gpu.mem_used_bytes with device memory sizes)")
-    return _per_gpu([_memory_rise(s, p, evaluation_start(ctx, s, int(p["patience"]))) for s in mems])
+def _memory_increase(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
+    mems = require(gpu_memory_series(index), "GPU memory counters (gpu.mem_used_bytes with device memory sizes)")
+    return _per_gpu([_memory_rise(s, p, evaluation_start(index, s, int(p["patience"]))) for s in mems])
 
 
 GPU_MEMORY_INCREASE = Rule(
@@ -117,10 +119,10 @@ GPU_MEMORY_INCREASE = Rule(
     check=_memory_increase, source="SageMaker Debugger GPUMemoryIncrease")
 
 
-def _load_balancing(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
-    if utilization_histograms(ctx) < 2:  # load_balance would give no distance: skip without computing it
+def _load_balancing(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
+    if utilization_histograms(index) < 2:  # load_balance would give no distance: skip without computing it
         raise Skip("the trace has fewer than two ranks with GPU utilization")
-    lb = load_balance(ctx)
+    lb = load_balance(index)
     if lb.histogram_distance is None:
         raise Skip("the trace has fewer than two ranks with GPU utilization")
     limit = float(p["threshold"])

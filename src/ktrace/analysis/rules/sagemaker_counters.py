@@ -7,7 +7,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from ktrace.analysis.rules.base import Outcome, Param, ParamValue, Rule, RuleContext, Skip
+from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.rules.base import Outcome, Param, ParamValue, Rule, Skip
 from ktrace.analysis.rules.samples import (
     Series,
     aligned,
@@ -18,6 +19,7 @@ from ktrace.analysis.rules.samples import (
     run_evidence,
     windows,
 )
+from ktrace.model.trace import Trace
 
 PATIENCE = Param("patience", 1000, "samples skipped at the start (SageMaker's warm-up; at 500 ms sampling 1000 = "
                                    "500 s); a series shorter than 2 x patience skips only what precedes the "
@@ -28,13 +30,13 @@ BIN_MS = Param("timeline_bin_ms", 0.0, "bin width (ms) of the timeline-derived G
 MAX_EVIDENCE = Param("max_evidence", 10, "how many time ranges to keep as evidence per GPU or node")
 
 
-def _gpus(ctx: RuleContext, p: Mapping[str, ParamValue]) -> list[Series]:
-    return require(gpu_util_series(ctx, float(p["timeline_bin_ms"])), "GPU utilization data (no gpu.util "
+def _gpus(index: TraceIndex, p: Mapping[str, ParamValue]) -> list[Series]:
+    return require(gpu_util_series(index, float(p["timeline_bin_ms"])), "GPU utilization data (no gpu.util "
                                                                        "counters and no kernels)")
 
 
-def _low_gpu(ctx: RuleContext, s: Series, p: Mapping[str, ParamValue]) -> Outcome:
-    start = evaluation_start(ctx, s, int(p["patience"]))
+def _low_gpu(index: TraceIndex, s: Series, p: Mapping[str, ParamValue]) -> Outcome:
+    start = evaluation_start(index, s, int(p["patience"]))
     spans = windows(s.value.size, start, int(p["window"]))
     t95, t5 = float(p["threshold_p95"]), float(p["threshold_p5"])
     bad_mask = np.zeros(s.value.size, bool)
@@ -71,8 +73,8 @@ def _per_gpu(results: list[Outcome]) -> Outcome:
                    details={"series": [dict(o.details) for o in results]}, extra=rest)
 
 
-def _low_gpu_all(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
-    return _per_gpu([_low_gpu(ctx, s, p) for s in _gpus(ctx, p)])
+def _low_gpu_all(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
+    return _per_gpu([_low_gpu(index, s, p) for s in _gpus(index, p)])
 
 
 LOW_GPU_UTILIZATION = Rule(
@@ -88,16 +90,16 @@ LOW_GPU_UTILIZATION = Rule(
     check=_low_gpu_all, source="SageMaker Debugger LowGPUUtilization")
 
 
-def _bottleneck(ctx: RuleContext, p: Mapping[str, ParamValue], metric: str, metric_param: str,
+def _bottleneck(index: TraceIndex, p: Mapping[str, ParamValue], metric: str, metric_param: str,
                 what: str) -> Outcome:
-    gpus = _gpus(ctx, p)
-    nodes = {s.node: s for s in require(node_series(ctx, metric), f"{metric} counters")}
+    gpus = _gpus(index, p)
+    nodes = {s.node: s for s in require(node_series(index, metric), f"{metric} counters")}
     results = []
     for g in gpus:
         other = nodes.get(g.node)
         if other is None:
             continue
-        start = evaluation_start(ctx, g, int(p["patience"]))
+        start = evaluation_start(index, g, int(p["patience"]))
         gv, ov = g.value[start:], aligned(g, other)[start:]
         hit = (gv < float(p["gpu_threshold"])) & (ov > float(p[metric_param]))
         share = 100.0 * hit.sum() / max(1, gv.size)
@@ -111,12 +113,12 @@ def _bottleneck(ctx: RuleContext, p: Mapping[str, ParamValue], metric: str, metr
     return _per_gpu(require(results, f"{metric} counters on the nodes of the GPUs"))  # type: ignore[arg-type]
 
 
-def _cpu_bottleneck(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
-    return _bottleneck(ctx, p, "cpu.util", "cpu_threshold", "CPU utilization")
+def _cpu_bottleneck(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
+    return _bottleneck(index, p, "cpu.util", "cpu_threshold", "CPU utilization")
 
 
-def _io_bottleneck(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
-    return _bottleneck(ctx, p, "cpu.iowait_pct", "io_threshold", "I/O wait")
+def _io_bottleneck(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
+    return _bottleneck(index, p, "cpu.iowait_pct", "io_threshold", "I/O wait")
 
 
 CPU_BOTTLENECK = Rule(

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from ktrace.analysis.rules.base import Evidence, RuleContext, Skip
+from ktrace.analysis.index import Slot, TraceIndex
+from ktrace.analysis.rules.base import Evidence, Skip
 from ktrace.analysis.rules.inputs import first_step_ns, timeline_utilization
 
 
@@ -32,9 +33,13 @@ class Series:
     """"counter" or "timeline"."""
 
 
-def counter_samples(ctx: RuleContext, metric: str) -> pl.DataFrame:
+_GPU_UTIL = Slot[list[Series]]("rules.gpu_util_series")
+_GPU_MEMORY = Slot[list[Series]]("rules.gpu_memory_series")
+
+
+def counter_samples(index: TraceIndex, metric: str) -> pl.DataFrame:
     """Samples of one counter metric: node (String), instance, ts_ns, value, sorted by node, instance, time."""
-    c = ctx.trace.counters
+    c = index.trace.counters
     if not c.height:
         return pl.DataFrame(schema={"node": pl.String, "instance": pl.Int32, "ts_ns": pl.Int64, "value": pl.Float64})
     return (c.filter(pl.col("metric") == metric)
@@ -55,24 +60,23 @@ def _split(frame: pl.DataFrame, source: str, rank_col: str | None, device_col: s
     return out
 
 
-def gpu_util_series(ctx: RuleContext, bin_ms: float) -> list[Series]:
+def gpu_util_series(index: TraceIndex, bin_ms: float) -> list[Series]:
     """Per-GPU utilization (%) series: counters when present, else timeline busy share per bin."""
     def compute() -> list[Series]:
-        counters = counter_samples(ctx, "gpu.util")
+        counters = counter_samples(index, "gpu.util")
         if counters.height:
             return _split(counters, "counter", None, "instance")
-        util = timeline_utilization(ctx, bin_ms)
+        util = timeline_utilization(index, bin_ms)
         if not util.height:
             return []
         return _split(util, "timeline", "rank", "device")
 
-    series: list[Series] = ctx.cached(f"gpu_util_series:{bin_ms}", compute)
-    return series
+    return index.get(_GPU_UTIL, compute, bin_ms)
 
 
-def node_series(ctx: RuleContext, metric: str) -> list[Series]:
+def node_series(index: TraceIndex, metric: str) -> list[Series]:
     """Node-level series of `metric` (instance -1 or null), one per node."""
-    frame = counter_samples(ctx, metric).filter(pl.col("instance") < 0)
+    frame = counter_samples(index, metric).filter(pl.col("instance") < 0)
     return _split(frame, "counter", None, "instance") if frame.height else []
 
 
@@ -83,14 +87,14 @@ def require(series: list[Series], what: str) -> list[Series]:
     return series
 
 
-def evaluation_start(ctx: RuleContext, s: Series, patience: int) -> int:
+def evaluation_start(index: TraceIndex, s: Series, patience: int) -> int:
     """Index of the first sample to evaluate: `patience` samples are skipped (SageMaker's warm-up), or, when
     the series is shorter than 2 x patience, the samples before the first training step."""
     if patience <= 0:
         return 0
     if s.ts_ns.size >= 2 * patience:
         return patience
-    first = first_step_ns(ctx)
+    first = first_step_ns(index)
     return int(np.searchsorted(s.ts_ns, first)) if first is not None else 0
 
 
@@ -136,12 +140,12 @@ def aligned(target: Series, other: Series) -> np.ndarray:
     return other.value[np.where(closer_prev, prev, idx)]
 
 
-def gpu_memory_series(ctx: RuleContext) -> list[Series]:
+def gpu_memory_series(index: TraceIndex) -> list[Series]:
     """Per-GPU memory used in % of the device's memory: gpu.mem_used_bytes over the devices table's
     memory_bytes, else a gpu.mem_util counter already in %."""
     def compute() -> list[Series]:
-        used = counter_samples(ctx, "gpu.mem_used_bytes")
-        devices = (ctx.trace.devices.filter(pl.col("memory_bytes") > 0)
+        used = counter_samples(index, "gpu.mem_used_bytes")
+        devices = (index.trace.devices.filter(pl.col("memory_bytes") > 0)
                    .group_by(pl.col("node").cast(pl.String), pl.col("device").alias("instance"))
                    .agg(pl.col("memory_bytes").max()))
         if used.height and devices.height:
@@ -149,8 +153,7 @@ def gpu_memory_series(ctx: RuleContext) -> list[Series]:
                    .with_columns((100.0 * pl.col("value") / pl.col("memory_bytes")).alias("value")))
             if pct.height:
                 return _split(pct, "counter", None, "instance")
-        util = counter_samples(ctx, "gpu.mem_util")
+        util = counter_samples(index, "gpu.mem_util")
         return _split(util, "counter", None, "instance") if util.height else []
 
-    series: list[Series] = ctx.cached("gpu_memory_series", compute)
-    return series
+    return index.get(_GPU_MEMORY, compute)

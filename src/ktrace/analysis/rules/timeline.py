@@ -10,8 +10,10 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from ktrace.analysis.rules.base import Outcome, Param, ParamValue, Rule, RuleContext, Skip
+from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.rules.base import Outcome, Param, ParamValue, Rule, Skip
 from ktrace.analysis.rules.frames import fmt_names, per_rank_span, rows_named, top_evidence
+from ktrace.model.trace import Trace
 
 MAX_EVIDENCE = Param("max_evidence", 50, "how many offending records to keep as evidence (longest first)")
 DURATION_MS = (pl.col("end_ns") - pl.col("start_ns")) / 1e6
@@ -23,8 +25,8 @@ SYNC_API = r"(?i)^cu(da)?(DeviceSynchronize|StreamSynchronize|EventSynchronize|C
 """Host-blocking synchronization calls (nsys `cuda_api_sync` plus event and context syncs)."""
 
 
-def _pageable(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
-    memory = ctx.trace.memory
+def _pageable(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
+    memory = trace.memory
     copies = memory.filter(pl.col("op") == "memcpy") if memory.height else memory
     if not copies.height:
         raise Skip("the trace has no memcpy records")
@@ -55,8 +57,8 @@ PAGEABLE_MEMCPY = Rule(
     check=_pageable, source="nsys analyze cuda_memcpy_async")
 
 
-def _sync_memops(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
-    calls = rows_named(ctx.trace.api, "name", MEMOP_API)
+def _sync_memops(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
+    calls = rows_named(trace.api, "name", MEMOP_API)
     if not calls.height:
         raise Skip("the trace has no cudaMemcpy/cudaMemset API calls")
     sync = rows_named(calls, "name", MEMOP_API, exclude=ASYNC)
@@ -81,8 +83,8 @@ SYNC_MEMCPY = Rule(
     check=_sync_memops, source="nsys analyze cuda_memcpy_sync, cuda_memset_sync")
 
 
-def _sync_apis(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
-    api = ctx.trace.api
+def _sync_apis(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
+    api = trace.api
     if not api.height:
         raise Skip("the trace has no CUDA API calls")
     sync = rows_named(api, "name", SYNC_API)

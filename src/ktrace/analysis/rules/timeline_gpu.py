@@ -12,25 +12,28 @@ from functools import partial
 import numpy as np
 import polars as pl
 
-from ktrace.analysis.rules.base import Evidence, Outcome, Param, ParamValue, Rule, RuleContext, Skip
+from ktrace.analysis.index import Slot, TraceIndex
+from ktrace.analysis.rules.base import Evidence, Outcome, Param, ParamValue, Rule, Skip
 from ktrace.analysis.rules.frames import evidence_rows
 from ktrace.analysis.rules.inputs import gpu_gaps, temporal_breakdown
+from ktrace.model.trace import Trace
 
 CPU_TABLES = ("api", "ops", "ranges")
+_CPU_BOUNDS = Slot[tuple[np.ndarray, np.ndarray]]("rules.cpu_bounds")
 
 
 def _bounds(frame: pl.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     return frame["start_ns"].to_numpy(), frame["end_ns"].to_numpy()
 
 
-def _cpu_during(ctx: RuleContext, node: str, rank: int, gs: int, ge: int) -> str:
+def _cpu_during(index: TraceIndex, node: str, rank: int, gs: int, ge: int) -> str:
     """What the CPU of (node, rank) did during [gs, ge): the names covering most of it, shortest first."""
     parts = []
     for name in CPU_TABLES:
-        frame = ctx.trace.table(name)
+        frame = index.trace.table(name)
         if not frame.height:
             continue
-        starts, ends = ctx.cached(f"cpu_arrays:{name}", partial(_bounds, frame))
+        starts, ends = index.get(_CPU_BOUNDS, partial(_bounds, frame), name)
         idx = np.flatnonzero((starts < ge) & (ends > gs))
         if idx.size == 0:
             continue
@@ -50,8 +53,8 @@ def _cpu_during(ctx: RuleContext, node: str, rank: int, gs: int, ge: int) -> str
     return "; ".join(f"{r['name']} ({r['share']:.0f} %)" for r in top.iter_rows(named=True))
 
 
-def _gaps(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
-    gaps = gpu_gaps(ctx)
+def _gaps(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
+    gaps = gpu_gaps(index)
     if gaps is None:
         raise Skip("the trace has no GPU records")
     threshold_ns = float(p["gap_ms"]) * 1e6
@@ -60,7 +63,7 @@ def _gaps(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
     fired = long.height >= int(p["min_count"])
     evidence = []
     for row in long.head(int(p["max_evidence"])).iter_rows(named=True):
-        what = _cpu_during(ctx, row["node"], row["rank"], row["start_ns"], row["end_ns"])
+        what = _cpu_during(index, row["node"], row["rank"], row["start_ns"], row["end_ns"])
         evidence.append(Evidence(kind="gap", start_ns=row["start_ns"], end_ns=row["end_ns"], node=row["node"],
                                  rank=row["rank"], device=row["device"], name=f"CPU: {what}",
                                  value=round(row["gap_ns"] / 1e6, 6)))
@@ -87,8 +90,8 @@ GPU_GAPS = Rule(
     check=_gaps, source="nsys analyze gpu_gaps")
 
 
-def _comm_overlap(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
-    tb = temporal_breakdown(ctx)
+def _comm_overlap(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
+    tb = temporal_breakdown(index)
     tb = tb.with_columns((pl.col("comm_only_ns") + pl.col("compute_comm_overlap_ns")).alias("comm_ns"))
     with_comm = tb.filter(pl.col("comm_ns") > 0)
     if not with_comm.height:

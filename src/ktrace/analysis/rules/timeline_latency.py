@@ -11,10 +11,12 @@ from collections.abc import Mapping
 import numpy as np
 import polars as pl
 
-from ktrace.analysis.rules.base import Outcome, Param, ParamValue, Rule, RuleContext, Skip
+from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.rules.base import Outcome, Param, ParamValue, Rule, Skip
 from ktrace.analysis.rules.frames import evidence_rows, pct
 from ktrace.analysis.rules.inputs import kernel_precisions, stream_prev_end
 from ktrace.analysis.rules.launches import kernel_launches, kernel_rows, top_names
+from ktrace.model.trace import Trace
 
 MAX_EVIDENCE = Param("max_evidence", 15, "how many kernel names to keep as evidence (most affected first)")
 
@@ -25,15 +27,15 @@ LATENCIES = {"launch_latency_ns": pl.col("start_ns") - pl.col("api_start_ns"),  
              "queue_delay_ns": pl.col("start_ns") - pl.col("api_end_ns")}  # end->start
 
 
-def _latency_or_skip(ctx: RuleContext) -> pl.DataFrame:
-    lat = kernel_launches(ctx)
+def _latency_or_skip(index: TraceIndex) -> pl.DataFrame:
+    lat = kernel_launches(index)
     if not lat.height:
         raise Skip("no kernel in the trace could be matched to its launch call")
     return lat
 
 
-def _launch_bound(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
-    lat = _latency_or_skip(ctx)
+def _launch_bound(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
+    lat = _latency_or_skip(index)
     short = lat.filter(DURATION < API_DURATION)
     share = pct(short.height, lat.height)
     fired = short.height >= int(p["min_count"]) and share > float(p["min_pct"])
@@ -43,7 +45,7 @@ def _launch_bound(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
     message = (f"{short.height:,} of {lat.height:,} kernels ({share:.1f} %) ran for less time than their launch "
                f"call took on the CPU ({gpu_ms:.2f} ms of GPU work cost {api_ms:.2f} ms of launches): the GPU "
                "waits for the CPU to issue work")
-    evidence = tuple(evidence_rows(top_names(ctx, short, int(p["max_evidence"]), pl.len()), "kernel"))
+    evidence = tuple(evidence_rows(top_names(index, short, int(p["max_evidence"]), pl.len()), "kernel"))
     return Outcome(lat.height, short.height, fired, message, evidence,
                    details={"share_pct": round(share, 4), "gpu_ms": round(gpu_ms, 6), "api_ms": round(api_ms, 6)})
 
@@ -59,18 +61,18 @@ LAUNCH_BOUND_KERNELS = Rule(
     check=_launch_bound, source="HTA get_cuda_kernel_launch_stats (short kernels)")
 
 
-def _overhead(ctx: RuleContext) -> pl.DataFrame:
+def _overhead(index: TraceIndex) -> pl.DataFrame:
     """Launch latency not explained by queueing: kernel start - max(launch end, previous kernel's end on the
     stream). Positive values are time the GPU stream sat idle after the launch returned."""
-    lat = _latency_or_skip(ctx)
-    prev = stream_prev_end(ctx)[kernel_rows(ctx)[1]]  # FIRST_ON_STREAM (< any time): first on its stream
+    lat = _latency_or_skip(index)
+    prev = stream_prev_end(index)[kernel_rows(index)[1]]  # FIRST_ON_STREAM (< any time): first on its stream
     overhead = np.maximum(lat["api_end_ns"].to_numpy(), prev)
     np.subtract(lat["start_ns"].to_numpy(), overhead, out=overhead)
     return lat.with_columns(overhead_ns=pl.Series(overhead, dtype=pl.Int64))
 
 
-def _launch_latency(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
-    lat = _overhead(ctx)
+def _launch_latency(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
+    lat = _overhead(index)
     threshold_ns = float(p["threshold_us"]) * 1000
     slow = lat.filter(pl.col("overhead_ns") > threshold_ns)
     share = pct(slow.height, lat.height)
@@ -83,7 +85,7 @@ def _launch_latency(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
                f"{stats.get('launch_latency_ns_p50', 0):g}/{stats.get('launch_latency_ns_p95', 0):g}/"
                f"{stats.get('launch_latency_ns_p99', 0):g} µs, end→start {stats.get('queue_delay_ns_p50', 0):g}/"
                f"{stats.get('queue_delay_ns_p95', 0):g}/{stats.get('queue_delay_ns_p99', 0):g} µs")
-    evidence = tuple(evidence_rows(top_names(ctx, slow, int(p["max_evidence"]), pl.col("overhead_ns").max() / 1e3),
+    evidence = tuple(evidence_rows(top_names(index, slow, int(p["max_evidence"]), pl.col("overhead_ns").max() / 1e3),
                                    "kernel"))
     return Outcome(lat.height, slow.height, fired, message, evidence,
                    details={"latency_us": {k.replace("_ns", ""): v for k, v in stats.items()},
@@ -105,11 +107,11 @@ HIGH_LAUNCH_LATENCY = Rule(
 MATMUL = r"(?i)gemm|conv|matmul|cudnn|wgrad|dgrad|fprop|winograd|cublas|cutlass"
 
 
-def _fp32_matmul(ctx: RuleContext, p: Mapping[str, ParamValue]) -> Outcome:
-    per_name = kernel_precisions(ctx)
+def _fp32_matmul(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
+    per_name = kernel_precisions(index)
     if not per_name.height:
         raise Skip("the trace has no kernels")
-    cc = ctx.trace.devices["compute_major"].drop_nulls()
+    cc = trace.devices["compute_major"].drop_nulls()
     major = int(cc.max()) if cc.len() else None  # type: ignore[arg-type]
     if major is not None and major < 7:
         raise Skip(f"the GPU (compute capability {major}.x) has no tensor cores")

@@ -1,0 +1,19 @@
+"""How durations are written for people: one formatter for every view (terminal summary, reports, TUI dashboard)."""
+
+from __future__ import annotations
+
+
+def format_ns(ns: float | None) -> str:
+    """A duration in ns as a short human string (ns, µs, ms, s, min): "958 ns", "2.62 ms", "1.5 min"."""
+    if ns is None:
+        return "-"
+    a = abs(ns)
+    if a < 1e3:
+        return f"{ns:.0f} ns"
+    if a < 1e6:
+        return f"{ns / 1e3:.2f} µs"
+    if a < 1e9:
+        return f"{ns / 1e6:.2f} ms"
+    if a < 600e9:
+        return f"{ns / 1e9:.2f} s"
+    return f"{ns / 60e9:.1f} min"
