@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import subprocess
+import sys
 from collections import defaultdict
 from collections.abc import Callable
 from decimal import Decimal
@@ -113,3 +115,16 @@ def test_real_trace_chrome_json_is_sound(tmp_path: Path, name: str, real_trace_p
 
     export_chrome_json(ktrace.open(real_trace_path(name)), tmp_path / "t.json")
     assert check_chrome_trace(_load(tmp_path / "t.json")["traceEvents"]) == []
+
+
+def test_chrome_json_export_does_not_load_protobuf(tmp_path: Path) -> None:
+    """Chrome JSON needs no protobuf: only the Perfetto path loads it (a fresh interpreter, a whole export)."""
+    code = ("import sys\n"
+            "from ktrace.exporters.chrome_json import export_chrome_json\n"
+            "from ktrace.testing import SyntheticConfig, generate\n"
+            "trace = generate(SyntheticConfig(steps=2, kernels_per_step=5, ranks=2, seed=3))\n"
+            f"export_chrome_json(trace, {str(tmp_path / 't.json')!r})\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('google', 'perfetto')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    assert (tmp_path / "t.json").stat().st_size > 1000
