@@ -20,8 +20,9 @@ KEPT_ENVIRONMENT = ("CUDA_VISIBLE_DEVICES", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "M
 
 def _merge_partition_meta(root: Path) -> tuple[dict[str, int], list[str], list[dict[str, Any]]]:
     """Sum every process's partition.json into one health dict and note list; remove the files."""
+    from ktrace.model.capture import PARTITION_META_FILE
     from ktrace.model.secrets import scrub_text
-    from ktrace.model.store import PARTITION_META_FILE, partitions
+    from ktrace.model.store import partitions
 
     health: dict[str, int] = {}
     notes: list[str] = []

@@ -119,8 +119,8 @@ class Timeline(Widget, can_focus=True):
         if self.index is None:
             return Strip.blank(width)
         if y == 0:
-            head = "time since start".ljust(LABEL_W - 1)[: LABEL_W - 1] + "│"
-            return Strip([Segment(head, _HEAD), Segment(ruler(self.viewport, self.index.t0), _RULER)]).crop(0, width)
+            header = "time since start".ljust(LABEL_W - 1)[: LABEL_W - 1] + "│"
+            return Strip([Segment(header, _HEAD), Segment(ruler(self.viewport, self.index.t0), _RULER)]).crop(0, width)
         row = self.top + y - 1
         if row >= len(self.rows):
             return Strip.blank(width)
