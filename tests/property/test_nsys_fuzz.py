@@ -1,7 +1,7 @@
 """Fuzz the nsys importer: >= 500 corrupted exports, and never anything but a Trace or a KtraceError.
 
 Corruptions: truncations, bit flips and garbage pages of the bytes; dropped tables; dropped columns;
-cells of the wrong type or out of range. The seed is a trimmed copy of the real T4 export in fixtures/.
+cells of the wrong type or out of range. The seed is the real T4 export in fixtures/traces.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from real_traces import fixture_path
 
 from ktrace.importers.nsys import import_nsys
 from ktrace.model.errors import KtraceError
 
-FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "nsys" / "power_iteration__baseline.sqlite"
+FIXTURE = fixture_path("power_iteration")
 KEEP = ("CUPTI_ACTIVITY_KIND_", "NVTX_EVENTS", "StringIds", "META_DATA", "TARGET_INFO", "ThreadNames", "PROCESSES",
         "ENUM_CUDA_MEM", "ENUM_CUPTI_SYNC", "ENUM_NSYS_EVENT_CLASS")
 READ = ("CUPTI_ACTIVITY_KIND_", "NVTX_EVENTS", "StringIds", "META_DATA", "TARGET_INFO_GPU", "TARGET_INFO_S",
