@@ -42,18 +42,19 @@ def bracket_owner(track: I64, start: I64, end: I64) -> I64:
     n = start.shape[0]
     if n == 0:
         return np.zeros(0, np.int64)
-    ts = np.concatenate([start, end])
-    pos = np.concatenate([2 * np.arange(n), 2 * np.arange(n) + 1])
-    trk = np.concatenate([track, track])
-    is_open = np.concatenate([np.ones(n, bool), np.zeros(n, bool)])
-    order = np.lexsort((pos, ts, trk))
-    step = np.where(is_open[order], 1, -1)
-    depth_after = np.cumsum(step)
-    level = np.where(step > 0, depth_after, depth_after + 1)
-    by_level = order[np.lexsort((np.arange(2 * n), level, trk[order]))]
-    opens, closes = by_level[0::2], by_level[1::2]
+    # One event per BEGIN (events 0..n-1) and per END (events n..2n-1).
+    event_ts = np.concatenate([start, end])
+    event_file_pos = np.concatenate([2 * np.arange(n), 2 * np.arange(n) + 1])
+    event_track = np.concatenate([track, track])
+    event_is_begin = np.concatenate([np.ones(n, bool), np.zeros(n, bool)])
+    replay_order = np.lexsort((event_file_pos, event_ts, event_track))
+    depth_step = np.where(event_is_begin[replay_order], 1, -1)
+    depth_after = np.cumsum(depth_step)
+    level = np.where(depth_step > 0, depth_after, depth_after + 1)
+    by_level = replay_order[np.lexsort((np.arange(2 * n), level, event_track[replay_order]))]
+    begins, ends = by_level[0::2], by_level[1::2]
     owner = np.empty(n, np.int64)
-    owner[opens] = closes - n
+    owner[begins] = ends - n
     return owner
 
 
