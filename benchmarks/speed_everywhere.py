@@ -51,8 +51,8 @@ from end_to_end_vs_hta import HTA_SETUP as HTA_ANALYSES_SETUP  # noqa: E402
 from import_vs_hta import SHARED, ensure_hta, measure  # noqa: E402
 from tile_kineto import tiled_copy  # noqa: E402
 
-DEMO = REPO / "fixtures" / "kineto" / "google_owlv2-large-patch14-ensemble__1016001.json.gz"
-ALEXNET = REPO / "fixtures" / "kineto" / "benchmark_result_2869224_1695835535_trace.json.gz"
+DEMO = REPO / "fixtures" / "traces" / "tracelens-h100-hf-inference" / "google_owlv2-large-patch14-ensemble__1016001.json.gz"
+ALEXNET = REPO / "fixtures" / "traces" / "hta-a100-alexnet-tiny" / "benchmark_result_2869224_1695835535_trace.json.gz"
 
 DECODE_SETUP = """
 import msgspec

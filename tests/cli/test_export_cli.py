@@ -8,9 +8,9 @@ import types
 from pathlib import Path
 
 import pytest
+from reference.perfetto_validate import validate_perfetto
 
 from ktrace.cli import main
-from ktrace.exporters.perfetto_validate import validate_perfetto
 from ktrace.model.trace import Trace
 
 

@@ -8,13 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from real_traces import fixture_path
 
 from ktrace.cli import main
 from ktrace.model.errors import ExitCode
 from ktrace.model.store import read
 
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "kineto"
-ALEXNET = FIXTURES / "benchmark_result_2869224_1695835535_trace.json.gz"
+ALEXNET = fixture_path("alexnet")
 
 
 def test_import_writes_a_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -54,3 +54,20 @@ def test_numba_outside_kernels_breaks_a_contract(copy_of_repo: Path) -> None:
     finally:
         target.write_text(original)
     assert res.returncode != 0 and "numba" in res.stdout
+
+
+@pytest.mark.parametrize(("module", "line", "contract"), [
+    ("cli/summary.py", "import textual", "textual only in the TUI"),  # the CLI reaches textual only through tui
+    ("exporters/chrome_json.py", "import perfetto", "perfetto (its protobuf descriptors) only in the Perfetto"),
+    ("analysis/summary.py", "import plotly", "plotly only in the HTML report"),
+])
+def test_a_direct_import_outside_its_room_breaks_a_contract(copy_of_repo: Path, module: str, line: str,
+                                                            contract: str) -> None:
+    target = copy_of_repo / "src" / "ktrace" / module
+    original = target.read_text()
+    target.write_text(original + f"\n{line}  # noqa\n")
+    try:
+        res = _lint(copy_of_repo)
+    finally:
+        target.write_text(original)
+    assert res.returncode != 0 and f"{contract}" in res.stdout and "BROKEN" in res.stdout

@@ -21,14 +21,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from real_traces import fixture_path
 
 from ktrace.cli import main
 from ktrace.model import TraceFormatError, store
 from ktrace.testing import SyntheticConfig, generate
 
 PY = sys.executable
-FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "kineto"
-ALEXNET = FIXTURES / "benchmark_result_2869224_1695835535_trace.json.gz"
+ALEXNET = fixture_path("alexnet")
+OWLV2 = fixture_path("tracelens")
 
 WRITERS = {
     "import": (["import", "{src}", "-o", "{out}", "-q", "--no-progress"], "out.ktrace"),
@@ -186,7 +187,7 @@ def test_writer_killed_at_random_points_leaves_old_or_complete_output(verb: str,
                                                                       tmp_path: Path) -> None:
     out = tmp_path / {"import": "out.ktrace", "perfetto": "out.pftrace", "parquet": "tables",
                       "run": "run.ktrace"}[verb]
-    input_path = FIXTURES / "google_owlv2-large-patch14-ensemble__1016001.json.gz"  # seconds to import
+    input_path = OWLV2  # seconds to import
     if verb in ("perfetto", "parquet"):
         input_path = tmp_path / "in.ktrace"
         assert main(["import", str(source), "-o", str(input_path), "-q", "--no-progress"]) == 0
@@ -251,7 +252,7 @@ def test_second_writer_of_one_output_is_refused(source: Path, tmp_path: Path,
 
 
 def test_two_imports_at_once_never_mix(tmp_path: Path) -> None:
-    other = FIXTURES / "google_owlv2-large-patch14-ensemble__1016001.json.gz"
+    other = OWLV2
     out = tmp_path / "x.ktrace"
     procs = [subprocess.Popen([PY, "-m", "ktrace", "import", str(src), "-o", str(out), "--force", "-q",
                                "--no-progress"], stderr=subprocess.PIPE, text=True) for src in (ALEXNET, other)]
@@ -289,7 +290,7 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
 @pytest.mark.parametrize("verb", sorted(WRITERS))
 def test_disk_full_is_one_line_and_keeps_the_old_output(verb: str, tiny_disk: Path, tmp_path: Path,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    big = FIXTURES / "google_owlv2-large-patch14-ensemble__1016001.json.gz"
+    big = OWLV2
     src = tmp_path / "big.ktrace"
     assert main(["import", str(big), "-o", str(src), "-q", "--no-progress"]) == 0
     small = store.write(generate(SyntheticConfig(steps=1, kernels_per_step=2)), tmp_path / "small.ktrace")

@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from golden_compare import compare_golden
+from reference.perfetto_validate import to_text, validate_perfetto
 
 from ktrace.exporters.chrome_json import export_chrome_json
 from ktrace.exporters.perfetto import export_perfetto
-from ktrace.exporters.perfetto_validate import to_text, validate_perfetto
 from ktrace.model.builder import TraceBuilder
 from ktrace.model.trace import Trace, TraceMeta
 

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-ALEXNET = REPO / "fixtures" / "kineto" / "benchmark_result_2869224_1695835535_trace.json.gz"
-OWLV2 = REPO / "fixtures" / "kineto" / "google_owlv2-large-patch14-ensemble__1016001.json.gz"
-NSYS = REPO / "fixtures" / "nsys" / "power_iteration__baseline.sqlite"
+ALEXNET = REPO / "fixtures" / "traces" / "hta-a100-alexnet-tiny" / "benchmark_result_2869224_1695835535_trace.json.gz"
+OWLV2 = REPO / "fixtures" / "traces" / "tracelens-h100-hf-inference" / "google_owlv2-large-patch14-ensemble__1016001.json.gz"
+NSYS = REPO / "fixtures" / "traces" / "nsys-sqlite-power-iteration-t4" / "power_iteration__baseline.sqlite"
 
 ESCAPES = "\x1b]0;pwned\x07\x1b[2J\x1b[H\x9b31m\r\b\u202eevil\u2066"
 """Terminal escapes: set the window title, clear the screen, home the cursor, C1 CSI, CR, BS, bidi overrides."""

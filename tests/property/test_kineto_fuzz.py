@@ -23,13 +23,14 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from real_traces import fixture_path
 
 from ktrace.importers import kineto_decode
 from ktrace.importers.kineto import import_kineto
 from ktrace.model.errors import TraceFormatError
 from ktrace.model.trace import Trace
 
-ALEXNET = Path(__file__).resolve().parents[2] / "fixtures" / "kineto" / "benchmark_result_2869224_1695835535_trace.json.gz"
+ALEXNET = fixture_path("alexnet")
 
 
 def fuzz(examples: int) -> settings:

@@ -1,8 +1,11 @@
 """Fuzz the nsys importer: >= 500 corrupted exports, and never anything but a Trace or a KtraceError.
 
+The full fuzz is marked slow (`pytest -m slow`); the default run imports every 7th case of each family.
+
 Corruptions: truncations, bit flips and garbage pages of the bytes; dropped tables; dropped columns;
 cells of the wrong type or out of range; structure-aware ones (non-finite numbers, escape sequences and markup,
-a 1 MB string in every column read, GPU metrics of inf, a decoy kernel table). The seed is a trimmed copy of the real T4 export in fixtures/.
+a 1 MB string in every column read, GPU metrics of inf, a decoy kernel table). The seed is a trimmed copy of the real
+T4 export in fixtures/traces.
 """
 
 from __future__ import annotations
@@ -10,22 +13,26 @@ from __future__ import annotations
 import shutil
 import sqlite3
 from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from real_traces import fixture_path
 
 from ktrace.importers.nsys import import_nsys
 from ktrace.model.errors import KtraceError
 
-FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "nsys" / "power_iteration__baseline.sqlite"
+FIXTURE = fixture_path("power_iteration")
 KEEP = ("CUPTI_ACTIVITY_KIND_", "NVTX_EVENTS", "StringIds", "META_DATA", "TARGET_INFO", "ThreadNames", "PROCESSES",
         "ENUM_CUDA_MEM", "ENUM_CUPTI_SYNC", "ENUM_NSYS_EVENT_CLASS")
 READ = ("CUPTI_ACTIVITY_KIND_", "NVTX_EVENTS", "StringIds", "META_DATA", "TARGET_INFO_GPU", "TARGET_INFO_S",
         "ThreadNames", "PROCESSES")
 """Tables whose columns the importer reads: each of their columns is dropped and mistyped in turn."""
+EVERY = [pytest.param(1, id="all", marks=pytest.mark.slow), pytest.param(7, id="every-7th")]
+"""Which cases a run imports: all of them (slow), or every 7th (the default run)."""
 WRONG_VALUES = ("'text'", "x'00ff'", "1e300", "9223372036854775807", "-9223372036854775808", "NULL", "-1",
                 "'1.5'", "x''", "4294967295", "''", "-2147483649")
 
@@ -118,8 +125,9 @@ def _mutated(seed: Path, target: Path, statement: str) -> Path | None:
     return target
 
 
-def schema_cases(seed: Path, out: Path) -> Iterator[tuple[str, Path]]:
-    """Every table dropped; every column the importer reads dropped, and given cells of a wrong type or range."""
+def schema_cases(seed: Path, out: Path, every: int = 1) -> Iterator[tuple[str, Path]]:
+    """Every table dropped; every column the importer reads dropped, and given cells of a wrong type or range
+    (every `every`-th of those damages)."""
     con = sqlite3.connect(seed)
     tables = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
     columns = {t: [r[1] for r in con.execute(f'PRAGMA table_info("{t}")')] for t in tables}
@@ -131,21 +139,23 @@ def schema_cases(seed: Path, out: Path) -> Iterator[tuple[str, Path]]:
         value = WRONG_VALUES[k % len(WRONG_VALUES)]
         statements.append((f"drop column {t}.{c}", f'ALTER TABLE "{t}" DROP COLUMN "{c}"'))
         statements.append((f"{t}.{c} = {value}", f'UPDATE "{t}" SET "{c}" = {value} WHERE rowid % 2 = 0'))
-    for label, statement in statements:
+    for label, statement in statements[::every]:
         path = _mutated(seed, target, statement)
         if path is not None:
             yield label, path
 
 
-def test_corrupted_bytes_never_escape(seed: Path, tmp_path: Path) -> None:
-    tally = run_cases(byte_cases(seed, tmp_path))
-    assert sum(tally.values()) == 280
+@pytest.mark.parametrize("every", EVERY)
+def test_corrupted_bytes_never_escape(seed: Path, tmp_path: Path, every: int) -> None:
+    tally = run_cases(islice(byte_cases(seed, tmp_path), 0, None, every))
+    assert sum(tally.values()) == len(range(0, 280, every))
     assert tally.get("error") and tally.get("ok")  # both outcomes happen: the cases are not all trivial
 
 
-def test_damaged_schemas_never_escape(seed: Path, tmp_path: Path) -> None:
-    tally = run_cases(schema_cases(seed, tmp_path))
-    assert sum(tally.values()) >= 300
+@pytest.mark.parametrize("every", EVERY)
+def test_damaged_schemas_never_escape(seed: Path, tmp_path: Path, every: int) -> None:
+    tally = run_cases(schema_cases(seed, tmp_path, every))
+    assert sum(tally.values()) >= 300 // every
     assert tally.get("ok", 0) > tally.get("error", 0)  # most damage is local: the rest still imports
 
 

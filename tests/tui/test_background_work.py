@@ -6,11 +6,11 @@ import asyncio
 import dataclasses
 import threading
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from types import ModuleType
 
 import polars as pl
 import pytest
+from real_traces import fixture_path
 
 import ktrace.tui.app as app_module
 import ktrace.tui.dashboard_data as dashboard_data
@@ -31,7 +31,7 @@ from ktrace.tui.widgets.kernel_table import KernelTable
 from ktrace.tui.widgets.timeline import Timeline
 
 SIZE = (140, 40)
-NSYS_FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "nsys" / "power_iteration__baseline.sqlite"
+NSYS_FIXTURE = fixture_path("power_iteration")
 Step = Callable[..., Awaitable[None]]
 
 
@@ -129,7 +129,6 @@ def test_details_are_computed_in_a_worker_for_the_latest_selection(synthetic_tra
     drive(app, scenario)
 
 
-@pytest.mark.skipif(not NSYS_FIXTURE.exists(), reason=f"{NSYS_FIXTURE} is missing")
 def test_table_and_details_write_the_same_start_time(drive, settled) -> None:  # type: ignore[no-untyped-def]
     app = make_app(NSYS_FIXTURE, analyses=False)  # real kernels within the first second (ms offsets)
 

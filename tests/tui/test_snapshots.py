@@ -1,21 +1,18 @@
-"""SVG snapshots of the main screens on a real trace (fixtures/nsys: power iteration on a Tesla T4).
+"""SVG snapshots of the main screens on a real trace (fixtures/traces: power iteration on a Tesla T4).
 
 Regenerate only after looking at the result: pytest tests/tui/test_snapshots.py --snapshot-update
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
+from real_traces import fixture_path
 from textual.pilot import Pilot
 
 from ktrace.tui.app import make_app
 
 SIZE = (140, 40)
-FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "nsys" / "power_iteration__baseline.sqlite"
+FIXTURE = fixture_path("power_iteration")
 
-pytestmark = pytest.mark.skipif(not FIXTURE.exists(), reason=f"{FIXTURE} is missing")
 
 
 def _app(analyses: bool = False):  # type: ignore[no-untyped-def]

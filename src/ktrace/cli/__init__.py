@@ -25,6 +25,10 @@ VERBS: dict[str, tuple[str, str]] = {
     "view": ("ktrace.cli.view", "browse a trace in the terminal (Textual TUI)"),
 }
 
+ANALYSIS_EXTRA = frozenset({"numba", "llvmlite", "plotly", "textual", "perfetto", "google"})
+"""Top-level modules of the `analysis` extra (pyproject.toml; google is protobuf's): a capture-only install lacks
+them, and a verb that needs one exits 6 with a one-line error. (isal, also in the extra, is never required.)"""
+
 EPILOG = """\
 A TRACE is a .ktrace folder, a PyTorch-profiler (Kineto) .json/.json.gz file or folder of per-rank
 files, or an Nsight Systems .sqlite export.
@@ -94,11 +98,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run_verb(verb: str, rest: list[str]) -> int:
     from ktrace.model.errors import ExitCode, KtraceError
 
-    parser, module = verb_parser(verb)
-    ns = parser.parse_args(rest)
     try:
+        parser, module = verb_parser(verb)
+        ns = parser.parse_args(rest)
         code = module.run(ns)  # type: ignore[attr-defined]
         sys.stdout.flush()  # a closed pipe (`ktrace summary | head`) or a full disk shows here, not at exit
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "").split(".")[0]
+        if missing not in ANALYSIS_EXTRA:
+            raise
+        print(f"ktrace {verb}: error: needs {missing}, which this install lacks "
+              "(a capture-only install): pip install 'ktrace[analysis]'", file=sys.stderr)
+        return int(ExitCode.MISSING_DEPENDENCY)
     except KtraceError as exc:
         from ktrace.model.display_text import printable
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ktrace.model.trace import Trace
 
 
 def add_trace_argument(parser: argparse.ArgumentParser, name: str = "trace", *, optional_with: str = "") -> None:
@@ -22,7 +25,7 @@ def add_json_flag(parser: argparse.ArgumentParser, what: str = "stable JSON inst
     parser.add_argument("--json", action="store_true", help=f"print {what}")
 
 
-def open_trace(path: str, *, progress: bool = True) -> object:
+def open_trace(path: str, *, progress: bool = True) -> Trace:
     """Open a trace for a CLI verb, with a progress bar while importing foreign formats."""
     from ktrace.cli.progress import progress_bar, show_kernel_compiles
     from ktrace.importers import load

@@ -52,7 +52,7 @@ def output_format(args: argparse.Namespace) -> str:
     return {".md": "md", ".markdown": "md", ".json": "json"}.get(suffix, "html")
 
 
-def render(content: dict, fmt: str) -> str:  # type: ignore[type-arg]
+def render(content: dict, fmt: str) -> str:
     """The report text in format `fmt`."""
     if fmt == "md":
         from ktrace.report.markdown import render_markdown

@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     for pattern in args.annotation:
         _check_regex(pattern, "--annotation")
     trace = open_trace(args.trace, progress=not args.json)
-    summary = summarize(trace, top=args.top, steps_pattern=args.steps_pattern,  # type: ignore[arg-type]
+    summary = summarize(trace, top=args.top, steps_pattern=args.steps_pattern,
                         annotations=tuple(args.annotation))
     if args.json:
         json.dump(summary_to_dict(summary), sys.stdout, indent=1, sort_keys=True)

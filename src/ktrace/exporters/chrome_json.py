@@ -17,10 +17,11 @@ from typing import IO
 
 import polars as pl
 
-from ktrace.exporters.perfetto_layout import counter_title, nesting_lanes
 from ktrace.exporters.perfetto_slices import STREAM_KINDS, THREAD_KINDS, launch_pairs, rank_slices
 from ktrace.exporters.perfetto_tracks import process_name, process_order
+from ktrace.exporters.track_layout import counter_title
 from ktrace.model.errors import ProgressFn, no_progress
+from ktrace.model.nesting import nesting_lanes
 from ktrace.model.outputs import atomic_file
 from ktrace.model.schema import NODE_RANK
 from ktrace.model.trace import Trace

@@ -30,10 +30,11 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
 
 from ktrace.exporters import perfetto_encoder as enc
 from ktrace.exporters.findings import Finding, finding_rows
-from ktrace.exporters.perfetto_layout import TrackTree, nesting_lanes
+from ktrace.exporters.perfetto_layout import TrackTree
 from ktrace.exporters.perfetto_slices import ARG_INT_COLUMNS, ARG_KEYS, launch_pairs, rank_slices
 from ktrace.exporters.perfetto_tracks import assign_tracks, process_name, process_order
 from ktrace.model.errors import ProgressFn, no_progress
+from ktrace.model.nesting import nesting_lanes
 from ktrace.model.outputs import atomic_file
 from ktrace.model.schema import NODE_RANK
 from ktrace.model.trace import Trace

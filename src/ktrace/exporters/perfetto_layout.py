@@ -1,11 +1,9 @@
-"""The Perfetto track tree (processes, threads, GPU groups, streams, counters); overlap lanes come from model.nesting."""
+"""The Perfetto track tree (processes, threads, GPU groups, streams, counters) as protobuf descriptors."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-from numpy.typing import NDArray
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
     CounterDescriptor,
     ProcessDescriptor,
@@ -14,36 +12,12 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
     TrackDescriptor,
 )
 
-from ktrace.model.nesting import bracket_owner, nesting_lanes
+from ktrace.exporters.track_layout import counter_title
 
-__all__ = ["COUNTER_TITLES", "TrackTree", "bracket_owner", "counter_descriptor", "counter_title", "nesting_lanes"]
-
-I64 = NDArray[np.int64]
 TrackKey = tuple[object, ...]
 
 _PERCENT = ("util", "_pct")
 _UNIT_NAMES = {"_w": "W", "_mhz": "MHz"}
-COUNTER_TITLES = {
-    "cpu.util": "CPU utilization", "cpu.core.util": "CPU core {i} utilization", "cpu.iowait_pct": "CPU I/O wait",
-    "mem.used_bytes": "Host memory used", "mem.util": "Host memory utilization",
-    "disk.read_bytes": "Disk read", "disk.write_bytes": "Disk write",
-    "net.rx_bytes": "Network received", "net.tx_bytes": "Network sent",
-    "gpu.util": "GPU {i} utilization", "gpu.mem_util": "GPU {i} memory utilization",
-    "gpu.mem_used_bytes": "GPU {i} memory used", "gpu.power_w": "GPU {i} power",
-    "gpu.sm_clock_mhz": "GPU {i} SM clock",
-}
-"""Counter metric -> display name ({i}: the instance: core, GPU or NIC index)."""
-
-
-def counter_title(metric: str, instance: int | None) -> str:
-    """Display name of a counter track, e.g. ("gpu.util", 0) -> "GPU 0 utilization"."""
-    title = COUNTER_TITLES.get(metric)
-    has_instance = instance is not None and instance >= 0
-    if title is None:
-        return f"{metric} [{instance}]" if has_instance else metric
-    if "{i}" in title:
-        return title.format(i=instance if has_instance else "").replace("  ", " ")
-    return f"{title} [{instance}]" if has_instance else title
 
 
 def counter_descriptor(metric: str) -> CounterDescriptor:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import polars as pl
 
-from ktrace.exporters.perfetto_layout import TrackTree
 from ktrace.exporters.perfetto_slices import STREAM_KINDS, THREAD_KINDS
 from ktrace.model.schema import NODE_RANK
 from ktrace.model.trace import Trace
+
+if TYPE_CHECKING:  # the Chrome JSON exporter uses this module's names without loading protobuf
+    from ktrace.exporters.perfetto_layout import TrackTree
 
 _GPU_ORDER = {"stream": 0, "sync": 1, "gpu_range": 2}
 

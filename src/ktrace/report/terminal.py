@@ -173,7 +173,7 @@ def print_table(console: Console, title: str, rows: Sequence[dict[str, Any]] | N
     index = [cols.index(c) for c in shown]
     for row, cells_of_row in zip(rows, cells, strict=True):
         out = [cells_of_row[i] for i in index]
-        if bar_width:
+        if bar_width and share_bar:
             out.append(bar(row.get(share_bar), bar_width))
         table.add_row(*(Text(cell) for cell in out))  # Text: trace strings ([memory], <...>) are not markup
     console.print(table)

@@ -33,7 +33,7 @@ NameOf = Callable[[str, int], str]
 """(domain "runtime"|"driver", cbid) -> API name."""
 
 
-def _i64(values: Sequence[Any]) -> np.ndarray:
+def _i64(values: Sequence[Any] | np.ndarray) -> np.ndarray:
     try:
         return np.array(values, dtype=np.int64)  # C-speed; fails only on None from the slow getattr path
     except (TypeError, OverflowError):
@@ -321,7 +321,7 @@ class RecordDecoder:
         at = np.minimum(np.searchsorted(keys, ctx), keys.size - 1)
         return pa.array(values[at], pa.int32(), mask=keys[at] != ctx)
 
-    def _markers(self, rows: list[tuple[Any, ...]], health: dict[str, int]) -> pa.Table | None:
+    def _markers(self, rows: Sequence[tuple[Any, ...]], health: dict[str, int]) -> pa.Table | None:
         """Pair NVTX START/END records by id (the END repeats the id with an empty name)."""
         st = self.state
         out: list[tuple[int, int, int, int, str, str, int]] = []
@@ -361,14 +361,14 @@ class RecordDecoder:
         })
         return table.filter(pa.array(self._valid(starts, ends, health)))
 
-    def _thread_names(self, rows: list[tuple[Any, ...]]) -> pa.Table | None:
+    def _thread_names(self, rows: Sequence[tuple[Any, ...]]) -> pa.Table | None:
         named = [(int(p or self.pid), int(t), n) for kind, p, t, n in rows if kind == OBJECT_THREAD and t and n]
         if not named:
             return None
         c = list(zip(*named, strict=False))
         return pa.table({"pid": _i64(c[0]), "tid": _i64(c[1]), "name": _strings(c[2])})
 
-    def _devices(self, rows: list[tuple[Any, ...]]) -> pa.Table | None:
+    def _devices(self, rows: Sequence[tuple[Any, ...]]) -> pa.Table | None:
         if not rows:
             return None
         c = list(zip(*rows, strict=False))

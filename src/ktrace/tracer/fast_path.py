@@ -65,7 +65,8 @@ def reference_decode(buffer: int, valid: int, next_record: Callable[[int, int, i
     """Today's decoding of a raw buffer: libcupti's walker, cupti-python's classes, ktrace's copy-out.
     Returns (tuples per kind, each record's byte offset, the byte offset where it stopped: `valid`, or the
     start of record `limit` + 1)."""
-    records, offsets = [], []
+    records: list[Any] = []
+    offsets: list[int] = []
     at = next_record(buffer, valid, None)
     while at is not None:
         if limit is not None and len(offsets) == limit:

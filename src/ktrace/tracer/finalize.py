@@ -85,7 +85,8 @@ def _let_tracers_start(root: Path) -> None:
 
 def running_traced(root: Path) -> list[int]:
     """Pids of traced processes that are still running and have not closed their partition."""
-    from ktrace.model.store import PARTITION_META_FILE, partitions
+    from ktrace.model.capture import PARTITION_META_FILE
+    from ktrace.model.store import partitions
 
     pids = []
     for _, _, folder in partitions(root):
@@ -125,8 +126,9 @@ def wait_for_traced(root: Path, timeout_s: float, say: Any) -> list[int]:
 
 def _merge_partition_meta(root: Path) -> tuple[dict[str, int], list[str], list[dict[str, Any]]]:
     """Sum every process's partition.json into one health dict and note list (`_clean_up` removes them)."""
+    from ktrace.model.capture import PARTITION_META_FILE
     from ktrace.model.secrets import scrub_text
-    from ktrace.model.store import PARTITION_META_FILE, partitions
+    from ktrace.model.store import partitions
 
     health: dict[str, int] = {}
     notes: list[str] = []
@@ -177,8 +179,9 @@ def job_description(cmd: Sequence[str], exit_code: int, processes: list[dict[str
 
 def _clean_up(root: Path) -> None:
     """Remove the capture's bookkeeping files once meta.json holds what they said."""
+    from ktrace.model.capture import PARTITION_META_FILE
     from ktrace.model.outputs import CAPTURE_MARKER
-    from ktrace.model.store import PARTITION_META_FILE, partitions
+    from ktrace.model.store import partitions
 
     for _, _, folder in partitions(root):
         (folder / ".owner").unlink(missing_ok=True)

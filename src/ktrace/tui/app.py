@@ -395,7 +395,7 @@ class KtraceApp(App[None]):
         timeline = self.query_one(Timeline)
         timeline.set_viewport(timeline.viewport.show(start_ns, end_ns))
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:  # type: ignore[type-arg]
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """The command palette: Textual's commands plus one entry per action of the keymap."""
         yield from super().get_system_commands(screen)
         seen: set[str] = set()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import subprocess
+import sys
 from collections import defaultdict
 from collections.abc import Callable
 from decimal import Decimal
@@ -129,3 +131,16 @@ def test_non_finite_counter_values_are_written_as_null(tmp_path: Path) -> None:
     doc = json.loads((tmp_path / "c.json").read_text(), parse_constant=refuse)
     values = [e["args"]["value"] for e in doc["traceEvents"] if e.get("ph") == "C"]
     assert values == [1.0, None, None, None]
+
+
+def test_chrome_json_export_does_not_load_protobuf(tmp_path: Path) -> None:
+    """Chrome JSON needs no protobuf: only the Perfetto path loads it (a fresh interpreter, a whole export)."""
+    code = ("import sys\n"
+            "from ktrace.exporters.chrome_json import export_chrome_json\n"
+            "from ktrace.testing import SyntheticConfig, generate\n"
+            "trace = generate(SyntheticConfig(steps=2, kernels_per_step=5, ranks=2, seed=3))\n"
+            f"export_chrome_json(trace, {str(tmp_path / 't.json')!r})\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('google', 'perfetto')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    assert (tmp_path / "t.json").stat().st_size > 1000

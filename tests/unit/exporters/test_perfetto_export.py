@@ -12,9 +12,9 @@ import polars as pl
 import pytest
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import Trace as PbTrace
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackDescriptor
+from reference.perfetto_validate import ValidationReport, read_bytes, validate_perfetto
 
 from ktrace.exporters.perfetto import export_perfetto
-from ktrace.exporters.perfetto_validate import ValidationReport, read_bytes, validate_perfetto
 from ktrace.model.builder import TraceBuilder
 from ktrace.model.trace import Trace
 from ktrace.testing import SyntheticConfig, generate

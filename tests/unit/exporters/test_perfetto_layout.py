@@ -7,7 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import CounterDescriptor
 
-from ktrace.exporters.perfetto_layout import bracket_owner, counter_descriptor, counter_title, nesting_lanes
+from ktrace.exporters.perfetto_layout import counter_descriptor
+from ktrace.exporters.track_layout import counter_title
+from ktrace.model.nesting import bracket_owner, nesting_lanes
 
 
 def naive_owner(track: list[int], start: list[int], end: list[int]) -> list[int]:

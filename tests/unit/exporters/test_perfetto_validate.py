@@ -15,9 +15,9 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
     TracePacket,
     TrackDescriptor,
 )
+from reference.perfetto_validate import DecodedSlice, validate_perfetto
 
 from ktrace.exporters.perfetto import frame_packet
-from ktrace.exporters.perfetto_validate import DecodedSlice, validate_perfetto
 
 SEQ, BEGIN, END, INSTANT, COUNTER = 1, 1, 2, 3, 4
 

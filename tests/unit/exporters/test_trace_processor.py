@@ -9,9 +9,9 @@ import os
 from pathlib import Path
 
 import pytest
+from reference.perfetto_validate import validate_perfetto
 
 from ktrace.exporters.perfetto import export_perfetto
-from ktrace.exporters.perfetto_validate import validate_perfetto
 from ktrace.testing import SyntheticConfig, generate
 
 BINARY = os.environ.get("KTRACE_TRACE_PROCESSOR", "")

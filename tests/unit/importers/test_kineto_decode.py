@@ -8,13 +8,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from real_traces import fixture_path
 
 from ktrace.importers import kineto_decode
 from ktrace.importers.kineto import import_kineto
 from ktrace.testing import assert_trace_equal
 
-FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "kineto"
-ALEXNET = FIXTURES / "benchmark_result_2869224_1695835535_trace.json.gz"
+ALEXNET = fixture_path("alexnet")
 
 
 @contextmanager

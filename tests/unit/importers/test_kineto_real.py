@@ -1,11 +1,10 @@
-"""The Kineto importer on every real Kineto trace in shared/traces, checked against STATS.json and naive twins."""
+"""The Kineto importer on every real Kineto trace (fixtures/traces), checked against STATS.json and naive twins."""
 
 from __future__ import annotations
 
 import functools
 import gzip
 import json
-import os
 import re
 from decimal import Decimal
 from pathlib import Path
@@ -13,15 +12,15 @@ from typing import Any
 
 import polars as pl
 import pytest
+from real_traces import real_traces_dir
 
 from ktrace.importers.kineto import import_kineto
 
-SHARED = Path(os.environ.get("KTRACE_SHARED_TRACES")
-              or Path(__file__).resolve().parents[3].parent / "shared" / "traces")
+SHARED = real_traces_dir()
 
 
 def _kineto_files() -> list[tuple[Path, dict[str, Any]]]:
-    """(trace file, its STATS.json entry) for every Kineto trace in shared/traces."""
+    """(trace file, its STATS.json entry) for every Kineto trace in the real traces folder."""
     out = []
     for stats_path in sorted(SHARED.glob("*/STATS.json")):
         stats = json.loads(stats_path.read_text())
@@ -32,7 +31,11 @@ def _kineto_files() -> list[tuple[Path, dict[str, Any]]]:
 
 
 FILES = _kineto_files()
-pytestmark = pytest.mark.skipif(not FILES, reason=f"no real Kineto traces at {SHARED}")
+
+
+def test_the_real_kineto_traces_are_there() -> None:
+    """Every test below is parametrized over FILES: an empty folder would otherwise pass by running none."""
+    assert len(FILES) >= 12, f"expected the 12 real Kineto traces at {SHARED}, found {len(FILES)}"
 
 
 @functools.lru_cache(maxsize=1)

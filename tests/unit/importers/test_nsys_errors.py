@@ -8,12 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from real_traces import fixture_path
 
 import ktrace
 from ktrace.importers.nsys import import_nsys
 from ktrace.model.errors import ExitCode, TraceFormatError
 
-FIXTURE = Path(__file__).resolve().parents[3] / "fixtures" / "nsys" / "power_iteration__baseline.sqlite"
+FIXTURE = fixture_path("power_iteration")
 
 
 def write(path: Path, data: bytes) -> Path:

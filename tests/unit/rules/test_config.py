@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 import pytest
 
+import ktrace.analysis.rules as rules_package
+from ktrace.analysis.rules.base import Rule
 from ktrace.analysis.rules.config import RulesConfig, apply_overrides, load_config
 from ktrace.analysis.rules.engine import RULE_ORDER, all_rules, run_rules
 from ktrace.model.errors import ExitCode, KtraceError
@@ -11,8 +16,28 @@ from ktrace.model.errors import ExitCode, KtraceError
 RULES = all_rules()
 
 
-def test_every_rule_is_documented():
+def rules_defined_in_modules() -> dict[str, str]:
+    """Rule name -> module, for every Rule object defined at the top level of any module of the rules package
+    (found by walking the package, not through RULE_ORDER or the modules' RULES tuples)."""
+    found: dict[str, str] = {}
+    for info in pkgutil.iter_modules(rules_package.__path__):
+        module = importlib.import_module(f"{rules_package.__name__}.{info.name}")
+        for value in vars(module).values():
+            if isinstance(value, Rule):
+                found[value.name] = module.__name__
+    return found
+
+
+def test_every_rule_defined_in_a_module_runs_in_report_order():
+    """A rule written in a module but missing from RULE_ORDER (or from its module's RULES) would never run."""
+    defined = rules_defined_in_modules()
+    assert len(defined) >= 20
+    assert len(set(RULE_ORDER)) == len(RULE_ORDER)
+    assert sorted(defined) == sorted(RULE_ORDER), f"defined but not in RULE_ORDER: {set(defined) - set(RULE_ORDER)}"
     assert [r.name for r in RULES] == list(RULE_ORDER)
+
+
+def test_every_rule_is_documented():
     for rule in RULES:
         assert rule.description and rule.recommendation and rule.source
         for p in rule.params:

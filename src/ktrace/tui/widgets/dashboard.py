@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual import on
 from textual.containers import VerticalScroll
+from textual.widget import Widget
 from textual.widgets import Button, Static
 
 from ktrace.tui.dashboard_data import Panel
@@ -41,7 +42,7 @@ class Dashboard(VerticalScroll, can_focus=True):
         """Mount the panels of a finished summary (built by the worker: only widgets are made here)."""
         self.panels = list(message.panels)
         self.remove_children()
-        widgets = []
+        widgets: list[Widget] = []
         for panel in self.panels:
             static = Static(panel.body, classes="panel" if panel.available else "panel unavailable")
             static.border_title = panel.title

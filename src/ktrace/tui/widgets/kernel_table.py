@@ -26,7 +26,7 @@ PAGE = 64
 class KernelTable(ScrollView, can_focus=True):
     """Every kernel, one line each; only the visible page is read from the frame."""
 
-    BINDINGS = [*bindings("kernels"),  # type: ignore[assignment]
+    BINDINGS = [*bindings("kernels"),
                 ("j,down", "cursor(1)", "down"), ("k,up", "cursor(-1)", "up"),
                 ("pagedown", "cursor(20)", "page down"), ("pageup", "cursor(-20)", "page up"),
                 ("home", "cursor(-1000000000000)", "first"), ("end", "cursor(1000000000000)", "last")]

@@ -126,8 +126,8 @@ class Timeline(Widget, can_focus=True):
             return Strip.blank(width)
         if y == 0:
             lw = label_width(width)
-            head = ("time since start" if lw > 17 else "time").ljust(lw - 1)[: lw - 1] + "│"
-            return Strip([Segment(head, _HEAD), Segment(ruler(self.viewport, self.index.t0), _RULER)]).crop(0, width)
+            header = ("time since start" if lw > 17 else "time").ljust(lw - 1)[: lw - 1] + "│"
+            return Strip([Segment(header, _HEAD), Segment(ruler(self.viewport, self.index.t0), _RULER)]).crop(0, width)
         row = self.top + y - 1
         if row >= len(self.rows):
             return Strip.blank(width)
