@@ -13,8 +13,11 @@ API:
   kernel-type combination ("COMPUTATION", "COMPUTATION overlapping COMMUNICATION", ...), HTA's
   `get_gpu_kernel_breakdown` first table, per group and with its share.
 
-Kernel types follow HTA: COMMUNICATION = kernel name matching ``^nccl.*Kernel`` (or a non-null
-`collective` column), MEMORY = memcpy/memset records, COMPUTATION = every other kernel. HTA also
+Kernel types follow HTA's three kinds, with ktrace's own rule for which kernel communicates:
+COMMUNICATION = a kernel the precision classifier calls communication (`communication_names`: NCCL/RCCL
+collectives and custom all-reduce kernels such as `multimem_all_reduce_kernel`, which HTA's ``^nccl.*Kernel``
+misses; on the Kineto traces of shared/traces both select the same names), MEMORY = memcpy/memset records,
+COMPUTATION = every other kernel. HTA also
 counts Kineto's GPU-side `cuda_sync` rows as GPU events (busy, non-compute); ktrace does not (they
 are waits), see benchmarks/RESULTS.md.
 """
@@ -40,8 +43,9 @@ _RECORD_TYPES = Slot[npt.NDArray[np.int64]]("record_types")
 def communication_names(trace: Trace, *, index: TraceIndex | None = None) -> list[str]:
     """Kernel names the precision classifier calls communication (NCCL/RCCL collectives, custom all-reduce).
 
-    One definition for the breakdown, the overlap, the rules and the precision table. On every real trace in
-    shared/traces it selects exactly the names of HTA's NCCL_KERNEL_RE (``^nccl.*Kernel``).
+    One definition for the breakdown, the overlap, the rules and the precision table. It is wider than HTA's
+    NCCL_KERNEL_RE (``^nccl.*Kernel``): it also counts custom all-reduce kernels (``multimem_all_reduce_kernel``);
+    on every Kineto trace in shared/traces the two select exactly the same names.
     """
     def compute() -> list[str]:
         classes = classify_names(trace.kernels["name"].unique())
