@@ -6,6 +6,8 @@ API:
   per gap between consecutive GPU records of a stream, with its category.
 - ``idle_breakdown(trace, kernel_wait_ns=30_000, sync_pattern=SYNC_API_RE) -> pl.DataFrame``: idle
   ns per (node, rank, device, stream, idle_category) and its share of the stream's idle time.
+- ``device_idle_breakdown(trace, kernel_wait_ns=30_000, sync_pattern=SYNC_API_RE) -> pl.DataFrame``: idle ns per
+  (node, rank, device, idle_category), summing to the device's idle time (busy_time's idle: span - busy).
 - ``gpu_gaps(trace, per="device", min_gap_ns=0) -> pl.DataFrame``: gaps in the union of GPU
   records (nsys `gpu_gaps` rule uses min_gap_ns=500 ms; first/last gap of a device not included).
 
@@ -17,6 +19,11 @@ Categories of the gap before record i on a stream (gap = start_i - end_{i-1}, HT
    was in progress on the same (node, rank) during the gap. HTA has no such category: its "other"
    is ktrace's sync_wait + other.
 4. other.
+
+Per device, the gaps are those of the device's busy union (every stream's records merged), so the causes add up
+to the device's idle time; each gap takes the cause of the record that ends it, by the same rules (its launch: the
+earliest launch among the records that start at that instant; a record without a launch cannot be host_wait).
+Summing the per-stream breakdown over a device instead counts the same idle wall time once per idle stream.
 
 Threshold: HTA's `consecutive_kernel_delay=30` is applied to its µs timestamps (its docstring says
 ns), so the equivalent default here is 30_000 ns. Negative gaps (records overlapping on one stream)
@@ -155,6 +162,71 @@ def idle_breakdown(trace: Trace, kernel_wait_ns: int = KERNEL_WAIT_NS, sync_patt
     order = pl.col("idle_category").replace_strict({c: i for i, c in enumerate(CATEGORIES)}, return_dtype=pl.Int32)
     return full.with_columns(idle_ratio=pl.when(total > 0).then(pl.col("idle_ns") / total).otherwise(0.0)).sort(
         *STREAM_KEYS, order)
+
+
+_DEVICE_GAPS = Slot[tuple[RowGroups, Any, Any]]("device_gap_arrays")
+
+
+def _compute_device_gaps(ix: TraceIndex, kernel_wait_ns: int, sync_pattern: str) -> tuple[RowGroups, Any, Any]:
+    """(device RowGroups, idle [devices, 4], gaps [devices, 4]) over the gaps of each device's busy union."""
+    from ktrace.analysis._kernels.gaps import NO_LAUNCH, Records, gap_categories
+    from ktrace.analysis._kernels.intervals import merge_intervals
+
+    trace = ix.trace
+    c = ix.gpu_columns()
+    g, gid, start, end = ix.sorted_intervals("device")
+    rows = ix.launch_rows()[g.perm]
+    launched = ix.api_times()[0].take(rows) if trace.api.height else np.zeros(rows.size, np.int64)
+    launched[rows < 0] = NO_LAUNCH
+    merged_group, merged_start, merged_end = merge_intervals(gid, start, end)
+    # the launch of each merged interval's opening: the earliest launch among records starting at its start
+    # (NO_LAUNCH, the int64 minimum, wins: a record without a launch cannot make the gap a host wait)
+    n = start.size
+    run_start = np.flatnonzero(np.r_[True, (gid[1:] != gid[:-1]) | (start[1:] != start[:-1])]) if n else \
+        np.zeros(0, np.int64)
+    run_launch = np.minimum.reduceat(launched, run_start) if n else np.zeros(0, np.int64)
+    run_group, run_time = gid[run_start], start[run_start]
+    groups = np.arange(g.n_groups + 1)
+    run_lo, merged_lo = np.searchsorted(run_group, groups), np.searchsorted(merged_group, groups)
+    opening_launch = np.empty(merged_start.size, np.int64)
+    for d in range(g.n_groups):  # one pass per device: few
+        a, b = merged_lo[d], merged_lo[d + 1]
+        at = run_lo[d] + np.searchsorted(run_time[run_lo[d]:run_lo[d + 1]], merged_start[a:b])
+        opening_launch[a:b] = run_launch[at]
+    spans, sync_group = _sync_spans(trace, sync_pattern, c.rank_keys)
+    group_sync = sync_group[c.rank_id[g.perm[g.bounds[:-1]]]] if g.n_groups else np.zeros(0, np.int64)
+    records = Records(merged_start, merged_end, opening_launch)
+    _, _, totals, counts = gap_categories(merged_lo.astype(np.int64), records, spans, group_sync, kernel_wait_ns)
+    return g, totals, counts
+
+
+def device_idle_breakdown(trace: Trace, kernel_wait_ns: int = KERNEL_WAIT_NS, sync_pattern: str = SYNC_API_RE, *,
+                          index: TraceIndex | None = None) -> pl.DataFrame:
+    """Idle time per device split by cause, summing to the device's idle time (see the module docstring).
+
+    Args:
+        trace: the trace.
+        kernel_wait_ns: HTA's consecutive_kernel_delay, in ns.
+        sync_pattern: regex of API names that count as synchronizing calls.
+        index: the trace's TraceIndex.
+
+    Returns:
+        Frame: node, rank, device, idle_category, idle_ns, gaps, idle_share (of the device's idle time); every
+        category for every device with a gap (0 when none).
+    """
+    ix = TraceIndex.of(trace, index)
+    g, totals, counts = ix.get(_DEVICE_GAPS, lambda: _compute_device_gaps(ix, kernel_wait_ns, sync_pattern),
+                               kernel_wait_ns, sync_pattern)
+    has_gaps = np.flatnonzero(counts.sum(axis=1) > 0)
+    n_cat = len(CATEGORIES)
+    keys = ["node", "rank", "device"]
+    full = g.keys.with_columns(pl.col("node").cast(pl.Categorical))[np.repeat(has_gaps, n_cat)].with_columns(
+        idle_category=pl.Series(list(CATEGORIES) * has_gaps.size, dtype=pl.String),
+        idle_ns=pl.Series(totals[has_gaps].reshape(-1), dtype=pl.Int64),
+        gaps=pl.Series(counts[has_gaps].reshape(-1), dtype=pl.Int64))
+    total = pl.col("idle_ns").sum().over(keys)
+    return full.select(*keys, "idle_category", "idle_ns", "gaps").with_columns(
+        idle_share=pl.when(total > 0).then(pl.col("idle_ns") / total).otherwise(0.0))
 
 
 def gpu_gaps(trace: Trace, per: Per = "device", min_gap_ns: int = 0, *,

@@ -12,7 +12,7 @@ import polars as pl
 from ktrace.analysis.annotation_histograms import AnnotationHistogram, annotation_histogram
 from ktrace.analysis.counters import counter_stats
 from ktrace.analysis.distributions import activity_distribution, memory_distribution
-from ktrace.analysis.idle import idle_breakdown
+from ktrace.analysis.idle import device_idle_breakdown
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.kernels import kernel_stats, top_kernels
 from ktrace.analysis.latency import latency_stats
@@ -44,7 +44,7 @@ class Summary:
     busy: pl.DataFrame
     """utilization.busy_time per device: busy, idle, span."""
     idle: pl.DataFrame
-    """idle.idle_breakdown summed per device (idle_by_device): idle time by cause."""
+    """idle.device_idle_breakdown: the device's idle time by cause (the gaps of its busy union; sums to busy's idle)."""
     top_by_time: pl.DataFrame
     top_by_count: pl.DataFrame
     latency: pl.DataFrame
@@ -63,15 +63,6 @@ class Summary:
     """Only with 2 or more ranks."""
     annotations: tuple[AnnotationHistogram, ...] = ()
     notes: tuple[str, ...] = ()
-
-
-def idle_by_device(idle: pl.DataFrame) -> pl.DataFrame:
-    """idle.idle_breakdown (per stream) summed per (node, rank, device, idle_category), with the share."""
-    keys = ["node", "rank", "device"]
-    by = (idle.group_by([*keys, "idle_category"], maintain_order=True)
-          .agg(idle_ns=pl.col("idle_ns").sum().cast(pl.Int64), gaps=pl.col("gaps").sum().cast(pl.Int64)))
-    total = pl.col("idle_ns").sum().over(keys)
-    return by.with_columns(idle_share=pl.when(total > 0).then(pl.col("idle_ns") / total).otherwise(0.0))
 
 
 def summarize(trace: Trace, *, top: int = 15, steps_pattern: str | None = None,
@@ -96,7 +87,7 @@ def summarize(trace: Trace, *, top: int = 15, steps_pattern: str | None = None,
         # independent analyses in threads (their numba kernels and polars/numpy passes release the GIL);
         # shared intermediate arrays are computed once (the index waits for a result another thread computes)
         latency = pool.submit(latency_stats, trace, by="kind", index=ix)
-        idle = pool.submit(lambda: idle_by_device(idle_breakdown(trace, index=ix)))
+        idle = pool.submit(device_idle_breakdown, trace, index=ix)
         raw_steps = detect_steps(trace, pattern=steps_pattern, index=ix)
         steps = step_spans(trace, pattern=steps_pattern, index=ix)
         stats = kernel_stats(trace, index=ix)

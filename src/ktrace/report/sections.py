@@ -94,9 +94,11 @@ def framework_metrics(c: dict[str, Any]) -> Section:
     if s.get("idle"):
         idle = [r for r in s["idle"] if r.get("idle_ns")]
         if idle:
-            sec.body.append("<h3>GPU idle time by cause</h3>" + table(
-                ["node", "rank", "device", "stream", "cause", "idle", "gaps"],
-                [[r.get("node"), r.get("rank"), r.get("device"), r.get("stream", ""), r.get("idle_category"), fmt_ns(r["idle_ns"]),
+            sec.body.append("<h3>GPU idle time by cause, per device</h3><p>The gaps of each device's busy union "
+                            "(every stream merged), so the causes add up to the device's idle time; a gap takes the "
+                            "cause of the record that ends it.</p>" + table(
+                ["node", "rank", "device", "cause", "idle", "gaps"],
+                [[r.get("node"), r.get("rank"), r.get("device"), r.get("idle_category"), fmt_ns(r["idle_ns"]),
                   fmt_num(r.get("gaps"))] for r in idle[:60]]))
     return sec
 

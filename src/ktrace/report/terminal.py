@@ -240,7 +240,8 @@ def render_summary(summary: Summary, console: Console) -> None:
            ["resource", "method", "node", "rank", "instance", "active_share", "mean_util"], "active_share")
     print_table(console, "GPU busy / idle per device", d["busy"],
            ["node", "rank", "device", "busy_ns", "idle_ns", "span_ns", "busy_pct", "records"])
-    print_table(console, "GPU idle by cause (per device)", d["idle"], share_bar="idle_share")
+    print_table(console, "GPU idle by cause (per device: each gap takes the cause of the record that ends it)",
+                d["idle"], share_bar="idle_share")
     kcols = ["name", "count", "total_ns", "mean_ns", "p50_ns", "p95_ns", "max_ns", "time_share"]
     print_table(console, "top kernels by GPU time", d["top_by_time"], kcols, "time_share")
     print_table(console, "top kernels by launch count", d["top_by_count"],

@@ -71,3 +71,41 @@ def test_empty_trace() -> None:
     assert idle.idle_gaps(t).height == 0
     assert idle.idle_breakdown(t).height == 0
     assert idle.gpu_gaps(t).height == 0
+
+
+def test_device_breakdown_sums_to_the_devices_idle_time() -> None:
+    """Stream 7's sync wait [200,250) falls while stream 8 runs: the device only idles [300,400) (host wait)."""
+    from ktrace.analysis.utilization import busy_time
+
+    trace = handbuilt_trace()
+    br = idle.device_idle_breakdown(trace, kernel_wait_ns=30)
+    assert br.select("device", "idle_category", "idle_ns", "gaps").rows() == [
+        (0, "host_wait", 100, 1), (0, "kernel_wait", 0, 0), (0, "sync_wait", 0, 0), (0, "other", 0, 0)]
+    assert br["idle_ns"].sum() == busy_time(trace, per="device")["idle_ns"].sum() == 100
+    # the per-stream breakdown summed over the device counts idle wall time once per idle stream
+    assert idle.idle_breakdown(trace, kernel_wait_ns=30)["idle_ns"].sum() == 160
+
+
+def _disagreeing_streams(extra: bool) -> pl.DataFrame:
+    """Stream 1 runs [0,100) and [300,400) (launched at 50); stream 2 runs [150,200) launched at 120, after the
+    device went idle; with `extra`, stream 3 also starts at 150, launched at 90, before it went idle."""
+    b = TraceBuilder("n", 0)
+    kernels = {"start_ns": [0, 300, 150], "end_ns": [100, 400, 200], "stream": [1, 1, 2], "correlation_id": [1, 3, 2]}
+    launches = {"start_ns": [0, 50, 120], "correlation_id": [1, 3, 2]}
+    if extra:
+        kernels = {k: [*v, x] for (k, v), x in zip(kernels.items(), (150, 160, 3, 4), strict=True)}
+        launches = {k: [*v, x] for (k, v), x in zip(launches.items(), (90, 4), strict=True)}
+    n, m = len(kernels["start_ns"]), len(launches["start_ns"])
+    b.add("kernels", {**kernels, "device": [0] * n, "name": ["k"] * n})
+    b.add("api", {**launches, "end_ns": [s + 5 for s in launches["start_ns"]], "pid": [1] * m, "tid": [1] * m,
+                  "domain": ["runtime"] * m, "name": ["cudaLaunchKernel"] * m})
+    return idle.device_idle_breakdown(b.build(), kernel_wait_ns=1000).filter(pl.col("idle_ns") > 0)
+
+
+def test_a_device_gap_takes_the_cause_of_the_record_that_ends_it() -> None:
+    # device gaps: [100,150) ended by stream 2's kernel, launched at 120 > 100: host_wait; [200,300) ended by
+    # stream 1's, launched at 50: kernel_wait (100 < 1000). Stream 1 alone would call [100,300) kernel_wait.
+    assert _disagreeing_streams(extra=False).select("idle_category", "idle_ns").rows() == [
+        ("host_wait", 50), ("kernel_wait", 100)]
+    # two records end the gap at once: the earliest launch (90, before the device went idle) decides
+    assert _disagreeing_streams(extra=True).select("idle_category", "idle_ns").rows() == [("kernel_wait", 150)]
