@@ -137,6 +137,15 @@ def _stream_keys(keys: pl.DataFrame) -> pl.DataFrame:
     return keys.with_columns(pl.col("node").cast(pl.Categorical))
 
 
+def _category_rows(keys: pl.DataFrame, groups: npt.NDArray[np.int64], totals: Any, counts: Any) -> pl.DataFrame:
+    """One row per (group in `groups`, idle category): the group's keys, idle_category, idle_ns, gaps."""
+    n_cat = len(CATEGORIES)
+    return _stream_keys(keys)[np.repeat(groups, n_cat)].with_columns(
+        idle_category=pl.Series(list(CATEGORIES) * groups.size, dtype=pl.String),
+        idle_ns=pl.Series(totals[groups].reshape(-1), dtype=pl.Int64),
+        gaps=pl.Series(counts[groups].reshape(-1), dtype=pl.Int64))
+
+
 def idle_breakdown(trace: Trace, kernel_wait_ns: int = KERNEL_WAIT_NS, sync_pattern: str = SYNC_API_RE, *,
                    index: TraceIndex | None = None) -> pl.DataFrame:
     """Idle time per stream split by cause (HTA's `get_idle_time_breakdown`, every rank and stream).
@@ -152,12 +161,7 @@ def idle_breakdown(trace: Trace, kernel_wait_ns: int = KERNEL_WAIT_NS, sync_patt
         stream's idle time); every category present for every stream (0 when none).
     """
     g, _, _, _, totals, counts = _gap_arrays(trace, kernel_wait_ns, sync_pattern, index)
-    has_gaps = np.flatnonzero(np.diff(g.bounds) > 1)
-    n_cat = len(CATEGORIES)
-    full = _stream_keys(g.keys)[np.repeat(has_gaps, n_cat)].with_columns(
-        idle_category=pl.Series(list(CATEGORIES) * has_gaps.size, dtype=pl.String),
-        idle_ns=pl.Series(totals[has_gaps].reshape(-1), dtype=pl.Int64),
-        gaps=pl.Series(counts[has_gaps].reshape(-1), dtype=pl.Int64))
+    full = _category_rows(g.keys, np.flatnonzero(np.diff(g.bounds) > 1), totals, counts)
     total = pl.col("idle_ns").sum().over(STREAM_KEYS)
     order = pl.col("idle_category").replace_strict({c: i for i, c in enumerate(CATEGORIES)}, return_dtype=pl.Int32)
     return full.with_columns(idle_ratio=pl.when(total > 0).then(pl.col("idle_ns") / total).otherwise(0.0)).sort(
@@ -217,13 +221,8 @@ def device_idle_breakdown(trace: Trace, kernel_wait_ns: int = KERNEL_WAIT_NS, sy
     ix = TraceIndex.of(trace, index)
     g, totals, counts = ix.get(_DEVICE_GAPS, lambda: _compute_device_gaps(ix, kernel_wait_ns, sync_pattern),
                                kernel_wait_ns, sync_pattern)
-    has_gaps = np.flatnonzero(counts.sum(axis=1) > 0)
-    n_cat = len(CATEGORIES)
     keys = ["node", "rank", "device"]
-    full = g.keys.with_columns(pl.col("node").cast(pl.Categorical))[np.repeat(has_gaps, n_cat)].with_columns(
-        idle_category=pl.Series(list(CATEGORIES) * has_gaps.size, dtype=pl.String),
-        idle_ns=pl.Series(totals[has_gaps].reshape(-1), dtype=pl.Int64),
-        gaps=pl.Series(counts[has_gaps].reshape(-1), dtype=pl.Int64))
+    full = _category_rows(g.keys, np.flatnonzero(counts.sum(axis=1) > 0), totals, counts)
     total = pl.col("idle_ns").sum().over(keys)
     return full.select(*keys, "idle_category", "idle_ns", "gaps").with_columns(
         idle_share=pl.when(total > 0).then(pl.col("idle_ns") / total).otherwise(0.0))
