@@ -25,7 +25,8 @@ class JobPhases:
     end_ns: int
     """Last timestamp of the trace."""
     steps: int
-    """Number of steps found (on all ranks)."""
+    """Steps per rank: the most steps any one rank has (a job of 8 ranks running 1 step has 1, not 8). Every view
+    counts steps this way; the TUI's step keys walk the first rank's steps."""
     init_ns: int
     training_ns: int
     finalize_ns: int
@@ -106,4 +107,6 @@ def _job_phases(trace: Trace, found: pl.DataFrame) -> JobPhases:
         return JobPhases(start, end, 0, 0, end - start, 0)
     first = max(start, int(found["start_ns"].min()))  # type: ignore[arg-type]
     last = min(end, int(found["end_ns"].max()))  # type: ignore[arg-type]
-    return JobPhases(start, end, found.height, first - start, max(0, last - first), end - max(last, first))
+    per_rank = (int(found.group_by("node", "rank").len()["len"].max())  # type: ignore[arg-type]
+                if {"node", "rank"} <= set(found.columns) else found.height)
+    return JobPhases(start, end, per_rank, first - start, max(0, last - first), end - max(last, first))

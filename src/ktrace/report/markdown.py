@@ -34,7 +34,8 @@ def _job(c: dict[str, Any]) -> list[str]:
     s, p = c["summary"], c["summary"]["phases"]
     out = ["## Training job summary", ""]
     out += md_table(["", "value"], [["source", s["source"]], ["ranks", s["ranks"]], ["kernels", fmt_num(s["kernels"])],
-                                    ["trace span", fmt_time_range(p["start_ns"], p["end_ns"])], ["steps", p["steps"]]])
+                                    ["trace span", fmt_time_range(p["start_ns"], p["end_ns"])],
+                                    ["steps per rank" if s["ranks"] > 1 else "steps", p["steps"]]])
     out += md_table(["phase", "time", "% of job"], [
         [name, fmt_ns(p[f"{key}_ns"]), f"{p[f'{key}_pct']:.1f}"]
         for name, key in (("initialization", "init"), ("training loop", "training"), ("finalization", "finalize"))])

@@ -51,7 +51,8 @@ def job_summary(c: dict[str, Any]) -> Section:
     sec = Section("job", "Training job summary")
     sec.body.append(table(["", "value"], [
         ["source", s["source"]], ["ranks", s["ranks"]], ["kernels", fmt_num(s["kernels"])],
-        ["trace span", fmt_time_range(p["start_ns"], p["end_ns"])], ["steps", p["steps"]]]))
+        ["trace span", fmt_time_range(p["start_ns"], p["end_ns"])],
+        ["steps per rank" if s["ranks"] > 1 else "steps", p["steps"]]]))
     sec.body.append(table(["phase", "time", "% of job"], [
         ["initialization", fmt_ns(p["init_ns"]), f"{p['init_pct']:.1f}"],
         ["training loop", fmt_ns(p["training_ns"]), f"{p['training_pct']:.1f}"],

@@ -222,7 +222,7 @@ def _header(console: Console, d: dict[str, Any]) -> None:
     p = d["phases"]
     console.print(f"[bold]source[/] {escape(str(d['source']))}   [bold]ranks[/] {d['ranks']}   "
                   f"[bold]kernels[/] {d['kernels']:,}   [bold]job[/] {format_ns(p['duration_ns'])}   "
-                  f"[bold]steps[/] {p['steps']}")
+                  f"[bold]steps[/] {p['steps']}{' per rank' if d['ranks'] > 1 else ''}")
     for note in d["notes"]:  # before the tables: a note (truncated input, lost records) changes how to read them
         console.print(f"[yellow]note:[/] {escape(note)}")
     phases = [{"phase": name, "time_ns": p[f"{key}_ns"], "share": p[f"{key}_pct"] / 100.0}

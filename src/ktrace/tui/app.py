@@ -226,7 +226,10 @@ class KtraceApp(App[None]):
         if self.trace is None or self.index is None:
             return
         counts = self.trace.counts()
-        steps = f"{len(self.steps)} steps" if self.steps.ready else "detecting steps…"
+        whole = self.steps.frame  # every rank's steps (a small frame): "per rank" when more than one rank has them
+        n_ranks = whole.select("node", "rank").n_unique() if whole is not None and "rank" in whole.columns else 1
+        steps = (f"{len(self.steps)} step{'' if len(self.steps) == 1 else 's'}{' per rank' if n_ranks > 1 else ''}"
+                 if self.steps.ready else "detecting steps…")
         self._status_counts = True
         self.query_one("#status", Static).update(
             f"{counts['kernels']:,} kernels · {counts['api']:,} API calls · {steps} · "

@@ -39,3 +39,24 @@ def test_custom_pattern_and_no_steps() -> None:
 
 def test_empty_trace() -> None:
     assert job_phases(TraceBuilder().build()).duration_ns == 0
+
+
+def test_one_step_counter_for_every_view() -> None:
+    """Issue #17: the 8-rank DLRM job (1 step on each rank) read "steps 8" in the report and "1 steps" in the TUI.
+    Steps are counted per rank everywhere, and the terminal says so."""
+    import io
+
+    from real_traces import fixture_path
+    from rich.console import Console
+
+    import ktrace
+    from ktrace.analysis.summary import summarize
+    from ktrace.report.terminal import render_summary
+    from ktrace.tui.steps import step_spans as tui_step_spans
+
+    trace = ktrace.open(fixture_path("dlrm"))
+    summary = summarize(trace)
+    assert summary.phases.steps == 1 == len(tui_step_spans(trace))
+    out = io.StringIO()
+    render_summary(summary, Console(file=out, width=200))
+    assert "steps 1 per rank" in out.getvalue()
