@@ -19,6 +19,8 @@ if TYPE_CHECKING:  # the analyses load in the dashboard worker, not when the TUI
     from ktrace.analysis.dashboard import Dashboard, StepHistogram, UtilizationSeries
     from ktrace.analysis.summary import Summary
 
+ACTIVE_BAR = 20
+"""Cells of an active-share bar: a timeline row (label 33 + bar + " 98.7% active") fits an 80-column terminal."""
 PANEL_TITLES = ("GPU / CPU active share", "utilization over time", "top 15 kernels by time",
                 "top 15 kernels by count", "step time histogram", "precision", "activity share",
                 "memory-op share")
@@ -68,10 +70,10 @@ def _active(active: pl.DataFrame) -> Panel:
         who = f"{r['resource'].upper()} {r['instance'] if r['instance'] >= 0 else 'all'}"
         where = f"{r['node']}" + (f" rank {r['rank']}" if r["rank"] >= 0 else "")
         share = r["active_share"] or 0.0
-        bar = "█" * int(round(share * 30))
+        bar = "█" * int(round(share * ACTIVE_BAR))
         util = f"  mean util {r['mean_util']:.1f}%" if r.get("mean_util") is not None else ""
         lines.append(f"{who:<7} {where:<16} {r['method']:<8} ")
-        lines.append(bar.ljust(30), style="#59a14f" if r["resource"] == "gpu" else "#4e79a7")
+        lines.append(bar.ljust(ACTIVE_BAR), style="#59a14f" if r["resource"] == "gpu" else "#4e79a7")
         lines.append(f" {100 * share:5.1f}% active{util}\n")
     return Panel(title, lines)
 
