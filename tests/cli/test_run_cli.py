@@ -162,3 +162,15 @@ def test_existing_output_needs_force(tmp_path: Path) -> None:
     assert ktrace_run(tmp_path, "-o", "x.ktrace", "--force", "--no-counters", "--", "true").returncode == 0
     assert ktrace_run(tmp_path, "--no-counters", "--", "true").returncode == 0
     assert (tmp_path / "run.ktrace").is_dir()
+
+
+
+def test_notes_from_traced_processes_reach_the_terminal_as_text(capsys: pytest.CaptureFixture[str]) -> None:
+    """`ktrace run` prints the notes gathered from every traced process's partition.json: a hostile one (a thread
+    or range name echoed in it) is shown as text, not executed by the terminal."""
+    from ktrace.cli.run import _sayer
+
+    _sayer(quiet=False)("thread \x1b]0;pwned\x07\x1b[2J named")
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err
+    assert "pwned" in err

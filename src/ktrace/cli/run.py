@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -108,10 +109,7 @@ def run(args: argparse.Namespace) -> int:
     if args.wait < 0:
         raise KtraceError("--wait must be >= 0 (seconds)", ExitCode.USAGE)
     quiet = args.quiet
-
-    def say(line: str) -> None:
-        if not quiet:
-            print(f"ktrace: {line}", file=sys.stderr, flush=True)
+    say = _sayer(quiet)
 
     # A new PATH is recorded in place; an existing trace (--force) stays until the new one is complete.
     out = Output(output_path(args), STORE, force=args.force, in_place=True)
@@ -124,6 +122,18 @@ def run(args: argparse.Namespace) -> int:
         out.keep()  # whatever was recorded stays readable
         raise
     return _finish(out, result, say, quiet)
+
+
+def _sayer(quiet: bool) -> Callable[[str], None]:
+    """The status-line printer of `ktrace run` (silent with --quiet). Notes come from the traced processes too,
+    so no control character in them reaches the terminal."""
+    from ktrace.model.display_text import printable
+
+    def say(line: str) -> None:
+        if not quiet:
+            print(f"ktrace: {printable(line)}", file=sys.stderr, flush=True)
+
+    return say
 
 
 def _finish(out: Any, result: Any, say: Any, quiet: bool) -> int:
