@@ -174,3 +174,23 @@ def test_notes_from_traced_processes_reach_the_terminal_as_text(capsys: pytest.C
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\x07" not in err
     assert "pwned" in err
+
+
+def test_a_failure_after_recording_keeps_the_capture(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only "nothing was recorded" (command not found) removes the output folder; a KtraceError raised once a
+    traced process has written its partition (finalize meeting a malformed one, say) keeps what was recorded."""
+    from ktrace.cli import main
+    from ktrace.model.errors import TraceFormatError
+    from ktrace.tracer import launcher
+
+    def records_then_fails(cmd, config, root, say, wait):  # type: ignore[no-untyped-def]
+        part = Path(root) / "node=h" / "rank=0"
+        part.mkdir(parents=True)
+        (part / "kernels.arrows").write_bytes(b"recorded")
+        raise TraceFormatError("rank=0: malformed partition.json")
+
+    monkeypatch.setattr(launcher, "run_command", records_then_fails)
+    out = tmp_path / "t.ktrace"
+    assert main(["run", "-o", str(out), "--", PY, "-c", "pass"]) == 3
+    kept = [p for p in tmp_path.iterdir() if p.name.startswith("t.ktrace")]
+    assert kept and any((k / "node=h" / "rank=0" / "kernels.arrows").exists() for k in kept), kept

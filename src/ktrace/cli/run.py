@@ -116,7 +116,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         result = run_command(python_command(command), config, out.staging, say, args.wait)
     except KtraceError:
-        out.discard()  # nothing was recorded (command not found): no folder left to block the retry
+        if any(out.staging.glob("node=*")):  # a failure after recording (finalize): the capture stays readable
+            out.keep()
+        else:  # nothing was recorded (command not found): no folder left to block the retry
+            out.discard()
         raise
     except BaseException:
         out.keep()  # whatever was recorded stays readable
