@@ -159,7 +159,7 @@ def _outcome(out: Path, before: dict[str, str]) -> str:
         assert store.read(out).meta.notes is not None  # opens: complete (meta.json is written last)
         assert not list(out.rglob("*.arrows")) and not (out / ".capture").exists()
     elif out.suffix == ".pftrace":
-        from ktrace.exporters.perfetto_validate import validate_perfetto
+        from reference.perfetto_validate import validate_perfetto
 
         assert validate_perfetto(out).ok
     else:
@@ -362,3 +362,15 @@ def test_run_on_a_full_disk_keeps_the_exit_code_and_the_capture(tiny_disk: Path)
     assert res.returncode == 3, res.stderr
     assert "Traceback" not in res.stderr
     assert "disk full" in res.stderr or "trace written" in res.stderr
+
+
+def test_force_replaces_a_store_holding_a_killed_writers_temporary_file(source: Path, tmp_path: Path) -> None:
+    """A writer killed between writing `.ktrace-tmp-XXXXXXXX-meta.json` and its rename leaves that file in the store:
+    it is ktrace's own, so --force still replaces the store (it refused: "not part of a .ktrace store")."""
+    out = tmp_path / "t.ktrace"
+    assert main(["import", str(ALEXNET), "-o", str(out), "-q"]) == 0
+    (out / ".ktrace-tmp-0123abcd-meta.json").write_text("{")
+    rank = next(out.glob("node=*/rank=*"))
+    (rank / ".ktrace-tmp-89abcdef-kernels.parquet").write_bytes(b"half")
+    assert main(["import", str(ALEXNET), "-o", str(out), "-q", "--force"]) == 0
+    assert not list(out.rglob(".ktrace-tmp-*"))

@@ -103,7 +103,8 @@ def _foreign_store_entry(root: Path) -> str | None:
         name = entry.name
         if entry.is_symlink():
             return f"{name} is a symbolic link"
-        if name in ("meta.json", CAPTURE_MARKER, "meta.json.tmp") and entry.is_file():
+        if entry.is_file() and (name in ("meta.json", CAPTURE_MARKER) or name.startswith(_TEMP_PREFIX)):
+            # a .ktrace-tmp-* file is ktrace's own, left by a writer killed before its rename
             if name == "meta.json" and not _is_ktrace_meta(entry):
                 return "its meta.json is not one ktrace wrote"
             continue
@@ -113,7 +114,8 @@ def _foreign_store_entry(root: Path) -> str | None:
             if not (rank_dir.name.startswith("rank=") and rank_dir.is_dir()) or rank_dir.is_symlink():
                 return f"{name}/{rank_dir.name} is not part of a .ktrace store"
             for f in rank_dir.iterdir():
-                if f.is_symlink() or not f.is_file() or not (_TABLE_FILE.match(f.name) or f.name in _RANK_ENTRIES):
+                ours = _TABLE_FILE.match(f.name) or f.name in _RANK_ENTRIES or f.name.startswith(_TEMP_PREFIX)
+                if f.is_symlink() or not f.is_file() or not ours:
                     return f"{name}/{rank_dir.name}/{f.name} is not part of a .ktrace store"
     return None
 
