@@ -103,3 +103,23 @@ def test_busy_time_per_stream_with_wide_stream_ids() -> None:
     busy = utilization.busy_time(b.build(), "stream").sort("stream")  # 2**40 needs no 2**40-wide table
     assert busy["stream"].to_list() == [7, 2**40]
     assert busy["busy_ns"].to_list() == [15, 5]
+
+
+def test_many_bins_over_few_intervals_take_the_compiled_kernel() -> None:
+    """busy_per_bin loops over the bins an interval covers: 10 intervals over 2 M bins took 1.5 s as Python
+    (the choice looked only at array lengths); the work size now includes the bins."""
+    import numpy as np
+
+    from ktrace.analysis._kernels import PYTHON_MAX_ROWS
+    from ktrace.analysis._kernels.intervals import _busy_per_bin, busy_per_bin
+
+    _busy_per_bin.compiled()  # the dispatcher first (from the real source), then count Python runs
+    calls: list[str] = []
+    original = _busy_per_bin.py_func
+    _busy_per_bin.py_func = lambda *a: calls.append("python") or original(*a)  # type: ignore[method-assign]
+    try:
+        n_bins = PYTHON_MAX_ROWS + 1
+        out = busy_per_bin(np.zeros(3, np.int64), np.array([0, 10, 20]), np.array([5, 15, 25]), 0, 1, n_bins, 1)
+    finally:
+        _busy_per_bin.py_func = original  # type: ignore[method-assign]
+    assert calls == [] and out.shape == (1, n_bins) and int(out.sum()) == 15

@@ -53,7 +53,12 @@ class Kernel:
         functools.update_wrapper(self, func)
 
     def __call__(self, *args: Any) -> Any:
-        if _rows(args) <= PYTHON_MAX_ROWS:
+        return self.sized(_rows(args), *args)
+
+    def sized(self, rows: int, *args: Any) -> Any:
+        """Run on `args` as `rows` rows of work: for kernels whose loops follow a number argument (bins, say)
+        rather than the length of an array."""
+        if rows <= PYTHON_MAX_ROWS:
             return self.py_func(*args)
         return self.compiled()(*args)
 

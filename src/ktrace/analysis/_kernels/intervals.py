@@ -126,8 +126,9 @@ def busy_per_bin(group: I64, start: I64, end: I64, t0: int, bin_ns: int, n_bins:
     """
     if bin_ns <= 0:
         raise ValueError("bin_ns must be > 0")
-    return _busy_per_bin(_as64(group), _as64(start), _as64(end), int(t0), int(bin_ns),
-                         int(n_bins), int(n_groups))
+    # its loop walks every bin an interval covers: the work is up to n_bins x n_groups, not len(group)
+    return _busy_per_bin.sized(len(group) + int(n_bins) * int(n_groups), _as64(group), _as64(start), _as64(end),
+                               int(t0), int(bin_ns), int(n_bins), int(n_groups))
 
 
 @jit
