@@ -134,6 +134,10 @@ class FastPath:
     def open(cls, cupti: Any, library: str | None, kind_values: Mapping[str, int],
              buffer_bytes: int) -> tuple[FastPath | None, str]:
         """(the fast path, "") or (None, why not: one line)."""
+        import importlib.util
+
+        if importlib.util.find_spec("numba") is None:  # its buffer walk is a numba kernel
+            return None, "numba is not installed (the cu12/cu13 extras bring it)"
         if library is None:
             return None, "could not locate the libcupti that cupti-python loads"
         parse = cupti_python_parser()

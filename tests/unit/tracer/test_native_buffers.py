@@ -281,3 +281,16 @@ def test_a_capture_is_the_same_through_either_path(standin: Any, monkeypatch: py
         assert a.height > 0 and a.columns == b.columns and a.dtypes == b.dtypes, table
         assert a.sort(a.columns).equals(b.sort(b.columns)), table
     assert fast.meta.health["fast_path_records"] == len(source.offsets)
+
+
+def test_without_numba_the_fast_path_stands_aside_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A capture-only install without numba: cupti-python's own callbacks are used, and the reason is the real one
+    (before, ktrace's callbacks were registered anyway and the run fell back to a slower walker, saying the
+    decoders "disagreed")."""
+    import sys
+
+    from ktrace.tracer.fast_path import FastPath
+
+    monkeypatch.setitem(sys.modules, "numba", None)
+    fast, why = FastPath.open(None, "/nonexistent/libcupti.so", {"KERNEL": 10}, 1 << 20)
+    assert fast is None and why.startswith("numba is not installed")
