@@ -107,6 +107,11 @@ def _job_phases(trace: Trace, found: pl.DataFrame) -> JobPhases:
         return JobPhases(start, end, 0, 0, end - start, 0)
     first = max(start, int(found["start_ns"].min()))  # type: ignore[arg-type]
     last = min(end, int(found["end_ns"].max()))  # type: ignore[arg-type]
-    per_rank = (int(found.group_by("node", "rank").len()["len"].max())  # type: ignore[arg-type]
-                if {"node", "rank"} <= set(found.columns) else found.height)
-    return JobPhases(start, end, per_rank, first - start, max(0, last - first), end - max(last, first))
+    return JobPhases(start, end, steps_per_rank(found), first - start, max(0, last - first), end - max(last, first))
+
+
+def steps_per_rank(steps: pl.DataFrame) -> int:
+    """The one step count every view shows: the most steps any one rank has (8 ranks of 1 step: 1)."""
+    if steps.height == 0 or not {"node", "rank"} <= set(steps.columns):
+        return steps.height
+    return int(steps.group_by("node", "rank").len()["len"].max())  # type: ignore[arg-type]

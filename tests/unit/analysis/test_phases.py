@@ -60,3 +60,15 @@ def test_one_step_counter_for_every_view() -> None:
     out = io.StringIO()
     render_summary(summary, Console(file=out, width=200))
     assert "steps 1 per rank" in out.getvalue()
+
+
+def test_steps_per_rank_is_the_most_any_rank_has() -> None:
+    """The TUI's step keys walk the first rank's steps; its count is the same one as the summary's, even when the
+    first rank has fewer steps (its profiler window cut short)."""
+    import polars as pl
+
+    from ktrace.analysis.phases import steps_per_rank
+
+    steps = pl.DataFrame({"node": ["a", "a", "a", "b"], "rank": [0, 1, 1, 2], "start_ns": [0, 0, 5, 0]})
+    assert steps_per_rank(steps) == 2
+    assert steps_per_rank(steps.head(0)) == 0
