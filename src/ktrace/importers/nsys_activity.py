@@ -190,11 +190,12 @@ def read_api(db: NsysDb, table: str, offset: int, log: ImportLog, advance: Calla
     """CUPTI_ACTIVITY_KIND_RUNTIME (which also holds driver calls) -> api rows, names without _vNNNN."""
     spec = {"start": col("start"), "end": col("end"), "gtid": col("globalTid"), "corr": col("correlationId"),
             "name_id": col("nameId"), "event_class": col("eventClass")}
-    t = _api_rows_only(db, _fetch(db, table, spec, ("start", "end", "gtid"), log, advance), table, log)
+    classes = db.enum("ENUM_NSYS_EVENT_CLASS") or EVENT_CLASSES
+    t = _api_rows_only(_fetch(db, table, spec, ("start", "end", "gtid"), log, advance), table, log, classes)
     strings = db.strings()
     names, unresolved = decode(t.column("name_id"), lambda i: _api_name(strings.get(i)), "<unknown api>")
     log.problem("nsys_unresolved_names", unresolved)
-    domain = _api_domains(db, t, names, driver_table=table.endswith("_DRIVER"))
+    domain = _api_domains(classes, t, names, driver_table=table.endswith("_DRIVER"))
     out = pa.table({
         "start_ns": _epoch(t.column("start"), offset), "end_ns": _epoch(t.column("end"), offset),
         "pid": pid_of(t.column("gtid")), "tid": tid_of(t.column("gtid")), "correlation_id": t.column("corr"),
@@ -203,35 +204,36 @@ def read_api(db: NsysDb, table: str, offset: int, log: ImportLog, advance: Calla
     return Rows(out, *_join_keys(t, "gtid"))
 
 
-def _api_rows_only(db: NsysDb, t: pa.Table, table: str, log: ImportLog) -> pa.Table:
-    """Drop rows whose eventClass is not an API call (backtraces, cuDNN/cuBLAS markers), naming each class."""
+def _api_rows_only(t: pa.Table, table: str, log: ImportLog, classes: dict[int, str]) -> pa.Table:
+    """Drop rows of an eventClass known not to be an API call (backtraces, cuDNN/cuBLAS markers), naming each;
+    a class the export's enum (or, without one, the documented list) does not know is kept, and said."""
     if table.endswith("_DRIVER") or not t.num_rows:
         return t
-    classes = db.enum("ENUM_NSYS_EVENT_CLASS") or EVENT_CLASSES
-    event_class = t.column("event_class")
-    values = codes_to_numpy(event_class.fill_null(0))  # no eventClass (old schemas): an API row
-    api = [c for c, name in classes.items() if name.endswith(API_EVENT_CLASSES)]
-    keep = np.isin(values, api)
-    if keep.all():
+    values = codes_to_numpy(t.column("event_class").fill_null(0))  # no eventClass (old schemas): an API row
+    not_api = [c for c, name in classes.items() if not name.endswith(API_EVENT_CLASSES)]
+    drop = np.isin(values, not_api)
+    unknown, unknown_counts = np.unique(values[~np.isin(values, list(classes))], return_counts=True)
+    for code, n in zip(unknown.tolist(), unknown_counts.tolist(), strict=True):
+        log.note(f"{n} rows of {table} with eventClass {code} (not in ENUM_NSYS_EVENT_CLASS): kept as API calls")
+    if not drop.any():
         return t
-    dropped, counts = np.unique(values[~keep], return_counts=True)
+    dropped, counts = np.unique(values[drop], return_counts=True)
     for code, n in zip(dropped.tolist(), counts.tolist(), strict=True):
-        name = classes.get(code, "not in ENUM_NSYS_EVENT_CLASS")
-        log.note(f"{n} rows of {table} with eventClass {code} ({name}) are not API calls: left out")
-    log.problem("nsys_non_api_rows", int((~keep).sum()))
-    return t.filter(pa.array(keep))
+        log.note(f"{n} rows of {table} with eventClass {code} ({classes[code]}) are not API calls: left out")
+    log.problem("nsys_non_api_rows", int(drop.sum()))
+    return t.filter(pa.array(~drop))
 
 
 def _api_name(name: str | None) -> str | None:
     return None if name is None else _API_VERSION_SUFFIX.sub("", name)
 
 
-def _api_domains(db: NsysDb, t: pa.Table, names: pa.DictionaryArray, *, driver_table: bool) -> pa.DictionaryArray:
+def _api_domains(classes: dict[int, str], t: pa.Table, names: pa.DictionaryArray, *,
+                 driver_table: bool) -> pa.DictionaryArray:
     """runtime/driver per row: from eventClass (ENUM_NSYS_EVENT_CLASS) when it says, else by name prefix."""
     n = t.num_rows
     if driver_table:
         return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array(["driver"]))
-    classes = db.enum("ENUM_NSYS_EVENT_CLASS") or EVENT_CLASSES
     drivers = [c for c, name in classes.items() if name.endswith("CUDA_DRIVER")]
     runtimes = [c for c, name in classes.items() if name.endswith("CUDA_RUNTIME")]
     event_class = codes_to_numpy(t.column("event_class"))

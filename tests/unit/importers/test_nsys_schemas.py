@@ -246,11 +246,14 @@ def test_backtrace_rows_of_2022_exports_are_not_api_calls(tmp_path: Path) -> Non
     assert any("eventClass 67 (TRACE_PROCESS_EVENT_CUDABACKTRACE)" in n for n in with_twins.meta.notes)
 
 
-def test_unknown_event_class_without_enum_table_is_left_out_and_named(tmp_path: Path) -> None:
+def test_without_enum_table_known_non_api_classes_go_and_unknown_ones_stay_named(tmp_path: Path) -> None:
+    """No ENUM_NSYS_EVENT_CLASS table: the documented list decides; a class it does not know (a newer export's)
+    may be API calls, so its rows stay, with a note (they were dropped as "not API calls")."""
     tables = base_tables()
     cols, rows = tables["CUPTI_ACTIVITY_KIND_RUNTIME"]
     tables["CUPTI_ACTIVITY_KIND_RUNTIME"] = (cols, [*rows, (1010, 1490, 67, gtid(100, 101), 1, 1),
-                                                    (1020, 1480, 250, gtid(100, 101), 1, 1)])
+                                                    (8000, 8100, 250, gtid(100, 101), 77, 1)])
     trace = import_nsys(make_export(tmp_path / "x.sqlite", tables))
-    assert trace.api.height == len(rows)
-    assert any("eventClass 250 (not in ENUM_NSYS_EVENT_CLASS)" in n for n in trace.meta.notes)
+    assert trace.api.height == len(rows) + 1
+    assert any("eventClass 250 (not in ENUM_NSYS_EVENT_CLASS): kept as API calls" in n for n in trace.meta.notes)
+    assert any("eventClass 67 (TRACE_PROCESS_EVENT_CUDABACKTRACE)" in n for n in trace.meta.notes)
