@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from real_traces import REAL_TRACES, real_traces_dir
 
-os.environ.setdefault("KTRACE_READONLY_SHARED", "1")  # memoized analysis arrays: writing one raises
+os.environ.setdefault("KTRACE_READONLY_SHARED", "1")  # the TraceIndex's shared arrays: writing one raises
 
 settings.register_profile("dev", max_examples=30, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -1,4 +1,5 @@
-"""How durations are written for people: one formatter for every view (terminal summary, reports, TUI dashboard)."""
+"""How durations are written for people in the summaries: terminal summary, reports and the TUI dashboard (the TUI's
+table, details and status bar still use tui.viewmodel.format_duration, which keeps fewer digits)."""
 
 from __future__ import annotations
 

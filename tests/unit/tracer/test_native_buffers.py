@@ -162,7 +162,7 @@ def test_open_refuses_unknown_releases_and_missing_libraries(standin: Any, tmp_p
     path, why = FastPath.open(None, None, ACTIVITY_KIND, 1 << 20)
     assert path is None and "libcupti" in why
     if not HAVE_CUPTI:
-        return
+        pytest.skip("cupti-python not installed: the comparison with its own record classes did not run")
     so = next(p for p in Path(standin._name).parent.iterdir() if p.suffix == ".so")
     standin.standin_set(ctypes.c_uint32(130900), None, ctypes.c_size_t(0), 1,
                         np.zeros(256, np.int64).ctypes.data_as(ctypes.c_void_p))

@@ -100,7 +100,7 @@ class KernelTable(ScrollView, can_focus=True):
         """The kernel's display name in `width` characters, distinct from every other kernel's at that width."""
         names = self._names.get(width)
         if names is None:
-            unique = self.kernels["name"].cast(pl.String).unique().drop_nulls().to_list() if self.kernels.height else []
+            unique = self.kernels["name"].cast(pl.String).unique(maintain_order=True).drop_nulls().to_list() if self.kernels.height else []
             names = self._names[width] = distinct_short_names(unique, width)
         return names.get(name, name)
 

@@ -26,7 +26,7 @@ LABEL_W = 22
 def label_width(width: int) -> int:
     """Track label width for a timeline `width` columns wide: 22, or a quarter of a narrow one (at least 12)."""
     return min(LABEL_W, max(12, width // 4))
-"""Columns of the row heads."""
+
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
            "#9c755f", "#86bcb6", "#d37295", "#8cd17d")
 _SELECTED = Style(bgcolor="white", color="black", bold=True)
