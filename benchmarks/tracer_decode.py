@@ -201,12 +201,13 @@ def _no_reference(buffer: int, valid: int, record: int) -> Any:
     raise RuntimeError("no cupti-python: the self-check is skipped in this benchmark")
 
 
-def interference(layout: Layout, buf: SyntheticBuffer, rounds: int = 5) -> dict[str, float]:
+def interference(layout: Layout, buf: SyntheticBuffer, rounds: int = 5, loops: int = 35_000_000) -> dict[str, float]:
     lib = _standin()
     if lib is None:
         print("interference: no C compiler to build the CUPTI stand-in; not measured")
         return {}
-    loops = 3_000_000
+    # ~3 s a timed loop on this VM: at 200 k records/s (8 MB buffers, ~3 a second; the writer drains once a
+    # second) a window of 0.24 s saw zero or one buffer, and the figure was noise
     _python_loop(loops // 10)
     _spinner()
     labels = ("200k", "1M")
@@ -242,12 +243,19 @@ def interference(layout: Layout, buf: SyntheticBuffer, rounds: int = 5) -> dict[
     return out
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the interference test (median)")
+    parser.add_argument("--loops", type=int, default=35_000_000,
+                        help="iterations of the pure-Python loop timed in each condition (~3 s on a 2-core VM)")
+    args = parser.parse_args(argv)
     layout = layout_for(130401, ACTIVITY_KIND)
     assert layout is not None
     buf = random_buffer(BUFFER_RECORDS, layout, ACTIVITY_KIND, seed=1)
     fast, reference = decode_throughput(layout, buf)
-    slowdown = interference(layout, buf)
+    slowdown = interference(layout, buf, args.rounds, args.loops)
     ref = f"{reference:,.0f}" if reference is not None else "n/a"
     p200 = f"{slowdown['200k']:.1f}" if slowdown else "n/a"
     print(f"decode: fast {fast:,.0f} records/s, reference {ref} records/s; interference at 200k records/s: {p200} %")
