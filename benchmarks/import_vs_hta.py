@@ -34,6 +34,8 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 SHARED = HERE.parent.parent / "shared" / "traces"
+if not SHARED.is_dir():  # a plain clone: the repository's byte-identical copy (tests/unit/test_fixtures.py checks it)
+    SHARED = HERE.parent / "fixtures" / "traces"
 
 _MEASURE = """
 import json, resource, sys, time

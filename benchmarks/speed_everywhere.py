@@ -8,7 +8,8 @@ What it measures (each side in its own fresh subprocess, HTA from a venv it is g
    between its start, each burst of output (stdout or stderr) and its exit is reported.
 2. Small traces, warm: the same commands again (cache now warm), best of --repeat, with peak RSS, against
    HTA's load + temporal/kernel breakdown + launch stats + idle breakdown on the same trace.
-3. Every real Kineto trace in shared/traces, tiled --copies times in time (benchmarks/tile_kineto.py): HTA
+3. Every real Kineto trace in shared/traces, tiled --copies times in time (benchmarks/tile_kineto.py), once with an
+   empty numba cache (the first run after install) and then warm: HTA
    (load + the four analyses, timed after its imports: the conservative side for ktrace) against the whole
    `ktrace summary --json` command (imports and everything included). Goals by size: >= 1 M events: 20x and
    <= 0.25 of HTA's peak RSS; >= 300 k events: 10x and <= 0.25; smaller: <= 1.0 s and no more RSS than HTA.
@@ -143,9 +144,9 @@ def ktrace_cmd(*args: str) -> list[str]:
 def first_and_warm(repeat: int) -> dict[str, dict[str, Command]]:
     """First run (empty numba cache) and best warm run of `ktrace summary --json` on the demo and alexnet."""
     out: dict[str, dict[str, Command]] = {}
-    with tempfile.TemporaryDirectory(prefix="ktrace-numba-") as cache:
-        env = {"NUMBA_CACHE_DIR": cache}
-        for name, path in (("demo", DEMO), ("alexnet", ALEXNET)):
+    for name, path in (("demo", DEMO), ("alexnet", ALEXNET)):
+        with tempfile.TemporaryDirectory(prefix="ktrace-numba-") as cache:  # one empty cache per trace
+            env = {"NUMBA_CACHE_DIR": cache}
             first = run_command(ktrace_cmd("summary", "--json", str(path)), env)
             warm = min((run_command(ktrace_cmd("summary", "--json", str(path)), env) for _ in range(repeat)),
                        key=lambda c: c.wall_s)
@@ -181,12 +182,14 @@ def compare_traces(args: argparse.Namespace, hta: str | None) -> list[dict[str, 
     for label, src, events in kineto_traces(args.traces):
         path = tiled_copy(src, args.copies, args.workdir)
         n = events * args.copies
+        with tempfile.TemporaryDirectory(prefix="ktrace-numba-") as cache:  # the first run after install
+            cold = run_command(ktrace_cmd("summary", "--json", str(path)), {"NUMBA_CACHE_DIR": cache})
         summary = min((run_command(ktrace_cmd("summary", "--json", str(path))) for _ in range(args.repeat)),
                       key=lambda c: c.wall_s)
         info = min((run_command(ktrace_cmd("info", str(path))) for _ in range(args.repeat)), key=lambda c: c.wall_s)
         floor = measure(sys.executable, DECODE_FLOOR, path, setup=DECODE_SETUP)
         imported = measure(sys.executable, KTRACE_IMPORT, path, setup=KTRACE_IMPORT_SETUP)
-        row: dict[str, Any] = {"trace": label, "events": n, "summary": summary, "info": info,
+        row: dict[str, Any] = {"trace": label, "events": n, "summary": summary, "cold": cold, "info": info,
                                "floor_s": floor["wall_s"], "import_s": imported["wall_s"]}
         if hta:
             h = min((measure(hta, HTA_BODY, path.parent, setup=HTA_ANALYSES_SETUP) for _ in range(args.repeat)),
@@ -199,7 +202,8 @@ def compare_traces(args: argparse.Namespace, hta: str | None) -> list[dict[str, 
 
 def _trace_line(row: dict[str, Any]) -> str:
     s, i = row["summary"], row["info"]
-    text = (f"{row['trace']:52s} {row['events']:>10,} ev  ktrace {s.wall_s:6.2f} s {s.peak_rss_mb:6.0f} MB  "
+    text = (f"{row['trace']:52s} {row['events']:>10,} ev  ktrace {s.wall_s:6.2f} s {s.peak_rss_mb:6.0f} MB "
+            f"(first run {row['cold'].wall_s:.2f} s, silent {row['cold'].longest_silence_s:.2f} s)  "
             f"info/summary {i.wall_s / s.wall_s:.2f}  import {row['import_s']:.2f} s = "
             f"{row['import_s'] / row['floor_s']:.1f}x decode floor ({row['floor_s']:.2f} s)")
     if "hta_s" in row:
