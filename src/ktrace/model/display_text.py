@@ -57,7 +57,7 @@ def printable_trace(trace: Trace) -> Trace:
         fixes = []
         for column, dtype in frame.schema.items():
             if dtype == pl.Categorical or dtype == pl.String or isinstance(dtype, pl.Enum):
-                values = frame[column].cast(pl.String).unique().drop_nulls().to_list()
+                values = frame[column].drop_nulls().unique().cast(pl.String).to_list()  # distinct first: cheap
                 mapping = {v: printable(v) for v in values if _UNSAFE.search(v)}
                 if mapping:
                     fixes.append(pl.col(column).cast(pl.String).replace(mapping).cast(

@@ -28,7 +28,10 @@ _UNIT_SUFFIXES = ("_ns", "_pct", "_gbps", "_bytes")
 
 
 def _label(column: str) -> str:
-    """A column header for people: unit suffixes dropped (cells carry units), underscores as spaces."""
+    """A column header for people: unit suffixes dropped (cells carry units), underscores as spaces; a share in %
+    keeps its "%", so it never reads like the time beside it (overlap_ns and overlap_pct were both "overlap")."""
+    if column.endswith("_pct"):
+        return column[: -len("_pct")].replace("_", " ") + " %"
     for suffix in _UNIT_SUFFIXES:
         if column.endswith(suffix):
             column = column[: -len(suffix)]
