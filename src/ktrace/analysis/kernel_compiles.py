@@ -11,7 +11,9 @@ from collections.abc import Callable
 from ktrace.analysis._kernels import compile_listeners
 
 
-def subscribe(listener: Callable[[str], None]) -> None:
-    """Call `listener(kernel_name)` just before numba compiles a kernel (not when it loads from cache)."""
+def subscribe(listener: Callable[[str, bool], None]) -> None:
+    """Call `listener(kernel_name, False)` just before numba compiles a kernel (not when it loads from cache)
+    and `listener(kernel_name, True)` when the compile ends (pairs may nest: a kernel compiles the kernels it
+    calls inside its own compile)."""
     if listener not in compile_listeners:
         compile_listeners.append(listener)

@@ -62,7 +62,11 @@ def run(args: argparse.Namespace) -> int:
     if not args.trace:
         raise KtraceError("a TRACE is required (or --list-rules)", ExitCode.USAGE)
     config = rules_config(args)
-    report = run_rules(open_trace(args.trace), config)
+    from ktrace.cli.progress import progress_bar
+
+    trace = open_trace(args.trace)
+    with progress_bar("checking"):
+        report = run_rules(trace, config)
     from ktrace.model.display_text import printable
 
     if args.json:

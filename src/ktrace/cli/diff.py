@@ -41,8 +41,11 @@ def run(args: argparse.Namespace) -> int:
     if args.threshold < 0:
         raise KtraceError("--threshold must be >= 0", ExitCode.USAGE)
     config = rules_config(args)
-    diff = build_diff(open_trace(args.a), open_trace(args.b), threshold_pct=args.threshold, top=args.top,
-                      config=config, fail_on=args.fail_on)
+    from ktrace.cli.progress import progress_bar
+
+    a, b = open_trace(args.a), open_trace(args.b)
+    with progress_bar("comparing"):
+        diff = build_diff(a, b, threshold_pct=args.threshold, top=args.top, config=config, fail_on=args.fail_on)
     if args.json:
         json.dump(diff, sys.stdout, indent=1, sort_keys=True, default=str)
         sys.stdout.write("\n")

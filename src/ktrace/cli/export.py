@@ -131,7 +131,10 @@ def run(args: argparse.Namespace) -> int:
         if not any(n for name, n in trace.counts().items() if name not in ("threads", "devices")):
             print("ktrace export: note: nothing left after --window/--ranks; writing an empty trace",
                   file=sys.stderr)
-    findings = load_findings(trace) if args.findings else []
+    findings: list[Any] = []
+    if args.findings:
+        with progress_bar("checking rules", enabled=False if args.no_progress else None):
+            findings = load_findings(trace)
     if findings and fmt != "perfetto":
         print(f"ktrace export: note: findings are drawn only in perfetto exports, not {fmt}", file=sys.stderr)
     with progress_bar(f"writing {output}", enabled=False if args.no_progress else None) as bar, \

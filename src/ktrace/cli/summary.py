@@ -57,9 +57,12 @@ def run(args: argparse.Namespace) -> int:
     _check_regex(args.steps_pattern, "--steps-pattern")
     for pattern in args.annotation:
         _check_regex(pattern, "--annotation")
-    trace = open_trace(args.trace, progress=not args.json)
-    summary = summarize(trace, top=args.top, steps_pattern=args.steps_pattern,
-                        annotations=tuple(args.annotation))
+    from ktrace.cli.progress import progress_bar
+
+    trace = open_trace(args.trace)
+    with progress_bar("analysing"):
+        summary = summarize(trace, top=args.top, steps_pattern=args.steps_pattern,
+                            annotations=tuple(args.annotation))
     if args.json:
         json.dump(summary_to_dict(summary), sys.stdout, indent=1, sort_keys=True)
         sys.stdout.write("\n")

@@ -26,9 +26,10 @@ PYTHON_MAX_ROWS = int(os.environ.get("KTRACE_PYTHON_KERNEL_ROWS", "20000"))
 """Inputs of at most this many rows (the longest array argument) run as Python; larger ones compiled.
 Set KTRACE_PYTHON_KERNEL_ROWS=0 to always compile (as before), or a large value never to."""
 
-compile_listeners: list[Callable[[str], None]] = []
-"""Called with a kernel's name just before numba compiles it (not when it loads from the disk cache):
-the CLI shows a status line, since a first compile can take seconds."""
+compile_listeners: list[Callable[[str, bool], None]] = []
+"""Called as (kernel name, False) just before numba compiles a kernel (not when it loads from the disk cache)
+and (kernel name, True) when that compile ends: the CLI shows a status, since a first compile can take
+seconds. A kernel calling another may compile it inside its own compile (nested start/end pairs)."""
 
 _LOCK = threading.RLock()
 
@@ -91,14 +92,18 @@ def _listen_for_compiles() -> None:
 
     class Listener(event.Listener):
         def on_start(self, ev: Any) -> None:
+            self._tell(ev, done=False)
+
+        def on_end(self, ev: Any) -> None:
+            self._tell(ev, done=True)
+
+        @staticmethod
+        def _tell(ev: Any, *, done: bool) -> None:
             dispatcher = ev.data.get("dispatcher")
             module = getattr(getattr(dispatcher, "py_func", None), "__module__", "") or ""
             if module.startswith(__name__):
                 for listener in list(compile_listeners):
-                    listener(dispatcher.py_func.__name__.lstrip("_"))
-
-        def on_end(self, ev: Any) -> None:
-            pass
+                    listener(dispatcher.py_func.__name__.lstrip("_"), done)
 
     event.register("numba:compile", Listener())  # type: ignore[no-untyped-call]
 
