@@ -17,7 +17,7 @@ def detect(path: Path) -> str:
 
 def locate(path: Path) -> tuple[str, Path]:
     """(format as in `detect`, the path its reader takes): a folder holding one nsys export gives that file."""
-    from ktrace.model.store import is_store
+    from ktrace.model.layout import is_store
 
     if not path.exists():
         raise TraceNotFoundError(f"{path}: no such file or directory")

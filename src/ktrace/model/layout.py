@@ -7,6 +7,14 @@ from pathlib import Path
 
 PARTITION_META_FILE = "partition.json"
 """Per-process meta written by the tracer (health counts, notes); merged into the trace's meta on read."""
+META_FILE = "meta.json"
+"""The store's own meta, written last: a folder without it is an incomplete store."""
+
+
+def is_store(path: Path) -> bool:
+    """True if `path` looks like a .ktrace folder (here, not in store.py, so that telling formats apart does
+    not load pyarrow.parquet, its file systems and compute: ~50 MB of a small Kineto trace's resident memory)."""
+    return path.is_dir() and ((path / META_FILE).exists() or any(path.glob("node=*")))
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")

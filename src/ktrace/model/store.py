@@ -22,14 +22,13 @@ import pyarrow.parquet as pq
 from ktrace.model.builder import constant_column
 from ktrace.model.capture import PARTITION_META_FILE, CaptureWriter, partition_dir, read_stream, stream_schema
 from ktrace.model.errors import TraceFormatError, TraceNotFoundError
+from ktrace.model.layout import META_FILE, is_store
 from ktrace.model.outputs import CAPTURE_MARKER, write_atomically, writer_pid
 from ktrace.model.schema import SCHEMAS, TABLES
 from ktrace.model.scrub import scrub_meta, scrub_table
 from ktrace.model.secrets import scrub_mapping
 from ktrace.model.store_checks import check_columns, check_meta, check_partition_meta, check_rank, load_json_object
 from ktrace.model.trace import Trace, TraceMeta, conform, frame_from_columns, frame_schema, frame_to_arrow
-
-META_FILE = "meta.json"
 
 __all__ = ["CaptureWriter", "finalize", "is_store", "partition_dir", "partitions", "read", "read_stream",
            "stream_schema", "write"]
@@ -44,11 +43,6 @@ kernel row with its launch, and half the decode time, against dictionary/plain e
 _READ_WORKERS = max(2, min(8, (os.cpu_count() or 2) // 2))
 """Files decoded at once. pyarrow already decodes one file's columns on every core; on 2 cores, 8 files at once
 made re-opening 10 M kernels 0.5-0.9 s instead of 0.4-0.6 s."""
-
-
-def is_store(path: Path) -> bool:
-    """True if `path` looks like a .ktrace folder."""
-    return path.is_dir() and ((path / META_FILE).exists() or any(path.glob("node=*")))
 
 
 def _parquet_options(schema: pa.Schema) -> dict[str, object]:

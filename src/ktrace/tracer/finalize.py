@@ -197,9 +197,10 @@ def finalize_run(root: Path, cmd: Sequence[str], config: CaptureConfig, exit_cod
     full disk) leaves a capture that `ktrace.open` still recovers, and this can be run again. `gpu_recorded`
     False (no driver, no cupti-python) makes meta say so: gpu false, tracer "none".
     """
+    from ktrace.model.layout import META_FILE
     from ktrace.model.outputs import write_atomically
     from ktrace.model.scrub import scrub_meta
-    from ktrace.model.store import META_FILE, finalize
+    from ktrace.model.store import finalize
     from ktrace.model.trace import TraceMeta
 
     finalize(root)
