@@ -216,3 +216,24 @@ def test_screenshot_without_a_downloads_folder(app, drive, tmp_path, monkeypatch
 
     drive(app, scenario)
     assert list(tmp_path.glob("*.svg"))
+
+
+def test_page_keys_scroll_the_dashboard_after_a_click_on_its_tab(synthetic_trace, drive, settled) -> None:  # type: ignore[no-untyped-def]
+    """Clicking the tab leaves the focus on the tab bar: PageDown/PageUp used to do nothing there."""
+    from ktrace.tui.widgets.dashboard import Dashboard
+
+    app = make_app(trace=synthetic_trace, analyses=True)
+
+    async def scenario(pilot) -> None:  # type: ignore[no-untyped-def]
+        await pilot.click("#tabs Tab#--content-tab-dashboard")
+        await settled(pilot)
+        dashboard = app.query_one(Dashboard)
+        assert dashboard.max_scroll_y > 0 and app.focused is not dashboard
+        await pilot.press("pagedown")
+        await pilot.pause()
+        assert dashboard.scroll_y > 0
+        await pilot.press("pageup")
+        await pilot.pause()
+        assert dashboard.scroll_y == 0
+
+    drive(app, scenario)

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ktrace.tui.tracks import make_track
+from ktrace.tui.track_types import make_track
 from ktrace.tui.viewmodel import (
     Viewport,
     format_offset,

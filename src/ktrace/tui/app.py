@@ -339,6 +339,13 @@ class KtraceApp(App[None]):
         else:
             self.query_one(Dashboard).focus()
 
+    def action_scroll_dashboard(self, pages: int) -> None:
+        """Scroll the dashboard by pages while its tab shows, whatever has the focus (clicking the tab leaves it on
+        the tab bar, which has no use for these keys)."""
+        if self.query_one(TabbedContent).active == "dashboard":
+            dashboard = self.query_one(Dashboard)
+            (dashboard.scroll_page_down if pages > 0 else dashboard.scroll_page_up)()
+
     def action_focus_tree(self) -> None:
         """Focus the host/device tree (showing it if it was hidden)."""
         self.action_show_tab("timeline")

@@ -24,6 +24,16 @@ ACTIVE_BAR = 20
 PANEL_TITLES = ("GPU / CPU active share", "utilization over time", "top 15 kernels by time",
                 "top 15 kernels by count", "step time histogram", "precision", "activity share",
                 "memory-op share")
+ACTIVE_MEANING = {
+    "timeline": "timeline: % active = share of the time from the first to the last record with any kernel or copy "
+                "running (CPU: any API call, operator or range)\n",
+    "counter": "counter: % active = share of the samples above 0 %; mean util = mean of the sampled %, so a GPU that "
+               "always runs one small kernel is 100 % active with a low mean util\n",
+}
+"""What each method's figures mean (ktrace.analysis.utilization.active_time_share), under the active-share rows."""
+UTILIZATION_MEAN = ("mean = mean of the points drawn: a GPU's busy % per whole bin between its first and last record "
+                    "(≈ its timeline % active), or a counter's samples\n")
+"""What the utilization panel's `mean` is, so that it is not read as a second, different active share."""
 MAX_FINDINGS = 12
 SPARK_WIDTH = 80
 """Columns of the utilization time axis."""
@@ -75,6 +85,8 @@ def _active(active: pl.DataFrame) -> Panel:
         lines.append(f"{who:<7} {where:<16} {r['method']:<8} ")
         lines.append(bar.ljust(ACTIVE_BAR), style="#59a14f" if r["resource"] == "gpu" else "#4e79a7")
         lines.append(f" {100 * share:5.1f}% active{util}\n")
+    for method in sorted(set(active["method"].to_list()), reverse=True):
+        lines.append(ACTIVE_MEANING.get(method, ""), style="dim")
     return Panel(title, lines)
 
 
@@ -90,6 +102,7 @@ def _utilization(series: tuple[UtilizationSeries, ...], bin_ms: float) -> Panel:
     steps = [b - a for s in series for a, b in zip(s.x_s, s.x_s[1:], strict=False) if b > a]
     columns = min(SPARK_WIDTH, round((x1 - x0) / min(steps)) + 1) if steps else 1  # one column per bin if fewer
     lines = Text(f"timeline bins of {bin_ms:g} ms; counters as sampled; {x0:g} s to {x1:g} s\n", style="dim")
+    lines.append(UTILIZATION_MEAN, style="dim")
     for s in series:
         mean = sum(s.y_pct) / max(1, len(s.y_pct))
         lines.append(s.label[:width - 1].ljust(width))

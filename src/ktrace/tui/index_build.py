@@ -19,24 +19,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
-from numpy.typing import NDArray
 
 from ktrace.model.trace import Trace
 from ktrace.tui.overview import N_BINS, Overview
-from ktrace.tui.tracks import (
-    MAX_RANGE_DEPTH,
-    TABLE_CODES,
-    Track,
-    TrackIndex,
-    colour_lut_of_rows,
-    make_track,
-    pending_track,
-)
+from ktrace.tui.track_types import I64, TABLE_CODES, BuiltTracks, Links, Track, make_track, pending_track
+from ktrace.tui.tracks import MAX_RANGE_DEPTH, TrackIndex, colour_lut_of_rows
 
 if TYPE_CHECKING:
     from ktrace.analysis.timeline_tracks import ChunkRows, ScanResult, TrackScan
 
-I64 = NDArray[np.int64]
 _ONE = np.zeros(1, np.int64)
 """A constant key column."""
 
@@ -71,22 +62,6 @@ class SliceGroup:
     """Key values of each local track, sorted."""
     counts: I64 = field(default_factory=lambda: np.zeros((0, 0), np.int64))
     """(tracks, parts): rows of each local track from each part."""
-
-
-@dataclass
-class BuiltTracks:
-    """Indexed tracks (global id -> Track) and, per table, (track id, position) of every row."""
-
-    tracks: dict[int, Track]
-    place: dict[str, tuple[I64, I64]]
-
-
-@dataclass
-class Links:
-    """Correlation lookups: table -> (sorted keys, row order)."""
-
-    corr: dict[str, tuple[I64, I64]]
-    node_ids: dict[str, int]
 
 
 @dataclass

@@ -31,6 +31,8 @@ KEYS: tuple[Key, ...] = (
     Key("3", "show_tab('dashboard')", "Dashboard tab", "app", True),
     Key("ctrl+p", "command_palette", "command palette (every action)", "app", False, "ctrl+p"),
     Key("q", "quit", "quit", "app", True),
+    Key("pagedown", "scroll_dashboard(1)", "dashboard: scroll down a page", "app", False, "pgdn"),
+    Key("pageup", "scroll_dashboard(-1)", "dashboard: scroll up a page", "app", False, "pgup"),
     Key("h,left", "pan(-0.2)", "pan left", "timeline", False, "h / ←"),
     Key("l,right", "pan(0.2)", "pan right", "timeline", False, "l / →"),
     Key("H", "pan(-1.0)", "pan left one screen", "timeline"),

@@ -15,7 +15,8 @@ from typing import Any
 
 import polars as pl
 
-from ktrace.tui.tracks import Track, TrackIndex
+from ktrace.tui.track_types import Track
+from ktrace.tui.tracks import TrackIndex
 
 
 @dataclass

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import NDArray
 
-from ktrace.tui.tracks import Track
+from ktrace.tui.track_types import Track
 
 LEVELS = " ▁▂▃▄▅▆▇█"
 """Glyphs for partly busy columns and counter sparklines, by ninths."""
