@@ -374,3 +374,24 @@ def test_force_replaces_a_store_holding_a_killed_writers_temporary_file(source: 
     (rank / ".ktrace-tmp-89abcdef-kernels.parquet").write_bytes(b"half")
     assert main(["import", str(ALEXNET), "-o", str(out), "-q", "--force"]) == 0
     assert not list(out.rglob(".ktrace-tmp-*"))
+
+
+@pytest.mark.parametrize("verb", sorted(WRITERS))
+def test_each_writing_verb_checks_its_target_once(verb: str, source: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once, under the output's lock, before the long work: the verb's own early check and the unlocked one
+    before the lock were repeats of it (3 checks, each walking a store or gunzipping a file's opening)."""
+    from ktrace.model import outputs
+
+    calls: list[Path] = []
+    check = outputs.check_target
+
+    def counted(target: Path, *args: object, **kwargs: object) -> bool:
+        calls.append(target)
+        return check(target, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(outputs, "check_target", counted)
+    out = tmp_path / WRITERS[verb][1]
+    assert main(argv(verb, source, out)) == 0
+    assert main(argv(verb, source, out, "--force")) == 0
+    assert calls == [out, out]

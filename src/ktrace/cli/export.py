@@ -117,28 +117,28 @@ def run(args: argparse.Namespace) -> int:
     """Open, cut, export; print one line saying what was written."""
     from ktrace.cli.progress import progress_bar
     from ktrace.exporters.selection import parse_ranks, parse_window, select
-    from ktrace.model.outputs import Output, check_target
+    from ktrace.model.outputs import Output
 
     fmt = args.format or infer_format(args.output)
     output = args.output or default_output(args.trace, fmt)
-    check_target(Path(output), output_format(fmt), force=args.force, inputs=[Path(args.trace)])
     ranks = parse_ranks(args.ranks) if args.ranks else None
-    trace: Any = open_trace(args.trace, progress=not args.no_progress)
-    if args.window or ranks is not None:
-        span = trace.span_ns()
-        window = parse_window(args.window, span[0] if span else 0) if args.window else None
-        trace = select(trace, window=window, ranks=ranks)
-        if not any(n for name, n in trace.counts().items() if name not in ("threads", "devices")):
-            print("ktrace export: note: nothing left after --window/--ranks; writing an empty trace",
-                  file=sys.stderr)
-    findings: list[Any] = []
-    if args.findings:
-        with progress_bar("checking rules", enabled=False if args.no_progress else None):
-            findings = load_findings(trace)
+    target = Output(output, output_format(fmt), force=args.force, inputs=[Path(args.trace)])  # checked, locked
+    with target.preparing():
+        trace: Any = open_trace(args.trace, progress=not args.no_progress)
+        if args.window or ranks is not None:
+            span = trace.span_ns()
+            window = parse_window(args.window, span[0] if span else 0) if args.window else None
+            trace = select(trace, window=window, ranks=ranks)
+            if not any(n for name, n in trace.counts().items() if name not in ("threads", "devices")):
+                print("ktrace export: note: nothing left after --window/--ranks; writing an empty trace",
+                      file=sys.stderr)
+        findings: list[Any] = []
+        if args.findings:
+            with progress_bar("checking rules", enabled=False if args.no_progress else None):
+                findings = load_findings(trace)
     if findings and fmt != "perfetto":
         print(f"ktrace export: note: findings are drawn only in perfetto exports, not {fmt}", file=sys.stderr)
-    with progress_bar(f"writing {output}", enabled=False if args.no_progress else None) as bar, \
-            Output(output, output_format(fmt), force=args.force, inputs=[Path(args.trace)]) as target:
+    with progress_bar(f"writing {output}", enabled=False if args.no_progress else None) as bar, target:
         # Files are written whole by the exporters (a temporary sibling renamed); table folders are staged here.
         summary = _export(trace, str(target.staging), fmt, findings, bar)
     print(f"wrote {output}: {summary}")

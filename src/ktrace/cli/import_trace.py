@@ -43,19 +43,20 @@ def run(args: argparse.Namespace) -> int:
     """Import SRC and write OUT; print a one-line summary (and the health counts that matter)."""
     from ktrace.cli.progress import progress_bar
     from ktrace.importers import detect, load
-    from ktrace.model.outputs import STORE, Output, check_target
+    from ktrace.model.outputs import STORE, Output
     from ktrace.model.store import write
 
     src, out = Path(args.src), Path(args.output)
     kind = detect(src)
     if kind == "ktrace":
         raise KtraceError(f"{src} is already a .ktrace store", ExitCode.USAGE)
-    check_target(out, STORE, force=args.force, inputs=[src])  # before the (long) import, as Output does again
     options = {"with_ops": True} if args.with_ops and kind == "kineto" else {}
-    with progress_bar(f"importing {src.name}", enabled=False if args.no_progress else None) as bar:
+    # Checked and locked before the (long) import; written to a temporary sibling and renamed into place whole:
+    # Ctrl-C or a full disk leave OUT as it was.
+    output = Output(out, STORE, force=args.force, inputs=[src])
+    with output.preparing(), progress_bar(f"importing {src.name}", enabled=False if args.no_progress else None) as bar:
         trace = load(src, progress=bar, **options)
-    # Written to a temporary sibling and renamed into place whole: Ctrl-C or a full disk leave OUT as it was.
-    with Output(out, STORE, force=args.force, inputs=[src]) as staged:
+    with output as staged:
         write(trace, staged.staging)
     if not args.quiet:
         _print_summary(trace, out)

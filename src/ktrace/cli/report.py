@@ -17,6 +17,7 @@ examples:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 
@@ -80,18 +81,19 @@ def run(args: argparse.Namespace) -> int:
     fmt = output_format(args)
     target = args.output or ("report.html" if fmt == "html" else None)
     kind = {"md": outputs.MD_REPORT, "json": outputs.JSON_REPORT}.get(fmt, outputs.HTML_REPORT)
-    if target is not None:  # refuse before the analysis, not after it
-        outputs.check_target(Path(target), kind, force=args.force, inputs=[Path(args.trace)])
-    trace = open_trace(args.trace)
-    with progress_bar("analysing") as bar:
-        content = build_report(trace, config=config, annotations=tuple(args.annotate), top=args.top,
-                               title=args.title, progress=bar)
-    text = render(content, fmt)
-    if target is None:
+    # Checked and locked before the analysis, not after it.
+    output = None if target is None else outputs.Output(target, kind, force=args.force, inputs=[Path(args.trace)])
+    with output.preparing() if output else contextlib.nullcontext():
+        trace = open_trace(args.trace)
+        with progress_bar("analysing") as bar:
+            content = build_report(trace, config=config, annotations=tuple(args.annotate), top=args.top,
+                                   title=args.title, progress=bar)
+        text = render(content, fmt)
+    if output is None:
         sys.stdout.write(text)
         return 0
-    with outputs.Output(target, kind, force=args.force, inputs=[Path(args.trace)]):
-        outputs.write_atomically(target, text.encode())
+    with output:
+        outputs.write_atomically(output.target, text.encode())
     counts = content["rules"]["counts"]
     print(f"wrote {target} ({len(text.encode()) / 1e6:.1f} MB): {counts['error']} errors, "
           f"{counts['warning']} warnings, {counts['info']} notes", file=sys.stderr)

@@ -19,6 +19,10 @@ _LOCK_WAIT_S = 1.0
 """How long a writer retries a held lock (covers a reader's instant probe) before saying it is busy."""
 
 
+class LockFileError(KtraceError):
+    """The lock file could not be made (a read-only folder, /proc): nothing can be written there."""
+
+
 class OutputLock:
     """The lock of one output: `.NAME.lock` beside it, held with flock (released by the kernel if we die)."""
 
@@ -34,7 +38,7 @@ class OutputLock:
             try:
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
             except OSError as exc:
-                raise KtraceError(f"cannot write {self.target}: {exc.strerror or exc}", ExitCode.FAILURE) from None
+                raise LockFileError(f"cannot write {self.target}: {exc.strerror or exc}", ExitCode.FAILURE) from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import IO
 
 from ktrace.model.errors import ExitCode, KtraceError
-from ktrace.model.output_lock import OutputLock, lock_path, writer_pid
+from ktrace.model.output_lock import LockFileError, OutputLock, lock_path, writer_pid
 
 __all__ = ["CAPTURE_MARKER", "STORE", "Output", "OutputFormat", "OutputLock", "atomic_file", "atomic_path",
            "check_target", "lock_path", "table_folder", "write_atomically", "write_error", "writer_pid"]
@@ -279,7 +279,9 @@ class Output:
 
     Files: write `target` with `atomic_file` (the exporters do). Folders: write into `staging`, then `publish()`.
     Use as a context manager: a normal exit publishes, an error discards what was staged; an OSError becomes
-    a one-line KtraceError that says the old output was kept.
+    a one-line KtraceError that says the old output was kept. The target is checked once, under the lock, when
+    the Output is made: a verb makes it before its long work (inside `preparing()`), so a refused target costs
+    nothing.
 
     Args:
         target: the output path.
@@ -300,17 +302,30 @@ class Output:
         except OSError as exc:
             raise KtraceError(f"cannot create the folder of {self.target}: {exc.strerror or exc}",
                               ExitCode.FAILURE) from None
-        self.replaces = check_target(self.target, fmt, force=force, inputs=inputs)
-        self._lock.acquire()
         try:
+            self._lock.acquire()
+        except LockFileError:
+            check_target(self.target, fmt, force=force, inputs=inputs)  # a target never to be written says why
+            raise
+        try:
+            self.replaces = check_target(self.target, fmt, force=force, inputs=inputs)  # once, as it is while held
             _remove_stale_temporaries(self.target)
-            self.replaces = check_target(self.target, fmt, force=force, inputs=inputs)  # as it is now we hold it
             self.in_place = in_place and fmt.folder and not self.replaces
             self.staging = self.target if self.in_place or not fmt.folder else temp_sibling(self.target)
             if fmt.folder:
                 self.staging.mkdir()
         except BaseException:
             self._lock.release()
+            raise
+
+    @contextlib.contextmanager
+    def preparing(self) -> Iterator[None]:
+        """The work before writing (a long import or analysis), done while the lock is held: an error in it
+        discards the output and propagates unchanged (an OSError reading the input is not a failed write)."""
+        try:
+            yield
+        except BaseException:
+            self.discard()
             raise
 
     def publish(self) -> Path:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ktrace.tracer.config import CaptureConfig
-from ktrace.tracer.launcher import RunResult
+from ktrace.tracer.run_result import RunResult
 
 KEPT_ENVIRONMENT = ("CUDA_VISIBLE_DEVICES", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "NCCL_DEBUG",
                     "OMP_NUM_THREADS", "PYTORCH_CUDA_ALLOC_CONF")

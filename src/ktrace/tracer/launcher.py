@@ -14,10 +14,10 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ktrace.tracer.config import ENV_CAPTURE_DIR, ENV_CONFIG, ENV_LAUNCHER_PID, CaptureConfig
+from ktrace.tracer.run_result import RunResult
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 SI_KERNEL = 0x80
@@ -47,23 +47,6 @@ _sys.modules["sitecustomize"] = _user  # the import system looks the name up whe
 '''
 
 Say = Callable[[str], None]
-
-
-@dataclass
-class RunResult:
-    """What `ktrace run` did."""
-
-    exit_code: int
-    """The command's exit code (128 + N when it died of signal N)."""
-    root: Path
-    processes: list[dict[str, object]] = field(default_factory=list)
-    """One entry per traced process: node, rank, rows per table."""
-    notes: list[str] = field(default_factory=list)
-    duration_s: float = 0.0
-    printed: list[str] = field(default_factory=list)
-    """Notes already shown to the user while the command ran."""
-    finalize_error: str = ""
-    """Why the capture could not be finalized (e.g. disk full); empty when the trace was written."""
 
 
 def child_environment(base: dict[str, str], root: Path, config: CaptureConfig, boot_dir: Path) -> dict[str, str]:

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from conftest import fake_record
+from cupti_support import fake_record
 
 from ktrace.tracer.config import CaptureConfig
 from ktrace.tracer.cupti_backend import BackendUnavailable, CuptiBackend, explain_cupti_error

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from conftest import HAVE_CUPTI
+from cupti_support import HAVE_CUPTI
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

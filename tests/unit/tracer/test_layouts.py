@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import HAVE_CUPTI
+from cupti_support import HAVE_CUPTI
 
 from ktrace.tracer.layouts import FIELDS, RELEASES, SIZES, STRUCTS, layout_for, record_dtype, release_of
 from ktrace.tracer.records import ACTIVITY_KIND, FIELDS_BY_KIND

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import HAVE_CUPTI
+from cupti_support import HAVE_CUPTI
 
 from ktrace.tracer.columns import RecordDecoder, generic_api_name
 from ktrace.tracer.fast_path import FastPath, cupti_python_parser, first_difference

@@ -120,7 +120,7 @@ def test_kernels_whose_external_id_may_have_been_dropped_are_counted(make_record
 
 
 def test_device_and_thread_name_records() -> None:
-    from conftest import fake_record  # uuid formatting needs a writable CUuuid: fakes only
+    from cupti_support import fake_record  # uuid formatting needs a writable CUuuid: fakes only
 
     dev = fake_record("DEVICE", id=0, name="NVIDIA H100 80GB HBM3", uuid=bytes(range(1, 17)),
                       compute_capability_major=9, compute_capability_minor=0, num_multiprocessors=132,
@@ -162,7 +162,7 @@ def test_api_names_from_cbid_enums_strip_version_suffix() -> None:
 
 
 def test_decoded_tables_match_schema_columns() -> None:
-    from conftest import fake_record
+    from cupti_support import fake_record
 
     tables, _ = decode([fake_record("CONCURRENT_KERNEL", start=T0, end=T0 + 1, name="k")])
     assert set(tables["kernels"].column_names) <= set(SCHEMAS["kernels"].names)
