@@ -23,13 +23,20 @@ def _no_blink(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def settle(pilot: Pilot) -> None:  # type: ignore[type-arg]
-    """Wait until every worker finished and the resulting messages were handled."""
-    for _ in range(4):
+    """Wait until every worker finished and the resulting messages were handled, and no handler started new
+    work: a worker's result starts the next worker (load -> tracks -> steps -> details), and on a loaded
+    machine that chain can outlast any fixed number of rounds, so wait for two quiet rounds in a row."""
+    quiet = 0
+    for _ in range(200):
         try:
             await pilot.app.workers.wait_for_complete()
         except WorkerCancelled:  # the app exited (e.g. on a bad trace) and cancelled its workers
             return
         await pilot.pause()
+        busy = any(not w.is_finished for w in pilot.app.workers)
+        quiet = 0 if busy else quiet + 1
+        if quiet >= 2:
+            return
 
 
 @pytest.fixture
