@@ -133,6 +133,7 @@ def frame_records(frame: pl.DataFrame | None) -> list[dict[str, Any]] | None:
 
 def _phases_dict(p: JobPhases) -> dict[str, Any]:
     return {"start_ns": p.start_ns, "end_ns": p.end_ns, "duration_ns": p.duration_ns, "steps": p.steps,
+            "step_source": p.step_source,
             "init_ns": p.init_ns, "training_ns": p.training_ns, "finalize_ns": p.finalize_ns,
             "init_pct": p.init_pct, "training_pct": p.training_pct, "finalize_pct": p.finalize_pct}
 
