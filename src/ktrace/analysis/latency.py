@@ -208,8 +208,8 @@ def _fast_latency_stats(ix: TraceIndex, cols: list[str], quantiles: tuple[float,
 
     c = ix.gpu_columns()
     rows = ix.launch_rows()
-    runs = ix.launch_runs()
-    if graph_runs == "first" and runs.fans_out:  # the later records of a call count as not launched
+    runs = ix.launch_runs() if graph_runs == "first" else None
+    if runs is not None and runs.fans_out:  # the later records of a call count as not launched
         first = np.full(rows.size, -1, np.int64)
         first[runs.first] = rows[runs.first]
         rows = first
