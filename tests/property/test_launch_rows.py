@@ -71,3 +71,26 @@ def test_dense_ids_of_wide_values_need_no_lookup_table(values: list[int], with_c
     assert gid.tolist() == [distinct.index(v) for v in values]
     assert parts[-1].tolist() == distinct
 
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(-1, 4), st.integers(0, 6), st.integers(0, 6)), max_size=20))
+def test_launch_runs_match_a_naive_grouping(records: list[tuple[int, int, int]]) -> None:
+    """build_launch_runs: one entry per launching api row (first record by start then index, last end, count)."""
+    import numpy as np
+
+    from ktrace.analysis.columns import build_launch_runs
+
+    rows = np.array([r for r, _, _ in records], np.int64)
+    start = np.array([s for _, s, _ in records], np.int64)
+    end = start + np.array([d for _, _, d in records], np.int64)
+    calls: dict[int, list[int]] = {}
+    for i, r in enumerate(rows.tolist()):
+        if r >= 0:
+            calls.setdefault(r, []).append(i)
+    expected = sorted((min(members, key=lambda i: (start[i], i)), max(end[members].tolist()), len(members))
+                      for members in calls.values())
+    runs = build_launch_runs(rows, start, end)
+    got = list(zip(runs.first.tolist(), runs.last_end.tolist(), runs.records.tolist(), strict=True))
+    assert got == expected
+    assert runs.fans_out == any(len(m) > 1 for m in calls.values())

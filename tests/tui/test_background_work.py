@@ -258,3 +258,15 @@ def test_dashboard_panels_are_built_in_the_worker(synthetic_trace, monkeypatch, 
         assert threads and threading.main_thread().name not in threads
 
     drive(app, scenario)
+
+
+def test_status_says_inferred_steps_are_inferred(drive, settled) -> None:  # type: ignore[no-untyped-def]
+    """power_iteration has no step ranges: its 43 steps come from a periodic kernel, and the status line says so."""
+    app = make_app(NSYS_FIXTURE, analyses=False)
+
+    async def scenario(pilot) -> None:  # type: ignore[no-untyped-def]
+        await settled(pilot)
+        assert app.steps.ready
+        assert "43 steps (inferred from a periodic kernel)" in str(app.query_one("#status").render())
+
+    drive(app, scenario)

@@ -7,7 +7,8 @@
 - ``build_gpu_columns(trace, kernel_ids, memory_ids) -> GpuColumns``: kernels then memory ops as arrays.
 - ``time_order(gid, n_groups, start) -> (perm, bounds)``: stable sort by (gid, start) in O(n) when the
   times are already sorted within each group (the usual case).
-- ``build_row_groups`` / ``build_launch_rows`` / ``build_record_names``: what TraceIndex remembers.
+- ``build_row_groups`` / ``build_launch_rows`` / ``build_launch_runs`` / ``build_record_names``: what
+  TraceIndex remembers.
 
 Everything here is O(n) numpy/numba over Categorical physical codes: no String casts, no joins.
 """
@@ -345,6 +346,41 @@ def _launch_rows_wide(trace: Trace, c: GpuColumns, arank: I64, grank: I64) -> I6
     act = pl.DataFrame({"r": grank[c.rank_id], "c": c.correlation_id}).with_row_index("j")
     joined = act.join(api.select("r", "c", "i"), on=["r", "c"], how="left").sort("j")
     return joined["i"].fill_null(-1).to_numpy().astype(np.int64)
+
+
+@dataclass(frozen=True)
+class LaunchRuns:
+    """The launch calls that have a GPU record, one entry each, in the order of their first record.
+
+    One api row can launch many GPU records: a CUDA graph launch (`cudaGraphLaunch`) fans out to every node
+    of the graph under one correlation id. Anything that counts or sums launches (queue depth, launch
+    counts, launch-bound kernels) takes one entry per call from here, not one per record.
+    """
+
+    first: I64
+    """The call's first GPU record (index into GpuColumns: earliest start, then lowest index); ascending."""
+    last_end: I64
+    """The latest end among the call's records."""
+    records: I64
+    """How many GPU records the call launched (1 unless it fans out)."""
+    fans_out: bool
+    """Some call launched more than one record (else `first` is every launched record)."""
+
+
+def build_launch_runs(rows: I64, start: I64, end: I64) -> LaunchRuns:
+    """LaunchRuns from the launch join (`rows`: api row per GPU record, -1 without one) and the records' times."""
+    hit = np.flatnonzero(rows >= 0)
+    api_row = rows[hit]
+    if hit.size == 0 or int(np.bincount(api_row).max()) <= 1:  # one record per call: every record is a call
+        return LaunchRuns(hit, end[hit], np.ones(hit.size, np.int64), False)
+    order = np.lexsort((hit, start[hit], api_row))  # by call, then start, then record
+    by_call = api_row[order]
+    heads = np.flatnonzero(np.r_[True, by_call[1:] != by_call[:-1]])
+    first = hit[order[heads]]
+    last_end = np.maximum.reduceat(end[hit[order]], heads)
+    records = np.diff(np.r_[heads, order.size]).astype(np.int64)
+    back = np.argsort(first, kind="stable")
+    return LaunchRuns(first[back], last_end[back], records[back], True)
 
 
 def memory_name_expr() -> pl.Expr:

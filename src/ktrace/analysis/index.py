@@ -28,10 +28,12 @@ import polars as pl
 from ktrace.analysis.columns import (
     FINER,
     GpuColumns,
+    LaunchRuns,
     Per,
     RowGroups,
     build_gpu_columns,
     build_launch_rows,
+    build_launch_runs,
     build_record_names,
     coarser_row_groups,
     combine_rank_ids,
@@ -170,6 +172,15 @@ class TraceIndex:
         """The api row (index into trace.api) launching each GPU record, -1 without one."""
         found: I64 = self._once("launch_rows", lambda: build_launch_rows(
             self.trace, self.gpu_columns(), self.table_rank_ids("api"), self.api_times()[0]))
+        return found
+
+    def launch_runs(self) -> LaunchRuns:
+        """The launch calls with a GPU record, one entry each (a CUDA graph launch counts once)."""
+        def compute() -> LaunchRuns:
+            c = self.gpu_columns()
+            return build_launch_runs(self.launch_rows(), c.start, c.end)
+
+        found: LaunchRuns = self._once("launch_runs", compute)
         return found
 
     # Names -----------------------------------------------------------------------------------------------

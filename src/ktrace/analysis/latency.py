@@ -18,7 +18,8 @@ Definitions (shared/reference/analyses.md §6), both always reported, in ns:
 
 CUDA graphs: one `cudaGraphLaunch` fans out to many GPU records with one correlation id. Every run
 gets the launch and its own latency; `graph_run` numbers the runs of one launch by start time, and
-`latency_stats(graph_runs="first")` keeps only each launch's first run.
+`latency_stats(graph_runs="first")` keeps only each launch's first run, so that its counts are launch calls
+and its API-call times count each call once (the summary's latency table uses it).
 """
 
 from __future__ import annotations
@@ -145,7 +146,8 @@ def latency_stats(trace: Trace, by: str | Sequence[str] = "name",
             launch_latency, or a sequence of them. "name" groups across ranks; add "rank" for per rank.
             "step" attributes each record to the step whose range contains its launch call
             (steps.detect_steps); records outside every step get a null step.
-        graph_runs: "all" (every run of a graph launch) or "first" (one per launch).
+        graph_runs: "all" (every run of a graph launch) or "first" (one per launch call: its first record,
+            TraceIndex.launch_runs; the same rows as graph_run == 0).
         quantiles: percentiles to report (linear interpolation), as fractions.
         index: the trace's TraceIndex.
 
@@ -155,9 +157,9 @@ def latency_stats(trace: Trace, by: str | Sequence[str] = "name",
     """
     cols = _group_columns(by)
     ix = TraceIndex.of(trace, index)
-    if graph_runs == "all" and set(cols) <= set(_FAST_BY):
-        return ix.get(_LATENCY_STATS, lambda: _fast_latency_stats(ix, cols, tuple(quantiles)),
-                      tuple(cols), tuple(quantiles))
+    if set(cols) <= set(_FAST_BY):
+        return ix.get(_LATENCY_STATS, lambda: _fast_latency_stats(ix, cols, tuple(quantiles), graph_runs),
+                      tuple(cols), tuple(quantiles), graph_runs)
     lat = launch_latency(trace, index=ix)
     if graph_runs == "first":
         lat = lat.filter(pl.col("graph_run") == 0)
@@ -198,17 +200,24 @@ def _group_codes(ix: TraceIndex, col: str) -> tuple[npt.NDArray[np.int64], pl.Se
     return ix.record_names()
 
 
-def _fast_latency_stats(ix: TraceIndex, cols: list[str], quantiles: tuple[float, ...]) -> pl.DataFrame:
+def _fast_latency_stats(ix: TraceIndex, cols: list[str], quantiles: tuple[float, ...],
+                        graph_runs: Literal["all", "first"]) -> pl.DataFrame:
     """latency_stats over arrays: launch_rows + dense group ids + one grouping pass + exact order statistics."""
     from ktrace.analysis._kernels.groups import linear_quantiles
     from ktrace.analysis._kernels.scatter import launch_groups
 
     c = ix.gpu_columns()
+    rows = ix.launch_rows()
+    runs = ix.launch_runs() if graph_runs == "first" else None
+    if runs is not None and runs.fans_out:  # the later records of a call count as not launched
+        first = np.full(rows.size, -1, np.int64)
+        first[runs.first] = rows[runs.first]
+        rows = first
     coded = [_group_codes(ix, col) for col in cols]
     gid, uniq = dense_ids([code for code, _ in coded]) if cols else (np.zeros(c.size, np.int64), [])
     n_groups = int(uniq[0].size) if cols else 1
     count, queued, totals, maxima, bounds, values = launch_groups(
-        ix.launch_rows(), *ix.api_times(), c.start, gid, n_groups)
+        rows, *ix.api_times(), c.start, gid, n_groups)
     keep = np.flatnonzero(count > 0)  # groups of launched records only
     count = count[keep]
     out: dict[str, pl.Series] = {}

@@ -10,10 +10,12 @@ API:
 - ``queue_depth_stats(trace, until="end", max_queue_length=1024) -> pl.DataFrame``: per stream max,
   time-weighted mean, HTA-style sample mean, and time at or above `max_queue_length`.
 
-Queue depth: +1 at the launch API call's start for every GPU record it enqueued (each run of a CUDA
-graph launch counts), -1 when the record finishes (`until="end"`: launched but not finished) or
-starts (`until="start"`: launched but not started, HTA's `get_queue_length_time_series`). Records
-without a launch in the trace are left out (as HTA does). At equal times decrements come first.
+Queue depth: +1 at the start of every launch API call with a GPU record, -1 when its work finishes
+(`until="end"`: launched but not finished) or starts (`until="start"`: launched but not started, HTA's
+`get_queue_length_time_series`). A CUDA graph launch is one entry of the launch queue, however many
+nodes its graph has: it counts once, on the stream of its first record, until its last record ends (or
+its first starts). Records without a launch in the trace are left out (as HTA does). At equal times
+decrements come first.
 """
 
 from __future__ import annotations
@@ -64,12 +66,12 @@ def _queue_events(trace: Trace, until: Literal["start", "end"],
 
 
 def _compute_queue_events(ix: TraceIndex, until: Literal["start", "end"]) -> tuple[pl.DataFrame, Any, Any, Any, Any]:
-    c, g, rows = ix.gpu_columns(), ix.row_groups("stream"), ix.launch_rows()
+    c, g, rows, runs = ix.gpu_columns(), ix.row_groups("stream"), ix.launch_rows(), ix.launch_runs()
     stream_of = np.empty(c.size, np.int64)
     stream_of[g.perm] = np.repeat(np.arange(g.n_groups, dtype=np.int64), np.diff(g.bounds))
-    hit = np.flatnonzero(rows >= 0)
+    hit = runs.first  # one entry per launch call (a graph launch's first record)
     m = hit.size
-    done = (c.end if until == "end" else c.start)[hit]
+    done = runs.last_end if until == "end" else c.start[hit]
     # Decrements first: the stable order keeps them ahead of increments at the same time.
     gid = np.concatenate([stream_of[hit], stream_of[hit]])
     ts = np.concatenate([done, ix.api_times()[0][rows[hit]]])

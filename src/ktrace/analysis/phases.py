@@ -30,6 +30,15 @@ class JobPhases:
     init_ns: int
     training_ns: int
     finalize_ns: int
+    step_source: str = "none"
+    """Where the steps come from: "profiler_step" (ProfilerStep ranges), "annotation" (step-named ranges),
+    "periodic" (inferred from a kernel that repeats regularly: no range says so; views say "inferred"),
+    "given" (passed in) or "none" (no steps)."""
+
+    @property
+    def steps_inferred(self) -> bool:
+        """The steps were inferred from a periodic kernel, not read from ranges the program recorded."""
+        return self.step_source == "periodic"
 
     @property
     def duration_ns(self) -> int:
@@ -94,11 +103,24 @@ def job_phases(trace: Trace, *, steps: pl.DataFrame | None = None, pattern: str 
     """
     if steps is None:
         ix = TraceIndex.of(trace, index)
-        return ix.get(_PHASES, lambda: _job_phases(trace, step_spans(trace, pattern=pattern, index=ix)), pattern)
-    return _job_phases(trace, steps)
+        return ix.get(_PHASES, lambda: _job_phases(trace, step_spans(trace, pattern=pattern, index=ix),
+                                                   step_source(trace, pattern=pattern, index=ix)), pattern)
+    given = steps["source"].unique().to_list() if "source" in steps.columns and steps.height else []
+    return _job_phases(trace, steps, given[0] if len(given) == 1 else "given")
 
 
-def _job_phases(trace: Trace, found: pl.DataFrame) -> JobPhases:
+def step_source_note(source: str) -> str:
+    """What every view appends to a step count: " (inferred from a periodic kernel)" for inferred steps, else ""."""
+    return " (inferred from a periodic kernel)" if source == "periodic" else ""
+
+
+def step_source(trace: Trace, *, pattern: str | None = None, index: TraceIndex | None = None) -> str:
+    """Where step_spans' steps come from (see JobPhases.step_source): "none" when there are none."""
+    found = detect_steps(trace, pattern=pattern, index=index)
+    return str(found["source"][0]) if found.height else "none"
+
+
+def _job_phases(trace: Trace, found: pl.DataFrame, source: str) -> JobPhases:
     span = trace.span_ns()
     if span is None:
         return JobPhases(0, 0, 0, 0, 0, 0)
@@ -107,7 +129,8 @@ def _job_phases(trace: Trace, found: pl.DataFrame) -> JobPhases:
         return JobPhases(start, end, 0, 0, end - start, 0)
     first = max(start, int(found["start_ns"].min()))  # type: ignore[arg-type]
     last = min(end, int(found["end_ns"].max()))  # type: ignore[arg-type]
-    return JobPhases(start, end, steps_per_rank(found), first - start, max(0, last - first), end - max(last, first))
+    return JobPhases(start, end, steps_per_rank(found), first - start, max(0, last - first), end - max(last, first),
+                     source)
 
 
 def steps_per_rank(steps: pl.DataFrame) -> int:

@@ -18,8 +18,13 @@ API:
 
 Step sources, in order for source="auto": ranges named ``ProfilerStep#N`` (PyTorch profiler);
 ranges whose name matches `pattern` (default ANNOTATION_RE: "step 12", "train_step", "iteration_3");
-else a periodic fallback: the kernel name (>= 3 runs per rank) whose start-to-start intervals have
-the smallest coefficient of variation marks step boundaries (a heuristic, flagged "periodic").
+else a periodic fallback: the kernel name whose start-to-start intervals have the smallest coefficient of
+variation marks step boundaries (a heuristic, flagged "periodic": every view says the steps are inferred).
+Inferred steps must pass a confidence test, else the rank has no steps: the period repeats at least
+PERIODIC_MIN_STEPS times, its intervals vary by at most PERIODIC_MAX_CV (std / mean), and the steps cover at
+least PERIODIC_MIN_COVER of the rank's kernel span (first kernel start to last kernel end). A kernel that
+runs a few times in one long step (a model run five times in one inference step, an irregular
+initialization kernel) fails it; a loop of many similar iterations passes.
 Matching ranges are taken from the thread with the most matches per rank. GPU work belongs to the
 step whose range contains its launch call (as HTA's `iteration`), so asynchronous kernels running
 after the CPU step ended still count for their step.
@@ -44,6 +49,14 @@ QUANTILES = (0.5, 0.9, 0.95, 0.99)
 _STEP_SCHEMA = {"node": pl.String, "rank": pl.Int32, "step": pl.Int64, "name": pl.String, "start_ns": pl.Int64,
                 "end_ns": pl.Int64, "duration_ns": pl.Int64, "pid": pl.Int64, "tid": pl.Int64, "source": pl.String}
 _STEPS = Slot[pl.DataFrame]("detect_steps")
+PERIODIC_MIN_STEPS = 5
+"""Inferred (periodic) steps: at least this many per rank (intervals between the marker kernel's runs)."""
+PERIODIC_MAX_CV = 0.1
+"""... whose durations vary by at most this coefficient of variation (std / mean) ..."""
+PERIODIC_MIN_COVER = 0.5
+"""... and that together cover at least this share of the rank's kernel span."""
+STEP_SOURCES = ("profiler_step", "annotation", "periodic")
+"""Where detected steps come from: ProfilerStep ranges, step-named ranges, or inferred from a periodic kernel."""
 
 
 def detect_steps(trace: Trace, pattern: str | None = None,
@@ -101,16 +114,22 @@ def _steps_from_ranges(cpu: pl.DataFrame, regex: str, source: str) -> pl.DataFra
 
 
 def _periodic_steps(trace: Trace) -> pl.DataFrame:
-    k = trace.kernels.select(pl.col("node").cast(pl.String), "rank", pl.col("name").cast(pl.String), "start_ns")
+    k = trace.kernels.select(pl.col("node").cast(pl.String), "rank", pl.col("name").cast(pl.String), "start_ns",
+                             "end_ns")
     if k.height == 0:
         return pl.DataFrame(schema=_STEP_SCHEMA)
+    span = k.group_by("node", "rank").agg(span=pl.col("end_ns").max() - pl.col("start_ns").min())
     gaps = k.sort("node", "rank", "name", "start_ns").with_columns(
         gap=pl.col("start_ns").diff().over("node", "rank", "name"))
     score = (gaps.group_by("node", "rank", "name")
-             .agg(n=pl.len(), cv=pl.col("gap").std() / pl.col("gap").mean())
-             .filter((pl.col("n") >= 3) & pl.col("cv").is_not_nan() & pl.col("cv").is_not_null())
+             .agg(n=pl.len(), cv=pl.col("gap").std() / pl.col("gap").mean(),
+                  covered=pl.col("start_ns").max() - pl.col("start_ns").min())
+             .join(span, on=["node", "rank"])
+             .filter((pl.col("n") > PERIODIC_MIN_STEPS) & (pl.col("cv") <= PERIODIC_MAX_CV)
+                     & (pl.col("covered") >= PERIODIC_MIN_COVER * pl.col("span")))
              .sort("cv", "n", "name").unique(["node", "rank"], keep="first"))
-    marks = k.join(score.select("node", "rank", "name"), on=["node", "rank", "name"]).sort("node", "rank", "start_ns")
+    marks = k.drop("end_ns").join(score.select("node", "rank", "name"), on=["node", "rank", "name"]).sort(
+        "node", "rank", "start_ns")
     steps = marks.with_columns(end_ns=pl.col("start_ns").shift(-1).over("node", "rank")).drop_nulls("end_ns")
     steps = steps.with_columns(step=pl.int_range(pl.len(), dtype=pl.Int64).over("node", "rank"),
                                duration_ns=pl.col("end_ns") - pl.col("start_ns"), pid=pl.lit(None, pl.Int64),

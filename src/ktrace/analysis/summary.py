@@ -48,7 +48,8 @@ class Summary:
     top_by_time: pl.DataFrame
     top_by_count: pl.DataFrame
     latency: pl.DataFrame
-    """latency.latency_stats by kind: launch-to-run latency percentiles, both definitions, and API time."""
+    """latency.latency_stats by kind, one row per launch call (graph_runs="first": a CUDA graph launch counts
+    once, by its first record): launch-to-run latency percentiles, both definitions, and API time."""
     steps: pl.DataFrame
     """Step spans from steps.detect_steps (phases.normalize_steps: node, rank, step, name, start_ns, end_ns)."""
     step_stats: pl.DataFrame
@@ -86,7 +87,7 @@ def summarize(trace: Trace, *, top: int = 15, steps_pattern: str | None = None,
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ktrace-summary") as pool:
         # independent analyses in threads (their numba kernels and polars/numpy passes release the GIL);
         # shared intermediate arrays are computed once (the index waits for a result another thread computes)
-        latency = pool.submit(latency_stats, trace, by="kind", index=ix)
+        latency = pool.submit(latency_stats, trace, by="kind", graph_runs="first", index=ix)
         idle = pool.submit(device_idle_breakdown, trace, index=ix)
         raw_steps = detect_steps(trace, pattern=steps_pattern, index=ix)
         steps = step_spans(trace, pattern=steps_pattern, index=ix)
@@ -132,6 +133,7 @@ def frame_records(frame: pl.DataFrame | None) -> list[dict[str, Any]] | None:
 
 def _phases_dict(p: JobPhases) -> dict[str, Any]:
     return {"start_ns": p.start_ns, "end_ns": p.end_ns, "duration_ns": p.duration_ns, "steps": p.steps,
+            "step_source": p.step_source,
             "init_ns": p.init_ns, "training_ns": p.training_ns, "finalize_ns": p.finalize_ns,
             "init_pct": p.init_pct, "training_pct": p.training_pct, "finalize_pct": p.finalize_pct}
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ktrace.analysis.phases import step_source_note
 from ktrace.model.display_text import printable
 from ktrace.report.format import fmt_ns, fmt_num, fmt_time_range
 from ktrace.report.identity import identity_line
@@ -35,7 +36,8 @@ def _job(c: dict[str, Any]) -> list[str]:
     out = ["## Training job summary", ""]
     out += md_table(["", "value"], [["source", s["source"]], ["ranks", s["ranks"]], ["kernels", fmt_num(s["kernels"])],
                                     ["trace span", fmt_time_range(p["start_ns"], p["end_ns"])],
-                                    ["steps per rank" if s["ranks"] > 1 else "steps", p["steps"]]])
+                                    ["steps per rank" if s["ranks"] > 1 else "steps",
+                                     f"{p['steps']}{step_source_note(p.get('step_source', 'none'))}"]])
     out += md_table(["phase", "time", "% of job"], [
         [name, fmt_ns(p[f"{key}_ns"]), f"{p[f'{key}_pct']:.1f}"]
         for name, key in (("initialization", "init"), ("training loop", "training"), ("finalization", "finalize"))])

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ktrace.analysis.distributions import memory_op_label
+from ktrace.analysis.phases import step_source_note
 from ktrace.report import plots
 from ktrace.report.format import fmt_ns, fmt_num, fmt_time_range
 
@@ -52,7 +53,8 @@ def job_summary(c: dict[str, Any]) -> Section:
     sec.body.append(table(["", "value"], [
         ["source", s["source"]], ["ranks", s["ranks"]], ["kernels", fmt_num(s["kernels"])],
         ["trace span", fmt_time_range(p["start_ns"], p["end_ns"])],
-        ["steps per rank" if s["ranks"] > 1 else "steps", p["steps"]]]))
+        ["steps per rank" if s["ranks"] > 1 else "steps",
+         f"{p['steps']}{step_source_note(p.get('step_source', 'none'))}"]]))
     sec.body.append(table(["phase", "time", "% of job"], [
         ["initialization", fmt_ns(p["init_ns"]), f"{p['init_pct']:.1f}"],
         ["training loop", fmt_ns(p["training_ns"]), f"{p['training_pct']:.1f}"],

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ktrace.analysis.names import distinct_short_names
+from ktrace.analysis.phases import step_source_note
 from ktrace.analysis.summary import Summary, summary_to_dict
 from ktrace.analysis.units import format_bytes
 from ktrace.model.display_text import printable_tree
@@ -225,7 +226,8 @@ def _header(console: Console, d: dict[str, Any]) -> None:
     p = d["phases"]
     console.print(f"[bold]source[/] {escape(str(d['source']))}   [bold]ranks[/] {d['ranks']}   "
                   f"[bold]kernels[/] {d['kernels']:,}   [bold]job[/] {format_ns(p['duration_ns'])}   "
-                  f"[bold]steps[/] {p['steps']}{' per rank' if d['ranks'] > 1 else ''}")
+                  f"[bold]steps[/] {p['steps']}{' per rank' if d['ranks'] > 1 else ''}"
+                  f"{step_source_note(p.get('step_source', 'none'))}")
     for note in d["notes"]:  # before the tables: a note (truncated input, lost records) changes how to read them
         console.print(f"[yellow]note:[/] {escape(note)}")
     phases = [{"phase": name, "time_ns": p[f"{key}_ns"], "share": p[f"{key}_pct"] / 100.0}

@@ -16,7 +16,7 @@ from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPan
 from textual.worker import get_current_worker
 
 from ktrace.analysis.index import TraceIndex
-from ktrace.analysis.phases import steps_per_rank
+from ktrace.analysis.phases import step_source_note, steps_per_rank
 from ktrace.model.trace import Trace
 from ktrace.tui.details import describe
 from ktrace.tui.keymap import KEYS, bindings
@@ -230,7 +230,8 @@ class KtraceApp(App[None]):
         whole = self.steps.frame  # every rank's steps (a small frame); the step keys walk the first rank's
         n = steps_per_rank(whole) if whole is not None else len(self.steps)
         n_ranks = whole.select("node", "rank").n_unique() if whole is not None and "rank" in whole.columns else 1
-        steps = (f"{n} step{'' if n == 1 else 's'}{' per rank' if n_ranks > 1 else ''}"
+        source = str(whole["source"][0]) if whole is not None and whole.height and "source" in whole.columns else ""
+        steps = (f"{n} step{'' if n == 1 else 's'}{' per rank' if n_ranks > 1 else ''}{step_source_note(source)}"
                  if self.steps.ready else "detecting steps…")
         self._status_counts = True
         self.query_one("#status", Static).update(

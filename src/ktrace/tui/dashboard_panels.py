@@ -12,6 +12,7 @@ from rich.text import Text
 
 from ktrace.analysis.distributions import memory_op_label
 from ktrace.analysis.names import distinct_short_names
+from ktrace.analysis.phases import step_source_note
 from ktrace.model.units import format_ns
 from ktrace.tui.charts import hbars, histogram, shares, sparkline
 
@@ -147,6 +148,8 @@ def _steps(hist: StepHistogram, s: Summary) -> Panel:
     if not hist.counts:
         return unavailable(title, "no steps found (no ProfilerStep or step annotations)")
     body: list[RenderableType] = [histogram(list(hist.edges_ms), list(hist.counts), height=6, unit=" ms")]
+    if s.phases.steps_inferred:
+        body.insert(0, Text(f"steps{step_source_note(s.phases.step_source)}: no step ranges in the trace"))
     for r in s.step_stats.iter_rows(named=True):
         body.append(Text(f"{r['node']} rank {r['rank']}: {r['steps']} steps, mean {format_ns(r['mean_ns'])},"
                          f" p50 {format_ns(r['p50_ns'])}, p95 {format_ns(r['p95_ns'])},"

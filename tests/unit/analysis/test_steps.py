@@ -42,13 +42,13 @@ def test_annotation_steps_with_custom_pattern() -> None:
 
 def test_periodic_fallback_picks_the_regular_kernel() -> None:
     b = TraceBuilder()
-    starts = [0, 1000, 2000, 3000, 5, 17, 1500, 2600, 2900]
-    names = ["marker"] * 4 + ["noise"] * 5
-    b.add("kernels", {"start_ns": starts, "end_ns": [s + 1 for s in starts], "device": [0] * 9,
-                      "stream": [7] * 9, "name": names})
+    starts = [0, 1000, 2000, 3000, 4000, 5000, 5, 17, 1500, 2600, 2900, 4100, 4200, 4950]
+    names = ["marker"] * 6 + ["noise"] * 8
+    b.add("kernels", {"start_ns": starts, "end_ns": [s + 1 for s in starts], "device": [0] * 14,
+                      "stream": [7] * 14, "name": names})
     s = steps.detect_steps(b.build())
-    assert s.select("start_ns", "end_ns", "source").rows() == [(0, 1000, "periodic"), (1000, 2000, "periodic"),
-                                                              (2000, 3000, "periodic")]
+    assert s.select("start_ns", "end_ns", "source").rows() == [
+        (i * 1000, (i + 1) * 1000, "periodic") for i in range(5)]
 
 
 def test_step_stats_and_histogram() -> None:

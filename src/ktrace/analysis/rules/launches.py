@@ -67,6 +67,7 @@ def as_index(positions: I64, ascending: bool) -> Index:
 _LAUNCHES = Slot[Launches]("rules.launches")
 _KERNEL_ROWS = Slot[tuple[Index, Index]]("rules.kernel_rows")
 _KERNEL_LAUNCHES = Slot[pl.DataFrame]("rules.kernel_launches")
+_KERNEL_CALLS = Slot[pl.DataFrame]("rules.kernel_calls")
 
 
 def launches(index: TraceIndex) -> Launches:
@@ -111,8 +112,9 @@ def kernel_rows(index: TraceIndex) -> tuple[Index, Index]:
 def kernel_launches(index: TraceIndex) -> pl.DataFrame:
     """The launched kernels (launch_latency's kernel rows, in its order) with integer codes for names:
     row (trace.kernels row), rank_id (index into TraceIndex.gpu_columns().rank_keys), name_code (lexical
-    code, -1 for null; see TraceIndex.kernel_name_codes), start_ns, end_ns, api_start_ns, api_end_ns.
-    Shared through the index; the columns are views of the shared arrays where the rows allow it."""
+    code, -1 for null; see TraceIndex.kernel_name_codes), start_ns, end_ns, api_start_ns, api_end_ns, api_row
+    (the launch call's trace.api row). Shared through the index; the columns are views of the shared arrays
+    where the rows allow it."""
     def compute() -> pl.DataFrame:
         lau = launches(index)
         at, rows = kernel_rows(index)
@@ -121,9 +123,30 @@ def kernel_launches(index: TraceIndex) -> pl.DataFrame:
         return pl.DataFrame({
             "row": row, "rank_id": index.gpu_columns().rank_id[rows], "name_code": codes[rows],
             "start_ns": lau.start[at], "end_ns": lau.end[at], "api_start_ns": lau.api_start[at],
-            "api_end_ns": lau.api_end[at]})
+            "api_end_ns": lau.api_end[at], "api_row": lau.api_row[at]})
 
     return index.get(_KERNEL_LAUNCHES, compute)
+
+
+def kernel_calls(index: TraceIndex) -> pl.DataFrame:
+    """The calls that launched kernels, one row each, for rules that count or sum launches: a CUDA graph
+    launch is one row however many kernels its graph ran (TraceIndex.launch_runs).
+
+    Columns: those of kernel_launches, taken from the call's first kernel (earliest start, then row), except
+    end_ns (its last kernel's end); gpu_ns (the sum of its kernels' durations) and kernels (their number).
+    Without fan-out this is kernel_launches itself (gpu_ns = end_ns - start_ns, kernels = 1), in its order;
+    else ordered by the first kernel's row."""
+    def compute() -> pl.DataFrame:
+        lat = kernel_launches(index).with_columns(gpu_ns=pl.col("end_ns") - pl.col("start_ns"),
+                                                  kernels=pl.lit(1, pl.Int64))
+        if not index.launch_runs().fans_out:
+            return lat
+        calls = (lat.sort("api_row", "start_ns", "row").group_by("api_row", maintain_order=True)
+                 .agg(pl.col("row", "rank_id", "name_code", "start_ns", "api_start_ns", "api_end_ns").first(),
+                      pl.col("end_ns").max(), pl.col("gpu_ns").sum(), pl.len().cast(pl.Int64).alias("kernels")))
+        return calls.sort("row").select(lat.columns)
+
+    return index.get(_KERNEL_CALLS, compute)
 
 
 def top_names(index: TraceIndex, frame: pl.DataFrame, limit: int, value: pl.Expr) -> pl.DataFrame:

@@ -2,6 +2,10 @@
 
 Sources: HTA `get_cuda_kernel_launch_stats` (short kernels: GPU duration < CPU launch duration; launch-delay
 outliers > 100 µs) and the TB plugin's Tensor-Core recommendation (analyses.md §2, §4, §6, §8).
+
+The launch rules count launch calls (rules.launches.kernel_calls): a CUDA graph launch is one launch whose
+GPU time is that of all its kernels and whose latency is its first kernel's, not one launch per graph node
+(which would count the cudaGraphLaunch call's CPU time once per node).
 """
 
 from __future__ import annotations
@@ -15,36 +19,46 @@ from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.rules.base import Outcome, Param, ParamValue, Rule, Skip
 from ktrace.analysis.rules.frames import evidence_rows, pct
 from ktrace.analysis.rules.inputs import kernel_precisions, stream_prev_end
-from ktrace.analysis.rules.launches import kernel_launches, kernel_rows, top_names
+from ktrace.analysis.rules.launches import kernel_calls, kernel_rows, top_names
 from ktrace.model.trace import Trace
 
 MAX_EVIDENCE = Param("max_evidence", 15, "how many kernel names to keep as evidence (most affected first)")
 
 
-DURATION = pl.col("end_ns") - pl.col("start_ns")
 API_DURATION = pl.col("api_end_ns") - pl.col("api_start_ns")
 LATENCIES = {"launch_latency_ns": pl.col("start_ns") - pl.col("api_start_ns"),  # start->start
              "queue_delay_ns": pl.col("start_ns") - pl.col("api_end_ns")}  # end->start
 
 
 def _latency_or_skip(index: TraceIndex) -> pl.DataFrame:
-    lat = kernel_launches(index)
+    lat = kernel_calls(index)
     if not lat.height:
         raise Skip("no kernel in the trace could be matched to its launch call")
     return lat
 
 
+def _counted(lat: pl.DataFrame) -> tuple[str, str]:
+    """(what the launch rules count, a note on CUDA graphs): ("kernels", "") without graph launches of several
+    kernels, else ("kernel launches", "; N CUDA graph launches of M kernels count once each")."""
+    graphs = lat.filter(pl.col("kernels") > 1)
+    if not graphs.height:
+        return "kernels", ""
+    return "kernel launches", (f"; {graphs.height:,} CUDA graph launches of {int(graphs['kernels'].sum()):,} "
+                               "kernels count once each")
+
+
 def _launch_bound(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
     lat = _latency_or_skip(index)
-    short = lat.filter(DURATION < API_DURATION)
+    short = lat.filter(pl.col("gpu_ns") < API_DURATION)
     share = pct(short.height, lat.height)
     fired = short.height >= int(p["min_count"]) and share > float(p["min_pct"])
-    gpu_ns, api_ns = short.select(DURATION.sum(), API_DURATION.sum()).row(0) if short.height else (0, 0)
+    gpu_ns, api_ns = short.select(pl.col("gpu_ns").sum(), API_DURATION.sum()).row(0) if short.height else (0, 0)
     gpu_ms = float(gpu_ns or 0) / 1e6
     api_ms = float(api_ns or 0) / 1e6
-    message = (f"{short.height:,} of {lat.height:,} kernels ({share:.1f} %) ran for less time than their launch "
+    counted, graphs = _counted(lat)
+    message = (f"{short.height:,} of {lat.height:,} {counted} ({share:.1f} %) ran for less time than their launch "
                f"call took on the CPU ({gpu_ms:.2f} ms of GPU work cost {api_ms:.2f} ms of launches): the GPU "
-               "waits for the CPU to issue work")
+               f"waits for the CPU to issue work{graphs}")
     evidence = tuple(evidence_rows(top_names(index, short, int(p["max_evidence"]), pl.len()), "kernel"))
     return Outcome(lat.height, short.height, fired, message, evidence,
                    details={"share_pct": round(share, 4), "gpu_ms": round(gpu_ms, 6), "api_ms": round(api_ms, 6)})
@@ -65,7 +79,8 @@ def _overhead(index: TraceIndex) -> pl.DataFrame:
     """Launch latency not explained by queueing: kernel start - max(launch end, previous kernel's end on the
     stream). Positive values are time the GPU stream sat idle after the launch returned."""
     lat = _latency_or_skip(index)
-    prev = stream_prev_end(index)[kernel_rows(index)[1]]  # FIRST_ON_STREAM (< any time): first on its stream
+    rows = lat["row"].to_numpy() if index.launch_runs().fans_out else kernel_rows(index)[1]
+    prev = stream_prev_end(index)[rows]  # FIRST_ON_STREAM (< any time): first on its stream
     overhead = np.maximum(lat["api_end_ns"].to_numpy(), prev)
     np.subtract(lat["start_ns"].to_numpy(), overhead, out=overhead)
     return lat.with_columns(overhead_ns=pl.Series(overhead, dtype=pl.Int64))
@@ -80,11 +95,12 @@ def _launch_latency(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]
     q = lat.select(**LATENCIES).select(*[pl.col(c).quantile(x, "linear").alias(f"{c}_p{int(x * 100)}")
                                          for c in LATENCIES for x in (0.5, 0.95, 0.99)])
     stats = {k: round(float(v) / 1e3, 3) for k, v in q.row(0, named=True).items() if v is not None}
-    message = (f"{slow.height:,} of {lat.height:,} kernels ({share:.1f} %) started more than {p['threshold_us']} µs "
+    counted, graphs = _counted(lat)
+    message = (f"{slow.height:,} of {lat.height:,} {counted} ({share:.1f} %) started more than {p['threshold_us']} µs "
                "after their launch returned while their stream was idle; launch latency p50/p95/p99: start→start "
                f"{stats.get('launch_latency_ns_p50', 0):g}/{stats.get('launch_latency_ns_p95', 0):g}/"
                f"{stats.get('launch_latency_ns_p99', 0):g} µs, end→start {stats.get('queue_delay_ns_p50', 0):g}/"
-               f"{stats.get('queue_delay_ns_p95', 0):g}/{stats.get('queue_delay_ns_p99', 0):g} µs")
+               f"{stats.get('queue_delay_ns_p95', 0):g}/{stats.get('queue_delay_ns_p99', 0):g} µs{graphs}")
     evidence = tuple(evidence_rows(top_names(index, slow, int(p["max_evidence"]), pl.col("overhead_ns").max() / 1e3),
                                    "kernel"))
     return Outcome(lat.height, slow.height, fired, message, evidence,
