@@ -26,10 +26,12 @@ from ktrace.tui.messages import (
     LinksReady,
     LoadFailed,
     LoadProgress,
+    RowsShown,
     SliceSelected,
     StepsReady,
     SummaryReady,
     TraceLoaded,
+    TrackHighlighted,
     TracksReady,
     TrackToggled,
     ViewportChanged,
@@ -45,6 +47,9 @@ from ktrace.tui.widgets.details import Details
 from ktrace.tui.widgets.host_device_tree import HostDeviceTree
 from ktrace.tui.widgets.kernel_table import KernelTable
 from ktrace.tui.widgets.timeline import Timeline
+
+DETAILS_SHORT, DETAILS_TALL = 5, 14
+"""Lines the timeline's details pane may always take (below 32 rows, from 32 rows); more when the rows leave more."""
 
 
 class KtraceApp(App[None]):
@@ -306,6 +311,23 @@ class KtraceApp(App[None]):
     @on(TrackToggled)
     def _toggle(self, message: TrackToggled) -> None:
         self.query_one(Timeline).toggle_tracks(message.track_ids)
+
+    @on(RowsShown)
+    def _rows_shown(self, message: RowsShown) -> None:
+        """Mark the shown tracks in the tree and highlight the cursor's leaf (unless the user is in the tree); give
+        the details pane the lines the timeline's rows leave free."""
+        tree = self.query_one(HostDeviceTree)
+        tree.mark_shown(message.rows)
+        if message.cursor is not None and not tree.has_focus:
+            tree.reveal(message.cursor)
+        pane = self.query_one("#timeline-right").size.height
+        details = self.query_one("#timeline-details", Details)
+        floor = DETAILS_SHORT if self.screen.has_class("-short") else DETAILS_TALL
+        details.styles.max_height = max(floor, pane - len(message.rows) - 1)
+
+    @on(TrackHighlighted)
+    def _track_highlighted(self, message: TrackHighlighted) -> None:
+        self.query_one(Timeline).show_track(message.track_id)
 
     @on(ViewportChanged)
     def _viewport(self, message: ViewportChanged) -> None:
