@@ -237,3 +237,40 @@ def test_page_keys_scroll_the_dashboard_after_a_click_on_its_tab(synthetic_trace
         assert dashboard.scroll_y == 0
 
     drive(app, scenario)
+
+
+def test_tree_marks_the_timeline_rows_and_the_cursors_follow_each_other(app, drive, settled) -> None:  # type: ignore[no-untyped-def]
+    """The tree and the timeline do not share rows: which leaf is which row must be plain (issue #17)."""
+    from ktrace.tui.widgets.host_device_tree import HIDDEN, SHOWN
+
+    def leaves(tree):  # type: ignore[no-untyped-def]
+        stack, out = list(tree.root.children), []
+        while stack:
+            node = stack.pop()
+            if node.data is not None and node.data.expand is None and len(node.data.track_ids) == 1:
+                out.append(node)
+            stack.extend(node.children)
+        return out
+
+    async def scenario(pilot) -> None:  # type: ignore[no-untyped-def]
+        tl, tree = app.query_one(Timeline), app.query_one(HostDeviceTree)
+        await pilot.pause()
+        assert tree.cursor_node is not None and tree.cursor_node.data.track_ids == [tl.rows[tl.cursor]]
+        await pilot.press("j", "j")
+        await pilot.pause()
+        assert tree.cursor_node.data.track_ids == [tl.rows[2]]
+        built = leaves(tree)
+        assert built and all(str(n.label).startswith(SHOWN if n.data.track_ids[0] in tl.rows else HIDDEN)
+                             for n in built)
+        gone = tl.rows[tl.cursor]
+        await pilot.press("x")  # remove the cursor's row: its leaf turns hollow
+        await pilot.pause()
+        assert next(str(n.label) for n in leaves(tree) if n.data.track_ids == [gone]).startswith(HIDDEN)
+        await pilot.press("t")  # in the tree, a leaf shown in the timeline takes the timeline's cursor to its row
+        other = next(n for n in leaves(tree) if n.data.track_ids[0] in tl.rows
+                     and n.data.track_ids[0] != tl.rows[tl.cursor])
+        tree.move_cursor(other)
+        await pilot.pause()
+        assert tl.rows[tl.cursor] == other.data.track_ids[0]
+
+    drive(app, scenario)

@@ -64,3 +64,12 @@ def test_utilization_mean_says_what_it_averages(synthetic_trace) -> None:  # typ
     panels = {p.title: p for p in compute_dashboard(synthetic_trace).panels}
     util = " ".join(_text(panels["utilization over time"]).split())
     assert "mean = mean of the points drawn" in util and "≈ its timeline % active" in util
+
+
+def test_utilization_rows_fit_an_80_column_terminal(synthetic_trace) -> None:  # type: ignore[no-untyped-def]
+    """The time axis was 80 columns whatever the width: at 80x24 (a 76-column panel) every series took two lines."""
+    panels = {p.title: p for p in compute_dashboard(synthetic_trace).panels}
+    console = Console(width=76, record=True, color_system=None, file=open("/dev/null", "w"))  # noqa: SIM115
+    console.print(panels["utilization over time"].body)
+    rows = [line for line in console.export_text().splitlines() if "/rank" in line]
+    assert rows and all(" mean " in line and len(line.rstrip()) <= 76 for line in rows), rows

@@ -9,7 +9,6 @@ from ktrace.model.builder import TraceBuilder
 from ktrace.model.trace import TraceMeta
 from ktrace.tui.index_build import build_index
 from ktrace.tui.tree_model import default_rows, tree_roots
-from ktrace.tui.widgets.timeline import label_width
 
 T0 = 1_700_000_000_000_000_000
 
@@ -71,10 +70,20 @@ def test_several_ranks_open_on_every_rank() -> None:
     assert all(index.title(i).startswith(f"r{index.tracks[i].rank} ") for i in default_rows(index))
 
 
-def test_narrow_timelines_give_the_labels_a_quarter() -> None:
-    assert label_width(200) == 22
-    assert label_width(54) == 13
-    assert label_width(30) == 12
+def test_narrow_timelines_keep_labels_readable_and_distinct() -> None:
+    """At 80x24 the label column was 13 columns: "stream 7 · G", "CUDA API · T" (the thread cut off). Narrow
+    timelines now drop the where of rows whose what is unique and size the column to the labels."""
+    from ktrace.tui.viewmodel import label_cap, row_labels
+
+    assert label_cap(200) == 32 and label_cap(115) == 28 and label_cap(53) == 17 and label_cap(20) == 10
+    one_thread = [("ranges lvl 0", "T2869224"), ("CUDA API", "T2869224"), ("stream 7", "GPU0"), ("stream 20", "GPU0")]
+    labels, width = row_labels(one_thread, 53)
+    assert labels == ["ranges lvl 0", "CUDA API", "stream 7", "stream 20"] and width == 13
+    labels, width = row_labels(one_thread, 115)  # room enough: the full titles
+    assert labels[0] == "ranges lvl 0 · T2869224" and width == 24
+    two_threads = [("CUDA API", "T12"), ("CUDA API", "T13"), ("stream 7", "GPU0")]
+    labels, width = row_labels(two_threads, 40)  # two CUDA API rows keep their thread, the stream drops its GPU
+    assert labels == ["CUDA API · T12", "CUDA API · T13", "stream 7"] and width == 13
 
 
 def test_kernel_details_never_print_none() -> None:
@@ -116,3 +125,32 @@ def test_dashboard_top_kernels_read_differently() -> None:
     assert isinstance(body, Text)
     labels = [line[:60].strip() for line in body.plain.splitlines()]
     assert len(set(labels)) == 4, labels
+
+
+def test_kernel_details_show_grid_and_block_at_80x24(settled) -> None:  # type: ignore[no-untyped-def]
+    """At 80x24 the details pane showed four lines of a templated kernel name and cut grid/block: the name now
+    takes one line (whole at the end), the launch configuration comes before the times, and the pane takes the
+    lines the timeline's rows leave free."""
+    import asyncio
+
+    from real_traces import fixture_path
+
+    from ktrace.tui.app import make_app
+    from ktrace.tui.widgets.details import Details
+
+    app = make_app(fixture_path("power_iteration"), analyses=False)
+
+    async def main() -> list[str]:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settled(pilot)
+            await pilot.press("n", "n", *"jjjjj", "right_square_bracket", "right_square_bracket")
+            await settled(pilot)
+            details = app.query_one("#timeline-details", Details)
+            assert dict(details.fields)["what"].startswith("kernel: ")
+            return [details.render_line(y).text for y in range(details.size.height)]  # the lines on screen
+
+    lines = asyncio.run(main())
+    shown = [line.split()[0] for line in lines if line.strip()]
+    assert shown[:4] == ["what", "duration", "grid", "block"], lines
+    assert {"start", "where"} <= set(shown), lines
+    assert lines[0].rstrip().endswith("…"), lines  # a name that does not fit is cut on its line

@@ -28,7 +28,7 @@ def test_timeline_step_with_selected_kernel(snap_compare, settled) -> None:  # t
         await settled(pilot)
         await pilot.press("n", "n", "j", "j", "j", "right_square_bracket", "right_square_bracket")
         await settled(pilot)
-        pilot.app.clear_notifications()  # toasts expire on a clock: on a loaded machine the first was still up
+        pilot.app.clear_notifications()  # the step toasts last 2 s of wall time: on a loaded machine one may remain
         await pilot.pause()
 
     assert snap_compare(_app(), terminal_size=SIZE, run_before=run_before)

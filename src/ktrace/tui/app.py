@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
 from pathlib import Path
 
 from textual import on, work
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
-from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
@@ -18,25 +16,26 @@ from textual.worker import get_current_worker
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.phases import step_source_note, steps_per_rank
 from ktrace.model.trace import Trace
+from ktrace.tui.app_actions import AppActions
 from ktrace.tui.details import describe
-from ktrace.tui.keymap import KEYS, bindings
+from ktrace.tui.keymap import bindings
 from ktrace.tui.loading_mode import LoadingMode
 from ktrace.tui.messages import (
     DetailsReady,
     LinksReady,
     LoadFailed,
     LoadProgress,
+    RowsShown,
     SliceSelected,
     StepsReady,
     SummaryReady,
     TraceLoaded,
+    TrackHighlighted,
     TracksReady,
     TrackToggled,
     ViewportChanged,
 )
-from ktrace.tui.screens.help import HelpScreen
-from ktrace.tui.screens.step_prompt import StepPrompt
-from ktrace.tui.steps import PENDING_STEPS, STEPS_PENDING, StepSpans, find_step
+from ktrace.tui.steps import PENDING_STEPS, StepSpans
 from ktrace.tui.tracks import TrackIndex
 from ktrace.tui.tree_model import device_busy
 from ktrace.tui.viewmodel import format_duration, format_offset
@@ -46,9 +45,12 @@ from ktrace.tui.widgets.host_device_tree import HostDeviceTree
 from ktrace.tui.widgets.kernel_table import KernelTable
 from ktrace.tui.widgets.timeline import Timeline
 
+DETAILS_SHORT, DETAILS_TALL = 5, 14
+"""Lines the timeline's details pane may always take (below 32 rows, from 32 rows); more when the rows leave more."""
 
-class KtraceApp(App[None]):
-    """Browse one trace: host/device tree + timeline, kernel table, dashboard."""
+
+class KtraceApp(AppActions):
+    """Browse one trace: host/device tree + timeline, kernel table, dashboard (keys and palette: AppActions)."""
 
     CSS_PATH = "app.tcss"
     BINDINGS = bindings("app")  # type: ignore[assignment]
@@ -308,6 +310,23 @@ class KtraceApp(App[None]):
     def _toggle(self, message: TrackToggled) -> None:
         self.query_one(Timeline).toggle_tracks(message.track_ids)
 
+    @on(RowsShown)
+    def _rows_shown(self, message: RowsShown) -> None:
+        """Mark the shown tracks in the tree and highlight the cursor's leaf (unless the user is in the tree); give
+        the details pane the lines the timeline's rows leave free."""
+        tree = self.query_one(HostDeviceTree)
+        tree.mark_shown(message.rows)
+        if message.cursor is not None and not tree.has_focus:
+            tree.reveal(message.cursor)
+        pane = self.query_one("#timeline-right").size.height
+        details = self.query_one("#timeline-details", Details)
+        floor = DETAILS_SHORT if self.screen.has_class("-short") else DETAILS_TALL
+        details.styles.max_height = max(floor, pane - len(message.rows) - 1)
+
+    @on(TrackHighlighted)
+    def _track_highlighted(self, message: TrackHighlighted) -> None:
+        self.query_one(Timeline).show_track(message.track_id)
+
     @on(ViewportChanged)
     def _viewport(self, message: ViewportChanged) -> None:
         if self.index is None:
@@ -325,110 +344,6 @@ class KtraceApp(App[None]):
         table.request_order(text=event.value.strip())
         if isinstance(event, Input.Submitted):
             table.focus()
-
-    # --- actions --------------------------------------------------------------------------------------
-    def action_help(self) -> None:
-        """Show every key."""
-        self.push_screen(HelpScreen())
-
-    def action_show_tab(self, tab: str) -> None:
-        """Switch to a tab and focus its main widget."""
-        self.query_one(TabbedContent).active = tab
-        target = {"timeline": Timeline, "kernels": KernelTable}.get(tab)
-        if target is not None:
-            self.query_one(target).focus()
-        else:
-            self.query_one(Dashboard).focus()
-
-    def action_scroll_dashboard(self, pages: int) -> None:
-        """Scroll the dashboard by pages while its tab shows, whatever has the focus (clicking the tab leaves it on
-        the tab bar, which has no use for these keys)."""
-        if self.query_one(TabbedContent).active == "dashboard":
-            dashboard = self.query_one(Dashboard)
-            (dashboard.scroll_page_down if pages > 0 else dashboard.scroll_page_up)()
-
-    def action_focus_tree(self) -> None:
-        """Focus the host/device tree (showing it if it was hidden)."""
-        self.action_show_tab("timeline")
-        tree = self.query_one(HostDeviceTree)
-        tree.display = True
-        tree.focus()
-
-    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
-        """Save an SVG of the screen in ~/Downloads when that folder exists, else in the current folder."""
-        downloads = Path.home() / "Downloads"
-        folder = Path(path) if path else (downloads if downloads.is_dir() else Path.cwd())
-        try:
-            saved = self.save_screenshot(filename, str(folder))
-        except OSError as exc:
-            self.notify(f"screenshot not saved: {exc.strerror or exc}", severity="error")
-            return
-        self.notify(f"screenshot saved to {saved}", timeout=4)
-
-    def action_toggle_tree(self) -> None:
-        """Hide or show the host/device tree: the timeline takes the whole width while it is hidden."""
-        self.action_show_tab("timeline")
-        tree = self.query_one(HostDeviceTree)
-        tree.display = not tree.display
-        if not tree.display:
-            self.query_one(Timeline).focus()
-
-    def action_focus_filter(self) -> None:
-        """Focus the kernel name filter."""
-        self.query_one(TabbedContent).active = "kernels"
-        self.query_one("#kernel-filter", Input).focus()
-
-    def action_show_kernel(self, row: int) -> None:
-        """Select a kernel in the timeline and switch there."""
-        self.action_show_tab("timeline")
-        self.query_one(Timeline).select_row("kernels", row)
-
-    def action_goto_step(self) -> None:
-        """Ask for a step and fit it in the timeline."""
-        if not self.steps.ready:
-            self.notify(STEPS_PENDING, severity="warning", timeout=3)
-            return
-        if len(self.steps) == 0:
-            self.notify("this trace has no steps", severity="warning")
-            return
-
-        def go(text: str | None) -> None:
-            i = None if text is None else find_step(self.steps, text)
-            if text is not None and i is None:
-                self.notify(f"no step {text!r}", severity="warning", markup=False)
-            if i is not None:
-                self.action_show_tab("timeline")
-                self.query_one(Timeline).show_step(i)
-
-        self.push_screen(StepPrompt(len(self.steps)), go)
-
-    def action_show_evidence(self, start_ns: int, end_ns: int) -> None:
-        """Fit a finding's evidence window in the timeline."""
-        self.action_show_tab("timeline")
-        timeline = self.query_one(Timeline)
-        timeline.set_viewport(timeline.viewport.show(start_ns, end_ns))
-
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        """The command palette: Textual's commands plus one entry per action of the keymap."""
-        yield from super().get_system_commands(screen)
-        seen: set[str] = set()
-        for key in KEYS:
-            if key.scope == "tree" or key.action in seen or key.action == "command_palette":
-                continue
-            seen.add(key.action)
-            where = "" if key.scope == "app" else f" (in the {key.scope})"
-            yield SystemCommand(key.description[:1].upper() + key.description[1:],
-                                f"key {key.display or key.keys}{where}", lambda k=key: self._run_key(k.scope, k.action))
-
-    def _run_key(self, scope: str, action: str) -> None:
-        if scope == "timeline":
-            self.action_show_tab("timeline")
-            self.call_later(self.query_one(Timeline).run_action, action)
-        elif scope == "kernels":
-            self.action_show_tab("kernels")
-            self.call_later(self.query_one(KernelTable).run_action, action)
-        else:
-            self.call_later(self.run_action, action)
 
 
 def _warm_kernels() -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import polars as pl
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.text import Text
 
 from ktrace.analysis.distributions import memory_op_label
@@ -97,20 +97,35 @@ def _utilization(series: tuple[UtilizationSeries, ...], bin_ms: float) -> Panel:
     title = PANEL_TITLES[1]
     if not series:
         return unavailable(title, "no GPU records and no utilization counters")
-    width = min(28, max(len(s.label) for s in series) + 1)
-    x0 = min(s.x_s[0] for s in series if s.x_s)
-    x1 = max(s.x_s[-1] for s in series if s.x_s)
-    steps = [b - a for s in series for a, b in zip(s.x_s, s.x_s[1:], strict=False) if b > a]
-    columns = min(SPARK_WIDTH, round((x1 - x0) / min(steps)) + 1) if steps else 1  # one column per bin if fewer
-    lines = Text(f"timeline bins of {bin_ms:g} ms; counters as sampled; {x0:g} s to {x1:g} s\n", style="dim")
-    lines.append(UTILIZATION_MEAN, style="dim")
-    for s in series:
-        mean = sum(s.y_pct) / max(1, len(s.y_pct))
-        lines.append(s.label[:width - 1].ljust(width))
-        lines.append(_on_time_axis(s, x0, x1, columns).ljust(columns),
-                     style="#59a14f" if s.source != "counter cpu.util" else "#4e79a7")
-        lines.append(f" mean {mean:.1f}%\n")
-    return Panel(title, lines)
+    return Panel(title, UtilizationChart(series, bin_ms))
+
+
+@dataclass(frozen=True)
+class UtilizationChart:
+    """The utilization series on one time axis, as wide as the panel allows (at most SPARK_WIDTH columns): drawn
+    when rich knows the width, so that an 80-column terminal gets one line per series instead of two."""
+
+    series: tuple[UtilizationSeries, ...]
+    bin_ms: float
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        series = self.series
+        width = min(28, max(len(s.label) for s in series) + 1)
+        x0 = min(s.x_s[0] for s in series if s.x_s)
+        x1 = max(s.x_s[-1] for s in series if s.x_s)
+        steps = [b - a for s in series for a, b in zip(s.x_s, s.x_s[1:], strict=False) if b > a]
+        room = max(10, min(SPARK_WIDTH, options.max_width - width - len(" mean 100.0%")))
+        columns = min(room, round((x1 - x0) / min(steps)) + 1) if steps else 1  # one column per bin if fewer
+        lines = Text(f"timeline bins of {self.bin_ms:g} ms; counters as sampled; {x0:g} s to {x1:g} s\n",
+                     style="dim")
+        lines.append(UTILIZATION_MEAN, style="dim")
+        for s in series:
+            mean = sum(s.y_pct) / max(1, len(s.y_pct))
+            lines.append(s.label[:width - 1].ljust(width))
+            lines.append(_on_time_axis(s, x0, x1, columns).ljust(columns),
+                         style="#59a14f" if s.source != "counter cpu.util" else "#4e79a7")
+            lines.append(f" mean {mean:.1f}%\n")
+        yield lines
 
 
 def _on_time_axis(s: UtilizationSeries, x0: float, x1: float, width: int) -> str:

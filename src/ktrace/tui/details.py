@@ -30,13 +30,14 @@ def describe(index: TrackIndex, steps: StepSpans, table: str, row: int) -> Field
     t0 = index.t0
     start, end = int(rec["start_ns"]), int(rec["end_ns"])
     out: Fields = [("what", f"{table[:-1] if table.endswith('s') else table}: {rec.get('name') or rec.get('op')}"),
-                   ("start", f"+{format_offset(start - t0)}  (end +{format_offset(end - t0)})"),
-                   ("duration", format_duration(end - start)),
-                   ("where", f"{rec['node']} rank {rec['rank']}" + _place(rec))]
+                   ("duration", format_duration(end - start))]
+    if table in ("kernels", "memory"):  # the launch configuration before the times: a short pane still shows it
+        out += _gpu_fields(rec)
+    out += [("start", f"+{format_offset(start - t0)}  (end +{format_offset(end - t0)})"),
+            ("where", f"{rec['node']} rank {rec['rank']}" + _place(rec))]
     links = index.linked_rows(table, row)
     anchor = start
     if table in ("kernels", "memory"):
-        out += _gpu_fields(rec)
         out += _launch_fields(index, links, start) if index.links_ready else [("launch", LINKING)]
         anchor = _first_api_start(index, links) or start
     elif table == "api":

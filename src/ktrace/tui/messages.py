@@ -126,6 +126,27 @@ class TrackToggled(Message):
 
 
 @dataclass
+class RowsShown(Message):
+    """The timeline's rows or its cursor row changed, or it was resized: the tree marks the shown tracks and
+    highlights the cursor's, the details pane takes the lines the rows leave free (only the latest is kept)."""
+
+    rows: tuple[int, ...]
+    """Track ids shown, top to bottom."""
+    cursor: int | None
+    """Track id of the cursor row."""
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, RowsShown)
+
+
+@dataclass
+class TrackHighlighted(Message):
+    """The tree's cursor is on a track's leaf: the timeline moves its cursor to that track's row if shown."""
+
+    track_id: int
+
+
+@dataclass
 class KernelOrderReady(Message):
     """The kernel table's filtered and sorted row order was computed (in a worker)."""
 

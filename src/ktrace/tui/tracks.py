@@ -54,15 +54,20 @@ class TrackIndex:
         return len({(t.node, t.rank) for t in self.tracks if t.rank >= 0}) > 1
 
     def title(self, track_id: int) -> str:
-        """The row title of a track in the timeline (see track_title)."""
+        """The row title of a track in the timeline: "what · where" (see title_parts)."""
+        return join_title(self.title_parts(track_id))
+
+    def title_parts(self, track_id: int) -> tuple[str, str]:
+        """(what, where) of a track's row title (see track_title_parts); Kineto's GPU annotation rows are
+        "GPU annotations" on "GPU<device> s<stream>"."""
         track = self.tracks[track_id]
         parts = track.key.split("/")
         if track.kind == "ranges" and len(parts) >= 5 and parts[2][1:].isdigit() and parts[3][1:].isdigit():
             device = self.gpu_annotations().get((track.node, track.rank, int(parts[2][1:]), int(parts[3][1:])))
             if device is not None:
-                title = f"GPU annotations · GPU{device} s{parts[3][1:]}"
-                return f"r{track.rank} {title}" if self.multi_rank else title
-        return track_title(track, self.multi_rank)
+                what = f"r{track.rank} GPU annotations" if self.multi_rank else "GPU annotations"
+                return what, f"GPU{device} s{parts[3][1:]}"
+        return track_title_parts(track, self.multi_rank)
 
     def gpu_annotations(self) -> dict[tuple[str, int, int, int], int]:
         """(node, rank, pid, tid) of the range rows drawn on a GPU -> that GPU's device number.
@@ -176,19 +181,28 @@ class TrackIndex:
         return out
 
 
-def track_title(track: Track, with_rank: bool = False) -> str:
-    """A track's row title in the timeline, the telling part first (it is cut at the label width):
-    "stream 7 · GPU0", "CUDA API · T9946", "ranges lvl 1 · T9946", "r3 stream 7 · GPU0" with several ranks."""
+def track_title_parts(track: Track, with_rank: bool = False) -> tuple[str, str]:
+    """A track's row title as (what the row is, where it runs), the telling part first: ("stream 7", "GPU0"),
+    ("CUDA API", "T9946"), ("ranges lvl 1", "T9946"), ("r3 stream 7", "GPU0") with several ranks; where is ""
+    when what says it all (counters, a GPU's stream-less row)."""
     parts = track.key.split("/")
+    where = ""
     if track.kind == "stream" and len(parts) >= 4:
         stream = parts[3][1:]
-        title = f"stream {stream} · GPU{parts[2][3:]}" if stream != "-1" else f"GPU{parts[2][3:]} (no stream)"
+        what, where = (f"stream {stream}", f"GPU{parts[2][3:]}") if stream != "-1" else \
+            (f"GPU{parts[2][3:]} (no stream)", "")
     elif track.kind in ("api", "ops", "ranges") and len(parts) >= 5:
         what = {"api": "CUDA API", "ops": "operators"}.get(track.kind) or f"ranges lvl {parts[4][4:] or 0}"
-        title = f"{what} · T{parts[3][1:]}"
+        where = f"T{parts[3][1:]}"
     else:
-        title = track.label
-    return f"r{track.rank} {title}" if with_rank and track.rank >= 0 else title
+        what = track.label
+    return (f"r{track.rank} {what}" if with_rank and track.rank >= 0 else what), where
+
+
+def join_title(parts: tuple[str, str]) -> str:
+    """"what · where" (or what alone)."""
+    what, where = parts
+    return f"{what} · {where}" if where else what
 
 
 def correlation_key(node_id: int, rank: int, corr: int) -> int:

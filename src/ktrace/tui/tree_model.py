@@ -160,7 +160,8 @@ def _gpu_item(index: TrackIndex, key: str, ids: list[int]) -> TreeItem:
 def _leaves(index: TrackIndex, ids: list[int]) -> Callable[[], list[TreeItem]]:
     def build() -> list[TreeItem]:
         out = []
-        for i in sorted(ids, key=lambda i: (index.tracks[i].kind != "stream", natural_key(index.tracks[i].key))):
+        for i in sorted(ids, key=lambda i: (ROW_ORDER.get(index.tracks[i].kind, len(ROW_ORDER)),
+                                            natural_key(index.tracks[i].key))):
             t = index.tracks[i]
             relabel = _stream_label(index, i) if t.kind == "stream" else None
             if relabel is not None:
@@ -187,15 +188,18 @@ def _stream_label(index: TrackIndex, track_id: int) -> Callable[[], str]:
     return label
 
 
+ROW_ORDER = {"ranges": 0, "ops": 1, "api": 2, "stream": 3}
+"""Order of a thread's or GPU's tracks, in the tree's leaves and the timeline's first rows alike."""
+
+
 def default_rows(index: TrackIndex, limit: int = 14) -> list[int]:
     """Tracks shown at first: the first rank's threads, streams and NVTX ranges, plus GPU utilization."""
     ranks = sorted({(t.node, t.rank) for t in index.tracks if t.rank >= 0})
     if not ranks:
         return list(range(min(limit, len(index.tracks))))
     node, rank = ranks[0]
-    order = {"ranges": 0, "ops": 1, "api": 2, "stream": 3}
-    mine = [i for i, t in enumerate(index.tracks) if (t.node, t.rank) == (node, rank) and t.kind in order]
-    mine.sort(key=lambda i: (order[index.tracks[i].kind], natural_key(index.tracks[i].key)))
+    mine = [i for i, t in enumerate(index.tracks) if (t.node, t.rank) == (node, rank) and t.kind in ROW_ORDER]
+    mine.sort(key=lambda i: (ROW_ORDER[index.tracks[i].kind], natural_key(index.tracks[i].key)))
     util = [i for i, t in enumerate(index.tracks) if t.kind == "counter" and t.label.startswith("gpu.util")]
     if len(ranks) > 1:  # several ranks: the first rank's top range row and API, then every rank's busiest stream
         others = []

@@ -9,6 +9,7 @@ into a Strip.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -85,6 +86,34 @@ class Viewport:
     def with_width(self, width: int) -> Viewport:
         """Same window on another number of columns."""
         return replace(self, width=max(1, width))
+
+
+LABEL_W = 32
+"""Widest track label column (with its divider); a narrow timeline gives the labels at most a third of it."""
+MIN_LABEL_W = 10
+
+
+def label_cap(width: int) -> int:
+    """The widest label column a timeline `width` columns wide allows: a quarter of a wide one (at most LABEL_W),
+    a third of one under 100 columns (80x24 leaves ~53), never under MIN_LABEL_W."""
+    return max(MIN_LABEL_W, min(LABEL_W, width // (4 if width >= 100 else 3)))
+
+
+def row_labels(titles: list[tuple[str, str]], width: int) -> tuple[list[str], int]:
+    """The track labels of the shown rows and the label column's width (labels + the divider).
+
+    Full "what · where" titles when the longest fits the column; else each row says only what it is ("stream 7",
+    "CUDA API") unless another shown row says the same, in which case it keeps its where ("CUDA API · T12"): the
+    labels stay distinct and the column takes no more than the longest label needs.
+    """
+    cap = label_cap(width)
+    full = [f"{what} · {where}" if where else what for what, where in titles]
+    if not full:
+        return [], cap
+    if max(map(len, full)) + 1 > cap:
+        seen = Counter(what for what, _ in titles)
+        full = [what if seen[what] == 1 else text for (what, _), text in zip(titles, full, strict=True)]
+    return full, max(MIN_LABEL_W, min(cap, max(map(len, full)) + 1))
 
 
 @dataclass(frozen=True)

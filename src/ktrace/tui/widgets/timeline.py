@@ -13,19 +13,11 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from ktrace.tui.keymap import bindings
-from ktrace.tui.messages import SliceSelected, ViewportChanged
+from ktrace.tui.messages import RowsShown, SliceSelected, ViewportChanged
 from ktrace.tui.overview import paint_overview
 from ktrace.tui.steps import PENDING_STEPS, STEPS_PENDING, StepSpans
 from ktrace.tui.tracks import TrackIndex
-from ktrace.tui.viewmodel import RowPaint, Viewport, paint_track, ruler, slice_at, slice_columns
-
-LABEL_W = 22
-"""Width of the track labels (with their divider) in a wide timeline; narrower timelines give them a quarter."""
-
-
-def label_width(width: int) -> int:
-    """Track label width for a timeline `width` columns wide: 22, or a quarter of a narrow one (at least 12)."""
-    return min(LABEL_W, max(12, width // 4))
+from ktrace.tui.viewmodel import RowPaint, Viewport, label_cap, paint_track, row_labels, ruler, slice_at, slice_columns
 
 PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
            "#9c755f", "#86bcb6", "#d37295", "#8cd17d")
@@ -64,12 +56,18 @@ class Timeline(Widget, can_focus=True):
         self.top = 0
         self.selection: tuple[int, int] | None = None
         self.linked: list[tuple[int, int]] = []
+        self.labels: list[str] = []
+        """Label of each shown row (viewmodel.row_labels: full titles, or short distinct ones when narrow)."""
+        self.label_w = label_cap(80)
+        """Width of the label column, its divider included."""
+        self._announced: tuple[tuple[int, ...], int | None] | None = None
         self._paint_cache: LRUCache[tuple[int, Viewport, bool], tuple[RowPaint, dict[int, str]]] = LRUCache(512)
 
     # --- data -----------------------------------------------------------------------------------------
     def set_index(self, index: TrackIndex, rows: list[int], steps: StepSpans) -> None:
         """Show a freshly loaded trace: its default rows, fitted to the whole span."""
         self.index, self.rows, self.steps = index, rows, steps
+        self._relabel()
         self.viewport = Viewport(index.t0, index.t1, self._body_width()).show(index.t0, index.t1)
         self.cursor, self.top, self.selection, self.linked = 0, 0, None, []
         self._paint_cache.clear()
@@ -108,32 +106,52 @@ class Timeline(Widget, can_focus=True):
         self._changed()
 
     def _body_width(self) -> int:
-        return max(10, self.size.width - label_width(self.size.width))
+        return max(10, self.size.width - self.label_w)
+
+    def _relabel(self) -> None:
+        """Labels and label width for the shown rows at the current width (the time axis takes the rest)."""
+        titles = [self.index.title_parts(t) for t in self.rows] if self.index is not None else []
+        self.labels, self.label_w = row_labels(titles, self.size.width)
 
     def _changed(self, viewport: bool = False) -> None:
+        self._relabel()
+        if self.viewport.width != self._body_width():
+            self.viewport = self.viewport.with_width(self._body_width())
         self.refresh()
+        self._announce()
         if viewport:
             self.post_message(ViewportChanged(self.viewport.start_ns, self.viewport.end_ns))
 
+    def _announce(self, force: bool = False) -> None:
+        """Tell the app the shown rows and the cursor's track when they changed (or on resize: `force`)."""
+        state = (tuple(self.rows), self.rows[self.cursor] if self.rows else None)
+        if force or state != self._announced:
+            self._announced = state
+            self.post_message(RowsShown(*state))
+
+    def show_track(self, track_id: int) -> None:
+        """Move the cursor to a shown track's row (the tree's cursor went to its leaf); nothing if not shown."""
+        if track_id in self.rows and self.rows[self.cursor] != track_id:
+            self.action_move_row(self.rows.index(track_id) - self.cursor)
+
     def on_resize(self, event: events.Resize) -> None:
-        self.viewport = self.viewport.with_width(self._body_width())
         self._changed()
+        self._announce(force=True)
 
     # --- drawing --------------------------------------------------------------------------------------
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         if self.index is None:
             return Strip.blank(width)
+        lw = self.label_w
         if y == 0:
-            lw = label_width(width)
             header = ("time since start" if lw > 17 else "time").ljust(lw - 1)[: lw - 1] + "│"
             return Strip([Segment(header, _HEAD), Segment(ruler(self.viewport, self.index.t0), _RULER)]).crop(0, width)
         row = self.top + y - 1
         if row >= len(self.rows):
             return Strip.blank(width)
         track_id = self.rows[row]
-        lw = label_width(width)
-        label = self.index.title(track_id)
+        label = self.labels[row] if row < len(self.labels) else self.index.title(track_id)
         head = Segment(label[: lw - 1].ljust(lw - 1) + "│", _HEAD_CURSOR if row == self.cursor else _HEAD)
         return Strip([head, *self._body(track_id)]).crop(0, width)
 
@@ -236,6 +254,7 @@ class Timeline(Widget, can_focus=True):
         elif self.cursor >= self.top + visible:
             self.top = self.cursor - visible + 1
         self.refresh()
+        self._announce()
 
     def action_next_slice(self, direction: int) -> None:
         if self.index is None or not self.rows:
@@ -316,7 +335,7 @@ class Timeline(Widget, can_focus=True):
         self.select(*found, centre=True)
 
     def on_click(self, event: events.Click) -> None:
-        if self.index is None or event.y < 1 or event.x < label_width(self.size.width):
+        if self.index is None or event.y < 1 or event.x < self.label_w:
             return
         row = self.top + event.y - 1
         if row >= len(self.rows):
@@ -324,11 +343,13 @@ class Timeline(Widget, can_focus=True):
         self.cursor = row
         if not self._ready(self.rows[row]):
             self.refresh()
+            self._announce()
             return
-        pos = slice_at(self.index.tracks[self.rows[row]], self.viewport, event.x - label_width(self.size.width))
+        pos = slice_at(self.index.tracks[self.rows[row]], self.viewport, event.x - self.label_w)
         if pos is not None:
             self.select(self.rows[row], pos)
         self.refresh()
+        self._announce()
 
     def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
         self._wheel(event, 1)
@@ -341,7 +362,7 @@ class Timeline(Widget, can_focus=True):
         if event.shift:
             self.action_pan(-0.1 * direction)
         else:
-            anchor = max(0, event.x - label_width(self.size.width))
+            anchor = max(0, event.x - self.label_w)
             self.set_viewport(self.viewport.zoom(1.5 if direction > 0 else 1 / 1.5, anchor))
 
 
