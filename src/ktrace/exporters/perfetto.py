@@ -31,6 +31,7 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
 from ktrace.exporters import perfetto_encoder as enc
 from ktrace.exporters.findings import Finding, finding_rows
 from ktrace.exporters.perfetto_layout import TrackTree
+from ktrace.exporters.perfetto_slice_rows import COMPILED_MIN_ROWS, IntArg, SliceRows, StrArg, encode_slices
 from ktrace.exporters.perfetto_slices import ARG_INT_COLUMNS, ARG_KEYS, launch_pairs, rank_slices
 from ktrace.exporters.perfetto_tracks import assign_tracks, process_name, process_order
 from ktrace.model.errors import ProgressFn, no_progress
@@ -160,9 +161,10 @@ class _Writer:
         flows = _Flows(pairs, self.next_flow)
         self.next_flow += pairs.height
         self.stats.flows += pairs.height
+        compiled = slices.height >= COMPILED_MIN_ROWS
         for a in range(0, slices.height, self.chunk_rows):
             b = min(slices.height, a + self.chunk_rows)
-            self.out.write(_encode_chunk(state, slices.slice(a, b - a), track[a:b], flows.chunk(a, b)))
+            self.out.write(_encode_chunk(state, slices.slice(a, b - a), track[a:b], flows.chunk(a, b), compiled))
             self._advance(b - a)
         self.stats.slices += slices.height
 
@@ -235,8 +237,7 @@ def dense_codes(series: pl.Series) -> tuple[np.ndarray, list[str]]:
 
 
 def _encode_chunk(state: _Sequence, chunk: pl.DataFrame, track: np.ndarray,
-                  flows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> bytes:
-    n = chunk.height
+                  flows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], compiled: bool) -> bytes:
     codes, table = dense_codes(chunk["name"])
     if (codes < 0).any():
         codes, table = np.where(codes < 0, len(table), codes), [*table, "?"]
@@ -249,24 +250,21 @@ def _encode_chunk(state: _Sequence, chunk: pl.DataFrame, track: np.ndarray,
         head = frame_packet(TracePacket(trusted_packet_sequence_id=state.seq, interned_data=interned,
                                         sequence_flags=enc.SEQ_NEEDS_INCREMENTAL_STATE))
     name_iid = np.array([state.names[s] for s in table], np.int64)[codes]
-    annotations: list[enc.Field] = []
+    ints: list[IntArg] = []
+    strings: list[StrArg] = []
     for key_iid, col in enumerate(ARG_KEYS, start=1):
         values = chunk[col]
         present = values.is_not_null().to_numpy()
         if not present.any():
             continue
-        mask = None if present.all() else present
         if col in ARG_INT_COLUMNS:
-            annotations.append(enc.int_annotation(key_iid, values.fill_null(0).to_numpy(), mask))
+            ints.append(IntArg(key_iid, values.fill_null(0).to_numpy(), None if present.all() else present))
         else:
-            arg_codes, arg_table = dense_codes(values)
-            annotations.append(enc.string_annotation(key_iid, arg_codes, arg_table, mask))
+            strings.append(StrArg(key_iid, *dense_codes(values)))
     f_rows, f_ids, t_rows, t_ids = flows
-    flow_fields = [enc.repeated_fixed64(enc.K_FLOW_IDS, f_rows, f_ids, n),
-                   enc.repeated_fixed64(enc.K_TERMINATING_FLOW_IDS, t_rows, t_ids, n)]
-    fields = enc.slice_rows(state.seq, chunk["start_ns"].to_numpy(), chunk["end_ns"].to_numpy(), track, name_iid,
-                            annotations, flow_fields)
-    return head + enc.encode(fields, n)
+    rows = SliceRows(state.seq, chunk["start_ns"].to_numpy(), chunk["end_ns"].to_numpy(), track, name_iid,
+                     tuple(ints), tuple(strings), f_rows, f_ids, t_rows, t_ids)
+    return head + encode_slices(rows, compiled=compiled)
 
 
 def _counter_events(tree: TrackTree, proc: int, trace: Trace, node: str,
