@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 
 from ktrace.model.trace import Trace
@@ -72,15 +73,30 @@ def _memory_name() -> pl.Expr:
 
 
 def launch_pairs(slices: pl.DataFrame) -> pl.DataFrame:
-    """(launch_row, gpu_row, launch_start, gpu_start) for every GPU record whose launch is in `slices`.
+    """(launch_row, gpu_row, launch_start, gpu_start) for every GPU record whose launch is in `slices`, by gpu_row.
 
-    A launch is the earliest API call with the record's correlation id; one launch may cause many records
-    (CUDA graphs), each pair gets its own flow.
+    A launch is the earliest API call with the record's correlation id (its smallest row; launch_start is the
+    smallest start among those calls); one launch may cause many records (CUDA graphs), each pair gets its own
+    flow. Done on numpy columns: one sort of the launches' correlation ids and a binary search per GPU record.
     """
-    launches = (slices.filter((pl.col("kind") == "api") & pl.col("correlation_id").is_not_null())
-                .group_by("correlation_id").agg(pl.col("row").min().alias("launch_row"),
-                                                pl.col("start_ns").min().alias("launch_start")))
-    gpu = slices.filter(pl.col("kind").is_in(STREAM_KINDS) & pl.col("correlation_id").is_not_null()).select(
-        "correlation_id", pl.col("row").alias("gpu_row"), pl.col("start_ns").alias("gpu_start"))
-    return gpu.join(launches, on="correlation_id", how="inner").select(
-        "launch_row", "gpu_row", "launch_start", "gpu_start").sort("gpu_row")
+    kind = slices["kind"]
+    corr = slices["correlation_id"]
+    has_corr = corr.is_not_null()
+    api = slices.filter((kind == "api") & has_corr).select("correlation_id", "row", "start_ns")
+    gpu = slices.filter(kind.is_in(STREAM_KINDS) & has_corr).select("correlation_id", "row", "start_ns")
+    a_corr, a_row, a_start = (api[c].to_numpy() for c in ("correlation_id", "row", "start_ns"))
+    order = np.argsort(a_corr, kind="stable")
+    a_corr, a_row, a_start = a_corr[order], a_row[order], a_start[order]
+    firsts = np.flatnonzero(np.r_[True, a_corr[1:] != a_corr[:-1]]) if a_corr.size else np.zeros(0, np.int64)
+    ids = a_corr[firsts]
+    launch_row = np.minimum.reduceat(a_row, firsts) if firsts.size else a_row[:0]
+    launch_start = np.minimum.reduceat(a_start, firsts) if firsts.size else a_start[:0]
+    g_corr, g_row, g_start = (gpu[c].to_numpy() for c in ("correlation_id", "row", "start_ns"))
+    at = np.searchsorted(ids, g_corr).clip(0, max(ids.size - 1, 0))
+    found = ids[at] == g_corr if ids.size else np.zeros(g_corr.size, bool)
+    at, g_row, g_start = at[found], g_row[found], g_start[found]
+    by_row = np.argsort(g_row, kind="stable")
+    return pl.DataFrame({"launch_row": launch_row[at][by_row], "gpu_row": g_row[by_row],
+                         "launch_start": launch_start[at][by_row], "gpu_start": g_start[by_row]},
+                        schema={"launch_row": pl.Int64, "gpu_row": pl.Int64, "launch_start": pl.Int64,
+                                "gpu_start": pl.Int64})
