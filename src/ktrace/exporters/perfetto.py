@@ -34,8 +34,8 @@ from ktrace.exporters.perfetto_layout import TrackTree
 from ktrace.exporters.perfetto_slice_rows import COMPILED_MIN_ROWS, IntArg, SliceRows, StrArg, encode_slices
 from ktrace.exporters.perfetto_slices import ARG_INT_COLUMNS, ARG_KEYS, launch_pairs, rank_slices
 from ktrace.exporters.perfetto_tracks import assign_tracks, process_name, process_order
+from ktrace.exporters.track_layout import overlap_lanes
 from ktrace.model.errors import ProgressFn, no_progress
-from ktrace.model.nesting import nesting_lanes
 from ktrace.model.outputs import atomic_file
 from ktrace.model.schema import NODE_RANK
 from ktrace.model.trace import Trace
@@ -140,7 +140,7 @@ class _Writer:
         track = np.zeros(0, np.int64)
         if slices is not None:
             track = assign_tracks(tree, proc, trace, node, rank, slices)
-            lanes = nesting_lanes(track, slices["start_ns"].to_numpy(), slices["end_ns"].to_numpy())
+            lanes = overlap_lanes(track, slices["start_ns"].to_numpy(), slices["end_ns"].to_numpy())
             self.stats.overlap_slices += int((lanes > 0).sum())
             track = _apply_lanes(tree, track, lanes)
         counters = _counter_events(tree, proc, trace, node, rank)
