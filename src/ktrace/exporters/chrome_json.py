@@ -19,9 +19,8 @@ import polars as pl
 
 from ktrace.exporters.perfetto_slices import STREAM_KINDS, THREAD_KINDS, launch_pairs, rank_slices
 from ktrace.exporters.perfetto_tracks import process_name, process_order
-from ktrace.exporters.track_layout import counter_title
+from ktrace.exporters.track_layout import counter_title, overlap_lanes
 from ktrace.model.errors import ProgressFn, no_progress
-from ktrace.model.nesting import nesting_lanes
 from ktrace.model.outputs import atomic_file
 from ktrace.model.schema import NODE_RANK
 from ktrace.model.trace import Trace
@@ -104,7 +103,7 @@ def _places(pids: _Pids, trace: Trace, node: str, rank: int, cpu_pid: int, slice
         pl.col("device").replace_strict(gpu_pid, default=cpu_pid, return_dtype=pl.Int64))
     placed = slices.with_columns(pid.alias("out_pid"), tid.alias("out_tid"))
     key = placed.select(pl.struct("out_pid", "out_tid").rank("dense").cast(pl.Int64))[:, 0].to_numpy()
-    lanes = nesting_lanes(key, placed["start_ns"].to_numpy(), placed["end_ns"].to_numpy())
+    lanes = overlap_lanes(key, placed["start_ns"].to_numpy(), placed["end_ns"].to_numpy())
     placed = placed.with_columns((pl.col("out_tid") + pl.Series(lanes) * LANE_TID).alias("out_tid"))
     threads = {(int(p), int(t)): str(nm) for p, t, nm in trace.threads.filter(
         (pl.col("rank") == rank) & (pl.col("node") == node)).select(

@@ -31,10 +31,11 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
 from ktrace.exporters import perfetto_encoder as enc
 from ktrace.exporters.findings import Finding, finding_rows
 from ktrace.exporters.perfetto_layout import TrackTree
+from ktrace.exporters.perfetto_slice_rows import COMPILED_MIN_ROWS, IntArg, SliceRows, StrArg, encode_slices
 from ktrace.exporters.perfetto_slices import ARG_INT_COLUMNS, ARG_KEYS, launch_pairs, rank_slices
 from ktrace.exporters.perfetto_tracks import assign_tracks, process_name, process_order
+from ktrace.exporters.track_layout import overlap_lanes
 from ktrace.model.errors import ProgressFn, no_progress
-from ktrace.model.nesting import nesting_lanes
 from ktrace.model.outputs import atomic_file
 from ktrace.model.schema import NODE_RANK
 from ktrace.model.trace import Trace
@@ -139,7 +140,7 @@ class _Writer:
         track = np.zeros(0, np.int64)
         if slices is not None:
             track = assign_tracks(tree, proc, trace, node, rank, slices)
-            lanes = nesting_lanes(track, slices["start_ns"].to_numpy(), slices["end_ns"].to_numpy())
+            lanes = overlap_lanes(track, slices["start_ns"].to_numpy(), slices["end_ns"].to_numpy())
             self.stats.overlap_slices += int((lanes > 0).sum())
             track = _apply_lanes(tree, track, lanes)
         counters = _counter_events(tree, proc, trace, node, rank)
@@ -160,9 +161,12 @@ class _Writer:
         flows = _Flows(pairs, self.next_flow)
         self.next_flow += pairs.height
         self.stats.flows += pairs.height
+        compiled = slices.height >= COMPILED_MIN_ROWS
+        strings = _StringColumns(slices)
         for a in range(0, slices.height, self.chunk_rows):
             b = min(slices.height, a + self.chunk_rows)
-            self.out.write(_encode_chunk(state, slices.slice(a, b - a), track[a:b], flows.chunk(a, b)))
+            self.out.write(_encode_chunk(state, slices.slice(a, b - a), track[a:b], flows.chunk(a, b), compiled,
+                                         strings, a))
             self._advance(b - a)
         self.stats.slices += slices.height
 
@@ -234,13 +238,25 @@ def dense_codes(series: pl.Series) -> tuple[np.ndarray, list[str]]:
     return codes, uniq["s"].to_list()
 
 
+class _StringColumns:
+    """A rank's names and string args as codes into sorted tables, made once for all its chunks (a null name is
+    "?", after every real one)."""
+
+    def __init__(self, slices: pl.DataFrame) -> None:
+        self.names, self.name_table = dense_codes(slices["name"])
+        if (self.names < 0).any():
+            self.names = np.where(self.names < 0, len(self.name_table), self.names)
+            self.name_table = [*self.name_table, "?"]
+        self.args = {col: dense_codes(slices[col]) for col in ARG_KEYS if col not in ARG_INT_COLUMNS}
+
+
 def _encode_chunk(state: _Sequence, chunk: pl.DataFrame, track: np.ndarray,
-                  flows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> bytes:
-    n = chunk.height
-    codes, table = dense_codes(chunk["name"])
-    if (codes < 0).any():
-        codes, table = np.where(codes < 0, len(table), codes), [*table, "?"]
-    new = [s for s in table if s not in state.names]
+                  flows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], compiled: bool,
+                  strings: _StringColumns, first_row: int) -> bytes:
+    rows = slice(first_row, first_row + chunk.height)
+    codes, table = strings.names[rows], strings.name_table
+    used = np.flatnonzero(np.bincount(codes, minlength=len(table)))  # sorted codes = sorted names, "?" last
+    new = [table[c] for c in used.tolist() if table[c] not in state.names]
     for s in new:
         state.names[s] = len(state.names) + 1
     head = b""
@@ -248,25 +264,24 @@ def _encode_chunk(state: _Sequence, chunk: pl.DataFrame, track: np.ndarray,
         interned = InternedData(event_names=[EventName(iid=state.names[s], name=s) for s in new])
         head = frame_packet(TracePacket(trusted_packet_sequence_id=state.seq, interned_data=interned,
                                         sequence_flags=enc.SEQ_NEEDS_INCREMENTAL_STATE))
-    name_iid = np.array([state.names[s] for s in table], np.int64)[codes]
-    annotations: list[enc.Field] = []
+    iids = np.zeros(len(table), np.int64)
+    iids[used] = [state.names[table[c]] for c in used.tolist()]
+    ints: list[IntArg] = []
+    str_args: list[StrArg] = []
     for key_iid, col in enumerate(ARG_KEYS, start=1):
-        values = chunk[col]
-        present = values.is_not_null().to_numpy()
-        if not present.any():
-            continue
-        mask = None if present.all() else present
         if col in ARG_INT_COLUMNS:
-            annotations.append(enc.int_annotation(key_iid, values.fill_null(0).to_numpy(), mask))
+            values = chunk[col]
+            present = values.is_not_null().to_numpy()
+            if present.any():
+                ints.append(IntArg(key_iid, values.fill_null(0).to_numpy(), None if present.all() else present))
         else:
-            arg_codes, arg_table = dense_codes(values)
-            annotations.append(enc.string_annotation(key_iid, arg_codes, arg_table, mask))
+            arg_codes, arg_table = strings.args[col]
+            if (arg_codes[rows] >= 0).any():
+                str_args.append(StrArg(key_iid, arg_codes[rows], arg_table))
     f_rows, f_ids, t_rows, t_ids = flows
-    flow_fields = [enc.repeated_fixed64(enc.K_FLOW_IDS, f_rows, f_ids, n),
-                   enc.repeated_fixed64(enc.K_TERMINATING_FLOW_IDS, t_rows, t_ids, n)]
-    fields = enc.slice_rows(state.seq, chunk["start_ns"].to_numpy(), chunk["end_ns"].to_numpy(), track, name_iid,
-                            annotations, flow_fields)
-    return head + enc.encode(fields, n)
+    batch = SliceRows(state.seq, chunk["start_ns"].to_numpy(), chunk["end_ns"].to_numpy(), track, iids[codes],
+                      tuple(ints), tuple(str_args), f_rows, f_ids, t_rows, t_ids)
+    return head + encode_slices(batch, compiled=compiled)
 
 
 def _counter_events(tree: TrackTree, proc: int, trace: Trace, node: str,

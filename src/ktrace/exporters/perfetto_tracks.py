@@ -44,10 +44,17 @@ def process_name(trace: Trace, node: str, rank: int) -> str:
     return f"rank {rank} · {node}" + (f" (pid {pid})" if pid is not None else "")
 
 
+_GROUPS = ("gpu_range", "step", "stream", "sync", "thread")
+"""Track groups, coded by their place here (alphabetical: the order tracks are created in)."""
+
+
 def _slice_keys(slices: pl.DataFrame) -> pl.DataFrame:
     kind = pl.col("kind")
-    group = (pl.when(kind.is_in(THREAD_KINDS)).then(pl.lit("thread"))
-             .when(kind.is_in(STREAM_KINDS)).then(pl.lit("stream")).otherwise(kind))
+    code = {g: pl.lit(k, pl.Int8) for k, g in enumerate(_GROUPS)}
+    group = (pl.when(kind.is_in(THREAD_KINDS)).then(code["thread"])
+             .when(kind.is_in(STREAM_KINDS)).then(code["stream"])
+             .when(kind == "step").then(code["step"]).when(kind == "sync").then(code["sync"])
+             .otherwise(code["gpu_range"]))
     cpu = kind.is_in(THREAD_KINDS)
     gpu = kind.is_in([*STREAM_KINDS, "sync", "gpu_range"])
     return slices.select(
@@ -63,16 +70,17 @@ def assign_tracks(tree: TrackTree, proc: int, trace: Trace, node: str, rank: int
                   slices: pl.DataFrame) -> np.ndarray:
     """Track uuid of every row of `slices` (creating the tracks in `tree`, in display order)."""
     keys = _slice_keys(slices)
-    uniq = keys.unique().sort(["group", "device", "stream", "pid", "tid"])
+    cols = ["group", "device", "stream", "pid", "tid"]
+    groups = keys.with_row_index("row").group_by(cols).agg(pl.col("row")).sort(cols)
     threads = {(int(p), int(t)): str(n) for p, t, n in _mine(trace.threads, node, rank).select(
         "pid", "tid", pl.col("name").cast(pl.String)).drop_nulls().iter_rows()}
     devices = {int(d): str(n) for d, n in _mine(trace.devices, node, rank).select(
         "device", pl.col("name").cast(pl.String)).drop_nulls().iter_rows()}
-    thread_rows = sorted(((p, t) for g, p, t, _, _ in uniq.iter_rows() if g == "thread"),
-                         key=lambda pt: (pt[1] != pt[0], pt[1]))
+    uniq = [(_GROUPS[g], d, s, p, t) for g, d, s, p, t in groups.select(cols).iter_rows()]
+    thread_rows = sorted(((p, t) for g, _, _, p, t in uniq if g == "thread"), key=lambda pt: (pt[1] != pt[0], pt[1]))
     thread_order = {pt: k for k, pt in enumerate(thread_rows, start=1)}
     uuids = []
-    for group, pid, tid, device, stream in uniq.iter_rows():
+    for group, device, stream, pid, tid in uniq:
         if group == "step":
             uuids.append(tree.custom(("steps", node, rank), proc, "Steps", 0,
                                      description="ProfilerStep ranges (domain profiler_step)"))
@@ -81,9 +89,9 @@ def assign_tracks(tree: TrackTree, proc: int, trace: Trace, node: str, rank: int
             uuids.append(tree.thread(("thread", node, rank, pid, tid), proc, name, thread_order[(pid, tid)]))
         else:
             uuids.append(_gpu_track(tree, proc, node, rank, group, device, stream, devices))
-    mapping = uniq.with_columns(pl.Series("track", uuids, pl.Int64))
-    joined = keys.join(mapping, on=["group", "pid", "tid", "device", "stream"], how="left", maintain_order="left")
-    return joined["track"].to_numpy()
+    track = np.empty(slices.height, np.int64)
+    track[groups["row"].explode().to_numpy()] = np.repeat(uuids, groups["row"].list.len().to_numpy())
+    return track
 
 
 def _gpu_track(tree: TrackTree, proc: int, node: str, rank: int, group: str, device: int, stream: int,

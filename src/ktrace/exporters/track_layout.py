@@ -1,7 +1,13 @@
-"""What the Perfetto and Chrome JSON exporters share, free of protobuf: counter track titles. (Overlap lanes that
-keep every slice on a track properly nested are model.nesting's, shared with the importers.)"""
+"""What the Perfetto and Chrome JSON exporters share, free of protobuf: counter track titles, and the overlap
+lanes that keep every slice on a track properly nested (model.nesting's, shared with the importers, run only
+where slices overlap)."""
 
 from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ktrace.model.nesting import nesting_lanes
 
 COUNTER_TITLES = {
     "cpu.util": "CPU utilization", "cpu.core.util": "CPU core {i} utilization", "cpu.iowait_pct": "CPU I/O wait",
@@ -24,3 +30,21 @@ def counter_title(metric: str, instance: int | None) -> str:
     if "{i}" in title:
         return title.format(i=instance if has_instance else "").replace("  ", " ")
     return f"{title} [{instance}]" if has_instance else title
+
+
+def overlap_lanes(track: NDArray[np.int64], start: NDArray[np.int64], end: NDArray[np.int64]) -> NDArray[np.int64]:
+    """model.nesting.nesting_lanes of slices in file order, worked out only on the tracks where some slice starts
+    before the one before it ended: a track of back-to-back slices (most GPU streams) keeps lane 0 without the
+    replay. Lanes depend on each track's own slices only, so the result is the same."""
+    lanes = np.zeros(track.shape[0], np.int64)
+    if track.shape[0] < 2:
+        return lanes
+    small = track.min() >= 0 and track.max() < 1 << 16
+    order = np.argsort(track.astype(np.uint16) if small else track, kind="stable")  # uint16: radix sort
+    t = track[order]
+    overlaps = (t[1:] == t[:-1]) & (start[order][1:] < end[order][:-1])
+    busy = np.unique(t[1:][overlaps])
+    if busy.size:
+        rows = np.flatnonzero(np.isin(track, busy))
+        lanes[rows] = nesting_lanes(track[rows], start[rows], end[rows])
+    return lanes

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import CounterDescriptor
 
 from ktrace.exporters.perfetto_layout import counter_descriptor
-from ktrace.exporters.track_layout import counter_title
+from ktrace.exporters.track_layout import counter_title, overlap_lanes
 from ktrace.model.nesting import bracket_owner, nesting_lanes
 
 
@@ -50,6 +50,22 @@ def test_lanes_make_every_track_nest(rows: list[tuple[int, int, int]]) -> None:
     keyed = (lanes * 10 + track).tolist()
     owner = naive_owner(keyed, start.tolist(), end.tolist())
     assert [int(end[o]) for o in owner] == end.tolist()  # every slice rebuilt with its own end
+
+
+@given(st.lists(st.tuples(st.sampled_from([0, 3, 70_000, -2]), st.integers(0, 60), st.integers(0, 12)), max_size=40))
+def test_overlap_lanes_are_nesting_lanes_worked_out_where_slices_overlap(rows: list[tuple[int, int, int]]) -> None:
+    track, start, end = _sorted_columns(rows)
+    assert overlap_lanes(track, start, end).tolist() == nesting_lanes(track, start, end).tolist()
+
+
+def test_back_to_back_tracks_skip_the_replay_and_overlapping_ones_do_not() -> None:
+    track, start, end = _sorted_columns([(1, 0, 10), (1, 10, 5), (2, 0, 10), (2, 5, 10), (2, 12, 1)])
+    assert overlap_lanes(track, start, end).tolist() == [0, 0, 1, 0, 0]  # file order: (start, -duration)
+
+
+def test_an_overlap_between_rows_of_one_track_that_other_tracks_interleave_is_found() -> None:
+    track, start, end = _sorted_columns([(2, 0, 6), (3, 3, 6), (2, 3, 1), (3, 6, 4)])
+    assert overlap_lanes(track, start, end).tolist() == [0, 0, 0, 1]  # track 3: [3, 9) and [6, 10)
 
 
 def test_nested_and_sequential_slices_stay_on_their_track() -> None:

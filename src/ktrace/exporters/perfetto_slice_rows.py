@@ -1,0 +1,129 @@
+"""A batch of slices ready to encode (`SliceRows`), and its two encoders: numpy columns or one compiled pass.
+
+Both write the same bytes (tests/unit/exporters/test_perfetto_slice_rows.py). The numpy encoder needs no compiler
+and is quick on small batches; the compiled one (perfetto_kernel, numba) writes ~10x faster but costs numba's
+import (~0.6 s) and, on a first run, its compilation (seconds), so it serves large exports only.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ktrace.exporters import perfetto_encoder as enc
+
+I64 = NDArray[np.int64]
+U64 = NDArray[np.uint64]
+BoolArr = NDArray[np.bool_]
+
+COMPILED_MIN_ROWS = int(os.environ.get("KTRACE_PERFETTO_COMPILED_ROWS", "500000"))
+"""A rank with at least this many slices is encoded by the compiled kernel; smaller ones by numpy columns.
+KTRACE_PERFETTO_COMPILED_ROWS=0 always compiles; a huge value never does."""
+
+
+@dataclass(frozen=True)
+class IntArg:
+    """An integer debug annotation column: DebugAnnotation{name_iid: key_iid, int_value} where `present`."""
+
+    key_iid: int
+    values: I64
+    present: BoolArr | None
+    """None: on every row."""
+
+
+@dataclass(frozen=True)
+class StrArg:
+    """A string debug annotation column: DebugAnnotation{name_iid: key_iid, string_value: table[code]}."""
+
+    key_iid: int
+    codes: I64
+    """Index into `table` per row; negative: no annotation on that row."""
+    table: Sequence[str]
+
+
+@dataclass(frozen=True)
+class SliceRows:
+    """N slices of one sequence, in file order; each becomes a BEGIN and an END packet.
+
+    Debug annotations are written in the order given, integer ones before string ones. Flows: row flow_rows[j]
+    gets flow_ids[j] (rows may repeat, in any order; a row's ids keep their order here), likewise terminating.
+    """
+
+    seq: int
+    start: I64
+    end: I64
+    track: I64
+    name_iid: I64
+    ints: tuple[IntArg, ...] = ()
+    strings: tuple[StrArg, ...] = ()
+    flow_rows: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    flow_ids: U64 = field(default_factory=lambda: np.zeros(0, np.uint64))
+    term_rows: I64 = field(default_factory=lambda: np.zeros(0, np.int64))
+    term_ids: U64 = field(default_factory=lambda: np.zeros(0, np.uint64))
+
+
+def encode_slices(rows: SliceRows, *, compiled: bool) -> bytes:
+    """The packets of `rows`, by the compiled kernel or numpy columns (the same bytes)."""
+    return encode_compiled(rows) if compiled else encode_numpy(rows)
+
+
+def encode_numpy(rows: SliceRows) -> bytes:
+    """The packets of `rows` by the columnar numpy encoder."""
+    n = rows.start.shape[0]
+    annotations: list[enc.Field] = [enc.int_annotation(a.key_iid, a.values, a.present) for a in rows.ints]
+    annotations += [enc.string_annotation(a.key_iid, a.codes, a.table, a.codes >= 0) for a in rows.strings]
+    flows = [enc.repeated_fixed64(enc.K_FLOW_IDS, rows.flow_rows, rows.flow_ids, n),
+             enc.repeated_fixed64(enc.K_TERMINATING_FLOW_IDS, rows.term_rows, rows.term_ids, n)]
+    return enc.encode(enc.slice_rows(rows.seq, rows.start, rows.end, rows.track, rows.name_iid, annotations,
+                                     flows), n)
+
+
+def _ragged(parts: Sequence[bytes]) -> tuple[NDArray[np.uint8], I64]:
+    blob = np.frombuffer(b"".join(parts), np.uint8) if parts else np.zeros(0, np.uint8)
+    return blob, np.concatenate(([0], np.cumsum([len(p) for p in parts]))).astype(np.int64)
+
+
+def _csr(rows: I64, ids: U64, n: int) -> tuple[I64, U64]:
+    order = np.argsort(rows, kind="stable")
+    offsets = np.concatenate(([0], np.cumsum(np.bincount(rows, minlength=n)))).astype(np.int64)
+    return offsets, np.ascontiguousarray(ids[order], np.uint64)
+
+
+def encode_compiled(rows: SliceRows) -> bytes:
+    """The packets of `rows` by the numba kernel (perfetto_kernel.slice_packets)."""
+    from ktrace.exporters.perfetto_kernel import slice_packets  # noqa: PLC0415 - numba only for large exports
+
+    n = rows.start.shape[0]
+    if n == 0:
+        return b""
+    flags = enc.tag(13, 0) + enc.varint_bytes(enc.SEQ_NEEDS_INCREMENTAL_STATE)
+    consts, const_off = _ragged([enc.tag(10, 0) + enc.varint_bytes(rows.seq), flags,
+                                 enc.tag(9, 0) + bytes([enc.TYPE_SLICE_BEGIN]),
+                                 enc.tag(9, 0) + bytes([enc.TYPE_SLICE_END]),
+                                 enc.K_FLOW_IDS, enc.K_TERMINATING_FLOW_IDS])
+    int_heads, int_head_off = _ragged([b"\x08" + enc.varint_bytes(a.key_iid) + b"\x20" for a in rows.ints])
+    int_vals = np.zeros((len(rows.ints), n), np.int64)
+    int_present = np.ones((len(rows.ints), n), np.bool_)
+    for j, a in enumerate(rows.ints):
+        int_vals[j] = a.values
+        if a.present is not None:
+            int_present[j] = a.present
+    entries: list[bytes] = []
+    str_codes = np.full((len(rows.strings), n), -1, np.int64)
+    for j, s in enumerate(rows.strings):
+        str_codes[j] = np.where(s.codes >= 0, s.codes + len(entries), -1)
+        for text in s.table:
+            body = b"\x08" + enc.varint_bytes(s.key_iid) + b"\x32" + enc.varint_bytes(len(text.encode())) + text.encode()
+            entries.append(b"\x22" + enc.varint_bytes(len(body)) + body)
+    str_blob, str_off = _ragged(entries)
+    flow_off, flow_ids = _csr(rows.flow_rows, rows.flow_ids, n)
+    term_off, term_ids = _csr(rows.term_rows, rows.term_ids, n)
+    out = slice_packets(np.ascontiguousarray(rows.start, np.int64), np.ascontiguousarray(rows.end, np.int64),
+                        np.ascontiguousarray(rows.track, np.int64), np.ascontiguousarray(rows.name_iid, np.int64),
+                        consts, const_off, int_heads, int_head_off, int_vals, int_present,
+                        str_blob, str_off, str_codes, flow_off, flow_ids, term_off, term_ids)
+    return out.tobytes()
