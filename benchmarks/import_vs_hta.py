@@ -9,7 +9,8 @@ library ktrace used (isal if installed, else zlib) is printed.
 
 Ops mode (--ops): for every real Kineto trace (per-rank folders included) and the tiled one, wall and CPU
 time of ktrace's import with operators (cpu_op, the default since issue #15) and without (`with_ops=False`,
-the `--no-ops` lean path), and of HTA's load of the same files; best of --repeat.
+the `--no-ops` lean path), and of HTA's load of the same files; best of --repeat. CPU time is the process's
+and its finished children's (HTA parses in a process pool).
 
 Kernel-time mode (--kernel-time): for every real Kineto trace (per-rank folders included), sums
 kernel durations per rank as HTA parses them and as ktrace imports them; they must agree within
@@ -45,9 +46,12 @@ if not SHARED.is_dir():  # a plain clone: the repository's byte-identical copy (
 _MEASURE = """
 import json, resource, sys, time
 {setup}
-t, c = time.perf_counter(), time.process_time()
+def _children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+t, c, cc = time.perf_counter(), time.process_time(), _children_cpu()
 {body}
-wall, cpu = time.perf_counter() - t, time.process_time() - c
+wall, cpu = time.perf_counter() - t, time.process_time() - c + _children_cpu() - cc
 rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 print("RESULT " + json.dumps({{"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": rss / 1024, "extra": extra}}))
 """

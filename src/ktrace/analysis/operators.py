@@ -136,3 +136,29 @@ def top_operators(view: OperatorView, by: str, top: int = 15) -> pl.DataFrame:
     other = "cpu_self_ns" if by == "gpu" else "gpu_ns"
     rows = view.per_name.filter(pl.col(col) > 0)
     return rows.sort([col, other, "name"], descending=[True, True, False]).head(top)
+
+
+@dataclass(frozen=True)
+class OperatorSummary:
+    """What the summary shows of the operator view: the attribution counts and the two top tables."""
+
+    operators: int
+    """Distinct operator names."""
+    records: int
+    attributed: int
+    attributed_gpu_share: float
+    top_by_gpu_time: pl.DataFrame
+    """top_operators(view, "gpu")."""
+    top_by_cpu_self_time: pl.DataFrame
+    """top_operators(view, "cpu_self")."""
+
+
+def operator_summary(trace: Trace, *, top: int = 15, index: TraceIndex | None = None) -> OperatorSummary | None:
+    """The operator view's counts and top tables; None when the trace has no operators."""
+    view = operator_view(trace, index=index)
+    if view is None:
+        return None
+    return OperatorSummary(operators=view.per_name.height, records=view.records, attributed=view.attributed,
+                           attributed_gpu_share=view.attributed_gpu_share,
+                           top_by_gpu_time=top_operators(view, "gpu", top),
+                           top_by_cpu_self_time=top_operators(view, "cpu_self", top))

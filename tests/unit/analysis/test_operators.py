@@ -86,3 +86,16 @@ def test_ops_of_another_rank_never_claim_a_launch() -> None:
     moved = trace.ops.with_columns(rank=pl.lit(1, pl.Int32))
     other = Trace(**{**{n: trace.table(n) for n in trace.counts()}, "ops": moved}, meta=trace.meta)
     assert (operator_of_records(other) == -1).all()
+
+
+def test_summary_carries_operators_or_says_why_not() -> None:
+    from ktrace.analysis.summary import NO_OPERATORS, summarize, summary_to_dict
+
+    d = summary_to_dict(summarize(nested_ops_trace()))
+    ops = d["operators"]
+    assert (ops["operators"], ops["records"], ops["attributed_records"]) == (4, 6, 4)
+    assert [r["name"] for r in ops["top_by_gpu_time"]] == ["aten::addmm", "forward", "aten::relu"]
+    assert [r["name"] for r in ops["top_by_cpu_self_time"]][:2] == ["aten::addmm", "forward"]
+    assert NO_OPERATORS not in d["notes"]
+    bare = summary_to_dict(summarize(nested_ops_trace(with_ops=False)))
+    assert bare["operators"] is None and NO_OPERATORS in bare["notes"]
