@@ -7,6 +7,11 @@ ratios. Load time excludes importing the libraries (pandas+HTA, polars+pyarrow+k
 RSS is the whole process's. Goal: ktrace >= 20x faster, <= 1/4 of HTA's peak RSS. The inflate
 library ktrace used (isal if installed, else zlib) is printed.
 
+Ops mode (--ops): for every real Kineto trace (per-rank folders included) and the tiled one, wall and CPU
+time of ktrace's import with operators (cpu_op, the default since issue #15) and without (`with_ops=False`,
+the `--no-ops` lean path), and of HTA's load of the same files; best of --repeat. CPU time is the process's
+and its finished children's (HTA parses in a process pool).
+
 Kernel-time mode (--kernel-time): for every real Kineto trace (per-rank folders included), sums
 kernel durations per rank as HTA parses them and as ktrace imports them; they must agree within
 0.1 %. HTA rounds ns-resolution traces inward (ceil start, floor end) unless HTA_DISABLE_NS_ROUNDING=1,
@@ -19,6 +24,7 @@ examples:
   python benchmarks/import_vs_hta.py
   python benchmarks/import_vs_hta.py --copies 10 --repeat 2
   python benchmarks/import_vs_hta.py --kernel-time
+  python benchmarks/import_vs_hta.py --ops --repeat 3
 """
 
 from __future__ import annotations
@@ -40,11 +46,14 @@ if not SHARED.is_dir():  # a plain clone: the repository's byte-identical copy (
 _MEASURE = """
 import json, resource, sys, time
 {setup}
-t = time.perf_counter()
+def _children_cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+t, c, cc = time.perf_counter(), time.process_time(), _children_cpu()
 {body}
-wall = time.perf_counter() - t
+wall, cpu = time.perf_counter() - t, time.process_time() - c + _children_cpu() - cc
 rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-print("RESULT " + json.dumps({{"wall_s": wall, "peak_rss_mb": rss / 1024, "extra": extra}}))
+print("RESULT " + json.dumps({{"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": rss / 1024, "extra": extra}}))
 """
 HTA_SETUP = """
 import logging; logging.disable(logging.WARNING)
@@ -59,6 +68,10 @@ from ktrace.importers.kineto import import_kineto
 """
 KTRACE_LOAD = """
 trace = import_kineto(sys.argv[1])
+extra = trace.counts()
+"""
+KTRACE_LOAD_LEAN = """
+trace = import_kineto(sys.argv[1], with_ops=False)
 extra = trace.counts()
 """
 HTA_KERNEL_TIME = """
@@ -184,6 +197,34 @@ def kernel_time(args: argparse.Namespace, hta: Path) -> int:
     return 0 if worst <= 0.001 else 1
 
 
+def ops_cost(args: argparse.Namespace, hta: Path) -> None:
+    """Per Kineto trace: HTA load, ktrace import with ops and without; wall and CPU seconds, best of --repeat."""
+    sets = _kineto_sets(args.traces)
+    tiled = Path(args.workdir) / f"tiled{args.copies}"
+    if tiled.is_dir():
+        sets.append((f"tiled x{args.copies}", sorted(tiled.glob("*.json.gz"))))
+    print(f"machine load before: {os.getloadavg()[0]:.1f}")
+    print("| trace | HTA load wall / CPU | ktrace ops on wall / CPU | ktrace --no-ops wall / CPU | ops cost (CPU) "
+          "| ops rows | HTA / ktrace ops on (wall) |")
+    print("|---|---|---|---|---|---|---|")
+    for name, files in sets:
+        with tempfile.TemporaryDirectory() as tmp:
+            for f in files:
+                (Path(tmp) / f.name).symlink_to(f.resolve())
+            target = Path(tmp) if len(files) > 1 else Path(tmp) / files[0].name
+            runs: dict[str, list[dict[str, Any]]] = {"hta": [], "on": [], "off": []}
+            for _ in range(args.repeat):
+                runs["hta"].append(measure(str(hta), HTA_LOAD, Path(tmp), setup=HTA_SETUP))
+                runs["on"].append(measure(sys.executable, KTRACE_LOAD, target, setup=KTRACE_SETUP))
+                runs["off"].append(measure(sys.executable, KTRACE_LOAD_LEAN, target, setup=KTRACE_SETUP))
+        b = {k: min(v, key=lambda r: r["cpu_s"]) for k, v in runs.items()}
+        cost = (b["on"]["cpu_s"] - b["off"]["cpu_s"]) / b["off"]["cpu_s"] * 100
+        print(f"| {name} | {b['hta']['wall_s']:.3f} / {b['hta']['cpu_s']:.3f} s "
+              f"| {b['on']['wall_s']:.3f} / {b['on']['cpu_s']:.3f} s | {b['off']['wall_s']:.3f} / {b['off']['cpu_s']:.3f} s "
+              f"| {cost:+.0f} % | {b['on']['extra'].get('ops', 0):,} | {b['hta']['wall_s'] / b['on']['wall_s']:.1f}x |")
+    print(f"machine load after: {os.getloadavg()[0]:.1f}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -193,11 +234,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--venv", type=Path, default=Path("/tmp/htavenv"), help="throwaway venv with HTA")
     parser.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "ktrace-bench"))
     parser.add_argument("--kernel-time", action="store_true", help="check kernel time vs HTA on every trace")
+    parser.add_argument("--ops", action="store_true", help="import time with ops vs --no-ops vs HTA, every trace")
     parser.add_argument("--no-isal", action="store_true", help="make ktrace inflate with zlib even if isal is installed")
     args = parser.parse_args(argv)
     hta = ensure_hta(args.venv)
     if args.kernel_time:
         return kernel_time(args, hta)
+    if args.ops:
+        ops_cost(args, hta)
+        return 0
     speed(args, hta)
     return 0
 

@@ -27,12 +27,16 @@ def test_import_writes_a_store(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "79 kernels" in printed and "launches_without_gpu_record=2" in printed
 
 
-def test_import_with_ops_and_force(tmp_path: Path) -> None:
+def test_import_ops_by_default_no_ops_and_force(tmp_path: Path) -> None:
     out = tmp_path / "run.ktrace"
     assert main(["import", str(ALEXNET), "-o", str(out), "-q"]) == 0
+    assert read(out).ops.height == 359  # cpu_op events in the file (STATS.json), kept by default (issue #15)
     assert main(["import", str(ALEXNET), "-o", str(out), "-q"]) == ExitCode.USAGE  # exists
-    assert main(["import", str(ALEXNET), "-o", str(out), "-q", "--force", "--with-ops"]) == 0
-    assert read(out).ops.height == 359  # cpu_op events in the file (STATS.json)
+    assert main(["import", str(ALEXNET), "-o", str(out), "-q", "--force", "--no-ops"]) == 0
+    assert read(out).ops.height == 0
+    assert main(["import", str(ALEXNET), "-o", str(out), "-q", "--force", "--with-ops"]) == 0  # the old spelling
+    assert read(out).ops.height == 359
+    assert main(["import", str(ALEXNET), "-o", str(out), "-q", "--force", "--with-ops", "--no-ops"]) == ExitCode.USAGE
 
 
 def test_import_folder_of_ranks(tmp_path: Path) -> None:

@@ -83,6 +83,13 @@ def test_innermost_enclosing_matches_reference(data: tuple[np.ndarray, ...]) -> 
     assert [(rs[i], re[i]) if i >= 0 else None for i in got] == [(rs[i], re[i]) if i >= 0 else None for i in ref]
 
 
+@given(nested_ranges_and_points())
+def test_enclosing_parents_matches_reference(data: tuple[np.ndarray, ...]) -> None:
+    rg, rs, re, _, _ = data
+    got = nesting.enclosing_parents(rg, rs, re).tolist()
+    assert got == nesting_ref.enclosing_parents(rg.tolist(), rs.tolist(), re.tolist())
+
+
 @st.composite
 def queue_events(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rows = sorted(draw(st.lists(st.tuples(st.integers(0, N_GROUPS - 1), st.integers(0, 40),

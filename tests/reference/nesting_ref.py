@@ -15,3 +15,16 @@ def innermost_enclosing(r_group: list[int], r_start: list[int], r_end: list[int]
                 best = j
         out.append(best)
     return out
+
+
+def enclosing_parents(group: list[int], start: list[int], end: list[int]) -> list[int]:
+    """For each range i (ranges sorted by group, start, -end), the largest j < i of its group with
+    end[j] > start[i] (an earlier range still open where i starts); -1 if none."""
+    out = []
+    for i in range(len(start)):
+        best = -1
+        for j in range(i):
+            if group[j] == group[i] and start[j] <= start[i] < end[j]:
+                best = j
+        out.append(best)
+    return out

@@ -14,8 +14,10 @@ from ktrace.analysis.counters import counter_stats
 from ktrace.analysis.distributions import activity_distribution, memory_distribution
 from ktrace.analysis.idle import device_idle_breakdown
 from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.kernel_sequences import DEFAULT_LENGTH, KernelSequences, kernel_sequences
 from ktrace.analysis.kernels import kernel_stats, top_kernels
 from ktrace.analysis.latency import latency_stats
+from ktrace.analysis.operators import OperatorSummary, operator_summary
 from ktrace.analysis.overlap import comm_compute_overlap
 from ktrace.analysis.phases import JobPhases, job_phases, step_spans
 from ktrace.analysis.precision import precision_distribution
@@ -62,6 +64,10 @@ class Summary:
     """overlap.comm_compute_overlap per rank."""
     load_balance: LoadBalance | None
     """Only with 2 or more ranks."""
+    operators: OperatorSummary | None = None
+    """operators.operator_summary: framework operators and the GPU work they launched (None without ops)."""
+    kernel_sequences: KernelSequences | None = None
+    """kernel_sequences.kernel_sequences: the most frequent runs of consecutive kernels per stream."""
     annotations: tuple[AnnotationHistogram, ...] = ()
     notes: tuple[str, ...] = ()
 
@@ -95,6 +101,8 @@ def summarize(trace: Trace, *, top: int = 15, steps_pattern: str | None = None,
         active = active_time_share(trace, index=ix)
         overlap = comm_compute_overlap(trace, index=ix)
         n_ranks = int((ix.rank_pairs()["rank"] >= 0).sum())
+        operators = operator_summary(trace, top=top, index=ix)
+        sequences = kernel_sequences(trace, index=ix)
         return Summary(
             source=trace.meta.source, ranks=n_ranks, kernels=trace.kernels.height,
             phases=job_phases(trace, pattern=steps_pattern, index=ix),
@@ -108,9 +116,34 @@ def summarize(trace: Trace, *, top: int = 15, steps_pattern: str | None = None,
             memory=memory_distribution(trace), counters=counter_stats(trace),
             overlap=overlap,
             load_balance=load_balance(trace, pattern=steps_pattern, index=ix) if n_ranks > 1 else None,
+            operators=operators, kernel_sequences=sequences,
             annotations=tuple(annotation_histogram(trace, p, bins=annotation_bins) for p in annotations),
-            notes=tuple(trace.meta.notes),
+            notes=tuple(trace.meta.notes) + _absent_notes(operators, sequences),
         )
+
+
+NO_OPERATORS = ("operators: none in this trace (they come from Kineto cpu_op events; nsys exports and ktrace "
+                "captures have none yet, and `ktrace import --no-ops` leaves them out)")
+NO_SEQUENCES = f"kernel_sequences: no stream has {DEFAULT_LENGTH} kernels in a row"
+
+
+def _absent_notes(operators: OperatorSummary | None, sequences: KernelSequences | None) -> tuple[str, ...]:
+    """Why the operators / kernel_sequences keys are null."""
+    return ((NO_OPERATORS,) if operators is None else ()) + ((NO_SEQUENCES,) if sequences is None else ())
+
+
+def _operators_dict(o: OperatorSummary | None) -> dict[str, Any] | None:
+    if o is None:
+        return None
+    return {"operators": o.operators, "records": o.records, "attributed_records": o.attributed,
+            "attributed_gpu_share": o.attributed_gpu_share, "top_by_gpu_time": frame_records(o.top_by_gpu_time),
+            "top_by_cpu_self_time": frame_records(o.top_by_cpu_self_time)}
+
+
+def _sequences_dict(k: KernelSequences | None) -> dict[str, Any] | None:
+    if k is None:
+        return None
+    return {"length": k.length, "distinct_repeated": k.distinct, "top": frame_records(k.top)}
 
 
 def _clean(value: Any) -> Any:
@@ -168,6 +201,10 @@ def summary_to_dict(summary: Summary) -> dict[str, Any]:
             out[f.name] = _phases_dict(value)
         elif f.name == "load_balance":
             out[f.name] = _load_balance_dict(value)
+        elif f.name == "operators":
+            out[f.name] = _operators_dict(value)
+        elif f.name == "kernel_sequences":
+            out[f.name] = _sequences_dict(value)
         elif f.name == "annotations":
             out[f.name] = [_histogram_dict(h) for h in value]
         else:

@@ -12,7 +12,7 @@ health).
 examples:
   ktrace import worker0.pt.trace.json.gz -o run.ktrace
   ktrace import ./profiler_logs/ -o job.ktrace            one trace from all per-rank files
-  ktrace import train.json.gz -o run.ktrace --with-ops    also keep cpu_op (framework operators)
+  ktrace import train.json.gz -o run.ktrace --no-ops      lean: skip cpu_op (framework operators)
   ktrace import report.sqlite -o run.ktrace               an Nsight Systems export
 """
 
@@ -31,8 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="Kineto .json/.json.gz file or folder of per-rank files, or nsys .sqlite")
     parser.add_argument("-o", "--output", metavar="OUT.ktrace", required=True,
                         help="the .ktrace folder to write")
-    parser.add_argument("--with-ops", action="store_true",
-                        help="Kineto: also import cpu_op events into the ops table (slower, bigger)")
+    parser.add_argument("--no-ops", action="store_true",
+                        help="Kineto: skip cpu_op events (framework operators; imported by default): a faster "
+                             "import and a smaller store, without the operator view")
+    parser.add_argument("--with-ops", action="store_true", help=argparse.SUPPRESS)  # the default since issue #15
     parser.add_argument("--force", action="store_true",
                         help="replace OUT if it exists and is a .ktrace store (anything else is never replaced)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -50,7 +52,9 @@ def run(args: argparse.Namespace) -> int:
     kind = detect(src)
     if kind == "ktrace":
         raise KtraceError(f"{src} is already a .ktrace store", ExitCode.USAGE)
-    options = {"with_ops": True} if args.with_ops and kind == "kineto" else {}
+    if args.no_ops and args.with_ops:
+        raise KtraceError("--no-ops and --with-ops contradict each other", ExitCode.USAGE)
+    options = {"with_ops": False} if args.no_ops and kind == "kineto" else {}
     # Checked and locked before the (long) import; written to a temporary sibling and renamed into place whole:
     # Ctrl-C or a full disk leave OUT as it was.
     output = Output(out, STORE, force=args.force, inputs=[src])

@@ -45,13 +45,14 @@ _KINETO_KEYS = ("schemaVersion", "displayTimeUnit", "baseTimeNanoseconds", "cupt
 _BULKY_KEYS = ("traceEvents", "deviceProperties", "INFO")
 
 
-def import_kineto(path: Path, *, progress: ProgressFn = no_progress, with_ops: bool = False) -> Trace:
+def import_kineto(path: Path, *, progress: ProgressFn = no_progress, with_ops: bool = True) -> Trace:
     """Import a Kineto trace file, or a folder of per-rank files, as one Trace.
 
     Args:
         path: a .json / .json.gz trace, or a folder holding one such file per rank.
         progress: called with (bytes read, total bytes) while reading.
-        with_ops: also import `cpu_op` events into the ops table (slower; off by default).
+        with_ops: import `cpu_op` events (framework operators) into the ops table (on by default; False is
+            the lean path, which decodes them as empty structs and only counts them).
 
     Returns:
         The trace, with meta.source "kineto" and join/drop/scrub counts in meta.health.

@@ -77,7 +77,7 @@ def _salvage(region: bytearray, err: int, report: DecodeReport, with_ops: bool) 
 class EventSplitter:
     """Turns a stream of byte blocks into decoded event lists and a header dict (see module docstring)."""
 
-    def __init__(self, report: DecodeReport, *, with_ops: bool = False, chunk_bytes: int | None = None) -> None:
+    def __init__(self, report: DecodeReport, *, with_ops: bool = True, chunk_bytes: int | None = None) -> None:
         self.report = report
         self.with_ops = with_ops
         self.chunk_bytes = chunk_bytes or CHUNK_BYTES

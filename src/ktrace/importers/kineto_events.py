@@ -172,7 +172,7 @@ BUILDERS: dict[str, Callable[[list[Event], list[Args]], dict[str, pa.Array]]] = 
 class EventSink:
     """Accumulates per-kind Arrow tables, slice by slice, plus the few metadata events."""
 
-    with_ops: bool = False
+    with_ops: bool = True
     report: DecodeReport = field(default_factory=DecodeReport)
     parts: dict[str, list[pa.Table]] = field(default_factory=dict)
     meta_events: list[tuple[str, int | str, int | str, Any]] = field(default_factory=list)

@@ -222,6 +222,22 @@ def _counter_rows(rows: list[dict[str, Any]] | None) -> list[dict[str, Any]] | N
     return out
 
 
+OPERATOR_ROWS = (10, 5)
+"""The terminal's operator table: this many top operators by GPU time, then up to this many more by CPU self time."""
+
+
+def _operator_rows(ops: dict[str, Any] | None) -> list[dict[str, Any]] | None:
+    """The summary's two top-operator lists as one table: by GPU time, then the CPU-heavy ones not already in it
+    (CPU total time is in the JSON: in 80 columns the names need its room)."""
+    if ops is None:
+        return None
+    by_gpu, by_cpu = OPERATOR_ROWS
+    rows = ops["top_by_gpu_time"][:by_gpu]
+    shown = {r["name"] for r in rows}
+    rows += [r for r in ops["top_by_cpu_self_time"] if r["name"] not in shown][:by_cpu]
+    return [{"name": r["name"], "calls": r["calls"], "cpu_self_ns": r["cpu_self_ns"], "gpu_ns": r["gpu_ns"], "kernels": r["kernels"], "latency_ns": r["launch_latency_mean_ns"]} for r in rows]
+
+
 def _header(console: Console, d: dict[str, Any]) -> None:
     p = d["phases"]
     console.print(f"[bold]source[/] {escape(str(d['source']))}   [bold]ranks[/] {d['ranks']}   "
@@ -251,6 +267,8 @@ def render_summary(summary: Summary, console: Console) -> None:
     print_table(console, "top kernels by GPU time", d["top_by_time"], kcols, "time_share")
     print_table(console, "top kernels by launch count", d["top_by_count"],
            ["name", "count", "count_share", "total_ns", "mean_ns"], "count_share")
+    print_table(console, f"operators: top {OPERATOR_ROWS[0]} by GPU time, then by CPU self time (gpu = work each "
+                "launched, innermost operator; latency = mean launch -> kernel start)", _operator_rows(d["operators"]))
     print_table(console, "launch-to-run latency (start->start = launch latency; end->start = queue delay)",
            _latency_rows(d["latency"]))
     print_table(console, "step time per rank", d["step_stats"])

@@ -197,11 +197,11 @@ def test_a_folder_reads_the_files_that_open_like_traces_whatever_their_names(tmp
     assert not any("skipped" in n for n in trace.meta.notes)  # STATS.json was never tried
 
 
-def test_cpu_ops_only_when_asked(tmp_path: Path) -> None:
+def test_cpu_ops_by_default_and_skipped_on_the_lean_path(tmp_path: Path) -> None:
     events = [*_graph_job(), _x("cpu_op", "aten::mm", 1003, 9, **{"External id": 4, "Sequence number": 12})]
     path = _write(tmp_path, _doc(events))
-    assert import_kineto(path).ops.height == 0
-    ops = import_kineto(path, with_ops=True).ops
+    assert import_kineto(path, with_ops=False).ops.height == 0
+    ops = import_kineto(path).ops
     assert ops.select("external_id", "sequence_number").row(0) == (4, 12)
 
 

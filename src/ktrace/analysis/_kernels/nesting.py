@@ -3,7 +3,9 @@
 Public typed wrapper:
 
 - ``innermost_enclosing(r_group, r_start, r_end, p_group, p_time) -> int64[n_points]`` (index of
-  the range, -1 when none).
+  the range, -1 when none);
+- ``enclosing_parents(group, start, end) -> int64[n_ranges]`` (index of the range directly enclosing each
+  range's start, -1 when none).
 """
 
 from __future__ import annotations
@@ -62,6 +64,38 @@ def innermost_enclosing(r_group: I64, r_start: I64, r_end: I64, p_group: I64, p_
     """
     return _innermost(_as64(r_group), _as64(r_start), _as64(r_end),
                       _as64(p_group), _as64(p_time))
+
+
+@jit
+def _parents(group: I64, start: I64, end: I64) -> I64:  # pragma: no cover
+    n = start.size
+    out = np.full(n, -1, np.int64)
+    stack = np.empty(max(n, 1), np.int64)
+    top = 0
+    for i in range(n):
+        while top > 0 and (group[stack[top - 1]] != group[i] or end[stack[top - 1]] <= start[i]):
+            top -= 1
+        if top > 0:
+            out[i] = stack[top - 1]
+        stack[top] = i
+        top += 1
+    return out
+
+
+def enclosing_parents(group: I64, start: I64, end: I64) -> I64:
+    """For each range, the range directly enclosing its start: the latest earlier range (in the given order)
+    of its group still open at that start (start <= t < end).
+
+    Args:
+        group: int64 group id per range; ranges sorted by (group, start, end descending), so a parent
+            comes before its children.
+        start: int64 range starts.
+        end: int64 range ends.
+
+    Returns:
+        int64 index (into the ranges as passed) of each range's parent, -1 for a top-level range.
+    """
+    return _parents(_as64(group), _as64(start), _as64(end))
 
 
 def _as64(a: npt.ArrayLike) -> I64:

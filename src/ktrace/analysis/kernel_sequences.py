@@ -1,0 +1,84 @@
+"""Frequent kernel sequences: the same run of consecutive kernels on one stream, repeated (fusion candidates).
+
+HTA's "frequent CUDA kernel sequences" in spirit: on each stream, kernels in start order (memory operations
+left out) are cut into windows of `length` consecutive kernels; a sequence is the tuple of kernel names of a
+window. Occurrences of one sequence never overlap (counted greedily from the start of each stream), so
+"aaaa" holds two occurrences of "aa", not three, and the total time counts each kernel at most once per
+sequence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from ktrace.analysis.columns import dense_ids
+from ktrace.analysis.index import TraceIndex
+from ktrace.model.trace import Trace
+
+DEFAULT_LENGTH = 3
+"""Kernels per sequence (HTA's min_pattern_len default)."""
+SEQUENCE_COLUMNS = ("kernels", "count", "streams", "total_ns", "mean_ns", "time_share")
+"""Columns of KernelSequences.top, in order."""
+
+
+@dataclass(frozen=True)
+class KernelSequences:
+    """The most frequent kernel sequences of one length (see the module docstring)."""
+
+    length: int
+    """Kernels per sequence."""
+    distinct: int
+    """Distinct sequences that occur at least twice."""
+    top: pl.DataFrame
+    """SEQUENCE_COLUMNS: kernel names (a list), non-overlapping occurrences, streams where it occurs, total and
+    mean time (sum of the kernels' durations per occurrence), share of all kernel time. By count, then total
+    time, descending."""
+
+
+def kernel_sequences(trace: Trace, *, length: int = DEFAULT_LENGTH, top: int = 10,
+                     index: TraceIndex | None = None) -> KernelSequences | None:
+    """The `top` sequences of `length` consecutive kernels repeated most often on a stream.
+
+    Returns:
+        KernelSequences (its table empty when nothing repeats); None when no stream has `length` kernels.
+    """
+    from ktrace.analysis._kernels.sequences import first_fit_occurrences
+
+    if length < 1:
+        raise ValueError(f"kernel sequence length must be >= 1 (got {length})")
+    ix = TraceIndex.of(trace, index)
+    c = ix.gpu_columns()
+    groups = ix.row_groups("stream")
+    gid = np.repeat(np.arange(groups.n_groups, dtype=np.int64), np.diff(groups.bounds))
+    is_kernel = groups.perm < c.n_kernels
+    rows, gid = groups.perm[is_kernel], gid[is_kernel]
+    if rows.size < length:
+        return None
+    codes, names = ix.kernel_name_codes()
+    code = codes[rows]
+    dur = c.end[rows] - c.start[rows]
+    n = rows.size - length + 1
+    window = np.flatnonzero(gid[:n] == gid[length - 1:])  # the window's kernels share one stream
+    if window.size == 0:
+        return None
+    seq, uniq = dense_ids([code[window + j] for j in range(length)])
+    kept = first_fit_occurrences(seq, window, length, int(uniq[0].size))
+    cum = np.concatenate([[0], np.cumsum(dur)])
+    time = (cum[window + length] - cum[window])[kept]
+    seq, stream = seq[kept], gid[window[kept]]
+    frame = pl.DataFrame({"seq": seq, "stream": stream, "time": time})
+    per = frame.group_by("seq").agg(count=pl.len(), streams=pl.col("stream").n_unique(), total_ns=pl.col("time").sum())
+    repeated = per.filter(pl.col("count") >= 2)
+    best = repeated.sort(["count", "total_ns", "seq"], descending=[True, True, False]).head(top)
+    ids = best["seq"].to_numpy()
+    label = [[names[int(uniq[j][i])] if uniq[j][i] >= 0 else "" for j in range(length)] for i in ids]
+    kernel_time = int(dur.sum())
+    table = best.select(
+        pl.Series("kernels", label, dtype=pl.List(pl.String)),
+        pl.col("count").cast(pl.Int64), pl.col("streams").cast(pl.Int64), pl.col("total_ns").cast(pl.Int64),
+        (pl.col("total_ns") / pl.col("count")).alias("mean_ns"),
+        (pl.col("total_ns") / max(kernel_time, 1)).alias("time_share"))
+    return KernelSequences(length=length, distinct=repeated.height, top=table)

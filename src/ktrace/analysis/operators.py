@@ -1,0 +1,164 @@
+"""Framework operators (Kineto cpu_op): which operator launched each GPU record, and the operator view.
+
+A GPU record (kernel, memcpy, memset) belongs to the innermost operator whose thread and time span contain
+the start of its launch call (the api row of the launch join, TraceIndex.launch_rows). An operator's CPU
+self time is its span less the parts of its direct children (same thread) that lie inside it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from ktrace.analysis.columns import dense_ids, node_rank_ids
+from ktrace.analysis.index import Slot, TraceIndex
+from ktrace.analysis.steps import enclosing
+from ktrace.model.trace import Trace
+
+I64 = npt.NDArray[np.int64]
+_THREAD = ("node", "rank", "pid", "tid")
+
+OPERATOR_OF_RECORD = Slot[I64]("operator_of_record")
+OPERATOR_SELF_NS = Slot[I64]("operator_self_ns")
+OPERATOR_COLUMNS = ("name", "calls", "cpu_total_ns", "cpu_self_ns", "gpu_ns", "kernels", "gpu_records",
+                    "launch_latency_mean_ns")
+"""Columns of OperatorView.per_name, in order."""
+
+
+@dataclass(frozen=True)
+class OperatorView:
+    """Per operator name: calls, CPU time, and the GPU work it launched (innermost-operator attribution)."""
+
+    per_name: pl.DataFrame
+    """One row per operator name (OPERATOR_COLUMNS): calls; CPU total (sum of spans) and self time; GPU time
+    (sum of durations) of the kernels, memcpys and memsets it launched, their count and kernel count; mean
+    launch -> run latency (kernel start - launch call start) of its kernels (null without kernels).
+    Sorted by GPU time, then CPU self time, descending."""
+    records: int
+    """GPU records in the trace (kernels + memory operations)."""
+    attributed: int
+    """Records attributed to an operator."""
+    attributed_gpu_share: float
+    """Share of all GPU record time (sum of durations) whose launch lies inside an operator."""
+
+
+def operator_of_records(trace: Trace, *, index: TraceIndex | None = None) -> I64:
+    """Row of trace.ops of the innermost operator containing each GPU record's launch call.
+
+    Records are in the index's GPU-record order (kernels then memory operations, each in table order).
+    The operator must be on the launch call's thread (node, rank, pid, tid) with start <= call start < end.
+
+    Returns:
+        int64 ops row per record; -1 for a record without a launch call or outside every operator.
+    """
+    ix = TraceIndex.of(trace, index)
+    return ix.get(OPERATOR_OF_RECORD, lambda: _operator_of(ix))
+
+
+def _operator_of(ix: TraceIndex) -> I64:
+    trace = ix.trace
+    launch = ix.launch_rows()
+    out = np.full(launch.size, -1, np.int64)
+    launched = np.flatnonzero(launch >= 0)
+    if trace.ops.height == 0 or launched.size == 0:
+        return out
+    calls = trace.api.select(pl.col(*_THREAD, "start_ns").gather(pl.Series(launch[launched])))
+    ops = trace.ops.select(*_THREAD, "start_ns", "end_ns").with_row_index("op_row")
+    ranges, idx = enclosing(ops, calls, _THREAD, "start_ns")
+    op_row = ranges["op_row"].to_numpy().astype(np.int64)
+    out[launched] = np.where(idx >= 0, op_row[np.maximum(idx, 0)], -1)
+    return out
+
+
+def operator_self_ns(trace: Trace, *, index: TraceIndex | None = None) -> I64:
+    """CPU self time of each ops row: its span less its direct children's spans clipped to it (>= 0)."""
+    ix = TraceIndex.of(trace, index)
+    return ix.get(OPERATOR_SELF_NS, lambda: _self_ns(ix.trace.ops))
+
+
+def _self_ns(ops: pl.DataFrame) -> I64:
+    from ktrace.analysis._kernels.nesting import enclosing_parents
+
+    start = ops["start_ns"].to_numpy().astype(np.int64)
+    end = ops["end_ns"].to_numpy().astype(np.int64)
+    if ops.height == 0:
+        return np.zeros(0, np.int64)
+    _, (rank_id,) = node_rank_ids([ops])
+    gid, _ = dense_ids([rank_id, ops["pid"].to_numpy().astype(np.int64), ops["tid"].to_numpy().astype(np.int64)])
+    order = np.lexsort((-end, start, gid))
+    parent_sorted = enclosing_parents(gid[order], start[order], end[order])
+    has = parent_sorted >= 0
+    child, parent = order[has], order[parent_sorted[has]]
+    inside = np.zeros(ops.height, np.int64)
+    np.add.at(inside, parent, np.minimum(end[child], end[parent]) - start[child])
+    self_ns: I64 = np.maximum(end - start - inside, 0)
+    return self_ns
+
+
+def operator_view(trace: Trace, *, index: TraceIndex | None = None) -> OperatorView | None:
+    """The operator view of a trace (see OperatorView); None when the trace has no operators."""
+    if trace.ops.height == 0:
+        return None
+    ix = TraceIndex.of(trace, index)
+    c = ix.gpu_columns()
+    op_of = operator_of_records(trace, index=ix)
+    launch = ix.launch_rows()
+    api_start = ix.api_times()[0]
+    ops = trace.ops.select(pl.col("name").cast(pl.String), (pl.col("end_ns") - pl.col("start_ns")).alias("dur"),
+                           pl.Series("self", operator_self_ns(trace, index=ix)))
+    cpu = ops.group_by("name").agg(calls=pl.len(), cpu_total_ns=pl.col("dur").sum(), cpu_self_ns=pl.col("self").sum())
+    mine = np.flatnonzero(op_of >= 0)
+    is_kernel = mine < c.n_kernels
+    records = pl.DataFrame({
+        "name": ops["name"].gather(pl.Series(op_of[mine])),
+        "dur": c.end[mine] - c.start[mine],
+        "kernel": is_kernel,
+        "latency": np.where(is_kernel, c.start[mine] - api_start[launch[mine]], 0),
+    })
+    gpu = records.group_by("name").agg(
+        gpu_ns=pl.col("dur").sum(), kernels=pl.col("kernel").sum().cast(pl.Int64), gpu_records=pl.len(),
+        launch_latency_mean_ns=pl.col("latency").filter(pl.col("kernel")).mean())
+    per_name = cpu.join(gpu, on="name", how="left").with_columns(
+        pl.col("gpu_ns", "kernels", "gpu_records").fill_null(0).cast(pl.Int64),
+        pl.col("calls").cast(pl.Int64)).select(OPERATOR_COLUMNS)
+    per_name = per_name.sort(["gpu_ns", "cpu_self_ns", "name"], descending=[True, True, False])
+    total = int((c.end - c.start).sum())
+    return OperatorView(per_name=per_name, records=c.size, attributed=int(mine.size),
+                        attributed_gpu_share=float(records["dur"].sum()) / total if total else 0.0)
+
+
+def top_operators(view: OperatorView, by: str, top: int = 15) -> pl.DataFrame:
+    """The `top` operator names by "gpu" time or by "cpu_self" time (names without any of it left out)."""
+    col = {"gpu": "gpu_ns", "cpu_self": "cpu_self_ns"}[by]
+    other = "cpu_self_ns" if by == "gpu" else "gpu_ns"
+    rows = view.per_name.filter(pl.col(col) > 0)
+    return rows.sort([col, other, "name"], descending=[True, True, False]).head(top)
+
+
+@dataclass(frozen=True)
+class OperatorSummary:
+    """What the summary shows of the operator view: the attribution counts and the two top tables."""
+
+    operators: int
+    """Distinct operator names."""
+    records: int
+    attributed: int
+    attributed_gpu_share: float
+    top_by_gpu_time: pl.DataFrame
+    """top_operators(view, "gpu")."""
+    top_by_cpu_self_time: pl.DataFrame
+    """top_operators(view, "cpu_self")."""
+
+
+def operator_summary(trace: Trace, *, top: int = 15, index: TraceIndex | None = None) -> OperatorSummary | None:
+    """The operator view's counts and top tables; None when the trace has no operators."""
+    view = operator_view(trace, index=index)
+    if view is None:
+        return None
+    return OperatorSummary(operators=view.per_name.height, records=view.records, attributed=view.attributed,
+                           attributed_gpu_share=view.attributed_gpu_share,
+                           top_by_gpu_time=top_operators(view, "gpu", top),
+                           top_by_cpu_self_time=top_operators(view, "cpu_self", top))
