@@ -6,7 +6,7 @@ from rich.console import Console
 
 from ktrace.analysis.distributions import memory_op_label
 from ktrace.model.units import format_ns
-from ktrace.report.content import build_report
+from ktrace.report.content import build_report, report_document
 from ktrace.tui.dashboard_data import compute_dashboard
 
 
@@ -17,7 +17,7 @@ def _text(panel) -> str:  # type: ignore[no-untyped-def]
 
 
 def test_tui_panels_show_the_reports_series_steps_and_durations(synthetic_trace) -> None:  # type: ignore[no-untyped-def]
-    report = build_report(synthetic_trace)
+    report = report_document(build_report(synthetic_trace))
     message = compute_dashboard(synthetic_trace)
     assert message.dashboard is not None and not message.error
     panels = {p.title: p for p in message.panels}

@@ -36,7 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Compare and print; exit 5 on a regression."""
-    from ktrace.report.diff_report import build_diff, render_diff_markdown, render_diff_terminal
+    from ktrace.report.diff_report import build_diff, diff_document, render_diff_markdown, render_diff_terminal
 
     if args.threshold < 0:
         raise KtraceError("--threshold must be >= 0", ExitCode.USAGE)
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     with progress_bar("comparing"):
         diff = build_diff(a, b, threshold_pct=args.threshold, top=args.top, config=config, fail_on=args.fail_on)
     if args.json:
-        json.dump(diff, sys.stdout, indent=1, sort_keys=True, default=str)
+        json.dump(diff_document(diff), sys.stdout, indent=1, sort_keys=True, default=str)
         sys.stdout.write("\n")
     elif args.markdown:
         sys.stdout.write(render_diff_markdown(diff))
@@ -55,4 +55,4 @@ def run(args: argparse.Namespace) -> int:
         from rich.console import Console
 
         render_diff_terminal(diff, Console())
-    return int(ExitCode.FINDINGS) if diff["regression"] else 0
+    return int(ExitCode.FINDINGS) if diff.regression else 0

@@ -20,10 +20,14 @@ import argparse
 import contextlib
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ktrace.cli.options import add_trace_argument, open_trace
 from ktrace.cli.rules_options import add_rules_arguments, rules_config
 from ktrace.model.errors import ExitCode, KtraceError
+
+if TYPE_CHECKING:
+    from ktrace.report.content import Report
 
 FORMATS = ("html", "md", "json")
 
@@ -53,25 +57,26 @@ def output_format(args: argparse.Namespace) -> str:
     return {".md": "md", ".markdown": "md", ".json": "json"}.get(suffix, "html")
 
 
-def render(content: dict, fmt: str) -> str:
+def render(report: Report, fmt: str) -> str:
     """The report text in format `fmt`."""
     if fmt == "md":
         from ktrace.report.markdown import render_markdown
 
-        return render_markdown(content)
+        return render_markdown(report)
     if fmt == "json":
         from ktrace.report.json_report import render_json
 
-        return render_json(content)
+        return render_json(report)
     from ktrace.report.html import render_html
 
-    return render_html(content)
+    return render_html(report)
 
 
 def run(args: argparse.Namespace) -> int:
     """Build the report and write it."""
     from ktrace.cli.progress import progress_bar
     from ktrace.report.content import build_report
+    from ktrace.report.verdicts import finding_counts
 
     if args.top < 1:
         raise KtraceError("--top must be at least 1", ExitCode.USAGE)
@@ -86,15 +91,15 @@ def run(args: argparse.Namespace) -> int:
     with output.preparing() if output else contextlib.nullcontext():
         trace = open_trace(args.trace)
         with progress_bar("analysing") as bar:
-            content = build_report(trace, config=config, annotations=tuple(args.annotate), top=args.top,
-                                   title=args.title, progress=bar)
-        text = render(content, fmt)
+            report = build_report(trace, config=config, annotations=tuple(args.annotate), top=args.top,
+                                  title=args.title, progress=bar)
+        text = render(report, fmt)
     if output is None:
         sys.stdout.write(text)
         return 0
     with output:
         outputs.write_atomically(output.target, text.encode())
-    counts = content["rules"]["counts"]
-    print(f"wrote {target} ({len(text.encode()) / 1e6:.1f} MB): {counts['error']} errors, "
-          f"{counts['warning']} warnings, {counts['info']} notes", file=sys.stderr)
+    counts = finding_counts(report.dashboard.rules)
+    print(f"wrote {target} ({len(text.encode()) / 1e6:.1f} MB): {counts.error} errors, "
+          f"{counts.warning} warnings, {counts.info} notes", file=sys.stderr)
     return 0

@@ -1,11 +1,14 @@
-"""The report's JSON content: the dashboard model (ktrace.analysis.dashboard) as one JSON-ready dict with stable keys.
+"""What `ktrace report` shows: the Report (the dashboard model, a title and the trace it is about), and its JSON
+document.
 
-The JSON report is this dict; the HTML and Markdown writers render it too. It is a serialization of the one
+Every renderer takes the typed Report: HTML (report.html), Markdown (report.markdown) and JSON
+(report.json_report, through report_document, the stable contract). The document is a serialization of the one
 Dashboard model, never a second computation: the TUI and the terminal summary render the same model.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ktrace.analysis.dashboard import MAX_POINTS, Dashboard, build_dashboard, default_annotations, downsample
@@ -15,18 +18,30 @@ from ktrace.analysis.rules.engine import all_rules, report_to_dict
 from ktrace.analysis.summary import summary_to_dict
 from ktrace.model.errors import ProgressFn, no_progress
 from ktrace.model.trace import Trace
-from ktrace.report.identity import trace_identity
+from ktrace.report.identity import TraceIdentity, trace_identity
 
-__all__ = ["MAX_POINTS", "REPORT_VERSION", "build_report", "dashboard_to_dict", "default_annotations", "downsample"]
+__all__ = ["MAX_POINTS", "REPORT_VERSION", "Report", "build_report", "default_annotations", "downsample",
+           "report_document"]
 
 REPORT_VERSION = 1
 """Bumped when the JSON report's shape changes incompatibly."""
 
 
+@dataclass(frozen=True)
+class Report:
+    """Everything a report shows."""
+
+    dashboard: Dashboard
+    title: str
+    identity: TraceIdentity
+    """The trace's files, hosts and GPUs (the report header)."""
+    version: int = REPORT_VERSION
+
+
 def build_report(trace: Trace, *, config: RulesConfig | None = None, annotations: tuple[str, ...] = (),
                  top: int = 15, title: str = "", progress: ProgressFn = no_progress,
-                 index: TraceIndex | None = None) -> dict[str, Any]:
-    """Everything the report shows, as one JSON-ready dict with stable keys.
+                 index: TraceIndex | None = None) -> Report:
+    """Compute what the report of `trace` shows.
 
     Args:
         trace: the trace.
@@ -39,21 +54,21 @@ def build_report(trace: Trace, *, config: RulesConfig | None = None, annotations
         index: the trace's TraceIndex.
 
     Returns:
-        {"version", "title", "trace", "summary", "steps_histogram", "utilization", "rules", "rule_docs"}.
+        Report.
     """
     dashboard = build_dashboard(trace, config=config, annotations=annotations, top=top, progress=progress,
                                 index=index)
-    return dashboard_to_dict(dashboard, title or f"ktrace profiling report ({trace.meta.source})",
-                             trace_identity(trace))
+    return Report(dashboard, title or f"ktrace profiling report ({trace.meta.source})", trace_identity(trace))
 
 
-def dashboard_to_dict(dashboard: Dashboard, title: str, identity: dict[str, Any]) -> dict[str, Any]:
-    """The Dashboard as the report's JSON-ready dict (the JSON report's stable contract); `identity` names the
-    trace's files, hosts and GPUs (report.identity.trace_identity)."""
+def report_document(report: Report) -> dict[str, Any]:
+    """The Report as the JSON report's dict (the stable contract): {"version", "title", "trace", "summary",
+    "steps_histogram", "utilization", "rules", "rule_docs"}."""
+    dashboard = report.dashboard
     return {
-        "version": REPORT_VERSION,
-        "title": title,
-        "trace": identity,
+        "version": report.version,
+        "title": report.title,
+        "trace": report.identity.to_dict(),
         "summary": summary_to_dict(dashboard.summary),
         "steps_histogram": {"edges_ms": list(dashboard.step_histogram.edges_ms),
                             "counts": list(dashboard.step_histogram.counts)},

@@ -1,8 +1,14 @@
-"""The regression report of `ktrace diff`: steps, kernel time, top kernel changes and rules, A vs B."""
+"""The regression report of `ktrace diff`: steps, kernel time, top kernel changes and rules, A vs B.
+
+build_diff computes one typed DiffReport; Markdown, the terminal and JSON (diff_document) render it.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import polars as pl
 
 from ktrace.analysis.diff import trace_diff
 from ktrace.analysis.rules.config import RulesConfig
@@ -12,93 +18,145 @@ from ktrace.model.display_text import printable
 from ktrace.model.trace import Trace
 from ktrace.report.format import fmt_ns
 from ktrace.report.markdown import md_table
+from ktrace.report.rows import rows
+from ktrace.report.verdicts import SEVERITIES
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 
-def _change(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None or a == 0 else round(100.0 * (b - a) / a, 4)
+@dataclass(frozen=True)
+class Change:
+    """One measure in A and B, and its change in % of A (None when either is missing or A is 0)."""
+
+    a: float | None
+    b: float | None
+    change_pct: float | None
+
+    @classmethod
+    def of(cls, a: float | None, b: float | None) -> Change:
+        """The change from `a` to `b`."""
+        pct = None if a is None or b is None or a == 0 else round(100.0 * (b - a) / a, 4)
+        return cls(a, b, pct)
+
+
+@dataclass(frozen=True)
+class DiffReport:
+    """Baseline A against candidate B, and whether B is a regression."""
+
+    step_mean: Change
+    """Mean step time in ns."""
+    kernel_time: Change
+    """Total kernel time in ns."""
+    kernels: pl.DataFrame
+    """The kernels that changed most (analysis.diff.diff_kernels, first `top` rows)."""
+    rules_a: dict[str, str]
+    """Rule -> worst severity of its findings in A, for the rules that fired."""
+    rules_b: dict[str, str]
+    new_rules: tuple[str, ...]
+    """Rules firing in B at severity >= fail_on that did not (at that level) in A."""
+    threshold_pct: float
+    reasons: tuple[str, ...]
+    """Why B is a regression; empty when it is not."""
+
+    @property
+    def regression(self) -> bool:
+        """True when B regressed (some reason)."""
+        return bool(self.reasons)
+
+    def rules_fired(self) -> list[tuple[str, str, str]]:
+        """(rule, worst severity in A, in B; "-" where it did not fire) for every rule that fired in A or B."""
+        return [(r, self.rules_a.get(r, "-"), self.rules_b.get(r, "-")) for r in sorted(set(self.rules_a) |
+                                                                                       set(self.rules_b))]
 
 
 def _fired(trace: Trace, config: RulesConfig | None) -> dict[str, str]:
     """Rule -> worst severity of its findings, for the rules that fired."""
-    order = ("info", "warning", "error")
     out: dict[str, str] = {}
     for f in run_rules(trace, config).findings:
-        if f.rule not in out or order.index(f.severity) > order.index(out[f.rule]):
+        if f.rule not in out or SEVERITIES.index(f.severity) > SEVERITIES.index(out[f.rule]):
             out[f.rule] = f.severity
     return out
 
 
 def build_diff(a: Trace, b: Trace, *, threshold_pct: float = 5.0, top: int = 15,
-               config: RulesConfig | None = None, fail_on: str = "error") -> dict[str, Any]:
+               config: RulesConfig | None = None, fail_on: str = "error") -> DiffReport:
     """Compare baseline `a` with candidate `b`.
 
     A regression is: mean step time (or, without steps, total kernel time) up by more than threshold_pct,
     or a rule firing in B at severity >= fail_on that did not fire (at that level) in A.
     """
     d = trace_diff(a, b)
-    step_change = _change(d.step_mean_a_ns, d.step_mean_b_ns)
-    kernel_change = _change(float(d.kernel_time_a_ns), float(d.kernel_time_b_ns))
+    step_mean = Change.of(d.step_mean_a_ns, d.step_mean_b_ns)
+    kernel_time = Change(d.kernel_time_a_ns, d.kernel_time_b_ns,
+                         Change.of(float(d.kernel_time_a_ns), float(d.kernel_time_b_ns)).change_pct)
     rules_a, rules_b = _fired(a, config), _fired(b, config)
-    levels = ("info", "warning", "error")
-    floor = levels.index(fail_on) if fail_on in levels else len(levels)
-    new = sorted(r for r, s in rules_b.items() if levels.index(s) >= floor
-                 and (r not in rules_a or levels.index(rules_a[r]) < floor))
-    measure = step_change if step_change is not None else kernel_change
+    floor = SEVERITIES.index(fail_on) if fail_on in SEVERITIES else len(SEVERITIES)
+    new = sorted(r for r, s in rules_b.items() if SEVERITIES.index(s) >= floor
+                 and (r not in rules_a or SEVERITIES.index(rules_a[r]) < floor))
+    measure = step_mean.change_pct if step_mean.change_pct is not None else kernel_time.change_pct
     reasons = []
     if measure is not None and measure > threshold_pct:
-        what = "mean step time" if step_change is not None else "total kernel time"
+        what = "mean step time" if step_mean.change_pct is not None else "total kernel time"
         reasons.append(f"{what} up {measure:.1f} % (threshold {threshold_pct:g} %)")
     if new:
         reasons.append(f"new findings at {fail_on} or above: {', '.join(new)}")
-    return {"step_mean_ns": {"a": d.step_mean_a_ns, "b": d.step_mean_b_ns, "change_pct": step_change},
-            "kernel_time_ns": {"a": d.kernel_time_a_ns, "b": d.kernel_time_b_ns, "change_pct": kernel_change},
-            "kernels": frame_records(d.kernels.head(top)), "rules": {"a": rules_a, "b": rules_b, "new": new},
-            "threshold_pct": threshold_pct, "regression": bool(reasons), "reasons": reasons}
+    return DiffReport(step_mean=step_mean, kernel_time=kernel_time, kernels=d.kernels.head(top), rules_a=rules_a,
+                      rules_b=rules_b, new_rules=tuple(new), threshold_pct=threshold_pct, reasons=tuple(reasons))
 
 
-def render_diff_markdown(diff: dict[str, Any]) -> str:
+def _change_dict(change: Change) -> dict[str, Any]:
+    return {"a": change.a, "b": change.b, "change_pct": change.change_pct}
+
+
+def diff_document(diff: DiffReport) -> dict[str, Any]:
+    """The diff as the JSON of `ktrace diff --json`: {"step_mean_ns", "kernel_time_ns", "kernels", "rules",
+    "threshold_pct", "regression", "reasons"}."""
+    return {"step_mean_ns": _change_dict(diff.step_mean), "kernel_time_ns": _change_dict(diff.kernel_time),
+            "kernels": frame_records(diff.kernels),
+            "rules": {"a": diff.rules_a, "b": diff.rules_b, "new": list(diff.new_rules)},
+            "threshold_pct": diff.threshold_pct, "regression": diff.regression, "reasons": list(diff.reasons)}
+
+
+def _pct_text(change: Change) -> object:
+    return change.change_pct if change.change_pct is not None else "-"
+
+
+def render_diff_markdown(diff: DiffReport) -> str:
     """The diff as Markdown."""
-    s, k = diff["step_mean_ns"], diff["kernel_time_ns"]
+    step, kernel = diff.step_mean, diff.kernel_time
     out = ["# ktrace diff (A = baseline, B = candidate)", ""]
     out += md_table(["", "A", "B", "change %"], [
-        ["mean step time", fmt_ns(s["a"]), fmt_ns(s["b"]), s["change_pct"] if s["change_pct"] is not None else "-"],
-        ["total kernel time", fmt_ns(k["a"]), fmt_ns(k["b"]), k["change_pct"] if k["change_pct"] is not None
-         else "-"]])
+        ["mean step time", fmt_ns(step.a), fmt_ns(step.b), _pct_text(step)],
+        ["total kernel time", fmt_ns(kernel.a), fmt_ns(kernel.b), _pct_text(kernel)]])
     out += ["## Kernels that changed most", ""] + md_table(
         ["kernel", "count A", "count B", "total A", "total B", "delta", "status"],
         [[r["name"], r["count_a"], r["count_b"], fmt_ns(r["total_ns_a"]), fmt_ns(r["total_ns_b"]),
-          fmt_ns(r["delta_ns"]), r["status"]] for r in diff["kernels"] or []])
-    rules = diff["rules"]
-    out += ["## Rules", ""] + md_table(["rule", "A", "B"], [[r, rules["a"].get(r, "-"), rules["b"].get(r, "-")]
-                                                           for r in sorted(set(rules["a"]) | set(rules["b"]))])
-    verdict = "REGRESSION: " + "; ".join(diff["reasons"]) if diff["regression"] else "no regression"
+          fmt_ns(r["delta_ns"]), r["status"]] for r in rows(diff.kernels)])
+    out += ["## Rules", ""] + md_table(["rule", "A", "B"], [list(fired) for fired in diff.rules_fired()])
+    verdict = "REGRESSION: " + "; ".join(diff.reasons) if diff.regression else "no regression"
     return "\n".join(out + [printable(verdict), ""])
 
 
-def render_diff_terminal(diff: dict[str, Any], console: Console) -> None:
-    """The diff as terminal tables, like `ktrace summary` (kernel names shortened and distinct, nothing escaped)."""
+def render_diff_terminal(diff: DiffReport, console: Console) -> None:
+    """The diff as terminal tables, like `ktrace summary` (kernel names shortened and distinct, nothing escaped;
+    no control character from the trace reaches the terminal)."""
     from rich.markup import escape
 
-    from ktrace.model.display_text import printable_tree
     from ktrace.report.terminal import print_table
 
-    diff = printable_tree(diff)  # trace text: no control character reaches the terminal
-    s, k = diff["step_mean_ns"], diff["kernel_time_ns"]
+    step, kernel = diff.step_mean, diff.kernel_time
     console.print("[bold]ktrace diff[/] (A = baseline, B = candidate)")
     print_table(console, "time", [
-        {"measure": "mean step time", "a_ns": s["a"], "b_ns": s["b"], "change_pct": s["change_pct"]},
-        {"measure": "total kernel time", "a_ns": k["a"], "b_ns": k["b"], "change_pct": k["change_pct"]}])
+        {"measure": "mean step time", "a_ns": step.a, "b_ns": step.b, "change_pct": step.change_pct},
+        {"measure": "total kernel time", "a_ns": kernel.a, "b_ns": kernel.b, "change_pct": kernel.change_pct}])
     print_table(console, "kernels that changed most", [
-        {"name": r["name"], "count_a": r["count_a"], "count_b": r["count_b"], "total_a_ns": r["total_ns_a"],
-         "total_b_ns": r["total_ns_b"], "delta_ns": r["delta_ns"], "status": r["status"]}
-        for r in diff["kernels"] or []])
-    rules = diff["rules"]
-    print_table(console, "rules that fired", [{"rule": r, "a": rules["a"].get(r, "-"), "b": rules["b"].get(r, "-")}
-                                              for r in sorted(set(rules["a"]) | set(rules["b"]))])
-    if diff["regression"]:
-        console.print("[bold red]REGRESSION:[/] " + escape("; ".join(diff["reasons"])))
+        {"name": printable(r["name"]), "count_a": r["count_a"], "count_b": r["count_b"],
+         "total_a_ns": r["total_ns_a"], "total_b_ns": r["total_ns_b"], "delta_ns": r["delta_ns"],
+         "status": printable(r["status"])} for r in rows(diff.kernels)])
+    print_table(console, "rules that fired", [{"rule": printable(r), "a": a, "b": b}
+                                              for r, a, b in diff.rules_fired()])
+    if diff.regression:
+        console.print("[bold red]REGRESSION:[/] " + escape(printable("; ".join(diff.reasons))))
     else:
         console.print("[green]no regression[/]")

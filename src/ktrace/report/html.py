@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ktrace.report.content import Report
 from ktrace.report.identity import identity_line
 from ktrace.report.sections import (
     Section,
@@ -16,6 +17,7 @@ from ktrace.report.sections import (
     rules_summary,
     system_usage,
 )
+from ktrace.report.verdicts import triggered_first
 
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d2330;background:#fafbfc}
@@ -66,46 +68,28 @@ def script_json(value: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-_VERDICT_ORDER = ("error", "warning", "info", "ok", "skipped")
-
-
-def _verdict(rule: dict[str, Any]) -> int:
-    """Where a rule goes in the report: the worst finding first, then rules that found nothing, then skipped."""
-    if rule["status"] == "fired" and rule["findings"]:
-        worst = max((f["severity"] for f in rule["findings"]), key=("info", "warning", "error").index)
-        return _VERDICT_ORDER.index(worst)
-    return _VERDICT_ORDER.index("skipped" if rule["status"] == "skipped" else "ok")
-
-
-def triggered_first(content: dict[str, Any]) -> dict[str, Any]:
-    """`content` with its rules ordered errors, warnings, notes, then ok, then skipped (stable within each)."""
-    rules = dict(content["rules"], rules=sorted(content["rules"]["rules"], key=_verdict))
-    return dict(content, rules=rules)
-
-
-def all_sections(content: dict[str, Any]) -> list[Section]:
+def all_sections(report: Report) -> list[Section]:
     """Every section in report order: job, system, framework, rules summary, dashboard, one per rule
     (rules that found something first)."""
-    content = triggered_first(content)
-    docs = content["rule_docs"]
-    return [job_summary(content), system_usage(content), framework_metrics(content), rules_summary(content),
-            dashboard(content), *(rule_section(r, docs.get(r["rule"], {})) for r in content["rules"]["rules"])]
+    ordered = triggered_first(report.dashboard.rules.results)
+    return [job_summary(report), system_usage(report), framework_metrics(report), rules_summary(report, ordered),
+            dashboard(report), *(rule_section(r) for r in ordered)]
 
 
-def render_html(content: dict[str, Any]) -> str:
+def render_html(report: Report) -> str:
     """The whole report as one HTML document."""
-    sections = all_sections(content)
+    sections = all_sections(report)
     nav = "".join(f'<a href="#{esc(s.anchor)}">{esc(s.title)}</a>' for s in sections[:5])
     body = "".join(f'<section id="{esc(s.anchor)}"><h2>{esc(s.title)}</h2>{"".join(s.body)}</section>'
                    for s in sections)
     figures = {s.anchor: s.figures for s in sections if s.figures}
-    title = esc(content["title"])
-    about = "".join(f"<span><b>{esc(k)}</b> {esc(v)}</span>" for k, v in identity_line(content.get("trace")))
+    title = esc(report.title)
+    about = "".join(f"<span><b>{esc(k)}</b> {esc(v)}</span>" for k, v in identity_line(report.identity))
     return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title>"
             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><style>{STYLE}</style>"
             f"<script>{plotly_js()}</script></head><body><header><h1>{title}</h1>"
             f"<div class=\"trace\">{about}</div>"
-            f"<div>report format v{content['version']}, made by ktrace</div></header><nav>{nav}</nav>"
+            f"<div>report format v{report.version}, made by ktrace</div></header><nav>{nav}</nav>"
             f"<main>{body}</main>"
             f"<script type=\"application/json\" id=\"ktrace-figures\">{script_json(figures)}</script>"
             f"<script>{DRAW}</script></body></html>")

@@ -5,7 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ktrace.report.content import Report, report_document
 
-def render_json(content: dict[str, Any]) -> str:
-    """The report content as indented JSON with sorted keys (a stable contract for scripts and CI)."""
-    return json.dumps(content, indent=1, sort_keys=True, allow_nan=False, default=str) + "\n"
+
+def dump_json(document: dict[str, Any]) -> str:
+    """A JSON document indented, with sorted keys (a stable contract for scripts and CI)."""
+    return json.dumps(document, indent=1, sort_keys=True, allow_nan=False, default=str) + "\n"
+
+
+def render_json(report: Report) -> str:
+    """The report as JSON (report_document, dumped by dump_json)."""
+    return dump_json(report_document(report))

@@ -1,14 +1,21 @@
-"""The report as Markdown: the same sections and numbers as the HTML report, as tables (no plots)."""
+"""The report as Markdown: the same sections and numbers as the HTML report, as tables (no plots), rendered from
+the typed Report."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from ktrace.analysis.dashboard import StepHistogram
 from ktrace.analysis.phases import step_source_note
+from ktrace.analysis.rules.base import Evidence, RuleResult
 from ktrace.model.display_text import printable
+from ktrace.report.content import Report
 from ktrace.report.format import fmt_ns, fmt_num, fmt_time_range
 from ktrace.report.identity import identity_line
+from ktrace.report.rows import COUNTER_STATS, evidence_cells, phase_rows, rows
+from ktrace.report.verdicts import finding_counts, param_text, recommendation, verdict
+
+MAX_EVIDENCE_ROWS = 20
 
 MD_ESCAPES = str.maketrans({"|": "\\|", "<": "&lt;", ">": "&gt;", "&": "&amp;", "\n": " ", "`": "\\`",
                             "*": "\\*", "_": "\\_", "[": "\\[", "]": "\\]"})
@@ -31,120 +38,120 @@ def md_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[s
     return out + [""]
 
 
-def _job(c: dict[str, Any]) -> list[str]:
-    s, p = c["summary"], c["summary"]["phases"]
+def _job(report: Report) -> list[str]:
+    summary = report.dashboard.summary
+    phases = summary.phases
     out = ["## Training job summary", ""]
-    out += md_table(["", "value"], [["source", s["source"]], ["ranks", s["ranks"]], ["kernels", fmt_num(s["kernels"])],
-                                    ["trace span", fmt_time_range(p["start_ns"], p["end_ns"])],
-                                    ["steps per rank" if s["ranks"] > 1 else "steps",
-                                     f"{p['steps']}{step_source_note(p.get('step_source', 'none'))}"]])
-    out += md_table(["phase", "time", "% of job"], [
-        [name, fmt_ns(p[f"{key}_ns"]), f"{p[f'{key}_pct']:.1f}"]
-        for name, key in (("initialization", "init"), ("training loop", "training"), ("finalization", "finalize"))])
-    return out + [f"_{cell(n)}_" for n in s.get("notes") or []] + [""]
+    out += md_table(["", "value"], [["source", summary.source], ["ranks", summary.ranks],
+                                    ["kernels", fmt_num(summary.kernels)],
+                                    ["trace span", fmt_time_range(phases.start_ns, phases.end_ns)],
+                                    ["steps per rank" if summary.ranks > 1 else "steps",
+                                      f"{phases.steps}{step_source_note(phases.step_source)}"]])
+    out += md_table(["phase", "time", "% of job"],
+                    [[name, fmt_ns(ns), f"{pct:.1f}"] for name, ns, pct in phase_rows(phases)])
+    return out + [f"_{cell(n)}_" for n in summary.notes] + [""]
 
 
-def _system(c: dict[str, Any]) -> list[str]:
-    rows = [[r["node"], r["metric"], r.get("instance", ""), r["samples"],
-             *(fmt_num(r[k]) for k in ("min", "p50", "p95", "p99", "max"))] for r in c["summary"]["counters"] or []]
+def _system(report: Report) -> list[str]:
+    cells = [[r["node"], r["metric"], r["instance"], r["samples"], *(fmt_num(r[k]) for k in COUNTER_STATS)]
+             for r in rows(report.dashboard.summary.counters)]
     return (["## System usage statistics", ""]
-            + (md_table(["node", "metric", "instance", "samples", "min", "p50", "p95", "p99", "max"], rows)
+            + (md_table(["node", "metric", "instance", "samples", *COUNTER_STATS], cells)
                or ["The trace has no counter samples.", ""]))
 
 
-def _framework(c: dict[str, Any]) -> list[str]:
-    s = c["summary"]
+def _framework(report: Report) -> list[str]:
+    summary = report.dashboard.summary
     out = ["## Framework metrics", ""]
     out += md_table(["node", "rank", "steps", "min", "mean", "p50", "p95", "max"],
                     [[r["node"], r["rank"], r["steps"], *(fmt_ns(r[k]) for k in ("min_ns", "mean_ns", "p50_ns",
                                                                                   "p95_ns", "max_ns"))]
-                     for r in s["step_stats"] or []])
+                     for r in rows(summary.step_stats)])
     out += md_table(["launches", "count", "start→start p50", "p95", "end→start p50", "p95"],
-                    [[r["kind"], fmt_num(r["count"]), fmt_ns(r.get("launch_latency_ns_p50")),
-                      fmt_ns(r.get("launch_latency_ns_p95")), fmt_ns(r.get("queue_delay_ns_p50")),
-                      fmt_ns(r.get("queue_delay_ns_p95"))] for r in s.get("latency") or []])
+                    [[r["kind"], fmt_num(r["count"]), fmt_ns(r["launch_latency_ns_p50"]),
+                      fmt_ns(r["launch_latency_ns_p95"]), fmt_ns(r["queue_delay_ns_p50"]),
+                      fmt_ns(r["queue_delay_ns_p95"])] for r in rows(summary.latency)])
     return out
 
 
-def _status(r: dict[str, Any]) -> str:
-    if r["status"] != "fired":
-        return r["status"]
-    return max((f["severity"] for f in r["findings"]), key=("info", "warning", "error").index)
-
-
-def _rules_summary(c: dict[str, Any]) -> list[str]:
-    counts = c["rules"]["counts"]
-    out = ["## Rules summary", "",
-           f"{counts['error']} errors, {counts['warning']} warnings, {counts['info']} notes.", ""]
+def _rules_summary(report: Report) -> list[str]:
+    counts = finding_counts(report.dashboard.rules)
+    out = ["## Rules summary", "", f"{counts.error} errors, {counts.warning} warnings, {counts.info} notes.", ""]
     return out + md_table(["rule", "verdict", "description", "recommendation", "times triggered", "datapoints",
                            "parameters"],
-                          [[r["rule"], _status(r), r["description"], r["recommendation"], fmt_num(r["triggered"]),
-                            fmt_num(r["datapoints"]),
-                            ", ".join(f"{k}={v}" for k, v in r["params"].items() if k != "max_evidence")]
-                           for r in c["rules"]["rules"]])
+                          [[r.rule, verdict(r), r.description, recommendation(r), fmt_num(r.triggered),
+                            fmt_num(r.datapoints), param_text(r.params)]
+                           for r in report.dashboard.rules.results])
 
 
-def _dashboard(c: dict[str, Any]) -> list[str]:
-    s = c["summary"]
+def _dashboard(report: Report) -> list[str]:
+    summary = report.dashboard.summary
     out = ["## Dashboard", "", "### Active time", ""]
     out += md_table(["resource", "node", "rank", "instance", "method", "active %"],
                     [[r["resource"], r["node"], r["rank"], r["instance"], r["method"],
-                      f"{100 * r['active_share']:.1f}"] for r in s["active"] or []])
-    for key, title in (("top_by_time", "Top kernels by time"), ("top_by_count", "Top kernels by launch count")):
+                      f"{100 * r['active_share']:.1f}"] for r in rows(summary.active)])
+    for title, top, share in (("Top kernels by time", summary.top_by_time, "time_share"),
+                              ("Top kernels by launch count", summary.top_by_count, "count_share")):
         out += [f"### {title}", ""] + md_table(
             ["#", "kernel", "count", "total", "mean", "share %"],
-            [[r.get("position") or "", r["name"], fmt_num(r["count"]), fmt_ns(r["total_ns"]), fmt_ns(r["mean_ns"]),
-              f"{100 * (r['time_share'] if key == 'top_by_time' else r['count_share']):.1f}"] for r in s[key] or []])
-    hist = c["steps_histogram"]
-    if hist["counts"]:
-        out += ["### Step time distribution", ""] + md_table(
-            ["from (ms)", "to (ms)", "steps"],
-            [[f"{a:.3f}", f"{b:.3f}", n] for a, b, n in zip(hist["edges_ms"][:-1], hist["edges_ms"][1:],
-                                                            hist["counts"], strict=True) if n])
+            [[r["position"] or "", r["name"], fmt_num(r["count"]), fmt_ns(r["total_ns"]), fmt_ns(r["mean_ns"]),
+              f"{100 * r[share]:.1f}"] for r in rows(top)])
+    out += _step_histogram(report.dashboard.step_histogram)
     out += ["### Kernel precision", ""] + md_table(
         ["precision", "kernels", "time", "share %"],
         [[r["precision"], fmt_num(r["kernels"]), fmt_ns(r["time_ns"]), f"{100 * r['time_share']:.1f}"]
-         for r in s["precision"] or []])
+         for r in rows(summary.precision)])
     out += ["### GPU activity", ""] + md_table(
         ["activity", "count", "time", "share %"],
         [[r["activity"], fmt_num(r["count"]), fmt_ns(r["time_ns"]), f"{100 * r['share']:.1f}"]
-         for r in s["activity"] or []])
+         for r in rows(summary.activity)])
     out += ["### Memory operations", ""] + md_table(
         ["op", "copy kind", "host memory", "count", "bytes", "time", "GB/s"],
         [[r["op"], r["copy_kind"], r["host_memory"], fmt_num(r["count"]), fmt_num(r["bytes"]), fmt_ns(r["time_ns"]),
-          fmt_num(r["bandwidth_gbps"])] for r in s["memory"] or []])
-    for h in s.get("annotations") or []:
-        out += [f"### Annotation durations: {cell(h['pattern'])}", ""] + md_table(
+          fmt_num(r["bandwidth_gbps"])] for r in rows(summary.memory)])
+    for h in summary.annotations:
+        out += [f"### Annotation durations: {cell(h.pattern)}", ""] + md_table(
             ["name", "count", "total", "mean", "p50", "max"],
-            [[r["name"], fmt_num(r["count"]), fmt_ns(r["total_ns"]), fmt_ns(r["mean_ns"]), fmt_ns(r.get("p50_ns")),
-              fmt_ns(r.get("max_ns"))] for r in h["stats"] or []])
+            [[r["name"], fmt_num(r["count"]), fmt_ns(r["total_ns"]), fmt_ns(r["mean_ns"]), fmt_ns(r["p50_ns"]),
+              fmt_ns(r["max_ns"])] for r in rows(h.stats)])
     return out
 
 
-def _rule(r: dict[str, Any]) -> list[str]:
-    out = [f"### {r['rule']}: {_status(r)}", "", cell(r["description"], 1000), ""]
-    out += md_table(["parameter", "value"], [[k, v] for k, v in r["params"].items()])
-    if r["skipped"]:
-        out += [f"Skipped: {cell(r['skipped'], 500)}.", ""]
-    for f in r["findings"]:
-        out += [f"**{f['severity']}**: {cell(f['message'], 2000)}", "",
-                f"_Recommendation_: {cell(f['recommendation'], 2000)}", ""]
-        out += md_table(["kind", "when", "node/rank", "device", "stream", "what", "value"],
-                        [[e.get("kind", ""), fmt_time_range(e.get("start_ns"), e.get("end_ns")),
-                          "/".join(str(e[k]) for k in ("node", "rank") if k in e), e.get("device", ""),
-                          e.get("stream", ""), e.get("name", ""), fmt_num(e.get("value"))] for e in f["evidence"][:20]])
+def _step_histogram(hist: StepHistogram) -> list[str]:
+    """The non-empty bins of the step-time histogram."""
+    if not hist.counts:
+        return []
+    bins = zip(hist.edges_ms[:-1], hist.edges_ms[1:], hist.counts, strict=True)
+    return ["### Step time distribution", ""] + md_table(
+        ["from (ms)", "to (ms)", "steps"], [[f"{a:.3f}", f"{b:.3f}", n] for a, b, n in bins if n])
+
+
+def _evidence(evidence: Sequence[Evidence]) -> list[str]:
+    return md_table(["kind", "when", "node/rank", "device", "stream", "what", "value"],
+                    [evidence_cells(e) for e in evidence[:MAX_EVIDENCE_ROWS]])
+
+
+def _rule(result: RuleResult) -> list[str]:
+    out = [f"### {result.rule}: {verdict(result)}", "", cell(result.description, 1000), ""]
+    out += md_table(["parameter", "value"], [[k, v] for k, v in result.params.items()])
+    if result.skipped:
+        out += [f"Skipped: {cell(result.skipped, 500)}.", ""]
+    for f in result.findings:
+        out += [f"**{f.severity}**: {cell(f.message, 2000)}", "",
+                f"_Recommendation_: {cell(f.recommendation, 2000)}", ""]
+        out += _evidence(f.evidence)
     return out
 
 
-def render_markdown(content: dict[str, Any]) -> str:
+def render_markdown(report: Report) -> str:
     """The report as one Markdown document."""
-    out = [f"# {cell(content['title'], 200)}", ""]
-    about = identity_line(content.get("trace"))
+    out = [f"# {cell(report.title, 200)}", ""]
+    about = identity_line(report.identity)
     if about:
         out += [" · ".join(f"**{cell(k)}** {cell(v, 400)}" for k, v in about), ""]
     for part in (_job, _system, _framework, _rules_summary, _dashboard):
-        out += part(content)
+        out += part(report)
     out += ["## Rules", ""]
-    for r in content["rules"]["rules"]:
-        out += _rule(r)
+    for result in report.dashboard.rules.results:
+        out += _rule(result)
     return "\n".join(out).rstrip() + "\n"

@@ -1,4 +1,4 @@
-"""Plotly figure specs (plain dicts: data + layout) for the HTML report, built from the report content.
+"""Plotly figure specs (plain dicts: data + layout) for the HTML report, built from the report's dashboard model.
 
 Labels that come from the trace (kernel names, annotations, hosts) are HTML-escaped: plotly.js renders a
 subset of HTML in labels, and a C++ kernel name full of `<...>` must show as text, never as markup.
@@ -7,8 +7,10 @@ subset of HTML in labels, and a C++ kernel name full of `<...>` must show as tex
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from typing import Any
 
+from ktrace.analysis.dashboard import UtilizationSeries
 from ktrace.analysis.names import distinct_short_names
 
 Figure = dict[str, Any]
@@ -89,10 +91,10 @@ def histogram(title: str, edges: list[float], counts: list[int], unit: str) -> F
                                      **({"dtick": 1} if max(counts, default=0) <= 8 else {})})}
 
 
-def lines(title: str, series: list[dict[str, Any]], y_title: str) -> Figure:
-    """One line per series ({"label", "x_s", "y_pct"})."""
-    data = [{"type": "scattergl" if len(s["x_s"]) > 2000 else "scatter", "mode": "lines", "name": label(s["label"]),
-             "x": s["x_s"], "y": s["y_pct"]} for s in series]
+def lines(title: str, series: Sequence[UtilizationSeries], y_title: str) -> Figure:
+    """One line per utilization series."""
+    data = [{"type": "scattergl" if len(s.x_s) > 2000 else "scatter", "mode": "lines", "name": label(s.label),
+             "x": list(s.x_s), "y": list(s.y_pct)} for s in series]
     return {"data": data, "layout": _layout(title, height=380, xaxis={"title": {"text": "seconds since trace start"}},
                                             yaxis={"title": {"text": y_title}, "range": [0, 105]})}
 

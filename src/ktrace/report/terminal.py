@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import polars as pl
 from rich import box
 from rich.console import Console
 from rich.markup import escape
@@ -12,11 +13,14 @@ from rich.table import Table
 from rich.text import Text
 
 from ktrace.analysis.names import distinct_short_names
+from ktrace.analysis.operators import OperatorSummary
 from ktrace.analysis.phases import step_source_note
-from ktrace.analysis.summary import Summary, summary_to_dict
+from ktrace.analysis.ranks import LoadBalance
+from ktrace.analysis.summary import Summary
 from ktrace.analysis.units import format_bytes
-from ktrace.model.display_text import printable_tree
+from ktrace.model.display_text import printable, printable_tree
 from ktrace.report.format import fmt_ns as format_ns
+from ktrace.report.rows import json_float, phase_rows, rows
 
 BAR_WIDTH = 12
 NAME_WIDTH = 80
@@ -157,13 +161,13 @@ def print_table(console: Console, title: str, rows: Sequence[dict[str, Any]] | N
     """Print `rows` as a table of `columns` (default: all), with an optional bar for column `share_bar`.
 
     Names shrink first when the terminal is narrow (staying distinct), then the bar and the least useful
-    columns go; numbers are never cut.
+    columns go; numbers are never cut. A column (or `share_bar`) that a row lacks is a KeyError.
     """
     if not rows:
         console.print(f"[bold]{escape(title)}[/]: [dim]none[/]")
         return
     cols = list(columns or rows[0].keys())
-    cells = [[_cell(c, row.get(c)) for c in cols] for row in rows]
+    cells = [[_cell(c, row[c]) for c in cols] for row in rows]  # row[c]: a renamed column fails, never shows "-"
     widths, bar_width, wrap_labels = _layout(console.width, cols, cells, rows, share_bar)
     shown = list(widths)
     table = Table(title=escape(title), title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_edge=False,
@@ -178,7 +182,7 @@ def print_table(console: Console, title: str, rows: Sequence[dict[str, Any]] | N
     for row, cells_of_row in zip(rows, cells, strict=True):
         out = [cells_of_row[i] for i in index]
         if bar_width and share_bar:
-            out.append(bar(row.get(share_bar), bar_width))
+            out.append(bar(row[share_bar], bar_width))
         table.add_row(*(Text(cell) for cell in out))  # Text: trace strings ([memory], <...>) are not markup
     console.print(table)
 
@@ -194,30 +198,26 @@ _LATENCY_METRICS = (("launch_latency_ns", "API start → run"),
                     ("api_duration_ns", "API call"))
 
 
-def _latency_rows(rows: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+def _latency_rows(wide: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """latency_stats' wide rows (one per kind) as one row per (kind, definition)."""
-    if rows is None:
-        return None
     out = []
-    for row in rows:
+    for row in wide:
         for prefix, label in _LATENCY_METRICS:
             stats = {f"{k[len(prefix) + 1:]}_ns": v for k, v in row.items() if k.startswith(prefix + "_")}
-            out.append({"kind": row.get("kind"), "definition": label, "count": row.get("count"), **stats})
+            out.append({"kind": row["kind"], "definition": label, "count": row["count"], **stats})
     return out
 
 
-def _counter_rows(rows: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+def _counter_rows(stats: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Counter statistics for the terminal: one metric per line with its core/device index (cpu.core.util[3]),
     byte counters humanized."""
-    if rows is None:
-        return None
     out = []
-    for r in rows:
-        instance = r.get("instance")
+    for r in stats:
+        instance = r["instance"]
         metric = f"{r['metric']}[{instance}]" if isinstance(instance, int) and instance >= 0 else r["metric"]
         fmt = format_bytes if str(r["metric"]).endswith("_bytes") else (lambda v: f"{v:,.2f}")
         out.append({"node": r["node"], "metric": metric, "samples": r["samples"],
-                    **{k: "-" if r.get(k) is None else fmt(float(r[k])) for k in ("min", "p50", "p95", "max",
+                    **{k: "-" if r[k] is None else fmt(float(r[k])) for k in ("min", "p50", "p95", "max",
                                                                                   "mean")}})
     return out
 
@@ -226,64 +226,73 @@ OPERATOR_ROWS = (10, 5)
 """The terminal's operator table: this many top operators by GPU time, then up to this many more by CPU self time."""
 
 
-def _operator_rows(ops: dict[str, Any] | None) -> list[dict[str, Any]] | None:
+def _operator_rows(ops: OperatorSummary | None) -> list[dict[str, Any]] | None:
     """The summary's two top-operator lists as one table: by GPU time, then the CPU-heavy ones not already in it
     (CPU total time is in the JSON: in 80 columns the names need its room)."""
     if ops is None:
         return None
     by_gpu, by_cpu = OPERATOR_ROWS
-    rows = ops["top_by_gpu_time"][:by_gpu]
-    shown = {r["name"] for r in rows}
-    rows += [r for r in ops["top_by_cpu_self_time"] if r["name"] not in shown][:by_cpu]
-    return [{"name": r["name"], "calls": r["calls"], "cpu_self_ns": r["cpu_self_ns"], "gpu_ns": r["gpu_ns"], "kernels": r["kernels"], "latency_ns": r["launch_latency_mean_ns"]} for r in rows]
+    top = _text_rows(ops.top_by_gpu_time)[:by_gpu]
+    shown = {r["name"] for r in top}
+    top += [r for r in _text_rows(ops.top_by_cpu_self_time) if r["name"] not in shown][:by_cpu]
+    return [{"name": r["name"], "calls": r["calls"], "cpu_self_ns": r["cpu_self_ns"], "gpu_ns": r["gpu_ns"],
+             "kernels": r["kernels"], "latency_ns": r["launch_latency_mean_ns"]} for r in top]
 
 
-def _header(console: Console, d: dict[str, Any]) -> None:
-    p = d["phases"]
-    console.print(f"[bold]source[/] {escape(str(d['source']))}   [bold]ranks[/] {d['ranks']}   "
-                  f"[bold]kernels[/] {d['kernels']:,}   [bold]job[/] {format_ns(p['duration_ns'])}   "
-                  f"[bold]steps[/] {p['steps']}{' per rank' if d['ranks'] > 1 else ''}"
-                  f"{step_source_note(p.get('step_source', 'none'))}")
-    for note in d["notes"]:  # before the tables: a note (truncated input, lost records) changes how to read them
-        console.print(f"[yellow]note:[/] {escape(note)}")
-    phases = [{"phase": name, "time_ns": p[f"{key}_ns"], "share": p[f"{key}_pct"] / 100.0}
-              for name, key in (("initialization", "init"), ("training loop", "training"),
-                                ("finalization", "finalize"))]
-    print_table(console, "job phases", phases, share_bar="share")
+def _text_rows(frame: pl.DataFrame | None) -> list[dict[str, Any]]:
+    """A summary frame's rows (as in the JSON) with every trace string made printable for the terminal."""
+    printable_rows: list[dict[str, Any]] = printable_tree(rows(frame))
+    return printable_rows
+
+
+def _header(console: Console, summary: Summary) -> None:
+    phases = summary.phases
+    console.print(f"[bold]source[/] {escape(printable(summary.source))}   [bold]ranks[/] {summary.ranks}   "
+                  f"[bold]kernels[/] {summary.kernels:,}   [bold]job[/] {format_ns(phases.duration_ns)}   "
+                  f"[bold]steps[/] {phases.steps}{' per rank' if summary.ranks > 1 else ''}"
+                  f"{step_source_note(phases.step_source)}")
+    for note in summary.notes:  # before the tables: a note (truncated input, lost records) changes how to read them
+        console.print(f"[yellow]note:[/] {escape(printable(note))}")
+    phase_shares = [{"phase": name, "time_ns": ns, "share": pct / 100.0} for name, ns, pct in phase_rows(phases)]
+    print_table(console, "job phases", phase_shares, share_bar="share")
+
+
+def _load_balance(console: Console, balance: LoadBalance | None) -> None:
+    if balance is None:
+        return
+    print_table(console, "load balance across ranks", _text_rows(balance.per_rank))
+    distance = json_float(balance.histogram_distance)
+    console.print(f"busy spread {_cell('busy_share', json_float(balance.busy_spread))}   step spread "
+                  f"{_cell('step_share', json_float(balance.step_spread))}   utilization histogram distance "
+                  f"{'-' if distance is None else f'{distance:.3f}'} ({printable(balance.source)}; "
+                  "SageMaker flags > 0.5)")
 
 
 def render_summary(summary: Summary, console: Console) -> None:
-    """Print the summary's tables on `console` (the numbers are those of summary_to_dict)."""
-    d = printable_tree(summary_to_dict(summary))  # trace text: no control character reaches the terminal
-    _header(console, d)
+    """Print the summary's tables on `console` (the numbers of summary_to_dict, trace text made printable)."""
+    _header(console, summary)
     print_table(console, "active time (timeline = busy/span; counter = share of samples > 0 %; mean util = mean "
-                "sample, lower than the active share when the device is partly busy)", d["active"],
-           ["resource", "method", "node", "rank", "instance", "active_share", "mean_util"], "active_share")
-    print_table(console, "GPU busy / idle per device", d["busy"],
-           ["node", "rank", "device", "busy_ns", "idle_ns", "span_ns", "busy_pct", "records"])
+                "sample, lower than the active share when the device is partly busy)", _text_rows(summary.active),
+                ["resource", "method", "node", "rank", "instance", "active_share", "mean_util"], "active_share")
+    print_table(console, "GPU busy / idle per device", _text_rows(summary.busy),
+                ["node", "rank", "device", "busy_ns", "idle_ns", "span_ns", "busy_pct", "records"])
     print_table(console, "GPU idle by cause (per device: each gap takes the cause of the record that ends it)",
-                d["idle"], share_bar="idle_share")
+                _text_rows(summary.idle), share_bar="idle_share")
     kcols = ["name", "count", "total_ns", "mean_ns", "p50_ns", "p95_ns", "max_ns", "time_share"]
-    print_table(console, "top kernels by GPU time", d["top_by_time"], kcols, "time_share")
-    print_table(console, "top kernels by launch count", d["top_by_count"],
-           ["name", "count", "count_share", "total_ns", "mean_ns"], "count_share")
+    print_table(console, "top kernels by GPU time", _text_rows(summary.top_by_time), kcols, "time_share")
+    print_table(console, "top kernels by launch count", _text_rows(summary.top_by_count),
+                ["name", "count", "count_share", "total_ns", "mean_ns"], "count_share")
     print_table(console, f"operators: top {OPERATOR_ROWS[0]} by GPU time, then by CPU self time (gpu = work each "
-                "launched, innermost operator; latency = mean launch -> kernel start)", _operator_rows(d["operators"]))
+                "launched, innermost operator; latency = mean launch -> kernel start)", _operator_rows(summary.operators))
     print_table(console, "launch-to-run latency (start->start = launch latency; end->start = queue delay)",
-           _latency_rows(d["latency"]))
-    print_table(console, "step time per rank", d["step_stats"])
-    print_table(console, "kernel precision (communication/memory shown apart)", d["precision"],
-           ["precision", "excluded", "kernels", "time_ns", "time_share", "count_share"], "time_share")
-    print_table(console, "GPU activity (sum of durations)", d["activity"], share_bar="share")
-    print_table(console, "memory operations", d["memory"], share_bar="time_share")
-    print_table(console, "communication / compute overlap", d["overlap"])
-    print_table(console, "counters", _counter_rows(d["counters"]))
-    lb = d["load_balance"]
-    if lb is not None:
-        print_table(console, "load balance across ranks", lb["per_rank"])
-        dist = lb["histogram_distance"]
-        console.print(f"busy spread {_cell('busy_share', lb['busy_spread'])}   step spread "
-                      f"{_cell('step_share', lb['step_spread'])}   utilization histogram distance "
-                      f"{'-' if dist is None else f'{dist:.3f}'} ({lb['source']}; SageMaker flags > 0.5)")
-    for h in d["annotations"]:
-        print_table(console, f"annotation {h['pattern']!r}: {h['count']} ranges", h["stats"])
+                _latency_rows(_text_rows(summary.latency)))
+    print_table(console, "step time per rank", _text_rows(summary.step_stats))
+    print_table(console, "kernel precision (communication/memory shown apart)", _text_rows(summary.precision),
+                ["precision", "excluded", "kernels", "time_ns", "time_share", "count_share"], "time_share")
+    print_table(console, "GPU activity (sum of durations)", _text_rows(summary.activity), share_bar="share")
+    print_table(console, "memory operations", _text_rows(summary.memory), share_bar="time_share")
+    print_table(console, "communication / compute overlap", _text_rows(summary.overlap))
+    print_table(console, "counters", _counter_rows(_text_rows(summary.counters)))
+    _load_balance(console, summary.load_balance)
+    for h in summary.annotations:
+        print_table(console, f"annotation {printable(h.pattern)!r}: {h.count} ranges", _text_rows(h.stats))

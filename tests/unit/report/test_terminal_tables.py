@@ -93,3 +93,13 @@ def test_active_share_and_mean_utilization_say_how_they_differ(synthetic_trace) 
     render_summary(summarize(synthetic_trace), Console(file=out, width=240, color_system=None, force_terminal=False))
     text = " ".join(out.getvalue().split())  # the title wraps at the table width
     assert "mean util = mean sample, lower than the active share when the device is partly busy" in text
+
+
+def test_a_column_the_rows_lack_is_an_error_not_a_dash() -> None:
+    import pytest
+
+    rows = [{"node": "vm", "rank": 0, "busy_ns": 5}]
+    with pytest.raises(KeyError, match="idle_ns"):
+        _render(rows, ["node", "rank", "busy_ns", "idle_ns"])
+    with pytest.raises(KeyError, match="busy_share"):
+        _render(rows, share_bar="busy_share")
