@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from ktrace.model.builder import constant_column
 from ktrace.model.capture import PARTITION_META_FILE, CaptureWriter, partition_dir, read_stream, stream_schema
 from ktrace.model.errors import TraceFormatError, TraceNotFoundError
-from ktrace.model.outputs import CAPTURE_MARKER, write_atomically, writer_pid
+from ktrace.model.outputs import CAPTURE_MARKER, atomic_path, write_atomically, writer_pid
 from ktrace.model.schema import SCHEMAS, TABLES
 from ktrace.model.scrub import scrub_meta, scrub_table
 from ktrace.model.secrets import scrub_mapping
@@ -75,7 +75,8 @@ device, context, pid): read() fills them without decoding. The columns stay in t
 
 
 def write_table(table: pa.Table, path: Path) -> None:
-    """Write one partition's table (without node/rank: those are the folder names) as Parquet."""
+    """Write one partition's table (without node/rank: those are the folder names) as Parquet, whole or not at
+    all (a temporary sibling, fsynced, renamed: `outputs.atomic_path`)."""
     table, _ = scrub_table(table.drop_columns([c for c in ("node", "rank") if c in table.column_names]))
     nulls = [c for c in table.column_names if table.num_rows and table.column(c).null_count == table.num_rows]
     constants = {c: v for c in table.column_names if c not in nulls
@@ -83,7 +84,8 @@ def write_table(table: pa.Table, path: Path) -> None:
     metadata = {**(table.schema.metadata or {}), _NULL_COLUMNS_KEY: json.dumps(nulls).encode(),
                 _CONSTANT_COLUMNS_KEY: json.dumps(constants).encode()}
     table = table.replace_schema_metadata(metadata)
-    pq.write_table(table, path, **_parquet_options(table.schema))
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, **_parquet_options(table.schema))
 
 
 def _constant_value(col: pa.ChunkedArray) -> list[int | str]:
@@ -302,9 +304,7 @@ def finalize(root: str | os.PathLike[str]) -> list[Path]:
             table = read_stream(stream)
             table = conform(table.append_column("node", constant_column("x", table.num_rows, pa.string()))
                             .append_column("rank", pa.repeat(pa.scalar(0, pa.int32()), table.num_rows)), name)
-            tmp = folder / f"{name}.parquet.tmp"
-            write_table(table, tmp)
-            tmp.replace(folder / f"{name}.parquet")  # whole, or the stream stays to be read (or finalized) again
+            write_table(table, folder / f"{name}.parquet")  # whole, or the stream stays to be read (or finalized)
             stream.unlink()
             done.append(folder / f"{name}.parquet")
     return done
