@@ -19,27 +19,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ktrace.model.secrets import scrub_mapping, scrub_strings, scrub_text
+from ktrace.model.string_columns import map_distinct_strings
 from ktrace.model.trace import Trace, TraceMeta
-
-_STRING_TYPES = (pl.String, pl.Categorical)
 
 
 def scrub_frame(frame: pl.DataFrame) -> tuple[pl.DataFrame, int]:
     """`frame` with every string column scrubbed (ktrace.model.secrets), and how many values were redacted."""
-    strings = [name for name, dtype in frame.schema.items() if dtype in _STRING_TYPES]
-    if not strings or not frame.height:
-        return frame, 0
-    # one query for the distinct values of every string column (a query per column cost ~1 ms each)
-    distinct = frame.select(pl.col(c).drop_nulls().unique().cast(pl.String).implode() for c in strings).row(0)
-    replaced: list[pl.Series] = []
     count = 0
-    for name, values in zip(strings, distinct, strict=True):
+
+    def changes_for(values: list[str]) -> dict[str, str]:
+        nonlocal count
         changes, n = scrub_strings(values)
-        if changes:
-            series = frame.get_column(name)
-            replaced.append(series.cast(pl.String).replace(changes).cast(series.dtype))
-            count += n
-    return (frame.with_columns(replaced) if replaced else frame), count
+        count += n
+        return changes
+
+    return map_distinct_strings(frame, changes_for), count
 
 
 def scrub_table(table: pa.Table) -> tuple[pa.Table, int]:
