@@ -1,4 +1,4 @@
-"""Naive pure-Python twin of ktrace.analysis._kernels.nesting."""
+"""Naive pure-Python twins of ktrace.analysis._kernels.nesting and ktrace.model.nesting.nesting_depth."""
 
 from __future__ import annotations
 
@@ -27,4 +27,14 @@ def enclosing_parents(group: list[int], start: list[int], end: list[int]) -> lis
             if group[j] == group[i] and start[j] <= start[i] < end[j]:
                 best = j
         out.append(best)
+    return out
+
+
+def nesting_depth(thread: list[int], start: list[int], end: list[int]) -> list[int]:
+    """For properly nested ranges: how many other ranges of the same thread enclose each one (start_j <= start_i
+    and end_i <= end_j); of identical ranges, the one listed first encloses the later ones."""
+    out = []
+    for i, (t, s, e) in enumerate(zip(thread, start, end, strict=True)):
+        out.append(sum(1 for j, (tj, sj, ej) in enumerate(zip(thread, start, end, strict=True))
+                       if j != i and tj == t and sj <= s and e <= ej and ((sj, ej) != (s, e) or j < i)))
     return out

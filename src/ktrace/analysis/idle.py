@@ -40,7 +40,7 @@ import polars as pl
 
 from ktrace.analysis.columns import PER_KEYS, Per, RowGroups, node_rank_ids, time_order
 from ktrace.analysis.index import Slot, TraceIndex
-from ktrace.analysis.utilization import names_matching
+from ktrace.analysis.utilization import busy_union, names_matching
 from ktrace.model.trace import Trace
 
 SYNC_API_RE = r"Synchronize"
@@ -174,7 +174,6 @@ _DEVICE_GAPS = Slot[tuple[RowGroups, Any, Any]]("device_gap_arrays")
 def _compute_device_gaps(ix: TraceIndex, kernel_wait_ns: int, sync_pattern: str) -> tuple[RowGroups, Any, Any]:
     """(device RowGroups, idle [devices, 4], gaps [devices, 4]) over the gaps of each device's busy union."""
     from ktrace.analysis._kernels.gaps import NO_LAUNCH, Records, gap_categories
-    from ktrace.analysis._kernels.intervals import merge_intervals
 
     trace = ix.trace
     c = ix.gpu_columns()
@@ -182,7 +181,7 @@ def _compute_device_gaps(ix: TraceIndex, kernel_wait_ns: int, sync_pattern: str)
     rows = ix.launch_rows()[g.perm]
     launched = ix.api_times()[0].take(rows) if trace.api.height else np.zeros(rows.size, np.int64)
     launched[rows < 0] = NO_LAUNCH
-    merged_group, merged_start, merged_end = merge_intervals(gid, start, end)
+    merged_group, merged_start, merged_end = busy_union(trace, "device", index=ix)
     # the launch of each merged interval's opening: the earliest launch among records starting at its start
     # (NO_LAUNCH, the int64 minimum, wins: a record without a launch cannot make the gap a host wait)
     n = start.size
@@ -241,10 +240,9 @@ def gpu_gaps(trace: Trace, per: Per = "device", min_gap_ns: int = 0, *,
     Returns:
         Frame: key columns, gap_start_ns, gap_end_ns, gap_ns; sorted by keys and time.
     """
-    from ktrace.analysis._kernels.intervals import merge_intervals
-
-    g, gid, s, e = TraceIndex.of(trace, index).sorted_intervals(per)
-    mg, ms, me = merge_intervals(gid, s, e)
+    ix = TraceIndex.of(trace, index)
+    g = ix.row_groups(per)
+    mg, ms, me = busy_union(trace, per, index=ix)
     same = mg[1:] == mg[:-1]
     gs, ge, gg = me[:-1][same], ms[1:][same], mg[1:][same]
     keep = (ge - gs) >= max(min_gap_ns, 1)

@@ -9,6 +9,8 @@ API:
 - ``busy_time(trace, per="device") -> pl.DataFrame``: per "rank" | "device" | "stream": busy_ns (union
   of kernel+memcpy+memset intervals; concurrent streams counted once per device), first_ns, last_ns,
   span_ns, idle_ns, busy_pct, records.
+- ``busy_union(trace, per="device") -> (group, start, end)``: the disjoint union of each group's GPU records,
+  computed once per index and grouping (busy_time, utilization_over_time and the idle gaps read it).
 - ``utilization_over_time(trace, bin_ns, per="device", t0_ns=None) -> pl.DataFrame``: busy ns and
   utilization (0-1) per fixed bin per (node, rank, device[, stream]).
 - ``active_time_share(trace) -> pl.DataFrame``: GPU and CPU active-time share, from the timeline and
@@ -27,16 +29,18 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from ktrace.analysis.columns import PER_KEYS, Per, combine_rank_ids, memory_name_expr, node_rank_ids, time_order
+from ktrace.analysis.columns import FINER, PER_KEYS, Per, combine_rank_ids, memory_name_expr, node_rank_ids, time_order
 from ktrace.analysis.index import Slot, TraceIndex
 from ktrace.model.trace import Trace
 
-__all__ = ["MAX_BINS", "PER_KEYS", "Per", "active_time_share", "busy_time", "gpu_activity", "memory_name_expr",
-           "names_matching", "utilization_over_time"]
+__all__ = ["MAX_BINS", "PER_KEYS", "Per", "active_time_share", "busy_time", "busy_union", "gpu_activity",
+           "memory_name_expr", "names_matching", "utilization_over_time"]
 
 MAX_BINS = 20_000_000
 """utilization_over_time refuses more (groups x bins) cells than this."""
 _BUSY = Slot[pl.DataFrame]("busy_time")
+I64 = npt.NDArray[np.int64]
+_BUSY_UNION = Slot[tuple[I64, I64, I64]]("busy_union")
 
 
 def gpu_activity(trace: Trace, with_names: bool = False, *, index: TraceIndex | None = None) -> pl.DataFrame:
@@ -69,6 +73,35 @@ def names_matching(frame: pl.DataFrame, col: str, pattern: str, *, exclude: str 
     return sorted(hit.to_list())
 
 
+def busy_union(trace: Trace, per: Per = "device", *, index: TraceIndex | None = None) -> tuple[I64, I64, I64]:
+    """The busy intervals of each group: the disjoint union of its GPU records (touching ones merged).
+
+    Args:
+        trace: the trace.
+        per: "rank", "device" or "stream" (the groups of index.row_groups(per)).
+        index: the trace's TraceIndex: the union is computed once per index and grouping.
+
+    Returns:
+        (group id, start_ns, end_ns) int64 arrays of the merged intervals, sorted by (group, start); every
+        group with a record has at least one.
+    """
+    ix = TraceIndex.of(trace, index)
+    return ix.get(_BUSY_UNION, lambda: _busy_union(ix, per), per)
+
+
+def _busy_union(ix: TraceIndex, per: Per) -> tuple[I64, I64, I64]:
+    from ktrace.analysis._kernels.intervals import merge_intervals
+
+    g, gid, s, e = ix.sorted_intervals(per)
+    if per in FINER:  # the same groups as the finer grouping (one device per rank): the same union
+        finer = ix.row_groups(FINER[per])
+        if finer.perm is g.perm and np.array_equal(finer.bounds, g.bounds):
+            return busy_union(ix.trace, FINER[per], index=ix)
+    merged = merge_intervals(gid, s, e)
+    # the kernel returns views of record-sized arrays: keep only the merged part alive in the index
+    return merged[0].copy(), merged[1].copy(), merged[2].copy()
+
+
 def busy_time(trace: Trace, per: Per = "device", *, index: TraceIndex | None = None) -> pl.DataFrame:
     """GPU busy and idle time per rank, device or stream.
 
@@ -86,14 +119,13 @@ def busy_time(trace: Trace, per: Per = "device", *, index: TraceIndex | None = N
 
 
 def _busy_time(ix: TraceIndex, per: Per) -> pl.DataFrame:
-    from ktrace.analysis._kernels.intervals import union_length
-
     keys = PER_KEYS[per]
-    g, gid, s, e = ix.sorted_intervals(per)
+    g, _, s, e = ix.sorted_intervals(per)
     if g.n_groups == 0:
         return _empty_busy(g.keys, keys)
     first_row = g.bounds[:-1]
-    busy = union_length(gid, s, e, g.n_groups)
+    mg, ms, me = busy_union(ix.trace, per, index=ix)
+    busy = np.add.reduceat(me - ms, np.searchsorted(mg, np.arange(g.n_groups)))  # every group has an interval
     last = np.maximum.reduceat(e, first_row)
     first = s[first_row]
     span = last - first
@@ -133,11 +165,12 @@ def utilization_over_time(trace: Trace, bin_ns: int, per: Per = "device", t0_ns:
     Raises:
         ValueError: bin_ns <= 0, or more than MAX_BINS cells.
     """
-    from ktrace.analysis._kernels.intervals import busy_per_bin, merge_intervals
+    from ktrace.analysis._kernels.intervals import busy_per_bin
 
     if bin_ns <= 0:
         raise ValueError("bin_ns must be > 0")
-    g, gid, s, e = TraceIndex.of(trace, index).sorted_intervals(per)
+    ix = TraceIndex.of(trace, index)
+    g, _, s, e = ix.sorted_intervals(per)
     if g.n_groups == 0:
         return g.keys.with_columns(bin=pl.lit(0, pl.Int64), bin_start_ns=pl.lit(0, pl.Int64),
                                    busy_ns=pl.lit(0, pl.Int64), utilization=pl.lit(0.0)).clear()
@@ -145,7 +178,7 @@ def utilization_over_time(trace: Trace, bin_ns: int, per: Per = "device", t0_ns:
     n_bins = max(1, -(-(int(e.max()) - t0) // bin_ns))
     if n_bins * g.n_groups > MAX_BINS:
         raise ValueError(f"{n_bins} bins x {g.n_groups} groups is too many; use a wider bin than {bin_ns} ns")
-    mg, ms, me = merge_intervals(gid, s, e)
+    mg, ms, me = busy_union(trace, per, index=ix)
     busy = busy_per_bin(mg, ms, me, t0, bin_ns, n_bins, g.n_groups)
     bins = np.arange(n_bins, dtype=np.int64)
     idx = np.repeat(np.arange(g.n_groups), n_bins)

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from ktrace.model.layout import PARTITION_META_FILE, partition_dir
-from ktrace.model.outputs import CAPTURE_MARKER
+from ktrace.model.outputs import CAPTURE_MARKER, write_atomically
 from ktrace.model.schema import SCHEMAS
 
 __all__ = ["PARTITION_META_FILE", "CaptureWriter", "partition_dir", "read_stream", "stream_schema"]
@@ -79,9 +79,8 @@ class CaptureWriter:
 
     def write_partition_meta(self, health: dict[str, int], notes: list[str]) -> None:
         """Record this process's health counts and notes beside its tables."""
-        tmp = self.folder / (PARTITION_META_FILE + ".tmp")
-        tmp.write_text(json.dumps({"health": health, "notes": notes}, indent=1, sort_keys=True))
-        tmp.replace(self.folder / PARTITION_META_FILE)
+        text = json.dumps({"health": health, "notes": notes}, indent=1, sort_keys=True)
+        write_atomically(self.folder / PARTITION_META_FILE, text.encode())
 
     def close(self) -> None:
         """End every stream (the files stay readable as streams until finalize())."""

@@ -47,23 +47,14 @@ def printable_trace(trace: Trace) -> Trace:
     Checks the distinct values of each text column (the categories of a categorical one), so a clean trace costs
     little; only a trace holding unsafe text is rewritten.
     """
-    import polars as pl
-
+    from ktrace.model.string_columns import map_distinct_strings
     from ktrace.model.trace import Trace
 
-    frames: dict[str, pl.DataFrame] = {}
-    for name in trace.counts():
-        frame = trace.table(name)
-        fixes = []
-        for column, dtype in frame.schema.items():
-            if dtype == pl.Categorical or dtype == pl.String or isinstance(dtype, pl.Enum):
-                values = frame[column].drop_nulls().unique().cast(pl.String).to_list()  # distinct first: cheap
-                mapping = {v: printable(v) for v in values if _UNSAFE.search(v)}
-                if mapping:
-                    fixes.append(pl.col(column).cast(pl.String).replace(mapping).cast(
-                        pl.Categorical if isinstance(dtype, pl.Enum) else dtype).alias(column))
-        if fixes:
-            frames[name] = frame.with_columns(fixes)
+    def changes_for(values: list[str]) -> dict[str, str]:
+        return {v: printable(v) for v in values if _UNSAFE.search(v)}
+
+    frames = {name: map_distinct_strings(trace.table(name), changes_for) for name in trace.counts()}
+    frames = {name: frame for name, frame in frames.items() if frame is not trace.table(name)}
     meta = trace.meta
     clean = dataclasses.replace(meta, hosts=tuple(printable(h) for h in meta.hosts),
                                 notes=tuple(printable(n) for n in meta.notes), job=printable_tree(meta.job))

@@ -6,8 +6,15 @@
   replay (Perfetto, Chrome JSON) rebuilds every slice exactly, also for slices that overlap without nesting;
   ``bracket_owner`` is the replay it checks against.
 
-The analyses' "innermost range enclosing each point" (analysis.steps.enclosing) is the same stack walk done as
-a numba kernel over millions of points.
+The analyses ask another question, which stays in analysis: for each of millions of points (every kernel
+launch), the innermost range of its thread enclosing it (`analysis._kernels.nesting.innermost_enclosing`, used by
+`analysis.steps.enclosing`). That is one stack walk over ranges and points together in time order: a loop per
+event that numpy cannot vectorize (partly overlapping ranges make the open set depend on every earlier event),
+so it is a numba kernel, and numba may be imported only under analysis._kernels (the importers and the tracer
+import this module on installs without numba). The depths here need no walk (sorting and searchsorted per
+thread) and the lanes walk only the slices that break nesting, in Python. Naive twins and hypothesis tests:
+`tests/property/test_nesting.py` (depth), `tests/unit/exporters/test_perfetto_layout.py` (owners, lanes),
+`tests/property/test_kernels_intervals.py` (innermost enclosing range).
 """
 
 from __future__ import annotations

@@ -94,6 +94,7 @@ def table_folder(tables: Sequence[str], extension: str) -> OutputFormat:
 
 _TABLE_FILE = re.compile(r"^[a-z_]+\.(parquet|arrows)(\.tmp)?$")
 _RANK_ENTRIES = {"partition.json", "partition.json.tmp", ".owner"}
+"""`.tmp` names: what ktrace before atomic_path in the store left when killed mid-finalize (still its own)."""
 
 
 def _foreign_store_entry(root: Path) -> str | None:

@@ -23,9 +23,9 @@ from ktrace.model.builder import constant_column
 from ktrace.model.capture import PARTITION_META_FILE, CaptureWriter, partition_dir, read_stream, stream_schema
 from ktrace.model.errors import TraceFormatError, TraceNotFoundError
 from ktrace.model.layout import META_FILE, is_store
-from ktrace.model.outputs import CAPTURE_MARKER, write_atomically, writer_pid
+from ktrace.model.outputs import CAPTURE_MARKER, atomic_path, write_atomically, writer_pid
 from ktrace.model.schema import SCHEMAS, TABLES
-from ktrace.model.scrub import scrub_meta, scrub_table
+from ktrace.model.scrub import mark_scrubbed, rules_fingerprint, scrub_meta, scrub_table
 from ktrace.model.secrets import scrub_mapping
 from ktrace.model.store_checks import check_columns, check_meta, check_partition_meta, check_rank, load_json_object
 from ktrace.model.trace import Trace, TraceMeta, conform, frame_from_columns, frame_schema, frame_to_arrow
@@ -66,18 +66,30 @@ _NULL_COLUMNS_KEY = b"ktrace.null_columns"
 _CONSTANT_COLUMNS_KEY = b"ktrace.constant_columns"
 """Schema metadata {column: value} for integer and string columns holding one value in every row (a rank's
 device, context, pid): read() fills them without decoding. The columns stay in the file for other readers."""
+_SCRUBBED_KEY = b"ktrace.scrubbed"
+"""Schema metadata: `scrub.rules_fingerprint()` of the rules this file's strings were scrubbed with. read() scrubs
+a file again unless it carries the current one (a store of older ktrace, or a table copied in from one, has none).
+Per file, not per store, so a table copied between stores keeps its own truth."""
 
 
-def write_table(table: pa.Table, path: Path) -> None:
-    """Write one partition's table (without node/rank: those are the folder names) as Parquet."""
-    table, _ = scrub_table(table.drop_columns([c for c in ("node", "rank") if c in table.column_names]))
+def write_table(table: pa.Table, path: Path, *, scrubbed: bool = False) -> None:
+    """Write one partition's table (without node/rank: those are the folder names) as Parquet, whole or not at
+    all (a temporary sibling, fsynced, renamed: `outputs.atomic_path`). Its strings are scrubbed unless
+    `scrubbed` (they come from a Trace marked scrubbed), and the file is marked with the rules' fingerprint."""
+    table = table.drop_columns([c for c in ("node", "rank") if c in table.column_names])
+    if not scrubbed:
+        table, _ = scrub_table(table)
     nulls = [c for c in table.column_names if table.num_rows and table.column(c).null_count == table.num_rows]
     constants = {c: v for c in table.column_names if c not in nulls
                  for v in _constant_value(table.column(c))}
     metadata = {**(table.schema.metadata or {}), _NULL_COLUMNS_KEY: json.dumps(nulls).encode(),
                 _CONSTANT_COLUMNS_KEY: json.dumps(constants).encode()}
+    metadata.pop(_SCRUBBED_KEY, None)
+    if (fingerprint := rules_fingerprint()) is not None:
+        metadata[_SCRUBBED_KEY] = fingerprint.encode()
     table = table.replace_schema_metadata(metadata)
-    pq.write_table(table, path, **_parquet_options(table.schema))
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, **_parquet_options(table.schema))
 
 
 def _constant_value(col: pa.ChunkedArray) -> list[int | str]:
@@ -116,8 +128,9 @@ def write(trace: Trace, path: str | os.PathLike[str]) -> Path:
         pairs.add(((trace.meta.hosts or ("localhost",))[0], 0))
     for node, rank in pairs:
         partition_dir(root, node, rank).mkdir(parents=True, exist_ok=True)
+    clean = trace.scrubbed  # imports and stores read were scrubbed once already: not again per write
     with ThreadPoolExecutor(max_workers=4) as pool:
-        list(pool.map(lambda job: write_table(frame_to_arrow(job[0], job[1]), job[2]), jobs))
+        list(pool.map(lambda job: write_table(frame_to_arrow(job[0], job[1]), job[2], scrubbed=clean), jobs))
     meta, _ = scrub_meta(trace.meta)
     created = meta.created or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     hosts = tuple(sorted({n for n, _ in pairs} | set(meta.hosts)))
@@ -174,7 +187,8 @@ def read(path: str | os.PathLike[str]) -> Trace:
         table, constants, was_recovered = _read_partition_table(folder, name)
         if table is None:
             return name, None, False
-        table, _ = scrub_table(table.drop_columns([c for c in ("node", "rank") if c in table.column_names]))
+        table = _scrubbed(table.drop_columns([c for c in ("node", "rank") if c in table.column_names]),
+                          trusted=not was_recovered)
         constants = {**scrub_mapping(constants)[0], "node": node, "rank": rank}
         return name, _frame(table, name, constants, folder), was_recovered
 
@@ -195,7 +209,17 @@ def read(path: str | os.PathLike[str]) -> Trace:
              + (" ..." if len(recovered) > 5 else ""),),
         )
     frames = {name: _concat_frames(p, name) for name, p in pieces.items()}
-    return Trace(**frames, meta=scrub_meta(meta)[0])  # stores written before the scrubber, partition notes
+    # every table is scrubbed now (here, or when written under today's rules); meta always (partition notes)
+    return mark_scrubbed(Trace(**frames, meta=scrub_meta(meta)[0]))
+
+
+def _scrubbed(table: pa.Table, trusted: bool) -> pa.Table:
+    """`table` scrubbed, unless it is a `trusted` Parquet file marked as scrubbed under the current rules (capture
+    streams, files of older stores and of other rules are scrubbed here)."""
+    fingerprint = rules_fingerprint()
+    if trusted and fingerprint is not None and (table.schema.metadata or {}).get(_SCRUBBED_KEY) == fingerprint.encode():
+        return table
+    return scrub_table(table)[0]
 
 
 def _frame(table: pa.Table, name: str, constants: dict[str, object], folder: Path) -> pl.DataFrame:
@@ -296,9 +320,7 @@ def finalize(root: str | os.PathLike[str]) -> list[Path]:
             table = read_stream(stream)
             table = conform(table.append_column("node", constant_column("x", table.num_rows, pa.string()))
                             .append_column("rank", pa.repeat(pa.scalar(0, pa.int32()), table.num_rows)), name)
-            tmp = folder / f"{name}.parquet.tmp"
-            write_table(table, tmp)
-            tmp.replace(folder / f"{name}.parquet")  # whole, or the stream stays to be read (or finalized) again
+            write_table(table, folder / f"{name}.parquet")  # whole, or the stream stays to be read (or finalized)
             stream.unlink()
             done.append(folder / f"{name}.parquet")
     return done

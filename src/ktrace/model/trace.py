@@ -163,6 +163,10 @@ class Trace:
     threads: pl.DataFrame
     devices: pl.DataFrame
     meta: TraceMeta = field(default_factory=TraceMeta)
+    scrubbed: bool = field(default=False, init=False, repr=False, compare=False)
+    """True only on a Trace that `scrub.scrub_trace` or `store.read` returned (set by `scrub.mark_scrubbed`): its
+    tables hold nothing the current secret rules redact, so `store.write` does not scrub them again. A new Trace
+    (a constructor, `dataclasses.replace`, a selection) starts False and is scrubbed when written."""
 
     @classmethod
     def from_arrow(cls, tables: Mapping[str, pa.Table], meta: TraceMeta | None = None) -> Trace:

@@ -82,6 +82,50 @@ def test_capture_writer_streams_finalize_to_parquet(tmp_path: Path) -> None:
     assert after.kernels["rank"].to_list() == [5, 5, 5]
 
 
+def _capture(root: Path) -> None:
+    w = store.CaptureWriter(root, "host", 0)
+    w.append("kernels", pa.table({"start_ns": [0], "end_ns": [5], "device": pa.array([0], pa.int32()),
+                                  "name": ["k"]}))
+    w.close()
+
+
+def test_every_store_file_is_fsynced_before_its_rename(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Capture metadata, finalized Parquet and written tables go through outputs.atomic_path (temporary sibling,
+    fsync, rename): after a power cut a renamed file is never empty or half there."""
+    synced: list[str] = []
+    fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")), fsync(fd)))
+    root = tmp_path / "c.ktrace"
+    _capture(root)
+    store.CaptureWriter(root, "host", 0).write_partition_meta({}, [])
+    store.finalize(root)
+    written = store.write(generate(SyntheticConfig(steps=1, kernels_per_step=2)), tmp_path / "w.ktrace")
+    names = {Path(p).name for p in synced}
+    assert any(n.endswith("-partition.json") for n in names)
+    assert sum(n.endswith("-kernels.parquet") for n in names) == 2  # finalize's and write's
+    assert all(Path(p).name.startswith(".ktrace-tmp-") or Path(p).is_dir() for p in synced)
+    assert not list(root.rglob("*.tmp")) and not list(written.rglob(".ktrace-tmp-*"))
+
+
+def test_finalize_that_fails_midway_keeps_the_stream_and_leaves_no_partial_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "c.ktrace"
+    _capture(root)
+
+    def disk_full(table: pa.Table, where: object, **options: object) -> None:
+        Path(str(where)).write_bytes(b"PAR1half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store.pq, "write_table", disk_full)
+    with pytest.raises(OSError):
+        store.finalize(root)
+    folder = root / "node=host" / "rank=0"
+    assert sorted(p.name for p in folder.iterdir()) == ["kernels.arrows"]
+    monkeypatch.undo()
+    store.finalize(root)  # finalized again once there is room
+    assert store.read(root).kernels.height == 1
+
+
 _KILLED_WRITER = textwrap.dedent("""
     import sys, time
     import pyarrow as pa
