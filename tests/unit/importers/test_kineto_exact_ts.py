@@ -6,7 +6,9 @@ importer reads these slices again with the fraction kept as decimal text (kineto
 
 from __future__ import annotations
 
+import gzip
 import json
+import re
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from real_traces import fixture_path
 
 import ktrace.importers.kineto_decode as kineto_decode
 from ktrace.analysis.latency import launch_latency
@@ -117,3 +120,20 @@ def test_every_nanosecond_survives_the_exact_columns(ns: int) -> None:
     text = f"{'-' if ns < 0 else ''}{abs(ns) // 1000}.{abs(ns) % 1000:03d}"
     cols = ts_columns([Decimal(text)])
     assert int(cols["ts"][0].as_py()) * 1000 + cols["ts_frac_ns"][0].as_py() == ns
+
+
+def test_a_real_trace_in_epoch_microseconds_keeps_every_nanosecond(tmp_path: Path) -> None:
+    """The real NCCL trace (µs relative to baseTimeNanoseconds, 3 decimals) rewritten as absolute epoch µs, the
+    form of 2023-24 Kineto ns traces: every start and end is the same nanosecond either way."""
+    data = gzip.decompress(fixture_path("nccl").read_bytes())
+    base = re.search(rb'"baseTimeNanoseconds":\s*(\d+)', data)
+    assert base is not None and int(base.group(1)) % 1000 == 0
+    base_us = int(base.group(1)) // 1000
+    absolute = re.sub(rb'"ts":\s*(\d+)', lambda m: b'"ts": %d' % (int(m.group(1)) + base_us), data)
+    path = tmp_path / "absolute.json"
+    path.write_bytes(absolute.replace(base.group(0), b'"baseTimeNanoseconds": 0'))
+    assert re.search(rb'"ts": 17\d{14}\.\d*[1-9]', path.read_bytes())  # fractions at epoch magnitude
+    want, got = import_kineto(fixture_path("nccl")), import_kineto(path)
+    for name in ("kernels", "api", "memory", "ranges"):
+        cols = ["start_ns", "end_ns"]
+        assert getattr(got, name).select(cols).equals(getattr(want, name).select(cols)), name
