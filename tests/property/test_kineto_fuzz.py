@@ -1,5 +1,7 @@
 """Fuzz the Kineto importer with 560 corrupted inputs: it returns a Trace or raises TraceFormatError, nothing else.
 
+The full fuzz is marked slow (`pytest -m slow`); the default run tries a fifth of each family's examples.
+
 Seeds are a 60-event cut of the real AlexNet fixture (every category of a 2023 trace) and a PyTorch 1.9
 style variant. Corruptions: truncation (plain and gzip), byte edits, gzip-stream damage, and JSON
 values of the wrong type put into events and the header; structure-aware mutations (deep nesting, decoy
@@ -16,11 +18,12 @@ import json
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from real_traces import fixture_path
@@ -33,9 +36,15 @@ from ktrace.model.trace import Trace
 ALEXNET = fixture_path("alexnet")
 
 
-def fuzz(examples: int) -> settings:
-    """Explicit example counts (500 in all), whatever the hypothesis profile says; no example database."""
-    return settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+SHARE = [pytest.param(1, id="all", marks=pytest.mark.slow), pytest.param(5, id="fifth")]
+"""Which share of each family's examples a run tries: all of them (slow), or a fifth (the default run)."""
+
+
+def fuzz(examples: int, body: Callable[..., None], **strategies: st.SearchStrategy[Any]) -> None:
+    """Run `body` on `examples` drawn examples, whatever the hypothesis profile says; no example database."""
+    run = settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck),
+                   database=None)(given(**strategies)(body))
+    run()
 
 
 def _seed_doc() -> dict[str, Any]:
@@ -90,9 +99,12 @@ def _survives(data: bytes, name: str = "fuzz.json") -> None:
     trace.meta.to_json()
 
 
-@fuzz(100)
-@given(seed=st.sampled_from([SEED, OLD_ERA]), cut=st.floats(0, 1), zipped=st.booleans())
-def test_truncated(seed: bytes, cut: float, zipped: bool) -> None:
+@pytest.mark.parametrize("share", SHARE)
+def test_truncated(share: int) -> None:
+    fuzz(100 // share, _truncated, seed=st.sampled_from([SEED, OLD_ERA]), cut=st.floats(0, 1), zipped=st.booleans())
+
+
+def _truncated(seed: bytes, cut: float, zipped: bool) -> None:
     data = seed[: int(len(seed) * cut)]
     if zipped:
         _survives(gzip.compress(data, mtime=0)[: max(2, int(len(data) * cut))], "fuzz.json.gz")
@@ -100,11 +112,14 @@ def test_truncated(seed: bytes, cut: float, zipped: bool) -> None:
         _survives(data)
 
 
-@fuzz(150)
-@given(seed=st.sampled_from([SEED, OLD_ERA]),
-       edits=st.lists(st.tuples(st.floats(0, 1), st.sampled_from(["flip", "insert", "delete"]),
-                                st.binary(min_size=1, max_size=3)), min_size=1, max_size=8))
-def test_byte_edits(seed: bytes, edits: list[tuple[float, str, bytes]]) -> None:
+@pytest.mark.parametrize("share", SHARE)
+def test_byte_edits(share: int) -> None:
+    fuzz(150 // share, _byte_edits, seed=st.sampled_from([SEED, OLD_ERA]),
+         edits=st.lists(st.tuples(st.floats(0, 1), st.sampled_from(["flip", "insert", "delete"]),
+                                  st.binary(min_size=1, max_size=3)), min_size=1, max_size=8))
+
+
+def _byte_edits(seed: bytes, edits: list[tuple[float, str, bytes]]) -> None:
     data = bytearray(seed)
     for where, op, junk in edits:
         i = int(where * (len(data) - 1))
@@ -117,24 +132,30 @@ def test_byte_edits(seed: bytes, edits: list[tuple[float, str, bytes]]) -> None:
     _survives(bytes(data))
 
 
-@fuzz(100)
-@given(where=st.floats(0, 1), junk=st.binary(min_size=1, max_size=16))
-def test_gzip_stream_damage(where: float, junk: bytes) -> None:
+@pytest.mark.parametrize("share", SHARE)
+def test_gzip_stream_damage(share: int) -> None:
+    fuzz(100 // share, _gzip_stream_damage, where=st.floats(0, 1), junk=st.binary(min_size=1, max_size=16))
+
+
+def _gzip_stream_damage(where: float, junk: bytes) -> None:
     data = bytearray(gzip.compress(SEED, mtime=0))
     i = 10 + int(where * (len(data) - 11))
     data[i:i + len(junk)] = junk
     _survives(bytes(data), "fuzz.json.gz")
 
 
-@fuzz(150)
-@given(index=st.integers(0, len(SEED_DOC["traceEvents"]) - 1),
-       key=st.sampled_from(["ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id"]),
-       arg=st.sampled_from(["correlation", "External id", "device", "stream", "bytes", "grid", "cuda_sync_kind",
-                            "registers per thread", "name"]),
-       value=json_values, header_key=st.sampled_from(["schemaVersion", "baseTimeNanoseconds", "distributedInfo",
-                                                      "deviceProperties", "INFO", "metadata", "traceName"]),
-       header_value=json_values)
-def test_wrong_types(index: int, key: str, arg: str, value: Any, header_key: str, header_value: Any) -> None:
+@pytest.mark.parametrize("share", SHARE)
+def test_wrong_types(share: int) -> None:
+    fuzz(150 // share, _wrong_types, index=st.integers(0, len(SEED_DOC["traceEvents"]) - 1),
+         key=st.sampled_from(["ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id"]),
+         arg=st.sampled_from(["correlation", "External id", "device", "stream", "bytes", "grid", "cuda_sync_kind",
+                              "registers per thread", "name"]),
+         value=json_values, header_key=st.sampled_from(["schemaVersion", "baseTimeNanoseconds", "distributedInfo",
+                                                        "deviceProperties", "INFO", "metadata", "traceName"]),
+         header_value=json_values)
+
+
+def _wrong_types(index: int, key: str, arg: str, value: Any, header_key: str, header_value: Any) -> None:
     doc = json.loads(SEED)
     event = doc["traceEvents"][index]
     event[key] = value
@@ -171,10 +192,14 @@ def _structural(doc_text: str, kind: str, where: float, size: int) -> bytes:
                   ).encode()
 
 
-@fuzz(60)
-@given(kind=st.sampled_from(["nest_args", "nest_event", "decoy", "huge_string", "whitespace", "non_finite"]),
-       where=st.floats(0, 1), size=st.integers(1, 1500), zipped=st.booleans())
-def test_structure_aware(kind: str, where: float, size: int, zipped: bool) -> None:
+@pytest.mark.parametrize("share", SHARE)
+def test_structure_aware(share: int) -> None:
+    fuzz(60 // share, _structure_aware,
+         kind=st.sampled_from(["nest_args", "nest_event", "decoy", "huge_string", "whitespace", "non_finite"]),
+         where=st.floats(0, 1), size=st.integers(1, 1500), zipped=st.booleans())
+
+
+def _structure_aware(kind: str, where: float, size: int, zipped: bool) -> None:
     data = _structural(SEED.decode(), kind, where, size)
     old = kineto_decode.MAX_EVENT_BYTES
     kineto_decode.MAX_EVENT_BYTES = 2048  # with 4 KB slices: events over 2 KB are skipped

@@ -19,11 +19,18 @@ from ktrace.importers.kineto_limits import (
     MAX_EVENT_BYTES,
     MAX_WHITESPACE_RUN,
     TopLevelKey,
-    flatten_deep,
     squeeze_whitespace,
     value_starts,
 )
-from ktrace.importers.kineto_schema import RAWS, DecodeReport, decode_events, shallow, valid_utf8
+from ktrace.importers.kineto_schema import (
+    RAWS,
+    DecodeReport,
+    DeepJSONError,
+    EventSlice,
+    decode_events,
+    decode_shallow_if_deep,
+    valid_utf8,
+)
 from ktrace.model.errors import TraceFormatError
 
 CHUNK_BYTES = 8 << 20
@@ -52,17 +59,18 @@ def _count_items(data: bytes | bytearray) -> int:
     return len(_BOUNDARY.findall(data)) + (1 if data.strip() else 0)
 
 
-def _salvage(region: bytearray, err: int, report: DecodeReport, with_ops: bool) -> tuple[list[Any], int]:
+def _salvage(region: bytearray, err: int, report: DecodeReport, with_ops: bool) -> tuple[EventSlice, int]:
     """Events of `region` before damage at byte `err`, and where to resume after it.
 
     Returns (events, resume offset into region, or len(region) when nothing after the damage is usable).
     """
     cuts = [m.start() + 1 for m in _BOUNDARY.finditer(region, 0, err)]
-    events: list[Any] = []
+    events = EventSlice([], b"[]")
     good = 0
     for cut in reversed(cuts[-8:]):
+        text = _bracketed(memoryview(region)[:cut])
         try:
-            events = decode_events(_bracketed(memoryview(region)[:cut]), report, with_ops)
+            events = EventSlice(decode_events(text, report, with_ops), text)
             good = cut
             break
         except msgspec.DecodeError:
@@ -88,8 +96,8 @@ class EventSplitter:
         """While skipping an oversized event: the last bytes seen (a boundary may span two blocks)."""
         self.squeezed = 0
 
-    def run(self, blocks: Iterable[bytes]) -> Iterator[list[Any]]:
-        """Yield lists of events as the blocks arrive; fill report.header at the end."""
+    def run(self, blocks: Iterable[bytes]) -> Iterator[EventSlice]:
+        """Yield slices of events as the blocks arrive; fill report.header at the end."""
         it = self._squeezed(blocks)
         if not self._find_events(it):
             return
@@ -112,14 +120,14 @@ class EventSplitter:
             self.squeezed += n
             yield out
 
-    def _cut_oversized(self) -> Iterator[list[Any]]:
+    def _cut_oversized(self) -> Iterator[EventSlice]:
         """The buffer ends in an event of more than MAX_EVENT_BYTES: decode the events before it, drop it (noted)
         and skip the stream to the next event."""
         yield from self._drop_oversized(len(self.buf))
         self.buf = bytearray()
         self.skipping = b""
 
-    def _drop_oversized(self, end: int) -> Iterator[list[Any]]:
+    def _drop_oversized(self, end: int) -> Iterator[EventSlice]:
         """self.buf[:end] holds an event of more than MAX_EVENT_BYTES: decode the events before it, drop it and
         keep what follows it in the buffer (a scan that skips strings finds where each event starts)."""
         starts = value_starts(self.buf, end) + [end]
@@ -169,7 +177,7 @@ class EventSplitter:
         _explain_no_events(bytes(head))
         return False
 
-    def _drain(self, final: bool) -> Iterator[list[Any]]:
+    def _drain(self, final: bool) -> Iterator[EventSlice]:
         """Decode ~chunk-sized slices of self.buf; keep the undecodable tail unless `final`."""
         search_from: int | None = None
         while True:
@@ -192,7 +200,7 @@ class EventSplitter:
                 continue
             chunk = _bracketed(memoryview(self.buf)[:cut])
             try:
-                events = decode_events(chunk, self.report, self.with_ops)
+                events = EventSlice(decode_events(chunk, self.report, self.with_ops), chunk)
             except msgspec.DecodeError as exc:
                 err = max(0, _error_pos(exc, len(chunk)) - 1)
                 if err >= cut - 1 and m is not None:  # cut inside a string or nested object: try further on,
@@ -209,11 +217,10 @@ class EventSplitter:
             del self.buf[: (m.end() - 1) if m else cut]
             search_from = None
 
-    def _emit(self, events: list[Any]) -> None:
-        self.report.events += len(events)
-        del events  # (the caller keeps them)
+    def _emit(self, events: EventSlice) -> None:
+        self.report.events += len(events.events)
 
-    def _finish(self) -> Iterator[list[Any]]:
+    def _finish(self) -> Iterator[EventSlice]:
         end = self._closing_bracket()
         if end is None:
             end = self._array_end()
@@ -234,19 +241,14 @@ class EventSplitter:
     def _closing_bracket(self) -> int | None:
         """Offset of the `]` closing traceEvents, found by a syntax-only decode of the rest; None if unsure."""
         chunk = _bracketed(self.buf)
-        shift = 0
         try:
-            try:
-                RAWS.decode(chunk)
-            except RecursionError:  # flattening shortens only deep values: the tail keeps its offset from the end
-                flat, _ = flatten_deep(chunk)
-                shift = len(chunk) - len(flat)
-                RAWS.decode(flat)
+            decode_shallow_if_deep(RAWS.decode, chunk, DecodeReport())
         except UnicodeDecodeError:
             return None
         except msgspec.DecodeError as exc:
             if "trailing characters" not in str(exc):
                 return None
+            shift = exc.shift if isinstance(exc, DeepJSONError) else 0
             close = chunk.rfind(b"]", 0, _error_pos(exc, len(chunk)) + shift - 1)
             return close - 1 if close > 0 else None
         return None
@@ -267,20 +269,23 @@ class EventSplitter:
                     return pos
                 continue
             try:
-                header = msgspec.json.decode(valid_utf8(self.prefix + b"[]" + bytes(self.buf[pos + 1:])))
-            except (msgspec.DecodeError, RecursionError):
+                header = decode_shallow_if_deep(_decode_text, self.prefix + b"[]" + bytes(self.buf[pos + 1:]),
+                                                DecodeReport())
+            except msgspec.DecodeError:
                 continue
             if isinstance(header, dict):
                 return pos
         return None
 
 
+def _decode_text(data: bytes | bytearray) -> Any:
+    """Any JSON value, invalid UTF-8 replaced."""
+    return msgspec.json.decode(valid_utf8(data))
+
+
 def _decode_header(data: bytes, report: DecodeReport) -> dict[str, Any]:
     try:
-        try:
-            header = msgspec.json.decode(valid_utf8(data))
-        except RecursionError:
-            header = msgspec.json.decode(valid_utf8(shallow(data, report)))
+        header = decode_shallow_if_deep(_decode_text, data, report)
     except msgspec.DecodeError:
         report.notes.append("the header before traceEvents is damaged: metadata ignored")
         return {}
@@ -292,10 +297,7 @@ def _explain_no_events(head: bytes) -> None:
     if not head.strip():
         raise TraceFormatError("empty file: not a Kineto trace")
     try:
-        try:
-            doc = msgspec.json.decode(valid_utf8(head))
-        except RecursionError:
-            doc = msgspec.json.decode(valid_utf8(shallow(head, DecodeReport())))
+        doc = decode_shallow_if_deep(_decode_text, head, DecodeReport())
     except msgspec.DecodeError as exc:
         raise TraceFormatError(f"invalid JSON ({exc}) and no traceEvents array found") from None
     if isinstance(doc, dict):

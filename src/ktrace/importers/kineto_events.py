@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import decimal
 import itertools
+import math
 import operator
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 import msgspec
@@ -14,16 +17,21 @@ import numpy as np
 import pyarrow as pa
 
 from ktrace.importers.kineto_schema import (
+    EXACT_FROM_US,
     KIND_OF_CATEGORY,
     KINDS,
     KNOWN_CATEGORIES,
+    MAX_TS_US,
     SKIPPED,
     SKIPPED_OP,
     Args,
     DecodeReport,
     Event,
+    EventSlice,
+    ExactEvent,
+    code_of_type,
     decode_args,
-    tagged_decoder,
+    decode_events,
 )
 
 _CODE_OF_CATEGORY: dict[str, int] = {
@@ -72,9 +80,56 @@ def _triples(values: Sequence[Any]) -> list[pa.Array]:
     return [int_array([t[i] for t in ok]) for i in range(3)]
 
 
+class LostNanoseconds(Exception):
+    """A timestamp of EXACT_FROM_US µs or more had a fraction: float64 may have rounded its nanoseconds."""
+
+
+_NS = decimal.Context(prec=60, rounding=decimal.ROUND_HALF_EVEN)
+_MAX_DIGITS = 19
+"""Decimal timestamps with more integer digits are not times (and would not fit in int64 ns)."""
+
+
+def exact_ns(value: Any) -> int | None:
+    """µs (int, Decimal of the exact text, or a float below EXACT_FROM_US) -> int ns, rounded half to even
+    below a nanosecond; None if it is not a finite number or too large to be a time."""
+    if type(value) is int:
+        return value * 1000 if abs(value) < 10**_MAX_DIGITS else None
+    if isinstance(value, Decimal):
+        if not value.is_finite() or value.adjusted() >= _MAX_DIGITS:
+            return None
+        return int(_NS.to_integral_value(_NS.scaleb(value, 3)))
+    if isinstance(value, float) and math.isfinite(value):
+        if EXACT_FROM_US <= abs(value) < MAX_TS_US:
+            raise LostNanoseconds
+        whole = math.floor(value)
+        return whole * 1000 + round((value - whole) * 1000.0)
+    return None
+
+
+def ts_columns(values: list[Any]) -> dict[str, pa.Array]:
+    """`ts` (float64 µs) and, where it cannot carry the ns fraction exactly, `ts_frac_ns` (0-999 ns after it).
+
+    Values are ints (integer text) and floats (fast path), or ints and Decimals (exact decoding, see
+    kineto_schema.ExactEvent). Raises LostNanoseconds for floats of EXACT_FROM_US µs or more (the slice is then
+    decoded exactly); below that bound float64 holds the nanoseconds (see ts_to_ns).
+    """
+    try:
+        ts = pa.array(values, type=pa.float64())  # (typed: inferring the type costs more)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):  # Decimals, or ints beyond int64
+        ts = None
+    if ts is not None:
+        size = np.abs(ts.to_numpy(zero_copy_only=False))  # (numpy: pyarrow.compute costs ~1 ms per call here)
+        if ((size >= EXACT_FROM_US) & (size < MAX_TS_US)).any() and float in set(map(type, values)):
+            raise LostNanoseconds  # (larger times, inf too, are dropped later: they need no exact reading)
+        return {"ts": ts}
+    ns = [exact_ns(v) for v in values]
+    return {"ts": pa.array([float(t // 1000) if t is not None else float("nan") for t in ns], pa.float64()),
+            "ts_frac_ns": pa.array([t % 1000 if t is not None else 0 for t in ns], pa.int16())}
+
+
 def _common(evs: list[Event]) -> dict[str, pa.Array]:
     return {
-        "ts": pa.array([e.ts for e in evs], type=pa.float64()),
+        **ts_columns([e.ts for e in evs]),
         "dur": pa.array([e.dur for e in evs], type=pa.float64()),
         "name": pa.array([e.name for e in evs], type=pa.string()).dictionary_encode(),
     }
@@ -169,6 +224,18 @@ BUILDERS: dict[str, Callable[[list[Event], list[Args]], dict[str, pa.Array]]] = 
 
 
 @dataclass
+class _Staged:
+    """What one slice adds to an EventSink, kept apart until the slice has been read exactly."""
+
+    tables: list[tuple[str, pa.Table]] = field(default_factory=list)
+    meta_events: list[tuple[str, int | str, int | str, Any]] = field(default_factory=list)
+    known_other: int = 0
+    skipped_ops: int = 0
+    args_report: DecodeReport = field(default_factory=DecodeReport)
+    """Counts args that had to be coerced (added to the sink's report once the slice is kept)."""
+
+
+@dataclass
 class EventSink:
     """Accumulates per-kind Arrow tables, slice by slice, plus the few metadata events."""
 
@@ -181,45 +248,60 @@ class EventSink:
     known_other: int = 0
     skipped_ops: int = 0
 
-    def add(self, events: list[Any]) -> None:
-        """Bucket one decoded slice by kind (no Python branch per event) and convert each bucket to columns."""
+    def add(self, piece: EventSlice) -> None:
+        """Bucket one decoded slice by kind (no Python branch per event) and convert each bucket to columns.
+
+        A slice whose epoch timestamps have fractions float64 cannot hold is decoded again, exactly (and so
+        are the slices after it: report.exact_ts).
+        """
+        try:
+            staged = self._stage(piece.events)
+        except LostNanoseconds:
+            self.report.exact_ts = True
+            staged = self._stage(decode_events(piece.text, DecodeReport(), self.with_ops, exact=True))
+        self.known_other += staged.known_other
+        self.skipped_ops += staged.skipped_ops
+        self.meta_events += staged.meta_events
+        self.report.repaired_events += staged.args_report.repaired_events
+        for kind, table in staged.tables:
+            self.categories[kind] = self.categories.get(kind, 0) + table.num_rows
+            self.parts.setdefault(kind, []).append(table)
+
+    def _stage(self, events: list[Any]) -> _Staged:
+        staged = _Staged()
         if not events:
-            return
+            return staged
         n = len(events)
-        if type(events[0]) is Event:  # slow-path slice: kinds from the category strings
+        if type(events[0]) in (Event, ExactEvent):  # slow-path slice: kinds from the category strings
             codes = np.fromiter(map(_CODE_OF_CATEGORY.get, map(_CAT, events), _UNKNOWN), np.int8, count=n)
         else:
-            code_of = tagged_decoder(self.with_ops)[1]
+            code_of = code_of_type(self.with_ops)
             codes = np.fromiter(map(code_of.__getitem__, map(type, events)), np.int8, count=n)
         present = np.bincount(codes + 1, minlength=len(KINDS) + 3)
-        self.known_other += int(present[SKIPPED + 1])
-        self.skipped_ops += int(present[SKIPPED_OP + 1])
+        staged.known_other += int(present[SKIPPED + 1])
+        staged.skipped_ops += int(present[SKIPPED_OP + 1])
         if present[0]:
-            self._add_uncategorised([events[i] for i in np.flatnonzero(codes == -1).tolist()])
+            staged.meta_events += [(e.name, e.pid, e.tid, _meta_label(e.args))
+                                   for e in (events[i] for i in np.flatnonzero(codes == -1).tolist()) if e.ph == "M"]
         op_code = KINDS.index("op") + 1
         for code in (np.flatnonzero(present[2:SKIPPED_OP + 1]) + 1).tolist():
             evs = [e for e in (events[i] for i in np.flatnonzero(codes == code).tolist()) if e.ph == "X"]
             if code == op_code:
                 steps = [e for e in evs if e.name.startswith(STEP_PREFIX)]
                 if steps:  # PyTorch 1.9 wrote ProfilerStep#N as an Operator
-                    self._add_kind("annotation", steps)
+                    self._stage_kind(staged, "annotation", steps)
                     evs = [e for e in evs if not e.name.startswith(STEP_PREFIX)]
                 if not self.with_ops:
-                    self.skipped_ops += len(evs)
+                    staged.skipped_ops += len(evs)
                     continue
-            self._add_kind(KINDS[code - 1], evs)
+            self._stage_kind(staged, KINDS[code - 1], evs)
+        return staged
 
-    def _add_uncategorised(self, events: list[Event]) -> None:
-        for e in events:
-            if e.ph == "M":
-                self.meta_events.append((e.name, e.pid, e.tid, _meta_label(e.args)))
-
-    def _add_kind(self, kind: str, evs: list[Event]) -> None:
+    def _stage_kind(self, staged: _Staged, kind: str, evs: list[Event]) -> None:
         if not evs:
             return
-        self.categories[kind] = self.categories.get(kind, 0) + len(evs)
-        args = decode_args([e.args for e in evs], self.report)
-        self.parts.setdefault(kind, []).append(pa.table(BUILDERS[kind](evs, args)))
+        args = decode_args([e.args for e in evs], staged.args_report)
+        staged.tables.append((kind, pa.table(BUILDERS[kind](evs, args))))
 
     def table(self, kind: str) -> pa.Table | None:
         """All rows of one kind, or None if there were none."""

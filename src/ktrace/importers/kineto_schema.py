@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import functools
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from decimal import Decimal
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -70,45 +72,76 @@ NULL = msgspec.Raw(b"null")
 NO_ARGS = Args()
 
 
+MAX_TS_US = 2.0**53
+"""Larger |ts| cannot be converted exactly (and is not a real time): such events are dropped."""
+EXACT_FROM_US = 2**43
+"""From this |ts| (µs) on, a float64 cannot carry a ns fraction: its spacing exceeds 1/1024 µs, so rounding
+ts * 1000 to an integer can miss by a nanosecond or more (2**43 µs is about 101 days after the epoch, so every
+absolute epoch time); below it the error is at most 2**-11 µs (0.49 ns) and rounding recovers the exact ns."""
+
+
 class Event(msgspec.Struct, gc=False):
-    """One trace event, reduced to what the importer needs; `args` stays raw until the event is kept."""
+    """One trace event, reduced to what the importer needs; `args` stays raw until the event is kept.
+
+    `ts` decodes to int when its text is an integer, to float when it has a fraction or exponent: a float
+    of EXACT_FROM_US or more may have lost its nanoseconds, and the slice is then decoded again as ExactEvent.
+    """
 
     ph: str = ""
     cat: str = ""
     name: str = ""
     pid: int | str = 0
     tid: int | str = 0
-    ts: float = 0.0
+    ts: int | float = 0.0
     dur: float = 0.0
     args: msgspec.Raw = NULL
 
 
-_EVENTS = msgspec.json.Decoder(list[Event])
-_EVENT = msgspec.json.Decoder(Event)
+class ExactEvent(Event, gc=False):
+    """An Event whose fractional `ts` is kept exactly, as its decimal text reads (for ns traces with epoch µs)."""
+
+    ts: int | Decimal = 0  # type: ignore[assignment]  # msgspec decodes by this annotation; readers take both
+
+
+_EVENTS: dict[bool, msgspec.json.Decoder[Any]] = {False: msgspec.json.Decoder(list[Event]), True: msgspec.json.Decoder(list[ExactEvent])}
+_EVENT: dict[bool, msgspec.json.Decoder[Any]] = {False: msgspec.json.Decoder(Event), True: msgspec.json.Decoder(ExactEvent)}
+_GENERIC: dict[bool, msgspec.json.Decoder[Any]] = {False: msgspec.json.Decoder(), True: msgspec.json.Decoder(float_hook=Decimal)}
 RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 _ARGS_LIST = msgspec.json.Decoder(list[Args | None])
 _ARGS = msgspec.json.Decoder(Args | None)
-_KEPT_FIELDS = [("ph", str, ""), ("name", str, ""), ("pid", int | str, 0), ("tid", int | str, 0),
-                ("ts", float, 0.0), ("dur", float, 0.0), ("args", msgspec.Raw, NULL)]
+
+
+def _kept_fields(exact: bool) -> list[tuple[str, Any, Any]]:
+    ts: tuple[str, Any, Any] = ("ts", int | Decimal, 0) if exact else ("ts", int | float, 0.0)
+    return [("ph", str, ""), ("name", str, ""), ("pid", int | str, 0), ("tid", int | str, 0),
+            ts, ("dur", float, 0.0), ("args", msgspec.Raw, NULL)]
 
 
 @functools.cache
-def tagged_decoder(with_ops: bool) -> tuple[msgspec.json.Decoder[Any], dict[type, int]]:
+def tagged_decoder(with_ops: bool, exact: bool = False) -> tuple[msgspec.json.Decoder[Any], dict[type, int]]:
     """Fast path: a union tagged by `cat`; skipped categories decode to empty structs (no strings built).
 
     Returns the decoder and the code of each decoded type (see KINDS, SKIPPED, SKIPPED_OP). Events with
     no or an unknown category make it raise ValidationError; the slice is then decoded as list[Event].
+    `exact` decodes fractional `ts` as Decimal (see ExactEvent).
     """
     types: list[type] = []
     code_of: dict[type, int] = {}
     for i, cat in enumerate(sorted(KNOWN_CATEGORIES)):
         kind = KIND_OF_CATEGORY.get(cat)
         keep = kind is not None and (with_ops or cat != "cpu_op")
-        cls = msgspec.defstruct(f"Cat{i}", _KEPT_FIELDS if keep else [], tag_field="cat", tag=cat, gc=False)
+        cls = msgspec.defstruct(f"{'Exact' if exact else ''}Cat{i}", _kept_fields(exact) if keep else [],
+                                tag_field="cat", tag=cat, gc=False)
         types.append(cls)
         code_of[cls] = KINDS.index(kind) + 1 if keep and kind else (SKIPPED_OP if kind == "op" else SKIPPED)
     union: Any = functools.reduce(operator.or_, types)
     return msgspec.json.Decoder(list[union]), code_of
+
+
+@functools.cache
+def code_of_type(with_ops: bool) -> dict[type, int]:
+    """The code of every type the tagged decoders (plain and exact) produce."""
+    return tagged_decoder(with_ops, False)[1] | tagged_decoder(with_ops, True)[1]
 
 
 @dataclass
@@ -122,19 +155,30 @@ class DecodeReport:
     truncated: bool = False
     """The text ended before traceEvents was closed."""
     notes: list[str] = field(default_factory=list)
+    exact_ts: bool = False
+    """A slice had fractional epoch timestamps (see EXACT_FROM_US): the slices after it are decoded exactly."""
 
 
-def _decode_lenient(chunk: bytes | bytearray, report: DecodeReport) -> list[Event]:
+@dataclass(frozen=True)
+class EventSlice:
+    """Decoded events of one slice of traceEvents, with the JSON text they came from (to decode it again)."""
+
+    events: list[Any]
+    text: bytes | bytearray
+    """The bracketed JSON array that `events` were decoded from."""
+
+
+def _decode_lenient(chunk: bytes | bytearray, report: DecodeReport, exact: bool) -> list[Event]:
     """Decode a slice event by event, coercing wrongly typed fields and dropping what cannot be read."""
     out: list[Event] = []
     for raw in RAWS.decode(chunk):
         try:
-            out.append(_EVENT.decode(raw))
+            out.append(_EVENT[exact].decode(raw))
             continue
         except msgspec.ValidationError:
             pass
-        generic = msgspec.json.decode(raw)
-        event = coerce_event(generic)
+        generic = _GENERIC[exact].decode(raw)
+        event = coerce_event(generic, exact)
         if event is None:
             report.dropped_events += 1
         else:
@@ -146,7 +190,7 @@ def _decode_lenient(chunk: bytes | bytearray, report: DecodeReport) -> list[Even
 def _number(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
-    if isinstance(value, int | float):
+    if isinstance(value, int | float | Decimal):
         return float(value)
     if isinstance(value, str):
         try:
@@ -156,12 +200,25 @@ def _number(value: Any) -> float | None:
     return None
 
 
-def coerce_event(value: Any) -> Event | None:
-    """Best-effort Event from a decoded JSON value (wrong types coerced); None if it cannot be used."""
+def _exact_number(value: Any) -> int | Decimal | None:
+    """`ts` for an ExactEvent: ints and Decimals as they are, numeric strings read as Decimal."""
+    if isinstance(value, int | Decimal) and not isinstance(value, bool):
+        return value
+    number = _number(value)
+    if number is None or not isinstance(value, str):
+        return None if number is None else Decimal(number)
+    try:
+        return Decimal(value.strip())
+    except ArithmeticError:
+        return None
+
+
+def coerce_event(value: Any, exact: bool = False) -> Event | None:
+    """Best-effort Event (ExactEvent if `exact`) from a decoded JSON value (wrong types coerced); None if unusable."""
     if not isinstance(value, dict):
         return None
     text = {k: value[k] if isinstance(value.get(k), str) else "" for k in ("ph", "cat", "name")}
-    ts = _number(value.get("ts"))
+    ts: Any = _exact_number(value.get("ts")) if exact else _number(value.get("ts"))
     dur = _number(value.get("dur"))
     if ts is None and text["ph"] != "M":
         return None
@@ -170,8 +227,9 @@ def coerce_event(value: Any) -> Event | None:
         args = msgspec.Raw(msgspec.json.encode(value.get("args")))
     except (TypeError, ValueError, OverflowError):
         args = NULL
-    return Event(ph=text["ph"], cat=text["cat"], name=text["name"], pid=place["pid"], tid=place["tid"],
-                 ts=ts or 0.0, dur=dur or 0.0, args=args)
+    cls = ExactEvent if exact else Event
+    return cls(ph=text["ph"], cat=text["cat"], name=text["name"], pid=place["pid"], tid=place["tid"],
+               ts=ts or 0, dur=dur or 0.0, args=args)
 
 
 def decode_args(raws: list[msgspec.Raw], report: DecodeReport) -> list[Args]:
@@ -198,35 +256,71 @@ def decode_args(raws: list[msgspec.Raw], report: DecodeReport) -> list[Args]:
     return out
 
 
-def decode_events(chunk: bytes | bytearray, report: DecodeReport, with_ops: bool) -> list[Any]:
-    """Decode a bracketed slice of events: tagged fast path, else list[Event], else event by event."""
-    fast, _ = tagged_decoder(with_ops)
-    try:
+def decode_events(chunk: bytes | bytearray, report: DecodeReport, with_ops: bool,
+                  exact: bool | None = None) -> list[Any]:
+    """Decode a bracketed slice of events: tagged fast path, else list[Event], else event by event.
+
+    `exact` (default: report.exact_ts) decodes fractional timestamps exactly (ExactEvent, tagged types alike).
+    """
+    exact = report.exact_ts if exact is None else exact
+
+    def decode(data: bytes | bytearray) -> list[Any]:
         try:
-            return fast.decode(chunk)
+            return tagged_decoder(with_ops, exact)[0].decode(data)
         except msgspec.ValidationError:
             pass
         try:
-            return _EVENTS.decode(chunk)
+            return _EVENTS[exact].decode(data)
         except msgspec.ValidationError:
-            return _decode_lenient(chunk, report)
-    except UnicodeDecodeError:
-        report.notes.append("invalid UTF-8 in event text replaced by U+FFFD")
-        return decode_events(valid_utf8(chunk), report, with_ops)
-    except RecursionError:
+            return _decode_lenient(data, report, exact)
+
+    def decode_valid(data: bytes | bytearray) -> list[Any]:
         try:
-            return decode_events(shallow(chunk, report), report, with_ops)
-        except msgspec.DecodeError:  # its byte offsets are those of the flattened copy: report none
-            raise msgspec.DecodeError("invalid JSON in a slice nested too deep") from None
+            return decode(data)
+        except UnicodeDecodeError:
+            note = "invalid UTF-8 in event text replaced by U+FFFD"
+            if note not in report.notes:
+                report.notes.append(note)
+            return decode(valid_utf8(data))
+
+    try:
+        return decode_shallow_if_deep(decode_valid, chunk, report)
+    except DeepJSONError:  # its byte offsets are those of the flattened copy: report none
+        raise msgspec.DecodeError("invalid JSON in a slice nested too deep") from None
 
 
-def shallow(data: bytes | bytearray, report: DecodeReport) -> bytes:
-    """`data` with values nested deeper than MAX_DEPTH replaced by null (noted once); for data msgspec recursed on."""
+class DeepJSONError(msgspec.DecodeError):
+    """Invalid JSON found after values nested too deep were flattened: the message's byte offsets are those of
+    the flattened copy, which is `shift` bytes shorter (flattening shortens only deep values, so an offset
+    counted from the end of the data stays right)."""
+
+    def __init__(self, message: str, shift: int) -> None:
+        super().__init__(message)
+        self.shift = shift
+
+
+_T = TypeVar("_T")
+
+
+def decode_shallow_if_deep(decode: Callable[[bytes | bytearray], _T], data: bytes | bytearray,
+                           report: DecodeReport) -> _T:
+    """`decode(data)`; if msgspec recursed too deep, `decode` of `data` with values deeper than MAX_DEPTH
+    replaced by null (noted once). The one place that handles RecursionError when decoding Kineto JSON.
+
+    Raises DeepJSONError (a DecodeError) if the flattened copy does not decode either.
+    """
+    try:
+        return decode(data)
+    except RecursionError:
+        pass
     flat, replaced = flatten_deep(data)
     note = f"values nested deeper than {MAX_DEPTH} levels replaced by null"
     if replaced and note not in report.notes:
         report.notes.append(note)
-    return flat
+    try:
+        return decode(flat)
+    except msgspec.DecodeError as exc:
+        raise DeepJSONError(str(exc), len(data) - len(flat)) from None
 
 
 def valid_utf8(data: bytes | bytearray) -> bytearray:

@@ -11,13 +11,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ktrace.importers.kineto_events import STEP_PREFIX, EventSink, to_int, ts_to_ns
+from ktrace.importers.kineto_schema import MAX_TS_US
 from ktrace.model.builder import TraceBuilder
 from ktrace.model.nesting import nesting_depth
 
 MAX_DUR_US = 7 * 24 * 3600 * 1e6
 """Longer events are CUPTI timestamp overflows (HTA drops them too)."""
-MAX_TS_US = 2.0**53
-"""Larger |ts| cannot be converted exactly (and is not a real time)."""
 NA_STREAM = 0xFFFFFFFF
 """CUPTI's "not applicable" stream id (context/device syncs)."""
 
@@ -76,6 +75,9 @@ class TimeFixer:
             self.bad_time += int((~ok).sum())
             table, ts, dur = table.filter(pa.array(ok)), ts[ok], dur[ok]
         start = ts_to_ns(ts, self.base_ns)
+        if "ts_frac_ns" in table.column_names:  # exactly decoded slices: ts holds whole µs, this the ns after them
+            start += pc.fill_null(table.column("ts_frac_ns"), 0).to_numpy().astype(np.int64)
+            table = table.drop_columns(["ts_frac_ns"])
         end = start + ts_to_ns(dur, 0)
         table = table.drop_columns(["ts", "dur"])
         return table.append_column("start_ns", pa.array(start)).append_column("end_ns", pa.array(end))

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 
+import msgspec
 import pytest
 from property.hostile_corpus import decoy, deep_args, deep_event_list, gzip_stream, kineto_doc, write_json
 
 from ktrace.importers import kineto_decode, kineto_limits, locate
 from ktrace.importers.kineto import import_kineto
-from ktrace.importers.kineto_limits import TopLevelKey, flatten_deep, squeeze_whitespace
+from ktrace.importers.kineto_limits import MAX_DEPTH, TopLevelKey, flatten_deep, squeeze_whitespace
+from ktrace.importers.kineto_schema import DecodeReport, DeepJSONError, decode_shallow_if_deep
 from ktrace.model.errors import TraceFormatError
 
 
@@ -113,3 +116,20 @@ def test_huge_ids_and_hosts_import(tmp_path: Path) -> None:
     doc["traceEvents"][2]["tid"] = -1e20
     trace = import_kineto(write_json(tmp_path / "t.json", doc))
     assert trace.kernels.height == 2 and trace.meta.hosts == ("h" * 300,)
+
+
+def test_one_fallback_decodes_json_nested_too_deep() -> None:
+    """decode_shallow_if_deep is the one place that turns msgspec's RecursionError into flattened data (noted
+    once); invalid deep data raises DeepJSONError, whose offsets are shifted back by `shift` bytes."""
+    report = DecodeReport()
+    deep = b"[" * 5000 + b"]" * 5000
+    value = decode_shallow_if_deep(msgspec.json.decode, deep, report)
+    assert json.dumps(value).count("[") == MAX_DEPTH
+    decode_shallow_if_deep(msgspec.json.decode, deep, report)
+    assert report.notes == [f"values nested deeper than {MAX_DEPTH} levels replaced by null"]
+    with pytest.raises(DeepJSONError, match="trailing characters") as caught:
+        decode_shallow_if_deep(msgspec.json.decode, deep + b" x", report)
+    with pytest.raises(msgspec.DecodeError) as shallow:  # the same fault in data that needs no flattening
+        msgspec.json.decode(b"[]" + b" x")
+    at = int(re.search(r"byte (\d+)", str(shallow.value)).group(1)) + len(deep) - 2  # type: ignore[union-attr]
+    assert f"(byte {at - caught.value.shift})" in str(caught.value)
