@@ -53,7 +53,8 @@ KEYS: tuple[Key, ...] = (
     Key("x", "remove_row", "remove the current row from the timeline", "timeline"),
     Key("t", "focus_tree", "focus the host/device tree", "timeline"),
     Key("T", "toggle_tree", "hide or show the host/device tree (the timeline takes its width)", "app", False),
-    Key("enter", "select_cursor", "tree: add/remove the track(s) of the node", "tree", False, "enter"),
+    Key("enter", "select_cursor", "tree: add/remove the node's track(s) in the timeline (a leaf's ● says its track "
+        "is a timeline row, ○ not; the tree's cursor follows the timeline's and back)", "tree", False, "enter"),
     Key("space", "toggle_node", "tree: expand or collapse", "tree", False, "space"),
     Key("slash", "focus_filter", "filter kernels by name", "kernels", True, "/"),
     Key("s", "cycle_sort", "sort by the next column", "kernels", True),
