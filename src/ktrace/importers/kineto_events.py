@@ -17,6 +17,7 @@ from ktrace.importers.kineto_schema import (
     KIND_OF_CATEGORY,
     KINDS,
     KNOWN_CATEGORIES,
+    NO_OP_ARGS,
     SKIPPED,
     SKIPPED_OP,
     Args,
@@ -218,7 +219,10 @@ class EventSink:
         if not evs:
             return
         self.categories[kind] = self.categories.get(kind, 0) + len(evs)
-        args = decode_args([e.args for e in evs], self.report)
+        raws = [e.args for e in evs]
+        # operators of the fast path come with their args decoded (kineto_schema.OpArgs); others are raw JSON
+        args: list[Any] = decode_args(raws, self.report) if type(raws[0]) is msgspec.Raw else [
+            a or NO_OP_ARGS for a in raws]
         self.parts.setdefault(kind, []).append(pa.table(BUILDERS[kind](evs, args)))
 
     def table(self, kind: str) -> pa.Table | None:
