@@ -203,6 +203,7 @@ def ops_cost(args: argparse.Namespace, hta: Path) -> None:
     tiled = Path(args.workdir) / f"tiled{args.copies}"
     if tiled.is_dir():
         sets.append((f"tiled x{args.copies}", sorted(tiled.glob("*.json.gz"))))
+    sets = [s for s in sets if args.only in s[0]]
     print(f"machine load before: {os.getloadavg()[0]:.1f}")
     print("| trace | HTA load wall / CPU | ktrace ops on wall / CPU | ktrace --no-ops wall / CPU | ops cost (CPU) "
           "| ops rows | HTA / ktrace ops on (wall) |")
@@ -235,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "ktrace-bench"))
     parser.add_argument("--kernel-time", action="store_true", help="check kernel time vs HTA on every trace")
     parser.add_argument("--ops", action="store_true", help="import time with ops vs --no-ops vs HTA, every trace")
+    parser.add_argument("--only", default="", help="--ops: only the traces whose name contains this")
     parser.add_argument("--no-isal", action="store_true", help="make ktrace inflate with zlib even if isal is installed")
     args = parser.parse_args(argv)
     hta = ensure_hta(args.venv)

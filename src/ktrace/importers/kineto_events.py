@@ -22,6 +22,7 @@ from ktrace.importers.kineto_schema import (
     KINDS,
     KNOWN_CATEGORIES,
     MAX_TS_US,
+    NO_OP_ARGS,
     SKIPPED,
     SKIPPED_OP,
     Args,
@@ -300,7 +301,10 @@ class EventSink:
     def _stage_kind(self, staged: _Staged, kind: str, evs: list[Event]) -> None:
         if not evs:
             return
-        args = decode_args([e.args for e in evs], staged.args_report)
+        raws = [e.args for e in evs]
+        # operators of the fast path come with their args decoded (kineto_schema.OpArgs); others are raw JSON
+        args: list[Any] = decode_args(raws, staged.args_report) if type(raws[0]) is msgspec.Raw else [
+            a or NO_OP_ARGS for a in raws]
         staged.tables.append((kind, pa.table(BUILDERS[kind](evs, args))))
 
     def table(self, kind: str) -> pa.Table | None:
