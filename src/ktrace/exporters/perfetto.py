@@ -221,8 +221,18 @@ def dense_codes(series: pl.Series) -> tuple[np.ndarray, list[str]]:
     """Codes into the sorted distinct non-null strings of `series` (-1 for null), and those strings.
 
     Categorical columns are coded from their physical ids (only the distinct values are turned into strings); the
-    table is sorted by string so the codes never depend on the process's category cache.
+    table is sorted by string so the codes never depend on the process's category cache. A mostly null column
+    (string args of a few rows) is coded on its non-null rows only.
     """
+    nulls = series.null_count()
+    if nulls:
+        codes = np.full(series.len(), -1, np.int64)
+        if nulls == series.len():
+            return codes, []
+        present = series.is_not_null()
+        sub_codes, table = dense_codes(series.filter(present))
+        codes[np.flatnonzero(present.to_numpy())] = sub_codes
+        return codes, table
     if series.dtype != pl.Categorical:
         s = series.cast(pl.String)
         codes = (s.rank("dense").cast(pl.Int64) - 1).fill_null(-1).to_numpy()
