@@ -120,19 +120,21 @@ def slice_packets(start: np.ndarray, end: np.ndarray, track: np.ndarray, name_ii
     end_type_len = const_off[4] - const_off[3]
     flow_key = const_off[5] - const_off[4]
     term_key = const_off[6] - const_off[5]
-    te_len = np.empty(n, np.int64)
-    row_end = np.empty(n + 1, np.int64)
-    row_end[0] = 0
+    # One pass: each row's TrackEvent length is worked out just before it is written, into a buffer sized for the
+    # longest possible rows (varints of 10 bytes), cut to the bytes written at the end.
+    head_bound = 2 * (1 + 10 + 1 + 10 + (const_off[2] - const_off[0]) + 1 + 10)
+    int_bound = int_vals.shape[0] * (1 + 10 + 10) + int_head_off[int_vals.shape[0]]  # key, length, value
+    str_bound = 0
+    for c in range(str_off.shape[0] - 1):
+        str_bound = max(str_bound, str_off[c + 1] - str_off[c])
+    row_bound = head_bound + int_bound + str_codes.shape[0] * str_bound + type_len + end_type_len + 3 * 11  # name, 2 tracks
+    flow_bytes = flow_ids.shape[0] * (flow_key + 8) + term_ids.shape[0] * (term_key + 8)
+    out = np.empty(n * row_bound + flow_bytes, np.uint8)
+    at = 0
     for i in range(n):
         te = _begin_te_len(i, name_iid, track, int_head_off, int_vals, int_present, str_off, str_codes,
                            flow_off, term_off, flow_key + 8, term_key + 8, type_len)
-        te_len[i] = te
-        body = _packet_body(start[i], te, const_off)
-        end_body = _packet_body(end[i], end_type_len + 1 + varint_len(track[i]), const_off)
-        row_end[i + 1] = row_end[i] + 1 + varint_len(body) + body + 1 + varint_len(end_body) + end_body
-    out = np.empty(row_end[n], np.uint8)
-    for i in range(n):
-        at = _put_packet_head(out, row_end[i], start[i], te_len[i], consts, const_off)
+        at = _put_packet_head(out, at, start[i], te, consts, const_off)
         for j in range(int_vals.shape[0]):
             if int_present[j, i]:
                 head_a, head_b = int_head_off[j], int_head_off[j + 1]
@@ -161,4 +163,4 @@ def slice_packets(start: np.ndarray, end: np.ndarray, track: np.ndarray, name_ii
         out[at] = 0x58
         at = put_varint(out, at + 1, track[i])
         at = _put(out, at, consts, const_off[1], const_off[2])
-    return out
+    return out[:at]

@@ -66,7 +66,7 @@ class SliceRows:
     term_ids: U64 = field(default_factory=lambda: np.zeros(0, np.uint64))
 
 
-def encode_slices(rows: SliceRows, *, compiled: bool) -> bytes:
+def encode_slices(rows: SliceRows, *, compiled: bool) -> bytes | memoryview:
     """The packets of `rows`, by the compiled kernel or numpy columns (the same bytes)."""
     return encode_compiled(rows) if compiled else encode_numpy(rows)
 
@@ -93,13 +93,14 @@ def _csr(rows: I64, ids: U64, n: int) -> tuple[I64, U64]:
     return offsets, np.ascontiguousarray(ids[order], np.uint64)
 
 
-def encode_compiled(rows: SliceRows) -> bytes:
-    """The packets of `rows` by the numba kernel (perfetto_kernel.slice_packets)."""
+def encode_compiled(rows: SliceRows) -> memoryview:
+    """The packets of `rows` by the numba kernel (perfetto_kernel.slice_packets), as a view of its buffer (written to
+    the file without a copy)."""
     from ktrace.exporters.perfetto_kernel import slice_packets  # noqa: PLC0415 - numba only for large exports
 
     n = rows.start.shape[0]
     if n == 0:
-        return b""
+        return memoryview(b"")
     flags = enc.tag(13, 0) + enc.varint_bytes(enc.SEQ_NEEDS_INCREMENTAL_STATE)
     consts, const_off = _ragged([enc.tag(10, 0) + enc.varint_bytes(rows.seq), flags,
                                  enc.tag(9, 0) + bytes([enc.TYPE_SLICE_BEGIN]),
@@ -126,4 +127,4 @@ def encode_compiled(rows: SliceRows) -> bytes:
                         np.ascontiguousarray(rows.track, np.int64), np.ascontiguousarray(rows.name_iid, np.int64),
                         consts, const_off, int_heads, int_head_off, int_vals, int_present,
                         str_blob, str_off, str_codes, flow_off, flow_ids, term_off, term_ids)
-    return out.tobytes()
+    return out.data

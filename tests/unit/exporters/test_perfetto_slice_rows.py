@@ -6,13 +6,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference.perfetto_rows_ref import slice_packets_reference
 
 from ktrace.exporters import perfetto as perfetto_module
-from ktrace.exporters.perfetto import export_perfetto
+from ktrace.exporters.perfetto import dense_codes, export_perfetto
 from ktrace.exporters.perfetto_kernel import slice_packets
 from ktrace.exporters.perfetto_slice_rows import IntArg, SliceRows, StrArg, encode_compiled, encode_numpy
 
@@ -88,3 +89,11 @@ def test_real_traces_export_the_same_bytes_by_either_encoder(tmp_path: Path, nam
     monkeypatch.setattr(perfetto_module, "COMPILED_MIN_ROWS", 0)
     export_perfetto(trace, tmp_path / "compiled.pftrace", chunk_rows=5_000)
     assert (tmp_path / "numpy.pftrace").read_bytes() == (tmp_path / "compiled.pftrace").read_bytes()
+
+
+@pytest.mark.parametrize("dtype", [pl.String, pl.Categorical])
+@pytest.mark.parametrize("values", [["b", None, "a", "b", None], [None, None], ["z", "y"], [None, "é", None]])
+def test_dense_codes_index_the_sorted_distinct_strings(values: list[str | None], dtype: pl.DataType) -> None:
+    codes, table = dense_codes(pl.Series(values, dtype=pl.String).cast(dtype))
+    assert table == sorted({v for v in values if v is not None})
+    assert [table[c] if c >= 0 else None for c in codes.tolist()] == values
