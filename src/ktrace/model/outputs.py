@@ -300,6 +300,9 @@ class Output:
         self._done = False
         try:
             self.target.parent.mkdir(parents=True, exist_ok=True)
+        except FileExistsError as exc:  # mkdir(exist_ok=True) says so of a file where a folder must be
+            raise KtraceError(f"cannot create the folder of {self.target}: {exc.filename}: Not a directory",
+                              ExitCode.FAILURE) from None
         except OSError as exc:
             raise KtraceError(f"cannot create the folder of {self.target}: {exc.strerror or exc}",
                               ExitCode.FAILURE) from None
