@@ -29,12 +29,12 @@ def cell(value: object, limit: int = 120) -> str:
     return s.translate(MD_ESCAPES)
 
 
-def md_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> list[str]:
+def md_table(headers: Sequence[str], cells: Sequence[Sequence[object]]) -> list[str]:
     """A Markdown table (empty list when there are no rows)."""
-    if not rows:
+    if not cells:
         return []
     out = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
-    out += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
+    out += ["| " + " | ".join(cell(c) for c in r) + " |" for r in cells]
     return out + [""]
 
 
