@@ -301,8 +301,8 @@ class Output:
         try:
             self.target.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise KtraceError(f"cannot create the folder of {self.target}: {exc.strerror or exc}",
-                              ExitCode.FAILURE) from None
+            reason = "Not a directory" if isinstance(exc, FileExistsError) else exc.strerror or exc  # a file on the way
+            raise KtraceError(f"cannot create the folder of {self.target}: {reason}", ExitCode.FAILURE) from None
         try:
             self._lock.acquire()
         except LockFileError:
