@@ -304,8 +304,8 @@ class Output:
             raise KtraceError(f"cannot create the folder of {self.target}: {exc.filename}: Not a directory",
                               ExitCode.FAILURE) from None
         except OSError as exc:
-            raise KtraceError(f"cannot create the folder of {self.target}: {exc.strerror or exc}",
-                              ExitCode.FAILURE) from None
+            reason = "Not a directory" if isinstance(exc, FileExistsError) else exc.strerror or exc  # a file on the way
+            raise KtraceError(f"cannot create the folder of {self.target}: {reason}", ExitCode.FAILURE) from None
         try:
             self._lock.acquire()
         except LockFileError:
