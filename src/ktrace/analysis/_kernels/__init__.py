@@ -22,9 +22,12 @@ from typing import Any
 
 import numpy as np
 
-PYTHON_MAX_ROWS = int(os.environ.get("KTRACE_PYTHON_KERNEL_ROWS", "20000"))
+PYTHON_MAX_ROWS = int(os.environ.get("KTRACE_PYTHON_KERNEL_ROWS", "50000"))
 """Inputs of at most this many rows (the longest array argument) run as Python; larger ones compiled.
-Set KTRACE_PYTHON_KERNEL_ROWS=0 to always compile (as before), or a large value never to."""
+Set KTRACE_PYTHON_KERNEL_ROWS=0 to always compile (as before), or a large value never to. 50,000 since
+operators are imported by default (their 24 k rows took the README demo past 20,000): measured warm, numba's
+import and cache loads (~0.5 s, ~90 MB) cost more than the Python kernels up to ~50 k rows (demo 1.63 -> 1.16 s,
+owlv2 x2 at 49 k operators 1.9 s either way) and less above (owlv2 x5: 2.06 s compiled vs 2.4-2.7 s Python)."""
 
 compile_listeners: list[Callable[[str, bool], None]] = []
 """Called as (kernel name, False) just before numba compiles a kernel (not when it loads from the disk cache)
