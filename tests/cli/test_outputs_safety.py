@@ -376,6 +376,22 @@ def test_force_replaces_a_store_holding_a_killed_writers_temporary_file(source: 
     assert not list(out.rglob(".ktrace-tmp-*"))
 
 
+def test_a_writer_killed_while_publishing_leaves_the_old_output_to_the_next_one(tmp_path: Path) -> None:
+    """publish() moves the old folder aside, renames the new one in, then deletes the old: a kill between the two
+    renames left the user's previous output only under a hidden name, and a kill during the delete left half of
+    it forever. The next writer of that output puts the old one back, or finishes the delete."""
+    out = tmp_path / "t.ktrace"
+    assert main(["import", str(ALEXNET), "-o", str(out), "-q"]) == 0
+    before = fingerprint(out)
+    aside = tmp_path / ".ktrace-old-0123abcd-t.ktrace"
+    os.replace(out, aside)  # killed between the renames: no t.ktrace, the old one aside
+    assert main(["import", str(ALEXNET), "-o", str(out), "-q"]) == 2  # still refused without --force: it is back
+    assert fingerprint(out) == before and not aside.exists()
+    shutil.copytree(out, aside)  # killed while deleting the old one after the swap
+    assert main(["import", str(ALEXNET), "-o", str(out), "-q", "--force"]) == 0
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".ktrace-")] == []
+
+
 @pytest.mark.parametrize("verb", sorted(WRITERS))
 def test_each_writing_verb_checks_its_target_once(verb: str, source: Path, tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:

@@ -211,6 +211,21 @@ def temp_sibling(target: Path, kind: str = "tmp") -> Path:
     return target.parent / f".ktrace-{kind}-{secrets.token_hex(4)}-{target.name}"
 
 
+def _recover_moved_aside(target: Path) -> None:
+    """A writer killed while publishing a folder can leave the previous output moved aside (`.ktrace-old-*`):
+    with the target in place it is what was being deleted (finish that); without one it is the user's previous
+    output, which is put back before the target is checked. We hold the target's lock: no writer is alive."""
+    aside = re.compile(rf"^\.ktrace-old-[0-9a-f]{{8}}-{re.escape(target.name)}$")
+    with contextlib.suppress(OSError):
+        for entry in sorted(target.parent.iterdir()):
+            if entry.is_symlink() or not entry.is_dir() or not aside.match(entry.name):
+                continue
+            if not target.exists() and not target.is_symlink():
+                os.replace(entry, target)  # killed between the two renames of publish(): the old output returns
+            else:
+                shutil.rmtree(entry)
+
+
 def _remove_stale_temporaries(target: Path) -> None:
     """Remove what killed writers of `target` left beside it (we hold its lock: none of them is alive)."""
     stale = re.compile(rf"^{re.escape(_TEMP_PREFIX)}[0-9a-f]{{8}}-{re.escape(target.name)}$")
@@ -312,6 +327,7 @@ class Output:
             check_target(self.target, fmt, force=force, inputs=inputs)  # a target never to be written says why
             raise
         try:
+            _recover_moved_aside(self.target)
             self.replaces = check_target(self.target, fmt, force=force, inputs=inputs)  # once, as it is while held
             _remove_stale_temporaries(self.target)
             self.in_place = in_place and fmt.folder and not self.replaces
