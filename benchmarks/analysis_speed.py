@@ -49,8 +49,9 @@ def anchor(t: Trace) -> float:
     """HTA's merge_kernel_intervals busy time per rank, in polars; returns seconds."""
     s = time.perf_counter()
     k = t.kernels.select("rank", "start_ns", "end_ns").sort("rank", "start_ns")
-    k = k.with_columns(grp=(pl.col("start_ns") > pl.col("end_ns").shift().cum_max().over("rank"))
-                       .fill_null(True).cum_sum())
+    k = k.with_columns(
+        grp=(pl.col("start_ns") > pl.col("end_ns").shift().cum_max().over("rank")).fill_null(True).cum_sum()
+    )
     merged = k.group_by("rank", "grp").agg(pl.col("start_ns").min(), pl.col("end_ns").max())
     merged.group_by("rank").agg((pl.col("end_ns") - pl.col("start_ns")).sum())
     return time.perf_counter() - s
@@ -74,8 +75,10 @@ def main() -> int:
     cfg = SyntheticConfig(steps=max(1, args.kernels // (kps * args.ranks)), kernels_per_step=kps, ranks=args.ranks)
     s = time.perf_counter()
     t = generate(cfg)
-    print(f"generated {t.kernels.height:,} kernels, {t.api.height:,} api rows, {args.ranks} ranks "
-          f"in {time.perf_counter() - s:.1f} s")
+    print(
+        f"generated {t.kernels.height:,} kernels, {t.api.height:,} api rows, {args.ranks} ranks "
+        f"in {time.perf_counter() - s:.1f} s"
+    )
     a = min(anchor(t) for _ in range(2))
     print(f"anchor (HTA merge_kernel_intervals in polars, busy per rank): {a:.3f} s")
     print(f"{'analysis':<32} {'seconds':>9} {'x anchor':>9}")

@@ -36,6 +36,7 @@ def _records(n: int) -> tuple[list[Any], str]:
             for k, v in f.items():
                 setattr(r, k, v)
             return r
+
         source = "cupti-python record classes"
     except ImportError:
         from types import SimpleNamespace
@@ -45,15 +46,37 @@ def _records(n: int) -> tuple[list[Any], str]:
         def make(cls: str, kind: str, **f: Any) -> Any:
             base = dict.fromkeys(FIELDS_BY_KIND[kind], 0)
             return SimpleNamespace(kind=ACTIVITY_KIND[kind], **{**base, **f})
+
         source = "faithful fakes (cupti-python not installed)"
     t0 = 1_795_000_000_000_000_000
     names = [f"void gemm_kernel<{i % 40}>" for i in range(64)]
     recs = []
     for i in range(n // 2):
-        recs.append(make("ActivityKernel13", "CONCURRENT_KERNEL", start=t0 + 10 * i, end=t0 + 10 * i + 5,
-                         correlation_id=i, name=names[i % 64], grid_x=80, block_x=256, stream_id=7))
-        recs.append(make("ActivityAPI", "RUNTIME", start=t0 + 10 * i - 3, end=t0 + 10 * i - 1, cbid=211,
-                         correlation_id=i, process_id=1, thread_id=2))
+        recs.append(
+            make(
+                "ActivityKernel13",
+                "CONCURRENT_KERNEL",
+                start=t0 + 10 * i,
+                end=t0 + 10 * i + 5,
+                correlation_id=i,
+                name=names[i % 64],
+                grid_x=80,
+                block_x=256,
+                stream_id=7,
+            )
+        )
+        recs.append(
+            make(
+                "ActivityAPI",
+                "RUNTIME",
+                start=t0 + 10 * i - 3,
+                end=t0 + 10 * i - 1,
+                cbid=211,
+                correlation_id=i,
+                process_id=1,
+                thread_id=2,
+            )
+        )
     return recs, source
 
 
@@ -70,17 +93,21 @@ def decode_only(n: int) -> None:
     rows: dict[int, list[Any]] = {}
     t = time.perf_counter()
     for i in range(0, n, 4096):  # CUPTI delivers buffers of a few thousand records
-        extractor.extract(recs[i:i + 4096], rows)
+        extractor.extract(recs[i : i + 4096], rows)
     extract_s = time.perf_counter() - t
     t = time.perf_counter()
     RecordDecoder(generic_api_name, 1).decode(extractor.by_name(rows))
     decode_s = time.perf_counter() - t
     print(f"records: {n:,} ({source})")
     print(f"anchor  bare 4-field read : {anchor_s / n * 1e9:7.0f} ns/record")
-    print(f"callback copy-out (extract): {extract_s / n * 1e9:7.0f} ns/record  "
-          f"= {extract_s / anchor_s:.2f}x anchor, {n / extract_s / 1e3:,.0f} k records/s on one core")
-    print(f"writer decode to Arrow     : {decode_s / n * 1e9:7.0f} ns/record  "
-          f"= {decode_s / anchor_s:.2f}x anchor, {n / decode_s / 1e3:,.0f} k records/s")
+    print(
+        f"callback copy-out (extract): {extract_s / n * 1e9:7.0f} ns/record  "
+        f"= {extract_s / anchor_s:.2f}x anchor, {n / extract_s / 1e3:,.0f} k records/s on one core"
+    )
+    print(
+        f"writer decode to Arrow     : {decode_s / n * 1e9:7.0f} ns/record  "
+        f"= {decode_s / anchor_s:.2f}x anchor, {n / decode_s / 1e3:,.0f} k records/s"
+    )
     print(f"GIL time per 200 k records/s: {(extract_s + decode_s) / n * 200e3 * 100:.1f} % of one core")
     del anchor
 
@@ -115,8 +142,10 @@ def gpu_overhead(steps: int, width: int, layers: int) -> None:
     print(f"plain          : {plain * 1e3:8.3f} ms/step (anchor)")
     print(f"ktrace run     : {kt * 1e3:8.3f} ms/step = {kt / plain:.3f}x (goal <= 1.03)")
     print(f"torch.profiler : {tp * 1e3:8.3f} ms/step = {tp / plain:.3f}x")
-    print(f"records captured: {records:,} ({records / (span / 1e9) / 1e3:,.0f} k records/s of GPU span); "
-          f"dropped: {trace.meta.health.get('dropped_records', 0)}")
+    print(
+        f"records captured: {records:,} ({records / (span / 1e9) / 1e3:,.0f} k records/s of GPU span); "
+        f"dropped: {trace.meta.health.get('dropped_records', 0)}"
+    )
 
 
 def main() -> None:

@@ -106,8 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     no_summary = k["wall_s"] - k["extra"]["summarize"]
     print(f"kernels: {k['extra']['kernels']:,}; machine load after: {os.getloadavg()[0]:.1f}")
     print(f"ratio, like for like (load + the four analyses): ktrace {h['wall_s'] / no_summary:.1f}x faster")
-    print(f"ratio, ktrace also running summarize(): {h['wall_s'] / k['wall_s']:.1f}x faster (goal >= 20x); "
-          f"peak RSS {k['peak_rss_mb'] / h['peak_rss_mb']:.2f} of HTA's (goal <= 0.25)")
+    print(
+        f"ratio, ktrace also running summarize(): {h['wall_s'] / k['wall_s']:.1f}x faster (goal >= 20x); "
+        f"peak RSS {k['peak_rss_mb'] / h['peak_rss_mb']:.2f} of HTA's (goal <= 0.25)"
+    )
     return 0
 
 

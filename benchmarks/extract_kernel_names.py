@@ -37,7 +37,8 @@ def nsys_names(path: Path) -> Counter[str]:
     try:
         rows = con.execute(
             "SELECT s.value, COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k "
-            "JOIN StringIds s ON s.id = k.demangledName GROUP BY s.value").fetchall()
+            "JOIN StringIds s ON s.id = k.demangledName GROUP BY s.value"
+        ).fetchall()
     finally:
         con.close()
     return Counter({str(name): int(n) for name, n in rows})

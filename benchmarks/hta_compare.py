@@ -38,7 +38,7 @@ TRACES = {
     "dlrm": "param-dlrm-v100-8rank",
 }
 
-HTA_SCRIPT = r'''
+HTA_SCRIPT = r"""
 import json, sys, time, os, logging, warnings
 warnings.filterwarnings("ignore")
 logging.disable(logging.CRITICAL)
@@ -76,7 +76,7 @@ if ql is not None:
 ib = timed("idle_breakdown", lambda: ta.get_idle_time_breakdown(ranks=[ranks[0]], visualize=False)[0])
 out["idle"] = None if ib is None else ib.to_dict(orient="records")
 print("HTA_JSON" + json.dumps(out, default=float))
-'''
+"""
 
 
 def ensure_hta() -> Path:
@@ -97,7 +97,7 @@ def run_hta(py: Path, path: Path) -> dict[str, Any]:
     line = next((x for x in proc.stdout.splitlines() if x.startswith("HTA_JSON")), None)
     if line is None:
         return {"error": (proc.stderr or proc.stdout)[-800:], "wall_s": time.perf_counter() - t0}
-    out: dict[str, Any] = json.loads(line[len("HTA_JSON"):])
+    out: dict[str, Any] = json.loads(line[len("HTA_JSON") :])
     out["wall_s"] = time.perf_counter() - t0
     return out
 
@@ -110,7 +110,12 @@ def hta_window(trace: Any) -> Any:
     if steps["name"].n_unique() < 2:
         return trace
     last = steps.group_by(pl.col("node").cast(pl.String), "rank").agg(last_ns=pl.col("start_ns").max())
-    ok = launches(trace).with_columns(pl.col("node").cast(pl.String)).join(last, on=["node", "rank"]).filter(pl.col("api_start_ns") < pl.col("last_ns"))
+    ok = (
+        launches(trace)
+        .with_columns(pl.col("node").cast(pl.String))
+        .join(last, on=["node", "rank"])
+        .filter(pl.col("api_start_ns") < pl.col("last_ns"))
+    )
     keys = ok.select("node", "rank", "correlation_id")
 
     def cut(frame: pl.DataFrame) -> pl.DataFrame:
@@ -124,6 +129,7 @@ def hta_window(trace: Any) -> Any:
 def hta_rounding(trace: Any) -> Any:
     """HTA's loader rounds float µs timestamps: start up to the next µs, end down (trace_parser.py,
     round_down_time_stamps). Applied to every span table so ktrace sees HTA's numbers."""
+
     def r(frame: pl.DataFrame) -> pl.DataFrame:
         s = (pl.col("start_ns") + 999) // 1000 * 1000
         e = pl.col("end_ns") // 1000 * 1000
@@ -193,8 +199,10 @@ def compare(name: str, path: Path, py: Path, args_rounding: bool) -> list[str]:
     for key, hs in hta["times"].items():
         ks = kt_times.get(key)
         lines.append(f"  time {key:<39} {hs:>15.3f}s {ks or 0:>15.4f}s  x{hs / max(ks or 1e-9, 1e-9):,.0f}")
-    lines.append(f"  time load (HTA parse vs ktrace.open)          {hta['load_s']:>15.3f}s {load_s:>15.4f}s"
-                 f"  x{hta['load_s'] / max(load_s, 1e-9):,.1f}")
+    lines.append(
+        f"  time load (HTA parse vs ktrace.open)          {hta['load_s']:>15.3f}s {load_s:>15.4f}s"
+        f"  x{hta['load_s'] / max(load_s, 1e-9):,.1f}"
+    )
     return lines
 
 
@@ -202,24 +210,35 @@ def _temporal(hta: dict[str, Any], tb: pl.DataFrame) -> list[str]:
     out = []
     for i, h in enumerate(hta.get("temporal") or []):
         k = tb.row(i, named=True) if i < tb.height else None
-        for hk, kk in (("idle_time(us)", "idle_ns"), ("compute_time(us)", "compute_ns"),
-                       ("non_compute_time(us)", "non_compute_ns"), ("kernel_time(us)", "span_ns")):
+        for hk, kk in (
+            ("idle_time(us)", "idle_ns"),
+            ("compute_time(us)", "compute_ns"),
+            ("non_compute_time(us)", "non_compute_ns"),
+            ("kernel_time(us)", "span_ns"),
+        ):
             out.append(row(f"temporal r{h['rank']} {hk}", h[hk], None if k is None else k[kk] / 1000))
     return out
 
 
 def _ktypes(hta: dict[str, Any], kb: pl.DataFrame) -> list[str]:
     kt = dict(kb.group_by("kernel_type").agg(pl.col("time_ns").sum() / 1000).rows())
-    return [row(f"kernel type {h['kernel_type'][:32]} (us)", h["sum"], kt.get(h["kernel_type"]))
-            for h in hta.get("kernel_types") or []]
+    return [
+        row(f"kernel type {h['kernel_type'][:32]} (us)", h["sum"], kt.get(h["kernel_type"]))
+        for h in hta.get("kernel_types") or []
+    ]
 
 
 def _overlap(hta: dict[str, Any], ov: pl.DataFrame) -> list[str]:
     out = []
     for h in hta.get("overlap") or []:
         k = ov.filter(pl.col("rank") == h["rank"])
-        out.append(row(f"comm/comp overlap r{h['rank']} (%)", h["comp_comm_overlap_pctg"],
-                       k["overlap_pct"][0] if k.height else None))
+        out.append(
+            row(
+                f"comm/comp overlap r{h['rank']} (%)",
+                h["comp_comm_overlap_pctg"],
+                k["overlap_pct"][0] if k.height else None,
+            )
+        )
     return out
 
 
@@ -232,8 +251,13 @@ def _launch(hta: dict[str, Any], lat: pl.DataFrame) -> list[str]:
         out.append(row(f"launch r{r} count", h["count"], k.height))
         out.append(row(f"launch r{r} delay mean, clipped at 0 (us)", h["mean"], d.mean() if k.height else None))
         out.append(row(f"launch r{r} delay median (us)", h["median"], d.median() if k.height else None))
-        out.append(row(f"launch r{r} cpu duration mean (us)", h["cpu_mean"],
-                       k["api_duration_ns"].mean() / 1000 if k.height else None))  # type: ignore[operator]
+        out.append(
+            row(
+                f"launch r{r} cpu duration mean (us)",
+                h["cpu_mean"],
+                k["api_duration_ns"].mean() / 1000 if k.height else None,
+            )
+        )  # type: ignore[operator]
     return out
 
 
@@ -242,24 +266,48 @@ def _queue(hta: dict[str, Any], qs: pl.DataFrame) -> list[str]:
     for h in hta.get("queue") or []:
         k = qs.filter((pl.col("rank") == h["rank"]) & (pl.col("stream") == h["stream"]))
         kr = k.row(0, named=True) if k.height else None
-        out.append(row(f"queue r{h['rank']} s{h['stream']} changes", h["queue_length_count"],
-                       None if kr is None else kr["changes"]))
-        out.append(row(f"queue r{h['rank']} s{h['stream']} mean", h["queue_length_mean"],
-                       None if kr is None else kr["sample_mean_depth"]))
-        out.append(row(f"queue r{h['rank']} s{h['stream']} max", h["queue_length_max"],
-                       None if kr is None else kr["max_depth"]))
+        out.append(
+            row(
+                f"queue r{h['rank']} s{h['stream']} changes",
+                h["queue_length_count"],
+                None if kr is None else kr["changes"],
+            )
+        )
+        out.append(
+            row(
+                f"queue r{h['rank']} s{h['stream']} mean",
+                h["queue_length_mean"],
+                None if kr is None else kr["sample_mean_depth"],
+            )
+        )
+        out.append(
+            row(
+                f"queue r{h['rank']} s{h['stream']} max", h["queue_length_max"], None if kr is None else kr["max_depth"]
+            )
+        )
     return out
 
 
 def _idle(hta: dict[str, Any], ib: pl.DataFrame) -> list[str]:
     out = []
-    merged = ib.with_columns(pl.col("idle_category").replace({"sync_wait": "other"})).group_by(
-        "rank", "stream", "idle_category").agg(pl.col("idle_ns").sum() / 1000)
+    merged = (
+        ib.with_columns(pl.col("idle_category").replace({"sync_wait": "other"}))
+        .group_by("rank", "stream", "idle_category")
+        .agg(pl.col("idle_ns").sum() / 1000)
+    )
     for h in hta.get("idle") or []:
-        k = merged.filter((pl.col("rank") == h["rank"]) & (pl.col("stream") == h["stream"])
-                          & (pl.col("idle_category") == h["idle_category"]))
-        out.append(row(f"idle r{h['rank']} s{h['stream']} {h['idle_category']} (us)", h["idle_time"],
-                       k["idle_ns"][0] if k.height else 0.0))
+        k = merged.filter(
+            (pl.col("rank") == h["rank"])
+            & (pl.col("stream") == h["stream"])
+            & (pl.col("idle_category") == h["idle_category"])
+        )
+        out.append(
+            row(
+                f"idle r{h['rank']} s{h['stream']} {h['idle_category']} (us)",
+                h["idle_time"],
+                k["idle_ns"][0] if k.height else 0.0,
+            )
+        )
     return out
 
 
@@ -267,8 +315,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--traces", type=Path, default=REPO.parent / "shared" / "traces")
     ap.add_argument("--only", choices=sorted(TRACES))
-    ap.add_argument("--exact", action="store_true",
-                    help="keep ktrace's ns timestamps (default: round like HTA's loader to isolate definitions)")
+    ap.add_argument(
+        "--exact",
+        action="store_true",
+        help="keep ktrace's ns timestamps (default: round like HTA's loader to isolate definitions)",
+    )
     args = ap.parse_args()
     py = ensure_hta()
     warm_up()

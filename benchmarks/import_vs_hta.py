@@ -103,15 +103,19 @@ def ensure_hta(venv: Path) -> Path:
     return python
 
 
-def measure(python: str, body: str, target: Path, env: dict[str, str] | None = None,
-            setup: str = "") -> dict[str, Any]:
+def measure(python: str, body: str, target: Path, env: dict[str, str] | None = None, setup: str = "") -> dict[str, Any]:
     """Run `body` (timed; `setup` before it is not) in a fresh `python` on `target`.
 
     Returns its wall time, peak RSS (whole process, imports included) and extra results.
     """
     code = _MEASURE.format(setup=setup.strip(), body=body.strip())
-    proc = subprocess.run([python, "-c", code, str(target)], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, check=False)
+    proc = subprocess.run(
+        [python, "-c", code, str(target)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
     for line in proc.stdout.splitlines():
         if line.startswith("RESULT "):
             result: dict[str, Any] = json.loads(line[7:])
@@ -148,8 +152,15 @@ def speed(args: argparse.Namespace, hta: Path) -> None:
         tile(src, tiled, args.copies)
     print(f"trace: {tiled} ({tiled.stat().st_size / 1e6:.1f} MB gz), from {src.parent.name}/{src.name}")
     block = "import sys; sys.modules['isal'] = None;" if args.no_isal else ""
-    inflate = subprocess.run([sys.executable, "-c", block + "from ktrace.importers.kineto_stream import inflate_module;"
-                              "print(inflate_module().__name__)"], capture_output=True, text=True).stdout.strip()
+    inflate = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            block + "from ktrace.importers.kineto_stream import inflate_module;print(inflate_module().__name__)",
+        ],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     print(f"ktrace inflate: {inflate}; machine load before: {os.getloadavg()[0]:.1f}")
     runs: dict[str, list[dict[str, Any]]] = {"hta": [], "ktrace": []}
     for _ in range(args.repeat):
@@ -160,16 +171,19 @@ def speed(args: argparse.Namespace, hta: Path) -> None:
     for name, r in best.items():
         print(f"{name:7s} load {r['wall_s']:7.2f} s   peak RSS {r['peak_rss_mb']:7.0f} MB   {r['extra']}")
     h, k = best["hta"], best["ktrace"]
-    print(f"ratio: ktrace is {h['wall_s'] / k['wall_s']:.1f}x faster (goal >= 20x), "
-          f"uses {k['peak_rss_mb'] / h['peak_rss_mb']:.2f} of HTA's peak RSS (goal <= 0.25)")
+    print(
+        f"ratio: ktrace is {h['wall_s'] / k['wall_s']:.1f}x faster (goal >= 20x), "
+        f"uses {k['peak_rss_mb'] / h['peak_rss_mb']:.2f} of HTA's peak RSS (goal <= 0.25)"
+    )
 
 
 def _kineto_sets(shared: Path) -> list[tuple[str, list[Path]]]:
     sets = []
     for stats_path in sorted(shared.glob("*/STATS.json")):
         stats = json.loads(stats_path.read_text())
-        files = sorted(stats_path.parent / n for n, e in stats.items()
-                       if n.endswith((".json", ".json.gz")) and "n_kernels" in e)
+        files = sorted(
+            stats_path.parent / n for n, e in stats.items() if n.endswith((".json", ".json.gz")) and "n_kernels" in e
+        )
         ranks = [stats[f.name].get("distributedInfo", {}).get("rank") for f in files]
         if len(set(ranks)) == len(ranks):  # one job's rank files: load them together
             sets += [(stats_path.parent.name, files)] if files else []
@@ -191,8 +205,10 @@ def kernel_time(args: argparse.Namespace, hta: Path) -> int:
             (hn, hus), (kn, kus) = h[rank], k.get(rank, [0, 0.0])
             rel = abs(kus - hus) / hus if hus else float(kus != hus)
             worst = max(worst, rel)
-            print(f"{name:32s} rank {rank}: kernels HTA {hn:6d} ktrace {kn:6d}   "
-                  f"time HTA {hus:14.3f} us ktrace {kus:14.3f} us   diff {rel * 100:.4f} %")
+            print(
+                f"{name:32s} rank {rank}: kernels HTA {hn:6d} ktrace {kn:6d}   "
+                f"time HTA {hus:14.3f} us ktrace {kus:14.3f} us   diff {rel * 100:.4f} %"
+            )
     print(f"largest difference: {worst * 100:.4f} % (limit 0.1 %)")
     return 0 if worst <= 0.001 else 1
 
@@ -205,8 +221,10 @@ def ops_cost(args: argparse.Namespace, hta: Path) -> None:
         sets.append((f"tiled x{args.copies}", sorted(tiled.glob("*.json.gz"))))
     sets = [s for s in sets if args.only in s[0]]
     print(f"machine load before: {os.getloadavg()[0]:.1f}")
-    print("| trace | HTA load wall / CPU | ktrace ops on wall / CPU | ktrace --no-ops wall / CPU | ops cost (CPU) "
-          "| ops rows | HTA / ktrace ops on (wall) |")
+    print(
+        "| trace | HTA load wall / CPU | ktrace ops on wall / CPU | ktrace --no-ops wall / CPU | ops cost (CPU) "
+        "| ops rows | HTA / ktrace ops on (wall) |"
+    )
     print("|---|---|---|---|---|---|---|")
     for name, files in sets:
         with tempfile.TemporaryDirectory() as tmp:
@@ -220,9 +238,11 @@ def ops_cost(args: argparse.Namespace, hta: Path) -> None:
                 runs["off"].append(measure(sys.executable, KTRACE_LOAD_LEAN, target, setup=KTRACE_SETUP))
         b = {k: min(v, key=lambda r: r["cpu_s"]) for k, v in runs.items()}
         cost = (b["on"]["cpu_s"] - b["off"]["cpu_s"]) / b["off"]["cpu_s"] * 100
-        print(f"| {name} | {b['hta']['wall_s']:.3f} / {b['hta']['cpu_s']:.3f} s "
-              f"| {b['on']['wall_s']:.3f} / {b['on']['cpu_s']:.3f} s | {b['off']['wall_s']:.3f} / {b['off']['cpu_s']:.3f} s "
-              f"| {cost:+.0f} % | {b['on']['extra'].get('ops', 0):,} | {b['hta']['wall_s'] / b['on']['wall_s']:.1f}x |")
+        print(
+            f"| {name} | {b['hta']['wall_s']:.3f} / {b['hta']['cpu_s']:.3f} s "
+            f"| {b['on']['wall_s']:.3f} / {b['on']['cpu_s']:.3f} s | {b['off']['wall_s']:.3f} / {b['off']['cpu_s']:.3f} s "
+            f"| {cost:+.0f} % | {b['on']['extra'].get('ops', 0):,} | {b['hta']['wall_s'] / b['on']['wall_s']:.1f}x |"
+        )
     print(f"machine load after: {os.getloadavg()[0]:.1f}")
 
 
@@ -237,7 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kernel-time", action="store_true", help="check kernel time vs HTA on every trace")
     parser.add_argument("--ops", action="store_true", help="import time with ops vs --no-ops vs HTA, every trace")
     parser.add_argument("--only", default="", help="--ops: only the traces whose name contains this")
-    parser.add_argument("--no-isal", action="store_true", help="make ktrace inflate with zlib even if isal is installed")
+    parser.add_argument(
+        "--no-isal", action="store_true", help="make ktrace inflate with zlib even if isal is installed"
+    )
     args = parser.parse_args(argv)
     hta = ensure_hta(args.venv)
     if args.kernel_time:

@@ -22,16 +22,16 @@ REPO = Path(__file__).resolve().parents[1]
 TRACES = REPO.parent / "shared" / "traces"
 ANCHOR_QUERIES = {
     "CUPTI_ACTIVITY_KIND_KERNEL": "SELECT k.start, k.end, k.deviceId, k.streamId, k.correlationId, s.value, k.gridX, "
-                                  "k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ FROM CUPTI_ACTIVITY_KIND_KERNEL k "
-                                  "LEFT JOIN StringIds s ON s.id = k.demangledName",
+    "k.gridY, k.gridZ, k.blockX, k.blockY, k.blockZ FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+    "LEFT JOIN StringIds s ON s.id = k.demangledName",
     "CUPTI_ACTIVITY_KIND_RUNTIME": "SELECT r.start, r.end, r.globalTid, r.correlationId, s.value FROM "
-                                   "CUPTI_ACTIVITY_KIND_RUNTIME r LEFT JOIN StringIds s ON s.id = r.nameId",
+    "CUPTI_ACTIVITY_KIND_RUNTIME r LEFT JOIN StringIds s ON s.id = r.nameId",
     "CUPTI_ACTIVITY_KIND_MEMCPY": "SELECT start, end, deviceId, streamId, correlationId, bytes, copyKind, srcKind, "
-                                  "dstKind FROM CUPTI_ACTIVITY_KIND_MEMCPY",
+    "dstKind FROM CUPTI_ACTIVITY_KIND_MEMCPY",
     "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": "SELECT start, end, deviceId, streamId, correlationId, syncType "
-                                           "FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+    "FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
     "NVTX_EVENTS": "SELECT n.start, n.end, n.eventType, n.globalTid, coalesce(n.text, s.value), n.domainId "
-                   "FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId",
+    "FROM NVTX_EVENTS n LEFT JOIN StringIds s ON s.id = n.textId",
 }
 
 
@@ -90,8 +90,10 @@ def main() -> None:
     for path in paths:
         t_k, rows = best(ktrace_import, path, args.repeat)
         t_a, _ = best(anchor, path, args.repeat)
-        print(f"{path.name[:44]:44} {path.stat().st_size / 1e6:6.1f} {rows:9,} {t_k:9.3f} {t_a:9.3f} "
-              f"{t_k / t_a:6.2f} {rows / t_k / 1e3:9.0f}")
+        print(
+            f"{path.name[:44]:44} {path.stat().st_size / 1e6:6.1f} {rows:9,} {t_k:9.3f} {t_a:9.3f} "
+            f"{t_k / t_a:6.2f} {rows / t_k / 1e3:9.0f}"
+        )
     shutil.rmtree(tmp)
 
 

@@ -61,8 +61,10 @@ def synthetic_traces(out: Path) -> list[Path]:
     from ktrace.model.store import write
     from ktrace.testing import SyntheticConfig, generate
 
-    configs = {"synth-1rank": SyntheticConfig(steps=6, kernels_per_step=60),
-               "synth-2rank-slow": SyntheticConfig(steps=8, kernels_per_step=40, ranks=2, slow_step_every=3, seed=3)}
+    configs = {
+        "synth-1rank": SyntheticConfig(steps=6, kernels_per_step=60),
+        "synth-2rank-slow": SyntheticConfig(steps=8, kernels_per_step=40, ranks=2, slow_step_every=3, seed=3),
+    }
     paths = []
     for name, config in configs.items():
         path = out / "_inputs" / f"{name}.ktrace"

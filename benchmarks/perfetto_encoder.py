@@ -31,8 +31,13 @@ def workload(n: int, seed: int = 0) -> dict[str, np.ndarray]:
     """Columns of N slices: start/end epoch ns, track uuid 1-16, name iid 1-200, 8 int args."""
     rng = np.random.default_rng(seed)
     start = 1_700_000_000_000_000_000 + np.sort(rng.integers(0, 100 * 10**9, n))
-    return {"start": start, "end": start + rng.integers(1_000, 1_000_000, n), "track": rng.integers(1, 17, n),
-            "name": rng.integers(1, 201, n), "args": rng.integers(0, 70_000, (8, n))}
+    return {
+        "start": start,
+        "end": start + rng.integers(1_000, 1_000_000, n),
+        "track": rng.integers(1, 17, n),
+        "name": rng.integers(1, 201, n),
+        "args": rng.integers(0, 70_000, (8, n)),
+    }
 
 
 def columnar(w: dict[str, np.ndarray], with_args: bool) -> bytes:
@@ -82,9 +87,11 @@ def compare(w: dict[str, np.ndarray], n_naive: int, with_args: bool) -> None:
     col_rate, naive_rate = n / t_col, n_naive / t_naive
     gz = len(gzip.compress(data, 6))
     label = "8 int args" if with_args else "no args"
-    print(f"{label:>10}: columnar {n:,} slices {t_col:.2f} s = {col_rate / 1e6:.2f} M slices/s, "
-          f"{len(data) / n:.1f} B/slice ({gz / n:.1f} gzip-6) | naive {n_naive:,} slices {t_naive:.2f} s = "
-          f"{naive_rate / 1e3:.0f} k slices/s | ratio {col_rate / naive_rate:.1f}x | identical bytes: {same}")
+    print(
+        f"{label:>10}: columnar {n:,} slices {t_col:.2f} s = {col_rate / 1e6:.2f} M slices/s, "
+        f"{len(data) / n:.1f} B/slice ({gz / n:.1f} gzip-6) | naive {n_naive:,} slices {t_naive:.2f} s = "
+        f"{naive_rate / 1e3:.0f} k slices/s | ratio {col_rate / naive_rate:.1f}x | identical bytes: {same}"
+    )
 
 
 def whole_export(steps: int, kernels_per_step: int) -> None:
@@ -97,9 +104,11 @@ def whole_export(steps: int, kernels_per_step: int) -> None:
         t = time.perf_counter()
         stats = export_perfetto(trace, Path(tmp) / "t.pftrace")
         dt = time.perf_counter() - t
-    print(f"export_perfetto: {stats.slices:,} slices + {stats.counters:,} counter values + {stats.flows:,} flows "
-          f"in {dt:.2f} s = {stats.slices / dt / 1e3:.0f} k slices/s, {stats.bytes / stats.slices:.1f} B/slice "
-          f"(with args and flows)")
+    print(
+        f"export_perfetto: {stats.slices:,} slices + {stats.counters:,} counter values + {stats.flows:,} flows "
+        f"in {dt:.2f} s = {stats.slices / dt / 1e3:.0f} k slices/s, {stats.bytes / stats.slices:.1f} B/slice "
+        f"(with args and flows)"
+    )
 
 
 def main() -> None:

@@ -77,8 +77,13 @@ def ensure_store(n_kernels: int, workdir: Path) -> Path:
 def export_once(store: Path, stages: bool, numpy_only: bool) -> dict[str, object]:
     """One export in a fresh process: its figures as a dict."""
     env = {**os.environ, **({"KTRACE_PERFETTO_COMPILED_ROWS": str(2**62)} if numpy_only else {})}
-    done = subprocess.run([sys.executable, "-c", EXPORT, str(store), "1" if stages else "0"], env=env,
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", EXPORT, str(store), "1" if stages else "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     out: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
     Path(str(store) + ".pftrace").unlink(missing_ok=True)
     return out
@@ -97,17 +102,21 @@ def main(argv: list[str] | None = None) -> int:
     print(f"machine: {os.cpu_count()} cores, load before {os.getloadavg()[0]:.1f}; python {sys.version.split()[0]}")
     runs = [export_once(store, args.stages, args.numpy) for _ in range(args.repeat)]
     for r in runs:
-        print(f"  {r['slices']:,} slices ({r['flows']:,} flows, {r['bytes'] / 1e6:.0f} MB): wall {r['wall_s']:.2f} s, "
-              f"CPU {r['cpu_s']:.2f} s; peak RSS {r['peak_rss_mb']:.0f} MB ({r['opened_rss_mb']:.0f} MB after "
-              "opening the store)")
+        print(
+            f"  {r['slices']:,} slices ({r['flows']:,} flows, {r['bytes'] / 1e6:.0f} MB): wall {r['wall_s']:.2f} s, "
+            f"CPU {r['cpu_s']:.2f} s; peak RSS {r['peak_rss_mb']:.0f} MB ({r['opened_rss_mb']:.0f} MB after "
+            "opening the store)"
+        )
         for name, (wall, cpu) in sorted(r["stages"].items(), key=lambda kv: -kv[1][1]):  # type: ignore[attr-defined]
             print(f"    {name:14s} wall {wall:6.2f} s  CPU {cpu:6.2f} s")
     best = min(runs, key=lambda r: r["wall_s"])  # type: ignore[arg-type, return-value]
     slices, wall, cpu = float(best["slices"]), float(best["wall_s"]), float(best["cpu_s"])  # type: ignore[arg-type]
     print(f"machine load after {os.getloadavg()[0]:.1f}")
-    print(f"perfetto_export: {slices / wall / 1e6:.2f} M slices/s wall, {slices / cpu / 1e6:.2f} M slices/s per CPU "
-          f"second on {args.kernels:,} kernels ({'numpy encoder' if args.numpy else 'default encoders'}; "
-          f"goal >= 1 M/s wall; peak RSS {float(best['peak_rss_mb']):.0f} MB)")  # type: ignore[arg-type]
+    print(
+        f"perfetto_export: {slices / wall / 1e6:.2f} M slices/s wall, {slices / cpu / 1e6:.2f} M slices/s per CPU "
+        f"second on {args.kernels:,} kernels ({'numpy encoder' if args.numpy else 'default encoders'}; "
+        f"goal >= 1 M/s wall; peak RSS {float(best['peak_rss_mb']):.0f} MB)"
+    )  # type: ignore[arg-type]
     return 0
 
 

@@ -19,11 +19,25 @@ import tempfile
 import time
 from pathlib import Path
 
-DEFAULT_TRACE = (Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "kineto-resnet50-v100-pt1.9"
-                 / "worker0.1623143089861.pt.trace.json.gz")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--proxy-server=127.0.0.1:9",
-         "--proxy-bypass-list=<-loopback>", "--virtual-time-budget=8000"]
+DEFAULT_TRACE = (
+    Path(__file__).resolve().parents[1].parent
+    / "shared"
+    / "traces"
+    / "kineto-resnet50-v100-pt1.9"
+    / "worker0.1623143089861.pt.trace.json.gz"
+)
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--proxy-server=127.0.0.1:9",
+    "--proxy-bypass-list=<-loopback>",
+    "--virtual-time-budget=8000",
+]
 
 
 def chromium() -> str:
@@ -40,14 +54,23 @@ def render(html: Path, outdir: Path) -> tuple[int, int, list[str]]:
     exe = chromium()
     url = html.resolve().as_uri()
     shot = outdir / "report.png"
-    subprocess.run([exe, *FLAGS, "--window-size=1400,4000", f"--screenshot={shot}", url],
-                   capture_output=True, text=True, timeout=180, check=False)
-    dump = subprocess.run([exe, *FLAGS, "--enable-logging=stderr", "--v=0", "--dump-dom", url],
-                          capture_output=True, text=True, timeout=180, check=False)
+    subprocess.run(
+        [exe, *FLAGS, "--window-size=1400,4000", f"--screenshot={shot}", url],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    dump = subprocess.run(
+        [exe, *FLAGS, "--enable-logging=stderr", "--v=0", "--dump-dom", url],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
     drawn = re.search(r'data-plots-drawn="(\d+)"', dump.stdout)
     expected = html.read_text(encoding="utf-8").count('class="plot"')
-    errors = [line for line in dump.stderr.splitlines()
-              if "CONSOLE" in line and ("Error" in line or "error" in line)]
+    errors = [line for line in dump.stderr.splitlines() if "CONSOLE" in line and ("Error" in line or "error" in line)]
     return expected, int(drawn.group(1)) if drawn else 0, errors
 
 
@@ -71,10 +94,10 @@ def main() -> int:
     html.write_text(render_html(build_report(trace)), encoding="utf-8")
     report_s = time.perf_counter() - t
     expected, drawn, errors = render(html, outdir)
-    print(f"trace {args.trace}: read {read_s:.2f} s, report {report_s:.2f} s, "
-          f"{html.stat().st_size / 1e6:.2f} MB HTML")
-    print(f"chromium: {drawn} of {expected} plots drawn, {len(errors)} console errors; screenshot "
-          f"{outdir / 'report.png'}")
+    print(f"trace {args.trace}: read {read_s:.2f} s, report {report_s:.2f} s, {html.stat().st_size / 1e6:.2f} MB HTML")
+    print(
+        f"chromium: {drawn} of {expected} plots drawn, {len(errors)} console errors; screenshot {outdir / 'report.png'}"
+    )
     for line in errors[:10]:
         print("  ", line)
     return 0 if drawn == expected and expected > 0 and not errors else 1

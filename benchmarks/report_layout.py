@@ -57,13 +57,21 @@ def measure(report: Path, width: int, screenshot: Path | None = None) -> dict[st
     exe = chromium()
     with tempfile.TemporaryDirectory() as tmp:
         page = Path(tmp) / "measured.html"
-        page.write_text(report.read_text(encoding="utf-8").replace("</body>", MEASURE + "</body>"),
-                        encoding="utf-8")
+        page.write_text(report.read_text(encoding="utf-8").replace("</body>", MEASURE + "</body>"), encoding="utf-8")
         if screenshot is not None:
-            subprocess.run([exe, *FLAGS, f"--window-size={width},5000", f"--screenshot={screenshot}",
-                            report.resolve().as_uri()], capture_output=True, timeout=180, check=False)
-        dump = subprocess.run([exe, *FLAGS, f"--window-size={width},3000", "--dump-dom", page.resolve().as_uri()],
-                              capture_output=True, text=True, timeout=180, check=False)
+            subprocess.run(
+                [exe, *FLAGS, f"--window-size={width},5000", f"--screenshot={screenshot}", report.resolve().as_uri()],
+                capture_output=True,
+                timeout=180,
+                check=False,
+            )
+        dump = subprocess.run(
+            [exe, *FLAGS, f"--window-size={width},3000", "--dump-dom", page.resolve().as_uri()],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
     found = re.search(r'data-layout="([^"]*)"', dump.stdout)
     if not found:
         raise RuntimeError(f"the page recorded no layout: {dump.stderr[-500:]}")

@@ -63,8 +63,9 @@ def _store(kernels: int, ranks: int, path: Path) -> float:
 
     per_step = 200
     steps = max(1, kernels // per_step // ranks)
-    trace, gen_s = _timed(lambda: generate(SyntheticConfig(steps=steps, kernels_per_step=per_step, ranks=ranks,
-                                                           seed=1)))
+    trace, gen_s = _timed(
+        lambda: generate(SyntheticConfig(steps=steps, kernels_per_step=per_step, ranks=ranks, seed=1))
+    )
     write(trace, path)
     return gen_s
 
@@ -103,8 +104,10 @@ def main() -> None:
         gen_s = _store(args.kernels, args.ranks, store)
         small = _warm(tmp)
         trace, load_s = _timed(lambda: ktrace.open(store))
-        print(f"{trace.kernels.height:,} kernels, {trace.api.height:,} API calls; generated in {gen_s:.1f} s, "
-              f"loaded from the store in {load_s:.2f} s")
+        print(
+            f"{trace.kernels.height:,} kernels, {trace.api.height:,} API calls; generated in {gen_s:.1f} s, "
+            f"loaded from the store in {load_s:.2f} s"
+        )
         n = args.repeat
         del trace
 
@@ -116,10 +119,14 @@ def main() -> None:
         html, total, total_max = _best(load, lambda t: render_html(build_report(t)), n)
         print(f"best of {n} (slowest in brackets), each on a trace freshly read from the store:")
         print(f"anchor summarize():   {anchor:.2f} s [{anchor_max:.2f}]")
-        print(f"run_rules alone:      {rules_s:.2f} s [{rules_max:.2f}]  ({rules_s / anchor:.2f} x anchor; "
-              "`ktrace check` after load)")
-        print(f"report after load:    {total:.2f} s [{total_max:.2f}]  ({total / anchor:.2f} x anchor; summary + "
-              "rules + HTML; budget 10 s)")
+        print(
+            f"run_rules alone:      {rules_s:.2f} s [{rules_max:.2f}]  ({rules_s / anchor:.2f} x anchor; "
+            "`ktrace check` after load)"
+        )
+        print(
+            f"report after load:    {total:.2f} s [{total_max:.2f}]  ({total / anchor:.2f} x anchor; summary + "
+            "rules + HTML; budget 10 s)"
+        )
         print(f"HTML size:            {len(html.encode()) / 1e6:.2f} MB (budget 15 MB)")
         if args.no_cli:
             return
@@ -127,10 +134,14 @@ def main() -> None:
         cli_report = min(_cli("report", str(store), "-o", str(tmp / "big.html")) for _ in range(n))
         fixed_check = min(_cli("check", str(small), "--fail-on", "never") for _ in range(n))
         cli_check = min(_cli("check", str(store), "--fail-on", "never") for _ in range(n))
-        print(f"CLI `ktrace report`:  {cli_report:.2f} s wall, best of {n} (= {load_s:.2f} s load + "
-              f"{fixed:.2f} s start-up measured on a 1,000-kernel trace + {cli_report - load_s - fixed:.2f} s)")
-        print(f"CLI `ktrace check`:   {cli_check:.2f} s wall, best of {n} (= {load_s:.2f} s load + "
-              f"{fixed_check:.2f} s start-up + {cli_check - load_s - fixed_check:.2f} s)")
+        print(
+            f"CLI `ktrace report`:  {cli_report:.2f} s wall, best of {n} (= {load_s:.2f} s load + "
+            f"{fixed:.2f} s start-up measured on a 1,000-kernel trace + {cli_report - load_s - fixed:.2f} s)"
+        )
+        print(
+            f"CLI `ktrace check`:   {cli_check:.2f} s wall, best of {n} (= {load_s:.2f} s load + "
+            f"{fixed_check:.2f} s start-up + {cli_check - load_s - fixed_check:.2f} s)"
+        )
 
 
 if __name__ == "__main__":

@@ -52,7 +52,13 @@ from end_to_end_vs_hta import HTA_SETUP as HTA_ANALYSES_SETUP  # noqa: E402
 from import_vs_hta import SHARED, ensure_hta, measure  # noqa: E402
 from tile_kineto import tiled_copy  # noqa: E402
 
-DEMO = REPO / "fixtures" / "traces" / "tracelens-h100-hf-inference" / "google_owlv2-large-patch14-ensemble__1016001.json.gz"
+DEMO = (
+    REPO
+    / "fixtures"
+    / "traces"
+    / "tracelens-h100-hf-inference"
+    / "google_owlv2-large-patch14-ensemble__1016001.json.gz"
+)
 ALEXNET = REPO / "fixtures" / "traces" / "hta-a100-alexnet-tiny" / "benchmark_result_2869224_1695835535_trace.json.gz"
 
 DECODE_SETUP = """
@@ -106,8 +112,14 @@ def run_command(argv: list[str], env: dict[str, str] | None = None, timeout: flo
     """Run `argv` on a pseudo-terminal (stdout and stderr both), as a user at a terminal would see it."""
     main_fd, child_fd = pty.openpty()
     start = time.perf_counter()
-    proc = subprocess.Popen(["/usr/bin/time", "-f", "KTRACE_BENCH_RSS_KB %M", *argv], stdin=subprocess.DEVNULL,
-                            stdout=child_fd, stderr=child_fd, env={**os.environ, **(env or {})}, close_fds=True)
+    proc = subprocess.Popen(
+        ["/usr/bin/time", "-f", "KTRACE_BENCH_RSS_KB %M", *argv],
+        stdin=subprocess.DEVNULL,
+        stdout=child_fd,
+        stderr=child_fd,
+        env={**os.environ, **(env or {})},
+        close_fds=True,
+    )
     os.close(child_fd)
     last, silence, text = start, 0.0, b""
     while True:
@@ -148,8 +160,10 @@ def first_and_warm(repeat: int) -> dict[str, dict[str, Command]]:
         with tempfile.TemporaryDirectory(prefix="ktrace-numba-") as cache:  # one empty cache per trace
             env = {"NUMBA_CACHE_DIR": cache}
             first = run_command(ktrace_cmd("summary", "--json", str(path)), env)
-            warm = min((run_command(ktrace_cmd("summary", "--json", str(path)), env) for _ in range(repeat)),
-                       key=lambda c: c.wall_s)
+            warm = min(
+                (run_command(ktrace_cmd("summary", "--json", str(path)), env) for _ in range(repeat)),
+                key=lambda c: c.wall_s,
+            )
             out[name] = {"first": first, "warm": warm}
     return out
 
@@ -184,16 +198,27 @@ def compare_traces(args: argparse.Namespace, hta: str | None) -> list[dict[str, 
         n = events * args.copies
         with tempfile.TemporaryDirectory(prefix="ktrace-numba-") as cache:  # the first run after install
             cold = run_command(ktrace_cmd("summary", "--json", str(path)), {"NUMBA_CACHE_DIR": cache})
-        summary = min((run_command(ktrace_cmd("summary", "--json", str(path))) for _ in range(args.repeat)),
-                      key=lambda c: c.wall_s)
+        summary = min(
+            (run_command(ktrace_cmd("summary", "--json", str(path))) for _ in range(args.repeat)),
+            key=lambda c: c.wall_s,
+        )
         info = min((run_command(ktrace_cmd("info", str(path))) for _ in range(args.repeat)), key=lambda c: c.wall_s)
         floor = measure(sys.executable, DECODE_FLOOR, path, setup=DECODE_SETUP)
         imported = measure(sys.executable, KTRACE_IMPORT, path, setup=KTRACE_IMPORT_SETUP)
-        row: dict[str, Any] = {"trace": label, "events": n, "summary": summary, "cold": cold, "info": info,
-                               "floor_s": floor["wall_s"], "import_s": imported["wall_s"]}
+        row: dict[str, Any] = {
+            "trace": label,
+            "events": n,
+            "summary": summary,
+            "cold": cold,
+            "info": info,
+            "floor_s": floor["wall_s"],
+            "import_s": imported["wall_s"],
+        }
         if hta:
-            h = min((measure(hta, HTA_BODY, path.parent, setup=HTA_ANALYSES_SETUP) for _ in range(args.repeat)),
-                    key=lambda r: r["wall_s"])
+            h = min(
+                (measure(hta, HTA_BODY, path.parent, setup=HTA_ANALYSES_SETUP) for _ in range(args.repeat)),
+                key=lambda r: r["wall_s"],
+            )
             row["hta_s"], row["hta_rss_mb"] = h["wall_s"], h["peak_rss_mb"]
         rows.append(row)
         print(_trace_line(row), flush=True)
@@ -202,13 +227,17 @@ def compare_traces(args: argparse.Namespace, hta: str | None) -> list[dict[str, 
 
 def _trace_line(row: dict[str, Any]) -> str:
     s, i = row["summary"], row["info"]
-    text = (f"{row['trace']:52s} {row['events']:>10,} ev  ktrace {s.wall_s:6.2f} s {s.peak_rss_mb:6.0f} MB "
-            f"(first run {row['cold'].wall_s:.2f} s, silent {row['cold'].longest_silence_s:.2f} s)  "
-            f"info/summary {i.wall_s / s.wall_s:.2f}  import {row['import_s']:.2f} s = "
-            f"{row['import_s'] / row['floor_s']:.1f}x decode floor ({row['floor_s']:.2f} s)")
+    text = (
+        f"{row['trace']:52s} {row['events']:>10,} ev  ktrace {s.wall_s:6.2f} s {s.peak_rss_mb:6.0f} MB "
+        f"(first run {row['cold'].wall_s:.2f} s, silent {row['cold'].longest_silence_s:.2f} s)  "
+        f"info/summary {i.wall_s / s.wall_s:.2f}  import {row['import_s']:.2f} s = "
+        f"{row['import_s'] / row['floor_s']:.1f}x decode floor ({row['floor_s']:.2f} s)"
+    )
     if "hta_s" in row:
-        text += (f"  HTA {row['hta_s']:6.2f} s {row['hta_rss_mb']:6.0f} MB  ratio {row['hta_s'] / s.wall_s:5.1f}x "
-                 f"RSS {s.peak_rss_mb / row['hta_rss_mb']:.2f}  goal {goal_of(row['events'])[0]}")
+        text += (
+            f"  HTA {row['hta_s']:6.2f} s {row['hta_rss_mb']:6.0f} MB  ratio {row['hta_s'] / s.wall_s:5.1f}x "
+            f"RSS {s.peak_rss_mb / row['hta_rss_mb']:.2f}  goal {goal_of(row['events'])[0]}"
+        )
     return text
 
 
@@ -249,8 +278,10 @@ def main(argv: list[str] | None = None) -> int:
 
     runs = first_and_warm(args.repeat) if "first" in parts else {}
     for name, r in runs.items():
-        print(f"{name:8s} first run {r['first'].wall_s:6.2f} s (longest silence {r['first'].longest_silence_s:.2f} s, "
-              f"{r['first'].peak_rss_mb:.0f} MB)   warm {r['warm'].wall_s:5.2f} s ({r['warm'].peak_rss_mb:.0f} MB)")
+        print(
+            f"{name:8s} first run {r['first'].wall_s:6.2f} s (longest silence {r['first'].longest_silence_s:.2f} s, "
+            f"{r['first'].peak_rss_mb:.0f} MB)   warm {r['warm'].wall_s:5.2f} s ({r['warm'].peak_rss_mb:.0f} MB)"
+        )
     if "first" in parts:
         helps = min(run_command(ktrace_cmd("--help")).wall_s for _ in range(5))
         print(f"ktrace --help {helps * 1000:.0f} ms (goal <= 100 ms)")
@@ -260,19 +291,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"export -f perfetto: {slices / 1e6:.2f} M slices/s on {args.export_kernels:,} kernels (goal >= 1 M/s)")
     print(f"machine load after {os.getloadavg()[0]:.1f}")
 
-    first = (f"first run {runs['demo']['first'].wall_s:.1f} s (demo), {runs['alexnet']['first'].wall_s:.1f} s "
-             f"(alexnet)") if runs else "first run not measured"
+    first = (
+        (f"first run {runs['demo']['first'].wall_s:.1f} s (demo), {runs['alexnet']['first'].wall_s:.1f} s (alexnet)")
+        if runs
+        else "first run not measured"
+    )
     if hta and rows:
         worst = min(rows, key=lambda r: r["hta_s"] / r["summary"].wall_s)
         met = sum(verdict(r) for r in rows)
-        print(f"speed_everywhere: worst {worst['hta_s'] / worst['summary'].wall_s:.1f}x HTA on {worst['trace']}; "
-              f"{met}/{len(rows)} traces meet their goal; {first}")
+        print(
+            f"speed_everywhere: worst {worst['hta_s'] / worst['summary'].wall_s:.1f}x HTA on {worst['trace']}; "
+            f"{met}/{len(rows)} traces meet their goal; {first}"
+        )
     elif rows:
         slowest = max(rows, key=lambda r: r["summary"].wall_s)
         print(f"speed_everywhere: slowest {slowest['summary'].wall_s:.1f} s on {slowest['trace']} (no HTA); {first}")
     else:
         print(f"speed_everywhere: no trace compared; {first}")
     return 0
+
 
 if __name__ == "__main__":
     raise SystemExit(main())

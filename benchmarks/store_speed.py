@@ -99,22 +99,31 @@ def main() -> int:
     del trace
 
     def child(kind: str, path: Path) -> tuple[float, int]:
-        out = subprocess.run([sys.executable, __file__, "--child", kind, str(path)], capture_output=True,
-                             text=True, check=True).stdout.split()
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", kind, str(path)], capture_output=True, text=True, check=True
+        ).stdout.split()
         return float(out[0]), int(out[2])
 
     # Best and median of 5 fresh processes: on a VM, first-touch page faults vary run to run.
     reopens = sorted(child("reopen", root) for _ in range(5))
     (r, rss), (r_median, _) = reopens[0], reopens[2]
     ra, _ = min(child("anchor", anchor) for _ in range(3))
-    print(f"write      {w:6.2f} s  {rows / w / 1e6:5.2f} M rows/s   (anchor pyarrow default {wa:.2f} s, "
-          f"ratio {wa / w:.2f}x)")
-    print(f"size       {per_row:6.1f} bytes per kernel row with its launch (anchor {per_row_anchor:.1f}, "
-          f"ratio {per_row_anchor / per_row:.2f}x smaller)")
-    print(f"re-open    {r:6.3f} s to a usable Trace, median {r_median:.3f} s (anchor pyarrow+polars {ra:.3f} s, "
-          f"ratio {ra / r:.2f}x); peak RSS {rss / 2**30:.2f} GiB")
-    print(f"goals: <= 30 bytes/row: {'met' if per_row <= 30 else 'MISSED'}; re-open <= 0.5 s: "
-          f"{'met' if r <= 0.5 else 'MISSED'}; write >= 2 M rows/s: {'met' if rows / w >= 2e6 else 'MISSED'}")
+    print(
+        f"write      {w:6.2f} s  {rows / w / 1e6:5.2f} M rows/s   (anchor pyarrow default {wa:.2f} s, "
+        f"ratio {wa / w:.2f}x)"
+    )
+    print(
+        f"size       {per_row:6.1f} bytes per kernel row with its launch (anchor {per_row_anchor:.1f}, "
+        f"ratio {per_row_anchor / per_row:.2f}x smaller)"
+    )
+    print(
+        f"re-open    {r:6.3f} s to a usable Trace, median {r_median:.3f} s (anchor pyarrow+polars {ra:.3f} s, "
+        f"ratio {ra / r:.2f}x); peak RSS {rss / 2**30:.2f} GiB"
+    )
+    print(
+        f"goals: <= 30 bytes/row: {'met' if per_row <= 30 else 'MISSED'}; re-open <= 0.5 s: "
+        f"{'met' if r <= 0.5 else 'MISSED'}; write >= 2 M rows/s: {'met' if rows / w >= 2e6 else 'MISSED'}"
+    )
     shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(anchor, ignore_errors=True)
     return 0

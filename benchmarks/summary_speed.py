@@ -75,8 +75,10 @@ def main(argv: list[str]) -> int:
     config = SyntheticConfig(steps=max(1, kernels // per_step), kernels_per_step=per_step, ranks=1, seed=1)
     t0 = time.perf_counter()
     trace = generate(config)
-    print(f"generated {trace.kernels.height:,} kernels in {time.perf_counter() - t0:.1f} s "
-          f"(polars threads {pl.thread_pool_size()})")
+    print(
+        f"generated {trace.kernels.height:,} kernels in {time.perf_counter() - t0:.1f} s "
+        f"(polars threads {pl.thread_pool_size()})"
+    )
     _warm_up()
     times = []
     for _ in range(3):
@@ -86,12 +88,15 @@ def main(argv: list[str]) -> int:
         times.append(time.perf_counter() - t0)
         del fresh
     t0 = time.perf_counter()
-    _numpy_kernel_stats(trace.kernels["name"].to_physical().to_numpy(),
-                        (trace.kernels["end_ns"] - trace.kernels["start_ns"]).to_numpy())
+    _numpy_kernel_stats(
+        trace.kernels["name"].to_physical().to_numpy(), (trace.kernels["end_ns"] - trace.kernels["start_ns"]).to_numpy()
+    )
     anchor = time.perf_counter() - t0
     ours = statistics.median(times)
-    print(f"summarize() in memory: {_spread(times)} for {summary.kernels:,} kernels "
-          f"({summary.kernels / ours / 1e6:.1f} M kernels/s)")
+    print(
+        f"summarize() in memory: {_spread(times)} for {summary.kernels:,} kernels "
+        f"({summary.kernels / ours / 1e6:.1f} M kernels/s)"
+    )
     print(f"anchor numpy per-kernel group-by: {anchor:.2f} s; summarize (median) / anchor = {ours / anchor:.2f}")
     if "--store" in argv:
         from ktrace.model import store
@@ -101,8 +106,9 @@ def main(argv: list[str]) -> int:
         del trace
         runs = []
         for _ in range(5):
-            out = subprocess.run([sys.executable, __file__, "--child", str(root)], capture_output=True, text=True,
-                                 check=True).stdout.split()
+            out = subprocess.run(
+                [sys.executable, __file__, "--child", str(root)], capture_output=True, text=True, check=True
+            ).stdout.split()
             runs.append((float(out[0]), float(out[1])))
         shutil.rmtree(root.parent, ignore_errors=True)
         loads, sums = [r[0] for r in runs], [r[1] for r in runs]

@@ -20,8 +20,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-ID_ARGS = ("correlation", "External id", "external id", "Python id", "Python parent id",
-           "Record function id", "Ev Idx", "wait_on_cuda_event_record_corr_id")
+ID_ARGS = (
+    "correlation",
+    "External id",
+    "external id",
+    "Python id",
+    "Python parent id",
+    "Record function id",
+    "Ev Idx",
+    "wait_on_cuda_event_record_corr_id",
+)
 """args keys whose integer values are ids to offset per copy."""
 
 

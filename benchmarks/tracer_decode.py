@@ -66,14 +66,19 @@ def decode_throughput(layout: Layout, buf: SyntheticBuffer) -> tuple[float, floa
     fast = FastDecoder(layout)
     fast.decode(buf.data, buf.valid)  # compile (or load numba's cache) outside the timing
     cpu, wall = _timed(lambda: fast.decode(buf.data, buf.valid), 7)
-    print(f"fast path, buffer -> columns:        {_rate(n, cpu) / 1e6:6.2f} M records/s CPU "
-          f"({_rate(n, wall) / 1e6:.2f} M/s wall), {n:,} records, {buf.valid / 2**20:.1f} MB")
+    print(
+        f"fast path, buffer -> columns:        {_rate(n, cpu) / 1e6:6.2f} M records/s CPU "
+        f"({_rate(n, wall) / 1e6:.2f} M/s wall), {n:,} records, {buf.valid / 2**20:.1f} MB"
+    )
 
     def fast_tables() -> None:
         RecordDecoder(generic_api_name, pid=1).decode(by_name([fast.decode(buf.data, buf.valid)], layout))
+
     cpu_t, wall_t = _timed(fast_tables, 5)
-    print(f"fast path, buffer -> Arrow tables:   {_rate(n, cpu_t) / 1e6:6.2f} M records/s CPU "
-          f"({_rate(n, wall_t) / 1e6:.2f} M/s wall)")
+    print(
+        f"fast path, buffer -> Arrow tables:   {_rate(n, cpu_t) / 1e6:6.2f} M records/s CPU "
+        f"({_rate(n, wall_t) / 1e6:.2f} M/s wall)"
+    )
     parse = cupti_python_parser()
     if parse is None:
         print("reference: cupti-python is not importable here: today's path cannot be timed")
@@ -88,12 +93,17 @@ def decode_throughput(layout: Layout, buf: SyntheticBuffer) -> tuple[float, floa
         extractor.extract(records, rows)
         if tables:
             RecordDecoder(generic_api_name, pid=1).decode(extractor.by_name(rows))
+
     cpu_r, wall_r = _timed(lambda: reference(False), 3)
-    print(f"today's path, records -> tuples:     {_rate(m, cpu_r) / 1e6:6.2f} M records/s CPU "
-          f"({_rate(m, wall_r) / 1e6:.2f} M/s wall; cupti-python 13.4's classes)")
+    print(
+        f"today's path, records -> tuples:     {_rate(m, cpu_r) / 1e6:6.2f} M records/s CPU "
+        f"({_rate(m, wall_r) / 1e6:.2f} M/s wall; cupti-python 13.4's classes)"
+    )
     cpu_rt, wall_rt = _timed(lambda: reference(True), 3)
-    print(f"today's path, records -> Arrow:      {_rate(m, cpu_rt) / 1e6:6.2f} M records/s CPU "
-          f"({_rate(m, wall_rt) / 1e6:.2f} M/s wall)")
+    print(
+        f"today's path, records -> Arrow:      {_rate(m, cpu_rt) / 1e6:6.2f} M records/s CPU "
+        f"({_rate(m, wall_rt) / 1e6:.2f} M/s wall)"
+    )
     return _rate(n, cpu), _rate(m, cpu_r)
 
 
@@ -102,8 +112,10 @@ def _standin() -> Any:
     if gcc is None:
         return None
     out = Path(tempfile.mkdtemp(prefix="ktrace-bench-")) / "libcupti_standin.so"
-    subprocess.run([gcc, "-shared", "-fPIC", "-O2", "-pthread", str(ROOT / "tests/unit/tracer/cupti_standin.c"),
-                    "-o", str(out)], check=True)
+    subprocess.run(
+        [gcc, "-shared", "-fPIC", "-O2", "-pthread", str(ROOT / "tests/unit/tracer/cupti_standin.c"), "-o", str(out)],
+        check=True,
+    )
     return ctypes.CDLL(str(out))
 
 
@@ -121,13 +133,18 @@ class Tracer:
 
     def __init__(self, lib: Any, layout: Layout, buf: SyntheticBuffer, rate: float) -> None:
         sizes = layout.sizes.astype(np.int64)
-        lib.standin_set(ctypes.c_uint32(130401), ctypes.c_void_p(buf.address), ctypes.c_size_t(buf.valid), 1,
-                        sizes.ctypes.data_as(ctypes.c_void_p))
+        lib.standin_set(
+            ctypes.c_uint32(130401),
+            ctypes.c_void_p(buf.address),
+            ctypes.c_size_t(buf.valid),
+            1,
+            sizes.ctypes.data_as(ctypes.c_void_p),
+        )
         self.path = FastPath(lib, layout, cupti_python_parser() or _no_reference, ACTIVITY_KIND, 8 << 20)
         self.path.checks_left = 0  # the self-checks are a start-up cost, not a steady one
         self.path.buffers.on_start = lambda: self.path.decoder.decode(buf.data, buf.valid) and None  # numba loaded
         for array in self.path.buffers.pool.arrays():  # CUPTI fills buffers on its own thread: not timed here
-            array[:buf.valid] = buf.data[:buf.valid]
+            array[: buf.valid] = buf.data[: buf.valid]
         lib.standin_copy(0)
         self.path.register()
         self.lib, self.interval = lib, len(buf.offsets) / rate
@@ -231,15 +248,19 @@ def interference(layout: Layout, buf: SyntheticBuffer, rounds: int = 5, loops: i
             burner.join()
     alone = statistics.median(times["alone"])
     out = {}
-    print(f"pure-Python loop alone: {alone:.3f} s (median of {rounds}); load average {os.getloadavg()[0]:.1f} "
-          f"on {os.cpu_count()} cores")
+    print(
+        f"pure-Python loop alone: {alone:.3f} s (median of {rounds}); load average {os.getloadavg()[0]:.1f} "
+        f"on {os.cpu_count()} cores"
+    )
     for label in labels:
         t, c = statistics.median(times[label]), statistics.median(times[f"control {label}"])
         out[label] = 100.0 * (t / alone - 1.0)
-        print(f"  beside the tracer at {label:>4} records/s: {t:.3f} s, slowdown {out[label]:+.1f} % (delivered "
-              f"~{statistics.median(delivered[label]) / 1e3:,.0f} k records/s; tracer threads used "
-              f"{100 * statistics.median(duty[label]):.1f} % of a core); the same CPU burned without the GIL: "
-              f"{100.0 * (c / alone - 1.0):+.1f} %")
+        print(
+            f"  beside the tracer at {label:>4} records/s: {t:.3f} s, slowdown {out[label]:+.1f} % (delivered "
+            f"~{statistics.median(delivered[label]) / 1e3:,.0f} k records/s; tracer threads used "
+            f"{100 * statistics.median(duty[label]):.1f} % of a core); the same CPU burned without the GIL: "
+            f"{100.0 * (c / alone - 1.0):+.1f} %"
+        )
     return out
 
 
@@ -248,8 +269,12 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the interference test (median)")
-    parser.add_argument("--loops", type=int, default=35_000_000,
-                        help="iterations of the pure-Python loop timed in each condition (~3 s on a 2-core VM)")
+    parser.add_argument(
+        "--loops",
+        type=int,
+        default=35_000_000,
+        help="iterations of the pure-Python loop timed in each condition (~3 s on a 2-core VM)",
+    )
     args = parser.parse_args(argv)
     layout = layout_for(130401, ACTIVITY_KIND)
     assert layout is not None

@@ -41,8 +41,14 @@ def _top_gaps(gaps: list[float], gap_at: list[float], timings: dict[str, float],
     return out
 
 
-async def measure(trace, width: int, height: int, repeats: int, path=None,  # type: ignore[no-untyped-def]
-                  top_gaps: list[str] | None = None) -> dict[str, float]:
+async def measure(
+    trace,
+    width: int,
+    height: int,
+    repeats: int,
+    path=None,  # type: ignore[no-untyped-def]
+    top_gaps: list[str] | None = None,
+) -> dict[str, float]:
     from ktrace.tui.app import make_app
     from ktrace.tui.widgets.timeline import LABEL_W, Timeline
 
@@ -81,9 +87,12 @@ async def measure(trace, width: int, height: int, repeats: int, path=None,  # ty
         top_gaps += _top_gaps(gaps, gap_at, app.timings, read_end)
         tl = app.query_one(Timeline)
         assert tl.index is not None and tl.index.ready
-        tl.rows = list(range(len(tl.index.tracks)))[: height]
-        for name, action in (("zoom", lambda: tl.action_zoom(2.0)), ("pan", lambda: tl.action_pan(0.2)),
-                             ("zoom_out", lambda: tl.action_zoom(0.5))):
+        tl.rows = list(range(len(tl.index.tracks)))[:height]
+        for name, action in (
+            ("zoom", lambda: tl.action_zoom(2.0)),
+            ("pan", lambda: tl.action_pan(0.2)),
+            ("zoom_out", lambda: tl.action_zoom(0.5)),
+        ):
             times = []
             for _ in range(repeats):
                 t0 = time.perf_counter()
@@ -138,10 +147,19 @@ def main() -> None:
     else:
         per_step = 5_000
         t0 = time.perf_counter()
-        trace = generate(SyntheticConfig(steps=max(1, args.kernels // per_step), kernels_per_step=per_step,
-                                         streams=4, seed=1, counter_interval_ns=100_000_000))
-        print(f"generated {trace.kernels.height:,} kernels, {trace.api.height:,} API rows in "
-              f"{time.perf_counter() - t0:.1f} s")
+        trace = generate(
+            SyntheticConfig(
+                steps=max(1, args.kernels // per_step),
+                kernels_per_step=per_step,
+                streams=4,
+                seed=1,
+                counter_interval_ns=100_000_000,
+            )
+        )
+        print(
+            f"generated {trace.kernels.height:,} kernels, {trace.api.height:,} API rows in "
+            f"{time.perf_counter() - t0:.1f} s"
+        )
     if args.from_file:
         from pathlib import Path
 
@@ -159,15 +177,23 @@ def main() -> None:
     for k, v in res.items():
         print(f"{k:32s} {v:.4f}")
     print(f"first screen after the trace is read: {res['first_screen_s']:.3f} s (target <= 1.5 s)")
-    print(f"redraw after zoom/pan, median/max: {1e3 * res['zoom_redraw_median_s']:.1f}/"
-          f"{1e3 * res['zoom_redraw_max_s']:.1f} ms zoom, {1e3 * res['pan_redraw_median_s']:.1f}/"
-          f"{1e3 * res['pan_redraw_max_s']:.1f} ms pan (target <= 50 ms)")
-    print(f"fit-all redraw vs naive full-scan anchor: {1e3 * res['fit_redraw_median_s']:.1f} ms vs "
-          f"{1e3 * res['anchor_naive_fit_redraw_s']:.1f} ms (ratio anchor/ours "
-          f"{res['anchor_naive_fit_redraw_s'] / res['fit_redraw_median_s']:.1f}x; ours also builds the strips)")
-    print(f"every track indexed {res['all_tracks_ready_s']:.2f} s and links {res['links_ready_s']:.2f} s after the read")
-    print(f"longest UI event-loop gap while loading: {1e3 * res['max_ui_gap_during_load_s']:.0f} ms "
-          f"({1e3 * res['max_ui_gap_until_first_screen_s']:.0f} ms until the first screen)")
+    print(
+        f"redraw after zoom/pan, median/max: {1e3 * res['zoom_redraw_median_s']:.1f}/"
+        f"{1e3 * res['zoom_redraw_max_s']:.1f} ms zoom, {1e3 * res['pan_redraw_median_s']:.1f}/"
+        f"{1e3 * res['pan_redraw_max_s']:.1f} ms pan (target <= 50 ms)"
+    )
+    print(
+        f"fit-all redraw vs naive full-scan anchor: {1e3 * res['fit_redraw_median_s']:.1f} ms vs "
+        f"{1e3 * res['anchor_naive_fit_redraw_s']:.1f} ms (ratio anchor/ours "
+        f"{res['anchor_naive_fit_redraw_s'] / res['fit_redraw_median_s']:.1f}x; ours also builds the strips)"
+    )
+    print(
+        f"every track indexed {res['all_tracks_ready_s']:.2f} s and links {res['links_ready_s']:.2f} s after the read"
+    )
+    print(
+        f"longest UI event-loop gap while loading: {1e3 * res['max_ui_gap_during_load_s']:.0f} ms "
+        f"({1e3 * res['max_ui_gap_until_first_screen_s']:.0f} ms until the first screen)"
+    )
     print("longest gaps:\n  " + "\n  ".join(top_gaps))
 
 

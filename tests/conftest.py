@@ -12,10 +12,12 @@ from real_traces import REAL_TRACES, real_traces_dir
 
 os.environ.setdefault("KTRACE_READONLY_SHARED", "1")  # the TraceIndex's shared arrays: writing one raises
 
-settings.register_profile("dev", max_examples=30, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-settings.register_profile("ci", max_examples=60, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+settings.register_profile(
+    "dev", max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
+settings.register_profile(
+    "ci", max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 
@@ -24,8 +26,11 @@ def shared_traces() -> Path:
     """The folder of real traces (fixtures/traces, or $KTRACE_SHARED_TRACES); a missing one fails, never skips."""
     path = real_traces_dir()
     if not path.is_dir():
-        pytest.fail(f"real traces not found at {path} (fixtures/traces is part of the repository; "
-                    "KTRACE_SHARED_TRACES, when set, must name a folder laid out like it)", pytrace=False)
+        pytest.fail(
+            f"real traces not found at {path} (fixtures/traces is part of the repository; "
+            "KTRACE_SHARED_TRACES, when set, must name a folder laid out like it)",
+            pytrace=False,
+        )
     return path
 
 

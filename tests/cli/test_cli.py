@@ -69,10 +69,13 @@ def test_info_text_names_devices_and_tables(tmp_path: Path) -> None:
     assert "H100" in res.stdout and "kernels" in res.stdout
 
 
-@pytest.mark.parametrize(("make", "code"), [
-    (lambda p: p / "missing.ktrace", ExitCode.NOT_FOUND),
-    (lambda p: (p / "junk.bin").write_bytes(b"\x00\x01garbage") and p / "junk.bin", ExitCode.BAD_INPUT),
-])
+@pytest.mark.parametrize(
+    ("make", "code"),
+    [
+        (lambda p: p / "missing.ktrace", ExitCode.NOT_FOUND),
+        (lambda p: (p / "junk.bin").write_bytes(b"\x00\x01garbage") and p / "junk.bin", ExitCode.BAD_INPUT),
+    ],
+)
 def test_bad_input_is_one_line_and_an_exit_code(tmp_path: Path, make, code: ExitCode) -> None:  # type: ignore[no-untyped-def]
     res = _ktrace("info", str(make(tmp_path)))
     assert res.returncode == code

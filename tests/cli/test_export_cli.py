@@ -59,17 +59,26 @@ def test_tables(stored: Path, tmp_path: Path, fmt: str) -> None:
 
 def test_findings_are_drawn(stored: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = types.ModuleType("ktrace.analysis.rules")
-    fake.run_rules = lambda trace: [{"rule": "R", "severity": "warning", "message": "m",  # type: ignore[attr-defined]
-                                     "start_ns": trace.span_ns()[0], "end_ns": None, "node": None, "rank": None}]
+    fake.run_rules = lambda trace: [
+        {
+            "rule": "R",
+            "severity": "warning",
+            "message": "m",  # type: ignore[attr-defined]
+            "start_ns": trace.span_ns()[0],
+            "end_ns": None,
+            "node": None,
+            "rank": None,
+        }
+    ]
     monkeypatch.setitem(sys.modules, "ktrace.analysis.rules", fake)
     out = tmp_path / "f.pftrace"
     assert main(["export", str(stored), "-o", str(out), "--findings", "--no-progress"]) == 0
     assert validate_perfetto(out).instants == 1
 
 
-def test_findings_without_a_rules_engine_degrade_with_a_note(stored: Path, tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_findings_without_a_rules_engine_degrade_with_a_note(
+    stored: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setitem(sys.modules, "ktrace.analysis.rules", types.ModuleType("ktrace.analysis.rules"))
     monkeypatch.setitem(sys.modules, "ktrace.analysis.rules.engine", types.ModuleType("ktrace.analysis.rules.engine"))
     out = tmp_path / "f.pftrace"
@@ -78,14 +87,18 @@ def test_findings_without_a_rules_engine_degrade_with_a_note(stored: Path, tmp_p
     assert validate_perfetto(out).ok
 
 
-@pytest.mark.parametrize(("args", "code", "message"), [
-    (["--window", "3"], 2, "expected START:END"),
-    (["--window", "2:1"], 2, "END must be after START"),
-    (["--ranks", "7"], 2, "not in the trace"),
-    (["-o", "/proc/version/x.pftrace"], 1, "Not a directory"),
-])
-def test_bad_options_are_one_line_errors(stored: Path, args: list[str], code: int, message: str,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--window", "3"], 2, "expected START:END"),
+        (["--window", "2:1"], 2, "END must be after START"),
+        (["--ranks", "7"], 2, "not in the trace"),
+        (["-o", "/proc/version/x.pftrace"], 1, "Not a directory"),
+    ],
+)
+def test_bad_options_are_one_line_errors(
+    stored: Path, args: list[str], code: int, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["export", str(stored), "--no-progress", *args]) == code
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1

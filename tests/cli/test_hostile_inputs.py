@@ -22,8 +22,11 @@ from ktrace.cli import main
 
 MEMORY_CASES = {"whitespace_bomb", "huge_string", "huge_header", "many_ranks"}
 CI_SIZES = {"whitespace_mib": 48, "string_mib": 6, "rank_files": 40}
-CI_CAPS = {"KTRACE_MAX_EVENT_BYTES": str(4 << 20), "KTRACE_MAX_RANK_FILES": "30",
-           "KTRACE_MIN_BOMB_BYTES": str(16 << 20)}
+CI_CAPS = {
+    "KTRACE_MAX_EVENT_BYTES": str(4 << 20),
+    "KTRACE_MAX_RANK_FILES": "30",
+    "KTRACE_MIN_BOMB_BYTES": str(16 << 20),
+}
 MAX_RSS_KB = 1 << 20
 """1 GiB: the issue's goal for the worst input."""
 MAX_SECONDS = 30.0
@@ -57,18 +60,24 @@ def _run(argv: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytes
     return code, out.out + out.err
 
 
-@pytest.mark.parametrize(("case", "argv"), IN_PROCESS, ids=[f"{c.name}:{a[0]}:{i}" for i, (c, a) in
-                                                           enumerate(IN_PROCESS)])
-def test_no_traceback_and_a_clean_terminal(case: corpus.Case, argv: list[str], built: dict[str, Path],
-                                           tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("case", "argv"), IN_PROCESS, ids=[f"{c.name}:{a[0]}:{i}" for i, (c, a) in enumerate(IN_PROCESS)]
+)
+def test_no_traceback_and_a_clean_terminal(
+    case: corpus.Case,
+    argv: list[str],
+    built: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     code, out = _run(corpus.argv_for(argv, built[case.name], tmp_path), capsys, monkeypatch)
     assert code in case.ok_codes, out[-500:]
     if "code" in case.expect:
         assert code == case.expect["code"], out[-500:]
     assert not UNSAFE.search(out), repr(UNSAFE.search(out))
     if "kernels" in case.expect and "--json" in argv:
-        assert json.loads(out[out.index("{"):])["kernels"] == case.expect["kernels"]
+        assert json.loads(out[out.index("{") :])["kernels"] == case.expect["kernels"]
     if argv[0] == "export" and "chrome" in argv and code == 0:
         written = Path(corpus.argv_for(argv, built[case.name], tmp_path)[-1])
         json.loads(written.read_text(), parse_constant=_no_constant)  # strict JSON: no inf, nan
@@ -78,29 +87,32 @@ def _no_constant(name: str) -> None:
     raise AssertionError(f"{name} in a JSON export")
 
 
-@pytest.mark.parametrize(("verb", "shown"), [(["summary"], "[red]k1[/]"), (["info"], "[b]h[/b]/0"),
-                                             (["report", "-f", "md"], r"\[red\]k1\[/\]")])
-def test_markup_in_names_is_shown_not_applied(verb: list[str], shown: str, tmp_path: Path,
-                                              capsys: pytest.CaptureFixture[str],
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("verb", "shown"),
+    [(["summary"], "[red]k1[/]"), (["info"], "[b]h[/b]/0"), (["report", "-f", "md"], r"\[red\]k1\[/\]")],
+)
+def test_markup_in_names_is_shown_not_applied(
+    verb: list[str], shown: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = corpus.write_json(tmp_path / "markup.json", corpus.kineto_doc(["[red]k1[/]"], host="[b]h[/b]"))
     code, out = _run([verb[0], str(path), *verb[1:]], capsys, monkeypatch)
     assert code == 0
     assert shown in out  # rich markup (Markdown, in the report) shown as text: nothing was styled away
 
 
-def test_escape_sequences_are_shown_as_text(built: dict[str, Path], capsys: pytest.CaptureFixture[str],
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_escape_sequences_are_shown_as_text(
+    built: dict[str, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     code, out = _run(["info", str(built["hostile_names"])], capsys, monkeypatch)
     assert code == 0 and "host\\x1b]0;pwned\\x07\\x1b[2J" in out
 
 
-def test_csv_cells_never_start_a_formula(built: dict[str, Path], tmp_path: Path,
-                                         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_csv_cells_never_start_a_formula(
+    built: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     import csv
 
-    code, _ = _run(["export", str(built["hostile_names"]), "-f", "csv", "-o", str(tmp_path / "t")], capsys,
-                   monkeypatch)
+    code, _ = _run(["export", str(built["hostile_names"]), "-f", "csv", "-o", str(tmp_path / "t")], capsys, monkeypatch)
     assert code == 0
     with (tmp_path / "t" / "kernels.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))
@@ -112,8 +124,12 @@ def test_csv_cells_never_start_a_formula(built: dict[str, Path], tmp_path: Path,
 
 def test_a_closed_pipe_ends_quietly(built: dict[str, Path]) -> None:
     env = {**os.environ, "PYTHONPATH": str(corpus.REPO / "src")}
-    p = subprocess.Popen([sys.executable, "-m", "ktrace", "summary", str(built["decoy"])], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, env=env)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "ktrace", "summary", str(built["decoy"])],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     assert p.stdout is not None and p.stderr is not None
     p.stdout.read(10)
     p.stdout.close()  # `ktrace summary | head -c 10`
@@ -126,8 +142,12 @@ def test_memory_cases_stay_bounded(case: corpus.Case, built: dict[str, Path]) ->
     env = {**os.environ, **CI_CAPS, "PYTHONPATH": str(corpus.REPO / "src")}
     for argv in case.argvs:
         t0 = time.perf_counter()
-        p = subprocess.Popen([sys.executable, "-m", "ktrace", *corpus.argv_for(argv, built[case.name], Path("."))],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        p = subprocess.Popen(
+            [sys.executable, "-m", "ktrace", *corpus.argv_for(argv, built[case.name], Path("."))],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+        )
         assert p.stderr is not None
         err = p.stderr.read().decode()
         _, status, usage = os.wait4(p.pid, 0)
@@ -138,8 +158,9 @@ def test_memory_cases_stay_bounded(case: corpus.Case, built: dict[str, Path]) ->
             assert os.waitstatus_to_exitcode(status) == 0
 
 
-def test_diff_shows_hostile_names_as_text(built: dict[str, Path], tmp_path: Path,
-                                          capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_diff_shows_hostile_names_as_text(
+    built: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`ktrace diff` renders terminal tables too: escape sequences and markup in names are shown, not applied."""
     markup = corpus.write_json(tmp_path / "markup.json", corpus.kineto_doc(["[red]k1[/]"], host="[b]h[/b]"))
     code, out = _run(["diff", str(markup), str(built["hostile_names"])], capsys, monkeypatch)

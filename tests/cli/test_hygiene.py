@@ -20,7 +20,8 @@ def _modules_after(code: str) -> set[str]:
 def test_help_imports_nothing_heavy() -> None:
     loaded = _modules_after(
         "import contextlib, io\nfrom ktrace.cli import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n    main(['--help'])")
+        "with contextlib.redirect_stdout(io.StringIO()):\n    main(['--help'])"
+    )
     assert not {m.split(".")[0] for m in loaded} & set(HEAVY_FOR_HELP)
 
 
@@ -36,6 +37,9 @@ def test_no_stray_njit_outside_the_kernels_package() -> None:
     import ktrace
 
     root = Path(ktrace.__file__).parent
-    offenders = [str(p) for p in root.rglob("*.py")
-                 if "_kernels" not in p.parts and ("@njit" in p.read_text() or "numba.jit(" in p.read_text())]
+    offenders = [
+        str(p)
+        for p in root.rglob("*.py")
+        if "_kernels" not in p.parts and ("@njit" in p.read_text() or "numba.jit(" in p.read_text())
+    ]
     assert offenders == []

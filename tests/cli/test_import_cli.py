@@ -52,14 +52,18 @@ def test_import_folder_of_ranks(tmp_path: Path) -> None:
     assert any("collide" in n for n in trace.meta.notes)
 
 
-@pytest.mark.parametrize(("data", "expected"), [
-    (b'{"traceEvents": [', "truncated"),
-    (b"{nope", "invalid JSON"),
-    (b'{"hello": "world"}', "not a Kineto trace"),
-    (b'{"schemaVersion": 99, "traceEvents": []}', "unknown Kineto schemaVersion"),
-])
-def test_bad_input_one_line_and_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str], data: bytes,
-                                          expected: str) -> None:
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (b'{"traceEvents": [', "truncated"),
+        (b"{nope", "invalid JSON"),
+        (b'{"hello": "world"}', "not a Kineto trace"),
+        (b'{"schemaVersion": 99, "traceEvents": []}', "unknown Kineto schemaVersion"),
+    ],
+)
+def test_bad_input_one_line_and_exit_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], data: bytes, expected: str
+) -> None:
     src = tmp_path / "bad.json"
     src.write_bytes(data)
     assert main(["import", str(src), "-o", str(tmp_path / "x.ktrace")]) == ExitCode.BAD_INPUT
@@ -78,14 +82,22 @@ def test_truncated_gzip_in_a_subprocess(tmp_path: Path) -> None:
     src = tmp_path / "cut.json.gz"
     src.write_bytes(gzip.compress(data)[:12000])
     out = tmp_path / "cut.ktrace"
-    proc = subprocess.run([sys.executable, "-m", "ktrace", "import", str(src), "-o", str(out)],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ktrace", "import", str(src), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr and "truncated" in proc.stderr
     assert read(out).meta.health["truncated_input"] == 1
     garbage = tmp_path / "garbage.json.gz"
     garbage.write_bytes(b"\x1f\x8b\x08\x00" + bytes(range(256)) * 4)
-    proc = subprocess.run([sys.executable, "-m", "ktrace", "import", str(garbage), "-o", str(out) + "2"],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "ktrace", "import", str(garbage), "-o", str(out) + "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == ExitCode.BAD_INPUT
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr

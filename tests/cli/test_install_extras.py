@@ -14,16 +14,24 @@ from real_traces import fixture_path
 from ktrace.cli import ANALYSIS_EXTRA
 from ktrace.model.errors import ExitCode
 
-WITHOUT_EXTRA = ("import sys\n"
-                 f"for name in {sorted(ANALYSIS_EXTRA)!r} + ['isal']:\n"
-                 "    sys.modules[name] = None  # import raises ModuleNotFoundError, as if not installed\n"
-                 "from ktrace.cli import main\n"
-                 "sys.exit(main(sys.argv[1:]))\n")
+WITHOUT_EXTRA = (
+    "import sys\n"
+    f"for name in {sorted(ANALYSIS_EXTRA)!r} + ['isal']:\n"
+    "    sys.modules[name] = None  # import raises ModuleNotFoundError, as if not installed\n"
+    "from ktrace.cli import main\n"
+    "sys.exit(main(sys.argv[1:]))\n"
+)
 
 
 def ktrace_without_extra(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", WITHOUT_EXTRA, *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=300, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-c", WITHOUT_EXTRA, *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_capture_only_install_records_imports_and_describes(tmp_path: Path) -> None:
@@ -35,17 +43,21 @@ def test_capture_only_install_records_imports_and_describes(tmp_path: Path) -> N
     assert info.returncode == 0 and "kernels" in info.stdout, info.stderr
 
 
-@pytest.mark.parametrize(("args", "module"), [
-    (["summary", "TRACE"], "numba"),
-    (["report", "TRACE", "-o", "r.html"], "numba"),
-    (["export", "TRACE", "-f", "perfetto", "-o", "t.pftrace"], "perfetto"),
-])
+@pytest.mark.parametrize(
+    ("args", "module"),
+    [
+        (["summary", "TRACE"], "numba"),
+        (["report", "TRACE", "-o", "r.html"], "numba"),
+        (["export", "TRACE", "-f", "perfetto", "-o", "t.pftrace"], "perfetto"),
+    ],
+)
 def test_a_verb_that_needs_the_extra_exits_6_in_one_line(tmp_path: Path, args: list[str], module: str) -> None:
     trace = str(fixture_path("power_iteration"))
     # KTRACE_PYTHON_KERNEL_ROWS=0: every analysis kernel compiled, as for a large trace (a small one runs them as
     # Python and needs no numba: see the test below)
-    result = ktrace_without_extra(*[trace if a == "TRACE" else a for a in args], cwd=tmp_path,
-                                  env={"KTRACE_PYTHON_KERNEL_ROWS": "0"})
+    result = ktrace_without_extra(
+        *[trace if a == "TRACE" else a for a in args], cwd=tmp_path, env={"KTRACE_PYTHON_KERNEL_ROWS": "0"}
+    )
     assert result.returncode == ExitCode.MISSING_DEPENDENCY, result.stderr
     assert result.stderr.count("\n") == 1 and f"needs {module}" in result.stderr
     assert "pip install 'ktrace[analysis]'" in result.stderr

@@ -16,8 +16,14 @@ REPO = Path(__file__).resolve().parents[2]
 def _lint(root: Path) -> subprocess.CompletedProcess[str]:
     exe = shutil.which("lint-imports") or str(Path(sys.executable).parent / "lint-imports")
     env = {**os.environ, "PYTHONPATH": str(root / "src")}
-    return subprocess.run([exe, "--config", str(root / "pyproject.toml"), "--no-cache"], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [exe, "--config", str(root / "pyproject.toml"), "--no-cache"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -56,15 +62,19 @@ def test_numba_outside_kernels_breaks_a_contract(copy_of_repo: Path) -> None:
     assert res.returncode != 0 and "numba" in res.stdout
 
 
-@pytest.mark.parametrize(("module", "line", "contract"), [
-    ("cli/summary.py", "import textual", "textual only in the TUI"),  # the CLI reaches textual only through tui
-    ("exporters/chrome_json.py", "import perfetto", "perfetto (its protobuf descriptors) only in the Perfetto"),
-    ("analysis/summary.py", "import plotly", "plotly only in the HTML report"),
-    # the cycle launcher <-> finalize came back (through the result type they share)
-    ("tracer/run_result.py", "from ktrace.tracer.launcher import Say", "No import cycles among the tracer's"),
-])
-def test_a_direct_import_outside_its_room_breaks_a_contract(copy_of_repo: Path, module: str, line: str,
-                                                            contract: str) -> None:
+@pytest.mark.parametrize(
+    ("module", "line", "contract"),
+    [
+        ("cli/summary.py", "import textual", "textual only in the TUI"),  # the CLI reaches textual only through tui
+        ("exporters/chrome_json.py", "import perfetto", "perfetto (its protobuf descriptors) only in the Perfetto"),
+        ("analysis/summary.py", "import plotly", "plotly only in the HTML report"),
+        # the cycle launcher <-> finalize came back (through the result type they share)
+        ("tracer/run_result.py", "from ktrace.tracer.launcher import Say", "No import cycles among the tracer's"),
+    ],
+)
+def test_a_direct_import_outside_its_room_breaks_a_contract(
+    copy_of_repo: Path, module: str, line: str, contract: str
+) -> None:
     target = copy_of_repo / "src" / "ktrace" / module
     original = target.read_text()
     target.write_text(original + f"\n{line}  # noqa\n")

@@ -73,8 +73,9 @@ def project_folder(path: Path) -> Path:
 
 
 @pytest.mark.parametrize("verb", sorted(WRITERS))
-def test_existing_output_needs_force_and_force_replaces_own_output(verb: str, source: Path, tmp_path: Path,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_existing_output_needs_force_and_force_replaces_own_output(
+    verb: str, source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / WRITERS[verb][1]
     assert main(argv(verb, source, out)) == 0
     before = fingerprint(out)
@@ -104,8 +105,9 @@ def foreign_target(kind: str, tmp_path: Path, source: Path, name: str) -> Path:
 
 @pytest.mark.parametrize("kind", FOREIGN)
 @pytest.mark.parametrize("verb", sorted(WRITERS))
-def test_force_never_replaces_what_ktrace_did_not_write(verb: str, kind: str, source: Path, tmp_path: Path,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_force_never_replaces_what_ktrace_did_not_write(
+    verb: str, kind: str, source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     target = foreign_target(kind, tmp_path, source, WRITERS[verb][1])
     before = fingerprint(target.resolve()) if kind != "proc_version" else {}
     code = main(argv(verb, source, target, "--force"))
@@ -139,8 +141,12 @@ def test_run_command_not_found_leaves_nothing_to_block_the_retry(tmp_path: Path)
 def test_run_force_keeps_the_old_trace_until_the_new_one_is_complete(tmp_path: Path) -> None:
     assert ktrace("run", "-o", "r.ktrace", "--no-counters", "--", "true", cwd=tmp_path).returncode == 0
     before = fingerprint(tmp_path / "r.ktrace")
-    proc = subprocess.Popen([PY, "-m", "ktrace", "run", "-o", "r.ktrace", "--force", "--no-counters", "--",
-                             "sleep", "30"], cwd=tmp_path, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [PY, "-m", "ktrace", "run", "-o", "r.ktrace", "--force", "--no-counters", "--", "sleep", "30"],
+        cwd=tmp_path,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(2)
     assert fingerprint(tmp_path / "r.ktrace") == before  # still the old one while recording
     assert store.read(tmp_path / "r.ktrace").meta.source == "ktrace"
@@ -151,6 +157,7 @@ def test_run_force_keeps_the_old_trace_until_the_new_one_is_complete(tmp_path: P
 
 
 # ----- killed writers: the old output intact or the new one complete -----
+
 
 def _outcome(out: Path, before: dict[str, str]) -> str:
     if fingerprint(out) == before:
@@ -176,29 +183,41 @@ KILLED = {
     "import": lambda src, out: argv("import", src, out, "--force"),
     "perfetto": lambda src, out: argv("perfetto", src, out, "--force"),
     "parquet": lambda src, out: argv("parquet", src, out, "--force"),
-    "run": lambda src, out: ["run", "-o", str(out), "--force", "--no-counters", "-q", "--", PY, "-c",
-                             "import ktrace, time\nfor i in range(3000):\n    with ktrace.annotate('r'):\n"
-                             "        time.sleep(0.001)\n"],
+    "run": lambda src, out: [
+        "run",
+        "-o",
+        str(out),
+        "--force",
+        "--no-counters",
+        "-q",
+        "--",
+        PY,
+        "-c",
+        "import ktrace, time\nfor i in range(3000):\n    with ktrace.annotate('r'):\n        time.sleep(0.001)\n",
+    ],
 }
 
 
 @pytest.mark.parametrize("verb", sorted(KILLED))
-def test_writer_killed_at_random_points_leaves_old_or_complete_output(verb: str, source: Path,
-                                                                      tmp_path: Path) -> None:
-    out = tmp_path / {"import": "out.ktrace", "perfetto": "out.pftrace", "parquet": "tables",
-                      "run": "run.ktrace"}[verb]
+def test_writer_killed_at_random_points_leaves_old_or_complete_output(verb: str, source: Path, tmp_path: Path) -> None:
+    out = tmp_path / {"import": "out.ktrace", "perfetto": "out.pftrace", "parquet": "tables", "run": "run.ktrace"}[verb]
     input_path = OWLV2  # seconds to import
     if verb in ("perfetto", "parquet"):
         input_path = tmp_path / "in.ktrace"
         assert main(["import", str(source), "-o", str(input_path), "-q", "--no-progress"]) == 0
-    first = subprocess.run([PY, "-m", "ktrace", *KILLED[verb](input_path, out)], capture_output=True, text=True,
-                           timeout=120)
+    first = subprocess.run(
+        [PY, "-m", "ktrace", *KILLED[verb](input_path, out)], capture_output=True, text=True, timeout=120
+    )
     assert first.returncode == 0, first.stderr
     rng = random.Random(20)
     for _ in range(4):
         before = fingerprint(out)
-        proc = subprocess.Popen([PY, "-m", "ktrace", *KILLED[verb](input_path, out)], stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            [PY, "-m", "ktrace", *KILLED[verb](input_path, out)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         time.sleep(rng.uniform(0.3, 3.0))
         os.killpg(proc.pid, rng.choice([signal.SIGKILL, signal.SIGINT, signal.SIGTERM]))
         try:
@@ -210,8 +229,9 @@ def test_writer_killed_at_random_points_leaves_old_or_complete_output(verb: str,
         time.sleep(0.3)  # a traced child of `run` may still be closing
         _outcome(out, before)
     leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".ktrace-tmp-")]
-    done = subprocess.run([PY, "-m", "ktrace", *KILLED[verb](input_path, out)], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [PY, "-m", "ktrace", *KILLED[verb](input_path, out)], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, (done.stderr, leftovers)
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".ktrace-")] == []  # the next one cleaned up
 
@@ -234,12 +254,23 @@ def test_store_being_recorded_is_not_opened_as_valid(tmp_path: Path) -> None:
 
 # ----- two writers of one output -----
 
-def test_second_writer_of_one_output_is_refused(source: Path, tmp_path: Path,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
+
+def test_second_writer_of_one_output_is_refused(
+    source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "x.ktrace"
-    holder = subprocess.Popen([PY, "-c", "import sys, time; from pathlib import Path; "
-                               "from ktrace.model.outputs import OutputLock; OutputLock(Path(sys.argv[1])).acquire(); "
-                               "print('held', flush=True); time.sleep(30)", str(out)], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            PY,
+            "-c",
+            "import sys, time; from pathlib import Path; "
+            "from ktrace.model.outputs import OutputLock; OutputLock(Path(sys.argv[1])).acquire(); "
+            "print('held', flush=True); time.sleep(30)",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         assert main(argv("import", source, out)) == 1
@@ -254,8 +285,14 @@ def test_second_writer_of_one_output_is_refused(source: Path, tmp_path: Path,
 def test_two_imports_at_once_never_mix(tmp_path: Path) -> None:
     other = OWLV2
     out = tmp_path / "x.ktrace"
-    procs = [subprocess.Popen([PY, "-m", "ktrace", "import", str(src), "-o", str(out), "--force", "-q",
-                               "--no-progress"], stderr=subprocess.PIPE, text=True) for src in (ALEXNET, other)]
+    procs = [
+        subprocess.Popen(
+            [PY, "-m", "ktrace", "import", str(src), "-o", str(out), "--force", "-q", "--no-progress"],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for src in (ALEXNET, other)
+    ]
     results = [(p.wait(timeout=120), p.stderr.read() if p.stderr else "") for p in procs]
     assert any(code == 0 for code, _ in results), results
     for code, err in results:
@@ -272,15 +309,17 @@ def main_count(src: Path) -> int:
 
 # ----- a full disk -----
 
+
 @pytest.fixture
 def tiny_disk(tmp_path: Path) -> Iterator[Path]:
     mount = tmp_path / "tiny"
     mount.mkdir()
-    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)], capture_output=True,
-                         text=True)
+    res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)], capture_output=True, text=True)
     if res.returncode != 0:
-        pytest.skip(f"DISK-FULL TESTS NOT RUN: cannot mount a small tmpfs here ({res.stderr.strip()}); "
-                    "run them as root on Linux")
+        pytest.skip(
+            f"DISK-FULL TESTS NOT RUN: cannot mount a small tmpfs here ({res.stderr.strip()}); "
+            "run them as root on Linux"
+        )
     try:
         yield mount
     finally:
@@ -288,8 +327,9 @@ def tiny_disk(tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.mark.parametrize("verb", sorted(WRITERS))
-def test_disk_full_is_one_line_and_keeps_the_old_output(verb: str, tiny_disk: Path, tmp_path: Path,
-                                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_disk_full_is_one_line_and_keeps_the_old_output(
+    verb: str, tiny_disk: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     big = OWLV2
     src = tmp_path / "big.ktrace"
     assert main(["import", str(big), "-o", str(src), "-q", "--no-progress"]) == 0
@@ -311,8 +351,9 @@ def test_summary_to_a_full_device_is_one_line(tmp_path: Path) -> None:
     root = tmp_path / "s.ktrace"
     assert main(["import", str(ALEXNET), "-o", str(root), "-q", "--no-progress"]) == 0
     with open("/dev/full", "w") as full:
-        res = subprocess.run([PY, "-m", "ktrace", "summary", str(root)], stdout=full, stderr=subprocess.PIPE,
-                             text=True, timeout=120)
+        res = subprocess.run(
+            [PY, "-m", "ktrace", "summary", str(root)], stdout=full, stderr=subprocess.PIPE, text=True, timeout=120
+        )
     assert res.returncode == 1 and res.stderr.count("\n") == 1 and "No space left" in res.stderr, res.stderr
 
 
@@ -356,8 +397,10 @@ def test_run_on_a_full_disk_keeps_the_exit_code_and_the_capture(tiny_disk: Path)
     free = os.statvfs(tiny_disk)
     (tiny_disk / "filler").write_bytes(b"\0" * (free.f_bavail * free.f_frsize - (12 << 10)))
     script = tiny_disk.parent / "big.py"
-    script.write_text("import ktrace, sys\nfor i in range(30000):\n    with ktrace.annotate(f'range {i}'):\n"
-                      "        pass\nsys.exit(3)\n")
+    script.write_text(
+        "import ktrace, sys\nfor i in range(30000):\n    with ktrace.annotate(f'range {i}'):\n"
+        "        pass\nsys.exit(3)\n"
+    )
     res = ktrace("run", "-o", str(tiny_disk / "r.ktrace"), "--no-counters", "--", PY, str(script))
     assert res.returncode == 3, res.stderr
     assert "Traceback" not in res.stderr
@@ -393,8 +436,9 @@ def test_a_writer_killed_while_publishing_leaves_the_old_output_to_the_next_one(
 
 
 @pytest.mark.parametrize("verb", sorted(WRITERS))
-def test_each_writing_verb_checks_its_target_once(verb: str, source: Path, tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_writing_verb_checks_its_target_once(
+    verb: str, source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Once, under the output's lock, before the long work: the verb's own early check and the unlocked one
     before the lock were repeats of it (3 checks, each walking a store or gunzipping a file's opening)."""
     from ktrace.model import outputs

@@ -38,12 +38,15 @@ def test_markdown_by_extension_and_json_on_stdout(store, tmp_path, capsys):  # t
     assert gaps["params"]["gap_ms"] == 1.0 and gaps["status"] == "fired"
 
 
-@pytest.mark.parametrize(("argv", "code", "message"), [
-    (["report", "/nonexistent.ktrace"], 4, "error"),
-    (["report", "STORE", "--set", "Nope.x=1"], 2, "unknown rule"),
-    (["report", "STORE", "--rules", "/nonexistent.toml"], 4, "rules file not found"),
-    (["report", "STORE", "--top", "0"], 2, "--top"),
-])
+@pytest.mark.parametrize(
+    ("argv", "code", "message"),
+    [
+        (["report", "/nonexistent.ktrace"], 4, "error"),
+        (["report", "STORE", "--set", "Nope.x=1"], 2, "unknown rule"),
+        (["report", "STORE", "--rules", "/nonexistent.toml"], 4, "rules file not found"),
+        (["report", "STORE", "--top", "0"], 2, "--top"),
+    ],
+)
 def test_bad_input_one_line_and_exit_code(store, capsys, argv, code, message):  # type: ignore[no-untyped-def]
     assert main([store if a == "STORE" else a for a in argv]) == code
     err = capsys.readouterr().err

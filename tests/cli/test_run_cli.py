@@ -18,10 +18,17 @@ PY = sys.executable
 SECRET = "hf_" + "Q" * 30
 
 
-def ktrace_run(tmp_path: Path, *args: str, env: dict[str, str] | None = None,
-               timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PY, "-m", "ktrace", "run", *args], capture_output=True, text=True, timeout=timeout,
-                          cwd=tmp_path, env={**os.environ, **(env or {})})
+def ktrace_run(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 90
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PY, "-m", "ktrace", "run", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=tmp_path,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def script(tmp_path: Path, name: str, body: str) -> Path:
@@ -43,8 +50,19 @@ sys.exit(int(sys.argv[1]) if len(sys.argv) > 1 else 0)
 
 def test_cpu_side_trace_counters_and_exit_code_without_a_gpu(tmp_path: Path) -> None:
     train = script(tmp_path, "train.py", TRAIN)
-    res = ktrace_run(tmp_path, "-o", "t.ktrace", "--interval", "100", "--", PY, str(train), "7",
-                     f"--hf-token={SECRET}", env={"HF_TOKEN": SECRET})
+    res = ktrace_run(
+        tmp_path,
+        "-o",
+        "t.ktrace",
+        "--interval",
+        "100",
+        "--",
+        PY,
+        str(train),
+        "7",
+        f"--hf-token={SECRET}",
+        env={"HF_TOKEN": SECRET},
+    )
     assert res.returncode == 7, res.stderr
     assert "trained" in res.stdout
     assert "ktrace summary" in res.stderr and "ktrace view" in res.stderr
@@ -72,17 +90,26 @@ def test_a_non_python_command_says_only_python_is_traced(tmp_path: Path) -> None
 
 def test_sigterm_is_forwarded_and_the_exit_code_kept(tmp_path: Path) -> None:
     ready = tmp_path / "ready"
-    child = script(tmp_path, "child.py", f"""
+    child = script(
+        tmp_path,
+        "child.py",
+        f"""
 import signal, sys, time, pathlib
 def bye(sig, frame):
-    pathlib.Path({str(tmp_path / 'got')!r}).write_text(signal.Signals(sig).name)
+    pathlib.Path({str(tmp_path / "got")!r}).write_text(signal.Signals(sig).name)
     sys.exit(42)
 signal.signal(signal.SIGTERM, bye)
 pathlib.Path({str(ready)!r}).write_text("1")
 time.sleep(60)
-""")
-    proc = subprocess.Popen([PY, "-m", "ktrace", "run", "-o", "s.ktrace", "--", PY, str(child)], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+""",
+    )
+    proc = subprocess.Popen(
+        [PY, "-m", "ktrace", "run", "-o", "s.ktrace", "--", PY, str(child)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 30
     while not ready.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -95,14 +122,18 @@ time.sleep(60)
 
 
 def test_a_child_killed_with_sigkill_keeps_its_flushed_data(tmp_path: Path) -> None:
-    child = script(tmp_path, "killed.py", """
+    child = script(
+        tmp_path,
+        "killed.py",
+        """
 import os, signal, time, ktrace
 for i in range(3):
     with ktrace.annotate("kept"):
         pass
 time.sleep(2.5)  # the writer thread flushes at least every second
 os.kill(os.getpid(), signal.SIGKILL)
-""")
+""",
+    )
     res = ktrace_run(tmp_path, "-o", "k.ktrace", "--no-counters", "--", PY, str(child))
     assert res.returncode == 128 + signal.SIGKILL
     t = store.read(tmp_path / "k.ktrace")
@@ -111,18 +142,26 @@ os.kill(os.getpid(), signal.SIGKILL)
 
 
 def test_torchrun_like_launch_gives_one_partition_per_rank(tmp_path: Path) -> None:
-    worker = script(tmp_path, "worker.py", """
+    worker = script(
+        tmp_path,
+        "worker.py",
+        """
 import os, ktrace
 with ktrace.annotate(f"rank{os.environ['RANK']}"):
     pass
-""")
-    agent = script(tmp_path, "torchrun", f"""#!{PY}
+""",
+    )
+    agent = script(
+        tmp_path,
+        "torchrun",
+        f"""#!{PY}
 import os, subprocess, sys
 procs = [subprocess.Popen([sys.executable, {str(worker)!r}],
                           env={{**os.environ, "RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": "2"}})
          for r in range(2)]
 sys.exit(max(p.wait() for p in procs))
-""")
+""",
+    )
     agent.chmod(0o755)
     res = ktrace_run(tmp_path, "-o", "d.ktrace", "--no-counters", "--", str(agent))
     assert res.returncode == 0, res.stderr
@@ -137,18 +176,20 @@ def test_user_sitecustomize_still_runs(tmp_path: Path) -> None:
     site.mkdir()
     (site / "sitecustomize.py").write_text("import builtins\nbuiltins.USER_SITE_RAN = True\n")
     child = script(tmp_path, "c.py", "import builtins\nprint('user site', getattr(builtins, 'USER_SITE_RAN', False))\n")
-    res = ktrace_run(tmp_path, "-o", "u.ktrace", "--no-counters", "--", PY, str(child),
-                     env={"PYTHONPATH": str(site)})
+    res = ktrace_run(tmp_path, "-o", "u.ktrace", "--no-counters", "--", PY, str(child), env={"PYTHONPATH": str(site)})
     assert "user site True" in res.stdout, res.stderr
     assert "Error in sitecustomize" not in res.stderr
 
 
-@pytest.mark.parametrize(("args", "code", "message"), [
-    ([], 2, "no command given"),
-    (["--steps", "5:2", "--", "true"], 2, "--steps"),
-    (["--interval", "50", "--", "true"], 2, "between 100 and 60000"),
-    (["--", "/no/such/command"], 4, "command not found"),
-])
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        ([], 2, "no command given"),
+        (["--steps", "5:2", "--", "true"], 2, "--steps"),
+        (["--interval", "50", "--", "true"], 2, "between 100 and 60000"),
+        (["--", "/no/such/command"], 4, "command not found"),
+    ],
+)
 def test_bad_usage_is_one_line_and_an_exit_code(tmp_path: Path, args: list[str], code: int, message: str) -> None:
     res = ktrace_run(tmp_path, *args)
     assert res.returncode == code
@@ -162,7 +203,6 @@ def test_existing_output_needs_force(tmp_path: Path) -> None:
     assert ktrace_run(tmp_path, "-o", "x.ktrace", "--force", "--no-counters", "--", "true").returncode == 0
     assert ktrace_run(tmp_path, "--no-counters", "--", "true").returncode == 0
     assert (tmp_path / "run.ktrace").is_dir()
-
 
 
 def test_notes_from_traced_processes_reach_the_terminal_as_text(capsys: pytest.CaptureFixture[str]) -> None:

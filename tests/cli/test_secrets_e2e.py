@@ -28,28 +28,76 @@ def _kineto_doc() -> dict[str, Any]:
     pid, tid = 4242, 4243
     events: list[dict[str, Any]] = [
         {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": TEXTS[0]}},
-        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": pid, "tid": tid, "ts": 1000,
-         "dur": 10_000, "args": {}},
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "pid": pid,
+            "tid": tid,
+            "ts": 1000,
+            "dur": 10_000,
+            "args": {},
+        },
     ]
     for i, text in enumerate(TEXTS + list(KEPT)):
         ts = 1010 + 100 * i
         events += [
-            {"ph": "X", "cat": "user_annotation", "name": text, "pid": pid, "tid": tid, "ts": ts, "dur": 50,
-             "args": {"note": text}},
-            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": pid, "tid": tid, "ts": ts + 1,
-             "dur": 2, "args": {"correlation": 100 + i, "cbid": 211}},
-            {"ph": "X", "cat": "kernel", "name": text, "pid": 0, "tid": 7, "ts": ts + 5, "dur": 4,
-             "args": {"correlation": 100 + i, "device": 0, "stream": 7, "grid": [1, 1, 1], "block": [32, 1, 1],
-                      "comment": text}},
-            {"ph": "X", "cat": "gpu_user_annotation", "name": text, "pid": 0, "tid": 7, "ts": ts + 5, "dur": 4,
-             "args": {}},
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": text,
+                "pid": pid,
+                "tid": tid,
+                "ts": ts,
+                "dur": 50,
+                "args": {"note": text},
+            },
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": pid,
+                "tid": tid,
+                "ts": ts + 1,
+                "dur": 2,
+                "args": {"correlation": 100 + i, "cbid": 211},
+            },
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": text,
+                "pid": 0,
+                "tid": 7,
+                "ts": ts + 5,
+                "dur": 4,
+                "args": {
+                    "correlation": 100 + i,
+                    "device": 0,
+                    "stream": 7,
+                    "grid": [1, 1, 1],
+                    "block": [32, 1, 1],
+                    "comment": text,
+                },
+            },
+            {
+                "ph": "X",
+                "cat": "gpu_user_annotation",
+                "name": text,
+                "pid": 0,
+                "tid": 7,
+                "ts": ts + 5,
+                "dur": 4,
+                "args": {},
+            },
             {"ph": "M", "name": "thread_name", "pid": pid, "tid": 5000 + i, "args": {"name": text}},
             {"ph": "i", "cat": "cpu_instant_event", "name": text, "pid": pid, "tid": tid, "ts": ts + 3, "s": "t"},
         ]
     return {
-        "schemaVersion": 1, "traceName": TEXTS[1],
-        "deviceProperties": [{"id": 0, "name": "GPU-X", "computeMajor": 9, "computeMinor": 0, "numSms": 132,
-                              "totalGlobalMem": 8}],
+        "schemaVersion": 1,
+        "traceName": TEXTS[1],
+        "deviceProperties": [
+            {"id": 0, "name": "GPU-X", "computeMajor": 9, "computeMinor": 0, "numSms": 132, "totalGlobalMem": 8}
+        ],
         "distributedInfo": {"rank": 0, "world_size": 1, "backend": "nccl", "backend_config": TEXTS[2]},
         "metadata": {"env": dict(ENVIRONMENT), "notes": TEXTS, "command": ARGV, "nested": {"deep": {"x": TEXTS}}},
         "INFO": TEXTS[:3],
@@ -68,25 +116,55 @@ def _nsys_export(path: Path) -> Path:
     tables: dict[str, Table] = {
         "StringIds": (("id", "value"), strings),
         "META_DATA_EXPORT": (("name", "value"), [("EXPORT_SCHEMA_VERSION", "3.16.1")]),
-        "TARGET_INFO_SESSION_START_TIME": (("utcEpochNs", "utcTime", "localTime"),
-                                           [(EPOCH, "2023-11-14T22:13:20", "2023-11-14T22:13:20")]),
-        "TARGET_INFO_SYSTEM_ENV": (("globalVid", "devStateName", "name", "nameEnum", "value"),
-                                   [(1 << 48, "Local", "Hostname", 619, "gpu-node-7"),
-                                    (1 << 48, "Local", "DeviceEnvironment", 0,
-                                     ";".join(f"{k}={v}" for k, v in ENVIRONMENT.items()))]),
+        "TARGET_INFO_SESSION_START_TIME": (
+            ("utcEpochNs", "utcTime", "localTime"),
+            [(EPOCH, "2023-11-14T22:13:20", "2023-11-14T22:13:20")],
+        ),
+        "TARGET_INFO_SYSTEM_ENV": (
+            ("globalVid", "devStateName", "name", "nameEnum", "value"),
+            [
+                (1 << 48, "Local", "Hostname", 619, "gpu-node-7"),
+                (1 << 48, "Local", "DeviceEnvironment", 0, ";".join(f"{k}={v}" for k, v in ENVIRONMENT.items())),
+            ],
+        ),
         "META_DATA_CAPTURE": (("name", "value"), capture),
-        "CUPTI_ACTIVITY_KIND_RUNTIME": (("start", "end", "eventClass", "globalTid", "correlationId", "nameId"),
-                                        [(1000 + 100 * i, 1010 + 100 * i, 0, gtid, i + 1, 1) for i in range(n)]),
+        "CUPTI_ACTIVITY_KIND_RUNTIME": (
+            ("start", "end", "eventClass", "globalTid", "correlationId", "nameId"),
+            [(1000 + 100 * i, 1010 + 100 * i, 0, gtid, i + 1, 1) for i in range(n)],
+        ),
         "CUPTI_ACTIVITY_KIND_KERNEL": (
-            ("start", "end", "deviceId", "contextId", "streamId", "correlationId", "globalPid", "demangledName",
-             "shortName", "gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ", "registersPerThread"),
-            [(1020 + 100 * i, 1050 + 100 * i, 0, 1, 7, i + 1, gpid, 10 + i, 10 + i, 1, 1, 1, 32, 1, 1, 16)
-             for i in range(n)]),
-        "NVTX_EVENTS": (("start", "end", "eventType", "text", "globalTid", "textId", "domainId"),
-                        [(1000 + 100 * i, 1090 + 100 * i, 59, t, gtid, None, 0) for i, t in enumerate(TEXTS)]
-                        + [(1001 + 100 * i, 1080 + 100 * i, 59, None, gtid, 10 + i, 0) for i in range(n)]),
-        "TARGET_INFO_GPU": (("id", "name", "uuid", "smCount", "totalMemory", "computeMajor", "computeMinor"),
-                            [(0, TEXTS[4], TEXTS[5], 80, 1 << 34, 9, 0)]),
+            (
+                "start",
+                "end",
+                "deviceId",
+                "contextId",
+                "streamId",
+                "correlationId",
+                "globalPid",
+                "demangledName",
+                "shortName",
+                "gridX",
+                "gridY",
+                "gridZ",
+                "blockX",
+                "blockY",
+                "blockZ",
+                "registersPerThread",
+            ),
+            [
+                (1020 + 100 * i, 1050 + 100 * i, 0, 1, 7, i + 1, gpid, 10 + i, 10 + i, 1, 1, 1, 32, 1, 1, 16)
+                for i in range(n)
+            ],
+        ),
+        "NVTX_EVENTS": (
+            ("start", "end", "eventType", "text", "globalTid", "textId", "domainId"),
+            [(1000 + 100 * i, 1090 + 100 * i, 59, t, gtid, None, 0) for i, t in enumerate(TEXTS)]
+            + [(1001 + 100 * i, 1080 + 100 * i, 59, None, gtid, 10 + i, 0) for i in range(n)],
+        ),
+        "TARGET_INFO_GPU": (
+            ("id", "name", "uuid", "smCount", "totalMemory", "computeMajor", "computeMinor"),
+            [(0, TEXTS[4], TEXTS[5], 80, 1 << 34, 9, 0)],
+        ),
         "ThreadNames": (("nameId", "priority", "globalTid"), [(10 + i, 10, gtid + 1 + i) for i in range(n)]),
         "PROCESSES": (("globalPid", "pid", "name"), [(gpid, 100, TEXTS[6])]),
     }
@@ -97,8 +175,15 @@ def _decoded(path: Path) -> list[bytes]:
     """The bytes a reader of `path` gets: gunzipped, and every value and schema text of a Parquet file."""
     if path.suffix == ".parquet":
         table = pq.read_table(path)
-        texts = [json.dumps(table.column(c).cast(pa.string()).to_pylist() if pa.types.is_dictionary(
-            table.schema.field(c).type) else table.column(c).to_pylist(), default=str) for c in table.column_names]
+        texts = [
+            json.dumps(
+                table.column(c).cast(pa.string()).to_pylist()
+                if pa.types.is_dictionary(table.schema.field(c).type)
+                else table.column(c).to_pylist(),
+                default=str,
+            )
+            for c in table.column_names
+        ]
         metadata = table.schema.metadata or {}
         return [path.read_bytes(), *(t.encode() for t in texts), *metadata.values()]
     data = path.read_bytes()
@@ -118,17 +203,22 @@ def _leaks(folder: Path, captured: str) -> list[str]:
 def _every_output(source: Path, out: Path, capsys: pytest.CaptureFixture[str]) -> str:
     """Import `source` and run every reading verb on the store and on the source; return what they printed."""
     stored = out / "t.ktrace"
-    runs = [["import", str(source), "-o", str(stored), "--no-progress"],
-            ["summary", str(stored), "--json"], ["summary", str(source), "--json"], ["summary", str(stored)],
-            ["info", str(stored), "--json"], ["info", str(source)],
-            ["report", str(stored), "-o", str(out / "r.html")], ["report", str(stored), "-o", str(out / "r.md"),
-                                                                  "-f", "md"],
-            ["report", str(source), "-o", str(out / "r.json"), "-f", "json"],
-            ["export", str(stored), "-o", str(out / "t.pftrace.gz"), "--no-progress"],
-            ["export", str(source), "-f", "perfetto", "-o", str(out / "src.pftrace"), "--no-progress"],
-            ["export", str(stored), "-f", "chrome", "-o", str(out / "t.json"), "--no-progress"],
-            ["export", str(stored), "-f", "csv", "-o", str(out / "csv"), "--no-progress"],
-            ["export", str(stored), "-f", "parquet", "-o", str(out / "parquet"), "--no-progress"]]
+    runs = [
+        ["import", str(source), "-o", str(stored), "--no-progress"],
+        ["summary", str(stored), "--json"],
+        ["summary", str(source), "--json"],
+        ["summary", str(stored)],
+        ["info", str(stored), "--json"],
+        ["info", str(source)],
+        ["report", str(stored), "-o", str(out / "r.html")],
+        ["report", str(stored), "-o", str(out / "r.md"), "-f", "md"],
+        ["report", str(source), "-o", str(out / "r.json"), "-f", "json"],
+        ["export", str(stored), "-o", str(out / "t.pftrace.gz"), "--no-progress"],
+        ["export", str(source), "-f", "perfetto", "-o", str(out / "src.pftrace"), "--no-progress"],
+        ["export", str(stored), "-f", "chrome", "-o", str(out / "t.json"), "--no-progress"],
+        ["export", str(stored), "-f", "csv", "-o", str(out / "csv"), "--no-progress"],
+        ["export", str(stored), "-f", "parquet", "-o", str(out / "parquet"), "--no-progress"],
+    ]
     printed = []
     for args in runs:
         code = main(args)
@@ -138,8 +228,9 @@ def _every_output(source: Path, out: Path, capsys: pytest.CaptureFixture[str]) -
     return "\n".join(printed)
 
 
-def test_a_kineto_trace_with_the_corpus_planted_leaks_nothing(tmp_path: Path,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_kineto_trace_with_the_corpus_planted_leaks_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     source = tmp_path / "in" / "planted.pt.trace.json.gz"
     source.parent.mkdir()
     source.write_bytes(gzip.compress(json.dumps(_kineto_doc()).encode()))
@@ -153,8 +244,9 @@ def test_a_kineto_trace_with_the_corpus_planted_leaks_nothing(tmp_path: Path,
     assert trace.meta.health["secrets_scrubbed"] >= len(TEXT_FORMS)
 
 
-def test_an_nsys_export_with_the_corpus_planted_leaks_nothing(tmp_path: Path,
-                                                              capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_nsys_export_with_the_corpus_planted_leaks_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     source = _nsys_export(tmp_path / "planted.sqlite")
     out = tmp_path / "out"
     out.mkdir()
@@ -169,12 +261,17 @@ def test_a_python_api_trace_written_to_a_store_leaks_nothing(tmp_path: Path) -> 
 
     n = len(TEXTS)
     builder = TraceBuilder(node="node-a", rank=0)
-    builder.add("kernels", {"start_ns": [EPOCH + 10 * i for i in range(n)], "end_ns": [EPOCH + 10 * i + 5
-                                                                                       for i in range(n)],
-                            "device": [0] * n, "name": TEXTS})
+    builder.add(
+        "kernels",
+        {
+            "start_ns": [EPOCH + 10 * i for i in range(n)],
+            "end_ns": [EPOCH + 10 * i + 5 for i in range(n)],
+            "device": [0] * n,
+            "name": TEXTS,
+        },
+    )
     builder.add("threads", {"pid": [1] * n, "tid": list(range(n)), "name": TEXTS})
-    builder.set_meta(TraceMeta(source="synthetic", job={"command": ARGV, "env": dict(ENVIRONMENT)},
-                               notes=tuple(TEXTS)))
+    builder.set_meta(TraceMeta(source="synthetic", job={"command": ARGV, "env": dict(ENVIRONMENT)}, notes=tuple(TEXTS)))
     store.write(builder.build(), tmp_path / "api.ktrace")
     assert _leaks(tmp_path, "") == []
 
@@ -185,11 +282,20 @@ def test_an_older_store_holding_secrets_is_scrubbed_when_read(tmp_path: Path) ->
     folder = root / "node=n" / "rank=0"
     folder.mkdir(parents=True)
     n = len(TEXTS)
-    pq.write_table(pa.table({"start_ns": [EPOCH + 10 * i for i in range(n)],
-                             "end_ns": [EPOCH + 10 * i + 5 for i in range(n)], "device": pa.array([0] * n, pa.int32()),
-                             "name": pa.array(TEXTS).dictionary_encode()}), folder / "kernels.parquet")
-    (root / "meta.json").write_text(json.dumps({"schema_version": 1, "source": "ktrace", "job": {"command": ARGV,
-                                                                            "env": dict(ENVIRONMENT)}}))
+    pq.write_table(
+        pa.table(
+            {
+                "start_ns": [EPOCH + 10 * i for i in range(n)],
+                "end_ns": [EPOCH + 10 * i + 5 for i in range(n)],
+                "device": pa.array([0] * n, pa.int32()),
+                "name": pa.array(TEXTS).dictionary_encode(),
+            }
+        ),
+        folder / "kernels.parquet",
+    )
+    (root / "meta.json").write_text(
+        json.dumps({"schema_version": 1, "source": "ktrace", "job": {"command": ARGV, "env": dict(ENVIRONMENT)}})
+    )
     (folder / PARTITION_META_FILE).write_text(json.dumps({"health": {}, "notes": TEXTS}))  # an unfinished capture
     trace = store.read(root)
     text = json.dumps([trace.kernels["name"].cast(str).to_list(), trace.meta.to_json()])
@@ -203,15 +309,23 @@ def test_ktrace_run_keeps_no_secret_of_the_command_line_environment_or_annotatio
     import subprocess
     import sys
 
-    body = ("import ktrace, sys\nfor name in sys.argv[2:2 + int(sys.argv[1])]:\n"
-            "    with ktrace.annotate(name):\n        pass\n")
+    body = (
+        "import ktrace, sys\nfor name in sys.argv[2:2 + int(sys.argv[1])]:\n"
+        "    with ktrace.annotate(name):\n        pass\n"
+    )
     script = tmp_path / "job.py"
     script.write_text(body)
     planted = [t for t in TEXTS if "\n" not in t][:20]
     args = [sys.executable, str(script), str(len(planted)), *planted, *ARGV]
     env = {**os.environ, **ENVIRONMENT, "NCCL_DEBUG": TEXTS[0], "PYTORCH_CUDA_ALLOC_CONF": TEXTS[1]}
-    res = subprocess.run([sys.executable, "-m", "ktrace", "run", "-o", "run.ktrace", "--", *args],
-                         capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
+    res = subprocess.run(
+        [sys.executable, "-m", "ktrace", "run", "-o", "run.ktrace", "--", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=env,
+    )
     assert res.returncode == 0, res.stderr
     trace = store.read(tmp_path / "run.ktrace")
     assert trace.ranges.height >= len(planted)  # the annotations were recorded, under redacted names
@@ -230,8 +344,11 @@ def test_a_small_gz_with_a_1_mb_hex_blob_and_metadata_nested_500_deep_imports_qu
     nested: dict[str, Any] = {"password": "Pwnested1q"}
     for _ in range(500):
         nested = {"metadata": nested}
-    doc["metadata"] = {"blob": "0x" + "deadbeef" * 125_000, "nested": nested,
-                       "cmd": "a://" * 50_000 + " --password Pwtail2q"}
+    doc["metadata"] = {
+        "blob": "0x" + "deadbeef" * 125_000,
+        "nested": nested,
+        "cmd": "a://" * 50_000 + " --password Pwtail2q",
+    }
     source = tmp_path / "hostile.pt.trace.json.gz"
     source.write_bytes(gzip.compress(json.dumps(doc).encode()))
     start = time.process_time()

@@ -37,10 +37,12 @@ def test_text_output_and_annotation(stored: Path, capsys: pytest.CaptureFixture[
         assert title in out
 
 
-@pytest.mark.parametrize(("args", "code"), [
-    (["--top", "0"], 2), (["--steps-pattern", "("], 2), (["--annotation", "[x"], 2)])
-def test_bad_options_exit_with_usage(stored: Path, args: list[str], code: int,
-                                     capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("args", "code"), [(["--top", "0"], 2), (["--steps-pattern", "("], 2), (["--annotation", "[x"], 2)]
+)
+def test_bad_options_exit_with_usage(
+    stored: Path, args: list[str], code: int, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["summary", str(stored), *args]) == code
     err = capsys.readouterr().err
     assert err.startswith("ktrace summary: error:") and "Traceback" not in err

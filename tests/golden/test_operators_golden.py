@@ -26,11 +26,13 @@ def test_operators_golden(name: str, real_trace_path) -> None:  # type: ignore[n
 
     summary = summarize(ktrace.open(real_trace_path(name)), top=8)
     d = summary_to_dict(summary)
-    compare_golden(GOLDEN / f"operators_{name}.json",
-                   json.dumps({k: d[k] for k in ("operators", "kernel_sequences")}, indent=1, sort_keys=True) + "\n")
+    compare_golden(
+        GOLDEN / f"operators_{name}.json",
+        json.dumps({k: d[k] for k in ("operators", "kernel_sequences")}, indent=1, sort_keys=True) + "\n",
+    )
     out = io.StringIO()
     render_summary(summary, Console(file=out, width=80, color_system=None, force_terminal=False))
     text = out.getvalue()
-    table = text[text.index("operators: top"):text.index("launch-to-run latency")]
+    table = text[text.index("operators: top") : text.index("launch-to-run latency")]
     assert max(len(line.rstrip()) for line in table.splitlines()) <= 80
     compare_golden(GOLDEN / f"operators_{name}.txt", table)

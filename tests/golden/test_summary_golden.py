@@ -16,8 +16,6 @@ GOLDEN = Path(__file__).parent
 TRACE = "power_iteration"
 
 
-
-
 @pytest.fixture(scope="module")
 def summary(real_trace_path):  # type: ignore[no-untyped-def]
     import ktrace
@@ -29,8 +27,9 @@ def summary(real_trace_path):  # type: ignore[no-untyped-def]
 def test_json_golden(summary) -> None:  # type: ignore[no-untyped-def]
     from ktrace.analysis.summary import summary_to_dict
 
-    compare_golden(GOLDEN / "summary_power_iteration.json",
-             json.dumps(summary_to_dict(summary), indent=1, sort_keys=True) + "\n")
+    compare_golden(
+        GOLDEN / "summary_power_iteration.json", json.dumps(summary_to_dict(summary), indent=1, sort_keys=True) + "\n"
+    )
 
 
 def test_text_golden(summary) -> None:  # type: ignore[no-untyped-def]

@@ -37,8 +37,9 @@ def _run(*args: str, cwd: Path, timeout: float = 400) -> subprocess.CompletedPro
 @pytest.fixture(scope="module")
 def captured(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     tmp = tmp_path_factory.mktemp("gpu")
-    res = _run(PY, "-m", "ktrace", "run", "-o", "t.ktrace", "--steps", "5:15", "--",
-               PY, str(LOOP), "--steps", "20", cwd=tmp)
+    res = _run(
+        PY, "-m", "ktrace", "run", "-o", "t.ktrace", "--steps", "5:15", "--", PY, str(LOOP), "--steps", "20", cwd=tmp
+    )
     assert res.returncode == 0, res.stderr
     ref = _run(PY, str(LOOP), "--steps", "20", "--window", "5:15", "--torch-profiler", cwd=tmp)
     assert ref.returncode == 0, ref.stderr
@@ -73,8 +74,21 @@ def test_two_process_torchrun_gives_two_ranks(tmp_path: Path) -> None:
         pytest.skip("torchrun not on PATH")
     worker = tmp_path / "w.py"
     worker.write_text("import torch\nx = torch.ones(1024, device='cuda')\nprint((x * 2).sum().item())\n")
-    res = _run(PY, "-m", "ktrace", "run", "-o", "d.ktrace", "--", "torchrun", "--standalone",
-               "--nproc-per-node", "2", str(worker), cwd=tmp_path)
+    res = _run(
+        PY,
+        "-m",
+        "ktrace",
+        "run",
+        "-o",
+        "d.ktrace",
+        "--",
+        "torchrun",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        str(worker),
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     trace = store.read(tmp_path / "d.ktrace")
     assert sorted(r for _, r in trace.ranks if r >= 0) == [0, 1]

@@ -36,8 +36,9 @@ def main() -> None:
     times: list[float] = []
     for step in range(args.steps):
         if args.torch_profiler and step == a:
-            prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
-                                                      torch.profiler.ProfilerActivity.CUDA])
+            prof = torch.profiler.profile(
+                activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+            )
             prof.__enter__()
         if args.torch_profiler and step == b and prof is not None:
             prof.__exit__(None, None, None)
@@ -59,8 +60,13 @@ def main() -> None:
         prof.__exit__(None, None, None)
     kernels = None
     if prof is not None:
-        kernels = sum(1 for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
-                      and "memcpy" not in e.name.lower() and "memset" not in e.name.lower())
+        kernels = sum(
+            1
+            for e in prof.events()
+            if e.device_type == torch.autograd.DeviceType.CUDA
+            and "memcpy" not in e.name.lower()
+            and "memset" not in e.name.lower()
+        )
     print(json.dumps({"step_s": times, "window": [a, b], "torch_profiler_kernels": kernels}))
 
 

@@ -19,7 +19,13 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 ALEXNET = REPO / "fixtures" / "traces" / "hta-a100-alexnet-tiny" / "benchmark_result_2869224_1695835535_trace.json.gz"
-OWLV2 = REPO / "fixtures" / "traces" / "tracelens-h100-hf-inference" / "google_owlv2-large-patch14-ensemble__1016001.json.gz"
+OWLV2 = (
+    REPO
+    / "fixtures"
+    / "traces"
+    / "tracelens-h100-hf-inference"
+    / "google_owlv2-large-patch14-ensemble__1016001.json.gz"
+)
 NSYS = REPO / "fixtures" / "traces" / "nsys-sqlite-power-iteration-t4" / "power_iteration__baseline.sqlite"
 
 ESCAPES = "\x1b]0;pwned\x07\x1b[2J\x1b[H\x9b31m\r\b\u202eevil\u2066"
@@ -27,12 +33,14 @@ ESCAPES = "\x1b]0;pwned\x07\x1b[2J\x1b[H\x9b31m\r\b\u202eevil\u2066"
 MARKUP = "[bold red on white]styled[/] [link=https://evil.example]click[/link]"
 """Rich markup: must be shown as text, never applied."""
 HOSTILE_NAME = f"k{ESCAPES}{MARKUP}"
-FORMULAS = ("=HYPERLINK(\"http://evil.example\",\"x\")", "+1+1", "-2+3", "@SUM(A1)", "\tpad", "\rret")
+FORMULAS = ('=HYPERLINK("http://evil.example","x")', "+1+1", "-2+3", "@SUM(A1)", "\tpad", "\rret")
 """Cells a spreadsheet would run as formulas (OWASP CSV injection)."""
 
 
-SIZES = {False: {"whitespace_mib": 256, "string_mib": 48, "rank_files": 1500},
-         True: {"whitespace_mib": 4096, "string_mib": 300, "rank_files": 10_000}}
+SIZES = {
+    False: {"whitespace_mib": 256, "string_mib": 48, "rank_files": 1500},
+    True: {"whitespace_mib": 4096, "string_mib": 300, "rank_files": 10_000},
+}
 """Sizes of the memory cases: small (the default; tests shrink it further) and --big (those of the reports)."""
 
 
@@ -49,23 +57,48 @@ class Case:
 
 
 def kernel(name: str, ts: float, dur: float = 5.0, corr: int = 1, tid: Any = 7, pid: Any = 0) -> dict[str, Any]:
-    return {"ph": "X", "cat": "kernel", "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
-            "args": {"device": 0, "stream": 7, "correlation": corr}}
+    return {
+        "ph": "X",
+        "cat": "kernel",
+        "name": name,
+        "pid": pid,
+        "tid": tid,
+        "ts": ts,
+        "dur": dur,
+        "args": {"device": 0, "stream": 7, "correlation": corr},
+    }
 
 
 def launch(ts: float, corr: int) -> dict[str, Any]:
-    return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 100, "ts": ts,
-            "dur": 2.0, "args": {"correlation": corr}}
+    return {
+        "ph": "X",
+        "cat": "cuda_runtime",
+        "name": "cudaLaunchKernel",
+        "pid": 100,
+        "tid": 100,
+        "ts": ts,
+        "dur": 2.0,
+        "args": {"correlation": corr},
+    }
 
 
-def kineto_doc(names: list[str], *, start: float = 1.7e15, host: str = "node1",
-               annotation: str = "step") -> dict[str, Any]:
-    events: list[dict[str, Any]] = [{"ph": "X", "cat": "user_annotation", "name": annotation, "pid": 100,
-                                     "tid": 100, "ts": start, "dur": 20.0 * (len(names) + 1)}]
+def kineto_doc(
+    names: list[str], *, start: float = 1.7e15, host: str = "node1", annotation: str = "step"
+) -> dict[str, Any]:
+    events: list[dict[str, Any]] = [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": annotation,
+            "pid": 100,
+            "tid": 100,
+            "ts": start,
+            "dur": 20.0 * (len(names) + 1),
+        }
+    ]
     for i, n in enumerate(names):
         events += [launch(start + 20 * i, i + 1), kernel(n, start + 20 * i + 5, corr=i + 1)]
-    return {"schemaVersion": 1, "hostname": host, "deviceProperties": [{"id": 0, "name": "GPU"}],
-            "traceEvents": events}
+    return {"schemaVersion": 1, "hostname": host, "deviceProperties": [{"id": 0, "name": "GPU"}], "traceEvents": events}
 
 
 def write_json(path: Path, doc: Any, gz: bool = False) -> Path:
@@ -86,19 +119,22 @@ def gzip_stream(path: Path, pieces: Callable[[], Any]) -> Path:
 
 # --- section 3: hostile names -------------------------------------------------------------------------------
 
+
 def hostile_names(d: Path, big: bool) -> Path:
-    doc = kineto_doc([HOSTILE_NAME, "plain_kernel", *FORMULAS], host=f"host{ESCAPES}{MARKUP}",
-                     annotation=f"range{ESCAPES}{MARKUP}")
+    doc = kineto_doc(
+        [HOSTILE_NAME, "plain_kernel", *FORMULAS], host=f"host{ESCAPES}{MARKUP}", annotation=f"range{ESCAPES}{MARKUP}"
+    )
     return write_json(d / "names.json", doc)
 
 
 # --- section 4: structure ----------------------------------------------------------------------------------
 
+
 def deep_args(d: Path, big: bool) -> Path:
     depth = 1000 if not big else 100_000
-    text = json.dumps(kineto_doc(["k0", "k1"])).replace('"correlation": 1}',
-                                                          '"correlation": 1, "nested": ' + '{"a": [' * depth
-                                                          + "1" + "]}" * depth + "}", 1)
+    text = json.dumps(kineto_doc(["k0", "k1"])).replace(
+        '"correlation": 1}', '"correlation": 1, "nested": ' + '{"a": [' * depth + "1" + "]}" * depth + "}", 1
+    )
     (d / "deep_args.json").write_text(text)
     return d / "deep_args.json"
 
@@ -113,7 +149,7 @@ def deep_event_list(d: Path, big: bool) -> Path:
 
 def decoy(d: Path, big: bool) -> Path:
     doc = kineto_doc([f"real{i}" for i in range(30)])
-    decoy_doc = {"traceEvents": [kernel("decoy", 1.0)], "note": "]} , \"traceEvents\": ["}
+    decoy_doc = {"traceEvents": [kernel("decoy", 1.0)], "note": ']} , "traceEvents": ['}
     out = {"schemaVersion": 1, "metadata": decoy_doc, "traceEvents_x": [], **doc}
     out["traceEvents"] = doc["traceEvents"]
     # metadata (holding a decoy traceEvents) comes first in the text
@@ -150,8 +186,7 @@ def nsys_inf(d: Path, big: bool) -> Path:
     path = d / "metrics_inf.sqlite"
     path.write_bytes(NSYS.read_bytes())
     con = sqlite3.connect(path)
-    con.execute("CREATE TABLE IF NOT EXISTS TARGET_INFO_GPU_METRICS (typeId, sourceId, typeName, metricId, "
-                "metricName)")
+    con.execute("CREATE TABLE IF NOT EXISTS TARGET_INFO_GPU_METRICS (typeId, sourceId, typeName, metricId, metricName)")
     con.execute("CREATE TABLE IF NOT EXISTS GPU_METRICS (timestamp, typeId, metricId, value)")
     con.execute("INSERT INTO TARGET_INFO_GPU_METRICS VALUES (0, 0, 'GPU', 1, 'GR Active [Throughput %]')")
     start = con.execute("SELECT MIN(start) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
@@ -182,6 +217,7 @@ def non_finite(d: Path, big: bool) -> Path:
 
 
 # --- section 4: memory --------------------------------------------------------------------------------------
+
 
 def whitespace_bomb(d: Path, big: bool) -> Path:
     doc = json.dumps(kineto_doc(["k0", "k1", "k2"])).encode()
@@ -240,25 +276,55 @@ def many_ranks(d: Path, big: bool) -> Path:
 
 
 CASES: list[Case] = [
-    Case("hostile_names", hostile_names, [["summary", "TRACE"], ["info", "TRACE"], ["check", "TRACE"],
-                                          ["report", "TRACE", "-f", "md"], ["diff", "TRACE", "TRACE"]]),
+    Case(
+        "hostile_names",
+        hostile_names,
+        [
+            ["summary", "TRACE"],
+            ["info", "TRACE"],
+            ["check", "TRACE"],
+            ["report", "TRACE", "-f", "md"],
+            ["diff", "TRACE", "TRACE"],
+        ],
+    ),
     Case("deep_args", deep_args, [["summary", "--json", "TRACE"]], expect={"code": 0, "kernels": 2}),
     Case("deep_event_list", deep_event_list, [["summary", "--json", "TRACE"]]),
     Case("decoy", decoy, [["summary", "--json", "TRACE"]], expect={"code": 0, "kernels": 30}),
     Case("folder_with_meta", folder_with_meta, [["summary", "--json", "TRACE"]], expect={"code": 0, "kernels": 10}),
     Case("years_apart", years_apart, [["check", "TRACE"], ["report", "TRACE", "-f", "md"]]),
     Case("real_years_apart", real_years_apart, [["check", "TRACE"], ["summary", "TRACE"]]),
-    Case("nsys_inf", nsys_inf, [["report", "TRACE", "-f", "md"], ["report", "TRACE", "-f", "json"],
-                                ["export", "TRACE", "-f", "chrome", "-o", "OUT/inf.json"]]),
-    Case("window_inf", hostile_names, [["export", "TRACE", "--window", "inf:", "-o", "OUT/w.json"],
-                                       ["export", "TRACE", "--window", "nan:1", "-o", "OUT/w2.json"],
-                                       ["export", "TRACE", "--window", "1e300:", "-o", "OUT/w3.json"]],
-         expect={"code": 2}),
-    Case("ranks_huge", hostile_names, [["export", "TRACE", "--ranks", "0-2000000000", "-o", "OUT/r.json"]],
-         expect={"code": 2}),
+    Case(
+        "nsys_inf",
+        nsys_inf,
+        [
+            ["report", "TRACE", "-f", "md"],
+            ["report", "TRACE", "-f", "json"],
+            ["export", "TRACE", "-f", "chrome", "-o", "OUT/inf.json"],
+        ],
+    ),
+    Case(
+        "window_inf",
+        hostile_names,
+        [
+            ["export", "TRACE", "--window", "inf:", "-o", "OUT/w.json"],
+            ["export", "TRACE", "--window", "nan:1", "-o", "OUT/w2.json"],
+            ["export", "TRACE", "--window", "1e300:", "-o", "OUT/w3.json"],
+        ],
+        expect={"code": 2},
+    ),
+    Case(
+        "ranks_huge",
+        hostile_names,
+        [["export", "TRACE", "--ranks", "0-2000000000", "-o", "OUT/r.json"]],
+        expect={"code": 2},
+    ),
     Case("huge_tid", huge_tid, [["summary", "--json", "TRACE"], ["info", "TRACE"]]),
     Case("long_host", long_host, [["summary", "--json", "TRACE"], ["import", "TRACE", "-o", "OUT/h.ktrace"]]),
-    Case("non_finite", non_finite, [["summary", "--json", "TRACE"], ["export", "TRACE", "-f", "chrome", "-o", "OUT/nf.json"]]),
+    Case(
+        "non_finite",
+        non_finite,
+        [["summary", "--json", "TRACE"], ["export", "TRACE", "-f", "chrome", "-o", "OUT/nf.json"]],
+    ),
     Case("whitespace_bomb", whitespace_bomb, [["summary", "--json", "TRACE"]]),
     Case("huge_string", huge_string, [["summary", "--json", "TRACE"]]),
     Case("huge_header", huge_header, [["summary", "--json", "TRACE"]]),
@@ -276,9 +342,11 @@ def argv_for(argv: list[str], trace: Path, out: Path) -> list[str]:
     return [str(trace) if a == "TRACE" else a.replace("OUT", str(out)) for a in argv]
 
 
-_MEASURE = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
-            "print('\\nMAXRSS_KB=%d' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); "
-            "sys.exit(r.returncode)")
+_MEASURE = (
+    "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
+    "print('\\nMAXRSS_KB=%d' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); "
+    "sys.exit(r.returncode)"
+)
 """Runs the command line in its argv and reports its peak RSS (the child's alone) on stderr."""
 
 
@@ -302,8 +370,15 @@ def _main() -> None:
         trace = build(case, a.out, a.big)
         made = time.perf_counter() - t0
         for argv in case.argvs:
-            cmd = [sys.executable, "-c", _MEASURE, sys.executable, "-m", "ktrace",
-                   *argv_for(argv, trace, a.out / case.name)]
+            cmd = [
+                sys.executable,
+                "-c",
+                _MEASURE,
+                sys.executable,
+                "-m",
+                "ktrace",
+                *argv_for(argv, trace, a.out / case.name),
+            ]
             t0 = time.perf_counter()
             r = subprocess.run(cmd, capture_output=True, env=env, timeout=600, check=False)
             secs = time.perf_counter() - t0
@@ -311,9 +386,11 @@ def _main() -> None:
             rss = int(rss_line.split()[0]) if rss_line.strip() else 0
             tb = "Traceback" in err
             last = (err.strip().splitlines() or [""])[-1][:150]
-            print(f"{case.name:18} {' '.join(argv[:1] + argv[2:]):40} rc={r.returncode:<3} {secs:6.1f}s "
-                  f"rss={rss / 1024:5.0f} MB tb={tb} made={made:.1f}s | {last}",
-                  flush=True)
+            print(
+                f"{case.name:18} {' '.join(argv[:1] + argv[2:]):40} rc={r.returncode:<3} {secs:6.1f}s "
+                f"rss={rss / 1024:5.0f} MB tb={tb} made={made:.1f}s | {last}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

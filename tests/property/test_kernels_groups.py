@@ -24,9 +24,12 @@ def test_counting_order_matches_reference(gid: list[int]) -> None:
 
 
 @settings(max_examples=60)
-@given(st.lists(st.lists(st.integers(-10**12, 10**12) | st.integers(0, 9), min_size=1, max_size=6000),
-                min_size=1, max_size=3),
-       st.lists(st.floats(0, 1), min_size=1, max_size=4))
+@given(
+    st.lists(
+        st.lists(st.integers(-(10**12), 10**12) | st.integers(0, 9), min_size=1, max_size=6000), min_size=1, max_size=3
+    ),
+    st.lists(st.floats(0, 1), min_size=1, max_size=4),
+)
 def test_quantiles_match_reference_and_polars(segments: list[list[int]], qs: list[float]) -> None:
     values = np.array([v for seg in segments for v in seg], np.int64)
     bounds = np.cumsum([0] + [len(s) for s in segments]).astype(np.int64)
@@ -59,8 +62,13 @@ def test_dense_ids_number_tuples_in_order(rows: list[tuple[int, int]]) -> None:
     assert list(zip(ua.tolist(), ub.tolist(), strict=True)) == distinct
 
 
-@given(st.lists(st.lists(st.tuples(st.integers(0, 40), st.integers(0, 10), st.integers(-1, 2)), max_size=20),
-                min_size=1, max_size=3))
+@given(
+    st.lists(
+        st.lists(st.tuples(st.integers(0, 40), st.integers(0, 10), st.integers(-1, 2)), max_size=20),
+        min_size=1,
+        max_size=3,
+    )
+)
 def test_type_coverage_matches_reference(groups_rows: list[list[tuple[int, int, int]]]) -> None:
     rows = [sorted(g) for g in groups_rows]
     start = np.array([s for g in rows for s, _, _ in g], np.int64)
@@ -77,11 +85,18 @@ def test_type_coverage_matches_reference(groups_rows: list[list[tuple[int, int, 
             assert got[gi, 0] == ref[0]
 
 
-@given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 8), st.one_of(st.none(), st.integers(0, 60))),
-                min_size=1, max_size=25),
-       st.lists(st.tuples(st.integers(0, 60), st.integers(1, 10)), max_size=5), st.integers(0, 6))
-def test_gap_categories_match_reference(recs: list[tuple[int, int, int | None]], raw_syncs: list[tuple[int, int]],
-                                        kernel_wait: int) -> None:
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 60), st.integers(0, 8), st.one_of(st.none(), st.integers(0, 60))),
+        min_size=1,
+        max_size=25,
+    ),
+    st.lists(st.tuples(st.integers(0, 60), st.integers(1, 10)), max_size=5),
+    st.integers(0, 6),
+)
+def test_gap_categories_match_reference(
+    recs: list[tuple[int, int, int | None]], raw_syncs: list[tuple[int, int]], kernel_wait: int
+) -> None:
     recs = sorted(recs, key=lambda r: r[0])
     start = np.array([r[0] for r in recs], np.int64)
     end = start + np.array([r[1] for r in recs], np.int64)
@@ -92,11 +107,14 @@ def test_gap_categories_match_reference(recs: list[tuple[int, int, int | None]],
             merged[-1][1] = max(merged[-1][1], s + d)
         else:
             merged.append([s, s + d])
-    spans = gaps.Spans(np.array([0, len(merged)], np.int64), np.array([m[0] for m in merged], np.int64),
-                       np.array([m[1] for m in merged], np.int64))
-    cat, idle, totals, counts = gaps.gap_categories(np.array([0, len(recs)], np.int64),
-                                                    gaps.Records(start, end, api), spans,
-                                                    np.array([0], np.int64), kernel_wait)
+    spans = gaps.Spans(
+        np.array([0, len(merged)], np.int64),
+        np.array([m[0] for m in merged], np.int64),
+        np.array([m[1] for m in merged], np.int64),
+    )
+    cat, idle, totals, counts = gaps.gap_categories(
+        np.array([0, len(recs)], np.int64), gaps.Records(start, end, api), spans, np.array([0], np.int64), kernel_wait
+    )
     syncs = [(m[0], m[1]) for m in merged]
     for i in range(1, len(recs)):
         ref = groups_ref.gap_category(int(end[i - 1]), int(start[i]), recs[i][2], kernel_wait, syncs)
@@ -105,8 +123,12 @@ def test_gap_categories_match_reference(recs: list[tuple[int, int, int | None]],
     assert counts.sum() == len(recs) - 1 and cat[0] == -1
 
 
-@given(st.lists(st.integers(0, 6), max_size=30), st.lists(st.integers(0, 8), max_size=30), ints,
-       st.sampled_from([1, 10**9]))
+@given(
+    st.lists(st.integers(0, 6), max_size=30),
+    st.lists(st.integers(0, 8), max_size=30),
+    ints,
+    st.sampled_from([1, 10**9]),
+)
 def test_lookup_first_matches_reference(keys: list[int], probe: list[int], order: list[int], scale: int) -> None:
     """scale 10**9 spreads the keys past the direct-address table: the sorted path."""
     keys = [k * scale for k in keys]

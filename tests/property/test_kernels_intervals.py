@@ -16,8 +16,9 @@ N_GROUPS = 3
 @st.composite
 def grouped_intervals(draw: st.DrawFn, max_size: int = 25) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Intervals (group, start, end) with small integer times, sorted by (group, start)."""
-    rows = draw(st.lists(st.tuples(st.integers(0, N_GROUPS - 1), st.integers(0, 60), st.integers(0, 15)),
-                         max_size=max_size))
+    rows = draw(
+        st.lists(st.tuples(st.integers(0, N_GROUPS - 1), st.integers(0, 60), st.integers(0, 15)), max_size=max_size)
+    )
     rows = sorted((g, s, s + d) for g, s, d in rows)
     arr = np.array(rows, dtype=np.int64).reshape(-1, 3)
     return arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy()
@@ -41,8 +42,9 @@ def test_union_length_matches_reference(data: tuple[np.ndarray, np.ndarray, np.n
 
 
 @given(grouped_intervals(), st.integers(-10, 30), st.integers(1, 17), st.integers(0, 9))
-def test_busy_per_bin_matches_reference(data: tuple[np.ndarray, np.ndarray, np.ndarray], t0: int, bin_ns: int,
-                                        n_bins: int) -> None:
+def test_busy_per_bin_matches_reference(
+    data: tuple[np.ndarray, np.ndarray, np.ndarray], t0: int, bin_ns: int, n_bins: int
+) -> None:
     g, s, e = intervals.merge_intervals(*data)
     got = intervals.busy_per_bin(g, s, e, t0, bin_ns, n_bins, N_GROUPS).tolist()
     ref = intervals_ref.busy_per_bin(g.tolist(), s.tolist(), e.tolist(), t0, bin_ns, n_bins, N_GROUPS)
@@ -65,8 +67,7 @@ def test_coverage_by_mask_matches_reference(a: tuple[np.ndarray, ...], b: tuple[
 
 @st.composite
 def nested_ranges_and_points(draw: st.DrawFn) -> tuple[np.ndarray, ...]:
-    rows = draw(st.lists(st.tuples(st.integers(0, N_GROUPS - 1), st.integers(0, 50), st.integers(1, 30)),
-                         max_size=20))
+    rows = draw(st.lists(st.tuples(st.integers(0, N_GROUPS - 1), st.integers(0, 50), st.integers(1, 30)), max_size=20))
     ranges = sorted(((g, s, s + d) for g, s, d in rows), key=lambda r: (r[0], r[1], -r[2]))
     pts = sorted(draw(st.lists(st.tuples(st.integers(0, N_GROUPS - 1), st.integers(-5, 90)), max_size=30)))
     r = np.array(ranges, dtype=np.int64).reshape(-1, 3)
@@ -95,8 +96,11 @@ def test_enclosing_parents_matches_reference(rows: list[tuple[int, int, int]]) -
 
 @st.composite
 def queue_events(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    rows = sorted(draw(st.lists(st.tuples(st.integers(0, N_GROUPS - 1), st.integers(0, 40),
-                                          st.sampled_from([-1, 1])), max_size=30)))
+    rows = sorted(
+        draw(
+            st.lists(st.tuples(st.integers(0, N_GROUPS - 1), st.integers(0, 40), st.sampled_from([-1, 1])), max_size=30)
+        )
+    )
     arr = np.array(rows, dtype=np.int64).reshape(-1, 3)
     return arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy()
 

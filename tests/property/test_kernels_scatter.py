@@ -26,28 +26,35 @@ def test_merge_runs_matches_reference(data: list[tuple[int, int]], runs_per_grou
         run_bounds.append(len(perm))
     groups = sorted({g for g, _ in run_ids})
     group_runs = [0] + [sum(1 for g, _ in run_ids if g <= h) for h in groups]
-    got = merge.merge_runs(np.array(perm, np.int64), np.array(run_bounds, np.int64),
-                           np.array(group_runs, np.int64), np.array(key, np.int64))
+    got = merge.merge_runs(
+        np.array(perm, np.int64),
+        np.array(run_bounds, np.int64),
+        np.array(group_runs, np.int64),
+        np.array(key, np.int64),
+    )
     group_bounds = [run_bounds[r] for r in group_runs]
     assert got.tolist() == groups_ref.merge_runs(perm, group_bounds, key)
 
 
-@given(st.lists(st.tuples(st.integers(0, 3), st.integers(-10**12, 10**12), st.integers(0, 10**6)), max_size=60))
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(-(10**12), 10**12), st.integers(0, 10**6)), max_size=60))
 def test_duration_groups_matches_reference(data: list[tuple[int, int, int]]) -> None:
     gid = [g for g, _, _ in data]
     start = [s for _, s, _ in data]
     end = [s + d for _, s, d in data]
     count, total, lo, hi, bounds, grouped = scatter.duration_groups(
-        np.array(gid, np.int64), np.array(start, np.int64), np.array(end, np.int64), 4)
+        np.array(gid, np.int64), np.array(start, np.int64), np.array(end, np.int64), 4
+    )
     for g, want in enumerate(groups_ref.duration_groups(gid, start, end, 4)):
-        assert grouped[bounds[g]:bounds[g + 1]].tolist() == want
+        assert grouped[bounds[g] : bounds[g + 1]].tolist() == want
         assert (count[g], total[g]) == (len(want), sum(want))
         if want:
             assert (lo[g], hi[g]) == (min(want), max(want))
 
 
-@given(st.lists(st.tuples(st.integers(-1, 4), st.integers(0, 2), st.integers(0, 10**9)), max_size=60),
-       st.lists(st.tuples(st.integers(0, 10**9), st.integers(0, 10**6)), min_size=5, max_size=5))
+@given(
+    st.lists(st.tuples(st.integers(-1, 4), st.integers(0, 2), st.integers(0, 10**9)), max_size=60),
+    st.lists(st.tuples(st.integers(0, 10**9), st.integers(0, 10**6)), min_size=5, max_size=5),
+)
 def test_launch_groups_matches_reference(records: list[tuple[int, int, int]], api: list[tuple[int, int]]) -> None:
     api_row = [r for r, _, _ in records]
     gid = [g for _, g, _ in records]
@@ -55,9 +62,10 @@ def test_launch_groups_matches_reference(records: list[tuple[int, int, int]], ap
     api_start = [a for a, _ in api]
     api_end = [a + d for a, d in api]
     count, queued, totals, maxima, bounds, values = scatter.launch_groups(
-        *(np.array(x, np.int64) for x in (api_row, api_start, api_end, start, gid)), 3)
+        *(np.array(x, np.int64) for x in (api_row, api_start, api_end, start, gid)), 3
+    )
     for g, want in enumerate(groups_ref.launch_groups(api_row, api_start, api_end, start, gid, 3)):
-        got = list(zip(*(values[j, bounds[g]:bounds[g + 1]].tolist() for j in range(3)), strict=True))
+        got = list(zip(*(values[j, bounds[g] : bounds[g + 1]].tolist() for j in range(3)), strict=True))
         assert got == want
         assert count[g] == len(want) and queued[g] == sum(1 for _, q, _ in want if q > 0)
         for j in range(3):

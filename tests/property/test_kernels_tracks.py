@@ -16,14 +16,27 @@ N_TRACKS = 3
 @st.composite
 def slices(draw: st.DrawFn, max_size: int = 30) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(track, start, end, colour) of slices in any order, small integer times."""
-    rows = draw(st.lists(st.tuples(st.integers(0, N_TRACKS - 1), st.integers(0, 60), st.integers(0, 25),
-                                   st.integers(0, 5)), max_size=max_size))
+    rows = draw(
+        st.lists(
+            st.tuples(st.integers(0, N_TRACKS - 1), st.integers(0, 60), st.integers(0, 25), st.integers(0, 5)),
+            max_size=max_size,
+        )
+    )
     arr = np.array([(t, s, s + d, c) for t, s, d, c in rows], np.int64).reshape(-1, 4)
     return arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy(), arr[:, 3].copy()
 
 
-keys = st.lists(st.tuples(st.integers(-3, 3), st.integers(-1, 2), st.sampled_from([0, 7, 2**40, -(2**50)]),
-                          st.integers(0, 2), st.integers(0, 1)), min_size=1, max_size=60)
+keys = st.lists(
+    st.tuples(
+        st.integers(-3, 3),
+        st.integers(-1, 2),
+        st.sampled_from([0, 7, 2**40, -(2**50)]),
+        st.integers(0, 2),
+        st.integers(0, 1),
+    ),
+    min_size=1,
+    max_size=60,
+)
 
 
 @given(keys)
@@ -45,10 +58,12 @@ def test_key_ids_grow_past_the_initial_table_and_broadcast_constants() -> None:
 def test_overview_bins_match_reference(data: tuple[np.ndarray, ...], t0: int, bin_ns: int, n_bins: int) -> None:
     track, start, end, colour = data
     n = track.size
-    out = tracks.overview_bins(track, np.arange(N_TRACKS), start, end, np.arange(n), colour, N_TRACKS, t0, bin_ns,
-                               n_bins)
-    busy, first, last, counts = ref.overview_bins(track.tolist(), start.tolist(), end.tolist(), colour.tolist(),
-                                                  N_TRACKS, t0, bin_ns, n_bins)
+    out = tracks.overview_bins(
+        track, np.arange(N_TRACKS), start, end, np.arange(n), colour, N_TRACKS, t0, bin_ns, n_bins
+    )
+    busy, first, last, counts = ref.overview_bins(
+        track.tolist(), start.tolist(), end.tolist(), colour.tolist(), N_TRACKS, t0, bin_ns, n_bins
+    )
     assert out.busy.tolist() == busy and out.counts.tolist() == counts
     assert out.first_colour.tolist() == first and out.last_colour.tolist() == last
 
@@ -65,7 +80,7 @@ def test_sort_and_track_arrays_match_reference(data: tuple[np.ndarray, ...], spl
         lo, hi = offsets[t], offsets[t + 1]
         s, e = start[order[lo:hi]], end[order[lo:hi]]
         assert arrays.max_end[lo:hi].tolist() == np.maximum.accumulate(e).tolist()
-        assert arrays.cum_ns[lo + t:hi + t + 1].tolist() == [0, *np.cumsum(e - s).tolist()]
+        assert arrays.cum_ns[lo + t : hi + t + 1].tolist() == [0, *np.cumsum(e - s).tolist()]
         assert int(arrays.busy_ns[t]) == ref.busy_union(s.tolist(), e.tolist())
         assert (arrays.pos[order[lo:hi]] == np.arange(hi - lo)).all()
     assert arrays.rows.tolist() == [r - split if r >= split else r for r in order.tolist()]
@@ -79,8 +94,9 @@ def keyed_slices(draw: st.DrawFn) -> tuple[list[tuple[int, ...]], np.ndarray, np
     """Rows with 5-part keys (enough distinct keys to grow the table past 64), times, colour codes, chunk cuts."""
     n = draw(st.integers(0, 400))
     many = draw(st.booleans())
-    key = st.tuples(st.integers(0, 150 if many else 3), st.integers(-1, 1), st.integers(0, 2), st.integers(0, 1),
-                    st.integers(0, 1))
+    key = st.tuples(
+        st.integers(0, 150 if many else 3), st.integers(-1, 1), st.integers(0, 2), st.integers(0, 1), st.integers(0, 1)
+    )
     rows = draw(st.lists(key, min_size=n, max_size=n))
     start = np.array(draw(st.lists(st.integers(-5, 80), min_size=n, max_size=n)), np.int64).reshape(-1)
     dur = np.array(draw(st.lists(st.integers(0, 30), min_size=n, max_size=n)), np.int64).reshape(-1)
@@ -97,8 +113,11 @@ def test_chunked_track_scan_matches_reference(data: tuple, t0: int, bin_ns: int,
     keys = [np.array([r[j] for r in rows], np.int64).reshape(-1) for j in range(5)]
     keys[0], keys[1] = keys[0].astype(np.uint32), keys[1].astype(np.int32)  # the TUI's physical dtypes
     scan = TrackScan(len(rows), t0, bin_ns, n_bins, 7, with_ids=with_ids)
-    chunks = [ChunkRows(*(k[a:b] for k in keys), start[a:b], end[a:b], codes[a:b]) for a, b in
-              zip(cuts, cuts[1:], strict=False) if b > a]
+    chunks = [
+        ChunkRows(*(k[a:b] for k in keys), start[a:b], end[a:b], codes[a:b])
+        for a, b in zip(cuts, cuts[1:], strict=False)
+        if b > a
+    ]
     for chunk in chunks:
         scan.add(chunk)
     got = scan.result()
@@ -106,8 +125,9 @@ def test_chunked_track_scan_matches_reference(data: tuple, t0: int, bin_ns: int,
     assert got.first_row.tolist() == want_first and got.keys.tolist() == [list(rows[r]) for r in want_first]
     assert got.ids.tolist() == (want_ids if with_ids else [])
     n_keys = len(want_first)
-    busy, first, last, counts = ref.overview_bins(want_ids, start.tolist(), end.tolist(), codes.tolist(), n_keys, t0,
-                                                  bin_ns, n_bins)
+    busy, first, last, counts = ref.overview_bins(
+        want_ids, start.tolist(), end.tolist(), codes.tolist(), n_keys, t0, bin_ns, n_bins
+    )
     assert got.busy.tolist() == (busy or np.zeros((0, n_bins)).tolist()) and got.counts.tolist() == counts
     assert got.first_code.reshape(-1).tolist() == sum(first, []) and got.last_code.reshape(-1).tolist() == sum(last, [])
     assert got.code_row.tolist() == ref.first_row_of_codes(codes.tolist(), 8)

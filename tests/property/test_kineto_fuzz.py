@@ -42,16 +42,21 @@ SHARE = [pytest.param(1, id="all", marks=pytest.mark.slow), pytest.param(5, id="
 
 def fuzz(examples: int, body: Callable[..., None], **strategies: st.SearchStrategy[Any]) -> None:
     """Run `body` on `examples` drawn examples, whatever the hypothesis profile says; no example database."""
-    run = settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck),
-                   database=None)(given(**strategies)(body))
+    run = settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck), database=None)(
+        given(**strategies)(body)
+    )
     run()
 
 
 def _seed_doc() -> dict[str, Any]:
     doc: dict[str, Any] = json.loads(gzip.decompress(ALEXNET.read_bytes()))
     events = doc["traceEvents"]
-    keep = [e for e in events if e.get("cat") in ("kernel", "cuda_runtime", "gpu_memcpy", "gpu_memset",
-                                                   "cuda_sync", "user_annotation", "ac2g")][:50]
+    keep = [
+        e
+        for e in events
+        if e.get("cat")
+        in ("kernel", "cuda_runtime", "gpu_memcpy", "gpu_memset", "cuda_sync", "user_annotation", "ac2g")
+    ][:50]
     doc["traceEvents"] = keep + [e for e in events if e.get("ph") == "M"][:10]
     doc["baseTimeNanoseconds"] = 0
     doc["INFO"] = ["Record counts: Out-of-range = 3, Blocklisted runtime = 2"]
@@ -60,18 +65,28 @@ def _seed_doc() -> dict[str, Any]:
 
 SEED_DOC = _seed_doc()
 SEED = json.dumps(SEED_DOC, indent=1).encode()
-OLD_ERA = json.dumps({"schemaVersion": 1, "traceEvents": [
-    {**e, "cat": {"kernel": "Kernel", "cuda_runtime": "Runtime"}.get(e.get("cat", ""), e.get("cat")),
-     "tid": f"stream {e['tid']}" if e.get("pid") == 0 else str(e.get("tid"))}
-    for e in SEED_DOC["traceEvents"]]}).encode()
+OLD_ERA = json.dumps(
+    {
+        "schemaVersion": 1,
+        "traceEvents": [
+            {
+                **e,
+                "cat": {"kernel": "Kernel", "cuda_runtime": "Runtime"}.get(e.get("cat", ""), e.get("cat")),
+                "tid": f"stream {e['tid']}" if e.get("pid") == 0 else str(e.get("tid")),
+            }
+            for e in SEED_DOC["traceEvents"]
+        ],
+    }
+).encode()
 TMP = Path(tempfile.mkdtemp(prefix="ktrace-fuzz-"))
 atexit.register(shutil.rmtree, TMP, True)
 (TMP / "seed.json").write_bytes(SEED)
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False) | st.text(max_size=8),
+    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | st.floats(allow_nan=False) | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
-    max_leaves=6)
+    max_leaves=6,
+)
 
 
 @contextmanager
@@ -114,9 +129,18 @@ def _truncated(seed: bytes, cut: float, zipped: bool) -> None:
 
 @pytest.mark.parametrize("share", SHARE)
 def test_byte_edits(share: int) -> None:
-    fuzz(150 // share, _byte_edits, seed=st.sampled_from([SEED, OLD_ERA]),
-         edits=st.lists(st.tuples(st.floats(0, 1), st.sampled_from(["flip", "insert", "delete"]),
-                                  st.binary(min_size=1, max_size=3)), min_size=1, max_size=8))
+    fuzz(
+        150 // share,
+        _byte_edits,
+        seed=st.sampled_from([SEED, OLD_ERA]),
+        edits=st.lists(
+            st.tuples(
+                st.floats(0, 1), st.sampled_from(["flip", "insert", "delete"]), st.binary(min_size=1, max_size=3)
+            ),
+            min_size=1,
+            max_size=8,
+        ),
+    )
 
 
 def _byte_edits(seed: bytes, edits: list[tuple[float, str, bytes]]) -> None:
@@ -128,7 +152,7 @@ def _byte_edits(seed: bytes, edits: list[tuple[float, str, bytes]]) -> None:
         elif op == "insert":
             data[i:i] = junk
         else:
-            del data[i:i + len(junk)]
+            del data[i : i + len(junk)]
     _survives(bytes(data))
 
 
@@ -140,19 +164,44 @@ def test_gzip_stream_damage(share: int) -> None:
 def _gzip_stream_damage(where: float, junk: bytes) -> None:
     data = bytearray(gzip.compress(SEED, mtime=0))
     i = 10 + int(where * (len(data) - 11))
-    data[i:i + len(junk)] = junk
+    data[i : i + len(junk)] = junk
     _survives(bytes(data), "fuzz.json.gz")
 
 
 @pytest.mark.parametrize("share", SHARE)
 def test_wrong_types(share: int) -> None:
-    fuzz(150 // share, _wrong_types, index=st.integers(0, len(SEED_DOC["traceEvents"]) - 1),
-         key=st.sampled_from(["ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id"]),
-         arg=st.sampled_from(["correlation", "External id", "device", "stream", "bytes", "grid", "cuda_sync_kind",
-                              "registers per thread", "name"]),
-         value=json_values, header_key=st.sampled_from(["schemaVersion", "baseTimeNanoseconds", "distributedInfo",
-                                                        "deviceProperties", "INFO", "metadata", "traceName"]),
-         header_value=json_values)
+    fuzz(
+        150 // share,
+        _wrong_types,
+        index=st.integers(0, len(SEED_DOC["traceEvents"]) - 1),
+        key=st.sampled_from(["ph", "cat", "name", "pid", "tid", "ts", "dur", "args", "id"]),
+        arg=st.sampled_from(
+            [
+                "correlation",
+                "External id",
+                "device",
+                "stream",
+                "bytes",
+                "grid",
+                "cuda_sync_kind",
+                "registers per thread",
+                "name",
+            ]
+        ),
+        value=json_values,
+        header_key=st.sampled_from(
+            [
+                "schemaVersion",
+                "baseTimeNanoseconds",
+                "distributedInfo",
+                "deviceProperties",
+                "INFO",
+                "metadata",
+                "traceName",
+            ]
+        ),
+        header_value=json_values,
+    )
 
 
 def _wrong_types(index: int, key: str, arg: str, value: Any, header_key: str, header_value: Any) -> None:
@@ -166,8 +215,11 @@ def _wrong_types(index: int, key: str, arg: str, value: Any, header_key: str, he
 
 
 def _nested(depth: int, leaf: str = "1") -> str:
-    return "".join('{"a": [' if i % 2 else "[" for i in range(depth)) + leaf + "".join(
-        "]}" if i % 2 else "]" for i in reversed(range(depth)))
+    return (
+        "".join('{"a": [' if i % 2 else "[" for i in range(depth))
+        + leaf
+        + "".join("]}" if i % 2 else "]" for i in reversed(range(depth)))
+    )
 
 
 def _structural(doc_text: str, kind: str, where: float, size: int) -> bytes:
@@ -188,15 +240,21 @@ def _structural(doc_text: str, kind: str, where: float, size: int) -> bytes:
     if kind == "whitespace":
         return compact.replace(anchor, anchor + " " * (size * 64) + "\n" * (size * 64), 1).encode()
     number = ("1e999", "-1e999", "NaN", "Infinity", "1e308", "-0")[size % 6]  # not all valid JSON: damage too
-    return re.sub(r'("(?:ts|dur|pid|tid)": )[-0-9.e]+', lambda m: m.group(1) + number, compact, count=size % 7 + 1
-                  ).encode()
+    return re.sub(
+        r'("(?:ts|dur|pid|tid)": )[-0-9.e]+', lambda m: m.group(1) + number, compact, count=size % 7 + 1
+    ).encode()
 
 
 @pytest.mark.parametrize("share", SHARE)
 def test_structure_aware(share: int) -> None:
-    fuzz(60 // share, _structure_aware,
-         kind=st.sampled_from(["nest_args", "nest_event", "decoy", "huge_string", "whitespace", "non_finite"]),
-         where=st.floats(0, 1), size=st.integers(1, 1500), zipped=st.booleans())
+    fuzz(
+        60 // share,
+        _structure_aware,
+        kind=st.sampled_from(["nest_args", "nest_event", "decoy", "huge_string", "whitespace", "non_finite"]),
+        where=st.floats(0, 1),
+        size=st.integers(1, 1500),
+        zipped=st.booleans(),
+    )
 
 
 def _structure_aware(kind: str, where: float, size: int, zipped: bool) -> None:

@@ -15,8 +15,9 @@ gpu_rows = st.lists(st.tuples(st.integers(0, 1), st.integers(0, 5)), max_size=12
 
 @settings(max_examples=80, deadline=None)
 @given(api=api_rows, gpu=gpu_rows, one_rank=st.booleans())
-def test_launch_rows_match_a_naive_join(api: list[tuple[int, int, int]], gpu: list[tuple[int, int]],
-                                        one_rank: bool) -> None:
+def test_launch_rows_match_a_naive_join(
+    api: list[tuple[int, int, int]], gpu: list[tuple[int, int]], one_rank: bool
+) -> None:
     if one_rank:
         api = [(0, c, s) for _, c, s in api]
         gpu = [(0, c) for _, c in gpu]
@@ -26,16 +27,33 @@ def test_launch_rows_match_a_naive_join(api: list[tuple[int, int, int]], gpu: li
         b = builders[rank] = TraceBuilder(node="n", rank=rank)
         mine = [r for r in api if r[0] == rank]
         api_order += mine
-        b.add("api", {"start_ns": [s for _, _, s in mine], "end_ns": [s + 1 for _, _, s in mine],
-                      "pid": [1] * len(mine), "tid": [1] * len(mine), "correlation_id": [c for _, c, _ in mine],
-                      "domain": ["runtime"] * len(mine), "name": ["cudaLaunchKernel"] * len(mine)})
+        b.add(
+            "api",
+            {
+                "start_ns": [s for _, _, s in mine],
+                "end_ns": [s + 1 for _, _, s in mine],
+                "pid": [1] * len(mine),
+                "tid": [1] * len(mine),
+                "correlation_id": [c for _, c, _ in mine],
+                "domain": ["runtime"] * len(mine),
+                "name": ["cudaLaunchKernel"] * len(mine),
+            },
+        )
     gpu_order: list[tuple[int, int]] = []
     for rank in (0, 1):
         mine = [g for g in gpu if g[0] == rank]
         gpu_order += mine
-        builders[rank].add("kernels", {"start_ns": [100] * len(mine), "end_ns": [101] * len(mine),
-                                       "device": [0] * len(mine), "stream": [7] * len(mine),
-                                       "correlation_id": [c for _, c in mine], "name": ["k"] * len(mine)})
+        builders[rank].add(
+            "kernels",
+            {
+                "start_ns": [100] * len(mine),
+                "end_ns": [101] * len(mine),
+                "device": [0] * len(mine),
+                "stream": [7] * len(mine),
+                "correlation_id": [c for _, c in mine],
+                "name": ["k"] * len(mine),
+            },
+        )
     from ktrace.model.builder import merge_traces
 
     trace = merge_traces([builders[0].build(), builders[1].build()])
@@ -72,7 +90,6 @@ def test_dense_ids_of_wide_values_need_no_lookup_table(values: list[int], with_c
     assert parts[-1].tolist() == distinct
 
 
-
 @settings(max_examples=80, deadline=None)
 @given(st.lists(st.tuples(st.integers(-1, 4), st.integers(0, 6), st.integers(0, 6)), max_size=20))
 def test_launch_runs_match_a_naive_grouping(records: list[tuple[int, int, int]]) -> None:
@@ -88,8 +105,10 @@ def test_launch_runs_match_a_naive_grouping(records: list[tuple[int, int, int]])
     for i, r in enumerate(rows.tolist()):
         if r >= 0:
             calls.setdefault(r, []).append(i)
-    expected = sorted((min(members, key=lambda i: (start[i], i)), max(end[members].tolist()), len(members))
-                      for members in calls.values())
+    expected = sorted(
+        (min(members, key=lambda i: (start[i], i)), max(end[members].tolist()), len(members))
+        for members in calls.values()
+    )
     runs = build_launch_runs(rows, start, end)
     got = list(zip(runs.first.tolist(), runs.last_end.tolist(), runs.records.tolist(), strict=True))
     assert got == expected

@@ -17,8 +17,7 @@ def nested_ranges(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     kept: list[tuple[int, int, int]] = []
     for t, s, d in candidates:
         e = s + d
-        if all(t != kt or e <= ks or ke <= s or (ks <= s and e <= ke) or (s <= ks and ke <= e)
-               for kt, ks, ke in kept):
+        if all(t != kt or e <= ks or ke <= s or (ks <= s and e <= ke) or (s <= ks and ke <= e) for kt, ks, ke in kept):
             kept.append((t, s, e))
     kept = draw(st.permutations(kept))
     arr = np.array(kept, dtype=np.int64).reshape(-1, 3)

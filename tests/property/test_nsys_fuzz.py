@@ -26,15 +26,45 @@ from ktrace.importers.nsys import import_nsys
 from ktrace.model.errors import KtraceError
 
 FIXTURE = fixture_path("power_iteration")
-KEEP = ("CUPTI_ACTIVITY_KIND_", "NVTX_EVENTS", "StringIds", "META_DATA", "TARGET_INFO", "ThreadNames", "PROCESSES",
-        "ENUM_CUDA_MEM", "ENUM_CUPTI_SYNC", "ENUM_NSYS_EVENT_CLASS")
-READ = ("CUPTI_ACTIVITY_KIND_", "NVTX_EVENTS", "StringIds", "META_DATA", "TARGET_INFO_GPU", "TARGET_INFO_S",
-        "ThreadNames", "PROCESSES")
+KEEP = (
+    "CUPTI_ACTIVITY_KIND_",
+    "NVTX_EVENTS",
+    "StringIds",
+    "META_DATA",
+    "TARGET_INFO",
+    "ThreadNames",
+    "PROCESSES",
+    "ENUM_CUDA_MEM",
+    "ENUM_CUPTI_SYNC",
+    "ENUM_NSYS_EVENT_CLASS",
+)
+READ = (
+    "CUPTI_ACTIVITY_KIND_",
+    "NVTX_EVENTS",
+    "StringIds",
+    "META_DATA",
+    "TARGET_INFO_GPU",
+    "TARGET_INFO_S",
+    "ThreadNames",
+    "PROCESSES",
+)
 """Tables whose columns the importer reads: each of their columns is dropped and mistyped in turn."""
 EVERY = [pytest.param(1, id="all", marks=pytest.mark.slow), pytest.param(7, id="every-7th")]
 """Which cases a run imports: all of them (slow), or every 7th (the default run)."""
-WRONG_VALUES = ("'text'", "x'00ff'", "1e300", "9223372036854775807", "-9223372036854775808", "NULL", "-1",
-                "'1.5'", "x''", "4294967295", "''", "-2147483649")
+WRONG_VALUES = (
+    "'text'",
+    "x'00ff'",
+    "1e300",
+    "9223372036854775807",
+    "-9223372036854775808",
+    "NULL",
+    "-1",
+    "'1.5'",
+    "x''",
+    "4294967295",
+    "''",
+    "-2147483649",
+)
 
 
 @pytest.fixture(scope="module")
@@ -49,9 +79,11 @@ def seed(tmp_path_factory: pytest.TempPathFactory) -> Path:
         elif name not in ("StringIds", "META_DATA_EXPORT", "META_DATA_CAPTURE") and not name.startswith("ENUM"):
             con.execute(f'DELETE FROM "{name}" WHERE rowid > 40')
     con.execute("DELETE FROM META_DATA_CAPTURE WHERE name LIKE '%ENVIRONMENT%' AND rowid % 5 != 0")
-    con.execute("DELETE FROM StringIds WHERE id NOT IN (SELECT nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME "
-                "UNION SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL UNION SELECT textId FROM NVTX_EVENTS "
-                "UNION SELECT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL UNION SELECT nameId FROM ThreadNames)")
+    con.execute(
+        "DELETE FROM StringIds WHERE id NOT IN (SELECT nameId FROM CUPTI_ACTIVITY_KIND_RUNTIME "
+        "UNION SELECT demangledName FROM CUPTI_ACTIVITY_KIND_KERNEL UNION SELECT textId FROM NVTX_EVENTS "
+        "UNION SELECT shortName FROM CUPTI_ACTIVITY_KIND_KERNEL UNION SELECT nameId FROM ThreadNames)"
+    )
     con.commit()
     con.execute("VACUUM")
     con.close()
@@ -60,7 +92,7 @@ def seed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def outcome(path: Path) -> str:
-    """"ok" or "error" (a one-line KtraceError); anything else escapes and fails the test with its case."""
+    """ "ok" or "error" (a one-line KtraceError); anything else escapes and fails the test with its case."""
     try:
         trace = import_nsys(path)
     except KtraceError as exc:
@@ -104,7 +136,7 @@ def byte_cases(seed: Path, out: Path) -> Iterator[tuple[str, Path]]:
     for i in range(40):
         buf = bytearray(data)
         at = int(rng.integers(0, len(buf) // page)) * page
-        buf[at:at + page] = rng.integers(0, 256, page, dtype=np.uint8).tobytes() if i % 2 else bytes(page)
+        buf[at : at + page] = rng.integers(0, 256, page, dtype=np.uint8).tobytes() if i % 2 else bytes(page)
         target.write_bytes(bytes(buf))
         yield f"page[{i}] at {at}", target
 
@@ -160,8 +192,7 @@ def test_damaged_schemas_never_escape(seed: Path, tmp_path: Path, every: int) ->
 
 
 @given(flips=st.lists(st.tuples(st.integers(min_value=0), st.integers(0, 7)), min_size=1, max_size=16))
-def test_bit_flips_property(seed: Path, tmp_path_factory: pytest.TempPathFactory,
-                            flips: list[tuple[int, int]]) -> None:
+def test_bit_flips_property(seed: Path, tmp_path_factory: pytest.TempPathFactory, flips: list[tuple[int, int]]) -> None:
     buf = bytearray(seed.read_bytes())
     for pos, bit in flips:
         buf[pos % len(buf)] ^= 1 << bit
@@ -170,8 +201,15 @@ def test_bit_flips_property(seed: Path, tmp_path_factory: pytest.TempPathFactory
     assert outcome(target) in ("ok", "error")
 
 
-HOSTILE_VALUES = ("9e999", "-9e999", "0.0 * 9e999", "'\x1b]0;t\x07\x1b[2J[bold]x[/]'", "printf('%.*c', 1000000, 'A')",
-                  "-1e20", "1e300")
+HOSTILE_VALUES = (
+    "9e999",
+    "-9e999",
+    "0.0 * 9e999",
+    "'\x1b]0;t\x07\x1b[2J[bold]x[/]'",
+    "printf('%.*c', 1000000, 'A')",
+    "-1e20",
+    "1e300",
+)
 """Non-finite numbers (SQLite REAL inf; inf * 0 is NULL), escape sequences and markup, a 1 MB string, huge floats."""
 
 
@@ -203,11 +241,13 @@ def _with_inf_metrics(seed: Path, target: Path) -> Path:
     shutil.copyfile(seed, target)
     con = sqlite3.connect(target)
     start = con.execute("SELECT MIN(start) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
-    con.executescript("CREATE TABLE TARGET_INFO_GPU_METRICS (typeId, sourceId, typeName, metricId, metricName); "
-                      "INSERT INTO TARGET_INFO_GPU_METRICS VALUES (0, 0, 'GPU', 1, 'GR Active [Throughput %]'); "
-                      "CREATE TABLE GPU_METRICS (timestamp, typeId, metricId, value); "
-                      f"INSERT INTO GPU_METRICS VALUES ({start}, 0, 1, 9e999), ({start + 10}, 0, 1, -9e999), "
-                      f"({start + 20}, 0, 1, 50.0), ({start + 30}, 0, 1, 0.0 * 9e999)")
+    con.executescript(
+        "CREATE TABLE TARGET_INFO_GPU_METRICS (typeId, sourceId, typeName, metricId, metricName); "
+        "INSERT INTO TARGET_INFO_GPU_METRICS VALUES (0, 0, 'GPU', 1, 'GR Active [Throughput %]'); "
+        "CREATE TABLE GPU_METRICS (timestamp, typeId, metricId, value); "
+        f"INSERT INTO GPU_METRICS VALUES ({start}, 0, 1, 9e999), ({start + 10}, 0, 1, -9e999), "
+        f"({start + 20}, 0, 1, 50.0), ({start + 30}, 0, 1, 0.0 * 9e999)"
+    )
     con.close()
     return target
 

@@ -37,8 +37,9 @@ def type_coverage(intervals: list[tuple[int, int, int]], n_types: int) -> list[i
     return out
 
 
-def gap_category(prev_end: int, start: int, api_start: int | None, kernel_wait_ns: int,
-                 syncs: list[tuple[int, int]]) -> int:
+def gap_category(
+    prev_end: int, start: int, api_start: int | None, kernel_wait_ns: int, syncs: list[tuple[int, int]]
+) -> int:
     """0 host_wait, 1 kernel_wait, 2 sync_wait (a sync span overlaps the open gap), 3 other."""
     if api_start is not None and api_start > prev_end:
         return 0
@@ -71,8 +72,9 @@ def duration_groups(gid: list[int], start: list[int], end: list[int], n_groups: 
     return [[e - s for g, s, e in zip(gid, start, end, strict=True) if g == h] for h in range(n_groups)]
 
 
-def launch_groups(api_row: list[int], api_start: list[int], api_end: list[int], start: list[int],
-                  gid: list[int], n_groups: int) -> list[list[tuple[int, int, int]]]:
+def launch_groups(
+    api_row: list[int], api_start: list[int], api_end: list[int], start: list[int], gid: list[int], n_groups: int
+) -> list[list[tuple[int, int, int]]]:
     """(launch latency, queue delay, api duration) of every launched record, per group, records in order."""
     out: list[list[tuple[int, int, int]]] = [[] for _ in range(n_groups)]
     for r, s, g in zip(api_row, start, gid, strict=True):

@@ -29,8 +29,9 @@ def union_length(group: list[int], start: list[int], end: list[int], n_groups: i
     return [len(c) for c in cells]
 
 
-def busy_per_bin(group: list[int], start: list[int], end: list[int], t0: int, bin_ns: int, n_bins: int,
-                 n_groups: int) -> list[list[int]]:
+def busy_per_bin(
+    group: list[int], start: list[int], end: list[int], t0: int, bin_ns: int, n_bins: int, n_groups: int
+) -> list[list[int]]:
     """Covered unit cells per bin (the intervals are disjoint within a group)."""
     out = [[0] * n_bins for _ in range(n_groups)]
     for g, s, e in zip(group, start, end, strict=True):
@@ -41,8 +42,9 @@ def busy_per_bin(group: list[int], start: list[int], end: list[int], t0: int, bi
     return out
 
 
-def coverage_by_mask(group: list[int], time: list[int], delta: list[int], n_groups: int,
-                     n_masks: int) -> list[list[int]]:
+def coverage_by_mask(
+    group: list[int], time: list[int], delta: list[int], n_groups: int, n_masks: int
+) -> list[list[int]]:
     """For every unit time cell between a group's first and last event, the mask of active kinds."""
     out = [[0] * n_masks for _ in range(n_groups)]
     events: dict[int, list[tuple[int, int]]] = {}

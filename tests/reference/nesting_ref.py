@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 
-def innermost_enclosing(r_group: list[int], r_start: list[int], r_end: list[int], p_group: list[int],
-                        p_time: list[int]) -> list[int]:
+def innermost_enclosing(
+    r_group: list[int], r_start: list[int], r_end: list[int], p_group: list[int], p_time: list[int]
+) -> list[int]:
     """For each point, among ranges of its group with start <= t < end, the one starting last
     (ties: the one listed last, i.e. the shorter one given the (start, -end) order); -1 if none."""
     out = []
@@ -35,6 +36,11 @@ def nesting_depth(thread: list[int], start: list[int], end: list[int]) -> list[i
     and end_i <= end_j); of identical ranges, the one listed first encloses the later ones."""
     out = []
     for i, (t, s, e) in enumerate(zip(thread, start, end, strict=True)):
-        out.append(sum(1 for j, (tj, sj, ej) in enumerate(zip(thread, start, end, strict=True))
-                       if j != i and tj == t and sj <= s and e <= ej and ((sj, ej) != (s, e) or j < i)))
+        out.append(
+            sum(
+                1
+                for j, (tj, sj, ej) in enumerate(zip(thread, start, end, strict=True))
+                if j != i and tj == t and sj <= s and e <= ej and ((sj, ej) != (s, e) or j < i)
+            )
+        )
     return out

@@ -88,7 +88,7 @@ def iter_packets(data: bytes) -> Iterator[bytes]:
                 break
         if pos + length > n:
             raise ValueError(f"packet at byte {pos} runs past the end of the file ({length} bytes)")
-        yield data[pos:pos + length]
+        yield data[pos : pos + length]
         pos += length
 
 

@@ -16,8 +16,16 @@ def key_ids(rows: list[tuple[int, ...]]) -> tuple[list[int], list[int]]:
     return ids, first
 
 
-def overview_bins(track: list[int], start: list[int], end: list[int], colour: list[int], n_tracks: int, t0: int,
-                  bin_ns: int, n_bins: int) -> tuple[list[list[int]], list[list[int]], list[list[int]], list[int]]:
+def overview_bins(
+    track: list[int],
+    start: list[int],
+    end: list[int],
+    colour: list[int],
+    n_tracks: int,
+    t0: int,
+    bin_ns: int,
+    n_bins: int,
+) -> tuple[list[list[int]], list[list[int]], list[list[int]], list[int]]:
     """Covered unit cells per bin (counted once per slice), first/last starting colour per bin, rows per track."""
     busy = [[0] * n_bins for _ in range(n_tracks)]
     first = [[-1] * n_bins for _ in range(n_tracks)]

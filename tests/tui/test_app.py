@@ -186,6 +186,7 @@ def test_missing_file_exits_with_code_4(tmp_path, drive) -> None:  # type: ignor
 def test_small_moves_land_where_people_expect(app, synthetic_trace, drive, settled) -> None:  # type: ignore[no-untyped-def]
     """n from the whole trace goes to the first step (not the one under the centre); panning stops at the trace's
     end; showing a kernel from the table zooms to it rather than keeping a window 100x its length."""
+
     async def scenario(pilot) -> None:  # type: ignore[no-untyped-def]
         tl = app.query_one(Timeline)
         steps = tl.steps
@@ -260,15 +261,17 @@ def test_tree_marks_the_timeline_rows_and_the_cursors_follow_each_other(app, dri
         await pilot.pause()
         assert tree.cursor_node.data.track_ids == [tl.rows[2]]
         built = leaves(tree)
-        assert built and all(str(n.label).startswith(SHOWN if n.data.track_ids[0] in tl.rows else HIDDEN)
-                             for n in built)
+        assert built and all(
+            str(n.label).startswith(SHOWN if n.data.track_ids[0] in tl.rows else HIDDEN) for n in built
+        )
         gone = tl.rows[tl.cursor]
         await pilot.press("x")  # remove the cursor's row: its leaf turns hollow
         await pilot.pause()
         assert next(str(n.label) for n in leaves(tree) if n.data.track_ids == [gone]).startswith(HIDDEN)
         await pilot.press("t")  # in the tree, a leaf shown in the timeline takes the timeline's cursor to its row
-        other = next(n for n in leaves(tree) if n.data.track_ids[0] in tl.rows
-                     and n.data.track_ids[0] != tl.rows[tl.cursor])
+        other = next(
+            n for n in leaves(tree) if n.data.track_ids[0] in tl.rows and n.data.track_ids[0] != tl.rows[tl.cursor]
+        )
         tree.move_cursor(other)
         await pilot.pause()
         assert tl.rows[tl.cursor] == other.data.track_ids[0]

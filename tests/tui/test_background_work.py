@@ -48,8 +48,15 @@ def _record_notes(app) -> list[str]:  # type: ignore[no-untyped-def]
     return notes
 
 
-def _run_while_blocked(app, monkeypatch, module: ModuleType, name: str, settle: Step,  # type: ignore[no-untyped-def]
-                       before: Step, after: Step) -> None:
+def _run_while_blocked(
+    app,
+    monkeypatch,
+    module: ModuleType,
+    name: str,
+    settle: Step,  # type: ignore[no-untyped-def]
+    before: Step,
+    after: Step,
+) -> None:
     """Run `before(pilot)` once the first screen is drawn while module.name (a loader step) is held back, then
     release it, wait for every worker and run `after(pilot)`."""
     release = threading.Event()
@@ -78,8 +85,11 @@ def _run_while_blocked(app, monkeypatch, module: ModuleType, name: str, settle: 
     asyncio.run(main())
 
 
-def test_first_screen_does_not_wait_for_steps_and_step_keys_say_so(synthetic_trace, monkeypatch,  # type: ignore[no-untyped-def]
-                                                                    settled) -> None:
+def test_first_screen_does_not_wait_for_steps_and_step_keys_say_so(
+    synthetic_trace,
+    monkeypatch,  # type: ignore[no-untyped-def]
+    settled,
+) -> None:
     app = make_app(trace=synthetic_trace, analyses=False)
     notes = _record_notes(app)
 
@@ -103,8 +113,12 @@ def test_first_screen_does_not_wait_for_steps_and_step_keys_say_so(synthetic_tra
     _run_while_blocked(app, monkeypatch, steps_module, "step_spans", settled, before, after)
 
 
-def test_details_are_computed_in_a_worker_for_the_latest_selection(synthetic_trace, monkeypatch, drive,  # type: ignore[no-untyped-def]
-                                                                   settled) -> None:
+def test_details_are_computed_in_a_worker_for_the_latest_selection(
+    synthetic_trace,
+    monkeypatch,
+    drive,  # type: ignore[no-untyped-def]
+    settled,
+) -> None:
     threads: list[str] = []
     real = app_module.describe
 
@@ -138,7 +152,7 @@ def test_table_and_details_write_the_same_start_time(drive, settled) -> None:  #
         await pilot.press("j")
         await settled(pilot)
         table = app.query_one(KernelTable)
-        duration_cell, start_cell = format_page(table.kernels, table.order[table.cursor:][:1], table.t0)[0][:2]
+        duration_cell, start_cell = format_page(table.kernels, table.order[table.cursor :][:1], table.t0)[0][:2]
         assert start_cell.endswith(("ms", "µs"))
         fields = dict(app.query_one("#kernel-details", Details).fields)
         assert fields["start"].split()[0] == start_cell and fields["duration"] == duration_cell
@@ -172,10 +186,18 @@ def test_enclosing_ranges_match_a_polars_filter(synthetic_trace) -> None:  # typ
     times += [int(ranges["start_ns"][3]), int(ranges["end_ns"][3]), index.t0 - 1]
     for rank in (0, 1):
         for t in times:
-            expected = (ranges.filter((pl.col("node").cast(pl.String) == "node0") & (pl.col("rank") == rank)
-                                      & (pl.col("start_ns") <= t)  # [start, end): a range ending at t is over
-                                      & ((pl.col("end_ns") > t) | (pl.col("end_ns") == pl.col("start_ns"))))
-                        .sort("depth", "start_ns").head(6)["name"].cast(pl.String).to_list())
+            expected = (
+                ranges.filter(
+                    (pl.col("node").cast(pl.String) == "node0")
+                    & (pl.col("rank") == rank)
+                    & (pl.col("start_ns") <= t)  # [start, end): a range ending at t is over
+                    & ((pl.col("end_ns") > t) | (pl.col("end_ns") == pl.col("start_ns")))
+                )
+                .sort("depth", "start_ns")
+                .head(6)["name"]
+                .cast(pl.String)
+                .to_list()
+            )
             assert enclosing_ranges(index, "node0", rank, t) == expected
 
 
@@ -196,14 +218,20 @@ def test_tree_busy_share_becomes_exact_once_tracks_are_sorted(synthetic_trace) -
     want = exact.filter(pl.col("stream") == int(stream.key.rsplit("/s", 1)[1]))["busy_ns"].item()
     assert not stream.label.endswith(f"busy ~{100 * want / span:.1f}%")  # the estimate is off here
     assert stream.relabel is not None and stream.relabel().endswith(f"busy {100 * want / span:.1f}%")
-    assert gpu.relabel is not None and gpu.relabel().endswith(f"busiest stream {100 * exact['busy_ns'].max() / span:.1f}%")
+    assert gpu.relabel is not None and gpu.relabel().endswith(
+        f"busiest stream {100 * exact['busy_ns'].max() / span:.1f}%"
+    )
     index.device_busy.update({("node0", 0, 0): 123_456})
     assert gpu.relabel().endswith(f"busy {100 * 123_456 / span:.1f}%")
 
 
 @pytest.mark.parametrize("analyses", [False, True])
-def test_tree_labels_built_early_show_the_exact_busy_share_later(synthetic_trace, monkeypatch, settled,  # type: ignore[no-untyped-def]
-                                                                 analyses) -> None:
+def test_tree_labels_built_early_show_the_exact_busy_share_later(
+    synthetic_trace,
+    monkeypatch,
+    settled,  # type: ignore[no-untyped-def]
+    analyses,
+) -> None:
     trace = _doubled(synthetic_trace)
     app = make_app(trace=trace, analyses=analyses)
 
@@ -234,8 +262,10 @@ def test_device_busy_reads_the_summary_busy_frame(synthetic_trace) -> None:  # t
     frame = busy_time(synthetic_trace, per="device")
     summary = type("S", (), {"busy": frame})()
     got = device_busy(summary)
-    assert got == {(str(n), r, d): b for n, r, d, b in frame.select(
-        pl.col("node").cast(pl.String), "rank", "device", "busy_ns").iter_rows()}
+    assert got == {
+        (str(n), r, d): b
+        for n, r, d, b in frame.select(pl.col("node").cast(pl.String), "rank", "device", "busy_ns").iter_rows()
+    }
     assert device_busy(object()) == {}
 
 

@@ -43,15 +43,24 @@ def test_tui_panels_show_the_reports_series_steps_and_durations(synthetic_trace)
 
 
 def test_active_share_and_mean_utilization_say_what_they_are() -> None:
-    """"50.7% active" beside a utilization "mean 33.2%" read as two answers to one question: each panel says what
+    """ "50.7% active" beside a utilization "mean 33.2%" read as two answers to one question: each panel says what
     its figure is (the counter method's active share and mean util differ by definition)."""
     import polars as pl
 
     from ktrace.tui.dashboard_panels import _active
 
-    active = pl.DataFrame({"node": ["n", "n"], "rank": [0, -1], "resource": ["gpu", "gpu"], "instance": [0, 0],
-                           "method": ["timeline", "counter"], "active_share": [0.507, 1.0],
-                           "mean_util": [None, 33.2], "samples": [10, 10]})
+    active = pl.DataFrame(
+        {
+            "node": ["n", "n"],
+            "rank": [0, -1],
+            "resource": ["gpu", "gpu"],
+            "instance": [0, 0],
+            "method": ["timeline", "counter"],
+            "active_share": [0.507, 1.0],
+            "mean_util": [None, 33.2],
+            "samples": [10, 10],
+        }
+    )
     text = " ".join(_text(_active(active)).split())
     assert "mean util 33.2%" in text
     assert "% active = share of the time from the first to the last record with any kernel or copy running" in text

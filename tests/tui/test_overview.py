@@ -19,8 +19,9 @@ def _overview(items: list[tuple[int, int]], bin_ns: int, n_bins: int) -> Overvie
     s = np.array([a for a, _ in items], np.int64)
     e = np.array([a + d for a, d in items], np.int64)
     n = s.size
-    out = overview_bins(np.zeros(n, np.int64), np.zeros(1, np.int64), s, e, np.arange(n), np.arange(n) % 5, 1, 0,
-                        bin_ns, n_bins)
+    out = overview_bins(
+        np.zeros(n, np.int64), np.zeros(1, np.int64), s, e, np.arange(n), np.arange(n) % 5, 1, 0, bin_ns, n_bins
+    )
     return Overview.from_bins(0, bin_ns, out.busy, out.first_colour, out.last_colour)
 
 
@@ -69,7 +70,7 @@ def test_colour_lut_of_rows_matches_colour_lut(synthetic_trace) -> None:  # type
         code_row[codes[row]] = row
     want = colour_lut(names)
     got = colour_lut_of_rows(names, code_row)
-    assert got[: want.size].tolist() == want.tolist() and got[want.size:].tolist() == [0] * (got.size - want.size)
+    assert got[: want.size].tolist() == want.tolist() and got[want.size :].tolist() == [0] * (got.size - want.size)
 
 
 def test_loading_mode_restores_the_switch_interval_and_gc() -> None:

@@ -21,12 +21,34 @@ def _trace(ranks: int = 1):  # type: ignore[no-untyped-def]
         streams = np.array([7, 22, 24, 84] * 5)
         starts = T0 + np.arange(streams.size, dtype=np.int64) * 10_000
         n = streams.size
-        b.add("kernels", {"start_ns": starts, "end_ns": starts + 5_000, "device": np.zeros(n, np.int32),
-                          "stream": streams, "correlation_id": np.arange(n), "name": ["k"] * n}, rank=rank)
-        b.add("ranges", {"start_ns": [T0, T0], "end_ns": [T0 + 90_000, T0 + 90_000], "pid": [4242, 0],
-                         "tid": [4242, 7], "name": ["step", "gpu step"], "domain": ["user", "gpu_user_annotation"],
-                         "depth": [0, 0], "on_gpu": [False, True], "device": [None, 0], "stream": [None, 7]},
-              rank=rank)
+        b.add(
+            "kernels",
+            {
+                "start_ns": starts,
+                "end_ns": starts + 5_000,
+                "device": np.zeros(n, np.int32),
+                "stream": streams,
+                "correlation_id": np.arange(n),
+                "name": ["k"] * n,
+            },
+            rank=rank,
+        )
+        b.add(
+            "ranges",
+            {
+                "start_ns": [T0, T0],
+                "end_ns": [T0 + 90_000, T0 + 90_000],
+                "pid": [4242, 0],
+                "tid": [4242, 7],
+                "name": ["step", "gpu step"],
+                "domain": ["user", "gpu_user_annotation"],
+                "depth": [0, 0],
+                "on_gpu": [False, True],
+                "device": [None, 0],
+                "stream": [None, 7],
+            },
+            rank=rank,
+        )
     return b.build()
 
 
@@ -89,8 +111,17 @@ def test_narrow_timelines_keep_labels_readable_and_distinct() -> None:
 def test_kernel_details_never_print_none() -> None:
     from ktrace.tui.details import _gpu_fields
 
-    rec = {"grid_x": 4, "grid_y": 1, "grid_z": 1, "block_x": 128, "block_y": 1, "block_z": 1,
-           "registers_per_thread": None, "static_shared_bytes": 0, "dynamic_shared_bytes": None}
+    rec = {
+        "grid_x": 4,
+        "grid_y": 1,
+        "grid_z": 1,
+        "block_x": 128,
+        "block_y": 1,
+        "block_z": 1,
+        "registers_per_thread": None,
+        "static_shared_bytes": 0,
+        "dynamic_shared_bytes": None,
+    }
     text = " ".join(v for _, v in _gpu_fields(rec))
     assert "None" not in text and "dynamic -" in text
     rec.update(registers_per_thread=32, static_shared_bytes=49_152, dynamic_shared_bytes=2048)
@@ -102,10 +133,19 @@ def test_breadcrumb_at_a_step_boundary_names_one_step() -> None:
     from ktrace.tui.details import enclosing_ranges
 
     b = TraceBuilder(node="host", rank=0, meta=TraceMeta(source="ktrace"))
-    b.add("ranges", {"start_ns": [T0, T0 + 100, T0 + 100], "end_ns": [T0 + 100, T0 + 200, T0 + 150],
-                     "pid": [1, 1, 1], "tid": [1, 1, 1], "name": ["ProfilerStep#7", "ProfilerStep#8", "forward"],
-                     "domain": ["profiler_step", "profiler_step", "ktrace"], "depth": [0, 0, 1],
-                     "on_gpu": [False] * 3})
+    b.add(
+        "ranges",
+        {
+            "start_ns": [T0, T0 + 100, T0 + 100],
+            "end_ns": [T0 + 100, T0 + 200, T0 + 150],
+            "pid": [1, 1, 1],
+            "tid": [1, 1, 1],
+            "name": ["ProfilerStep#7", "ProfilerStep#8", "forward"],
+            "domain": ["profiler_step", "profiler_step", "ktrace"],
+            "depth": [0, 0, 1],
+            "on_gpu": [False] * 3,
+        },
+    )
     index = build_index(b.build())
     assert enclosing_ranges(index, "host", 0, T0 + 100) == ["ProfilerStep#8", "forward"]
     assert enclosing_ranges(index, "host", 0, T0 + 50) == ["ProfilerStep#7"]
@@ -119,8 +159,9 @@ def test_dashboard_top_kernels_read_differently() -> None:
 
     gemm = "void cutlass::Kernel2<cutlass_75_wmma_tensorop_bf16_s161616gemm_bf16_32x32_32x1_{t}_align1>(Params)"
     names = [gemm.format(t=t) for t in ("tn", "nn", "nt", "tt")]  # owlv2's: equal for 59 characters
-    top = pl.DataFrame({"name": names, "total_ns": [4, 3, 2, 1], "time_share": [0.4, 0.3, 0.2, 0.1],
-                        "count": [1, 1, 1, 1]})
+    top = pl.DataFrame(
+        {"name": names, "total_ns": [4, 3, 2, 1], "time_share": [0.4, 0.3, 0.2, 0.1], "count": [1, 1, 1, 1]}
+    )
     body = _top(top, "time").body
     assert isinstance(body, Text)
     labels = [line[:60].strip() for line in body.plain.splitlines()]

@@ -14,7 +14,6 @@ SIZE = (140, 40)
 FIXTURE = fixture_path("power_iteration")
 
 
-
 def _app(analyses: bool = False):  # type: ignore[no-untyped-def]
     return make_app(FIXTURE, analyses=analyses)
 

@@ -39,9 +39,11 @@ def test_links_match_a_polars_join(synthetic_trace) -> None:  # type: ignore[no-
 
 def test_kernel_order_filters_and_sorts_like_polars(synthetic_trace) -> None:  # type: ignore[no-untyped-def]
     order = kernel_order(synthetic_trace.kernels, sort=0, descending=True, text="GEMM")
-    expected = (synthetic_trace.kernels.with_row_index("i")
-                .filter(pl.col("name").cast(pl.String).str.to_lowercase().str.contains("gemm"))
-                .with_columns(d=pl.col("end_ns") - pl.col("start_ns")))
+    expected = (
+        synthetic_trace.kernels.with_row_index("i")
+        .filter(pl.col("name").cast(pl.String).str.to_lowercase().str.contains("gemm"))
+        .with_columns(d=pl.col("end_ns") - pl.col("start_ns"))
+    )
     assert set(order.tolist()) == set(expected["i"].to_list())
     dur = (synthetic_trace.kernels["end_ns"] - synthetic_trace.kernels["start_ns"]).to_numpy()[order]
     assert (np.diff(dur) <= 0).all()

@@ -23,8 +23,19 @@ from ktrace.tui.viewmodel import (
 def _track(starts: list[int], ends: list[int], kind: str = "stream", values: list[float] | None = None):  # type: ignore[no-untyped-def]
     s, e = np.asarray(starts, np.int64), np.asarray(ends, np.int64)
     n = s.size
-    return make_track("k", "k", kind, "n", 0, s, e, np.zeros(n, np.int8), np.arange(n, dtype=np.int64),
-                      np.arange(n, dtype=np.int64), None if values is None else np.asarray(values, float))
+    return make_track(
+        "k",
+        "k",
+        kind,
+        "n",
+        0,
+        s,
+        e,
+        np.zeros(n, np.int8),
+        np.arange(n, dtype=np.int64),
+        np.arange(n, dtype=np.int64),
+        None if values is None else np.asarray(values, float),
+    )
 
 
 def _naive_busy(starts: np.ndarray, ends: np.ndarray, vp: Viewport) -> np.ndarray:

@@ -42,14 +42,24 @@ def matching_ranges(trace: Trace, pattern: str, *, regex: bool = True, on_gpu: b
     cond = name.str.contains(pattern) if regex else name == pattern
     if on_gpu is not None:
         cond = cond & (pl.col("on_gpu") == on_gpu)
-    return (trace.ranges.lazy().filter(cond)
-            .select(pl.col("node").cast(pl.String), "rank", name.alias("name"), "start_ns", "end_ns",
-                    (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"))
-            .collect())
+    return (
+        trace.ranges.lazy()
+        .filter(cond)
+        .select(
+            pl.col("node").cast(pl.String),
+            "rank",
+            name.alias("name"),
+            "start_ns",
+            "end_ns",
+            (pl.col("end_ns") - pl.col("start_ns")).alias("dur_ns"),
+        )
+        .collect()
+    )
 
 
-def annotation_histogram(trace: Trace, pattern: str, *, bins: int = 20, regex: bool = True,
-                         on_gpu: bool | None = None) -> AnnotationHistogram:
+def annotation_histogram(
+    trace: Trace, pattern: str, *, bins: int = 20, regex: bool = True, on_gpu: bool | None = None
+) -> AnnotationHistogram:
     """Histogram of the durations of the ranges matching `pattern` (SageMaker's custom histograms).
 
     Args:
@@ -69,14 +79,23 @@ def annotation_histogram(trace: Trace, pattern: str, *, bins: int = 20, regex: b
     if dur.size == 0:
         return AnnotationHistogram(pattern, 0, (), (), _stats(found))
     counts, edges = np.histogram(dur, bins=bins, range=(float(dur.min()), float(max(dur.max(), dur.min() + 1))))
-    return AnnotationHistogram(pattern, int(dur.size), tuple(float(e) for e in edges),
-                               tuple(int(c) for c in counts), _stats(found))
+    return AnnotationHistogram(
+        pattern, int(dur.size), tuple(float(e) for e in edges), tuple(int(c) for c in counts), _stats(found)
+    )
 
 
 def _stats(found: pl.DataFrame) -> pl.DataFrame:
     d = pl.col("dur_ns")
-    return (found.group_by("name")
-            .agg(count=pl.len().cast(pl.Int64), total_ns=d.sum().cast(pl.Int64), min_ns=d.min().cast(pl.Int64),
-                 mean_ns=d.mean().cast(pl.Float64), p50_ns=d.quantile(0.5, "linear").cast(pl.Float64),
-                 p95_ns=d.quantile(0.95, "linear").cast(pl.Float64), max_ns=d.max().cast(pl.Int64))
-            .sort(["total_ns", "name"], descending=[True, False]))
+    return (
+        found.group_by("name")
+        .agg(
+            count=pl.len().cast(pl.Int64),
+            total_ns=d.sum().cast(pl.Int64),
+            min_ns=d.min().cast(pl.Int64),
+            mean_ns=d.mean().cast(pl.Float64),
+            p50_ns=d.quantile(0.5, "linear").cast(pl.Float64),
+            p95_ns=d.quantile(0.95, "linear").cast(pl.Float64),
+            max_ns=d.max().cast(pl.Int64),
+        )
+        .sort(["total_ns", "name"], descending=[True, False])
+    )

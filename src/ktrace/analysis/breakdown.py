@@ -47,6 +47,7 @@ def communication_names(trace: Trace, *, index: TraceIndex | None = None) -> lis
     NCCL_KERNEL_RE (``^nccl.*Kernel``): it also counts custom all-reduce kernels (``multimem_all_reduce_kernel``);
     on every Kineto trace in shared/traces the two select exactly the same names.
     """
+
     def compute() -> list[str]:
         classes = classify_names(trace.kernels["name"].unique())
         return sorted(classes.filter(pl.col("precision") == "communication")["name"].to_list())
@@ -67,16 +68,23 @@ def _typed_activity(ix: TraceIndex) -> pl.DataFrame:
     has_collective = trace.kernels["collective"].is_not_null().to_numpy()
     collective = np.zeros(act.height, dtype=bool)
     collective[: has_collective.size] = has_collective  # gpu_activity puts kernels first
-    ktype = (pl.when(pl.col("kind") != "kernel").then(pl.lit("MEMORY"))
-             .when(pl.Series(collective) | ((pl.col("kind") == "kernel") & pl.col("name").is_in(comm_names)))
-             .then(pl.lit("COMMUNICATION")).otherwise(pl.lit("COMPUTATION")))
+    ktype = (
+        pl.when(pl.col("kind") != "kernel")
+        .then(pl.lit("MEMORY"))
+        .when(pl.Series(collective) | ((pl.col("kind") == "kernel") & pl.col("name").is_in(comm_names)))
+        .then(pl.lit("COMMUNICATION"))
+        .otherwise(pl.lit("COMPUTATION"))
+    )
     return act.with_columns(kernel_type=ktype).with_columns(
-        type_bit=pl.col("kernel_type").replace_strict({t: 1 << i for i, t in enumerate(KERNEL_TYPES)},
-                                                      return_dtype=pl.Int64))
+        type_bit=pl.col("kernel_type").replace_strict(
+            {t: 1 << i for i, t in enumerate(KERNEL_TYPES)}, return_dtype=pl.Int64
+        )
+    )
 
 
-def type_coverage(trace: Trace, per: Per = "rank", types: tuple[str, ...] = KERNEL_TYPES, *,
-                  index: TraceIndex | None = None) -> tuple[pl.DataFrame, npt.NDArray[np.int64]]:
+def type_coverage(
+    trace: Trace, per: Per = "rank", types: tuple[str, ...] = KERNEL_TYPES, *, index: TraceIndex | None = None
+) -> tuple[pl.DataFrame, npt.NDArray[np.int64]]:
     """Time spent with each subset of kernel types active, between a group's first and last record.
 
     Args:
@@ -103,8 +111,12 @@ def _record_types(ix: TraceIndex) -> npt.NDArray[np.int64]:
     c = ix.gpu_columns()
     k = ix.trace.kernels
     out = np.full(c.size, KERNEL_TYPES.index("MEMORY"), np.int64)
-    comm = k.select(pl.col("collective").is_not_null() | pl.col("name").is_in(
-        communication_names(ix.trace, index=ix))).to_series().fill_null(False).to_numpy()
+    comm = (
+        k.select(pl.col("collective").is_not_null() | pl.col("name").is_in(communication_names(ix.trace, index=ix)))
+        .to_series()
+        .fill_null(False)
+        .to_numpy()
+    )
     kernels = out[: k.height]
     kernels[:] = KERNEL_TYPES.index("COMPUTATION")
     kernels[comm] = KERNEL_TYPES.index("COMMUNICATION")
@@ -159,18 +171,23 @@ def temporal_breakdown(trace: Trace, *, index: TraceIndex | None = None) -> pl.D
     non_compute = span - compute - idle
     den = np.maximum(span, 1).astype(np.float64)
     return keys.with_columns(
-        span_ns=pl.Series(span, dtype=pl.Int64), idle_ns=pl.Series(idle, dtype=pl.Int64),
-        compute_ns=pl.Series(compute, dtype=pl.Int64), non_compute_ns=pl.Series(non_compute, dtype=pl.Int64),
-        idle_pct=pl.Series(100 * idle / den), compute_pct=pl.Series(100 * compute / den),
+        span_ns=pl.Series(span, dtype=pl.Int64),
+        idle_ns=pl.Series(idle, dtype=pl.Int64),
+        compute_ns=pl.Series(compute, dtype=pl.Int64),
+        non_compute_ns=pl.Series(non_compute, dtype=pl.Int64),
+        idle_pct=pl.Series(100 * idle / den),
+        compute_pct=pl.Series(100 * compute / den),
         non_compute_pct=pl.Series(100 * non_compute / den),
         compute_only_ns=pl.Series(mask_sum(cov, 1, 2), dtype=pl.Int64),
         compute_comm_overlap_ns=pl.Series(mask_sum(cov, 3), dtype=pl.Int64),
         comm_only_ns=pl.Series(mask_sum(cov, 2, 1), dtype=pl.Int64),
-        memory_only_ns=pl.Series(cov[:, 4], dtype=pl.Int64))
+        memory_only_ns=pl.Series(cov[:, 4], dtype=pl.Int64),
+    )
 
 
-def kernel_type_breakdown(trace: Trace, include_memory: bool = True, per: Per = "rank", *,
-                          index: TraceIndex | None = None) -> pl.DataFrame:
+def kernel_type_breakdown(
+    trace: Trace, include_memory: bool = True, per: Per = "rank", *, index: TraceIndex | None = None
+) -> pl.DataFrame:
     """Time per kernel-type combination, HTA's `get_gpu_kernel_breakdown` kernel-type table.
 
     Args:
@@ -194,4 +211,5 @@ def kernel_type_breakdown(trace: Trace, include_memory: bool = True, per: Per = 
     return keys[gi].with_columns(
         kernel_type=pl.Series([labels[x] for x in m.tolist()], dtype=pl.String),
         time_ns=pl.Series(time, dtype=pl.Int64),
-        share_pct=pl.Series(100.0 * time / np.maximum(busy[gi], 1), dtype=pl.Float64))
+        share_pct=pl.Series(100.0 * time / np.maximum(busy[gi], 1), dtype=pl.Float64),
+    )

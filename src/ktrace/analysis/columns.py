@@ -72,8 +72,9 @@ def dense_ids(columns: list[I64]) -> tuple[I64, list[I64]]:
     if len(varying) < len(columns):  # a constant column changes neither the groups nor their order
         gid, sub = dense_ids([columns[i] for i in varying])
         m = sub[0].size
-        return gid, [sub[varying.index(i)] if i in varying else np.full(m, bounds[i][0], np.int64)
-                     for i in range(len(columns))]
+        return gid, [
+            sub[varying.index(i)] if i in varying else np.full(m, bounds[i][0], np.int64) for i in range(len(columns))
+        ]
     table_limit = 4 * n + (1 << 20)  # widest lookup table worth building; wider keys are hashed
     if bounds[0][1] - bounds[0][0] + 1 > table_limit:
         return _dense_ids_wide(columns)
@@ -119,13 +120,15 @@ def _local_rank_ids(f: pl.DataFrame) -> tuple[pl.DataFrame, I64]:
     if f.height == 0:
         return pl.DataFrame(schema={"node": pl.String, "rank": pl.Int32}), np.zeros(0, np.int64)
     if _single_valued(f["node"]) and _single_valued(f["rank"]):  # one rank: no pass over the rows
-        keys = pl.DataFrame({"node": [str(f["node"][0])], "rank": [int(f["rank"][0])]},
-                            schema={"node": pl.String, "rank": pl.Int32})
+        keys = pl.DataFrame(
+            {"node": [str(f["node"][0])], "rank": [int(f["rank"][0])]}, schema={"node": pl.String, "rank": pl.Int32}
+        )
         return keys, np.zeros(f.height, np.int64)
     node, names = _codes(f["node"])
     gid, (un, ur) = dense_ids([node, f["rank"].to_numpy().astype(np.int64)])
-    keys = pl.DataFrame({"node": [names[i] for i in un.tolist()], "rank": ur},
-                        schema={"node": pl.String, "rank": pl.Int32})
+    keys = pl.DataFrame(
+        {"node": [names[i] for i in un.tolist()], "rank": ur}, schema={"node": pl.String, "rank": pl.Int32}
+    )
     return keys, gid
 
 
@@ -142,8 +145,9 @@ def combine_rank_ids(parts: list[tuple[pl.DataFrame, I64]]) -> tuple[pl.DataFram
     pairs = sorted({p for keys, _ in parts for p in keys.iter_rows()})
     index = {p: i for i, p in enumerate(pairs)}
     ids = [_renumber(np.array([index[p] for p in keys.iter_rows()], np.int64), gid) for keys, gid in parts]
-    keys = pl.DataFrame({"node": [p[0] for p in pairs], "rank": [p[1] for p in pairs]},
-                        schema={"node": pl.String, "rank": pl.Int32})
+    keys = pl.DataFrame(
+        {"node": [p[0] for p in pairs], "rank": [p[1] for p in pairs]}, schema={"node": pl.String, "rank": pl.Int32}
+    )
     return keys, ids
 
 
@@ -205,13 +209,14 @@ def concat_i64(frames: list[pl.DataFrame], col: str, null_value: int = 0) -> I64
         if s.null_count():
             s = s.fill_null(null_value)
         for chunk in s.to_frame().to_arrow().column(0).chunks:
-            out[at:at + len(chunk)] = chunk.to_numpy()
+            out[at : at + len(chunk)] = chunk.to_numpy()
             at += len(chunk)
     return out
 
 
-def build_gpu_columns(trace: Trace, kernel_ids: tuple[pl.DataFrame, I64],
-                      memory_ids: tuple[pl.DataFrame, I64]) -> GpuColumns:
+def build_gpu_columns(
+    trace: Trace, kernel_ids: tuple[pl.DataFrame, I64], memory_ids: tuple[pl.DataFrame, I64]
+) -> GpuColumns:
     """The GPU records of the trace as arrays, given the rank ids of the kernels and memory tables."""
     k, m = trace.kernels, trace.memory
     keys, (rk, rm) = combine_rank_ids([kernel_ids, memory_ids])
@@ -219,12 +224,16 @@ def build_gpu_columns(trace: Trace, kernel_ids: tuple[pl.DataFrame, I64],
     mem_kind = np.where((op == "memset").to_numpy(), 2, 1).astype(np.int64) if m.height else np.zeros(0, np.int64)
 
     return GpuColumns(
-        n_kernels=k.height, rank_keys=keys,
+        n_kernels=k.height,
+        rank_keys=keys,
         rank_id=np.zeros(k.height + m.height, np.int64) if keys.height == 1 else np.concatenate([rk, rm]),
-        device=concat_i64([k, m], "device", -1), stream=concat_i64([k, m], "stream", -1),
+        device=concat_i64([k, m], "device", -1),
+        stream=concat_i64([k, m], "stream", -1),
         kind=_kinds(k.height, mem_kind),
-        start=concat_i64([k, m], "start_ns"), end=concat_i64([k, m], "end_ns"),
-        correlation_id=concat_i64([k, m], "correlation_id", 0))
+        start=concat_i64([k, m], "start_ns"),
+        end=concat_i64([k, m], "end_ns"),
+        correlation_id=concat_i64([k, m], "correlation_id", 0),
+    )
 
 
 def _kinds(n_kernels: int, memory_kinds: I64) -> I64:
@@ -323,8 +332,11 @@ def build_launch_rows(trace: Trace, c: GpuColumns, api_ids: tuple[pl.DataFrame, 
     keys, (arank, grank) = combine_rank_ids([api_ids, (c.rank_keys, np.arange(c.rank_keys.height, dtype=np.int64))])
     corr = concat_i64([api], "correlation_id", 0)
     lo, hi = int(corr.min()), int(corr.max())
-    wide = lo < 0 or hi > 0xFFFFFFFF or bool(
-        c.size and (c.correlation_id.max() > 0xFFFFFFFF or c.correlation_id.min() < 0))
+    wide = (
+        lo < 0
+        or hi > 0xFFFFFFFF
+        or bool(c.size and (c.correlation_id.max() > 0xFFFFFFFF or c.correlation_id.min() < 0))
+    )
     if wide:  # ids beyond 32 bits: fall back to a struct key through polars
         return _launch_rows_wide(trace, c, arank, grank)
     # One rank: the id alone is the key. Id 0 means none: such calls are left out of the build side (so
@@ -385,8 +397,11 @@ def build_launch_runs(rows: I64, start: I64, end: I64) -> LaunchRuns:
 
 def memory_name_expr() -> pl.Expr:
     """The display name of a memory-table row: "Memset" or "Memcpy <copy kind>" (as Kineto names them)."""
-    return pl.when(pl.col("op").cast(pl.String) == "memset").then(pl.lit("Memset")).otherwise(
-        pl.concat_str([pl.lit("Memcpy "), pl.col("copy_kind").cast(pl.String)]))
+    return (
+        pl.when(pl.col("op").cast(pl.String) == "memset")
+        .then(pl.lit("Memset"))
+        .otherwise(pl.concat_str([pl.lit("Memcpy "), pl.col("copy_kind").cast(pl.String)]))
+    )
 
 
 def name_codes(col: pl.Series) -> tuple[I64, list[str]]:
@@ -398,8 +413,10 @@ def build_record_names(trace: Trace, kernel_codes: tuple[I64, list[str]]) -> tup
     """Name code per GPU record (kernel name; "Memset" / "Memcpy <kind>" for memory ops, as gpu_activity
     names them) and the names per code: a String Series, null first, then the names sorted."""
     k, m = trace.kernels, trace.memory
-    parts = [kernel_codes if k.height else (np.zeros(0, np.int64), []),
-             _codes(m.select(memory_name_expr().alias("n"))["n"]) if m.height else (np.zeros(0, np.int64), [])]
+    parts = [
+        kernel_codes if k.height else (np.zeros(0, np.int64), []),
+        _codes(m.select(memory_name_expr().alias("n"))["n"]) if m.height else (np.zeros(0, np.int64), []),
+    ]
     names = sorted(set(parts[0][1]) | set(parts[1][1]))
     sorted_names = np.array(names, dtype=object)
     codes = []

@@ -7,8 +7,14 @@ import polars as pl
 from ktrace.model.trace import Trace
 
 
-def counter_stats(trace: Trace, *, start_ns: int | None = None, end_ns: int | None = None,
-                  metrics: list[str] | None = None, per_instance: bool = True) -> pl.DataFrame:
+def counter_stats(
+    trace: Trace,
+    *,
+    start_ns: int | None = None,
+    end_ns: int | None = None,
+    metrics: list[str] | None = None,
+    per_instance: bool = True,
+) -> pl.DataFrame:
     """Statistics of every counter over the window [start_ns, end_ns) (SageMaker's system usage table).
 
     Args:
@@ -31,10 +37,18 @@ def counter_stats(trace: Trace, *, start_ns: int | None = None, end_ns: int | No
         frame = frame.filter(pl.col("metric").cast(pl.String).is_in(metrics))
     keys = ["node", "metric", "instance"] if per_instance else ["node", "metric"]
     value = pl.col("value")
-    return (frame.with_columns(node=pl.col("node").cast(pl.String), metric=pl.col("metric").cast(pl.String))
-            .group_by(keys)
-            .agg(samples=pl.len().cast(pl.Int64), min=value.min(), p50=value.quantile(0.5, "linear"),
-                 p95=value.quantile(0.95, "linear"), p99=value.quantile(0.99, "linear"), max=value.max(),
-                 mean=value.mean())
-            .sort(keys, nulls_last=True)
-            .collect())
+    return (
+        frame.with_columns(node=pl.col("node").cast(pl.String), metric=pl.col("metric").cast(pl.String))
+        .group_by(keys)
+        .agg(
+            samples=pl.len().cast(pl.Int64),
+            min=value.min(),
+            p50=value.quantile(0.5, "linear"),
+            p95=value.quantile(0.95, "linear"),
+            p99=value.quantile(0.99, "linear"),
+            max=value.max(),
+            mean=value.mean(),
+        )
+        .sort(keys, nulls_last=True)
+        .collect()
+    )

@@ -70,9 +70,15 @@ class Dashboard:
     """The range patterns histogrammed in summary.annotations."""
 
 
-def build_dashboard(trace: Trace, *, config: RulesConfig | None = None, annotations: tuple[str, ...] = (),
-                    top: int = 15, progress: ProgressFn = no_progress,
-                    index: TraceIndex | None = None) -> Dashboard:
+def build_dashboard(
+    trace: Trace,
+    *,
+    config: RulesConfig | None = None,
+    annotations: tuple[str, ...] = (),
+    top: int = 15,
+    progress: ProgressFn = no_progress,
+    index: TraceIndex | None = None,
+) -> Dashboard:
     """Compute the dashboard of `trace`.
 
     Args:
@@ -95,9 +101,14 @@ def build_dashboard(trace: Trace, *, config: RulesConfig | None = None, annotati
     rules = run_rules(trace, config, index=ix)
     progress(2, 3)
     span = trace.span_ns() or (0, 0)
-    dashboard = Dashboard(summary=summary, step_histogram=step_histogram(ix),
-                          utilization_bin_ms=round(auto_bin_ns(ix, 0.0) / 1e6, 6),
-                          utilization=utilization_series(ix, span[0]), rules=rules, annotations=patterns)
+    dashboard = Dashboard(
+        summary=summary,
+        step_histogram=step_histogram(ix),
+        utilization_bin_ms=round(auto_bin_ns(ix, 0.0) / 1e6, 6),
+        utilization=utilization_series(ix, span[0]),
+        rules=rules,
+        annotations=patterns,
+    )
     progress(3, 3)
     return dashboard
 
@@ -106,8 +117,9 @@ def _round(values: npt.NDArray[np.float64]) -> tuple[float, ...]:
     return tuple(round(float(v), FLOAT_DIGITS) for v in values)
 
 
-def downsample(ts_ns: npt.NDArray[np.int64], value: npt.NDArray[np.float64],
-               max_points: int = MAX_POINTS) -> tuple[tuple[float, ...], tuple[float, ...]]:
+def downsample(
+    ts_ns: npt.NDArray[np.int64], value: npt.NDArray[np.float64], max_points: int = MAX_POINTS
+) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """(seconds since the first sample, values) averaged into at most `max_points` equal-count buckets."""
     if ts_ns.size == 0:
         return (), ()
@@ -125,22 +137,30 @@ def utilization_series(index: TraceIndex, t0_ns: int) -> tuple[UtilizationSeries
     """GPU (timeline and counters) and CPU (counters) utilization over time, one series per node/GPU."""
     out: list[UtilizationSeries] = []
     util = timeline_utilization(index, 0.0)
-    for key, part in util.sort("node", "rank", "device", "ts_ns").group_by(["node", "rank", "device"],
-                                                                              maintain_order=True):
+    for key, part in util.sort("node", "rank", "device", "ts_ns").group_by(
+        ["node", "rank", "device"], maintain_order=True
+    ):
         node, rank, device = key
         x, y = downsample(part["ts_ns"].to_numpy(), part["value"].to_numpy())
         offset = (int(part["ts_ns"][0]) - t0_ns) / 1e9
-        out.append(UtilizationSeries(f"{node}/rank{rank}/GPU{device}", "timeline",
-                                     tuple(round(v + offset, FLOAT_DIGITS) for v in x), y))
+        out.append(
+            UtilizationSeries(
+                f"{node}/rank{rank}/GPU{device}", "timeline", tuple(round(v + offset, FLOAT_DIGITS) for v in x), y
+            )
+        )
     counters = index.trace.counters.filter(pl.col("metric").cast(pl.String).is_in(["gpu.util", "cpu.util"]))
     for key, part in counters.sort("node", "metric", "instance", "ts_ns").group_by(
-            [pl.col("node").cast(pl.String), pl.col("metric").cast(pl.String), "instance"], maintain_order=True):
+        [pl.col("node").cast(pl.String), pl.col("metric").cast(pl.String), "instance"], maintain_order=True
+    ):
         node, metric, instance = key
         x, y = downsample(part["ts_ns"].to_numpy(), part["value"].to_numpy())
         offset = (int(part["ts_ns"][0]) - t0_ns) / 1e9
         what = f"GPU{instance}" if metric == "gpu.util" else "CPU"
-        out.append(UtilizationSeries(f"{node}/{what}", f"counter {metric}",
-                                     tuple(round(v + offset, FLOAT_DIGITS) for v in x), y))
+        out.append(
+            UtilizationSeries(
+                f"{node}/{what}", f"counter {metric}", tuple(round(v + offset, FLOAT_DIGITS) for v in x), y
+            )
+        )
     return tuple(out)
 
 

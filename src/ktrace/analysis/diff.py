@@ -39,25 +39,49 @@ def diff_kernels(a: Trace, b: Trace, *, tolerance: float = 0.05) -> pl.DataFrame
         ``delta_ns`` (B - A total), ``delta_pct`` (vs A; null for added kernels), ``status`` (STATUSES),
         sorted by |delta_ns| descending, then name.
     """
+
     def per_name(t: Trace, suffix: str) -> pl.DataFrame:
         dur = pl.col("end_ns") - pl.col("start_ns")
         return t.kernels.group_by(pl.col("name").cast(pl.String)).agg(
-            pl.len().cast(pl.Int64).alias(f"count_{suffix}"), dur.sum().cast(pl.Int64).alias(f"total_ns_{suffix}"),
-            dur.mean().cast(pl.Float64).alias(f"mean_ns_{suffix}"))
+            pl.len().cast(pl.Int64).alias(f"count_{suffix}"),
+            dur.sum().cast(pl.Int64).alias(f"total_ns_{suffix}"),
+            dur.mean().cast(pl.Float64).alias(f"mean_ns_{suffix}"),
+        )
 
-    joined = per_name(a, "a").join(per_name(b, "b"), on="name", how="full", coalesce=True).with_columns(
-        pl.col("count_a", "count_b", "total_ns_a", "total_ns_b").fill_null(0))
+    joined = (
+        per_name(a, "a")
+        .join(per_name(b, "b"), on="name", how="full", coalesce=True)
+        .with_columns(pl.col("count_a", "count_b", "total_ns_a", "total_ns_b").fill_null(0))
+    )
     delta = pl.col("total_ns_b") - pl.col("total_ns_a")
     rel = pl.when(pl.col("total_ns_a") > 0).then(delta / pl.col("total_ns_a")).otherwise(None)
-    status = (pl.when(pl.col("count_a") == 0).then(pl.lit("added"))
-              .when(pl.col("count_b") == 0).then(pl.lit("removed"))
-              .when(rel > tolerance).then(pl.lit("increased"))
-              .when(rel < -tolerance).then(pl.lit("decreased"))
-              .otherwise(pl.lit("unchanged")))
-    return (joined.with_columns(delta_ns=delta, delta_pct=100.0 * rel, status=status)
-            .sort([delta.abs(), "name"], descending=[True, False])
-            .select("name", "count_a", "count_b", "total_ns_a", "total_ns_b", "mean_ns_a", "mean_ns_b",
-                    "delta_ns", "delta_pct", "status"))
+    status = (
+        pl.when(pl.col("count_a") == 0)
+        .then(pl.lit("added"))
+        .when(pl.col("count_b") == 0)
+        .then(pl.lit("removed"))
+        .when(rel > tolerance)
+        .then(pl.lit("increased"))
+        .when(rel < -tolerance)
+        .then(pl.lit("decreased"))
+        .otherwise(pl.lit("unchanged"))
+    )
+    return (
+        joined.with_columns(delta_ns=delta, delta_pct=100.0 * rel, status=status)
+        .sort([delta.abs(), "name"], descending=[True, False])
+        .select(
+            "name",
+            "count_a",
+            "count_b",
+            "total_ns_a",
+            "total_ns_b",
+            "mean_ns_a",
+            "mean_ns_b",
+            "delta_ns",
+            "delta_pct",
+            "status",
+        )
+    )
 
 
 def diff_steps(a: Trace, b: Trace, *, pattern: str | None = None) -> pl.DataFrame:
@@ -70,13 +94,15 @@ def diff_steps(a: Trace, b: Trace, *, pattern: str | None = None) -> pl.DataFram
     from ktrace.analysis.phases import step_spans
 
     def per_step(t: Trace, suffix: str) -> pl.DataFrame:
-        return step_spans(t, pattern=pattern).group_by("step").agg(
-            (pl.col("end_ns") - pl.col("start_ns")).mean().cast(pl.Float64).alias(f"dur_ns_{suffix}"))
+        return (
+            step_spans(t, pattern=pattern)
+            .group_by("step")
+            .agg((pl.col("end_ns") - pl.col("start_ns")).mean().cast(pl.Float64).alias(f"dur_ns_{suffix}"))
+        )
 
     joined = per_step(a, "a").join(per_step(b, "b"), on="step", how="full", coalesce=True)
     delta = pl.col("dur_ns_b") - pl.col("dur_ns_a")
-    return (joined.with_columns(delta_ns=delta, delta_pct=100.0 * delta / pl.col("dur_ns_a"))
-            .sort("step"))
+    return joined.with_columns(delta_ns=delta, delta_pct=100.0 * delta / pl.col("dur_ns_a")).sort("step")
 
 
 def trace_diff(a: Trace, b: Trace, *, tolerance: float = 0.05, pattern: str | None = None) -> TraceDiff:
@@ -88,5 +114,11 @@ def trace_diff(a: Trace, b: Trace, *, tolerance: float = 0.05, pattern: str | No
         s = steps[col].drop_nulls()
         return float(s.mean()) if s.len() else None  # type: ignore[arg-type]
 
-    return TraceDiff(kernels, steps, int(kernels["total_ns_a"].sum()), int(kernels["total_ns_b"].sum()),
-                     mean("dur_ns_a"), mean("dur_ns_b"))
+    return TraceDiff(
+        kernels,
+        steps,
+        int(kernels["total_ns_a"].sum()),
+        int(kernels["total_ns_b"].sum()),
+        mean("dur_ns_a"),
+        mean("dur_ns_b"),
+    )

@@ -23,8 +23,12 @@ def activity_distribution(trace: Trace) -> pl.DataFrame:
     Returns:
         ``activity`` (one of ACTIVITIES), ``count``, ``time_ns``, ``share`` (0-1); all four rows always.
     """
-    mem = trace.memory.lazy().group_by(pl.col("op").cast(pl.String)).agg(
-        count=pl.len().cast(pl.Int64), time_ns=_dur().sum()).collect()
+    mem = (
+        trace.memory.lazy()
+        .group_by(pl.col("op").cast(pl.String))
+        .agg(count=pl.len().cast(pl.Int64), time_ns=_dur().sum())
+        .collect()
+    )
     by_op = {str(r["op"]): (int(r["count"]), int(r["time_ns"])) for r in mem.iter_rows(named=True)}
     rows = {
         "kernels": (trace.kernels.height, int(trace.kernels.select(_dur().sum()).item() or 0)),
@@ -32,10 +36,14 @@ def activity_distribution(trace: Trace) -> pl.DataFrame:
         "memset": by_op.get("memset", (0, 0)),
         "sync": (trace.syncs.height, int(trace.syncs.select(_dur().sum()).item() or 0)),
     }
-    frame = pl.DataFrame({"activity": list(ACTIVITIES),
-                          "count": [rows[a][0] for a in ACTIVITIES],
-                          "time_ns": [rows[a][1] for a in ACTIVITIES]},
-                         schema={"activity": pl.String, "count": pl.Int64, "time_ns": pl.Int64})
+    frame = pl.DataFrame(
+        {
+            "activity": list(ACTIVITIES),
+            "count": [rows[a][0] for a in ACTIVITIES],
+            "time_ns": [rows[a][1] for a in ACTIVITIES],
+        },
+        schema={"activity": pl.String, "count": pl.Int64, "time_ns": pl.Int64},
+    )
     total = max(int(frame["time_ns"].sum()), 1)
     return frame.with_columns(share=pl.col("time_ns") / total)
 
@@ -43,9 +51,13 @@ def activity_distribution(trace: Trace) -> pl.DataFrame:
 def host_memory_expr() -> pl.Expr:
     """The host side of a copy: src_kind for HtoD/HtoH, dst_kind for DtoH, "-" for device-only copies."""
     kind = pl.col("copy_kind").cast(pl.String)
-    return (pl.when(kind.is_in(["HtoD", "HtoH"])).then(pl.col("src_kind").cast(pl.String))
-            .when(kind == "DtoH").then(pl.col("dst_kind").cast(pl.String))
-            .otherwise(pl.lit("-")))
+    return (
+        pl.when(kind.is_in(["HtoD", "HtoH"]))
+        .then(pl.col("src_kind").cast(pl.String))
+        .when(kind == "DtoH")
+        .then(pl.col("dst_kind").cast(pl.String))
+        .otherwise(pl.lit("-"))
+    )
 
 
 def memory_distribution(trace: Trace) -> pl.DataFrame:
@@ -58,22 +70,30 @@ def memory_distribution(trace: Trace) -> pl.DataFrame:
         total time, GB/s = bytes per ns; null when time is 0), sorted by time descending.
     """
     is_copy = pl.col("op").cast(pl.String) == "memcpy"
-    grouped = (trace.memory.lazy()
-               .with_columns(op=pl.col("op").cast(pl.String),
-                             copy_kind=pl.when(is_copy).then(pl.col("copy_kind").cast(pl.String))
-                             .otherwise(pl.lit("-")),
-                             host_memory=pl.when(is_copy).then(host_memory_expr()).otherwise(pl.lit("-")),
-                             dur=_dur())
-               .group_by(["op", "copy_kind", "host_memory"])
-               .agg(count=pl.len().cast(pl.Int64), bytes=pl.col("bytes").fill_null(0).sum().cast(pl.Int64),
-                    time_ns=pl.col("dur").sum().cast(pl.Int64))
-               .collect())
+    grouped = (
+        trace.memory.lazy()
+        .with_columns(
+            op=pl.col("op").cast(pl.String),
+            copy_kind=pl.when(is_copy).then(pl.col("copy_kind").cast(pl.String)).otherwise(pl.lit("-")),
+            host_memory=pl.when(is_copy).then(host_memory_expr()).otherwise(pl.lit("-")),
+            dur=_dur(),
+        )
+        .group_by(["op", "copy_kind", "host_memory"])
+        .agg(
+            count=pl.len().cast(pl.Int64),
+            bytes=pl.col("bytes").fill_null(0).sum().cast(pl.Int64),
+            time_ns=pl.col("dur").sum().cast(pl.Int64),
+        )
+        .collect()
+    )
     total = max(int(grouped["time_ns"].sum()), 1)
-    return (grouped.with_columns(
+    return grouped.with_columns(
         time_share=pl.col("time_ns") / total,
-        bandwidth_gbps=pl.when(pl.col("time_ns") > 0).then(pl.col("bytes") / pl.col("time_ns"))
-        .otherwise(None).cast(pl.Float64))
-        .sort(["time_ns", "op", "copy_kind", "host_memory"], descending=[True, False, False, False]))
+        bandwidth_gbps=pl.when(pl.col("time_ns") > 0)
+        .then(pl.col("bytes") / pl.col("time_ns"))
+        .otherwise(None)
+        .cast(pl.Float64),
+    ).sort(["time_ns", "op", "copy_kind", "host_memory"], descending=[True, False, False, False])
 
 
 def memory_op_label(op: object, copy_kind: object, host_memory: object) -> str:

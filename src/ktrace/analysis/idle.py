@@ -79,15 +79,15 @@ def _sync_spans(trace: Trace, sync_pattern: str, rank_keys: pl.DataFrame) -> tup
 _GAPS = Slot[tuple[RowGroups, Any, Any, Any, Any, Any]]("gap_arrays")
 
 
-def _gap_arrays(trace: Trace, kernel_wait_ns: int, sync_pattern: str,
-                index: TraceIndex | None) -> tuple[RowGroups, Any, Any, Any, Any, Any]:
+def _gap_arrays(
+    trace: Trace, kernel_wait_ns: int, sync_pattern: str, index: TraceIndex | None
+) -> tuple[RowGroups, Any, Any, Any, Any, Any]:
     """(stream RowGroups, api start per sorted record, category, idle ns, idle [groups, 4], gaps [groups, 4])."""
     ix = TraceIndex.of(trace, index)
     return ix.get(_GAPS, lambda: _compute_gaps(ix, kernel_wait_ns, sync_pattern), kernel_wait_ns, sync_pattern)
 
 
-def _compute_gaps(ix: TraceIndex, kernel_wait_ns: int,
-                  sync_pattern: str) -> tuple[RowGroups, Any, Any, Any, Any, Any]:
+def _compute_gaps(ix: TraceIndex, kernel_wait_ns: int, sync_pattern: str) -> tuple[RowGroups, Any, Any, Any, Any, Any]:
     from ktrace.analysis._kernels.gaps import NO_LAUNCH, Records, gap_categories
 
     trace = ix.trace
@@ -103,8 +103,13 @@ def _compute_gaps(ix: TraceIndex, kernel_wait_ns: int,
     return g, records, category, idle, totals, counts
 
 
-def idle_gaps(trace: Trace, kernel_wait_ns: int = KERNEL_WAIT_NS, sync_pattern: str = SYNC_API_RE, *,
-              index: TraceIndex | None = None) -> pl.DataFrame:
+def idle_gaps(
+    trace: Trace,
+    kernel_wait_ns: int = KERNEL_WAIT_NS,
+    sync_pattern: str = SYNC_API_RE,
+    *,
+    index: TraceIndex | None = None,
+) -> pl.DataFrame:
     """Every gap between consecutive GPU records (kernel, memcpy, memset) of a stream, categorized.
 
     Args:
@@ -126,11 +131,17 @@ def idle_gaps(trace: Trace, kernel_wait_ns: int = KERNEL_WAIT_NS, sync_pattern: 
     prev_end = np.roll(rec.end, 1)[keep]
     api = rec.api_start[keep]
     labels = pl.Series(list(CATEGORIES), dtype=pl.String)
-    return _stream_keys(g.keys)[gid].with_columns(
-        gap_start_ns=pl.Series(prev_end, dtype=pl.Int64), gap_end_ns=pl.Series(rec.start[keep], dtype=pl.Int64),
-        api_start_ns=pl.Series(api, dtype=pl.Int64), idle_ns=pl.Series(idle[keep], dtype=pl.Int64),
-        idle_category=labels.gather(category[keep].astype(np.int64))).with_columns(
-        api_start_ns=pl.when(pl.col("api_start_ns") != NO_LAUNCH).then(pl.col("api_start_ns")))
+    return (
+        _stream_keys(g.keys)[gid]
+        .with_columns(
+            gap_start_ns=pl.Series(prev_end, dtype=pl.Int64),
+            gap_end_ns=pl.Series(rec.start[keep], dtype=pl.Int64),
+            api_start_ns=pl.Series(api, dtype=pl.Int64),
+            idle_ns=pl.Series(idle[keep], dtype=pl.Int64),
+            idle_category=labels.gather(category[keep].astype(np.int64)),
+        )
+        .with_columns(api_start_ns=pl.when(pl.col("api_start_ns") != NO_LAUNCH).then(pl.col("api_start_ns")))
+    )
 
 
 def _stream_keys(keys: pl.DataFrame) -> pl.DataFrame:
@@ -143,11 +154,17 @@ def _category_rows(keys: pl.DataFrame, groups: npt.NDArray[np.int64], totals: An
     return _stream_keys(keys)[np.repeat(groups, n_cat)].with_columns(
         idle_category=pl.Series(list(CATEGORIES) * groups.size, dtype=pl.String),
         idle_ns=pl.Series(totals[groups].reshape(-1), dtype=pl.Int64),
-        gaps=pl.Series(counts[groups].reshape(-1), dtype=pl.Int64))
+        gaps=pl.Series(counts[groups].reshape(-1), dtype=pl.Int64),
+    )
 
 
-def idle_breakdown(trace: Trace, kernel_wait_ns: int = KERNEL_WAIT_NS, sync_pattern: str = SYNC_API_RE, *,
-                   index: TraceIndex | None = None) -> pl.DataFrame:
+def idle_breakdown(
+    trace: Trace,
+    kernel_wait_ns: int = KERNEL_WAIT_NS,
+    sync_pattern: str = SYNC_API_RE,
+    *,
+    index: TraceIndex | None = None,
+) -> pl.DataFrame:
     """Idle time per stream split by cause (HTA's `get_idle_time_breakdown`, every rank and stream).
 
     Args:
@@ -165,7 +182,8 @@ def idle_breakdown(trace: Trace, kernel_wait_ns: int = KERNEL_WAIT_NS, sync_patt
     total = pl.col("idle_ns").sum().over(STREAM_KEYS)
     order = pl.col("idle_category").replace_strict({c: i for i, c in enumerate(CATEGORIES)}, return_dtype=pl.Int32)
     return full.with_columns(idle_ratio=pl.when(total > 0).then(pl.col("idle_ns") / total).otherwise(0.0)).sort(
-        *STREAM_KEYS, order)
+        *STREAM_KEYS, order
+    )
 
 
 _DEVICE_GAPS = Slot[tuple[RowGroups, Any, Any]]("device_gap_arrays")
@@ -185,8 +203,9 @@ def _compute_device_gaps(ix: TraceIndex, kernel_wait_ns: int, sync_pattern: str)
     # the launch of each merged interval's opening: the earliest launch among records starting at its start
     # (NO_LAUNCH, the int64 minimum, wins: a record without a launch cannot make the gap a host wait)
     n = start.size
-    run_start = np.flatnonzero(np.r_[True, (gid[1:] != gid[:-1]) | (start[1:] != start[:-1])]) if n else \
-        np.zeros(0, np.int64)
+    run_start = (
+        np.flatnonzero(np.r_[True, (gid[1:] != gid[:-1]) | (start[1:] != start[:-1])]) if n else np.zeros(0, np.int64)
+    )
     run_launch = np.minimum.reduceat(launched, run_start) if n else np.zeros(0, np.int64)
     run_group, run_time = gid[run_start], start[run_start]
     groups = np.arange(g.n_groups + 1)
@@ -194,7 +213,7 @@ def _compute_device_gaps(ix: TraceIndex, kernel_wait_ns: int, sync_pattern: str)
     opening_launch = np.empty(merged_start.size, np.int64)
     for d in range(g.n_groups):  # one pass per device: few
         a, b = merged_lo[d], merged_lo[d + 1]
-        at = run_lo[d] + np.searchsorted(run_time[run_lo[d]:run_lo[d + 1]], merged_start[a:b])
+        at = run_lo[d] + np.searchsorted(run_time[run_lo[d] : run_lo[d + 1]], merged_start[a:b])
         opening_launch[a:b] = run_launch[at]
     spans, sync_group = _sync_spans(trace, sync_pattern, c.rank_keys)
     group_sync = sync_group[c.rank_id[g.perm[g.bounds[:-1]]]] if g.n_groups else np.zeros(0, np.int64)
@@ -203,8 +222,13 @@ def _compute_device_gaps(ix: TraceIndex, kernel_wait_ns: int, sync_pattern: str)
     return g, totals, counts
 
 
-def device_idle_breakdown(trace: Trace, kernel_wait_ns: int = KERNEL_WAIT_NS, sync_pattern: str = SYNC_API_RE, *,
-                          index: TraceIndex | None = None) -> pl.DataFrame:
+def device_idle_breakdown(
+    trace: Trace,
+    kernel_wait_ns: int = KERNEL_WAIT_NS,
+    sync_pattern: str = SYNC_API_RE,
+    *,
+    index: TraceIndex | None = None,
+) -> pl.DataFrame:
     """Idle time per device split by cause, summing to the device's idle time (see the module docstring).
 
     Args:
@@ -218,17 +242,20 @@ def device_idle_breakdown(trace: Trace, kernel_wait_ns: int = KERNEL_WAIT_NS, sy
         category for every device with a gap (0 when none).
     """
     ix = TraceIndex.of(trace, index)
-    g, totals, counts = ix.get(_DEVICE_GAPS, lambda: _compute_device_gaps(ix, kernel_wait_ns, sync_pattern),
-                               kernel_wait_ns, sync_pattern)
+    g, totals, counts = ix.get(
+        _DEVICE_GAPS, lambda: _compute_device_gaps(ix, kernel_wait_ns, sync_pattern), kernel_wait_ns, sync_pattern
+    )
     keys = ["node", "rank", "device"]
     full = _category_rows(g.keys, np.flatnonzero(counts.sum(axis=1) > 0), totals, counts)
     total = pl.col("idle_ns").sum().over(keys)
     return full.select(*keys, "idle_category", "idle_ns", "gaps").with_columns(
-        idle_share=pl.when(total > 0).then(pl.col("idle_ns") / total).otherwise(0.0))
+        idle_share=pl.when(total > 0).then(pl.col("idle_ns") / total).otherwise(0.0)
+    )
 
 
-def gpu_gaps(trace: Trace, per: Per = "device", min_gap_ns: int = 0, *,
-             index: TraceIndex | None = None) -> pl.DataFrame:
+def gpu_gaps(
+    trace: Trace, per: Per = "device", min_gap_ns: int = 0, *, index: TraceIndex | None = None
+) -> pl.DataFrame:
     """Gaps between the busy intervals (union of GPU records) of each device (or rank/stream).
 
     Args:
@@ -246,6 +273,8 @@ def gpu_gaps(trace: Trace, per: Per = "device", min_gap_ns: int = 0, *,
     same = mg[1:] == mg[:-1]
     gs, ge, gg = me[:-1][same], ms[1:][same], mg[1:][same]
     keep = (ge - gs) >= max(min_gap_ns, 1)
-    return g.keys[gg[keep]].with_columns(gap_start_ns=pl.Series(gs[keep], dtype=pl.Int64),
-                                         gap_end_ns=pl.Series(ge[keep], dtype=pl.Int64),
-                                         gap_ns=pl.Series((ge - gs)[keep], dtype=pl.Int64))
+    return g.keys[gg[keep]].with_columns(
+        gap_start_ns=pl.Series(gs[keep], dtype=pl.Int64),
+        gap_end_ns=pl.Series(ge[keep], dtype=pl.Int64),
+        gap_ns=pl.Series((ge - gs)[keep], dtype=pl.Int64),
+    )

@@ -49,9 +49,17 @@ from ktrace.model.trace import Trace
 T = TypeVar("T")
 I64 = npt.NDArray[np.int64]
 
-_ACTIVITY_SCHEMA = {"node": pl.Categorical, "rank": pl.Int32, "device": pl.Int32, "stream": pl.Int64,
-                    "kind": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64,
-                    "correlation_id": pl.Int64, "graph_id": pl.Int64}
+_ACTIVITY_SCHEMA = {
+    "node": pl.Categorical,
+    "rank": pl.Int32,
+    "device": pl.Int32,
+    "stream": pl.Int64,
+    "kind": pl.String,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "correlation_id": pl.Int64,
+    "graph_id": pl.Int64,
+}
 
 
 @dataclass(frozen=True)
@@ -103,8 +111,9 @@ class TraceIndex:
 
     def table_rank_ids(self, table: str) -> tuple[pl.DataFrame, I64]:
         """(keys: node String, rank Int32; id per row) of one table (merge several with combine_rank_ids)."""
-        found: tuple[pl.DataFrame, I64] = self._once(("table_rank_ids", table),
-                                                      lambda: local_rank_ids(self.trace.table(table)))
+        found: tuple[pl.DataFrame, I64] = self._once(
+            ("table_rank_ids", table), lambda: local_rank_ids(self.trace.table(table))
+        )
         return found
 
     def rank_pairs(self) -> pl.DataFrame:
@@ -114,8 +123,10 @@ class TraceIndex:
 
     def gpu_columns(self) -> GpuColumns:
         """Every GPU record (kernels then memory ops) as int64 arrays."""
-        found: GpuColumns = self._once("gpu_columns", lambda: build_gpu_columns(
-            self.trace, self.table_rank_ids("kernels"), self.table_rank_ids("memory")))
+        found: GpuColumns = self._once(
+            "gpu_columns",
+            lambda: build_gpu_columns(self.trace, self.table_rank_ids("kernels"), self.table_rank_ids("memory")),
+        )
         return found
 
     # Time order ------------------------------------------------------------------------------------------
@@ -148,8 +159,9 @@ class TraceIndex:
 
     def sorted_intervals(self, per: Per) -> tuple[RowGroups, I64, I64, I64]:
         """(row groups, group id, start, end) of the GPU records in (group, start) order."""
-        found: tuple[RowGroups, I64, I64, I64] = self._once(("sorted_intervals", per),
-                                                            lambda: self._sorted_intervals(per))
+        found: tuple[RowGroups, I64, I64, I64] = self._once(
+            ("sorted_intervals", per), lambda: self._sorted_intervals(per)
+        )
         return found
 
     def _sorted_intervals(self, per: Per) -> tuple[RowGroups, I64, I64, I64]:
@@ -164,18 +176,22 @@ class TraceIndex:
 
     def api_times(self) -> tuple[I64, I64]:
         """(start_ns, end_ns) of every api row as int64 arrays."""
-        found: tuple[I64, I64] = self._once("api_times", lambda: (
-            concat_i64([self.trace.api], "start_ns"), concat_i64([self.trace.api], "end_ns")))
+        found: tuple[I64, I64] = self._once(
+            "api_times", lambda: (concat_i64([self.trace.api], "start_ns"), concat_i64([self.trace.api], "end_ns"))
+        )
         return found
 
     def launch_rows(self) -> I64:
         """The api row (index into trace.api) launching each GPU record, -1 without one."""
-        found: I64 = self._once("launch_rows", lambda: build_launch_rows(
-            self.trace, self.gpu_columns(), self.table_rank_ids("api"), self.api_times()[0]))
+        found: I64 = self._once(
+            "launch_rows",
+            lambda: build_launch_rows(self.trace, self.gpu_columns(), self.table_rank_ids("api"), self.api_times()[0]),
+        )
         return found
 
     def launch_runs(self) -> LaunchRuns:
         """The launch calls with a GPU record, one entry each (a CUDA graph launch counts once)."""
+
         def compute() -> LaunchRuns:
             c = self.gpu_columns()
             return build_launch_runs(self.launch_rows(), c.start, c.end)
@@ -187,31 +203,43 @@ class TraceIndex:
 
     def kernel_name_codes(self) -> tuple[I64, list[str]]:
         """Lexical code of each kernel's name (-1 for null) and the sorted distinct names."""
-        found: tuple[I64, list[str]] = self._once("kernel_name_codes",
-                                                  lambda: name_codes(self.trace.kernels["name"]))
+        found: tuple[I64, list[str]] = self._once("kernel_name_codes", lambda: name_codes(self.trace.kernels["name"]))
         return found
 
     def record_names(self) -> tuple[I64, pl.Series]:
         """Name code per GPU record ("Memset" / "Memcpy <kind>" for memory ops) and the names per code
         (a String Series: null first, then the names sorted)."""
-        found: tuple[I64, pl.Series] = self._once("record_names", lambda: build_record_names(
-            self.trace, self.kernel_name_codes()))
+        found: tuple[I64, pl.Series] = self._once(
+            "record_names", lambda: build_record_names(self.trace, self.kernel_name_codes())
+        )
         return found
 
     def gpu_activity(self, with_names: bool = False) -> pl.DataFrame:
         """Every GPU record (kernels, then memory ops) as one frame; see utilization.gpu_activity."""
-        found: pl.DataFrame = self._once(("gpu_activity", with_names),
-                                         lambda: _gpu_activity(self.trace, with_names))
+        found: pl.DataFrame = self._once(("gpu_activity", with_names), lambda: _gpu_activity(self.trace, with_names))
         return found
 
 
 def _gpu_activity(trace: Trace, with_names: bool) -> pl.DataFrame:
     base: list[str | pl.Expr] = ["node", "rank", "device", pl.col("stream").fill_null(-1)]
-    k = trace.kernels.select(*base, pl.lit("kernel").alias("kind"), "start_ns", "end_ns", "correlation_id",
-                             "graph_id", *(["name"] if with_names else []))
-    m = trace.memory.select(*base, pl.col("op").cast(pl.String).alias("kind"), "start_ns", "end_ns",
-                            "correlation_id", "graph_id",
-                            *([memory_name_expr().cast(pl.Categorical).alias("name")] if with_names else []))
+    k = trace.kernels.select(
+        *base,
+        pl.lit("kernel").alias("kind"),
+        "start_ns",
+        "end_ns",
+        "correlation_id",
+        "graph_id",
+        *(["name"] if with_names else []),
+    )
+    m = trace.memory.select(
+        *base,
+        pl.col("op").cast(pl.String).alias("kind"),
+        "start_ns",
+        "end_ns",
+        "correlation_id",
+        "graph_id",
+        *([memory_name_expr().cast(pl.Categorical).alias("name")] if with_names else []),
+    )
     k = k.with_row_index("row")
     m = m.with_row_index("row")
     frames = [f for f in (k, m) if f.height] or [k]

@@ -38,8 +38,9 @@ class KernelSequences:
     time, descending."""
 
 
-def kernel_sequences(trace: Trace, *, length: int = DEFAULT_LENGTH, top: int = 10,
-                     index: TraceIndex | None = None) -> KernelSequences | None:
+def kernel_sequences(
+    trace: Trace, *, length: int = DEFAULT_LENGTH, top: int = 10, index: TraceIndex | None = None
+) -> KernelSequences | None:
     """The `top` sequences of `length` consecutive kernels repeated most often on a stream.
 
     Returns:
@@ -61,7 +62,7 @@ def kernel_sequences(trace: Trace, *, length: int = DEFAULT_LENGTH, top: int = 1
     code = codes[rows]
     dur = c.end[rows] - c.start[rows]
     n = rows.size - length + 1
-    window = np.flatnonzero(gid[:n] == gid[length - 1:])  # the window's kernels share one stream
+    window = np.flatnonzero(gid[:n] == gid[length - 1 :])  # the window's kernels share one stream
     if window.size == 0:
         return None
     seq, uniq = dense_ids([code[window + j] for j in range(length)])
@@ -78,7 +79,10 @@ def kernel_sequences(trace: Trace, *, length: int = DEFAULT_LENGTH, top: int = 1
     kernel_time = int(dur.sum())
     table = best.select(
         pl.Series("kernels", label, dtype=pl.List(pl.String)),
-        pl.col("count").cast(pl.Int64), pl.col("streams").cast(pl.Int64), pl.col("total_ns").cast(pl.Int64),
+        pl.col("count").cast(pl.Int64),
+        pl.col("streams").cast(pl.Int64),
+        pl.col("total_ns").cast(pl.Int64),
         (pl.col("total_ns") / pl.col("count")).alias("mean_ns"),
-        (pl.col("total_ns") / max(kernel_time, 1)).alias("time_share"))
+        (pl.col("total_ns") / max(kernel_time, 1)).alias("time_share"),
+    )
     return KernelSequences(length=length, distinct=repeated.height, top=table)

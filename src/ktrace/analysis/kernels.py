@@ -65,20 +65,36 @@ def _kernel_stats(ix: TraceIndex, per_rank: bool) -> pl.DataFrame:
     labels = pl.Series("name", [*names, None], dtype=pl.String).gather(np.where(uniq[-1] >= 0, uniq[-1], len(names)))
     front = rank_keys[uniq[0]] if per_rank else pl.DataFrame({"name": labels})
     stats = front.with_columns(
-        name=labels, count=pl.Series(count, dtype=pl.Int64), total_ns=pl.Series(total, dtype=pl.Int64),
-        min_ns=pl.Series(lo_ns, dtype=pl.Int64), mean_ns=pl.Series(total / np.maximum(count, 1), dtype=pl.Float64),
-        p50_ns=pl.Series(q[:, 0]), p95_ns=pl.Series(q[:, 1]), max_ns=pl.Series(hi, dtype=pl.Int64))
+        name=labels,
+        count=pl.Series(count, dtype=pl.Int64),
+        total_ns=pl.Series(total, dtype=pl.Int64),
+        min_ns=pl.Series(lo_ns, dtype=pl.Int64),
+        mean_ns=pl.Series(total / np.maximum(count, 1), dtype=pl.Float64),
+        p50_ns=pl.Series(q[:, 0]),
+        p95_ns=pl.Series(q[:, 1]),
+        max_ns=pl.Series(hi, dtype=pl.Int64),
+    )
     over = keys or None
     total_time = pl.col("total_ns").sum().over(over) if over else pl.col("total_ns").sum()
     total_count = pl.col("count").sum().over(over) if over else pl.col("count").sum()
-    return (stats.lazy().with_columns(time_share=pl.col("total_ns") / total_time,
-                                      count_share=pl.col("count") / total_count)
-            .sort([*keys, "total_ns", "name"], descending=[False] * len(keys) + [True, False]).collect())
+    return (
+        stats.lazy()
+        .with_columns(time_share=pl.col("total_ns") / total_time, count_share=pl.col("count") / total_count)
+        .sort([*keys, "total_ns", "name"], descending=[False] * len(keys) + [True, False])
+        .collect()
+    )
 
 
-def top_kernels(trace: Trace, *, by: SortKey = "time", top: int = 15, per_rank: bool = False,
-                other: bool = True, stats: pl.DataFrame | None = None,
-                index: TraceIndex | None = None) -> pl.DataFrame:
+def top_kernels(
+    trace: Trace,
+    *,
+    by: SortKey = "time",
+    top: int = 15,
+    per_rank: bool = False,
+    other: bool = True,
+    stats: pl.DataFrame | None = None,
+    index: TraceIndex | None = None,
+) -> pl.DataFrame:
     """The top `top` kernels by total time or launch count, the rest folded into one "other" row.
 
     Args:
@@ -111,14 +127,21 @@ def top_kernels(trace: Trace, *, by: SortKey = "time", top: int = 15, per_rank: 
     agg = rest.group_by(keys) if keys else None
     exprs = [
         pl.lit(OTHER).alias("name"),
-        pl.col("count").sum().cast(pl.Int64), pl.col("total_ns").sum().cast(pl.Int64),
+        pl.col("count").sum().cast(pl.Int64),
+        pl.col("total_ns").sum().cast(pl.Int64),
         pl.col("min_ns").min().cast(pl.Int64),
         (pl.col("total_ns").sum() / pl.col("count").sum()).cast(pl.Float64).alias("mean_ns"),
-        pl.lit(None, pl.Float64).alias("p50_ns"), pl.lit(None, pl.Float64).alias("p95_ns"),
+        pl.lit(None, pl.Float64).alias("p50_ns"),
+        pl.lit(None, pl.Float64).alias("p95_ns"),
         pl.col("max_ns").max().cast(pl.Int64),
-        pl.col("time_share").sum(), pl.col("count_share").sum(), pl.lit(None, pl.Int64).alias("position"),
+        pl.col("time_share").sum(),
+        pl.col("count_share").sum(),
+        pl.lit(None, pl.Int64).alias("position"),
     ]
     other_rows = agg.agg(exprs) if agg is not None else rest.select(exprs)
     other_rows = other_rows.select(head.columns)
-    return pl.concat([head, other_rows]).sort(
-        [*keys, pl.col("position").is_null(), "position"]) if keys else pl.concat([head, other_rows])
+    return (
+        pl.concat([head, other_rows]).sort([*keys, pl.col("position").is_null(), "position"])
+        if keys
+        else pl.concat([head, other_rows])
+    )

@@ -65,8 +65,16 @@ def launches(trace: Trace, *, index: TraceIndex | None = None) -> pl.DataFrame:
 
 def _launches(trace: Trace) -> pl.DataFrame:
     api = trace.api.filter(pl.col("correlation_id").is_not_null() & (pl.col("correlation_id") != 0))
-    api = api.select("node", "rank", "correlation_id", pl.col("name").alias("api_name"),
-                     pl.col("start_ns").alias("api_start_ns"), pl.col("end_ns").alias("api_end_ns"), "pid", "tid")
+    api = api.select(
+        "node",
+        "rank",
+        "correlation_id",
+        pl.col("name").alias("api_name"),
+        pl.col("start_ns").alias("api_start_ns"),
+        pl.col("end_ns").alias("api_end_ns"),
+        "pid",
+        "tid",
+    )
     if api.height == 0 or api["correlation_id"].n_unique() == api.height:
         return api  # ids unique over the whole trace: nothing to drop (cheap check first)
     if not api.select(pl.struct(list(JOIN_KEYS)).is_duplicated().any()).item():
@@ -96,8 +104,13 @@ def _launch_latency(ix: TraceIndex) -> pl.DataFrame:
     """
     rows = ix.launch_rows()
     hit = np.flatnonzero(rows >= 0)
-    api = ix.trace.api.select(pl.col("name").alias("api_name"), pl.col("start_ns").alias("api_start_ns"),
-                           pl.col("end_ns").alias("api_end_ns"), "pid", "tid")
+    api = ix.trace.api.select(
+        pl.col("name").alias("api_name"),
+        pl.col("start_ns").alias("api_start_ns"),
+        pl.col("end_ns").alias("api_end_ns"),
+        "pid",
+        "tid",
+    )
     joined = pl.concat([ix.gpu_activity(with_names=True)[hit], api[rows[hit]]], how="horizontal")
     lau = api
     graph_apis = names_matching(lau, "api_name", "Graph")
@@ -111,13 +124,30 @@ def _launch_latency(ix: TraceIndex) -> pl.DataFrame:
     graph = out.filter(pl.col("is_graph"))
     if graph.height:
         graph = graph.with_columns(
-            graph_run=(pl.col("start_ns").rank("ordinal").over(list(JOIN_KEYS)) - 1).cast(pl.Int64))
+            graph_run=(pl.col("start_ns").rank("ordinal").over(list(JOIN_KEYS)) - 1).cast(pl.Int64)
+        )
     plain = out.filter(~pl.col("is_graph")).with_columns(graph_run=pl.lit(0, pl.Int64))
     out = pl.concat([plain, graph]) if graph.height else plain
     return out.select(
-        "node", "rank", "device", "stream", "kind", "name", "row", "correlation_id", "start_ns", "end_ns",
-        "duration_ns", *_API_COLS, "api_duration_ns", "launch_latency_ns", "queue_delay_ns", "queued",
-        "is_graph", "graph_run")
+        "node",
+        "rank",
+        "device",
+        "stream",
+        "kind",
+        "name",
+        "row",
+        "correlation_id",
+        "start_ns",
+        "end_ns",
+        "duration_ns",
+        *_API_COLS,
+        "api_duration_ns",
+        "launch_latency_ns",
+        "queue_delay_ns",
+        "queued",
+        "is_graph",
+        "graph_run",
+    )
 
 
 def unlaunched_count(trace: Trace, *, index: TraceIndex | None = None) -> int:
@@ -135,9 +165,14 @@ def _group_columns(by: str | Sequence[str]) -> list[str]:
     return cols
 
 
-def latency_stats(trace: Trace, by: str | Sequence[str] = "name",
-                  graph_runs: Literal["all", "first"] = "all",
-                  quantiles: Sequence[float] = QUANTILES, *, index: TraceIndex | None = None) -> pl.DataFrame:
+def latency_stats(
+    trace: Trace,
+    by: str | Sequence[str] = "name",
+    graph_runs: Literal["all", "first"] = "all",
+    quantiles: Sequence[float] = QUANTILES,
+    *,
+    index: TraceIndex | None = None,
+) -> pl.DataFrame:
     """Percentiles of both launch latencies (and of the launch call's duration) per group.
 
     Args:
@@ -158,8 +193,13 @@ def latency_stats(trace: Trace, by: str | Sequence[str] = "name",
     cols = _group_columns(by)
     ix = TraceIndex.of(trace, index)
     if set(cols) <= set(_FAST_BY):
-        return ix.get(_LATENCY_STATS, lambda: _fast_latency_stats(ix, cols, tuple(quantiles), graph_runs),
-                      tuple(cols), tuple(quantiles), graph_runs)
+        return ix.get(
+            _LATENCY_STATS,
+            lambda: _fast_latency_stats(ix, cols, tuple(quantiles), graph_runs),
+            tuple(cols),
+            tuple(quantiles),
+            graph_runs,
+        )
     lat = launch_latency(trace, index=ix)
     if graph_runs == "first":
         lat = lat.filter(pl.col("graph_run") == 0)
@@ -200,8 +240,9 @@ def _group_codes(ix: TraceIndex, col: str) -> tuple[npt.NDArray[np.int64], pl.Se
     return ix.record_names()
 
 
-def _fast_latency_stats(ix: TraceIndex, cols: list[str], quantiles: tuple[float, ...],
-                        graph_runs: Literal["all", "first"]) -> pl.DataFrame:
+def _fast_latency_stats(
+    ix: TraceIndex, cols: list[str], quantiles: tuple[float, ...], graph_runs: Literal["all", "first"]
+) -> pl.DataFrame:
     """latency_stats over arrays: launch_rows + dense group ids + one grouping pass + exact order statistics."""
     from ktrace.analysis._kernels.groups import linear_quantiles
     from ktrace.analysis._kernels.scatter import launch_groups
@@ -216,8 +257,7 @@ def _fast_latency_stats(ix: TraceIndex, cols: list[str], quantiles: tuple[float,
     coded = [_group_codes(ix, col) for col in cols]
     gid, uniq = dense_ids([code for code, _ in coded]) if cols else (np.zeros(c.size, np.int64), [])
     n_groups = int(uniq[0].size) if cols else 1
-    count, queued, totals, maxima, bounds, values = launch_groups(
-        rows, *ix.api_times(), c.start, gid, n_groups)
+    count, queued, totals, maxima, bounds, values = launch_groups(rows, *ix.api_times(), c.start, gid, n_groups)
     keep = np.flatnonzero(count > 0)  # groups of launched records only
     count = count[keep]
     out: dict[str, pl.Series] = {}

@@ -48,7 +48,7 @@ def _drop_parameters(name: str) -> str:
     """Remove a trailing top-level parameter list "(...)" (not the "(anonymous namespace)" kind)."""
     groups = _split_top_level(name, "(", ")")
     if groups and groups[-1][1] == len(name.rstrip()) - 1 and groups[-1][0] > 0:
-        head = name[:groups[-1][0]]
+        head = name[: groups[-1][0]]
         if head.rstrip().endswith((">", "]")) or head[-1:].isalnum() or head.endswith("_"):
             return head.rstrip()
     return name
@@ -63,7 +63,7 @@ def _unwrap(text: str) -> str:
     if sep and head.rsplit("::", 1)[-1] in _WRAPPERS and rest.endswith(">"):
         groups = _split_top_level(text, "<", ">")
         if groups and groups[0][1] == len(text) - 1:
-            first = text[groups[0][0] + 1:groups[0][1]].split(",", 1)[0].strip()
+            first = text[groups[0][0] + 1 : groups[0][1]].split(",", 1)[0].strip()
             if first:
                 return first
     return text
@@ -123,7 +123,7 @@ def compact_parts(name: str) -> tuple[str, list[str]]:
     groups = _split_top_level(text, "<", ">")
     if not groups or groups[0][1] != len(text) - 1:
         return text, []
-    head, inner = text[:groups[0][0]], text[groups[0][0] + 1:groups[0][1]]
+    head, inner = text[: groups[0][0]], text[groups[0][0] + 1 : groups[0][1]]
     args = [_QUALIFIER.sub("", a).replace("> >", ">>").replace(" >", ">") for a in _split_args(inner)]
     return head, args
 
@@ -133,7 +133,7 @@ def _template(head: str, args: list[str]) -> str:
 
 
 def _fit_end(text: str, width: int) -> str:
-    return text if len(text) <= width else text[:max(1, width - 1)] + "…"
+    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
 
 
 def short_kernel_name(name: str, width: int = 60) -> str:
@@ -143,8 +143,11 @@ def short_kernel_name(name: str, width: int = 60) -> str:
         return _fit_end(head, width)
     telling = _telling(args)
     last = head.rsplit("::", 1)[-1]
-    for candidate in (_template(head, args), _template(head, telling) if telling else f"{head}<…>",
-                      _template(last, telling) if telling else f"{last}<…>"):
+    for candidate in (
+        _template(head, args),
+        _template(head, telling) if telling else f"{head}<…>",
+        _template(last, telling) if telling else f"{last}<…>",
+    ):
         if len(candidate) <= width:
             return candidate
     return _fit_end(_template(last, telling) if telling else f"{last}<…>", width)
@@ -160,14 +163,14 @@ def _window(text: str, first: int, last: int, width: int) -> str:
         return text
     head, sep, rest = text.partition("<")
     if sep and width - len(sep + rest) - 1 >= 3:
-        return head[:width - len(sep + rest) - 1] + "…" + sep + rest
+        return head[: width - len(sep + rest) - 1] + "…" + sep + rest
     if last <= width - 2:
-        return text[:width - 1] + "…"
+        return text[: width - 1] + "…"
     lead = min(len(head), max(3, width // 6))
     room = width - lead - 1
     start = len(head) if sep and len(head) <= first else first - 2
     start = max(lead, min(max(start, last - room + 2), len(text) - room))
-    tail = text[start:start + room]
+    tail = text[start : start + room]
     if start + room < len(text):
         tail = tail[:-1] + "…"
     return text[:lead] + "…" + tail
@@ -185,8 +188,11 @@ def _common_prefix(a: str, b: str) -> int:
 def _telling_forms(group: list[str]) -> list[str]:
     """The shortest forms of `group` that are all different: telling arguments, all arguments, the whole name."""
     parts = [compact_parts(n) for n in group]
-    for forms in ([_template(h.rsplit("::", 1)[-1], _telling(a)) for h, a in parts],
-                  [_template(h.rsplit("::", 1)[-1], a) for h, a in parts], [_template(h, a) for h, a in parts]):
+    for forms in (
+        [_template(h.rsplit("::", 1)[-1], _telling(a)) for h, a in parts],
+        [_template(h.rsplit("::", 1)[-1], a) for h, a in parts],
+        [_template(h, a) for h, a in parts],
+    ):
         if len(set(forms)) == len(forms):
             return forms
     return [_normalized(n) for n in group]
@@ -227,7 +233,7 @@ def distinct_short_names(names: Sequence[str], width: int = 60) -> dict[str, str
             k = seen[text]
             while True:
                 suffix = f" #{k}"
-                candidate = text[:max(0, width - len(suffix))] + suffix
+                candidate = text[: max(0, width - len(suffix))] + suffix
                 if candidate not in taken:
                     break
                 k += 1

@@ -23,8 +23,16 @@ _THREAD = ("node", "rank", "pid", "tid")
 
 OPERATOR_OF_RECORD = Slot[I64]("operator_of_record")
 OPERATOR_SELF_NS = Slot[I64]("operator_self_ns")
-OPERATOR_COLUMNS = ("name", "calls", "cpu_total_ns", "cpu_self_ns", "gpu_ns", "kernels", "gpu_records",
-                    "launch_latency_mean_ns")
+OPERATOR_COLUMNS = (
+    "name",
+    "calls",
+    "cpu_total_ns",
+    "cpu_self_ns",
+    "gpu_ns",
+    "kernels",
+    "gpu_records",
+    "launch_latency_mean_ns",
+)
 """Columns of OperatorView.per_name, in order."""
 
 
@@ -107,27 +115,43 @@ def operator_view(trace: Trace, *, index: TraceIndex | None = None) -> OperatorV
     op_of = operator_of_records(trace, index=ix)
     launch = ix.launch_rows()
     api_start = ix.api_times()[0]
-    ops = trace.ops.select(pl.col("name").cast(pl.String), (pl.col("end_ns") - pl.col("start_ns")).alias("dur"),
-                           pl.Series("self", operator_self_ns(trace, index=ix)))
+    ops = trace.ops.select(
+        pl.col("name").cast(pl.String),
+        (pl.col("end_ns") - pl.col("start_ns")).alias("dur"),
+        pl.Series("self", operator_self_ns(trace, index=ix)),
+    )
     cpu = ops.group_by("name").agg(calls=pl.len(), cpu_total_ns=pl.col("dur").sum(), cpu_self_ns=pl.col("self").sum())
     mine = np.flatnonzero(op_of >= 0)
     is_kernel = mine < c.n_kernels
-    records = pl.DataFrame({
-        "name": ops["name"].gather(pl.Series(op_of[mine])),
-        "dur": c.end[mine] - c.start[mine],
-        "kernel": is_kernel,
-        "latency": np.where(is_kernel, c.start[mine] - api_start[launch[mine]], 0),
-    })
+    records = pl.DataFrame(
+        {
+            "name": ops["name"].gather(pl.Series(op_of[mine])),
+            "dur": c.end[mine] - c.start[mine],
+            "kernel": is_kernel,
+            "latency": np.where(is_kernel, c.start[mine] - api_start[launch[mine]], 0),
+        }
+    )
     gpu = records.group_by("name").agg(
-        gpu_ns=pl.col("dur").sum(), kernels=pl.col("kernel").sum().cast(pl.Int64), gpu_records=pl.len(),
-        launch_latency_mean_ns=pl.col("latency").filter(pl.col("kernel")).mean())
-    per_name = cpu.join(gpu, on="name", how="left").with_columns(
-        pl.col("gpu_ns", "kernels", "gpu_records").fill_null(0).cast(pl.Int64),
-        pl.col("calls").cast(pl.Int64)).select(OPERATOR_COLUMNS)
+        gpu_ns=pl.col("dur").sum(),
+        kernels=pl.col("kernel").sum().cast(pl.Int64),
+        gpu_records=pl.len(),
+        launch_latency_mean_ns=pl.col("latency").filter(pl.col("kernel")).mean(),
+    )
+    per_name = (
+        cpu.join(gpu, on="name", how="left")
+        .with_columns(
+            pl.col("gpu_ns", "kernels", "gpu_records").fill_null(0).cast(pl.Int64), pl.col("calls").cast(pl.Int64)
+        )
+        .select(OPERATOR_COLUMNS)
+    )
     per_name = per_name.sort(["gpu_ns", "cpu_self_ns", "name"], descending=[True, True, False])
     total = int((c.end - c.start).sum())
-    return OperatorView(per_name=per_name, records=c.size, attributed=int(mine.size),
-                        attributed_gpu_share=float(records["dur"].sum()) / total if total else 0.0)
+    return OperatorView(
+        per_name=per_name,
+        records=c.size,
+        attributed=int(mine.size),
+        attributed_gpu_share=float(records["dur"].sum()) / total if total else 0.0,
+    )
 
 
 def top_operators(view: OperatorView, by: str, top: int = 15) -> pl.DataFrame:
@@ -158,7 +182,11 @@ def operator_summary(trace: Trace, *, top: int = 15, index: TraceIndex | None = 
     view = operator_view(trace, index=index)
     if view is None:
         return None
-    return OperatorSummary(operators=view.per_name.height, records=view.records, attributed=view.attributed,
-                           attributed_gpu_share=view.attributed_gpu_share,
-                           top_by_gpu_time=top_operators(view, "gpu", top),
-                           top_by_cpu_self_time=top_operators(view, "cpu_self", top))
+    return OperatorSummary(
+        operators=view.per_name.height,
+        records=view.records,
+        attributed=view.attributed,
+        attributed_gpu_share=view.attributed_gpu_share,
+        top_by_gpu_time=top_operators(view, "gpu", top),
+        top_by_cpu_self_time=top_operators(view, "cpu_self", top),
+    )

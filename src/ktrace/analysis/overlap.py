@@ -50,14 +50,18 @@ def comm_compute_overlap(trace: Trace, per: Per = "rank", *, index: TraceIndex |
     comm, compute, overlap = mask_sum(cov, 2), mask_sum(cov, 1), mask_sum(cov, 3)
     pct = np.where(comm > 0, 100.0 * overlap / np.maximum(comm, 1), np.nan)
     return keys.with_columns(
-        comm_ns=pl.Series(comm, dtype=pl.Int64), compute_ns=pl.Series(compute, dtype=pl.Int64),
-        overlap_ns=pl.Series(overlap, dtype=pl.Int64), comm_only_ns=pl.Series(mask_sum(cov, 2, 1), dtype=pl.Int64),
+        comm_ns=pl.Series(comm, dtype=pl.Int64),
+        compute_ns=pl.Series(compute, dtype=pl.Int64),
+        overlap_ns=pl.Series(overlap, dtype=pl.Int64),
+        comm_only_ns=pl.Series(mask_sum(cov, 2, 1), dtype=pl.Int64),
         compute_only_ns=pl.Series(mask_sum(cov, 1, 2), dtype=pl.Int64),
-        overlap_pct=pl.Series(pct, dtype=pl.Float64).fill_nan(None))
+        overlap_pct=pl.Series(pct, dtype=pl.Float64).fill_nan(None),
+    )
 
 
-def _queue_events(trace: Trace, until: Literal["start", "end"],
-                  index: TraceIndex | None) -> tuple[pl.DataFrame, Any, Any, Any, Any]:
+def _queue_events(
+    trace: Trace, until: Literal["start", "end"], index: TraceIndex | None
+) -> tuple[pl.DataFrame, Any, Any, Any, Any]:
     """(stream keys, group id, time, delta, first event of each group) of the queue's +1/-1 events in
     (stream, time) order, decrements before increments at equal times; streams without a launched
     record are left out. Shared through the index."""
@@ -79,12 +83,12 @@ def _compute_queue_events(ix: TraceIndex, until: Literal["start", "end"]) -> tup
     perm, bounds = time_order(gid, g.n_groups, ts)
     present = np.flatnonzero(np.diff(bounds) > 0)
     renumber = np.cumsum(np.diff(bounds) > 0) - 1  # dense ids over the streams that have events
-    return (g.keys[present], renumber[gid[perm]], ts[perm], delta[perm],
-            bounds[:-1][present].astype(np.int64))
+    return (g.keys[present], renumber[gid[perm]], ts[perm], delta[perm], bounds[:-1][present].astype(np.int64))
 
 
-def queue_depth(trace: Trace, until: Literal["start", "end"] = "end", *,
-                index: TraceIndex | None = None) -> pl.DataFrame:
+def queue_depth(
+    trace: Trace, until: Literal["start", "end"] = "end", *, index: TraceIndex | None = None
+) -> pl.DataFrame:
     """Queue depth per stream over time as a step function (one row per change).
 
     Args:
@@ -102,8 +106,13 @@ def queue_depth(trace: Trace, until: Literal["start", "end"] = "end", *,
     return keys[gid].with_columns(ts_ns=pl.Series(ts, dtype=pl.Int64), depth=pl.Series(depth, dtype=pl.Int64))
 
 
-def queue_depth_stats(trace: Trace, until: Literal["start", "end"] = "end",
-                      max_queue_length: int = 1024, *, index: TraceIndex | None = None) -> pl.DataFrame:
+def queue_depth_stats(
+    trace: Trace,
+    until: Literal["start", "end"] = "end",
+    max_queue_length: int = 1024,
+    *,
+    index: TraceIndex | None = None,
+) -> pl.DataFrame:
     """Per-stream queue-depth statistics.
 
     Args:
@@ -120,15 +129,20 @@ def queue_depth_stats(trace: Trace, until: Literal["start", "end"] = "end",
 
     keys, gid, t, delta, first = _queue_events(trace, until, index)
     if keys.height == 0:
-        return keys.with_columns(*[pl.lit(0, pl.Int64).alias(c) for c in (
-            "changes", "max_depth", "time_at_max_ns", "span_ns")],
-            mean_depth=pl.lit(0.0), sample_mean_depth=pl.lit(0.0)).clear()
+        return keys.with_columns(
+            *[pl.lit(0, pl.Int64).alias(c) for c in ("changes", "max_depth", "time_at_max_ns", "span_ns")],
+            mean_depth=pl.lit(0.0),
+            sample_mean_depth=pl.lit(0.0),
+        ).clear()
     d = running_depth(gid, delta)
     wsum, span, above, mx = level_stats(gid, t, d, keys.height, max_queue_length)
     counts = np.diff(np.append(first, t.size))
     sample_mean = np.add.reduceat(d, first) / counts
     return keys.with_columns(
-        changes=pl.Series(counts, dtype=pl.Int64), max_depth=pl.Series(mx, dtype=pl.Int64),
+        changes=pl.Series(counts, dtype=pl.Int64),
+        max_depth=pl.Series(mx, dtype=pl.Int64),
         mean_depth=pl.Series(np.where(span > 0, wsum / np.maximum(span, 1), 0.0)),
-        sample_mean_depth=pl.Series(sample_mean), time_at_max_ns=pl.Series(above, dtype=pl.Int64),
-        span_ns=pl.Series(span, dtype=pl.Int64))
+        sample_mean_depth=pl.Series(sample_mean),
+        time_at_max_ns=pl.Series(above, dtype=pl.Int64),
+        span_ns=pl.Series(span, dtype=pl.Int64),
+    )

@@ -81,15 +81,22 @@ def step_spans(trace: Trace, *, pattern: str | None = None, index: TraceIndex | 
 def normalize_steps(frame: pl.DataFrame) -> pl.DataFrame:
     """Step rows of any source as ``node``, ``rank``, ``step`` (renumbered 0.. per rank), ``name``, ``start_ns``, ``end_ns``."""
     name = pl.col("name").cast(pl.String) if "name" in frame.columns else pl.lit("step")
-    out = frame.select(pl.col("node").cast(pl.String), pl.col("rank").cast(pl.Int32), name.alias("name"),
-                       pl.col("start_ns").cast(pl.Int64), pl.col("end_ns").cast(pl.Int64))
+    out = frame.select(
+        pl.col("node").cast(pl.String),
+        pl.col("rank").cast(pl.Int32),
+        name.alias("name"),
+        pl.col("start_ns").cast(pl.Int64),
+        pl.col("end_ns").cast(pl.Int64),
+    )
     out = out.sort(["node", "rank", "start_ns"])
     return out.with_columns(step=pl.int_range(pl.len()).over(["node", "rank"]).cast(pl.Int64)).select(
-        "node", "rank", "step", "name", "start_ns", "end_ns")
+        "node", "rank", "step", "name", "start_ns", "end_ns"
+    )
 
 
-def job_phases(trace: Trace, *, steps: pl.DataFrame | None = None, pattern: str | None = None,
-               index: TraceIndex | None = None) -> JobPhases:
+def job_phases(
+    trace: Trace, *, steps: pl.DataFrame | None = None, pattern: str | None = None, index: TraceIndex | None = None
+) -> JobPhases:
     """Initialization, training-loop and finalization times of the job.
 
     Args:
@@ -103,8 +110,13 @@ def job_phases(trace: Trace, *, steps: pl.DataFrame | None = None, pattern: str 
     """
     if steps is None:
         ix = TraceIndex.of(trace, index)
-        return ix.get(_PHASES, lambda: _job_phases(trace, step_spans(trace, pattern=pattern, index=ix),
-                                                   step_source(trace, pattern=pattern, index=ix)), pattern)
+        return ix.get(
+            _PHASES,
+            lambda: _job_phases(
+                trace, step_spans(trace, pattern=pattern, index=ix), step_source(trace, pattern=pattern, index=ix)
+            ),
+            pattern,
+        )
     given = steps["source"].unique().to_list() if "source" in steps.columns and steps.height else []
     return _job_phases(trace, steps, given[0] if len(given) == 1 else "given")
 
@@ -129,8 +141,9 @@ def _job_phases(trace: Trace, found: pl.DataFrame, source: str) -> JobPhases:
         return JobPhases(start, end, 0, 0, end - start, 0)
     first = max(start, int(found["start_ns"].min()))  # type: ignore[arg-type]
     last = min(end, int(found["end_ns"].max()))  # type: ignore[arg-type]
-    return JobPhases(start, end, steps_per_rank(found), first - start, max(0, last - first), end - max(last, first),
-                     source)
+    return JobPhases(
+        start, end, steps_per_rank(found), first - start, max(0, last - first), end - max(last, first), source
+    )
 
 
 def steps_per_rank(steps: pl.DataFrame) -> int:

@@ -31,15 +31,28 @@ from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.kernels import kernel_stats
 from ktrace.model.trace import Trace
 
-PRECISIONS: tuple[str, ...] = ("FP64", "FP32", "TF32", "BF16", "FP16", "FP8", "INT64", "INT32", "INT8",
-                               "mixed", "unknown")
+PRECISIONS: tuple[str, ...] = (
+    "FP64",
+    "FP32",
+    "TF32",
+    "BF16",
+    "FP16",
+    "FP8",
+    "INT64",
+    "INT32",
+    "INT8",
+    "mixed",
+    "unknown",
+)
 """Compute precision classes, in display order."""
 EXCLUDED: tuple[str, ...] = ("communication", "memory")
 """Classes shown apart: not compute, so not part of the precision shares."""
 ALL_CLASSES: tuple[str, ...] = PRECISIONS + EXCLUDED
 
-_COMM = (r"(?i)^(void )?(nccl|rccl)|nccldevkernel|ncclkernel|cross_device_reduce|allreduce|all_reduce|"
-         r"allgather|all_gather|reduce_scatter|reducescatter|alltoall|all_to_all|nvshmem|userbuffers")
+_COMM = (
+    r"(?i)^(void )?(nccl|rccl)|nccldevkernel|ncclkernel|cross_device_reduce|allreduce|all_reduce|"
+    r"allgather|all_gather|reduce_scatter|reducescatter|alltoall|all_to_all|nvshmem|userbuffers"
+)
 _MEMORY = r"(?i)^(memcpy|memset)\b"
 
 # Library tokens (matched on the lower-cased name).
@@ -56,8 +69,10 @@ _FP32_LIB = r"(^|[_ ])(sgemm|sgemv|g?cgemm|ssyrk|strsm)|_scudnn|float32"
 # C++ type tokens.
 _DOUBLE = r"\bdouble\b"
 _FLOAT = r"\bfloat\d?\b"
-_NOISE = (r"std::array<[^>]*>|array<char\*, ?\d+u?l?>|tensorsizestride<[^>]*>|arrayref<[^>]*>|"
-          r"offsetcalculator<[^>]*>|const&\)::\{lambda\(int\)#\d+\}")
+_NOISE = (
+    r"std::array<[^>]*>|array<char\*, ?\d+u?l?>|tensorsizestride<[^>]*>|arrayref<[^>]*>|"
+    r"offsetcalculator<[^>]*>|const&\)::\{lambda\(int\)#\d+\}"
+)
 """Index-type template arguments that say nothing about the data type (removed before the integer rules)."""
 _INT64 = r"(<|\{lambda\()(long|int64_t|unsigned long|long long)[*]?[,>)]|<long\*"
 _INT32 = r"(<|\{lambda\()(int|int32_t|unsigned int)[*]?[,>)]"
@@ -77,23 +92,40 @@ def _class_expr() -> pl.Expr:
     bf16, fp16 = _has(_BF16), _has(_FP16)
     doubles, floats = _count(_DOUBLE), _count(_FLOAT)
     expr = (
-        pl.when(pl.col("name").str.contains(_COMM)).then(pl.lit("communication"))
-        .when(pl.col("name").str.contains(_MEMORY)).then(pl.lit("memory"))
-        .when(_has(_FP8)).then(pl.lit("FP8"))
-        .when(_has(_INT8_LIB) & ~bf16 & ~fp16 & (floats == 0)).then(pl.lit("INT8"))
-        .when(bf16 & fp16).then(pl.lit("mixed"))
-        .when(bf16).then(pl.lit("BF16"))
-        .when(fp16).then(pl.lit("FP16"))
-        .when(_has(_TF32)).then(pl.lit("TF32"))
-        .when(_has(_TF32_TENSOROP) & _has(_PRE_AMPERE)).then(pl.lit("FP16"))
-        .when(_has(_TF32_TENSOROP)).then(pl.lit("TF32"))
-        .when(_has(_FP64_LIB)).then(pl.lit("FP64"))
-        .when(_has(_FP32_LIB)).then(pl.lit("FP32"))
-        .when(doubles > floats).then(pl.lit("FP64"))
-        .when(floats > 0).then(pl.lit("FP32"))
-        .when(pl.col("_clean").str.contains(_INT64)).then(pl.lit("INT64"))
-        .when(pl.col("_clean").str.contains(_INT32)).then(pl.lit("INT32"))
-        .when(pl.col("_clean").str.contains(_INT8_T)).then(pl.lit("INT8"))
+        pl.when(pl.col("name").str.contains(_COMM))
+        .then(pl.lit("communication"))
+        .when(pl.col("name").str.contains(_MEMORY))
+        .then(pl.lit("memory"))
+        .when(_has(_FP8))
+        .then(pl.lit("FP8"))
+        .when(_has(_INT8_LIB) & ~bf16 & ~fp16 & (floats == 0))
+        .then(pl.lit("INT8"))
+        .when(bf16 & fp16)
+        .then(pl.lit("mixed"))
+        .when(bf16)
+        .then(pl.lit("BF16"))
+        .when(fp16)
+        .then(pl.lit("FP16"))
+        .when(_has(_TF32))
+        .then(pl.lit("TF32"))
+        .when(_has(_TF32_TENSOROP) & _has(_PRE_AMPERE))
+        .then(pl.lit("FP16"))
+        .when(_has(_TF32_TENSOROP))
+        .then(pl.lit("TF32"))
+        .when(_has(_FP64_LIB))
+        .then(pl.lit("FP64"))
+        .when(_has(_FP32_LIB))
+        .then(pl.lit("FP32"))
+        .when(doubles > floats)
+        .then(pl.lit("FP64"))
+        .when(floats > 0)
+        .then(pl.lit("FP32"))
+        .when(pl.col("_clean").str.contains(_INT64))
+        .then(pl.lit("INT64"))
+        .when(pl.col("_clean").str.contains(_INT32))
+        .then(pl.lit("INT32"))
+        .when(pl.col("_clean").str.contains(_INT8_T))
+        .then(pl.lit("INT8"))
         .otherwise(pl.lit("unknown"))
     )
     return expr
@@ -112,9 +144,11 @@ def classify_names(names: Iterable[str] | pl.Series) -> pl.DataFrame:
     series = names if isinstance(names, pl.Series) else pl.Series("name", list(names), dtype=pl.String)
     frame = pl.DataFrame({"name": series.cast(pl.String)}).unique().sort("name")
     lower = pl.col("name").str.to_lowercase()
-    return (frame.with_columns(_lower=lower)
-            .with_columns(_clean=pl.col("_lower").str.replace_all(_NOISE, ""))
-            .select("name", _class_expr().alias("precision")))
+    return (
+        frame.with_columns(_lower=lower)
+        .with_columns(_clean=pl.col("_lower").str.replace_all(_NOISE, ""))
+        .select("name", _class_expr().alias("precision"))
+    )
 
 
 def classify_name(name: str) -> str:
@@ -130,9 +164,11 @@ def kernel_precisions(trace: Trace, *, index: TraceIndex | None = None) -> pl.Da
     """
     per_name = kernel_stats(trace, index=index).select("name", "count", time_ns="total_ns")
     classes = classify_names(per_name["name"])
-    return (per_name.join(classes, on="name", how="left")
-            .select("name", "precision", pl.col("count").cast(pl.Int64), pl.col("time_ns").cast(pl.Int64))
-            .sort(["time_ns", "name"], descending=[True, False]))
+    return (
+        per_name.join(classes, on="name", how="left")
+        .select("name", "precision", pl.col("count").cast(pl.Int64), pl.col("time_ns").cast(pl.Int64))
+        .sort(["time_ns", "name"], descending=[True, False])
+    )
 
 
 def precision_distribution(trace: Trace, *, index: TraceIndex | None = None) -> pl.DataFrame:
@@ -160,8 +196,12 @@ def precision_distribution(trace: Trace, *, index: TraceIndex | None = None) -> 
         excluded.alias("excluded"),
         pl.col("kernels").cast(pl.Int64),
         pl.col("time_ns").cast(pl.Int64),
-        pl.when(excluded).then(pl.col("time_ns") / all_time).otherwise(pl.col("time_ns") / compute_time)
+        pl.when(excluded)
+        .then(pl.col("time_ns") / all_time)
+        .otherwise(pl.col("time_ns") / compute_time)
         .alias("time_share"),
-        pl.when(excluded).then(pl.col("kernels") / all_count).otherwise(pl.col("kernels") / compute_count)
+        pl.when(excluded)
+        .then(pl.col("kernels") / all_count)
+        .otherwise(pl.col("kernels") / compute_count)
         .alias("count_share"),
     )

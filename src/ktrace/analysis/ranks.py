@@ -46,15 +46,16 @@ def _rank_busy(ix: TraceIndex, bins: int) -> tuple[pl.DataFrame, dict[str, npt.N
     trace = ix.trace
     span = trace.span_ns() or (0, 1)
     busy = busy_time(trace, per="rank", index=ix)
-    frame = busy.select(pl.col("node").cast(pl.String), pl.col("rank").cast(pl.Int32),
-                        pl.col("busy_ns").cast(pl.Int64))
+    frame = busy.select(pl.col("node").cast(pl.String), pl.col("rank").cast(pl.Int32), pl.col("busy_ns").cast(pl.Int64))
     frame = frame.with_columns(busy_share=pl.col("busy_ns") / max(span[1] - span[0], 1))
     if busy.height == 0:
         return frame, {}
     bin_ns = max(1, -(-(span[1] - span[0]) // bins))
     util = utilization_over_time(trace, bin_ns, per="rank", t0_ns=span[0], index=ix)
-    fractions = {f"{node}/{rank}": part["utilization"].to_numpy()
-                 for (node, rank), part in util.group_by(["node", "rank"], maintain_order=True)}
+    fractions = {
+        f"{node}/{rank}": part["utilization"].to_numpy()
+        for (node, rank), part in util.group_by(["node", "rank"], maintain_order=True)
+    }
     return frame, fractions
 
 
@@ -78,8 +79,14 @@ def histogram_distance(samples: dict[str, npt.NDArray[np.float64]]) -> tuple[flo
     return float(dist[i, j]), (keys[min(i, j)], keys[max(i, j)])
 
 
-def load_balance(trace: Trace, *, steps: pl.DataFrame | None = None, bins: int = 100, pattern: str | None = None,
-                 index: TraceIndex | None = None) -> LoadBalance:
+def load_balance(
+    trace: Trace,
+    *,
+    steps: pl.DataFrame | None = None,
+    bins: int = 100,
+    pattern: str | None = None,
+    index: TraceIndex | None = None,
+) -> LoadBalance:
     """Load balance across ranks.
 
     Args:
@@ -94,8 +101,9 @@ def load_balance(trace: Trace, *, steps: pl.DataFrame | None = None, bins: int =
     """
     ix = TraceIndex.of(trace, index)
     if steps is None:
-        return ix.get(_BALANCE, lambda: _load_balance(ix, step_spans(trace, pattern=pattern, index=ix), bins),
-                      bins, pattern)
+        return ix.get(
+            _BALANCE, lambda: _load_balance(ix, step_spans(trace, pattern=pattern, index=ix), bins), bins, pattern
+        )
     return _load_balance(ix, steps, bins)
 
 
@@ -104,22 +112,35 @@ def _load_balance(ix: TraceIndex, found: pl.DataFrame, bins: int) -> LoadBalance
     busy, fractions = _rank_busy(ix, bins)
     dur = pl.col("end_ns") - pl.col("start_ns")
     step_stats = found.group_by(["node", "rank"]).agg(
-        steps=pl.len().cast(pl.Int64), step_mean_ns=dur.mean().cast(pl.Float64),
-        step_p50_ns=dur.quantile(0.5, "linear").cast(pl.Float64))
+        steps=pl.len().cast(pl.Int64),
+        step_mean_ns=dur.mean().cast(pl.Float64),
+        step_p50_ns=dur.quantile(0.5, "linear").cast(pl.Float64),
+    )
     kstats = trace.kernels.group_by(pl.col("node").cast(pl.String), "rank").agg(
-        kernels=pl.len().cast(pl.Int64), kernel_time_ns=dur.sum().cast(pl.Int64))
-    per_rank = (busy.join(kstats, on=["node", "rank"], how="full", coalesce=True)
-                .join(step_stats.with_columns(pl.col("rank").cast(pl.Int32)), on=["node", "rank"], how="left")
-                .with_columns(pl.col("kernels", "kernel_time_ns", "busy_ns", "steps").fill_null(0),
-                              pl.col("busy_share").fill_null(0.0))
-                .select("node", "rank", "kernels", "kernel_time_ns", "busy_ns", "busy_share", "steps",
-                        "step_mean_ns", "step_p50_ns")
-                .sort(["node", "rank"]))
+        kernels=pl.len().cast(pl.Int64), kernel_time_ns=dur.sum().cast(pl.Int64)
+    )
+    per_rank = (
+        busy.join(kstats, on=["node", "rank"], how="full", coalesce=True)
+        .join(step_stats.with_columns(pl.col("rank").cast(pl.Int32)), on=["node", "rank"], how="left")
+        .with_columns(
+            pl.col("kernels", "kernel_time_ns", "busy_ns", "steps").fill_null(0), pl.col("busy_share").fill_null(0.0)
+        )
+        .select(
+            "node", "rank", "kernels", "kernel_time_ns", "busy_ns", "busy_share", "steps", "step_mean_ns", "step_p50_ns"
+        )
+        .sort(["node", "rank"])
+    )
     counters = _counter_utilization(trace)
     source = "counters" if len(counters) >= 2 else "kernels"
     distance, pair = histogram_distance(counters if source == "counters" else fractions)
-    return LoadBalance(per_rank, _spread(per_rank["busy_ns"]) or 0.0, _spread(per_rank["step_mean_ns"].drop_nulls()),
-                       distance, pair, source)
+    return LoadBalance(
+        per_rank,
+        _spread(per_rank["busy_ns"]) or 0.0,
+        _spread(per_rank["step_mean_ns"].drop_nulls()),
+        distance,
+        pair,
+        source,
+    )
 
 
 def _spread(values: pl.Series) -> float | None:

@@ -46,8 +46,18 @@ from ktrace.model.trace import Trace
 PROFILER_STEP_RE = r"^ProfilerStep\s*#\s*(\d+)$"
 ANNOTATION_RE = r"(?i)^(?:train(?:ing)?[_ ]?)?(?:step|iteration|iter)(?:[ _#:]*(\d+))?$"
 QUANTILES = (0.5, 0.9, 0.95, 0.99)
-_STEP_SCHEMA = {"node": pl.String, "rank": pl.Int32, "step": pl.Int64, "name": pl.String, "start_ns": pl.Int64,
-                "end_ns": pl.Int64, "duration_ns": pl.Int64, "pid": pl.Int64, "tid": pl.Int64, "source": pl.String}
+_STEP_SCHEMA = {
+    "node": pl.String,
+    "rank": pl.Int32,
+    "step": pl.Int64,
+    "name": pl.String,
+    "start_ns": pl.Int64,
+    "end_ns": pl.Int64,
+    "duration_ns": pl.Int64,
+    "pid": pl.Int64,
+    "tid": pl.Int64,
+    "source": pl.String,
+}
 _STEPS = Slot[pl.DataFrame]("detect_steps")
 PERIODIC_MIN_STEPS = 5
 """Inferred (periodic) steps: at least this many per rank (intervals between the marker kernel's runs)."""
@@ -59,9 +69,13 @@ STEP_SOURCES = ("profiler_step", "annotation", "periodic")
 """Where detected steps come from: ProfilerStep ranges, step-named ranges, or inferred from a periodic kernel."""
 
 
-def detect_steps(trace: Trace, pattern: str | None = None,
-                 source: Literal["auto", "profiler_step", "annotation", "periodic"] = "auto", *,
-                 index: TraceIndex | None = None) -> pl.DataFrame:
+def detect_steps(
+    trace: Trace,
+    pattern: str | None = None,
+    source: Literal["auto", "profiler_step", "annotation", "periodic"] = "auto",
+    *,
+    index: TraceIndex | None = None,
+) -> pl.DataFrame:
     """Find the training steps of every rank.
 
     Args:
@@ -80,7 +94,8 @@ def detect_steps(trace: Trace, pattern: str | None = None,
 
 def _detect_steps(trace: Trace, pattern: str | None, source: str) -> pl.DataFrame:
     cpu = trace.ranges.filter(~pl.col("on_gpu")).select(
-        pl.col("node").cast(pl.String), "rank", pl.col("name").cast(pl.String), "start_ns", "end_ns", "pid", "tid")
+        pl.col("node").cast(pl.String), "rank", pl.col("name").cast(pl.String), "start_ns", "end_ns", "pid", "tid"
+    )
     tries: list[tuple[str, str]] = []
     if source in ("auto", "annotation") and pattern is not None:
         tries.append(("annotation", pattern))
@@ -101,39 +116,66 @@ def _steps_from_ranges(cpu: pl.DataFrame, regex: str, source: str) -> pl.DataFra
     hits = cpu.filter(pl.col("name").str.contains(regex))
     if hits.height == 0:
         return pl.DataFrame(schema=_STEP_SCHEMA)
-    best = (hits.group_by("node", "rank", "pid", "tid").len()
-            .sort("len", "tid", descending=[True, False]).unique(["node", "rank"], keep="first"))
+    best = (
+        hits.group_by("node", "rank", "pid", "tid")
+        .len()
+        .sort("len", "tid", descending=[True, False])
+        .unique(["node", "rank"], keep="first")
+    )
     hits = hits.join(best.select("node", "rank", "pid", "tid"), on=["node", "rank", "pid", "tid"]).sort(
-        "node", "rank", "start_ns")
-    number = pl.col("name").str.extract(regex, 1).cast(pl.Int64, strict=False) if "(" in regex.replace("(?", "") \
+        "node", "rank", "start_ns"
+    )
+    number = (
+        pl.col("name").str.extract(regex, 1).cast(pl.Int64, strict=False)
+        if "(" in regex.replace("(?", "")
         else pl.lit(None, pl.Int64)
+    )
     order = pl.int_range(pl.len(), dtype=pl.Int64).over("node", "rank")
-    hits = hits.with_columns(step=pl.coalesce(number, order), duration_ns=pl.col("end_ns") - pl.col("start_ns"),
-                             source=pl.lit(source))
+    hits = hits.with_columns(
+        step=pl.coalesce(number, order), duration_ns=pl.col("end_ns") - pl.col("start_ns"), source=pl.lit(source)
+    )
     return hits.select(list(_STEP_SCHEMA)).cast(_STEP_SCHEMA)  # type: ignore[arg-type]
 
 
 def _periodic_steps(trace: Trace) -> pl.DataFrame:
-    k = trace.kernels.select(pl.col("node").cast(pl.String), "rank", pl.col("name").cast(pl.String), "start_ns",
-                             "end_ns")
+    k = trace.kernels.select(
+        pl.col("node").cast(pl.String), "rank", pl.col("name").cast(pl.String), "start_ns", "end_ns"
+    )
     if k.height == 0:
         return pl.DataFrame(schema=_STEP_SCHEMA)
     span = k.group_by("node", "rank").agg(span=pl.col("end_ns").max() - pl.col("start_ns").min())
     gaps = k.sort("node", "rank", "name", "start_ns").with_columns(
-        gap=pl.col("start_ns").diff().over("node", "rank", "name"))
-    score = (gaps.group_by("node", "rank", "name")
-             .agg(n=pl.len(), cv=pl.col("gap").std() / pl.col("gap").mean(),
-                  covered=pl.col("start_ns").max() - pl.col("start_ns").min())
-             .join(span, on=["node", "rank"])
-             .filter((pl.col("n") > PERIODIC_MIN_STEPS) & (pl.col("cv") <= PERIODIC_MAX_CV)
-                     & (pl.col("covered") >= PERIODIC_MIN_COVER * pl.col("span")))
-             .sort("cv", "n", "name").unique(["node", "rank"], keep="first"))
-    marks = k.drop("end_ns").join(score.select("node", "rank", "name"), on=["node", "rank", "name"]).sort(
-        "node", "rank", "start_ns")
+        gap=pl.col("start_ns").diff().over("node", "rank", "name")
+    )
+    score = (
+        gaps.group_by("node", "rank", "name")
+        .agg(
+            n=pl.len(),
+            cv=pl.col("gap").std() / pl.col("gap").mean(),
+            covered=pl.col("start_ns").max() - pl.col("start_ns").min(),
+        )
+        .join(span, on=["node", "rank"])
+        .filter(
+            (pl.col("n") > PERIODIC_MIN_STEPS)
+            & (pl.col("cv") <= PERIODIC_MAX_CV)
+            & (pl.col("covered") >= PERIODIC_MIN_COVER * pl.col("span"))
+        )
+        .sort("cv", "n", "name")
+        .unique(["node", "rank"], keep="first")
+    )
+    marks = (
+        k.drop("end_ns")
+        .join(score.select("node", "rank", "name"), on=["node", "rank", "name"])
+        .sort("node", "rank", "start_ns")
+    )
     steps = marks.with_columns(end_ns=pl.col("start_ns").shift(-1).over("node", "rank")).drop_nulls("end_ns")
-    steps = steps.with_columns(step=pl.int_range(pl.len(), dtype=pl.Int64).over("node", "rank"),
-                               duration_ns=pl.col("end_ns") - pl.col("start_ns"), pid=pl.lit(None, pl.Int64),
-                               tid=pl.lit(None, pl.Int64), source=pl.lit("periodic"))
+    steps = steps.with_columns(
+        step=pl.int_range(pl.len(), dtype=pl.Int64).over("node", "rank"),
+        duration_ns=pl.col("end_ns") - pl.col("start_ns"),
+        pid=pl.lit(None, pl.Int64),
+        tid=pl.lit(None, pl.Int64),
+        source=pl.lit("periodic"),
+    )
     return steps.select(list(_STEP_SCHEMA)).cast(_STEP_SCHEMA)  # type: ignore[arg-type]
 
 
@@ -153,15 +195,25 @@ def step_stats(trace: Trace, steps: pl.DataFrame | None = None, *, index: TraceI
         p95_ns, p99_ns, max_ns.
     """
     d = pl.col("duration_ns").cast(pl.Float64)
-    return _steps(trace, steps, index).group_by("node", "rank", "source").agg(
-        pl.len().alias("steps"), pl.col("duration_ns").sum().alias("total_ns"), d.mean().alias("mean_ns"),
-        d.std().alias("std_ns"), d.min().alias("min_ns"),
-        *[d.quantile(q, interpolation="linear").alias(f"p{int(q * 100)}_ns") for q in QUANTILES],
-        d.max().alias("max_ns")).sort("node", "rank")
+    return (
+        _steps(trace, steps, index)
+        .group_by("node", "rank", "source")
+        .agg(
+            pl.len().alias("steps"),
+            pl.col("duration_ns").sum().alias("total_ns"),
+            d.mean().alias("mean_ns"),
+            d.std().alias("std_ns"),
+            d.min().alias("min_ns"),
+            *[d.quantile(q, interpolation="linear").alias(f"p{int(q * 100)}_ns") for q in QUANTILES],
+            d.max().alias("max_ns"),
+        )
+        .sort("node", "rank")
+    )
 
 
-def step_histogram(trace: Trace, steps: pl.DataFrame | None = None, bins: int = 20, *,
-                   index: TraceIndex | None = None) -> pl.DataFrame:
+def step_histogram(
+    trace: Trace, steps: pl.DataFrame | None = None, bins: int = 20, *, index: TraceIndex | None = None
+) -> pl.DataFrame:
     """Histogram of step durations over all ranks (equal-width bins from min to max).
 
     Returns:
@@ -174,8 +226,9 @@ def step_histogram(trace: Trace, steps: pl.DataFrame | None = None, bins: int = 
     return pl.DataFrame({"bin_start_ns": edges[:-1], "bin_end_ns": edges[1:], "count": counts.astype(np.int64)})
 
 
-def step_outliers(trace: Trace, steps: pl.DataFrame | None = None, stddev: float = 3.0, *,
-                  index: TraceIndex | None = None) -> pl.DataFrame:
+def step_outliers(
+    trace: Trace, steps: pl.DataFrame | None = None, stddev: float = 3.0, *, index: TraceIndex | None = None
+) -> pl.DataFrame:
     """Every step with its rank's mean and (sample) standard deviation and an outlier flag.
 
     SageMaker Debugger StepOutlier: a step is an outlier when its duration exceeds mean + stddev * σ
@@ -188,7 +241,7 @@ def step_outliers(trace: Trace, steps: pl.DataFrame | None = None, stddev: float
     d = pl.col("duration_ns").cast(pl.Float64)
     s = s.with_columns(mean_ns=d.mean().over("node", "rank"), std_ns=d.std().over("node", "rank"))
     return s.with_columns(
-        z=pl.when(pl.col("std_ns") > 0).then((d - pl.col("mean_ns")) / pl.col("std_ns")).otherwise(0.0),
+        z=pl.when(pl.col("std_ns") > 0).then((d - pl.col("mean_ns")) / pl.col("std_ns")).otherwise(0.0)
     ).with_columns(is_outlier=pl.col("z") > stddev)
 
 
@@ -206,19 +259,32 @@ class StepOutlierVerdict:
     worst_z: float
 
 
-def step_outlier_verdict(trace: Trace, steps: pl.DataFrame | None = None, stddev: float = 3.0,
-                         n_outliers: int = 10, *, index: TraceIndex | None = None) -> StepOutlierVerdict:
+def step_outlier_verdict(
+    trace: Trace,
+    steps: pl.DataFrame | None = None,
+    stddev: float = 3.0,
+    n_outliers: int = 10,
+    *,
+    index: TraceIndex | None = None,
+) -> StepOutlierVerdict:
     """Evaluate the StepOutlier rule (defaults from the rule's code: stddev=3, n_outliers=10)."""
     o = step_outliers(trace, steps, stddev, index=index)
     count = int(o["is_outlier"].sum()) if o.height else 0
     worst = o.sort("z", descending=True).row(0, named=True) if o.height else None
-    return StepOutlierVerdict(steps=o.height, outliers=count, triggered=count > n_outliers, stddev=stddev,
-                              n_outliers=n_outliers, worst_step=None if worst is None else int(worst["step"]),
-                              worst_z=0.0 if worst is None else float(worst["z"]))
+    return StepOutlierVerdict(
+        steps=o.height,
+        outliers=count,
+        triggered=count > n_outliers,
+        stddev=stddev,
+        n_outliers=n_outliers,
+        worst_step=None if worst is None else int(worst["step"]),
+        worst_z=0.0 if worst is None else float(worst["z"]),
+    )
 
 
-def enclosing(ranges: pl.DataFrame, points: pl.DataFrame, keys: tuple[str, ...],
-              time_col: str) -> tuple[pl.DataFrame, npt.NDArray[np.int64]]:
+def enclosing(
+    ranges: pl.DataFrame, points: pl.DataFrame, keys: tuple[str, ...], time_col: str
+) -> tuple[pl.DataFrame, npt.NDArray[np.int64]]:
     """Innermost range (same key columns, start <= t < end) for every point.
 
     Args:
@@ -255,8 +321,9 @@ def _np(frame: pl.DataFrame, col: str) -> npt.NDArray[np.int64]:
     return frame[col].to_numpy().astype(np.int64)
 
 
-def _attach(points: pl.DataFrame, ranges: pl.DataFrame, idx: npt.NDArray[np.int64],
-            cols: dict[str, str]) -> pl.DataFrame:
+def _attach(
+    points: pl.DataFrame, ranges: pl.DataFrame, idx: npt.NDArray[np.int64], cols: dict[str, str]
+) -> pl.DataFrame:
     """Columns of ranges[idx] (renamed per `cols`) onto points; nulls where idx is -1."""
     ok = pl.Series(idx >= 0)
     safe = np.where(idx >= 0, idx, 0)
@@ -269,17 +336,18 @@ def _attach(points: pl.DataFrame, ranges: pl.DataFrame, idx: npt.NDArray[np.int6
     return points.with_columns(new)
 
 
-def step_of_launches(trace: Trace, frame: pl.DataFrame, steps: pl.DataFrame | None = None, *,
-                     index: TraceIndex | None = None) -> pl.DataFrame:
+def step_of_launches(
+    trace: Trace, frame: pl.DataFrame, steps: pl.DataFrame | None = None, *, index: TraceIndex | None = None
+) -> pl.DataFrame:
     """Add `step` (null outside every step) to a frame with node, rank and api_start_ns."""
     s = _steps(trace, steps, index)
-    r, idx = enclosing(s.select("node", "rank", "start_ns", "end_ns", "step"), frame, ("node", "rank"),
-                       "api_start_ns")
+    r, idx = enclosing(s.select("node", "rank", "start_ns", "end_ns", "step"), frame, ("node", "rank"), "api_start_ns")
     return _attach(frame, r, idx, {"step": "step"})
 
 
-def attribute_kernels(trace: Trace, steps: pl.DataFrame | None = None, *,
-                      index: TraceIndex | None = None) -> pl.DataFrame:
+def attribute_kernels(
+    trace: Trace, steps: pl.DataFrame | None = None, *, index: TraceIndex | None = None
+) -> pl.DataFrame:
     """Every launched GPU record with its step and enclosing annotations.
 
     - step: the step whose range contains the launch call (null outside steps).
@@ -311,18 +379,48 @@ def attribute_kernels(trace: Trace, steps: pl.DataFrame | None = None, *,
     launched = act.filter(pl.col("api_start_ns").is_not_null())
     launched = step_of_launches(trace, launched, steps, index=ix)
     cpu = trace.ranges.filter(~pl.col("on_gpu") & (pl.col("domain").cast(pl.String) != "profiler_step")).select(
-        pl.col("node").cast(pl.String), "rank", "pid", "tid", "start_ns", "end_ns", pl.col("name").cast(pl.String),
-        "depth")
+        pl.col("node").cast(pl.String),
+        "rank",
+        "pid",
+        "tid",
+        "start_ns",
+        "end_ns",
+        pl.col("name").cast(pl.String),
+        "depth",
+    )
     r, idx = enclosing(cpu, launched, ("node", "rank", "pid", "tid"), "api_start_ns")
     launched = _attach(launched, r, idx, {"name": "annotation", "depth": "annotation_depth"})
     rest = act.filter(pl.col("api_start_ns").is_null()).with_columns(
-        step=pl.lit(None, pl.Int64), annotation=pl.lit(None, pl.String), annotation_depth=pl.lit(None, pl.Int32))
+        step=pl.lit(None, pl.Int64), annotation=pl.lit(None, pl.String), annotation_depth=pl.lit(None, pl.Int32)
+    )
     out = pl.concat([launched, rest], how="vertical_relaxed")
     gpu = trace.ranges.filter(pl.col("on_gpu")).select(
-        pl.col("node").cast(pl.String), "rank", pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1),
-        "start_ns", "end_ns", pl.col("name").cast(pl.String))
+        pl.col("node").cast(pl.String),
+        "rank",
+        pl.col("device").fill_null(-1),
+        pl.col("stream").fill_null(-1),
+        "start_ns",
+        "end_ns",
+        pl.col("name").cast(pl.String),
+    )
     r, idx = enclosing(gpu, out, ("node", "rank", "device", "stream"), "start_ns")
     out = _attach(out, r, idx, {"name": "gpu_annotation"})
-    return out.select("node", "rank", "device", "stream", "kind", "row", "name", "start_ns", "end_ns",
-                      "correlation_id", "api_start_ns", "pid", "tid", "step", "annotation", "annotation_depth",
-                      "gpu_annotation").sort("node", "rank", "start_ns")
+    return out.select(
+        "node",
+        "rank",
+        "device",
+        "stream",
+        "kind",
+        "row",
+        "name",
+        "start_ns",
+        "end_ns",
+        "correlation_id",
+        "api_start_ns",
+        "pid",
+        "tid",
+        "step",
+        "annotation",
+        "annotation_depth",
+        "gpu_annotation",
+    ).sort("node", "rank", "start_ns")

@@ -72,9 +72,15 @@ class Summary:
     notes: tuple[str, ...] = ()
 
 
-def summarize(trace: Trace, *, top: int = 15, steps_pattern: str | None = None,
-              annotations: tuple[str, ...] = (), annotation_bins: int = 20,
-              index: TraceIndex | None = None) -> Summary:
+def summarize(
+    trace: Trace,
+    *,
+    top: int = 15,
+    steps_pattern: str | None = None,
+    annotations: tuple[str, ...] = (),
+    annotation_bins: int = 20,
+    index: TraceIndex | None = None,
+) -> Summary:
     """Compose every analysis the dashboard shows.
 
     Args:
@@ -104,26 +110,35 @@ def summarize(trace: Trace, *, top: int = 15, steps_pattern: str | None = None,
         operators = operator_summary(trace, top=top, index=ix)
         sequences = kernel_sequences(trace, index=ix)
         return Summary(
-            source=trace.meta.source, ranks=n_ranks, kernels=trace.kernels.height,
+            source=trace.meta.source,
+            ranks=n_ranks,
+            kernels=trace.kernels.height,
             phases=job_phases(trace, pattern=steps_pattern, index=ix),
-            active=active, busy=busy_time(trace, per="device", index=ix),
+            active=active,
+            busy=busy_time(trace, per="device", index=ix),
             idle=idle.result(),
             top_by_time=top_kernels(trace, by="time", top=top, stats=stats),
             top_by_count=top_kernels(trace, by="count", top=top, stats=stats),
             latency=latency.result(),
-            steps=steps, step_stats=step_stats(trace, steps=raw_steps),
-            precision=precision_distribution(trace, index=ix), activity=activity_distribution(trace),
-            memory=memory_distribution(trace), counters=counter_stats(trace),
+            steps=steps,
+            step_stats=step_stats(trace, steps=raw_steps),
+            precision=precision_distribution(trace, index=ix),
+            activity=activity_distribution(trace),
+            memory=memory_distribution(trace),
+            counters=counter_stats(trace),
             overlap=overlap,
             load_balance=load_balance(trace, pattern=steps_pattern, index=ix) if n_ranks > 1 else None,
-            operators=operators, kernel_sequences=sequences,
+            operators=operators,
+            kernel_sequences=sequences,
             annotations=tuple(annotation_histogram(trace, p, bins=annotation_bins) for p in annotations),
             notes=tuple(trace.meta.notes) + _absent_notes(operators, sequences),
         )
 
 
-NO_OPERATORS = ("operators: none in this trace (they come from Kineto cpu_op events; nsys exports and ktrace "
-                "captures have none yet, and `ktrace import --no-ops` leaves them out)")
+NO_OPERATORS = (
+    "operators: none in this trace (they come from Kineto cpu_op events; nsys exports and ktrace "
+    "captures have none yet, and `ktrace import --no-ops` leaves them out)"
+)
 NO_SEQUENCES = f"kernel_sequences: no stream has {DEFAULT_LENGTH} kernels in a row"
 
 
@@ -135,9 +150,14 @@ def _absent_notes(operators: OperatorSummary | None, sequences: KernelSequences 
 def _operators_dict(o: OperatorSummary | None) -> dict[str, Any] | None:
     if o is None:
         return None
-    return {"operators": o.operators, "records": o.records, "attributed_records": o.attributed,
-            "attributed_gpu_share": o.attributed_gpu_share, "top_by_gpu_time": frame_records(o.top_by_gpu_time),
-            "top_by_cpu_self_time": frame_records(o.top_by_cpu_self_time)}
+    return {
+        "operators": o.operators,
+        "records": o.records,
+        "attributed_records": o.attributed,
+        "attributed_gpu_share": o.attributed_gpu_share,
+        "top_by_gpu_time": frame_records(o.top_by_gpu_time),
+        "top_by_cpu_self_time": frame_records(o.top_by_cpu_self_time),
+    }
 
 
 def _sequences_dict(k: KernelSequences | None) -> dict[str, Any] | None:
@@ -165,23 +185,42 @@ def frame_records(frame: pl.DataFrame | None) -> list[dict[str, Any]] | None:
 
 
 def _phases_dict(p: JobPhases) -> dict[str, Any]:
-    return {"start_ns": p.start_ns, "end_ns": p.end_ns, "duration_ns": p.duration_ns, "steps": p.steps,
-            "step_source": p.step_source,
-            "init_ns": p.init_ns, "training_ns": p.training_ns, "finalize_ns": p.finalize_ns,
-            "init_pct": p.init_pct, "training_pct": p.training_pct, "finalize_pct": p.finalize_pct}
+    return {
+        "start_ns": p.start_ns,
+        "end_ns": p.end_ns,
+        "duration_ns": p.duration_ns,
+        "steps": p.steps,
+        "step_source": p.step_source,
+        "init_ns": p.init_ns,
+        "training_ns": p.training_ns,
+        "finalize_ns": p.finalize_ns,
+        "init_pct": p.init_pct,
+        "training_pct": p.training_pct,
+        "finalize_pct": p.finalize_pct,
+    }
 
 
 def _load_balance_dict(lb: LoadBalance | None) -> dict[str, Any] | None:
     if lb is None:
         return None
-    return {"per_rank": frame_records(lb.per_rank), "busy_spread": lb.busy_spread, "step_spread": lb.step_spread,
-            "histogram_distance": lb.histogram_distance,
-            "worst_pair": list(lb.worst_pair) if lb.worst_pair else None, "source": lb.source}
+    return {
+        "per_rank": frame_records(lb.per_rank),
+        "busy_spread": lb.busy_spread,
+        "step_spread": lb.step_spread,
+        "histogram_distance": lb.histogram_distance,
+        "worst_pair": list(lb.worst_pair) if lb.worst_pair else None,
+        "source": lb.source,
+    }
 
 
 def _histogram_dict(h: AnnotationHistogram) -> dict[str, Any]:
-    return {"pattern": h.pattern, "count": h.count, "edges_ns": list(h.edges_ns), "counts": list(h.counts),
-            "stats": frame_records(h.stats)}
+    return {
+        "pattern": h.pattern,
+        "count": h.count,
+        "edges_ns": list(h.edges_ns),
+        "counts": list(h.counts),
+        "stats": frame_records(h.stats),
+    }
 
 
 def summary_to_dict(summary: Summary) -> dict[str, Any]:
@@ -211,4 +250,3 @@ def summary_to_dict(summary: Summary) -> dict[str, Any]:
             out[f.name] = list(value) if isinstance(value, tuple) else value
     cleaned: dict[str, Any] = _clean(out)
     return dict(sorted(cleaned.items()))
-

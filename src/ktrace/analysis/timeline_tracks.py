@@ -15,5 +15,13 @@ from __future__ import annotations
 from ktrace.analysis._kernels.track_scan import ChunkRows, ScanResult, TrackScan, copy_into, take_into
 from ktrace.analysis._kernels.tracks import TrackArrays, sort_by_track, track_arrays
 
-__all__ = ["ChunkRows", "ScanResult", "TrackArrays", "TrackScan", "copy_into", "sort_by_track", "take_into",
-           "track_arrays"]
+__all__ = [
+    "ChunkRows",
+    "ScanResult",
+    "TrackArrays",
+    "TrackScan",
+    "copy_into",
+    "sort_by_track",
+    "take_into",
+    "track_arrays",
+]

@@ -33,8 +33,18 @@ from ktrace.analysis.columns import FINER, PER_KEYS, Per, combine_rank_ids, memo
 from ktrace.analysis.index import Slot, TraceIndex
 from ktrace.model.trace import Trace
 
-__all__ = ["MAX_BINS", "PER_KEYS", "Per", "active_time_share", "busy_time", "busy_union", "gpu_activity",
-           "memory_name_expr", "names_matching", "utilization_over_time"]
+__all__ = [
+    "MAX_BINS",
+    "PER_KEYS",
+    "Per",
+    "active_time_share",
+    "busy_time",
+    "busy_union",
+    "gpu_activity",
+    "memory_name_expr",
+    "names_matching",
+    "utilization_over_time",
+]
 
 MAX_BINS = 20_000_000
 """utilization_over_time refuses more (groups x bins) cells than this."""
@@ -131,21 +141,33 @@ def _busy_time(ix: TraceIndex, per: Per) -> pl.DataFrame:
     span = last - first
     records = np.diff(g.bounds)
     return g.keys.with_columns(
-        busy_ns=pl.Series(busy), first_ns=pl.Series(first), last_ns=pl.Series(last), span_ns=pl.Series(span),
+        busy_ns=pl.Series(busy),
+        first_ns=pl.Series(first),
+        last_ns=pl.Series(last),
+        span_ns=pl.Series(span),
         idle_ns=pl.Series(span - busy),
         busy_pct=pl.Series(np.where(span > 0, 100.0 * busy / np.maximum(span, 1), 0.0)),
-        records=pl.Series(records.astype(np.int64)))
+        records=pl.Series(records.astype(np.int64)),
+    )
 
 
 def _empty_busy(act: pl.DataFrame, keys: tuple[str, ...]) -> pl.DataFrame:
     cols = {c: pl.Int64 for c in ("busy_ns", "first_ns", "last_ns", "span_ns", "idle_ns")}
-    return act.select(keys).clear().cast({"node": pl.String}).with_columns(
-        *[pl.lit(None, dtype=t).alias(c) for c, t in cols.items()],
-        pl.lit(None, dtype=pl.Float64).alias("busy_pct"), pl.lit(None, dtype=pl.Int64).alias("records"))
+    return (
+        act.select(keys)
+        .clear()
+        .cast({"node": pl.String})
+        .with_columns(
+            *[pl.lit(None, dtype=t).alias(c) for c, t in cols.items()],
+            pl.lit(None, dtype=pl.Float64).alias("busy_pct"),
+            pl.lit(None, dtype=pl.Int64).alias("records"),
+        )
+    )
 
 
-def utilization_over_time(trace: Trace, bin_ns: int, per: Per = "device", t0_ns: int | None = None, *,
-                          index: TraceIndex | None = None) -> pl.DataFrame:
+def utilization_over_time(
+    trace: Trace, bin_ns: int, per: Per = "device", t0_ns: int | None = None, *, index: TraceIndex | None = None
+) -> pl.DataFrame:
     """GPU utilization in fixed bins: busy ns (union of GPU records) per bin, per group.
 
     Bins are aligned on one origin for every group (`t0_ns`, default the first GPU record of the
@@ -172,8 +194,12 @@ def utilization_over_time(trace: Trace, bin_ns: int, per: Per = "device", t0_ns:
     ix = TraceIndex.of(trace, index)
     g, _, s, e = ix.sorted_intervals(per)
     if g.n_groups == 0:
-        return g.keys.with_columns(bin=pl.lit(0, pl.Int64), bin_start_ns=pl.lit(0, pl.Int64),
-                                   busy_ns=pl.lit(0, pl.Int64), utilization=pl.lit(0.0)).clear()
+        return g.keys.with_columns(
+            bin=pl.lit(0, pl.Int64),
+            bin_start_ns=pl.lit(0, pl.Int64),
+            busy_ns=pl.lit(0, pl.Int64),
+            utilization=pl.lit(0.0),
+        ).clear()
     t0 = int(s.min()) if t0_ns is None else int(t0_ns)
     n_bins = max(1, -(-(int(e.max()) - t0) // bin_ns))
     if n_bins * g.n_groups > MAX_BINS:
@@ -183,8 +209,11 @@ def utilization_over_time(trace: Trace, bin_ns: int, per: Per = "device", t0_ns:
     bins = np.arange(n_bins, dtype=np.int64)
     idx = np.repeat(np.arange(g.n_groups), n_bins)
     return g.keys[idx].with_columns(
-        bin=pl.Series(np.tile(bins, g.n_groups)), bin_start_ns=pl.Series(np.tile(t0 + bins * bin_ns, g.n_groups)),
-        busy_ns=pl.Series(busy.reshape(-1)), utilization=pl.Series(busy.reshape(-1) / float(bin_ns)))
+        bin=pl.Series(np.tile(bins, g.n_groups)),
+        bin_start_ns=pl.Series(np.tile(t0 + bins * bin_ns, g.n_groups)),
+        busy_ns=pl.Series(busy.reshape(-1)),
+        utilization=pl.Series(busy.reshape(-1) / float(bin_ns)),
+    )
 
 
 def active_time_share(trace: Trace, *, index: TraceIndex | None = None) -> pl.DataFrame:
@@ -215,8 +244,16 @@ def active_time_share(trace: Trace, *, index: TraceIndex | None = None) -> pl.Da
     return pl.concat(parts, how="vertical_relaxed").sort("resource", "node", "rank", "instance", "method")
 
 
-_SHARE_SCHEMA = {"node": pl.String, "rank": pl.Int32, "resource": pl.String, "instance": pl.Int32,
-                 "method": pl.String, "active_share": pl.Float64, "mean_util": pl.Float64, "samples": pl.Int64}
+_SHARE_SCHEMA = {
+    "node": pl.String,
+    "rank": pl.Int32,
+    "resource": pl.String,
+    "instance": pl.Int32,
+    "method": pl.String,
+    "active_share": pl.Float64,
+    "mean_util": pl.Float64,
+    "samples": pl.Int64,
+}
 
 
 def _share_frame(frame: pl.DataFrame) -> pl.DataFrame:
@@ -231,10 +268,16 @@ def _i64(frame: pl.DataFrame, col: str) -> npt.NDArray[np.int64]:
 
 def _gpu_timeline_share(ix: TraceIndex) -> pl.DataFrame:
     b = busy_time(ix.trace, per="device", index=ix)
-    return _share_frame(b.with_columns(
-        resource=pl.lit("gpu"), instance=pl.col("device"), method=pl.lit("timeline"),
-        active_share=pl.when(pl.col("span_ns") > 0).then(pl.col("busy_ns") / pl.col("span_ns")).otherwise(0.0),
-        mean_util=pl.lit(None, pl.Float64), samples=pl.col("records")))
+    return _share_frame(
+        b.with_columns(
+            resource=pl.lit("gpu"),
+            instance=pl.col("device"),
+            method=pl.lit("timeline"),
+            active_share=pl.when(pl.col("span_ns") > 0).then(pl.col("busy_ns") / pl.col("span_ns")).otherwise(0.0),
+            mean_util=pl.lit(None, pl.Float64),
+            samples=pl.col("records"),
+        )
+    )
 
 
 def _counter_shares(trace: Trace) -> list[pl.DataFrame]:
@@ -245,7 +288,8 @@ def _counter_shares(trace: Trace) -> list[pl.DataFrame]:
         if rows.height == 0:
             continue
         agg = rows.group_by(pl.col("node").cast(pl.String), "rank", pl.col("instance").fill_null(-1)).agg(
-            active_share=(pl.col("value") > 0).mean(), mean_util=pl.col("value").mean(), samples=pl.len())
+            active_share=(pl.col("value") > 0).mean(), mean_util=pl.col("value").mean(), samples=pl.len()
+        )
         out.append(_share_frame(agg.with_columns(resource=pl.lit(resource), method=pl.lit("counter"))))
     return out
 
@@ -254,8 +298,13 @@ def _cpu_timeline_share(ix: TraceIndex) -> pl.DataFrame:
     from ktrace.analysis._kernels.intervals import union_length
 
     trace = ix.trace
-    with_counter = trace.counters.filter(pl.col("metric").cast(pl.String) == "cpu.util").select(
-        pl.col("node").cast(pl.String)).unique().to_series().to_list()
+    with_counter = (
+        trace.counters.filter(pl.col("metric").cast(pl.String) == "cpu.util")
+        .select(pl.col("node").cast(pl.String))
+        .unique()
+        .to_series()
+        .to_list()
+    )
     ranges = trace.ranges.filter(~pl.col("on_gpu") & (pl.col("domain").cast(pl.String) != "profiler_step"))
     frames = [f.select("node", "rank", "start_ns", "end_ns") for f in (trace.api, trace.ops, ranges)]
     if with_counter:
@@ -263,8 +312,7 @@ def _cpu_timeline_share(ix: TraceIndex) -> pl.DataFrame:
         keys, ids = node_rank_ids(frames)
     else:  # whole api/ops tables: reuse the rank ids the index holds for them
         range_keys, (range_ids,) = node_rank_ids([frames[2]])
-        keys, ids = combine_rank_ids([ix.table_rank_ids("api"), ix.table_rank_ids("ops"),
-                                      (range_keys, range_ids)])
+        keys, ids = combine_rank_ids([ix.table_rank_ids("api"), ix.table_rank_ids("ops"), (range_keys, range_ids)])
     if not sum(f.height for f in frames):
         return _share_frame(pl.DataFrame())
     gid = np.concatenate(ids)
@@ -273,7 +321,13 @@ def _cpu_timeline_share(ix: TraceIndex) -> pl.DataFrame:
     e = np.concatenate([_i64(f, "end_ns") for f in frames])[perm]
     busy = union_length(gid[perm], s, e, keys.height)
     span = np.maximum.reduceat(e, bounds[:-1]) - s[bounds[:-1]]
-    return _share_frame(keys.with_columns(
-        resource=pl.lit("cpu"), instance=pl.lit(-1), method=pl.lit("timeline"),
-        active_share=pl.Series(np.where(span > 0, busy / np.maximum(span, 1), 0.0)),
-        mean_util=pl.lit(None, pl.Float64), samples=pl.Series(np.diff(bounds))))
+    return _share_frame(
+        keys.with_columns(
+            resource=pl.lit("cpu"),
+            instance=pl.lit(-1),
+            method=pl.lit("timeline"),
+            active_share=pl.Series(np.where(span > 0, busy / np.maximum(span, 1), 0.0)),
+            mean_util=pl.lit(None, pl.Float64),
+            samples=pl.Series(np.diff(bounds)),
+        )
+    )

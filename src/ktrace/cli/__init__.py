@@ -53,8 +53,11 @@ def _version() -> str:
 def top_parser() -> argparse.ArgumentParser:
     """The top-level parser: lists verbs without importing them."""
     parser = argparse.ArgumentParser(
-        prog="ktrace", description="GPU kernel-trace timeline analyzer.", epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        prog="ktrace",
+        description="GPU kernel-trace timeline analyzer.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action="version", version=f"ktrace {_version()}")
     sub = parser.add_subparsers(title="verbs", dest="verb", metavar="VERB")
     for name, (_, help_text) in VERBS.items():
@@ -67,8 +70,10 @@ def verb_parser(verb: str) -> tuple[argparse.ArgumentParser, object]:
     module_name, help_text = VERBS[verb]
     module = importlib.import_module(module_name)
     parser = argparse.ArgumentParser(
-        prog=f"ktrace {verb}", description=(module.__doc__ or help_text).strip(),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        prog=f"ktrace {verb}",
+        description=(module.__doc__ or help_text).strip(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     module.add_arguments(parser)
     return parser, module
 
@@ -107,8 +112,11 @@ def _run_verb(verb: str, rest: list[str]) -> int:
         missing = (exc.name or "").split(".")[0]
         if missing not in ANALYSIS_EXTRA:
             raise
-        print(f"ktrace {verb}: error: needs {missing}, which this install lacks "
-              "(a capture-only install): pip install 'ktrace[analysis]'", file=sys.stderr)
+        print(
+            f"ktrace {verb}: error: needs {missing}, which this install lacks "
+            "(a capture-only install): pip install 'ktrace[analysis]'",
+            file=sys.stderr,
+        )
         return int(ExitCode.MISSING_DEPENDENCY)
     except KtraceError as exc:
         from ktrace.model.display_text import printable

@@ -26,8 +26,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `ktrace check`."""
     add_trace_argument(parser, optional_with="--list-rules")
     add_rules_arguments(parser)
-    parser.add_argument("--fail-on", choices=("info", "warning", "error", "never"), default="error",
-                        help="lowest severity that makes the exit code non-zero (default: error)")
+    parser.add_argument(
+        "--fail-on",
+        choices=("info", "warning", "error", "never"),
+        default="error",
+        help="lowest severity that makes the exit code non-zero (default: error)",
+    )
     add_json_flag(parser, "the findings as JSON")
     parser.add_argument("--list-rules", action="store_true", help="list every rule with its parameters and exit")
     parser.add_argument("--verbose", "-v", action="store_true", help="also print rules that passed or were skipped")
@@ -81,6 +85,9 @@ def run(args: argparse.Namespace) -> int:
                     print(f"{'SKIPPED' if r.skipped else 'OK':7} {r.rule}: {printable(r.skipped or 'did not fire')}")
     fail = args.fail_on != "never" and report.count(args.fail_on) > 0
     n = {s: sum(1 for f in report.findings if f.severity == s) for s in ("error", "warning", "info")}
-    print(f"{len(report.results)} rules: {n['error']} errors, {n['warning']} warnings, {n['info']} notes"
-          + (f"; failing (--fail-on {args.fail_on})" if fail else ""), file=sys.stderr)
+    print(
+        f"{len(report.results)} rules: {n['error']} errors, {n['warning']} warnings, {n['info']} notes"
+        + (f"; failing (--fail-on {args.fail_on})" if fail else ""),
+        file=sys.stderr,
+    )
     return int(ExitCode.FINDINGS) if fail else 0

@@ -24,10 +24,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `ktrace diff`."""
     add_trace_argument(parser, "a")
     add_trace_argument(parser, "b")
-    parser.add_argument("--threshold", type=float, default=5.0,
-                        help="regression when step (or kernel) time grows by more than this %% (default 5)")
-    parser.add_argument("--fail-on", choices=("info", "warning", "error", "never"), default="error",
-                        help="a rule newly firing at this severity or above is a regression (default: error)")
+    parser.add_argument(
+        "--threshold",
+        type=float,
+        default=5.0,
+        help="regression when step (or kernel) time grows by more than this %% (default 5)",
+    )
+    parser.add_argument(
+        "--fail-on",
+        choices=("info", "warning", "error", "never"),
+        default="error",
+        help="a rule newly firing at this severity or above is a regression (default: error)",
+    )
     parser.add_argument("--top", type=int, default=15, help="kernels listed (default 15)")
     parser.add_argument("--json", action="store_true", help="print the diff as JSON")
     parser.add_argument("--markdown", action="store_true", help="print the diff as Markdown (for a PR comment)")

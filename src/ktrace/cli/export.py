@@ -38,18 +38,27 @@ _SUFFIXES = {"perfetto": ".pftrace", "chrome": ".json", "parquet": "", "csv": ""
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `ktrace export`."""
     add_trace_argument(parser)
-    parser.add_argument("-f", "--format", choices=FORMATS,
-                        help="output format (default: from the output's extension, else perfetto)")
-    parser.add_argument("-o", "--output", help="output file (perfetto, chrome; add .gz to compress) or folder "
-                                               "(parquet, csv); default: the input's name in the current folder")
-    parser.add_argument("--force", action="store_true",
-                        help="replace the output if it exists and is a ktrace export of the same format")
-    parser.add_argument("--window", metavar="START:END",
-                        help="keep only what overlaps this window: seconds from the trace start (1.5:3, 10:) "
-                             "or absolute epoch ns")
+    parser.add_argument(
+        "-f", "--format", choices=FORMATS, help="output format (default: from the output's extension, else perfetto)"
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        help="output file (perfetto, chrome; add .gz to compress) or folder "
+        "(parquet, csv); default: the input's name in the current folder",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="replace the output if it exists and is a ktrace export of the same format"
+    )
+    parser.add_argument(
+        "--window",
+        metavar="START:END",
+        help="keep only what overlaps this window: seconds from the trace start (1.5:3, 10:) or absolute epoch ns",
+    )
     parser.add_argument("--ranks", metavar="LIST", help="keep only these ranks, e.g. 0,1,3 or 0-3")
-    parser.add_argument("--findings", action="store_true",
-                        help="run the rules and draw their findings as instant events (perfetto)")
+    parser.add_argument(
+        "--findings", action="store_true", help="run the rules and draw their findings as instant events (perfetto)"
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -101,14 +110,19 @@ def load_findings(trace: Any) -> list[Any]:
         if run_rules is not None:
             break
     if run_rules is None:
-        print("ktrace export: note: --findings needs the rules engine (ktrace.analysis.rules.run_rules), "
-              "which this ktrace does not have; exporting without findings", file=sys.stderr)
+        print(
+            "ktrace export: note: --findings needs the rules engine (ktrace.analysis.rules.run_rules), "
+            "which this ktrace does not have; exporting without findings",
+            file=sys.stderr,
+        )
         return []
     try:
         result = run_rules(trace)
     except Exception as exc:  # a failing rule must not cost the user the export
-        print(f"ktrace export: note: the rules failed ({type(exc).__name__}: {exc}); exporting without findings",
-              file=sys.stderr)
+        print(
+            f"ktrace export: note: the rules failed ({type(exc).__name__}: {exc}); exporting without findings",
+            file=sys.stderr,
+        )
         return []
     return list(getattr(result, "findings", result))
 
@@ -130,8 +144,9 @@ def run(args: argparse.Namespace) -> int:
             window = parse_window(args.window, span[0] if span else 0) if args.window else None
             trace = select(trace, window=window, ranks=ranks)
             if not any(n for name, n in trace.counts().items() if name not in ("threads", "devices")):
-                print("ktrace export: note: nothing left after --window/--ranks; writing an empty trace",
-                      file=sys.stderr)
+                print(
+                    "ktrace export: note: nothing left after --window/--ranks; writing an empty trace", file=sys.stderr
+                )
         findings: list[Any] = []
         if args.findings:
             with progress_bar("checking rules", enabled=False if args.no_progress else None):

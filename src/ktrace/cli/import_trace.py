@@ -27,16 +27,22 @@ from ktrace.model.errors import ExitCode, KtraceError
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `ktrace import`."""
-    parser.add_argument("src", metavar="SRC",
-                        help="Kineto .json/.json.gz file or folder of per-rank files, or nsys .sqlite")
-    parser.add_argument("-o", "--output", metavar="OUT.ktrace", required=True,
-                        help="the .ktrace folder to write")
-    parser.add_argument("--no-ops", action="store_true",
-                        help="Kineto: skip cpu_op events (framework operators; imported by default): a faster "
-                             "import and a smaller store, without the operator view")
+    parser.add_argument(
+        "src", metavar="SRC", help="Kineto .json/.json.gz file or folder of per-rank files, or nsys .sqlite"
+    )
+    parser.add_argument("-o", "--output", metavar="OUT.ktrace", required=True, help="the .ktrace folder to write")
+    parser.add_argument(
+        "--no-ops",
+        action="store_true",
+        help="Kineto: skip cpu_op events (framework operators; imported by default): a faster "
+        "import and a smaller store, without the operator view",
+    )
     parser.add_argument("--with-ops", action="store_true", help=argparse.SUPPRESS)  # the default since issue #15
-    parser.add_argument("--force", action="store_true",
-                        help="replace OUT if it exists and is a .ktrace store (anything else is never replaced)")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace OUT if it exists and is a .ktrace store (anything else is never replaced)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
 
@@ -73,8 +79,9 @@ def _print_summary(trace: object, out: Path) -> None:
     counts = trace.counts()  # type: ignore[attr-defined]
     meta = trace.meta  # type: ignore[attr-defined]
     ranks = len(trace.ranks)  # type: ignore[attr-defined]
-    rows = ", ".join(f"{counts[k]:,} {k}" for k in ("kernels", "memory", "syncs", "api", "ranges", "ops")
-                     if counts.get(k))
+    rows = ", ".join(
+        f"{counts[k]:,} {k}" for k in ("kernels", "memory", "syncs", "api", "ranges", "ops") if counts.get(k)
+    )
     print(f"wrote {out} ({meta.source}, {ranks} rank{'s' if ranks != 1 else ''}): {rows or 'no rows'}")
     health = {k: v for k, v in meta.health.items() if v}
     if health:

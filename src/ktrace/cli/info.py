@@ -32,8 +32,12 @@ def describe(trace: Any, *, validate: bool = False) -> dict[str, Any]:
     info: dict[str, Any] = {
         "source": trace.meta.source,
         "schema_version": trace.meta.schema_version,
-        "span": None if span is None else {
-            "start_ns": span[0], "end_ns": span[1], "duration_s": round((span[1] - span[0]) / 1e9, 6),
+        "span": None
+        if span is None
+        else {
+            "start_ns": span[0],
+            "end_ns": span[1],
+            "duration_s": round((span[1] - span[0]) / 1e9, 6),
             "start_utc": dt.datetime.fromtimestamp(span[0] / 1e9, dt.timezone.utc).isoformat(timespec="milliseconds"),
         },
         "ranks": [{"node": n, "rank": r} for n, r in trace.ranks],
@@ -75,8 +79,10 @@ def _print_text(info: dict[str, Any]) -> None:
     console.print(f"[bold]ranks[/]   {escape(ranks)}")
     for d in info["devices"]:
         cc = f"sm_{d['compute_major']}{d['compute_minor']}" if d.get("compute_major") is not None else ""
-        console.print(f"[bold]device[/]  {escape(str(d['node']))}/{d['rank']} GPU {d['device']}: "
-                      f"{escape(str(d['name']))} {escape(cc)}")
+        console.print(
+            f"[bold]device[/]  {escape(str(d['node']))}/{d['rank']} GPU {d['device']}: "
+            f"{escape(str(d['name']))} {escape(cc)}"
+        )
     table = Table("table", "rows", title="rows per table", title_justify="left")
     for name, n in info["rows"].items():
         table.add_row(name, f"{n:,}")

@@ -12,10 +12,11 @@ if TYPE_CHECKING:
 def add_trace_argument(parser: argparse.ArgumentParser, name: str = "trace", *, optional_with: str = "") -> None:
     """The positional TRACE argument every reading verb takes (optional when `optional_with` names the
     option that makes it unneeded)."""
-    help_text = ("a .ktrace folder, a Kineto .json/.json.gz file or folder of per-rank files, "
-                 "or an nsys .sqlite export")
+    help_text = "a .ktrace folder, a Kineto .json/.json.gz file or folder of per-rank files, or an nsys .sqlite export"
     if optional_with:
-        parser.add_argument(name, metavar=name.upper(), nargs="?", help=f"{help_text} (not needed with {optional_with})")
+        parser.add_argument(
+            name, metavar=name.upper(), nargs="?", help=f"{help_text} (not needed with {optional_with})"
+        )
     else:
         parser.add_argument(name, metavar=name.upper(), help=help_text)
 

@@ -35,17 +35,30 @@ FORMATS = ("html", "md", "json")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `ktrace report`."""
     add_trace_argument(parser)
-    parser.add_argument("-o", "--output", metavar="FILE", help="where to write (default: stdout for md/json; "
-                                                              "report.html for html)")
-    parser.add_argument("-f", "--format", choices=FORMATS, help="html, md or json (default: from the output "
-                                                                "file's extension, else html)")
-    parser.add_argument("--annotate", metavar="REGEX", action="append", default=[],
-                        help="add a histogram of the durations of the ranges matching REGEX (repeatable; "
-                             "default: forward/backward/optimizer.step when present)")
+    parser.add_argument(
+        "-o", "--output", metavar="FILE", help="where to write (default: stdout for md/json; report.html for html)"
+    )
+    parser.add_argument(
+        "-f",
+        "--format",
+        choices=FORMATS,
+        help="html, md or json (default: from the output file's extension, else html)",
+    )
+    parser.add_argument(
+        "--annotate",
+        metavar="REGEX",
+        action="append",
+        default=[],
+        help="add a histogram of the durations of the ranges matching REGEX (repeatable; "
+        "default: forward/backward/optimizer.step when present)",
+    )
     parser.add_argument("--top", type=int, default=15, help="rows in the top-kernel panels (default 15)")
     parser.add_argument("--title", default="", help="report title")
-    parser.add_argument("--force", action="store_true",
-                        help="replace the output file if it exists and is a ktrace report of the same format")
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace the output file if it exists and is a ktrace report of the same format",
+    )
     add_rules_arguments(parser)
 
 
@@ -91,8 +104,9 @@ def run(args: argparse.Namespace) -> int:
     with output.preparing() if output else contextlib.nullcontext():
         trace = open_trace(args.trace)
         with progress_bar("analysing") as bar:
-            report = build_report(trace, config=config, annotations=tuple(args.annotate), top=args.top,
-                                  title=args.title, progress=bar)
+            report = build_report(
+                trace, config=config, annotations=tuple(args.annotate), top=args.top, title=args.title, progress=bar
+            )
         text = render(report, fmt)
     if output is None:
         sys.stdout.write(text)
@@ -100,6 +114,9 @@ def run(args: argparse.Namespace) -> int:
     with output:
         outputs.write_atomically(output.target, text.encode())
     counts = finding_counts(report.dashboard.rules)
-    print(f"wrote {target} ({len(text.encode()) / 1e6:.1f} MB): {counts.error} errors, "
-          f"{counts.warning} warnings, {counts.info} notes", file=sys.stderr)
+    print(
+        f"wrote {target} ({len(text.encode()) / 1e6:.1f} MB): {counts.error} errors, "
+        f"{counts.warning} warnings, {counts.info} notes",
+        file=sys.stderr,
+    )
     return 0

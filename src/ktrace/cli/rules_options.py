@@ -8,11 +8,21 @@ from typing import Any
 
 def add_rules_arguments(parser: argparse.ArgumentParser) -> None:
     """--rules FILE and repeated --set RULE.PARAM=VALUE."""
-    parser.add_argument("--rules", metavar="FILE", help="TOML file of rule thresholds ([StepOutlier] stddev = 5, "
-                                                        "disable = [...]); see `ktrace check --list-rules`")
-    parser.add_argument("--set", metavar="RULE.PARAM=VALUE", action="append", default=[], dest="set_params",
-                        help="override one rule parameter, e.g. --set GPUGaps.gap_ms=50 (repeatable; also "
-                             "RULE.severity=error and RULE.enabled=false)")
+    parser.add_argument(
+        "--rules",
+        metavar="FILE",
+        help="TOML file of rule thresholds ([StepOutlier] stddev = 5, "
+        "disable = [...]); see `ktrace check --list-rules`",
+    )
+    parser.add_argument(
+        "--set",
+        metavar="RULE.PARAM=VALUE",
+        action="append",
+        default=[],
+        dest="set_params",
+        help="override one rule parameter, e.g. --set GPUGaps.gap_ms=50 (repeatable; also "
+        "RULE.severity=error and RULE.enabled=false)",
+    )
 
 
 def rules_config(args: argparse.Namespace) -> Any:

@@ -36,36 +36,64 @@ from ktrace.model.errors import ExitCode, KtraceError
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `ktrace run`."""
-    parser.add_argument("-o", "--output", metavar="PATH",
-                        help="the .ktrace folder to write (default: run.ktrace, run-2.ktrace, ... in the cwd)")
-    parser.add_argument("--force", action="store_true",
-                        help="replace PATH if it is a .ktrace store (anything else is never replaced); the old "
-                             "trace stays until the new one is complete")
-    parser.add_argument("--wait", type=float, default=30.0, metavar="S",
-                        help="when the command ends, wait up to S seconds for traced processes it left running "
-                             "(detached children) to write their trace (default: 30)")
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="PATH",
+        help="the .ktrace folder to write (default: run.ktrace, run-2.ktrace, ... in the cwd)",
+    )
+    parser.add_argument(
+        "--force",
+        action="store_true",
+        help="replace PATH if it is a .ktrace store (anything else is never replaced); the old "
+        "trace stays until the new one is complete",
+    )
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="when the command ends, wait up to S seconds for traced processes it left running "
+        "(detached children) to write their trace (default: 30)",
+    )
     win = parser.add_argument_group("capture window")
     win.add_argument("--delay", type=float, default=0.0, metavar="S", help="start recording S seconds after launch")
     win.add_argument("--duration", type=float, default=None, metavar="S", help="record for S seconds, then stop")
     win.add_argument("--steps", metavar="A:B", help="record steps A..B-1 (steps are counted by ktrace.step())")
-    win.add_argument("--capture-range", choices=["none", "cudaProfilerApi"], default="none",
-                     help="cudaProfilerApi: record only between torch.cuda.profiler.start()/stop() "
-                          "(or cudaProfilerStart/Stop, ktrace.start()/stop())")
+    win.add_argument(
+        "--capture-range",
+        choices=["none", "cudaProfilerApi"],
+        default="none",
+        help="cudaProfilerApi: record only between torch.cuda.profiler.start()/stop() "
+        "(or cudaProfilerStart/Stop, ktrace.start()/stop())",
+    )
     what = parser.add_argument_group("what to record")
-    what.add_argument("--kinds", default="all", metavar="LIST",
-                      help="activity kinds: kernel,runtime,driver,memcpy,memset,sync,nvtx,external,overhead,"
-                           "resources (default: all)")
+    what.add_argument(
+        "--kinds",
+        default="all",
+        metavar="LIST",
+        help="activity kinds: kernel,runtime,driver,memcpy,memset,sync,nvtx,external,overhead,resources (default: all)",
+    )
     what.add_argument("--no-gpu", action="store_true", help="do not start CUPTI: CPU side and counters only")
-    what.add_argument("--interval", type=int, default=500, metavar="MS",
-                      help="counter sampling interval, 100 ms to 60 s (default: 500)")
+    what.add_argument(
+        "--interval",
+        type=int,
+        default=500,
+        metavar="MS",
+        help="counter sampling interval, 100 ms to 60 s (default: 500)",
+    )
     what.add_argument("--no-counters", action="store_true", help="do not sample CPU/GPU counters")
-    what.add_argument("--trace-children", action="store_true",
-                      help="also trace launcher agents and multiprocessing children (DataLoader workers)")
+    what.add_argument(
+        "--trace-children",
+        action="store_true",
+        help="also trace launcher agents and multiprocessing children (DataLoader workers)",
+    )
     what.add_argument("--ranks", metavar="LIST", help="trace only these ranks, e.g. 0 or 0,4-7")
     what.add_argument("--buffer-mb", type=int, default=8, metavar="MB", help="CUPTI buffer size (default: 8)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only errors")
-    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...",
-                        help="the command to record, after --")
+    parser.add_argument(
+        "command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...", help="the command to record, after --"
+    )
 
 
 def parse_config(args: argparse.Namespace) -> Any:
@@ -78,11 +106,18 @@ def parse_config(args: argparse.Namespace) -> Any:
         if not 1 <= args.buffer_mb <= 256:
             raise ConfigError("--buffer-mb must be between 1 and 256")
         return CaptureConfig(
-            kinds=parse_kinds(args.kinds), gpu=not args.no_gpu, interval_ms=check_interval(args.interval),
-            counters=not args.no_counters, delay_s=args.delay, duration_s=args.duration,
-            steps=parse_steps(args.steps) if args.steps else None, capture_range=args.capture_range,
-            trace_children=args.trace_children, ranks=parse_ranks(args.ranks) if args.ranks else None,
-            buffer_mb=args.buffer_mb)
+            kinds=parse_kinds(args.kinds),
+            gpu=not args.no_gpu,
+            interval_ms=check_interval(args.interval),
+            counters=not args.no_counters,
+            delay_s=args.delay,
+            duration_s=args.duration,
+            steps=parse_steps(args.steps) if args.steps else None,
+            capture_range=args.capture_range,
+            trace_children=args.trace_children,
+            ranks=parse_ranks(args.ranks) if args.ranks else None,
+            buffer_mb=args.buffer_mb,
+        )
     except ConfigError as exc:
         raise KtraceError(str(exc), ExitCode.USAGE) from None
 
@@ -143,8 +178,7 @@ def _finish(out: Any, result: Any, say: Any, quiet: bool) -> int:
     """Publish the finalized trace (or keep the raw capture and say why); the command's exit code."""
     if result.finalize_error:
         out.keep()
-        print(f"ktrace run: error: {result.finalize_error} in {out.staging} (ktrace summary reads it)",
-              file=sys.stderr)
+        print(f"ktrace run: error: {result.finalize_error} in {out.staging} (ktrace summary reads it)", file=sys.stderr)
         return int(result.exit_code)
     result.root = out.publish()
     for note in result.notes:
@@ -162,9 +196,15 @@ def _print_summary(result: Any) -> None:
             totals[table] = totals.get(table, 0) + n
     shown = ", ".join(f"{totals.get(t, 0):,} {t}" for t in ("kernels", "memory", "api", "ranges", "threads"))
     procs = len(result.processes)
-    print(f"ktrace: trace written to {result.root} ({procs} process{'es' if procs != 1 else ''}: {shown}; "
-          f"{result.duration_s:.1f} s; command exit code {result.exit_code})", file=sys.stderr)
+    print(
+        f"ktrace: trace written to {result.root} ({procs} process{'es' if procs != 1 else ''}: {shown}; "
+        f"{result.duration_s:.1f} s; command exit code {result.exit_code})",
+        file=sys.stderr,
+    )
     if not procs:
-        print("ktrace: no Python process ran under the tracer: `ktrace run` traces Python processes (and their "
-              "CUDA work); for other programs only the host counters were sampled", file=sys.stderr)
+        print(
+            "ktrace: no Python process ran under the tracer: `ktrace run` traces Python processes (and their "
+            "CUDA work); for other programs only the host counters were sampled",
+            file=sys.stderr,
+        )
     print(f"  next: ktrace summary {result.root}\n        ktrace view {result.root}", file=sys.stderr)

@@ -31,12 +31,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `ktrace summary`."""
     add_trace_argument(parser)
     add_json_flag(parser)
-    parser.add_argument("--top", type=int, default=15, metavar="N",
-                        help="kernels listed by time and by count; the rest is one 'other' row (default 15)")
-    parser.add_argument("--steps-pattern", metavar="REGEX", default=None,
-                        help="regex of the range names that are training steps (default: ProfilerStep#N)")
-    parser.add_argument("--annotation", action="append", default=[], metavar="REGEX",
-                        help="also histogram the durations of ranges matching REGEX (repeatable)")
+    parser.add_argument(
+        "--top",
+        type=int,
+        default=15,
+        metavar="N",
+        help="kernels listed by time and by count; the rest is one 'other' row (default 15)",
+    )
+    parser.add_argument(
+        "--steps-pattern",
+        metavar="REGEX",
+        default=None,
+        help="regex of the range names that are training steps (default: ProfilerStep#N)",
+    )
+    parser.add_argument(
+        "--annotation",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="also histogram the durations of ranges matching REGEX (repeatable)",
+    )
 
 
 def _check_regex(value: str | None, option: str) -> None:
@@ -61,8 +75,7 @@ def run(args: argparse.Namespace) -> int:
 
     trace = open_trace(args.trace)
     with progress_bar("analysing"):
-        summary = summarize(trace, top=args.top, steps_pattern=args.steps_pattern,
-                            annotations=tuple(args.annotation))
+        summary = summarize(trace, top=args.top, steps_pattern=args.steps_pattern, annotations=tuple(args.annotation))
     if args.json:
         json.dump(summary_to_dict(summary), sys.stdout, indent=1, sort_keys=True)
         sys.stdout.write("\n")

@@ -21,8 +21,11 @@ from ktrace.cli.options import add_trace_argument
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `ktrace view`."""
     add_trace_argument(parser)
-    parser.add_argument("--no-analyses", action="store_true",
-                        help="do not compute the dashboard (summary and rules); faster on huge traces")
+    parser.add_argument(
+        "--no-analyses",
+        action="store_true",
+        help="do not compute the dashboard (summary and rules); faster on huge traces",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,8 +36,9 @@ def run(args: argparse.Namespace) -> int:
     path = Path(args.trace)
     detect(path)  # raises a one-line TraceFormatError for a missing or unreadable path, before the screen opens
     if not sys.stdout.isatty():
-        raise KtraceError("ktrace view needs a terminal (use `ktrace summary` or `ktrace info` in scripts)",
-                          ExitCode.USAGE)
+        raise KtraceError(
+            "ktrace view needs a terminal (use `ktrace summary` or `ktrace info` in scripts)", ExitCode.USAGE
+        )
     from ktrace.tui.app import make_app
 
     app = make_app(path, analyses=not args.no_analyses)

@@ -27,8 +27,11 @@ from ktrace.model.trace import Trace
 
 LANE_TID = 100_000_000
 """tid offset of an overflow pseudo-thread for slices that overlap without nesting."""
-_SPECIAL_TIDS = {"step": (0, "Steps"), "sync": (1_000_000, "Synchronization"),
-                 "gpu_range": (1_000_001, "GPU annotations")}
+_SPECIAL_TIDS = {
+    "step": (0, "Steps"),
+    "sync": (1_000_000, "Synchronization"),
+    "gpu_range": (1_000_001, "GPU annotations"),
+}
 
 
 def _fmt(template: str, *exprs: pl.Expr | str) -> pl.Expr:
@@ -55,16 +58,43 @@ def _args(frame: pl.DataFrame) -> pl.Expr:
         return pl.concat_str(pl.lit('"'), pl.col(c), pl.lit('"')).fill_null("null")
 
     kind = pl.col("kind")
-    kernel = _fmt('{"grid":[%s,%s,%s],"block":[%s,%s,%s],"registers_per_thread":%s,"static_shared_bytes":%s,'
-                       '"dynamic_shared_bytes":%s,"correlation_id":%s}',
-                       *[num(c) for c in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
-                                          "registers_per_thread", "static_shared_bytes", "dynamic_shared_bytes",
-                                          "correlation_id")])
-    memory = _fmt('{"bytes":%s,"copy_kind":%s,"src_kind":%s,"dst_kind":%s,"correlation_id":%s}',
-                       num("bytes"), text("copy_kind"), text("src_kind"), text("dst_kind"), num("correlation_id"))
+    kernel = _fmt(
+        '{"grid":[%s,%s,%s],"block":[%s,%s,%s],"registers_per_thread":%s,"static_shared_bytes":%s,'
+        '"dynamic_shared_bytes":%s,"correlation_id":%s}',
+        *[
+            num(c)
+            for c in (
+                "grid_x",
+                "grid_y",
+                "grid_z",
+                "block_x",
+                "block_y",
+                "block_z",
+                "registers_per_thread",
+                "static_shared_bytes",
+                "dynamic_shared_bytes",
+                "correlation_id",
+            )
+        ],
+    )
+    memory = _fmt(
+        '{"bytes":%s,"copy_kind":%s,"src_kind":%s,"dst_kind":%s,"correlation_id":%s}',
+        num("bytes"),
+        text("copy_kind"),
+        text("src_kind"),
+        text("dst_kind"),
+        num("correlation_id"),
+    )
     corr = _fmt('{"correlation_id":%s}', num("correlation_id"))
-    return (pl.when(kind == "kernel").then(kernel).when(kind == "memory").then(memory)
-            .when(kind.is_in(["api", "sync"])).then(corr).otherwise(pl.lit("{}")))
+    return (
+        pl.when(kind == "kernel")
+        .then(kernel)
+        .when(kind == "memory")
+        .then(memory)
+        .when(kind.is_in(["api", "sync"]))
+        .then(corr)
+        .otherwise(pl.lit("{}"))
+    )
 
 
 class _Pids:
@@ -85,9 +115,12 @@ class _Pids:
         return pid
 
     def thread(self, pid: int, tid: int, name: str, order: int) -> None:
-        self.meta.append(f'{{"ph":"M","pid":{pid},"tid":{tid},"name":"thread_name","args":{{"name":{json.dumps(name)}}}}}')
-        self.meta.append(f'{{"ph":"M","pid":{pid},"tid":{tid},"name":"thread_sort_index",'
-                         f'"args":{{"sort_index":{order}}}}}')
+        self.meta.append(
+            f'{{"ph":"M","pid":{pid},"tid":{tid},"name":"thread_name","args":{{"name":{json.dumps(name)}}}}}'
+        )
+        self.meta.append(
+            f'{{"ph":"M","pid":{pid},"tid":{tid},"name":"thread_sort_index","args":{{"sort_index":{order}}}}}'
+        )
 
 
 def _places(pids: _Pids, trace: Trace, node: str, rank: int, cpu_pid: int, slices: pl.DataFrame) -> pl.DataFrame:
@@ -99,17 +132,27 @@ def _places(pids: _Pids, trace: Trace, node: str, rank: int, cpu_pid: int, slice
     for k, (t, _) in _SPECIAL_TIDS.items():
         tid = pl.when(kind == k).then(pl.lit(t, pl.Int64)).otherwise(tid)
     tid = pl.when(kind.is_in(STREAM_KINDS)).then(pl.col("stream")).otherwise(tid)
-    pid = pl.when(kind.is_in([*THREAD_KINDS, "step"])).then(pl.lit(cpu_pid, pl.Int64)).otherwise(
-        pl.col("device").replace_strict(gpu_pid, default=cpu_pid, return_dtype=pl.Int64))
+    pid = (
+        pl.when(kind.is_in([*THREAD_KINDS, "step"]))
+        .then(pl.lit(cpu_pid, pl.Int64))
+        .otherwise(pl.col("device").replace_strict(gpu_pid, default=cpu_pid, return_dtype=pl.Int64))
+    )
     placed = slices.with_columns(pid.alias("out_pid"), tid.alias("out_tid"))
     key = placed.select(pl.struct("out_pid", "out_tid").rank("dense").cast(pl.Int64))[:, 0].to_numpy()
     lanes = overlap_lanes(key, placed["start_ns"].to_numpy(), placed["end_ns"].to_numpy())
     placed = placed.with_columns((pl.col("out_tid") + pl.Series(lanes) * LANE_TID).alias("out_tid"))
-    threads = {(int(p), int(t)): str(nm) for p, t, nm in trace.threads.filter(
-        (pl.col("rank") == rank) & (pl.col("node") == node)).select(
-        "pid", "tid", pl.col("name").cast(pl.String)).drop_nulls().iter_rows()}
-    names = placed.select("out_pid", "out_tid", "kind", "pid", "tid").unique(["out_pid", "out_tid"]).sort(
-        ["out_pid", "out_tid"])
+    threads = {
+        (int(p), int(t)): str(nm)
+        for p, t, nm in trace.threads.filter((pl.col("rank") == rank) & (pl.col("node") == node))
+        .select("pid", "tid", pl.col("name").cast(pl.String))
+        .drop_nulls()
+        .iter_rows()
+    }
+    names = (
+        placed.select("out_pid", "out_tid", "kind", "pid", "tid")
+        .unique(["out_pid", "out_tid"])
+        .sort(["out_pid", "out_tid"])
+    )
     for order, (p, t, k, real_pid, real_tid) in enumerate(names.iter_rows()):
         base, lane = t % LANE_TID, t // LANE_TID
         if k in _SPECIAL_TIDS:
@@ -124,10 +167,18 @@ def _places(pids: _Pids, trace: Trace, node: str, rank: int, cpu_pid: int, slice
 
 def _slice_lines(placed: pl.DataFrame, t0: int) -> pl.Series:
     rel = pl.col("start_ns") - t0
-    return placed.with_columns(_quoted(placed["name"]).alias("qname")).select(_fmt(
-        '{"ph":"X","cat":"%s","name":%s,"pid":%s,"tid":%s,"ts":%s,"dur":%s,"args":%s}',
-        pl.col("kind"), pl.col("qname"), pl.col("out_pid"), pl.col("out_tid"), _us(rel),
-        _us(pl.col("end_ns") - pl.col("start_ns")), _args(placed)))[:, 0]
+    return placed.with_columns(_quoted(placed["name"]).alias("qname")).select(
+        _fmt(
+            '{"ph":"X","cat":"%s","name":%s,"pid":%s,"tid":%s,"ts":%s,"dur":%s,"args":%s}',
+            pl.col("kind"),
+            pl.col("qname"),
+            pl.col("out_pid"),
+            pl.col("out_tid"),
+            _us(rel),
+            _us(pl.col("end_ns") - pl.col("start_ns")),
+            _args(placed),
+        )
+    )[:, 0]
 
 
 def _flow_lines(placed: pl.DataFrame, t0: int, first_id: int) -> tuple[pl.Series, int]:
@@ -135,13 +186,29 @@ def _flow_lines(placed: pl.DataFrame, t0: int, first_id: int) -> tuple[pl.Series
     pairs = launch_pairs(placed).filter(pl.col("gpu_start") >= pl.col("launch_start"))
     ids = pl.int_range(first_id, first_id + pairs.height, dtype=pl.Int64, eager=True)
     where = placed.select("row", "out_pid", "out_tid")
-    pairs = pairs.with_columns(ids.alias("fid")).join(
-        where.rename({"row": "launch_row", "out_pid": "lp", "out_tid": "lt"}), on="launch_row").join(
-        where.rename({"row": "gpu_row", "out_pid": "gp", "out_tid": "gt"}), on="gpu_row")
-    s = pairs.select(_fmt('{"ph":"s","cat":"launch","name":"launch","id":%s,"pid":%s,"tid":%s,"ts":%s}',
-                               "fid", "lp", "lt", _us(pl.col("launch_start") - t0)))[:, 0]
-    f = pairs.select(_fmt('{"ph":"f","bp":"e","cat":"launch","name":"launch","id":%s,"pid":%s,"tid":%s,"ts":%s}',
-                               "fid", "gp", "gt", _us(pl.col("gpu_start") - t0)))[:, 0]
+    pairs = (
+        pairs.with_columns(ids.alias("fid"))
+        .join(where.rename({"row": "launch_row", "out_pid": "lp", "out_tid": "lt"}), on="launch_row")
+        .join(where.rename({"row": "gpu_row", "out_pid": "gp", "out_tid": "gt"}), on="gpu_row")
+    )
+    s = pairs.select(
+        _fmt(
+            '{"ph":"s","cat":"launch","name":"launch","id":%s,"pid":%s,"tid":%s,"ts":%s}',
+            "fid",
+            "lp",
+            "lt",
+            _us(pl.col("launch_start") - t0),
+        )
+    )[:, 0]
+    f = pairs.select(
+        _fmt(
+            '{"ph":"f","bp":"e","cat":"launch","name":"launch","id":%s,"pid":%s,"tid":%s,"ts":%s}',
+            "fid",
+            "gp",
+            "gt",
+            _us(pl.col("gpu_start") - t0),
+        )
+    )[:, 0]
     return pl.concat([s, f]), pairs.height
 
 
@@ -152,9 +219,15 @@ def _counter_lines(trace: Trace, node: str, rank: int, pid: int, t0: int) -> pl.
     titles = [json.dumps(counter_title(m, i)) for m, i in keys.iter_rows()]
     rows = rows.join(keys.with_columns(pl.Series("title", titles, pl.String)), on=["metric", "instance"])
     value = pl.when(pl.col("value").is_finite()).then(pl.col("value").cast(pl.String)).otherwise(pl.lit("null"))
-    return rows.sort("ts_ns").select(_fmt('{"ph":"C","name":%s,"pid":%s,"ts":%s,"args":{"value":%s}}',
-                                               "title", pl.lit(pid), _us(pl.col("ts_ns") - t0),
-                                               value.fill_null("null")))[:, 0]  # JSON has no inf or nan
+    return rows.sort("ts_ns").select(
+        _fmt(
+            '{"ph":"C","name":%s,"pid":%s,"ts":%s,"args":{"value":%s}}',
+            "title",
+            pl.lit(pid),
+            _us(pl.col("ts_ns") - t0),
+            value.fill_null("null"),
+        )
+    )[:, 0]  # JSON has no inf or nan
 
 
 @contextmanager

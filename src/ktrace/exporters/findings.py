@@ -52,10 +52,28 @@ def finding_rows(findings: Iterable[Any]) -> list[FindingRow]:
         timed = [e for e in (_get(f, "evidence") or ()) if _get(e, "start_ns") is not None]
         if start is None and timed:
             for e in timed:
-                rows.append(FindingRow(rule, sev, message, _int(_get(e, "start_ns")), _int(_get(e, "end_ns")),
-                                       _get(e, "node"), _int(_get(e, "rank"))))
+                rows.append(
+                    FindingRow(
+                        rule,
+                        sev,
+                        message,
+                        _int(_get(e, "start_ns")),
+                        _int(_get(e, "end_ns")),
+                        _get(e, "node"),
+                        _int(_get(e, "rank")),
+                    )
+                )
             continue
         node = _get(f, "node")
-        rows.append(FindingRow(rule, sev, message, start, _int(_get(f, "end_ns")),
-                               None if node is None else str(node), _int(_get(f, "rank"))))
+        rows.append(
+            FindingRow(
+                rule,
+                sev,
+                message,
+                start,
+                _int(_get(f, "end_ns")),
+                None if node is None else str(node),
+                _int(_get(f, "rank")),
+            )
+        )
     return rows

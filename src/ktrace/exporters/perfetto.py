@@ -82,8 +82,14 @@ def _open_output(path: str | Path) -> Iterator[IO[bytes]]:
             yield f
 
 
-def export_perfetto(trace: Trace, path: str | Path, *, findings: Iterable[Finding] = (),
-                    progress: ProgressFn = no_progress, chunk_rows: int = CHUNK_ROWS) -> PerfettoStats:
+def export_perfetto(
+    trace: Trace,
+    path: str | Path,
+    *,
+    findings: Iterable[Finding] = (),
+    progress: ProgressFn = no_progress,
+    chunk_rows: int = CHUNK_ROWS,
+) -> PerfettoStats:
     """Write `trace` as a native Perfetto protobuf trace (gzip-compressed when `path` ends in .gz).
 
     Args:
@@ -165,8 +171,9 @@ class _Writer:
         strings = _StringColumns(slices)
         for a in range(0, slices.height, self.chunk_rows):
             b = min(slices.height, a + self.chunk_rows)
-            for part in _encode_chunk(state, slices.slice(a, b - a), track[a:b], flows.chunk(a, b), compiled,
-                                      strings, a):
+            for part in _encode_chunk(
+                state, slices.slice(a, b - a), track[a:b], flows.chunk(a, b), compiled, strings, a
+            ):
                 self.out.write(part)
             self._advance(b - a)
         self.stats.slices += slices.height
@@ -182,8 +189,11 @@ def _clock_snapshot(t0: int) -> TracePacket:
 
 def _sequence_start(seq: int) -> TracePacket:
     names = [DebugAnnotationName(iid=i, name=k) for i, k in enumerate(ARG_KEYS, start=1)]
-    return TracePacket(trusted_packet_sequence_id=seq, sequence_flags=SEQ_CLEARED_AND_NEEDS,
-                       interned_data=InternedData(debug_annotation_names=names))
+    return TracePacket(
+        trusted_packet_sequence_id=seq,
+        sequence_flags=SEQ_CLEARED_AND_NEEDS,
+        interned_data=InternedData(debug_annotation_names=names),
+    )
 
 
 def _apply_lanes(tree: TrackTree, track: np.ndarray, lanes: np.ndarray) -> np.ndarray:
@@ -245,8 +255,13 @@ def dense_codes(series: pl.Series) -> tuple[np.ndarray, list[str]]:
         codes = (s.rank("dense").cast(pl.Int64) - 1).fill_null(-1).to_numpy()
         return codes, s.drop_nulls().unique().sort().to_list()
     phys = series.to_physical()
-    uniq = (pl.DataFrame({"c": phys, "s": series}).drop_nulls().unique("c")
-            .with_columns(pl.col("s").cast(pl.String)).sort("s"))
+    uniq = (
+        pl.DataFrame({"c": phys, "s": series})
+        .drop_nulls()
+        .unique("c")
+        .with_columns(pl.col("s").cast(pl.String))
+        .sort("s")
+    )
     ids = uniq["c"].to_numpy()
     order = np.argsort(ids)
     phys_np = phys.fill_null(0).to_numpy()
@@ -267,9 +282,15 @@ class _StringColumns:
         self.args = {col: dense_codes(slices[col]) for col in ARG_KEYS if col not in ARG_INT_COLUMNS}
 
 
-def _encode_chunk(state: _Sequence, chunk: pl.DataFrame, track: np.ndarray,
-                  flows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], compiled: bool,
-                  strings: _StringColumns, first_row: int) -> tuple[bytes, bytes | memoryview]:
+def _encode_chunk(
+    state: _Sequence,
+    chunk: pl.DataFrame,
+    track: np.ndarray,
+    flows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    compiled: bool,
+    strings: _StringColumns,
+    first_row: int,
+) -> tuple[bytes, bytes | memoryview]:
     """The chunk's packets: the names it interns first, then its slices."""
     rows = slice(first_row, first_row + chunk.height)
     codes, table = strings.names[rows], strings.name_table
@@ -280,8 +301,13 @@ def _encode_chunk(state: _Sequence, chunk: pl.DataFrame, track: np.ndarray,
     head = b""
     if new:
         interned = InternedData(event_names=[EventName(iid=state.names[s], name=s) for s in new])
-        head = frame_packet(TracePacket(trusted_packet_sequence_id=state.seq, interned_data=interned,
-                                        sequence_flags=enc.SEQ_NEEDS_INCREMENTAL_STATE))
+        head = frame_packet(
+            TracePacket(
+                trusted_packet_sequence_id=state.seq,
+                interned_data=interned,
+                sequence_flags=enc.SEQ_NEEDS_INCREMENTAL_STATE,
+            )
+        )
     iids = np.zeros(len(table), np.int64)
     iids[used] = [state.names[table[c]] for c in used.tolist()]
     ints: list[IntArg] = []
@@ -299,20 +325,33 @@ def _encode_chunk(state: _Sequence, chunk: pl.DataFrame, track: np.ndarray,
             if (arg_codes[rows] >= 0).any():
                 str_args.append(StrArg(key_iid, arg_codes[rows], arg_table))
     f_rows, f_ids, t_rows, t_ids = flows
-    batch = SliceRows(state.seq, chunk["start_ns"].to_numpy(), chunk["end_ns"].to_numpy(), track, iids[codes],
-                      tuple(ints), tuple(str_args), f_rows, f_ids, t_rows, t_ids)
+    batch = SliceRows(
+        state.seq,
+        chunk["start_ns"].to_numpy(),
+        chunk["end_ns"].to_numpy(),
+        track,
+        iids[codes],
+        tuple(ints),
+        tuple(str_args),
+        f_rows,
+        f_ids,
+        t_rows,
+        t_ids,
+    )
     return head, encode_slices(batch, compiled=compiled)
 
 
-def _counter_events(tree: TrackTree, proc: int, trace: Trace, node: str,
-                    rank: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def _counter_events(
+    tree: TrackTree, proc: int, trace: Trace, node: str, rank: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     rows = trace.counters.filter((pl.col("rank") == rank) & (pl.col("node") == node))
     if not rows.height:
         return None
     rows = rows.with_columns(pl.col("metric").cast(pl.String), pl.col("instance").fill_null(-1))
     keys = rows.select("metric", "instance").unique().sort(["metric", "instance"])
-    uuids = [tree.counter(("counter", node, rank, m, i), proc, m, i, 1000 + k)
-             for k, (m, i) in enumerate(keys.iter_rows())]
+    uuids = [
+        tree.counter(("counter", node, rank, m, i), proc, m, i, 1000 + k) for k, (m, i) in enumerate(keys.iter_rows())
+    ]
     keys = keys.with_columns(pl.Series("track", uuids, pl.Int64))
     rows = rows.join(keys, on=["metric", "instance"]).sort(["ts_ns", "track"])
     return rows["ts_ns"].to_numpy(), rows["track"].to_numpy(), rows["value"].to_numpy()
@@ -328,8 +367,13 @@ def _write_findings(out: IO[bytes], tree: TrackTree, findings: Iterable[Any], se
         start = t0 if f.start_ns is None else f.start_ns
         end = start if f.end_ns is None else f.end_ns
         proc = tree.uuids.get(("process", f.node, f.rank), 0) if f.node is not None else 0
-        track = tree.custom(("findings", proc), proc, "Findings" if proc else "ktrace findings", -1,
-                            description="rule findings (ktrace check)")
+        track = tree.custom(
+            ("findings", proc),
+            proc,
+            "Findings" if proc else "ktrace findings",
+            -1,
+            description="rule findings (ktrace check)",
+        )
         p = TracePacket(timestamp=start, trusted_packet_sequence_id=seq)
         te = p.track_event
         te.type = TrackEvent.TYPE_INSTANT

@@ -37,8 +37,7 @@ def tag(field: int, wire_type: int) -> bytes:
     return varint_bytes(field << 3 | wire_type)
 
 
-_CONTINUATION = np.array([sum(0x80 << (8 * j) for j in range(max(0, min(ln - 1, 8)))) for ln in range(10)],
-                         np.uint64)
+_CONTINUATION = np.array([sum(0x80 << (8 * j) for j in range(max(0, min(ln - 1, 8)))) for ln in range(10)], np.uint64)
 """Continuation bits of the first 8 bytes of a varint of length 0-9 (index 9 also covers length 10)."""
 _THRESHOLDS = np.array([1 << (7 * k) for k in range(1, 10)], np.uint64)
 
@@ -88,7 +87,7 @@ def _mark(keep: BoolArr, col: int, lens: I64, width: int, present: BoolArr | Non
     if width == 0:
         return
     k = np.arange(width) < lens[:, None]
-    keep[:, col:col + width] = k if present is None else k & present[:, None]
+    keep[:, col : col + width] = k if present is None else k & present[:, None]
 
 
 class Const(Field):
@@ -102,16 +101,17 @@ class Const(Field):
 
     def fill(self, out: U8, keep: BoolArr, col: int, rows: slice, present: BoolArr | None) -> None:
         w = self.width
-        out[:, col:col + w] = self.data
+        out[:, col : col + w] = self.data
         p = self._keep(rows, present)
-        keep[:, col:col + w] = True if p is None else p[:, None]
+        keep[:, col : col + w] = True if p is None else p[:, None]
 
 
 class Varint(Field):
     """A varint field column, key bytes first (int64 values: negatives become 10-byte two's complement)."""
 
-    def __init__(self, values: NDArray[np.generic] | Sequence[int], key: bytes = b"",
-                 mask: BoolArr | None = None) -> None:
+    def __init__(
+        self, values: NDArray[np.generic] | Sequence[int], key: bytes = b"", mask: BoolArr | None = None
+    ) -> None:
         self.values = _as_u64(values)
         self.key = np.frombuffer(key, np.uint8)
         self.mask = mask
@@ -126,11 +126,11 @@ class Varint(Field):
         vlens = self.vlens[rows]
         p = self._keep(rows, present)
         if k:
-            out[:, col:col + k] = self.key
-            keep[:, col:col + k] = True if p is None else p[:, None]
-        out[:, col + k:col + k + top] = _varint_grid(self.values[rows], vlens, top)
+            out[:, col : col + k] = self.key
+            keep[:, col : col + k] = True if p is None else p[:, None]
+        out[:, col + k : col + k + top] = _varint_grid(self.values[rows], vlens, top)
         if self.top and int(vlens.min()) == top:
-            keep[:, col + k:col + k + top] = True if p is None else p[:, None]
+            keep[:, col + k : col + k + top] = True if p is None else p[:, None]
         else:
             _mark(keep, col + k, vlens, top, p)
 
@@ -164,10 +164,10 @@ class Fixed64(Field):
 
     def fill(self, out: U8, keep: BoolArr, col: int, rows: slice, present: BoolArr | None) -> None:
         k = self.key.size
-        out[:, col:col + k] = self.key
-        out[:, col + k:col + k + 8] = self.raw[rows]
+        out[:, col : col + k] = self.key
+        out[:, col + k : col + k + 8] = self.raw[rows]
         p = self._keep(rows, present)
-        keep[:, col:col + self.width] = True if p is None else p[:, None]
+        keep[:, col : col + self.width] = True if p is None else p[:, None]
 
 
 class Ragged(Field):
@@ -287,26 +287,38 @@ def int_annotation(key_iid: int, values: NDArray[np.generic], mask: BoolArr | No
     return IntAnnotation(key_iid, values, mask)
 
 
-def string_annotation(key_iid: int, codes: NDArray[np.integer], table: Sequence[str],
-                      mask: BoolArr | None = None) -> Message:
+def string_annotation(
+    key_iid: int, codes: NDArray[np.integer], table: Sequence[str], mask: BoolArr | None = None
+) -> Message:
     """DebugAnnotation{name_iid, string_value} per present row, the string chosen from `table` by code."""
     n = codes.shape[0]
     encoded = [b"\x32" + varint_bytes(len(b)) + b for b in (s.encode() for s in table)]
-    return Message(b"\x22", [Const(b"\x08" + varint_bytes(key_iid), n), Ragged.from_codes(codes, encoded)],
-                   n, mask)
+    return Message(b"\x22", [Const(b"\x08" + varint_bytes(key_iid), n), Ragged.from_codes(codes, encoded)], n, mask)
 
 
 def repeated_fixed64(key: bytes, rows: I64, values: NDArray[np.uint64], n: int) -> Ragged:
     """A repeated fixed64 field (flow ids): row `rows[j]` gets `values[j]`; rows may repeat, in any order."""
     order = np.argsort(rows, kind="stable")
-    item = np.concatenate([np.broadcast_to(np.frombuffer(key, np.uint8), (rows.size, len(key))),
-                           values[order].astype("<u8").view(np.uint8).reshape(-1, 8)], axis=1)
+    item = np.concatenate(
+        [
+            np.broadcast_to(np.frombuffer(key, np.uint8), (rows.size, len(key))),
+            values[order].astype("<u8").view(np.uint8).reshape(-1, 8),
+        ],
+        axis=1,
+    )
     counts = np.bincount(rows, minlength=n).astype(np.int64)
     return Ragged(item.reshape(-1), counts * (len(key) + 8))
 
 
-def slice_rows(seq: int, start: I64, end: I64, track: I64, name_iid: I64, annotations: Sequence[Field] = (),
-               flows: Sequence[Ragged] = ()) -> list[Field]:
+def slice_rows(
+    seq: int,
+    start: I64,
+    end: I64,
+    track: I64,
+    name_iid: I64,
+    annotations: Sequence[Field] = (),
+    flows: Sequence[Ragged] = (),
+) -> list[Field]:
     """Fields of one row = a BEGIN packet then its END packet (write rows sorted by (start, -duration)).
 
     Args:
@@ -318,18 +330,33 @@ def slice_rows(seq: int, start: I64, end: I64, track: I64, name_iid: I64, annota
     n = start.shape[0]
     seq_key = _K_SEQ + varint_bytes(seq)
     flags = Const(_K_FLAGS + varint_bytes(SEQ_NEEDS_INCREMENTAL_STATE), n)
-    begin_te = [*annotations, Const(_K_TYPE + b"\x01", n), Varint(name_iid, _K_NAME_IID), Varint(track, _K_TRACK),
-                *flows]
+    begin_te = [
+        *annotations,
+        Const(_K_TYPE + b"\x01", n),
+        Varint(name_iid, _K_NAME_IID),
+        Varint(track, _K_TRACK),
+        *flows,
+    ]
     begin = packet([Varint(start, _K_TS), Const(seq_key, n), Message(_K_TE, begin_te, n), flags], n)
     end_te = [Const(_K_TYPE + b"\x02", n), Varint(track, _K_TRACK)]
-    end_p = packet([Varint(end, _K_TS), Const(seq_key, n), Message(_K_TE, end_te, n),
-                    Const(_K_FLAGS + varint_bytes(SEQ_NEEDS_INCREMENTAL_STATE), n)], n)
+    end_p = packet(
+        [
+            Varint(end, _K_TS),
+            Const(seq_key, n),
+            Message(_K_TE, end_te, n),
+            Const(_K_FLAGS + varint_bytes(SEQ_NEEDS_INCREMENTAL_STATE), n),
+        ],
+        n,
+    )
     return [begin, end_p]
 
 
 def counter_rows(seq: int, ts: I64, track: I64, values: NDArray[np.float64]) -> list[Field]:
     """Fields of one TYPE_COUNTER packet per row (double_counter_value)."""
     n = ts.shape[0]
-    te = [Const(_K_TYPE + bytes([TYPE_COUNTER]), n), Varint(track, _K_TRACK),
-          Fixed64(values.astype(np.float64), _K_DOUBLE_COUNTER)]
+    te = [
+        Const(_K_TYPE + bytes([TYPE_COUNTER]), n),
+        Varint(track, _K_TRACK),
+        Fixed64(values.astype(np.float64), _K_DOUBLE_COUNTER),
+    ]
     return [packet([Varint(ts, _K_TS), Const(_K_SEQ + varint_bytes(seq), n), Message(_K_TE, te, n)], n)]

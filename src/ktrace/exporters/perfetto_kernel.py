@@ -61,10 +61,21 @@ def _put_fixed64(out: np.ndarray, at: int, value: np.uint64) -> int:
 
 
 @_jit
-def _begin_te_len(i: int, name_iid: np.ndarray, track: np.ndarray, int_head_off: np.ndarray,
-                  int_vals: np.ndarray, int_present: np.ndarray, str_off: np.ndarray, str_codes: np.ndarray,
-                  flow_off: np.ndarray, term_off: np.ndarray, flow_item: int, term_item: int,
-                  type_len: int) -> int:
+def _begin_te_len(
+    i: int,
+    name_iid: np.ndarray,
+    track: np.ndarray,
+    int_head_off: np.ndarray,
+    int_vals: np.ndarray,
+    int_present: np.ndarray,
+    str_off: np.ndarray,
+    str_codes: np.ndarray,
+    flow_off: np.ndarray,
+    term_off: np.ndarray,
+    flow_item: int,
+    term_item: int,
+    type_len: int,
+) -> int:
     te = 0
     for j in range(int_vals.shape[0]):
         if int_present[j, i]:
@@ -99,11 +110,25 @@ def _put_packet_head(out: np.ndarray, at: int, ts: int, te: int, consts: np.ndar
 
 
 @_jit
-def slice_packets(start: np.ndarray, end: np.ndarray, track: np.ndarray, name_iid: np.ndarray,
-                  consts: np.ndarray, const_off: np.ndarray,
-                  int_heads: np.ndarray, int_head_off: np.ndarray, int_vals: np.ndarray, int_present: np.ndarray,
-                  str_blob: np.ndarray, str_off: np.ndarray, str_codes: np.ndarray,
-                  flow_off: np.ndarray, flow_ids: np.ndarray, term_off: np.ndarray, term_ids: np.ndarray) -> np.ndarray:
+def slice_packets(
+    start: np.ndarray,
+    end: np.ndarray,
+    track: np.ndarray,
+    name_iid: np.ndarray,
+    consts: np.ndarray,
+    const_off: np.ndarray,
+    int_heads: np.ndarray,
+    int_head_off: np.ndarray,
+    int_vals: np.ndarray,
+    int_present: np.ndarray,
+    str_blob: np.ndarray,
+    str_off: np.ndarray,
+    str_codes: np.ndarray,
+    flow_off: np.ndarray,
+    flow_ids: np.ndarray,
+    term_off: np.ndarray,
+    term_ids: np.ndarray,
+) -> np.ndarray:
     """Every slice as `Trace.packet` frames: BEGIN {ts, seq, TrackEvent{int args, string args, type, name_iid,
     track_uuid, flow_ids, terminating_flow_ids}, flags}, then END {ts, seq, TrackEvent{type, track_uuid}, flags}.
 
@@ -127,13 +152,28 @@ def slice_packets(start: np.ndarray, end: np.ndarray, track: np.ndarray, name_ii
     str_bound = 0
     for c in range(str_off.shape[0] - 1):
         str_bound = max(str_bound, str_off[c + 1] - str_off[c])
-    row_bound = head_bound + int_bound + str_codes.shape[0] * str_bound + type_len + end_type_len + 3 * 11  # name, 2 tracks
+    row_bound = (
+        head_bound + int_bound + str_codes.shape[0] * str_bound + type_len + end_type_len + 3 * 11
+    )  # name, 2 tracks
     flow_bytes = flow_ids.shape[0] * (flow_key + 8) + term_ids.shape[0] * (term_key + 8)
     out = np.empty(n * row_bound + flow_bytes, np.uint8)
     at = 0
     for i in range(n):
-        te = _begin_te_len(i, name_iid, track, int_head_off, int_vals, int_present, str_off, str_codes,
-                           flow_off, term_off, flow_key + 8, term_key + 8, type_len)
+        te = _begin_te_len(
+            i,
+            name_iid,
+            track,
+            int_head_off,
+            int_vals,
+            int_present,
+            str_off,
+            str_codes,
+            flow_off,
+            term_off,
+            flow_key + 8,
+            term_key + 8,
+            type_len,
+        )
         at = _put_packet_head(out, at, start[i], te, consts, const_off)
         for j in range(int_vals.shape[0]):
             if int_present[j, i]:

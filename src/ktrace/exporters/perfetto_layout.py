@@ -48,8 +48,11 @@ class TrackTree:
     _next_tid: int = 1
 
     def __post_init__(self) -> None:
-        root = TrackDescriptor(uuid=0, process_ordering=TrackDescriptor.PROCESS_ORDERING_EXPLICIT,
-                               thread_ordering=TrackDescriptor.THREAD_ORDERING_EXPLICIT)
+        root = TrackDescriptor(
+            uuid=0,
+            process_ordering=TrackDescriptor.PROCESS_ORDERING_EXPLICIT,
+            thread_ordering=TrackDescriptor.THREAD_ORDERING_EXPLICIT,
+        )
         self.pending.append(TracePacket(track_descriptor=root))
 
     def _new(self, key: TrackKey, name: str, parent: int, desc: TrackDescriptor) -> int:
@@ -68,8 +71,12 @@ class TrackTree:
             return self.uuids[key]
         pid = self._next_pid
         self._next_pid += 1
-        uuid = self._new(key, name, 0, TrackDescriptor(
-            sibling_order_rank=order, process=ProcessDescriptor(pid=pid, process_name=name)))
+        uuid = self._new(
+            key,
+            name,
+            0,
+            TrackDescriptor(sibling_order_rank=order, process=ProcessDescriptor(pid=pid, process_name=name)),
+        )
         self.pids[uuid] = pid
         return uuid
 
@@ -79,18 +86,26 @@ class TrackTree:
             return self.uuids[key]
         tid = self._next_tid
         self._next_tid += 1
-        uuid = self._new(key, name, process, TrackDescriptor(
-            sibling_order_rank=order, thread=ThreadDescriptor(pid=self.pids[process], tid=tid, thread_name=name)))
+        uuid = self._new(
+            key,
+            name,
+            process,
+            TrackDescriptor(
+                sibling_order_rank=order, thread=ThreadDescriptor(pid=self.pids[process], tid=tid, thread_name=name)
+            ),
+        )
         self.threads.add(uuid)
         return uuid
 
-    def custom(self, key: TrackKey, parent: int, name: str, order: int, *, group: bool = False,
-               description: str = "") -> int:
+    def custom(
+        self, key: TrackKey, parent: int, name: str, order: int, *, group: bool = False, description: str = ""
+    ) -> int:
         """A named slice track (or, with group=True, a group whose children keep their explicit order)."""
         if key in self.uuids:
             return self.uuids[key]
-        desc = TrackDescriptor(name=name, sibling_order_rank=order,
-                               sibling_merge_behavior=TrackDescriptor.SIBLING_MERGE_BEHAVIOR_NONE)
+        desc = TrackDescriptor(
+            name=name, sibling_order_rank=order, sibling_merge_behavior=TrackDescriptor.SIBLING_MERGE_BEHAVIOR_NONE
+        )
         if parent:
             desc.parent_uuid = parent
         if group:
@@ -104,8 +119,13 @@ class TrackTree:
         if key in self.uuids:
             return self.uuids[key]
         name = counter_title(metric, instance)
-        desc = TrackDescriptor(name=name, parent_uuid=parent, sibling_order_rank=order,
-                               counter=counter_descriptor(metric), description=f"ktrace metric {metric}")
+        desc = TrackDescriptor(
+            name=name,
+            parent_uuid=parent,
+            sibling_order_rank=order,
+            counter=counter_descriptor(metric),
+            description=f"ktrace metric {metric}",
+        )
         uuid = self._new(key, name, parent, desc)
         self.counter_tracks.add(uuid)
         return uuid
@@ -116,8 +136,13 @@ class TrackTree:
         if key in self.uuids:
             return self.uuids[key]
         parent = base if base in self.threads or base in self.pids else self.parents.get(base, 0)
-        return self.custom(key, parent, f"{self.names[base]} (overlap {lane})",
-                           10_000 + lane, description="slices that overlap others on the track without nesting")
+        return self.custom(
+            key,
+            parent,
+            f"{self.names[base]} (overlap {lane})",
+            10_000 + lane,
+            description="slices that overlap others on the track without nesting",
+        )
 
     def take_packets(self) -> list[TracePacket]:
         """Descriptor packets created since the last call (write them before their tracks' events)."""

@@ -76,10 +76,11 @@ def encode_numpy(rows: SliceRows) -> bytes:
     n = rows.start.shape[0]
     annotations: list[enc.Field] = [enc.int_annotation(a.key_iid, a.values, a.present) for a in rows.ints]
     annotations += [enc.string_annotation(a.key_iid, a.codes, a.table, a.codes >= 0) for a in rows.strings]
-    flows = [enc.repeated_fixed64(enc.K_FLOW_IDS, rows.flow_rows, rows.flow_ids, n),
-             enc.repeated_fixed64(enc.K_TERMINATING_FLOW_IDS, rows.term_rows, rows.term_ids, n)]
-    return enc.encode(enc.slice_rows(rows.seq, rows.start, rows.end, rows.track, rows.name_iid, annotations,
-                                     flows), n)
+    flows = [
+        enc.repeated_fixed64(enc.K_FLOW_IDS, rows.flow_rows, rows.flow_ids, n),
+        enc.repeated_fixed64(enc.K_TERMINATING_FLOW_IDS, rows.term_rows, rows.term_ids, n),
+    ]
+    return enc.encode(enc.slice_rows(rows.seq, rows.start, rows.end, rows.track, rows.name_iid, annotations, flows), n)
 
 
 def _ragged(parts: Sequence[bytes]) -> tuple[NDArray[np.uint8], I64]:
@@ -102,10 +103,16 @@ def encode_compiled(rows: SliceRows) -> memoryview:
     if n == 0:
         return memoryview(b"")
     flags = enc.tag(13, 0) + enc.varint_bytes(enc.SEQ_NEEDS_INCREMENTAL_STATE)
-    consts, const_off = _ragged([enc.tag(10, 0) + enc.varint_bytes(rows.seq), flags,
-                                 enc.tag(9, 0) + bytes([enc.TYPE_SLICE_BEGIN]),
-                                 enc.tag(9, 0) + bytes([enc.TYPE_SLICE_END]),
-                                 enc.K_FLOW_IDS, enc.K_TERMINATING_FLOW_IDS])
+    consts, const_off = _ragged(
+        [
+            enc.tag(10, 0) + enc.varint_bytes(rows.seq),
+            flags,
+            enc.tag(9, 0) + bytes([enc.TYPE_SLICE_BEGIN]),
+            enc.tag(9, 0) + bytes([enc.TYPE_SLICE_END]),
+            enc.K_FLOW_IDS,
+            enc.K_TERMINATING_FLOW_IDS,
+        ]
+    )
     int_heads, int_head_off = _ragged([b"\x08" + enc.varint_bytes(a.key_iid) + b"\x20" for a in rows.ints])
     int_vals = np.zeros((len(rows.ints), n), np.int64)
     int_present = np.ones((len(rows.ints), n), np.bool_)
@@ -118,13 +125,30 @@ def encode_compiled(rows: SliceRows) -> memoryview:
     for j, s in enumerate(rows.strings):
         str_codes[j] = np.where(s.codes >= 0, s.codes + len(entries), -1)
         for text in s.table:
-            body = b"\x08" + enc.varint_bytes(s.key_iid) + b"\x32" + enc.varint_bytes(len(text.encode())) + text.encode()
+            body = (
+                b"\x08" + enc.varint_bytes(s.key_iid) + b"\x32" + enc.varint_bytes(len(text.encode())) + text.encode()
+            )
             entries.append(b"\x22" + enc.varint_bytes(len(body)) + body)
     str_blob, str_off = _ragged(entries)
     flow_off, flow_ids = _csr(rows.flow_rows, rows.flow_ids, n)
     term_off, term_ids = _csr(rows.term_rows, rows.term_ids, n)
-    out = slice_packets(np.ascontiguousarray(rows.start, np.int64), np.ascontiguousarray(rows.end, np.int64),
-                        np.ascontiguousarray(rows.track, np.int64), np.ascontiguousarray(rows.name_iid, np.int64),
-                        consts, const_off, int_heads, int_head_off, int_vals, int_present,
-                        str_blob, str_off, str_codes, flow_off, flow_ids, term_off, term_ids)
+    out = slice_packets(
+        np.ascontiguousarray(rows.start, np.int64),
+        np.ascontiguousarray(rows.end, np.int64),
+        np.ascontiguousarray(rows.track, np.int64),
+        np.ascontiguousarray(rows.name_iid, np.int64),
+        consts,
+        const_off,
+        int_heads,
+        int_head_off,
+        int_vals,
+        int_present,
+        str_blob,
+        str_off,
+        str_codes,
+        flow_off,
+        flow_ids,
+        term_off,
+        term_ids,
+    )
     return out.data

@@ -7,8 +7,19 @@ import polars as pl
 
 from ktrace.model.trace import Trace
 
-ARG_INT_COLUMNS = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread",
-                   "static_shared_bytes", "dynamic_shared_bytes", "bytes", "correlation_id")
+ARG_INT_COLUMNS = (
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "block_x",
+    "block_y",
+    "block_z",
+    "registers_per_thread",
+    "static_shared_bytes",
+    "dynamic_shared_bytes",
+    "bytes",
+    "correlation_id",
+)
 """Integer columns written as slice args (debug annotations), when not null."""
 ARG_STR_COLUMNS = ("copy_kind", "src_kind", "dst_kind", "sync_type", "domain")
 """String columns written as slice args, when not null."""
@@ -23,7 +34,12 @@ STREAM_KINDS = ("kernel", "memory")
 
 
 def _base(frame: pl.DataFrame, kind: str, name: pl.Expr, extra: list[str]) -> pl.DataFrame:
-    cols = [pl.col("start_ns"), pl.col("end_ns"), name.cast(pl.Categorical).alias("name"), pl.lit(kind, KIND_DTYPE).alias("kind")]
+    cols = [
+        pl.col("start_ns"),
+        pl.col("end_ns"),
+        name.cast(pl.Categorical).alias("name"),
+        pl.lit(kind, KIND_DTYPE).alias("kind"),
+    ]
     cols += [pl.col(c).cast(pl.Categorical) if c in ARG_STR_COLUMNS else pl.col(c).cast(pl.Int64) for c in extra]
     return frame.filter(pl.col("end_ns") >= pl.col("start_ns")).select(cols)
 
@@ -34,6 +50,7 @@ def rank_slices(trace: Trace, node: str, rank: int) -> pl.DataFrame:
     Columns: start_ns, end_ns, name, kind (see KINDS), pid, tid, device, stream, the ARG_KEYS columns, and `row`
     (0..n-1 in sorted order).
     """
+
     def mine(frame: pl.DataFrame) -> pl.DataFrame:
         return frame.filter((pl.col("rank") == rank) & (pl.col("node") == node))
 
@@ -47,15 +64,25 @@ def rank_slices(trace: Trace, node: str, rank: int) -> pl.DataFrame:
         _base(ranges.filter(pl.col("on_gpu")), "gpu_range", pl.col("name"), gpu_cols),
         _base(mine(trace.ops), "op", pl.col("name"), thread_cols),
         _base(mine(trace.api), "api", pl.col("name"), [*thread_cols, "correlation_id"]),
-        _base(mine(trace.kernels), "kernel", pl.col("name"),
-              [*gpu_cols, *ARG_INT_COLUMNS[:9], "correlation_id"]),
-        _base(mine(trace.memory), "memory", _memory_name(), [*gpu_cols, "bytes", "correlation_id", "copy_kind",
-                                                              "src_kind", "dst_kind"]),
-        _base(mine(trace.syncs), "sync", pl.concat_str(pl.lit("Sync "), pl.col("sync_type").cast(pl.String)),
-              [*gpu_cols, "sync_type", "correlation_id"]),
+        _base(mine(trace.kernels), "kernel", pl.col("name"), [*gpu_cols, *ARG_INT_COLUMNS[:9], "correlation_id"]),
+        _base(
+            mine(trace.memory),
+            "memory",
+            _memory_name(),
+            [*gpu_cols, "bytes", "correlation_id", "copy_kind", "src_kind", "dst_kind"],
+        ),
+        _base(
+            mine(trace.syncs),
+            "sync",
+            pl.concat_str(pl.lit("Sync "), pl.col("sync_type").cast(pl.String)),
+            [*gpu_cols, "sync_type", "correlation_id"],
+        ),
     ]
-    frame = pl.concat([p for p in parts if p.height], how="diagonal_relaxed") if any(p.height for p in parts) \
+    frame = (
+        pl.concat([p for p in parts if p.height], how="diagonal_relaxed")
+        if any(p.height for p in parts)
         else _base(ranges, "range", pl.col("name"), [])
+    )
     for col in ("pid", "tid", "device", "stream", *ARG_INT_COLUMNS):
         if col not in frame.columns:
             frame = frame.with_columns(pl.lit(None, pl.Int64).alias(col))
@@ -63,15 +90,19 @@ def rank_slices(trace: Trace, node: str, rank: int) -> pl.DataFrame:
         if col not in frame.columns:
             frame = frame.with_columns(pl.lit(None, pl.Categorical).alias(col))
     frame = frame.with_columns(pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1))
-    frame = frame.sort([pl.col("start_ns"), (pl.col("end_ns") - pl.col("start_ns"))], descending=[False, True],
-                       maintain_order=True)
+    frame = frame.sort(
+        [pl.col("start_ns"), (pl.col("end_ns") - pl.col("start_ns"))], descending=[False, True], maintain_order=True
+    )
     return frame.with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))
 
 
 def _memory_name() -> pl.Expr:
     op = pl.col("op").cast(pl.String)
-    return (pl.when(op == "memset").then(pl.lit("Memset"))
-            .otherwise(pl.concat_str(pl.lit("Memcpy "), pl.col("copy_kind").cast(pl.String))))
+    return (
+        pl.when(op == "memset")
+        .then(pl.lit("Memset"))
+        .otherwise(pl.concat_str(pl.lit("Memcpy "), pl.col("copy_kind").cast(pl.String)))
+    )
 
 
 def launch_pairs(slices: pl.DataFrame) -> pl.DataFrame:
@@ -96,7 +127,12 @@ def launch_pairs(slices: pl.DataFrame) -> pl.DataFrame:
     found = ids[at] == g_corr if ids.size else np.zeros(g_corr.size, bool)
     at, g_row, g_start = at[found], g_row[found], g_start[found]
     by_row = np.argsort(g_row, kind="stable")
-    return pl.DataFrame({"launch_row": launch_row[at][by_row], "gpu_row": g_row[by_row],
-                         "launch_start": launch_start[at][by_row], "gpu_start": g_start[by_row]},
-                        schema={"launch_row": pl.Int64, "gpu_row": pl.Int64, "launch_start": pl.Int64,
-                                "gpu_start": pl.Int64})
+    return pl.DataFrame(
+        {
+            "launch_row": launch_row[at][by_row],
+            "gpu_row": g_row[by_row],
+            "launch_start": launch_start[at][by_row],
+            "gpu_start": g_start[by_row],
+        },
+        schema={"launch_row": pl.Int64, "gpu_row": pl.Int64, "launch_start": pl.Int64, "gpu_start": pl.Int64},
+    )

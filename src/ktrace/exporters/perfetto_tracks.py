@@ -51,10 +51,17 @@ _GROUPS = ("gpu_range", "step", "stream", "sync", "thread")
 def _slice_keys(slices: pl.DataFrame) -> pl.DataFrame:
     kind = pl.col("kind")
     code = {g: pl.lit(k, pl.Int8) for k, g in enumerate(_GROUPS)}
-    group = (pl.when(kind.is_in(THREAD_KINDS)).then(code["thread"])
-             .when(kind.is_in(STREAM_KINDS)).then(code["stream"])
-             .when(kind == "step").then(code["step"]).when(kind == "sync").then(code["sync"])
-             .otherwise(code["gpu_range"]))
+    group = (
+        pl.when(kind.is_in(THREAD_KINDS))
+        .then(code["thread"])
+        .when(kind.is_in(STREAM_KINDS))
+        .then(code["stream"])
+        .when(kind == "step")
+        .then(code["step"])
+        .when(kind == "sync")
+        .then(code["sync"])
+        .otherwise(code["gpu_range"])
+    )
     cpu = kind.is_in(THREAD_KINDS)
     gpu = kind.is_in([*STREAM_KINDS, "sync", "gpu_range"])
     return slices.select(
@@ -66,24 +73,36 @@ def _slice_keys(slices: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def assign_tracks(tree: TrackTree, proc: int, trace: Trace, node: str, rank: int,
-                  slices: pl.DataFrame) -> np.ndarray:
+def assign_tracks(tree: TrackTree, proc: int, trace: Trace, node: str, rank: int, slices: pl.DataFrame) -> np.ndarray:
     """Track uuid of every row of `slices` (creating the tracks in `tree`, in display order)."""
     keys = _slice_keys(slices)
     cols = ["group", "device", "stream", "pid", "tid"]
     groups = keys.with_row_index("row").group_by(cols).agg(pl.col("row")).sort(cols)
-    threads = {(int(p), int(t)): str(n) for p, t, n in _mine(trace.threads, node, rank).select(
-        "pid", "tid", pl.col("name").cast(pl.String)).drop_nulls().iter_rows()}
-    devices = {int(d): str(n) for d, n in _mine(trace.devices, node, rank).select(
-        "device", pl.col("name").cast(pl.String)).drop_nulls().iter_rows()}
+    threads = {
+        (int(p), int(t)): str(n)
+        for p, t, n in _mine(trace.threads, node, rank)
+        .select("pid", "tid", pl.col("name").cast(pl.String))
+        .drop_nulls()
+        .iter_rows()
+    }
+    devices = {
+        int(d): str(n)
+        for d, n in _mine(trace.devices, node, rank)
+        .select("device", pl.col("name").cast(pl.String))
+        .drop_nulls()
+        .iter_rows()
+    }
     uniq = [(_GROUPS[g], d, s, p, t) for g, d, s, p, t in groups.select(cols).iter_rows()]
     thread_rows = sorted(((p, t) for g, _, _, p, t in uniq if g == "thread"), key=lambda pt: (pt[1] != pt[0], pt[1]))
     thread_order = {pt: k for k, pt in enumerate(thread_rows, start=1)}
     uuids = []
     for group, device, stream, pid, tid in uniq:
         if group == "step":
-            uuids.append(tree.custom(("steps", node, rank), proc, "Steps", 0,
-                                     description="ProfilerStep ranges (domain profiler_step)"))
+            uuids.append(
+                tree.custom(
+                    ("steps", node, rank), proc, "Steps", 0, description="ProfilerStep ranges (domain profiler_step)"
+                )
+            )
         elif group == "thread":
             name = f"{threads.get((pid, tid), 'thread')} [{tid}]"
             uuids.append(tree.thread(("thread", node, rank, pid, tid), proc, name, thread_order[(pid, tid)]))
@@ -94,12 +113,14 @@ def assign_tracks(tree: TrackTree, proc: int, trace: Trace, node: str, rank: int
     return track
 
 
-def _gpu_track(tree: TrackTree, proc: int, node: str, rank: int, group: str, device: int, stream: int,
-               devices: dict[int, str]) -> int:
+def _gpu_track(
+    tree: TrackTree, proc: int, node: str, rank: int, group: str, device: int, stream: int, devices: dict[int, str]
+) -> int:
     model = devices.get(device)
     label = f"GPU {device}" if device >= 0 else "GPU (unknown)"
-    gpu = tree.custom(("gpu", node, rank, device), proc, f"{label} · {model}" if model else label,
-                      100 + max(device, 0), group=True)
+    gpu = tree.custom(
+        ("gpu", node, rank, device), proc, f"{label} · {model}" if model else label, 100 + max(device, 0), group=True
+    )
     if group == "stream":
         name = f"Stream {stream}" if stream >= 0 else "Stream (unknown)"
         return tree.custom(("stream", node, rank, device, stream), gpu, name, max(stream, 0))

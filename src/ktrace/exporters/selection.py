@@ -31,8 +31,10 @@ def _bound(text: str, trace_start: int) -> int | None:
                 raise ValueError(text)
             value = trace_start + round(seconds * 1e9)
     except ValueError:
-        raise KtraceError(f"--window: {text[:40]!r} is neither seconds (1.5, at most {MAX_WINDOW_S:.0e}) "
-                          "nor absolute ns", ExitCode.USAGE) from None
+        raise KtraceError(
+            f"--window: {text[:40]!r} is neither seconds (1.5, at most {MAX_WINDOW_S:.0e}) nor absolute ns",
+            ExitCode.USAGE,
+        ) from None
     if not -(2**63) <= value < 2**63:
         raise KtraceError(f"--window: {text[:40]!r} is past the end of time (int64 ns)", ExitCode.USAGE)
     return value
@@ -45,8 +47,9 @@ def parse_window(spec: str, trace_start: int) -> tuple[int | None, int | None]:
         KtraceError: (exit code USAGE) for a malformed or empty window.
     """
     if spec.count(":") != 1:
-        raise KtraceError(f"--window {spec!r}: expected START:END, e.g. 1.5:3 (seconds from the trace start)",
-                          ExitCode.USAGE)
+        raise KtraceError(
+            f"--window {spec!r}: expected START:END, e.g. 1.5:3 (seconds from the trace start)", ExitCode.USAGE
+        )
     a, b = (_bound(part, trace_start) for part in spec.split(":"))
     if a is not None and b is not None and b <= a:
         raise KtraceError(f"--window {spec!r}: END must be after START", ExitCode.USAGE)
@@ -67,8 +70,9 @@ def parse_ranks(spec: str) -> list[int]:
         raise KtraceError(f"--ranks {spec!r}: {exc}", ExitCode.USAGE) from None
 
 
-def select(trace: Trace, *, window: tuple[int | None, int | None] | None = None,
-           ranks: Sequence[int] | None = None) -> Trace:
+def select(
+    trace: Trace, *, window: tuple[int | None, int | None] | None = None, ranks: Sequence[int] | None = None
+) -> Trace:
     """The part of `trace` inside `window` (rows overlapping it, kept whole) and on `ranks`.
 
     Node-level rows (rank -1, e.g. launcher counters) are kept for the nodes of the selected ranks.
@@ -81,11 +85,11 @@ def select(trace: Trace, *, window: tuple[int | None, int | None] | None = None,
         present = {r for _, r in trace.ranks if r != NODE_RANK}
         missing = sorted(set(ranks) - present)
         if missing:
-            raise KtraceError(f"--ranks: rank(s) {missing} not in the trace (it has {sorted(present)})",
-                              ExitCode.USAGE)
+            raise KtraceError(f"--ranks: rank(s) {missing} not in the trace (it has {sorted(present)})", ExitCode.USAGE)
         nodes = sorted({str(n) for n, r in trace.ranks if r in set(ranks)})
-        keep = pl.col("rank").is_in(list(ranks)) | ((pl.col("rank") == NODE_RANK)
-                                                     & pl.col("node").cast(pl.String).is_in(nodes))
+        keep = pl.col("rank").is_in(list(ranks)) | (
+            (pl.col("rank") == NODE_RANK) & pl.col("node").cast(pl.String).is_in(nodes)
+        )
         frames = {name: f.filter(keep) for name, f in frames.items()}
     if window is not None:
         lo, hi = window

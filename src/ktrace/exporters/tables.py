@@ -14,8 +14,9 @@ from ktrace.model.trace import Trace
 FORMATS = ("parquet", "csv")
 
 
-def export_tables(trace: Trace, directory: str | Path, fmt: str = "parquet", *,
-                  progress: ProgressFn = no_progress) -> dict[str, Path]:
+def export_tables(
+    trace: Trace, directory: str | Path, fmt: str = "parquet", *, progress: ProgressFn = no_progress
+) -> dict[str, Path]:
     """Write every table of `trace` to `directory`/<table>.<fmt>; returns table -> file written.
 
     Parquet keeps the schema (dictionary strings, int64 ns); CSV writes strings and plain numbers, nulls empty.
@@ -27,8 +28,7 @@ def export_tables(trace: Trace, directory: str | Path, fmt: str = "parquet", *,
         raise KtraceError(f"unknown table format {fmt!r} (choose from {', '.join(FORMATS)})", ExitCode.USAGE)
     out = Path(directory)
     if out.exists() and not out.is_dir():
-        raise KtraceError(f"{out}: exists and is not a folder (tables are written one file per table)",
-                          ExitCode.USAGE)
+        raise KtraceError(f"{out}: exists and is not a folder (tables are written one file per table)", ExitCode.USAGE)
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
     for k, name in enumerate(TABLES):
@@ -58,4 +58,5 @@ def csv_safe(frame: pl.DataFrame) -> pl.DataFrame:
     text = [c for c, t in frame.schema.items() if t == pl.String]
     return frame.with_columns(
         pl.when(pl.col(c).str.contains(FORMULA_START)).then(pl.lit("'") + pl.col(c)).otherwise(pl.col(c)).alias(c)
-        for c in text)
+        for c in text
+    )

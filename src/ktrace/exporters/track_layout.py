@@ -10,12 +10,19 @@ from numpy.typing import NDArray
 from ktrace.model.nesting import nesting_lanes
 
 COUNTER_TITLES = {
-    "cpu.util": "CPU utilization", "cpu.core.util": "CPU core {i} utilization", "cpu.iowait_pct": "CPU I/O wait",
-    "mem.used_bytes": "Host memory used", "mem.util": "Host memory utilization",
-    "disk.read_bytes": "Disk read", "disk.write_bytes": "Disk write",
-    "net.rx_bytes": "Network received", "net.tx_bytes": "Network sent",
-    "gpu.util": "GPU {i} utilization", "gpu.mem_util": "GPU {i} memory utilization",
-    "gpu.mem_used_bytes": "GPU {i} memory used", "gpu.power_w": "GPU {i} power",
+    "cpu.util": "CPU utilization",
+    "cpu.core.util": "CPU core {i} utilization",
+    "cpu.iowait_pct": "CPU I/O wait",
+    "mem.used_bytes": "Host memory used",
+    "mem.util": "Host memory utilization",
+    "disk.read_bytes": "Disk read",
+    "disk.write_bytes": "Disk write",
+    "net.rx_bytes": "Network received",
+    "net.tx_bytes": "Network sent",
+    "gpu.util": "GPU {i} utilization",
+    "gpu.mem_util": "GPU {i} memory utilization",
+    "gpu.mem_used_bytes": "GPU {i} memory used",
+    "gpu.power_w": "GPU {i} power",
     "gpu.sm_clock_mhz": "GPU {i} SM clock",
 }
 """Counter metric -> display name ({i}: the instance: core, GPU or NIC index)."""

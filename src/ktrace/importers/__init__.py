@@ -33,8 +33,10 @@ def locate(path: Path) -> tuple[str, Path]:
             return "kineto", path
         if is_store(path):
             return "ktrace", path
-        raise TraceFormatError(f"{path}: a folder with no trace in it (a .ktrace store, Kineto .json or .json.gz "
-                               "files, or one nsys .sqlite export)")
+        raise TraceFormatError(
+            f"{path}: a folder with no trace in it (a .ktrace store, Kineto .json or .json.gz "
+            "files, or one nsys .sqlite export)"
+        )
     with path.open("rb") as f:
         head = f.read(16)
     if head.startswith(b"SQLite format 3"):
@@ -60,8 +62,10 @@ def _nsys_export_in(folder: Path) -> Path | None:
     shown = ", ".join(p.name for p in exports[:3]) + (" ..." if len(exports) > 3 else "")
     kineto = kineto_files(folder)
     if kineto:
-        raise TraceFormatError(f"{folder}: holds both Kineto traces ({kineto[0].name}"
-                               f"{' ...' if len(kineto) > 1 else ''}) and nsys exports ({shown}): open one of them")
+        raise TraceFormatError(
+            f"{folder}: holds both Kineto traces ({kineto[0].name}"
+            f"{' ...' if len(kineto) > 1 else ''}) and nsys exports ({shown}): open one of them"
+        )
     if len(exports) > 1:
         raise TraceFormatError(f"{folder}: {len(exports)} nsys exports ({shown}): open one of them")
     return exports[0]

@@ -21,13 +21,7 @@ from ktrace.importers.kineto_decode import EventSplitter
 from ktrace.importers.kineto_events import EventSink, to_int
 from ktrace.importers.kineto_schema import DecodeReport
 from ktrace.importers.kineto_stream import StreamStatus, byte_blocks, kineto_files
-from ktrace.importers.kineto_tables import (
-    TimeFixer,
-    add_cpu_tables,
-    add_dimension_tables,
-    add_gpu_tables,
-    join_health,
-)
+from ktrace.importers.kineto_tables import TimeFixer, add_cpu_tables, add_dimension_tables, add_gpu_tables, join_health
 from ktrace.model.builder import TraceBuilder, merge_traces
 from ktrace.model.errors import ProgressFn, TraceFormatError, no_progress
 from ktrace.model.scrub import scrub_trace
@@ -40,9 +34,20 @@ SCHEMA_VERSIONS = (0, 1)
 """Kineto `schemaVersion` values this importer understands."""
 _RANK_IN_NAME = re.compile(r"(?:worker|rank)[_\-.]?(\d+)", re.IGNORECASE)
 _RECORD_COUNTS = re.compile(r"([A-Za-z][A-Za-z \-]*?\??)\s*=\s*(\d+)")
-_KINETO_KEYS = ("schemaVersion", "displayTimeUnit", "baseTimeNanoseconds", "cupti_version",
-                "cuda_runtime_version", "cuda_driver_version", "record_shapes", "profile_memory", "with_stack",
-                "with_flops", "with_modules", "trace_id")
+_KINETO_KEYS = (
+    "schemaVersion",
+    "displayTimeUnit",
+    "baseTimeNanoseconds",
+    "cupti_version",
+    "cuda_runtime_version",
+    "cuda_driver_version",
+    "record_shapes",
+    "profile_memory",
+    "with_stack",
+    "with_flops",
+    "with_modules",
+    "trace_id",
+)
 _BULKY_KEYS = ("traceEvents", "deviceProperties", "INFO")
 
 
@@ -112,8 +117,9 @@ def _rerank(trace: Trace, rank: int) -> Trace:
     return Trace(**frames, meta=trace.meta)
 
 
-def _folder_meta(folder: Path, traces: list[Trace], infos: list[_FileResult], ranks: list[int],
-                 notes: list[str]) -> TraceMeta:
+def _folder_meta(
+    folder: Path, traces: list[Trace], infos: list[_FileResult], ranks: list[int], notes: list[str]
+) -> TraceMeta:
     meta = TraceMeta(source="kineto")
     for t in traces:
         meta = meta.with_health(t.meta.health, t.meta.notes)
@@ -126,22 +132,26 @@ def _folder_meta(folder: Path, traces: list[Trace], infos: list[_FileResult], ra
         **{k: v for k, v in infos[0].job.items() if k not in ("files", "world_size")},
     }
     hosts = tuple(sorted({h for t in traces for h in t.meta.hosts}))
-    return TraceMeta(source="kineto", job=job, hosts=hosts, health=meta.health,
-                     notes=meta.notes + tuple(notes))
+    return TraceMeta(source="kineto", job=job, hosts=hosts, health=meta.health, notes=meta.notes + tuple(notes))
 
 
-def _import_file(path: Path, progress: ProgressFn, with_ops: bool, done_before: int,
-                 grand_total: int) -> tuple[Trace, _FileResult]:
+def _import_file(
+    path: Path, progress: ProgressFn, with_ops: bool, done_before: int, grand_total: int
+) -> tuple[Trace, _FileResult]:
     report = DecodeReport()
     status = StreamStatus()
     sink = EventSink(with_ops=with_ops, report=report)
     try:
-        for events in EventSplitter(report, with_ops=with_ops).run(byte_blocks(path, status, progress, done_before, grand_total)):
+        for events in EventSplitter(report, with_ops=with_ops).run(
+            byte_blocks(path, status, progress, done_before, grand_total)
+        ):
             sink.add(events)
     except TraceFormatError as exc:
         if status.truncated:
-            raise TraceFormatError(f"{path.name}: {status.truncated}: nothing readable before the damage "
-                                   f"({str(exc).removeprefix(str(path) + ': ')})") from None
+            raise TraceFormatError(
+                f"{path.name}: {status.truncated}: nothing readable before the damage "
+                f"({str(exc).removeprefix(str(path) + ': ')})"
+            ) from None
         raise TraceFormatError(f"{path.name}: {exc}") from None
     except MemoryError:
         raise TraceFormatError(f"{path.name}: out of memory while decoding") from None
@@ -155,28 +165,38 @@ def _import_file(path: Path, progress: ProgressFn, with_ops: bool, done_before: 
         raise TraceFormatError(f"{path.name}: a value has the wrong type or is out of range ({detail})") from None
 
 
-def _check_is_kineto(path: Path, header: dict[str, Any], sink: EventSink, report: DecodeReport,
-                     status: StreamStatus) -> None:
+def _check_is_kineto(
+    path: Path, header: dict[str, Any], sink: EventSink, report: DecodeReport, status: StreamStatus
+) -> None:
     version = header.get("schemaVersion")
     if version is not None and (type(version) is not int or version not in SCHEMA_VERSIONS):
-        raise TraceFormatError(f"{path.name}: unknown Kineto schemaVersion {version!r} "
-                               f"(ktrace reads {', '.join(map(str, SCHEMA_VERSIONS))})")
-    kineto_like = (version is not None or "deviceProperties" in header or sink.categories or sink.known_other
-                   or sink.skipped_ops)
+        raise TraceFormatError(
+            f"{path.name}: unknown Kineto schemaVersion {version!r} "
+            f"(ktrace reads {', '.join(map(str, SCHEMA_VERSIONS))})"
+        )
+    kineto_like = (
+        version is not None or "deviceProperties" in header or sink.categories or sink.known_other or sink.skipped_ops
+    )
     if not kineto_like and (status.truncated or report.truncated):
-        raise TraceFormatError(f"{path.name}: truncated: no readable Kineto event before the end "
-                               f"({status.truncated or 'the text ends inside traceEvents'})")
+        raise TraceFormatError(
+            f"{path.name}: truncated: no readable Kineto event before the end "
+            f"({status.truncated or 'the text ends inside traceEvents'})"
+        )
     if not kineto_like and report.dropped_events:
-        raise TraceFormatError(f"{path.name}: not a Kineto trace: no readable Kineto event "
-                               f"({report.dropped_events:,} unreadable)")
+        raise TraceFormatError(
+            f"{path.name}: not a Kineto trace: no readable Kineto event ({report.dropped_events:,} unreadable)"
+        )
     if not kineto_like:
         what = f"{report.events:,} events" if report.events else "no events"
-        raise TraceFormatError(f"{path.name}: a Chrome-style trace ({what}) but not a PyTorch profiler "
-                               "(Kineto) one: no schemaVersion and no Kineto categories")
+        raise TraceFormatError(
+            f"{path.name}: a Chrome-style trace ({what}) but not a PyTorch profiler "
+            "(Kineto) one: no schemaVersion and no Kineto categories"
+        )
 
 
-def _build(path: Path, header: dict[str, Any], sink: EventSink, report: DecodeReport,
-           status: StreamStatus) -> tuple[Trace, _FileResult]:
+def _build(
+    path: Path, header: dict[str, Any], sink: EventSink, report: DecodeReport, status: StreamStatus
+) -> tuple[Trace, _FileResult]:
     raw_base = header.get("baseTimeNanoseconds")
     base = to_int(raw_base) or 0
     if raw_base is not None and not (0 <= base < MAX_BASE_NS and base == raw_base):
@@ -193,8 +213,10 @@ def _build(path: Path, header: dict[str, Any], sink: EventSink, report: DecodeRe
     dims = TraceBuilder(node=node, rank=info.rank)
     add_dimension_tables(dims, sink, header, {int(d) for d in used if d is not None})
     dim_trace = dims.build()
-    trace = Trace(**{**{n: trace.table(n) for n in trace.counts()},
-                     "threads": dim_trace.threads, "devices": dim_trace.devices}, meta=trace.meta)
+    trace = Trace(
+        **{**{n: trace.table(n) for n in trace.counts()}, "threads": dim_trace.threads, "devices": dim_trace.devices},
+        meta=trace.meta,
+    )
     job, scrubbed = _job_of(path, header)
     job["rank_from"] = info.rank_from
     info.job = job
@@ -202,8 +224,9 @@ def _build(path: Path, header: dict[str, Any], sink: EventSink, report: DecodeRe
     health["secrets_scrubbed"] = scrubbed
     if (status.truncated or report.truncated) and not base and "baseTimeNanoseconds" not in header:
         notes.append("baseTimeNanoseconds may have been lost with the end of the file: times may be relative")
-    meta = TraceMeta(source="kineto", job=job, hosts=(node,), health=health,
-                     notes=tuple(f"{path.name}: {n}" for n in notes))
+    meta = TraceMeta(
+        source="kineto", job=job, hosts=(node,), health=health, notes=tuple(f"{path.name}: {n}" for n in notes)
+    )
     return trace.with_meta(meta), info
 
 
@@ -240,8 +263,7 @@ def _job_of(path: Path, header: dict[str, Any]) -> tuple[dict[str, Any], int]:
     clean, scrubbed = scrub_mapping(keep)
     for line in header.get("INFO", []) if isinstance(header.get("INFO"), list) else []:
         scrubbed += scrub_text(line)[1] if isinstance(line, str) else 0
-    job: dict[str, Any] = {"files": [path.name],
-                           "kineto": {k: clean.pop(k) for k in _KINETO_KEYS if k in clean}}
+    job: dict[str, Any] = {"files": [path.name], "kineto": {k: clean.pop(k) for k in _KINETO_KEYS if k in clean}}
     dist = clean.pop("distributedInfo", None)
     if isinstance(dist, dict):
         job["distributedInfo"] = dist
@@ -268,8 +290,9 @@ def _record_counts(header: dict[str, Any]) -> dict[str, int]:
     return counts
 
 
-def _health(header: dict[str, Any], trace: Trace, report: DecodeReport, status: StreamStatus,
-            fix: TimeFixer) -> tuple[dict[str, int], list[str]]:
+def _health(
+    header: dict[str, Any], trace: Trace, report: DecodeReport, status: StreamStatus, fix: TimeFixer
+) -> tuple[dict[str, int], list[str]]:
     health = join_health(trace.kernels, trace.memory, trace.syncs, trace.api)
     health.update(_record_counts(header))
     health["dropped_events"] = report.dropped_events + fix.bad_time

@@ -110,8 +110,9 @@ class EventSplitter:
                 if len(self.buf) > self.chunk_bytes + MAX_EVENT_BYTES:
                     yield from self._cut_oversized()
         if self.squeezed:
-            self.report.notes.append(f"{self.squeezed:,} run(s) of more than {MAX_WHITESPACE_RUN:,} whitespace "
-                                     "bytes squeezed to one")
+            self.report.notes.append(
+                f"{self.squeezed:,} run(s) of more than {MAX_WHITESPACE_RUN:,} whitespace bytes squeezed to one"
+            )
         yield from self._finish()
 
     def _squeezed(self, blocks: Iterable[bytes]) -> Iterator[bytes]:
@@ -131,8 +132,7 @@ class EventSplitter:
         """self.buf[:end] holds an event of more than MAX_EVENT_BYTES: decode the events before it, drop it and
         keep what follows it in the buffer (a scan that skips strings finds where each event starts)."""
         starts = value_starts(self.buf, end) + [end]
-        big = next((i for i in range(len(starts) - 1) if starts[i + 1] - starts[i] > MAX_EVENT_BYTES),
-                   len(starts) - 2)
+        big = next((i for i in range(len(starts) - 1) if starts[i + 1] - starts[i] > MAX_EVENT_BYTES), len(starts) - 2)
         if big > 0:
             before = EventSplitter(self.report, with_ops=self.with_ops, chunk_bytes=self.chunk_bytes)
             before.buf = bytearray(self.buf[: starts[big]].rstrip(b" \t\r\n,"))
@@ -152,7 +152,7 @@ class EventSplitter:
             self.skipping = data[-_RESUME_TAIL:]
             return b""
         self.skipping = None
-        return data[m.end() - 1:]
+        return data[m.end() - 1 :]
 
     def _find_events(self, it: Iterator[bytes]) -> bool:
         head = bytearray()
@@ -172,8 +172,10 @@ class EventSplitter:
                 self.buf = bytearray(head[end:])
                 return True
             if len(head) > MAX_EVENT_BYTES:
-                raise TraceFormatError(f"more than {MAX_EVENT_BYTES >> 20} MiB before the top-level traceEvents "
-                                       "array: not read (KTRACE_MAX_EVENT_BYTES raises the cap)")
+                raise TraceFormatError(
+                    f"more than {MAX_EVENT_BYTES >> 20} MiB before the top-level traceEvents "
+                    "array: not read (KTRACE_MAX_EVENT_BYTES raises the cap)"
+                )
         _explain_no_events(bytes(head))
         return False
 
@@ -226,11 +228,13 @@ class EventSplitter:
             end = self._array_end()
         if end is None:
             self.report.truncated = True
-            self.report.notes.append("the file ends inside traceEvents (truncated?): the last, partial event "
-                                     "and every key after traceEvents are missing")
+            self.report.notes.append(
+                "the file ends inside traceEvents (truncated?): the last, partial event "
+                "and every key after traceEvents are missing"
+            )
             self.report.header = _decode_header((self.prefix or b'{"traceEvents": ') + b"[]}", self.report)
         else:
-            suffix = bytes(self.buf[end + 1:])
+            suffix = bytes(self.buf[end + 1 :])
             if self.prefix is not None:
                 self.report.header = _decode_header(self.prefix + b"[]" + suffix, self.report)
             elif suffix.strip():
@@ -260,17 +264,18 @@ class EventSplitter:
             pos = self.buf.rfind(b"]", 0, pos)
             if pos < 0:
                 return None
-            before = self.buf[max(0, pos - 4096):pos].rstrip()
-            after = self.buf[pos + 1:pos + 4097].lstrip()
+            before = self.buf[max(0, pos - 4096) : pos].rstrip()
+            after = self.buf[pos + 1 : pos + 4097].lstrip()
             if (before and not before.endswith(b"}")) or (after and bytes(after[:1]) not in (b",", b"}")):
                 continue
             if self.prefix is None:
-                if not self.buf[pos + 1:].strip():
+                if not self.buf[pos + 1 :].strip():
                     return pos
                 continue
             try:
-                header = decode_shallow_if_deep(_decode_text, self.prefix + b"[]" + bytes(self.buf[pos + 1:]),
-                                                DecodeReport())
+                header = decode_shallow_if_deep(
+                    _decode_text, self.prefix + b"[]" + bytes(self.buf[pos + 1 :]), DecodeReport()
+                )
             except msgspec.DecodeError:
                 continue
             if isinstance(header, dict):

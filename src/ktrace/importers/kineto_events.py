@@ -36,7 +36,9 @@ from ktrace.importers.kineto_schema import (
 )
 
 _CODE_OF_CATEGORY: dict[str, int] = {
-    **{cat: SKIPPED for cat in KNOWN_CATEGORIES}, **{cat: KINDS.index(k) + 1 for cat, k in KIND_OF_CATEGORY.items()}}
+    **{cat: SKIPPED for cat in KNOWN_CATEGORIES},
+    **{cat: KINDS.index(k) + 1 for cat, k in KIND_OF_CATEGORY.items()},
+}
 """Category -> code (see kineto_schema.KINDS); events with no or an unknown category get -1."""
 _CAT = operator.attrgetter("cat")
 _UNKNOWN = itertools.repeat(-1)
@@ -124,8 +126,10 @@ def ts_columns(values: list[Any]) -> dict[str, pa.Array]:
             raise LostNanoseconds  # (larger times, inf too, are dropped later: they need no exact reading)
         return {"ts": ts}
     ns = [exact_ns(v) for v in values]
-    return {"ts": pa.array([float(t // 1000) if t is not None else float("nan") for t in ns], pa.float64()),
-            "ts_frac_ns": pa.array([t % 1000 if t is not None else 0 for t in ns], pa.int16())}
+    return {
+        "ts": pa.array([float(t // 1000) if t is not None else float("nan") for t in ns], pa.float64()),
+        "ts_frac_ns": pa.array([t % 1000 if t is not None else 0 for t in ns], pa.int16()),
+    }
 
 
 def _common(evs: list[Event]) -> dict[str, pa.Array]:
@@ -143,8 +147,7 @@ def _gpu_columns(evs: list[Event], args: list[Args]) -> dict[str, pa.Array]:
         "stream": _place([a.stream for a in args], [e.tid for e in evs]),
         "context_id": int_array([a.context for a in args]),
         "correlation_id": int_array([a.correlation for a in args]),
-        "external_id": int_array([a.external_id if a.external_id is not None else a.external_id_old
-                                  for a in args]),
+        "external_id": int_array([a.external_id if a.external_id is not None else a.external_id_old for a in args]),
     }
 
 
@@ -153,8 +156,7 @@ def _cpu_columns(evs: list[Event], args: list[Args]) -> dict[str, pa.Array]:
         **_common(evs),
         "pid": int_array([e.pid for e in evs]),
         "tid": int_array([e.tid for e in evs]),
-        "external_id": int_array([a.external_id if a.external_id is not None else a.external_id_old
-                                  for a in args]),
+        "external_id": int_array([a.external_id if a.external_id is not None else a.external_id_old for a in args]),
     }
 
 
@@ -187,8 +189,9 @@ def memory_columns(evs: list[Event], args: list[Args]) -> dict[str, pa.Array]:
 def sync_columns(evs: list[Event], args: list[Args]) -> dict[str, pa.Array]:
     """Raw columns of cuda_sync events; the sync kind falls back to the event name."""
     cols = _gpu_columns(evs, args)
-    cols["sync_kind"] = str_array([a.sync_kind if type(a.sync_kind) is str else e.name
-                                   for a, e in zip(args, evs, strict=True)])
+    cols["sync_kind"] = str_array(
+        [a.sync_kind if type(a.sync_kind) is str else e.name for a, e in zip(args, evs, strict=True)]
+    )
     return cols
 
 
@@ -218,9 +221,15 @@ def op_columns(evs: list[Event], args: list[Args]) -> dict[str, pa.Array]:
 
 
 BUILDERS: dict[str, Callable[[list[Event], list[Args]], dict[str, pa.Array]]] = {
-    "kernel": kernel_columns, "memcpy": memory_columns, "memset": memory_columns, "sync": sync_columns,
-    "runtime": api_columns, "driver": api_columns, "annotation": range_columns,
-    "gpu_annotation": gpu_range_columns, "op": op_columns,
+    "kernel": kernel_columns,
+    "memcpy": memory_columns,
+    "memset": memory_columns,
+    "sync": sync_columns,
+    "runtime": api_columns,
+    "driver": api_columns,
+    "annotation": range_columns,
+    "gpu_annotation": gpu_range_columns,
+    "op": op_columns,
 }
 
 
@@ -282,10 +291,13 @@ class EventSink:
         staged.known_other += int(present[SKIPPED + 1])
         staged.skipped_ops += int(present[SKIPPED_OP + 1])
         if present[0]:
-            staged.meta_events += [(e.name, e.pid, e.tid, _meta_label(e.args))
-                                   for e in (events[i] for i in np.flatnonzero(codes == -1).tolist()) if e.ph == "M"]
+            staged.meta_events += [
+                (e.name, e.pid, e.tid, _meta_label(e.args))
+                for e in (events[i] for i in np.flatnonzero(codes == -1).tolist())
+                if e.ph == "M"
+            ]
         op_code = KINDS.index("op") + 1
-        for code in (np.flatnonzero(present[2:SKIPPED_OP + 1]) + 1).tolist():
+        for code in (np.flatnonzero(present[2 : SKIPPED_OP + 1]) + 1).tolist():
             evs = [e for e in (events[i] for i in np.flatnonzero(codes == code).tolist()) if e.ph == "X"]
             if code == op_code:
                 steps = [e for e in evs if e.name.startswith(STEP_PREFIX)]
@@ -303,8 +315,9 @@ class EventSink:
             return
         raws = [e.args for e in evs]
         # operators of the fast path come with their args decoded (kineto_schema.OpArgs); others are raw JSON
-        args: list[Any] = decode_args(raws, staged.args_report) if type(raws[0]) is msgspec.Raw else [
-            a or NO_OP_ARGS for a in raws]
+        args: list[Any] = (
+            decode_args(raws, staged.args_report) if type(raws[0]) is msgspec.Raw else [a or NO_OP_ARGS for a in raws]
+        )
         staged.tables.append((kind, pa.table(BUILDERS[kind](evs, args))))
 
     def table(self, kind: str) -> pa.Table | None:

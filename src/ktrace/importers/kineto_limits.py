@@ -52,7 +52,7 @@ _BLANKS = {c: bytes([c]) * (1 << 16) for c in _WS}
 def _run_end(block: bytes, pos: int, step: int = 1 << 16) -> int:
     """Offset of the first non-whitespace byte of `block` at or after `pos` (len(block) if none)."""
     while pos < len(block):
-        piece = block[pos:pos + step]
+        piece = block[pos : pos + step]
         if len(piece) == step and piece == _BLANKS.get(piece[0]):
             pos += step
             continue
@@ -74,13 +74,17 @@ def squeeze_whitespace(block: bytes) -> tuple[bytes, int]:
     done = runs = k = 0
     while k < len(samples) - 1:
         lo = k * _STEP
-        if (samples[k] in _WS_BYTES and samples[k + 1] in _WS_BYTES and lo >= done
-                and not block[lo:lo + _STEP + 1].strip(_WS)):
-            back = block[max(done, lo - _STEP):lo]
+        if (
+            samples[k] in _WS_BYTES
+            and samples[k + 1] in _WS_BYTES
+            and lo >= done
+            and not block[lo : lo + _STEP + 1].strip(_WS)
+        ):
+            back = block[max(done, lo - _STEP) : lo]
             start = lo - (len(back) - len(back.rstrip(_WS)))
             end = _run_end(block, lo + _STEP)
             if end - start >= MAX_WHITESPACE_RUN:
-                out.append(block[done:start + 1])
+                out.append(block[done : start + 1])
                 done = end
                 runs += 1
             k = max(k + 1, -(-end // _STEP))
@@ -181,5 +185,7 @@ def inflate_cap(compressed_bytes: int) -> int:
 def check_rank_files(count: int, folder: str) -> None:
     """Refuse a folder with more rank files than MAX_RANK_FILES (one line, exit 3)."""
     if count > MAX_RANK_FILES:
-        raise TraceFormatError(f"{folder}: {count:,} .json files, more than the {MAX_RANK_FILES:,} rank files ktrace "
-                               "reads from one folder (KTRACE_MAX_RANK_FILES raises the cap)")
+        raise TraceFormatError(
+            f"{folder}: {count:,} .json files, more than the {MAX_RANK_FILES:,} rank files ktrace "
+            "reads from one folder (KTRACE_MAX_RANK_FILES raises the cap)"
+        )

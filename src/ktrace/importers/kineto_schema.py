@@ -14,22 +14,45 @@ import msgspec
 from ktrace.importers.kineto_limits import MAX_DEPTH, flatten_deep
 
 KIND_OF_CATEGORY: dict[str, str] = {
-    "kernel": "kernel", "Kernel": "kernel",
-    "gpu_memcpy": "memcpy", "Memcpy": "memcpy",
-    "gpu_memset": "memset", "Memset": "memset",
-    "cuda_runtime": "runtime", "Runtime": "runtime",
-    "cuda_driver": "driver", "Driver": "driver",
+    "kernel": "kernel",
+    "Kernel": "kernel",
+    "gpu_memcpy": "memcpy",
+    "Memcpy": "memcpy",
+    "gpu_memset": "memset",
+    "Memset": "memset",
+    "cuda_runtime": "runtime",
+    "Runtime": "runtime",
+    "cuda_driver": "driver",
+    "Driver": "driver",
     "cuda_sync": "sync",
-    "user_annotation": "annotation", "User Annotation": "annotation",
+    "user_annotation": "annotation",
+    "User Annotation": "annotation",
     "gpu_user_annotation": "gpu_annotation",
-    "cpu_op": "op", "Operator": "op",
+    "cpu_op": "op",
+    "Operator": "op",
 }
 """Kineto category (every era: 2021 capitalised names, 2023+ snake_case) -> ktrace kind of event."""
 
 KNOWN_CATEGORIES = frozenset(KIND_OF_CATEGORY) | {
-    "Trace", "python_function", "cpu_instant_event", "ac2g", "async", "async_cpu_to_gpu", "fwdbwd",
-    "overhead", "cuda_event", "external_correlation", "mtia_runtime", "xpu_runtime", "xpu_driver",
-    "privateuse1_runtime", "privateuse1_driver", "collective_comm", "python", "Python", "cuda_profiler_range",
+    "Trace",
+    "python_function",
+    "cpu_instant_event",
+    "ac2g",
+    "async",
+    "async_cpu_to_gpu",
+    "fwdbwd",
+    "overhead",
+    "cuda_event",
+    "external_correlation",
+    "mtia_runtime",
+    "xpu_runtime",
+    "xpu_driver",
+    "privateuse1_runtime",
+    "privateuse1_driver",
+    "collective_comm",
+    "python",
+    "Python",
+    "cuda_profiler_range",
 }
 """Categories that mark a file as a Kineto trace (those not in KIND_OF_CATEGORY are skipped)."""
 
@@ -39,6 +62,7 @@ SKIPPED = 0
 """Code of events of a known category that ktrace does not import."""
 SKIPPED_OP = len(KINDS) + 1
 """Code of cpu_op events skipped because ops were not asked for (counted only)."""
+
 
 class Args(msgspec.Struct, gc=False):
     """The `args` keys ktrace reads (all eras); every other key is skipped by the decoder."""
@@ -114,9 +138,18 @@ class ExactEvent(Event, gc=False):
     ts: int | Decimal = 0  # type: ignore[assignment]  # msgspec decodes by this annotation; readers take both
 
 
-_EVENTS: dict[bool, msgspec.json.Decoder[Any]] = {False: msgspec.json.Decoder(list[Event]), True: msgspec.json.Decoder(list[ExactEvent])}
-_EVENT: dict[bool, msgspec.json.Decoder[Any]] = {False: msgspec.json.Decoder(Event), True: msgspec.json.Decoder(ExactEvent)}
-_GENERIC: dict[bool, msgspec.json.Decoder[Any]] = {False: msgspec.json.Decoder(), True: msgspec.json.Decoder(float_hook=Decimal)}
+_EVENTS: dict[bool, msgspec.json.Decoder[Any]] = {
+    False: msgspec.json.Decoder(list[Event]),
+    True: msgspec.json.Decoder(list[ExactEvent]),
+}
+_EVENT: dict[bool, msgspec.json.Decoder[Any]] = {
+    False: msgspec.json.Decoder(Event),
+    True: msgspec.json.Decoder(ExactEvent),
+}
+_GENERIC: dict[bool, msgspec.json.Decoder[Any]] = {
+    False: msgspec.json.Decoder(),
+    True: msgspec.json.Decoder(float_hook=Decimal),
+}
 RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 _ARGS_LIST = msgspec.json.Decoder(list[Args | None])
 _ARGS = msgspec.json.Decoder(Args | None)
@@ -127,8 +160,15 @@ def _kept_fields(exact: bool, op: bool = False) -> list[tuple[str, Any, Any]]:
     is an OpArgs or None, every other event's raw JSON."""
     ts: tuple[str, Any, Any] = ("ts", int | Decimal, 0) if exact else ("ts", int | float, 0.0)
     args: tuple[str, Any, Any] = ("args", OpArgs | None, None) if op else ("args", msgspec.Raw, NULL)
-    return [("ph", str, ""), ("name", str, ""), ("pid", int | str, 0), ("tid", int | str, 0),
-            ts, ("dur", float, 0.0), args]
+    return [
+        ("ph", str, ""),
+        ("name", str, ""),
+        ("pid", int | str, 0),
+        ("tid", int | str, 0),
+        ts,
+        ("dur", float, 0.0),
+        args,
+    ]
 
 
 @functools.cache
@@ -144,8 +184,13 @@ def tagged_decoder(with_ops: bool, exact: bool = False) -> tuple[msgspec.json.De
     for i, cat in enumerate(sorted(KNOWN_CATEGORIES)):
         kind = KIND_OF_CATEGORY.get(cat)
         keep = kind is not None and (with_ops or cat != "cpu_op")
-        cls = msgspec.defstruct(f"{'Exact' if exact else ''}Cat{i}", _kept_fields(exact, kind == "op") if keep else [],
-                                tag_field="cat", tag=cat, gc=False)
+        cls = msgspec.defstruct(
+            f"{'Exact' if exact else ''}Cat{i}",
+            _kept_fields(exact, kind == "op") if keep else [],
+            tag_field="cat",
+            tag=cat,
+            gc=False,
+        )
         types.append(cls)
         code_of[cls] = KINDS.index(kind) + 1 if keep and kind else (SKIPPED_OP if kind == "op" else SKIPPED)
     union: Any = functools.reduce(operator.or_, types)
@@ -242,8 +287,16 @@ def coerce_event(value: Any, exact: bool = False) -> Event | None:
     except (TypeError, ValueError, OverflowError):
         args = NULL
     cls = ExactEvent if exact else Event
-    return cls(ph=text["ph"], cat=text["cat"], name=text["name"], pid=place["pid"], tid=place["tid"],
-               ts=ts or 0, dur=dur or 0.0, args=args)
+    return cls(
+        ph=text["ph"],
+        cat=text["cat"],
+        name=text["name"],
+        pid=place["pid"],
+        tid=place["tid"],
+        ts=ts or 0,
+        dur=dur or 0.0,
+        args=args,
+    )
 
 
 def decode_args(raws: list[msgspec.Raw], report: DecodeReport) -> list[Args]:
@@ -270,8 +323,9 @@ def decode_args(raws: list[msgspec.Raw], report: DecodeReport) -> list[Args]:
     return out
 
 
-def decode_events(chunk: bytes | bytearray, report: DecodeReport, with_ops: bool,
-                  exact: bool | None = None) -> list[Any]:
+def decode_events(
+    chunk: bytes | bytearray, report: DecodeReport, with_ops: bool, exact: bool | None = None
+) -> list[Any]:
     """Decode a bracketed slice of events: tagged fast path, else list[Event], else event by event.
 
     `exact` (default: report.exact_ts) decodes fractional timestamps exactly (ExactEvent, tagged types alike).
@@ -316,8 +370,9 @@ class DeepJSONError(msgspec.DecodeError):
 _T = TypeVar("_T")
 
 
-def decode_shallow_if_deep(decode: Callable[[bytes | bytearray], _T], data: bytes | bytearray,
-                           report: DecodeReport) -> _T:
+def decode_shallow_if_deep(
+    decode: Callable[[bytes | bytearray], _T], data: bytes | bytearray, report: DecodeReport
+) -> _T:
     """`decode(data)`; if msgspec recursed too deep, `decode` of `data` with values deeper than MAX_DEPTH
     replaced by null (noted once). The one place that handles RecursionError when decoding Kineto JSON.
 
@@ -340,5 +395,3 @@ def decode_shallow_if_deep(decode: Callable[[bytes | bytearray], _T], data: byte
 def valid_utf8(data: bytes | bytearray) -> bytearray:
     """`data` with invalid UTF-8 sequences replaced (msgspec refuses them with UnicodeDecodeError)."""
     return bytearray(bytes(data).decode("utf-8", "replace").encode("utf-8"))
-
-

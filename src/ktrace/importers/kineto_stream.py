@@ -85,9 +85,11 @@ def _gunzip_blocks(path: Path, status: StreamStatus) -> Iterator[bytes]:
                     inflated += len(out)
                     if inflated > cap:
                         yield out[: len(out) - (inflated - cap)]
-                        status.truncated = (f"stopped reading after {cap >> 20:,} MiB of text inflated from "
-                                            f"{status.read_bytes:,} compressed bytes (over {MAX_INFLATE_RATIO}:1, "
-                                            "a decompression bomb?; KTRACE_MAX_INFLATE_RATIO raises the cap)")
+                        status.truncated = (
+                            f"stopped reading after {cap >> 20:,} MiB of text inflated from "
+                            f"{status.read_bytes:,} compressed bytes (over {MAX_INFLATE_RATIO}:1, "
+                            "a decompression bomb?; KTRACE_MAX_INFLATE_RATIO raises the cap)"
+                        )
                         return
                     if out:
                         yield out
@@ -140,8 +142,9 @@ def _opens_like_trace(path: Path, peek: int = 1 << 16) -> bool:
     # a stats file about traces (shared/traces/*/STATS.json) has that key too
 
 
-def byte_blocks(path: Path, status: StreamStatus, progress: ProgressFn, done_before: int = 0,
-                grand_total: int = 0) -> Iterator[bytes]:
+def byte_blocks(
+    path: Path, status: StreamStatus, progress: ProgressFn, done_before: int = 0, grand_total: int = 0
+) -> Iterator[bytes]:
     """Decompressed blocks of `path`; gzip is inflated in a background thread (zlib releases the GIL).
 
     Progress is reported in file bytes: (done_before + read, grand_total or file size).
@@ -164,8 +167,9 @@ def byte_blocks(path: Path, status: StreamStatus, progress: ProgressFn, done_bef
 _DONE = object()
 
 
-def _threaded(source: Iterator[bytes], status: StreamStatus, progress: ProgressFn, done_before: int,
-              total: int) -> Iterator[bytes]:
+def _threaded(
+    source: Iterator[bytes], status: StreamStatus, progress: ProgressFn, done_before: int, total: int
+) -> Iterator[bytes]:
     """Run `source` in a thread, a few blocks ahead of the consumer."""
     q: queue.Queue[object] = queue.Queue(maxsize=6)
     stop = threading.Event()

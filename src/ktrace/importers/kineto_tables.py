@@ -22,15 +22,22 @@ NA_STREAM = 0xFFFFFFFF
 
 _COPY = re.compile(r"Memcpy\s+(HtoD|DtoH|DtoD|HtoH|PtoP)", re.IGNORECASE)
 _KINDS = re.compile(r"\(\s*(\w+)\s*(?:->\s*(\w+)\s*)?\)")
-_MEM_KIND = {"pageable": "pageable", "pinned": "pinned", "device": "device", "managed": "managed",
-             "array": "array"}
+_MEM_KIND = {"pageable": "pageable", "pinned": "pinned", "device": "device", "managed": "managed", "array": "array"}
 _COPY_CANON = {k.lower(): k for k in ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP")}
-SYNC_KIND = {"stream sync": "stream", "event sync": "event", "stream wait event": "stream_wait_event",
-             "context sync": "context", "device sync": "device"}
+SYNC_KIND = {
+    "stream sync": "stream",
+    "event sync": "event",
+    "stream wait event": "stream_wait_event",
+    "context sync": "context",
+    "device sync": "device",
+}
 LAUNCH_API = re.compile(r"^(cuda|cu)(Launch|GraphLaunch|Memcpy|Memset)", re.IGNORECASE)
 """API calls that put work on the GPU (so should have a kernel or memory record)."""
-SYNC_API = re.compile(r"^(cuda|cu)(StreamWaitEvent|StreamSynchronize|DeviceSynchronize|EventSynchronize|"
-                      r"CtxSynchronize|ContextSynchronize)", re.IGNORECASE)
+SYNC_API = re.compile(
+    r"^(cuda|cu)(StreamWaitEvent|StreamSynchronize|DeviceSynchronize|EventSynchronize|"
+    r"CtxSynchronize|ContextSynchronize)",
+    re.IGNORECASE,
+)
 """API calls CUPTI can record as a synchronization (a cuda_sync event when sync tracing is on)."""
 
 
@@ -55,8 +62,9 @@ def _map_names(names: pa.Array, fn: Any) -> list[pa.Array]:
     mapped = [fn(n) for n in uniq]
     idx = dict_names.indices
     width = len(mapped[0]) if mapped else 0
-    return [pa.DictionaryArray.from_arrays(idx, pa.array([m[i] for m in mapped], type=pa.string()))
-            for i in range(width)]
+    return [
+        pa.DictionaryArray.from_arrays(idx, pa.array([m[i] for m in mapped], type=pa.string())) for i in range(width)
+    ]
 
 
 class TimeFixer:
@@ -115,8 +123,9 @@ def add_gpu_tables(builder: TraceBuilder, sink: EventSink, fix: TimeFixer) -> No
     syncs = sink.table("sync")
     if syncs is not None:
         syncs = fix.spans(syncs)
-        (sync_type,) = _map_names(syncs.column("sync_kind").combine_chunks(),
-                                  lambda k: (SYNC_KIND.get(str(k).strip().lower(), "unknown"),))
+        (sync_type,) = _map_names(
+            syncs.column("sync_kind").combine_chunks(), lambda k: (SYNC_KIND.get(str(k).strip().lower(), "unknown"),)
+        )
         syncs = syncs.drop_columns(["sync_kind", "name", "external_id"])
         syncs = syncs.set_column(syncs.schema.get_field_index("stream"), "stream", _stream_na(syncs["stream"]))
         builder.add("syncs", syncs.append_column("sync_type", sync_type))
@@ -132,18 +141,30 @@ def add_cpu_tables(builder: TraceBuilder, sink: EventSink, fix: TimeFixer) -> No
     frames = []
     cpu = sink.table("annotation")
     if cpu is not None:
-        frames.append(_frame(fix.spans(cpu).drop_columns(["external_id"]))
-                      .with_columns(pl.col("name").cast(pl.String), on_gpu=pl.lit(False),
-                                    device=pl.lit(None, pl.Int32), stream=pl.lit(None, pl.Int64)))
+        frames.append(
+            _frame(fix.spans(cpu).drop_columns(["external_id"])).with_columns(
+                pl.col("name").cast(pl.String),
+                on_gpu=pl.lit(False),
+                device=pl.lit(None, pl.Int32),
+                stream=pl.lit(None, pl.Int64),
+            )
+        )
     gpu = sink.table("gpu_annotation")
     if gpu is not None:
         g = _frame(fix.spans(gpu).drop_columns(["external_id", "context_id", "correlation_id"]))
-        frames.append(g.with_columns(pl.col("name").cast(pl.String), on_gpu=pl.lit(True),
-                                     pid=pl.col("device").cast(pl.Int64), tid=pl.col("stream"),
-                                     device=pl.col("device").cast(pl.Int32)))
+        frames.append(
+            g.with_columns(
+                pl.col("name").cast(pl.String),
+                on_gpu=pl.lit(True),
+                pid=pl.col("device").cast(pl.Int64),
+                tid=pl.col("stream"),
+                device=pl.col("device").cast(pl.Int32),
+            )
+        )
     if frames:
-        ranges = pl.concat([f.select("start_ns", "end_ns", "pid", "tid", "name", "on_gpu", "device", "stream")
-                            for f in frames])
+        ranges = pl.concat(
+            [f.select("start_ns", "end_ns", "pid", "tid", "name", "on_gpu", "device", "stream") for f in frames]
+        )
         builder.add("ranges", _with_depth(ranges).to_arrow())
     ops = sink.table("op")
     if ops is not None:
@@ -152,61 +173,75 @@ def add_cpu_tables(builder: TraceBuilder, sink: EventSink, fix: TimeFixer) -> No
 
 def _with_depth(ranges: pl.DataFrame) -> pl.DataFrame:
     """Domain (profiler_step / user_annotation / gpu_user_annotation) and nesting depth per track."""
-    ranges = ranges.with_columns(domain=pl.when(pl.col("on_gpu")).then(pl.lit("gpu_user_annotation"))
-                                 .when(pl.col("name").str.starts_with(STEP_PREFIX)).then(pl.lit("profiler_step"))
-                                 .otherwise(pl.lit("user_annotation")))
+    ranges = ranges.with_columns(
+        domain=pl.when(pl.col("on_gpu"))
+        .then(pl.lit("gpu_user_annotation"))
+        .when(pl.col("name").str.starts_with(STEP_PREFIX))
+        .then(pl.lit("profiler_step"))
+        .otherwise(pl.lit("user_annotation"))
+    )
     ranges = ranges.sort(["on_gpu", "pid", "tid", "start_ns", "end_ns"], descending=[False, False, False, False, True])
     track = ranges.select(pl.struct("on_gpu", "pid", "tid").rank("dense")).to_series().to_numpy()
     depth = nesting_depth(track, ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy())
     return ranges.with_columns(depth=pl.Series(depth, dtype=pl.Int32))
 
 
-def add_dimension_tables(builder: TraceBuilder, sink: EventSink, header: dict[str, Any],
-                         used_devices: set[int]) -> None:
+def add_dimension_tables(
+    builder: TraceBuilder, sink: EventSink, header: dict[str, Any], used_devices: set[int]
+) -> None:
     """threads (thread_name metadata of CPU processes) and devices (deviceProperties)."""
-    gpu_pids = {to_int(pid) for name, pid, _, label in sink.meta_events
-                if name == "process_labels" and isinstance(label, str) and label.startswith("GPU")}
+    gpu_pids = {
+        to_int(pid)
+        for name, pid, _, label in sink.meta_events
+        if name == "process_labels" and isinstance(label, str) and label.startswith("GPU")
+    }
     gpu_pids |= used_devices
-    rows = [(to_int(pid), to_int(tid), label) for name, pid, tid, label in sink.meta_events
-            if name == "thread_name" and isinstance(label, str)]
+    rows = [
+        (to_int(pid), to_int(tid), label)
+        for name, pid, tid, label in sink.meta_events
+        if name == "thread_name" and isinstance(label, str)
+    ]
     # Kineto repeats thread_name metadata (once per profiling window): keep one row per (pid, tid).
     unique = {(r[0], r[1]): r for r in rows if r[0] is not None and r[1] is not None and r[0] not in gpu_pids}
     rows = list(unique.values())
     if rows:
-        builder.add("threads", {"pid": [r[0] for r in rows], "tid": [r[1] for r in rows],
-                                "name": [r[2] for r in rows]})
+        builder.add("threads", {"pid": [r[0] for r in rows], "tid": [r[1] for r in rows], "name": [r[2] for r in rows]})
     props = header.get("deviceProperties")
     devices = [d for d in props if isinstance(d, dict)] if isinstance(props, list) else []
     if used_devices:
         devices = [d for d in devices if to_int(d.get("id")) in used_devices] or devices
     devices = [d for d in devices if to_int(d.get("id")) is not None]
     if devices:
-        builder.add("devices", {
-            "device": [to_int(d.get("id")) for d in devices],
-            "name": [d.get("name") if isinstance(d.get("name"), str) else None for d in devices],
-            "compute_major": [to_int(d.get("computeMajor")) for d in devices],
-            "compute_minor": [to_int(d.get("computeMinor")) for d in devices],
-            "sm_count": [to_int(d.get("numSms")) for d in devices],
-            "memory_bytes": [to_int(d.get("totalGlobalMem")) for d in devices],
-        })
+        builder.add(
+            "devices",
+            {
+                "device": [to_int(d.get("id")) for d in devices],
+                "name": [d.get("name") if isinstance(d.get("name"), str) else None for d in devices],
+                "compute_major": [to_int(d.get("computeMajor")) for d in devices],
+                "compute_minor": [to_int(d.get("computeMinor")) for d in devices],
+                "sm_count": [to_int(d.get("numSms")) for d in devices],
+                "memory_bytes": [to_int(d.get("totalGlobalMem")) for d in devices],
+            },
+        )
 
 
-def join_health(kernels: pl.DataFrame, memory: pl.DataFrame, syncs: pl.DataFrame,
-                api: pl.DataFrame) -> dict[str, int]:
+def join_health(kernels: pl.DataFrame, memory: pl.DataFrame, syncs: pl.DataFrame, api: pl.DataFrame) -> dict[str, int]:
     """Launch <-> GPU-record join counts by correlation id (one-to-many kept; orphans counted)."""
     launch_ids = api.select(pl.col("correlation_id").drop_nulls().unique()).to_series()
     gpu_ids = pl.concat([kernels.select("correlation_id"), memory.select("correlation_id")]).to_series()
     k_corr = kernels["correlation_id"]
     joined = k_corr.is_in(launch_ids.implode()).fill_null(False)
     mem_joined = memory["correlation_id"].is_in(launch_ids.implode()).fill_null(False)
-    per_corr = kernels.group_by("correlation_id").len().filter(pl.col("correlation_id").is_not_null()
-                                                                 & (pl.col("len") > 1))
+    per_corr = (
+        kernels.group_by("correlation_id").len().filter(pl.col("correlation_id").is_not_null() & (pl.col("len") > 1))
+    )
     names = pl.col("name").cast(pl.String)
     recorded = pl.col("correlation_id").is_in(gpu_ids.drop_nulls().implode()).fill_null(False)
     unmatched = api.filter(names.str.contains(LAUNCH_API.pattern) & ~recorded).height
     sync_ids = syncs.select(pl.col("correlation_id").drop_nulls()).to_series()
-    unmatched_syncs = api.filter(names.str.contains(SYNC_API.pattern)
-                                 & ~pl.col("correlation_id").is_in(sync_ids.implode()).fill_null(False)).height
+    unmatched_syncs = api.filter(
+        names.str.contains(SYNC_API.pattern) & ~pl.col("correlation_id").is_in(sync_ids.implode()).fill_null(False)
+    ).height
     return {
         "kernels_with_launch": int(joined.sum()),
         "kernels_without_launch": int(kernels.height - joined.sum()),

@@ -39,18 +39,33 @@ from ktrace.model.schema import NODE_RANK
 from ktrace.model.scrub import scrub_trace
 from ktrace.model.trace import Trace, TraceMeta
 
-EVENT_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET",
-                "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", *API_TABLES, "NVTX_EVENTS", "GPU_METRICS")
+EVENT_TABLES = (
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+    *API_TABLES,
+    "NVTX_EVENTS",
+    "GPU_METRICS",
+)
 """Tables whose rows become ktrace events; an export needs at least one of them."""
 
 NSYS_MARKERS = ("StringIds", "TARGET_INFO_SESSION_START_TIME", *METADATA_TABLES)
 """Tables that say a SQLite file is an nsys export even when it holds no events."""
 
 _LAUNCH_API = re.compile(r"^cu(da)?(Launch|GraphLaunch)")
-_GPU_TABLES = {"CUPTI_ACTIVITY_KIND_KERNEL": "kernels", "CUPTI_ACTIVITY_KIND_MEMCPY": "memory",
-               "CUPTI_ACTIVITY_KIND_MEMSET": "memory", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": "syncs"}
-_GPU_READERS = {"CUPTI_ACTIVITY_KIND_KERNEL": read_kernels, "CUPTI_ACTIVITY_KIND_MEMCPY": read_memcpy,
-                "CUPTI_ACTIVITY_KIND_MEMSET": read_memset, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": read_syncs}
+_GPU_TABLES = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": "kernels",
+    "CUPTI_ACTIVITY_KIND_MEMCPY": "memory",
+    "CUPTI_ACTIVITY_KIND_MEMSET": "memory",
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": "syncs",
+}
+_GPU_READERS = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": read_kernels,
+    "CUPTI_ACTIVITY_KIND_MEMCPY": read_memcpy,
+    "CUPTI_ACTIVITY_KIND_MEMSET": read_memset,
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": read_syncs,
+}
 
 
 def import_nsys(path: Path, *, progress: ProgressFn = no_progress, **options: Any) -> Trace:
@@ -101,17 +116,24 @@ def _import(db: NsysDb, progress: ProgressFn) -> Trace:
     present = [t for t in EVENT_TABLES if db.has(t)]
     if not present:
         if any(db.has(t) for t in NSYS_MARKERS):
-            raise TraceFormatError(f"{db.path}: nsys export without CUDA, NVTX or GPU-metric tables "
-                                   "(nothing to import; was it captured with --trace=cuda,nvtx?)")
-        raise TraceFormatError(f"{db.path}: SQLite database but not an Nsight Systems export "
-                               "(no CUPTI_ACTIVITY_KIND_*, NVTX_EVENTS or StringIds tables)")
+            raise TraceFormatError(
+                f"{db.path}: nsys export without CUDA, NVTX or GPU-metric tables "
+                "(nothing to import; was it captured with --trace=cuda,nvtx?)"
+            )
+        raise TraceFormatError(
+            f"{db.path}: SQLite database but not an Nsight Systems export "
+            "(no CUPTI_ACTIVITY_KIND_*, NVTX_EVENTS or StringIds tables)"
+        )
     log = ImportLog()
     info = read_export_info(db, log)
     builder = TraceBuilder(node=info.host, rank=info.rank)
     advance = row_progress(progress, sum(_safe_count(db, t) for t in present))
     joinable, failures = _read_events(db, present, info, builder, log, advance)
-    join_health({t: r for t, r in joinable.items() if t in _GPU_TABLES},
-                [r for t, r in joinable.items() if t in API_TABLES], log)
+    join_health(
+        {t: r for t, r in joinable.items() if t in _GPU_TABLES},
+        [r for t, r in joinable.items() if t in API_TABLES],
+        log,
+    )
     for table, rows in unique_correlation_ids(joinable, log).items():
         if not _guard(log, table, partial(builder.add, _GPU_TABLES.get(table, "api"), rows.table))[0]:
             failures.append(log.notes[-1])
@@ -143,8 +165,14 @@ def _guard(log: ImportLog, table: str, read: Callable[[], Any]) -> tuple[bool, A
         return False, None
 
 
-def _read_events(db: NsysDb, present: list[str], info: ExportInfo, builder: TraceBuilder, log: ImportLog,
-                 advance: Callable[[int], None]) -> tuple[dict[str, Rows], list[str]]:
+def _read_events(
+    db: NsysDb,
+    present: list[str],
+    info: ExportInfo,
+    builder: TraceBuilder,
+    log: ImportLog,
+    advance: Callable[[int], None],
+) -> tuple[dict[str, Rows], list[str]]:
     """Read every present event table; NVTX and metrics go to the builder, GPU/API rows come back for joins.
 
     A table that fails is dropped, and its note is returned among the failures.
@@ -161,8 +189,9 @@ def _read_events(db: NsysDb, present: list[str], info: ExportInfo, builder: Trac
     return joinable, failures
 
 
-def _read_table(db: NsysDb, table: str, offset: int, builder: TraceBuilder, log: ImportLog,
-                advance: Callable[[int], None]) -> Rows | None:
+def _read_table(
+    db: NsysDb, table: str, offset: int, builder: TraceBuilder, log: ImportLog, advance: Callable[[int], None]
+) -> Rows | None:
     """Read one event table: GPU and API rows are returned (added after the joins), the rest added now."""
     if table in _GPU_READERS:
         return _GPU_READERS[table](db, offset, log, advance)
@@ -189,8 +218,10 @@ def unique_correlation_ids(joinable: dict[str, Rows], log: ImportLog) -> dict[st
         return joinable
     n_pids = np.unique(pid[valid]).size
     log.count("nsys_processes_with_remapped_correlation_ids", n_pids)
-    log.note(f"{n_pids} processes reuse the same correlation ids: ids became pid << 32 | correlation id "
-             "so that launches still join their GPU records within the shared rank")
+    log.note(
+        f"{n_pids} processes reuse the same correlation ids: ids became pid << 32 | correlation id "
+        "so that launches still join their GPU records within the shared rank"
+    )
     out = {}
     for table, rows in joinable.items():
         remapped = (rows.pid.astype(np.int64) << np.int64(32)) | (rows.corr & np.int64(0xFFFFFFFF))
@@ -234,14 +265,18 @@ def join_health(gpu_rows: dict[str, Rows], api_rows: list[Rows], log: ImportLog)
         log.count("launches_without_gpu_record", missing)
     pids = np.unique(np.concatenate([r.pid for r in gpu_rows.values()] or [np.zeros(0, np.int64)]))
     if pids.size > 1:
-        log.note(f"{pids.size} processes ran GPU work in this export; they share one rank and keep their pids "
-                 "(correlation ids are per process: join launches on pid + correlation_id)")
+        log.note(
+            f"{pids.size} processes ran GPU work in this export; they share one rank and keep their pids "
+            "(correlation ids are per process: join launches on pid + correlation_id)"
+        )
 
 
 def _read_dimensions(db: NsysDb, builder: TraceBuilder, log: ImportLog) -> None:
     """GPUs (TARGET_INFO_GPU) and thread names (ThreadNames), each dropped on its own if unreadable."""
-    for table, target, read in (("TARGET_INFO_GPU", "devices", lambda: read_devices(db)),
-                                ("ThreadNames", "threads", lambda: read_threads(db, log))):
+    for table, target, read in (
+        ("TARGET_INFO_GPU", "devices", lambda: read_devices(db)),
+        ("ThreadNames", "threads", lambda: read_threads(db, log)),
+    ):
         ok, rows = _guard(log, table, read)
         if ok and rows is not None:
             _guard(log, table, partial(builder.add, target, rows))

@@ -28,30 +28,83 @@ from ktrace.importers.nsys_sqlite import (
 NA_ID = 0xFFFFFFFF
 """streamId/eventId of SYNCHRONIZATION rows where the field does not apply (as in CUPTI)."""
 
-COPY_KINDS = {"HTOD": "HtoD", "UVM_HTOD": "HtoD", "HTOA": "HtoD", "DTOH": "DtoH", "UVM_DTOH": "DtoH",
-              "ATOH": "DtoH", "DTOD": "DtoD", "UVM_DTOD": "DtoD", "ATOA": "DtoD", "ATOD": "DtoD", "DTOA": "DtoD",
-              "HTOH": "HtoH", "PTOP": "PtoP", "UNKNOWN": "unknown"}
+COPY_KINDS = {
+    "HTOD": "HtoD",
+    "UVM_HTOD": "HtoD",
+    "HTOA": "HtoD",
+    "DTOH": "DtoH",
+    "UVM_DTOH": "DtoH",
+    "ATOH": "DtoH",
+    "DTOD": "DtoD",
+    "UVM_DTOD": "DtoD",
+    "ATOA": "DtoD",
+    "ATOD": "DtoD",
+    "DTOA": "DtoD",
+    "HTOH": "HtoH",
+    "PTOP": "PtoP",
+    "UNKNOWN": "unknown",
+}
 """ENUM_CUDA_MEMCPY_OPER name suffix -> ktrace copy_kind (arrays are device memory)."""
-MEMORY_KINDS = {"PAGEABLE": "pageable", "PINNED": "pinned", "DEVICE": "device", "DEVICE_STATIC": "device",
-                "ARRAY": "array", "MANAGED": "managed", "MANAGED_STATIC": "managed", "UNKNOWN": "unknown"}
+MEMORY_KINDS = {
+    "PAGEABLE": "pageable",
+    "PINNED": "pinned",
+    "DEVICE": "device",
+    "DEVICE_STATIC": "device",
+    "ARRAY": "array",
+    "MANAGED": "managed",
+    "MANAGED_STATIC": "managed",
+    "UNKNOWN": "unknown",
+}
 """ENUM_CUDA_MEM_KIND name suffix -> ktrace memory kind (nsys: 0 = pageable, 1 = pinned; not CUPTI's)."""
-SYNC_TYPES = {"EVENT_SYNCHRONIZE": "event", "STREAM_WAIT_EVENT": "stream_wait_event",
-              "STREAM_SYNCHRONIZE": "stream", "CONTEXT_SYNCHRONIZE": "context", "UNKNOWN": "unknown"}
+SYNC_TYPES = {
+    "EVENT_SYNCHRONIZE": "event",
+    "STREAM_WAIT_EVENT": "stream_wait_event",
+    "STREAM_SYNCHRONIZE": "stream",
+    "CONTEXT_SYNCHRONIZE": "context",
+    "UNKNOWN": "unknown",
+}
 """ENUM_CUPTI_SYNC_TYPE name suffix -> ktrace sync_type."""
 
 # Documented numbering (formats.md 2.4), used only when an export lacks its ENUM_* table.
-COPY_CODES = dict(enumerate(("UNKNOWN", "HTOD", "DTOH", "HTOA", "ATOH", "ATOA", "ATOD", "DTOA", "DTOD", "HTOH",
-                             "PTOP", "UVM_HTOD", "UVM_DTOH", "UVM_DTOD")))
-MEMORY_CODES = dict(enumerate(("PAGEABLE", "PINNED", "DEVICE", "ARRAY", "MANAGED", "DEVICE_STATIC",
-                               "MANAGED_STATIC", "UNKNOWN")))
-SYNC_CODES = dict(enumerate(("UNKNOWN", "EVENT_SYNCHRONIZE", "STREAM_WAIT_EVENT", "STREAM_SYNCHRONIZE",
-                             "CONTEXT_SYNCHRONIZE")))
-EVENT_CLASSES = {0: "TRACE_PROCESS_EVENT_CUDA_RUNTIME", 1: "TRACE_PROCESS_EVENT_CUDA_DRIVER",
-                 13: "TRACE_PROCESS_EVENT_CUDA_EGL_DRIVER", 28: "TRACE_PROCESS_EVENT_CUDNN",
-                 29: "TRACE_PROCESS_EVENT_CUBLAS", 33: "TRACE_PROCESS_EVENT_CUDNN_START",
-                 34: "TRACE_PROCESS_EVENT_CUDNN_FINISH", 35: "TRACE_PROCESS_EVENT_CUBLAS_START",
-                 36: "TRACE_PROCESS_EVENT_CUBLAS_FINISH", 67: "TRACE_PROCESS_EVENT_CUDABACKTRACE",
-                 77: "TRACE_PROCESS_EVENT_CUDA_GRAPH_NODE_CREATION"}
+COPY_CODES = dict(
+    enumerate(
+        (
+            "UNKNOWN",
+            "HTOD",
+            "DTOH",
+            "HTOA",
+            "ATOH",
+            "ATOA",
+            "ATOD",
+            "DTOA",
+            "DTOD",
+            "HTOH",
+            "PTOP",
+            "UVM_HTOD",
+            "UVM_DTOH",
+            "UVM_DTOD",
+        )
+    )
+)
+MEMORY_CODES = dict(
+    enumerate(("PAGEABLE", "PINNED", "DEVICE", "ARRAY", "MANAGED", "DEVICE_STATIC", "MANAGED_STATIC", "UNKNOWN"))
+)
+SYNC_CODES = dict(
+    enumerate(("UNKNOWN", "EVENT_SYNCHRONIZE", "STREAM_WAIT_EVENT", "STREAM_SYNCHRONIZE", "CONTEXT_SYNCHRONIZE"))
+)
+EVENT_CLASSES = {
+    0: "TRACE_PROCESS_EVENT_CUDA_RUNTIME",
+    1: "TRACE_PROCESS_EVENT_CUDA_DRIVER",
+    13: "TRACE_PROCESS_EVENT_CUDA_EGL_DRIVER",
+    28: "TRACE_PROCESS_EVENT_CUDNN",
+    29: "TRACE_PROCESS_EVENT_CUBLAS",
+    33: "TRACE_PROCESS_EVENT_CUDNN_START",
+    34: "TRACE_PROCESS_EVENT_CUDNN_FINISH",
+    35: "TRACE_PROCESS_EVENT_CUBLAS_START",
+    36: "TRACE_PROCESS_EVENT_CUBLAS_FINISH",
+    67: "TRACE_PROCESS_EVENT_CUDABACKTRACE",
+    77: "TRACE_PROCESS_EVENT_CUDA_GRAPH_NODE_CREATION",
+}
 """ENUM_NSYS_EVENT_CLASS as the Nsight Systems export documentation lists it (2022.x to 2025.x)."""
 API_EVENT_CLASSES = ("CUDA_RUNTIME", "CUDA_DRIVER", "CUDA_EGL_DRIVER")
 """Name suffixes of the event classes whose rows are API calls; the RUNTIME table holds other rows too
@@ -59,8 +112,15 @@ API_EVENT_CLASSES = ("CUDA_RUNTIME", "CUDA_DRIVER", "CUDA_EGL_DRIVER")
 
 API_TABLES = ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER")
 _API_VERSION_SUFFIX = re.compile(r"_v\d{4,}$")
-_GPU_PLACE = {"start": col("start"), "end": col("end"), "device": col("deviceId"), "stream": col("streamId"),
-              "context": col("contextId"), "corr": col("correlationId"), "gpid": col("globalPid")}
+_GPU_PLACE = {
+    "start": col("start"),
+    "end": col("end"),
+    "device": col("deviceId"),
+    "stream": col("streamId"),
+    "context": col("contextId"),
+    "corr": col("correlationId"),
+    "gpid": col("globalPid"),
+}
 
 
 @dataclass(frozen=True)
@@ -80,8 +140,9 @@ def _suffix_label(mapping: dict[str, str], marker: str) -> Callable[[str], str |
     return convert
 
 
-def _enum_decoder(db: NsysDb, table: str, mapping: dict[str, str], marker: str,
-                  fallback: dict[int, str]) -> Callable[[int], str | None]:
+def _enum_decoder(
+    db: NsysDb, table: str, mapping: dict[str, str], marker: str, fallback: dict[int, str]
+) -> Callable[[int], str | None]:
     return labels_from(db.enum(table), _suffix_label(mapping, marker), fallback)
 
 
@@ -93,8 +154,14 @@ def _na_to_null(values: pa.ChunkedArray | pa.Array) -> pa.Array:
     return pc.if_else(pc.equal(values, scalar(NA_ID)), scalar(None), values)
 
 
-def _fetch(db: NsysDb, table: str, spec: dict[str, Col], required: tuple[str, ...], log: ImportLog,
-           advance: Callable[[int], None]) -> pa.Table:
+def _fetch(
+    db: NsysDb,
+    table: str,
+    spec: dict[str, Col],
+    required: tuple[str, ...],
+    log: ImportLog,
+    advance: Callable[[int], None],
+) -> pa.Table:
     require(db, table, spec, required)
     t = db.fetch(table, spec, progress=advance)
     return keep_rows(t, required, log, table)
@@ -107,35 +174,65 @@ def _join_keys(t: pa.Table, pid_source: str) -> tuple[np.ndarray, np.ndarray]:
 
 def read_kernels(db: NsysDb, offset: int, log: ImportLog, advance: Callable[[int], None]) -> Rows:
     """CUPTI_ACTIVITY_KIND_KERNEL -> kernels (name = demangled name, else the short name)."""
-    spec = {**_GPU_PLACE, "demangled": col("demangledName"), "short": col("shortName"),
-            "grid_x": col("gridX"), "grid_y": col("gridY"), "grid_z": col("gridZ"),
-            "block_x": col("blockX"), "block_y": col("blockY"), "block_z": col("blockZ"),
-            "registers": col("registersPerThread"), "static_shared": col("staticSharedMemory"),
-            "dynamic_shared": col("dynamicSharedMemory"), "graph_id": col("graphId"),
-            "graph_node": col("graphNodeId")}
+    spec = {
+        **_GPU_PLACE,
+        "demangled": col("demangledName"),
+        "short": col("shortName"),
+        "grid_x": col("gridX"),
+        "grid_y": col("gridY"),
+        "grid_z": col("gridZ"),
+        "block_x": col("blockX"),
+        "block_y": col("blockY"),
+        "block_z": col("blockZ"),
+        "registers": col("registersPerThread"),
+        "static_shared": col("staticSharedMemory"),
+        "dynamic_shared": col("dynamicSharedMemory"),
+        "graph_id": col("graphId"),
+        "graph_node": col("graphNodeId"),
+    }
     t = _fetch(db, "CUPTI_ACTIVITY_KIND_KERNEL", spec, ("start", "end", "device"), log, advance)
-    names, unresolved = decode(pc.coalesce(t.column("demangled"), t.column("short")), db.strings().get,
-                               "<unknown kernel>")
+    names, unresolved = decode(
+        pc.coalesce(t.column("demangled"), t.column("short")), db.strings().get, "<unknown kernel>"
+    )
     log.problem("nsys_unresolved_names", unresolved)
-    i32 = {k: fit_int32(t.column(k), log) for k in ("device", "grid_x", "grid_y", "grid_z", "block_x",
-                                                    "block_y", "block_z", "registers", "static_shared",
-                                                    "dynamic_shared")}
-    out = pa.table({
-        "start_ns": _epoch(t.column("start"), offset), "end_ns": _epoch(t.column("end"), offset),
-        "device": i32["device"], "stream": t.column("stream"), "context_id": t.column("context"),
-        "correlation_id": t.column("corr"), "name": names,
-        **{k: i32[k] for k in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")},
-        "registers_per_thread": i32["registers"], "static_shared_bytes": i32["static_shared"],
-        "dynamic_shared_bytes": i32["dynamic_shared"], "graph_id": t.column("graph_id"),
-        "graph_node_id": t.column("graph_node"),
-    })
+    i32 = {
+        k: fit_int32(t.column(k), log)
+        for k in (
+            "device",
+            "grid_x",
+            "grid_y",
+            "grid_z",
+            "block_x",
+            "block_y",
+            "block_z",
+            "registers",
+            "static_shared",
+            "dynamic_shared",
+        )
+    }
+    out = pa.table(
+        {
+            "start_ns": _epoch(t.column("start"), offset),
+            "end_ns": _epoch(t.column("end"), offset),
+            "device": i32["device"],
+            "stream": t.column("stream"),
+            "context_id": t.column("context"),
+            "correlation_id": t.column("corr"),
+            "name": names,
+            **{k: i32[k] for k in ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")},
+            "registers_per_thread": i32["registers"],
+            "static_shared_bytes": i32["static_shared"],
+            "dynamic_shared_bytes": i32["dynamic_shared"],
+            "graph_id": t.column("graph_id"),
+            "graph_node_id": t.column("graph_node"),
+        }
+    )
     return Rows(out, *_join_keys(t, "gpid"))
 
 
 def read_memcpy(db: NsysDb, offset: int, log: ImportLog, advance: Callable[[int], None]) -> Rows:
     """CUPTI_ACTIVITY_KIND_MEMCPY -> memory rows with op = memcpy, decoded through the ENUM_* tables."""
-    spec = {**_GPU_PLACE, "bytes": col("bytes"), "copy": col("copyKind"), "src": col("srcKind"),
-            "dst": col("dstKind")}
+    spec = {**_GPU_PLACE, "bytes": col("bytes"), "copy": col("copyKind"), "src": col("srcKind"), "dst": col("dstKind")}
     t = _fetch(db, "CUPTI_ACTIVITY_KIND_MEMCPY", spec, ("start", "end", "device"), log, advance)
     copy_label = _enum_decoder(db, "ENUM_CUDA_MEMCPY_OPER", COPY_KINDS, "KIND_", COPY_CODES)
     mem_label = _enum_decoder(db, "ENUM_CUDA_MEM_KIND", MEMORY_KINDS, "KIND_", MEMORY_CODES)
@@ -159,15 +256,24 @@ def read_memset(db: NsysDb, offset: int, log: ImportLog, advance: Callable[[int]
     return Rows(out, *_join_keys(t, "gpid"))
 
 
-def _memory_table(t: pa.Table, offset: int, log: ImportLog, op: str, copy_kind: pa.Array, src_kind: pa.Array,
-                  dst_kind: pa.Array) -> pa.Table:
-    return pa.table({
-        "op": pa.DictionaryArray.from_arrays(pa.array(np.zeros(t.num_rows, np.int32)), pa.array([op])),
-        "start_ns": _epoch(t.column("start"), offset), "end_ns": _epoch(t.column("end"), offset),
-        "device": fit_int32(t.column("device"), log), "stream": t.column("stream"),
-        "context_id": t.column("context"), "correlation_id": t.column("corr"), "bytes": t.column("bytes"),
-        "copy_kind": copy_kind, "src_kind": src_kind, "dst_kind": dst_kind,
-    })
+def _memory_table(
+    t: pa.Table, offset: int, log: ImportLog, op: str, copy_kind: pa.Array, src_kind: pa.Array, dst_kind: pa.Array
+) -> pa.Table:
+    return pa.table(
+        {
+            "op": pa.DictionaryArray.from_arrays(pa.array(np.zeros(t.num_rows, np.int32)), pa.array([op])),
+            "start_ns": _epoch(t.column("start"), offset),
+            "end_ns": _epoch(t.column("end"), offset),
+            "device": fit_int32(t.column("device"), log),
+            "stream": t.column("stream"),
+            "context_id": t.column("context"),
+            "correlation_id": t.column("corr"),
+            "bytes": t.column("bytes"),
+            "copy_kind": copy_kind,
+            "src_kind": src_kind,
+            "dst_kind": dst_kind,
+        }
+    )
 
 
 def read_syncs(db: NsysDb, offset: int, log: ImportLog, advance: Callable[[int], None]) -> Rows:
@@ -177,30 +283,48 @@ def read_syncs(db: NsysDb, offset: int, log: ImportLog, advance: Callable[[int],
     label = _enum_decoder(db, "ENUM_CUPTI_SYNC_TYPE", SYNC_TYPES, "TYPE_", SYNC_CODES)
     sync_type, bad = decode(t.column("sync"), label, "unknown")
     log.problem("nsys_unknown_enum_values", bad)
-    out = pa.table({
-        "start_ns": _epoch(t.column("start"), offset), "end_ns": _epoch(t.column("end"), offset),
-        "device": fit_int32(t.column("device"), log), "stream": _na_to_null(t.column("stream")),
-        "context_id": t.column("context"), "sync_type": sync_type, "correlation_id": t.column("corr"),
-        "event_id": _na_to_null(t.column("event")),
-    })
+    out = pa.table(
+        {
+            "start_ns": _epoch(t.column("start"), offset),
+            "end_ns": _epoch(t.column("end"), offset),
+            "device": fit_int32(t.column("device"), log),
+            "stream": _na_to_null(t.column("stream")),
+            "context_id": t.column("context"),
+            "sync_type": sync_type,
+            "correlation_id": t.column("corr"),
+            "event_id": _na_to_null(t.column("event")),
+        }
+    )
     return Rows(out, *_join_keys(t, "gpid"))
 
 
 def read_api(db: NsysDb, table: str, offset: int, log: ImportLog, advance: Callable[[int], None]) -> Rows:
     """CUPTI_ACTIVITY_KIND_RUNTIME (which also holds driver calls) -> api rows, names without _vNNNN."""
-    spec = {"start": col("start"), "end": col("end"), "gtid": col("globalTid"), "corr": col("correlationId"),
-            "name_id": col("nameId"), "event_class": col("eventClass")}
+    spec = {
+        "start": col("start"),
+        "end": col("end"),
+        "gtid": col("globalTid"),
+        "corr": col("correlationId"),
+        "name_id": col("nameId"),
+        "event_class": col("eventClass"),
+    }
     classes = db.enum("ENUM_NSYS_EVENT_CLASS") or EVENT_CLASSES
     t = _api_rows_only(_fetch(db, table, spec, ("start", "end", "gtid"), log, advance), table, log, classes)
     strings = db.strings()
     names, unresolved = decode(t.column("name_id"), lambda i: _api_name(strings.get(i)), "<unknown api>")
     log.problem("nsys_unresolved_names", unresolved)
     domain = _api_domains(classes, t, names, driver_table=table.endswith("_DRIVER"))
-    out = pa.table({
-        "start_ns": _epoch(t.column("start"), offset), "end_ns": _epoch(t.column("end"), offset),
-        "pid": pid_of(t.column("gtid")), "tid": tid_of(t.column("gtid")), "correlation_id": t.column("corr"),
-        "domain": domain, "name": names,
-    })
+    out = pa.table(
+        {
+            "start_ns": _epoch(t.column("start"), offset),
+            "end_ns": _epoch(t.column("end"), offset),
+            "pid": pid_of(t.column("gtid")),
+            "tid": tid_of(t.column("gtid")),
+            "correlation_id": t.column("corr"),
+            "domain": domain,
+            "name": names,
+        }
+    )
     return Rows(out, *_join_keys(t, "gtid"))
 
 
@@ -228,8 +352,9 @@ def _api_name(name: str | None) -> str | None:
     return None if name is None else _API_VERSION_SUFFIX.sub("", name)
 
 
-def _api_domains(classes: dict[int, str], t: pa.Table, names: pa.DictionaryArray, *,
-                 driver_table: bool) -> pa.DictionaryArray:
+def _api_domains(
+    classes: dict[int, str], t: pa.Table, names: pa.DictionaryArray, *, driver_table: bool
+) -> pa.DictionaryArray:
     """runtime/driver per row: from eventClass (ENUM_NSYS_EVENT_CLASS) when it says, else by name prefix."""
     n = t.num_rows
     if driver_table:

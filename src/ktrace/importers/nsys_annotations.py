@@ -37,8 +37,15 @@ GPU_METRIC_NAMES = {"gr active": "gpu.util", "gpu active": "gpu.util"}
 
 def read_nvtx(db: NsysDb, offset: int, log: ImportLog, advance: Callable[[int], None]) -> pa.Table:
     """Push/pop and start/end ranges; marks are counted (not kept), unclosed ranges dropped and counted."""
-    spec = {"start": col("start"), "end": col("end"), "type": col("eventType"), "gtid": col("globalTid"),
-            "text": col("text", kind="text"), "text_id": col("textId"), "domain": col("domainId")}
+    spec = {
+        "start": col("start"),
+        "end": col("end"),
+        "type": col("eventType"),
+        "gtid": col("globalTid"),
+        "text": col("text", kind="text"),
+        "text_id": col("textId"),
+        "domain": col("domainId"),
+    }
     require(db, "NVTX_EVENTS", spec, ("start", "type", "gtid"))
     t = db.fetch("NVTX_EVENTS", spec, progress=advance)
     kinds = codes_to_numpy(t.column("type"))
@@ -58,12 +65,18 @@ def read_nvtx(db: NsysDb, offset: int, log: ImportLog, advance: Callable[[int], 
     start, end = codes_to_numpy(ranges.column("start")), codes_to_numpy(ranges.column("end"))
     depth = nesting_depth(codes_to_numpy(ranges.column("gtid")), start, end)
     n = ranges.num_rows
-    return pa.table({
-        "start_ns": pc.add(ranges.column("start"), scalar(offset)),
-        "end_ns": pc.add(ranges.column("end"), scalar(offset)),
-        "pid": pid, "tid": tid_of(ranges.column("gtid")), "name": names, "domain": domain,
-        "depth": pa.array(depth, pa.int32()), "on_gpu": pa.array(np.zeros(n, bool)),
-    })
+    return pa.table(
+        {
+            "start_ns": pc.add(ranges.column("start"), scalar(offset)),
+            "end_ns": pc.add(ranges.column("end"), scalar(offset)),
+            "pid": pid,
+            "tid": tid_of(ranges.column("gtid")),
+            "name": names,
+            "domain": domain,
+            "depth": pa.array(depth, pa.int32()),
+            "on_gpu": pa.array(np.zeros(n, bool)),
+        }
+    )
 
 
 def _domain_keys(pid: np.ndarray, domain_id: np.ndarray) -> np.ndarray:
@@ -79,8 +92,9 @@ def _domain_names(db: NsysDb, creates: pa.Table) -> dict[int, str]:
     strings = db.strings()
     keys = _domain_keys(codes_to_numpy(pid_of(creates.column("gtid"))), codes_to_numpy(creates.column("domain")))
     out: dict[int, str] = {}
-    for key, text, text_id in zip(keys.tolist(), creates.column("text").to_pylist(),
-                                  creates.column("text_id").to_pylist(), strict=True):
+    for key, text, text_id in zip(
+        keys.tolist(), creates.column("text").to_pylist(), creates.column("text_id").to_pylist(), strict=True
+    ):
         name = text if text is not None else strings.get(text_id) if text_id is not None else None
         if name:
             out[int(key)] = name
@@ -98,8 +112,12 @@ def _range_names(db: NsysDb, ranges: pa.Table, log: ImportLog) -> pa.Array:
 
 def read_gpu_metrics(db: NsysDb, offset: int, log: ImportLog, advance: Callable[[int], None]) -> pa.Table:
     """GPU_METRICS samples -> counters; metric names from TARGET_INFO_GPU_METRICS, instance = GPU id."""
-    spec = {"ts": col("timestamp", "start"), "type": col("typeId"), "metric": col("metricId"),
-            "value": col("value", kind="float")}
+    spec = {
+        "ts": col("timestamp", "start"),
+        "type": col("typeId"),
+        "metric": col("metricId"),
+        "value": col("value", kind="float"),
+    }
     require(db, "GPU_METRICS", spec, ("ts", "metric", "value"))
     t = db.fetch("GPU_METRICS", spec, progress=advance)
     t = keep_rows(t, ("ts", "metric", "value"), log, "GPU_METRICS")
@@ -114,8 +132,9 @@ def read_gpu_metrics(db: NsysDb, offset: int, log: ImportLog, advance: Callable[
     metric, unresolved = decode(pa.array(keys), lambda k: names.get(k), "gpu.nsys.unknown_metric")
     log.problem("nsys_unresolved_names", unresolved)
     gpu = pc.bit_wise_and(pc.fill_null(t.column("type"), scalar(0)), scalar(0xFF)).cast(pa.int32())
-    return pa.table({"ts_ns": pc.add(t.column("ts"), scalar(offset)), "metric": metric, "instance": gpu,
-                     "value": t.column("value")})
+    return pa.table(
+        {"ts_ns": pc.add(t.column("ts"), scalar(offset)), "metric": metric, "instance": gpu, "value": t.column("value")}
+    )
 
 
 def _metric_names(db: NsysDb) -> dict[int, str]:

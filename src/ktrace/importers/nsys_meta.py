@@ -39,7 +39,7 @@ PROCESS_MASK = 0xFFFFFF
 
 _SYSTEM_ENV_SKIP = ("DeviceEnvironment", "CpuInfo", "GpuInfo", "GpuMetricsConfig", "LinuxPerfInfo")
 _ENV_ROW = re.compile(r"^PROCESS_(\d+):ENVIRONMENT_VARIABLE$")
-_ASSIGNMENT = re.compile(r'^([A-Za-z_][A-Za-z0-9_%.]*)=(.*)$', re.DOTALL)
+_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_%.]*)=(.*)$", re.DOTALL)
 
 
 @dataclass
@@ -62,8 +62,11 @@ class ExportInfo:
     @property
     def host(self) -> str:
         """The traced machine's name, else "localhost"."""
-        for value in (self.system.get("Hostname"), self.capture.get("DEVICE_DISPLAY_NAME"),
-                      self.environment.get("HOSTNAME")):
+        for value in (
+            self.system.get("Hostname"),
+            self.capture.get("DEVICE_DISPLAY_NAME"),
+            self.environment.get("HOSTNAME"),
+        ):
             if isinstance(value, str) and value.strip() and value.strip() != REDACTED:
                 return value.strip()
         return "localhost"
@@ -119,8 +122,10 @@ def _check_schema(db: NsysDb, info: ExportInfo) -> None:
     major = first_number(info.schema_version)
     if info.schema_version and (major is None or major not in KNOWN_SCHEMA_MAJORS):
         known = ", ".join(f"{m}.x" for m in KNOWN_SCHEMA_MAJORS)
-        raise TraceFormatError(f"{db.path}: unknown nsys export schema {info.schema_version!r} "
-                               f"(ktrace reads schemas {known}; re-export with nsys 2021-2025)")
+        raise TraceFormatError(
+            f"{db.path}: unknown nsys export schema {info.schema_version!r} "
+            f"(ktrace reads schemas {known}; re-export with nsys 2021-2025)"
+        )
 
 
 def _split_capture(rows: list[tuple[str, str]]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -200,8 +205,10 @@ def _read_anchor(db: NsysDb, info: ExportInfo, log: ImportLog) -> None:
             log.drop_table(table, str(exc))
     if info.epoch_offset_ns is None:
         log.count("nsys_no_epoch_anchor")
-        log.note("no session start time (TARGET_INFO_SESSION_START_TIME.utcEpochNs): times are ns since "
-                 "the capture started, not since the Unix epoch")
+        log.note(
+            "no session start time (TARGET_INFO_SESSION_START_TIME.utcEpochNs): times are ns since "
+            "the capture started, not since the Unix epoch"
+        )
     shift = info.export.get("EXPORT_CONFIG_TIME_SHIFT", "0").strip() or "0"
     if shift not in ("0", "0.0") or info.export.get("EXPORT_PARAM_TIME_NORMALIZE") == "true":
         log.note(f"export was written with a time shift/normalisation ({shift}); epoch times may be offset")
@@ -242,19 +249,31 @@ def read_devices(db: NsysDb) -> pa.Table | None:
     """TARGET_INFO_GPU -> devices rows (may list GPUs the traced processes never used)."""
     if not db.has("TARGET_INFO_GPU"):
         return None
-    t = db.fetch("TARGET_INFO_GPU", {
-        "device": col("id"), "name": col("name", kind="text"), "uuid": col("uuid", kind="text"),
-        "compute_major": col("computeMajor", "smMajor"), "compute_minor": col("computeMinor", "smMinor"),
-        "sm_count": col("smCount"), "memory_bytes": col("totalMemory"),
-    })
+    t = db.fetch(
+        "TARGET_INFO_GPU",
+        {
+            "device": col("id"),
+            "name": col("name", kind="text"),
+            "uuid": col("uuid", kind="text"),
+            "compute_major": col("computeMajor", "smMajor"),
+            "compute_minor": col("computeMinor", "smMinor"),
+            "sm_count": col("smCount"),
+            "memory_bytes": col("totalMemory"),
+        },
+    )
     t = t.filter(pc.is_valid(t.column("device")))
     scratch = ImportLog()
-    return pa.table({
-        "device": fit_int32(t.column("device"), scratch), "name": t.column("name"), "uuid": t.column("uuid"),
-        "compute_major": fit_int32(t.column("compute_major"), scratch),
-        "compute_minor": fit_int32(t.column("compute_minor"), scratch),
-        "sm_count": fit_int32(t.column("sm_count"), scratch), "memory_bytes": t.column("memory_bytes"),
-    })
+    return pa.table(
+        {
+            "device": fit_int32(t.column("device"), scratch),
+            "name": t.column("name"),
+            "uuid": t.column("uuid"),
+            "compute_major": fit_int32(t.column("compute_major"), scratch),
+            "compute_minor": fit_int32(t.column("compute_minor"), scratch),
+            "sm_count": fit_int32(t.column("sm_count"), scratch),
+            "memory_bytes": t.column("memory_bytes"),
+        }
+    )
 
 
 def read_threads(db: NsysDb, log: ImportLog) -> pa.Table | None:
@@ -267,8 +286,13 @@ def read_threads(db: NsysDb, log: ImportLog) -> pa.Table | None:
     names, unresolved = decode(t.column("name_id"), strings.get, "")
     log.problem("nsys_unresolved_names", unresolved)
     text = names.cast(pa.string())
-    return pa.table({"pid": pid_of(t.column("gtid")), "tid": tid_of(t.column("gtid")),
-                     "name": pc.if_else(pc.equal(text, scalar("", "text")), scalar(None, "text"), text)})
+    return pa.table(
+        {
+            "pid": pid_of(t.column("gtid")),
+            "tid": tid_of(t.column("gtid")),
+            "name": pc.if_else(pc.equal(text, scalar("", "text")), scalar(None, "text"), text),
+        }
+    )
 
 
 def read_process_names(db: NsysDb, pids: np.ndarray) -> dict[int, str]:

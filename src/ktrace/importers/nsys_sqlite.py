@@ -24,7 +24,14 @@ NULL_CODE = np.iinfo(np.int64).min
 """Stand-in for SQL NULL while decoding integer codes with numpy."""
 
 READ_ERRORS: tuple[type[BaseException], ...] = (
-    sqlite3.Error, pa.ArrowException, ValueError, TypeError, OverflowError, KeyError, IndexError, MemoryError,
+    sqlite3.Error,
+    pa.ArrowException,
+    ValueError,
+    TypeError,
+    OverflowError,
+    KeyError,
+    IndexError,
+    MemoryError,
 )
 """What reading one corrupt table may raise; the importer drops that table and says so."""
 
@@ -149,8 +156,9 @@ class NsysDb:
             return 0
         return int(self.conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0])
 
-    def fetch(self, table: str, spec: Mapping[str, Col], *, where: str = "",
-              progress: Callable[[int], None] | None = None) -> pa.Table:
+    def fetch(
+        self, table: str, spec: Mapping[str, Col], *, where: str = "", progress: Callable[[int], None] | None = None
+    ) -> pa.Table:
         """Columns of `table` as an Arrow table (int64/float64/string, NULL -> null), fetched in chunks.
 
         Rows go straight from the cursor into a structured numpy array (np.fromiter), one chunk at a
@@ -238,8 +246,9 @@ def codes_to_numpy(codes: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return np.asarray(filled.to_numpy(), dtype=np.int64)
 
 
-def decode(codes: pa.Array | pa.ChunkedArray, label: Callable[[int], str | None],
-           default: str) -> tuple[pa.DictionaryArray, int]:
+def decode(
+    codes: pa.Array | pa.ChunkedArray, label: Callable[[int], str | None], default: str
+) -> tuple[pa.DictionaryArray, int]:
     """Map integer codes to labels through their unique values (one lookup per distinct code, not per row).
 
     Returns the dictionary-encoded labels and how many rows had no label (they get `default`).
@@ -254,8 +263,11 @@ def decode(codes: pa.Array | pa.ChunkedArray, label: Callable[[int], str | None]
     return pa.DictionaryArray.from_arrays(indices, dictionary), unresolved
 
 
-def labels_from(table: Mapping[int, str], convert: Callable[[str], str | None] = lambda s: s,
-                fallback: Mapping[int, str] | None = None) -> Callable[[int], str | None]:
+def labels_from(
+    table: Mapping[int, str],
+    convert: Callable[[str], str | None] = lambda s: s,
+    fallback: Mapping[int, str] | None = None,
+) -> Callable[[int], str | None]:
     """A label function: code -> convert(table[code]) (or fallback[code] when the enum table is absent)."""
     source = table or (fallback or {})
 

@@ -10,10 +10,17 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "SCHEMA_VERSION": "ktrace.model.schema", "SCHEMAS": "ktrace.model.schema", "TABLES": "ktrace.model.schema",
-    "ExitCode": "ktrace.model.errors", "KtraceError": "ktrace.model.errors", "TraceFormatError": "ktrace.model.errors",
-    "Problem": "ktrace.model.trace", "Trace": "ktrace.model.trace", "TraceMeta": "ktrace.model.trace",
-    "TraceBuilder": "ktrace.model.builder", "merge_traces": "ktrace.model.builder",
+    "SCHEMA_VERSION": "ktrace.model.schema",
+    "SCHEMAS": "ktrace.model.schema",
+    "TABLES": "ktrace.model.schema",
+    "ExitCode": "ktrace.model.errors",
+    "KtraceError": "ktrace.model.errors",
+    "TraceFormatError": "ktrace.model.errors",
+    "Problem": "ktrace.model.trace",
+    "Trace": "ktrace.model.trace",
+    "TraceMeta": "ktrace.model.trace",
+    "TraceBuilder": "ktrace.model.builder",
+    "merge_traces": "ktrace.model.builder",
     "store": "ktrace.model.store",
 }
 

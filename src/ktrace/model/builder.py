@@ -49,8 +49,10 @@ class TraceBuilder:
         n = data.num_rows
         if n == 0:
             return
-        for key, default in (("node", self.node if node is None else node),
-                             ("rank", self.rank if rank is None else rank)):
+        for key, default in (
+            ("node", self.node if node is None else node),
+            ("rank", self.rank if rank is None else rank),
+        ):
             if key not in data.column_names:
                 data = data.append_column(key, constant_column(default, n, schema.field(key).type))
         self._parts[table].append(conform(data, table))

@@ -18,10 +18,14 @@ from ktrace.model.schema import SCHEMAS
 
 __all__ = ["PARTITION_META_FILE", "CaptureWriter", "partition_dir", "read_stream", "stream_schema"]
 
+
 def stream_schema(name: str) -> pa.Schema:
     """The schema of a capture stream: the table's schema with plain strings (no per-batch dictionaries)."""
-    fields = [pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type, f.nullable)
-              for f in SCHEMAS[name] if f.name not in ("node", "rank")]
+    fields = [
+        pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type, f.nullable)
+        for f in SCHEMAS[name]
+        if f.name not in ("node", "rank")
+    ]
     return pa.schema(fields, metadata=SCHEMAS[name].metadata)
 
 
@@ -66,8 +70,10 @@ class CaptureWriter:
         schema = stream_schema(name)
         table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
         table = table.select([c for c in schema.names if c in table.column_names])
-        arrays = [table.column(f.name).cast(f.type) if f.name in table.column_names
-                  else pa.nulls(table.num_rows, f.type) for f in schema]
+        arrays = [
+            table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(table.num_rows, f.type)
+            for f in schema
+        ]
         table = pa.Table.from_arrays(arrays, schema=schema)
         if name not in self._writers:
             sink = pa.OSFile(str(self.folder / f"{name}.arrows"), "wb")
@@ -92,5 +98,3 @@ class CaptureWriter:
             finally:
                 sink.close()
         self._writers.clear()
-
-

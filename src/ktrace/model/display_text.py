@@ -56,8 +56,12 @@ def printable_trace(trace: Trace) -> Trace:
     frames = {name: map_distinct_strings(trace.table(name), changes_for) for name in trace.counts()}
     frames = {name: frame for name, frame in frames.items() if frame is not trace.table(name)}
     meta = trace.meta
-    clean = dataclasses.replace(meta, hosts=tuple(printable(h) for h in meta.hosts),
-                                notes=tuple(printable(n) for n in meta.notes), job=printable_tree(meta.job))
+    clean = dataclasses.replace(
+        meta,
+        hosts=tuple(printable(h) for h in meta.hosts),
+        notes=tuple(printable(n) for n in meta.notes),
+        job=printable_tree(meta.job),
+    )
     if not frames and clean == meta:
         return trace
     return Trace(**{n: frames.get(n, trace.table(n)) for n in trace.counts()}, meta=clean)

@@ -28,7 +28,7 @@ def partition_dir(root: Path, node: str, rank: int) -> Path:
     if len(safe) > MAX_NODE_CHARS:
         import hashlib
 
-        safe = f"{safe[:MAX_NODE_CHARS - 9]}~{hashlib.sha256(node.encode('utf-8', 'replace')).hexdigest()[:8]}"
+        safe = f"{safe[: MAX_NODE_CHARS - 9]}~{hashlib.sha256(node.encode('utf-8', 'replace')).hexdigest()[:8]}"
     return root / f"node={safe}" / f"rank={rank}"
 
 

@@ -47,8 +47,9 @@ class OutputLock:
                     time.sleep(0.05)
                     continue
                 holder = _holder(self.path)
-                raise KtraceError(f"{self.target}: another ktrace is writing it{holder}; wait for it to finish",
-                                  ExitCode.FAILURE) from None
+                raise KtraceError(
+                    f"{self.target}: another ktrace is writing it{holder}; wait for it to finish", ExitCode.FAILURE
+                ) from None
             if _same_file(fd, self.path):
                 os.ftruncate(fd, 0)
                 os.write(fd, str(os.getpid()).encode())

@@ -33,8 +33,21 @@ from typing import IO
 from ktrace.model.errors import ExitCode, KtraceError
 from ktrace.model.output_lock import LockFileError, OutputLock, lock_path, writer_pid
 
-__all__ = ["CAPTURE_MARKER", "STORE", "Output", "OutputFormat", "OutputLock", "atomic_file", "atomic_path",
-           "check_target", "lock_path", "table_folder", "write_atomically", "write_error", "writer_pid"]
+__all__ = [
+    "CAPTURE_MARKER",
+    "STORE",
+    "Output",
+    "OutputFormat",
+    "OutputLock",
+    "atomic_file",
+    "atomic_path",
+    "check_target",
+    "lock_path",
+    "table_folder",
+    "write_atomically",
+    "write_error",
+    "writer_pid",
+]
 
 CAPTURE_MARKER = ".capture"
 """Left at a store's root by the capture writer while `ktrace run` records: the folder is a capture, readable
@@ -80,16 +93,18 @@ class OutputFormat:
 STORE = OutputFormat("a .ktrace store", folder=True)
 PERFETTO = OutputFormat("a Perfetto trace", opening=(b"\x0a",))
 CHROME = OutputFormat("a ktrace Chrome JSON export", opening=(b'{"traceEvents":[',))
-HTML_REPORT = OutputFormat("a ktrace HTML report", opening=(b'<!DOCTYPE html><html lang="en"><head>',),
-                           contains=b"<title>")
+HTML_REPORT = OutputFormat(
+    "a ktrace HTML report", opening=(b'<!DOCTYPE html><html lang="en"><head>',), contains=b"<title>"
+)
 MD_REPORT = OutputFormat("a ktrace Markdown report", opening=(b"# ",), contains=b"\n## Training job summary\n")
 JSON_REPORT = OutputFormat("a ktrace JSON report", opening=(b'{\n "',), contains=b'"rule_docs"')
 
 
 def table_folder(tables: Sequence[str], extension: str) -> OutputFormat:
     """The format of an `export -f parquet|csv` folder: one `<table>.<extension>` file per table."""
-    return OutputFormat(f"a folder of ktrace {extension} tables", folder=True,
-                        entries=frozenset(f"{t}.{extension}" for t in tables))
+    return OutputFormat(
+        f"a folder of ktrace {extension} tables", folder=True, entries=frozenset(f"{t}.{extension}" for t in tables)
+    )
 
 
 _TABLE_FILE = re.compile(r"^[a-z_]+\.(parquet|arrows)(\.tmp)?$")
@@ -123,7 +138,7 @@ def _foreign_store_entry(root: Path) -> str | None:
 
 def _is_ktrace_meta(path: Path) -> bool:
     try:
-        meta = json.loads(path.read_bytes()[:1 << 20])
+        meta = json.loads(path.read_bytes()[: 1 << 20])
     except (ValueError, RecursionError, OSError):
         return False
     return isinstance(meta, dict) and "schema_version" in meta and "source" in meta
@@ -158,11 +173,12 @@ def _check_not_input(target: Path, inputs: Sequence[Path]) -> None:
     for src in inputs:
         src_real = os.path.realpath(src)
         if _same_or_inside(src_real, real):
-            raise KtraceError(f"{target}: is the input {src}{'' if src_real == real else ' or holds it'}; "
-                              "write the output elsewhere", ExitCode.USAGE)
+            raise KtraceError(
+                f"{target}: is the input {src}{'' if src_real == real else ' or holds it'}; write the output elsewhere",
+                ExitCode.USAGE,
+            )
         if src.is_dir() and _same_or_inside(real, src_real) and (src / "meta.json").exists():
-            raise KtraceError(f"{target}: is inside the input store {src}; write the output elsewhere",
-                              ExitCode.USAGE)
+            raise KtraceError(f"{target}: is inside the input store {src}; write the output elsewhere", ExitCode.USAGE)
 
 
 def check_target(target: Path, fmt: OutputFormat, *, force: bool, inputs: Sequence[Path] = ()) -> bool:
@@ -174,8 +190,9 @@ def check_target(target: Path, fmt: OutputFormat, *, force: bool, inputs: Sequen
     """
     _check_not_input(target, inputs)
     if target.is_symlink():
-        raise KtraceError(f"{target}: is a symbolic link; ktrace writes only to a plain path (give the link's "
-                          "target)", ExitCode.USAGE)
+        raise KtraceError(
+            f"{target}: is a symbolic link; ktrace writes only to a plain path (give the link's target)", ExitCode.USAGE
+        )
     try:
         mode = target.stat().st_mode
     except FileNotFoundError:
@@ -193,8 +210,9 @@ def check_target(target: Path, fmt: OutputFormat, *, force: bool, inputs: Sequen
         hint = "add --force to replace it" if foreign is None else "choose another output"
         raise KtraceError(f"{target}: exists ({hint})", ExitCode.USAGE)
     if foreign is not None:
-        raise KtraceError(f"{target}: not replacing it, {foreign}: --force replaces only {fmt.what} "
-                          "written by ktrace", ExitCode.USAGE)
+        raise KtraceError(
+            f"{target}: not replacing it, {foreign}: --force replaces only {fmt.what} written by ktrace", ExitCode.USAGE
+        )
     return True
 
 
@@ -308,16 +326,24 @@ class Output:
             traced processes write while the command runs); an existing one is still replaced only when done.
     """
 
-    def __init__(self, target: str | os.PathLike[str], fmt: OutputFormat, *, force: bool = False,
-                 inputs: Sequence[Path] = (), in_place: bool = False) -> None:
+    def __init__(
+        self,
+        target: str | os.PathLike[str],
+        fmt: OutputFormat,
+        *,
+        force: bool = False,
+        inputs: Sequence[Path] = (),
+        in_place: bool = False,
+    ) -> None:
         self.target, self.fmt = Path(target), fmt
         self._lock = OutputLock(self.target)
         self._done = False
         try:
             self.target.parent.mkdir(parents=True, exist_ok=True)
         except FileExistsError as exc:  # mkdir(exist_ok=True) says so of a file where a folder must be
-            raise KtraceError(f"cannot create the folder of {self.target}: {exc.filename}: Not a directory",
-                              ExitCode.FAILURE) from None
+            raise KtraceError(
+                f"cannot create the folder of {self.target}: {exc.filename}: Not a directory", ExitCode.FAILURE
+            ) from None
         except OSError as exc:
             reason = "Not a directory" if isinstance(exc, FileExistsError) else exc.strerror or exc  # a file on the way
             raise KtraceError(f"cannot create the folder of {self.target}: {reason}", ExitCode.FAILURE) from None
@@ -398,4 +424,3 @@ class Output:
         if isinstance(exc, OSError):
             kept = "the old output is kept" if self.replaces else "nothing was written"
             raise write_error(exc, self.target, kept) from None
-

@@ -33,54 +33,84 @@ _CORR = (("correlation_id", pa.int64(), True), ("external_id", pa.int64(), True)
 _CPU_PLACE = (("pid", pa.int64(), False), ("tid", pa.int64(), False))
 
 KERNELS_COLUMNS = _fields(
-    *_PARTITION, *_SPAN, *_GPU_PLACE, *_CORR,
+    *_PARTITION,
+    *_SPAN,
+    *_GPU_PLACE,
+    *_CORR,
     ("name", _STR, False),
-    ("grid_x", pa.int32(), True), ("grid_y", pa.int32(), True), ("grid_z", pa.int32(), True),
-    ("block_x", pa.int32(), True), ("block_y", pa.int32(), True), ("block_z", pa.int32(), True),
+    ("grid_x", pa.int32(), True),
+    ("grid_y", pa.int32(), True),
+    ("grid_z", pa.int32(), True),
+    ("block_x", pa.int32(), True),
+    ("block_y", pa.int32(), True),
+    ("block_z", pa.int32(), True),
     ("registers_per_thread", pa.int32(), True),
-    ("static_shared_bytes", pa.int32(), True), ("dynamic_shared_bytes", pa.int32(), True),
-    ("graph_id", pa.int64(), True), ("graph_node_id", pa.int64(), True),
-    ("queued_ns", pa.int64(), True), ("submitted_ns", pa.int64(), True),
+    ("static_shared_bytes", pa.int32(), True),
+    ("dynamic_shared_bytes", pa.int32(), True),
+    ("graph_id", pa.int64(), True),
+    ("graph_node_id", pa.int64(), True),
+    ("queued_ns", pa.int64(), True),
+    ("submitted_ns", pa.int64(), True),
     # NCCL collectives (Kineto args); null for compute kernels.
-    ("collective", _STR, True), ("in_nelems", pa.int64(), True), ("out_nelems", pa.int64(), True),
-    ("comm_dtype", _STR, True), ("group_size", pa.int32(), True),
+    ("collective", _STR, True),
+    ("in_nelems", pa.int64(), True),
+    ("out_nelems", pa.int64(), True),
+    ("comm_dtype", _STR, True),
+    ("group_size", pa.int32(), True),
 )
 
 MEMORY_COLUMNS = _fields(
     *_PARTITION,
     ("op", _STR, False),
-    *_SPAN, *_GPU_PLACE, *_CORR,
+    *_SPAN,
+    *_GPU_PLACE,
+    *_CORR,
     ("bytes", pa.int64(), True),
-    ("copy_kind", _STR, False), ("src_kind", _STR, False), ("dst_kind", _STR, False),
+    ("copy_kind", _STR, False),
+    ("src_kind", _STR, False),
+    ("dst_kind", _STR, False),
     ("graph_id", pa.int64(), True),
 )
 
 SYNCS_COLUMNS = _fields(
-    *_PARTITION, *_SPAN,
-    ("device", pa.int32(), True), ("stream", pa.int64(), True), ("context_id", pa.int64(), True),
+    *_PARTITION,
+    *_SPAN,
+    ("device", pa.int32(), True),
+    ("stream", pa.int64(), True),
+    ("context_id", pa.int64(), True),
     ("sync_type", _STR, False),
     ("correlation_id", pa.int64(), True),
     ("event_id", pa.int64(), True),
 )
 
 API_COLUMNS = _fields(
-    *_PARTITION, *_SPAN, *_CPU_PLACE,
-    ("correlation_id", pa.int64(), True), ("external_id", pa.int64(), True),
-    ("domain", _STR, False), ("name", _STR, False), ("cbid", pa.int32(), True),
+    *_PARTITION,
+    *_SPAN,
+    *_CPU_PLACE,
+    ("correlation_id", pa.int64(), True),
+    ("external_id", pa.int64(), True),
+    ("domain", _STR, False),
+    ("name", _STR, False),
+    ("cbid", pa.int32(), True),
 )
 
 RANGES_COLUMNS = _fields(
-    *_PARTITION, *_SPAN, *_CPU_PLACE,
+    *_PARTITION,
+    *_SPAN,
+    *_CPU_PLACE,
     ("name", _STR, False),
     ("domain", _STR, False),
     ("depth", pa.int32(), False),
     ("on_gpu", pa.bool_(), False),
-    ("device", pa.int32(), True), ("stream", pa.int64(), True),
+    ("device", pa.int32(), True),
+    ("stream", pa.int64(), True),
     ("correlation_id", pa.int64(), True),
 )
 
 OPS_COLUMNS = _fields(
-    *_PARTITION, *_SPAN, *_CPU_PLACE,
+    *_PARTITION,
+    *_SPAN,
+    *_CPU_PLACE,
     ("name", _STR, False),
     ("external_id", pa.int64(), True),
     ("sequence_number", pa.int64(), True),
@@ -94,33 +124,45 @@ COUNTERS_COLUMNS = _fields(
     ("value", pa.float64(), False),
 )
 
-THREADS_COLUMNS = _fields(
-    *_PARTITION, *_CPU_PLACE,
-    ("name", _STR, True),
-)
+THREADS_COLUMNS = _fields(*_PARTITION, *_CPU_PLACE, ("name", _STR, True))
 
 DEVICES_COLUMNS = _fields(
     *_PARTITION,
     ("device", pa.int32(), False),
     ("name", _STR, True),
     ("uuid", pa.string(), True),
-    ("compute_major", pa.int32(), True), ("compute_minor", pa.int32(), True),
+    ("compute_major", pa.int32(), True),
+    ("compute_minor", pa.int32(), True),
     ("sm_count", pa.int32(), True),
     ("memory_bytes", pa.int64(), True),
 )
 
 COUNTER_METRICS = (
-    "cpu.util", "cpu.core.util", "cpu.iowait_pct", "mem.used_bytes", "mem.util",
-    "disk.read_bytes", "disk.write_bytes", "net.rx_bytes", "net.tx_bytes",
-    "gpu.util", "gpu.mem_util", "gpu.mem_used_bytes", "gpu.power_w", "gpu.sm_clock_mhz",
-    "cpu.cycles", "cpu.instructions", "cpu.itlb_misses",
+    "cpu.util",
+    "cpu.core.util",
+    "cpu.iowait_pct",
+    "mem.used_bytes",
+    "mem.util",
+    "disk.read_bytes",
+    "disk.write_bytes",
+    "net.rx_bytes",
+    "net.tx_bytes",
+    "gpu.util",
+    "gpu.mem_util",
+    "gpu.mem_used_bytes",
+    "gpu.power_w",
+    "gpu.sm_clock_mhz",
+    "cpu.cycles",
+    "cpu.instructions",
+    "cpu.itlb_misses",
 )
 """Metric names written by ktrace's sampler and the importers. Other names are allowed."""
 
 
 def _schema(cols: list[pa.Field], table: str) -> pa.Schema:
-    return pa.schema(cols, metadata={b"ktrace.schema_version": str(SCHEMA_VERSION).encode(),
-                                     b"ktrace.table": table.encode()})
+    return pa.schema(
+        cols, metadata={b"ktrace.schema_version": str(SCHEMA_VERSION).encode(), b"ktrace.table": table.encode()}
+    )
 
 
 SCHEMAS: dict[str, pa.Schema] = {

@@ -78,8 +78,9 @@ def scrub_meta(meta: TraceMeta) -> tuple[TraceMeta, int]:
     count = n_job + n_capture + sum(n for _, n in hosts) + sum(n for _, n in notes)
     if not count:
         return meta, 0
-    return dataclasses.replace(meta, job=job, capture=capture, hosts=tuple(h for h, _ in hosts),
-                               notes=tuple(n for n, _ in notes)), count
+    return dataclasses.replace(
+        meta, job=job, capture=capture, hosts=tuple(h for h, _ in hosts), notes=tuple(n for n, _ in notes)
+    ), count
 
 
 def scrub_trace(trace: Trace) -> Trace:

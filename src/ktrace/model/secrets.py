@@ -42,15 +42,22 @@ _NOT_IN_TOKEN = r"(?<![A-Za-z0-9_])"
 """A token starts at the start of a word: without this, a long run is rescanned from each of its positions."""
 
 _TOKEN_RULES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
-    (literals, re.compile(pattern)) for literals, pattern in (
+    (literals, re.compile(pattern))
+    for literals, pattern in (
         (("hf_",), _NOT_IN_TOKEN + r"hf_[A-Za-z0-9]{20,}"),  # Hugging Face
-        (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), _NOT_IN_TOKEN + r"gh[pousr]_[A-Za-z0-9]{20,}"),  # GitHub classic tokens
+        (
+            ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
+            _NOT_IN_TOKEN + r"gh[pousr]_[A-Za-z0-9]{20,}",
+        ),  # GitHub classic tokens
         (("github_pat_",), _NOT_IN_TOKEN + r"github_pat_[A-Za-z0-9_]{20,}"),
         (("gl",), _NOT_IN_TOKEN + r"gl(?:pat|dt|rt|ptt|cbt|ft|imt|oas|soat|agent)-[A-Za-z0-9_-]{20,}"),  # GitLab
         (("sk-",), r"(?<![A-Za-z0-9_-])sk-[A-Za-z0-9_-]{20,}"),  # OpenAI sk-, sk-proj-; Anthropic sk-ant-
         (("k_live_", "k_test_"), _NOT_IN_TOKEN + r"[rs]k_(?:live|test)_[A-Za-z0-9]{10,}"),  # Stripe
         (("xox", "xapp-"), r"(?<![A-Za-z0-9-])(?:xox[abposre]|xapp)-[A-Za-z0-9-]{10,}"),  # Slack
-        (("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA"), r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
+        (
+            ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA"),
+            r"(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}(?![A-Za-z0-9])",
+        ),
         (("AIza",), _NOT_IN_TOKEN + r"AIza[0-9A-Za-z_-]{30,}"),  # Google API key
         (("ya29.",), _NOT_IN_TOKEN + r"ya29\.[0-9A-Za-z_-]{20,}"),  # Google OAuth access token
         (("SK",), _NOT_IN_TOKEN + r"SK[0-9a-fA-F]{32}(?![A-Za-z0-9])"),  # Twilio API key
@@ -62,27 +69,81 @@ _TOKEN_RULES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
         (("shpat_", "shpca_", "shppa_", "shpss_"), _NOT_IN_TOKEN + r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"),  # Shopify
         (("eyJ",), r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),  # JWT
         # everything from BEGIN to END, or to the next "-----" or the end of the text if END is missing
-        (("PRIVATE KEY",), r"-----BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----[^-]*(?:-(?!----)[^-]*)*"
-                           r"(?:-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----)?"),
+        (
+            ("PRIVATE KEY",),
+            r"-----BEGIN[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----[^-]*(?:-(?!----)[^-]*)*"
+            r"(?:-----END[ A-Z0-9]{0,40}PRIVATE KEY(?: BLOCK)?-----)?",
+        ),
         (("hooks.slack.com",), r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<s>[A-Za-z0-9/_+-]{1,512})"),
         (("/api/webhooks/",), r"discord(?:app)?\.com/api/webhooks/(?P<s>[0-9]{1,30}/[A-Za-z0-9_-]{1,256})"),
     )
 )
 """(literals one of which the text must hold, pattern). A group `s` is what is redacted, else the whole match."""
 
-_KEY_WORDS = frozenset({
-    "token", "secret", "secrets", "password", "passwd", "passphrase", "passcode", "pwd", "pass", "cred", "credential",
-    "credentials", "creds", "cookie", "signature", "sig", "dsn", "jwt", "apikey", "accesskey", "secretkey",
-    "privatekey", "authorization", "auth", "authtoken", "webhook", "bearer",
-})
+_KEY_WORDS = frozenset(
+    {
+        "token",
+        "secret",
+        "secrets",
+        "password",
+        "passwd",
+        "passphrase",
+        "passcode",
+        "pwd",
+        "pass",
+        "cred",
+        "credential",
+        "credentials",
+        "creds",
+        "cookie",
+        "signature",
+        "sig",
+        "dsn",
+        "jwt",
+        "apikey",
+        "accesskey",
+        "secretkey",
+        "privatekey",
+        "authorization",
+        "auth",
+        "authtoken",
+        "webhook",
+        "bearer",
+    }
+)
 """Words of a name that make its value a secret (HF_TOKEN, DB_PASS, MYSQL_PWD, SENTRY_DSN, sig=, --api-key)."""
 _KEY_SUFFIXES = ("password", "passwd", "secret", "token", "passphrase", "credential", "credentials", "apikey")
 """Upper-case words ending so name secrets too (PGPASSWORD, CLIENTSECRET); not `tokens`, `tokenizer`, `tiktoken`."""
-_KEY_QUALIFIERS = frozenset({
-    "api", "access", "private", "secret", "account", "auth", "encryption", "signing", "master", "client", "app",
-    "storage", "shared", "session", "subscription", "license", "ssh", "gpg", "deploy", "service", "consumer",
-    "primary", "secondary", "admin", "hmac", "write",
-})
+_KEY_QUALIFIERS = frozenset(
+    {
+        "api",
+        "access",
+        "private",
+        "secret",
+        "account",
+        "auth",
+        "encryption",
+        "signing",
+        "master",
+        "client",
+        "app",
+        "storage",
+        "shared",
+        "session",
+        "subscription",
+        "license",
+        "ssh",
+        "gpg",
+        "deploy",
+        "service",
+        "consumer",
+        "primary",
+        "secondary",
+        "admin",
+        "hmac",
+        "write",
+    }
+)
 """Words that make a following `key` a secret anywhere in a name (ACCESS_KEY_ID, AccountKey, apiKey)."""
 _SECRET_NAMES = frozenset({"ompi_mca_orte_precondition_transports"})
 """Whole names whose value is a secret though no word says so (Open MPI's PSM job key)."""
@@ -91,16 +152,32 @@ _NOT_SECRET_NAMES = frozenset({"pwd", "oldpwd"})
 _PLACE_WORDS = frozenset({"addr", "address", "file", "path", "dir", "host", "port"})
 """A name ending so says where a secret is, not what it is (TBE_CREDS_ADDR, PASSWORD_FILE, TOKEN_PATH)."""
 _NAME_WORDS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
-_PREFILTER = ("pass", "pwd", "secret", "token", "cred", "cookie", "sig", "dsn", "jwt", "key", "auth", "bearer",
-              "webhook", "transports")
+_PREFILTER = (
+    "pass",
+    "pwd",
+    "secret",
+    "token",
+    "cred",
+    "cookie",
+    "sig",
+    "dsn",
+    "jwt",
+    "key",
+    "auth",
+    "bearer",
+    "webhook",
+    "transports",
+)
 """Lower-case fragments one of which a text must hold for the name = value rules to run."""
 _FLAG = re.compile(r"(?:true|false|yes|no|on|off|none|null|\d{1,3})?", re.IGNORECASE)
 """Values kept even under a secret's name: a flag or a small number is not a secret (HOT_KEY=false)."""
 
 _NAME = r"[a-z0-9_.\-]"
 """A character of a name in the case-folded text (the rules below all run on it)."""
-_KEY = (rf"(?={_NAME}{{0,100}}?(?:{'|'.join(_PREFILTER)}))"  # holds a secret's word within 100 characters ...
-        rf"(?=(?P<key>{_NAME}{{1,200}}))(?P=key)")  # ... then the whole name, atomically (no backtracking into it)
+_KEY = (
+    rf"(?={_NAME}{{0,100}}?(?:{'|'.join(_PREFILTER)}))"  # holds a secret's word within 100 characters ...
+    rf"(?=(?P<key>{_NAME}{{1,200}}))(?P=key)"
+)  # ... then the whole name, atomically (no backtracking into it)
 """A name holding one of the _PREFILTER words. Only such names become matches (a Python step each);
 is_secret_key() on the name as written (AccountKey) then says whether it names a secret."""
 _ASSIGN = re.compile(
@@ -158,7 +235,7 @@ def _always(m: re.Match[str], text: str) -> bool:
 
 def _named_secret(m: re.Match[str], text: str) -> bool:
     group = m.lastgroup or ""
-    return is_secret_key(text[m.start("key"):m.end("key")].lstrip("-")) and not is_flag_value(m[group])
+    return is_secret_key(text[m.start("key") : m.end("key")].lstrip("-")) and not is_flag_value(m[group])
 
 
 def _url_secret(m: re.Match[str], text: str) -> bool:
@@ -268,8 +345,13 @@ def scrub_argv(argv: Sequence[str]) -> tuple[list[str], int]:
     for arg in map(str, argv):
         prev = out[-1] if out else ""
         mysql = mysql or arg.rsplit("/", 1)[-1] in _MYSQL
-        if (prev.startswith("-") and "=" not in prev and is_secret_key(prev.lstrip("-"))
-                and not arg.startswith("-") and not is_flag_value(arg)):
+        if (
+            prev.startswith("-")
+            and "=" not in prev
+            and is_secret_key(prev.lstrip("-"))
+            and not arg.startswith("-")
+            and not is_flag_value(arg)
+        ):
             out.append(REDACTED)
             count += 1
         elif mysql and arg.startswith("-p") and len(arg) > 2 and not arg.startswith("--"):
@@ -313,8 +395,12 @@ def scrub_value(key: str, value: Any) -> tuple[Any, int]:
             items: list[Any] = [None] * len(v)
             parent[slot] = items
             stack.extend((k, item, items, i, depth + 1) for i, item in enumerate(v))
-        elif isinstance(v, str | bytes) and is_secret_key(k) and v not in ("", b"") and not (
-                isinstance(v, str) and is_flag_value(v)):
+        elif (
+            isinstance(v, str | bytes)
+            and is_secret_key(k)
+            and v not in ("", b"")
+            and not (isinstance(v, str) and is_flag_value(v))
+        ):
             parent[slot] = REDACTED
             count += 1
         elif isinstance(v, str):

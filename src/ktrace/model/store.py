@@ -30,8 +30,17 @@ from ktrace.model.secrets import scrub_mapping
 from ktrace.model.store_checks import check_columns, check_meta, check_partition_meta, check_rank, load_json_object
 from ktrace.model.trace import Trace, TraceMeta, conform, frame_from_columns, frame_schema, frame_to_arrow
 
-__all__ = ["CaptureWriter", "finalize", "is_store", "partition_dir", "partitions", "read", "read_stream",
-           "stream_schema", "write"]
+__all__ = [
+    "CaptureWriter",
+    "finalize",
+    "is_store",
+    "partition_dir",
+    "partitions",
+    "read",
+    "read_stream",
+    "stream_schema",
+    "write",
+]
 
 _PART_RE = re.compile(r"^node=(?P<node>[^/]+)$")
 _RANK_RE = re.compile(r"^rank=(?P<rank>-?\d+)$")
@@ -80,10 +89,12 @@ def write_table(table: pa.Table, path: Path, *, scrubbed: bool = False) -> None:
     if not scrubbed:
         table, _ = scrub_table(table)
     nulls = [c for c in table.column_names if table.num_rows and table.column(c).null_count == table.num_rows]
-    constants = {c: v for c in table.column_names if c not in nulls
-                 for v in _constant_value(table.column(c))}
-    metadata = {**(table.schema.metadata or {}), _NULL_COLUMNS_KEY: json.dumps(nulls).encode(),
-                _CONSTANT_COLUMNS_KEY: json.dumps(constants).encode()}
+    constants = {c: v for c in table.column_names if c not in nulls for v in _constant_value(table.column(c))}
+    metadata = {
+        **(table.schema.metadata or {}),
+        _NULL_COLUMNS_KEY: json.dumps(nulls).encode(),
+        _CONSTANT_COLUMNS_KEY: json.dumps(constants).encode(),
+    }
     metadata.pop(_SCRUBBED_KEY, None)
     if (fingerprint := rules_fingerprint()) is not None:
         metadata[_SCRUBBED_KEY] = fingerprint.encode()
@@ -187,8 +198,9 @@ def read(path: str | os.PathLike[str]) -> Trace:
         table, constants, was_recovered = _read_partition_table(folder, name)
         if table is None:
             return name, None, False
-        table = _scrubbed(table.drop_columns([c for c in ("node", "rank") if c in table.column_names]),
-                          trusted=not was_recovered)
+        table = _scrubbed(
+            table.drop_columns([c for c in ("node", "rank") if c in table.column_names]), trusted=not was_recovered
+        )
         constants = {**scrub_mapping(constants)[0], "node": node, "rank": rank}
         return name, _frame(table, name, constants, folder), was_recovered
 
@@ -204,9 +216,11 @@ def read(path: str | os.PathLike[str]) -> Trace:
     if recovered:
         meta = meta.with_health(
             {"recovered_tables": len(recovered)},
-            (f"recovered {len(recovered)} un-finalized capture table(s) "
-             f"(the process did not finish writing): {', '.join(recovered[:5])}"
-             + (" ..." if len(recovered) > 5 else ""),),
+            (
+                f"recovered {len(recovered)} un-finalized capture table(s) "
+                f"(the process did not finish writing): {', '.join(recovered[:5])}"
+                + (" ..." if len(recovered) > 5 else ""),
+            ),
         )
     frames = {name: _concat_frames(p, name) for name, p in pieces.items()}
     # every table is scrubbed now (here, or when written under today's rules); meta always (partition notes)
@@ -242,12 +256,14 @@ def _read_meta(root: Path) -> TraceMeta:
     if not meta_path.exists() and not meta_path.is_symlink():
         pid = writer_pid(root)
         if pid is not None:
-            raise TraceFormatError(f"{root}: is being written by ktrace{f' (pid {pid})' if pid else ''}; "
-                                   "open it once that finishes")
+            raise TraceFormatError(
+                f"{root}: is being written by ktrace{f' (pid {pid})' if pid else ''}; open it once that finishes"
+            )
         if (root / CAPTURE_MARKER).exists():
             return TraceMeta(notes=("meta.json missing: the capture did not finish",))
-        raise TraceFormatError(f"{root}: incomplete .ktrace store (no meta.json: its writer was interrupted); "
-                               "import or record it again")
+        raise TraceFormatError(
+            f"{root}: incomplete .ktrace store (no meta.json: its writer was interrupted); import or record it again"
+        )
     data = load_json_object(meta_path, "meta.json")
     check_meta(data, meta_path)
     return TraceMeta.from_dict(data)
@@ -318,8 +334,12 @@ def finalize(root: str | os.PathLike[str]) -> list[Path]:
             if name not in SCHEMAS:
                 continue
             table = read_stream(stream)
-            table = conform(table.append_column("node", constant_column("x", table.num_rows, pa.string()))
-                            .append_column("rank", pa.repeat(pa.scalar(0, pa.int32()), table.num_rows)), name)
+            table = conform(
+                table.append_column("node", constant_column("x", table.num_rows, pa.string())).append_column(
+                    "rank", pa.repeat(pa.scalar(0, pa.int32()), table.num_rows)
+                ),
+                name,
+            )
             write_table(table, folder / f"{name}.parquet")  # whole, or the stream stays to be read (or finalized)
             stream.unlink()
             done.append(folder / f"{name}.parquet")

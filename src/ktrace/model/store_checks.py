@@ -20,8 +20,15 @@ RANK_RANGE = (-(2**31), 2**31 - 1)
 """Ranks are int32 on disk and in memory."""
 
 _META_FIELDS: dict[str, type | tuple[type, ...]] = {
-    "source": str, "schema_version": int, "created": str, "clock": str, "job": dict, "capture": dict,
-    "hosts": list, "health": dict, "notes": list,
+    "source": str,
+    "schema_version": int,
+    "created": str,
+    "clock": str,
+    "job": dict,
+    "capture": dict,
+    "hosts": list,
+    "health": dict,
+    "notes": list,
 }
 _MAX_JSON_BYTES = 64 << 20
 
@@ -60,8 +67,9 @@ def check_meta(meta: Mapping[str, Any], path: Path) -> None:
     version = meta["schema_version"]
     if version != SCHEMA_VERSION:
         newer = "a newer" if version > SCHEMA_VERSION else "an older"
-        raise TraceFormatError(f"{path}: schema_version {version} (written by {newer} ktrace); this ktrace "
-                               f"reads schema v{SCHEMA_VERSION}")
+        raise TraceFormatError(
+            f"{path}: schema_version {version} (written by {newer} ktrace); this ktrace reads schema v{SCHEMA_VERSION}"
+        )
     _check_items(meta.get("hosts", []), str, path, "hosts")
     _check_items(meta.get("notes", []), str, path, "notes")
     check_health(meta.get("health", {}), path)
@@ -100,8 +108,9 @@ def check_columns(schema: pa.Schema, name: str, path: Path) -> None:
     for f in schema:
         if f.name in expected.names and not _convertible(f.type, expected.field(f.name).type):
             raise TraceFormatError(f"{path}: column {f.name} is {f.type}, expected {expected.field(f.name).type}")
-    missing = [f.name for f in expected if not f.nullable and f.name not in schema.names
-               and f.name not in ("node", "rank")]
+    missing = [
+        f.name for f in expected if not f.nullable and f.name not in schema.names and f.name not in ("node", "rank")
+    ]
     if missing:
         raise TraceFormatError(f"{path}: required column(s) {', '.join(missing)} missing from table {name}")
 

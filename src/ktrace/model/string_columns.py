@@ -18,8 +18,7 @@ def is_text(dtype: pl.DataType) -> bool:
     return dtype == pl.String or dtype == pl.Categorical or isinstance(dtype, pl.Enum)
 
 
-def map_distinct_strings(frame: pl.DataFrame,
-                         changes_for: Callable[[list[str]], Mapping[str, str]]) -> pl.DataFrame:
+def map_distinct_strings(frame: pl.DataFrame, changes_for: Callable[[list[str]], Mapping[str, str]]) -> pl.DataFrame:
     """`frame` with its text columns rewritten; the same object when nothing changed.
 
     Args:

@@ -20,8 +20,15 @@ from ktrace.model.errors import ProgressFn, no_progress
 from ktrace.model.trace import Trace
 from ktrace.report.identity import TraceIdentity, trace_identity
 
-__all__ = ["MAX_POINTS", "REPORT_VERSION", "Report", "build_report", "default_annotations", "downsample",
-           "report_document"]
+__all__ = [
+    "MAX_POINTS",
+    "REPORT_VERSION",
+    "Report",
+    "build_report",
+    "default_annotations",
+    "downsample",
+    "report_document",
+]
 
 REPORT_VERSION = 1
 """Bumped when the JSON report's shape changes incompatibly."""
@@ -38,9 +45,16 @@ class Report:
     version: int = REPORT_VERSION
 
 
-def build_report(trace: Trace, *, config: RulesConfig | None = None, annotations: tuple[str, ...] = (),
-                 top: int = 15, title: str = "", progress: ProgressFn = no_progress,
-                 index: TraceIndex | None = None) -> Report:
+def build_report(
+    trace: Trace,
+    *,
+    config: RulesConfig | None = None,
+    annotations: tuple[str, ...] = (),
+    top: int = 15,
+    title: str = "",
+    progress: ProgressFn = no_progress,
+    index: TraceIndex | None = None,
+) -> Report:
     """Compute what the report of `trace` shows.
 
     Args:
@@ -56,8 +70,7 @@ def build_report(trace: Trace, *, config: RulesConfig | None = None, annotations
     Returns:
         Report.
     """
-    dashboard = build_dashboard(trace, config=config, annotations=annotations, top=top, progress=progress,
-                                index=index)
+    dashboard = build_dashboard(trace, config=config, annotations=annotations, top=top, progress=progress, index=index)
     return Report(dashboard, title or f"ktrace profiling report ({trace.meta.source})", trace_identity(trace))
 
 
@@ -70,12 +83,24 @@ def report_document(report: Report) -> dict[str, Any]:
         "title": report.title,
         "trace": report.identity.to_dict(),
         "summary": summary_to_dict(dashboard.summary),
-        "steps_histogram": {"edges_ms": list(dashboard.step_histogram.edges_ms),
-                            "counts": list(dashboard.step_histogram.counts)},
-        "utilization": {"bin_ms": dashboard.utilization_bin_ms,
-                        "series": [{"label": s.label, "source": s.source, "x_s": list(s.x_s), "y_pct": list(s.y_pct)}
-                                   for s in dashboard.utilization]},
+        "steps_histogram": {
+            "edges_ms": list(dashboard.step_histogram.edges_ms),
+            "counts": list(dashboard.step_histogram.counts),
+        },
+        "utilization": {
+            "bin_ms": dashboard.utilization_bin_ms,
+            "series": [
+                {"label": s.label, "source": s.source, "x_s": list(s.x_s), "y_pct": list(s.y_pct)}
+                for s in dashboard.utilization
+            ],
+        },
         "rules": report_to_dict(dashboard.rules),
-        "rule_docs": {r.name: {"params": [{"name": p.name, "default": p.default, "doc": p.doc} for p in r.params],
-                               "source": r.source, "severity": r.severity} for r in all_rules()},
+        "rule_docs": {
+            r.name: {
+                "params": [{"name": p.name, "default": p.default, "doc": p.doc} for p in r.params],
+                "source": r.source,
+                "severity": r.severity,
+            }
+            for r in all_rules()
+        },
     }

@@ -66,8 +66,10 @@ class DiffReport:
 
     def rules_fired(self) -> list[tuple[str, str, str]]:
         """(rule, worst severity in A, in B; "-" where it did not fire) for every rule that fired in A or B."""
-        return [(r, self.rules_a.get(r, "-"), self.rules_b.get(r, "-")) for r in sorted(set(self.rules_a) |
-                                                                                       set(self.rules_b))]
+        return [
+            (r, self.rules_a.get(r, "-"), self.rules_b.get(r, "-"))
+            for r in sorted(set(self.rules_a) | set(self.rules_b))
+        ]
 
 
 def _fired(trace: Trace, config: RulesConfig | None) -> dict[str, str]:
@@ -79,8 +81,15 @@ def _fired(trace: Trace, config: RulesConfig | None) -> dict[str, str]:
     return out
 
 
-def build_diff(a: Trace, b: Trace, *, threshold_pct: float = 5.0, top: int = 15,
-               config: RulesConfig | None = None, fail_on: str = "error") -> DiffReport:
+def build_diff(
+    a: Trace,
+    b: Trace,
+    *,
+    threshold_pct: float = 5.0,
+    top: int = 15,
+    config: RulesConfig | None = None,
+    fail_on: str = "error",
+) -> DiffReport:
     """Compare baseline `a` with candidate `b`.
 
     A regression is: mean step time (or, without steps, total kernel time) up by more than threshold_pct,
@@ -88,12 +97,18 @@ def build_diff(a: Trace, b: Trace, *, threshold_pct: float = 5.0, top: int = 15,
     """
     d = trace_diff(a, b)
     step_mean = Change.of(d.step_mean_a_ns, d.step_mean_b_ns)
-    kernel_time = Change(d.kernel_time_a_ns, d.kernel_time_b_ns,
-                         Change.of(float(d.kernel_time_a_ns), float(d.kernel_time_b_ns)).change_pct)
+    kernel_time = Change(
+        d.kernel_time_a_ns,
+        d.kernel_time_b_ns,
+        Change.of(float(d.kernel_time_a_ns), float(d.kernel_time_b_ns)).change_pct,
+    )
     rules_a, rules_b = _fired(a, config), _fired(b, config)
     floor = SEVERITIES.index(fail_on) if fail_on in SEVERITIES else len(SEVERITIES)
-    new = sorted(r for r, s in rules_b.items() if SEVERITIES.index(s) >= floor
-                 and (r not in rules_a or SEVERITIES.index(rules_a[r]) < floor))
+    new = sorted(
+        r
+        for r, s in rules_b.items()
+        if SEVERITIES.index(s) >= floor and (r not in rules_a or SEVERITIES.index(rules_a[r]) < floor)
+    )
     measure = step_mean.change_pct if step_mean.change_pct is not None else kernel_time.change_pct
     reasons = []
     if measure is not None and measure > threshold_pct:
@@ -101,8 +116,16 @@ def build_diff(a: Trace, b: Trace, *, threshold_pct: float = 5.0, top: int = 15,
         reasons.append(f"{what} up {measure:.1f} % (threshold {threshold_pct:g} %)")
     if new:
         reasons.append(f"new findings at {fail_on} or above: {', '.join(new)}")
-    return DiffReport(step_mean=step_mean, kernel_time=kernel_time, kernels=d.kernels.head(top), rules_a=rules_a,
-                      rules_b=rules_b, new_rules=tuple(new), threshold_pct=threshold_pct, reasons=tuple(reasons))
+    return DiffReport(
+        step_mean=step_mean,
+        kernel_time=kernel_time,
+        kernels=d.kernels.head(top),
+        rules_a=rules_a,
+        rules_b=rules_b,
+        new_rules=tuple(new),
+        threshold_pct=threshold_pct,
+        reasons=tuple(reasons),
+    )
 
 
 def _change_dict(change: Change) -> dict[str, Any]:
@@ -112,10 +135,15 @@ def _change_dict(change: Change) -> dict[str, Any]:
 def diff_document(diff: DiffReport) -> dict[str, Any]:
     """The diff as the JSON of `ktrace diff --json`: {"step_mean_ns", "kernel_time_ns", "kernels", "rules",
     "threshold_pct", "regression", "reasons"}."""
-    return {"step_mean_ns": _change_dict(diff.step_mean), "kernel_time_ns": _change_dict(diff.kernel_time),
-            "kernels": frame_records(diff.kernels),
-            "rules": {"a": diff.rules_a, "b": diff.rules_b, "new": list(diff.new_rules)},
-            "threshold_pct": diff.threshold_pct, "regression": diff.regression, "reasons": list(diff.reasons)}
+    return {
+        "step_mean_ns": _change_dict(diff.step_mean),
+        "kernel_time_ns": _change_dict(diff.kernel_time),
+        "kernels": frame_records(diff.kernels),
+        "rules": {"a": diff.rules_a, "b": diff.rules_b, "new": list(diff.new_rules)},
+        "threshold_pct": diff.threshold_pct,
+        "regression": diff.regression,
+        "reasons": list(diff.reasons),
+    }
 
 
 def _pct_text(change: Change) -> object:
@@ -126,13 +154,28 @@ def render_diff_markdown(diff: DiffReport) -> str:
     """The diff as Markdown."""
     step, kernel = diff.step_mean, diff.kernel_time
     out = ["# ktrace diff (A = baseline, B = candidate)", ""]
-    out += md_table(["", "A", "B", "change %"], [
-        ["mean step time", fmt_ns(step.a), fmt_ns(step.b), _pct_text(step)],
-        ["total kernel time", fmt_ns(kernel.a), fmt_ns(kernel.b), _pct_text(kernel)]])
+    out += md_table(
+        ["", "A", "B", "change %"],
+        [
+            ["mean step time", fmt_ns(step.a), fmt_ns(step.b), _pct_text(step)],
+            ["total kernel time", fmt_ns(kernel.a), fmt_ns(kernel.b), _pct_text(kernel)],
+        ],
+    )
     out += ["## Kernels that changed most", ""] + md_table(
         ["kernel", "count A", "count B", "total A", "total B", "delta", "status"],
-        [[r["name"], r["count_a"], r["count_b"], fmt_ns(r["total_ns_a"]), fmt_ns(r["total_ns_b"]),
-          fmt_ns(r["delta_ns"]), r["status"]] for r in rows(diff.kernels)])
+        [
+            [
+                r["name"],
+                r["count_a"],
+                r["count_b"],
+                fmt_ns(r["total_ns_a"]),
+                fmt_ns(r["total_ns_b"]),
+                fmt_ns(r["delta_ns"]),
+                r["status"],
+            ]
+            for r in rows(diff.kernels)
+        ],
+    )
     out += ["## Rules", ""] + md_table(["rule", "A", "B"], [list(fired) for fired in diff.rules_fired()])
     verdict = "REGRESSION: " + "; ".join(diff.reasons) if diff.regression else "no regression"
     return "\n".join(out + [printable(verdict), ""])
@@ -147,15 +190,31 @@ def render_diff_terminal(diff: DiffReport, console: Console) -> None:
 
     step, kernel = diff.step_mean, diff.kernel_time
     console.print("[bold]ktrace diff[/] (A = baseline, B = candidate)")
-    print_table(console, "time", [
-        {"measure": "mean step time", "a_ns": step.a, "b_ns": step.b, "change_pct": step.change_pct},
-        {"measure": "total kernel time", "a_ns": kernel.a, "b_ns": kernel.b, "change_pct": kernel.change_pct}])
-    print_table(console, "kernels that changed most", [
-        {"name": printable(r["name"]), "count_a": r["count_a"], "count_b": r["count_b"],
-         "total_a_ns": r["total_ns_a"], "total_b_ns": r["total_ns_b"], "delta_ns": r["delta_ns"],
-         "status": printable(r["status"])} for r in rows(diff.kernels)])
-    print_table(console, "rules that fired", [{"rule": printable(r), "a": a, "b": b}
-                                              for r, a, b in diff.rules_fired()])
+    print_table(
+        console,
+        "time",
+        [
+            {"measure": "mean step time", "a_ns": step.a, "b_ns": step.b, "change_pct": step.change_pct},
+            {"measure": "total kernel time", "a_ns": kernel.a, "b_ns": kernel.b, "change_pct": kernel.change_pct},
+        ],
+    )
+    print_table(
+        console,
+        "kernels that changed most",
+        [
+            {
+                "name": printable(r["name"]),
+                "count_a": r["count_a"],
+                "count_b": r["count_b"],
+                "total_a_ns": r["total_ns_a"],
+                "total_b_ns": r["total_ns_b"],
+                "delta_ns": r["delta_ns"],
+                "status": printable(r["status"]),
+            }
+            for r in rows(diff.kernels)
+        ],
+    )
+    print_table(console, "rules that fired", [{"rule": printable(r), "a": a, "b": b} for r, a, b in diff.rules_fired()])
     if diff.regression:
         console.print("[bold red]REGRESSION:[/] " + escape(printable("; ".join(diff.reasons))))
     else:

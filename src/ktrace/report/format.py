@@ -30,7 +30,7 @@ def fmt_time(ns: int | None) -> str:
 
 
 def fmt_time_range(start_ns: int | None, end_ns: int | None) -> str:
-    """"start (+duration)" for evidence with a time range, "" without."""
+    """ "start (+duration)" for evidence with a time range, "" without."""
     if start_ns is None:
         return ""
     if end_ns is None:

@@ -72,24 +72,33 @@ def all_sections(report: Report) -> list[Section]:
     """Every section in report order: job, system, framework, rules summary, dashboard, one per rule
     (rules that found something first)."""
     ordered = triggered_first(report.dashboard.rules.results)
-    return [job_summary(report), system_usage(report), framework_metrics(report), rules_summary(report, ordered),
-            dashboard(report), *(rule_section(r) for r in ordered)]
+    return [
+        job_summary(report),
+        system_usage(report),
+        framework_metrics(report),
+        rules_summary(report, ordered),
+        dashboard(report),
+        *(rule_section(r) for r in ordered),
+    ]
 
 
 def render_html(report: Report) -> str:
     """The whole report as one HTML document."""
     sections = all_sections(report)
     nav = "".join(f'<a href="#{esc(s.anchor)}">{esc(s.title)}</a>' for s in sections[:5])
-    body = "".join(f'<section id="{esc(s.anchor)}"><h2>{esc(s.title)}</h2>{"".join(s.body)}</section>'
-                   for s in sections)
+    body = "".join(
+        f'<section id="{esc(s.anchor)}"><h2>{esc(s.title)}</h2>{"".join(s.body)}</section>' for s in sections
+    )
     figures = {s.anchor: s.figures for s in sections if s.figures}
     title = esc(report.title)
     about = "".join(f"<span><b>{esc(k)}</b> {esc(v)}</span>" for k, v in identity_line(report.identity))
-    return (f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title>"
-            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><style>{STYLE}</style>"
-            f"<script>{plotly_js()}</script></head><body><header><h1>{title}</h1>"
-            f"<div class=\"trace\">{about}</div>"
-            f"<div>report format v{report.version}, made by ktrace</div></header><nav>{nav}</nav>"
-            f"<main>{body}</main>"
-            f"<script type=\"application/json\" id=\"ktrace-figures\">{script_json(figures)}</script>"
-            f"<script>{DRAW}</script></body></html>")
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{STYLE}</style>'
+        f"<script>{plotly_js()}</script></head><body><header><h1>{title}</h1>"
+        f'<div class="trace">{about}</div>'
+        f"<div>report format v{report.version}, made by ktrace</div></header><nav>{nav}</nav>"
+        f"<main>{body}</main>"
+        f'<script type="application/json" id="ktrace-figures">{script_json(figures)}</script>'
+        f"<script>{DRAW}</script></body></html>"
+    )

@@ -27,8 +27,13 @@ class TraceIdentity:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON report's "trace" object: {"files", "more_files", "folder", "hosts", "gpus"}."""
-        return {"files": list(self.files), "more_files": self.more_files, "folder": self.folder,
-                "hosts": list(self.hosts), "gpus": list(self.gpus)}
+        return {
+            "files": list(self.files),
+            "more_files": self.more_files,
+            "folder": self.folder,
+            "hosts": list(self.hosts),
+            "gpus": list(self.gpus),
+        }
 
 
 def trace_identity(trace: Trace) -> TraceIdentity:
@@ -40,9 +45,13 @@ def trace_identity(trace: Trace) -> TraceIdentity:
         for name in trace.devices["name"].cast(str).to_list():
             if name:
                 gpus[name] += 1
-    return TraceIdentity(files=tuple(files[:MAX_FILES]), more_files=max(0, len(files) - MAX_FILES),
-                         folder=str(job.get("folder") or ""), hosts=tuple(trace.meta.hosts),
-                         gpus=tuple(f"{name} ×{n}" if n > 1 else name for name, n in sorted(gpus.items())))
+    return TraceIdentity(
+        files=tuple(files[:MAX_FILES]),
+        more_files=max(0, len(files) - MAX_FILES),
+        folder=str(job.get("folder") or ""),
+        hosts=tuple(trace.meta.hosts),
+        gpus=tuple(f"{name} ×{n}" if n > 1 else name for name, n in sorted(gpus.items())),
+    )
 
 
 def identity_line(identity: TraceIdentity) -> list[tuple[str, str]]:

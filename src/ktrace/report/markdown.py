@@ -17,8 +17,20 @@ from ktrace.report.verdicts import finding_counts, param_text, recommendation, v
 
 MAX_EVIDENCE_ROWS = 20
 
-MD_ESCAPES = str.maketrans({"|": "\\|", "<": "&lt;", ">": "&gt;", "&": "&amp;", "\n": " ", "`": "\\`",
-                            "*": "\\*", "_": "\\_", "[": "\\[", "]": "\\]"})
+MD_ESCAPES = str.maketrans(
+    {
+        "|": "\\|",
+        "<": "&lt;",
+        ">": "&gt;",
+        "&": "&amp;",
+        "\n": " ",
+        "`": "\\`",
+        "*": "\\*",
+        "_": "\\_",
+        "[": "\\[",
+        "]": "\\]",
+    }
+)
 
 
 def cell(value: object, limit: int = 120) -> str:
@@ -42,78 +54,161 @@ def _job(report: Report) -> list[str]:
     summary = report.dashboard.summary
     phases = summary.phases
     out = ["## Training job summary", ""]
-    out += md_table(["", "value"], [["source", summary.source], ["ranks", summary.ranks],
-                                    ["kernels", fmt_num(summary.kernels)],
-                                    ["trace span", fmt_time_range(phases.start_ns, phases.end_ns)],
-                                    ["steps per rank" if summary.ranks > 1 else "steps",
-                                      f"{phases.steps}{step_source_note(phases.step_source)}"]])
-    out += md_table(["phase", "time", "% of job"],
-                    [[name, fmt_ns(ns), f"{pct:.1f}"] for name, ns, pct in phase_rows(phases)])
+    out += md_table(
+        ["", "value"],
+        [
+            ["source", summary.source],
+            ["ranks", summary.ranks],
+            ["kernels", fmt_num(summary.kernels)],
+            ["trace span", fmt_time_range(phases.start_ns, phases.end_ns)],
+            [
+                "steps per rank" if summary.ranks > 1 else "steps",
+                f"{phases.steps}{step_source_note(phases.step_source)}",
+            ],
+        ],
+    )
+    out += md_table(
+        ["phase", "time", "% of job"], [[name, fmt_ns(ns), f"{pct:.1f}"] for name, ns, pct in phase_rows(phases)]
+    )
     return out + [f"_{cell(n)}_" for n in summary.notes] + [""]
 
 
 def _system(report: Report) -> list[str]:
-    cells = [[r["node"], r["metric"], r["instance"], r["samples"], *(fmt_num(r[k]) for k in COUNTER_STATS)]
-             for r in rows(report.dashboard.summary.counters)]
-    return (["## System usage statistics", ""]
-            + (md_table(["node", "metric", "instance", "samples", *COUNTER_STATS], cells)
-               or ["The trace has no counter samples.", ""]))
+    cells = [
+        [r["node"], r["metric"], r["instance"], r["samples"], *(fmt_num(r[k]) for k in COUNTER_STATS)]
+        for r in rows(report.dashboard.summary.counters)
+    ]
+    return ["## System usage statistics", ""] + (
+        md_table(["node", "metric", "instance", "samples", *COUNTER_STATS], cells)
+        or ["The trace has no counter samples.", ""]
+    )
 
 
 def _framework(report: Report) -> list[str]:
     summary = report.dashboard.summary
     out = ["## Framework metrics", ""]
-    out += md_table(["node", "rank", "steps", "min", "mean", "p50", "p95", "max"],
-                    [[r["node"], r["rank"], r["steps"], *(fmt_ns(r[k]) for k in ("min_ns", "mean_ns", "p50_ns",
-                                                                                  "p95_ns", "max_ns"))]
-                     for r in rows(summary.step_stats)])
-    out += md_table(["launches", "count", "start→start p50", "p95", "end→start p50", "p95"],
-                    [[r["kind"], fmt_num(r["count"]), fmt_ns(r["launch_latency_ns_p50"]),
-                      fmt_ns(r["launch_latency_ns_p95"]), fmt_ns(r["queue_delay_ns_p50"]),
-                      fmt_ns(r["queue_delay_ns_p95"])] for r in rows(summary.latency)])
+    out += md_table(
+        ["node", "rank", "steps", "min", "mean", "p50", "p95", "max"],
+        [
+            [
+                r["node"],
+                r["rank"],
+                r["steps"],
+                *(fmt_ns(r[k]) for k in ("min_ns", "mean_ns", "p50_ns", "p95_ns", "max_ns")),
+            ]
+            for r in rows(summary.step_stats)
+        ],
+    )
+    out += md_table(
+        ["launches", "count", "start→start p50", "p95", "end→start p50", "p95"],
+        [
+            [
+                r["kind"],
+                fmt_num(r["count"]),
+                fmt_ns(r["launch_latency_ns_p50"]),
+                fmt_ns(r["launch_latency_ns_p95"]),
+                fmt_ns(r["queue_delay_ns_p50"]),
+                fmt_ns(r["queue_delay_ns_p95"]),
+            ]
+            for r in rows(summary.latency)
+        ],
+    )
     return out
 
 
 def _rules_summary(report: Report) -> list[str]:
     counts = finding_counts(report.dashboard.rules)
     out = ["## Rules summary", "", f"{counts.error} errors, {counts.warning} warnings, {counts.info} notes.", ""]
-    return out + md_table(["rule", "verdict", "description", "recommendation", "times triggered", "datapoints",
-                           "parameters"],
-                          [[r.rule, verdict(r), r.description, recommendation(r), fmt_num(r.triggered),
-                            fmt_num(r.datapoints), param_text(r.params)]
-                           for r in report.dashboard.rules.results])
+    return out + md_table(
+        ["rule", "verdict", "description", "recommendation", "times triggered", "datapoints", "parameters"],
+        [
+            [
+                r.rule,
+                verdict(r),
+                r.description,
+                recommendation(r),
+                fmt_num(r.triggered),
+                fmt_num(r.datapoints),
+                param_text(r.params),
+            ]
+            for r in report.dashboard.rules.results
+        ],
+    )
 
 
 def _dashboard(report: Report) -> list[str]:
     summary = report.dashboard.summary
     out = ["## Dashboard", "", "### Active time", ""]
-    out += md_table(["resource", "node", "rank", "instance", "method", "active %"],
-                    [[r["resource"], r["node"], r["rank"], r["instance"], r["method"],
-                      f"{100 * r['active_share']:.1f}"] for r in rows(summary.active)])
-    for title, top, share in (("Top kernels by time", summary.top_by_time, "time_share"),
-                              ("Top kernels by launch count", summary.top_by_count, "count_share")):
+    out += md_table(
+        ["resource", "node", "rank", "instance", "method", "active %"],
+        [
+            [r["resource"], r["node"], r["rank"], r["instance"], r["method"], f"{100 * r['active_share']:.1f}"]
+            for r in rows(summary.active)
+        ],
+    )
+    for title, top, share in (
+        ("Top kernels by time", summary.top_by_time, "time_share"),
+        ("Top kernels by launch count", summary.top_by_count, "count_share"),
+    ):
         out += [f"### {title}", ""] + md_table(
             ["#", "kernel", "count", "total", "mean", "share %"],
-            [[r["position"] or "", r["name"], fmt_num(r["count"]), fmt_ns(r["total_ns"]), fmt_ns(r["mean_ns"]),
-              f"{100 * r[share]:.1f}"] for r in rows(top)])
+            [
+                [
+                    r["position"] or "",
+                    r["name"],
+                    fmt_num(r["count"]),
+                    fmt_ns(r["total_ns"]),
+                    fmt_ns(r["mean_ns"]),
+                    f"{100 * r[share]:.1f}",
+                ]
+                for r in rows(top)
+            ],
+        )
     out += _step_histogram(report.dashboard.step_histogram)
     out += ["### Kernel precision", ""] + md_table(
         ["precision", "kernels", "time", "share %"],
-        [[r["precision"], fmt_num(r["kernels"]), fmt_ns(r["time_ns"]), f"{100 * r['time_share']:.1f}"]
-         for r in rows(summary.precision)])
+        [
+            [r["precision"], fmt_num(r["kernels"]), fmt_ns(r["time_ns"]), f"{100 * r['time_share']:.1f}"]
+            for r in rows(summary.precision)
+        ],
+    )
     out += ["### GPU activity", ""] + md_table(
         ["activity", "count", "time", "share %"],
-        [[r["activity"], fmt_num(r["count"]), fmt_ns(r["time_ns"]), f"{100 * r['share']:.1f}"]
-         for r in rows(summary.activity)])
+        [
+            [r["activity"], fmt_num(r["count"]), fmt_ns(r["time_ns"]), f"{100 * r['share']:.1f}"]
+            for r in rows(summary.activity)
+        ],
+    )
     out += ["### Memory operations", ""] + md_table(
         ["op", "copy kind", "host memory", "count", "bytes", "time", "GB/s"],
-        [[r["op"], r["copy_kind"], r["host_memory"], fmt_num(r["count"]), fmt_num(r["bytes"]), fmt_ns(r["time_ns"]),
-          fmt_num(r["bandwidth_gbps"])] for r in rows(summary.memory)])
+        [
+            [
+                r["op"],
+                r["copy_kind"],
+                r["host_memory"],
+                fmt_num(r["count"]),
+                fmt_num(r["bytes"]),
+                fmt_ns(r["time_ns"]),
+                fmt_num(r["bandwidth_gbps"]),
+            ]
+            for r in rows(summary.memory)
+        ],
+    )
     for h in summary.annotations:
         out += [f"### Annotation durations: {cell(h.pattern)}", ""] + md_table(
             ["name", "count", "total", "mean", "p50", "max"],
-            [[r["name"], fmt_num(r["count"]), fmt_ns(r["total_ns"]), fmt_ns(r["mean_ns"]), fmt_ns(r["p50_ns"]),
-              fmt_ns(r["max_ns"])] for r in rows(h.stats)])
+            [
+                [
+                    r["name"],
+                    fmt_num(r["count"]),
+                    fmt_ns(r["total_ns"]),
+                    fmt_ns(r["mean_ns"]),
+                    fmt_ns(r["p50_ns"]),
+                    fmt_ns(r["max_ns"]),
+                ]
+                for r in rows(h.stats)
+            ],
+        )
     return out
 
 
@@ -123,12 +218,15 @@ def _step_histogram(hist: StepHistogram) -> list[str]:
         return []
     bins = zip(hist.edges_ms[:-1], hist.edges_ms[1:], hist.counts, strict=True)
     return ["### Step time distribution", ""] + md_table(
-        ["from (ms)", "to (ms)", "steps"], [[f"{a:.3f}", f"{b:.3f}", n] for a, b, n in bins if n])
+        ["from (ms)", "to (ms)", "steps"], [[f"{a:.3f}", f"{b:.3f}", n] for a, b, n in bins if n]
+    )
 
 
 def _evidence(evidence: Sequence[Evidence]) -> list[str]:
-    return md_table(["kind", "when", "node/rank", "device", "stream", "what", "value"],
-                    [evidence_cells(e) for e in evidence[:MAX_EVIDENCE_ROWS]])
+    return md_table(
+        ["kind", "when", "node/rank", "device", "stream", "what", "value"],
+        [evidence_cells(e) for e in evidence[:MAX_EVIDENCE_ROWS]],
+    )
 
 
 def _rule(result: RuleResult) -> list[str]:
@@ -137,8 +235,12 @@ def _rule(result: RuleResult) -> list[str]:
     if result.skipped:
         out += [f"Skipped: {cell(result.skipped, 500)}.", ""]
     for f in result.findings:
-        out += [f"**{f.severity}**: {cell(f.message, 2000)}", "",
-                f"_Recommendation_: {cell(f.recommendation, 2000)}", ""]
+        out += [
+            f"**{f.severity}**: {cell(f.message, 2000)}",
+            "",
+            f"_Recommendation_: {cell(f.recommendation, 2000)}",
+            "",
+        ]
         out += _evidence(f.evidence)
     return out
 

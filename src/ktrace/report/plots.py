@@ -27,9 +27,12 @@ def label(text: object, limit: int = LABEL_CHARS) -> str:
 
 def _layout(title: str, **extra: Any) -> dict[str, Any]:
     # Titles sit left: plotly's tool bar is drawn top right and used to cover the end of a centred title.
-    base: dict[str, Any] = {"title": {"text": html.escape(title), "x": 0.01, "xanchor": "left"},
-                            "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
-                            "height": 360, "template": None}
+    base: dict[str, Any] = {
+        "title": {"text": html.escape(title), "x": 0.01, "xanchor": "left"},
+        "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
+        "height": 360,
+        "template": None,
+    }
     base.update(extra)
     return base
 
@@ -43,12 +46,29 @@ def legend_text(text: object) -> str:
 def pie(title: str, labels: list[Any], values: list[float]) -> Figure:
     """A pie chart (drawn only if some value is positive): percentages inside the slices, names in the legend,
     so that no label runs into the title or into another label."""
-    return {"data": [{"type": "pie", "labels": [label(legend_text(x)) for x in labels], "values": values,
-                      "sort": False, "hole": 0.35, "textinfo": "percent", "textposition": "inside",
-                      "insidetextorientation": "horizontal", "hoverinfo": "label+value+percent"}],
-            "layout": _layout(title, height=340, showlegend=True, margin={"l": 20, "r": 20, "t": 60, "b": 20},
-                              legend={"orientation": "v", "x": 1.02, "y": 0.5}, uniformtext={"minsize": 10,
-                                                                                             "mode": "hide"})}
+    return {
+        "data": [
+            {
+                "type": "pie",
+                "labels": [label(legend_text(x)) for x in labels],
+                "values": values,
+                "sort": False,
+                "hole": 0.35,
+                "textinfo": "percent",
+                "textposition": "inside",
+                "insidetextorientation": "horizontal",
+                "hoverinfo": "label+value+percent",
+            }
+        ],
+        "layout": _layout(
+            title,
+            height=340,
+            showlegend=True,
+            margin={"l": 20, "r": 20, "t": 60, "b": 20},
+            legend={"orientation": "v", "x": 1.02, "y": 0.5},
+            uniformtext={"minsize": 10, "mode": "hide"},
+        ),
+    }
 
 
 MAX_TICK_CHARS = 60
@@ -64,11 +84,29 @@ def hbar(title: str, names: list[Any], values: list[float], unit: str) -> Figure
     full = [str(n) for n in names]
     short = distinct_short_names([n for n in full if n != "other"], MAX_TICK_CHARS)
     rows = list(range(len(full)))[::-1]
-    return {"data": [{"type": "bar", "orientation": "h", "y": rows, "x": values[::-1],
-                      "hovertext": [label(n, 4000) for n in full][::-1], "hoverinfo": "x+text"}],
-            "layout": _layout(title, height=max(300, 24 * len(names) + 90), xaxis={"title": {"text": unit}},
-                              yaxis={"automargin": True, "tickmode": "array", "tickvals": rows,
-                                     "ticktext": [html.escape(short.get(n, n)) for n in full][::-1]})}
+    return {
+        "data": [
+            {
+                "type": "bar",
+                "orientation": "h",
+                "y": rows,
+                "x": values[::-1],
+                "hovertext": [label(n, 4000) for n in full][::-1],
+                "hoverinfo": "x+text",
+            }
+        ],
+        "layout": _layout(
+            title,
+            height=max(300, 24 * len(names) + 90),
+            xaxis={"title": {"text": unit}},
+            yaxis={
+                "automargin": True,
+                "tickmode": "array",
+                "tickvals": rows,
+                "ticktext": [html.escape(short.get(n, n)) for n in full][::-1],
+            },
+        ),
+    }
 
 
 def histogram(title: str, edges: list[float], counts: list[int], unit: str) -> Figure:
@@ -79,27 +117,56 @@ def histogram(title: str, edges: list[float], counts: list[int], unit: str) -> F
     """
     centers = [(a + b) / 2 for a, b in zip(edges[:-1], edges[1:], strict=True)]
     widths = [b - a for a, b in zip(edges[:-1], edges[1:], strict=True)]
-    xaxis: dict[str, Any] = {"title": {"text": unit}, "tickformat": "~s" if max(map(abs, edges), default=0) >= 1e4
-                             else "~g", "nticks": 8}
+    xaxis: dict[str, Any] = {
+        "title": {"text": unit},
+        "tickformat": "~s" if max(map(abs, edges), default=0) >= 1e4 else "~g",
+        "nticks": 8,
+    }
     if len(counts) == 1:
         top = max(abs(e) for e in edges) * 1.25 or 1.0
         widths = [max(widths[0], top / 40)]
         xaxis["range"] = [min(0.0, edges[0]), top]
-    return {"data": [{"type": "bar", "x": centers, "y": counts, "width": widths}],
-            "layout": _layout(title, xaxis=xaxis, bargap=0.02,
-                              yaxis={"title": {"text": "count"}, "rangemode": "tozero",
-                                     **({"dtick": 1} if max(counts, default=0) <= 8 else {})})}
+    return {
+        "data": [{"type": "bar", "x": centers, "y": counts, "width": widths}],
+        "layout": _layout(
+            title,
+            xaxis=xaxis,
+            bargap=0.02,
+            yaxis={
+                "title": {"text": "count"},
+                "rangemode": "tozero",
+                **({"dtick": 1} if max(counts, default=0) <= 8 else {}),
+            },
+        ),
+    }
 
 
 def lines(title: str, series: Sequence[UtilizationSeries], y_title: str) -> Figure:
     """One line per utilization series."""
-    data = [{"type": "scattergl" if len(s.x_s) > 2000 else "scatter", "mode": "lines", "name": label(s.label),
-             "x": list(s.x_s), "y": list(s.y_pct)} for s in series]
-    return {"data": data, "layout": _layout(title, height=380, xaxis={"title": {"text": "seconds since trace start"}},
-                                            yaxis={"title": {"text": y_title}, "range": [0, 105]})}
+    data = [
+        {
+            "type": "scattergl" if len(s.x_s) > 2000 else "scatter",
+            "mode": "lines",
+            "name": label(s.label),
+            "x": list(s.x_s),
+            "y": list(s.y_pct),
+        }
+        for s in series
+    ]
+    return {
+        "data": data,
+        "layout": _layout(
+            title,
+            height=380,
+            xaxis={"title": {"text": "seconds since trace start"}},
+            yaxis={"title": {"text": y_title}, "range": [0, 105]},
+        ),
+    }
 
 
 def bars(title: str, names: list[Any], values: list[float], unit: str) -> Figure:
     """A vertical bar chart (per rank, per GPU)."""
-    return {"data": [{"type": "bar", "x": [label(n, 40) for n in names], "y": values}],
-            "layout": _layout(title, yaxis={"title": {"text": unit}})}
+    return {
+        "data": [{"type": "bar", "x": [label(n, 40) for n in names], "y": values}],
+        "layout": _layout(title, yaxis={"title": {"text": unit}}),
+    }

@@ -34,9 +34,11 @@ def json_float(value: float | None) -> float | None:
 
 def phase_rows(phases: JobPhases) -> list[tuple[str, int, float]]:
     """(phase, time in ns, % of the job) for initialization, the training loop and finalization."""
-    return [("initialization", phases.init_ns, _pct(phases.init_pct)),
-            ("training loop", phases.training_ns, _pct(phases.training_pct)),
-            ("finalization", phases.finalize_ns, _pct(phases.finalize_pct))]
+    return [
+        ("initialization", phases.init_ns, _pct(phases.init_pct)),
+        ("training loop", phases.training_ns, _pct(phases.training_pct)),
+        ("finalization", phases.finalize_ns, _pct(phases.finalize_pct)),
+    ]
 
 
 def _pct(value: float) -> float:
@@ -46,8 +48,16 @@ def _pct(value: float) -> float:
 
 def evidence_cells(e: Evidence) -> list[object]:
     """One evidence row: kind, when, node/rank, device, stream, what, value (absent fields blank)."""
-    return [e.kind, fmt_time_range(e.start_ns, e.end_ns), "/".join(str(v) for v in (e.node, e.rank) if v is not None),
-            _blank(e.device), _blank(e.stream), _blank(e.name), fmt_num(e.value)]
+    return [
+        e.kind,
+        fmt_time_range(e.start_ns, e.end_ns),
+        "/".join(str(v) for v in (e.node, e.rank) if v is not None),
+        _blank(e.device),
+        _blank(e.stream),
+        _blank(e.name),
+        fmt_num(e.value),
+    ]
+
 
 def _blank(value: object) -> object:
     return "" if value is None else value

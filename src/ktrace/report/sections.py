@@ -53,8 +53,9 @@ def esc(value: object) -> str:
 def table(headers: Sequence[str], cells: Sequence[Sequence[object]], *, raw: Sequence[int] = ()) -> str:
     """An HTML table; cells are escaped unless their column index is in `raw` (already HTML)."""
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{c if i in raw else esc(c)}</td>" for i, c in enumerate(r)) + "</tr>"
-                   for r in cells)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{c if i in raw else esc(c)}</td>" for i, c in enumerate(r)) + "</tr>" for r in cells
+    )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -63,13 +64,24 @@ def job_summary(report: Report) -> Section:
     summary = report.dashboard.summary
     phases = summary.phases
     sec = Section("job", "Training job summary")
-    sec.body.append(table(["", "value"], [
-        ["source", summary.source], ["ranks", summary.ranks], ["kernels", fmt_num(summary.kernels)],
-        ["trace span", fmt_time_range(phases.start_ns, phases.end_ns)],
-        ["steps per rank" if summary.ranks > 1 else "steps",
-         f"{phases.steps}{step_source_note(phases.step_source)}"]]))
-    sec.body.append(table(["phase", "time", "% of job"],
-                          [[name, fmt_ns(ns), f"{pct:.1f}"] for name, ns, pct in phase_rows(phases)]))
+    sec.body.append(
+        table(
+            ["", "value"],
+            [
+                ["source", summary.source],
+                ["ranks", summary.ranks],
+                ["kernels", fmt_num(summary.kernels)],
+                ["trace span", fmt_time_range(phases.start_ns, phases.end_ns)],
+                [
+                    "steps per rank" if summary.ranks > 1 else "steps",
+                    f"{phases.steps}{step_source_note(phases.step_source)}",
+                ],
+            ],
+        )
+    )
+    sec.body.append(
+        table(["phase", "time", "% of job"], [[name, fmt_ns(ns), f"{pct:.1f}"] for name, ns, pct in phase_rows(phases)])
+    )
     for note in summary.notes:
         sec.body.append(f'<p class="note">{esc(note)}</p>')
     return sec
@@ -78,13 +90,17 @@ def job_summary(report: Report) -> Section:
 def system_usage(report: Report) -> Section:
     """System usage statistics per node: min/p50/p95/p99/max of every counter."""
     sec = Section("system", "System usage statistics")
-    cells = [[r["node"], r["metric"], r["instance"], r["samples"], *(fmt_num(r[k]) for k in COUNTER_STATS)]
-             for r in rows(report.dashboard.summary.counters)]
+    cells = [
+        [r["node"], r["metric"], r["instance"], r["samples"], *(fmt_num(r[k]) for k in COUNTER_STATS)]
+        for r in rows(report.dashboard.summary.counters)
+    ]
     if cells:
         sec.body.append(table(["node", "metric", "instance", "samples", *COUNTER_STATS], cells))
     else:
-        sec.body.append("<p>The trace has no counter samples (CPU/GPU utilization, memory, I/O). "
-                        "<code>ktrace run</code> records them; Kineto traces do not.</p>")
+        sec.body.append(
+            "<p>The trace has no counter samples (CPU/GPU utilization, memory, I/O). "
+            "<code>ktrace run</code> records them; Kineto traces do not.</p>"
+        )
     return sec
 
 
@@ -101,9 +117,13 @@ def _step_time_table(summary: Summary) -> list[str]:
     if not stats:
         return []
     durations = ("min_ns", "mean_ns", "p50_ns", "p95_ns", "max_ns")
-    return ["<h3>Step time per rank</h3>" + table(
-        ["node", "rank", "steps", "min", "mean", "p50", "p95", "max"],
-        [[r["node"], r["rank"], r["steps"], *(fmt_ns(r[k]) for k in durations)] for r in stats])]
+    return [
+        "<h3>Step time per rank</h3>"
+        + table(
+            ["node", "rank", "steps", "min", "mean", "p50", "p95", "max"],
+            [[r["node"], r["rank"], r["steps"], *(fmt_ns(r[k]) for k in durations)] for r in stats],
+        )
+    ]
 
 
 LATENCY_PERCENTILES = (50, 95, 99)
@@ -113,24 +133,38 @@ def _latency_table(summary: Summary) -> list[str]:
     latency = rows(summary.latency)
     if not latency:
         return []
-    cells = [[r["kind"], fmt_num(r["count"]),
-              *(fmt_ns(r[f"launch_latency_ns_p{q}"]) for q in LATENCY_PERCENTILES),
-              *(fmt_ns(r[f"queue_delay_ns_p{q}"]) for q in LATENCY_PERCENTILES)] for r in latency]
-    return ["<h3>Launch→run latency</h3><p>start→start = run start − launch-call start; "
-            "end→start = run start − launch-call end (HTA's launch delay, nsys queue time).</p>",
-            table(["kind", "count", "start→start p50", "p95", "p99", "end→start p50", "p95", "p99"], cells)]
+    cells = [
+        [
+            r["kind"],
+            fmt_num(r["count"]),
+            *(fmt_ns(r[f"launch_latency_ns_p{q}"]) for q in LATENCY_PERCENTILES),
+            *(fmt_ns(r[f"queue_delay_ns_p{q}"]) for q in LATENCY_PERCENTILES),
+        ]
+        for r in latency
+    ]
+    return [
+        "<h3>Launch→run latency</h3><p>start→start = run start − launch-call start; "
+        "end→start = run start − launch-call end (HTA's launch delay, nsys queue time).</p>",
+        table(["kind", "count", "start→start p50", "p95", "p99", "end→start p50", "p95", "p99"], cells),
+    ]
 
 
 def _idle_table(summary: Summary) -> list[str]:
     idle = [r for r in rows(summary.idle) if r["idle_ns"]]
     if not idle:
         return []
-    return ["<h3>GPU idle time by cause, per device</h3><p>The gaps of each device's busy union "
-            "(every stream merged), so the causes add up to the device's idle time; a gap takes the "
-            "cause of the record that ends it.</p>" + table(
-                ["node", "rank", "device", "cause", "idle", "gaps"],
-                [[r["node"], r["rank"], r["device"], r["idle_category"], fmt_ns(r["idle_ns"]), fmt_num(r["gaps"])]
-                 for r in idle[:MAX_IDLE_ROWS]])]
+    return [
+        "<h3>GPU idle time by cause, per device</h3><p>The gaps of each device's busy union "
+        "(every stream merged), so the causes add up to the device's idle time; a gap takes the "
+        "cause of the record that ends it.</p>"
+        + table(
+            ["node", "rank", "device", "cause", "idle", "gaps"],
+            [
+                [r["node"], r["rank"], r["device"], r["idle_category"], fmt_ns(r["idle_ns"]), fmt_num(r["gaps"])]
+                for r in idle[:MAX_IDLE_ROWS]
+            ],
+        )
+    ]
 
 
 def _verdict_html(result: RuleResult) -> str:
@@ -147,13 +181,28 @@ def rules_summary(report: Report, ordered: Sequence[RuleResult]) -> Section:
     """The rules summary table: description, recommendation, triggers, datapoints, parameters."""
     sec = Section("rules", "Rules summary")
     counts = finding_counts(report.dashboard.rules)
-    sec.body.append(f"<p>{counts.error} errors, {counts.warning} warnings, {counts.info} notes from "
-                    f"{len(ordered)} rules.</p>")
-    cells = [[f'<a href="#rule-{esc(r.rule)}">{esc(r.rule)}</a>', _verdict_html(r), esc(r.description),
-              esc(recommendation(r)), esc(fmt_num(r.triggered)), esc(fmt_num(r.datapoints)), esc(param_text(r.params))]
-             for r in ordered]
-    sec.body.append(table(["rule", "verdict", "description", "recommendation", "times triggered", "datapoints",
-                           "parameters"], cells, raw=range(7)))
+    sec.body.append(
+        f"<p>{counts.error} errors, {counts.warning} warnings, {counts.info} notes from {len(ordered)} rules.</p>"
+    )
+    cells = [
+        [
+            f'<a href="#rule-{esc(r.rule)}">{esc(r.rule)}</a>',
+            _verdict_html(r),
+            esc(r.description),
+            esc(recommendation(r)),
+            esc(fmt_num(r.triggered)),
+            esc(fmt_num(r.datapoints)),
+            esc(param_text(r.params)),
+        ]
+        for r in ordered
+    ]
+    sec.body.append(
+        table(
+            ["rule", "verdict", "description", "recommendation", "times triggered", "datapoints", "parameters"],
+            cells,
+            raw=range(7),
+        )
+    )
     return sec
 
 
@@ -161,9 +210,14 @@ def dashboard(report: Report) -> Section:
     """The SageMaker Profiler dashboard panels."""
     model = report.dashboard
     sec = Section("dashboard", "Dashboard")
-    for figure in (*_active_pies(model.summary), *_utilization_plot(model), *_top_kernel_bars(model.summary),
-                   *_step_histogram(model.step_histogram), *_distribution_pies(model.summary),
-                   *_annotation_histograms(model.summary)):
+    for figure in (
+        *_active_pies(model.summary),
+        *_utilization_plot(model),
+        *_top_kernel_bars(model.summary),
+        *_step_histogram(model.step_histogram),
+        *_distribution_pies(model.summary),
+        *_annotation_histograms(model.summary),
+    ):
         sec.figure(figure)
     return sec
 
@@ -178,27 +232,46 @@ def _active_pies(summary: Summary) -> list[plots.Figure]:
             continue
         share = sum(r["active_share"] for r in shares) / len(shares)
         method = "/".join(sorted({r["method"] for r in shares}))
-        pies.append(plots.pie(f"{resource.upper()} active time ({method}, mean of {len(shares)})",
-                              ["active", "idle"], [round(share, 6), round(1 - share, 6)]))
+        pies.append(
+            plots.pie(
+                f"{resource.upper()} active time ({method}, mean of {len(shares)})",
+                ["active", "idle"],
+                [round(share, 6), round(1 - share, 6)],
+            )
+        )
     return pies
 
 
 def _utilization_plot(model: Dashboard) -> list[plots.Figure]:
     if not model.utilization:
         return []
-    return [plots.lines(f"Utilization over time (timeline bins of {model.utilization_bin_ms:g} ms; "
-                        "counters as sampled)", model.utilization[:MAX_SERIES], "%")]
+    return [
+        plots.lines(
+            f"Utilization over time (timeline bins of {model.utilization_bin_ms:g} ms; counters as sampled)",
+            model.utilization[:MAX_SERIES],
+            "%",
+        )
+    ]
 
 
 def _top_kernel_bars(summary: Summary) -> list[plots.Figure]:
     figures = []
     by_time, by_count = rows(summary.top_by_time), rows(summary.top_by_count)
     if by_time:
-        figures.append(plots.hbar("Top kernels by total time", [r["name"] for r in by_time],
-                                  [r["total_ns"] / 1e6 for r in by_time], "ms"))
+        figures.append(
+            plots.hbar(
+                "Top kernels by total time", [r["name"] for r in by_time], [r["total_ns"] / 1e6 for r in by_time], "ms"
+            )
+        )
     if by_count:
-        figures.append(plots.hbar("Top kernels by launch count", [r["name"] for r in by_count],
-                                  [float(r["count"]) for r in by_count], "launches"))
+        figures.append(
+            plots.hbar(
+                "Top kernels by launch count",
+                [r["name"] for r in by_count],
+                [float(r["count"]) for r in by_count],
+                "launches",
+            )
+        )
     return figures
 
 
@@ -215,20 +288,34 @@ def _distribution_pies(summary: Summary) -> list[plots.Figure]:
     memory = [r for r in rows(summary.memory) if r["time_ns"]]
     figures = []
     if precision:
-        figures.append(plots.pie("Kernel precision (share of compute time)", [r["precision"] for r in precision],
-                                 [r["time_ns"] for r in precision]))
+        figures.append(
+            plots.pie(
+                "Kernel precision (share of compute time)",
+                [r["precision"] for r in precision],
+                [r["time_ns"] for r in precision],
+            )
+        )
     if activity:
         figures.append(plots.pie("GPU activity", [r["activity"] for r in activity], [r["time_ns"] for r in activity]))
     if memory:
-        figures.append(plots.pie("GPU memory operations",
-                                 [memory_op_label(r["op"], r["copy_kind"], r["host_memory"]) for r in memory],
-                                 [r["time_ns"] for r in memory]))
+        figures.append(
+            plots.pie(
+                "GPU memory operations",
+                [memory_op_label(r["op"], r["copy_kind"], r["host_memory"]) for r in memory],
+                [r["time_ns"] for r in memory],
+            )
+        )
     return figures
 
 
 def _annotation_histograms(summary: Summary) -> list[plots.Figure]:
-    return [plots.histogram(f"Annotation durations: {h.pattern}", [_ms(edge) for edge in h.edges_ns],
-                            list(h.counts), "duration (ms)") for h in summary.annotations if h.count]
+    return [
+        plots.histogram(
+            f"Annotation durations: {h.pattern}", [_ms(edge) for edge in h.edges_ns], list(h.counts), "duration (ms)"
+        )
+        for h in summary.annotations
+        if h.count
+    ]
 
 
 def _ms(ns: float) -> float:
@@ -237,8 +324,10 @@ def _ms(ns: float) -> float:
 
 
 def _evidence_table(evidence: Sequence[Evidence]) -> str:
-    return table(["kind", "when", "node/rank", "device", "stream", "what", "value"],
-                 [evidence_cells(e) for e in evidence[:MAX_EVIDENCE_ROWS]])
+    return table(
+        ["kind", "when", "node/rank", "device", "stream", "what", "value"],
+        [evidence_cells(e) for e in evidence[:MAX_EVIDENCE_ROWS]],
+    )
 
 
 def rule_section(result: RuleResult) -> Section:
@@ -247,18 +336,23 @@ def rule_section(result: RuleResult) -> Section:
     sec.body.append(f"<p>{esc(result.description)} {_verdict_html(result)}</p>")
     rule = rule_doc(result.rule)
     meaning = {p.name: p.doc for p in rule.params} if rule else {}
-    sec.body.append(table(["parameter", "value", "meaning"],
-                          [[k, v, meaning.get(k, "")] for k, v in result.params.items()]))
+    sec.body.append(
+        table(["parameter", "value", "meaning"], [[k, v, meaning.get(k, "")] for k, v in result.params.items()])
+    )
     if rule_status(result) == "skipped":
         sec.body.append(f"<p>Skipped: {esc(result.skipped)}.</p>")
     for f in result.findings:
-        sec.body.append(f'<div class="finding {SEVERITY_CLASS[f.severity]}"><b>{esc(f.severity)}</b>: '
-                        f'{esc(f.message)}<br><i>Recommendation:</i> {esc(f.recommendation)}</div>')
+        sec.body.append(
+            f'<div class="finding {SEVERITY_CLASS[f.severity]}"><b>{esc(f.severity)}</b>: '
+            f"{esc(f.message)}<br><i>Recommendation:</i> {esc(f.recommendation)}</div>"
+        )
         if f.evidence:
             sec.body.append(_evidence_table(f.evidence))
     if rule_status(result) == "ok":
-        sec.body.append(f"<p>Did not fire: {esc(fmt_num(result.triggered))} of {esc(fmt_num(result.datapoints))} "
-                        "datapoints met the condition.</p>")
+        sec.body.append(
+            f"<p>Did not fire: {esc(fmt_num(result.triggered))} of {esc(fmt_num(result.datapoints))} "
+            "datapoints met the condition.</p>"
+        )
     for figure in _rule_plot(result.rule, result.details):
         sec.figure(figure)
     return sec
@@ -268,8 +362,9 @@ def _rule_plot(rule: str, details: Mapping[str, Any]) -> list[plots.Figure]:
     """The one plot a rule's details call for: its step histogram, its longest gaps, busy share or sync share per
     rank (the details are each rule's own small JSON-ready numbers)."""
     if "histogram" in details and details["histogram"]["counts"]:
-        return [plots.histogram("Step durations", details["histogram"]["edges_ms"], details["histogram"]["counts"],
-                                "ms")]
+        return [
+            plots.histogram("Step durations", details["histogram"]["edges_ms"], details["histogram"]["counts"], "ms")
+        ]
     if rule == "GPUGaps" and details.get("gaps_ms"):
         gaps = details["gaps_ms"][:MAX_GAP_BARS]
         return [plots.bars("Longest GPU gaps", [f"#{i + 1}" for i in range(len(gaps))], gaps, "ms")]
@@ -278,6 +373,12 @@ def _rule_plot(rule: str, details: Mapping[str, Any]) -> list[plots.Figure]:
         return [plots.bars("GPU busy share per rank", list(busy), list(busy.values()), "% of trace span")]
     per_rank = details.get("per_rank")
     if per_rank and "pct" in per_rank[0]:
-        return [plots.bars("Sync calls, % of host timeline", [f"{x['node']}/{x['rank']}" for x in per_rank],
-                           [x["pct"] for x in per_rank], "%")]
+        return [
+            plots.bars(
+                "Sync calls, % of host timeline",
+                [f"{x['node']}/{x['rank']}" for x in per_rank],
+                [x["pct"] for x in per_rank],
+                "%",
+            )
+        ]
     return []

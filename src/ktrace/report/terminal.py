@@ -82,13 +82,49 @@ def _cell(column: str, value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
-_TEXT_COLUMNS = frozenset({"name", "node", "resource", "method", "phase", "kind", "definition", "precision",
-                           "idle_cause", "op", "copy_kind", "host_memory", "activity", "metric", "measure",
-                           "status", "rule", "a", "b"})
+_TEXT_COLUMNS = frozenset(
+    {
+        "name",
+        "node",
+        "resource",
+        "method",
+        "phase",
+        "kind",
+        "definition",
+        "precision",
+        "idle_cause",
+        "op",
+        "copy_kind",
+        "host_memory",
+        "activity",
+        "metric",
+        "measure",
+        "status",
+        "rule",
+        "a",
+        "b",
+    }
+)
 _FLEXIBLE = frozenset({"name", "node", "metric"})
 """Text columns that shrink (with an ellipsis) when the terminal is narrow; numbers never do."""
-_DROPPABLE = ("p50_ns", "max_ns", "method", "mean_util", "records", "span_ns", "p90_ns", "min_ns", "std_ns",
-              "excluded", "gaps", "count_share", "source", "p95_ns", "time_share", "p99_ns")
+_DROPPABLE = (
+    "p50_ns",
+    "max_ns",
+    "method",
+    "mean_util",
+    "records",
+    "span_ns",
+    "p90_ns",
+    "min_ns",
+    "std_ns",
+    "excluded",
+    "gaps",
+    "count_share",
+    "source",
+    "p95_ns",
+    "time_share",
+    "p99_ns",
+)
 """Columns given up, in this order, when even shrunk names do not fit the terminal."""
 _MIN_FLEX = 12
 
@@ -98,13 +134,15 @@ def _natural(c: str, col: int, cells: list[list[str]], wrap_label: bool = False)
     return max(len(label), *(len(r[col]) for r in cells))
 
 
-def _fit(width: int, cols: list[str], natural: dict[str, int], bar_width: int,
-         bar_of: str | None = None) -> tuple[dict[str, int], int] | None:
+def _fit(
+    width: int, cols: list[str], natural: dict[str, int], bar_width: int, bar_of: str | None = None
+) -> tuple[dict[str, int], int] | None:
     """Width of each column to show, and the bar width, so that the table fits `width` characters (None: no fit).
 
     Numbers keep their full width; the text columns yield first, then the bar (never shown without its number,
     column `bar_of`), then the droppable columns.
     """
+
     def layout(cs: list[str], bw: int, floor: int) -> tuple[dict[str, int], int]:
         widths = {c: natural[c] for c in cs}
         # Each column costs its width plus 3 (padding and the divider); the outer edges are not drawn.
@@ -136,8 +174,9 @@ def _set_names(cols: list[str], cells: list[list[str]], rows: Sequence[dict[str,
             r[at] = short
 
 
-def _layout(width: int, cols: list[str], cells: list[list[str]], rows: Sequence[dict[str, Any]],
-            share_bar: str | None) -> tuple[dict[str, int], int, bool]:
+def _layout(
+    width: int, cols: list[str], cells: list[list[str]], rows: Sequence[dict[str, Any]], share_bar: str | None
+) -> tuple[dict[str, int], int, bool]:
     """(column widths, bar width, whether number headers wrap) for the table, kernel names set in `cells`."""
     _set_names(cols, cells, rows, NAME_WIDTH)
     natural = {c: _natural(c, i, cells) for i, c in enumerate(cols)}
@@ -156,8 +195,13 @@ def _layout(width: int, cols: list[str], cells: list[list[str]], rows: Sequence[
     return widths, bar_width, wrap_labels
 
 
-def print_table(console: Console, title: str, rows: Sequence[dict[str, Any]] | None,
-           columns: Sequence[str] | None = None, share_bar: str | None = None) -> None:
+def print_table(
+    console: Console,
+    title: str,
+    rows: Sequence[dict[str, Any]] | None,
+    columns: Sequence[str] | None = None,
+    share_bar: str | None = None,
+) -> None:
     """Print `rows` as a table of `columns` (default: all), with an optional bar for column `share_bar`.
 
     Names shrink first when the terminal is narrow (staying distinct), then the bar and the least useful
@@ -170,12 +214,24 @@ def print_table(console: Console, title: str, rows: Sequence[dict[str, Any]] | N
     cells = [[_cell(c, row[c]) for c in cols] for row in rows]  # row[c]: a renamed column fails, never shows "-"
     widths, bar_width, wrap_labels = _layout(console.width, cols, cells, rows, share_bar)
     shown = list(widths)
-    table = Table(title=escape(title), title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_edge=False,
-                  pad_edge=False)
+    table = Table(
+        title=escape(title),
+        title_justify="left",
+        title_style="bold",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+    )
     for c in shown:
         numeric = c not in _TEXT_COLUMNS
-        table.add_column(_label(c), no_wrap=not (numeric and wrap_labels), overflow="ellipsis", width=widths[c],
-                         min_width=widths[c] if numeric else None, justify="right" if numeric else "left")
+        table.add_column(
+            _label(c),
+            no_wrap=not (numeric and wrap_labels),
+            overflow="ellipsis",
+            width=widths[c],
+            min_width=widths[c] if numeric else None,
+            justify="right" if numeric else "left",
+        )
     if bar_width:
         table.add_column("", no_wrap=True, width=bar_width)
     index = [cols.index(c) for c in shown]
@@ -193,9 +249,11 @@ def _kernel_names(names: list[str], width: int) -> list[str]:
     return [shown.get(n, n) for n in names]
 
 
-_LATENCY_METRICS = (("launch_latency_ns", "API start → run"),
-                    ("queue_delay_ns", "API end → run"),
-                    ("api_duration_ns", "API call"))
+_LATENCY_METRICS = (
+    ("launch_latency_ns", "API start → run"),
+    ("queue_delay_ns", "API end → run"),
+    ("api_duration_ns", "API call"),
+)
 
 
 def _latency_rows(wide: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -203,7 +261,7 @@ def _latency_rows(wide: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for row in wide:
         for prefix, label in _LATENCY_METRICS:
-            stats = {f"{k[len(prefix) + 1:]}_ns": v for k, v in row.items() if k.startswith(prefix + "_")}
+            stats = {f"{k[len(prefix) + 1 :]}_ns": v for k, v in row.items() if k.startswith(prefix + "_")}
             out.append({"kind": row["kind"], "definition": label, "count": row["count"], **stats})
     return out
 
@@ -216,9 +274,14 @@ def _counter_rows(stats: list[dict[str, Any]]) -> list[dict[str, Any]]:
         instance = r["instance"]
         metric = f"{r['metric']}[{instance}]" if isinstance(instance, int) and instance >= 0 else r["metric"]
         fmt = format_bytes if str(r["metric"]).endswith("_bytes") else (lambda v: f"{v:,.2f}")
-        out.append({"node": r["node"], "metric": metric, "samples": r["samples"],
-                    **{k: "-" if r[k] is None else fmt(float(r[k])) for k in ("min", "p50", "p95", "max",
-                                                                                  "mean")}})
+        out.append(
+            {
+                "node": r["node"],
+                "metric": metric,
+                "samples": r["samples"],
+                **{k: "-" if r[k] is None else fmt(float(r[k])) for k in ("min", "p50", "p95", "max", "mean")},
+            }
+        )
     return out
 
 
@@ -235,8 +298,17 @@ def _operator_rows(ops: OperatorSummary | None) -> list[dict[str, Any]] | None:
     top = _text_rows(ops.top_by_gpu_time)[:by_gpu]
     shown = {r["name"] for r in top}
     top += [r for r in _text_rows(ops.top_by_cpu_self_time) if r["name"] not in shown][:by_cpu]
-    return [{"name": r["name"], "calls": r["calls"], "cpu_self_ns": r["cpu_self_ns"], "gpu_ns": r["gpu_ns"],
-             "kernels": r["kernels"], "latency_ns": r["launch_latency_mean_ns"]} for r in top]
+    return [
+        {
+            "name": r["name"],
+            "calls": r["calls"],
+            "cpu_self_ns": r["cpu_self_ns"],
+            "gpu_ns": r["gpu_ns"],
+            "kernels": r["kernels"],
+            "latency_ns": r["launch_latency_mean_ns"],
+        }
+        for r in top
+    ]
 
 
 def _text_rows(frame: pl.DataFrame | None) -> list[dict[str, Any]]:
@@ -247,10 +319,12 @@ def _text_rows(frame: pl.DataFrame | None) -> list[dict[str, Any]]:
 
 def _header(console: Console, summary: Summary) -> None:
     phases = summary.phases
-    console.print(f"[bold]source[/] {escape(printable(summary.source))}   [bold]ranks[/] {summary.ranks}   "
-                  f"[bold]kernels[/] {summary.kernels:,}   [bold]job[/] {format_ns(phases.duration_ns)}   "
-                  f"[bold]steps[/] {phases.steps}{' per rank' if summary.ranks > 1 else ''}"
-                  f"{step_source_note(phases.step_source)}")
+    console.print(
+        f"[bold]source[/] {escape(printable(summary.source))}   [bold]ranks[/] {summary.ranks}   "
+        f"[bold]kernels[/] {summary.kernels:,}   [bold]job[/] {format_ns(phases.duration_ns)}   "
+        f"[bold]steps[/] {phases.steps}{' per rank' if summary.ranks > 1 else ''}"
+        f"{step_source_note(phases.step_source)}"
+    )
     for note in summary.notes:  # before the tables: a note (truncated input, lost records) changes how to read them
         console.print(f"[yellow]note:[/] {escape(printable(note))}")
     phase_shares = [{"phase": name, "time_ns": ns, "share": pct / 100.0} for name, ns, pct in phase_rows(phases)]
@@ -262,33 +336,65 @@ def _load_balance(console: Console, balance: LoadBalance | None) -> None:
         return
     print_table(console, "load balance across ranks", _text_rows(balance.per_rank))
     distance = json_float(balance.histogram_distance)
-    console.print(f"busy spread {_cell('busy_share', json_float(balance.busy_spread))}   step spread "
-                  f"{_cell('step_share', json_float(balance.step_spread))}   utilization histogram distance "
-                  f"{'-' if distance is None else f'{distance:.3f}'} ({printable(balance.source)}; "
-                  "SageMaker flags > 0.5)")
+    console.print(
+        f"busy spread {_cell('busy_share', json_float(balance.busy_spread))}   step spread "
+        f"{_cell('step_share', json_float(balance.step_spread))}   utilization histogram distance "
+        f"{'-' if distance is None else f'{distance:.3f}'} ({printable(balance.source)}; "
+        "SageMaker flags > 0.5)"
+    )
 
 
 def render_summary(summary: Summary, console: Console) -> None:
     """Print the summary's tables on `console` (the numbers of summary_to_dict, trace text made printable)."""
     _header(console, summary)
-    print_table(console, "active time (timeline = busy/span; counter = share of samples > 0 %; mean util = mean "
-                "sample, lower than the active share when the device is partly busy)", _text_rows(summary.active),
-                ["resource", "method", "node", "rank", "instance", "active_share", "mean_util"], "active_share")
-    print_table(console, "GPU busy / idle per device", _text_rows(summary.busy),
-                ["node", "rank", "device", "busy_ns", "idle_ns", "span_ns", "busy_pct", "records"])
-    print_table(console, "GPU idle by cause (per device: each gap takes the cause of the record that ends it)",
-                _text_rows(summary.idle), share_bar="idle_share")
+    print_table(
+        console,
+        "active time (timeline = busy/span; counter = share of samples > 0 %; mean util = mean "
+        "sample, lower than the active share when the device is partly busy)",
+        _text_rows(summary.active),
+        ["resource", "method", "node", "rank", "instance", "active_share", "mean_util"],
+        "active_share",
+    )
+    print_table(
+        console,
+        "GPU busy / idle per device",
+        _text_rows(summary.busy),
+        ["node", "rank", "device", "busy_ns", "idle_ns", "span_ns", "busy_pct", "records"],
+    )
+    print_table(
+        console,
+        "GPU idle by cause (per device: each gap takes the cause of the record that ends it)",
+        _text_rows(summary.idle),
+        share_bar="idle_share",
+    )
     kcols = ["name", "count", "total_ns", "mean_ns", "p50_ns", "p95_ns", "max_ns", "time_share"]
     print_table(console, "top kernels by GPU time", _text_rows(summary.top_by_time), kcols, "time_share")
-    print_table(console, "top kernels by launch count", _text_rows(summary.top_by_count),
-                ["name", "count", "count_share", "total_ns", "mean_ns"], "count_share")
-    print_table(console, f"operators: top {OPERATOR_ROWS[0]} by GPU time, then by CPU self time (gpu = work each "
-                "launched, innermost operator; latency = mean launch -> kernel start)", _operator_rows(summary.operators))
-    print_table(console, "launch-to-run latency (start->start = launch latency; end->start = queue delay)",
-                _latency_rows(_text_rows(summary.latency)))
+    print_table(
+        console,
+        "top kernels by launch count",
+        _text_rows(summary.top_by_count),
+        ["name", "count", "count_share", "total_ns", "mean_ns"],
+        "count_share",
+    )
+    print_table(
+        console,
+        f"operators: top {OPERATOR_ROWS[0]} by GPU time, then by CPU self time (gpu = work each "
+        "launched, innermost operator; latency = mean launch -> kernel start)",
+        _operator_rows(summary.operators),
+    )
+    print_table(
+        console,
+        "launch-to-run latency (start->start = launch latency; end->start = queue delay)",
+        _latency_rows(_text_rows(summary.latency)),
+    )
     print_table(console, "step time per rank", _text_rows(summary.step_stats))
-    print_table(console, "kernel precision (communication/memory shown apart)", _text_rows(summary.precision),
-                ["precision", "excluded", "kernels", "time_ns", "time_share", "count_share"], "time_share")
+    print_table(
+        console,
+        "kernel precision (communication/memory shown apart)",
+        _text_rows(summary.precision),
+        ["precision", "excluded", "kernels", "time_ns", "time_share", "count_share"],
+        "time_share",
+    )
     print_table(console, "GPU activity (sum of durations)", _text_rows(summary.activity), share_bar="share")
     print_table(console, "memory operations", _text_rows(summary.memory), share_bar="time_share")
     print_table(console, "communication / compute overlap", _text_rows(summary.overlap))

@@ -18,7 +18,7 @@ RuleStatus = Literal["fired", "ok", "skipped"]
 
 
 def rule_status(result: RuleResult) -> RuleStatus:
-    """"skipped" (the data it needs is absent), "fired" (it has findings) or "ok" (it ran and found nothing)."""
+    """ "skipped" (the data it needs is absent), "fired" (it has findings) or "ok" (it ran and found nothing)."""
     if result.skipped:
         return "skipped"
     return "fired" if result.fired else "ok"
@@ -49,8 +49,9 @@ class FindingCounts:
 def finding_counts(rules: RulesReport) -> FindingCounts:
     """How many findings of each severity the rules produced."""
     severities = [f.severity for f in rules.findings]
-    return FindingCounts(error=severities.count("error"), warning=severities.count("warning"),
-                         info=severities.count("info"))
+    return FindingCounts(
+        error=severities.count("error"), warning=severities.count("warning"), info=severities.count("info")
+    )
 
 
 def rule_doc(name: str) -> Rule | None:

@@ -64,8 +64,9 @@ def extract(data: np.ndarray, offsets: np.ndarray, field_offsets: np.ndarray, co
 
 
 @_jit
-def decode(data: np.ndarray, valid: int, sizes: np.ndarray, field_offsets: np.ndarray, codes: np.ndarray,
-           n_fields: np.ndarray) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+def decode(
+    data: np.ndarray, valid: int, sizes: np.ndarray, field_offsets: np.ndarray, codes: np.ndarray, n_fields: np.ndarray
+) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
     """Walk, group by kind and read every field in one nogil call (one GIL hand-off per buffer).
 
     `field_offsets`/`codes`/`n_fields` give each kind's fields (rows of a 256 x F table). Returns (byte
@@ -95,8 +96,10 @@ def decode(data: np.ndarray, valid: int, sizes: np.ndarray, field_offsets: np.nd
     out[width, :] = order
     for k in range(sizes.size):
         if starts[k + 1] > starts[k]:
-            rows = extract(data, order[starts[k]:starts[k + 1]], field_offsets[k, :n_fields[k]], codes[k, :n_fields[k]])
-            out[:n_fields[k], starts[k]:starts[k + 1]] = rows
+            rows = extract(
+                data, order[starts[k] : starts[k + 1]], field_offsets[k, : n_fields[k]], codes[k, : n_fields[k]]
+            )
+            out[: n_fields[k], starts[k] : starts[k + 1]] = rows
     return stop, starts, first, out
 
 

@@ -15,8 +15,18 @@ import pyarrow as pa
 
 from ktrace.tracer.records import Columns
 
-COPY_KIND = {1: "HtoD", 2: "DtoH", 3: "HtoD", 4: "DtoH", 5: "DtoD", 6: "DtoD", 7: "DtoD", 8: "DtoD",
-             9: "HtoH", 10: "PtoP"}
+COPY_KIND = {
+    1: "HtoD",
+    2: "DtoH",
+    3: "HtoD",
+    4: "DtoH",
+    5: "DtoD",
+    6: "DtoD",
+    7: "DtoD",
+    8: "DtoD",
+    9: "HtoH",
+    10: "PtoP",
+}
 """ActivityMemcpyKind -> schema copy kind (array transfers count as device memory)."""
 MEMORY_KIND = {1: "pageable", 2: "pinned", 3: "device", 4: "array", 5: "managed", 6: "device", 7: "managed"}
 """ActivityMemoryKind -> schema memory kind (0 and anything new: unknown)."""
@@ -110,7 +120,7 @@ class ExternalIds:
             corr, ext = corr[last], ext[last]
         if corr.size > 2 * self.keep:
             self.dropped_below = int(corr[-self.keep])
-            corr, ext = corr[-self.keep:], ext[-self.keep:]
+            corr, ext = corr[-self.keep :], ext[-self.keep :]
         self.corr, self.ext = corr, ext
 
     def lookup(self, corr: np.ndarray) -> tuple[pa.Array, int]:
@@ -211,16 +221,39 @@ class RecordDecoder:
         c = _cols(rows, strings=(6,))
         start, end = _i64(c[0]), _i64(c[1])
         corr = _i64(c[5])
-        table = pa.table({
-            "start_ns": start, "end_ns": end, "device": _i64(c[2]).astype(np.int32),
-            "stream": _i64(c[4]), "context_id": _i64(c[3]), "correlation_id": corr,
-            "external_id": self._external(corr), "name": _strings(c[6]),
-            **{col: _i64(c[i]).astype(np.int32) for i, col in enumerate(
-                ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread",
-                 "static_shared_bytes", "dynamic_shared_bytes"), start=7)},
-            "graph_id": _nullable(c[16]), "graph_node_id": _nullable(c[17]),
-            "queued_ns": _nullable(c[18]), "submitted_ns": _nullable(c[19]),
-        })
+        table = pa.table(
+            {
+                "start_ns": start,
+                "end_ns": end,
+                "device": _i64(c[2]).astype(np.int32),
+                "stream": _i64(c[4]),
+                "context_id": _i64(c[3]),
+                "correlation_id": corr,
+                "external_id": self._external(corr),
+                "name": _strings(c[6]),
+                **{
+                    col: _i64(c[i]).astype(np.int32)
+                    for i, col in enumerate(
+                        (
+                            "grid_x",
+                            "grid_y",
+                            "grid_z",
+                            "block_x",
+                            "block_y",
+                            "block_z",
+                            "registers_per_thread",
+                            "static_shared_bytes",
+                            "dynamic_shared_bytes",
+                        ),
+                        start=7,
+                    )
+                },
+                "graph_id": _nullable(c[16]),
+                "graph_node_id": _nullable(c[17]),
+                "queued_ns": _nullable(c[18]),
+                "submitted_ns": _nullable(c[19]),
+            }
+        )
         return table.filter(pa.array(self._valid(start, end, health)))
 
     def _api_name(self, domain: str, cbid: int) -> str:
@@ -242,20 +275,28 @@ class RecordDecoder:
         uniq, inverse = np.unique(key, return_inverse=True)
         labels = [self._api_name("runtime" if k % 2 else "driver", int(k // 2)) for k in uniq]
         names = pa.DictionaryArray.from_arrays(pa.array(inverse.astype(np.int32)), pa.array(labels, pa.string()))
-        dom = pa.DictionaryArray.from_arrays(pa.array((~domains).astype(np.int32)),
-                                             pa.array(["runtime", "driver"], pa.string()))
+        dom = pa.DictionaryArray.from_arrays(
+            pa.array((~domains).astype(np.int32)), pa.array(["runtime", "driver"], pa.string())
+        )
         failed = int(np.count_nonzero(_i64(c[6])))
         if failed:
             health["api_errors"] = failed
-        table = pa.table({
-            "start_ns": start, "end_ns": end, "pid": _i64(c[2]), "tid": _i64(c[3]),
-            "correlation_id": corr, "external_id": self._external(corr),
-            "domain": dom, "name": names, "cbid": cbid.astype(np.int32),
-        })
+        table = pa.table(
+            {
+                "start_ns": start,
+                "end_ns": end,
+                "pid": _i64(c[2]),
+                "tid": _i64(c[3]),
+                "correlation_id": corr,
+                "external_id": self._external(corr),
+                "domain": dom,
+                "name": names,
+                "cbid": cbid.astype(np.int32),
+            }
+        )
         return table.filter(pa.array(self._valid(start, end, health)))
 
-    def _memory(self, cols: dict[str, Any], start: np.ndarray, end: np.ndarray,
-                health: dict[str, int]) -> pa.Table:
+    def _memory(self, cols: dict[str, Any], start: np.ndarray, end: np.ndarray, health: dict[str, int]) -> pa.Table:
         corr = cols["correlation_id"]
         cols = {"start_ns": start, "end_ns": end, **cols, "external_id": self._external(corr)}
         return pa.table(cols).filter(pa.array(self._valid(start, end, health)))
@@ -267,35 +308,68 @@ class RecordDecoder:
         runtime_corr, driver_corr = _i64(c[6]), _i64(c[5])
         # Runtime-originated copies join the runtime API record (cupti_activity.h:2282-2295).
         corr = np.where(runtime_corr != 0, runtime_corr, driver_corr)
-        return self._memory({
-            "op": _constant("memcpy", len(rows)), "device": _i64(c[2]).astype(np.int32),
-            "stream": _i64(c[4]), "context_id": _i64(c[3]), "correlation_id": corr, "bytes": _i64(c[7]),
-            "copy_kind": _mapped(c[8], COPY_KIND), "src_kind": _mapped(c[9], MEMORY_KIND),
-            "dst_kind": _mapped(c[10], MEMORY_KIND), "graph_id": _nullable(c[11]),
-        }, _i64(c[0]), _i64(c[1]), health)
+        return self._memory(
+            {
+                "op": _constant("memcpy", len(rows)),
+                "device": _i64(c[2]).astype(np.int32),
+                "stream": _i64(c[4]),
+                "context_id": _i64(c[3]),
+                "correlation_id": corr,
+                "bytes": _i64(c[7]),
+                "copy_kind": _mapped(c[8], COPY_KIND),
+                "src_kind": _mapped(c[9], MEMORY_KIND),
+                "dst_kind": _mapped(c[10], MEMORY_KIND),
+                "graph_id": _nullable(c[11]),
+            },
+            _i64(c[0]),
+            _i64(c[1]),
+            health,
+        )
 
     def _memcpy2(self, rows: Rows, health: dict[str, int]) -> pa.Table | None:
         if not len(rows):
             return None
         c = _cols(rows)
-        return self._memory({
-            "op": _constant("memcpy", len(rows)), "device": _i64(c[2]).astype(np.int32),
-            "stream": _i64(c[4]), "context_id": _i64(c[3]), "correlation_id": _i64(c[5]), "bytes": _i64(c[6]),
-            "copy_kind": _constant(COPY_KIND[10], len(rows)), "src_kind": _mapped(c[8], MEMORY_KIND),
-            "dst_kind": _mapped(c[9], MEMORY_KIND), "graph_id": _nullable(c[10]),
-        }, _i64(c[0]), _i64(c[1]), health)
+        return self._memory(
+            {
+                "op": _constant("memcpy", len(rows)),
+                "device": _i64(c[2]).astype(np.int32),
+                "stream": _i64(c[4]),
+                "context_id": _i64(c[3]),
+                "correlation_id": _i64(c[5]),
+                "bytes": _i64(c[6]),
+                "copy_kind": _constant(COPY_KIND[10], len(rows)),
+                "src_kind": _mapped(c[8], MEMORY_KIND),
+                "dst_kind": _mapped(c[9], MEMORY_KIND),
+                "graph_id": _nullable(c[10]),
+            },
+            _i64(c[0]),
+            _i64(c[1]),
+            health,
+        )
 
     def _memset(self, rows: Rows, health: dict[str, int]) -> pa.Table | None:
         if not len(rows):
             return None
         c = _cols(rows)
         n = len(rows)
-        return self._memory({
-            "op": _constant("memset", n), "device": _i64(c[2]).astype(np.int32),
-            "stream": _i64(c[4]), "context_id": _i64(c[3]), "correlation_id": _i64(c[5]), "bytes": _i64(c[6]),
-            "copy_kind": _constant("unknown", n), "src_kind": _constant("unknown", n),
-            "dst_kind": _mapped(c[7], MEMORY_KIND), "graph_id": _nullable(c[8]),
-        }, _i64(c[0]), _i64(c[1]), health)
+        return self._memory(
+            {
+                "op": _constant("memset", n),
+                "device": _i64(c[2]).astype(np.int32),
+                "stream": _i64(c[4]),
+                "context_id": _i64(c[3]),
+                "correlation_id": _i64(c[5]),
+                "bytes": _i64(c[6]),
+                "copy_kind": _constant("unknown", n),
+                "src_kind": _constant("unknown", n),
+                "dst_kind": _mapped(c[7], MEMORY_KIND),
+                "graph_id": _nullable(c[8]),
+            },
+            _i64(c[0]),
+            _i64(c[1]),
+            health,
+        )
 
     def _syncs(self, rows: Rows, health: dict[str, int]) -> pa.Table | None:
         if not len(rows):
@@ -303,12 +377,18 @@ class RecordDecoder:
         c = _cols(rows)
         start, end, ctx = _i64(c[0]), _i64(c[1]), _i64(c[2])
         dev = self._devices_of(ctx)
-        table = pa.table({
-            "start_ns": start, "end_ns": end, "device": dev,
-            "stream": _nullable(c[3], NOT_APPLICABLE), "context_id": ctx,
-            "sync_type": _mapped(c[5], SYNC_TYPE), "correlation_id": _i64(c[4]),
-            "event_id": _nullable(c[6], NOT_APPLICABLE),
-        })
+        table = pa.table(
+            {
+                "start_ns": start,
+                "end_ns": end,
+                "device": dev,
+                "stream": _nullable(c[3], NOT_APPLICABLE),
+                "context_id": ctx,
+                "sync_type": _mapped(c[5], SYNC_TYPE),
+                "correlation_id": _i64(c[4]),
+                "event_id": _nullable(c[6], NOT_APPLICABLE),
+            }
+        )
         return table.filter(pa.array(self._valid(start, end, health)))
 
     def _devices_of(self, ctx: np.ndarray) -> pa.Array:
@@ -354,11 +434,18 @@ class RecordDecoder:
             return None
         c = list(zip(*out, strict=False))
         starts, ends = _i64(c[0]), _i64(c[1])
-        table = pa.table({
-            "start_ns": starts, "end_ns": ends, "pid": _i64(c[2]), "tid": _i64(c[3]), "name": _strings(c[4]),
-            "domain": _strings(c[5]), "depth": np.asarray(c[6], dtype=np.int32),
-            "on_gpu": np.zeros(len(out), dtype=bool),
-        })
+        table = pa.table(
+            {
+                "start_ns": starts,
+                "end_ns": ends,
+                "pid": _i64(c[2]),
+                "tid": _i64(c[3]),
+                "name": _strings(c[4]),
+                "domain": _strings(c[5]),
+                "depth": np.asarray(c[6], dtype=np.int32),
+                "on_gpu": np.zeros(len(out), dtype=bool),
+            }
+        )
         return table.filter(pa.array(self._valid(starts, ends, health)))
 
     def _thread_names(self, rows: Sequence[tuple[Any, ...]]) -> pa.Table | None:
@@ -372,11 +459,17 @@ class RecordDecoder:
         if not rows:
             return None
         c = list(zip(*rows, strict=False))
-        return pa.table({
-            "device": _i64(c[0]).astype(np.int32), "name": _strings(c[1]), "uuid": pa.array(c[2], pa.string()),
-            "compute_major": _i64(c[3]).astype(np.int32), "compute_minor": _i64(c[4]).astype(np.int32),
-            "sm_count": _i64(c[5]).astype(np.int32), "memory_bytes": _i64(c[6]),
-        })
+        return pa.table(
+            {
+                "device": _i64(c[0]).astype(np.int32),
+                "name": _strings(c[1]),
+                "uuid": pa.array(c[2], pa.string()),
+                "compute_major": _i64(c[3]).astype(np.int32),
+                "compute_minor": _i64(c[4]).astype(np.int32),
+                "sm_count": _i64(c[5]).astype(np.int32),
+                "memory_bytes": _i64(c[6]),
+            }
+        )
 
     def close(self) -> dict[str, int]:
         """Health counts of what never completed (NVTX ranges still open at the end)."""
@@ -401,6 +494,7 @@ def api_name_from_enums(runtime_enum: Any, driver_enum: Any) -> NameOf:
             return suffix.sub("", enum(cbid).name)
         except (ValueError, TypeError, AttributeError):
             return f"{domain}_cbid_{cbid}"
+
     return name_of
 
 

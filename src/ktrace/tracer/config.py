@@ -74,8 +74,7 @@ class CaptureConfig:
     @property
     def windowed(self) -> bool:
         """True when recording does not simply run from start to end."""
-        return (self.delay_s > 0 or self.duration_s is not None or self.steps is not None
-                or self.capture_range != "none")
+        return self.delay_s > 0 or self.duration_s is not None or self.steps is not None or self.capture_range != "none"
 
     def activity_kinds(self) -> list[str]:
         """CUPTI ActivityKind names to enable, in enabling order (kernels first: Kineto PR #542)."""
@@ -130,8 +129,10 @@ def parse_kinds(text: str) -> tuple[str, ...]:
         return DEFAULT_KINDS
     unknown = [k for k in items if k not in ACTIVITY_GROUPS]
     if unknown or not items:
-        raise ConfigError(f"--kinds: unknown kind(s) {', '.join(unknown) or '(none)'}; "
-                          f"choose from {', '.join(ACTIVITY_GROUPS)} or all")
+        raise ConfigError(
+            f"--kinds: unknown kind(s) {', '.join(unknown) or '(none)'}; "
+            f"choose from {', '.join(ACTIVITY_GROUPS)} or all"
+        )
     return tuple(dict.fromkeys(items))
 
 

@@ -47,8 +47,10 @@ class HostCounters:
         rows.append(("cpu.iowait_pct", -1, float(getattr(ps.cpu_times_percent(), "iowait", 0.0))))
         mem = ps.virtual_memory()
         rows += [("mem.used_bytes", -1, float(mem.total - mem.available)), ("mem.util", -1, float(mem.percent))]
-        for names, attr, getter in ((("disk.read_bytes", "disk.write_bytes"), "_disk", self._disk_bytes),
-                                    (("net.rx_bytes", "net.tx_bytes"), "_net", self._net_bytes)):
+        for names, attr, getter in (
+            (("disk.read_bytes", "disk.write_bytes"), "_disk", self._disk_bytes),
+            (("net.rx_bytes", "net.tx_bytes"), "_net", self._net_bytes),
+        ):
             now, before = getter(), getattr(self, attr)
             if now is not None and before is not None:
                 rows += [(names[0], -1, float(now[0] - before[0])), (names[1], -1, float(now[1] - before[1]))]
@@ -71,8 +73,10 @@ class GpuCounters:
         nv = self.nvml
         rows: Sample = []
         readers = (
-            lambda h: [("gpu.util", float(nv.nvmlDeviceGetUtilizationRates(h).gpu)),
-                       ("gpu.mem_util", float(nv.nvmlDeviceGetUtilizationRates(h).memory))],
+            lambda h: [
+                ("gpu.util", float(nv.nvmlDeviceGetUtilizationRates(h).gpu)),
+                ("gpu.mem_util", float(nv.nvmlDeviceGetUtilizationRates(h).memory)),
+            ],
             lambda h: [("gpu.mem_used_bytes", float(nv.nvmlDeviceGetMemoryInfo(h).used))],
             lambda h: [("gpu.power_w", nv.nvmlDeviceGetPowerUsage(h) / 1000.0)],
             lambda h: [("gpu.sm_clock_mhz", float(nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM)))],
@@ -171,9 +175,17 @@ class CounterSampler:
         import pyarrow as pa
 
         c = list(zip(*rows, strict=False))
-        self.writer.append("counters", pa.table({
-            "ts_ns": pa.array(c[0], pa.int64()), "metric": pa.array(c[1], pa.string()),
-            "instance": pa.array(c[2], pa.int32()), "value": pa.array(c[3], pa.float64())}))
+        self.writer.append(
+            "counters",
+            pa.table(
+                {
+                    "ts_ns": pa.array(c[0], pa.int64()),
+                    "metric": pa.array(c[1], pa.string()),
+                    "instance": pa.array(c[2], pa.int32()),
+                    "value": pa.array(c[3], pa.float64()),
+                }
+            ),
+        )
 
     def stop(self) -> None:
         """Take a last sample, write everything and close the sources."""

@@ -18,10 +18,20 @@ from typing import Any
 from ktrace.tracer.config import CaptureConfig
 
 INSTALL_HINT = "pip install 'ktrace[cu13]' (CUDA 13 driver) or 'ktrace[cu12]' (CUDA 12 driver)"
-NOISY_RUNTIME = ("cudaGetDevice", "cudaGetLastError", "cudaPeekAtLastError", "cudaStreamIsCapturing",
-                 "cudaGetDeviceCount")
-NOISY_DRIVER = ("cuKernelGetAttribute", "cuDevicePrimaryCtxGetState", "cuCtxGetCurrent", "cuCtxSetCurrent",
-                "cuGetProcAddress")
+NOISY_RUNTIME = (
+    "cudaGetDevice",
+    "cudaGetLastError",
+    "cudaPeekAtLastError",
+    "cudaStreamIsCapturing",
+    "cudaGetDeviceCount",
+)
+NOISY_DRIVER = (
+    "cuKernelGetAttribute",
+    "cuDevicePrimaryCtxGetState",
+    "cuCtxGetCurrent",
+    "cuCtxSetCurrent",
+    "cuGetProcAddress",
+)
 """API calls too frequent to be worth a record (Kineto's filter, cupti.md §1.6)."""
 TOGGLED = ("RUNTIME", "DRIVER", "MEMCPY", "MEMCPY2", "MEMSET", "SYNCHRONIZATION")
 """Kinds switched off outside capture windows; kernels stay on (late enabling stalls, Kineto PR #542)."""
@@ -36,8 +46,9 @@ def load_cupti() -> Any:
     try:
         from cupti import cupti  # deferred: 0.6-0.9 s and ~60 MB RSS (cupti.md §5.2)
     except ImportError as exc:
-        raise BackendUnavailable(f"cupti-python is not installed ({exc}); GPU activity not recorded: "
-                                 f"{INSTALL_HINT}") from None
+        raise BackendUnavailable(
+            f"cupti-python is not installed ({exc}); GPU activity not recorded: {INSTALL_HINT}"
+        ) from None
     return cupti
 
 
@@ -49,8 +60,10 @@ def explain_cupti_error(exc: BaseException) -> str:
     if "only CUDA" in text and "driver is supported" in text:
         return f"cupti-python does not match this driver ({text}): {INSTALL_HINT}"
     if "MULTIPLE_SUBSCRIBERS" in text:
-        return ("another CUPTI user (torch.profiler/Kineto, Nsight Systems or Compute) holds CUPTI in this "
-                "process: GPU activity not recorded; profile with one tool at a time")
+        return (
+            "another CUPTI user (torch.profiler/Kineto, Nsight Systems or Compute) holds CUPTI in this "
+            "process: GPU activity not recorded; profile with one tool at a time"
+        )
     return f"CUPTI failed to start ({type(exc).__name__}: {text}): GPU activity not recorded"
 
 
@@ -93,8 +106,13 @@ class CuptiBackend:
         kind_enum = cupti.ActivityKind
         self.kinds = {name: getattr(kind_enum, name) for name in config.activity_kinds() if hasattr(kind_enum, name)}
         self.missing_kinds = [n for n in config.activity_kinds() if n not in self.kinds]
-        self.extractor = RecordExtractor({n: int(getattr(kind_enum, n)) for n in dir(kind_enum)
-                                          if n.isupper() and isinstance(getattr(kind_enum, n, None), int)})
+        self.extractor = RecordExtractor(
+            {
+                n: int(getattr(kind_enum, n))
+                for n in dir(kind_enum)
+                if n.isupper() and isinstance(getattr(kind_enum, n, None), int)
+            }
+        )
         self._rows: dict[int, list[tuple[Any, ...]]] = {}
         self._lock = threading.Lock()
         self._counts = {"cupti_buffers": 0, "unknown_kind_records": 0}
@@ -162,8 +180,10 @@ class CuptiBackend:
         except Exception as exc:
             raise BackendUnavailable(explain_cupti_error(exc)) from None
         if self.missing_kinds:
-            notes.append(f"this cupti-python has no activity kind(s) {', '.join(self.missing_kinds)} "
-                         "(cupti-python 12.x has no RUNTIME kind: driver API calls only)")
+            notes.append(
+                f"this cupti-python has no activity kind(s) {', '.join(self.missing_kinds)} "
+                "(cupti-python 12.x has no RUNTIME kind: driver API calls only)"
+            )
         self.started = True
         return notes
 
@@ -186,8 +206,10 @@ class CuptiBackend:
         if self.fast is None or self.fast.mismatch is None or self._notes_sent:
             return []
         self._notes_sent = True
-        return [f"ktrace: the fast CUPTI decoder disagreed with cupti-python on the first buffers "
-                f"({self.fast.mismatch}): the rest of this run is decoded through cupti-python (slower)"]
+        return [
+            f"ktrace: the fast CUPTI decoder disagreed with cupti-python on the first buffers "
+            f"({self.fast.mismatch}): the rest of this run is decoded through cupti-python (slower)"
+        ]
 
     def _inject_nvtx(self) -> list[str]:
         path = cupti_library_path(self.cupti)
@@ -226,8 +248,9 @@ class CuptiBackend:
     def _filter_noise(self) -> None:
         c = self.cupti
         for enum_names, fn_name, names in (
-                (("RuntimeApiTraceCbid", "runtime_api_trace_cbid"), "activity_enable_runtime_api", NOISY_RUNTIME),
-                (("DriverApiTraceCbid", "driver_api_trace_cbid"), "activity_enable_driver_api", NOISY_DRIVER)):
+            (("RuntimeApiTraceCbid", "runtime_api_trace_cbid"), "activity_enable_runtime_api", NOISY_RUNTIME),
+            (("DriverApiTraceCbid", "driver_api_trace_cbid"), "activity_enable_driver_api", NOISY_DRIVER),
+        ):
             enum = next((getattr(c, e) for e in enum_names if hasattr(c, e)), None)
             fn = getattr(c, fn_name, None)
             if enum is None or fn is None:
@@ -315,8 +338,8 @@ class CuptiBackend:
         from ktrace.tracer.columns import api_name_from_enums
 
         c = self.cupti
-        runtime = next((getattr(c, n) for n in ("RuntimeApiTraceCbid", "runtime_api_trace_cbid") if hasattr(c, n)),
-                       None)
-        driver = next((getattr(c, n) for n in ("DriverApiTraceCbid", "driver_api_trace_cbid") if hasattr(c, n)),
-                      None)
+        runtime = next(
+            (getattr(c, n) for n in ("RuntimeApiTraceCbid", "runtime_api_trace_cbid") if hasattr(c, n)), None
+        )
+        driver = next((getattr(c, n) for n in ("DriverApiTraceCbid", "driver_api_trace_cbid") if hasattr(c, n)), None)
         return api_name_from_enums(runtime, driver)(domain, cbid)

@@ -39,8 +39,9 @@ class FastDecoder:
         string_at: reads a C string (tests pass their own table).
     """
 
-    def __init__(self, layout: Layout, step_over: StepOver | None = None,
-                 string_at: Callable[[int], str] = c_string) -> None:
+    def __init__(
+        self, layout: Layout, step_over: StepOver | None = None, string_at: Callable[[int], str] = c_string
+    ) -> None:
         from ktrace.tracer import buffer_walk  # numba: loaded here, on the decoder thread
 
         self.layout, self.step_over, self.string_at = layout, step_over, string_at
@@ -64,7 +65,7 @@ class FastDecoder:
                 self._count("undecoded_bytes", valid - stop)
                 break
             kinds_r, offs_r = np.empty(cap, np.uint32), np.empty(cap, np.int64)
-            m, end = self._walk(words[nxt >> 2:], valid - nxt, self.layout.sizes, kinds_r, offs_r)
+            m, end = self._walk(words[nxt >> 2 :], valid - nxt, self.layout.sizes, kinds_r, offs_r)
             parts_k.append(kinds_r[:m])
             parts_o.append(offs_r[:m] + nxt)
             stop = nxt + end
@@ -81,7 +82,7 @@ class FastDecoder:
         out: dict[int, Columns] = {}
         for kind in present[np.argsort(first[present])].tolist():
             names, field_offsets, _ = self._spec(kind)
-            run = values[:, starts[kind]:starts[kind + 1]]
+            run = values[:, starts[kind] : starts[kind + 1]]
             out[kind] = self._finish(names, field_offsets, run, data)
         return out
 
@@ -92,7 +93,7 @@ class FastDecoder:
         present = np.flatnonzero(np.diff(starts))
         out: dict[int, Columns] = {}
         for kind in present[np.argsort(order[starts[present]])].tolist():
-            at = offs[order[starts[kind]:starts[kind + 1]]]
+            at = offs[order[starts[kind] : starts[kind + 1]]]
             names, field_offsets, codes = self._spec(kind)
             run = np.vstack([self._extract(buf[:valid], at, field_offsets, codes), at])
             out[kind] = self._finish(names, field_offsets, run, buf[:valid])
@@ -106,7 +107,7 @@ class FastDecoder:
                 cols.append(self._strings(run[j]))
             elif name == "uuid":
                 at = run[-1] + field_offsets[j]
-                cols.append([uuid_text(data[o:o + 16].tobytes()) for o in at.tolist()])
+                cols.append([uuid_text(data[o : o + 16].tobytes()) for o in at.tolist()])
             else:
                 cols.append(run[j])
         return Columns(cols, run.shape[1])
@@ -130,7 +131,11 @@ class FastDecoder:
         codes = np.zeros((self.layout.sizes.size, width), np.int64)
         counts = np.zeros(self.layout.sizes.size, np.int64)
         for kind, (names, field_offsets, field_codes) in specs.items():
-            offsets[kind, :len(names)], codes[kind, :len(names)], counts[kind] = field_offsets, field_codes, len(names)
+            offsets[kind, : len(names)], codes[kind, : len(names)], counts[kind] = (
+                field_offsets,
+                field_codes,
+                len(names),
+            )
         return offsets, codes, counts
 
     def _strings(self, addresses: np.ndarray) -> Any:

@@ -35,6 +35,7 @@ def cupti_python_parser() -> Parse | None:
     """cupti-python's own record parser (kind -> record class), None when this cupti-python has none."""
     try:
         from cupti import utils
+
         capsule = utils.__pyx_capi__["parseActivityStruct"]
     except (ImportError, AttributeError, KeyError):
         return None
@@ -56,12 +57,18 @@ def libcupti_walker(lib: Any) -> Callable[[int, int, int | None], int | None]:
     def next_record(buffer: int, valid: int, record: int | None) -> int | None:
         ptr = ctypes.c_void_p(record)
         return int(ptr.value) if fn(buffer, valid, ctypes.byref(ptr)) == 0 and ptr.value else None
+
     return next_record
 
 
-def reference_decode(buffer: int, valid: int, next_record: Callable[[int, int, int | None], int | None],
-                     parse: Parse, extractor: RecordExtractor,
-                     limit: int | None = None) -> tuple[dict[int, list[tuple[Any, ...]]], list[int], int]:
+def reference_decode(
+    buffer: int,
+    valid: int,
+    next_record: Callable[[int, int, int | None], int | None],
+    parse: Parse,
+    extractor: RecordExtractor,
+    limit: int | None = None,
+) -> tuple[dict[int, list[tuple[Any, ...]]], list[int], int]:
     """Today's decoding of a raw buffer: libcupti's walker, cupti-python's classes, ktrace's copy-out.
     Returns (tuples per kind, each record's byte offset, the byte offset where it stopped: `valid`, or the
     start of record `limit` + 1)."""
@@ -85,8 +92,9 @@ def _normal(value: Any) -> Any:
     return value & INT63 if isinstance(value, int) and value > INT63 else value
 
 
-def first_difference(fast: Mapping[int, Columns], reference: Mapping[int, list[tuple[Any, ...]]],
-                     names: Mapping[int, str]) -> str | None:
+def first_difference(
+    fast: Mapping[int, Columns], reference: Mapping[int, list[tuple[Any, ...]]], names: Mapping[int, str]
+) -> str | None:
     """Where the fast decoder and cupti-python disagree ("MEMCPY record 3 field 7: 5 != 6"), None if nowhere."""
     from ktrace.tracer.records import FIELDS_BY_KIND
 
@@ -115,8 +123,15 @@ class FastPath:
         next_record: libcupti's walker (default: `lib`'s cuptiActivityGetNextRecord).
     """
 
-    def __init__(self, lib: Any, layout: Layout, parse: Parse, kind_values: Mapping[str, int], buffer_bytes: int,
-                 next_record: Callable[[int, int, int | None], int | None] | None = None) -> None:
+    def __init__(
+        self,
+        lib: Any,
+        layout: Layout,
+        parse: Parse,
+        kind_values: Mapping[str, int],
+        buffer_bytes: int,
+        next_record: Callable[[int, int, int | None], int | None] | None = None,
+    ) -> None:
         self.lib, self.layout, self.parse = lib, layout, parse
         self.extractor = RecordExtractor(kind_values)
         self.next_record = next_record or libcupti_walker(lib)
@@ -131,8 +146,9 @@ class FastPath:
         self._records = 0
 
     @classmethod
-    def open(cls, cupti: Any, library: str | None, kind_values: Mapping[str, int],
-             buffer_bytes: int) -> tuple[FastPath | None, str]:
+    def open(
+        cls, cupti: Any, library: str | None, kind_values: Mapping[str, int], buffer_bytes: int
+    ) -> tuple[FastPath | None, str]:
         """(the fast path, "") or (None, why not: one line)."""
         import importlib.util
 
@@ -190,8 +206,11 @@ class FastPath:
         from ktrace.tracer.layouts import FIELDS
         from ktrace.tracer.synthetic_buffers import build
 
-        names = {k: {f[0]: "ktrace_self_check" for f in FIELDS[k] if f[0] in ("name", "domain")}
-                 for k in self.kind_values if self.kind_values[k] in self.layout.struct_of}
+        names = {
+            k: {f[0]: "ktrace_self_check" for f in FIELDS[k] if f[0] in ("name", "domain")}
+            for k in self.kind_values
+            if self.kind_values[k] in self.layout.struct_of
+        }
         records = [(k, fields) for k, fields in names.items()] * 2
         buf = build(records, self.layout, self.kind_values, seed=1, spare=64)
         return self.self_check(buf.data, buf.valid, buf.offsets.tolist())
@@ -200,8 +219,9 @@ class FastPath:
         """Decode `buffer` both ways; the first difference, or None. `offsets`: the records' byte offsets when
         known (a synthetic buffer); otherwise libcupti's walker finds them (the first CHECKED_RECORDS)."""
         if offsets is None:
-            rows, offsets, valid = reference_decode(int(buffer.ctypes.data), valid, self.next_record, self.parse,
-                                                    self.extractor, CHECKED_RECORDS)
+            rows, offsets, valid = reference_decode(
+                int(buffer.ctypes.data), valid, self.next_record, self.parse, self.extractor, CHECKED_RECORDS
+            )
         else:
             base = int(buffer.ctypes.data)
             records = [r for r in (self.parse(base, valid, base + o) for o in offsets) if r is not None]
@@ -224,6 +244,7 @@ class FastPath:
             def step_over(buffer: int, valid: int, offset: int) -> int | None:
                 nxt = walker(buffer, valid, buffer + offset)
                 return None if nxt is None else nxt - buffer
+
             self._decoder = FastDecoder(self.layout, step_over=step_over)
         return self._decoder
 

@@ -17,8 +17,15 @@ from typing import Any
 from ktrace.tracer.config import CaptureConfig
 from ktrace.tracer.run_result import RunResult
 
-KEPT_ENVIRONMENT = ("CUDA_VISIBLE_DEVICES", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "NCCL_DEBUG",
-                    "OMP_NUM_THREADS", "PYTORCH_CUDA_ALLOC_CONF")
+KEPT_ENVIRONMENT = (
+    "CUDA_VISIBLE_DEVICES",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "NCCL_DEBUG",
+    "OMP_NUM_THREADS",
+    "PYTORCH_CUDA_ALLOC_CONF",
+)
 """The only environment variables recorded (values scrubbed): never the whole environment."""
 
 
@@ -111,8 +118,10 @@ def wait_for_traced(root: Path, timeout_s: float, say: Any) -> list[int]:
     pids = running_traced(root)
     if not pids or timeout_s <= 0:
         return pids
-    say(f"waiting up to {timeout_s:g} s for {len(pids)} traced process{'es' if len(pids) > 1 else ''} still "
-        f"running (pid {', '.join(map(str, pids[:5]))}) to write their trace; Ctrl-C stops waiting")
+    say(
+        f"waiting up to {timeout_s:g} s for {len(pids)} traced process{'es' if len(pids) > 1 else ''} still "
+        f"running (pid {', '.join(map(str, pids[:5]))}) to write their trace; Ctrl-C stops waiting"
+    )
     deadline = time.monotonic() + timeout_s
     try:
         while pids and time.monotonic() < deadline:
@@ -151,8 +160,9 @@ def _merge_partition_meta(root: Path) -> tuple[dict[str, int], list[str], list[d
         elif rank >= 0:
             health["processes_not_closed"] = health.get("processes_not_closed", 0) + 1
         if rank >= 0:
-            processes.append({"node": node, "rank": rank, "pid": int(pid) if pid.isdigit() else None,
-                              "rows": _rows(folder)})
+            processes.append(
+                {"node": node, "rank": rank, "pid": int(pid) if pid.isdigit() else None, "rows": _rows(folder)}
+            )
     return health, notes, processes
 
 
@@ -171,9 +181,14 @@ def job_description(cmd: Sequence[str], exit_code: int, processes: list[dict[str
     command, _ = scrub_argv(cmd)
     env, _ = scrub_environment({k: os.environ[k] for k in KEPT_ENVIRONMENT if k in os.environ})
     return {
-        "command": command, "exit_code": exit_code, "world_size": len(processes),
-        "ranks": sorted(p["rank"] for p in processes), "processes": processes,
-        "python": sys.version.split()[0], "platform": platform.platform(), "environment": env,
+        "command": command,
+        "exit_code": exit_code,
+        "world_size": len(processes),
+        "ranks": sorted(p["rank"] for p in processes),
+        "processes": processes,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "environment": env,
     }
 
 
@@ -189,8 +204,17 @@ def _clean_up(root: Path) -> None:
     (root / CAPTURE_MARKER).unlink(missing_ok=True)
 
 
-def finalize_run(root: Path, cmd: Sequence[str], config: CaptureConfig, exit_code: int, notes: list[str],
-                 node: str, samples: int, still_running: Sequence[int] = (), gpu_recorded: bool = True) -> RunResult:
+def finalize_run(
+    root: Path,
+    cmd: Sequence[str],
+    config: CaptureConfig,
+    exit_code: int,
+    notes: list[str],
+    node: str,
+    samples: int,
+    still_running: Sequence[int] = (),
+    gpu_recorded: bool = True,
+) -> RunResult:
     """Convert capture streams to Parquet, write meta.json and describe the run.
 
     Every file is replaced whole, and the bookkeeping files go only after meta.json is written: a failure (a
@@ -207,21 +231,37 @@ def finalize_run(root: Path, cmd: Sequence[str], config: CaptureConfig, exit_cod
     health, child_notes, processes = _merge_partition_meta(root)
     if still_running:
         health["processes_still_running"] = len(still_running)
-        notes = [*notes, f"{len(still_running)} traced process{'es' if len(still_running) > 1 else ''} still "
-                         f"running when the trace was finalized (pid {', '.join(map(str, still_running[:5]))}): "
-                         "what they record from now on is not in the trace"]
+        notes = [
+            *notes,
+            f"{len(still_running)} traced process{'es' if len(still_running) > 1 else ''} still "
+            f"running when the trace was finalized (pid {', '.join(map(str, still_running[:5]))}): "
+            "what they record from now on is not in the trace",
+        ]
     all_notes = list(dict.fromkeys([*notes, *child_notes]))
     gpu = config.gpu and gpu_recorded
     capture = {
-        "kinds": list(config.kinds) if gpu else [], "gpu": gpu,
-        "window": {"delay_s": config.delay_s, "duration_s": config.duration_s,
-                   "steps": list(config.steps) if config.steps else None, "capture_range": config.capture_range},
-        "interval_ms": config.interval_ms if config.counters else None, "counter_samples": samples,
-        "t0_ns": config.t0_ns, "tracer": "cupti-python" if gpu else "none",
+        "kinds": list(config.kinds) if gpu else [],
+        "gpu": gpu,
+        "window": {
+            "delay_s": config.delay_s,
+            "duration_s": config.duration_s,
+            "steps": list(config.steps) if config.steps else None,
+            "capture_range": config.capture_range,
+        },
+        "interval_ms": config.interval_ms if config.counters else None,
+        "counter_samples": samples,
+        "t0_ns": config.t0_ns,
+        "tracer": "cupti-python" if gpu else "none",
     }
-    meta = TraceMeta(source="ktrace", created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                     job=job_description(cmd, exit_code, processes), capture=capture, hosts=(node,),
-                     health=health, notes=tuple(all_notes))
+    meta = TraceMeta(
+        source="ktrace",
+        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        job=job_description(cmd, exit_code, processes),
+        capture=capture,
+        hosts=(node,),
+        health=health,
+        notes=tuple(all_notes),
+    )
     write_atomically(root / META_FILE, scrub_meta(meta)[0].to_json().encode())
     _clean_up(root)
     return RunResult(exit_code=exit_code, root=root, processes=processes, notes=all_notes)

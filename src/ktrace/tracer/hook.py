@@ -20,8 +20,9 @@ from typing import Any
 
 from ktrace.tracer.config import ENV_CAPTURE_DIR, CaptureConfig
 
-CUDA_LIBRARIES = frozenset({"torch", "cupy", "jax", "jaxlib", "tensorflow", "pycuda", "numba.cuda", "cuda",
-                            "triton", "ktrace_cuda_probe"})
+CUDA_LIBRARIES = frozenset(
+    {"torch", "cupy", "jax", "jaxlib", "tensorflow", "pycuda", "numba.cuda", "cuda", "triton", "ktrace_cuda_probe"}
+)
 """Importing one of these starts CUPTI (`ktrace_cuda_probe` is a name the tests import)."""
 
 
@@ -39,8 +40,10 @@ def skip_reason(config: CaptureConfig, argv: Sequence[str], env: Mapping[str, st
             return "multiprocessing child (DataLoader worker, resource tracker)"
         if "compile_worker" in joined:
             return "torch inductor compile worker"
-        agent = (any(Path(a).name == "torchrun" for a in argv[:3])
-                 or re.search(r"-m\s+torch\.distributed\.(run|launch)\b", joined) is not None)
+        agent = (
+            any(Path(a).name == "torchrun" for a in argv[:3])
+            or re.search(r"-m\s+torch\.distributed\.(run|launch)\b", joined) is not None
+        )
         if agent and "LOCAL_RANK" not in env:
             return "launcher agent (torchrun)"
     rank = env_rank(env)
@@ -117,6 +120,7 @@ def start_gpu(session: Any, trigger: str) -> None:
 def _window_switch(session: Any) -> Any:
     def switch(on: bool) -> None:
         (session.windows.open if on else session.windows.close)()
+
     return switch
 
 

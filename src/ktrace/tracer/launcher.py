@@ -144,8 +144,17 @@ def run_command(cmd: Sequence[str], config: CaptureConfig, root: Path, say: Say,
 
     still_running = wait_for_traced(root, wait_s, say)
     try:
-        result = finalize_run(root, cmd, config, code, notes, node, sampler.samples if sampler else 0,
-                              still_running, gpu_recorded=problem is None)
+        result = finalize_run(
+            root,
+            cmd,
+            config,
+            code,
+            notes,
+            node,
+            sampler.samples if sampler else 0,
+            still_running,
+            gpu_recorded=problem is None,
+        )
     except OSError as exc:  # a full disk must not cost the user the command's exit code, nor the capture
         from ktrace.model.outputs import write_error
 

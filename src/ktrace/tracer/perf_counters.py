@@ -83,8 +83,10 @@ def open_perf_counters(pid: int) -> tuple[PerfCounters | None, str | None]:
         else:
             fds[metric] = fd
     if not fds:
-        return None, ("CPU hardware counters (cycles, instructions, iTLB misses) unavailable: perf_event_open "
-                      f"refused ({', '.join(failures)}; perf_event_paranoid={_paranoid()}; VMs often have none)")
+        return None, (
+            "CPU hardware counters (cycles, instructions, iTLB misses) unavailable: perf_event_open "
+            f"refused ({', '.join(failures)}; perf_event_paranoid={_paranoid()}; VMs often have none)"
+        )
     return PerfCounters(fds), None
 
 

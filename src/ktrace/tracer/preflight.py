@@ -57,8 +57,10 @@ def gpu_capture_problem(driver: int | None = None, cupti: str | None = None, *, 
         return f"cupti-python is not installed: GPU activity not recorded; pip install '{_extra_for(driver)}'"
     cupti_major = int(cupti.split(".")[0]) if cupti[:1].isdigit() else None
     if cupti_major is not None and cupti_major > major:
-        return (f"cupti-python {cupti} needs a CUDA {cupti_major} driver but this driver supports CUDA "
-                f"{major}.{driver % 1000 // 10}: GPU activity not recorded; pip install '{_extra_for(driver)}'")
+        return (
+            f"cupti-python {cupti} needs a CUDA {cupti_major} driver but this driver supports CUDA "
+            f"{major}.{driver % 1000 // 10}: GPU activity not recorded; pip install '{_extra_for(driver)}'"
+        )
     if cupti_major == 12 and driver < 12040:
         return f"cupti-python {cupti} needs a CUDA >= 12.4 driver: GPU activity not recorded; update the driver"
     return None

@@ -14,41 +14,132 @@ from operator import attrgetter
 from typing import Any
 
 ACTIVITY_KIND: dict[str, int] = {
-    "MEMCPY": 1, "MEMSET": 2, "KERNEL": 3, "DRIVER": 4, "RUNTIME": 5, "DEVICE": 8, "CONTEXT": 9,
-    "CONCURRENT_KERNEL": 10, "NAME": 11, "MARKER": 12, "MARKER_DATA": 13, "OVERHEAD": 17, "MEMCPY2": 22,
-    "STREAM": 37, "SYNCHRONIZATION": 38, "EXTERNAL_CORRELATION": 39,
+    "MEMCPY": 1,
+    "MEMSET": 2,
+    "KERNEL": 3,
+    "DRIVER": 4,
+    "RUNTIME": 5,
+    "DEVICE": 8,
+    "CONTEXT": 9,
+    "CONCURRENT_KERNEL": 10,
+    "NAME": 11,
+    "MARKER": 12,
+    "MARKER_DATA": 13,
+    "OVERHEAD": 17,
+    "MEMCPY2": 22,
+    "STREAM": 37,
+    "SYNCHRONIZATION": 38,
+    "EXTERNAL_CORRELATION": 39,
 }
 """CUpti_ActivityKind values (cupti_activity.h; equal to cupti-python 13.4's cupti.ActivityKind)."""
 
-KERNEL_FIELDS = ("start", "end", "device_id", "context_id", "stream_id", "correlation_id", "name",
-                 "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z", "registers_per_thread",
-                 "static_shared_memory", "dynamic_shared_memory", "graph_id", "graph_node_id",
-                 "queued", "submitted")
+KERNEL_FIELDS = (
+    "start",
+    "end",
+    "device_id",
+    "context_id",
+    "stream_id",
+    "correlation_id",
+    "name",
+    "grid_x",
+    "grid_y",
+    "grid_z",
+    "block_x",
+    "block_y",
+    "block_z",
+    "registers_per_thread",
+    "static_shared_memory",
+    "dynamic_shared_memory",
+    "graph_id",
+    "graph_node_id",
+    "queued",
+    "submitted",
+)
 API_FIELDS = ("start", "end", "process_id", "thread_id", "correlation_id", "cbid", "return_value")
-MEMCPY_FIELDS = ("start", "end", "device_id", "context_id", "stream_id", "correlation_id",
-                 "runtime_correlation_id", "bytes", "copy_kind", "src_kind", "dst_kind", "graph_id")
-MEMCPY2_FIELDS = ("start", "end", "device_id", "context_id", "stream_id", "correlation_id",
-                  "bytes", "copy_kind", "src_kind", "dst_kind", "graph_id", "src_device_id", "dst_device_id")
-MEMSET_FIELDS = ("start", "end", "device_id", "context_id", "stream_id", "correlation_id",
-                 "bytes", "memory_kind", "graph_id")
+MEMCPY_FIELDS = (
+    "start",
+    "end",
+    "device_id",
+    "context_id",
+    "stream_id",
+    "correlation_id",
+    "runtime_correlation_id",
+    "bytes",
+    "copy_kind",
+    "src_kind",
+    "dst_kind",
+    "graph_id",
+)
+MEMCPY2_FIELDS = (
+    "start",
+    "end",
+    "device_id",
+    "context_id",
+    "stream_id",
+    "correlation_id",
+    "bytes",
+    "copy_kind",
+    "src_kind",
+    "dst_kind",
+    "graph_id",
+    "src_device_id",
+    "dst_device_id",
+)
+MEMSET_FIELDS = (
+    "start",
+    "end",
+    "device_id",
+    "context_id",
+    "stream_id",
+    "correlation_id",
+    "bytes",
+    "memory_kind",
+    "graph_id",
+)
 SYNC_FIELDS = ("start", "end", "context_id", "stream_id", "correlation_id", "type", "cuda_event_id")
-MARKER_FIELDS = ("flags_", "timestamp", "id", "object_kind", "object_id.pt.process_id",
-                 "object_id.pt.thread_id", "name", "domain")
+MARKER_FIELDS = (
+    "flags_",
+    "timestamp",
+    "id",
+    "object_kind",
+    "object_id.pt.process_id",
+    "object_id.pt.thread_id",
+    "name",
+    "domain",
+)
 NAME_FIELDS = ("object_kind", "object_id.pt.process_id", "object_id.pt.thread_id", "name")
 EXTERNAL_FIELDS = ("external_kind", "external_id", "correlation_id")
 OVERHEAD_FIELDS = ("overhead_kind", "start", "end")
 CONTEXT_FIELDS = ("context_id", "device_id")
 STREAM_FIELDS = ("context_id", "stream_id", "priority", "flag")
 MARKER_DATA_FIELDS = ("id", "flags_", "color")
-DEVICE_FIELDS = ("id", "name", "uuid", "compute_capability_major", "compute_capability_minor",
-                 "num_multiprocessors", "global_memory_size")
+DEVICE_FIELDS = (
+    "id",
+    "name",
+    "uuid",
+    "compute_capability_major",
+    "compute_capability_minor",
+    "num_multiprocessors",
+    "global_memory_size",
+)
 
 FIELDS_BY_KIND: dict[str, tuple[str, ...]] = {
-    "CONCURRENT_KERNEL": KERNEL_FIELDS, "KERNEL": KERNEL_FIELDS, "RUNTIME": API_FIELDS, "DRIVER": API_FIELDS,
-    "MEMCPY": MEMCPY_FIELDS, "MEMCPY2": MEMCPY2_FIELDS, "MEMSET": MEMSET_FIELDS, "SYNCHRONIZATION": SYNC_FIELDS,
-    "MARKER": MARKER_FIELDS, "NAME": NAME_FIELDS, "EXTERNAL_CORRELATION": EXTERNAL_FIELDS,
-    "OVERHEAD": OVERHEAD_FIELDS, "CONTEXT": CONTEXT_FIELDS, "DEVICE": DEVICE_FIELDS,
-    "STREAM": STREAM_FIELDS, "MARKER_DATA": MARKER_DATA_FIELDS,  # copied, not stored (no schema columns yet)
+    "CONCURRENT_KERNEL": KERNEL_FIELDS,
+    "KERNEL": KERNEL_FIELDS,
+    "RUNTIME": API_FIELDS,
+    "DRIVER": API_FIELDS,
+    "MEMCPY": MEMCPY_FIELDS,
+    "MEMCPY2": MEMCPY2_FIELDS,
+    "MEMSET": MEMSET_FIELDS,
+    "SYNCHRONIZATION": SYNC_FIELDS,
+    "MARKER": MARKER_FIELDS,
+    "NAME": NAME_FIELDS,
+    "EXTERNAL_CORRELATION": EXTERNAL_FIELDS,
+    "OVERHEAD": OVERHEAD_FIELDS,
+    "CONTEXT": CONTEXT_FIELDS,
+    "DEVICE": DEVICE_FIELDS,
+    "STREAM": STREAM_FIELDS,
+    "MARKER_DATA": MARKER_DATA_FIELDS,  # copied, not stored (no schema columns yet)
 }
 """Kind name -> the fields copied out, in tuple order (attribute names of cupti.md §2.2)."""
 
@@ -62,6 +153,7 @@ def _slow_getter(fields: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
                 value = getattr(value, part, None)
             out.append(value)
         return tuple(out)
+
     return get
 
 
@@ -138,8 +230,10 @@ class Columns:
 
     def rows(self) -> list[tuple[Any, ...]]:
         """The records as tuples (for the few low-volume kinds decoded row by row: NVTX, names, devices)."""
-        lists = [c.to_pylist() if hasattr(c, "to_pylist") else c.tolist() if hasattr(c, "tolist") else list(c)
-                 for c in self.cols]
+        lists = [
+            c.to_pylist() if hasattr(c, "to_pylist") else c.tolist() if hasattr(c, "tolist") else list(c)
+            for c in self.cols
+        ]
         return list(zip(*lists, strict=True))
 
     @staticmethod

@@ -107,8 +107,14 @@ class CaptureSession:
     def end_step(self, now: int | None = None) -> None:
         """Close the open step's range at `now` (the end of a `with ktrace.step():` block, or the next step)."""
         if self._step_start is not None:
-            self.record_range(f"ProfilerStep#{self.step_index}", "profiler_step", self._step_start,
-                              time.time_ns() if now is None else now, self._step_tid, 0)
+            self.record_range(
+                f"ProfilerStep#{self.step_index}",
+                "profiler_step",
+                self._step_start,
+                time.time_ns() if now is None else now,
+                self._step_tid,
+                0,
+            )
             self._step_start = None
 
     def step_depth(self, tid: int) -> int:
@@ -201,8 +207,13 @@ class CaptureSession:
         self._seen_tids.update(fresh)
         import pyarrow as pa
 
-        return pa.table({"pid": pa.array([self.pid] * len(fresh), pa.int64()),
-                         "tid": pa.array(list(fresh), pa.int64()), "name": pa.array(list(fresh.values()))})
+        return pa.table(
+            {
+                "pid": pa.array([self.pid] * len(fresh), pa.int64()),
+                "tid": pa.array(list(fresh), pa.int64()),
+                "name": pa.array(list(fresh.values())),
+            }
+        )
 
     def _add_health(self, counts: dict[str, int]) -> None:
         for k, v in counts.items():
@@ -256,12 +267,18 @@ def _ranges_table(ranges: list[tuple[int, int, int, str, str, int]], pid: int) -
 
     c = list(zip(*ranges, strict=False))
     n = len(ranges)
-    return pa.table({
-        "start_ns": pa.array(c[0], pa.int64()), "end_ns": pa.array(c[1], pa.int64()),
-        "pid": pa.array([pid] * n, pa.int64()), "tid": pa.array(c[2], pa.int64()),
-        "name": pa.array(c[3], pa.string()), "domain": pa.array(c[4], pa.string()),
-        "depth": pa.array(c[5], pa.int32()), "on_gpu": pa.array([False] * n, pa.bool_()),
-    })
+    return pa.table(
+        {
+            "start_ns": pa.array(c[0], pa.int64()),
+            "end_ns": pa.array(c[1], pa.int64()),
+            "pid": pa.array([pid] * n, pa.int64()),
+            "tid": pa.array(c[2], pa.int64()),
+            "name": pa.array(c[3], pa.string()),
+            "domain": pa.array(c[4], pa.string()),
+            "depth": pa.array(c[5], pa.int32()),
+            "on_gpu": pa.array([False] * n, pa.bool_()),
+        }
+    )
 
 
 def _thread_names(pid: int) -> dict[int, str]:

@@ -14,11 +14,28 @@ import numpy as np
 
 from ktrace.tracer.layouts import STRING_FIELDS, Layout, record_dtype
 
-BENCH_MIX: dict[str, float] = {"RUNTIME": 0.42, "DRIVER": 0.08, "CONCURRENT_KERNEL": 0.38, "MEMCPY": 0.04,
-                               "MEMSET": 0.02, "SYNCHRONIZATION": 0.02, "EXTERNAL_CORRELATION": 0.04}
+BENCH_MIX: dict[str, float] = {
+    "RUNTIME": 0.42,
+    "DRIVER": 0.08,
+    "CONCURRENT_KERNEL": 0.38,
+    "MEMCPY": 0.04,
+    "MEMSET": 0.02,
+    "SYNCHRONIZATION": 0.02,
+    "EXTERNAL_CORRELATION": 0.04,
+}
 """A training step's record mix: a runtime launch record per kernel, some driver calls, a few copies."""
-SMALL = {"cbid": 40, "return_value": 2, "copy_kind": 11, "src_kind": 8, "dst_kind": 8, "memory_kind": 8, "type": 5,
-         "device_id": 8, "stream_id": 16, "context_id": 8}
+SMALL = {
+    "cbid": 40,
+    "return_value": 2,
+    "copy_kind": 11,
+    "src_kind": 8,
+    "dst_kind": 8,
+    "memory_kind": 8,
+    "type": 5,
+    "device_id": 8,
+    "stream_id": 16,
+    "context_id": 8,
+}
 """Fields that take few distinct values in real traces (enums, API ids, devices, streams)."""
 
 
@@ -51,8 +68,13 @@ class SyntheticBuffer:
         return ctypes.addressof(s)
 
 
-def build(records: Sequence[tuple[str, Mapping[str, Any]]], layout: Layout, kind_values: Mapping[str, int],
-          seed: int = 0, spare: int = 0) -> SyntheticBuffer:
+def build(
+    records: Sequence[tuple[str, Mapping[str, Any]]],
+    layout: Layout,
+    kind_values: Mapping[str, int],
+    seed: int = 0,
+    spare: int = 0,
+) -> SyntheticBuffer:
     """A buffer of `records` ((kind name, {field: value})); unset fields keep random bytes, strings are
     given as text. `spare` bytes of random garbage follow the valid part (as in a real, partly filled buffer)."""
     rng = np.random.default_rng(seed)
@@ -63,7 +85,7 @@ def build(records: Sequence[tuple[str, Mapping[str, Any]]], layout: Layout, kind
     buf = SyntheticBuffer(valid + spare)
     buf.data[:] = rng.integers(0, 256, buf.data.size, dtype=np.uint8)
     for (kind, fields), struct, at in zip(records, structs, offsets.tolist(), strict=True):
-        rec = buf.data[at:at + record_dtype(struct).itemsize].view(record_dtype(struct))
+        rec = buf.data[at : at + record_dtype(struct).itemsize].view(record_dtype(struct))
         rec["kind"] = kind_values[kind]
         for name in STRING_FIELDS & set(rec.dtype.names or ()):
             rec[name] = 0
@@ -74,8 +96,14 @@ def build(records: Sequence[tuple[str, Mapping[str, Any]]], layout: Layout, kind
     return buf
 
 
-def random_buffer(n: int, layout: Layout, kind_values: Mapping[str, int], mix: Mapping[str, float] = BENCH_MIX,
-                  seed: int = 0, names: int = 200) -> SyntheticBuffer:
+def random_buffer(
+    n: int,
+    layout: Layout,
+    kind_values: Mapping[str, int],
+    mix: Mapping[str, float] = BENCH_MIX,
+    seed: int = 0,
+    names: int = 200,
+) -> SyntheticBuffer:
     """`n` records drawn from `mix` (vectorized: millions of records in a second), with plausible values:
     increasing timestamps, correlation ids, `names` distinct kernel names."""
     rng = np.random.default_rng(seed)

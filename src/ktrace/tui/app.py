@@ -60,8 +60,7 @@ class KtraceApp(AppActions):
     VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
     """Below 32 rows the details pane shrinks so the timeline keeps its rows."""
 
-    def __init__(self, path: str | Path | None = None, trace: Trace | None = None, *,
-                 analyses: bool = True) -> None:
+    def __init__(self, path: str | Path | None = None, trace: Trace | None = None, *, analyses: bool = True) -> None:
         super().__init__()
         if path is None and trace is None:
             raise ValueError("give a path or a Trace")
@@ -97,8 +96,7 @@ class KtraceApp(AppActions):
                     yield Timeline(id="timeline-view")
                     yield Details(id="timeline-details")
             with TabPane("Kernels", id="kernels"), Vertical():
-                yield Input(placeholder="filter kernels by name (press / to focus, enter to apply)",
-                            id="kernel-filter")
+                yield Input(placeholder="filter kernels by name (press / to focus, enter to apply)", id="kernel-filter")
                 with Horizontal(id="kernels-body"):
                     yield KernelTable(id="kernel-table")
                     yield Details(id="kernel-details")
@@ -233,12 +231,16 @@ class KtraceApp(AppActions):
         n = steps_per_rank(whole) if whole is not None else len(self.steps)
         n_ranks = whole.select("node", "rank").n_unique() if whole is not None and "rank" in whole.columns else 1
         source = str(whole["source"][0]) if whole is not None and whole.height and "source" in whole.columns else ""
-        steps = (f"{n} step{'' if n == 1 else 's'}{' per rank' if n_ranks > 1 else ''}{step_source_note(source)}"
-                 if self.steps.ready else "detecting steps…")
+        steps = (
+            f"{n} step{'' if n == 1 else 's'}{' per rank' if n_ranks > 1 else ''}{step_source_note(source)}"
+            if self.steps.ready
+            else "detecting steps…"
+        )
         self._status_counts = True
         self.query_one("#status", Static).update(
             f"{counts['kernels']:,} kernels · {counts['api']:,} API calls · {steps} · "
-            f"{len(self.index.tracks)} tracks · press ? for keys")
+            f"{len(self.index.tracks)} tracks · press ? for keys"
+        )
 
     @on(StepsReady)
     def _steps_ready(self, message: StepsReady) -> None:
@@ -335,7 +337,8 @@ class KtraceApp(AppActions):
         self._status_counts = False
         self.query_one("#status", Static).update(
             f"window +{format_offset(message.start_ns - t0)} … +{format_offset(message.end_ns - t0)}"
-            f" ({format_duration(message.end_ns - message.start_ns)}) · ? for keys")
+            f" ({format_duration(message.end_ns - message.start_ns)}) · ? for keys"
+        )
 
     @on(Input.Submitted, "#kernel-filter")
     @on(Input.Changed, "#kernel-filter")

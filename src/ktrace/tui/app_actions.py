@@ -116,8 +116,11 @@ class AppActions(App[None]):
                 continue
             seen.add(key.action)
             where = "" if key.scope == "app" else f" (in the {key.scope})"
-            yield SystemCommand(key.description[:1].upper() + key.description[1:],
-                                f"key {key.display or key.keys}{where}", lambda k=key: self._run_key(k.scope, k.action))
+            yield SystemCommand(
+                key.description[:1].upper() + key.description[1:],
+                f"key {key.display or key.keys}{where}",
+                lambda k=key: self._run_key(k.scope, k.action),
+            )
 
     def _run_key(self, scope: str, action: str) -> None:
         if scope == "timeline":

@@ -11,8 +11,9 @@ from ktrace.tui.viewmodel import LEVELS
 BAR_COLOURS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7")
 
 
-def hbars(labels: Sequence[str], values: Sequence[float], texts: Sequence[str], width: int = 40,
-          label_width: int = 38) -> Text:
+def hbars(
+    labels: Sequence[str], values: Sequence[float], texts: Sequence[str], width: int = 40, label_width: int = 38
+) -> Text:
     """One line per item: label, a bar proportional to value, and its text (e.g. "12.3 ms 4.1%")."""
     out = Text()
     top = max((float(v) for v in values), default=0.0) or 1.0
@@ -48,7 +49,7 @@ def sparkline(values: Sequence[float], width: int = 80, top: float | None = None
     peak = top if top is not None else max(values) or 1.0
     glyphs = []
     for c in range(cols):
-        chunk = values[c * n // cols: max(c * n // cols + 1, (c + 1) * n // cols)]
+        chunk = values[c * n // cols : max(c * n // cols + 1, (c + 1) * n // cols)]
         level = int(round(max(0.0, min(1.0, max(chunk) / peak)) * 7)) + 1
         glyphs.append(LEVELS[level])
     return "".join(glyphs)

@@ -22,18 +22,27 @@ if TYPE_CHECKING:  # the analyses load in the dashboard worker, not when the TUI
 
 ACTIVE_BAR = 20
 """Cells of an active-share bar: a timeline row (label 33 + bar + " 98.7% active") fits an 80-column terminal."""
-PANEL_TITLES = ("GPU / CPU active share", "utilization over time", "top 15 kernels by time",
-                "top 15 kernels by count", "step time histogram", "precision", "activity share",
-                "memory-op share")
+PANEL_TITLES = (
+    "GPU / CPU active share",
+    "utilization over time",
+    "top 15 kernels by time",
+    "top 15 kernels by count",
+    "step time histogram",
+    "precision",
+    "activity share",
+    "memory-op share",
+)
 ACTIVE_MEANING = {
     "timeline": "timeline: % active = share of the time from the first to the last record with any kernel or copy "
-                "running (CPU: any API call, operator or range)\n",
+    "running (CPU: any API call, operator or range)\n",
     "counter": "counter: % active = share of the samples above 0 %; mean util = mean of the sampled %, so a GPU that "
-               "always runs one small kernel is 100 % active with a low mean util\n",
+    "always runs one small kernel is 100 % active with a low mean util\n",
 }
 """What each method's figures mean (ktrace.analysis.utilization.active_time_share), under the active-share rows."""
-UTILIZATION_MEAN = ("mean = mean of the points drawn: a GPU's busy % per whole bin between its first and last record "
-                    "(≈ its timeline % active), or a counter's samples\n")
+UTILIZATION_MEAN = (
+    "mean = mean of the points drawn: a GPU's busy % per whole bin between its first and last record "
+    "(≈ its timeline % active), or a counter's samples\n"
+)
 """What the utilization panel's `mean` is, so that it is not read as a second, different active share."""
 MAX_FINDINGS = 12
 SPARK_WIDTH = 80
@@ -61,11 +70,22 @@ def summary_panels(dashboard: Dashboard | None, error: str, summary: Summary | N
     s = dashboard.summary if dashboard is not None else summary
     if s is None:
         return [unavailable(t, error or "no summary") for t in PANEL_TITLES]
-    util = (_utilization(dashboard.utilization, dashboard.utilization_bin_ms) if dashboard is not None
-            else unavailable(PANEL_TITLES[1], error))
+    util = (
+        _utilization(dashboard.utilization, dashboard.utilization_bin_ms)
+        if dashboard is not None
+        else unavailable(PANEL_TITLES[1], error)
+    )
     steps = _steps(dashboard.step_histogram, s) if dashboard is not None else unavailable(PANEL_TITLES[4], error)
-    return [_active(s.active), util, _top(s.top_by_time, "time"), _top(s.top_by_count, "count"), steps,
-            _precision(s.precision), _activity(s.activity), _memory(s.memory)]
+    return [
+        _active(s.active),
+        util,
+        _top(s.top_by_time, "time"),
+        _top(s.top_by_count, "count"),
+        steps,
+        _precision(s.precision),
+        _activity(s.activity),
+        _memory(s.memory),
+    ]
 
 
 def _empty(frame: pl.DataFrame | None) -> bool:
@@ -116,14 +136,15 @@ class UtilizationChart:
         steps = [b - a for s in series for a, b in zip(s.x_s, s.x_s[1:], strict=False) if b > a]
         room = max(10, min(SPARK_WIDTH, options.max_width - width - len(" mean 100.0%")))
         columns = min(room, round((x1 - x0) / min(steps)) + 1) if steps else 1  # one column per bin if fewer
-        lines = Text(f"timeline bins of {self.bin_ms:g} ms; counters as sampled; {x0:g} s to {x1:g} s\n",
-                     style="dim")
+        lines = Text(f"timeline bins of {self.bin_ms:g} ms; counters as sampled; {x0:g} s to {x1:g} s\n", style="dim")
         lines.append(UTILIZATION_MEAN, style="dim")
         for s in series:
             mean = sum(s.y_pct) / max(1, len(s.y_pct))
-            lines.append(s.label[:width - 1].ljust(width))
-            lines.append(_on_time_axis(s, x0, x1, columns).ljust(columns),
-                         style="#59a14f" if s.source != "counter cpu.util" else "#4e79a7")
+            lines.append(s.label[: width - 1].ljust(width))
+            lines.append(
+                _on_time_axis(s, x0, x1, columns).ljust(columns),
+                style="#59a14f" if s.source != "counter cpu.util" else "#4e79a7",
+            )
             lines.append(f" mean {mean:.1f}%\n")
         yield lines
 
@@ -148,12 +169,16 @@ def _top(top: pl.DataFrame, by: str) -> Panel:
     names = [shown.get(n, n) for n in full]
     if by == "time":
         values = top["total_ns"].to_list()
-        texts = [f"{format_ns(v):>9} {100 * s:5.1f}%  ×{c:,}"
-                 for v, s, c in zip(values, top["time_share"].to_list(), top["count"].to_list(), strict=False)]
+        texts = [
+            f"{format_ns(v):>9} {100 * s:5.1f}%  ×{c:,}"
+            for v, s, c in zip(values, top["time_share"].to_list(), top["count"].to_list(), strict=False)
+        ]
     else:
         values = top["count"].to_list()
-        texts = [f"{v:>9,} {100 * s:5.1f}%  {format_ns(t)}"
-                 for v, s, t in zip(values, top["count_share"].to_list(), top["total_ns"].to_list(), strict=False)]
+        texts = [
+            f"{v:>9,} {100 * s:5.1f}%  {format_ns(t)}"
+            for v, s, t in zip(values, top["count_share"].to_list(), top["total_ns"].to_list(), strict=False)
+        ]
     return Panel(title, hbars(names, values, texts, width=36, label_width=60))
 
 
@@ -166,9 +191,13 @@ def _steps(hist: StepHistogram, s: Summary) -> Panel:
     if s.phases.steps_inferred:
         body.insert(0, Text(f"steps{step_source_note(s.phases.step_source)}: no step ranges in the trace"))
     for r in s.step_stats.iter_rows(named=True):
-        body.append(Text(f"{r['node']} rank {r['rank']}: {r['steps']} steps, mean {format_ns(r['mean_ns'])},"
-                         f" p50 {format_ns(r['p50_ns'])}, p95 {format_ns(r['p95_ns'])},"
-                         f" max {format_ns(r['max_ns'])}"))
+        body.append(
+            Text(
+                f"{r['node']} rank {r['rank']}: {r['steps']} steps, mean {format_ns(r['mean_ns'])},"
+                f" p50 {format_ns(r['p50_ns'])}, p95 {format_ns(r['p95_ns'])},"
+                f" max {format_ns(r['max_ns'])}"
+            )
+        )
     return Panel(title, Group(*body))
 
 
@@ -189,8 +218,12 @@ def _memory(frame: pl.DataFrame) -> Panel:
     if _empty(frame):
         return unavailable(PANEL_TITLES[7], "no memcpy or memset in this trace")
     labels = [memory_op_label(r["op"], r["copy_kind"], r["host_memory"]) for r in frame.iter_rows(named=True)]
-    bw = Text("\n".join(f"{lab}: {r['count']:,} ops, {r['bytes'] / 1e9:.2f} GB, {r['bandwidth_gbps'] or 0:.1f} GB/s"
-                        for lab, r in zip(labels, frame.iter_rows(named=True), strict=False)))
+    bw = Text(
+        "\n".join(
+            f"{lab}: {r['count']:,} ops, {r['bytes'] / 1e9:.2f} GB, {r['bandwidth_gbps'] or 0:.1f} GB/s"
+            for lab, r in zip(labels, frame.iter_rows(named=True), strict=False)
+        )
+    )
     return Panel(PANEL_TITLES[7], Group(shares(labels, frame["time_ns"].to_list()), bw))
 
 
@@ -209,8 +242,9 @@ def findings_panel(dashboard: Dashboard | None, error: str) -> Panel:
         text.append(f"{f.severity.upper():<8}", style=f"bold {colours.get(f.severity, 'white')}")
         text.append(f"{f.rule}: {f.message}\n")
         text.append(f"        → {f.recommendation}\n", style="dim")
-        window = next(((e.start_ns, e.end_ns) for e in f.evidence
-                       if e.start_ns is not None and e.end_ns is not None), None)
+        window = next(
+            ((e.start_ns, e.end_ns) for e in f.evidence if e.start_ns is not None and e.end_ns is not None), None
+        )
         if window is not None:
             evidence.append((f"{f.rule} evidence", int(window[0]), int(window[1])))
     if len(findings) > MAX_FINDINGS:

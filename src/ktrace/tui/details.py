@@ -29,12 +29,16 @@ def describe(index: TrackIndex, steps: StepSpans, table: str, row: int) -> Field
     rec = index.trace.table(table).row(row, named=True)
     t0 = index.t0
     start, end = int(rec["start_ns"]), int(rec["end_ns"])
-    out: Fields = [("what", f"{table[:-1] if table.endswith('s') else table}: {rec.get('name') or rec.get('op')}"),
-                   ("duration", format_duration(end - start))]
+    out: Fields = [
+        ("what", f"{table[:-1] if table.endswith('s') else table}: {rec.get('name') or rec.get('op')}"),
+        ("duration", format_duration(end - start)),
+    ]
     if table in ("kernels", "memory"):  # the launch configuration before the times: a short pane still shows it
         out += _gpu_fields(rec)
-    out += [("start", f"+{format_offset(start - t0)}  (end +{format_offset(end - t0)})"),
-            ("where", f"{rec['node']} rank {rec['rank']}" + _place(rec))]
+    out += [
+        ("start", f"+{format_offset(start - t0)}  (end +{format_offset(end - t0)})"),
+        ("where", f"{rec['node']} rank {rec['rank']}" + _place(rec)),
+    ]
     links = index.linked_rows(table, row)
     anchor = start
     if table in ("kernels", "memory"):
@@ -60,12 +64,19 @@ def _gpu_fields(rec: dict[str, Any]) -> Fields:
     if "grid_x" not in rec:
         nbytes = rec.get("bytes") or 0
         dur = max(1, rec["end_ns"] - rec["start_ns"])
-        return [("copy", f"{rec['copy_kind']} {rec['src_kind']} -> {rec['dst_kind']}"),
-                ("bytes", f"{format_bytes(nbytes)} ({nbytes / dur:.2f} GB/s)")]
-    out = [("grid", _dims(rec, "grid")), ("block", _dims(rec, "block")),
-           ("registers", "-" if rec["registers_per_thread"] is None else f"{rec['registers_per_thread']} per thread"),
-           ("shared mem", f"static {format_bytes(rec['static_shared_bytes'])}, "
-                          f"dynamic {format_bytes(rec['dynamic_shared_bytes'])}")]
+        return [
+            ("copy", f"{rec['copy_kind']} {rec['src_kind']} -> {rec['dst_kind']}"),
+            ("bytes", f"{format_bytes(nbytes)} ({nbytes / dur:.2f} GB/s)"),
+        ]
+    out = [
+        ("grid", _dims(rec, "grid")),
+        ("block", _dims(rec, "block")),
+        ("registers", "-" if rec["registers_per_thread"] is None else f"{rec['registers_per_thread']} per thread"),
+        (
+            "shared mem",
+            f"static {format_bytes(rec['static_shared_bytes'])}, dynamic {format_bytes(rec['dynamic_shared_bytes'])}",
+        ),
+    ]
     if rec.get("collective"):
         out.append(("collective", f"{rec['collective']} ({rec.get('in_nelems')} elements)"))
     return out
@@ -86,9 +97,14 @@ def _launch_fields(index: TrackIndex, links: list[tuple[str, int]], start: int) 
     if not api:
         return [("launch", "none in the trace (no API row with this correlation id)")]
     launch = index.trace.api.row(api[0], named=True)
-    return [("launch", f"{launch['name']} on tid {launch['tid']}"),
-            ("latency", f"API start -> run {format_duration(start - launch['start_ns'])}; "
-                        f"API end -> run {format_duration(start - launch['end_ns'])}")]
+    return [
+        ("launch", f"{launch['name']} on tid {launch['tid']}"),
+        (
+            "latency",
+            f"API start -> run {format_duration(start - launch['start_ns'])}; "
+            f"API end -> run {format_duration(start - launch['end_ns'])}",
+        ),
+    ]
 
 
 def _launched_fields(index: TrackIndex, links: list[tuple[str, int]], rec: dict[str, Any]) -> Fields:
@@ -97,9 +113,14 @@ def _launched_fields(index: TrackIndex, links: list[tuple[str, int]], rec: dict[
     table, row = links[0]
     run = index.trace.table(table).row(row, named=True)
     what = run.get("name") or run.get("op")
-    return [("runs", f"{len(links)} GPU record(s); first: {what}"),
-            ("latency", f"API start -> run {format_duration(run['start_ns'] - rec['start_ns'])}; "
-                        f"API end -> run {format_duration(run['start_ns'] - rec['end_ns'])}")]
+    return [
+        ("runs", f"{len(links)} GPU record(s); first: {what}"),
+        (
+            "latency",
+            f"API start -> run {format_duration(run['start_ns'] - rec['start_ns'])}; "
+            f"API end -> run {format_duration(run['start_ns'] - rec['end_ns'])}",
+        ),
+    ]
 
 
 def _context(index: TrackIndex, steps: StepSpans, rec: dict[str, Any], t: int) -> Fields:

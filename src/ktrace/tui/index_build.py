@@ -163,8 +163,10 @@ def _overview(t0: int, bin_ns: int, bins: list[tuple[I64, I64, I64]], n_tracks: 
 def _node_codes(trace: Trace) -> list[dict[int, str]]:
     """Physical code -> node name in kernels, memory and api (distinct values: one GIL-free query per table)."""
     frames = [trace.table(name).lazy().select(pl.col("node").unique()) for name in ("kernels", "memory", "api")]
-    return [dict(zip(f["node"].to_physical().to_list(), f["node"].cast(pl.String).to_list(), strict=True))
-            for f in pl.collect_all(frames)]
+    return [
+        dict(zip(f["node"].to_physical().to_list(), f["node"].cast(pl.String).to_list(), strict=True))
+        for f in pl.collect_all(frames)
+    ]
 
 
 def _key_exprs(kind: str) -> list[pl.Expr]:
@@ -179,8 +181,12 @@ def _key_exprs(kind: str) -> list[pl.Expr]:
 
 def _scan_tables(trace: Trace, bins: tuple[int, int, int]) -> dict[str, TablePart]:
     """Every non-empty slice table scanned (one after the other: two threads measured no faster on 2 cores)."""
-    return {table: _scan_table(trace.table(table), table, kind, bins)
-            for kind, tables in SLICE_GROUPS for table in tables if trace.table(table).height}
+    return {
+        table: _scan_table(trace.table(table), table, kind, bins)
+        for kind, tables in SLICE_GROUPS
+        for table in tables
+        if trace.table(table).height
+    }
 
 
 def _slice_group(trace: Trace, kind: str, parts: list[TablePart], base: int) -> SliceGroup | None:
@@ -191,8 +197,12 @@ def _slice_group(trace: Trace, kind: str, parts: list[TablePart], base: int) -> 
         found = part.found
         names = frame["node"].gather(pl.Series(found.first_row)).cast(pl.String).to_list()
         n_keys = len(_key_exprs(kind)) - 1
-        values.append([(name, *(int(v) for v in key[1:1 + n_keys])) for name, key in
-                       zip(names, found.keys.tolist(), strict=True)])
+        values.append(
+            [
+                (name, *(int(v) for v in key[1 : 1 + n_keys]))
+                for name, key in zip(names, found.keys.tolist(), strict=True)
+            ]
+        )
     if not parts:
         return None
     keys = sorted({v for vs in values for v in vs}, key=_sort_key)
@@ -249,18 +259,37 @@ def _counter_tracks(trace: Trace, tracks: list[Track]) -> list[Track]:
     frame = trace.counters
     if frame.height == 0:
         return []
-    sub = frame.select("node", "rank", pl.col("metric").cast(pl.String), pl.col("instance").fill_null(-1),
-                       "ts_ns", pl.col("value").cast(pl.Float64)).with_row_index("_row")
+    sub = frame.select(
+        "node",
+        "rank",
+        pl.col("metric").cast(pl.String),
+        pl.col("instance").fill_null(-1),
+        "ts_ns",
+        pl.col("value").cast(pl.Float64),
+    ).with_row_index("_row")
     out = []
-    for (node, rank, metric, instance), part in sorted(sub.partition_by(
-            ["node", "rank", "metric", "instance"], as_dict=True, maintain_order=True).items(),
-            key=lambda kv: (str(kv[0][0]), *kv[0][1:])):
+    for (node, rank, metric, instance), part in sorted(
+        sub.partition_by(["node", "rank", "metric", "instance"], as_dict=True, maintain_order=True).items(),
+        key=lambda kv: (str(kv[0][0]), *kv[0][1:]),
+    ):
         label = metric if instance < 0 else f"{metric}[{instance}]"
         t = part["ts_ns"].to_numpy()
         n = t.size
-        out.append(make_track(f"{node}/{rank}/c/{metric}/{instance}", label, "counter", str(node), int(rank), t,
-                              t.copy(), np.full(n, -1, np.int8), part["_row"].to_numpy().astype(np.int64),
-                              np.zeros(n, np.int64), part["value"].to_numpy()))
+        out.append(
+            make_track(
+                f"{node}/{rank}/c/{metric}/{instance}",
+                label,
+                "counter",
+                str(node),
+                int(rank),
+                t,
+                t.copy(),
+                np.full(n, -1, np.int8),
+                part["_row"].to_numpy().astype(np.int64),
+                np.zeros(n, np.int64),
+                part["value"].to_numpy(),
+            )
+        )
     return out
 
 
@@ -282,9 +311,24 @@ def build_tracks(plan: IndexPlan) -> BuiltTracks:
             lo, hi = int(offsets[i]), int(offsets[i + 1])
             k, label, kind, node, rank = _describe(group.kind, key)
             built[group.base + i] = Track(
-                k, label, kind, node, rank, arrays.starts[lo:hi], arrays.ends[lo:hi], arrays.max_end[lo:hi],
-                arrays.cum_ns[lo + i:hi + i + 1], table[lo:hi], arrays.rows[lo:hi], arrays.colour[lo:hi], None,
-                int(arrays.busy_ns[i]), True, hi - lo, _kernels(group, i))
+                k,
+                label,
+                kind,
+                node,
+                rank,
+                arrays.starts[lo:hi],
+                arrays.ends[lo:hi],
+                arrays.max_end[lo:hi],
+                arrays.cum_ns[lo + i : hi + i + 1],
+                table[lo:hi],
+                arrays.rows[lo:hi],
+                arrays.colour[lo:hi],
+                None,
+                int(arrays.busy_ns[i]),
+                True,
+                hi - lo,
+                _kernels(group, i),
+            )
         tid = track + group.base
         for j, part in enumerate(group.parts):
             lo, hi = (0, split) if j == 0 else (split, track.size)
@@ -316,8 +360,13 @@ def build_links(trace: Trace) -> Links:
     codes = _node_codes(trace)
     nodes = sorted({n for c in codes for n in c.values() if n is not None})
     node_ids = {n: i for i, n in enumerate(nodes)}
-    return Links({name: _corr_lookup(trace.table(name), {c: node_ids[n] for c, n in by_code.items() if n is not None})
-                  for name, by_code in zip(("kernels", "memory", "api"), codes, strict=True)}, node_ids)
+    return Links(
+        {
+            name: _corr_lookup(trace.table(name), {c: node_ids[n] for c, n in by_code.items() if n is not None})
+            for name, by_code in zip(("kernels", "memory", "api"), codes, strict=True)
+        },
+        node_ids,
+    )
 
 
 def _corr_lookup(frame: pl.DataFrame, node_of_code: dict[int, int]) -> tuple[I64, I64]:
@@ -325,14 +374,26 @@ def _corr_lookup(frame: pl.DataFrame, node_of_code: dict[int, int]) -> tuple[I64
     if frame.height == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
     ids = set(node_of_code.values())
-    node = pl.lit(next(iter(ids), 0), pl.Int64) if len(ids) <= 1 else pl.col("node").to_physical().replace_strict(
-        list(node_of_code), list(node_of_code.values()), default=0, return_dtype=pl.Int64)
+    node = (
+        pl.lit(next(iter(ids), 0), pl.Int64)
+        if len(ids) <= 1
+        else pl.col("node")
+        .to_physical()
+        .replace_strict(list(node_of_code), list(node_of_code.values()), default=0, return_dtype=pl.Int64)
+    )
     corr = pl.col("correlation_id").cast(pl.Int64)
-    keys = frame.lazy().select(  # correlation_key, vectorized
-        pl.when(corr.is_null() | (corr < 0)).then(-1)
-        .otherwise(node * (1 << 52) + (pl.col("rank").cast(pl.Int64) + 1) * (1 << 40) + corr).alias("k"),
-        pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),
-    ).sort("k", maintain_order=True).collect()  # stable: rows ascending per key
+    keys = (
+        frame.lazy()
+        .select(  # correlation_key, vectorized
+            pl.when(corr.is_null() | (corr < 0))
+            .then(-1)
+            .otherwise(node * (1 << 52) + (pl.col("rank").cast(pl.Int64) + 1) * (1 << 40) + corr)
+            .alias("k"),
+            pl.int_range(pl.len(), dtype=pl.Int64).alias("_row"),
+        )
+        .sort("k", maintain_order=True)
+        .collect()
+    )  # stable: rows ascending per key
     return keys["k"].to_numpy(), keys["_row"].to_numpy()
 
 

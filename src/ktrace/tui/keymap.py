@@ -47,14 +47,27 @@ KEYS: tuple[Key, ...] = (
     Key("k,up", "move_row(-1)", "previous track row", "timeline", False, "k / ↑"),
     Key("right_square_bracket", "next_slice(1)", "select next slice on the row", "timeline", False, "]"),
     Key("left_square_bracket", "next_slice(-1)", "select previous slice on the row", "timeline", False, "["),
-    Key("enter", "follow", "jump from a kernel to its launch, or from a launch to its kernel(s)", "timeline",
-        True, "enter"),
+    Key(
+        "enter",
+        "follow",
+        "jump from a kernel to its launch, or from a launch to its kernel(s)",
+        "timeline",
+        True,
+        "enter",
+    ),
     Key("z", "zoom_selection", "zoom to the selected slice", "timeline"),
     Key("x", "remove_row", "remove the current row from the timeline", "timeline"),
     Key("t", "focus_tree", "focus the host/device tree", "timeline"),
     Key("T", "toggle_tree", "hide or show the host/device tree (the timeline takes its width)", "app", False),
-    Key("enter", "select_cursor", "tree: add/remove the node's track(s) in the timeline (a leaf's ● says its track "
-        "is a timeline row, ○ not; the tree's cursor follows the timeline's and back)", "tree", False, "enter"),
+    Key(
+        "enter",
+        "select_cursor",
+        "tree: add/remove the node's track(s) in the timeline (a leaf's ● says its track "
+        "is a timeline row, ○ not; the tree's cursor follows the timeline's and back)",
+        "tree",
+        False,
+        "enter",
+    ),
     Key("space", "toggle_node", "tree: expand or collapse", "tree", False, "space"),
     Key("slash", "focus_filter", "filter kernels by name", "kernels", True, "/"),
     Key("s", "cycle_sort", "sort by the next column", "kernels", True),
@@ -72,5 +85,8 @@ MOUSE_HELP: tuple[tuple[str, str], ...] = (
 
 def bindings(scope: str) -> list[Binding]:
     """Textual Bindings of one scope (the tree's own bindings are Textual's and are only documented)."""
-    return [Binding(k.keys, k.action, k.description, show=k.show, key_display=k.display or None)
-            for k in KEYS if k.scope == scope]
+    return [
+        Binding(k.keys, k.action, k.description, show=k.show, key_display=k.display or None)
+        for k in KEYS
+        if k.scope == scope
+    ]

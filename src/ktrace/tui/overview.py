@@ -38,8 +38,14 @@ class Overview:
         return int(self.first_colour.shape[1])
 
     @classmethod
-    def from_bins(cls, t0: int, bin_ns: int, busy: NDArray[np.int64], first_colour: NDArray[np.int64],
-                  last_colour: NDArray[np.int64]) -> Overview:
+    def from_bins(
+        cls,
+        t0: int,
+        bin_ns: int,
+        busy: NDArray[np.int64],
+        first_colour: NDArray[np.int64],
+        last_colour: NDArray[np.int64],
+    ) -> Overview:
         """The overview from overview_bins' (busy, first_colour, last_colour) arrays."""
         n_tracks, n_bins = busy.shape
         cum = np.zeros((n_tracks, n_bins + 1), np.float64)

@@ -74,10 +74,14 @@ def _from_frame(frame: pl.DataFrame, source: str, whole: pl.DataFrame | None) ->
         frame = frame.filter((pl.col("node").cast(pl.String) == first[0]) & (pl.col("rank") == first[1]))
     frame = frame.sort("start_ns")
     name_col = next((c for c in ("name", "step_name", "step") if c in frame.columns), None)
-    names = (tuple(str(v) for v in frame[name_col].cast(pl.String).to_list()) if name_col
-             else tuple(f"step {i}" for i in range(frame.height)))
-    return StepSpans(frame["start_ns"].to_numpy().astype(np.int64), frame["end_ns"].to_numpy().astype(np.int64),
-                     names, source, whole)
+    names = (
+        tuple(str(v) for v in frame[name_col].cast(pl.String).to_list())
+        if name_col
+        else tuple(f"step {i}" for i in range(frame.height))
+    )
+    return StepSpans(
+        frame["start_ns"].to_numpy().astype(np.int64), frame["end_ns"].to_numpy().astype(np.int64), names, source, whole
+    )
 
 
 def find_step(steps: StepSpans, text: str) -> int | None:

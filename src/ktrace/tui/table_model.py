@@ -64,14 +64,35 @@ def format_page(kernels: pl.DataFrame, rows: NDArray[np.int64], t0: int) -> list
     if rows.size == 0:
         return []
     page = kernels[pl.Series(rows)].select(
-        "start_ns", "end_ns", "rank", "device", "stream", "grid_x", "grid_y", "grid_z", "block_x", "block_y",
-        "block_z", "registers_per_thread", pl.col("name").cast(pl.String))
+        "start_ns",
+        "end_ns",
+        "rank",
+        "device",
+        "stream",
+        "grid_x",
+        "grid_y",
+        "grid_z",
+        "block_x",
+        "block_y",
+        "block_z",
+        "registers_per_thread",
+        pl.col("name").cast(pl.String),
+    )
     out = []
     for r in page.iter_rows(named=True):
-        out.append([format_duration(r["end_ns"] - r["start_ns"]), f"+{format_offset(r['start_ns'] - t0)}",
-                    str(r["rank"]), str(r["device"]), _opt(r["stream"]), r["name"] or "",
-                    _dims(r["grid_x"], r["grid_y"], r["grid_z"]), _dims(r["block_x"], r["block_y"], r["block_z"]),
-                    _opt(r["registers_per_thread"])])
+        out.append(
+            [
+                format_duration(r["end_ns"] - r["start_ns"]),
+                f"+{format_offset(r['start_ns'] - t0)}",
+                str(r["rank"]),
+                str(r["device"]),
+                _opt(r["stream"]),
+                r["name"] or "",
+                _dims(r["grid_x"], r["grid_y"], r["grid_z"]),
+                _dims(r["block_x"], r["block_y"], r["block_z"]),
+                _opt(r["registers_per_thread"]),
+            ]
+        )
     return out
 
 

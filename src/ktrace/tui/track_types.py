@@ -64,16 +64,44 @@ class Track:
         return int(self.starts.size) if self.ready else self.count
 
 
-def pending_track(key: str, label: str, kind: str, node: str, rank: int, count: int, kernel_count: int,
-                  busy_ns: int) -> Track:
+def pending_track(
+    key: str, label: str, kind: str, node: str, rank: int, count: int, kernel_count: int, busy_ns: int
+) -> Track:
     """A track whose slices are counted but not indexed yet (drawn from the overview meanwhile)."""
-    return Track(key, label, kind, node, rank, _EMPTY_I64, _EMPTY_I64, _EMPTY_I64, np.zeros(1, np.int64),
-                 _EMPTY_I8, _EMPTY_I64, _EMPTY_I64, None, busy_ns, False, count, kernel_count)
+    return Track(
+        key,
+        label,
+        kind,
+        node,
+        rank,
+        _EMPTY_I64,
+        _EMPTY_I64,
+        _EMPTY_I64,
+        np.zeros(1, np.int64),
+        _EMPTY_I8,
+        _EMPTY_I64,
+        _EMPTY_I64,
+        None,
+        busy_ns,
+        False,
+        count,
+        kernel_count,
+    )
 
 
-def make_track(key: str, label: str, kind: str, node: str, rank: int, starts: NDArray[np.int64],
-               ends: NDArray[np.int64], table: NDArray[np.int8], rows: NDArray[np.int64],
-               colour: NDArray[np.int64], values: NDArray[np.float64] | None = None) -> Track:
+def make_track(
+    key: str,
+    label: str,
+    kind: str,
+    node: str,
+    rank: int,
+    starts: NDArray[np.int64],
+    ends: NDArray[np.int64],
+    table: NDArray[np.int8],
+    rows: NDArray[np.int64],
+    colour: NDArray[np.int64],
+    values: NDArray[np.float64] | None = None,
+) -> Track:
     """A Track from unsorted slices: sorts by start (stable) and precomputes the running arrays."""
     if starts.size > 1 and bool(np.any(starts[1:] < starts[:-1])):
         order = np.argsort(starts, kind="stable")
@@ -87,8 +115,25 @@ def make_track(key: str, label: str, kind: str, node: str, rank: int, starts: ND
     if kind != "counter" and starts.size:
         prev = np.concatenate(([starts[0]], max_end[:-1]))
         busy = int(np.maximum(0, ends - np.maximum(starts, prev)).sum())
-    return Track(key, label, kind, node, rank, starts, ends, max_end, cum, table, rows, colour, values, busy,
-                 True, int(starts.size), int((table == 0).sum()) if kind != "counter" else 0)
+    return Track(
+        key,
+        label,
+        kind,
+        node,
+        rank,
+        starts,
+        ends,
+        max_end,
+        cum,
+        table,
+        rows,
+        colour,
+        values,
+        busy,
+        True,
+        int(starts.size),
+        int((table == 0).sum()) if kind != "counter" else 0,
+    )
 
 
 @dataclass

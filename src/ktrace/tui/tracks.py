@@ -79,8 +79,11 @@ class TrackIndex:
             ranges = self.trace.ranges
             found: dict[tuple[str, int, int, int], int] = {}
             if ranges.height and "on_gpu" in ranges.columns:
-                rows = ranges.filter(pl.col("on_gpu")).select(
-                    pl.col("node").cast(pl.String), "rank", "pid", "tid", "device").unique()
+                rows = (
+                    ranges.filter(pl.col("on_gpu"))
+                    .select(pl.col("node").cast(pl.String), "rank", "pid", "tid", "device")
+                    .unique()
+                )
                 for node, rank, pid, tid, device in rows.iter_rows():
                     found[(str(node), int(rank), int(pid), int(tid))] = int(device if device is not None else pid)
             self._on_gpu = found
@@ -189,8 +192,9 @@ def track_title_parts(track: Track, with_rank: bool = False) -> tuple[str, str]:
     where = ""
     if track.kind == "stream" and len(parts) >= 4:
         stream = parts[3][1:]
-        what, where = (f"stream {stream}", f"GPU{parts[2][3:]}") if stream != "-1" else \
-            (f"GPU{parts[2][3:]} (no stream)", "")
+        what, where = (
+            (f"stream {stream}", f"GPU{parts[2][3:]}") if stream != "-1" else (f"GPU{parts[2][3:]} (no stream)", "")
+        )
     elif track.kind in ("api", "ops", "ranges") and len(parts) >= 5:
         what = {"api": "CUDA API", "ops": "operators"}.get(track.kind) or f"ranges lvl {parts[4][4:] or 0}"
         where = f"T{parts[3][1:]}"
@@ -200,7 +204,7 @@ def track_title_parts(track: Track, with_rank: bool = False) -> tuple[str, str]:
 
 
 def join_title(parts: tuple[str, str]) -> str:
-    """"what · where" (or what alone)."""
+    """ "what · where" (or what alone)."""
     what, where = parts
     return f"{what} · {where}" if where else what
 

@@ -53,8 +53,10 @@ def tree_roots(index: TrackIndex) -> list[TreeItem]:
     by_node: dict[str, list[int]] = defaultdict(list)
     for i, t in enumerate(index.tracks):
         by_node[t.node].append(i)
-    return [TreeItem(f"{node} ({len(ids)} tracks)", ids, _node_children(index, node, ids), key=node)
-            for node, ids in sorted(by_node.items())]
+    return [
+        TreeItem(f"{node} ({len(ids)} tracks)", ids, _node_children(index, node, ids), key=node)
+        for node, ids in sorted(by_node.items())
+    ]
 
 
 def _node_children(index: TrackIndex, node: str, ids: list[int]) -> Callable[[], list[TreeItem]]:
@@ -65,8 +67,9 @@ def _node_children(index: TrackIndex, node: str, ids: list[int]) -> Callable[[],
         items = []
         for rank, rids in sorted(by_rank.items()):
             if rank < 0:
-                items.append(TreeItem(f"node counters ({len(rids)})", rids, _leaves(index, rids),
-                                      key=f"{node}/counters"))
+                items.append(
+                    TreeItem(f"node counters ({len(rids)})", rids, _leaves(index, rids), key=f"{node}/counters")
+                )
                 continue
             on_gpu = index.gpu_annotations()
             host = [i for i in rids if _gpu_of(on_gpu, index.tracks[i], index.tracks[i].key.split("/")) is None]
@@ -80,7 +83,7 @@ def _node_children(index: TrackIndex, node: str, ids: list[int]) -> Callable[[],
 
 def _key_parts(track: Track) -> list[str]:
     """node, rank, then the rest of a track key; the node (a host name from the trace) may itself hold "/"."""
-    return [track.node, *track.key[len(track.node) + 1:].split("/")]
+    return [track.node, *track.key[len(track.node) + 1 :].split("/")]
 
 
 def _pid(track: Track) -> str:
@@ -128,8 +131,13 @@ def natural_key(text: str) -> tuple[object, ...]:
 def _thread_item(index: TrackIndex, key: str, ids: list[int]) -> TreeItem:
     first = index.tracks[ids[0]]
     pid, tid = (int(p[1:]) for p in key.split("/"))
-    names = index.trace.threads.filter((pl.col("pid") == pid) & (pl.col("tid") == tid)
-                                       & (pl.col("rank") == first.rank))["name"].cast(pl.String).to_list()
+    names = (
+        index.trace.threads.filter((pl.col("pid") == pid) & (pl.col("tid") == tid) & (pl.col("rank") == first.rank))[
+            "name"
+        ]
+        .cast(pl.String)
+        .to_list()
+    )
     name = f" {names[0]}" if names and names[0] else ""
     api = sum(index.tracks[i].size for i in ids if index.tracks[i].kind == "api")
     ranges = sum(index.tracks[i].size for i in ids if index.tracks[i].kind == "ranges")
@@ -160,8 +168,9 @@ def _gpu_item(index: TrackIndex, key: str, ids: list[int]) -> TreeItem:
 def _leaves(index: TrackIndex, ids: list[int]) -> Callable[[], list[TreeItem]]:
     def build() -> list[TreeItem]:
         out = []
-        for i in sorted(ids, key=lambda i: (ROW_ORDER.get(index.tracks[i].kind, len(ROW_ORDER)),
-                                            natural_key(index.tracks[i].key))):
+        for i in sorted(
+            ids, key=lambda i: (ROW_ORDER.get(index.tracks[i].kind, len(ROW_ORDER)), natural_key(index.tracks[i].key))
+        ):
             t = index.tracks[i]
             relabel = _stream_label(index, i) if t.kind == "stream" else None
             if relabel is not None:
@@ -182,8 +191,10 @@ def _stream_label(index: TrackIndex, track_id: int) -> Callable[[], str]:
     def label() -> str:
         t = index.tracks[track_id]
         kernels = t.kernel_count
-        return (f"stream {t.key.rsplit('/s', 1)[1]} · {kernels:,} kernels · {t.size - kernels:,} copies"
-                f" · busy {_pct(t.busy_ns, index.t1 - index.t0, not t.ready)}")
+        return (
+            f"stream {t.key.rsplit('/s', 1)[1]} · {kernels:,} kernels · {t.size - kernels:,} copies"
+            f" · busy {_pct(t.busy_ns, index.t1 - index.t0, not t.ready)}"
+        )
 
     return label
 
@@ -207,7 +218,10 @@ def default_rows(index: TrackIndex, limit: int = 14) -> list[int]:
             streams = index.tracks_of(n, r, "stream")
             if streams:
                 others.append(max(streams, key=lambda i: (index.tracks[i].kernel_count, -i)))
-        head = [next(i for i in mine if index.tracks[i].kind == kind) for kind in ("ranges", "api")
-                if any(index.tracks[i].kind == kind for i in mine)]
+        head = [
+            next(i for i in mine if index.tracks[i].kind == kind)
+            for kind in ("ranges", "api")
+            if any(index.tracks[i].kind == kind for i in mine)
+        ]
         return (head + others + util[:1])[:limit]
     return (mine[: limit - 1] + util[:1])[:limit]

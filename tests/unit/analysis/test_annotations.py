@@ -13,8 +13,19 @@ def _trace() -> TraceBuilder:
     b = TraceBuilder("n", 0)
     durs = [10, 20, 30, 40, 100]
     names = ["backward", "backward", "backward", "forward", "backward_hook"]
-    b.add("ranges", {"start_ns": [0] * 5, "end_ns": durs, "pid": [1] * 5, "tid": [1] * 5, "name": names,
-                     "domain": ["nvtx"] * 5, "depth": [1] * 5, "on_gpu": [False] * 5})
+    b.add(
+        "ranges",
+        {
+            "start_ns": [0] * 5,
+            "end_ns": durs,
+            "pid": [1] * 5,
+            "tid": [1] * 5,
+            "name": names,
+            "domain": ["nvtx"] * 5,
+            "depth": [1] * 5,
+            "on_gpu": [False] * 5,
+        },
+    )
     return b
 
 

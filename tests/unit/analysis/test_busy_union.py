@@ -26,6 +26,7 @@ def test_the_dashboard_computes_each_groupings_busy_union_once(monkeypatch: pyte
         def run(group: Any, start: Any, *args: Any) -> Any:
             unions.update(per for per, s in starts.items() if start is s)
             return kernel(group, start, *args)
+
         return run
 
     monkeypatch.setattr(intervals, "merge_intervals", counting(intervals.merge_intervals))

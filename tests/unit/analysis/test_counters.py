@@ -14,7 +14,9 @@ def test_window_and_percentiles_match_numpy() -> None:
     ts = np.arange(100, dtype=np.int64) * 10
     vals = np.random.default_rng(1).uniform(0, 100, 100)
     b.add("counters", {"ts_ns": ts, "metric": ["gpu.util"] * 100, "instance": np.zeros(100, np.int32), "value": vals})
-    b.add("counters", {"ts_ns": ts, "metric": ["gpu.util"] * 100, "instance": np.ones(100, np.int32), "value": vals / 2})
+    b.add(
+        "counters", {"ts_ns": ts, "metric": ["gpu.util"] * 100, "instance": np.ones(100, np.int32), "value": vals / 2}
+    )
     t = b.build()
     s = counter_stats(t, start_ns=200, end_ns=500)
     r0 = s.filter(s["instance"] == 0).row(0, named=True)

@@ -12,11 +12,23 @@ from ktrace.model.trace import Trace
 def _trace(kernels: dict[str, int], step_len: int) -> Trace:
     b = TraceBuilder("n", 0)
     names = list(kernels)
-    b.add("kernels", {"start_ns": [0] * len(names), "end_ns": list(kernels.values()), "device": [0] * len(names),
-                      "name": names})
-    b.add("ranges", {"start_ns": [0, 1000], "end_ns": [step_len, 1000 + step_len], "pid": [1, 1], "tid": [1, 1],
-                     "name": ["ProfilerStep#0", "ProfilerStep#1"], "domain": ["ktrace"] * 2, "depth": [0, 0],
-                     "on_gpu": [False, False]})
+    b.add(
+        "kernels",
+        {"start_ns": [0] * len(names), "end_ns": list(kernels.values()), "device": [0] * len(names), "name": names},
+    )
+    b.add(
+        "ranges",
+        {
+            "start_ns": [0, 1000],
+            "end_ns": [step_len, 1000 + step_len],
+            "pid": [1, 1],
+            "tid": [1, 1],
+            "name": ["ProfilerStep#0", "ProfilerStep#1"],
+            "domain": ["ktrace"] * 2,
+            "depth": [0, 0],
+            "on_gpu": [False, False],
+        },
+    )
     return b.build()
 
 

@@ -32,8 +32,16 @@ GRAPH_LAUNCH_US, PLAIN_LAUNCH_US = 30, 5
 
 def _x(cat: str, name: str, ts: int, dur: int, **args: Any) -> dict[str, Any]:
     gpu = cat == "kernel"
-    return {"ph": "X", "cat": cat, "name": name, "pid": 0 if gpu else PID, "tid": 7 if gpu else TID,
-            "ts": ts, "dur": dur, "args": args}
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": 0 if gpu else PID,
+        "tid": 7 if gpu else TID,
+        "ts": ts,
+        "dur": dur,
+        "args": args,
+    }
 
 
 def graph_job() -> list[dict[str, Any]]:
@@ -44,8 +52,19 @@ def graph_job() -> list[dict[str, Any]]:
         t0 = 1000 + 1000 * step
         events.append(_x("user_annotation", f"ProfilerStep#{step}", t0, 900))
         events.append(_x("cuda_runtime", "cudaGraphLaunch", t0 + 10, GRAPH_LAUNCH_US, correlation=corr))
-        events += [_x("kernel", f"graph_node_{j}", t0 + 50 + 3 * j, 2, correlation=corr, device=0, stream=7,
-                      **{"graph id": 5, "graph node id": j}) for j in range(NODES)]
+        events += [
+            _x(
+                "kernel",
+                f"graph_node_{j}",
+                t0 + 50 + 3 * j,
+                2,
+                correlation=corr,
+                device=0,
+                stream=7,
+                **{"graph id": 5, "graph node id": j},
+            )
+            for j in range(NODES)
+        ]
         events.append(_x("cuda_runtime", "cudaLaunchKernel", t0 + 700, PLAIN_LAUNCH_US, correlation=corr + 1))
         events.append(_x("kernel", "tiny", t0 + 710, 1, correlation=corr + 1, device=0, stream=7))
         corr += 2

@@ -14,7 +14,10 @@ def test_idle_gaps_by_hand() -> None:
     # stream 7: [200,250) sync call [210,240) in progress -> sync_wait; [300,400) memcpy launched at 380 -> host_wait
     # stream 8: [260,270) 10 ns < 30 -> kernel_wait
     assert g.select("stream", "gap_start_ns", "gap_end_ns", "idle_ns", "idle_category").rows() == [
-        (7, 200, 250, 50, "sync_wait"), (7, 300, 400, 100, "host_wait"), (8, 260, 270, 10, "kernel_wait")]
+        (7, 200, 250, 50, "sync_wait"),
+        (7, 300, 400, 100, "host_wait"),
+        (8, 260, 270, 10, "kernel_wait"),
+    ]
 
 
 def test_without_sync_call_long_gap_is_other() -> None:
@@ -41,10 +44,13 @@ def test_idle_breakdown_sums_and_ratios() -> None:
     br = idle.idle_breakdown(handbuilt_trace(), kernel_wait_ns=30)
     s7 = br.filter(pl.col("stream") == 7)
     assert s7.select("idle_category", "idle_ns", "gaps").rows() == [
-        ("host_wait", 100, 1), ("kernel_wait", 0, 0), ("sync_wait", 50, 1), ("other", 0, 0)]
+        ("host_wait", 100, 1),
+        ("kernel_wait", 0, 0),
+        ("sync_wait", 50, 1),
+        ("other", 0, 0),
+    ]
     assert abs(s7["idle_ratio"].sum() - 1.0) < 1e-12
-    assert br.filter(pl.col("stream") == 8).filter(pl.col("idle_ns") > 0)["idle_category"].to_list() == [
-        "kernel_wait"]
+    assert br.filter(pl.col("stream") == 8).filter(pl.col("idle_ns") > 0)["idle_category"].to_list() == ["kernel_wait"]
 
 
 def test_default_threshold_is_htas_30_us() -> None:
@@ -55,7 +61,9 @@ def test_default_threshold_is_htas_30_us() -> None:
 def test_idle_breakdown_every_rank() -> None:
     br = idle.idle_breakdown(two_rank_trace(), kernel_wait_ns=30)
     assert br.group_by("node", "rank").agg(pl.col("idle_ns").sum()).sort("rank").rows() == [
-        ("n0", 0, 160), ("n1", 1, 160)]
+        ("n0", 0, 160),
+        ("n1", 1, 160),
+    ]
 
 
 def test_gpu_gaps() -> None:
@@ -63,7 +71,10 @@ def test_gpu_gaps() -> None:
     assert g.select("gap_start_ns", "gap_end_ns", "gap_ns").rows() == [(300, 400, 100)]
     assert idle.gpu_gaps(handbuilt_trace(), min_gap_ns=101).height == 0
     assert idle.gpu_gaps(handbuilt_trace(), per="stream").select("stream", "gap_ns").rows() == [
-        (7, 50), (7, 100), (8, 10)]
+        (7, 50),
+        (7, 100),
+        (8, 10),
+    ]
 
 
 def test_empty_trace() -> None:
@@ -80,7 +91,11 @@ def test_device_breakdown_sums_to_the_devices_idle_time() -> None:
     trace = handbuilt_trace()
     br = idle.device_idle_breakdown(trace, kernel_wait_ns=30)
     assert br.select("device", "idle_category", "idle_ns", "gaps").rows() == [
-        (0, "host_wait", 100, 1), (0, "kernel_wait", 0, 0), (0, "sync_wait", 0, 0), (0, "other", 0, 0)]
+        (0, "host_wait", 100, 1),
+        (0, "kernel_wait", 0, 0),
+        (0, "sync_wait", 0, 0),
+        (0, "other", 0, 0),
+    ]
     assert br["idle_ns"].sum() == busy_time(trace, per="device")["idle_ns"].sum() == 100
     # the per-stream breakdown summed over the device counts idle wall time once per idle stream
     assert idle.idle_breakdown(trace, kernel_wait_ns=30)["idle_ns"].sum() == 160
@@ -97,8 +112,17 @@ def _disagreeing_streams(extra: bool) -> pl.DataFrame:
         launches = {k: [*v, x] for (k, v), x in zip(launches.items(), (90, 4), strict=True)}
     n, m = len(kernels["start_ns"]), len(launches["start_ns"])
     b.add("kernels", {**kernels, "device": [0] * n, "name": ["k"] * n})
-    b.add("api", {**launches, "end_ns": [s + 5 for s in launches["start_ns"]], "pid": [1] * m, "tid": [1] * m,
-                  "domain": ["runtime"] * m, "name": ["cudaLaunchKernel"] * m})
+    b.add(
+        "api",
+        {
+            **launches,
+            "end_ns": [s + 5 for s in launches["start_ns"]],
+            "pid": [1] * m,
+            "tid": [1] * m,
+            "domain": ["runtime"] * m,
+            "name": ["cudaLaunchKernel"] * m,
+        },
+    )
     return idle.device_idle_breakdown(b.build(), kernel_wait_ns=1000).filter(pl.col("idle_ns") > 0)
 
 
@@ -106,6 +130,8 @@ def test_a_device_gap_takes_the_cause_of_the_record_that_ends_it() -> None:
     # device gaps: [100,150) ended by stream 2's kernel, launched at 120 > 100: host_wait; [200,300) ended by
     # stream 1's, launched at 50: kernel_wait (100 < 1000). Stream 1 alone would call [100,300) kernel_wait.
     assert _disagreeing_streams(extra=False).select("idle_category", "idle_ns").rows() == [
-        ("host_wait", 50), ("kernel_wait", 100)]
+        ("host_wait", 50),
+        ("kernel_wait", 100),
+    ]
     # two records end the gap at once: the earliest launch (90, before the device went idle) decides
     assert _disagreeing_streams(extra=True).select("idle_category", "idle_ns").rows() == [("kernel_wait", 150)]

@@ -12,8 +12,12 @@ from ktrace.model import TraceBuilder
 def test_launch_latency_both_definitions() -> None:
     lat = latency.launch_latency(handbuilt_trace()).sort("start_ns")
     assert lat.select("kind", "correlation_id", "launch_latency_ns", "queue_delay_ns", "api_duration_ns").rows() == [
-        ("kernel", 1, 90, 80, 10), ("kernel", 3, 100, 90, 10), ("kernel", 2, 220, 210, 10),
-        ("kernel", 5, 225, 222, 3), ("memcpy", 4, 20, 10, 10)]
+        ("kernel", 1, 90, 80, 10),
+        ("kernel", 3, 100, 90, 10),
+        ("kernel", 2, 220, 210, 10),
+        ("kernel", 5, 225, 222, 3),
+        ("memcpy", 4, 20, 10, 10),
+    ]
     assert lat["queued"].all() and not lat["is_graph"].any()
 
 
@@ -25,27 +29,61 @@ def test_join_is_per_rank() -> None:
 
 def test_negative_queue_delay_is_kept_and_not_queued() -> None:
     b = TraceBuilder()
-    b.add("kernels", {"start_ns": [15], "end_ns": [30], "device": [0], "stream": [7], "correlation_id": [1],
-                      "name": ["k"]})
-    b.add("api", {"start_ns": [10], "end_ns": [20], "pid": [1], "tid": [1], "correlation_id": [1],
-                  "domain": ["runtime"], "name": ["cudaLaunchKernel"]})
+    b.add(
+        "kernels",
+        {"start_ns": [15], "end_ns": [30], "device": [0], "stream": [7], "correlation_id": [1], "name": ["k"]},
+    )
+    b.add(
+        "api",
+        {
+            "start_ns": [10],
+            "end_ns": [20],
+            "pid": [1],
+            "tid": [1],
+            "correlation_id": [1],
+            "domain": ["runtime"],
+            "name": ["cudaLaunchKernel"],
+        },
+    )
     lat = latency.launch_latency(b.build())
     assert lat.select("launch_latency_ns", "queue_delay_ns", "queued").rows() == [(5, -5, False)]
 
 
 def graph_trace() -> TraceBuilder:
     b = TraceBuilder()
-    b.add("kernels", {"start_ns": [50, 20, 30], "end_ns": [60, 30, 40], "device": [0] * 3, "stream": [7] * 3,
-                      "correlation_id": [9] * 3, "name": ["c", "a", "b"]})
-    b.add("api", {"start_ns": [0], "end_ns": [10], "pid": [1], "tid": [1], "correlation_id": [9],
-                  "domain": ["runtime"], "name": ["cudaGraphLaunch"]})
+    b.add(
+        "kernels",
+        {
+            "start_ns": [50, 20, 30],
+            "end_ns": [60, 30, 40],
+            "device": [0] * 3,
+            "stream": [7] * 3,
+            "correlation_id": [9] * 3,
+            "name": ["c", "a", "b"],
+        },
+    )
+    b.add(
+        "api",
+        {
+            "start_ns": [0],
+            "end_ns": [10],
+            "pid": [1],
+            "tid": [1],
+            "correlation_id": [9],
+            "domain": ["runtime"],
+            "name": ["cudaGraphLaunch"],
+        },
+    )
     return b
 
 
 def test_graph_launch_gives_every_run_its_latency() -> None:
     lat = latency.launch_latency(graph_trace().build()).sort("start_ns")
     assert lat.select("name", "launch_latency_ns", "queue_delay_ns", "graph_run", "is_graph").rows() == [
-        ("a", 20, 10, 0, True), ("b", 30, 20, 1, True), ("c", 50, 40, 2, True)]
+        ("a", 20, 10, 0, True),
+        ("b", 30, 20, 1, True),
+        ("c", 50, 40, 2, True),
+    ]
     assert latency.latency_stats(graph_trace().build(), by="api")["count"].to_list() == [3]
     first = latency.latency_stats(graph_trace().build(), by="api", graph_runs="first")
     assert first.select("count", "launch_latency_ns_p50").rows() == [(1, 20.0)]
@@ -68,8 +106,10 @@ def test_latency_stats_by_step() -> None:
 
 def test_unlaunched_records_are_counted() -> None:
     b = handbuilt()
-    b.add("kernels", {"start_ns": [600], "end_ns": [610], "device": [0], "stream": [7], "correlation_id": [77],
-                      "name": ["orphan"]})
+    b.add(
+        "kernels",
+        {"start_ns": [600], "end_ns": [610], "device": [0], "stream": [7], "correlation_id": [77], "name": ["orphan"]},
+    )
     t = b.build()
     assert latency.unlaunched_count(t) == 1
     assert latency.launch_latency(t).height == 5

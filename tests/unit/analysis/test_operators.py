@@ -30,20 +30,55 @@ from ktrace.model import Trace, TraceBuilder
 
 def nested_ops_trace(with_ops: bool = True) -> Trace:
     b = TraceBuilder("n0", 0)
-    b.add("kernels", {"start_ns": [200, 270, 290, 340, 360], "end_ns": [260, 280, 330, 350, 370],
-                      "device": [0] * 5, "stream": [7, 7, 8, 8, 8], "correlation_id": [1, 2, 4, 5, 9],
-                      "name": ["gemm", "relu_kernel", "gemm", "gemm", "orphan"]})
-    b.add("memory", {"op": ["memcpy"], "start_ns": [300], "end_ns": [340], "device": [0], "stream": [7],
-                     "correlation_id": [3], "bytes": [64], "copy_kind": ["HtoD"], "src_kind": ["pinned"],
-                     "dst_kind": ["device"]})
-    b.add("api", {"start_ns": [25, 75, 95, 30, 90], "end_ns": [30, 78, 97, 35, 92], "pid": [1] * 5,
-                  "tid": [1, 1, 1, 2, 2], "correlation_id": [1, 2, 3, 4, 5], "domain": ["runtime"] * 5,
-                  "name": ["cudaLaunchKernel", "cudaLaunchKernel", "cudaMemcpyAsync", "cudaLaunchKernel",
-                           "cudaLaunchKernel"]})
+    b.add(
+        "kernels",
+        {
+            "start_ns": [200, 270, 290, 340, 360],
+            "end_ns": [260, 280, 330, 350, 370],
+            "device": [0] * 5,
+            "stream": [7, 7, 8, 8, 8],
+            "correlation_id": [1, 2, 4, 5, 9],
+            "name": ["gemm", "relu_kernel", "gemm", "gemm", "orphan"],
+        },
+    )
+    b.add(
+        "memory",
+        {
+            "op": ["memcpy"],
+            "start_ns": [300],
+            "end_ns": [340],
+            "device": [0],
+            "stream": [7],
+            "correlation_id": [3],
+            "bytes": [64],
+            "copy_kind": ["HtoD"],
+            "src_kind": ["pinned"],
+            "dst_kind": ["device"],
+        },
+    )
+    b.add(
+        "api",
+        {
+            "start_ns": [25, 75, 95, 30, 90],
+            "end_ns": [30, 78, 97, 35, 92],
+            "pid": [1] * 5,
+            "tid": [1, 1, 1, 2, 2],
+            "correlation_id": [1, 2, 3, 4, 5],
+            "domain": ["runtime"] * 5,
+            "name": ["cudaLaunchKernel", "cudaLaunchKernel", "cudaMemcpyAsync", "cudaLaunchKernel", "cudaLaunchKernel"],
+        },
+    )
     if with_ops:
-        b.add("ops", {"start_ns": [20, 70, 0, 20, 10], "end_ns": [80, 90, 100, 50, 60], "pid": [1] * 5,
-                      "tid": [2, 1, 1, 1, 1],
-                      "name": ["aten::addmm", "aten::relu", "forward", "aten::addmm", "aten::linear"]})
+        b.add(
+            "ops",
+            {
+                "start_ns": [20, 70, 0, 20, 10],
+                "end_ns": [80, 90, 100, 50, 60],
+                "pid": [1] * 5,
+                "tid": [2, 1, 1, 1, 1],
+                "name": ["aten::addmm", "aten::relu", "forward", "aten::addmm", "aten::linear"],
+            },
+        )
     return b.build()
 
 

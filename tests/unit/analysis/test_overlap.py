@@ -32,8 +32,11 @@ def test_queue_depth_until_start_is_htas_definition() -> None:
 
 
 def test_queue_depth_stats_by_hand() -> None:
-    s = overlap.queue_depth_stats(handbuilt_trace(), max_queue_length=2).filter(pl.col("stream") == 7).row(
-        0, named=True)
+    s = (
+        overlap.queue_depth_stats(handbuilt_trace(), max_queue_length=2)
+        .filter(pl.col("stream") == 7)
+        .row(0, named=True)
+    )
     assert s["max_depth"] == 2 and s["span_ns"] == 440 and s["time_at_max_ns"] == 170
     assert abs(s["mean_depth"] - 530 / 440) < 1e-12
     assert abs(s["sample_mean_depth"] - 5 / 6) < 1e-12
@@ -42,7 +45,11 @@ def test_queue_depth_stats_by_hand() -> None:
 def test_queue_depth_per_rank() -> None:
     s = overlap.queue_depth_stats(two_rank_trace())
     assert s.select("node", "rank", "stream", "max_depth").rows() == [
-        ("n0", 0, 7, 2), ("n0", 0, 8, 2), ("n1", 1, 7, 2), ("n1", 1, 8, 2)]
+        ("n0", 0, 7, 2),
+        ("n0", 0, 8, 2),
+        ("n1", 1, 7, 2),
+        ("n1", 1, 8, 2),
+    ]
 
 
 def test_empty_trace() -> None:

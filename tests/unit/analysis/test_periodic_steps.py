@@ -30,6 +30,7 @@ def _rendered(summary: Summary) -> str:
     render_summary(summary, console)
     return console.export_text()
 
+
 LOOP = ("embed", "gemm", "relu", "gemm_bwd", "sgd")
 
 
@@ -64,11 +65,14 @@ def test_a_regular_loop_is_found() -> None:
     assert job_phases(loop_trace(20)).step_source == "periodic"
 
 
-@pytest.mark.parametrize(("trace", "why"), [
-    (loop_trace(5), "too few repetitions (5 runs, 4 intervals; PERIODIC_MIN_STEPS is 5)"),
-    (loop_trace(20, jitter=0.6), "intervals too irregular"),
-    (loop_trace(20, init_ns=60_000_000), "the loop covers a quarter of the span"),
-])
+@pytest.mark.parametrize(
+    ("trace", "why"),
+    [
+        (loop_trace(5), "too few repetitions (5 runs, 4 intervals; PERIODIC_MIN_STEPS is 5)"),
+        (loop_trace(20, jitter=0.6), "intervals too irregular"),
+        (loop_trace(20, init_ns=60_000_000), "the loop covers a quarter of the span"),
+    ],
+)
 def test_an_unconvincing_period_gives_no_steps(trace: Trace, why: str) -> None:
     assert steps.detect_steps(trace).height == 0, why
     assert job_phases(trace).step_source == "none"
@@ -107,11 +111,22 @@ def test_views_say_steps_are_inferred() -> None:
 
 def test_recorded_steps_are_not_called_inferred() -> None:
     b = TraceBuilder()
-    b.add("ranges", {"start_ns": [0, 100], "end_ns": [100, 200], "pid": [1, 1], "tid": [1, 1],
-                     "name": ["ProfilerStep#1", "ProfilerStep#2"], "domain": ["profiler_step"] * 2, "depth": [0, 0],
-                     "on_gpu": [False, False]})
-    b.add("kernels", {"start_ns": [10, 110], "end_ns": [20, 120], "device": [0, 0], "stream": [7, 7],
-                      "name": ["k", "k"]})
+    b.add(
+        "ranges",
+        {
+            "start_ns": [0, 100],
+            "end_ns": [100, 200],
+            "pid": [1, 1],
+            "tid": [1, 1],
+            "name": ["ProfilerStep#1", "ProfilerStep#2"],
+            "domain": ["profiler_step"] * 2,
+            "depth": [0, 0],
+            "on_gpu": [False, False],
+        },
+    )
+    b.add(
+        "kernels", {"start_ns": [10, 110], "end_ns": [20, 120], "device": [0, 0], "stream": [7, 7], "name": ["k", "k"]}
+    )
     summary = summarize(b.build())
     assert summary.phases.step_source == "profiler_step" and not summary.phases.steps_inferred
     assert "inferred" not in _rendered(summary)

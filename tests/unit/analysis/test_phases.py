@@ -11,12 +11,23 @@ from ktrace.model.trace import Trace
 
 def _trace(step_names: list[str]) -> Trace:
     b = TraceBuilder("n", 0)
-    b.add("api", {"start_ns": [0], "end_ns": [10], "pid": [1], "tid": [1], "domain": ["runtime"],
-                  "name": ["cudaMalloc"]})
+    b.add(
+        "api", {"start_ns": [0], "end_ns": [10], "pid": [1], "tid": [1], "domain": ["runtime"], "name": ["cudaMalloc"]}
+    )
     n = len(step_names)
-    b.add("ranges", {"start_ns": [100 + 200 * i for i in range(n)], "end_ns": [290 + 200 * i for i in range(n)],
-                     "pid": [1] * n, "tid": [1] * n, "name": step_names, "domain": ["ktrace"] * n,
-                     "depth": [0] * n, "on_gpu": [False] * n})
+    b.add(
+        "ranges",
+        {
+            "start_ns": [100 + 200 * i for i in range(n)],
+            "end_ns": [290 + 200 * i for i in range(n)],
+            "pid": [1] * n,
+            "tid": [1] * n,
+            "name": step_names,
+            "domain": ["ktrace"] * n,
+            "depth": [0] * n,
+            "on_gpu": [False] * n,
+        },
+    )
     b.add("kernels", {"start_ns": [900], "end_ns": [1000], "device": [0], "name": ["k"]})
     return b.build()
 

@@ -33,8 +33,11 @@ def test_corpus_has_at_least_200_real_names_with_provenance() -> None:
 def test_corpus_classification_matches_the_hand_labels() -> None:
     rows = _corpus()
     got = dict(zip(*classify_names([r["name"] for r in rows]).get_columns(), strict=True))
-    wrong = [(r["expected"], got[r["name"]], r["name"][:120]) for r in rows
-             if got[r["name"]] != r["expected"] and not any(r["name"].startswith(k) for k in KNOWN_MISSES)]
+    wrong = [
+        (r["expected"], got[r["name"]], r["name"][:120])
+        for r in rows
+        if got[r["name"]] != r["expected"] and not any(r["name"].startswith(k) for k in KNOWN_MISSES)
+    ]
     assert wrong == []
 
 
@@ -45,14 +48,20 @@ def test_known_misses_are_still_misses() -> None:
     assert all(classify_name(r["name"]) != r["expected"] for r in rows)
 
 
-@pytest.mark.parametrize(("name", "expected"), [
-    ("ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", "communication"),
-    ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_nn_align4>(x::Params)", "TF32"),
-    ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<double>, "
-     "at::detail::Array<char*, 3> >(int)", "FP64"),
-    ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_kernel__5x_cublas", "BF16"),
-    ("triton_poi_fused_add_mul_0", "unknown"),
-])
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("ncclKernel_Broadcast_RING_LL_Sum_int8_t(ncclDevComm*, unsigned long, ncclWork*)", "communication"),
+        ("void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_256x64_16x4_nn_align4>(x::Params)", "TF32"),
+        (
+            "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<double>, "
+            "at::detail::Array<char*, 3> >(int)",
+            "FP64",
+        ),
+        ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_kernel__5x_cublas", "BF16"),
+        ("triton_poi_fused_add_mul_0", "unknown"),
+    ],
+)
 def test_analyses_md_pitfalls(name: str, expected: str) -> None:
     """The three pitfalls of analyses.md §7 plus the type-token and unknown cases."""
     assert classify_name(name) == expected
@@ -60,10 +69,21 @@ def test_analyses_md_pitfalls(name: str, expected: str) -> None:
 
 def test_distribution_excludes_communication_from_compute_shares() -> None:
     b = TraceBuilder("n", 0)
-    b.add("kernels", {"start_ns": [0, 100, 300, 600], "end_ns": [100, 300, 600, 1000],
-                      "device": [0] * 4, "stream": [7] * 4,
-                      "name": ["volta_sgemm_64x64_nn", "volta_h884gemm_64x64_ldg8_nn", "volta_sgemm_64x64_nn",
-                               "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"]})
+    b.add(
+        "kernels",
+        {
+            "start_ns": [0, 100, 300, 600],
+            "end_ns": [100, 300, 600, 1000],
+            "device": [0] * 4,
+            "stream": [7] * 4,
+            "name": [
+                "volta_sgemm_64x64_nn",
+                "volta_h884gemm_64x64_ldg8_nn",
+                "volta_sgemm_64x64_nn",
+                "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)",
+            ],
+        },
+    )
     dist = precision_distribution(b.build())
     rows = {r["precision"]: r for r in dist.iter_rows(named=True)}
     assert set(rows) == {"FP32", "FP16", "communication"}

@@ -14,23 +14,38 @@ from ktrace.testing import SyntheticConfig, generate
 def test_profiler_steps_detected() -> None:
     s = steps.detect_steps(handbuilt_trace())
     assert s.select("step", "start_ns", "end_ns", "duration_ns", "source").rows() == [
-        (5, 0, 100, 100, "profiler_step"), (6, 100, 500, 400, "profiler_step")]
+        (5, 0, 100, 100, "profiler_step"),
+        (6, 100, 500, 400, "profiler_step"),
+    ]
 
 
 def _annotated(names: list[str]) -> TraceBuilder:
     b = TraceBuilder()
     n = len(names)
-    b.add("ranges", {"start_ns": [i * 100 for i in range(n)], "end_ns": [i * 100 + 90 for i in range(n)],
-                     "pid": [1] * n, "tid": [1] * n, "name": names, "domain": ["nvtx"] * n, "depth": [0] * n,
-                     "on_gpu": [False] * n})
+    b.add(
+        "ranges",
+        {
+            "start_ns": [i * 100 for i in range(n)],
+            "end_ns": [i * 100 + 90 for i in range(n)],
+            "pid": [1] * n,
+            "tid": [1] * n,
+            "name": names,
+            "domain": ["nvtx"] * n,
+            "depth": [0] * n,
+            "on_gpu": [False] * n,
+        },
+    )
     return b
 
 
 def test_annotation_steps_with_default_pattern() -> None:
     t = _annotated(["step 3", "optimizer.step", "step 4", "train_step"]).build()
     s = steps.detect_steps(t)
-    assert s.select("name", "step", "source").rows() == [("step 3", 3, "annotation"), ("step 4", 4, "annotation"),
-                                                         ("train_step", 2, "annotation")]
+    assert s.select("name", "step", "source").rows() == [
+        ("step 3", 3, "annotation"),
+        ("step 4", 4, "annotation"),
+        ("train_step", 2, "annotation"),
+    ]
 
 
 def test_annotation_steps_with_custom_pattern() -> None:
@@ -44,17 +59,24 @@ def test_periodic_fallback_picks_the_regular_kernel() -> None:
     b = TraceBuilder()
     starts = [0, 1000, 2000, 3000, 4000, 5000, 5, 17, 1500, 2600, 2900, 4100, 4200, 4950]
     names = ["marker"] * 6 + ["noise"] * 8
-    b.add("kernels", {"start_ns": starts, "end_ns": [s + 1 for s in starts], "device": [0] * 14,
-                      "stream": [7] * 14, "name": names})
+    b.add(
+        "kernels",
+        {"start_ns": starts, "end_ns": [s + 1 for s in starts], "device": [0] * 14, "stream": [7] * 14, "name": names},
+    )
     s = steps.detect_steps(b.build())
-    assert s.select("start_ns", "end_ns", "source").rows() == [
-        (i * 1000, (i + 1) * 1000, "periodic") for i in range(5)]
+    assert s.select("start_ns", "end_ns", "source").rows() == [(i * 1000, (i + 1) * 1000, "periodic") for i in range(5)]
 
 
 def test_step_stats_and_histogram() -> None:
     st = steps.step_stats(handbuilt_trace()).row(0, named=True)
     assert (st["steps"], st["total_ns"], st["mean_ns"], st["min_ns"], st["max_ns"], st["p50_ns"]) == (
-        2, 500, 250.0, 100.0, 400.0, 250.0)
+        2,
+        500,
+        250.0,
+        100.0,
+        400.0,
+        250.0,
+    )
     h = steps.step_histogram(handbuilt_trace(), bins=3)
     assert h["count"].to_list() == [1, 0, 1] and h["bin_start_ns"][0] == 100.0
 
@@ -73,8 +95,13 @@ def test_attribute_kernels_by_hand() -> None:
     a = steps.attribute_kernels(handbuilt_trace())
     got = a.select("kind", "correlation_id", "step", "annotation", "annotation_depth").sort("correlation_id").rows()
     # launches: corr 1 at 10 (forward), 2 at 30 (inner), 3 at 50 (no annotation), 4 at 380 (step 6), 5 at 45
-    assert got == [("kernel", 1, 5, "forward", 1), ("kernel", 2, 5, "inner", 2), ("kernel", 3, 5, None, None),
-                   ("memcpy", 4, 6, None, None), ("kernel", 5, 5, None, None)]
+    assert got == [
+        ("kernel", 1, 5, "forward", 1),
+        ("kernel", 2, 5, "inner", 2),
+        ("kernel", 3, 5, None, None),
+        ("memcpy", 4, 6, None, None),
+        ("kernel", 5, 5, None, None),
+    ]
 
 
 def test_attribute_kernels_gpu_annotations_and_ranks() -> None:
@@ -82,8 +109,21 @@ def test_attribute_kernels_gpu_annotations_and_ranks() -> None:
     b = TraceBuilder("n1", 1)
     for name in ("kernels", "memory", "api", "ranges"):
         b.add(name, t.to_arrow(name))
-    b.add("ranges", {"start_ns": [1240], "end_ns": [1310], "pid": [0], "tid": [0], "name": ["gpu_fwd"],
-                     "domain": ["gpu_user_annotation"], "depth": [0], "on_gpu": [True], "device": [0], "stream": [7]})
+    b.add(
+        "ranges",
+        {
+            "start_ns": [1240],
+            "end_ns": [1310],
+            "pid": [0],
+            "tid": [0],
+            "name": ["gpu_fwd"],
+            "domain": ["gpu_user_annotation"],
+            "depth": [0],
+            "on_gpu": [True],
+            "device": [0],
+            "stream": [7],
+        },
+    )
     a = steps.attribute_kernels(b.build())
     assert a.filter(pl.col("gpu_annotation") == "gpu_fwd").select("rank", "correlation_id").rows() == [(1, 2)]
     assert a.group_by("rank").len().sort("rank")["len"].to_list() == [5, 5]

@@ -13,8 +13,9 @@ from ktrace.testing import SyntheticConfig, generate
 
 def test_busy_time_per_device_counts_overlapping_streams_once() -> None:
     b = utilization.busy_time(handbuilt_trace(), per="device")
-    assert b.select("node", "rank", "device", "busy_ns", "first_ns", "last_ns", "span_ns", "idle_ns",
-                    "records").rows() == [("n0", 0, 0, 250, 100, 450, 350, 100, 5)]
+    assert b.select(
+        "node", "rank", "device", "busy_ns", "first_ns", "last_ns", "span_ns", "idle_ns", "records"
+    ).rows() == [("n0", 0, 0, 250, 100, 450, 350, 100, 5)]
     assert abs(b["busy_pct"][0] - 100 * 250 / 350) < 1e-9
 
 
@@ -81,11 +82,21 @@ def test_active_time_share_without_counters_uses_timeline() -> None:
 
 def test_active_time_share_prefers_counters_for_cpu() -> None:
     b = handbuilt()
-    b.add("counters", {"ts_ns": [0, 10, 20, 30], "metric": ["cpu.util"] * 2 + ["gpu.util"] * 2,
-                       "instance": [-1, -1, 0, 0], "value": [0.0, 50.0, 10.0, 30.0]}, rank=-1)
+    b.add(
+        "counters",
+        {
+            "ts_ns": [0, 10, 20, 30],
+            "metric": ["cpu.util"] * 2 + ["gpu.util"] * 2,
+            "instance": [-1, -1, 0, 0],
+            "value": [0.0, 50.0, 10.0, 30.0],
+        },
+        rank=-1,
+    )
     a = utilization.active_time_share(b.build())
     assert a.filter(pl.col("method") == "counter").select("resource", "active_share", "mean_util").rows() == [
-        ("cpu", 0.5, 25.0), ("gpu", 1.0, 20.0)]
+        ("cpu", 0.5, 25.0),
+        ("gpu", 1.0, 20.0),
+    ]
     assert a.filter((pl.col("resource") == "cpu") & (pl.col("method") == "timeline")).height == 0
 
 
@@ -98,8 +109,17 @@ def test_empty_trace_gives_empty_frames() -> None:
 
 def test_busy_time_per_stream_with_wide_stream_ids() -> None:
     b = TraceBuilder(node="n", rank=0)
-    b.add("kernels", {"start_ns": [0, 10, 20], "end_ns": [5, 15, 30], "device": [0, 0, 0],
-                      "stream": [7, 2**40, 7], "correlation_id": [1, 2, 3], "name": ["k"] * 3})
+    b.add(
+        "kernels",
+        {
+            "start_ns": [0, 10, 20],
+            "end_ns": [5, 15, 30],
+            "device": [0, 0, 0],
+            "stream": [7, 2**40, 7],
+            "correlation_id": [1, 2, 3],
+            "name": ["k"] * 3,
+        },
+    )
     busy = utilization.busy_time(b.build(), "stream").sort("stream")  # 2**40 needs no 2**40-wide table
     assert busy["stream"].to_list() == [7, 2**40]
     assert busy["busy_ns"].to_list() == [15, 5]

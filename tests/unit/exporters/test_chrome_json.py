@@ -67,8 +67,9 @@ def check_chrome_trace(events: list[dict[str, Any]]) -> list[str]:
                 problems.append(f"negative relative ts {ts}")
         elif e["ph"] == "M" and e["name"] in ("process_name", "thread_name"):
             named.add((e["pid"], e.get("tid")))
-    problems += [f"pid {pid} tid {tid} has no name" for pid, tid in slices
-                 if (pid, None) not in named or (pid, tid) not in named]
+    problems += [
+        f"pid {pid} tid {tid} has no name" for pid, tid in slices if (pid, None) not in named or (pid, tid) not in named
+    ]
     return problems + _nesting_problems(slices) + _flow_problems(events, slices)
 
 
@@ -95,16 +96,22 @@ def test_relative_times_are_exact_to_the_ns(tmp_path: Path, synthetic_trace: Tra
     doc = json.loads(text, parse_float=Decimal)
     t0 = doc["metadata"]["trace_start_ns"]
     first = synthetic_trace.kernels.sort("start_ns").row(0, named=True)
-    kernel = next(e for e in doc["traceEvents"] if e["ph"] == "X" and e["cat"] == "kernel"
-                  and e["ts"] * 1000 == first["start_ns"] - t0)
+    kernel = next(
+        e
+        for e in doc["traceEvents"]
+        if e["ph"] == "X" and e["cat"] == "kernel" and e["ts"] * 1000 == first["start_ns"] - t0
+    )
     assert kernel["dur"] * 1000 == first["end_ns"] - first["start_ns"]
 
 
 def test_detector_catches_a_bad_flow_and_an_overlap() -> None:
-    events = [{"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "p"}},
-              {"ph": "M", "pid": 1, "tid": 1, "name": "thread_name", "args": {"name": "t"}},
-              {"ph": "X", "pid": 1, "tid": 1, "ts": 0, "dur": 10}, {"ph": "X", "pid": 1, "tid": 1, "ts": 5, "dur": 10},
-              {"ph": "s", "id": 1, "cat": "launch", "name": "launch", "pid": 1, "tid": 1, "ts": 3}]
+    events = [
+        {"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "p"}},
+        {"ph": "M", "pid": 1, "tid": 1, "name": "thread_name", "args": {"name": "t"}},
+        {"ph": "X", "pid": 1, "tid": 1, "ts": 0, "dur": 10},
+        {"ph": "X", "pid": 1, "tid": 1, "ts": 5, "dur": 10},
+        {"ph": "s", "id": 1, "cat": "launch", "name": "launch", "pid": 1, "tid": 1, "ts": 3},
+    ]
     problems = check_chrome_trace(events)
     assert any("overlaps" in p for p in problems) and any("both ends" in p for p in problems)
 
@@ -121,8 +128,15 @@ def test_non_finite_counter_values_are_written_as_null(tmp_path: Path) -> None:
     from ktrace.model.builder import TraceBuilder
 
     b = TraceBuilder(node="n", rank=0)
-    b.add("counters", {"ts_ns": [1, 2, 3, 4], "metric": ["gpu.util"] * 4, "instance": [0] * 4,
-                       "value": [1.0, float("inf"), float("-inf"), float("nan")]})
+    b.add(
+        "counters",
+        {
+            "ts_ns": [1, 2, 3, 4],
+            "metric": ["gpu.util"] * 4,
+            "instance": [0] * 4,
+            "value": [1.0, float("inf"), float("-inf"), float("nan")],
+        },
+    )
     export_chrome_json(b.build(), tmp_path / "c.json")
 
     def refuse(name: str) -> None:
@@ -135,12 +149,14 @@ def test_non_finite_counter_values_are_written_as_null(tmp_path: Path) -> None:
 
 def test_chrome_json_export_does_not_load_protobuf(tmp_path: Path) -> None:
     """Chrome JSON needs no protobuf: only the Perfetto path loads it (a fresh interpreter, a whole export)."""
-    code = ("import sys\n"
-            "from ktrace.exporters.chrome_json import export_chrome_json\n"
-            "from ktrace.testing import SyntheticConfig, generate\n"
-            "trace = generate(SyntheticConfig(steps=2, kernels_per_step=5, ranks=2, seed=3))\n"
-            f"export_chrome_json(trace, {str(tmp_path / 't.json')!r})\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('google', 'perfetto')))\n")
+    code = (
+        "import sys\n"
+        "from ktrace.exporters.chrome_json import export_chrome_json\n"
+        "from ktrace.testing import SyntheticConfig, generate\n"
+        "trace = generate(SyntheticConfig(steps=2, kernels_per_step=5, ranks=2, seed=3))\n"
+        f"export_chrome_json(trace, {str(tmp_path / 't.json')!r})\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('google', 'perfetto')))\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
     assert (tmp_path / "t.json").stat().st_size > 1000

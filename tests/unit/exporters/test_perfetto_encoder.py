@@ -18,10 +18,21 @@ def test_varint_column_matches_scalar_varints_at_every_length() -> None:
     assert enc.varint_lengths(values.view(np.uint64)).tolist() == [len(enc.varint_bytes(int(v))) for v in values]
 
 
-def _reference_slices(seq: int, start: np.ndarray, end: np.ndarray, track: np.ndarray, name: np.ndarray,
-                      grid: np.ndarray, grid_ok: np.ndarray, kind: np.ndarray, table: list[str],
-                      flow_rows: np.ndarray, flow_ids: np.ndarray, term_rows: np.ndarray,
-                      term_ids: np.ndarray) -> bytes:
+def _reference_slices(
+    seq: int,
+    start: np.ndarray,
+    end: np.ndarray,
+    track: np.ndarray,
+    name: np.ndarray,
+    grid: np.ndarray,
+    grid_ok: np.ndarray,
+    kind: np.ndarray,
+    table: list[str],
+    flow_rows: np.ndarray,
+    flow_ids: np.ndarray,
+    term_rows: np.ndarray,
+    term_ids: np.ndarray,
+) -> bytes:
     """The naive writer: one pb2 TracePacket per event (the reference twin of the encoder)."""
     t = Trace()
     for i in range(start.size):
@@ -57,12 +68,24 @@ def test_slice_rows_are_byte_identical_to_pb2(seed: int) -> None:
     flow_rows, flow_ids = rng.integers(0, n, 80), rng.integers(0, 2**63, 80).astype(np.uint64)
     term_rows, term_ids = rng.integers(0, n, 40), rng.integers(0, 2**63, 40).astype(np.uint64)
     fields = enc.slice_rows(
-        9, start, end, track, name,
-        [enc.int_annotation(2, name), enc.int_annotation(3, grid, grid_ok), enc.string_annotation(5, kind, table, kind >= 0)],
-        [enc.repeated_fixed64(enc.K_FLOW_IDS, flow_rows, flow_ids, n),
-         enc.repeated_fixed64(enc.K_TERMINATING_FLOW_IDS, term_rows, term_ids, n)])
-    assert enc.encode(fields, n) == _reference_slices(9, start, end, track, name, grid, grid_ok, kind, table,
-                                                      flow_rows, flow_ids, term_rows, term_ids)
+        9,
+        start,
+        end,
+        track,
+        name,
+        [
+            enc.int_annotation(2, name),
+            enc.int_annotation(3, grid, grid_ok),
+            enc.string_annotation(5, kind, table, kind >= 0),
+        ],
+        [
+            enc.repeated_fixed64(enc.K_FLOW_IDS, flow_rows, flow_ids, n),
+            enc.repeated_fixed64(enc.K_TERMINATING_FLOW_IDS, term_rows, term_ids, n),
+        ],
+    )
+    assert enc.encode(fields, n) == _reference_slices(
+        9, start, end, track, name, grid, grid_ok, kind, table, flow_rows, flow_ids, term_rows, term_ids
+    )
 
 
 def test_counter_rows_are_byte_identical_to_pb2() -> None:

@@ -20,8 +20,16 @@ from ktrace.model.trace import Trace
 from ktrace.testing import SyntheticConfig, generate
 
 REAL = [
-    "alexnet", "nccl", "resnet50", "tracelens", "dlrm", "cloverleaf", "power_iteration",
-    "simple_add", "event_sync", "event_sync_multi_stream",
+    "alexnet",
+    "nccl",
+    "resnet50",
+    "tracelens",
+    "dlrm",
+    "cloverleaf",
+    "power_iteration",
+    "simple_add",
+    "event_sync",
+    "event_sync_multi_stream",
 ]
 
 
@@ -39,8 +47,7 @@ def _descriptors(path: Path) -> list[TrackDescriptor]:
 
 def _decoded(report: ValidationReport) -> Counter[tuple[str, str, int, int]]:
     """(track name without any overlap suffix, slice name, start, end) of every decoded slice."""
-    return Counter((report.tracks[s.track].split(" (overlap ")[0], s.name, s.start_ns, s.end_ns)
-                   for s in report.slices)
+    return Counter((report.tracks[s.track].split(" (overlap ")[0], s.name, s.start_ns, s.end_ns) for s in report.slices)
 
 
 def _expected(trace: Trace) -> Counter[tuple[str, str, int, int]]:
@@ -49,32 +56,51 @@ def _expected(trace: Trace) -> Counter[tuple[str, str, int, int]]:
     threads = trace.threads.select(pl.col("node").cast(s), "rank", "pid", "tid", pl.col("name").cast(s).alias("tn"))
     threads = threads.drop_nulls().unique(["node", "rank", "pid", "tid"], keep="last", maintain_order=True)
     keyed = [
-        trace.kernels.select(pl.format("Stream {}", "stream").alias("track"), pl.col("name").cast(s),
-                             "start_ns", "end_ns"),
-        trace.memory.select(pl.format("Stream {}", "stream").alias("track"),
-                            pl.when(pl.col("op").cast(s) == "memset").then(pl.lit("Memset"))
-                            .otherwise(pl.format("Memcpy {}", pl.col("copy_kind").cast(s))).alias("name"),
-                            "start_ns", "end_ns"),
-        trace.syncs.select(pl.lit("Synchronization").alias("track"),
-                           pl.format("Sync {}", pl.col("sync_type").cast(s)).alias("name"), "start_ns", "end_ns"),
+        trace.kernels.select(
+            pl.format("Stream {}", "stream").alias("track"), pl.col("name").cast(s), "start_ns", "end_ns"
+        ),
+        trace.memory.select(
+            pl.format("Stream {}", "stream").alias("track"),
+            pl.when(pl.col("op").cast(s) == "memset")
+            .then(pl.lit("Memset"))
+            .otherwise(pl.format("Memcpy {}", pl.col("copy_kind").cast(s)))
+            .alias("name"),
+            "start_ns",
+            "end_ns",
+        ),
+        trace.syncs.select(
+            pl.lit("Synchronization").alias("track"),
+            pl.format("Sync {}", pl.col("sync_type").cast(s)).alias("name"),
+            "start_ns",
+            "end_ns",
+        ),
         trace.ranges.filter((pl.col("domain").cast(s) == "profiler_step") & ~pl.col("on_gpu")).select(
-            pl.lit("Steps").alias("track"), pl.col("name").cast(s), "start_ns", "end_ns"),
+            pl.lit("Steps").alias("track"), pl.col("name").cast(s), "start_ns", "end_ns"
+        ),
         trace.ranges.filter(pl.col("on_gpu")).select(
-            pl.lit("GPU annotations").alias("track"), pl.col("name").cast(s), "start_ns", "end_ns"),
+            pl.lit("GPU annotations").alias("track"), pl.col("name").cast(s), "start_ns", "end_ns"
+        ),
     ]
     cpu_ranges = trace.ranges.filter((pl.col("domain").cast(s) != "profiler_step") & ~pl.col("on_gpu"))
     for table in (trace.api, cpu_ranges, trace.ops):
         rows = table.with_columns(pl.col("node").cast(s)).join(threads, on=["node", "rank", "pid", "tid"], how="left")
-        keyed.append(rows.select(pl.format("{} [{}]", pl.col("tn").fill_null("thread"), "tid").alias("track"),
-                                 pl.col("name").cast(s), "start_ns", "end_ns"))
+        keyed.append(
+            rows.select(
+                pl.format("{} [{}]", pl.col("tn").fill_null("thread"), "tid").alias("track"),
+                pl.col("name").cast(s),
+                "start_ns",
+                "end_ns",
+            )
+        )
     return Counter(tuple(r) for k in keyed for r in k.iter_rows())  # type: ignore[misc]
 
 
 def _launched(trace: Trace) -> int:
     """GPU records (kernels, memcpy, memset) whose launch API call is in the trace."""
     launches = trace.api.select("node", "rank", "correlation_id").drop_nulls().unique()
-    gpu = pl.concat([trace.kernels.select("node", "rank", "correlation_id"),
-                     trace.memory.select("node", "rank", "correlation_id")]).drop_nulls()
+    gpu = pl.concat(
+        [trace.kernels.select("node", "rank", "correlation_id"), trace.memory.select("node", "rank", "correlation_id")]
+    ).drop_nulls()
     return gpu.join(launches, on=["node", "rank", "correlation_id"]).height
 
 
@@ -94,8 +120,14 @@ def test_track_tree_has_a_process_per_rank_gpu_groups_and_node_counters(tmp_path
     export_perfetto(multi_rank, tmp_path / "t.pftrace")
     tracks = {d.uuid: d for d in _descriptors(tmp_path / "t.pftrace")}
     processes = {d.process.process_name for d in tracks.values() if d.HasField("process")}
-    assert processes == {"node0 (host)", "node1 (host)", "rank 0 · node0 (pid 1000)", "rank 1 · node0 (pid 1001)",
-                         "rank 2 · node1 (pid 1002)", "rank 3 · node1 (pid 1003)"}
+    assert processes == {
+        "node0 (host)",
+        "node1 (host)",
+        "rank 0 · node0 (pid 1000)",
+        "rank 1 · node0 (pid 1001)",
+        "rank 2 · node1 (pid 1002)",
+        "rank 3 · node1 (pid 1003)",
+    }
     assert len({d.process.pid for d in tracks.values() if d.HasField("process")}) == 6
     streams = [d for d in tracks.values() if d.name.startswith("Stream ")]
     assert streams and all(tracks[d.parent_uuid].name.startswith("GPU ") for d in streams)
@@ -115,15 +147,21 @@ def test_kernel_args_are_debug_annotations(tmp_path: Path) -> None:
     packets = PbTrace.FromString((tmp_path / "t.pftrace").read_bytes()).packet
     keys = {n.iid: n.name for p in packets for n in p.interned_data.debug_annotation_names}
     first_kernel = trace.kernels.sort("start_ns").row(0, named=True)
-    begin = next(p for p in packets if p.track_event.type == 1 and p.timestamp == first_kernel["start_ns"]
-                 and any(keys[a.name_iid] == "grid_x" for a in p.track_event.debug_annotations))
+    begin = next(
+        p
+        for p in packets
+        if p.track_event.type == 1
+        and p.timestamp == first_kernel["start_ns"]
+        and any(keys[a.name_iid] == "grid_x" for a in p.track_event.debug_annotations)
+    )
     args = {keys[a.name_iid]: a.int_value for a in begin.track_event.debug_annotations}
     for col in ("grid_x", "block_x", "registers_per_thread", "static_shared_bytes", "correlation_id"):
         assert args[col] == first_kernel[col]
 
 
-def _tiny(api: dict[str, list[Any]], kernels: dict[str, list[Any]], ranges: dict[str, list[Any]] | None = None
-          ) -> Trace:
+def _tiny(
+    api: dict[str, list[Any]], kernels: dict[str, list[Any]], ranges: dict[str, list[Any]] | None = None
+) -> Trace:
     b = TraceBuilder("hostA", 0)
     n = len(api["start_ns"])
     b.add("api", {**api, "pid": [7] * n, "tid": [7] * n, "domain": ["runtime"] * n, "name": ["cudaLaunchKernel"] * n})
@@ -131,29 +169,37 @@ def _tiny(api: dict[str, list[Any]], kernels: dict[str, list[Any]], ranges: dict
     b.add("kernels", {**kernels, "device": [0] * k, "stream": [7] * k, "name": ["k"] * k})
     if ranges:
         r = len(ranges["start_ns"])
-        b.add("ranges", {**ranges, "pid": [7] * r, "tid": [7] * r, "domain": ["nvtx"] * r, "depth": [0] * r,
-                         "on_gpu": [False] * r})
+        b.add(
+            "ranges",
+            {**ranges, "pid": [7] * r, "tid": [7] * r, "domain": ["nvtx"] * r, "depth": [0] * r, "on_gpu": [False] * r},
+        )
     return b.build()
 
 
 def test_kernel_starting_before_its_launch_still_gets_an_arrow(tmp_path: Path) -> None:
-    trace = _tiny({"start_ns": [1000], "end_ns": [2000], "correlation_id": [5]},
-                  {"start_ns": [900], "end_ns": [1500], "correlation_id": [5]})
+    trace = _tiny(
+        {"start_ns": [1000], "end_ns": [2000], "correlation_id": [5]},
+        {"start_ns": [900], "end_ns": [1500], "correlation_id": [5]},
+    )
     stats, report = _export(trace, tmp_path)
     assert (stats.flows, report.arrows) == (1, 1)
 
 
 def test_one_launch_many_gpu_records_gives_one_arrow_each(tmp_path: Path) -> None:
-    trace = _tiny({"start_ns": [1000], "end_ns": [2000], "correlation_id": [5]},
-                  {"start_ns": [3000, 4000, 5000], "end_ns": [3500, 4500, 5500], "correlation_id": [5, 5, 5]})
+    trace = _tiny(
+        {"start_ns": [1000], "end_ns": [2000], "correlation_id": [5]},
+        {"start_ns": [3000, 4000, 5000], "end_ns": [3500, 4500, 5500], "correlation_id": [5, 5, 5]},
+    )
     _, report = _export(trace, tmp_path)
     assert report.arrows == 3
 
 
 def test_overlapping_ranges_go_to_an_overlap_track_and_survive(tmp_path: Path) -> None:
-    trace = _tiny({"start_ns": [1200], "end_ns": [1300], "correlation_id": [1]},
-                  {"start_ns": [2000], "end_ns": [2100], "correlation_id": [1]},
-                  {"start_ns": [1000, 1100], "end_ns": [1250, 1400], "name": ["a", "b"]})
+    trace = _tiny(
+        {"start_ns": [1200], "end_ns": [1300], "correlation_id": [1]},
+        {"start_ns": [2000], "end_ns": [2100], "correlation_id": [1]},
+        {"start_ns": [1000, 1100], "end_ns": [1250, 1400], "name": ["a", "b"]},
+    )
     stats, report = _export(trace, tmp_path)
     assert stats.overlap_slices >= 1
     assert _decoded(report) == _expected(trace)
@@ -174,9 +220,18 @@ class _Finding:
 def test_findings_become_instant_events(tmp_path: Path) -> None:
     trace = generate(SyntheticConfig(steps=2, kernels_per_step=5, seed=2))
     t0 = trace.span_ns()[0]  # type: ignore[index]
-    findings = [_Finding("LowGPUUtilization", "warning", "GPU idle 40%", t0 + 10, t0 + 99, "node0", 0),
-                {"rule": "StepOutlier", "severity": "error", "message": "slow step", "start_ns": t0 + 5,
-                 "end_ns": t0 + 6, "node": None, "rank": None}]
+    findings = [
+        _Finding("LowGPUUtilization", "warning", "GPU idle 40%", t0 + 10, t0 + 99, "node0", 0),
+        {
+            "rule": "StepOutlier",
+            "severity": "error",
+            "message": "slow step",
+            "start_ns": t0 + 5,
+            "end_ns": t0 + 6,
+            "node": None,
+            "rank": None,
+        },
+    ]
     stats, report = _export(trace, tmp_path, findings=findings)
     assert stats.instants == report.instants == 2
     assert {"Findings", "ktrace findings"} <= set(report.tracks.values())

@@ -14,8 +14,10 @@ from ktrace.model.nesting import bracket_owner, nesting_lanes
 
 def naive_owner(track: list[int], start: list[int], end: list[int]) -> list[int]:
     """Replay BEGIN(2i)/END(2i+1) events in (ts, position) order with a stack per track, as trace_processor does."""
-    events = sorted([(start[i], 2 * i, i, True) for i in range(len(start))]
-                    + [(end[i], 2 * i + 1, i, False) for i in range(len(start))])
+    events = sorted(
+        [(start[i], 2 * i, i, True) for i in range(len(start))]
+        + [(end[i], 2 * i + 1, i, False) for i in range(len(start))]
+    )
     stacks: dict[int, list[int]] = {}
     owner = [-1] * len(start)
     for _, _, i, is_begin in events:

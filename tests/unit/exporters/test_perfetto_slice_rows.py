@@ -18,7 +18,9 @@ from ktrace.exporters.perfetto_kernel import slice_packets
 from ktrace.exporters.perfetto_slice_rows import IntArg, SliceRows, StrArg, encode_compiled, encode_numpy
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
-UINT = st.one_of(st.integers(0, 300), st.sampled_from([127, 128, 16383, 16384, 2**56, 2**63 - 1]), st.integers(0, 2**63 - 1))
+UINT = st.one_of(
+    st.integers(0, 300), st.sampled_from([127, 128, 16383, 16384, 2**56, 2**63 - 1]), st.integers(0, 2**63 - 1)
+)
 """Timestamps, iids and uuids (uint64 fields)."""
 ARG = st.one_of(UINT, st.sampled_from([-1, -(2**63)]), INT64)
 """int_value (int64: negatives take 10 bytes)."""
@@ -33,9 +35,14 @@ def slice_rows(draw: st.DrawFn) -> SliceRows:
     n = draw(st.integers(0, 12))
     col = _column(UINT, n)
     ids = st.integers(1, 2**64 - 1)
-    ints = tuple(IntArg(draw(st.integers(1, 300)), draw(_column(ARG, n)),
-                        draw(st.none() | st.lists(st.booleans(), min_size=n, max_size=n).map(np.array)))
-                 for _ in range(draw(st.integers(0, 3))))
+    ints = tuple(
+        IntArg(
+            draw(st.integers(1, 300)),
+            draw(_column(ARG, n)),
+            draw(st.none() | st.lists(st.booleans(), min_size=n, max_size=n).map(np.array)),
+        )
+        for _ in range(draw(st.integers(0, 3)))
+    )
     strings = []
     for _ in range(draw(st.integers(0, 2))):
         table = draw(st.lists(st.text(max_size=140), min_size=1, max_size=4))
@@ -44,12 +51,18 @@ def slice_rows(draw: st.DrawFn) -> SliceRows:
     n_flows, n_terms = draw(st.integers(0, 2 * n)), draw(st.integers(0, n))
     rows = st.integers(0, max(n - 1, 0))
     return SliceRows(
-        seq=draw(st.integers(1, 2**20)), start=draw(col), end=draw(col),
-        track=draw(col), name_iid=draw(col), ints=ints, strings=tuple(strings),
+        seq=draw(st.integers(1, 2**20)),
+        start=draw(col),
+        end=draw(col),
+        track=draw(col),
+        name_iid=draw(col),
+        ints=ints,
+        strings=tuple(strings),
         flow_rows=np.array(draw(st.lists(rows, min_size=n_flows, max_size=n_flows)) if n else [], np.int64),
         flow_ids=np.array(draw(st.lists(ids, min_size=n_flows, max_size=n_flows)) if n else [], np.uint64),
         term_rows=np.array(draw(st.lists(rows, min_size=n_terms, max_size=n_terms)) if n else [], np.int64),
-        term_ids=np.array(draw(st.lists(ids, min_size=n_terms, max_size=n_terms)) if n else [], np.uint64))
+        term_ids=np.array(draw(st.lists(ids, min_size=n_terms, max_size=n_terms)) if n else [], np.uint64),
+    )
 
 
 @settings(max_examples=150, deadline=None)
@@ -62,13 +75,30 @@ def test_compiled_and_numpy_encoders_write_the_naive_twins_bytes(rows: SliceRows
 
 def test_the_kernel_source_runs_as_python_too() -> None:
     """Plain-Python run of the kernel (what numba compiles), so a coverage run sees its lines."""
-    rows = SliceRows(3, np.array([5, 2**40], np.int64), np.array([9, 2**62], np.int64), np.array([1, 300], np.int64),
-                     np.array([2, 7], np.int64), (IntArg(1, np.array([-5, 130], np.int64), np.array([True, False])),),
-                     (StrArg(12, np.array([1, -1], np.int64), ["a", "HtoD"]),), np.array([1, 1, 0], np.int64),
-                     np.array([4, 2**63, 9], np.uint64), np.array([0], np.int64), np.array([7], np.uint64))
+    rows = SliceRows(
+        3,
+        np.array([5, 2**40], np.int64),
+        np.array([9, 2**62], np.int64),
+        np.array([1, 300], np.int64),
+        np.array([2, 7], np.int64),
+        (IntArg(1, np.array([-5, 130], np.int64), np.array([True, False])),),
+        (StrArg(12, np.array([1, -1], np.int64), ["a", "HtoD"]),),
+        np.array([1, 1, 0], np.int64),
+        np.array([4, 2**63, 9], np.uint64),
+        np.array([0], np.int64),
+        np.array([7], np.uint64),
+    )
     original = slice_packets.py_func.__globals__  # the module's namespace: swap dispatchers for their Python
-    names = ("slice_packets", "varint_len", "put_varint", "_put", "_put_fixed64", "_begin_te_len", "_packet_body",
-             "_put_packet_head")
+    names = (
+        "slice_packets",
+        "varint_len",
+        "put_varint",
+        "_put",
+        "_put_fixed64",
+        "_begin_te_len",
+        "_packet_body",
+        "_put_packet_head",
+    )
     saved = {k: original[k] for k in names}
     try:
         for k in names:
@@ -80,8 +110,9 @@ def test_the_kernel_source_runs_as_python_too() -> None:
 
 
 @pytest.mark.parametrize("name", ["nccl", "resnet50", "tracelens", "dlrm", "cloverleaf"])
-def test_real_traces_export_the_same_bytes_by_either_encoder(tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch,
-                                                             real_trace_path: Callable[[str], Path]) -> None:
+def test_real_traces_export_the_same_bytes_by_either_encoder(
+    tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch, real_trace_path: Callable[[str], Path]
+) -> None:
     import ktrace
 
     trace = ktrace.open(real_trace_path(name))

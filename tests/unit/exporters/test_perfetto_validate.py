@@ -26,8 +26,18 @@ def _desc(**kw: object) -> TracePacket:
     return TracePacket(track_descriptor=TrackDescriptor(**kw))  # type: ignore[arg-type]
 
 
-def _event(ts: int, track: int, typ: int, name_iid: int = 0, *, seq: int = SEQ, flags: int = 2,
-           flows: tuple[int, ...] = (), term: tuple[int, ...] = (), value: float | None = None) -> TracePacket:
+def _event(
+    ts: int,
+    track: int,
+    typ: int,
+    name_iid: int = 0,
+    *,
+    seq: int = SEQ,
+    flags: int = 2,
+    flows: tuple[int, ...] = (),
+    term: tuple[int, ...] = (),
+    value: float | None = None,
+) -> TracePacket:
     p = TracePacket(timestamp=ts, sequence_flags=flags)
     if seq:
         p.trusted_packet_sequence_id = seq
@@ -49,8 +59,13 @@ def _good() -> list[TracePacket]:
         _desc(uuid=2, thread=ThreadDescriptor(pid=1, tid=1, thread_name="main")),
         _desc(uuid=3, parent_uuid=1, name="Stream 7"),
         _desc(uuid=4, parent_uuid=1, name="GPU 0 utilization", counter=CounterDescriptor(unit_name="%")),
-        TracePacket(trusted_packet_sequence_id=SEQ, sequence_flags=3, interned_data=InternedData(
-            event_names=[EventName(iid=1, name="cudaLaunchKernel"), EventName(iid=2, name="gemm")])),
+        TracePacket(
+            trusted_packet_sequence_id=SEQ,
+            sequence_flags=3,
+            interned_data=InternedData(
+                event_names=[EventName(iid=1, name="cudaLaunchKernel"), EventName(iid=2, name="gemm")]
+            ),
+        ),
         _event(100, 2, BEGIN, 1, flows=(7,)),
         _event(150, 2, END),
         _event(160, 3, BEGIN, 2, term=(7,)),
@@ -69,13 +84,16 @@ def test_sound_trace_passes_and_is_decoded(tmp_path: Path) -> None:
     report = validate_perfetto(_write(tmp_path, _good()))
     assert report.errors == []
     assert sorted(report.slices, key=lambda s: s.start_ns) == [
-        DecodedSlice(2, "cudaLaunchKernel", 100, 150), DecodedSlice(3, "gemm", 160, 300)]
+        DecodedSlice(2, "cudaLaunchKernel", 100, 150),
+        DecodedSlice(3, "gemm", 160, 300),
+    ]
     assert (report.arrows, report.counters) == (1, 1)
 
 
 def _replace(index: int, packet: TracePacket) -> Callable[[list[TracePacket]], list[TracePacket]]:
     def edit(packets: list[TracePacket]) -> list[TracePacket]:
-        return packets[:index] + [packet] + packets[index + 1:]
+        return packets[:index] + [packet] + packets[index + 1 :]
+
     return edit
 
 

@@ -11,18 +11,22 @@ from ktrace.model.trace import Trace
 T0 = 1_700_000_000_000_000_000
 
 
-@pytest.mark.parametrize(("spec", "expected"), [
-    ("1.5:3", (T0 + 1_500_000_000, T0 + 3_000_000_000)),
-    (":0.25", (None, T0 + 250_000_000)),
-    ("2:", (T0 + 2_000_000_000, None)),
-    (f"{T0 + 5}:{T0 + 9}", (T0 + 5, T0 + 9)),
-])
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("1.5:3", (T0 + 1_500_000_000, T0 + 3_000_000_000)),
+        (":0.25", (None, T0 + 250_000_000)),
+        ("2:", (T0 + 2_000_000_000, None)),
+        (f"{T0 + 5}:{T0 + 9}", (T0 + 5, T0 + 9)),
+    ],
+)
 def test_parse_window(spec: str, expected: tuple[int | None, int | None]) -> None:
     assert parse_window(spec, T0) == expected
 
 
-@pytest.mark.parametrize("spec", ["3", "a:b", "3:1", "1:2:3", "inf:", "-inf:0", "nan:1", "1e300:", ":1e10",
-                                  "99999999999999999999999:"])
+@pytest.mark.parametrize(
+    "spec", ["3", "a:b", "3:1", "1:2:3", "inf:", "-inf:0", "nan:1", "1e300:", ":1e10", "99999999999999999999999:"]
+)
 def test_bad_window_is_a_usage_error(spec: str) -> None:
     with pytest.raises(KtraceError) as err:
         parse_window(spec, T0)
@@ -55,5 +59,9 @@ def test_select_window_keeps_rows_overlapping_it_whole(synthetic_trace: Trace) -
     expected = k.filter((k["end_ns"] >= lo) & (k["start_ns"] <= hi))
     assert 0 < cut.kernels.height == expected.height
     assert cut.kernels.sort("start_ns")["start_ns"].to_list() == expected["start_ns"].to_list()
-    assert cut.counters.height == synthetic_trace.counters.filter(
-        (synthetic_trace.counters["ts_ns"] >= lo) & (synthetic_trace.counters["ts_ns"] <= hi)).height
+    assert (
+        cut.counters.height
+        == synthetic_trace.counters.filter(
+            (synthetic_trace.counters["ts_ns"] >= lo) & (synthetic_trace.counters["ts_ns"] <= hi)
+        ).height
+    )

@@ -39,10 +39,12 @@ def test_output_that_is_a_file_is_refused(tmp_path: Path, synthetic_trace: Trace
 def test_csv_text_cells_never_start_a_formula(tmp_path: Path) -> None:
     from ktrace.model.builder import TraceBuilder
 
-    names = ["=HYPERLINK(\"http://x\")", "+1", "-2+3", "@SUM(A1)", "\tx", "\ry", "plain", "a=b"]
+    names = ['=HYPERLINK("http://x")', "+1", "-2+3", "@SUM(A1)", "\tx", "\ry", "plain", "a=b"]
     b = TraceBuilder(node="=cmd|' /C calc'!A0", rank=0)
-    b.add("kernels", {"start_ns": list(range(8)), "end_ns": list(range(1, 9)), "device": [0] * 8,
-                      "stream": [-1] * 8, "name": names})
+    b.add(
+        "kernels",
+        {"start_ns": list(range(8)), "end_ns": list(range(1, 9)), "device": [0] * 8, "stream": [-1] * 8, "name": names},
+    )
     export_tables(b.build(), tmp_path / "out", "csv")
     kernels = pl.read_csv(tmp_path / "out" / "kernels.csv")
     assert kernels["name"].to_list() == ["'" + n for n in names[:6]] + names[6:]

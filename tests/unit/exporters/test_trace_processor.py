@@ -18,7 +18,8 @@ BINARY = os.environ.get("KTRACE_TRACE_PROCESSOR", "")
 
 pytestmark = pytest.mark.skipif(
     not BINARY or not Path(BINARY).is_file(),
-    reason="set KTRACE_TRACE_PROCESSOR to a trace_processor_shell binary to check exports with the real importer")
+    reason="set KTRACE_TRACE_PROCESSOR to a trace_processor_shell binary to check exports with the real importer",
+)
 
 
 def test_trace_processor_imports_the_export_without_errors(tmp_path: Path) -> None:
@@ -26,16 +27,22 @@ def test_trace_processor_imports_the_export_without_errors(tmp_path: Path) -> No
 
     trace = generate(SyntheticConfig(steps=3, kernels_per_step=30, ranks=2, nodes=2, seed=5))
     path = tmp_path / "t.pftrace"
-    export_perfetto(trace, path, findings=[{"rule": "R", "severity": "info", "message": "m",
-                                            "start_ns": trace.span_ns()[0]}])  # type: ignore[index]
+    export_perfetto(
+        trace, path, findings=[{"rule": "R", "severity": "info", "message": "m", "start_ns": trace.span_ns()[0]}]
+    )  # type: ignore[index]
     report = validate_perfetto(path)
     tp = TraceProcessor(trace=str(path), config=TraceProcessorConfig(bin_path=BINARY))
     try:
-        errors = [(r.name, r.idx, r.value) for r in tp.query(
-            "select name, idx, value from stats where severity in ('error', 'data_loss') and value > 0")]
+        errors = [
+            (r.name, r.idx, r.value)
+            for r in tp.query(
+                "select name, idx, value from stats where severity in ('error', 'data_loss') and value > 0"
+            )
+        ]
         assert errors == []
-        slices, flows, counters = (next(iter(tp.query(f"select count(*) as n from {table}"))).n
-                                   for table in ("slice", "flow", "counter"))
+        slices, flows, counters = (
+            next(iter(tp.query(f"select count(*) as n from {table}"))).n for table in ("slice", "flow", "counter")
+        )
     finally:
         tp.close()
     assert slices == len(report.slices) + report.instants

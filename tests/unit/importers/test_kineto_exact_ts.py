@@ -69,18 +69,22 @@ def test_a_fraction_float64_rounds_to_a_whole_microsecond_is_kept(tmp_path: Path
     assert (k["start_ns"][0], k["end_ns"][0]) == (T0 * 1000 + 1, T0 * 1000 + 2501)
 
 
-def test_every_slice_is_exact_after_the_first_that_needed_it(tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_slice_is_exact_after_the_first_that_needed_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Small slices: whole µs first (fast path), then fractions (decoded again, and the rest decoded exactly),
     with a wrongly typed field (pid as a float) that sends one event through the lenient path."""
     monkeypatch.setattr(kineto_decode, "CHUNK_BYTES", 256)
     whole = [_x("kernel", f"w{i}", str(T0 + i), "1", correlation=i, device=0, stream=7) for i in range(6)]
-    frac = [_x("kernel", f"f{i}", f"{T0 + 10 + i}.{i + 1:03d}", "0.999", correlation=10 + i, device=0, stream=7)
-            for i in range(12)]
+    frac = [
+        _x("kernel", f"f{i}", f"{T0 + 10 + i}.{i + 1:03d}", "0.999", correlation=10 + i, device=0, stream=7)
+        for i in range(12)
+    ]
     odd = f'{{"ph": "X", "cat": "kernel", "name": "odd", "pid": 0.0, "tid": 7, "ts": "{T0 + 40}.777", "dur": 1}}'
     k = import_kineto(_write(tmp_path, [*whole, *frac, odd])).kernels.sort("start_ns")
-    want = ([(T0 + i) * 1000 for i in range(6)] + [(T0 + 10 + i) * 1000 + i + 1 for i in range(12)]
-            + [(T0 + 40) * 1000 + 777])
+    want = (
+        [(T0 + i) * 1000 for i in range(6)]
+        + [(T0 + 10 + i) * 1000 + i + 1 for i in range(12)]
+        + [(T0 + 40) * 1000 + 777]
+    )
     assert k["start_ns"].to_list() == want
     assert (k["end_ns"] - k["start_ns"]).to_list() == [1000] * 6 + [999] * 12 + [1000]
 
@@ -97,10 +101,18 @@ def test_relative_and_small_fractional_times_keep_the_fast_path(tmp_path: Path) 
     assert exact["ts_frac_ns"].to_pylist() == [123, 0]
 
 
-@pytest.mark.parametrize(("text", "ns"), [
-    ("1712195495505583.123", 1712195495505583123), ("-5.123", -5123), ("0.0005", 0), ("0.0015", 2),
-    ("1.7121954955055831234e15", 1712195495505583123), ("1e400", None), ("7", 7000),
-])
+@pytest.mark.parametrize(
+    ("text", "ns"),
+    [
+        ("1712195495505583.123", 1712195495505583123),
+        ("-5.123", -5123),
+        ("0.0005", 0),
+        ("0.0015", 2),
+        ("1.7121954955055831234e15", 1712195495505583123),
+        ("1e400", None),
+        ("7", 7000),
+    ],
+)
 def test_exact_ns_rounds_half_to_even_below_a_nanosecond(text: str, ns: int | None) -> None:
     value: Any = int(text) if text.lstrip("-").isdigit() else Decimal(text)
     assert exact_ns(value) == ns

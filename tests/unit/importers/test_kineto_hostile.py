@@ -56,9 +56,19 @@ def test_whitespace_runs_are_squeezed() -> None:
 
 
 def test_a_whitespace_bomb_imports_in_bounded_memory(tmp_path: Path) -> None:
-    trace = import_kineto(gzip_stream(tmp_path / "ws.json.gz", lambda: iter([
-        b'{"schemaVersion": 1, "traceEvents": [', *[b" " * (1 << 20)] * 64,
-        json.dumps(kineto_doc(["k0"])["traceEvents"])[1:].encode(), b"}"])))
+    trace = import_kineto(
+        gzip_stream(
+            tmp_path / "ws.json.gz",
+            lambda: iter(
+                [
+                    b'{"schemaVersion": 1, "traceEvents": [',
+                    *[b" " * (1 << 20)] * 64,
+                    json.dumps(kineto_doc(["k0"])["traceEvents"])[1:].encode(),
+                    b"}",
+                ]
+            ),
+        )
+    )
     assert trace.kernels.height == 1
     assert any("whitespace" in n for n in trace.meta.notes)
 
@@ -78,8 +88,12 @@ def test_an_oversized_event_is_skipped_and_the_rest_kept(tmp_path: Path, monkeyp
 def test_a_decompression_bomb_stops_at_the_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kineto_limits, "MIN_BOMB_BYTES", 4 << 20)
     events = json.dumps(kineto_doc([f"k{i}" for i in range(5)])["traceEvents"])[1:-1].encode()
-    path = gzip_stream(tmp_path / "bomb.json.gz", lambda: iter([
-        b'{"schemaVersion": 1, "traceEvents": [', events, *[b", " + events] * 4, b", {}" * (8 << 20), b"]}"]))
+    path = gzip_stream(
+        tmp_path / "bomb.json.gz",
+        lambda: iter(
+            [b'{"schemaVersion": 1, "traceEvents": [', events, *[b", " + events] * 4, b", {}" * (8 << 20), b"]}"]
+        ),
+    )
     trace = import_kineto(path)
     assert trace.kernels.height == 25
     assert trace.meta.health["truncated_input"] == 1

@@ -85,9 +85,14 @@ def test_launches_without_gpu_record_match_naive_twin(imported: tuple[Any, dict[
     gpu_cats = {"kernel", "Kernel", "gpu_memcpy", "Memcpy", "gpu_memset", "Memset"}
     gpu_corr = {e["args"].get("correlation") for e in events if e.get("cat") in gpu_cats and e.get("ph") == "X"}
     launch = re.compile(r"^(cuda|cu)(Launch|GraphLaunch|Memcpy|Memset)")
-    expected = sum(1 for e in events if e.get("ph") == "X"
-                   and e.get("cat") in ("cuda_runtime", "Runtime", "cuda_driver")
-                   and launch.match(e.get("name", "")) and e["args"].get("correlation") not in gpu_corr)
+    expected = sum(
+        1
+        for e in events
+        if e.get("ph") == "X"
+        and e.get("cat") in ("cuda_runtime", "Runtime", "cuda_driver")
+        and launch.match(e.get("name", ""))
+        and e["args"].get("correlation") not in gpu_corr
+    )
     assert trace.meta.health["launches_without_gpu_record"] == expected
 
 

@@ -21,14 +21,27 @@ PID, TID = 4242, 4243
 
 def _x(cat: str, name: str, ts: float, dur: float, **args: Any) -> dict[str, Any]:
     gpu = cat in ("kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "gpu_user_annotation", "Kernel")
-    return {"ph": "X", "cat": cat, "name": name, "pid": 0 if gpu else PID, "tid": 7 if gpu else TID,
-            "ts": ts, "dur": dur, "args": args}
+    return {
+        "ph": "X",
+        "cat": cat,
+        "name": name,
+        "pid": 0 if gpu else PID,
+        "tid": 7 if gpu else TID,
+        "ts": ts,
+        "dur": dur,
+        "args": args,
+    }
 
 
 def _doc(events: list[dict[str, Any]], **header: Any) -> dict[str, Any]:
-    return {"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "GPU-X", "computeMajor": 9,
-                                                      "computeMinor": 0, "numSms": 132, "totalGlobalMem": 8}],
-            "traceEvents": events, **header}
+    return {
+        "schemaVersion": 1,
+        "deviceProperties": [
+            {"id": 0, "name": "GPU-X", "computeMajor": 9, "computeMinor": 0, "numSms": 132, "totalGlobalMem": 8}
+        ],
+        "traceEvents": events,
+        **header,
+    }
 
 
 def _write(tmp_path: Path, doc: Any, name: str = "t.json.gz", raw: bytes | None = None) -> Path:
@@ -46,8 +59,20 @@ def _graph_job() -> list[dict[str, Any]]:
         _x("user_annotation", "inner", 1002, 10),
         _x("user_annotation", "backward", 1060, 30),
         _x("cuda_runtime", "cudaGraphLaunch", 1003, 5, correlation=10, cbid=311),
-        *[_x("kernel", f"graph_k{i}", 1010 + i, 1, correlation=10, device=0, stream=7, grid=[1, 2, 3],
-             block=[64, 1, 1]) for i in range(3)],
+        *[
+            _x(
+                "kernel",
+                f"graph_k{i}",
+                1010 + i,
+                1,
+                correlation=10,
+                device=0,
+                stream=7,
+                grid=[1, 2, 3],
+                block=[64, 1, 1],
+            )
+            for i in range(3)
+        ],
         _x("cuda_runtime", "cudaLaunchKernel", 1020, 2, correlation=11),
         _x("kernel", "k_normal", 1030, 4, correlation=11, device=0, stream=7),
         _x("kernel", "k_orphan", 1040, 4, correlation=99, device=0, stream=7),
@@ -110,14 +135,46 @@ def test_ts_forms_convert_exactly(tmp_path: Path) -> None:
 
 def test_pt19_era_capitalised_categories_and_string_tids(tmp_path: Path) -> None:
     events = [
-        {"ph": "X", "cat": "Operator", "name": "ProfilerStep#5", "pid": PID, "tid": str(TID), "ts": 100, "dur": 50,
-         "args": {"external id": 1}},
-        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "pid": PID, "tid": str(TID), "ts": 101, "dur": 3,
-         "args": {"cbid": 211, "correlation": 5, "external id": 2, "external ts": 100}},
-        {"ph": "X", "cat": "Kernel", "name": "volta_sgemm", "pid": 0, "tid": "stream 7", "ts": 110, "dur": 5,
-         "args": {"device": 0, "correlation": 5, "external id": 2}},
-        {"ph": "X", "cat": "Memcpy", "name": "Memcpy DtoH (Device -> Pinned)", "pid": 0, "tid": "stream 9",
-         "ts": 120, "dur": 2, "args": {"correlation": 6, "bytes": 64}},
+        {
+            "ph": "X",
+            "cat": "Operator",
+            "name": "ProfilerStep#5",
+            "pid": PID,
+            "tid": str(TID),
+            "ts": 100,
+            "dur": 50,
+            "args": {"external id": 1},
+        },
+        {
+            "ph": "X",
+            "cat": "Runtime",
+            "name": "cudaLaunchKernel",
+            "pid": PID,
+            "tid": str(TID),
+            "ts": 101,
+            "dur": 3,
+            "args": {"cbid": 211, "correlation": 5, "external id": 2, "external ts": 100},
+        },
+        {
+            "ph": "X",
+            "cat": "Kernel",
+            "name": "volta_sgemm",
+            "pid": 0,
+            "tid": "stream 7",
+            "ts": 110,
+            "dur": 5,
+            "args": {"device": 0, "correlation": 5, "external id": 2},
+        },
+        {
+            "ph": "X",
+            "cat": "Memcpy",
+            "name": "Memcpy DtoH (Device -> Pinned)",
+            "pid": 0,
+            "tid": "stream 9",
+            "ts": 120,
+            "dur": 2,
+            "args": {"correlation": 6, "bytes": 64},
+        },
         {"ph": "i", "s": "t", "name": "[memory]", "pid": PID, "tid": TID, "ts": 102, "args": {"Bytes": 4}},
         {"ph": "s", "id": 5, "pid": PID, "tid": TID, "ts": 101, "cat": "async", "name": "launch"},
         {"ph": "f", "id": 5, "pid": 0, "tid": "stream 7", "ts": 110, "cat": "async", "name": "launch", "bp": "e"},
@@ -147,23 +204,32 @@ def test_2022_async_cpu_to_gpu_flows_and_syncs(tmp_path: Path) -> None:
     assert trace.meta.health["syncs_without_gpu_record"] == 0
 
 
-@pytest.mark.parametrize(("name", "kinds"), [
-    ("Memcpy HtoD (Pageable -> Device)", ("HtoD", "pageable", "device")),
-    ("Memcpy DtoD (Device -> Device)", ("DtoD", "device", "device")),
-    ("Memcpy PtoP (Device -> Device)", ("PtoP", "device", "device")),
-    ("Memcpy HtoH (Pinned -> Managed)", ("HtoH", "pinned", "managed")),
-    ("Memset (Device)", ("unknown", "unknown", "device")),
-    ("Memcpy ???", ("unknown", "unknown", "unknown")),
-])
+@pytest.mark.parametrize(
+    ("name", "kinds"),
+    [
+        ("Memcpy HtoD (Pageable -> Device)", ("HtoD", "pageable", "device")),
+        ("Memcpy DtoD (Device -> Device)", ("DtoD", "device", "device")),
+        ("Memcpy PtoP (Device -> Device)", ("PtoP", "device", "device")),
+        ("Memcpy HtoH (Pinned -> Managed)", ("HtoH", "pinned", "managed")),
+        ("Memset (Device)", ("unknown", "unknown", "device")),
+        ("Memcpy ???", ("unknown", "unknown", "unknown")),
+    ],
+)
 def test_memcpy_kinds_from_names(name: str, kinds: tuple[str, str, str]) -> None:
     assert memcpy_kinds(name) == kinds
 
 
 def test_secrets_are_scrubbed_and_counted(tmp_path: Path) -> None:
     token = "hf_" + "aB3" * 12
-    doc = _doc(_graph_job(), metadata={"system": {"env": {"HF_TOKEN": token, "PATH": "/usr/bin",
-                                                          "MY_DB_PASSWORD": "hunter2", "LOG": f"key={token}"}}},
-               distributedInfo={"rank": 0, "world_size": 1, "backend_config": "AWS_SECRET_ACCESS_KEY=abc123"})
+    doc = _doc(
+        _graph_job(),
+        metadata={
+            "system": {
+                "env": {"HF_TOKEN": token, "PATH": "/usr/bin", "MY_DB_PASSWORD": "hunter2", "LOG": f"key={token}"}
+            }
+        },
+        distributedInfo={"rank": 0, "world_size": 1, "backend_config": "AWS_SECRET_ACCESS_KEY=abc123"},
+    )
     trace = import_kineto(_write(tmp_path, doc))
     text = trace.meta.to_json()
     assert token not in text and "hunter2" not in text and "abc123" not in text
@@ -211,11 +277,22 @@ def test_open_reads_kineto_directly(tmp_path: Path) -> None:
 
 
 def test_wrongly_typed_fields_are_coerced_or_dropped(tmp_path: Path) -> None:
-    events = [*_graph_job(),
-              {"ph": "X", "cat": "kernel", "name": "k_str", "pid": 0, "tid": 7, "ts": "2000", "dur": 1,
-               "args": {"correlation": "11", "device": 0}},
-              {"ph": "X", "cat": "kernel", "name": "k_bad", "pid": 0, "tid": 7, "ts": None, "dur": 1},
-              {"ph": "X", "cat": "kernel", "name": "k_neg", "pid": 0, "tid": 7, "ts": 5, "dur": -1}, 17]
+    events = [
+        *_graph_job(),
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "k_str",
+            "pid": 0,
+            "tid": 7,
+            "ts": "2000",
+            "dur": 1,
+            "args": {"correlation": "11", "device": 0},
+        },
+        {"ph": "X", "cat": "kernel", "name": "k_bad", "pid": 0, "tid": 7, "ts": None, "dur": 1},
+        {"ph": "X", "cat": "kernel", "name": "k_neg", "pid": 0, "tid": 7, "ts": 5, "dur": -1},
+        17,
+    ]
     trace = import_kineto(_write(tmp_path, _doc(events)))
     assert "k_str" in trace.kernels["name"].cast(pl.String).to_list()
     assert trace.meta.health["dropped_events"] == 3  # k_bad, k_neg and the bare number
@@ -223,8 +300,10 @@ def test_wrongly_typed_fields_are_coerced_or_dropped(tmp_path: Path) -> None:
 
 
 def test_out_of_range_numbers_do_not_overflow(tmp_path: Path) -> None:
-    events = [*_graph_job(), _x("kernel", "k_big", 2000, 1, correlation=2**64 - 1, bytes=2**63 + 5,
-                                  grid=[2**70, 1, 1], stream=-(2**63) - 1)]
+    events = [
+        *_graph_job(),
+        _x("kernel", "k_big", 2000, 1, correlation=2**64 - 1, bytes=2**63 + 5, grid=[2**70, 1, 1], stream=-(2**63) - 1),
+    ]
     trace = import_kineto(_write(tmp_path, _doc(events, baseTimeNanoseconds=2**63 + 1)))
     big = trace.kernels.filter(pl.col("name").cast(pl.String) == "k_big")
     assert big.select("correlation_id", "grid_x").row(0) == (None, None)
@@ -232,15 +311,18 @@ def test_out_of_range_numbers_do_not_overflow(tmp_path: Path) -> None:
     assert any("baseTimeNanoseconds" in n for n in trace.meta.notes)
 
 
-@pytest.mark.parametrize(("raw", "message"), [
-    (b"", "empty file"),
-    (b'{"traceEvents": [{"ph": "X"', "truncated"),
-    (b"not json at all", "not JSON"),
-    (b'{"schemaVersion": 1, "deviceProperties": []}', "no traceEvents"),
-    (b'{"schemaVersion": 7, "traceEvents": []}', "unknown Kineto schemaVersion 7"),
-    (b'{"traceEvents": [{"ph": "X", "cat": "blink", "name": "paint", "ts": 1, "dur": 1}]}', "not a PyTorch"),
-    (b"[1, 2, 3]", "no readable Kineto event"),
-])
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b"", "empty file"),
+        (b'{"traceEvents": [{"ph": "X"', "truncated"),
+        (b"not json at all", "not JSON"),
+        (b'{"schemaVersion": 1, "deviceProperties": []}', "no traceEvents"),
+        (b'{"schemaVersion": 7, "traceEvents": []}', "unknown Kineto schemaVersion 7"),
+        (b'{"traceEvents": [{"ph": "X", "cat": "blink", "name": "paint", "ts": 1, "dur": 1}]}', "not a PyTorch"),
+        (b"[1, 2, 3]", "no readable Kineto event"),
+    ],
+)
 def test_bad_input_is_one_clear_error(tmp_path: Path, raw: bytes, message: str) -> None:
     path = _write(tmp_path, None, "bad.json", raw=raw)
     with pytest.raises(TraceFormatError, match=message) as info:

@@ -53,16 +53,22 @@ def test_sqlite_without_nsys_tables(tmp_path: Path) -> None:
 
 
 def test_nsys_export_without_event_tables(tmp_path: Path) -> None:
-    db = sqlite_with(tmp_path / "empty.sqlite", "CREATE TABLE StringIds (id, value)",
-                     "CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs, utcTime, localTime)")
+    db = sqlite_with(
+        tmp_path / "empty.sqlite",
+        "CREATE TABLE StringIds (id, value)",
+        "CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs, utcTime, localTime)",
+    )
     with pytest.raises(TraceFormatError, match="without CUDA, NVTX or GPU-metric tables"):
         import_nsys(db)
 
 
 def test_unknown_schema_version(tmp_path: Path) -> None:
-    db = sqlite_with(tmp_path / "future.sqlite", "CREATE TABLE META_DATA_EXPORT (name, value)",
-                     "INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', '9.0.1')",
-                     "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId)")
+    db = sqlite_with(
+        tmp_path / "future.sqlite",
+        "CREATE TABLE META_DATA_EXPORT (name, value)",
+        "INSERT INTO META_DATA_EXPORT VALUES ('EXPORT_SCHEMA_VERSION', '9.0.1')",
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId)",
+    )
     with pytest.raises(TraceFormatError, match="unknown nsys export schema '9.0.1'"):
         import_nsys(db)
 
@@ -90,9 +96,12 @@ def test_truncated_real_export_keeps_its_events(tmp_path: Path) -> None:
 
 
 def test_truncated_table_keeps_the_rows_before_the_cut(tmp_path: Path) -> None:
-    db = sqlite_with(tmp_path / "big.sqlite", "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, pad)",
-                     "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 60000) "
-                     "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT i * 10, i * 10 + 5, 0, 'x' FROM n")
+    db = sqlite_with(
+        tmp_path / "big.sqlite",
+        "CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start, end, deviceId, pad)",
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 60000) "
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL SELECT i * 10, i * 10 + 5, 0, 'x' FROM n",
+    )
     data = db.read_bytes()
     trace = import_nsys(write(tmp_path / "cut.sqlite", data[: len(data) * 2 // 3]))
     assert 0 < trace.kernels.height < 60000
@@ -103,8 +112,9 @@ def test_truncated_table_keeps_the_rows_before_the_cut(tmp_path: Path) -> None:
 @pytest.mark.parametrize("content", [b"garbage" * 50, b"SQLite format 3\x00" + b"\xff" * 5000])
 def test_cli_prints_one_line_and_exits_3(tmp_path: Path, content: bytes) -> None:
     bad = write(tmp_path / "bad.sqlite", content)
-    done = subprocess.run([sys.executable, "-m", "ktrace", "info", str(bad)], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "ktrace", "info", str(bad)], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == ExitCode.BAD_INPUT
     assert "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "bad.sqlite" in done.stderr

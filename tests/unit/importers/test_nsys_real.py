@@ -82,8 +82,10 @@ def test_devices_match_stats(real: tuple[Path, dict[str, Any], Trace]) -> None:
         m = re.fullmatch(r"(\d+): (.+) \((\d+) SMs\)", line)
         assert m
         expected.add((int(m[1]), m[2], int(m[3])))
-    got = {(r["device"], r["name"], r["sm_count"]) for r in trace.devices.with_columns(
-        pl.col("name").cast(pl.String)).to_dicts()}
+    got = {
+        (r["device"], r["name"], r["sm_count"])
+        for r in trace.devices.with_columns(pl.col("name").cast(pl.String)).to_dicts()
+    }
     assert got == expected
 
 
@@ -113,18 +115,24 @@ def test_launch_joins_and_orphans_match_sql(real: tuple[Path, dict[str, Any], Tr
     path, _, trace = real
     health = trace.meta.health
     for table, name in (("KERNEL", "kernels"), ("MEMCPY", "memory"), ("SYNCHRONIZATION", "syncs")):
-        ((total, joined),) = sql(path, f"""
+        ((total, joined),) = sql(
+            path,
+            f"""
             SELECT count(*), sum((g.correlationId, (g.globalPid >> 24) & 16777215) IN (
                 SELECT r.correlationId, (r.globalTid >> 24) & 16777215 FROM CUPTI_ACTIVITY_KIND_RUNTIME r))
-            FROM CUPTI_ACTIVITY_KIND_{table} g""")
+            FROM CUPTI_ACTIVITY_KIND_{table} g""",
+        )
         assert health[f"{name}_with_launch"] == joined
         assert health[f"{name}_without_launch"] == total - joined
-    ((launch_orphans,),) = sql(path, """
+    ((launch_orphans,),) = sql(
+        path,
+        """
         SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId
         WHERE (s.value LIKE 'cudaLaunch%' OR s.value LIKE 'cuLaunch%' OR s.value LIKE 'cudaGraphLaunch%'
                OR s.value LIKE 'cuGraphLaunch%')
           AND r.correlationId NOT IN (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL)
-          AND r.correlationId NOT IN (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_MEMCPY)""")
+          AND r.correlationId NOT IN (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_MEMCPY)""",
+    )
     assert health["launches_without_gpu_record"] == launch_orphans
 
 
@@ -141,16 +149,21 @@ def test_memory_and_sync_kinds_match_sql(real: tuple[Path, dict[str, Any], Trace
     path, _, trace = real
     copy = {1: "HtoD", 2: "DtoH", 8: "DtoD", 10: "PtoP"}
     mem = {0: "pageable", 1: "pinned", 2: "device", 4: "managed"}
-    expected = {(copy[c], mem[s], mem[d]): n for c, s, d, n in sql(
-        path, "SELECT copyKind, srcKind, dstKind, count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY GROUP BY 1, 2, 3")}
+    expected = {
+        (copy[c], mem[s], mem[d]): n
+        for c, s, d, n in sql(
+            path, "SELECT copyKind, srcKind, dstKind, count(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY GROUP BY 1, 2, 3"
+        )
+    }
     got = trace.memory.group_by("copy_kind", "src_kind", "dst_kind").len()
     assert {(str(a), str(b), str(c)): n for a, b, c, n in got.iter_rows()} == expected
     sync = {1: "event", 2: "stream_wait_event", 3: "stream", 4: "context"}
-    expected_sync = {sync[t]: n for t, n in sql(
-        path, "SELECT syncType, count(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION GROUP BY 1")}
+    expected_sync = {
+        sync[t]: n
+        for t, n in sql(path, "SELECT syncType, count(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION GROUP BY 1")
+    }
     assert dict(trace.syncs.group_by("sync_type").len().iter_rows()) == expected_sync
-    ((na_streams,),) = sql(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION "
-                                 "WHERE streamId = 4294967295")
+    ((na_streams,),) = sql(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION WHERE streamId = 4294967295")
     assert trace.syncs["stream"].null_count() == na_streams
 
 
@@ -189,6 +202,5 @@ def assert_depth_is_nesting(ranges: pl.DataFrame) -> None:
     """Naive twin: depth = number of other ranges of the same thread that strictly enclose the range."""
     spans = ranges.select("tid", "start_ns", "end_ns", "depth").rows()
     for tid, start, end, depth in spans:
-        enclosing = sum(1 for t, s, e, _ in spans
-                        if t == tid and (s, -e) < (start, -end) and s <= start and end <= e)
+        enclosing = sum(1 for t, s, e, _ in spans if t == tid and (s, -e) < (start, -end) and s <= start and end <= e)
         assert depth == enclosing, (tid, start, end)

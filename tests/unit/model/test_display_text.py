@@ -13,8 +13,9 @@ UNSAFE = "\x1b]0;title\x07\x1b[2J\x9b31m\r\b\x00\x7f\u202eevil\u2066\u2028"
 
 def test_every_control_character_becomes_a_visible_escape() -> None:
     shown = printable(f"k{UNSAFE}")
-    assert shown == ("k\\x1b]0;title\\x07\\x1b[2J\\x9b31m\\x0d\\x08\\x00\\x7fevil"
-                     .replace("evil", "\\u202eevil\\u2066\\u2028"))
+    assert shown == (
+        "k\\x1b]0;title\\x07\\x1b[2J\\x9b31m\\x0d\\x08\\x00\\x7fevil".replace("evil", "\\u202eevil\\u2066\\u2028")
+    )
     assert all(ch.isprintable() for ch in shown)
 
 
@@ -24,14 +25,18 @@ def test_clean_text_is_returned_as_is() -> None:
 
 
 def test_tree_keys_and_values() -> None:
-    assert printable_tree({"a\x1b": ["b\x07", ("c", 1, None)], "n": 2.5}) == {"a\\x1b": ["b\\x07", ["c", 1, None]],
-                                                                              "n": 2.5}
+    assert printable_tree({"a\x1b": ["b\x07", ("c", 1, None)], "n": 2.5}) == {
+        "a\\x1b": ["b\\x07", ["c", 1, None]],
+        "n": 2.5,
+    }
 
 
 def test_printable_trace_rewrites_only_unsafe_names() -> None:
     b = TraceBuilder(node=f"host{UNSAFE}", rank=0)
-    b.add("kernels", {"start_ns": [1, 5], "end_ns": [2, 6], "device": [0, 0], "stream": [7, 7],
-                      "name": [f"k{UNSAFE}", "plain"]})
+    b.add(
+        "kernels",
+        {"start_ns": [1, 5], "end_ns": [2, 6], "device": [0, 0], "stream": [7, 7], "name": [f"k{UNSAFE}", "plain"]},
+    )
     trace = b.build()
     trace = trace.with_meta(TraceMeta(hosts=(f"host{UNSAFE}",), notes=(f"n{UNSAFE}",)))
     clean = printable_trace(trace)

@@ -23,8 +23,15 @@ def test_partition_dir_keeps_long_hosts_a_legal_file_name() -> None:
 def test_rank_lists() -> None:
     assert parse_rank_list("0,4-6") == (0, 4, 5, 6)
     assert parse_rank_list(" 3, 0-2, 3 ") == (0, 1, 2, 3)
-    for bad, message in (("", "no rank"), (" , ", "no rank"), ("x", "expected"), ("1-", "expected"),
-                         ("-1", "expected"), ("0-2000000000", "more than"), ("5-2", "increasing"),
-                         ("0,2147483648", "not a rank")):
+    for bad, message in (
+        ("", "no rank"),
+        (" , ", "no rank"),
+        ("x", "expected"),
+        ("1-", "expected"),
+        ("-1", "expected"),
+        ("0-2000000000", "more than"),
+        ("5-2", "increasing"),
+        ("0,2147483648", "not a rank"),
+    ):
         with pytest.raises(ValueError, match=message):
             parse_rank_list(bad)

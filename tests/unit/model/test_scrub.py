@@ -22,8 +22,13 @@ SECRET = "Pw" + "x7Kq2" * 3
 
 def test_an_arrow_table_keeps_its_schema_and_nulls_and_only_secret_values_change() -> None:
     names = pa.array(["gemm", f"--password={SECRET}", None, "gemm", "key_padding_mask"]).dictionary_encode()
-    table = pa.table({"name": names.cast(pa.dictionary(pa.int32(), pa.string())),
-                      "uuid": ["a", f"HF_TOKEN={SECRET}", None, "b", "c"], "n": [1, 2, 3, 4, 5]})
+    table = pa.table(
+        {
+            "name": names.cast(pa.dictionary(pa.int32(), pa.string())),
+            "uuid": ["a", f"HF_TOKEN={SECRET}", None, "b", "c"],
+            "n": [1, 2, 3, 4, 5],
+        }
+    )
     clean, n = scrub_table(table)
     assert n == 2 and clean.schema == table.schema
     assert clean.column("name").to_pylist() == ["gemm", f"--password={REDACTED}", None, "gemm", "key_padding_mask"]
@@ -41,10 +46,14 @@ def test_a_frame_without_secrets_is_returned_as_it_is() -> None:
 
 
 def test_a_trace_counts_what_its_tables_and_meta_held() -> None:
-    b = TraceBuilder(node="n", rank=0, meta=TraceMeta(source="synthetic", health={"secrets_scrubbed": 2},
-                                                      job={"command": ["python", "--api-key", SECRET]}))
-    b.add("kernels", {"start_ns": [10, 20], "end_ns": [15, 25], "device": [0, 0],
-                      "name": ["gemm", f"Bearer {SECRET}"]})
+    b = TraceBuilder(
+        node="n",
+        rank=0,
+        meta=TraceMeta(
+            source="synthetic", health={"secrets_scrubbed": 2}, job={"command": ["python", "--api-key", SECRET]}
+        ),
+    )
+    b.add("kernels", {"start_ns": [10, 20], "end_ns": [15, 25], "device": [0, 0], "name": ["gemm", f"Bearer {SECRET}"]})
     b.add("threads", {"pid": [1], "tid": [2], "name": [f"worker HF_TOKEN={SECRET}"]})
     trace = b.build()
     clean = scrub_trace(trace)
@@ -57,10 +66,10 @@ def test_a_trace_counts_what_its_tables_and_meta_held() -> None:
 
 # ----- scrubbing once per call path: the store's per-file mark and the Trace's `scrubbed` -----
 
+
 def _dirty_trace() -> Trace:
     b = TraceBuilder(node="n", rank=0)
-    b.add("kernels", {"start_ns": [10, 20], "end_ns": [15, 25], "device": [0, 0],
-                      "name": ["gemm", f"Bearer {SECRET}"]})
+    b.add("kernels", {"start_ns": [10, 20], "end_ns": [15, 25], "device": [0, 0], "name": ["gemm", f"Bearer {SECRET}"]})
     return b.build()
 
 
@@ -76,8 +85,7 @@ def _count_scrubs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-def test_a_store_ktrace_wrote_is_not_scrubbed_again_when_read(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_store_ktrace_wrote_is_not_scrubbed_again_when_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = store.write(_dirty_trace(), tmp_path / "x.ktrace")
     calls = _count_scrubs(monkeypatch)
     trace = store.read(root)
@@ -94,21 +102,23 @@ def test_a_table_without_the_current_rules_mark_is_scrubbed_when_read(tmp_path: 
     names = pa.array([f"token={SECRET}"] * table.num_rows).dictionary_encode()
     table = table.set_column(table.schema.get_field_index("name"), "name", names)
     metadata = {k: v for k, v in (table.schema.metadata or {}).items() if k != b"ktrace.scrubbed"}
-    pq.write_table(table.replace_schema_metadata({**metadata, **({b"ktrace.scrubbed": mark} if mark else {})}),
-                   path)
+    pq.write_table(table.replace_schema_metadata({**metadata, **({b"ktrace.scrubbed": mark} if mark else {})}), path)
     assert set(store.read(root).kernels["name"].cast(pl.String).to_list()) == {f"token={REDACTED}"}
 
 
 def test_a_capture_stream_is_scrubbed_when_read_whatever_its_schema_says(tmp_path: Path) -> None:
     w = store.CaptureWriter(tmp_path / "c.ktrace", "host", 0)
-    w.append("kernels", pa.table({"start_ns": [0], "end_ns": [5], "device": pa.array([0], pa.int32()),
-                                  "name": [f"HF_TOKEN={SECRET}"]}))
+    w.append(
+        "kernels",
+        pa.table({"start_ns": [0], "end_ns": [5], "device": pa.array([0], pa.int32()), "name": [f"HF_TOKEN={SECRET}"]}),
+    )
     w.close()
     assert SECRET not in str(store.read(tmp_path / "c.ktrace").kernels["name"].to_list())
 
 
-def test_write_skips_the_scrub_only_for_a_trace_marked_scrubbed(tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_write_skips_the_scrub_only_for_a_trace_marked_scrubbed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     clean = scrub_trace(_dirty_trace())
     calls = _count_scrubs(monkeypatch)
     store.write(clean, tmp_path / "clean.ktrace")

@@ -52,8 +52,14 @@ def test_a_secret_flag_value_in_the_next_argv_element_is_redacted_and_other_flag
 
 
 def test_an_environment_loses_every_secret_value_and_keeps_the_rest() -> None:
-    env = {**ENVIRONMENT, "PATH": "/usr/bin:/bin", "TOKENIZERS_PARALLELISM": "false", "WANDB_MODE": "offline",
-           "NCCL_DEBUG": "INFO", "HOT_KEY": "1"}
+    env = {
+        **ENVIRONMENT,
+        "PATH": "/usr/bin:/bin",
+        "TOKENIZERS_PARALLELISM": "false",
+        "WANDB_MODE": "offline",
+        "NCCL_DEBUG": "INFO",
+        "HOT_KEY": "1",
+    }
     clean, n = scrub_environment(env)
     assert n == len(ENVIRONMENT)
     assert all(clean[k] == REDACTED for k in ENVIRONMENT)
@@ -62,9 +68,16 @@ def test_an_environment_loses_every_secret_value_and_keeps_the_rest() -> None:
 
 def test_structured_metadata_secrets_by_name_number_and_text() -> None:
     secrets = all_secrets()
-    doc = {"env": dict(ENVIRONMENT), "args": [p.text for p in TEXT_FORMS], "PMI_SHARED_SECRET": 12345678901234567890,
-           "credentials": {"user": "bob", "password": "Pwsecret9"}, "max_tokens": 2048, "api_key_len": 7,
-           3: "an int key is kept", "nested": ({"Authorization": "Basic QWxhZGRpbjpvcGVu"},)}
+    doc = {
+        "env": dict(ENVIRONMENT),
+        "args": [p.text for p in TEXT_FORMS],
+        "PMI_SHARED_SECRET": 12345678901234567890,
+        "credentials": {"user": "bob", "password": "Pwsecret9"},
+        "max_tokens": 2048,
+        "api_key_len": 7,
+        3: "an int key is kept",
+        "nested": ({"Authorization": "Basic QWxhZGRpbjpvcGVu"},),
+    }
     clean, n = scrub_mapping(doc)
     text = repr(clean)
     assert not [s for s in secrets if s in text]
@@ -99,15 +112,39 @@ def test_deep_nesting_is_walked_without_recursion_and_cut_at_max_depth(depth: in
         assert (levels, clean, n) == (MAX_DEPTH, TOO_DEEP, 0)
 
 
-@pytest.mark.parametrize("name, secret", [
-    ("HF_TOKEN", True), ("hf_token", True), ("DB_PASS", True), ("MYSQL_PWD", True), ("AccountKey", True),
-    ("apiKey", True), ("AWS_ACCESS_KEY_ID", True), ("--api-key", True), ("SENTRY_DSN", True), ("sig", True),
-    ("OMPI_MCA_orte_precondition_transports", True), ("STRIPE_KEY", True), ("X-Api-Key", True),
-    ("tokenizer", False), ("max_tokens", False), ("key_padding_mask", False), ("author", False),
-    ("TOKENIZERS_PARALLELISM", False), ("passes", False), ("bypass", False), ("keyboard", False), ("PWD", False),
-    ("OLDPWD", False), ("TBE_CREDS_ADDR", False), ("PASSWORD_FILE", False), ("PGPASSWORD", True), ("tiktoken", False),
-    ("SSH_AUTH_SOCK", True),
-])
+@pytest.mark.parametrize(
+    "name, secret",
+    [
+        ("HF_TOKEN", True),
+        ("hf_token", True),
+        ("DB_PASS", True),
+        ("MYSQL_PWD", True),
+        ("AccountKey", True),
+        ("apiKey", True),
+        ("AWS_ACCESS_KEY_ID", True),
+        ("--api-key", True),
+        ("SENTRY_DSN", True),
+        ("sig", True),
+        ("OMPI_MCA_orte_precondition_transports", True),
+        ("STRIPE_KEY", True),
+        ("X-Api-Key", True),
+        ("tokenizer", False),
+        ("max_tokens", False),
+        ("key_padding_mask", False),
+        ("author", False),
+        ("TOKENIZERS_PARALLELISM", False),
+        ("passes", False),
+        ("bypass", False),
+        ("keyboard", False),
+        ("PWD", False),
+        ("OLDPWD", False),
+        ("TBE_CREDS_ADDR", False),
+        ("PASSWORD_FILE", False),
+        ("PGPASSWORD", True),
+        ("tiktoken", False),
+        ("SSH_AUTH_SOCK", True),
+    ],
+)
 def test_names_of_secrets(name: str, secret: bool) -> None:
     assert is_secret_key(name) is secret
 
@@ -120,19 +157,38 @@ def _repeat(unit: str, size: int = _MB) -> str:
 
 
 ADVERSARIAL = {
-    "hex run": _repeat("0123456789abcdef"), "one letter": "a" * _MB, "identifier run": _repeat("abc_"),
-    "a:// repeated": _repeat("a://"), "= repeated": "=" * _MB, "a= repeated": _repeat("a="),
-    "a=b then a key word": _repeat("a=b ") + " key", "token= repeated": _repeat("token="),
-    "token words in 100-char runs": _repeat("token" * 20 + " "), "--password repeated": _repeat("--password "),
-    "password: repeated": _repeat("password: "), '"password": " repeated': _repeat('"password": "'),
-    "eyJ repeated": _repeat("eyJ"), "JWT-like segments": _repeat("eyJaaaaaaaaaaaa."), "sk- repeated": _repeat("sk-"),
-    "PEM headers": _repeat("-----BEGIN PRIVATE KEY-----"), "PEM header then letters": "-----BEGIN " + "A" * _MB,
-    "Bearer repeated": _repeat("Bearer "), "URL then a long user": "x://" + "u" * _MB, ": repeated": ":" * _MB,
-    ":: repeated": _repeat("a::"), "hf_ repeated": _repeat("hf_"), "AKIA repeated": _repeat("AKIA"),
-    "key= repeated": _repeat("key= "), "flag then spaces": "--a" + " " * _MB, "user:pw URLs": _repeat("x://a:b"),
-    "escaped JSON keys": _repeat('\\"password\\": \\"'), "keyword runs": _repeat("key_" * 60 + "x"),
-    "pass words =": _repeat("passpasspass="), "slack hooks": _repeat("hooks.slack.com/services/"),
-    "authorization headers": _repeat("Authorization: Bearer x "), "unicode": _repeat("Äpassword=ü "),
+    "hex run": _repeat("0123456789abcdef"),
+    "one letter": "a" * _MB,
+    "identifier run": _repeat("abc_"),
+    "a:// repeated": _repeat("a://"),
+    "= repeated": "=" * _MB,
+    "a= repeated": _repeat("a="),
+    "a=b then a key word": _repeat("a=b ") + " key",
+    "token= repeated": _repeat("token="),
+    "token words in 100-char runs": _repeat("token" * 20 + " "),
+    "--password repeated": _repeat("--password "),
+    "password: repeated": _repeat("password: "),
+    '"password": " repeated': _repeat('"password": "'),
+    "eyJ repeated": _repeat("eyJ"),
+    "JWT-like segments": _repeat("eyJaaaaaaaaaaaa."),
+    "sk- repeated": _repeat("sk-"),
+    "PEM headers": _repeat("-----BEGIN PRIVATE KEY-----"),
+    "PEM header then letters": "-----BEGIN " + "A" * _MB,
+    "Bearer repeated": _repeat("Bearer "),
+    "URL then a long user": "x://" + "u" * _MB,
+    ": repeated": ":" * _MB,
+    ":: repeated": _repeat("a::"),
+    "hf_ repeated": _repeat("hf_"),
+    "AKIA repeated": _repeat("AKIA"),
+    "key= repeated": _repeat("key= "),
+    "flag then spaces": "--a" + " " * _MB,
+    "user:pw URLs": _repeat("x://a:b"),
+    "escaped JSON keys": _repeat('\\"password\\": \\"'),
+    "keyword runs": _repeat("key_" * 60 + "x"),
+    "pass words =": _repeat("passpasspass="),
+    "slack hooks": _repeat("hooks.slack.com/services/"),
+    "authorization headers": _repeat("Authorization: Bearer x "),
+    "unicode": _repeat("Äpassword=ü "),
 }
 
 

@@ -68,8 +68,12 @@ def test_corrupt_parquet_is_a_user_error(tmp_path: Path) -> None:
 def test_capture_writer_streams_finalize_to_parquet(tmp_path: Path) -> None:
     w = store.CaptureWriter(tmp_path / "c.ktrace", "host", 5)
     for i in range(3):
-        w.append("kernels", pa.table({"start_ns": [i * 10], "end_ns": [i * 10 + 5], "device": pa.array([0], pa.int32()),
-                                      "name": [f"k{i}"]}))
+        w.append(
+            "kernels",
+            pa.table(
+                {"start_ns": [i * 10], "end_ns": [i * 10 + 5], "device": pa.array([0], pa.int32()), "name": [f"k{i}"]}
+            ),
+        )
     w.write_partition_meta({"dropped_records": 2}, ["cupti dropped 2 records"])
     w.close()
     before = store.read(tmp_path / "c.ktrace")
@@ -84,8 +88,7 @@ def test_capture_writer_streams_finalize_to_parquet(tmp_path: Path) -> None:
 
 def _capture(root: Path) -> None:
     w = store.CaptureWriter(root, "host", 0)
-    w.append("kernels", pa.table({"start_ns": [0], "end_ns": [5], "device": pa.array([0], pa.int32()),
-                                  "name": ["k"]}))
+    w.append("kernels", pa.table({"start_ns": [0], "end_ns": [5], "device": pa.array([0], pa.int32()), "name": ["k"]}))
     w.close()
 
 
@@ -108,7 +111,8 @@ def test_every_store_file_is_fsynced_before_its_rename(tmp_path: Path, monkeypat
 
 
 def test_finalize_that_fails_midway_keeps_the_stream_and_leaves_no_partial_file(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = tmp_path / "c.ktrace"
     _capture(root)
 
@@ -143,8 +147,7 @@ _KILLED_WRITER = textwrap.dedent("""
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
 def test_capture_killed_with_sigkill_keeps_every_flushed_batch(tmp_path: Path) -> None:
     root = tmp_path / "killed.ktrace"
-    proc = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(root), "25"], stdout=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, str(root), "25"], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "flushed"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
@@ -157,8 +160,19 @@ def test_capture_killed_with_sigkill_keeps_every_flushed_batch(tmp_path: Path) -
 def test_torn_last_batch_is_dropped_not_fatal(tmp_path: Path) -> None:
     w = store.CaptureWriter(tmp_path / "t.ktrace", "h", 0)
     for i in range(4):
-        w.append("api", pa.table({"start_ns": [i], "end_ns": [i + 1], "pid": [1], "tid": [1], "domain": ["runtime"],
-                                  "name": ["cudaLaunchKernel"]}))
+        w.append(
+            "api",
+            pa.table(
+                {
+                    "start_ns": [i],
+                    "end_ns": [i + 1],
+                    "pid": [1],
+                    "tid": [1],
+                    "domain": ["runtime"],
+                    "name": ["cudaLaunchKernel"],
+                }
+            ),
+        )
     w.close()
     f = tmp_path / "t.ktrace" / "node=h" / "rank=0" / "api.arrows"
     f.write_bytes(f.read_bytes()[:-40])
@@ -199,9 +213,15 @@ def test_constant_and_null_columns_are_filled_not_decoded(tmp_path: Path, monkey
 
 
 def test_a_table_of_only_constant_columns_keeps_its_row_count(tmp_path: Path) -> None:
-    threads = pa.table({"node": pa.array(["n"] * 3).dictionary_encode(), "rank": pa.array([0] * 3, pa.int32()),
-                        "pid": pa.array([7] * 3, pa.int64()), "tid": pa.array([7] * 3, pa.int64()),
-                        "name": pa.array(["main"] * 3).dictionary_encode()})
+    threads = pa.table(
+        {
+            "node": pa.array(["n"] * 3).dictionary_encode(),
+            "rank": pa.array([0] * 3, pa.int32()),
+            "pid": pa.array([7] * 3, pa.int64()),
+            "tid": pa.array([7] * 3, pa.int64()),
+            "name": pa.array(["main"] * 3).dictionary_encode(),
+        }
+    )
     trace = Trace.from_arrow({"threads": threads})
     back = store.read(store.write(trace, tmp_path / "t.ktrace"))
     assert back.threads.height == 3
@@ -209,15 +229,23 @@ def test_a_table_of_only_constant_columns_keeps_its_row_count(tmp_path: Path) ->
     assert_trace_equal(trace, back, check_meta=False)
 
 
-@pytest.mark.parametrize(("chunks", "expected"), [
-    ([pa.array([1, 1]), pa.array([1])], [1]),
-    ([pa.array([1, 1]), pa.array([2])], []),
-    ([pa.array([1, None])], []),
-    ([pa.array(["a", "b", "a"]).dictionary_encode().slice(0, 1),
-      pa.DictionaryArray.from_arrays(pa.array([1, 1], pa.int32()), pa.array(["z", "a"]))], ["a"]),
-    ([pa.array(["a", "b"]).dictionary_encode()], []),
-    ([pa.array([1.0, 1.0])], []),
-])
+@pytest.mark.parametrize(
+    ("chunks", "expected"),
+    [
+        ([pa.array([1, 1]), pa.array([1])], [1]),
+        ([pa.array([1, 1]), pa.array([2])], []),
+        ([pa.array([1, None])], []),
+        (
+            [
+                pa.array(["a", "b", "a"]).dictionary_encode().slice(0, 1),
+                pa.DictionaryArray.from_arrays(pa.array([1, 1], pa.int32()), pa.array(["z", "a"])),
+            ],
+            ["a"],
+        ),
+        ([pa.array(["a", "b"]).dictionary_encode()], []),
+        ([pa.array([1.0, 1.0])], []),
+    ],
+)
 def test_constant_value_detection(chunks: list[pa.Array], expected: list[object]) -> None:
     assert store._constant_value(pa.chunked_array(chunks)) == expected
 

@@ -76,20 +76,33 @@ VARIANTS: dict[str, tuple[Callable[[Path], None], str]] = {
     "notes_numbers": (lambda r: _meta(r, notes=[1, 2]), "notes holds a int"),
     "job_list": (lambda r: _meta(r, job=[]), "job is a list"),
     "partition_list": (lambda r: _replace(r, "node=node0/rank=0/partition.json", "[]"), "partition.json holds"),
-    "partition_health": (lambda r: _replace(r, "node=node0/rank=0/partition.json", '{"health": 3}'),
-                         "health is a int"),
+    "partition_health": (lambda r: _replace(r, "node=node0/rank=0/partition.json", '{"health": 3}'), "health is a int"),
     "rank_beyond_int32": (_big_rank, "out of range"),
     "meta_fifo": (lambda r: _fifo(r / "meta.json"), "is not a regular file"),
     "capture_stream_wrong_type": (_bad_capture_stream, "column start_ns is string"),
-    "extra_column": (lambda r: _kernels(r, lambda t: t.append_column("bogus", pa.array([1] * t.num_rows))),
-                     "unknown column(s) bogus"),
+    "extra_column": (
+        lambda r: _kernels(r, lambda t: t.append_column("bogus", pa.array([1] * t.num_rows))),
+        "unknown column(s) bogus",
+    ),
     "missing_column": (lambda r: _kernels(r, lambda t: t.drop_columns(["start_ns"])), "required column(s) start_ns"),
-    "wrong_type": (lambda r: _kernels(r, lambda t: t.set_column(t.schema.get_field_index("start_ns"), "start_ns",
-                                                                 t.column("start_ns").cast(pa.string()))),
-                   "column start_ns is string"),
-    "int_overflow": (lambda r: _kernels(r, lambda t: t.replace_schema_metadata({}).set_column(
-        t.schema.get_field_index("device"), "device", pa.array([2**40] * t.num_rows, pa.int64()))),
-        "does not fit schema"),
+    "wrong_type": (
+        lambda r: _kernels(
+            r,
+            lambda t: t.set_column(
+                t.schema.get_field_index("start_ns"), "start_ns", t.column("start_ns").cast(pa.string())
+            ),
+        ),
+        "column start_ns is string",
+    ),
+    "int_overflow": (
+        lambda r: _kernels(
+            r,
+            lambda t: t.replace_schema_metadata({}).set_column(
+                t.schema.get_field_index("device"), "device", pa.array([2**40] * t.num_rows, pa.int64())
+            ),
+        ),
+        "does not fit schema",
+    ),
     "truncated_table": (lambda r: (r / KERNELS).write_bytes((r / KERNELS).read_bytes()[:100]), "unreadable Parquet"),
     "table_folder": (lambda r: _as_folder(r / KERNELS), "unreadable Parquet"),
 }
@@ -97,12 +110,15 @@ VARIANTS: dict[str, tuple[Callable[[Path], None], str]] = {
 
 @pytest.fixture(scope="module")
 def valid_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return store.write(generate(SyntheticConfig(steps=2, kernels_per_step=10)), tmp_path_factory.mktemp("v") / "v.ktrace")
+    return store.write(
+        generate(SyntheticConfig(steps=2, kernels_per_step=10)), tmp_path_factory.mktemp("v") / "v.ktrace"
+    )
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_broken_store_is_one_line_error(variant: str, valid_store: Path, tmp_path: Path,
-                                        capsys: pytest.CaptureFixture[str]) -> None:
+def test_broken_store_is_one_line_error(
+    variant: str, valid_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     root = tmp_path / f"{variant}.ktrace"
     shutil.copytree(valid_store, root)
     break_it, message = VARIANTS[variant]

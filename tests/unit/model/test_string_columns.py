@@ -13,12 +13,14 @@ SECRET = "Pw" + "x7Kq2" * 3
 
 def test_the_function_sees_each_text_columns_distinct_values_once_not_its_rows() -> None:
     rows = 10_000
-    frame = pl.DataFrame({
-        "name": pl.Series(["gemm", "relu", None, "gemm"] * (rows // 4), dtype=pl.Categorical),
-        "host": ["a", "b"] * (rows // 2),
-        "kind": pl.Series(["x", "y"] * (rows // 2), dtype=pl.Enum(["x", "y"])),
-        "n": range(rows),
-    })
+    frame = pl.DataFrame(
+        {
+            "name": pl.Series(["gemm", "relu", None, "gemm"] * (rows // 4), dtype=pl.Categorical),
+            "host": ["a", "b"] * (rows // 2),
+            "kind": pl.Series(["x", "y"] * (rows // 2), dtype=pl.Enum(["x", "y"])),
+            "n": range(rows),
+        }
+    )
     seen: list[list[str]] = []
 
     def changes_for(values: list[str]) -> dict[str, str]:
@@ -30,14 +32,19 @@ def test_the_function_sees_each_text_columns_distinct_values_once_not_its_rows()
 
 
 def test_only_changed_values_change_nulls_stay_and_dtypes_are_kept_an_enum_becoming_categorical() -> None:
-    frame = pl.DataFrame({
-        "name": pl.Series(["gemm", "relu", None], dtype=pl.Categorical),
-        "host": ["a", None, "b"],
-        "kind": pl.Series(["x", "y", "x"], dtype=pl.Enum(["x", "y"])),
-    })
+    frame = pl.DataFrame(
+        {
+            "name": pl.Series(["gemm", "relu", None], dtype=pl.Categorical),
+            "host": ["a", None, "b"],
+            "kind": pl.Series(["x", "y", "x"], dtype=pl.Enum(["x", "y"])),
+        }
+    )
     out = map_distinct_strings(frame, lambda values: {v: v.upper() for v in values if v in ("relu", "b", "y")})
-    assert out.to_dict(as_series=False) == {"name": ["gemm", "RELU", None], "host": ["a", None, "B"],
-                                             "kind": ["x", "Y", "x"]}
+    assert out.to_dict(as_series=False) == {
+        "name": ["gemm", "RELU", None],
+        "host": ["a", None, "B"],
+        "kind": ["x", "Y", "x"],
+    }
     assert [out.schema[c] for c in ("name", "host", "kind")] == [pl.Categorical, pl.String, pl.Categorical]
 
 

@@ -45,9 +45,14 @@ def test_builder_requires_non_nullable_columns() -> None:
 def test_builder_accepts_record_batches_with_unified_dictionaries() -> None:
     b = TraceBuilder()
     for names in (["a", "b"], ["b", "c"]):
-        batch = pa.record_batch({"start_ns": pa.array([1, 2], pa.int64()), "end_ns": pa.array([3, 4], pa.int64()),
-                                 "device": pa.array([0, 0], pa.int32()),
-                                 "name": pa.array(names).dictionary_encode()})
+        batch = pa.record_batch(
+            {
+                "start_ns": pa.array([1, 2], pa.int64()),
+                "end_ns": pa.array([3, 4], pa.int64()),
+                "device": pa.array([0, 0], pa.int32()),
+                "name": pa.array(names).dictionary_encode(),
+            }
+        )
         b.add("kernels", batch)
     t = b.build()
     assert t.kernels["name"].cast(pl.String).to_list() == ["a", "b", "b", "c"]
@@ -56,10 +61,30 @@ def test_builder_accepts_record_batches_with_unified_dictionaries() -> None:
 def test_validate_reports_problems_without_raising() -> None:
     b = TraceBuilder()
     b.add("kernels", {"start_ns": [100, 50], "end_ns": [200, 40], "device": [0, 0], "name": ["ok", "backwards"]})
-    b.add("memory", {"op": ["memcpy"], "start_ns": [1], "end_ns": [2], "device": [0], "copy_kind": ["sideways"],
-                     "src_kind": ["pinned"], "dst_kind": ["device"]})
-    b.add("api", {"start_ns": [1, 2], "end_ns": [3, 4], "pid": [1, 1], "tid": [1, 1], "correlation_id": [7, 7],
-                  "domain": ["runtime", "runtime"], "name": ["cudaLaunchKernel", "cudaLaunchKernel"]})
+    b.add(
+        "memory",
+        {
+            "op": ["memcpy"],
+            "start_ns": [1],
+            "end_ns": [2],
+            "device": [0],
+            "copy_kind": ["sideways"],
+            "src_kind": ["pinned"],
+            "dst_kind": ["device"],
+        },
+    )
+    b.add(
+        "api",
+        {
+            "start_ns": [1, 2],
+            "end_ns": [3, 4],
+            "pid": [1, 1],
+            "tid": [1, 1],
+            "correlation_id": [7, 7],
+            "domain": ["runtime", "runtime"],
+            "name": ["cudaLaunchKernel", "cudaLaunchKernel"],
+        },
+    )
     problems = {(p.table, p.column): p.rows for p in b.build().validate()}
     assert problems[("kernels", "end_ns")] == 1
     assert problems[("memory", "copy_kind")] == 1
@@ -72,8 +97,11 @@ def test_validate_is_clean_on_the_synthetic_job(synthetic_trace: Trace) -> None:
 
 def test_validate_reports_type_drift() -> None:
     t = TraceBuilder().build()
-    bad = Trace(**{n: t.table(n) for n in TABLES if n != "kernels"},
-                kernels=t.kernels.with_columns(pl.col("start_ns").cast(pl.Float64)), meta=t.meta)
+    bad = Trace(
+        **{n: t.table(n) for n in TABLES if n != "kernels"},
+        kernels=t.kernels.with_columns(pl.col("start_ns").cast(pl.Float64)),
+        meta=t.meta,
+    )
     assert any(p.column == "start_ns" and "type" in p.message for p in bad.validate())
 
 

@@ -29,8 +29,7 @@ def test_slower_candidate_is_a_regression_with_its_reason(diff: DiffReport) -> N
     assert diff.regression and diff.step_mean.change_pct is not None and diff.step_mean.change_pct > 5.0
     assert diff.reasons[0].startswith("mean step time up")
     doc = diff_document(diff)
-    assert set(doc) == {"step_mean_ns", "kernel_time_ns", "kernels", "rules", "threshold_pct", "regression",
-                        "reasons"}
+    assert set(doc) == {"step_mean_ns", "kernel_time_ns", "kernels", "rules", "threshold_pct", "regression", "reasons"}
     assert doc["regression"] is True and doc["rules"]["new"] == list(diff.new_rules)
     assert [r["name"] for r in doc["kernels"]] == diff.kernels["name"].to_list()
 
@@ -42,7 +41,9 @@ def test_terminal_prints_no_control_character_from_a_kernel_name(diff: DiffRepor
 
     evil = diff.kernels.with_columns(pl.lit("kern\x1b[2Jel").alias("name"))
     out = io.StringIO()
-    render_diff_terminal(dataclasses.replace(diff, kernels=evil, reasons=("up\x07",)),
-                         Console(file=out, width=200, color_system=None, force_terminal=False))
+    render_diff_terminal(
+        dataclasses.replace(diff, kernels=evil, reasons=("up\x07",)),
+        Console(file=out, width=200, color_system=None, force_terminal=False),
+    )
     text = out.getvalue()
     assert "\x1b" not in text and "\x07" not in text and "kern\\x1b[2Jel" in text

@@ -7,8 +7,10 @@ import html
 
 from ktrace.report import plots
 
-_CLOVER = ("void clover::par_ranged2d_kernel<{fn}(int, int, clover::Buffer2D<double> &)::"
-           "[lambda(int, int) (instance {i})]>(clover::Range2d, T1)")
+_CLOVER = (
+    "void clover::par_ranged2d_kernel<{fn}(int, int, clover::Buffer2D<double> &)::"
+    "[lambda(int, int) (instance {i})]>(clover::Range2d, T1)"
+)
 
 
 def test_bars_never_share_a_category_and_hover_shows_the_full_name() -> None:

@@ -50,8 +50,15 @@ def test_report_layout_at_1400_and_900_pixels(real_trace_path, tmp_path, trace):
         facts = measure(html, width, tmp_path / f"report-{width}.png")
         assert facts["page"] <= facts["window"], f"page overflows sideways at {width} px"
         headers = {text: (th, td) for text, th, td in facts["rules"]}
-        assert list(headers) == ["rule", "verdict", "description", "recommendation", "times triggered",
-                                 "datapoints", "parameters"]
+        assert list(headers) == [
+            "rule",
+            "verdict",
+            "description",
+            "recommendation",
+            "times triggered",
+            "datapoints",
+            "parameters",
+        ]
         for text, (th, td) in headers.items():
             assert th >= 50 and td >= 50, f"rules column {text!r} squeezed to {th} px at {width} px"
         assert len(facts["bars"]) == 2

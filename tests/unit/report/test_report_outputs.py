@@ -21,12 +21,42 @@ def evil_content():  # type: ignore[no-untyped-def]
     b = TraceBuilder(node="host<b>", rank=0, meta=TraceMeta(source="synthetic"))
     n = 150
     starts = T0 + np.arange(n, dtype=np.int64) * 100_000
-    b.add("kernels", {"start_ns": starts, "end_ns": starts + 2_000, "device": np.zeros(n, np.int32),
-                      "stream": np.full(n, 7), "correlation_id": np.arange(n), "name": [EVIL] * n})
-    b.add("api", {"start_ns": starts - 9_000, "end_ns": starts - 1_000, "pid": np.ones(n), "tid": np.ones(n),
-                  "correlation_id": np.arange(n), "domain": ["runtime"] * n, "name": ["cudaLaunchKernel"] * n})
-    b.add("ranges", {"start_ns": [T0], "end_ns": [T0 + 6_000_000], "pid": [1], "tid": [1], "name": [EVIL],
-                     "domain": ["nvtx"], "depth": [0], "on_gpu": [False]})
+    b.add(
+        "kernels",
+        {
+            "start_ns": starts,
+            "end_ns": starts + 2_000,
+            "device": np.zeros(n, np.int32),
+            "stream": np.full(n, 7),
+            "correlation_id": np.arange(n),
+            "name": [EVIL] * n,
+        },
+    )
+    b.add(
+        "api",
+        {
+            "start_ns": starts - 9_000,
+            "end_ns": starts - 1_000,
+            "pid": np.ones(n),
+            "tid": np.ones(n),
+            "correlation_id": np.arange(n),
+            "domain": ["runtime"] * n,
+            "name": ["cudaLaunchKernel"] * n,
+        },
+    )
+    b.add(
+        "ranges",
+        {
+            "start_ns": [T0],
+            "end_ns": [T0 + 6_000_000],
+            "pid": [1],
+            "tid": [1],
+            "name": [EVIL],
+            "domain": ["nvtx"],
+            "depth": [0],
+            "on_gpu": [False],
+        },
+    )
     return build_report(b.build(), annotations=("alert",))
 
 
@@ -41,7 +71,7 @@ def test_html_escapes_trace_text_and_needs_no_network(evil_content):  # type: ig
     assert "&lt;/script&gt;" in body  # the kernel name shown as text in the evidence tables
     assert "host&lt;b&gt;" in body
     assert body.count("<script") == 3  # plotly.js, the figure JSON, the drawing code: nothing from the trace
-    remote = [r for r in ("src=\"http", "src='http", "href=\"http", "cdn.plot.ly", "@import") if r in body]
+    remote = [r for r in ('src="http', "src='http", 'href="http', "cdn.plot.ly", "@import") if r in body]
     assert not remote
     assert 'id="rule-LaunchBoundKernels"' in body
 
@@ -62,8 +92,7 @@ def test_json_is_stable_and_complete(evil_content):  # type: ignore[no-untyped-d
     text = render_json(evil_content)
     assert text == dump_json(json.loads(text))  # sorted keys: re-rendering is identity
     doc = json.loads(text)
-    assert set(doc) == {"version", "title", "trace", "summary", "steps_histogram", "utilization", "rules",
-                        "rule_docs"}
+    assert set(doc) == {"version", "title", "trace", "summary", "steps_histogram", "utilization", "rules", "rule_docs"}
     rules = {r["rule"]: r for r in doc["rules"]["rules"]}
     assert rules["LaunchBoundKernels"]["status"] == "fired"
     assert rules["LaunchBoundKernels"]["findings"][0]["evidence"][0]["name"] == EVIL
@@ -79,9 +108,18 @@ def test_sections_in_the_order_of_the_seed_reports(synthetic_trace):  # type: ig
     assert len(anchors) == 5 + 20
     dashboard = sections[4]
     titles = [f["layout"]["title"]["text"] for f in dashboard.figures]
-    for wanted in ("GPU active time", "CPU active time", "Utilization over time", "Top kernels by total time",
-                   "Top kernels by launch count", "Step time distribution", "Kernel precision", "GPU activity",
-                   "GPU memory operations", "Annotation durations"):
+    for wanted in (
+        "GPU active time",
+        "CPU active time",
+        "Utilization over time",
+        "Top kernels by total time",
+        "Top kernels by launch count",
+        "Step time distribution",
+        "Kernel precision",
+        "GPU activity",
+        "GPU memory operations",
+        "Annotation durations",
+    ):
         assert any(t.startswith(wanted) for t in titles), wanted
 
 
@@ -98,7 +136,7 @@ def test_html_names_the_trace_and_puts_triggered_rules_first(synthetic_trace):  
 
     report = build_report(synthetic_trace)
     page = render_html(report)
-    header = page[page.index("<header>"):page.index("</header>")]
+    header = page[page.index("<header>") : page.index("</header>")]
     for host in synthetic_trace.meta.hosts:
         assert host in header
     gpu_names = [n for n in synthetic_trace.devices["name"].cast(str).to_list() if n]

@@ -9,20 +9,31 @@ from rich.console import Console
 from ktrace.report.format import fmt_ns
 from ktrace.report.terminal import format_bytes, print_table
 
-_CLOVER = ("void clover::par_ranged2d_kernel<{fn}(int, int, int, int, clover::Buffer2D<double> &, "
-           "clover::Buffer2D<double> &)::[lambda(int, int) (instance {i})]>(clover::Range2d, T1)")
+_CLOVER = (
+    "void clover::par_ranged2d_kernel<{fn}(int, int, int, int, clover::Buffer2D<double> &, "
+    "clover::Buffer2D<double> &)::[lambda(int, int) (instance {i})]>(clover::Range2d, T1)"
+)
 
 
 def _render(rows, columns=None, share_bar=None, width=80):  # type: ignore[no-untyped-def]
     out = io.StringIO()
-    print_table(Console(file=out, width=width, color_system=None, force_terminal=False), "t", rows, columns,
-                share_bar)
+    print_table(Console(file=out, width=width, color_system=None, force_terminal=False), "t", rows, columns, share_bar)
     return out.getvalue()
 
 
 def test_step_table_numbers_are_whole_at_80_columns() -> None:
-    rows = [{"node": "nid008553-a-long-hostname", "rank": 0, "steps": 4, "total_ns": 259_700_000,
-             "mean_ns": 64_920_000, "std_ns": 224_880_000, "p95_ns": 65_100_000, "p99_ns": 65_100_000}]
+    rows = [
+        {
+            "node": "nid008553-a-long-hostname",
+            "rank": 0,
+            "steps": 4,
+            "total_ns": 259_700_000,
+            "mean_ns": 64_920_000,
+            "std_ns": 224_880_000,
+            "p95_ns": 65_100_000,
+            "p99_ns": 65_100_000,
+        }
+    ]
     text = _render(rows)
     assert all(len(line) <= 80 for line in text.splitlines())
     for key in ("total_ns", "mean_ns", "p95_ns"):
@@ -31,12 +42,36 @@ def test_step_table_numbers_are_whole_at_80_columns() -> None:
 
 
 def test_kernel_names_stay_distinct_and_numbers_whole_at_80_columns() -> None:
-    names = [_CLOVER.format(fn=fn, i=i) for fn in ("PdV_kernel", "advec_mom_kernel", "advec_cell_kernel")
-             for i in (1, 2, 7, 11)]
-    rows = [{"name": n, "count": 10 + i, "total_ns": 19_404_589 - i * 1000, "mean_ns": 1_940_458, "p50_ns": 1,
-             "p95_ns": 1_950_000, "max_ns": 2, "time_share": 0.066} for i, n in enumerate(names)]
-    rows.append({"name": "other", "count": 1108, "total_ns": 87_070_000, "mean_ns": 78_580, "p50_ns": None,
-                 "p95_ns": None, "max_ns": None, "time_share": 0.296})
+    names = [
+        _CLOVER.format(fn=fn, i=i)
+        for fn in ("PdV_kernel", "advec_mom_kernel", "advec_cell_kernel")
+        for i in (1, 2, 7, 11)
+    ]
+    rows = [
+        {
+            "name": n,
+            "count": 10 + i,
+            "total_ns": 19_404_589 - i * 1000,
+            "mean_ns": 1_940_458,
+            "p50_ns": 1,
+            "p95_ns": 1_950_000,
+            "max_ns": 2,
+            "time_share": 0.066,
+        }
+        for i, n in enumerate(names)
+    ]
+    rows.append(
+        {
+            "name": "other",
+            "count": 1108,
+            "total_ns": 87_070_000,
+            "mean_ns": 78_580,
+            "p50_ns": None,
+            "p95_ns": None,
+            "max_ns": None,
+            "time_share": 0.296,
+        }
+    )
     text = _render(rows, share_bar="time_share")
     body = [line for line in text.splitlines()[3:] if line.strip()]
     shown = [line.split("  ")[0].strip() for line in body]
@@ -58,10 +93,18 @@ def test_counters_name_their_core_and_humanize_bytes_at_80_columns() -> None:
     from ktrace.report.terminal import _counter_rows
 
     stats = {"samples": 2, "min": 0.0, "p50": 50.0, "p95": 95.0, "p99": 99.0, "max": 100.0, "mean": 50.0}
-    rows = [{"node": "vm", "metric": "cpu.core.util", "instance": 0, **stats},
-            {"node": "vm", "metric": "cpu.core.util", "instance": 1, **stats},
-            {"node": "vm", "metric": "mem.used_bytes", "instance": -1, **stats, "max": 2_467_532_800.0,
-             "mean": 2_464_126_976.0}]
+    rows = [
+        {"node": "vm", "metric": "cpu.core.util", "instance": 0, **stats},
+        {"node": "vm", "metric": "cpu.core.util", "instance": 1, **stats},
+        {
+            "node": "vm",
+            "metric": "mem.used_bytes",
+            "instance": -1,
+            **stats,
+            "max": 2_467_532_800.0,
+            "mean": 2_464_126_976.0,
+        },
+    ]
     text = _render(_counter_rows(rows))
     assert "cpu.core.util[0]" in text and "cpu.core.util[1]" in text
     assert "2.5 GB" in text and "2,467,532,800" not in text
@@ -69,8 +112,9 @@ def test_counters_name_their_core_and_humanize_bytes_at_80_columns() -> None:
 
 
 def test_host_wide_rank_reads_as_a_dash_not_minus_one() -> None:
-    text = _render([{"resource": "cpu", "method": "counter", "node": "vm", "rank": -1, "instance": -1,
-                     "active_share": 0.5}])
+    text = _render(
+        [{"resource": "cpu", "method": "counter", "node": "vm", "rank": -1, "instance": -1, "active_share": 0.5}]
+    )
     assert "-1" not in text
 
 

@@ -25,8 +25,10 @@ def _without_column(report: Report, frame: str, column: str) -> Report:
     return dataclasses.replace(report, dashboard=dataclasses.replace(report.dashboard, summary=renamed))
 
 
-@pytest.mark.parametrize(("frame", "column"), [("latency", "queue_delay_ns_p50"), ("idle", "gaps"),
-                                               ("top_by_time", "position"), ("counters", "instance")])
+@pytest.mark.parametrize(
+    ("frame", "column"),
+    [("latency", "queue_delay_ns_p50"), ("idle", "gaps"), ("top_by_time", "position"), ("counters", "instance")],
+)
 def test_a_column_the_renderers_read_is_never_rendered_blank(report: Report, frame: str, column: str) -> None:
     """A renamed summary column stops the report (KeyError) instead of printing "-" or "" in its cells."""
     from ktrace.report.html import render_html
@@ -46,8 +48,12 @@ def test_verdicts_and_counts_match_the_json_document(report: Report) -> None:
     results = report.dashboard.rules.results
     assert [rule_status(r) for r in results] == [r["status"] for r in document["rules"]]
     assert dataclasses.asdict(finding_counts(report.dashboard.rules)) == document["counts"]
-    worst = [max((f["severity"] for f in r["findings"]), key=("info", "warning", "error").index)
-             if r["findings"] else r["status"] for r in document["rules"]]
+    worst = [
+        max((f["severity"] for f in r["findings"]), key=("info", "warning", "error").index)
+        if r["findings"]
+        else r["status"]
+        for r in document["rules"]
+    ]
     assert [verdict(r) for r in results] == worst
     assert "error" in worst or "warning" in worst or "info" in worst  # some rule fired on the synthetic job
     order = [verdict(r) for r in triggered_first(results)]
@@ -71,13 +77,22 @@ def test_report_header_names_the_trace_from_its_identity(report: Report) -> None
     from ktrace.report.identity import TraceIdentity
     from ktrace.report.markdown import render_markdown
 
-    named = dataclasses.replace(report, identity=TraceIdentity(files=("a.json.gz", "b.json.gz"), more_files=3,
-                                                               folder="run7", hosts=("node<1>",), gpus=("H100 ×8",)))
+    named = dataclasses.replace(
+        report,
+        identity=TraceIdentity(
+            files=("a.json.gz", "b.json.gz"), more_files=3, folder="run7", hosts=("node<1>",), gpus=("H100 ×8",)
+        ),
+    )
     head = render_markdown(named).split("## ", 1)[0]
     assert "run7/: a.json.gz, b.json.gz and 3 more" in head
     assert "node&lt;1&gt;" in head and "H100 ×8" in head
-    assert named.identity.to_dict() == {"files": ["a.json.gz", "b.json.gz"], "more_files": 3, "folder": "run7",
-                                        "hosts": ["node<1>"], "gpus": ["H100 ×8"]}
+    assert named.identity.to_dict() == {
+        "files": ["a.json.gz", "b.json.gz"],
+        "more_files": 3,
+        "folder": "run7",
+        "hosts": ["node<1>"],
+        "gpus": ["H100 ×8"],
+    }
 
 
 def test_terminal_summary_keeps_control_characters_out(synthetic_trace) -> None:  # type: ignore[no-untyped-def]

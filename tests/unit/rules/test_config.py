@@ -57,8 +57,11 @@ def test_sagemaker_defaults_match_the_reference():
 
 def test_toml_file(tmp_path):
     path = tmp_path / "rules.toml"
-    path.write_text('disable = ["MaxInitializationTime"]\n[StepOutlier]\nstddev = 5\nseverity = "error"\n'
-                    "[gpugaps]\ngap_ms = 50\nenabled = true\n", encoding="utf-8")
+    path.write_text(
+        'disable = ["MaxInitializationTime"]\n[StepOutlier]\nstddev = 5\nseverity = "error"\n'
+        "[gpugaps]\ngap_ms = 50\nenabled = true\n",
+        encoding="utf-8",
+    )
     config = load_config(path, RULES)
     assert config.params == {"StepOutlier": {"stddev": 5.0}, "GPUGaps": {"gap_ms": 50.0}}
     assert config.disabled == {"MaxInitializationTime"} and config.severity == {"StepOutlier": "error"}
@@ -70,13 +73,16 @@ def test_pyproject_section(tmp_path):
     assert load_config(path, RULES).params == {"FP32Matmul": {"min_time_pct": 1.0}}
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("[NoSuchRule]\nx = 1\n", "unknown rule 'NoSuchRule'"),
-    ("[StepOutlier]\nsigma = 1\n", "has no parameter 'sigma'"),
-    ("[StepOutlier]\nn_outliers = 2.5\n", "not a valid int"),
-    ("[StepOutlier]\nseverity = 'fatal'\n", "not one of info, warning, error"),
-    ("[StepOutlier\n", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[NoSuchRule]\nx = 1\n", "unknown rule 'NoSuchRule'"),
+        ("[StepOutlier]\nsigma = 1\n", "has no parameter 'sigma'"),
+        ("[StepOutlier]\nn_outliers = 2.5\n", "not a valid int"),
+        ("[StepOutlier]\nseverity = 'fatal'\n", "not one of info, warning, error"),
+        ("[StepOutlier\n", "not valid TOML"),
+    ],
+)
 def test_bad_files_say_what_is_wrong(tmp_path, text, message):
     path = tmp_path / "rules.toml"
     path.write_text(text, encoding="utf-8")
@@ -92,8 +98,9 @@ def test_missing_file():
 
 
 def test_set_overrides_and_severity(synthetic_trace):
-    config = apply_overrides(RulesConfig(), ["PageableMemcpy.severity=error", "FP32Matmul.enabled=false",
-                                             "GPUGaps.gap_ms=1e9"], RULES)
+    config = apply_overrides(
+        RulesConfig(), ["PageableMemcpy.severity=error", "FP32Matmul.enabled=false", "GPUGaps.gap_ms=1e9"], RULES
+    )
     report = run_rules(synthetic_trace, config)
     assert "FP32Matmul" not in {r.rule for r in report.results}
     assert report.result("PageableMemcpy").findings[0].severity == "error"

@@ -35,15 +35,45 @@ US = 1_000
 def _api(b: TraceBuilder, starts: list[int], corr: list[int], names: list[str], rank: int) -> None:
     n = len(starts)
     s = np.array(starts, np.int64)
-    b.add("api", {"start_ns": s, "end_ns": s + 4 * US, "pid": np.ones(n, np.int64), "tid": np.ones(n, np.int64),
-                  "correlation_id": np.array(corr, np.int64), "domain": ["runtime"] * n, "name": names}, rank=rank)
+    b.add(
+        "api",
+        {
+            "start_ns": s,
+            "end_ns": s + 4 * US,
+            "pid": np.ones(n, np.int64),
+            "tid": np.ones(n, np.int64),
+            "correlation_id": np.array(corr, np.int64),
+            "domain": ["runtime"] * n,
+            "name": names,
+        },
+        rank=rank,
+    )
 
 
-def _kernels(b: TraceBuilder, starts: list[int], durs: list[int], corr: list[int | None], names: list[str],
-             rank: int, stream: list[int | None], graph: list[int | None]) -> None:
+def _kernels(
+    b: TraceBuilder,
+    starts: list[int],
+    durs: list[int],
+    corr: list[int | None],
+    names: list[str],
+    rank: int,
+    stream: list[int | None],
+    graph: list[int | None],
+) -> None:
     s = np.array(starts, np.int64)
-    b.add("kernels", {"start_ns": s, "end_ns": s + np.array(durs, np.int64), "device": np.zeros(len(s), np.int32),
-                      "stream": stream, "correlation_id": corr, "name": names, "graph_id": graph}, rank=rank)
+    b.add(
+        "kernels",
+        {
+            "start_ns": s,
+            "end_ns": s + np.array(durs, np.int64),
+            "device": np.zeros(len(s), np.int32),
+            "stream": stream,
+            "correlation_id": corr,
+            "name": names,
+            "graph_id": graph,
+        },
+        rank=rank,
+    )
 
 
 def tricky_trace() -> Trace:
@@ -51,27 +81,71 @@ def tricky_trace() -> Trace:
     b = TraceBuilder(node="n0", rank=0, meta=TraceMeta(source="synthetic"))
     for rank in (0, 1):
         base = T0 + rank * 7 * US
-        _api(b, [base, base + 10 * US, base + 20 * US, base + 30 * US, base + 40 * US, base + 50 * US,
-                 base + 60 * US, base + 41 * US],
-             [1, 2, 3, 4, 5, 6, 7, 8],
-             ["cudaLaunchKernel", "cudaGraphLaunch", "cudaLaunchKernel", "cudaMemcpyAsync", "cudaLaunchKernel",
-              "cuGraphLaunch", "cudaLaunchKernel", "cudaLaunchKernel"], rank)
-        _kernels(b,
-                 # plain; graph x3 (graph_id); a kernel 8 µs before its launch; a long kernel; an orphan
-                 # overlapping it on its stream; two kernels of a graph launched by cuGraphLaunch with no
-                 # graph_id, on a null stream; a kernel tied with the orphan's start (call 7 runs nothing)
-                 [base + 6 * US, base + 16 * US, base + 15 * US, base + 30 * US, base + 12 * US,
-                  base + 42 * US, base + 45 * US, base + 58 * US, base + 57 * US, base + 45 * US],
-                 [3 * US, 2 * US, 1 * US, 2 * US, 1 * US, 10 * US, 1 * US, 1 * US, 1 * US, 2 * US],
-                 [1, 2, 2, 2, 3, 5, None, 6, 6, 8],
-                 ["a", "g1", "g2", "g1", "early", "long", "orphan", "h", "h", "tie"], rank,
-                 [7, 7, 8, 7, 9, 7, 7, None, None, 7],
-                 [None, 11, 11, 11, None, None, None, None, None, None])
-        b.add("memory", {"op": ["memcpy", "memset"], "start_ns": np.array([base + 34 * US, base + 17 * US]),
-                         "end_ns": np.array([base + 36 * US, base + 18 * US]), "device": np.zeros(2, np.int32),
-                         "stream": [7, 8], "correlation_id": [4, 2], "copy_kind": ["HtoD", "unknown"],
-                         "src_kind": ["pageable", "unknown"], "dst_kind": ["device", "device"],
-                         "graph_id": [None, 11]}, rank=rank)
+        _api(
+            b,
+            [
+                base,
+                base + 10 * US,
+                base + 20 * US,
+                base + 30 * US,
+                base + 40 * US,
+                base + 50 * US,
+                base + 60 * US,
+                base + 41 * US,
+            ],
+            [1, 2, 3, 4, 5, 6, 7, 8],
+            [
+                "cudaLaunchKernel",
+                "cudaGraphLaunch",
+                "cudaLaunchKernel",
+                "cudaMemcpyAsync",
+                "cudaLaunchKernel",
+                "cuGraphLaunch",
+                "cudaLaunchKernel",
+                "cudaLaunchKernel",
+            ],
+            rank,
+        )
+        _kernels(
+            b,
+            # plain; graph x3 (graph_id); a kernel 8 µs before its launch; a long kernel; an orphan
+            # overlapping it on its stream; two kernels of a graph launched by cuGraphLaunch with no
+            # graph_id, on a null stream; a kernel tied with the orphan's start (call 7 runs nothing)
+            [
+                base + 6 * US,
+                base + 16 * US,
+                base + 15 * US,
+                base + 30 * US,
+                base + 12 * US,
+                base + 42 * US,
+                base + 45 * US,
+                base + 58 * US,
+                base + 57 * US,
+                base + 45 * US,
+            ],
+            [3 * US, 2 * US, 1 * US, 2 * US, 1 * US, 10 * US, 1 * US, 1 * US, 1 * US, 2 * US],
+            [1, 2, 2, 2, 3, 5, None, 6, 6, 8],
+            ["a", "g1", "g2", "g1", "early", "long", "orphan", "h", "h", "tie"],
+            rank,
+            [7, 7, 8, 7, 9, 7, 7, None, None, 7],
+            [None, 11, 11, 11, None, None, None, None, None, None],
+        )
+        b.add(
+            "memory",
+            {
+                "op": ["memcpy", "memset"],
+                "start_ns": np.array([base + 34 * US, base + 17 * US]),
+                "end_ns": np.array([base + 36 * US, base + 18 * US]),
+                "device": np.zeros(2, np.int32),
+                "stream": [7, 8],
+                "correlation_id": [4, 2],
+                "copy_kind": ["HtoD", "unknown"],
+                "src_kind": ["pageable", "unknown"],
+                "dst_kind": ["device", "device"],
+                "graph_id": [None, 11],
+            },
+            rank=rank,
+        )
     return b.build()
 
 
@@ -122,8 +196,11 @@ def test_tricky_trace_has_every_case() -> None:
 
 def _naive_prev_end(trace: Trace) -> list[int]:
     """Per kernel: end of the previous kernel of its stream in (start, row) order, by sorting in Python."""
-    k = trace.kernels.select(pl.col("node").cast(pl.String), "rank", "device", "stream", "start_ns",
-                             "end_ns").with_row_index("row").rows()
+    k = (
+        trace.kernels.select(pl.col("node").cast(pl.String), "rank", "device", "stream", "start_ns", "end_ns")
+        .with_row_index("row")
+        .rows()
+    )
     out = [FIRST_ON_STREAM] * len(k)
     order = sorted(k, key=lambda r: (r[1], r[2], r[3], -1 if r[4] is None else r[4], r[5], r[0]))
     for prev, cur in zip(order, order[1:], strict=False):

@@ -17,9 +17,20 @@ def _steps(tb, durations_ms, gap_ms=1.0, first_ns=None):
             ends.append(start + int(d * tb.MS))
             start = ends[-1] + int(gap_ms * tb.MS)
         n = len(starts)
-        b.add("ranges", {"start_ns": starts, "end_ns": ends, "pid": [1] * n, "tid": [1] * n,
-                         "name": [f"ProfilerStep#{i}" for i in range(n)], "domain": ["profiler_step"] * n,
-                         "depth": [0] * n, "on_gpu": [False] * n})
+        b.add(
+            "ranges",
+            {
+                "start_ns": starts,
+                "end_ns": ends,
+                "pid": [1] * n,
+                "tid": [1] * n,
+                "name": [f"ProfilerStep#{i}" for i in range(n)],
+                "domain": ["profiler_step"] * n,
+                "depth": [0] * n,
+                "on_gpu": [False] * n,
+            },
+        )
+
     return add
 
 
@@ -43,6 +54,7 @@ def _util(tb, gpu, cpu=None, iowait=None, mem=None):
         if mem is not None:
             tb.counters(b, "gpu.mem_used_bytes", np.asarray(mem, float) * 1e9, instance=0)
             b.add("devices", {"device": [0], "name": ["GPU"], "memory_bytes": [100_000_000_000]})
+
     return add
 
 
@@ -93,9 +105,10 @@ def test_load_balancing(tb):
         def add(b):
             tb.launches(b, tb.T0 + np.arange(400, dtype=np.int64) * 100 * tb.US, np.full(400, 95 * tb.US, np.int64))
             dur = 5 * tb.US if idle_rank1 else 95 * tb.US
-            tb.launches(b, tb.T0 + np.arange(400, dtype=np.int64) * 100 * tb.US, np.full(400, dur, np.int64),
-                        rank=1)
+            tb.launches(b, tb.T0 + np.arange(400, dtype=np.int64) * 100 * tb.US, np.full(400, dur, np.int64), rank=1)
+
         return add
+
     assert tb.run_rule(tb.build(ranks(True)), "LoadBalancing").fired
     assert not tb.run_rule(tb.build(ranks(False)), "LoadBalancing").fired
     assert tb.run_rule(tb.build(tb.steady(10)), "LoadBalancing").skipped
@@ -113,10 +126,22 @@ def test_dataloader_share_of_the_loop(tb):
     def loader(ms):
         def add(b):
             starts = tb.T0 + np.arange(20, dtype=np.int64) * 11 * tb.MS
-            b.add("ranges", {"start_ns": starts, "end_ns": starts + int(ms * tb.MS), "pid": [1] * 20, "tid": [1] * 20,
-                             "name": ["enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"] * 20,
-                             "domain": ["user_annotation"] * 20, "depth": [1] * 20, "on_gpu": [False] * 20})
+            b.add(
+                "ranges",
+                {
+                    "start_ns": starts,
+                    "end_ns": starts + int(ms * tb.MS),
+                    "pid": [1] * 20,
+                    "tid": [1] * 20,
+                    "name": ["enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"] * 20,
+                    "domain": ["user_annotation"] * 20,
+                    "depth": [1] * 20,
+                    "on_gpu": [False] * 20,
+                },
+            )
+
         return add
+
     slow = tb.run_rule(tb.build(_steps(tb, [10.0] * 20), loader(3.0)), "Dataloader")
     assert slow.fired and slow.findings[0].evidence
     fast = tb.run_rule(tb.build(_steps(tb, [10.0] * 20), loader(0.1)), "Dataloader")
@@ -126,9 +151,11 @@ def test_dataloader_share_of_the_loop(tb):
 
 def test_load_balancing_one_rank_two_gpu_counters(tb):
     """One rank, but two gpu.util counter series: the rule compares them (it skips only below two histograms)."""
+
     def two_gpus(b):
         tb.counters(b, "gpu.util", np.full(40, 95.0), instance=0)
         tb.counters(b, "gpu.util", np.full(40, 5.0), instance=1)
+
     result = tb.run_rule(tb.build(tb.steady(10), two_gpus), "LoadBalancing")
     assert not result.skipped and result.fired and result.details["source"] == "counters"
     one_gpu = tb.build(tb.steady(10), lambda b: tb.counters(b, "gpu.util", np.full(40, 95.0), instance=0))

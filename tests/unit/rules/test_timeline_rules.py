@@ -11,24 +11,37 @@ from ktrace.testing import SyntheticConfig, generate
 
 
 def test_pageable_memcpy_fires_on_pageable_copies_only(tb):
-    hot = tb.run_rule(generate(SyntheticConfig(steps=10, kernels_per_step=20, pageable_fraction=1.0)),
-                      "PageableMemcpy")
+    hot = tb.run_rule(generate(SyntheticConfig(steps=10, kernels_per_step=20, pageable_fraction=1.0)), "PageableMemcpy")
     assert hot.fired and hot.triggered == 10  # one per-step HtoD copy per step, all pageable
     assert hot.findings[0].evidence[0].kind == "memcpy"
-    cold = tb.run_rule(generate(SyntheticConfig(steps=10, kernels_per_step=20, pageable_fraction=0.0)),
-                       "PageableMemcpy")
+    cold = tb.run_rule(
+        generate(SyntheticConfig(steps=10, kernels_per_step=20, pageable_fraction=0.0)), "PageableMemcpy"
+    )
     assert not cold.fired and cold.triggered == 0 and cold.datapoints == 14  # 10 step copies + 4 init copies
 
 
 def _memcpy_api(name: str):
     def add(b):
-        b.add("api", {"start_ns": [b_T0 := 1_700_000_000_000_000_000], "end_ns": [b_T0 + 2_000_000], "pid": [1],
-                      "tid": [1], "correlation_id": [99], "domain": ["runtime"], "name": [name]})
+        b.add(
+            "api",
+            {
+                "start_ns": [b_T0 := 1_700_000_000_000_000_000],
+                "end_ns": [b_T0 + 2_000_000],
+                "pid": [1],
+                "tid": [1],
+                "correlation_id": [99],
+                "domain": ["runtime"],
+                "name": [name],
+            },
+        )
+
     return add
 
 
-@pytest.mark.parametrize(("api", "fires"), [("cudaMemcpy", True), ("cuMemsetD8_v2", True),
-                                            ("cudaMemcpyAsync", False), ("cudaMemsetAsync", False)])
+@pytest.mark.parametrize(
+    ("api", "fires"),
+    [("cudaMemcpy", True), ("cuMemsetD8_v2", True), ("cudaMemcpyAsync", False), ("cudaMemsetAsync", False)],
+)
 def test_sync_memcpy_by_api_name(tb, api, fires):
     result = tb.run_rule(tb.build(tb.steady(10), _memcpy_api(api)), "SyncMemcpy")
     assert result.fired is fires and result.datapoints == 1
@@ -38,10 +51,21 @@ def test_excessive_sync_share_of_host_time(tb):
     def syncs(dur):
         def add(b):
             start = tb.T0 + np.arange(10, dtype=np.int64) * 2 * tb.MS
-            b.add("api", {"start_ns": start, "end_ns": start + dur, "pid": np.ones(10), "tid": np.ones(10),
-                          "correlation_id": np.arange(1000, 1010), "domain": ["runtime"] * 10,
-                          "name": ["cudaStreamSynchronize"] * 10})
+            b.add(
+                "api",
+                {
+                    "start_ns": start,
+                    "end_ns": start + dur,
+                    "pid": np.ones(10),
+                    "tid": np.ones(10),
+                    "correlation_id": np.arange(1000, 1010),
+                    "domain": ["runtime"] * 10,
+                    "name": ["cudaStreamSynchronize"] * 10,
+                },
+            )
+
         return add
+
     slow = tb.run_rule(tb.build(tb.steady(200), syncs(tb.MS)), "ExcessiveSync")
     assert slow.fired and "10 calls" in slow.findings[0].message
     quick = tb.run_rule(tb.build(tb.steady(200), syncs(10 * tb.US)), "ExcessiveSync")
@@ -54,8 +78,19 @@ def _gap_trace(tb, gap_ns):
         first = tb.T0 + np.arange(10, dtype=np.int64) * 100 * tb.US
         second = first[-1] + 100 * tb.US + gap_ns + np.arange(10, dtype=np.int64) * 100 * tb.US
         tb.launches(b, np.concatenate([first, second]), np.full(20, 80 * tb.US, np.int64), latency=10 * tb.US)
-        b.add("api", {"start_ns": [first[-1] + 200 * tb.US], "end_ns": [second[0] - 30 * tb.US], "pid": [1],
-                      "tid": [1], "correlation_id": [500], "domain": ["runtime"], "name": ["cudaDeviceSynchronize"]})
+        b.add(
+            "api",
+            {
+                "start_ns": [first[-1] + 200 * tb.US],
+                "end_ns": [second[0] - 30 * tb.US],
+                "pid": [1],
+                "tid": [1],
+                "correlation_id": [500],
+                "domain": ["runtime"],
+                "name": ["cudaDeviceSynchronize"],
+            },
+        )
+
     return tb.build(add)
 
 
@@ -89,6 +124,7 @@ def test_high_launch_latency_only_counts_an_idle_stream(tb):
 def _devices(major):
     def add(b):
         b.add("devices", {"device": [0], "name": ["GPU"], "compute_major": [major], "compute_minor": [0]})
+
     return add
 
 
@@ -105,11 +141,19 @@ def test_fp32_matmul(tb):
 def test_comm_not_overlapped(tb):
     def comm(overlapped):
         def add(b):
-            tb.launches(b, np.array([tb.T0 + 1000 * tb.US]), np.array([500 * tb.US]),
-                        name="ncclKernel_AllReduce_RING_LL_Sum_float", stream=13, first_corr=900)
+            tb.launches(
+                b,
+                np.array([tb.T0 + 1000 * tb.US]),
+                np.array([500 * tb.US]),
+                name="ncclKernel_AllReduce_RING_LL_Sum_float",
+                stream=13,
+                first_corr=900,
+            )
             if overlapped:
                 tb.launches(b, np.array([tb.T0 + 1000 * tb.US]), np.array([500 * tb.US]), first_corr=950)
+
         return add
+
     exposed = tb.run_rule(tb.build(tb.steady(10), comm(False)), "CommNotOverlapped")
     assert exposed.fired
     hidden = tb.run_rule(tb.build(tb.steady(10), comm(True)), "CommNotOverlapped")
@@ -127,9 +171,18 @@ def test_dropped_records_reads_health(tb):
 
 def test_orphan_records(tb):
     def orphans(b):
-        b.add("kernels", {"start_ns": tb.T0 + np.arange(20, dtype=np.int64) * tb.US, "end_ns":
-                          tb.T0 + np.arange(20, dtype=np.int64) * tb.US + 500, "device": np.zeros(20, np.int32),
-                          "stream": np.full(20, 9), "correlation_id": np.arange(5000, 5020), "name": ["k"] * 20})
+        b.add(
+            "kernels",
+            {
+                "start_ns": tb.T0 + np.arange(20, dtype=np.int64) * tb.US,
+                "end_ns": tb.T0 + np.arange(20, dtype=np.int64) * tb.US + 500,
+                "device": np.zeros(20, np.int32),
+                "stream": np.full(20, 9),
+                "correlation_id": np.arange(5000, 5020),
+                "name": ["k"] * 20,
+            },
+        )
+
     assert tb.run_rule(tb.build(tb.steady(100), orphans), "OrphanRecords").fired
     assert not tb.run_rule(tb.build(tb.steady(100)), "OrphanRecords").fired
 

@@ -9,8 +9,17 @@ import pytest
 from cupti_support import HAVE_CUPTI, fake_record, real_record
 
 
-@pytest.fixture(params=["fake", pytest.param("cupti", marks=pytest.mark.skipif(
-    not HAVE_CUPTI, reason="cupti-python not installed: its own record classes are not available"))])
+@pytest.fixture(
+    params=[
+        "fake",
+        pytest.param(
+            "cupti",
+            marks=pytest.mark.skipif(
+                not HAVE_CUPTI, reason="cupti-python not installed: its own record classes are not available"
+            ),
+        ),
+    ]
+)
 def make_record(request: pytest.FixtureRequest) -> Any:
     """kind name, **fields -> a record (parametrized over faithful fakes and cupti-python's classes)."""
     return fake_record if request.param == "fake" else real_record

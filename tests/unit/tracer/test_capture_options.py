@@ -8,14 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ktrace.tracer.config import (
-    CaptureConfig,
-    ConfigError,
-    check_interval,
-    parse_kinds,
-    parse_ranks,
-    parse_steps,
-)
+from ktrace.tracer.config import CaptureConfig, ConfigError, check_interval, parse_kinds, parse_ranks, parse_steps
 from ktrace.tracer.hook import CudaImportWatcher, claim_partition, env_rank, skip_reason
 from ktrace.tracer.preflight import gpu_capture_problem
 from ktrace.tracer.windows import Windows
@@ -50,15 +43,21 @@ def test_kinds_ranks_and_interval_validation() -> None:
             check_interval(ms)
 
 
-@pytest.mark.parametrize(("argv", "env", "skipped"), [
-    (["python", "train.py"], {}, False),
-    (["python", "-c", "from multiprocessing.spawn import spawn_main; spawn_main()", "--multiprocessing-fork"], {},
-     True),
-    (["/usr/bin/python", "/venv/bin/torchrun", "--nproc-per-node", "2", "t.py"], {}, True),
-    (["python", "-m", "torch.distributed.run", "t.py"], {}, True),
-    (["python", "-m", "torch.distributed.run", "t.py"], {"LOCAL_RANK": "0"}, False),
-    (["python", "t.py"], {"RANK": "3"}, True),   # not in --ranks 0,1
-])
+@pytest.mark.parametrize(
+    ("argv", "env", "skipped"),
+    [
+        (["python", "train.py"], {}, False),
+        (
+            ["python", "-c", "from multiprocessing.spawn import spawn_main; spawn_main()", "--multiprocessing-fork"],
+            {},
+            True,
+        ),
+        (["/usr/bin/python", "/venv/bin/torchrun", "--nproc-per-node", "2", "t.py"], {}, True),
+        (["python", "-m", "torch.distributed.run", "t.py"], {}, True),
+        (["python", "-m", "torch.distributed.run", "t.py"], {"LOCAL_RANK": "0"}, False),
+        (["python", "t.py"], {"RANK": "3"}, True),  # not in --ranks 0,1
+    ],
+)
 def test_process_selection(argv: list[str], env: dict[str, str], skipped: bool) -> None:
     config = CaptureConfig(ranks=(0, 1))
     assert (skip_reason(config, argv, env) is not None) == skipped
@@ -105,16 +104,20 @@ def test_windows_keep_rows_that_start_inside() -> None:
     assert Windows(True).mask(starts).all()
 
 
-@pytest.mark.parametrize(("driver", "cupti", "expected"), [
-    (None, None, "no NVIDIA driver"),
-    (12040, None, "pip install 'ktrace[cu12]'"),
-    (13000, None, "pip install 'ktrace[cu13]'"),
-    (12080, "13.4.0", "needs a CUDA 13 driver"),
-    (13000, "13.4.0", None),
-    (12080, "12.8.0", None),
-])
-def test_preflight_says_what_is_missing_and_how_to_fix_it(driver: int | None, cupti: str | None,
-                                                         expected: str | None) -> None:
+@pytest.mark.parametrize(
+    ("driver", "cupti", "expected"),
+    [
+        (None, None, "no NVIDIA driver"),
+        (12040, None, "pip install 'ktrace[cu12]'"),
+        (13000, None, "pip install 'ktrace[cu13]'"),
+        (12080, "13.4.0", "needs a CUDA 13 driver"),
+        (13000, "13.4.0", None),
+        (12080, "12.8.0", None),
+    ],
+)
+def test_preflight_says_what_is_missing_and_how_to_fix_it(
+    driver: int | None, cupti: str | None, expected: str | None
+) -> None:
     line = gpu_capture_problem(driver, cupti, probe=False)
     if expected is None:
         assert line is None

@@ -25,10 +25,13 @@ class FakeCupti:
 
     ActivityKind = enum.IntEnum("ActivityKind", ACTIVITY_KIND)
     ActivityThreadIdType = SimpleNamespace(SYSTEM=1)
-    RuntimeApiTraceCbid = enum.IntEnum("RuntimeApiTraceCbid", {"cudaLaunchKernel_v7000": 211,
-                                                               "cudaGetDevice_v3020": 17})
-    DriverApiTraceCbid = enum.IntEnum("DriverApiTraceCbid", {"cuLaunchKernel": 307, "cuProfilerStart": 435,
-                                                             "cuProfilerStop": 436, "cuCtxGetCurrent": 9})
+    RuntimeApiTraceCbid = enum.IntEnum(
+        "RuntimeApiTraceCbid", {"cudaLaunchKernel_v7000": 211, "cudaGetDevice_v3020": 17}
+    )
+    DriverApiTraceCbid = enum.IntEnum(
+        "DriverApiTraceCbid",
+        {"cuLaunchKernel": 307, "cuProfilerStart": 435, "cuProfilerStop": 436, "cuCtxGetCurrent": 9},
+    )
     ApiCallbackSite = SimpleNamespace(API_ENTER=0, API_EXIT=1)
     CallbackDomain = SimpleNamespace(DRIVER_API=1)
     SUBSCRIBER_PARAMS_SIZE = 64
@@ -47,6 +50,7 @@ class FakeCupti:
         def call(*args: Any) -> Any:
             self.calls.append((name, *args))
             return 0
+
         return call
 
     def is_tracing_session_running(self) -> int:
@@ -79,8 +83,10 @@ def test_start_enables_kinds_kernels_first_and_filters_noise() -> None:
     fake = FakeCupti()
     backend = CuptiBackend(CaptureConfig(), fake)
     backend.start()
-    assert fake.enabled >= {ACTIVITY_KIND[k] for k in ("CONCURRENT_KERNEL", "RUNTIME", "DRIVER", "MEMCPY",
-                                                       "MEMSET", "SYNCHRONIZATION", "MARKER", "OVERHEAD")}
+    assert fake.enabled >= {
+        ACTIVITY_KIND[k]
+        for k in ("CONCURRENT_KERNEL", "RUNTIME", "DRIVER", "MEMCPY", "MEMSET", "SYNCHRONIZATION", "MARKER", "OVERHEAD")
+    }
     assert fake.callbacks[0]() == (8 << 20, 0)
     assert ("activity_enable_runtime_api", FakeCupti.RuntimeApiTraceCbid.cudaGetDevice_v3020, 0) in fake.calls
     assert ("activity_enable_driver_api", FakeCupti.DriverApiTraceCbid.cuCtxGetCurrent, 0) in fake.calls
@@ -91,8 +97,10 @@ def test_flush_delivers_copied_rows_and_names_apis() -> None:
     fake = FakeCupti()
     backend = CuptiBackend(CaptureConfig(), fake)
     backend.start()
-    fake.pending = [fake_record("RUNTIME", start=1, end=2, cbid=211, correlation_id=5),
-                    fake_record("CONCURRENT_KERNEL", start=3, end=4, name="k", correlation_id=5)]
+    fake.pending = [
+        fake_record("RUNTIME", start=1, end=2, cbid=211, correlation_id=5),
+        fake_record("CONCURRENT_KERNEL", start=3, end=4, name="k", correlation_id=5),
+    ]
     backend.flush()
     rows = backend.drain()
     assert [len(rows["RUNTIME"]), len(rows["CONCURRENT_KERNEL"])] == [1, 1]
@@ -136,11 +144,14 @@ def test_another_cupti_user_is_one_clear_line() -> None:
         CuptiBackend(CaptureConfig(), FakeCupti(busy=True)).start()
 
 
-@pytest.mark.parametrize(("error", "expected"), [
-    ("CUDA driver is not found (libcuda.so.1: cannot open shared object file)", "no NVIDIA driver"),
-    ("only CUDA 13.0 or later driver is supported", "ktrace[cu12]"),
-    ("cuptiError ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED", "torch.profiler"),
-])
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        ("CUDA driver is not found (libcuda.so.1: cannot open shared object file)", "no NVIDIA driver"),
+        ("only CUDA 13.0 or later driver is supported", "ktrace[cu12]"),
+        ("cuptiError ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED", "torch.profiler"),
+    ],
+)
 def test_cupti_errors_become_actionable_lines(error: str, expected: str) -> None:
     line = explain_cupti_error(RuntimeError(error))
     assert expected in line and "\n" not in line

@@ -81,9 +81,16 @@ def test_every_kind_equals_cupti_pythons_classes(release: tuple[int, int]) -> No
 def test_odd_mixes_and_a_buffer_with_garbage_past_its_valid_size() -> None:
     lay = layout((13, 4))
     kernel = {"name": "void at::elementwise<float>(int)", "start": 5, "end": 9, "correlation_id": 1, "queued": 0}
-    records = [("MARKER", {"name": "step", "domain": "", "flags_": 2, "id": 7}), ("CONCURRENT_KERNEL", kernel),
-               ("CONCURRENT_KERNEL", kernel), ("KERNEL", {"name": ""}), ("DEVICE", {"name": "H100"}),
-               ("OVERHEAD", {}), ("MARKER", {"name": "", "domain": "", "flags_": 4, "id": 7}), ("NAME", {"name": "t"})]
+    records = [
+        ("MARKER", {"name": "step", "domain": "", "flags_": 2, "id": 7}),
+        ("CONCURRENT_KERNEL", kernel),
+        ("CONCURRENT_KERNEL", kernel),
+        ("KERNEL", {"name": ""}),
+        ("DEVICE", {"name": "H100"}),
+        ("OVERHEAD", {}),
+        ("MARKER", {"name": "", "domain": "", "flags_": 4, "id": 7}),
+        ("NAME", {"name": "t"}),
+    ]
     buf = build(records, lay, ACTIVITY_KIND, seed=3, spare=4096)
     got = fast(buf, lay)
     assert masked(reference(buf, lay)) == {k: v.rows() for k, v in got.items()}
@@ -94,10 +101,14 @@ def test_odd_mixes_and_a_buffer_with_garbage_past_its_valid_size() -> None:
 
 @needs_cupti
 @settings(max_examples=40, deadline=None)
-@given(kinds=st.lists(st.sampled_from(sorted(FIELDS_BY_KIND)), min_size=0, max_size=40),
-       release=st.sampled_from(sorted(RELEASES)), seed=st.integers(0, 2**32 - 1))
-def test_random_record_sequences_decode_like_cupti_python(kinds: list[str], release: tuple[int, int],
-                                                           seed: int) -> None:
+@given(
+    kinds=st.lists(st.sampled_from(sorted(FIELDS_BY_KIND)), min_size=0, max_size=40),
+    release=st.sampled_from(sorted(RELEASES)),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_random_record_sequences_decode_like_cupti_python(
+    kinds: list[str], release: tuple[int, int], seed: int
+) -> None:
     lay = layout(release)
     kinds = [k for k in kinds if k in mix_for(release)]
     rng = np.random.default_rng(seed)
@@ -108,12 +119,17 @@ def test_random_record_sequences_decode_like_cupti_python(kinds: list[str], rele
 
 
 @settings(max_examples=40, deadline=None)
-@given(values=st.lists(st.tuples(st.integers(1, 2**62), st.integers(0, 2**32 - 1), st.integers(-2**31, 2**31 - 1)),
-                       max_size=30))
+@given(
+    values=st.lists(
+        st.tuples(st.integers(1, 2**62), st.integers(0, 2**32 - 1), st.integers(-(2**31), 2**31 - 1)), max_size=30
+    )
+)
 def test_fields_read_back_what_was_written(values: list[tuple[int, int, int]]) -> None:
     lay = layout((13, 5))
-    records = [("CONCURRENT_KERNEL", {"start": s, "end": s, "correlation_id": c, "grid_x": g, "name": f"k{c % 3}"})
-               for s, c, g in values] + [("RUNTIME", {"start": s, "cbid": c}) for s, c, _ in values]
+    records = [
+        ("CONCURRENT_KERNEL", {"start": s, "end": s, "correlation_id": c, "grid_x": g, "name": f"k{c % 3}"})
+        for s, c, g in values
+    ] + [("RUNTIME", {"start": s, "cbid": c}) for s, c, _ in values]
     buf = build(records, lay, ACTIVITY_KIND)
     got = fast(buf, lay)
     if not values:
@@ -129,7 +145,7 @@ def test_tables_equal_through_the_decoder_including_u64_past_int64() -> None:
     """Columns and tuples give the same Arrow tables (schema, values, dictionary order)."""
     lay = layout((13, 4))
     buf = random_buffer(2000, lay, ACTIVITY_KIND, mix=ALL_KINDS, seed=9, names=5)
-    buf.data[buf.offsets[0] + 8:buf.offsets[0] + 16] = 0xFF  # a u64 field of the first record: 2**64 - 1
+    buf.data[buf.offsets[0] + 8 : buf.offsets[0] + 16] = 0xFF  # a u64 field of the first record: 2**64 - 1
     decoded = fast(buf, lay)
     tuples = {k: v.rows() for k, v in decoded.items()}
     a, ha = RecordDecoder(generic_api_name, pid=1).decode(decoded)

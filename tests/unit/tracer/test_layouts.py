@@ -10,8 +10,12 @@ from ktrace.tracer.records import ACTIVITY_KIND, FIELDS_BY_KIND
 
 
 def _cupti_dtype_name(struct: str) -> str:
-    snake = (struct.lower().replace("memcpyptop", "memcpy_pto_p").replace("externalcorrelation", "external_correlation")
-             .replace("markerdata", "marker_data"))
+    snake = (
+        struct.lower()
+        .replace("memcpyptop", "memcpy_pto_p")
+        .replace("externalcorrelation", "external_correlation")
+        .replace("markerdata", "marker_data")
+    )
     return f"activity_{snake}_dtype"
 
 
@@ -51,8 +55,11 @@ def test_release_numbers() -> None:
 
 @pytest.mark.parametrize("release", sorted(RELEASES))
 def test_each_release_sizes_records_by_its_structs(release: tuple[int, int]) -> None:
-    api = release[0] * 10000 + release[1] * 100 if release[0] >= 13 else {
-        (12, 4): 22, (12, 6): 24, (12, 8): 26, (12, 9): 28}[release]
+    api = (
+        release[0] * 10000 + release[1] * 100
+        if release[0] >= 13
+        else {(12, 4): 22, (12, 6): 24, (12, 8): 26, (12, 9): 28}[release]
+    )
     layout = layout_for(api, ACTIVITY_KIND)
     assert layout is not None and layout.release == release
     for kind, struct in layout.struct_of.items():
@@ -60,20 +67,51 @@ def test_each_release_sizes_records_by_its_structs(release: tuple[int, int]) -> 
         assert SIZES[struct] % 8 == 0  # CUPTI_PACKED_ALIGNMENT: every record starts 8-byte aligned
     # What libcupti 12.x's own walker stepped by, without a GPU (layouts.py docstring):
     if release == (12, 9):
-        probed = {1: 96, 2: 88, 4: 40, 5: 40, 8: 184, 9: 32, 10: 208, 11: 32, 12: 56, 13: 32, 17: 56, 22: 96, 37: 24,
-                  38: 56, 39: 24}
+        probed = {
+            1: 96,
+            2: 88,
+            4: 40,
+            5: 40,
+            8: 184,
+            9: 32,
+            10: 208,
+            11: 32,
+            12: 56,
+            13: 32,
+            17: 56,
+            22: 96,
+            37: 24,
+            38: 56,
+            39: 24,
+        }
         assert {k: int(layout.sizes[k]) for k in probed} == probed
 
 
 def _libcuptis() -> list[str]:
     import glob
 
-    return sorted({p for pattern in ("/usr/local/cuda*/lib*/libcupti.so.*", "/usr/lib/x86_64-linux-gnu/libcupti.so.*")
-                   for p in glob.glob(pattern) if p.rsplit(".so.", 1)[1].isdigit()})
+    return sorted(
+        {
+            p
+            for pattern in ("/usr/local/cuda*/lib*/libcupti.so.*", "/usr/lib/x86_64-linux-gnu/libcupti.so.*")
+            for p in glob.glob(pattern)
+            if p.rsplit(".so.", 1)[1].isdigit()
+        }
+    )
 
 
-@pytest.mark.parametrize("library", _libcuptis() or [pytest.param("", marks=pytest.mark.skip(
-    reason="no libcupti on this machine: its own walker cannot be asked for record sizes"))])
+@pytest.mark.parametrize(
+    "library",
+    _libcuptis()
+    or [
+        pytest.param(
+            "",
+            marks=pytest.mark.skip(
+                reason="no libcupti on this machine: its own walker cannot be asked for record sizes"
+            ),
+        )
+    ],
+)
 def test_libcuptis_own_walker_steps_by_the_layout_sizes(library: str) -> None:
     """A real libcupti (one that starts without a driver) walks a synthetic buffer: every kind's step is
     the size the layout of that libcupti's release gives."""

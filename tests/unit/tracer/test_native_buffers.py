@@ -30,8 +30,9 @@ def standin(tmp_path_factory: pytest.TempPathFactory) -> Any:
     if gcc is None:
         pytest.skip("no C compiler: the callbacks cannot be driven from a non-Python thread here")
     out = tmp_path_factory.mktemp("standin") / "libcupti_standin.so"
-    subprocess.run([gcc, "-shared", "-fPIC", "-O1", "-pthread", str(HERE / "cupti_standin.c"), "-o", str(out)],
-                   check=True)
+    subprocess.run(
+        [gcc, "-shared", "-fPIC", "-O1", "-pthread", str(HERE / "cupti_standin.c"), "-o", str(out)], check=True
+    )
     return ctypes.CDLL(str(out))
 
 
@@ -54,9 +55,11 @@ def parser() -> Any:
         for n in ("name", "domain"):
             if n in fields:
                 fields[n] = ctypes.string_at(fields[n]).decode() if fields[n] else ""
-        pt = SimpleNamespace(process_id=fields.pop("object_id.pt.process_id", 0),
-                             thread_id=fields.pop("object_id.pt.thread_id", 0))
+        pt = SimpleNamespace(
+            process_id=fields.pop("object_id.pt.process_id", 0), thread_id=fields.pop("object_id.pt.thread_id", 0)
+        )
         return SimpleNamespace(object_id=SimpleNamespace(pt=pt), **fields)
+
     return view
 
 
@@ -76,8 +79,13 @@ def registered(standin: Any, records: int, seed: int, per_flush: int) -> tuple[F
 
 def fast_path(standin: Any, source: SyntheticBuffer, lay: Layout, per_flush: int = 1) -> FastPath:
     sizes = lay.sizes.astype(np.int64)
-    standin.standin_set(ctypes.c_uint32(130401), ctypes.c_void_p(source.address), ctypes.c_size_t(source.valid),
-                        per_flush, sizes.ctypes.data_as(ctypes.c_void_p))
+    standin.standin_set(
+        ctypes.c_uint32(130401),
+        ctypes.c_void_p(source.address),
+        ctypes.c_size_t(source.valid),
+        per_flush,
+        sizes.ctypes.data_as(ctypes.c_void_p),
+    )
     return FastPath(standin, lay, parser(), ACTIVITY_KIND, 1 << 20)
 
 
@@ -126,9 +134,14 @@ def test_a_layout_that_disagrees_with_cupti_python_falls_back_for_the_run(standi
     api = ACTIVITY_KIND["RUNTIME"]
     fields = dict(wrong.dtypes[api].fields or {})
     names = list(fields)
-    wrong.dtypes[api] = np.dtype({"names": names, "formats": [fields[n][0] for n in names],
-                                  "offsets": [fields[n][1] + (4 if n == "cbid" else 0) for n in names],
-                                  "itemsize": wrong.dtypes[api].itemsize})  # cbid read 4 bytes off
+    wrong.dtypes[api] = np.dtype(
+        {
+            "names": names,
+            "formats": [fields[n][0] for n in names],
+            "offsets": [fields[n][1] + (4 if n == "cbid" else 0) for n in names],
+            "itemsize": wrong.dtypes[api].itemsize,
+        }
+    )  # cbid read 4 bytes off
     source = random_buffer(1000, lay, ACTIVITY_KIND, seed=6)
     path = fast_path(standin, source, wrong, per_flush=2)
     path.register()
@@ -137,8 +150,12 @@ def test_a_layout_that_disagrees_with_cupti_python_falls_back_for_the_run(standi
     batch = path.drain()
     assert isinstance(batch["RUNTIME"], list) and sum(len(v) for v in batch.values()) == 2 * 1000
     assert path.health()["fast_path_disabled"] == 1
-    right = {k: v.rows() for k, v in FastPath(standin, lay, parser(), ACTIVITY_KIND, 1 << 20)
-             .decoder.decode(source.data, source.valid).items()}
+    right = {
+        k: v.rows()
+        for k, v in FastPath(standin, lay, parser(), ACTIVITY_KIND, 1 << 20)
+        .decoder.decode(source.data, source.valid)
+        .items()
+    }
     assert sorted(batch["RUNTIME"]) == sorted(right[api] * 2)  # still every record, decoded the old way
     path.stop()
 
@@ -146,7 +163,9 @@ def test_a_layout_that_disagrees_with_cupti_python_falls_back_for_the_run(standi
 def test_first_difference_names_kind_record_and_field() -> None:
     cols = Columns([np.array([1, 2]), np.array([3, 4])], 2)
     assert first_difference({5: cols}, {5: [(1, 3), (2, 4)]}, {5: "EXTERNAL_CORRELATION"}) is None
-    assert first_difference({5: cols}, {5: [(1, 3), (2, 5)]}, {5: "OVERHEAD"}) == "OVERHEAD record 1 field start: 4 != 5"
+    assert (
+        first_difference({5: cols}, {5: [(1, 3), (2, 5)]}, {5: "OVERHEAD"}) == "OVERHEAD record 1 field start: 4 != 5"
+    )
     assert "records" in (first_difference({5: cols}, {}, {5: "OVERHEAD"}) or "")
 
 
@@ -164,8 +183,9 @@ def test_open_refuses_unknown_releases_and_missing_libraries(standin: Any, tmp_p
     if not HAVE_CUPTI:
         pytest.skip("cupti-python not installed: the comparison with its own record classes did not run")
     so = next(p for p in Path(standin._name).parent.iterdir() if p.suffix == ".so")
-    standin.standin_set(ctypes.c_uint32(130900), None, ctypes.c_size_t(0), 1,
-                        np.zeros(256, np.int64).ctypes.data_as(ctypes.c_void_p))
+    standin.standin_set(
+        ctypes.c_uint32(130900), None, ctypes.c_size_t(0), 1, np.zeros(256, np.int64).ctypes.data_as(ctypes.c_void_p)
+    )
     path, why = FastPath.open(None, str(so), ACTIVITY_KIND, 1 << 20)
     assert path is None and why == "no record layout for CUPTI API version 130900"
 
@@ -207,8 +227,9 @@ def test_the_backend_falls_back_in_one_line_without_a_layout(standin: Any, monke
     from ktrace.tracer import cupti_backend
     from ktrace.tracer.config import CaptureConfig
 
-    standin.standin_set(ctypes.c_uint32(120300), None, ctypes.c_size_t(0), 1,
-                        np.zeros(256, np.int64).ctypes.data_as(ctypes.c_void_p))
+    standin.standin_set(
+        ctypes.c_uint32(120300), None, ctypes.c_size_t(0), 1, np.zeros(256, np.int64).ctypes.data_as(ctypes.c_void_p)
+    )
     monkeypatch.setattr(cupti_backend, "loaded_cupti_library", lambda: standin._name)
     monkeypatch.setattr("ktrace.tracer.fast_path.cupti_python_parser", parser)
     fake = FakeCupti()
@@ -217,7 +238,8 @@ def test_the_backend_falls_back_in_one_line_without_a_layout(standin: Any, monke
     assert backend.fast is None and fake.callbacks is not None
     assert [n for n in notes if "one by one" in n] == [
         "ktrace: CUPTI records decoded one by one through cupti-python (slower): "
-        "no record layout for CUPTI API version 120300"]
+        "no record layout for CUPTI API version 120300"
+    ]
     assert backend.health()["fast_path_disabled"] == 1
 
 
@@ -248,8 +270,9 @@ def _captured(tmp_path: Path, backend: Any, name: str) -> Any:
     return store.read(tmp_path / name)
 
 
-def test_a_capture_is_the_same_through_either_path(standin: Any, monkeypatch: pytest.MonkeyPatch,
-                                                   tmp_path: Path) -> None:
+def test_a_capture_is_the_same_through_either_path(
+    standin: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """The same buffer delivered through ktrace's callbacks (fast) and as cupti-python records (today's path)
     gives the same trace in the store."""
     from test_cupti_backend import FakeCupti
@@ -258,8 +281,16 @@ def test_a_capture_is_the_same_through_either_path(standin: Any, monkeypatch: py
     from ktrace.tracer.config import CaptureConfig
 
     lay = layout_13_4()
-    kinds = {"CONCURRENT_KERNEL": 4.0, "RUNTIME": 4.0, "DRIVER": 1.0, "MEMCPY": 1.0, "MEMSET": 1.0,
-             "SYNCHRONIZATION": 1.0, "EXTERNAL_CORRELATION": 1.0, "CONTEXT": 0.1}
+    kinds = {
+        "CONCURRENT_KERNEL": 4.0,
+        "RUNTIME": 4.0,
+        "DRIVER": 1.0,
+        "MEMCPY": 1.0,
+        "MEMSET": 1.0,
+        "SYNCHRONIZATION": 1.0,
+        "EXTERNAL_CORRELATION": 1.0,
+        "CONTEXT": 0.1,
+    }
     source = random_buffer(3000, lay, ACTIVITY_KIND, mix=kinds, seed=12, names=9)
     fast_path(standin, source, lay, per_flush=1)
     monkeypatch.setattr(cupti_backend, "loaded_cupti_library", lambda: standin._name)

@@ -20,6 +20,7 @@ def session(tmp_path: Path):  # type: ignore[no-untyped-def]
         s = CaptureSession(tmp_path / "run.ktrace", config, "host", 0)
         api.attach(s)
         return s
+
     yield make
     api.attach(None)
 
@@ -47,8 +48,7 @@ def test_annotate_and_step_ranges_reach_the_capture(session, tmp_path: Path) -> 
     names = t.ranges.sort("start_ns")["name"].cast(str).to_list()
     assert names.count("forward") == 3 and names.count("attention") == 3
     # The last step has no next step() call: it still counts, ending with the last range inside it.
-    assert [n for n in names if n.startswith("ProfilerStep")] == ["ProfilerStep#0", "ProfilerStep#1",
-                                                                   "ProfilerStep#2"]
+    assert [n for n in names if n.startswith("ProfilerStep")] == ["ProfilerStep#0", "ProfilerStep#1", "ProfilerStep#2"]
     depth = dict(zip(t.ranges["name"].cast(str), t.ranges["depth"], strict=False))
     assert depth["ProfilerStep#2"] == 0 and depth["forward"] == 1 and depth["attention"] == 2
     last = t.ranges.filter(t.ranges["name"].cast(str) == "ProfilerStep#2").row(0, named=True)

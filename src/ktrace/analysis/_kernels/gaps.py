@@ -44,8 +44,9 @@ def _in_sync(syncs: Spans, r: int, gap_start: int, gap_end: int) -> bool:  # pra
 
 
 @jit
-def _gap_categories(bounds: I64, rec: Records, syncs: Spans, group_sync: I64,
-                    kernel_wait_ns: int) -> tuple[npt.NDArray[np.int8], I64, I64, I64]:  # pragma: no cover
+def _gap_categories(
+    bounds: I64, rec: Records, syncs: Spans, group_sync: I64, kernel_wait_ns: int
+) -> tuple[npt.NDArray[np.int8], I64, I64, I64]:  # pragma: no cover
     n_groups = bounds.size - 1
     n = rec.start.size
     category = np.full(n, -1, np.int8)
@@ -73,8 +74,9 @@ def _gap_categories(bounds: I64, rec: Records, syncs: Spans, group_sync: I64,
     return category, idle, totals, counts
 
 
-def gap_categories(bounds: I64, records: Records, syncs: Spans, group_sync: I64,
-                   kernel_wait_ns: int) -> tuple[npt.NDArray[np.int8], I64, I64, I64]:
+def gap_categories(
+    bounds: I64, records: Records, syncs: Spans, group_sync: I64, kernel_wait_ns: int
+) -> tuple[npt.NDArray[np.int8], I64, I64, I64]:
     """Category of the gap before each record (host_wait 0, kernel_wait 1, sync_wait 2, other 3).
 
     Gap before record i of a stream = [end of record i-1, start of record i). host_wait: its launch

@@ -154,7 +154,7 @@ def _select_segment(seg: I64, ranks: I64, out: I64) -> None:  # noqa: C901  # pr
             buf[fill[w]] = seg[i]
             fill[w] += 1
     for w in range(n_want):
-        buf[offsets[w]:offsets[w + 1]] = np.sort(buf[offsets[w]:offsets[w + 1]])
+        buf[offsets[w] : offsets[w + 1]] = np.sort(buf[offsets[w] : offsets[w + 1]])
     for j in range(ranks.size):
         w = want[bucket_of[j]]
         out[j] = buf[offsets[w] + ranks[j] - firsts[w]]
@@ -166,7 +166,7 @@ def _order_stats(values: I64, bounds: I64, ranks: I64) -> I64:  # pragma: no cov
     out = np.zeros(ranks.shape, np.int64)
     for g in range(n_groups):
         if bounds[g + 1] > bounds[g]:
-            _select_segment(values[bounds[g]:bounds[g + 1]], ranks[g], out[g])
+            _select_segment(values[bounds[g] : bounds[g + 1]], ranks[g], out[g])
     return out
 
 
@@ -206,7 +206,7 @@ def linear_quantiles(values: I64, bounds: I64, quantiles: tuple[float, ...]) -> 
     base = np.floor(idx).astype(np.int64)
     top = np.ceil(idx).astype(np.int64)
     stats = order_stats(values, bounds, np.concatenate([base, top], axis=1)).astype(np.float64)
-    lower, upper = stats[:, : q.size], stats[:, q.size:]
+    lower, upper = stats[:, : q.size], stats[:, q.size :]
     out = np.where(base == top, lower, lower + (upper - lower) * (idx - base))
     out[n == 0] = np.nan
     return out

@@ -88,8 +88,9 @@ def union_length(group: I64, start: I64, end: I64, n_groups: int) -> I64:
 
 
 @jit
-def _busy_per_bin(group: I64, start: I64, end: I64, t0: int, bin_ns: int, n_bins: int,
-                  n_groups: int) -> I64:  # pragma: no cover - numba
+def _busy_per_bin(
+    group: I64, start: I64, end: I64, t0: int, bin_ns: int, n_bins: int, n_groups: int
+) -> I64:  # pragma: no cover - numba
     out = np.zeros((n_groups, n_bins), np.int64)
     t_end = t0 + bin_ns * n_bins
     for i in range(start.size):
@@ -127,8 +128,16 @@ def busy_per_bin(group: I64, start: I64, end: I64, t0: int, bin_ns: int, n_bins:
     if bin_ns <= 0:
         raise ValueError("bin_ns must be > 0")
     # its loop walks every bin an interval covers: the work is up to n_bins x n_groups, not len(group)
-    return _busy_per_bin.sized(len(group) + int(n_bins) * int(n_groups), _as64(group), _as64(start), _as64(end),
-                               int(t0), int(bin_ns), int(n_bins), int(n_groups))
+    return _busy_per_bin.sized(
+        len(group) + int(n_bins) * int(n_groups),
+        _as64(group),
+        _as64(start),
+        _as64(end),
+        int(t0),
+        int(bin_ns),
+        int(n_bins),
+        int(n_groups),
+    )
 
 
 @jit
@@ -163,8 +172,7 @@ def coverage_by_mask(group: I64, time: I64, delta: I64, n_groups: int, n_masks: 
     Returns:
         int64 array [n_groups, n_masks]: ns spent with exactly that set of kinds active.
     """
-    return _coverage_by_mask(_as64(group), _as64(time), _as64(delta),
-                             int(n_groups), int(n_masks))
+    return _coverage_by_mask(_as64(group), _as64(time), _as64(delta), int(n_groups), int(n_masks))
 
 
 def _as64(a: npt.ArrayLike) -> I64:

@@ -52,10 +52,10 @@ def _merge_group(src: I64, dst: I64, bounds: I64, key: I64) -> bool:  # pragma: 
                 _merge_two(src, dst, bounds[j], bounds[j + 1], bounds[j + 2], key)
                 merged[m + 1] = bounds[j + 2]
             else:
-                dst[bounds[j]:bounds[j + 1]] = src[bounds[j]:bounds[j + 1]]
+                dst[bounds[j] : bounds[j + 1]] = src[bounds[j] : bounds[j + 1]]
                 merged[m + 1] = bounds[j + 1]
             m += 1
-        bounds = merged[:m + 1].copy()
+        bounds = merged[: m + 1].copy()
         src, dst = dst, src
         in_dst = not in_dst
         k = m
@@ -70,7 +70,7 @@ def _merge_runs(perm: I64, run_bounds: I64, group_runs: I64, key: I64) -> I64:  
         r0, r1 = group_runs[g], group_runs[g + 1]
         if r1 - r0 <= 1:
             continue
-        if _merge_group(out, buf, run_bounds[r0:r1 + 1].copy(), key):
+        if _merge_group(out, buf, run_bounds[r0 : r1 + 1].copy(), key):
             a, b = run_bounds[r0], run_bounds[r1]
             out[a:b] = buf[a:b]
     return out

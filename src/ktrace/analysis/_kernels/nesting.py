@@ -62,8 +62,7 @@ def innermost_enclosing(r_group: I64, r_start: I64, r_end: I64, p_group: I64, p_
     Returns:
         int64 index (into the ranges as passed) per point, -1 where no range encloses it.
     """
-    return _innermost(_as64(r_group), _as64(r_start), _as64(r_end),
-                      _as64(p_group), _as64(p_time))
+    return _innermost(_as64(r_group), _as64(r_start), _as64(r_end), _as64(p_group), _as64(p_time))
 
 
 @jit

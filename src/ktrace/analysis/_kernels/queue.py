@@ -43,8 +43,9 @@ def running_depth(group: I64, delta: I64) -> I64:
 
 
 @jit
-def _level_stats(group: I64, time: I64, level: I64, n_groups: int,
-                 threshold: int) -> tuple[I64, I64, I64, I64]:  # pragma: no cover - numba
+def _level_stats(
+    group: I64, time: I64, level: I64, n_groups: int, threshold: int
+) -> tuple[I64, I64, I64, I64]:  # pragma: no cover - numba
     wsum = np.zeros(n_groups, np.int64)
     span = np.zeros(n_groups, np.int64)
     above = np.zeros(n_groups, np.int64)
@@ -78,8 +79,7 @@ def level_stats(group: I64, time: I64, level: I64, n_groups: int, threshold: int
     Returns:
         (sum of level*dt, covered time, time with level >= threshold, max level), each int64[n_groups].
     """
-    return _level_stats(_as64(group), _as64(time), _as64(level),
-                        int(n_groups), int(threshold))
+    return _level_stats(_as64(group), _as64(time), _as64(level), int(n_groups), int(threshold))
 
 
 def _as64(a: npt.ArrayLike) -> I64:

@@ -23,8 +23,9 @@ _MAX = np.iinfo(np.int64).max
 
 
 @jit
-def _duration_groups(gid: I64, start: I64, end: I64,
-                     n_groups: int) -> tuple[I64, I64, I64, I64, I64, I64]:  # pragma: no cover - numba
+def _duration_groups(
+    gid: I64, start: I64, end: I64, n_groups: int
+) -> tuple[I64, I64, I64, I64, I64, I64]:  # pragma: no cover - numba
     count = np.zeros(n_groups, np.int64)
     total = np.zeros(n_groups, np.int64)
     lo = np.full(n_groups, _MAX, np.int64)
@@ -64,8 +65,9 @@ def duration_groups(gid: I64, start: I64, end: I64, n_groups: int) -> tuple[I64,
 
 
 @jit
-def _launch_groups(api_row: I64, api_start: I64, api_end: I64, start: I64, gid: I64,
-                   n_groups: int) -> tuple[I64, I64, I64, I64, I64, I64]:  # pragma: no cover - numba
+def _launch_groups(
+    api_row: I64, api_start: I64, api_end: I64, start: I64, gid: I64, n_groups: int
+) -> tuple[I64, I64, I64, I64, I64, I64]:  # pragma: no cover - numba
     count = np.zeros(n_groups, np.int64)
     queued = np.zeros(n_groups, np.int64)
     totals = np.zeros((3, n_groups), np.int64)
@@ -104,8 +106,9 @@ def _launch_groups(api_row: I64, api_start: I64, api_end: I64, start: I64, gid: 
     return count, queued, totals, maxima, bounds, out
 
 
-def launch_groups(api_row: I64, api_start: I64, api_end: I64, start: I64, gid: I64,
-                  n_groups: int) -> tuple[I64, I64, I64, I64, I64, I64]:
+def launch_groups(
+    api_row: I64, api_start: I64, api_end: I64, start: I64, gid: I64, n_groups: int
+) -> tuple[I64, I64, I64, I64, I64, I64]:
     """Launch latency, queue delay and API duration of every launched record, grouped.
 
     Args:
@@ -121,8 +124,7 @@ def launch_groups(api_row: I64, api_start: I64, api_end: I64, start: I64, gid: I
         bounds [n_groups + 1], values [3, launched]: group g's launched records at bounds[g]:bounds[g+1] in
         record order; rows 0/1/2 = launch latency, queue delay, api duration).
     """
-    return _launch_groups(_as64(api_row), _as64(api_start), _as64(api_end), _as64(start), _as64(gid),
-                          int(n_groups))
+    return _launch_groups(_as64(api_row), _as64(api_start), _as64(api_end), _as64(start), _as64(gid), int(n_groups))
 
 
 def _as64(a: npt.ArrayLike) -> I64:

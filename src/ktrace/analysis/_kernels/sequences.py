@@ -41,5 +41,6 @@ def first_fit_occurrences(seq: I64, pos: I64, length: int, n_seqs: int) -> npt.N
     Returns:
         bool per window.
     """
-    return _first_fit(np.ascontiguousarray(seq, np.int64), np.ascontiguousarray(pos, np.int64), int(length),
-                      int(n_seqs))
+    return _first_fit(
+        np.ascontiguousarray(seq, np.int64), np.ascontiguousarray(pos, np.int64), int(length), int(n_seqs)
+    )

@@ -16,8 +16,9 @@ I64 = npt.NDArray[np.int64]
 
 
 @jit
-def _merge_types(start: I64, end: I64, type_idx: I64, n_types: int,
-                 ms: I64, me: I64, counts: I64) -> None:  # pragma: no cover - numba
+def _merge_types(
+    start: I64, end: I64, type_idx: I64, n_types: int, ms: I64, me: I64, counts: I64
+) -> None:  # pragma: no cover - numba
     """Merge one group's start-sorted intervals per type into ms[t, :counts[t]], me[t, :counts[t]]."""
     counts[:] = 0
     for i in range(start.size):

@@ -134,8 +134,17 @@ def _find(table: KeyTable, k0: int, k1: int, k2: int, k3: int, k4: int, row: int
 
 @jit
 def _scan_chunk(  # noqa: C901  # pragma: no cover - numba
-        rows: ChunkRows, table: KeyTable, bins: BinState, code_row: I64, ids: I32, row0: int, i0: int, t0: int,
-        bin_ns: int, n_bins: int) -> int:
+    rows: ChunkRows,
+    table: KeyTable,
+    bins: BinState,
+    code_row: I64,
+    ids: I32,
+    row0: int,
+    i0: int,
+    t0: int,
+    bin_ns: int,
+    n_bins: int,
+) -> int:
     """Scan rows[i0:] of a chunk starting at global row0 (ids written unless empty); where the table filled, or n."""
     # one loop on purpose: a per-row helper taking the BinState tuple measured 1.6x slower
     n = rows.start.size
@@ -151,8 +160,14 @@ def _scan_chunk(  # noqa: C901  # pragma: no cover - numba
         k2, k3 = np.int64(c[min(i, c.size - 1)]), np.int64(d[min(i, d.size - 1)])
         k4 = np.int64(f[min(i, f.size - 1)])
         keys = table.keys
-        if prev >= 0 and keys[prev, 0] == k0 and keys[prev, 1] == k1 and keys[prev, 2] == k2 \
-                and keys[prev, 3] == k3 and keys[prev, 4] == k4:
+        if (
+            prev >= 0
+            and keys[prev, 0] == k0
+            and keys[prev, 1] == k1
+            and keys[prev, 2] == k2
+            and keys[prev, 3] == k3
+            and keys[prev, 4] == k4
+        ):
             j = prev
         else:
             j = _find(table, k0, k1, k2, k3, k4, row0 + i)
@@ -204,25 +219,43 @@ def _track_of_rows(rows: ChunkRows, table: KeyTable, remap: I64, out: I64, at: i
         k0, k1 = np.int64(a[min(i, a.size - 1)]), np.int64(b[min(i, b.size - 1)])
         k2, k3 = np.int64(c[min(i, c.size - 1)]), np.int64(d[min(i, d.size - 1)])
         k4 = np.int64(f[min(i, f.size - 1)])
-        if not (prev >= 0 and keys[prev, 0] == k0 and keys[prev, 1] == k1 and keys[prev, 2] == k2
-                and keys[prev, 3] == k3 and keys[prev, 4] == k4):
+        if not (
+            prev >= 0
+            and keys[prev, 0] == k0
+            and keys[prev, 1] == k1
+            and keys[prev, 2] == k2
+            and keys[prev, 3] == k3
+            and keys[prev, 4] == k4
+        ):
             prev = _find(table, k0, k1, k2, k3, k4, -1)
         out[at + i] = remap[prev]
 
 
 def _empty_state(capacity: int, n_bins: int) -> tuple[KeyTable, BinState]:
-    table = KeyTable(np.full(4 * capacity, -1, np.int64), np.zeros((capacity, 5), np.int64),
-                     np.zeros(capacity, np.int64), np.zeros(capacity, np.int64), np.zeros(1, np.int64))
+    table = KeyTable(
+        np.full(4 * capacity, -1, np.int64),
+        np.zeros((capacity, 5), np.int64),
+        np.zeros(capacity, np.int64),
+        np.zeros(capacity, np.int64),
+        np.zeros(1, np.int64),
+    )
     zeros = np.zeros((capacity, n_bins), np.int64)
-    bins = BinState(zeros, np.zeros((capacity, n_bins + 1), np.int64), zeros - 1, zeros - 1, zeros.copy(),
-                    zeros.copy())
+    bins = BinState(zeros, np.zeros((capacity, n_bins + 1), np.int64), zeros - 1, zeros - 1, zeros.copy(), zeros.copy())
     return table, bins
 
 
 def _contiguous(rows: ChunkRows) -> ChunkRows:
     k = [np.ascontiguousarray(x) for x in rows[:5]]
-    return ChunkRows(k[0], k[1], k[2], k[3], k[4], np.ascontiguousarray(rows.start, np.int64),
-                     np.ascontiguousarray(rows.end, np.int64), np.ascontiguousarray(rows.codes))
+    return ChunkRows(
+        k[0],
+        k[1],
+        k[2],
+        k[3],
+        k[4],
+        np.ascontiguousarray(rows.start, np.int64),
+        np.ascontiguousarray(rows.end, np.int64),
+        np.ascontiguousarray(rows.codes),
+    )
 
 
 class TrackScan:
@@ -253,8 +286,9 @@ class TrackScan:
         chunk = _contiguous(rows)
         i = 0
         while i < n:
-            i = _scan_chunk(chunk, self.table, self.bins, self.code_row, self.ids, self.row, i, self.t0,
-                            self.bin_ns, self.n_bins)
+            i = _scan_chunk(
+                chunk, self.table, self.bins, self.code_row, self.ids, self.row, i, self.t0, self.bin_ns, self.n_bins
+            )
             if i < n:
                 self._grow()
         self.row += n
@@ -285,9 +319,16 @@ class TrackScan:
         n = int(self.table.n[0])
         bins = self.bins
         busy = bins.busy[:n] + np.cumsum(bins.full[:n, :-1], axis=1) * self.bin_ns
-        return ScanResult(self.ids[:self.row] if self.ids.size else self.ids, self.table.keys[:n].copy(), self.table.first_row[:n].copy(),
-                          self.table.counts[:n].copy(), busy, bins.first_code[:n].copy(), bins.last_code[:n].copy(),
-                          self.code_row)
+        return ScanResult(
+            self.ids[: self.row] if self.ids.size else self.ids,
+            self.table.keys[:n].copy(),
+            self.table.first_row[:n].copy(),
+            self.table.counts[:n].copy(),
+            busy,
+            bins.first_code[:n].copy(),
+            bins.last_code[:n].copy(),
+            self.code_row,
+        )
 
 
 @jit

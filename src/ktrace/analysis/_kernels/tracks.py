@@ -111,8 +111,18 @@ class OverviewBins(NamedTuple):
     """int64[n_tracks]: rows per track."""
 
 
-def overview_bins(ids: AnyInt, remap: I64, start: I64, end: I64, codes: AnyInt, lut: I64, n_tracks: int,
-                  t0: int, bin_ns: int, n_bins: int) -> OverviewBins:
+def overview_bins(
+    ids: AnyInt,
+    remap: I64,
+    start: I64,
+    end: I64,
+    codes: AnyInt,
+    lut: I64,
+    n_tracks: int,
+    t0: int,
+    bin_ns: int,
+    n_bins: int,
+) -> OverviewBins:
     """Per track and time bin [t0 + b*bin_ns, t0 + (b+1)*bin_ns): covered ns and first/last starting colours.
 
     One pass over rows in any order; each slice adds its overlap to every bin it covers in O(1) (a difference
@@ -137,13 +147,20 @@ def overview_bins(ids: AnyInt, remap: I64, start: I64, end: I64, codes: AnyInt, 
     codes = np.ascontiguousarray(codes)
     scan = TrackScan(track.size, t0, bin_ns, n_bins, int(codes.max()) if codes.size else 0)
     one = np.zeros(1, np.int64)
-    scan.add(ChunkRows(track, one, one, one, one, np.ascontiguousarray(start, np.int64),
-                       np.ascontiguousarray(end, np.int64), codes))
+    scan.add(
+        ChunkRows(
+            track, one, one, one, one, np.ascontiguousarray(start, np.int64), np.ascontiguousarray(end, np.int64), codes
+        )
+    )
     found = scan.result()
     by_key = found.keys[:, 0]
     lut = np.ascontiguousarray(lut, np.int64)
-    out = OverviewBins(np.zeros((n_tracks, n_bins), np.int64), np.full((n_tracks, n_bins), -1, np.int64),
-                       np.full((n_tracks, n_bins), -1, np.int64), np.zeros(n_tracks, np.int64))
+    out = OverviewBins(
+        np.zeros((n_tracks, n_bins), np.int64),
+        np.full((n_tracks, n_bins), -1, np.int64),
+        np.full((n_tracks, n_bins), -1, np.int64),
+        np.zeros(n_tracks, np.int64),
+    )
     out.busy[by_key] = found.busy
     out.first_colour[by_key] = np.where(found.first_code >= 0, lut[np.maximum(found.first_code, 0)], -1)
     out.last_colour[by_key] = np.where(found.last_code >= 0, lut[np.maximum(found.last_code, 0)], -1)
@@ -191,8 +208,7 @@ def sort_by_track(track: I64, start: I64, n_tracks: int) -> tuple[I64, I64]:
     Returns:
         (order, offsets): row indices, and int64[n_tracks + 1] bounds: track t is order[offsets[t]:offsets[t+1]].
     """
-    return _sort_by_track(np.ascontiguousarray(track, np.int64), np.ascontiguousarray(start, np.int64),
-                          int(n_tracks))
+    return _sort_by_track(np.ascontiguousarray(track, np.int64), np.ascontiguousarray(start, np.int64), int(n_tracks))
 
 
 class TrackArrays(NamedTuple):
@@ -216,8 +232,9 @@ class TrackArrays(NamedTuple):
 
 
 @jit
-def _track_arrays(order: I64, offsets: I64, start: I64, end: I64, colour: I64, split: int) -> tuple[
-        I64, I64, I64, I64, I64, I64, I8, I64, I64]:  # pragma: no cover - numba
+def _track_arrays(
+    order: I64, offsets: I64, start: I64, end: I64, colour: I64, split: int
+) -> tuple[I64, I64, I64, I64, I64, I64, I8, I64, I64]:  # pragma: no cover - numba
     n = order.size
     n_tracks = offsets.size - 1
     s_out, e_out, m_out = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
@@ -269,7 +286,12 @@ def track_arrays(order: I64, offsets: I64, start: I64, end: I64, colour: I64, sp
     Returns:
         The TrackArrays.
     """
-    out = _track_arrays(np.ascontiguousarray(order, np.int64), np.ascontiguousarray(offsets, np.int64),
-                        np.ascontiguousarray(start, np.int64), np.ascontiguousarray(end, np.int64),
-                        np.ascontiguousarray(colour, np.int64), int(split))
+    out = _track_arrays(
+        np.ascontiguousarray(order, np.int64),
+        np.ascontiguousarray(offsets, np.int64),
+        np.ascontiguousarray(start, np.int64),
+        np.ascontiguousarray(end, np.int64),
+        np.ascontiguousarray(colour, np.int64),
+        int(split),
+    )
     return TrackArrays(*out)

@@ -6,6 +6,20 @@ from ktrace.analysis.rules.base import SEVERITIES, Evidence, Finding, Param, Rul
 from ktrace.analysis.rules.config import RulesConfig, apply_overrides, load_config
 from ktrace.analysis.rules.engine import RULE_ORDER, RulesReport, all_rules, report_to_dict, rule_by_name, run_rules
 
-__all__ = ["RULE_ORDER", "SEVERITIES", "Evidence", "Finding", "Param", "Rule", "RuleResult",
-           "RulesConfig", "RulesReport", "all_rules", "apply_overrides", "load_config", "report_to_dict",
-           "rule_by_name", "run_rules"]
+__all__ = [
+    "RULE_ORDER",
+    "SEVERITIES",
+    "Evidence",
+    "Finding",
+    "Param",
+    "Rule",
+    "RuleResult",
+    "RulesConfig",
+    "RulesReport",
+    "all_rules",
+    "apply_overrides",
+    "load_config",
+    "report_to_dict",
+    "rule_by_name",
+    "run_rules",
+]

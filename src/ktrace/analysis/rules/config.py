@@ -109,8 +109,13 @@ def config_from_mapping(doc: Mapping[str, Any], rules: Iterable[Rule]) -> RulesC
     return RulesConfig(params=params, disabled=frozenset(disabled), severity=severity)
 
 
-def _rule_table(rule: Rule, table: Mapping[str, Any], params: dict[str, dict[str, ParamValue]],
-                severity: dict[str, str], disabled: set[str]) -> None:
+def _rule_table(
+    rule: Rule,
+    table: Mapping[str, Any],
+    params: dict[str, dict[str, ParamValue]],
+    severity: dict[str, str],
+    disabled: set[str],
+) -> None:
     """Read one [Rule] table into params / severity / disabled."""
     for param, raw in table.items():
         if param == "enabled":

@@ -7,25 +7,32 @@ from dataclasses import dataclass
 from typing import Any
 
 from ktrace.analysis.index import TraceIndex
-from ktrace.analysis.rules.base import (
-    Evidence,
-    Finding,
-    Outcome,
-    Rule,
-    RuleResult,
-    Skip,
-    severity_rank,
-)
+from ktrace.analysis.rules.base import Evidence, Finding, Outcome, Rule, RuleResult, Skip, severity_rank
 from ktrace.analysis.rules.config import RulesConfig
 from ktrace.model.errors import ProgressFn, no_progress
 from ktrace.model.trace import Trace
 
 RULE_ORDER: tuple[str, ...] = (
-    "StepOutlier", "LowGPUUtilization", "CPUBottleneck", "IOBottleneck", "BatchSize", "Dataloader",
-    "GPUMemoryIncrease", "LoadBalancing", "MaxInitializationTime",
-    "PageableMemcpy", "SyncMemcpy", "ExcessiveSync", "GPUGaps", "LaunchBoundKernels", "HighLaunchLatency",
-    "FP32Matmul", "CommNotOverlapped",
-    "DroppedRecords", "OrphanRecords", "ClockProblems",
+    "StepOutlier",
+    "LowGPUUtilization",
+    "CPUBottleneck",
+    "IOBottleneck",
+    "BatchSize",
+    "Dataloader",
+    "GPUMemoryIncrease",
+    "LoadBalancing",
+    "MaxInitializationTime",
+    "PageableMemcpy",
+    "SyncMemcpy",
+    "ExcessiveSync",
+    "GPUGaps",
+    "LaunchBoundKernels",
+    "HighLaunchLatency",
+    "FP32Matmul",
+    "CommNotOverlapped",
+    "DroppedRecords",
+    "OrphanRecords",
+    "ClockProblems",
 )
 """Every built-in rule, in report order: SageMaker Debugger's, timeline rules, trace health."""
 
@@ -42,8 +49,11 @@ def all_rules() -> tuple[Rule, ...]:
         timeline_latency,
     )
 
-    found = {r.name: r for m in (sagemaker, sagemaker_counters, sagemaker_capacity, timeline, timeline_gpu,
-                                 timeline_latency, health) for r in m.RULES}
+    found = {
+        r.name: r
+        for m in (sagemaker, sagemaker_counters, sagemaker_capacity, timeline, timeline_gpu, timeline_latency, health)
+        for r in m.RULES
+    }
     return tuple(found[name] for name in RULE_ORDER)
 
 
@@ -86,9 +96,15 @@ class RulesReport:
 
 
 def _finding(rule: Rule, outcome: Outcome, severity: str) -> Finding:
-    return Finding(rule=rule.name, severity=outcome.severity or severity,  # type: ignore[arg-type]
-                   message=outcome.message, recommendation=rule.recommendation,
-                   evidence=outcome.evidence, datapoints=outcome.datapoints, triggered=outcome.triggered)
+    return Finding(
+        rule=rule.name,
+        severity=outcome.severity or severity,  # type: ignore[arg-type]
+        message=outcome.message,
+        recommendation=rule.recommendation,
+        evidence=outcome.evidence,
+        datapoints=outcome.datapoints,
+        triggered=outcome.triggered,
+    )
 
 
 def evaluate(rule: Rule, trace: Trace, index: TraceIndex, config: RulesConfig) -> RuleResult:
@@ -102,16 +118,33 @@ def evaluate(rule: Rule, trace: Trace, index: TraceIndex, config: RulesConfig) -
     outcomes = [outcome, *outcome.extra]
     findings = tuple(_finding(rule, o, severity) for o in outcomes if o.fired)
     if severity != rule.severity:  # a configured severity wins over the check's own escalation
-        findings = tuple(Finding(f.rule, severity, f.message, f.recommendation, f.evidence,  # type: ignore[arg-type]
-                                 f.datapoints, f.triggered) for f in findings)
+        findings = tuple(
+            Finding(
+                f.rule,
+                severity,  # type: ignore[arg-type]
+                f.message,
+                f.recommendation,
+                f.evidence,
+                f.datapoints,
+                f.triggered,
+            )
+            for f in findings
+        )
     datapoints = sum(o.datapoints for o in outcomes)
     triggered = sum(o.triggered for o in outcomes)
-    return RuleResult(rule.name, rule.family, rule.description, params, datapoints, triggered, findings,
-                      details=outcome.details)
+    return RuleResult(
+        rule.name, rule.family, rule.description, params, datapoints, triggered, findings, details=outcome.details
+    )
 
 
-def run_rules(trace: Trace, config: RulesConfig | None = None, *, rules: Sequence[Rule] | None = None,
-              progress: ProgressFn = no_progress, index: TraceIndex | None = None) -> RulesReport:
+def run_rules(
+    trace: Trace,
+    config: RulesConfig | None = None,
+    *,
+    rules: Sequence[Rule] | None = None,
+    progress: ProgressFn = no_progress,
+    index: TraceIndex | None = None,
+) -> RulesReport:
     """Evaluate the rules on `trace`.
 
     Args:
@@ -141,9 +174,15 @@ def evidence_to_dict(e: Evidence) -> dict[str, Any]:
 
 def finding_to_dict(f: Finding) -> dict[str, Any]:
     """A finding as a JSON-ready dict (stable keys)."""
-    return {"rule": f.rule, "severity": f.severity, "message": f.message, "recommendation": f.recommendation,
-            "datapoints": f.datapoints, "triggered": f.triggered,
-            "evidence": [evidence_to_dict(e) for e in f.evidence]}
+    return {
+        "rule": f.rule,
+        "severity": f.severity,
+        "message": f.message,
+        "recommendation": f.recommendation,
+        "datapoints": f.datapoints,
+        "triggered": f.triggered,
+        "evidence": [evidence_to_dict(e) for e in f.evidence],
+    }
 
 
 def report_to_dict(report: RulesReport, rules: Iterable[Rule] | None = None) -> dict[str, Any]:
@@ -152,13 +191,23 @@ def report_to_dict(report: RulesReport, rules: Iterable[Rule] | None = None) -> 
     out = []
     for r in report.results:
         rule = docs.get(r.rule)
-        out.append({
-            "rule": r.rule, "family": r.family, "description": r.description,
-            "recommendation": rule.recommendation if rule else "",
-            "params": dict(r.params), "datapoints": r.datapoints, "triggered": r.triggered,
-            "status": "skipped" if r.skipped else ("fired" if r.fired else "ok"),
-            "skipped": r.skipped, "findings": [finding_to_dict(f) for f in r.findings],
-            "details": dict(r.details),
-        })
-    return {"rules": out, "worst": report.worst(),
-            "counts": {s: sum(1 for f in report.findings if f.severity == s) for s in ("error", "warning", "info")}}
+        out.append(
+            {
+                "rule": r.rule,
+                "family": r.family,
+                "description": r.description,
+                "recommendation": rule.recommendation if rule else "",
+                "params": dict(r.params),
+                "datapoints": r.datapoints,
+                "triggered": r.triggered,
+                "status": "skipped" if r.skipped else ("fired" if r.fired else "ok"),
+                "skipped": r.skipped,
+                "findings": [finding_to_dict(f) for f in r.findings],
+                "details": dict(r.details),
+            }
+        )
+    return {
+        "rules": out,
+        "worst": report.worst(),
+        "counts": {s: sum(1 for f in report.findings if f.severity == s) for s in ("error", "warning", "info")},
+    }

@@ -9,8 +9,16 @@ import polars as pl
 from ktrace.analysis.rules.base import Evidence
 from ktrace.analysis.utilization import names_matching
 
-__all__ = ["evidence_rows", "fmt_names", "named", "names_matching", "pct", "per_rank_span", "rows_named",
-           "top_evidence"]
+__all__ = [
+    "evidence_rows",
+    "fmt_names",
+    "named",
+    "names_matching",
+    "pct",
+    "per_rank_span",
+    "rows_named",
+    "top_evidence",
+]
 
 _EVIDENCE_FIELDS = ("start_ns", "end_ns", "node", "rank", "device", "stream", "name", "value")
 
@@ -33,8 +41,9 @@ def named(frame: pl.DataFrame, column: str, names: Sequence[str]) -> pl.Series:
     return frame[column].to_physical().is_in(codes.implode()).fill_null(False)
 
 
-def top_evidence(frame: pl.DataFrame, kind: str, value: pl.Expr, *, limit: int,
-                 descending: bool = True) -> tuple[Evidence, ...]:
+def top_evidence(
+    frame: pl.DataFrame, kind: str, value: pl.Expr, *, limit: int, descending: bool = True
+) -> tuple[Evidence, ...]:
     """The `limit` rows of `frame` with the largest (or smallest) `value`, as Evidence.
 
     `frame` may have any of start_ns, end_ns, node, rank, device, stream and name; missing ones stay None.
@@ -43,10 +52,10 @@ def top_evidence(frame: pl.DataFrame, kind: str, value: pl.Expr, *, limit: int,
     if not frame.height or limit <= 0:
         return ()
     cols = [c for c in _EVIDENCE_FIELDS[:-1] if c in frame.columns]
-    top = frame.with_columns(value.cast(pl.Float64).alias("value")).top_k(
-        limit, by="value", reverse=not descending)
+    top = frame.with_columns(value.cast(pl.Float64).alias("value")).top_k(limit, by="value", reverse=not descending)
     top = top.sort("value", descending=descending, maintain_order=True).select(
-        *[pl.col(c).cast(pl.String) if c in ("node", "name") else pl.col(c) for c in cols], "value")
+        *[pl.col(c).cast(pl.String) if c in ("node", "name") else pl.col(c) for c in cols], "value"
+    )
     return tuple(evidence_rows(top, kind))
 
 
@@ -75,8 +84,9 @@ def pct(part: float, whole: float) -> float:
 
 def per_rank_span(frame: pl.DataFrame) -> pl.DataFrame:
     """Per (node, rank): first start and last end of the rows of a span table."""
-    return frame.group_by("node", "rank").agg(pl.col("start_ns").min().alias("first_ns"),
-                                              pl.col("end_ns").max().alias("last_ns"))
+    return frame.group_by("node", "rank").agg(
+        pl.col("start_ns").min().alias("first_ns"), pl.col("end_ns").max().alias("last_ns")
+    )
 
 
 def fmt_names(names: Sequence[str], limit: int = 3) -> str:

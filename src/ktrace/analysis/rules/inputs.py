@@ -52,6 +52,7 @@ def stream_prev_end(index: TraceIndex) -> npt.NDArray[np.int64]:
 
     Built from the index's per-stream order (TraceIndex.row_groups): numpy over int64 arrays, no sort of its own.
     """
+
     def compute() -> npt.NDArray[np.int64]:
         cols = index.gpu_columns()
         groups = index.row_groups("stream")
@@ -102,26 +103,37 @@ def timeline_utilization(index: TraceIndex, bin_ms: float) -> pl.DataFrame:
     """Per (node, rank, device) and time bin: ts_ns (bin start) and value = GPU busy % of the bin, from the
     kernel timeline (ktrace.analysis.utilization.utilization_over_time). Only whole bins inside each device's
     first..last GPU record are kept (partial edge bins would read as idle)."""
+
     def compute() -> pl.DataFrame:
         from ktrace.analysis.utilization import MAX_BINS
 
         bin_ns = auto_bin_ns(index, bin_ms)
         span = busy_time(index)
-        empty = pl.DataFrame(schema={"node": pl.String, "rank": pl.Int32, "device": pl.Int32, "ts_ns": pl.Int64,
-                                     "value": pl.Float64})
+        empty = pl.DataFrame(
+            schema={"node": pl.String, "rank": pl.Int32, "device": pl.Int32, "ts_ns": pl.Int64, "value": pl.Float64}
+        )
         if not span.height:
             return empty
         whole = int(span["last_ns"].max() or 0) - int(span["first_ns"].min() or 0)  # type: ignore[arg-type]
         if whole // bin_ns * span.height > MAX_BINS:  # clocks days apart (traces of two runs in one folder):
             return empty  # no common timeline to bin; the rules that need one say the data is missing
         util = utilization_over_time(index.trace, bin_ns, per="device", index=index).with_columns(
-            pl.col("node").cast(pl.String))
+            pl.col("node").cast(pl.String)
+        )
         span = span.select(pl.col("node").cast(pl.String), "rank", "device", "first_ns", "last_ns")
-        return (util.join(span, on=["node", "rank", "device"], how="inner")
-                .filter((pl.col("bin_start_ns") >= pl.col("first_ns"))
-                        & (pl.col("bin_start_ns") + bin_ns <= pl.col("last_ns")))
-                .select(pl.col("node").cast(pl.String), "rank", "device", pl.col("bin_start_ns").alias("ts_ns"),
-                        (100.0 * pl.col("utilization")).alias("value")))
+        return (
+            util.join(span, on=["node", "rank", "device"], how="inner")
+            .filter(
+                (pl.col("bin_start_ns") >= pl.col("first_ns")) & (pl.col("bin_start_ns") + bin_ns <= pl.col("last_ns"))
+            )
+            .select(
+                pl.col("node").cast(pl.String),
+                "rank",
+                "device",
+                pl.col("bin_start_ns").alias("ts_ns"),
+                (100.0 * pl.col("utilization")).alias("value"),
+            )
+        )
 
     return index.get(_TIMELINE_UTIL, compute, bin_ms)
 
@@ -167,8 +179,9 @@ def dataloader_time(index: TraceIndex, pattern: str) -> dict[str, Any] | None:
     keys, (gid,) = node_rank_ids([found])
     start = found["start_ns"].to_numpy().astype(np.int64)
     perm, _ = time_order(gid, keys.height, start)
-    loader_ns = int(union_length(gid[perm], start[perm], found["end_ns"].to_numpy().astype(np.int64)[perm],
-                                 keys.height).sum())
+    loader_ns = int(
+        union_length(gid[perm], start[perm], found["end_ns"].to_numpy().astype(np.int64)[perm], keys.height).sum()
+    )
     phases = job_phases(index)
     ranks = max(1, keys.height)
     loop_ns = int(phases.training_ns or phases.duration_ns) * ranks
@@ -179,6 +192,7 @@ def dataloader_time(index: TraceIndex, pattern: str) -> dict[str, Any] | None:
 def gpu_gaps(index: TraceIndex) -> pl.DataFrame | None:
     """Idle spans between the busy intervals of each GPU: node, rank, device, start_ns, end_ns, gap_ns
     (ktrace.analysis.idle.gpu_gaps). None when the trace has no GPU records."""
+
     def compute() -> pl.DataFrame | None:
         if not (index.trace.kernels.height or index.trace.memory.height):
             return None

@@ -81,8 +81,9 @@ def _launches(index: TraceIndex) -> Launches:
     rows = index.launch_rows()
     hit = np.flatnonzero(rows >= 0)
     api_row = rows[hit]
-    graph_id = np.concatenate([t.kernels["graph_id"].is_not_null().to_numpy(),
-                               t.memory["graph_id"].is_not_null().to_numpy()])
+    graph_id = np.concatenate(
+        [t.kernels["graph_id"].is_not_null().to_numpy(), t.memory["graph_id"].is_not_null().to_numpy()]
+    )
     graph_names = names_matching(t.api, "name", "Graph")
     graph_api = named(t.api, "name", graph_names).to_numpy() if graph_names else np.zeros(t.api.height, bool)
     is_graph = graph_id[hit] | graph_api[api_row]
@@ -91,13 +92,22 @@ def _launches(index: TraceIndex) -> Launches:
         order = np.concatenate([np.flatnonzero(~is_graph), np.flatnonzero(is_graph)])
         hit, api_row, is_graph = hit[order], api_row[order], is_graph[order]
     at = as_index(hit, ascending)
-    return Launches(record=hit, api_row=api_row, start=cols.start[at], end=cols.end[at],
-                    api_start=index.api_times()[0][api_row], api_end=index.api_times()[1][api_row],
-                    is_graph=is_graph, n_kernels=cols.n_kernels, ascending=ascending)
+    return Launches(
+        record=hit,
+        api_row=api_row,
+        start=cols.start[at],
+        end=cols.end[at],
+        api_start=index.api_times()[0][api_row],
+        api_end=index.api_times()[1][api_row],
+        is_graph=is_graph,
+        n_kernels=cols.n_kernels,
+        ascending=ascending,
+    )
 
 
 def kernel_rows(index: TraceIndex) -> tuple[Index, Index]:
     """(positions of the launched kernels in launches(index), their trace.kernels rows), slices where possible."""
+
     def compute() -> tuple[Index, Index]:
         lau = launches(index)
         if lau.ascending:  # kernels come first: a prefix
@@ -115,15 +125,24 @@ def kernel_launches(index: TraceIndex) -> pl.DataFrame:
     code, -1 for null; see TraceIndex.kernel_name_codes), start_ns, end_ns, api_start_ns, api_end_ns, api_row
     (the launch call's trace.api row). Shared through the index; the columns are views of the shared arrays
     where the rows allow it."""
+
     def compute() -> pl.DataFrame:
         lau = launches(index)
         at, rows = kernel_rows(index)
         codes, _ = index.kernel_name_codes()
         row = lau.record[at]
-        return pl.DataFrame({
-            "row": row, "rank_id": index.gpu_columns().rank_id[rows], "name_code": codes[rows],
-            "start_ns": lau.start[at], "end_ns": lau.end[at], "api_start_ns": lau.api_start[at],
-            "api_end_ns": lau.api_end[at], "api_row": lau.api_row[at]})
+        return pl.DataFrame(
+            {
+                "row": row,
+                "rank_id": index.gpu_columns().rank_id[rows],
+                "name_code": codes[rows],
+                "start_ns": lau.start[at],
+                "end_ns": lau.end[at],
+                "api_start_ns": lau.api_start[at],
+                "api_end_ns": lau.api_end[at],
+                "api_row": lau.api_row[at],
+            }
+        )
 
     return index.get(_KERNEL_LAUNCHES, compute)
 
@@ -136,14 +155,23 @@ def kernel_calls(index: TraceIndex) -> pl.DataFrame:
     end_ns (its last kernel's end); gpu_ns (the sum of its kernels' durations) and kernels (their number).
     Without fan-out this is kernel_launches itself (gpu_ns = end_ns - start_ns, kernels = 1), in its order;
     else ordered by the first kernel's row."""
+
     def compute() -> pl.DataFrame:
-        lat = kernel_launches(index).with_columns(gpu_ns=pl.col("end_ns") - pl.col("start_ns"),
-                                                  kernels=pl.lit(1, pl.Int64))
+        lat = kernel_launches(index).with_columns(
+            gpu_ns=pl.col("end_ns") - pl.col("start_ns"), kernels=pl.lit(1, pl.Int64)
+        )
         if not index.launch_runs().fans_out:
             return lat
-        calls = (lat.sort("api_row", "start_ns", "row").group_by("api_row", maintain_order=True)
-                 .agg(pl.col("row", "rank_id", "name_code", "start_ns", "api_start_ns", "api_end_ns").first(),
-                      pl.col("end_ns").max(), pl.col("gpu_ns").sum(), pl.len().cast(pl.Int64).alias("kernels")))
+        calls = (
+            lat.sort("api_row", "start_ns", "row")
+            .group_by("api_row", maintain_order=True)
+            .agg(
+                pl.col("row", "rank_id", "name_code", "start_ns", "api_start_ns", "api_end_ns").first(),
+                pl.col("end_ns").max(),
+                pl.col("gpu_ns").sum(),
+                pl.len().cast(pl.Int64).alias("kernels"),
+            )
+        )
         return calls.sort("row").select(lat.columns)
 
     return index.get(_KERNEL_CALLS, compute)
@@ -153,8 +181,9 @@ def top_names(index: TraceIndex, frame: pl.DataFrame, limit: int, value: pl.Expr
     """Per kernel name of a kernel_launches subset: `value`, first start, last end and the node and rank of
     its first row; the `limit` names with the largest value (ties: by name). Grouped on integer codes; only
     the result rows get strings."""
-    per = (frame.group_by("name_code")
-           .agg(value.alias("value"), pl.col("start_ns").min(), pl.col("end_ns").max(), pl.col("rank_id").first()))
+    per = frame.group_by("name_code").agg(
+        value.alias("value"), pl.col("start_ns").min(), pl.col("end_ns").max(), pl.col("rank_id").first()
+    )
     _, names = index.kernel_name_codes()
     lookup = pl.Series("name", [*names, None], dtype=pl.String)  # code -1 (null name) -> the last entry
     keys = index.gpu_columns().rank_keys
@@ -163,7 +192,8 @@ def top_names(index: TraceIndex, frame: pl.DataFrame, limit: int, value: pl.Expr
     top = per.sort("value", "name", descending=[True, False]).head(limit)
     ids = top["rank_id"].to_numpy()
     return top.with_columns(node=keys["node"][ids], rank=keys["rank"][ids]).select(
-        "name", "value", "start_ns", "end_ns", "node", "rank")
+        "name", "value", "start_ns", "end_ns", "node", "rank"
+    )
 
 
 def launched_calls(index: TraceIndex, is_call: npt.NDArray[np.bool_]) -> int:
@@ -196,13 +226,20 @@ def record_evidence_frame(index: TraceIndex, positions: I64) -> pl.DataFrame:
     base: list[str | pl.Expr] = ["node", "rank", "device", pl.col("stream").fill_null(-1), "start_ns", "end_ns"]
     memory_name = memory_name_expr()
     kernels = t.kernels.select("node", "rank", "device", "stream", "start_ns", "end_ns", "name")[record[is_kernel]]
-    parts = [kernels.select(*base, pl.col("name").cast(pl.String))
-             .with_columns(pos=pl.Series(np.flatnonzero(is_kernel), dtype=pl.Int64))]
+    parts = [
+        kernels.select(*base, pl.col("name").cast(pl.String)).with_columns(
+            pos=pl.Series(np.flatnonzero(is_kernel), dtype=pl.Int64)
+        )
+    ]
     if (~is_kernel).any():
         memory = t.memory.select("node", "rank", "device", "stream", "start_ns", "end_ns", "op", "copy_kind")[
-            record[~is_kernel] - lau.n_kernels]
-        parts.append(memory.select(*base, memory_name.alias("name"))
-                     .with_columns(pos=pl.Series(np.flatnonzero(~is_kernel), dtype=pl.Int64)))
+            record[~is_kernel] - lau.n_kernels
+        ]
+        parts.append(
+            memory.select(*base, memory_name.alias("name")).with_columns(
+                pos=pl.Series(np.flatnonzero(~is_kernel), dtype=pl.Int64)
+            )
+        )
     out = pl.concat([p.with_columns(pl.col("node").cast(pl.String)) for p in parts]).sort("pos")
     latency = lau.start[positions] - lau.api_start[positions]
     return out.drop("pos").with_columns(launch_latency_ns=pl.Series(latency, dtype=pl.Int64))

@@ -21,18 +21,28 @@ from ktrace.analysis.rules.samples import (
 )
 from ktrace.model.trace import Trace
 
-PATIENCE = Param("patience", 1000, "samples skipped at the start (SageMaker's warm-up; at 500 ms sampling 1000 = "
-                                   "500 s); a series shorter than 2 x patience skips only what precedes the "
-                                   "first training step")
+PATIENCE = Param(
+    "patience",
+    1000,
+    "samples skipped at the start (SageMaker's warm-up; at 500 ms sampling 1000 = "
+    "500 s); a series shorter than 2 x patience skips only what precedes the "
+    "first training step",
+)
 WINDOW = Param("window", 500, "samples per evaluation window; percentiles are computed per window")
-BIN_MS = Param("timeline_bin_ms", 0.0, "bin width (ms) of the timeline-derived GPU utilization used when the "
-                                       "trace has no gpu.util counters; 0 = span/100 clamped to 1-500 ms")
+BIN_MS = Param(
+    "timeline_bin_ms",
+    0.0,
+    "bin width (ms) of the timeline-derived GPU utilization used when the "
+    "trace has no gpu.util counters; 0 = span/100 clamped to 1-500 ms",
+)
 MAX_EVIDENCE = Param("max_evidence", 10, "how many time ranges to keep as evidence per GPU or node")
 
 
 def _gpus(index: TraceIndex, p: Mapping[str, ParamValue]) -> list[Series]:
-    return require(gpu_util_series(index, float(p["timeline_bin_ms"])), "GPU utilization data (no gpu.util "
-                                                                       "counters and no kernels)")
+    return require(
+        gpu_util_series(index, float(p["timeline_bin_ms"])),
+        "GPU utilization data (no gpu.util counters and no kernels)",
+    )
 
 
 def _low_gpu(index: TraceIndex, s: Series, p: Mapping[str, ParamValue]) -> Outcome:
@@ -48,14 +58,21 @@ def _low_gpu(index: TraceIndex, s: Series, p: Mapping[str, ParamValue]) -> Outco
             bad_mask[lo:hi] = True
             verdicts.append((kind, float(p95), float(p5)))
     n = sum(hi - lo for lo, hi in spans)
-    all_p95, all_p5 = (np.percentile(s.value[start:], [95, 5]) if n else (np.nan, np.nan))
+    all_p95, all_p5 = np.percentile(s.value[start:], [95, 5]) if n else (np.nan, np.nan)
     kinds = sorted({v[0] for v in verdicts})
-    message = (f"{s.label} ({s.source}): GPU utilization p95 {all_p95:.1f} %, p5 {all_p5:.1f} % over {n:,} "
-               f"samples; {len(verdicts)} of {len(spans)} windows {' or '.join(kinds) or 'fine'} "
-               f"(p95 < {t95:g} % = underused; p95 >= {t95:g} % with p5 < {t5:g} % = fluctuating)")
-    return Outcome(n, int(bad_mask.sum()), bool(verdicts), message,
-                   run_evidence(s, bad_mask, "window", int(p["max_evidence"])),
-                   details={"p95": round(float(all_p95), 3), "p5": round(float(all_p5), 3), "label": s.label})
+    message = (
+        f"{s.label} ({s.source}): GPU utilization p95 {all_p95:.1f} %, p5 {all_p5:.1f} % over {n:,} "
+        f"samples; {len(verdicts)} of {len(spans)} windows {' or '.join(kinds) or 'fine'} "
+        f"(p95 < {t95:g} % = underused; p95 >= {t95:g} % with p5 < {t5:g} % = fluctuating)"
+    )
+    return Outcome(
+        n,
+        int(bad_mask.sum()),
+        bool(verdicts),
+        message,
+        run_evidence(s, bad_mask, "window", int(p["max_evidence"])),
+        details={"p95": round(float(all_p95), 3), "p5": round(float(all_p5), 3), "label": s.label},
+    )
 
 
 def _per_gpu(results: list[Outcome]) -> Outcome:
@@ -69,8 +86,15 @@ def _per_gpu(results: list[Outcome]) -> Outcome:
     # The engine sums datapoints over head + extra: give head the remainder of the non-fired series.
     head_dp = datapoints - sum(o.datapoints for o in rest)
     head_tr = triggered - sum(o.triggered for o in rest)
-    return Outcome(head_dp, head_tr, head.fired, head.message, head.evidence,
-                   details={"series": [dict(o.details) for o in results]}, extra=rest)
+    return Outcome(
+        head_dp,
+        head_tr,
+        head.fired,
+        head.message,
+        head.evidence,
+        details={"series": [dict(o.details) for o in results]},
+        extra=rest,
+    )
 
 
 def _low_gpu_all(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
@@ -78,20 +102,27 @@ def _low_gpu_all(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -
 
 
 LOW_GPU_UTILIZATION = Rule(
-    name="LowGPUUtilization", family="sagemaker",
+    name="LowGPUUtilization",
+    family="sagemaker",
     description="GPU utilization too low (p95 below threshold_p95) or fluctuating (p95 high but p5 below "
-                "threshold_p5), per GPU and evaluation window.",
+    "threshold_p5), per GPU and evaluation window.",
     recommendation="Underused: increase the batch size, or move to a smaller/fewer GPU instance. Fluctuating: "
-                   "look for bottlenecks between steps (data loading, synchronization, checkpointing); see "
-                   "the GPUGaps, Dataloader and CPUBottleneck rules.",
-    params=(Param("threshold_p95", 70.0, "p95 utilization (%) below which a GPU counts as underused"),
-            Param("threshold_p5", 10.0, "p5 utilization (%) below which a busy GPU counts as fluctuating"),
-            WINDOW, PATIENCE, BIN_MS, MAX_EVIDENCE),
-    check=_low_gpu_all, source="SageMaker Debugger LowGPUUtilization")
+    "look for bottlenecks between steps (data loading, synchronization, checkpointing); see "
+    "the GPUGaps, Dataloader and CPUBottleneck rules.",
+    params=(
+        Param("threshold_p95", 70.0, "p95 utilization (%) below which a GPU counts as underused"),
+        Param("threshold_p5", 10.0, "p5 utilization (%) below which a busy GPU counts as fluctuating"),
+        WINDOW,
+        PATIENCE,
+        BIN_MS,
+        MAX_EVIDENCE,
+    ),
+    check=_low_gpu_all,
+    source="SageMaker Debugger LowGPUUtilization",
+)
 
 
-def _bottleneck(index: TraceIndex, p: Mapping[str, ParamValue], metric: str, metric_param: str,
-                what: str) -> Outcome:
+def _bottleneck(index: TraceIndex, p: Mapping[str, ParamValue], metric: str, metric_param: str, what: str) -> Outcome:
     gpus = _gpus(index, p)
     nodes = {s.node: s for s in require(node_series(index, metric), f"{metric} counters")}
     results = []
@@ -105,11 +136,20 @@ def _bottleneck(index: TraceIndex, p: Mapping[str, ParamValue], metric: str, met
         share = 100.0 * hit.sum() / max(1, gv.size)
         mask = np.zeros(g.value.size, bool)
         mask[start:] = hit
-        message = (f"{g.label}: GPU below {p['gpu_threshold']} % while {what} above {p[metric_param]} % during "
-                   f"{share:.1f} % of {gv.size:,} samples (threshold {p['threshold']} %)")
-        results.append(Outcome(int(gv.size), int(hit.sum()), share > float(p["threshold"]), message,
-                               run_evidence(g, mask, "window", int(p["max_evidence"])),
-                               details={"label": g.label, "share_pct": round(float(share), 3)}))
+        message = (
+            f"{g.label}: GPU below {p['gpu_threshold']} % while {what} above {p[metric_param]} % during "
+            f"{share:.1f} % of {gv.size:,} samples (threshold {p['threshold']} %)"
+        )
+        results.append(
+            Outcome(
+                int(gv.size),
+                int(hit.sum()),
+                share > float(p["threshold"]),
+                message,
+                run_evidence(g, mask, "window", int(p["max_evidence"])),
+                details={"label": g.label, "share_pct": round(float(share), 3)},
+            )
+        )
     return _per_gpu(require(results, f"{metric} counters on the nodes of the GPUs"))  # type: ignore[arg-type]
 
 
@@ -122,26 +162,40 @@ def _io_bottleneck(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue])
 
 
 CPU_BOTTLENECK = Rule(
-    name="CPUBottleneck", family="sagemaker",
+    name="CPUBottleneck",
+    family="sagemaker",
     description="Share of time the GPU is nearly idle while the CPU is saturated.",
     recommendation="The CPU cannot feed the GPU: use more DataLoader workers, move preprocessing to the GPU "
-                   "(DALI, torchvision.transforms.v2 on CUDA tensors), or choose an instance with more vCPUs.",
-    params=(Param("threshold", 50.0, "fire when the bottleneck lasts more than this % of the samples"),
-            Param("gpu_threshold", 10.0, "GPU utilization (%) below which the GPU counts as idle"),
-            Param("cpu_threshold", 90.0, "CPU utilization (%) above which the CPU counts as saturated"),
-            PATIENCE, BIN_MS, MAX_EVIDENCE),
-    check=_cpu_bottleneck, source="SageMaker Debugger CPUBottleneck")
+    "(DALI, torchvision.transforms.v2 on CUDA tensors), or choose an instance with more vCPUs.",
+    params=(
+        Param("threshold", 50.0, "fire when the bottleneck lasts more than this % of the samples"),
+        Param("gpu_threshold", 10.0, "GPU utilization (%) below which the GPU counts as idle"),
+        Param("cpu_threshold", 90.0, "CPU utilization (%) above which the CPU counts as saturated"),
+        PATIENCE,
+        BIN_MS,
+        MAX_EVIDENCE,
+    ),
+    check=_cpu_bottleneck,
+    source="SageMaker Debugger CPUBottleneck",
+)
 
 IO_BOTTLENECK = Rule(
-    name="IOBottleneck", family="sagemaker",
+    name="IOBottleneck",
+    family="sagemaker",
     description="Share of time the GPU is nearly idle while the CPU waits on I/O.",
     recommendation="Input data arrives too slowly: prefetch (DataLoader prefetch_factor, persistent_workers), "
-                   "cache or shard the dataset on local NVMe, use a faster format (WebDataset, TFRecord, "
-                   "Parquet) or pipe-mode streaming.",
-    params=(Param("threshold", 50.0, "fire when the bottleneck lasts more than this % of the samples"),
-            Param("gpu_threshold", 10.0, "GPU utilization (%) below which the GPU counts as idle"),
-            Param("io_threshold", 50.0, "I/O wait (%) above which the CPU counts as waiting on I/O"),
-            PATIENCE, BIN_MS, MAX_EVIDENCE),
-    check=_io_bottleneck, source="SageMaker Debugger IOBottleneck")
+    "cache or shard the dataset on local NVMe, use a faster format (WebDataset, TFRecord, "
+    "Parquet) or pipe-mode streaming.",
+    params=(
+        Param("threshold", 50.0, "fire when the bottleneck lasts more than this % of the samples"),
+        Param("gpu_threshold", 10.0, "GPU utilization (%) below which the GPU counts as idle"),
+        Param("io_threshold", 50.0, "I/O wait (%) above which the CPU counts as waiting on I/O"),
+        PATIENCE,
+        BIN_MS,
+        MAX_EVIDENCE,
+    ),
+    check=_io_bottleneck,
+    source="SageMaker Debugger IOBottleneck",
+)
 
 RULES: tuple[Rule, ...] = (LOW_GPU_UTILIZATION, CPU_BOTTLENECK, IO_BOTTLENECK)

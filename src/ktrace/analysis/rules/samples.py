@@ -42,9 +42,11 @@ def counter_samples(index: TraceIndex, metric: str) -> pl.DataFrame:
     c = index.trace.counters
     if not c.height:
         return pl.DataFrame(schema={"node": pl.String, "instance": pl.Int32, "ts_ns": pl.Int64, "value": pl.Float64})
-    return (c.filter(pl.col("metric") == metric)
-            .select(pl.col("node").cast(pl.String), pl.col("instance").fill_null(-1), "ts_ns", "value")
-            .sort("node", "instance", "ts_ns"))
+    return (
+        c.filter(pl.col("metric") == metric)
+        .select(pl.col("node").cast(pl.String), pl.col("instance").fill_null(-1), "ts_ns", "value")
+        .sort("node", "instance", "ts_ns")
+    )
 
 
 def _split(frame: pl.DataFrame, source: str, rank_col: str | None, device_col: str) -> list[Series]:
@@ -55,13 +57,23 @@ def _split(frame: pl.DataFrame, source: str, rank_col: str | None, device_col: s
         rank = int(rest[0]) if rank_col else None
         device = int(rest[-1])
         label = f"{node}/rank{rank}/GPU{device}" if rank_col else f"{node}/GPU{device}"
-        out.append(Series(label, str(node), device, rank, part["ts_ns"].to_numpy(),
-                          part["value"].to_numpy().astype(np.float64), source))
+        out.append(
+            Series(
+                label,
+                str(node),
+                device,
+                rank,
+                part["ts_ns"].to_numpy(),
+                part["value"].to_numpy().astype(np.float64),
+                source,
+            )
+        )
     return out
 
 
 def gpu_util_series(index: TraceIndex, bin_ms: float) -> list[Series]:
     """Per-GPU utilization (%) series: counters when present, else timeline busy share per bin."""
+
     def compute() -> list[Series]:
         counters = counter_samples(index, "gpu.util")
         if counters.height:
@@ -124,10 +136,19 @@ def run_evidence(s: Series, mask: np.ndarray, kind: str, limit: int) -> tuple[Ev
     spans = runs(s.ts_ns, mask)
     spans.sort(key=lambda ab: (-(s.ts_ns[ab[1]] - s.ts_ns[ab[0]]), ab[0]))
     step = int(np.median(np.diff(s.ts_ns))) if s.ts_ns.size > 1 else 0
-    return tuple(Evidence(kind=kind, start_ns=int(s.ts_ns[a]), end_ns=int(s.ts_ns[b]) + step, node=s.node,
-                          rank=s.rank, device=s.device, name=s.label,
-                          value=round(float(s.value[a:b + 1].mean()), 3))
-                 for a, b in spans[:limit])
+    return tuple(
+        Evidence(
+            kind=kind,
+            start_ns=int(s.ts_ns[a]),
+            end_ns=int(s.ts_ns[b]) + step,
+            node=s.node,
+            rank=s.rank,
+            device=s.device,
+            name=s.label,
+            value=round(float(s.value[a : b + 1].mean()), 3),
+        )
+        for a, b in spans[:limit]
+    )
 
 
 def aligned(target: Series, other: Series) -> np.ndarray:
@@ -143,14 +164,18 @@ def aligned(target: Series, other: Series) -> np.ndarray:
 def gpu_memory_series(index: TraceIndex) -> list[Series]:
     """Per-GPU memory used in % of the device's memory: gpu.mem_used_bytes over the devices table's
     memory_bytes, else a gpu.mem_util counter already in %."""
+
     def compute() -> list[Series]:
         used = counter_samples(index, "gpu.mem_used_bytes")
-        devices = (index.trace.devices.filter(pl.col("memory_bytes") > 0)
-                   .group_by(pl.col("node").cast(pl.String), pl.col("device").alias("instance"))
-                   .agg(pl.col("memory_bytes").max()))
+        devices = (
+            index.trace.devices.filter(pl.col("memory_bytes") > 0)
+            .group_by(pl.col("node").cast(pl.String), pl.col("device").alias("instance"))
+            .agg(pl.col("memory_bytes").max())
+        )
         if used.height and devices.height:
-            pct = (used.join(devices, on=["node", "instance"], how="inner")
-                   .with_columns((100.0 * pl.col("value") / pl.col("memory_bytes")).alias("value")))
+            pct = used.join(devices, on=["node", "instance"], how="inner").with_columns(
+                (100.0 * pl.col("value") / pl.col("memory_bytes")).alias("value")
+            )
             if pct.height:
                 return _split(pct, "counter", None, "instance")
         util = counter_samples(index, "gpu.mem_util")

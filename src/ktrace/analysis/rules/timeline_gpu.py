@@ -44,10 +44,15 @@ def _cpu_during(index: TraceIndex, node: str, rank: int, gs: int, ge: int) -> st
     if not parts:
         return "no CUDA call, operator or annotation on the CPU (Python, data loading or another thread)"
     overlap = pl.min_horizontal(pl.col("end_ns"), pl.lit(ge)) - pl.max_horizontal(pl.col("start_ns"), pl.lit(gs))
-    top = (pl.concat(parts).group_by("name")
-           .agg(overlap.sum().alias("covered"), (pl.col("end_ns") - pl.col("start_ns")).min().alias("dur"))
-           .with_columns((100 * pl.col("covered") / (ge - gs)).clip(0, 100).round(0).alias("share"))
-           .filter(pl.col("share") >= 1).sort(["share", "dur"], descending=[True, False]).head(3))
+    top = (
+        pl.concat(parts)
+        .group_by("name")
+        .agg(overlap.sum().alias("covered"), (pl.col("end_ns") - pl.col("start_ns")).min().alias("dur"))
+        .with_columns((100 * pl.col("covered") / (ge - gs)).clip(0, 100).round(0).alias("share"))
+        .filter(pl.col("share") >= 1)
+        .sort(["share", "dur"], descending=[True, False])
+        .head(3)
+    )
     if not top.height:
         return "nothing that covers 1 % of the gap on the CPU"
     return "; ".join(f"{r['name']} ({r['share']:.0f} %)" for r in top.iter_rows(named=True))
@@ -64,30 +69,54 @@ def _gaps(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outco
     evidence = []
     for row in long.head(int(p["max_evidence"])).iter_rows(named=True):
         what = _cpu_during(index, row["node"], row["rank"], row["start_ns"], row["end_ns"])
-        evidence.append(Evidence(kind="gap", start_ns=row["start_ns"], end_ns=row["end_ns"], node=row["node"],
-                                 rank=row["rank"], device=row["device"], name=f"CPU: {what}",
-                                 value=round(row["gap_ns"] / 1e6, 6)))
+        evidence.append(
+            Evidence(
+                kind="gap",
+                start_ns=row["start_ns"],
+                end_ns=row["end_ns"],
+                node=row["node"],
+                rank=row["rank"],
+                device=row["device"],
+                name=f"CPU: {what}",
+                value=round(row["gap_ns"] / 1e6, 6),
+            )
+        )
     longest = f"; longest {long['gap_ns'][0] / 1e6:.1f} ms" if long.height else ""
-    message = (f"{long.height} GPU idle gaps of at least {p['gap_ms']} ms ({total_ms:.1f} ms in all) between the "
-               f"first and last GPU record of each device{longest}")
+    message = (
+        f"{long.height} GPU idle gaps of at least {p['gap_ms']} ms ({total_ms:.1f} ms in all) between the "
+        f"first and last GPU record of each device{longest}"
+    )
     if evidence:
         message += f"; during it the CPU ran {evidence[0].name.removeprefix('CPU: ')}"  # type: ignore[union-attr]
-    return Outcome(gaps.height, long.height, fired, message, tuple(evidence),
-                   details={"gaps_ms": [round(v / 1e6, 6) for v in long["gap_ns"].head(200).to_list()],
-                            "total_ms": round(total_ms, 6)})
+    return Outcome(
+        gaps.height,
+        long.height,
+        fired,
+        message,
+        tuple(evidence),
+        details={
+            "gaps_ms": [round(v / 1e6, 6) for v in long["gap_ns"].head(200).to_list()],
+            "total_ms": round(total_ms, 6),
+        },
+    )
 
 
 GPU_GAPS = Rule(
-    name="GPUGaps", family="timeline",
+    name="GPUGaps",
+    family="timeline",
     description="Spans where a GPU ran nothing (no kernel, memcpy or memset) for longer than gap_ms, between "
-                "its first and last record, with what the CPU was doing meanwhile.",
+    "its first and last record, with what the CPU was doing meanwhile.",
     recommendation="Find what the CPU does in the gaps (evidence): overlap data loading with compute "
-                   "(DataLoader workers, prefetch), remove synchronizations, move logging/checkpointing off "
-                   "the critical path, and add NVTX ranges where the CPU side is unexplained.",
-    params=(Param("gap_ms", 500.0, "an idle span counts as a gap from this many ms (nsys gpu_gaps: 500 ms)"),
-            Param("min_count", 1, "fire when at least this many gaps are found"),
-            Param("max_evidence", 10, "how many gaps to keep as evidence (longest first)")),
-    check=_gaps, source="nsys analyze gpu_gaps")
+    "(DataLoader workers, prefetch), remove synchronizations, move logging/checkpointing off "
+    "the critical path, and add NVTX ranges where the CPU side is unexplained.",
+    params=(
+        Param("gap_ms", 500.0, "an idle span counts as a gap from this many ms (nsys gpu_gaps: 500 ms)"),
+        Param("min_count", 1, "fire when at least this many gaps are found"),
+        Param("max_evidence", 10, "how many gaps to keep as evidence (longest first)"),
+    ),
+    check=_gaps,
+    source="nsys analyze gpu_gaps",
+)
 
 
 def _comm_overlap(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
@@ -98,34 +127,60 @@ def _comm_overlap(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) 
         raise Skip("the trace has no communication (NCCL) kernels")
     with_comm = with_comm.with_columns(
         (100 * pl.col("compute_comm_overlap_ns") / pl.col("comm_ns")).alias("overlap_pct"),
-        (100 * pl.col("comm_only_ns") / pl.col("span_ns")).alias("exposed_pct"))
-    bad = with_comm.filter((pl.col("overlap_pct") < float(p["min_overlap_pct"]))
-                           & (pl.col("exposed_pct") > float(p["max_exposed_pct"])))
+        (100 * pl.col("comm_only_ns") / pl.col("span_ns")).alias("exposed_pct"),
+    )
+    bad = with_comm.filter(
+        (pl.col("overlap_pct") < float(p["min_overlap_pct"])) & (pl.col("exposed_pct") > float(p["max_exposed_pct"]))
+    )
     worst = with_comm.sort("exposed_pct", descending=True).row(0, named=True)
-    message = (f"{bad.height} of {with_comm.height} ranks leave communication exposed: worst {worst['node']}/rank "
-               f"{worst['rank']} overlaps {worst['overlap_pct']:.1f} % of its {worst['comm_ns'] / 1e6:.2f} ms of "
-               f"communication with compute, and {worst['exposed_pct']:.1f} % of its GPU time is communication "
-               f"alone (thresholds: overlap < {p['min_overlap_pct']} %, exposed > {p['max_exposed_pct']} %)")
+    message = (
+        f"{bad.height} of {with_comm.height} ranks leave communication exposed: worst {worst['node']}/rank "
+        f"{worst['rank']} overlaps {worst['overlap_pct']:.1f} % of its {worst['comm_ns'] / 1e6:.2f} ms of "
+        f"communication with compute, and {worst['exposed_pct']:.1f} % of its GPU time is communication "
+        f"alone (thresholds: overlap < {p['min_overlap_pct']} %, exposed > {p['max_exposed_pct']} %)"
+    )
     ev = bad.sort("exposed_pct", descending=True).select(
-        pl.col("node").cast(pl.String), "rank", pl.col("exposed_pct").alias("value"))
-    return Outcome(with_comm.height, bad.height, bad.height > 0, message, tuple(evidence_rows(ev, "rank")),
-                   details={"per_rank": [{"node": str(r["node"]), "rank": r["rank"],
-                                          "overlap_pct": round(r["overlap_pct"], 3),
-                                          "exposed_pct": round(r["exposed_pct"], 3)}
-                                         for r in with_comm.head(64).iter_rows(named=True)],
-                            "exposed_ms": round(float(with_comm["comm_only_ns"].sum()) / 1e6, 6)})
+        pl.col("node").cast(pl.String), "rank", pl.col("exposed_pct").alias("value")
+    )
+    return Outcome(
+        with_comm.height,
+        bad.height,
+        bad.height > 0,
+        message,
+        tuple(evidence_rows(ev, "rank")),
+        details={
+            "per_rank": [
+                {
+                    "node": str(r["node"]),
+                    "rank": r["rank"],
+                    "overlap_pct": round(r["overlap_pct"], 3),
+                    "exposed_pct": round(r["exposed_pct"], 3),
+                }
+                for r in with_comm.head(64).iter_rows(named=True)
+            ],
+            "exposed_ms": round(float(with_comm["comm_only_ns"].sum()) / 1e6, 6),
+        },
+    )
 
 
 COMM_NOT_OVERLAPPED = Rule(
-    name="CommNotOverlapped", family="timeline",
+    name="CommNotOverlapped",
+    family="timeline",
     description="Communication kernels (NCCL) running while no compute kernel runs: time the GPU spends "
-                "waiting on the network instead of hiding it behind compute.",
+    "waiting on the network instead of hiding it behind compute.",
     recommendation="Overlap communication with compute: DDP bucketing (bucket_cap_mb) and gradient_as_bucket_view, "
-                   "FSDP forward/backward prefetch, a separate communication stream; reduce volume with "
-                   "gradient accumulation (no_sync), compression or larger per-GPU batches.",
-    params=(Param("min_overlap_pct", 50.0, "a rank counts when less than this % of its communication time "
-                                           "overlaps compute kernels"),
-            Param("max_exposed_pct", 10.0, "... and communication alone takes more than this % of its GPU span")),
-    check=_comm_overlap, source="TB plugin distributed view; HTA get_comm_comp_overlap")
+    "FSDP forward/backward prefetch, a separate communication stream; reduce volume with "
+    "gradient accumulation (no_sync), compression or larger per-GPU batches.",
+    params=(
+        Param(
+            "min_overlap_pct",
+            50.0,
+            "a rank counts when less than this % of its communication time overlaps compute kernels",
+        ),
+        Param("max_exposed_pct", 10.0, "... and communication alone takes more than this % of its GPU span"),
+    ),
+    check=_comm_overlap,
+    source="TB plugin distributed view; HTA get_comm_comp_overlap",
+)
 
 RULES: tuple[Rule, ...] = (GPU_GAPS, COMM_NOT_OVERLAPPED)

@@ -26,10 +26,15 @@ PAGE = 64
 class KernelTable(ScrollView, can_focus=True):
     """Every kernel, one line each; only the visible page is read from the frame."""
 
-    BINDINGS = [*bindings("kernels"),
-                ("j,down", "cursor(1)", "down"), ("k,up", "cursor(-1)", "up"),
-                ("pagedown", "cursor(20)", "page down"), ("pageup", "cursor(-20)", "page up"),
-                ("home", "cursor(-1000000000000)", "first"), ("end", "cursor(1000000000000)", "last")]
+    BINDINGS = [
+        *bindings("kernels"),
+        ("j,down", "cursor(1)", "down"),
+        ("k,up", "cursor(-1)", "up"),
+        ("pagedown", "cursor(20)", "page down"),
+        ("pageup", "cursor(-20)", "page up"),
+        ("home", "cursor(-1000000000000)", "first"),
+        ("end", "cursor(1000000000000)", "last"),
+    ]
     DEFAULT_CSS = "KernelTable { height: 1fr; }"
 
     def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's name
@@ -100,7 +105,11 @@ class KernelTable(ScrollView, can_focus=True):
         """The kernel's display name in `width` characters, distinct from every other kernel's at that width."""
         names = self._names.get(width)
         if names is None:
-            unique = self.kernels["name"].cast(pl.String).unique(maintain_order=True).drop_nulls().to_list() if self.kernels.height else []
+            unique = (
+                self.kernels["name"].cast(pl.String).unique(maintain_order=True).drop_nulls().to_list()
+                if self.kernels.height
+                else []
+            )
             names = self._names[width] = distinct_short_names(unique, width)
         return names.get(name, name)
 
@@ -109,7 +118,7 @@ class KernelTable(ScrollView, can_focus=True):
         key = (self._generation, first)
         page = self._pages.get(key)
         if page is None:
-            page = format_page(self.kernels, self.order[first:first + PAGE], self.t0)
+            page = format_page(self.kernels, self.order[first : first + PAGE], self.t0)
             self._pages[key] = page
         return page[i - first]
 
@@ -117,8 +126,10 @@ class KernelTable(ScrollView, can_focus=True):
         width = self.size.width
         widths = self._widths()
         if y == 0:
-            heads = [(c.header + (" ▼" if self.descending else " ▲") if i == self.sort else c.header)
-                     for i, c in enumerate(COLUMNS)]
+            heads = [
+                (c.header + (" ▼" if self.descending else " ▲") if i == self.sort else c.header)
+                for i, c in enumerate(COLUMNS)
+            ]
             return Strip([Segment(_join(heads, widths), _HEADER)]).crop(0, width)
         i = int(self.scroll_offset.y) + y - 1
         if i >= self.order.size:
@@ -172,4 +183,6 @@ class KernelTable(ScrollView, can_focus=True):
 
 
 def _join(cells: list[str], widths: list[int]) -> str:
-    return " ".join(c[:w].ljust(w) if i < len(widths) - 1 else c[:w] for i, (c, w) in enumerate(zip(cells, widths, strict=False)))
+    return " ".join(
+        c[:w].ljust(w) if i < len(widths) - 1 else c[:w] for i, (c, w) in enumerate(zip(cells, widths, strict=False))
+    )

@@ -19,8 +19,20 @@ from ktrace.tui.steps import PENDING_STEPS, STEPS_PENDING, StepSpans
 from ktrace.tui.tracks import TrackIndex
 from ktrace.tui.viewmodel import RowPaint, Viewport, label_cap, paint_track, row_labels, ruler, slice_at, slice_columns
 
-PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
-           "#9c755f", "#86bcb6", "#d37295", "#8cd17d")
+PALETTE = (
+    "#4e79a7",
+    "#f28e2b",
+    "#e15759",
+    "#76b7b2",
+    "#59a14f",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
+    "#86bcb6",
+    "#d37295",
+    "#8cd17d",
+)
 _SELECTED = Style(bgcolor="white", color="black", bold=True)
 _LINKED = Style(bgcolor="magenta", color="white", bold=True)
 _EMPTY = Style()
@@ -182,7 +194,7 @@ class Timeline(Widget, can_focus=True):
         for c0, c1, pos in paint.labels:
             first = max(c0 + 1, written)
             text = names.get(pos, "")[: max(0, c1 - first)]
-            chars[first:first + len(text)] = text
+            chars[first : first + len(text)] = text
             written = first + len(text) + 1
         self._overlay(track_id, styles)
         cells = zip(chars, styles, strict=False)
@@ -226,8 +238,12 @@ class Timeline(Widget, can_focus=True):
             return
         centre = self.viewport.time_at(self.viewport.width / 2)
         first = self.steps.after(self.viewport.start_ns - 1)
-        if direction > 0 and first is not None and first + 1 < len(self.steps) \
-                and self.steps.ends[first + 1] <= self.viewport.end_ns:
+        if (
+            direction > 0
+            and first is not None
+            and first + 1 < len(self.steps)
+            and self.steps.ends[first + 1] <= self.viewport.end_ns
+        ):
             i: int | None = first  # the window shows several steps (the whole trace): n starts at the first of them
         else:
             i = self.steps.after(centre) if direction > 0 else self.steps.before(self.viewport.start_ns)
@@ -275,8 +291,12 @@ class Timeline(Widget, can_focus=True):
             return
         links = self._links(self.selection)
         if not links:
-            self.notify("no linked launch or kernel for this slice" if self.index.links_ready
-                        else "still linking launches and kernels…", severity="warning")
+            self.notify(
+                "no linked launch or kernel for this slice"
+                if self.index.links_ready
+                else "still linking launches and kernels…",
+                severity="warning",
+            )
             return
         target = links[0]
         if target[0] not in self.rows:
