@@ -25,3 +25,23 @@ def test_a_compile_is_heard_at_its_start_and_its_end_and_only_once(tmp_path) -> 
     out = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.splitlines()[-1]) == [["duration_groups", False], ["duration_groups", True]]
+
+
+def test_light_kernels_run_as_python_on_larger_inputs(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Operators by default gave the README demo 24 k rows in four cheap one-pass kernels: loading numba for
+    those alone cost ~0.5 s and ~90 MB, so they stay Python up to LIGHT_FACTOR x the limit; others do not."""
+    from ktrace.analysis import _kernels
+    from ktrace.analysis._kernels.groups import _order_stats, _unsorted_groups
+    from ktrace.analysis._kernels.intervals import _union_length
+    from ktrace.analysis._kernels.nesting import _innermost, _parents
+
+    monkeypatch.setattr(_kernels, "PYTHON_MAX_ROWS", 100)
+    monkeypatch.setattr(_kernels.Kernel, "compiled", lambda self: lambda *args: "numba")
+    plain, light = _kernels.Kernel(lambda: "python"), _kernels.Kernel(lambda: "python", light=True)
+    assert [plain.sized(100), plain.sized(101)] == ["python", "numba"]
+    assert [
+        light.sized(101),
+        light.sized(100 * _kernels.LIGHT_FACTOR),
+        light.sized(100 * _kernels.LIGHT_FACTOR + 1),
+    ] == ["python", "python", "numba"]
+    assert all(k.light for k in (_unsorted_groups, _union_length, _innermost, _parents)) and not _order_stats.light

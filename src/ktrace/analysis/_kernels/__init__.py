@@ -22,12 +22,15 @@ from typing import Any
 
 import numpy as np
 
-PYTHON_MAX_ROWS = int(os.environ.get("KTRACE_PYTHON_KERNEL_ROWS", "50000"))
+PYTHON_MAX_ROWS = int(os.environ.get("KTRACE_PYTHON_KERNEL_ROWS", "20000"))
 """Inputs of at most this many rows (the longest array argument) run as Python; larger ones compiled.
-Set KTRACE_PYTHON_KERNEL_ROWS=0 to always compile (as before), or a large value never to. 50,000 since
-operators are imported by default (their 24 k rows took the README demo past 20,000): measured warm, numba's
-import and cache loads (~0.5 s, ~90 MB) cost more than the Python kernels up to ~50 k rows (demo 1.63 -> 1.16 s,
-owlv2 x2 at 49 k operators 1.9 s either way) and less above (owlv2 x5: 2.06 s compiled vs 2.4-2.7 s Python)."""
+Set KTRACE_PYTHON_KERNEL_ROWS=0 to always compile (as before), or a large value never to."""
+LIGHT_FACTOR = 5
+"""Light kernels (`@jit_light`: one cheap pass, ~1 us a row as Python) run as Python up to this many times
+PYTHON_MAX_ROWS. With operators imported by default, the README demo's 24 k operator rows took such kernels
+past 20,000 and loaded numba for them alone (~0.5 s and ~90 MB: demo 1.85 -> 3.08 s first run); a uniform
+50,000 limit was measured too and slowed nccl x10 by 0.9 s (order statistics and type coverage cost
+~10 us a row as Python)."""
 
 compile_listeners: list[Callable[[str, bool], None]] = []
 """Called as (kernel name, False) just before numba compiles a kernel (not when it loads from the disk cache)
@@ -51,8 +54,9 @@ def _rows(args: tuple[Any, ...]) -> int:
 class Kernel:
     """One numba kernel: Python on small inputs, compiled on first use with a large one."""
 
-    def __init__(self, func: Callable[..., Any]) -> None:
+    def __init__(self, func: Callable[..., Any], *, light: bool = False) -> None:
         self.py_func = func
+        self.light = light
         self._compiled: Any = None
         functools.update_wrapper(self, func)
 
@@ -62,7 +66,7 @@ class Kernel:
     def sized(self, rows: int, *args: Any) -> Any:
         """Run on `args` as `rows` rows of work: for kernels whose loops follow a number argument (bins, say)
         rather than the length of an array."""
-        if rows <= PYTHON_MAX_ROWS:
+        if rows <= PYTHON_MAX_ROWS * (LIGHT_FACTOR if self.light else 1):
             return self.py_func(*args)
         return self.compiled()(*args)
 
@@ -114,3 +118,9 @@ def _listen_for_compiles() -> None:
 def jit(func: Callable[..., Any]) -> Kernel:
     """Decorator of every kernel in this package (see the module docstring)."""
     return Kernel(func)
+
+
+def jit_light(func: Callable[..., Any]) -> Kernel:
+    """`jit` for a kernel whose Python run is cheap (one pass, ~1 us a row): Python up to LIGHT_FACTOR times
+    PYTHON_MAX_ROWS rows."""
+    return Kernel(func, light=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from ktrace.analysis._kernels import jit
+from ktrace.analysis._kernels import jit, jit_light
 
 I64 = npt.NDArray[np.int64]
 NUMPY_ORDER_ROWS = 1 << 18
@@ -59,7 +59,7 @@ def counting_order(gid: I64, n_groups: int) -> tuple[I64, I64]:
     return _counting_order(gid, int(n_groups))
 
 
-@jit
+@jit_light
 def _unsorted_groups(bounds: I64, values: I64) -> npt.NDArray[np.bool_]:  # pragma: no cover - numba
     n_groups = bounds.size - 1
     out = np.zeros(n_groups, np.bool_)

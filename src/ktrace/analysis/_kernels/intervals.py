@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from ktrace.analysis._kernels import jit
+from ktrace.analysis._kernels import jit, jit_light
 
 I64 = npt.NDArray[np.int64]
 
@@ -53,7 +53,7 @@ def merge_intervals(group: I64, start: I64, end: I64) -> tuple[I64, I64, I64]:
     return _merge(g, s, e)
 
 
-@jit
+@jit_light
 def _union_length(group: I64, start: I64, end: I64, n_groups: int) -> I64:  # pragma: no cover - numba
     out = np.zeros(n_groups, np.int64)
     n = start.size

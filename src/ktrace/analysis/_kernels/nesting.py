@@ -13,12 +13,12 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from ktrace.analysis._kernels import jit
+from ktrace.analysis._kernels import jit_light
 
 I64 = npt.NDArray[np.int64]
 
 
-@jit
+@jit_light
 def _innermost(r_group: I64, r_start: I64, r_end: I64, p_group: I64, p_time: I64) -> I64:  # pragma: no cover
     n_p = p_time.size
     n_r = r_start.size
@@ -65,7 +65,7 @@ def innermost_enclosing(r_group: I64, r_start: I64, r_end: I64, p_group: I64, p_
     return _innermost(_as64(r_group), _as64(r_start), _as64(r_end), _as64(p_group), _as64(p_time))
 
 
-@jit
+@jit_light
 def _parents(group: I64, start: I64, end: I64) -> I64:  # pragma: no cover
     n = start.size
     out = np.full(n, -1, np.int64)
