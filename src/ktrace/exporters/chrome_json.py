@@ -22,7 +22,7 @@ from ktrace.exporters.perfetto_tracks import process_name, process_order
 from ktrace.exporters.track_layout import counter_title, overlap_lanes
 from ktrace.model.errors import ProgressFn, no_progress
 from ktrace.model.outputs import atomic_file
-from ktrace.model.schema import NODE_RANK
+from ktrace.model.schema import LAUNCH_CONFIG, NODE_RANK
 from ktrace.model.trace import Trace
 
 LANE_TID = 100_000_000
@@ -61,21 +61,7 @@ def _args(frame: pl.DataFrame) -> pl.Expr:
     kernel = _fmt(
         '{"grid":[%s,%s,%s],"block":[%s,%s,%s],"registers_per_thread":%s,"static_shared_bytes":%s,'
         '"dynamic_shared_bytes":%s,"correlation_id":%s}',
-        *[
-            num(c)
-            for c in (
-                "grid_x",
-                "grid_y",
-                "grid_z",
-                "block_x",
-                "block_y",
-                "block_z",
-                "registers_per_thread",
-                "static_shared_bytes",
-                "dynamic_shared_bytes",
-                "correlation_id",
-            )
-        ],
+        *[num(c) for c in (*LAUNCH_CONFIG, "correlation_id")],
     )
     memory = _fmt(
         '{"bytes":%s,"copy_kind":%s,"src_kind":%s,"dst_kind":%s,"correlation_id":%s}',

@@ -5,21 +5,10 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from ktrace.model.schema import LAUNCH_CONFIG
 from ktrace.model.trace import Trace
 
-ARG_INT_COLUMNS = (
-    "grid_x",
-    "grid_y",
-    "grid_z",
-    "block_x",
-    "block_y",
-    "block_z",
-    "registers_per_thread",
-    "static_shared_bytes",
-    "dynamic_shared_bytes",
-    "bytes",
-    "correlation_id",
-)
+ARG_INT_COLUMNS = (*LAUNCH_CONFIG, "bytes", "correlation_id")
 """Integer columns written as slice args (debug annotations), when not null."""
 ARG_STR_COLUMNS = ("copy_kind", "src_kind", "dst_kind", "sync_type", "domain")
 """String columns written as slice args, when not null."""

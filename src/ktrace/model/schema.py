@@ -32,21 +32,19 @@ _GPU_PLACE = (("device", pa.int32(), False), ("stream", pa.int64(), True), ("con
 _CORR = (("correlation_id", pa.int64(), True), ("external_id", pa.int64(), True))
 _CPU_PLACE = (("pid", pa.int64(), False), ("tid", pa.int64(), False))
 
+LAUNCH_CONFIG = (
+    "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
+    "registers_per_thread", "static_shared_bytes", "dynamic_shared_bytes",
+)  # fmt: skip
+"""The kernel table's launch-configuration columns (int32, null where the source lacks them), in table order."""
+
 KERNELS_COLUMNS = _fields(
     *_PARTITION,
     *_SPAN,
     *_GPU_PLACE,
     *_CORR,
     ("name", _STR, False),
-    ("grid_x", pa.int32(), True),
-    ("grid_y", pa.int32(), True),
-    ("grid_z", pa.int32(), True),
-    ("block_x", pa.int32(), True),
-    ("block_y", pa.int32(), True),
-    ("block_z", pa.int32(), True),
-    ("registers_per_thread", pa.int32(), True),
-    ("static_shared_bytes", pa.int32(), True),
-    ("dynamic_shared_bytes", pa.int32(), True),
+    *((column, pa.int32(), True) for column in LAUNCH_CONFIG),
     ("graph_id", pa.int64(), True),
     ("graph_node_id", pa.int64(), True),
     ("queued_ns", pa.int64(), True),

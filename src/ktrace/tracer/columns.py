@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ktrace.model.schema import LAUNCH_CONFIG
 from ktrace.tracer.records import Columns
 
 COPY_KIND = {
@@ -231,23 +232,7 @@ class RecordDecoder:
                 "correlation_id": corr,
                 "external_id": self._external(corr),
                 "name": _strings(c[6]),
-                **{
-                    col: _i64(c[i]).astype(np.int32)
-                    for i, col in enumerate(
-                        (
-                            "grid_x",
-                            "grid_y",
-                            "grid_z",
-                            "block_x",
-                            "block_y",
-                            "block_z",
-                            "registers_per_thread",
-                            "static_shared_bytes",
-                            "dynamic_shared_bytes",
-                        ),
-                        start=7,
-                    )
-                },
+                **{col: _i64(c[i]).astype(np.int32) for i, col in enumerate(LAUNCH_CONFIG, start=7)},
                 "graph_id": _nullable(c[16]),
                 "graph_node_id": _nullable(c[17]),
                 "queued_ns": _nullable(c[18]),

@@ -1,4 +1,4 @@
-"""The nsys importer on every real Nsight Systems export in shared/traces, checked against STATS.json and SQL."""
+"""The nsys importer on every real Nsight Systems export (the fixtures/ copies of shared/traces), checked against STATS.json and SQL."""
 
 from __future__ import annotations
 
