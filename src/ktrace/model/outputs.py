@@ -229,14 +229,19 @@ def temp_sibling(target: Path, kind: str = "tmp") -> Path:
     return target.parent / f".ktrace-{kind}-{secrets.token_hex(4)}-{target.name}"
 
 
+def _siblings(target: Path, kind: str) -> list[Path]:
+    """The temp_sibling(target, kind) names that exist beside `target` (symbolic links left alone)."""
+    name = re.compile(rf"^\.ktrace-{kind}-[0-9a-f]{{8}}-{re.escape(target.name)}$")
+    return sorted(p for p in target.parent.iterdir() if name.match(p.name) and not p.is_symlink())
+
+
 def _recover_moved_aside(target: Path) -> None:
     """A writer killed while publishing a folder can leave the previous output moved aside (`.ktrace-old-*`):
     with the target in place it is what was being deleted (finish that); without one it is the user's previous
     output, which is put back before the target is checked. We hold the target's lock: no writer is alive."""
-    aside = re.compile(rf"^\.ktrace-old-[0-9a-f]{{8}}-{re.escape(target.name)}$")
     with contextlib.suppress(OSError):
-        for entry in sorted(target.parent.iterdir()):
-            if entry.is_symlink() or not entry.is_dir() or not aside.match(entry.name):
+        for entry in _siblings(target, "old"):
+            if not entry.is_dir():
                 continue
             if not target.exists() and not target.is_symlink():
                 os.replace(entry, target)  # killed between the two renames of publish(): the old output returns
@@ -246,11 +251,8 @@ def _recover_moved_aside(target: Path) -> None:
 
 def _remove_stale_temporaries(target: Path) -> None:
     """Remove what killed writers of `target` left beside it (we hold its lock: none of them is alive)."""
-    stale = re.compile(rf"^{re.escape(_TEMP_PREFIX)}[0-9a-f]{{8}}-{re.escape(target.name)}$")
     with contextlib.suppress(OSError):
-        for entry in target.parent.iterdir():
-            if not stale.match(entry.name) or entry.is_symlink():
-                continue
+        for entry in _siblings(target, "tmp"):
             if (entry / CAPTURE_MARKER).exists():
                 _keep_partial(entry, target)  # a killed `ktrace run --force`'s recording: the user's data
             else:
