@@ -23,7 +23,7 @@ from ktrace.model.builder import constant_column
 from ktrace.model.capture import PARTITION_META_FILE, CaptureWriter, partition_dir, read_stream, stream_schema
 from ktrace.model.errors import TraceFormatError, TraceNotFoundError
 from ktrace.model.layout import META_FILE, is_store
-from ktrace.model.outputs import CAPTURE_MARKER, atomic_path, write_atomically, writer_pid
+from ktrace.model.outputs import CAPTURE_MARKER, atomic_path, remove_stale_temporaries, write_atomically, writer_pid
 from ktrace.model.schema import SCHEMAS, TABLES
 from ktrace.model.scrub import mark_scrubbed, rules_fingerprint, scrub_meta, scrub_table
 from ktrace.model.secrets import scrub_mapping
@@ -333,6 +333,8 @@ def finalize(root: str | os.PathLike[str]) -> list[Path]:
             name = stream.name.removesuffix(".arrows")
             if name not in SCHEMAS:
                 continue
+            target = folder / f"{name}.parquet"
+            remove_stale_temporaries(target)  # a finalize killed before its rename; the caller holds the store
             table = read_stream(stream)
             table = conform(
                 table.append_column("node", constant_column("x", table.num_rows, pa.string())).append_column(
@@ -340,7 +342,7 @@ def finalize(root: str | os.PathLike[str]) -> list[Path]:
                 ),
                 name,
             )
-            write_table(table, folder / f"{name}.parquet")  # whole, or the stream stays to be read (or finalized)
+            write_table(table, target)  # whole, or the stream stays to be read (or finalized)
             stream.unlink()
             done.append(folder / f"{name}.parquet")
     return done
