@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 
 from ktrace.model.builder import TraceBuilder
 from ktrace.model.trace import Trace, TraceMeta
@@ -50,6 +51,8 @@ class FleetConfig:
     """This rank's compute kernels take `straggler_slowdown` times as long (None: no straggler); taken modulo
     `ranks` in smaller jobs."""
     straggler_slowdown: float = 1.6
+    step_gap_ns: int = 50_000
+    """Idle time between steps (data loading, evaluation): long gaps make a long trace, where drift shows."""
     jitter_ns: int = 2_000
     """Per-rank spread of a collective's end in true time (uniform in [0, jitter_ns])."""
     start_ns: int = _T0
@@ -67,6 +70,12 @@ class FleetTrace:
     straggler: tuple[str, int] | None
     """(host, rank) of the straggler."""
     config: FleetConfig = field(default_factory=FleetConfig)
+
+    def true_ns(self, host: str, clock_ns: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """True time (the reference host's clock) of times read on `host`'s clock: the planted clock inverted."""
+        k = self.drift_ppm[host] * 1e-6
+        rel = (clock_ns - self.offsets_ns[host] - self.config.start_ns).astype(np.float64)
+        return np.asarray(self.config.start_ns + np.round(rel / (1 + k)).astype(np.int64))
 
     def host_of(self, rank: int) -> str:
         """The host rank `rank` runs on."""
@@ -183,7 +192,7 @@ def _true_times(config: FleetConfig, rng: np.random.Generator) -> _TrueTimes:
             k_start[:, s, p], k_end[:, s, p] = start, end
             prev_end = end
         step_end[:, s] = k_end[:, s].max(axis=1) + 20_000
-        t = int(step_end[:, s].max()) + 50_000
+        t = int(step_end[:, s].max()) + config.step_gap_ns
     return _TrueTimes(api_start, k_start, k_end, step_start, step_end, names, is_comm, comm_index, nelems)
 
 
