@@ -128,10 +128,11 @@ def _print_clock(console: Any, clock: dict[str, Any]) -> None:
         line = escape(str(clock.get("note") or ""))
         console.print(f"[bold]clock[/]   {line}" + (f"; {residual}" if method == "single_host" else ""))
         return
-    state = "aligned" if clock.get("applied") else "raw (KTRACE_CLOCK=raw: each host's clock as recorded)"
+    state = "aligned to" if clock.get("applied") else "raw (KTRACE_CLOCK=raw); aligns to"
+    found = f"{clock['collectives']} collectives, " if str(method).startswith("collectives") else ""
     console.print(
-        f"[bold]clock[/]   {state}: hosts put on {escape(str(clock['reference_host']))}'s clock by "
-        f"{escape(str(method))} ({clock['collectives']} collectives), {residual}"
+        f"[bold]clock[/]   {state} {escape(str(clock['reference_host']))}'s clock by {escape(str(method))}: "
+        f"{found}{residual}"
     )
     if clock.get("note"):
         console.print(f"        {escape(str(clock['note']))}")

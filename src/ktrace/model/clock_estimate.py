@@ -141,7 +141,7 @@ def estimate_offsets(per_rank_inputs: Iterable[RankClockInput]) -> ClockAlignmen
         method=method,
         reference_host=reference,
         hosts=tuple(_with_residual(clocks[h], residual) for h in hosts),
-        collectives=host_ends.filter(pl.col("key").is_in(_shared_keys(host_ends))).n_unique("key"),
+        collectives=host_ends.filter(pl.col("key").is_in(_shared_keys(host_ends).implode())).n_unique("key"),
         residual_p50_ns=p50,
         residual_p99_ns=p99,
     )
