@@ -10,7 +10,7 @@ import datetime as dt
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -175,8 +175,9 @@ def partitions(root: Path) -> Iterator[tuple[str, int, Path]]:
                 yield m["node"], int(r["rank"]), rank_dir
 
 
-def read(path: str | os.PathLike[str]) -> Trace:
-    """Open a .ktrace folder as one Trace (all partitions), recovering un-finalized capture files.
+def read(path: str | os.PathLike[str], *, only: Collection[tuple[str, int]] | None = None) -> Trace:
+    """Open a .ktrace folder as one Trace (all partitions, or the (node, rank) partitions in `only`: a fleet
+    worker opens just its own), recovering un-finalized capture files.
 
     Raises:
         TraceFormatError: not a store, a store still being written or left incomplete by its writer (no
@@ -189,7 +190,7 @@ def read(path: str | os.PathLike[str]) -> Trace:
     if not is_store(root):
         raise TraceFormatError(f"{root}: not a .ktrace folder (no meta.json, no node=* partitions)")
     meta = _read_meta(root)
-    parts = list(partitions(root))
+    parts = [p for p in partitions(root) if only is None or (p[0], p[1]) in only]
     pieces: dict[str, list[pl.DataFrame]] = {name: [] for name in TABLES}
     recovered: list[str] = []
 
