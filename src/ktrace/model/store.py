@@ -10,7 +10,7 @@ import datetime as dt
 import json
 import os
 import re
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -40,6 +40,7 @@ __all__ = [
     "read_stream",
     "stream_schema",
     "write",
+    "write_meta",
 ]
 
 _PART_RE = re.compile(r"^node=(?P<node>[^/]+)$")
@@ -142,12 +143,18 @@ def write(trace: Trace, path: str | os.PathLike[str]) -> Path:
     clean = trace.scrubbed  # imports and stores read were scrubbed once already: not again per write
     with ThreadPoolExecutor(max_workers=4) as pool:
         list(pool.map(lambda job: write_table(frame_to_arrow(job[0], job[1]), job[2], scrubbed=clean), jobs))
-    meta, _ = scrub_meta(trace.meta)
-    created = meta.created or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    hosts = tuple(sorted({n for n, _ in pairs} | set(meta.hosts)))
-    meta = TraceMeta.from_dict({**json.loads(meta.to_json()), "created": created, "hosts": hosts})
-    write_atomically(root / META_FILE, meta.to_json().encode())  # last: a store without it is incomplete
+    write_meta(root, trace.meta, {n for n, _ in pairs})
     return root
+
+
+def write_meta(root: Path, meta: TraceMeta, nodes: Iterable[str] = ()) -> None:
+    """Write the store's meta.json (scrubbed; `created` now unless set; hosts: meta's and the partitions' `nodes`).
+    Last: a store without it is incomplete (`write`, and the streaming import once every rank is written)."""
+    meta, _ = scrub_meta(meta)
+    created = meta.created or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    hosts = tuple(sorted(set(nodes) | set(meta.hosts)))
+    meta = TraceMeta.from_dict({**json.loads(meta.to_json()), "created": created, "hosts": hosts})
+    write_atomically(root / META_FILE, meta.to_json().encode())
 
 
 def _partition_pieces(frame: pl.DataFrame) -> list[tuple[str, int, pl.DataFrame]]:
