@@ -10,7 +10,7 @@ import datetime as dt
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -183,8 +183,11 @@ def partitions(root: Path) -> Iterator[tuple[str, int, Path]]:
                 yield m["node"], int(r["rank"]), rank_dir
 
 
-def read(path: str | os.PathLike[str], *, clock: str | None = None) -> Trace:
-    """Open a .ktrace folder as one Trace (all partitions), recovering un-finalized capture files.
+def read(
+    path: str | os.PathLike[str], *, clock: str | None = None, only: Collection[tuple[str, int]] | None = None
+) -> Trace:
+    """Open a .ktrace folder as one Trace (all partitions, or the (node, rank) partitions in `only`: a fleet
+    worker opens just its own), recovering un-finalized capture files.
 
     A multi-host store's timestamps are put on one clock by its meta.json clock_alignment (`clock` "aligned", the
     default, or $KTRACE_CLOCK); "raw" gives them as each host recorded them. One host is never shifted.
@@ -201,7 +204,7 @@ def read(path: str | os.PathLike[str], *, clock: str | None = None) -> Trace:
     if not is_store(root):
         raise TraceFormatError(f"{root}: not a .ktrace folder (no meta.json, no node=* partitions)")
     meta = _read_meta(root)
-    parts = list(partitions(root))
+    parts = [p for p in partitions(root) if only is None or (p[0], p[1]) in only]
     pieces: dict[str, list[pl.DataFrame]] = {name: [] for name in TABLES}
     recovered: list[str] = []
 
