@@ -71,6 +71,42 @@ class RankHeatmap:
         out[row["row"].to_numpy(), row[col].to_numpy()] = row[value].to_numpy()
         return out
 
+    def hosts(self) -> list[tuple[str, int, int]]:
+        """(host, first matrix row, ranks) of each host, in row order."""
+        nodes = self.ranks["node"].to_list()
+        out: list[tuple[str, int, int]] = []
+        for i, node in enumerate(nodes):
+            if out and out[-1][0] == node:
+                out[-1] = (node, out[-1][1], out[-1][2] + 1)
+            else:
+                out.append((node, i, 1))
+        return out
+
+    def coarse(self, axis: str, value: str, max_rows: int, max_cols: int) -> tuple[list[str], npt.NDArray[np.float64]]:
+        """A small matrix for text views: one row per rank ("host/rank") when there are at most `max_rows`
+        ranks, else one per host ("host (N ranks)", the mean of its ranks); columns averaged in equal groups
+        down to at most `max_cols`. NaN (a rank without that step) is left out of the means."""
+        full = self.matrix(axis, value)
+        if self.ranks.height <= max_rows:
+            labels = [f"{n}/{r}" for n, r in self.ranks.iter_rows()]
+            rows = full
+        else:
+            hosts = self.hosts()
+            labels = [f"{h} ({n} ranks)" for h, _, n in hosts]
+            rows = np.stack([_nanmean(full[a : a + n], axis=0) for _, a, n in hosts])
+        width = rows.shape[1]
+        if width > max_cols:
+            edges = np.linspace(0, width, max_cols + 1).astype(np.int64)
+            rows = np.stack([_nanmean(rows[:, a:b], axis=1) for a, b in zip(edges[:-1], edges[1:], strict=True)], 1)
+        return labels, rows
+
+
+def _nanmean(values: npt.NDArray[np.float64], axis: int) -> npt.NDArray[np.float64]:
+    """Mean ignoring NaN; NaN where every value is NaN (without numpy's warning)."""
+    count = np.sum(~np.isnan(values), axis=axis)
+    total = np.nansum(values, axis=axis)
+    return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
 
 def rank_heatmap_part(trace: Trace, bins: HeatmapBins, *, index: TraceIndex | None = None) -> pl.DataFrame:
     """The per-rank rows of the heatmap (see the module docstring); one rank's trace gives that rank's rows."""

@@ -29,6 +29,7 @@ import polars as pl
 from ktrace.analysis.breakdown import communication_names
 from ktrace.analysis.idle import SYNC_API_RE
 from ktrace.analysis.index import Slot, TraceIndex
+from ktrace.analysis.names import short_kernel_name
 from ktrace.analysis.rank_activity import rank_unions, step_activity
 from ktrace.analysis.utilization import busy_time, names_matching
 from ktrace.model.trace import Trace
@@ -38,6 +39,8 @@ TOP_KERNELS = 32
 """Kernels (by time) each rank's part keeps for the causes."""
 CAUSES = 3
 """Causes named per straggler."""
+CAUSE_NAME_CHARS = 48
+"""Kernel names in the causes text are shortened to this many characters."""
 _STRAGGLERS = Slot["Stragglers"]("stragglers")
 _KEYS = ["node", "rank"]
 STEP_SCHEMA = pl.Schema(
@@ -161,16 +164,17 @@ def combine_stragglers(parts: Iterable[StragglerPart], *, top: int = 10) -> Stra
     table = _rank_table(steps)
     causes = _causes(table.filter(pl.col("slower_pct") > 0).head(top), steps, kernels, waits)
     text = causes.group_by(_KEYS, maintain_order=True).agg(
-        causes=pl.format("{} {}", pl.col("name"), pl.col("excess_ns_per_step").map_elements(_plus, pl.String)).str.join(
-            "; "
-        )
+        causes=pl.struct("kind", "name", "excess_ns_per_step").map_elements(_cause_text, pl.String).str.join("; ")
     )
     table = table.join(text, on=_KEYS, how="left").with_columns(pl.col("causes").fill_null(""))
     return Stragglers(basis, _per_step(steps), table, causes)
 
 
-def _plus(ns: float) -> str:
-    return f"+{format_ns(ns)}/step"
+def _cause_text(cause: dict[str, object]) -> str:
+    """ "gemm +400 ns/step": kernel names shortened (names.short_kernel_name), the full names are in `causes`."""
+    name = str(cause["name"])
+    shown = short_kernel_name(name, CAUSE_NAME_CHARS) if cause["kind"] == "kernel" else name
+    return f"{shown} +{format_ns(float(cause['excess_ns_per_step']))}/step"  # type: ignore[arg-type]
 
 
 def _per_step(steps: pl.DataFrame) -> pl.DataFrame:
