@@ -23,6 +23,7 @@ from ktrace.analysis.phases import JobPhases, job_phases, step_spans
 from ktrace.analysis.precision import precision_distribution
 from ktrace.analysis.ranks import LoadBalance, load_balance
 from ktrace.analysis.steps import detect_steps, step_stats
+from ktrace.analysis.stragglers import Stragglers, stragglers
 from ktrace.analysis.utilization import active_time_share, busy_time
 from ktrace.model.trace import Trace
 
@@ -70,6 +71,8 @@ class Summary:
     """kernel_sequences.kernel_sequences: the most frequent runs of consecutive kernels per stream."""
     annotations: tuple[AnnotationHistogram, ...] = ()
     notes: tuple[str, ...] = ()
+    stragglers: Stragglers | None = None
+    """stragglers.stragglers: slowest/fastest ranks per step and the straggler table; only with 2 or more ranks."""
 
 
 def summarize(
@@ -132,6 +135,7 @@ def summarize(
             kernel_sequences=sequences,
             annotations=tuple(annotation_histogram(trace, p, bins=annotation_bins) for p in annotations),
             notes=tuple(trace.meta.notes) + _absent_notes(operators, sequences),
+            stragglers=stragglers(trace, index=ix) if n_ranks > 1 else None,
         )
 
 
@@ -213,6 +217,17 @@ def _load_balance_dict(lb: LoadBalance | None) -> dict[str, Any] | None:
     }
 
 
+def _stragglers_dict(s: Stragglers | None) -> dict[str, Any] | None:
+    if s is None:
+        return None
+    return {
+        "basis": s.basis,
+        "per_step": frame_records(s.per_step),
+        "table": frame_records(s.table),
+        "causes": frame_records(s.causes),
+    }
+
+
 def _histogram_dict(h: AnnotationHistogram) -> dict[str, Any]:
     return {
         "pattern": h.pattern,
@@ -244,6 +259,8 @@ def summary_to_dict(summary: Summary) -> dict[str, Any]:
             out[f.name] = _operators_dict(value)
         elif f.name == "kernel_sequences":
             out[f.name] = _sequences_dict(value)
+        elif f.name == "stragglers":
+            out[f.name] = _stragglers_dict(value)
         elif f.name == "annotations":
             out[f.name] = [_histogram_dict(h) for h in value]
         else:
