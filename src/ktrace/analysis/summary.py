@@ -17,6 +17,7 @@ from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.kernel_sequences import DEFAULT_LENGTH, KernelSequences, kernel_sequences
 from ktrace.analysis.kernels import kernel_stats, top_kernels
 from ktrace.analysis.latency import latency_stats
+from ktrace.analysis.memory_timeline import MemoryTimeline, memory_timeline, memory_timeline_dict
 from ktrace.analysis.operators import OperatorSummary, operator_summary
 from ktrace.analysis.overlap import comm_compute_overlap
 from ktrace.analysis.phases import JobPhases, job_phases, step_spans
@@ -68,6 +69,8 @@ class Summary:
     """operators.operator_summary: framework operators and the GPU work they launched (None without ops)."""
     kernel_sequences: KernelSequences | None = None
     """kernel_sequences.kernel_sequences: the most frequent runs of consecutive kernels per stream."""
+    memory_timeline: MemoryTimeline | None = None
+    """memory_timeline.memory_timeline: GPU memory over time, its peak and who allocated it (None without data)."""
     annotations: tuple[AnnotationHistogram, ...] = ()
     notes: tuple[str, ...] = ()
 
@@ -109,6 +112,7 @@ def summarize(
         n_ranks = int((ix.rank_pairs()["rank"] >= 0).sum())
         operators = operator_summary(trace, top=top, index=ix)
         sequences = kernel_sequences(trace, index=ix)
+        memory_use = memory_timeline(trace, index=ix)
         return Summary(
             source=trace.meta.source,
             ranks=n_ranks,
@@ -130,8 +134,11 @@ def summarize(
             load_balance=load_balance(trace, pattern=steps_pattern, index=ix) if n_ranks > 1 else None,
             operators=operators,
             kernel_sequences=sequences,
+            memory_timeline=memory_use,
             annotations=tuple(annotation_histogram(trace, p, bins=annotation_bins) for p in annotations),
-            notes=tuple(trace.meta.notes) + _absent_notes(operators, sequences),
+            notes=tuple(trace.meta.notes)
+            + _absent_notes(operators, sequences)
+            + ((NO_MEMORY_TIMELINE,) if memory_use is None else ()),
         )
 
 
@@ -140,6 +147,10 @@ NO_OPERATORS = (
     "captures have none yet, and `ktrace import --no-ops` leaves them out)"
 )
 NO_SEQUENCES = f"kernel_sequences: no stream has {DEFAULT_LENGTH} kernels in a row"
+NO_MEMORY_TIMELINE = (
+    "memory_timeline: no GPU memory data in this trace (it comes from Kineto [memory] events, recorded with "
+    "profile_memory=True, nsys CUDA memory usage events, or `ktrace run`'s NVML counters)"
+)
 
 
 def _absent_notes(operators: OperatorSummary | None, sequences: KernelSequences | None) -> tuple[str, ...]:
@@ -244,6 +255,8 @@ def summary_to_dict(summary: Summary) -> dict[str, Any]:
             out[f.name] = _operators_dict(value)
         elif f.name == "kernel_sequences":
             out[f.name] = _sequences_dict(value)
+        elif f.name == "memory_timeline":
+            out[f.name] = None if value is None else memory_timeline_dict(value, frame_records)
         elif f.name == "annotations":
             out[f.name] = [_histogram_dict(h) for h in value]
         else:
