@@ -7,6 +7,7 @@ from typing import Any
 
 from ktrace.report.content import Report
 from ktrace.report.identity import identity_line
+from ktrace.report.memory import memory_section
 from ktrace.report.sections import (
     Section,
     dashboard,
@@ -69,8 +70,8 @@ def script_json(value: Any) -> str:
 
 
 def all_sections(report: Report) -> list[Section]:
-    """Every section in report order: job, system, framework, rules summary, dashboard, one per rule
-    (rules that found something first)."""
+    """Every section in report order: job, system, framework, rules summary, dashboard, memory timeline, one per
+    rule (rules that found something first)."""
     ordered = triggered_first(report.dashboard.rules.results)
     return [
         job_summary(report),
@@ -78,6 +79,7 @@ def all_sections(report: Report) -> list[Section]:
         framework_metrics(report),
         rules_summary(report, ordered),
         dashboard(report),
+        memory_section(report.dashboard.summary),
         *(rule_section(r) for r in ordered),
     ]
 
@@ -85,7 +87,7 @@ def all_sections(report: Report) -> list[Section]:
 def render_html(report: Report) -> str:
     """The whole report as one HTML document."""
     sections = all_sections(report)
-    nav = "".join(f'<a href="#{esc(s.anchor)}">{esc(s.title)}</a>' for s in sections[:5])
+    nav = "".join(f'<a href="#{esc(s.anchor)}">{esc(s.title)}</a>' for s in sections[:6])
     body = "".join(
         f'<section id="{esc(s.anchor)}"><h2>{esc(s.title)}</h2>{"".join(s.body)}</section>' for s in sections
     )

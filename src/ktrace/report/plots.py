@@ -170,3 +170,20 @@ def bars(title: str, names: list[Any], values: list[float], unit: str) -> Figure
         "data": [{"type": "bar", "x": [label(n, 40) for n in names], "y": values}],
         "layout": _layout(title, yaxis={"title": {"text": unit}}),
     }
+
+
+def xy_lines(title: str, series: Sequence[tuple[str, list[float], list[float | None]]], y_title: str) -> Figure:
+    """One line per (name, x in seconds since the trace start, y) series; y from 0."""
+    data = [
+        {"type": "scattergl" if len(x) > 2000 else "scatter", "mode": "lines", "name": label(name), "x": x, "y": y}
+        for name, x, y in series
+    ]
+    return {
+        "data": data,
+        "layout": _layout(
+            title,
+            height=380,
+            xaxis={"title": {"text": "seconds since trace start"}},
+            yaxis={"title": {"text": y_title}, "rangemode": "tozero"},
+        ),
+    }
