@@ -24,6 +24,7 @@ import polars as pl
 from ktrace.analysis.index import Slot, TraceIndex
 from ktrace.analysis.operators import operator_at
 from ktrace.analysis.phases import step_spans
+from ktrace.model.allocations import allocated_after
 from ktrace.model.schema import NODE_RANK
 from ktrace.model.trace import Trace
 
@@ -117,7 +118,7 @@ def _from_allocator(ix: TraceIndex) -> MemoryTimeline:
     operator = pl.Series("operator", [None] * a.height, pl.String)
     if (op_row >= 0).any():
         operator = names.gather(pl.Series(np.maximum(op_row, 0))).set(pl.Series(op_row < 0), None)
-    events = (
+    events = allocated_after(
         a.select(
             pl.col("node").cast(pl.String),
             "rank",
@@ -127,16 +128,7 @@ def _from_allocator(ix: TraceIndex) -> MemoryTimeline:
             "bytes",
             "total_allocated",
             pl.col("total_reserved").alias("reserved_bytes"),
-        )  # fmt: skip
-        .with_columns(operator.alias("operator"))
-        .with_row_index("row")
-        .sort(*_DEVICE, "ts_ns", "row")
-    )
-    has_totals = pl.col("total_allocated").null_count().over(_DEVICE) == 0
-    events = events.with_columns(
-        allocated_bytes=pl.when(has_totals)
-        .then(pl.col("total_allocated"))
-        .otherwise(pl.col("bytes").cum_sum().over(_DEVICE))
+        ).with_columns(operator.alias("operator"))  # fmt: skip
     )
     addresses = events["address"].null_count() == 0
     events = _with_never_freed(events) if addresses else events.with_columns(never_freed=pl.lit(None, pl.Boolean))
