@@ -348,7 +348,7 @@ def _counter_events(
     rows = trace.counters.filter((pl.col("rank") == rank) & (pl.col("node") == node))
     rows = rows.select("ts_ns", pl.col("metric").cast(pl.String), pl.col("instance").fill_null(-1), "value")
     memory = allocation_counters(trace.allocations.filter((pl.col("rank") == rank) & (pl.col("node") == node)))
-    rows = pl.concat([rows, memory]) if memory.height else rows
+    rows = pl.concat([rows, memory.drop("node", "rank")]) if memory.height else rows
     if not rows.height:
         return None
     keys = rows.select("metric", "instance").unique().sort(["metric", "instance"])

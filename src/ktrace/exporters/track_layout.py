@@ -66,13 +66,24 @@ RESERVED_METRIC = "gpu.mem_reserved_bytes"
 
 
 def allocation_counters(allocations: pl.DataFrame) -> pl.DataFrame:
-    """The memory timeline of allocator events as counter rows (ts_ns, metric, instance = device, value): bytes
-    allocated after each event (model.allocations.allocated_after) and reserved where the source records it."""
+    """The memory timeline of allocator events as counter rows (node, rank, ts_ns, metric, instance = device, value):
+    bytes allocated after each event (model.allocations.allocated_after) and reserved where the source records it.
+    The Perfetto export and the TUI timeline draw them as counter tracks."""
     if not allocations.height:
-        return pl.DataFrame(schema={"ts_ns": pl.Int64, "metric": pl.String, "instance": pl.Int32, "value": pl.Float64})
-    after = allocated_after(allocations)
-    allocated = after.select("ts_ns", metric=pl.lit(ALLOCATED_METRIC), instance="device", value="allocated_bytes")
+        return pl.DataFrame(
+            schema={
+                "node": pl.String,
+                "rank": pl.Int32,
+                "ts_ns": pl.Int64,
+                "metric": pl.String,
+                "instance": pl.Int32,
+                "value": pl.Float64,
+            }
+        )
+    after = allocated_after(allocations).with_columns(pl.col("node").cast(pl.String))
+    place = ("node", "rank", "ts_ns")
+    allocated = after.select(*place, metric=pl.lit(ALLOCATED_METRIC), instance="device", value="allocated_bytes")
     reserved = after.filter(pl.col("total_reserved").is_not_null()).select(
-        "ts_ns", metric=pl.lit(RESERVED_METRIC), instance="device", value="total_reserved"
+        *place, metric=pl.lit(RESERVED_METRIC), instance="device", value="total_reserved"
     )
     return pl.concat([allocated, reserved]).with_columns(pl.col("value").cast(pl.Float64))
