@@ -74,11 +74,25 @@ def _operator_of(ix: TraceIndex) -> I64:
     if trace.ops.height == 0 or launched.size == 0:
         return out
     calls = trace.api.select(pl.col(*_THREAD, "start_ns").gather(pl.Series(launch[launched])))
-    ops = trace.ops.select(*_THREAD, "start_ns", "end_ns").with_row_index("op_row")
-    ranges, idx = enclosing(ops, calls, _THREAD, "start_ns")
-    op_row = ranges["op_row"].to_numpy().astype(np.int64)
-    out[launched] = np.where(idx >= 0, op_row[np.maximum(idx, 0)], -1)
+    out[launched] = operator_at(trace, calls, "start_ns")
     return out
+
+
+def operator_at(trace: Trace, points: pl.DataFrame, time_col: str) -> I64:
+    """Row of trace.ops of the innermost operator containing each point: same thread (node, rank, pid, tid, no
+    nulls) and start <= t < end, t the point's `time_col`. The attribution every operator view shares (GPU
+    records by their launch call, allocator events by their own time).
+
+    Returns:
+        int64 ops row per point (in `points` order); -1 outside every operator.
+    """
+    if trace.ops.height == 0 or points.height == 0:
+        return np.full(points.height, -1, np.int64)
+    ops = trace.ops.select(*_THREAD, "start_ns", "end_ns").with_row_index("op_row")
+    ranges, idx = enclosing(ops, points, _THREAD, time_col)
+    op_row = ranges["op_row"].to_numpy().astype(np.int64)
+    rows: I64 = np.where(idx >= 0, op_row[np.maximum(idx, 0)], -1)
+    return rows
 
 
 def operator_self_ns(trace: Trace, *, index: TraceIndex | None = None) -> I64:

@@ -21,7 +21,14 @@ from ktrace.importers.kineto_decode import EventSplitter
 from ktrace.importers.kineto_events import EventSink, to_int
 from ktrace.importers.kineto_schema import DecodeReport
 from ktrace.importers.kineto_stream import StreamStatus, byte_blocks, kineto_files
-from ktrace.importers.kineto_tables import TimeFixer, add_cpu_tables, add_dimension_tables, add_gpu_tables, join_health
+from ktrace.importers.kineto_tables import (
+    TimeFixer,
+    add_allocations,
+    add_cpu_tables,
+    add_dimension_tables,
+    add_gpu_tables,
+    join_health,
+)
 from ktrace.model.builder import TraceBuilder, merge_traces
 from ktrace.model.clock_estimate import align_hosts
 from ktrace.model.errors import ProgressFn, TraceFormatError, no_progress
@@ -227,6 +234,7 @@ def _build(
     fix = TimeFixer(base)
     add_gpu_tables(builder, sink, fix)
     add_cpu_tables(builder, sink, fix)
+    add_allocations(builder, sink, fix)
     trace = builder.build()
     used = set(trace.kernels["device"].to_list()) | set(trace.memory["device"].to_list())
     dims = TraceBuilder(node=node, rank=info.rank)

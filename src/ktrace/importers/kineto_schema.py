@@ -30,6 +30,7 @@ KIND_OF_CATEGORY: dict[str, str] = {
     "gpu_user_annotation": "gpu_annotation",
     "cpu_op": "op",
     "Operator": "op",
+    "cpu_instant_event": "alloc",
 }
 """Kineto category (every era: 2021 capitalised names, 2023+ snake_case) -> ktrace kind of event."""
 
@@ -56,7 +57,7 @@ KNOWN_CATEGORIES = frozenset(KIND_OF_CATEGORY) | {
 }
 """Categories that mark a file as a Kineto trace (those not in KIND_OF_CATEGORY are skipped)."""
 
-KINDS = ("kernel", "memcpy", "memset", "runtime", "driver", "sync", "annotation", "gpu_annotation", "op")
+KINDS = ("kernel", "memcpy", "memset", "runtime", "driver", "sync", "annotation", "gpu_annotation", "op", "alloc")
 """Kinds of kept events; code k in `codes` below is KINDS[k - 1]."""
 SKIPPED = 0
 """Code of events of a known category that ktrace does not import."""
@@ -102,9 +103,26 @@ class OpArgs(msgspec.Struct, gc=False):
     sequence: Any = msgspec.field(default=None, name="Sequence number")
 
 
+class MemArgs(msgspec.Struct, gc=False):
+    """The `args` of a caching-allocator event (`[memory]`, PyTorch `profile_memory`), decoded with the event in one
+    pass like OpArgs. PyTorch 1.9 wrote only the device and Bytes; 2.x adds the address and the allocator's totals.
+    Untyped, so no value fails the fast path (int_array coerces later)."""
+
+    device_type: Any = msgspec.field(default=None, name="Device Type")
+    device: Any = msgspec.field(default=None, name="Device Id")
+    address: Any = msgspec.field(default=None, name="Addr")
+    nbytes: Any = msgspec.field(default=None, name="Bytes")
+    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
+
+
+MEMORY_EVENT = "[memory]"
+"""Name of the allocator's instant events (category cpu_instant_event since PyTorch 2, none in 1.9)."""
+
 NULL = msgspec.Raw(b"null")
 NO_ARGS = Args()
 NO_OP_ARGS = OpArgs()
+NO_MEM_ARGS = MemArgs()
 
 
 MAX_TS_US = 2.0**53
@@ -153,13 +171,19 @@ _GENERIC: dict[bool, msgspec.json.Decoder[Any]] = {
 RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 _ARGS_LIST = msgspec.json.Decoder(list[Args | None])
 _ARGS = msgspec.json.Decoder(Args | None)
+_MEM_ARGS_LIST = msgspec.json.Decoder(list[MemArgs | None])
 
 
-def _kept_fields(exact: bool, op: bool = False) -> list[tuple[str, Any, Any]]:
-    """The fields of a kept event; an operator's args are decoded with the event (see OpArgs), so its `args`
-    is an OpArgs or None, every other event's raw JSON."""
+_TYPED_ARGS: dict[str, type] = {"op": OpArgs, "alloc": MemArgs}
+"""Kinds whose args are decoded with the event (see OpArgs, MemArgs); others keep raw JSON until kept."""
+
+
+def _kept_fields(exact: bool, kind: str | None = None) -> list[tuple[str, Any, Any]]:
+    """The fields of a kept event; an operator's or allocator event's args are decoded with the event (see
+    _TYPED_ARGS), so its `args` is an OpArgs/MemArgs or None, every other event's raw JSON."""
     ts: tuple[str, Any, Any] = ("ts", int | Decimal, 0) if exact else ("ts", int | float, 0.0)
-    args: tuple[str, Any, Any] = ("args", OpArgs | None, None) if op else ("args", msgspec.Raw, NULL)
+    typed = _TYPED_ARGS.get(kind or "")
+    args: tuple[str, Any, Any] = ("args", typed | None, None) if typed else ("args", msgspec.Raw, NULL)
     return [
         ("ph", str, ""),
         ("name", str, ""),
@@ -186,7 +210,7 @@ def tagged_decoder(with_ops: bool, exact: bool = False) -> tuple[msgspec.json.De
         keep = kind is not None and (with_ops or cat != "cpu_op")
         cls = msgspec.defstruct(
             f"{'Exact' if exact else ''}Cat{i}",
-            _kept_fields(exact, kind == "op") if keep else [],
+            _kept_fields(exact, kind) if keep else [],
             tag_field="cat",
             tag=cat,
             gc=False,
@@ -320,6 +344,23 @@ def decode_args(raws: list[msgspec.Raw], report: DecodeReport) -> list[Args]:
         except (msgspec.DecodeError, TypeError, ValueError, OverflowError):
             out.append(NO_ARGS)
         report.repaired_events += 1
+    return out
+
+
+def decode_mem_args(raws: list[msgspec.Raw], report: DecodeReport) -> list[MemArgs]:
+    """Decode the raw `args` of allocator events of a slow-path slice (PyTorch 1.9 wrote them without a category);
+    an unreadable one counts as repaired and reads as no args."""
+    try:
+        return [a or NO_MEM_ARGS for a in _MEM_ARGS_LIST.decode(b"[" + b",".join(raws) + b"]")]
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        pass
+    out: list[MemArgs] = []
+    for raw in raws:
+        try:
+            out.append(msgspec.convert(msgspec.json.decode(raw), MemArgs, strict=False) or NO_MEM_ARGS)
+        except (msgspec.DecodeError, UnicodeDecodeError, TypeError, ValueError, OverflowError):
+            out.append(NO_MEM_ARGS)
+            report.repaired_events += 1
     return out
 
 

@@ -171,6 +171,34 @@ def add_cpu_tables(builder: TraceBuilder, sink: EventSink, fix: TimeFixer) -> No
         builder.add("ops", fix.spans(ops))
 
 
+CUDA_DEVICE_TYPE = 1
+"""c10::DeviceType::CUDA, the `Device Type` of GPU allocator events (0 is the CPU allocator, not imported)."""
+
+
+def add_allocations(builder: TraceBuilder, sink: EventSink, fix: TimeFixer) -> None:
+    """allocations: the GPU caching allocator's `[memory]` events (CPU-allocator ones are not imported)."""
+    table = sink.table("alloc")
+    if table is None:
+        return
+    frame = _frame(fix.spans(table))
+    gpu = (pl.col("device_type") == CUDA_DEVICE_TYPE) & (pl.col("device") >= 0) & pl.col("bytes").is_not_null()
+    kept = frame.filter(gpu.fill_null(False))
+    if kept.height:
+        builder.add(
+            "allocations",
+            kept.select(
+                pl.col("start_ns").alias("ts_ns"),
+                pl.col("device").cast(pl.Int32),
+                "pid",
+                "tid",
+                "address",
+                "bytes",
+                "total_allocated",
+                "total_reserved",
+            ).to_arrow(),
+        )
+
+
 def _with_depth(ranges: pl.DataFrame) -> pl.DataFrame:
     """Domain (profiler_step / user_annotation / gpu_user_annotation) and nesting depth per track."""
     ranges = ranges.with_columns(

@@ -122,6 +122,21 @@ COUNTERS_COLUMNS = _fields(
     ("value", pa.float64(), False),
 )
 
+ALLOCATIONS_COLUMNS = _fields(
+    *_PARTITION,
+    ("ts_ns", pa.int64(), False),
+    ("device", pa.int32(), False),
+    ("pid", pa.int64(), True),
+    ("tid", pa.int64(), True),
+    ("address", pa.int64(), True),
+    ("bytes", pa.int64(), False),
+    ("total_allocated", pa.int64(), True),
+    ("total_reserved", pa.int64(), True),
+)
+"""GPU caching-allocator events (Kineto `[memory]`, nsys CUDA_GPU_MEMORY_USAGE_EVENTS): `bytes` > 0 allocates,
+< 0 frees the block at `address`; the allocator's totals after the event where the source records them (null
+otherwise); the calling thread where known (pid/tid, for the operator context). Instants, not spans."""
+
 THREADS_COLUMNS = _fields(*_PARTITION, *_CPU_PLACE, ("name", _STR, True))
 
 DEVICES_COLUMNS = _fields(
@@ -173,6 +188,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     "counters": _schema(COUNTERS_COLUMNS, "counters"),
     "threads": _schema(THREADS_COLUMNS, "threads"),
     "devices": _schema(DEVICES_COLUMNS, "devices"),
+    "allocations": _schema(ALLOCATIONS_COLUMNS, "allocations"),
 }
 """Table name -> Arrow schema. Column order is the order on disk."""
 

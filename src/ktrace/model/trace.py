@@ -174,6 +174,7 @@ class Trace:
     counters: pl.DataFrame
     threads: pl.DataFrame
     devices: pl.DataFrame
+    allocations: pl.DataFrame
     meta: TraceMeta = field(default_factory=TraceMeta)
     scrubbed: bool = field(default=False, init=False, repr=False, compare=False)
     """True only on a Trace that `scrub.scrub_trace` or `store.read` returned (set by `scrub.mark_scrubbed`): its
@@ -219,7 +220,7 @@ class Trace:
         return sorted(seen)
 
     def span_ns(self) -> tuple[int, int] | None:
-        """(first start, last end) over every span table and counter sample, or None if empty."""
+        """(first start, last end) over every span table, counter sample and allocator event, or None if empty."""
         lo: list[int] = []
         hi: list[int] = []
         for name in SPAN_TABLES:
@@ -227,9 +228,10 @@ class Trace:
             if frame.height:
                 lo.append(int(frame["start_ns"].min()))  # type: ignore[arg-type]
                 hi.append(int(frame["end_ns"].max()))  # type: ignore[arg-type]
-        if self.counters.height:
-            lo.append(int(self.counters["ts_ns"].min()))  # type: ignore[arg-type]
-            hi.append(int(self.counters["ts_ns"].max()))  # type: ignore[arg-type]
+        for instants in (self.counters, self.allocations):
+            if instants.height:
+                lo.append(int(instants["ts_ns"].min()))  # type: ignore[arg-type]
+                hi.append(int(instants["ts_ns"].max()))  # type: ignore[arg-type]
         return (min(lo), max(hi)) if lo else None
 
     def with_meta(self, meta: TraceMeta) -> Trace:

@@ -12,6 +12,7 @@ from ktrace.analysis.dashboard import StepHistogram
 from ktrace.analysis.phases import step_source_note
 from ktrace.analysis.rules.base import Evidence, RuleResult
 from ktrace.model.display_text import printable
+from ktrace.report import memory
 from ktrace.report.content import Report
 from ktrace.report.format import fmt_ns, fmt_num, fmt_time_range
 from ktrace.report.identity import identity_line
@@ -302,13 +303,24 @@ def ranks_markdown(report: Report) -> list[str]:
     return out
 
 
+def _memory(report: Report) -> list[str]:
+    summary = report.dashboard.summary
+    out = [f"## {memory.TITLE}", "", cell(memory.lead(summary), 2000), ""]
+    m = summary.memory_timeline
+    if m is not None:
+        out += md_table(memory.DEVICE_HEADERS, memory.device_cells(m, summary.phases.start_ns))
+        out += md_table(memory.OPERATOR_HEADERS, memory.operator_cells(m))
+        out += md_table(memory.GROWTH_HEADERS, memory.growth_cells(m) if m.growth.height > 1 else [])
+    return out
+
+
 def render_markdown(report: Report) -> str:
     """The report as one Markdown document."""
     out = [f"# {cell(report.title, 200)}", ""]
     about = identity_line(report.identity)
     if about:
         out += [" · ".join(f"**{cell(k)}** {cell(v, 400)}" for k, v in about), ""]
-    for part in (_job, _system, _framework, _rules_summary, _dashboard, ranks_markdown):
+    for part in (_job, _system, _framework, _rules_summary, _dashboard, ranks_markdown, _memory):
         out += part(report)
     out += ["## Rules", ""]
     for result in report.dashboard.rules.results:

@@ -232,3 +232,20 @@ def heatmap(
             shapes=lines,
         ),
     }
+
+
+def xy_lines(title: str, series: Sequence[tuple[str, list[float], list[float | None]]], y_title: str) -> Figure:
+    """One line per (name, x in seconds since the trace start, y) series; y from 0."""
+    data = [
+        {"type": "scattergl" if len(x) > 2000 else "scatter", "mode": "lines", "name": label(name), "x": x, "y": y}
+        for name, x, y in series
+    ]
+    return {
+        "data": data,
+        "layout": _layout(
+            title,
+            height=380,
+            xaxis={"title": {"text": "seconds since trace start"}},
+            yaxis={"title": {"text": y_title}, "rangemode": "tozero"},
+        ),
+    }

@@ -12,6 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ktrace.analysis.memory_timeline import peak_line
 from ktrace.analysis.names import distinct_short_names
 from ktrace.analysis.operators import OperatorSummary
 from ktrace.analysis.phases import step_source_note
@@ -412,6 +413,8 @@ def render_summary(summary: Summary, console: Console) -> None:
     )
     print_table(console, "GPU activity (sum of durations)", _text_rows(summary.activity), share_bar="share")
     print_table(console, "memory operations", _text_rows(summary.memory), share_bar="time_share")
+    if summary.memory_timeline is not None:
+        console.print(escape(printable(peak_line(summary.memory_timeline, summary.phases.start_ns))))
     print_table(console, "communication / compute overlap", _text_rows(summary.overlap))
     print_table(console, "counters", _counter_rows(_text_rows(summary.counters)))
     _load_balance(console, summary.load_balance)

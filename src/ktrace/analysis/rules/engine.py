@@ -25,6 +25,7 @@ RULE_ORDER: tuple[str, ...] = (
     "PageableMemcpy",
     "SyncMemcpy",
     "ExcessiveSync",
+    "MemoryGrowth",
     "GPUGaps",
     "LaunchBoundKernels",
     "HighLaunchLatency",
@@ -41,6 +42,7 @@ def all_rules() -> tuple[Rule, ...]:
     """Every built-in rule, in report order: SageMaker Debugger's, then timeline rules, then trace health."""
     from ktrace.analysis.rules import (
         health,
+        memory,
         sagemaker,
         sagemaker_capacity,
         sagemaker_counters,
@@ -51,7 +53,16 @@ def all_rules() -> tuple[Rule, ...]:
 
     found = {
         r.name: r
-        for m in (sagemaker, sagemaker_counters, sagemaker_capacity, timeline, timeline_gpu, timeline_latency, health)
+        for m in (
+            sagemaker,
+            sagemaker_counters,
+            sagemaker_capacity,
+            timeline,
+            memory,
+            timeline_gpu,
+            timeline_latency,
+            health,
+        )
         for r in m.RULES
     }
     return tuple(found[name] for name in RULE_ORDER)
