@@ -129,10 +129,9 @@ def build_graph(ix: TraceIndex, window: Window) -> Graph:
     ev_end = np.concatenate([_col(cpu, "end_ns"), c.end[recs]]).astype(np.int64)
     parts = [_cpu_edges(cpu, ev_start, ev_end)]
     if recs.size:
-        mine = launched & (c.rank_id == rank_id)
-        syncs = rank_syncs(ix, window.node, window.rank)
-        parts.append(_gpu_edges(ix, recs, rec_ev, api_ev, mine, syncs))
-        waited, call = cpu_waits(ix, syncs, rec_ev, mine)
+        syncs = rank_syncs(ix, window.node, window.rank, window.start_ns, window.end_ns)
+        parts.append(_gpu_edges(ix, window, recs, rec_ev, api_ev, syncs))
+        waited, call = cpu_waits(ix, syncs, recs)
         keep = api_ev[call] >= 0
         w, a = rec_ev[waited[keep]], api_ev[call[keep]]
         parts.append(_edges(2 * w + 1, 2 * a + 1, np.zeros(w.size, np.int64), SYNC, -1))
@@ -186,18 +185,26 @@ def _cpu_edges(cpu: pl.DataFrame, ev_start: I64, ev_end: I64) -> Edges:
     weight = np.where(top_end | into_blocking_end, 0, seq_ts[pair + 1] - seq_ts[pair])
     etype = np.where(top_end, DEPENDENCY, CPU).astype(np.int64)
     # The time between u and v lies in the innermost event open just after u.
-    points = cpu[(u >> 1).tolist()].select(*_THREAD).with_columns(t=pl.Series(seq_ts[pair], dtype=pl.Int64))
+    points = cpu.select(pl.col(*_THREAD).gather(pl.Series(u >> 1))).with_columns(
+        t=pl.Series(seq_ts[pair], dtype=pl.Int64)
+    )
     ranges, idx = enclosing(cpu.with_columns(ev=pl.Series(ev)), points, _THREAD, "t")
     owner = np.where(idx >= 0, _col(ranges, "ev")[np.maximum(idx, 0)], u >> 1)
     return u, v, weight, etype, np.where(top_end, -1, owner)
 
 
-def _queue_lengths(ix: TraceIndex, mine: npt.NDArray[np.bool_]) -> tuple[I64, I64]:
-    """Per GPU record of the rank: the stream's queue length just after its launch call and just after its
-    start (HTA: +1 at each launch call, -1 at each record start, per stream, in time order)."""
+def _queue_lengths(ix: TraceIndex, window: Window, rank_id: int) -> tuple[I64, I64]:
+    """Per GPU record: its stream's queue length just after its launch call and just after its start (HTA:
+    +1 at each launch call, -1 at each record start, per stream, in time order). Exact for the window's
+    records while counting only the records that can be queued during it (launched by its end, ending after
+    its start): any other record adds +1 and -1 before the window."""
     c = ix.gpu_columns()
-    rec = np.flatnonzero(mine)
-    launch_ts = ix.api_times()[0][ix.launch_rows()[rec]]
+    launch = ix.launch_rows()
+    launched = np.flatnonzero((launch >= 0) & (c.rank_id == rank_id))
+    all_launch_ts = ix.api_times()[0][launch[launched]]
+    near = (all_launch_ts <= window.end_ns) & (c.end[launched] >= window.start_ns)
+    rec = launched[near]
+    launch_ts = all_launch_ts[near]
     group, _ = dense_ids([c.device[rec], c.stream[rec]])
     ts = np.concatenate([launch_ts, c.start[rec]])
     delta = np.concatenate([np.ones(rec.size, np.int64), -np.ones(rec.size, np.int64)])
@@ -214,14 +221,12 @@ def _queue_lengths(ix: TraceIndex, mine: npt.NDArray[np.bool_]) -> tuple[I64, I6
     return at_launch, at_start
 
 
-def _gpu_edges(
-    ix: TraceIndex, recs: I64, rec_ev: I64, api_ev: I64, mine: npt.NDArray[np.bool_], syncs: pl.DataFrame
-) -> Edges:
+def _gpu_edges(ix: TraceIndex, window: Window, recs: I64, rec_ev: I64, api_ev: I64, syncs: pl.DataFrame) -> Edges:
     """Record spans, launch delays, kernel-kernel gaps and the stream-wait-event edges."""
     c = ix.gpu_columns()
     launch = ix.launch_rows()
     api_start = ix.api_times()[0]
-    ql_launch, ql_start = _queue_lengths(ix, mine)
+    ql_launch, ql_start = _queue_lengths(ix, window, int(c.rank_id[recs[0]]))
     order = np.lexsort((recs, c.start[recs], c.stream[recs], c.device[recs]))
     r = recs[order]
     same = (c.stream[r][1:] == c.stream[r][:-1]) & (c.device[r][1:] == c.device[r][:-1])
@@ -230,7 +235,7 @@ def _gpu_edges(
     has_prev = prev >= 0
     prev_end = np.where(has_prev, c.end[np.maximum(prev, 0)], 0)
     launch_ts = api_start[launch[r]]
-    waits_on = stream_waits(ix, syncs, mine)[r]
+    waits_on = stream_waits(ix, syncs, recs)[r]
     has_sync = (waits_on >= 0) & (rec_ev[np.maximum(waits_on, 0)] >= 0)
     sync_end = np.where(has_sync, c.end[np.maximum(waits_on, 0)], 0)
     delayed = (
