@@ -94,7 +94,12 @@ def stream_waits(ix: TraceIndex, syncs: pl.DataFrame, rec: I64) -> I64:
     launch = ix.launch_rows()[rec]
     callers = np.concatenate([launch, waits["api_row"].to_numpy().astype(np.int64)])
     pid, tid = api["pid"].to_numpy().astype(np.int64), api["tid"].to_numpy().astype(np.int64)
-    stream = np.concatenate([_stream_key(c.device[rec], c.stream[rec]), _stream_key(waits["device"], waits["stream"])])
+    stream = np.concatenate(
+        [
+            _stream_key(c.device[rec], c.stream[rec]),
+            _stream_key(waits["device"].to_numpy().astype(np.int64), waits["stream"].to_numpy().astype(np.int64)),
+        ]
+    )
     key, _ = dense_ids([stream, pid[callers], tid[callers]])
     api_start = ix.api_times()[0]
     launches = _Launches(rec, key[: rec.size], api_start[launch])
