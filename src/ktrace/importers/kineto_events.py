@@ -195,6 +195,9 @@ def sync_columns(evs: list[Event], args: list[Args]) -> dict[str, pa.Array]:
     cols["sync_kind"] = str_array(
         [a.sync_kind if type(a.sync_kind) is str else e.name for a, e in zip(args, evs, strict=True)]
     )
+    cols["event_id"] = int_array([a.wait_event for a in args])
+    cols["wait_stream"] = int_array([a.wait_stream for a in args])
+    cols["wait_correlation_id"] = int_array([a.wait_correlation for a in args])
     return cols
 
 

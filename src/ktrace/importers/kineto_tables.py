@@ -127,7 +127,8 @@ def add_gpu_tables(builder: TraceBuilder, sink: EventSink, fix: TimeFixer) -> No
             syncs.column("sync_kind").combine_chunks(), lambda k: (SYNC_KIND.get(str(k).strip().lower(), "unknown"),)
         )
         syncs = syncs.drop_columns(["sync_kind", "name", "external_id"])
-        syncs = syncs.set_column(syncs.schema.get_field_index("stream"), "stream", _stream_na(syncs["stream"]))
+        for col in ("stream", "wait_stream", "wait_correlation_id"):  # Kineto writes -1 for "none"
+            syncs = syncs.set_column(syncs.schema.get_field_index(col), col, _stream_na(syncs[col]))
         builder.add("syncs", syncs.append_column("sync_type", sync_type))
 
 

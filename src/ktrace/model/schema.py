@@ -79,6 +79,10 @@ SYNCS_COLUMNS = _fields(
     ("sync_type", _STR, False),
     ("correlation_id", pa.int64(), True),
     ("event_id", pa.int64(), True),
+    # Event waits (Kineto's wait_on_stream / wait_on_cuda_event_record_corr_id): the stream the waited event
+    # was recorded on and the correlation id of its cudaEventRecord call; null elsewhere.
+    ("wait_stream", pa.int64(), True),
+    ("wait_correlation_id", pa.int64(), True),
 )
 
 API_COLUMNS = _fields(
