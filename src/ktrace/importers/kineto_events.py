@@ -23,6 +23,7 @@ from ktrace.importers.kineto_schema import (
     KNOWN_CATEGORIES,
     MAX_TS_US,
     NO_OP_ARGS,
+    OPS_KINDS,
     SKIPPED,
     SKIPPED_OP,
     Args,
@@ -220,6 +221,11 @@ def op_columns(evs: list[Event], args: list[Args]) -> dict[str, pa.Array]:
     return cols
 
 
+def python_columns(evs: list[Event]) -> dict[str, pa.Array]:
+    """Raw columns of Python frames (python_function): their args (Python ids) are not read."""
+    return {**_common(evs), "pid": int_array([e.pid for e in evs]), "tid": int_array([e.tid for e in evs])}
+
+
 BUILDERS: dict[str, Callable[[list[Event], list[Args]], dict[str, pa.Array]]] = {
     "kernel": kernel_columns,
     "memcpy": memory_columns,
@@ -296,22 +302,25 @@ class EventSink:
                 for e in (events[i] for i in np.flatnonzero(codes == -1).tolist())
                 if e.ph == "M"
             ]
-        op_code = KINDS.index("op") + 1
         for code in (np.flatnonzero(present[2 : SKIPPED_OP + 1]) + 1).tolist():
             evs = [e for e in (events[i] for i in np.flatnonzero(codes == code).tolist()) if e.ph == "X"]
-            if code == op_code:
+            kind = KINDS[code - 1]
+            if kind == "op":
                 steps = [e for e in evs if e.name.startswith(STEP_PREFIX)]
                 if steps:  # PyTorch 1.9 wrote ProfilerStep#N as an Operator
                     self._stage_kind(staged, "annotation", steps)
                     evs = [e for e in evs if not e.name.startswith(STEP_PREFIX)]
-                if not self.with_ops:
-                    staged.skipped_ops += len(evs)
-                    continue
-            self._stage_kind(staged, KINDS[code - 1], evs)
+            if kind in OPS_KINDS and not self.with_ops:
+                staged.skipped_ops += len(evs)
+                continue
+            self._stage_kind(staged, kind, evs)
         return staged
 
     def _stage_kind(self, staged: _Staged, kind: str, evs: list[Event]) -> None:
         if not evs:
+            return
+        if kind == "python":
+            staged.tables.append((kind, pa.table(python_columns(evs))))
             return
         raws = [e.args for e in evs]
         # operators of the fast path come with their args decoded (kineto_schema.OpArgs); others are raw JSON

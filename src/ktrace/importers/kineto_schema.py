@@ -30,12 +30,12 @@ KIND_OF_CATEGORY: dict[str, str] = {
     "gpu_user_annotation": "gpu_annotation",
     "cpu_op": "op",
     "Operator": "op",
+    "python_function": "python",
 }
 """Kineto category (every era: 2021 capitalised names, 2023+ snake_case) -> ktrace kind of event."""
 
 KNOWN_CATEGORIES = frozenset(KIND_OF_CATEGORY) | {
     "Trace",
-    "python_function",
     "cpu_instant_event",
     "ac2g",
     "async",
@@ -56,12 +56,17 @@ KNOWN_CATEGORIES = frozenset(KIND_OF_CATEGORY) | {
 }
 """Categories that mark a file as a Kineto trace (those not in KIND_OF_CATEGORY are skipped)."""
 
-KINDS = ("kernel", "memcpy", "memset", "runtime", "driver", "sync", "annotation", "gpu_annotation", "op")
+KINDS = ("kernel", "memcpy", "memset", "runtime", "driver", "sync", "annotation", "gpu_annotation", "op", "python")
 """Kinds of kept events; code k in `codes` below is KINDS[k - 1]."""
 SKIPPED = 0
 """Code of events of a known category that ktrace does not import."""
 SKIPPED_OP = len(KINDS) + 1
-"""Code of cpu_op events skipped because ops were not asked for (counted only)."""
+"""Code of cpu_op and python_function events skipped because ops were not asked for (counted only)."""
+OPS_KINDS = ("op", "python")
+"""Kinds that `with_ops` (ktrace import's default; --no-ops turns it off) imports into the ops table."""
+_LEAN_SKIPS = ("cpu_op", "python_function")
+"""Categories the tagged decoder skips without ops (the 2021 "Operator" is decoded: PyTorch 1.9 wrote its
+ProfilerStep#N spans there; EventSink drops the rest)."""
 
 
 class Args(msgspec.Struct, gc=False):
@@ -155,20 +160,21 @@ _ARGS_LIST = msgspec.json.Decoder(list[Args | None])
 _ARGS = msgspec.json.Decoder(Args | None)
 
 
-def _kept_fields(exact: bool, op: bool = False) -> list[tuple[str, Any, Any]]:
+def _kept_fields(exact: bool, kind: str | None = None) -> list[tuple[str, Any, Any]]:
     """The fields of a kept event; an operator's args are decoded with the event (see OpArgs), so its `args`
-    is an OpArgs or None, every other event's raw JSON."""
+    is an OpArgs or None; a Python frame's are not read at all (half of an H100 trace's events: skipping
+    them costs nothing); every other event's are raw JSON."""
     ts: tuple[str, Any, Any] = ("ts", int | Decimal, 0) if exact else ("ts", int | float, 0.0)
-    args: tuple[str, Any, Any] = ("args", OpArgs | None, None) if op else ("args", msgspec.Raw, NULL)
-    return [
+    args: tuple[str, Any, Any] = ("args", OpArgs | None, None) if kind == "op" else ("args", msgspec.Raw, NULL)
+    fields: list[tuple[str, Any, Any]] = [
         ("ph", str, ""),
         ("name", str, ""),
         ("pid", int | str, 0),
         ("tid", int | str, 0),
         ts,
         ("dur", float, 0.0),
-        args,
     ]
+    return fields if kind == "python" else [*fields, args]
 
 
 @functools.cache
@@ -183,16 +189,16 @@ def tagged_decoder(with_ops: bool, exact: bool = False) -> tuple[msgspec.json.De
     code_of: dict[type, int] = {}
     for i, cat in enumerate(sorted(KNOWN_CATEGORIES)):
         kind = KIND_OF_CATEGORY.get(cat)
-        keep = kind is not None and (with_ops or cat != "cpu_op")
+        keep = kind is not None and (with_ops or cat not in _LEAN_SKIPS)
         cls = msgspec.defstruct(
             f"{'Exact' if exact else ''}Cat{i}",
-            _kept_fields(exact, kind == "op") if keep else [],
+            _kept_fields(exact, kind) if keep else [],
             tag_field="cat",
             tag=cat,
             gc=False,
         )
         types.append(cls)
-        code_of[cls] = KINDS.index(kind) + 1 if keep and kind else (SKIPPED_OP if kind == "op" else SKIPPED)
+        code_of[cls] = KINDS.index(kind) + 1 if keep and kind else (SKIPPED_OP if cat in _LEAN_SKIPS else SKIPPED)
     union: Any = functools.reduce(operator.or_, types)
     return msgspec.json.Decoder(list[union]), code_of
 

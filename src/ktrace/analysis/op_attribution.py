@@ -1,0 +1,40 @@
+"""Which ops row holds each GPU record's launch: the innermost range of a chosen kind (framework operator,
+nn.Module frame) on the launch call's thread containing the call's start. Shared by the operator and module
+views (operators.py, modules.py) so both attribute the same way."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.steps import enclosing
+
+I64 = npt.NDArray[np.int64]
+THREAD = ("node", "rank", "pid", "tid")
+MODULE_PREFIX = "nn.Module: "
+
+IS_OPERATOR = pl.col("category").is_null() | (pl.col("category").cast(pl.String) == "cpu_op")
+"""ops rows that are framework operators (cpu_op; null in stores written before ops.category), not Python frames."""
+IS_MODULE = (pl.col("category").cast(pl.String) == "python_function") & pl.col("name").cast(pl.String).str.starts_with(
+    MODULE_PREFIX
+)
+"""ops rows that are nn.Module frames (Kineto python_function `nn.Module: Linear_0`, with_modules=True)."""
+
+
+def innermost_of_records(ix: TraceIndex, rows: pl.Expr) -> I64:
+    """Row of trace.ops of the innermost of the ops rows selected by `rows` (an expression over trace.ops)
+    on each GPU record's launch thread that contains the launch call's start; -1 where none (index order)."""
+    trace = ix.trace
+    launch = ix.launch_rows()
+    out = np.full(launch.size, -1, np.int64)
+    launched = np.flatnonzero(launch >= 0)
+    if trace.ops.height == 0 or launched.size == 0:
+        return out
+    calls = trace.api.select(pl.col(*THREAD, "start_ns").gather(pl.Series(launch[launched])))
+    ops = trace.ops.select(*THREAD, "start_ns", "end_ns", rows.alias("kept")).with_row_index("op_row")
+    ranges, idx = enclosing(ops.filter(pl.col("kept")), calls, THREAD, "start_ns")
+    op_row = ranges["op_row"].to_numpy().astype(np.int64)
+    out[launched] = np.where(idx >= 0, op_row[np.maximum(idx, 0)], -1)
+    return out
