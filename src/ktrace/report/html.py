@@ -7,6 +7,7 @@ from typing import Any
 
 from ktrace.report.content import Report
 from ktrace.report.identity import identity_line
+from ktrace.report.operator_section import operators_section
 from ktrace.report.sections import (
     Section,
     dashboard,
@@ -69,7 +70,7 @@ def script_json(value: Any) -> str:
 
 
 def all_sections(report: Report) -> list[Section]:
-    """Every section in report order: job, system, framework, rules summary, dashboard, one per rule
+    """Every section in report order: job, system, framework, rules summary, dashboard, operators, one per rule
     (rules that found something first)."""
     ordered = triggered_first(report.dashboard.rules.results)
     return [
@@ -78,6 +79,7 @@ def all_sections(report: Report) -> list[Section]:
         framework_metrics(report),
         rules_summary(report, ordered),
         dashboard(report),
+        operators_section(report),
         *(rule_section(r) for r in ordered),
     ]
 
@@ -85,7 +87,7 @@ def all_sections(report: Report) -> list[Section]:
 def render_html(report: Report) -> str:
     """The whole report as one HTML document."""
     sections = all_sections(report)
-    nav = "".join(f'<a href="#{esc(s.anchor)}">{esc(s.title)}</a>' for s in sections[:5])
+    nav = "".join(f'<a href="#{esc(s.anchor)}">{esc(s.title)}</a>' for s in sections[:6])
     body = "".join(
         f'<section id="{esc(s.anchor)}"><h2>{esc(s.title)}</h2>{"".join(s.body)}</section>' for s in sections
     )

@@ -104,8 +104,10 @@ def test_sections_in_the_order_of_the_seed_reports(synthetic_trace):  # type: ig
 
     sections = all_sections(build_report(synthetic_trace))
     anchors = [s.anchor for s in sections]
-    assert anchors[:5] == ["job", "system", "framework", "rules", "dashboard"]
-    assert len(anchors) == 5 + 20
+    from ktrace.analysis.rules.engine import RULE_ORDER
+
+    assert anchors[:6] == ["job", "system", "framework", "rules", "dashboard", "operators"]
+    assert len(anchors) == 6 + len(RULE_ORDER)
     dashboard = sections[4]
     titles = [f["layout"]["title"]["text"] for f in dashboard.figures]
     for wanted in (
