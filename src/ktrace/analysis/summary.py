@@ -19,6 +19,7 @@ from ktrace.analysis.kernel_sequences import DEFAULT_LENGTH, KernelSequences, ke
 from ktrace.analysis.kernels import kernel_stats, top_kernels
 from ktrace.analysis.latency import latency_stats
 from ktrace.analysis.memory_timeline import MemoryTimeline, memory_timeline, memory_timeline_dict
+from ktrace.analysis.modules import NO_MODULES, ModuleSummary
 from ktrace.analysis.operators import OperatorSummary, operator_summary
 from ktrace.analysis.overlap import comm_compute_overlap
 from ktrace.analysis.phases import JobPhases, job_phases, step_spans
@@ -169,11 +170,22 @@ def _operators_dict(o: OperatorSummary | None) -> dict[str, Any] | None:
     return {
         "operators": o.operators,
         "records": o.records,
-        "attributed_records": o.attributed,
-        "attributed_gpu_share": o.attributed_gpu_share,
+        **_attribution(o),
         "top_by_gpu_time": frame_records(o.top_by_gpu_time),
         "top_by_cpu_self_time": frame_records(o.top_by_cpu_self_time),
+        "kernels_of_top_operators": frame_records(o.kernels_of_top),
+        "modules": _modules_dict(o.modules),
+        **({"modules_note": NO_MODULES} if o.modules is None else {}),
     }
+
+
+def _attribution(view: OperatorSummary | ModuleSummary) -> dict[str, Any]:
+    return {"attributed_records": view.attributed, "attributed_gpu_share": view.attributed_gpu_share}
+
+
+def _modules_dict(m: ModuleSummary | None) -> dict[str, Any] | None:
+    top = None if m is None else frame_records(m.top_by_gpu_time)
+    return None if m is None else {"modules": m.modules, "frames": m.frames, **_attribution(m), "top_by_gpu_time": top}
 
 
 def _sequences_dict(k: KernelSequences | None) -> dict[str, Any] | None:

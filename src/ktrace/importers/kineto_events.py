@@ -25,6 +25,7 @@ from ktrace.importers.kineto_schema import (
     MEMORY_EVENT,
     NO_MEM_ARGS,
     NO_OP_ARGS,
+    OPS_KINDS,
     SKIPPED,
     SKIPPED_OP,
     Args,
@@ -242,6 +243,11 @@ def alloc_columns(evs: list[Event], args: list[Any]) -> dict[str, pa.Array]:
     }
 
 
+def python_columns(evs: list[Event]) -> dict[str, pa.Array]:
+    """Raw columns of Python frames (python_function): their args (Python ids) are not read."""
+    return {**_common(evs), "pid": int_array([e.pid for e in evs]), "tid": int_array([e.tid for e in evs])}
+
+
 BUILDERS: dict[str, Callable[[list[Event], list[Any]], dict[str, pa.Array]]] = {
     "kernel": kernel_columns,
     "memcpy": memory_columns,
@@ -318,27 +324,29 @@ class EventSink:
             staged.meta_events += [(e.name, e.pid, e.tid, _meta_label(e.args)) for e in other if e.ph == "M"]
             # PyTorch 1.9 wrote allocator events without a category
             self._stage_kind(staged, "alloc", [e for e in other if e.ph == "i" and e.name == MEMORY_EVENT])
-        op_code = KINDS.index("op") + 1
-        alloc_code = KINDS.index("alloc") + 1
         for code in (np.flatnonzero(present[2 : SKIPPED_OP + 1]) + 1).tolist():
             at = np.flatnonzero(codes == code).tolist()
-            if code == alloc_code:
+            kind = KINDS[code - 1]
+            if kind == "alloc":
                 self._stage_kind(staged, "alloc", [e for e in map(events.__getitem__, at) if e.name == MEMORY_EVENT])
                 continue
             evs = [e for e in map(events.__getitem__, at) if e.ph == "X"]
-            if code == op_code:
+            if kind == "op":
                 steps = [e for e in evs if e.name.startswith(STEP_PREFIX)]
                 if steps:  # PyTorch 1.9 wrote ProfilerStep#N as an Operator
                     self._stage_kind(staged, "annotation", steps)
                     evs = [e for e in evs if not e.name.startswith(STEP_PREFIX)]
-                if not self.with_ops:
-                    staged.skipped_ops += len(evs)
-                    continue
-            self._stage_kind(staged, KINDS[code - 1], evs)
+            if kind in OPS_KINDS and not self.with_ops:
+                staged.skipped_ops += len(evs)
+                continue
+            self._stage_kind(staged, kind, evs)
         return staged
 
     def _stage_kind(self, staged: _Staged, kind: str, evs: list[Event]) -> None:
         if not evs:
+            return
+        if kind == "python":
+            staged.tables.append((kind, pa.table(python_columns(evs))))
             return
         raws = [e.args for e in evs]
         # operators and allocator events of the fast path come with their args decoded (kineto_schema._TYPED_ARGS);

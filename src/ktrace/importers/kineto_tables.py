@@ -167,9 +167,17 @@ def add_cpu_tables(builder: TraceBuilder, sink: EventSink, fix: TimeFixer) -> No
             [f.select("start_ns", "end_ns", "pid", "tid", "name", "on_gpu", "device", "stream") for f in frames]
         )
         builder.add("ranges", _with_depth(ranges).to_arrow())
-    ops = sink.table("op")
-    if ops is not None:
-        builder.add("ops", fix.spans(ops))
+    add_ops_tables(builder, sink, fix)
+
+
+def add_ops_tables(builder: TraceBuilder, sink: EventSink, fix: TimeFixer) -> None:
+    """ops: framework operators (cpu_op) and Python frames (python_function), told apart by `category`."""
+    for kind, category in (("op", "cpu_op"), ("python", "python_function")):
+        ops = sink.table(kind)
+        if ops is not None:
+            ops = fix.spans(ops)
+            label = pa.DictionaryArray.from_arrays(np.zeros(ops.num_rows, np.int32), [category])
+            builder.add("ops", ops.append_column("category", label))
 
 
 CUDA_DEVICE_TYPE = 1

@@ -13,6 +13,9 @@ COPY_KINDS = ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "unknown")
 MEMORY_KINDS = ("pageable", "pinned", "device", "managed", "array", "unknown")
 SYNC_TYPES = ("stream", "event", "stream_wait_event", "context", "device", "unknown")
 API_DOMAINS = ("runtime", "driver")
+OP_CATEGORIES = ("cpu_op", "python_function")
+"""ops.category: a framework operator (Kineto cpu_op) or a Python frame (Kineto python_function, nn.Module
+frames among them). Null (stores written before the column, sources without it) means an operator."""
 
 NODE_RANK = -1
 """`rank` of rows that belong to a whole node rather than a process (the launcher's counters)."""
@@ -116,6 +119,7 @@ OPS_COLUMNS = _fields(
     ("name", _STR, False),
     ("external_id", pa.int64(), True),
     ("sequence_number", pa.int64(), True),
+    ("category", _STR, True),
 )
 
 COUNTERS_COLUMNS = _fields(
@@ -205,6 +209,7 @@ ENUMS: dict[tuple[str, str], tuple[str, ...]] = {
     ("memory", "dst_kind"): MEMORY_KINDS,
     ("syncs", "sync_type"): SYNC_TYPES,
     ("api", "domain"): API_DOMAINS,
+    ("ops", "category"): OP_CATEGORIES,
 }
 """(table, column) -> allowed values, checked by Trace.validate()."""
 

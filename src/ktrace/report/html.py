@@ -8,6 +8,7 @@ from typing import Any
 from ktrace.report.content import Report
 from ktrace.report.identity import identity_line
 from ktrace.report.memory import memory_section
+from ktrace.report.operator_section import operators_section
 from ktrace.report.rank_sections import ranks_section
 from ktrace.report.sections import (
     Section,
@@ -71,8 +72,8 @@ def script_json(value: Any) -> str:
 
 
 def all_sections(report: Report) -> list[Section]:
-    """Every section in report order: job, system, framework, rules summary, dashboard, ranks (2+ ranks), memory
-    timeline, one per rule (rules that found something first)."""
+    """Every section in report order: job, system, framework, rules summary, dashboard, ranks (2+ ranks),
+    operators, memory timeline, one per rule (rules that found something first)."""
     ordered = triggered_first(report.dashboard.rules.results)
     ranks = ranks_section(report)
     return [
@@ -82,6 +83,7 @@ def all_sections(report: Report) -> list[Section]:
         rules_summary(report, ordered),
         dashboard(report),
         *([ranks] if ranks else []),
+        operators_section(report),
         memory_section(report.dashboard.summary),
         *(rule_section(r) for r in ordered),
     ]

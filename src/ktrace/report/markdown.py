@@ -16,6 +16,7 @@ from ktrace.report import memory
 from ktrace.report.content import Report
 from ktrace.report.format import fmt_ns, fmt_num, fmt_time_range
 from ktrace.report.identity import identity_line
+from ktrace.report.operator_tables import operator_tables
 from ktrace.report.rank_rows import (
     BASIS_NOTE,
     STEP_HEADERS,
@@ -225,6 +226,14 @@ def _dashboard(report: Report) -> list[str]:
     return out
 
 
+def _operators(report: Report) -> list[str]:
+    out = ["## Operators and kernel sequences", ""]
+    for t in operator_tables(report.dashboard.summary):
+        out += [f"### {t.title}", ""] + ([cell(t.note, 1000), ""] if t.note else [])
+        out += md_table(t.headers, t.cells)
+    return out
+
+
 def _step_histogram(hist: StepHistogram) -> list[str]:
     """The non-empty bins of the step-time histogram."""
     if not hist.counts:
@@ -320,7 +329,7 @@ def render_markdown(report: Report) -> str:
     about = identity_line(report.identity)
     if about:
         out += [" · ".join(f"**{cell(k)}** {cell(v, 400)}" for k, v in about), ""]
-    for part in (_job, _system, _framework, _rules_summary, _dashboard, ranks_markdown, _memory):
+    for part in (_job, _system, _framework, _rules_summary, _dashboard, ranks_markdown, _operators, _memory):
         out += part(report)
     out += ["## Rules", ""]
     for result in report.dashboard.rules.results:

@@ -114,8 +114,10 @@ def test_sections_in_the_order_of_the_seed_reports(synthetic_trace):  # type: ig
 
     sections = all_sections(build_report(synthetic_trace))
     anchors = [s.anchor for s in sections]
-    assert anchors[:6] == ["job", "system", "framework", "rules", "dashboard", "ranks"]  # ranks: 2+ ranks
-    assert len(anchors) == 6 + 20
+    from ktrace.analysis.rules.engine import RULE_ORDER
+
+    assert anchors[:8] == ["job", "system", "framework", "rules", "dashboard", "ranks", "operators", "memory"]
+    assert len(anchors) == 8 + len(RULE_ORDER)  # ranks: 2+ ranks
     dashboard = sections[4]
     titles = [f["layout"]["title"]["text"] for f in dashboard.figures]
     for wanted in (
