@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ktrace.fleet.engines import open_engine
+from ktrace.fleet.engines import default_workers, open_engine
 from ktrace.fleet.rank_import import RankImport, RankTask, import_rank, read_entry
 from ktrace.importers.kineto import RankFile, assign_ranks, folder_meta
 from ktrace.importers.kineto_stream import kineto_files
@@ -29,6 +29,10 @@ from ktrace.model.store import write_meta
 from ktrace.model.trace import TraceMeta
 
 RESUME_PREFIX = ".ktrace-resume-"
+BYTES_PER_WORKER = 4 << 20
+"""Without --workers: at most one worker process per 4 MB of rank files left to import. A worker costs ~0.7 s of
+CPU to start (polars, pyarrow, the importer), about what importing 4 MB of gzip Kineto costs; the 8-rank DLRM
+folder (0.4 MB) imports in this process."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,8 @@ def _import_ranks(
     name, count = "in-process", 1
     if todo:
         tasks = [RankTask(str(files[i].resolve()), str(resume / _entry_name(files[i])), with_ops) for i in todo]
+        if workers is None and cluster is None:
+            workers = auto_workers([files[i].stat().st_size for i in todo])
         with open_engine(workers=workers, cluster=cluster, tasks=len(tasks)) as engine:
             name, count = engine.name, engine.workers
             for index, record in engine.map(import_rank, tasks, describe=lambda task: Path(task.path).name):
@@ -121,6 +127,11 @@ def _import_ranks(
                 done += files[todo[index]].stat().st_size
                 progress(done, total)
     return _Ranks([records[i] for i in range(len(files))], resumed, name, count)
+
+
+def auto_workers(sizes: Sequence[int]) -> int:
+    """The default of --workers for rank files of `sizes` bytes: one per core, one per BYTES_PER_WORKER at most."""
+    return max(1, min(default_workers(), len(sizes), sum(sizes) // BYTES_PER_WORKER))
 
 
 def _scan_resume(resume: Path, files: Sequence[Path], with_ops: bool) -> tuple[dict[int, RankImport], list[int]]:

@@ -122,3 +122,12 @@ def test_a_cluster_without_dask_is_exit_6_with_the_pip_command() -> None:
     res = _run_python(code)
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith("6 ") and "pip install 'ktrace[dask]'" in res.stdout, res.stdout
+
+
+def test_default_workers_scale_with_the_bytes_to_import() -> None:
+    from ktrace.fleet.engines import default_workers
+    from ktrace.fleet.folder_import import BYTES_PER_WORKER, auto_workers
+
+    assert auto_workers([50_000] * 8) == 1  # the DLRM folder: worker processes would cost more than they save
+    assert auto_workers([BYTES_PER_WORKER] * 256) == default_workers()
+    assert auto_workers([BYTES_PER_WORKER * 4]) == 1  # never more workers than files
