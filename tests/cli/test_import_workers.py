@@ -138,3 +138,12 @@ def test_killed_import_keeps_only_whole_ranks_and_resumes(
     assert main(["import", str(folder), "-o", str(out), "--workers", "2", "--force", "--no-progress"]) == 0
     assert not resume.exists()
     _assert_same_store(out, folder, tmp_path / "again")
+
+
+def test_a_failed_start_leaves_nothing_beside_the_output(
+    real_trace_path: Callable[[str], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "job.ktrace"
+    assert main(["import", str(real_trace_path("dlrm")), "-o", str(out), "--workers", "0"]) == 2
+    assert "--workers must be at least 1" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no output, no resume folder, no lock

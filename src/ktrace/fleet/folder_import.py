@@ -10,6 +10,7 @@ when its source's size and mtime, the options and the scrub rules are unchanged)
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -78,9 +79,14 @@ def import_folder(
     folder = Path(folder)
     if not isinstance(output, Output):
         output = Output(Path(output), STORE, force=force, inputs=[folder])
-    with output.preparing():  # an error or Ctrl-C: nothing published, the lock released, finished ranks kept
-        found = _import_ranks(folder, output.target, with_ops, force, workers, cluster, progress)
-        meta, counts, ranks = _stage(folder, found.records, resume_folder(output.target), output)
+    try:
+        with output.preparing():  # an error or Ctrl-C: nothing published, the lock released, finished ranks kept
+            found = _import_ranks(folder, output.target, with_ops, force, workers, cluster, progress)
+            meta, counts, ranks = _stage(folder, found.records, resume_folder(output.target), output)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            resume_folder(output.target).rmdir()  # only if no rank was kept in it
+        raise
     output.publish()
     shutil.rmtree(resume_folder(output.target), ignore_errors=True)
     return FolderImport(meta, counts, ranks, found.resumed, found.engine, found.workers)
