@@ -77,11 +77,14 @@ def test_a_failing_task_is_one_line_naming_the_item(kind: str, request: pytest.F
 def test_stopping_early_cancels_the_tasks_not_started(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    paths = [tmp_path / f"done{n}" for n in range(40)]
+    # processes: at most 2 tasks a worker are submitted ahead, so 40 leave room; dask: every task is submitted at
+    # once and its workers share this process, so 400 keep the scheduler busy past the first result
     if kind == "dask":
         engine: Engine = open_engine(cluster=request.getfixturevalue("dask_client"))
+        paths = [tmp_path / f"done{n}" for n in range(400)]
     else:
         engine = ProcessEngine(1)
+        paths = [tmp_path / f"done{n}" for n in range(40)]
     with engine:
         results = engine.map(Path.touch, paths)
         next(results)
