@@ -147,3 +147,16 @@ def test_a_failed_start_leaves_nothing_beside_the_output(
     assert main(["import", str(real_trace_path("dlrm")), "-o", str(out), "--workers", "0"]) == 2
     assert "--workers must be at least 1" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # no output, no resume folder, no lock
+
+
+def test_a_resume_folder_holding_foreign_files_is_refused_and_kept(
+    real_trace_path: Callable[[str], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "job.ktrace"
+    resume = resume_folder(out)
+    resume.mkdir()
+    (resume / "notes.txt").write_text("mine")
+    for force in ([], ["--force"]):
+        assert main(["import", str(real_trace_path("dlrm")), "-o", str(out), *force]) == 2
+        assert "notes.txt, which ktrace did not write there" in capsys.readouterr().err
+    assert (resume / "notes.txt").read_text() == "mine" and not out.exists()

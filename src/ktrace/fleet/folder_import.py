@@ -22,7 +22,7 @@ from ktrace.fleet.engines import default_workers, open_engine
 from ktrace.fleet.rank_import import RankImport, RankTask, import_rank, read_entry
 from ktrace.importers.kineto import RankFile, assign_ranks, folder_meta
 from ktrace.importers.kineto_stream import kineto_files
-from ktrace.model.errors import ProgressFn, TraceFormatError, no_progress
+from ktrace.model.errors import ExitCode, KtraceError, ProgressFn, TraceFormatError, no_progress
 from ktrace.model.layout import partition_dir
 from ktrace.model.outputs import STORE, Output
 from ktrace.model.scrub import scrub_meta
@@ -114,6 +114,7 @@ def _import_ranks(
     if not files:
         raise TraceFormatError(f"{folder}: no Kineto trace (.json or .json.gz) in this folder")
     resume = resume_folder(target)
+    _check_resume_folder(resume)
     if force:
         shutil.rmtree(resume, ignore_errors=True)
     resume.mkdir(exist_ok=True)
@@ -134,6 +135,19 @@ def _import_ranks(
                 done += files[todo[index]].stat().st_size
                 progress(done, total)
     return _Ranks([records[i] for i in range(len(files))], resumed, name, count)
+
+
+def _check_resume_folder(resume: Path) -> None:
+    """Refuse a resume folder ktrace did not make (a link, a file, or a folder holding anything but rank entries
+    and temporaries): its content is removed as the import goes, so it must be ktrace's own."""
+    if resume.is_symlink() or (resume.exists() and not resume.is_dir()):
+        raise KtraceError(f"{resume}: is not a folder ktrace made to resume an import; move it away", ExitCode.USAGE)
+    for entry in resume.iterdir() if resume.is_dir() else ():
+        if not entry.name.startswith(("file=", ".ktrace-tmp-")) or entry.is_symlink():
+            raise KtraceError(
+                f"{resume}: holds {entry.name}, which ktrace did not write there; move it away to import",
+                ExitCode.USAGE,
+            )
 
 
 def auto_workers(sizes: Sequence[int]) -> int:

@@ -101,6 +101,7 @@ def _run_python(code: str) -> subprocess.CompletedProcess[str]:
 def test_the_local_path_never_imports_dask() -> None:
     code = (
         "import sys\n"
+        "import ktrace.cli.import_trace, ktrace.fleet.folder_import  # the import verb's modules\n"
         "from ktrace.fleet.engines import open_engine\n"
         "with open_engine(workers=2, tasks=3) as e:\n"
         "    assert sorted(r for _, r in e.map(int, ['1', '2', '3'])) == [1, 2, 3]\n"
