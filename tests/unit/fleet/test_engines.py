@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -135,3 +135,15 @@ def test_default_workers_scale_with_the_bytes_to_import() -> None:
     assert auto_workers([50_000] * 8) == 1  # the DLRM folder: worker processes would cost more than they save
     assert auto_workers([BYTES_PER_WORKER] * 256) == default_workers()
     assert auto_workers([BYTES_PER_WORKER * 4]) == 1  # never more workers than files
+
+
+def test_a_rank_task_run_twice_keeps_the_first_partition(
+    real_trace_path: Callable[[str], Path], tmp_path: Path
+) -> None:
+    from ktrace.fleet.rank_import import RankTask, import_rank, read_entry
+
+    source = next(real_trace_path("dlrm").glob("worker2_*"))
+    task = RankTask(str(source), str(tmp_path / "file=rank2"), True)
+    first, again = import_rank(task), import_rank(task)  # as a Dask cluster may, after losing a worker
+    assert first == again and read_entry(tmp_path / "file=rank2") is not None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file=rank2"]  # no temporary left behind
