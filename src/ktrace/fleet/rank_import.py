@@ -160,7 +160,12 @@ def _write_entry(trace: Trace, entry: Path, record: RankImport) -> None:
         if len(folders) != 1:
             raise TraceFormatError(f"{record.source}: one file made {len(folders)} partitions")
         write_atomically(folders[0] / PARTITION_META_FILE, _record_text(record))
-        os.replace(tmp, entry)
+        try:
+            os.replace(tmp, entry)
+        except OSError:
+            if read_entry(entry) is None:
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)  # a cluster ran this task twice (a lost worker): one is enough
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

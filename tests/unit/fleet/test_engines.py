@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -77,11 +77,14 @@ def test_a_failing_task_is_one_line_naming_the_item(kind: str, request: pytest.F
 def test_stopping_early_cancels_the_tasks_not_started(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    paths = [tmp_path / f"done{n}" for n in range(40)]
+    # processes: at most 2 tasks a worker are submitted ahead, so 40 leave room; dask: every task is submitted at
+    # once and its workers share this process, so 400 keep the scheduler busy past the first result
     if kind == "dask":
         engine: Engine = open_engine(cluster=request.getfixturevalue("dask_client"))
+        paths = [tmp_path / f"done{n}" for n in range(400)]
     else:
         engine = ProcessEngine(1)
+        paths = [tmp_path / f"done{n}" for n in range(40)]
     with engine:
         results = engine.map(Path.touch, paths)
         next(results)
@@ -98,6 +101,7 @@ def _run_python(code: str) -> subprocess.CompletedProcess[str]:
 def test_the_local_path_never_imports_dask() -> None:
     code = (
         "import sys\n"
+        "import ktrace.cli.import_trace, ktrace.fleet.folder_import  # the import verb's modules\n"
         "from ktrace.fleet.engines import open_engine\n"
         "with open_engine(workers=2, tasks=3) as e:\n"
         "    assert sorted(r for _, r in e.map(int, ['1', '2', '3'])) == [1, 2, 3]\n"
@@ -122,3 +126,24 @@ def test_a_cluster_without_dask_is_exit_6_with_the_pip_command() -> None:
     res = _run_python(code)
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith("6 ") and "pip install 'ktrace[dask]'" in res.stdout, res.stdout
+
+
+def test_default_workers_scale_with_the_bytes_to_import() -> None:
+    from ktrace.fleet.engines import default_workers
+    from ktrace.fleet.folder_import import BYTES_PER_WORKER, auto_workers
+
+    assert auto_workers([50_000] * 8) == 1  # the DLRM folder: worker processes would cost more than they save
+    assert auto_workers([BYTES_PER_WORKER] * 256) == default_workers()
+    assert auto_workers([BYTES_PER_WORKER * 4]) == 1  # never more workers than files
+
+
+def test_a_rank_task_run_twice_keeps_the_first_partition(
+    real_trace_path: Callable[[str], Path], tmp_path: Path
+) -> None:
+    from ktrace.fleet.rank_import import RankTask, import_rank, read_entry
+
+    source = next(real_trace_path("dlrm").glob("worker2_*"))
+    task = RankTask(str(source), str(tmp_path / "file=rank2"), True)
+    first, again = import_rank(task), import_rank(task)  # as a Dask cluster may, after losing a worker
+    assert first == again and read_entry(tmp_path / "file=rank2") is not None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file=rank2"]  # no temporary left behind
