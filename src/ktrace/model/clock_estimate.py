@@ -59,8 +59,8 @@ def _collectives(kernels: pl.DataFrame) -> pl.DataFrame:
         kernels.filter(is_comm)
         .sort("start_ns", maintain_order=True)
         .select(
-            name.alias("name"),
-            pl.lit(None, pl.String).alias("group"),
+            name.cast(pl.Categorical).alias("name"),
+            pl.lit(None, pl.Categorical).alias("group"),
             pl.lit(None, pl.Int64).alias("seq"),
             pl.col("end_ns").cast(pl.Int64),
         )
@@ -161,9 +161,9 @@ def _matched_ends(inputs: list[RankClockInput]) -> tuple[pl.DataFrame, str]:
     allc = pl.concat(frames)
     by_seq = allc["seq"].null_count() == 0
     if by_seq:
-        key = pl.format("{}#{}", pl.col("group").fill_null(""), pl.col("seq"))
+        key = pl.format("{}#{}", pl.col("group").cast(pl.String).fill_null(""), pl.col("seq"))
     else:
-        key = pl.format("{}#{}", pl.col("name"), pl.int_range(pl.len()).over("node", "rank", "name"))
+        key = pl.format("{}#{}", pl.col("name").cast(pl.String), pl.int_range(pl.len()).over("node", "rank", "name"))
     ends = allc.select("node", "rank", key.alias("key"), "end_ns")
     return ends, "collectives:sequence" if by_seq else "collectives:order"
 
