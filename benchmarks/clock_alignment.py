@@ -19,8 +19,7 @@ import time
 import numpy as np
 import polars as pl
 
-from ktrace.model.clock import COLLECTIVE_COLUMNS, RankClockInput
-from ktrace.model.clock_estimate import align_trace, estimate_offsets
+from ktrace.model.clock_estimate import COLLECTIVE_COLUMNS, RankClockInput, align_trace, estimate_offsets
 from ktrace.testing.fleet import FleetConfig, generate_fleet
 
 

@@ -9,8 +9,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ktrace.model.clock import ClockAlignment, ClockPair, HostClock, RankClockInput
-from ktrace.model.clock_estimate import align_hosts, align_trace, estimate_offsets, rank_clock_inputs
+from ktrace.model.clock import ClockAlignment, ClockPair, HostClock
+from ktrace.model.clock_estimate import RankClockInput, align_hosts, align_trace, estimate_offsets, rank_clock_inputs
 from ktrace.model.trace import Trace
 from ktrace.testing.fleet import FleetConfig, FleetTrace, generate_fleet
 
