@@ -21,8 +21,9 @@ sibling room of analysis) run it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -87,16 +88,35 @@ def _collectives(kernels: pl.DataFrame) -> pl.DataFrame:
 
 
 def rank_clock_inputs(trace: Trace) -> list[RankClockInput]:
-    """`rank_clock_input` for every rank of `trace` that ran a kernel."""
+    """`rank_clock_input` for every rank of `trace` that ran a kernel or has clock pairs (meta.capture)."""
     comm = trace.kernels.filter(
         pl.col("name").cast(pl.String).str.contains(_NCCL_NAME) | pl.col("collective").is_not_null()
     )
-    ranks = trace.kernels.select(pl.col("node").cast(pl.String), "rank").unique().sort("node", "rank")
+    pairs = clock_pairs_of(trace.meta.capture)
+    ranks = {(str(n), int(r)) for n, r in trace.kernels.select("node", "rank").unique().iter_rows()} | set(pairs)
     parts = {
         (str(n), int(r)): p for (n, r), p in comm.with_columns(pl.col("node").cast(pl.String)).group_by("node", "rank")
     }
     empty = comm.clear()
-    return [RankClockInput(n, r, _collectives(parts.get((n, r), empty))) for n, r in ranks.iter_rows()]
+    return [
+        RankClockInput(n, r, _collectives(parts.get((n, r), empty)), pairs.get((n, r), ())) for n, r in sorted(ranks)
+    ]
+
+
+def clock_pairs_of(capture: Mapping[str, Any]) -> dict[tuple[str, int], tuple[ClockPair, ...]]:
+    """(node, rank) -> the tracer's clock pairs, from meta.capture["clock_pairs"] ({"node/rank": [pair, ...]});
+    malformed entries are skipped."""
+    out: dict[tuple[str, int], tuple[ClockPair, ...]] = {}
+    raw = capture.get("clock_pairs")
+    if not isinstance(raw, Mapping):
+        return out
+    for where, pairs in raw.items():
+        node, _, rank = str(where).rpartition("/")
+        try:
+            out[(node, int(rank))] = tuple(ClockPair.from_dict(p) for p in pairs)
+        except (ValueError, TypeError, AttributeError):
+            continue
+    return out
 
 
 def align_trace(trace: Trace) -> ClockAlignment:
