@@ -4,7 +4,8 @@ from per-rank inputs up to 4,096 ranks on 32 hosts.
     python benchmarks/clock_alignment.py [--seeds 5] [--ranks 4096 --hosts 32 --collectives 300]
 
 Prints the worst |aligned - true| per seed (64 ranks, 8 hosts, offsets up to +-2 s; drift up to 50 ppm on a 12 s
-trace), then CPU seconds (time.process_time) of estimate_offsets on inputs of the given size and their size in
+trace), the CPU cost of reading a 64-rank store aligned against raw, then CPU seconds (time.process_time) of
+estimate_offsets on inputs of the given size and their size in
 memory, and as its last line:
 `clock: worst error <ns> ns over <n> seeds (goal 10000), <ranks> ranks / <hosts> hosts estimate <s> s CPU, inputs <MB> MB of
 RSS`.
@@ -13,12 +14,16 @@ RSS`.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 
+from ktrace.model import store
 from ktrace.model.clock_estimate import COLLECTIVE_COLUMNS, RankClockInput, align_trace, estimate_offsets
 from ktrace.testing.fleet import FleetConfig, generate_fleet
 
@@ -52,6 +57,20 @@ def scale_inputs(ranks: int, hosts: int, collectives: int, seed: int = 0) -> lis
     return inputs
 
 
+def read_cost(steps: int, folder: Path) -> tuple[int, float, float]:
+    """(rows, CPU s of store.read raw, aligned): a 64-rank store of raw timestamps with its alignment in meta."""
+    fleet = generate_fleet(FleetConfig(steps=steps, kernels_per_step=100))
+    trace = fleet.trace.with_meta(dataclasses.replace(fleet.trace.meta, clock_alignment=align_trace(fleet.trace)))
+    root = store.write(trace, folder / "fleet.ktrace")
+    rows = sum(trace.counts().values())
+    cost = {}
+    for mode in ("raw", "aligned", "raw", "aligned", "raw", "aligned"):
+        t = time.process_time()
+        store.read(root, clock=mode)
+        cost.setdefault(mode, []).append(time.process_time() - t)
+    return rows, float(np.median(cost["raw"])), float(np.median(cost["aligned"]))
+
+
 def _rss_mb() -> float:
     with open("/proc/self/status") as f:
         return next(int(line.split()[1]) / 1024 for line in f if line.startswith("VmRSS:"))
@@ -63,6 +82,7 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=4096)
     parser.add_argument("--hosts", type=int, default=32)
     parser.add_argument("--collectives", type=int, default=300)
+    parser.add_argument("--read-steps", type=int, default=100, help="steps of the 64-rank store read raw and aligned")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.1f}")
     worst = 0
@@ -72,6 +92,10 @@ def main() -> None:
             err = worst_error_ns(seed, drift, gap)
             worst = max(worst, err)
             print(f"seed {seed} drift <= {drift:g} ppm: worst error {err} ns ({time.process_time() - t:.2f} s CPU)")
+    with tempfile.TemporaryDirectory() as tmp:
+        rows, raw_s, aligned_s = read_cost(args.read_steps, Path(tmp))
+    print(f"store.read of {rows:,} rows on 8 hosts: raw {raw_s:.2f} s, aligned {aligned_s:.2f} s CPU "
+          f"({aligned_s / raw_s:.2f}x), median of 3")  # fmt: skip
     before = _rss_mb()
     inputs = scale_inputs(args.ranks, args.hosts, args.collectives)
     size_mb = _rss_mb() - before  # estimated_size() counts a Categorical's whole category map in every frame
