@@ -135,7 +135,7 @@ def estimate_offsets(per_rank_inputs: Iterable[RankClockInput]) -> ClockAlignmen
     if not inputs:
         return ClockAlignment(method="none", note="no ranks: nothing to align")
     reference = min(inputs, key=lambda i: (i.rank, i.node)).node
-    ends, method = _matched_ends(inputs)
+    ends, method, caveat = _matched_ends(inputs)
     if len(hosts) == 1:
         residual = _residuals(ends, {})
         p50, p99 = residual.get("", (None, None))
@@ -146,7 +146,7 @@ def estimate_offsets(per_rank_inputs: Iterable[RankClockInput]) -> ClockAlignmen
             collectives=ends["key"].n_unique(),
             residual_p50_ns=p50,
             residual_p99_ns=p99,
-            note="one host: timestamps as recorded (never shifted)",
+            note="; ".join(filter(None, ["one host: timestamps as recorded (never shifted)", caveat])),
         )
     base = int(ends["end_ns"].min() or 0)  # type: ignore[arg-type]  # medians are float64: 256 ns steps at epoch ns
     host_ends = ends.group_by("node", "key").agg(
@@ -183,11 +183,13 @@ def estimate_offsets(per_rank_inputs: Iterable[RankClockInput]) -> ClockAlignmen
         collectives=host_ends.filter(pl.col("key").is_in(_shared_keys(host_ends).implode())).n_unique("key"),
         residual_p50_ns=p50,
         residual_p99_ns=p99,
+        note=caveat,
     )
 
 
-def _matched_ends(inputs: list[RankClockInput]) -> tuple[pl.DataFrame, str]:
-    """(node, rank, key, end_ns) of every collective, keyed by group/sequence when all carry it, else order."""
+def _matched_ends(inputs: list[RankClockInput]) -> tuple[pl.DataFrame, str, str]:
+    """(node, rank, key, end_ns) of every collective, keyed by group/sequence when all carry it, else order; the
+    method; a caveat when matching by order met ranks with different numbers of a collective."""
     frames = [
         i.collectives.select(list(COLLECTIVE_COLUMNS))
         .cast(COLLECTIVE_COLUMNS)  # type: ignore[arg-type]
@@ -196,7 +198,8 @@ def _matched_ends(inputs: list[RankClockInput]) -> tuple[pl.DataFrame, str]:
         if i.collectives.height
     ]
     if not frames:
-        return pl.DataFrame(schema={"node": pl.String, "rank": pl.Int64, "key": pl.String, "end_ns": pl.Int64}), "none"
+        empty = pl.DataFrame(schema={"node": pl.String, "rank": pl.Int64, "key": pl.String, "end_ns": pl.Int64})
+        return empty, "none", ""
     allc = pl.concat(frames)
     by_seq = allc["seq"].null_count() == 0
     if by_seq:
@@ -204,7 +207,29 @@ def _matched_ends(inputs: list[RankClockInput]) -> tuple[pl.DataFrame, str]:
     else:
         key = pl.format("{}#{}", pl.col("name").cast(pl.String), pl.int_range(pl.len()).over("node", "rank", "name"))
     ends = allc.select("node", "rank", key.alias("key"), "end_ns")
-    return ends, "collectives:sequence" if by_seq else "collectives:order"
+    return ends, "collectives:sequence" if by_seq else "collectives:order", "" if by_seq else _uneven(allc)
+
+
+def _uneven(collectives: pl.DataFrame) -> str:
+    """A caveat naming a kernel that some ranks ran more often than others (a capture window cutting a step,
+    or sub-groups): matched by order from each rank's first, such collectives may pair wrongly."""
+    ranks = collectives.select("node", "rank").n_unique()
+    counts = (
+        collectives.group_by("node", "rank", "name")
+        .len()
+        .group_by("name")
+        .agg(lo=pl.when(pl.len() < ranks).then(0).otherwise(pl.col("len").min()), hi=pl.col("len").max())
+        .filter(pl.col("lo") != pl.col("hi"))
+        .sort("name")
+    )
+    if counts.is_empty():
+        return ""
+    name, lo, hi = counts.row(0)
+    more = f" and {counts.height - 1} more" if counts.height > 1 else ""
+    return (
+        f"ranks ran different numbers of {str(name)[:60]} ({lo}-{hi}){more}: matched by order from each rank's "
+        "first, so a large residual means mismatched collectives"
+    )
 
 
 def _count(host_ends: pl.DataFrame, host: str) -> int:

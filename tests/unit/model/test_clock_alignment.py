@@ -167,3 +167,18 @@ def test_align_hosts_applies_the_offsets_to_every_timestamp() -> None:
         moved = (before[column] - after[column]).to_numpy()
         on1 = (before["node"].cast(pl.String) == "node1").to_numpy()
         assert (moved[on1] == offset).all() and (moved[~on1] == 0).all(), name
+
+
+def test_uneven_collective_counts_are_noted() -> None:
+    """A rank whose window missed the first two collectives: the alignment says its matching may be off."""
+    inputs = rank_clock_inputs(generate_fleet(FleetConfig(ranks=8, hosts=2, steps=3)).trace)
+    even = estimate_offsets(inputs)
+    assert even.note == ""
+    cut = [
+        dataclasses.replace(i, collectives=i.collectives.slice(2)) if i.rank == 5 else i for i in inputs
+    ]  # rank 5 lost its first AllReduce and AllGather
+    note = estimate_offsets(cut).note
+    assert note.startswith("ranks ran different numbers of ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned ")
+    assert note.endswith(
+        "(2-3) and 1 more: matched by order from each rank's first, so a large residual means mismatched collectives"
+    )
