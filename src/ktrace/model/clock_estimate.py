@@ -129,6 +129,10 @@ def estimate_offsets(per_rank_inputs: Iterable[RankClockInput]) -> ClockAlignmen
 
     Never raises on odd input: an alignment that is impossible comes back as method "none" with a note saying
     why, and one host as method "single_host" (offsets 0, never shifted) with the residual among its ranks.
+
+    A streaming import builds one input per rank as it decodes it (`rank_clock_input(node, rank, kernels)`), writes
+    the partitions as recorded, and stores the result as `TraceMeta.clock_alignment` (applied False: `store.read`
+    then aligns). For a whole Trace in memory, `align_hosts` estimates and applies in one call.
     """
     inputs = list(per_rank_inputs)
     hosts = sorted({i.node for i in inputs})

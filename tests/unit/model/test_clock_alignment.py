@@ -7,11 +7,13 @@ from functools import cache
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 import pytest
 
 from ktrace.model.clock import ClockAlignment, ClockPair, HostClock
 from ktrace.model.clock_estimate import RankClockInput, align_hosts, align_trace, estimate_offsets, rank_clock_inputs
-from ktrace.model.trace import Trace
+from ktrace.model.schema import NODE_RANK
+from ktrace.model.trace import Trace, frame_from_columns
 from ktrace.testing.fleet import FleetConfig, FleetTrace, generate_fleet
 
 GOAL_NS = 10_000
@@ -157,11 +159,21 @@ def test_clock_pairs_align_hosts_without_collectives() -> None:
 
 def test_align_hosts_applies_the_offsets_to_every_timestamp() -> None:
     fleet = generate_fleet(FleetConfig(ranks=8, hosts=2, steps=3))
-    aligned = align_hosts(fleet.trace)
+    counters = frame_from_columns(
+        pa.table({"ts_ns": [10**18, 10**18 + 5], "metric": ["gpu.util"] * 2, "value": [1.0, 2.0]}),
+        "counters",
+        {"node": "node1", "rank": NODE_RANK},
+    )  # a node-level sample (the launcher's) moves with its host too
+    kernels = fleet.trace.kernels.with_columns(queued_ns=pl.col("start_ns") - 1_000)
+    trace = dataclasses.replace(fleet.trace, counters=counters, kernels=kernels)
+    aligned = align_hosts(trace)
     alignment = aligned.meta.clock_alignment
     assert alignment is not None and alignment.applied and alignment.shifts
     offset = next(h.offset_ns for h in alignment.hosts if h.host == "node1")
     assert abs(offset - fleet.offsets_ns["node1"]) <= GOAL_NS
+    assert (aligned.counters["ts_ns"] - counters["ts_ns"]).to_list() == [-offset, -offset]
+    queued = trace.kernels["queued_ns"] - aligned.kernels["queued_ns"]
+    assert set(queued.to_list()) == {0, offset}
     for name, column in (("kernels", "end_ns"), ("api", "start_ns"), ("ranges", "end_ns")):
         before, after = fleet.trace.table(name), aligned.table(name)
         moved = (before[column] - after[column]).to_numpy()
