@@ -31,6 +31,7 @@ import polars as pl
 
 from ktrace.model.alignment import with_clock
 from ktrace.model.clock import ClockAlignment, ClockPair, HostClock
+from ktrace.model.clock_matching import order_keys
 from ktrace.model.trace import Trace
 
 COLLECTIVE_COLUMNS = {"name": pl.Categorical, "group": pl.Categorical, "seq": pl.Int64, "end_ns": pl.Int64}
@@ -193,7 +194,7 @@ def estimate_offsets(per_rank_inputs: Iterable[RankClockInput]) -> ClockAlignmen
 
 def _matched_ends(inputs: list[RankClockInput]) -> tuple[pl.DataFrame, str, str]:
     """(node, rank, key, end_ns) of every collective, keyed by group/sequence when all carry it, else order; the
-    method; a caveat when matching by order met ranks with different numbers of a collective."""
+    method; a caveat when matching by order met ranks with different numbers of a collective (clock_matching)."""
     frames = [
         i.collectives.select(list(COLLECTIVE_COLUMNS))
         .cast(COLLECTIVE_COLUMNS)  # type: ignore[arg-type]
@@ -205,35 +206,11 @@ def _matched_ends(inputs: list[RankClockInput]) -> tuple[pl.DataFrame, str, str]
         empty = pl.DataFrame(schema={"node": pl.String, "rank": pl.Int64, "key": pl.String, "end_ns": pl.Int64})
         return empty, "none", ""
     allc = pl.concat(frames)
-    by_seq = allc["seq"].null_count() == 0
-    if by_seq:
+    if allc["seq"].null_count() == 0:
         key = pl.format("{}#{}", pl.col("group").cast(pl.String).fill_null(""), pl.col("seq"))
-    else:
-        key = pl.format("{}#{}", pl.col("name").cast(pl.String), pl.int_range(pl.len()).over("node", "rank", "name"))
-    ends = allc.select("node", "rank", key.alias("key"), "end_ns")
-    return ends, "collectives:sequence" if by_seq else "collectives:order", "" if by_seq else _uneven(allc)
-
-
-def _uneven(collectives: pl.DataFrame) -> str:
-    """A caveat naming a kernel that some ranks ran more often than others (a capture window cutting a step,
-    or sub-groups): matched by order from each rank's first, such collectives may pair wrongly."""
-    ranks = collectives.select("node", "rank").n_unique()
-    counts = (
-        collectives.group_by("node", "rank", "name")
-        .len()
-        .group_by("name")
-        .agg(lo=pl.when(pl.len() < ranks).then(0).otherwise(pl.col("len").min()), hi=pl.col("len").max())
-        .filter(pl.col("lo") != pl.col("hi"))
-        .sort("name")
-    )
-    if counts.is_empty():
-        return ""
-    name, lo, hi = counts.row(0)
-    more = f" and {counts.height - 1} more" if counts.height > 1 else ""
-    return (
-        f"ranks ran different numbers of {str(name)[:60]} ({lo}-{hi}){more}: matched by order from each rank's "
-        "first, so a large residual means mismatched collectives"
-    )
+        return allc.select("node", "rank", key.alias("key"), "end_ns"), "collectives:sequence", ""
+    ends, caveat = order_keys(allc)
+    return ends, "collectives:order", caveat
 
 
 def _count(host_ends: pl.DataFrame, host: str) -> int:
