@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import polars as pl
+import pyarrow as pa
 
 from ktrace.model.alignment import with_clock
 from ktrace.model.clock import ClockAlignment, ClockPair, HostClock
@@ -62,10 +63,11 @@ _F64 = npt.NDArray[np.float64]
 
 
 def rank_clock_input(
-    node: str, rank: int, kernels: pl.DataFrame, clock_pairs: Sequence[ClockPair] = ()
+    node: str, rank: int, kernels: pl.DataFrame | pa.Table, clock_pairs: Sequence[ClockPair] = ()
 ) -> RankClockInput:
-    """The estimator's input for one rank from its kernels frame (schema v1 kernels; other ranks' rows ignored)."""
-    k = kernels
+    """The estimator's input for one rank from its kernels (a polars frame or an Arrow table of schema v1's kernel
+    columns, at least name and start_ns/end_ns; rows of other ranks, if node and rank are there, are ignored)."""
+    k = kernels if isinstance(kernels, pl.DataFrame) else pl.DataFrame(pl.from_arrow(kernels))
     if "node" in k.columns and "rank" in k.columns:
         k = k.filter((pl.col("node").cast(pl.String) == node) & (pl.col("rank") == rank))
     return RankClockInput(node=node, rank=rank, collectives=_collectives(k), clock_pairs=tuple(clock_pairs))

@@ -8,10 +8,18 @@ from functools import cache
 import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from ktrace.model.clock import ClockAlignment, ClockPair, HostClock
-from ktrace.model.clock_estimate import RankClockInput, align_hosts, align_trace, estimate_offsets, rank_clock_inputs
+from ktrace.model.clock_estimate import (
+    RankClockInput,
+    align_hosts,
+    align_trace,
+    estimate_offsets,
+    rank_clock_input,
+    rank_clock_inputs,
+)
 from ktrace.model.schema import NODE_RANK
 from ktrace.model.trace import Trace, frame_from_columns
 from ktrace.testing.fleet import FleetConfig, FleetTrace, generate_fleet
@@ -207,3 +215,16 @@ def test_uneven_collective_counts_are_noted() -> None:
     assert note.startswith("ranks ran different numbers of ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned ")
     assert note.endswith("(2-3) and 1 more: matched by the shift of each rank's order that fits best (up to 1); "
                          "a large residual means mismatched collectives")  # fmt: skip
+
+
+def test_a_streaming_import_builds_the_same_inputs_from_each_ranks_arrow_table() -> None:
+    """What fleet-engine's per-rank import holds: rank_clock_input over one rank's kernels as it is decoded."""
+    fleet = generate_fleet(FleetConfig(ranks=8, hosts=2, steps=2))
+    whole = rank_clock_inputs(fleet.trace)
+    streamed = [
+        rank_clock_input(i.node, i.rank, fleet.trace.to_arrow("kernels").filter(pc.equal(pc.field("rank"), i.rank)))
+        for i in whole
+    ]
+    assert [(s.node, s.rank) for s in streamed] == [(i.node, i.rank) for i in whole]
+    assert all(s.collectives.equals(i.collectives) for s, i in zip(streamed, whole, strict=True))
+    assert estimate_offsets(streamed) == estimate_offsets(whole) == align_trace(fleet.trace)
