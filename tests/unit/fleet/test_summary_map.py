@@ -39,7 +39,7 @@ def dask_client() -> Iterator[object]:
         reason="LOUD SKIP: dask[distributed] (the ktrace[dask] extra) is missing; the Dask path is untested",
     )
     with (
-        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster,
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster,
         distributed.Client(cluster) as client,
     ):
         yield client
