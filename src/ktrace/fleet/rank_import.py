@@ -25,8 +25,7 @@ from typing import Any
 import polars as pl
 
 from ktrace.importers.kineto import import_rank_file
-from ktrace.model.clock import COLLECTIVE_COLUMNS, RankClockInput
-from ktrace.model.clock_estimate import rank_clock_input
+from ktrace.model.clock_estimate import COLLECTIVE_COLUMNS, RankClockInput, rank_clock_input
 from ktrace.model.errors import TraceFormatError
 from ktrace.model.layout import META_FILE, PARTITION_META_FILE
 from ktrace.model.outputs import write_atomically
