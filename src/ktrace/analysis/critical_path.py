@@ -15,6 +15,7 @@ annotation/instance_id).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -78,6 +79,8 @@ class CriticalPath:
     """GPU records (index order) on the path."""
     path_segments: pl.DataFrame
     """The path's edges in order: start_ns, end_ns (times of its two nodes), type (EDGE_TYPES), weight_ns."""
+    sync_records: int
+    """Sync records of the rank around the window (none: the path cannot cross from the GPU to the CPU)."""
 
 
 def critical_path(
@@ -136,6 +139,7 @@ def _critical_path(ix: TraceIndex, annotation: str | None, instance: int) -> Cri
         what_if=_what_if(ix, graph, dag, path, kinds, length),
         path_records=np.sort(graph.ev_row[gpu_events]),
         path_segments=segments,
+        sync_records=graph.sync_records,
     )
 
 
@@ -311,3 +315,41 @@ def _what_if(ix: TraceIndex, graph: Graph, dag: _Dag, path: I64, kinds: I64, len
 def _length(dag: _Dag, weight: I64) -> int:
     dist, _ = dag.longest(weight)
     return int(dist.max()) if dist.size else 0
+
+
+NO_CRITICAL_PATH = "critical_path: no CPU operators or runtime calls to build a dependency graph from"
+NO_SYNC_RECORDS = (
+    "critical_path: the window has no CUDA synchronization records (Kineto writes cuda_sync events from "
+    "PyTorch 2.1 on), so the path cannot pass from the GPU back to the CPU and CPU waits count as CPU time"
+)
+
+
+def critical_path_notes(cp: CriticalPath | None) -> tuple[str, ...]:
+    """Why the summary's critical_path key is null, or what limits it."""
+    if cp is None:
+        return (NO_CRITICAL_PATH,)
+    return (NO_SYNC_RECORDS,) if cp.sync_records == 0 else ()
+
+
+def critical_path_dict(cp: CriticalPath | None) -> dict[str, Any] | None:
+    """The summary JSON's critical_path value (frames as row dicts; None stays None)."""
+    if cp is None:
+        return None
+    return {
+        "scope": cp.scope,
+        "label": cp.label,
+        "node": cp.node,
+        "rank": cp.rank,
+        "start_ns": cp.start_ns,
+        "end_ns": cp.end_ns,
+        "length_ns": cp.length_ns,
+        "graph_nodes": cp.graph_nodes,
+        "graph_edges": cp.graph_edges,
+        "path_nodes": cp.path_nodes,
+        "path_events": cp.path_events,
+        "gpu_records_on_path": int(cp.path_records.size),
+        "sync_records": cp.sync_records,
+        "composition": cp.composition.to_dicts(),
+        "items": cp.items.to_dicts(),
+        "what_if": cp.what_if.to_dicts(),
+    }

@@ -82,6 +82,9 @@ class Graph:
     """The event an edge's time belongs to (cpu: the innermost event open during it; gpu: the record;
     kernel_gap: the previous record; launch: the launch call), -1 for weightless edge types."""
 
+    sync_records: int
+    """Sync records of the rank that could tie the window's records to its CPU calls."""
+
     @property
     def n_nodes(self) -> int:
         """Two per event."""
@@ -128,15 +131,16 @@ def build_graph(ix: TraceIndex, window: Window) -> Graph:
     ev_start = np.concatenate([_col(cpu, "start_ns"), c.start[recs]]).astype(np.int64)
     ev_end = np.concatenate([_col(cpu, "end_ns"), c.end[recs]]).astype(np.int64)
     parts = [_cpu_edges(cpu, ev_start, ev_end)]
+    syncs = rank_syncs(ix, window.node, window.rank, window.start_ns, window.end_ns)
     if recs.size:
-        syncs = rank_syncs(ix, window.node, window.rank, window.start_ns, window.end_ns)
         parts.append(_gpu_edges(ix, window, recs, rec_ev, api_ev, syncs))
         waited, call = cpu_waits(ix, syncs, recs)
         keep = api_ev[call] >= 0
         w, a = rec_ev[waited[keep]], api_ev[call[keep]]
         parts.append(_edges(2 * w + 1, 2 * a + 1, np.zeros(w.size, np.int64), SYNC, -1))
     src, dst, weight, etype, event = (np.concatenate([p[k] for p in parts]).astype(np.int64) for k in range(5))
-    return Graph(ev_kind, ev_row, ev_start, ev_end, src, dst, np.maximum(weight, 0), etype, event)
+    weight = np.maximum(weight, 0)
+    return Graph(ev_kind, ev_row, ev_start, ev_end, src, dst, weight, etype, event, sync_records=syncs.height)
 
 
 Edges = tuple[I64, I64, I64, I64, I64]

@@ -11,6 +11,7 @@ import polars as pl
 
 from ktrace.analysis.annotation_histograms import AnnotationHistogram, annotation_histogram
 from ktrace.analysis.counters import counter_stats
+from ktrace.analysis.critical_path import CriticalPath, critical_path, critical_path_dict, critical_path_notes
 from ktrace.analysis.distributions import activity_distribution, memory_distribution
 from ktrace.analysis.idle import device_idle_breakdown
 from ktrace.analysis.index import TraceIndex
@@ -68,6 +69,8 @@ class Summary:
     """operators.operator_summary: framework operators and the GPU work they launched (None without ops)."""
     kernel_sequences: KernelSequences | None = None
     """kernel_sequences.kernel_sequences: the most frequent runs of consecutive kernels per stream."""
+    critical_path: CriticalPath | None = None
+    """critical_path.critical_path: the median step's critical path (None without CPU events)."""
     annotations: tuple[AnnotationHistogram, ...] = ()
     notes: tuple[str, ...] = ()
 
@@ -109,6 +112,7 @@ def summarize(
         n_ranks = int((ix.rank_pairs()["rank"] >= 0).sum())
         operators = operator_summary(trace, top=top, index=ix)
         sequences = kernel_sequences(trace, index=ix)
+        path = critical_path(trace, index=ix)
         return Summary(
             source=trace.meta.source,
             ranks=n_ranks,
@@ -130,8 +134,9 @@ def summarize(
             load_balance=load_balance(trace, pattern=steps_pattern, index=ix) if n_ranks > 1 else None,
             operators=operators,
             kernel_sequences=sequences,
+            critical_path=path,
             annotations=tuple(annotation_histogram(trace, p, bins=annotation_bins) for p in annotations),
-            notes=tuple(trace.meta.notes) + _absent_notes(operators, sequences),
+            notes=tuple(trace.meta.notes) + _absent_notes(operators, sequences) + critical_path_notes(path),
         )
 
 
@@ -244,6 +249,8 @@ def summary_to_dict(summary: Summary) -> dict[str, Any]:
             out[f.name] = _operators_dict(value)
         elif f.name == "kernel_sequences":
             out[f.name] = _sequences_dict(value)
+        elif f.name == "critical_path":
+            out[f.name] = critical_path_dict(value)
         elif f.name == "annotations":
             out[f.name] = [_histogram_dict(h) for h in value]
         else:

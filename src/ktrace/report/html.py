@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ktrace.report import critical_path_view
 from ktrace.report.content import Report
 from ktrace.report.identity import identity_line
 from ktrace.report.sections import (
@@ -78,6 +79,7 @@ def all_sections(report: Report) -> list[Section]:
         framework_metrics(report),
         rules_summary(report, ordered),
         dashboard(report),
+        critical_path_view.html_section(report),
         *(rule_section(r) for r in ordered),
     ]
 

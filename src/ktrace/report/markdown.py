@@ -9,6 +9,7 @@ from ktrace.analysis.dashboard import StepHistogram
 from ktrace.analysis.phases import step_source_note
 from ktrace.analysis.rules.base import Evidence, RuleResult
 from ktrace.model.display_text import printable
+from ktrace.report import critical_path_view
 from ktrace.report.content import Report
 from ktrace.report.format import fmt_ns, fmt_num, fmt_time_range
 from ktrace.report.identity import identity_line
@@ -253,6 +254,7 @@ def render_markdown(report: Report) -> str:
         out += [" · ".join(f"**{cell(k)}** {cell(v, 400)}" for k, v in about), ""]
     for part in (_job, _system, _framework, _rules_summary, _dashboard):
         out += part(report)
+    out += critical_path_view.markdown_lines(report.dashboard.summary.critical_path, md_table, cell)
     out += ["## Rules", ""]
     for result in report.dashboard.rules.results:
         out += _rule(result)

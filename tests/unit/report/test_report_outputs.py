@@ -104,8 +104,8 @@ def test_sections_in_the_order_of_the_seed_reports(synthetic_trace):  # type: ig
 
     sections = all_sections(build_report(synthetic_trace))
     anchors = [s.anchor for s in sections]
-    assert anchors[:5] == ["job", "system", "framework", "rules", "dashboard"]
-    assert len(anchors) == 5 + 20
+    assert anchors[:6] == ["job", "system", "framework", "rules", "dashboard", "critical-path"]
+    assert len(anchors) == 6 + 21
     dashboard = sections[4]
     titles = [f["layout"]["title"]["text"] for f in dashboard.figures]
     for wanted in (

@@ -30,6 +30,7 @@ RULE_ORDER: tuple[str, ...] = (
     "HighLaunchLatency",
     "FP32Matmul",
     "CommNotOverlapped",
+    "CPUBoundCriticalPath",
     "DroppedRecords",
     "OrphanRecords",
     "ClockProblems",
@@ -40,6 +41,7 @@ RULE_ORDER: tuple[str, ...] = (
 def all_rules() -> tuple[Rule, ...]:
     """Every built-in rule, in report order: SageMaker Debugger's, then timeline rules, then trace health."""
     from ktrace.analysis.rules import (
+        critical_path,
         health,
         sagemaker,
         sagemaker_capacity,
@@ -51,7 +53,16 @@ def all_rules() -> tuple[Rule, ...]:
 
     found = {
         r.name: r
-        for m in (sagemaker, sagemaker_counters, sagemaker_capacity, timeline, timeline_gpu, timeline_latency, health)
+        for m in (
+            sagemaker,
+            sagemaker_counters,
+            sagemaker_capacity,
+            timeline,
+            timeline_gpu,
+            timeline_latency,
+            critical_path,
+            health,
+        )
         for r in m.RULES
     }
     return tuple(found[name] for name in RULE_ORDER)
