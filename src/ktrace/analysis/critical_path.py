@@ -44,6 +44,8 @@ COMPOSITION = ("cpu", "launch_delay", "gpu_gap", "gpu_compute", "communication",
 call); gaps between consecutive records of a stream; kernels; communication kernels; memcpy/memset; and
 synchronization edges (GPU -> CPU waits and event waits: weightless, counted in `edges`)."""
 TOP_ITEMS = 10
+LABEL_CHARS = 60
+"""A step's name in the label is cut to this many characters (inferred steps are named after a kernel)."""
 WHAT_IF_CANDIDATES = 3
 WHAT_IF_SPEEDUP = 2.0
 _RESULT = Slot["CriticalPath | None"]("critical_path")
@@ -166,7 +168,8 @@ def choose_window(ix: TraceIndex, annotation: str | None, instance: int) -> tupl
         mine = steps.filter((pl.col("node") == first["node"]) & (pl.col("rank") == first["rank"]))
         mine = mine.with_row_index("i").sort("duration_ns", "i")
         s = mine.row((mine.height - 1) // 2, named=True)
-        label = f"{s['name']} (median of {mine.height} steps)"
+        name = s["name"] if len(s["name"]) <= LABEL_CHARS else s["name"][: LABEL_CHARS - 1] + "…"
+        label = f"{name} (median of {mine.height} steps)"
         return Window(str(s["node"]), int(s["rank"]), s["start_ns"], s["end_ns"]), "step", label
     spans = [t.select("node", "rank", "start_ns", "end_ns") for t in (trace.ops, trace.api) if t.height]
     if not spans:

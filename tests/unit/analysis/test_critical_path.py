@@ -257,3 +257,20 @@ def test_alexnet_path_crosses_streams_through_a_sync() -> None:
     assert len(streams) == 2
     kinds = cp.path_segments["type"].to_list()
     assert any(a == "gpu" and b == "sync" and c == "gpu" for a, b, c in zip(kinds, kinds[1:], kinds[2:], strict=False))
+
+
+def test_summary_carries_the_critical_path() -> None:
+    """summary JSON: the critical_path key with the numbers above; null and a note without CPU events."""
+    from ktrace.analysis.summary import summarize, summary_to_dict
+
+    doc = summary_to_dict(summarize(_two_streams()))
+    cp = doc["critical_path"]
+    assert cp["length_ns"] == 580 and cp["scope"] == "trace" and cp["sync_records"] == 1
+    assert {r["category"]: r["ns"] for r in cp["composition"]}["gpu_compute"] == 540
+    assert {(r["change"], r["target"]) for r in cp["what_if"]} >= {("2x faster", "big"), ("removed", "cudaStreamSynchronize")}
+    b = TraceBuilder("n0", 0)
+    b.add("kernels", {"start_ns": [0], "end_ns": [10], "device": [0], "stream": [7], "name": ["k"]})
+    empty = summarize(b.build())
+    assert empty.critical_path is None
+    assert summary_to_dict(empty)["critical_path"] is None
+    assert any(n.startswith("critical_path:") for n in empty.notes)
