@@ -267,10 +267,38 @@ def test_summary_carries_the_critical_path() -> None:
     cp = doc["critical_path"]
     assert cp["length_ns"] == 580 and cp["scope"] == "trace" and cp["sync_records"] == 1
     assert {r["category"]: r["ns"] for r in cp["composition"]}["gpu_compute"] == 540
-    assert {(r["change"], r["target"]) for r in cp["what_if"]} >= {("2x faster", "big"), ("removed", "cudaStreamSynchronize")}
+    assert {(r["change"], r["target"]) for r in cp["what_if"]} >= {
+        ("2x faster", "big"),
+        ("removed", "cudaStreamSynchronize"),
+    }
     b = TraceBuilder("n0", 0)
     b.add("kernels", {"start_ns": [0], "end_ns": [10], "device": [0], "stream": [7], "name": ["k"]})
     empty = summarize(b.build())
     assert empty.critical_path is None
     assert summary_to_dict(empty)["critical_path"] is None
     assert any(n.startswith("critical_path:") for n in empty.notes)
+
+
+def test_path_marks_merge_runs_of_one_type() -> None:
+    """The two-streams path: launch [0, 20), big [20, 500), (sync, dependency: weightless), launch [520, 540),
+    after [540, 600): four markers on rank 0."""
+    from ktrace.analysis.critical_path_marks import path_marks
+
+    cp = critical_path(_two_streams())
+    assert cp is not None
+    marks = path_marks(cp)
+    assert [(m["start_ns"], m["end_ns"]) for m in marks] == [(0, 20), (20, 500), (520, 540), (540, 600)]
+    assert [m["message"].split()[0] for m in marks] == ["launch", "gpu", "launch", "gpu"]
+    assert all(m["rank"] == 0 and m["node"] == "n0" for m in marks)
+
+
+def test_export_draws_the_critical_path(tmp_path: Path) -> None:
+    """ktrace export --critical-path: one instant per marker on the Findings track of the Perfetto file."""
+    from reference.perfetto_validate import validate_perfetto
+
+    from ktrace.cli import main
+
+    out = tmp_path / "cp.pftrace"
+    args = ["export", str(CP / "event_sync_trace.json.gz"), "-o", str(out), "--critical-path", "--no-progress"]
+    assert main(args) == 0
+    assert validate_perfetto(out).instants == 11
