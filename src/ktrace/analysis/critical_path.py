@@ -14,8 +14,8 @@ annotation/instance_id).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -83,6 +83,8 @@ class CriticalPath:
     """The path's edges in order: start_ns, end_ns (times of its two nodes), type (EDGE_TYPES), weight_ns."""
     sync_records: int
     """Sync records of the rank around the window (none: the path cannot cross from the GPU to the CPU)."""
+    dropped_edges: int = 0
+    """Launch/sync edges dropped because they closed a cycle (timestamps going back: clock skew, ties)."""
 
 
 def critical_path(
@@ -105,7 +107,12 @@ def _critical_path(ix: TraceIndex, annotation: str | None, instance: int) -> Cri
     graph = build_graph(ix, window)
     if graph.src.size == 0:
         return None
+    acyclic, dropped = _acyclic(graph)
+    if acyclic is None:
+        return None
+    graph = acyclic
     dag = _Dag.of(graph)
+    assert dag is not None
     dist, pred = dag.longest(graph.weight)
     path = dag.path(dist, pred)
     kinds = _record_kinds(ix, graph)
@@ -142,6 +149,7 @@ def _critical_path(ix: TraceIndex, annotation: str | None, instance: int) -> Cri
         path_records=np.sort(graph.ev_row[gpu_events]),
         path_segments=segments,
         sync_records=graph.sync_records,
+        dropped_edges=dropped,
     )
 
 
@@ -194,7 +202,7 @@ class _Dag:
     """Source node per edge (Graph order)."""
 
     @classmethod
-    def of(cls, graph: Graph) -> _Dag:
+    def of(cls, graph: Graph) -> _Dag | None:
         from ktrace.analysis._kernels.longest_path import topological_order
 
         edge = np.argsort(graph.src, kind="stable")
@@ -202,7 +210,7 @@ class _Dag:
         dst = graph.dst[edge]
         order = topological_order(indptr, dst)
         if order.size != graph.n_nodes:
-            raise ValueError("critical path: the dependency graph has a cycle")
+            return None  # a cycle
         return cls(order, indptr, dst, edge, graph.src)
 
     def longest(self, weight: I64) -> tuple[I64, I64]:
@@ -224,6 +232,36 @@ class _Dag:
             out.append(e)
             node = int(self.src[e])
         return np.asarray(out[::-1], np.int64)
+
+
+def _acyclic(graph: Graph) -> tuple[Graph | None, int]:
+    """The graph, or without the edges that close cycles, and how many were dropped (None: no way out).
+
+    Cycles come from timestamps, not from the model: a GPU record starting before its launch call (clock skew)
+    or ties at the trace's resolution (a sync waiting for a record launched, at the same microsecond, after
+    it). First the cross edges (launch, sync) going back in time are dropped, then the sync edges whose two
+    ends have one time."""
+    if _Dag.of(graph) is not None:
+        return graph, 0
+    ts = graph.node_ts()
+    back, tie = ts[graph.dst] < ts[graph.src], ts[graph.dst] <= ts[graph.src]
+    cross = (graph.etype == LAUNCH) | (graph.etype == SYNC)
+    for drop in (cross & back, (cross & back) | ((graph.etype == SYNC) & tie)):
+        kept = _without(graph, ~drop)
+        if _Dag.of(kept) is not None:
+            return kept, int(drop.sum())
+    return None, 0
+
+
+def _without(graph: Graph, keep: npt.NDArray[np.bool_]) -> Graph:
+    return dataclasses.replace(
+        graph,
+        src=graph.src[keep],
+        dst=graph.dst[keep],
+        weight=graph.weight[keep],
+        etype=graph.etype[keep],
+        event=graph.event[keep],
+    )
 
 
 def _record_kinds(ix: TraceIndex, graph: Graph) -> I64:
@@ -318,41 +356,3 @@ def _what_if(ix: TraceIndex, graph: Graph, dag: _Dag, path: I64, kinds: I64, len
 def _length(dag: _Dag, weight: I64) -> int:
     dist, _ = dag.longest(weight)
     return int(dist.max()) if dist.size else 0
-
-
-NO_CRITICAL_PATH = "critical_path: no CPU operators or runtime calls to build a dependency graph from"
-NO_SYNC_RECORDS = (
-    "critical_path: the window has no CUDA synchronization records (Kineto writes cuda_sync events from "
-    "PyTorch 2.1 on), so the path cannot pass from the GPU back to the CPU and CPU waits count as CPU time"
-)
-
-
-def critical_path_notes(cp: CriticalPath | None) -> tuple[str, ...]:
-    """Why the summary's critical_path key is null, or what limits it."""
-    if cp is None:
-        return (NO_CRITICAL_PATH,)
-    return (NO_SYNC_RECORDS,) if cp.sync_records == 0 else ()
-
-
-def critical_path_dict(cp: CriticalPath | None) -> dict[str, Any] | None:
-    """The summary JSON's critical_path value (frames as row dicts; None stays None)."""
-    if cp is None:
-        return None
-    return {
-        "scope": cp.scope,
-        "label": cp.label,
-        "node": cp.node,
-        "rank": cp.rank,
-        "start_ns": cp.start_ns,
-        "end_ns": cp.end_ns,
-        "length_ns": cp.length_ns,
-        "graph_nodes": cp.graph_nodes,
-        "graph_edges": cp.graph_edges,
-        "path_nodes": cp.path_nodes,
-        "path_events": cp.path_events,
-        "gpu_records_on_path": int(cp.path_records.size),
-        "sync_records": cp.sync_records,
-        "composition": cp.composition.to_dicts(),
-        "items": cp.items.to_dicts(),
-        "what_if": cp.what_if.to_dicts(),
-    }

@@ -11,7 +11,8 @@ import polars as pl
 
 from ktrace.analysis.annotation_histograms import AnnotationHistogram, annotation_histogram
 from ktrace.analysis.counters import counter_stats
-from ktrace.analysis.critical_path import CriticalPath, critical_path, critical_path_dict, critical_path_notes
+from ktrace.analysis.critical_path import CriticalPath, critical_path
+from ktrace.analysis.critical_path_summary import critical_path_dict, critical_path_notes
 from ktrace.analysis.distributions import activity_distribution, memory_distribution
 from ktrace.analysis.idle import device_idle_breakdown
 from ktrace.analysis.index import TraceIndex

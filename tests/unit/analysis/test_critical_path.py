@@ -302,3 +302,22 @@ def test_export_draws_the_critical_path(tmp_path: Path) -> None:
     args = ["export", str(CP / "event_sync_trace.json.gz"), "-o", str(out), "--critical-path", "--no-progress"]
     assert main(args) == 0
     assert validate_perfetto(out).instants == 11
+
+
+def test_clock_skew_cycle_is_broken() -> None:
+    """A kernel recorded at [40, 50) although its launch call runs [70, 80), and a stream sync [0, 60) that
+    (by time) waits for it: S.end -> L.start -> (launch) k.start -> k.end -> (sync) S.end is a cycle. The
+    launch edge going back in time is dropped and the summary says so."""
+    from ktrace.analysis.critical_path_summary import critical_path_notes
+
+    trace = _trace(
+        api=[(0, 60, 1, "cudaStreamSynchronize"), (70, 80, 2, "cudaLaunchKernel")],
+        kernels=[(40, 50, 7, 2, "skewed")],
+        syncs=[(5, 60, 7, "stream", 1)],
+    )
+    cp = critical_path(trace)
+    assert cp is not None and cp.dropped_edges == 1
+    # left: the skewed kernel (10) -> sync -> S.end -> L.start -> L.end (10)
+    assert cp.length_ns == 20
+    assert cp.path_segments["type"].to_list() == ["gpu", "sync", "dependency", "cpu"]
+    assert any("dropped" in n for n in critical_path_notes(cp))
