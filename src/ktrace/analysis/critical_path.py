@@ -342,7 +342,7 @@ def _what_if(ix: TraceIndex, graph: Graph, dag: _Dag, path: I64, kinds: I64, len
         hit = all_gpu[all_codes == code]
         weight[hit] = (weight[hit] / WHAT_IF_SPEEDUP).astype(np.int64)
         rows.append((f"{WHAT_IF_SPEEDUP:g}x faster", str(names[code]), _length(dag, weight)))
-    syncs = path[(graph.etype[path] == SYNC) & ((graph.dst[path] >> 1) < graph.ev_kind.size)]
+    syncs = path[graph.etype[path] == SYNC]
     sync_calls = [int(d >> 1) for d in graph.dst[syncs] if graph.ev_kind[d >> 1] != GPU_RECORD]
     _, call_names = _event_names(ix, graph, np.asarray(sync_calls, np.int64))
     for call, name in list(zip(sync_calls, call_names, strict=True))[:WHAT_IF_CANDIDATES]:
