@@ -227,10 +227,11 @@ class _Dag:
             return np.zeros(0, np.int64)
         node = int(self.order[int(np.argmax(dist[self.order]))])
         out: list[int] = []
-        while pred[node] >= 0:
-            e = int(pred[node])
+        preds, srcs = pred.tolist(), self.src.tolist()  # Python ints: a walk of scalar numpy reads costs 10x
+        while preds[node] >= 0:
+            e = preds[node]
             out.append(e)
-            node = int(self.src[e])
+            node = srcs[e]
         return np.asarray(out[::-1], np.int64)
 
 
@@ -299,19 +300,19 @@ def _event_names(ix: TraceIndex, graph: Graph, events: I64) -> tuple[list[str], 
     trace = ix.trace
     codes, names = ix.record_names()
     c = ix.gpu_columns()
-    kinds: list[str] = []
-    out: list[str] = []
-    op_names = trace.ops["name"].cast(pl.String)
-    api_names = trace.api["name"].cast(pl.String)
-    for ev in events.tolist():
-        kind, row = int(graph.ev_kind[ev]), int(graph.ev_row[ev])
-        if kind == GPU_RECORD:
-            kinds.append(("kernel", "memcpy", "memset")[int(c.kind[row])])
-            out.append(str(names[int(codes[row])]))
-        else:
-            kinds.append(EVENT_KINDS[kind])
-            out.append(str((op_names if kind == 0 else api_names)[row]))
-    return kinds, out
+    ev_kind, rows = graph.ev_kind[events], graph.ev_row[events]
+    gpu = np.flatnonzero(ev_kind == GPU_RECORD)
+    kind = ev_kind.copy()
+    kind[gpu] = 2 + c.kind[rows[gpu]]
+    labels = np.array([*EVENT_KINDS[:2], "kernel", "memcpy", "memset"], dtype=object)[kind]
+    out = np.empty(events.size, dtype=object)
+    for code, table in ((0, trace.ops), (1, trace.api)):
+        hit = np.flatnonzero(ev_kind == code)
+        if hit.size:
+            out[hit] = table["name"].cast(pl.String).gather(pl.Series(rows[hit])).to_numpy()
+    if gpu.size:
+        out[gpu] = names.gather(pl.Series(codes[rows[gpu]])).to_numpy()
+    return labels.tolist(), [str(n) for n in out.tolist()]
 
 
 def _items(ix: TraceIndex, graph: Graph, path: I64, kinds: I64) -> pl.DataFrame:
