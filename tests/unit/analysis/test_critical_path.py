@@ -321,3 +321,12 @@ def test_clock_skew_cycle_is_broken() -> None:
     assert cp.length_ns == 20
     assert cp.path_segments["type"].to_list() == ["gpu", "sync", "dependency", "cpu"]
     assert any("dropped" in n for n in critical_path_notes(cp))
+
+
+def test_siblings_and_grandchildren_attribution() -> None:
+    """outer [0, 100) > a [10, 20), b [30, 50) > c [35, 40): the gap a.end -> b.start belongs to outer (a's
+    parent): outer 10 + 10 + 50 = 70, a 10, b 5 + 10 = 15, c 5."""
+    trace = _trace(api=[], kernels=[], ops=[(0, 100, "outer"), (10, 20, "a"), (30, 50, "b"), (35, 40, "c")])
+    cp = critical_path(trace)
+    assert cp is not None and cp.length_ns == 100
+    assert dict(zip(cp.items["name"], cp.items["ns"], strict=True)) == {"outer": 70, "a": 10, "b": 15, "c": 5}
