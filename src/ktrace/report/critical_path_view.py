@@ -16,6 +16,10 @@ from ktrace.report.rows import rows
 from ktrace.report.sections import Section, esc, table
 
 ITEM_ROWS = 10
+MODEL_NOTE = (
+    "HTA's graph model: a thread's time between top-level operators weighs nothing and waits in blocking calls "
+    "count through the GPU work they wait for, so the path can be shorter than the window."
+)
 CATEGORY_LABELS = {
     "cpu": "CPU (operators, runtime calls)",
     "launch_delay": "launch delay",
@@ -35,7 +39,7 @@ def headline(cp: CriticalPath) -> str:
     where = f"{cp.node} rank {cp.rank}"
     return (
         f"critical path of {cp.label} ({where}): {format_ns(cp.length_ns)} in a {format_ns(window)} window, "
-        f"{cp.path_events} events on it{share}"
+        f"{cp.path_events:,} events on it{share}"
     )
 
 
@@ -82,7 +86,7 @@ def markdown_lines(cp: CriticalPath | None, md_table: Any, cell: Any) -> list[st
     out = ["## Critical path", ""]
     if cp is None:
         return out + ["No CPU operators or runtime calls to build a dependency graph from.", ""]
-    out += [cell(headline(cp), 1000), ""]
+    out += [cell(headline(cp), 1000), "", MODEL_NOTE, ""]
     out += md_table(
         ["part", "time", "share", "edges"],
         [[r["kind"], format_ns(r["time_ns"]), f"{r['share'] * 100:.1f} %", r["edges"]] for r in composition_rows(cp)],
@@ -109,7 +113,7 @@ def html_section(report: Report) -> Section:
     if cp is None:
         sec.body.append("<p>No CPU operators or runtime calls to build a dependency graph from.</p>")
         return sec
-    sec.body.append(f"<p>{esc(headline(cp))}</p>")
+    sec.body.append(f"<p>{esc(headline(cp))}</p><p>{esc(MODEL_NOTE)}</p>")
     parts = [r for r in composition_rows(cp) if r["time_ns"]]
     sec.figure(
         plots.hbar("Critical path composition", [r["kind"] for r in parts], [r["time_ns"] / 1e6 for r in parts], "ms")
