@@ -88,19 +88,34 @@ class CriticalPath:
 
 
 def critical_path(
-    trace: Trace, *, annotation: str | None = None, instance: int = 0, index: TraceIndex | None = None
+    trace: Trace,
+    *,
+    annotation: str | None = None,
+    instance: int = 0,
+    steps_pattern: str | None = None,
+    index: TraceIndex | None = None,
 ) -> CriticalPath | None:
     """The critical path of the median step (or of the annotation instance, or of the whole trace).
 
+    Args:
+        trace: the trace.
+        annotation: analyse the `instance`-th CPU range (by start) whose name contains this text (HTA's
+            annotation / instance_id) instead of the median step.
+        instance: which of those ranges, from 0.
+        steps_pattern: regex of the step ranges (steps.detect_steps), as the summary's --steps-pattern.
+        index: the trace's TraceIndex (the summary, the rules and the TUI share one result).
+
     Returns:
-        None when the window has no CPU events (nothing to build a graph from).
+        None when the window has no CPU events (nothing to build a graph from), when the annotation has no
+        such instance, or when clock skew closes a dependency cycle that cannot be broken.
     """
     ix = TraceIndex.of(trace, index)
-    return ix.get(_RESULT, lambda: _critical_path(ix, annotation, instance), annotation, instance)
+    key = (annotation, instance, steps_pattern)
+    return ix.get(_RESULT, lambda: _critical_path(ix, annotation, instance, steps_pattern), *key)
 
 
-def _critical_path(ix: TraceIndex, annotation: str | None, instance: int) -> CriticalPath | None:
-    found = choose_window(ix, annotation, instance)
+def _critical_path(ix: TraceIndex, annotation: str | None, instance: int, pattern: str | None) -> CriticalPath | None:
+    found = choose_window(ix, annotation, instance, pattern)
     if found is None:
         return None
     window, scope, label = found
@@ -153,7 +168,9 @@ def _critical_path(ix: TraceIndex, annotation: str | None, instance: int) -> Cri
     )
 
 
-def choose_window(ix: TraceIndex, annotation: str | None, instance: int) -> tuple[Window, str, str] | None:
+def choose_window(
+    ix: TraceIndex, annotation: str | None, instance: int, steps_pattern: str | None = None
+) -> tuple[Window, str, str] | None:
     """(window, scope, label): the annotation's instance, else the median step of the first rank with steps,
     else the whole first rank."""
     trace = ix.trace
@@ -170,7 +187,7 @@ def choose_window(ix: TraceIndex, annotation: str | None, instance: int) -> tupl
             "annotation",
             f"{annotation} #{instance}",
         )
-    steps = detect_steps(trace, index=ix)
+    steps = detect_steps(trace, pattern=steps_pattern, index=ix)
     if steps.height:
         first = steps.row(0, named=True)
         mine = steps.filter((pl.col("node") == first["node"]) & (pl.col("rank") == first["rank"]))

@@ -105,7 +105,7 @@ def summarize(
         # shared intermediate arrays are computed once (the index waits for a result another thread computes)
         latency = pool.submit(latency_stats, trace, by="kind", graph_runs="first", index=ix)
         idle = pool.submit(device_idle_breakdown, trace, index=ix)
-        path_job = pool.submit(critical_path, trace, index=ix)
+        path_job = pool.submit(critical_path, trace, steps_pattern=steps_pattern, index=ix)
         raw_steps = detect_steps(trace, pattern=steps_pattern, index=ix)
         steps = step_spans(trace, pattern=steps_pattern, index=ix)
         stats = kernel_stats(trace, index=ix)

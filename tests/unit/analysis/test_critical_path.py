@@ -330,3 +330,34 @@ def test_siblings_and_grandchildren_attribution() -> None:
     cp = critical_path(trace)
     assert cp is not None and cp.length_ns == 100
     assert dict(zip(cp.items["name"], cp.items["ns"], strict=True)) == {"outer": 70, "a": 10, "b": 15, "c": 5}
+
+
+def test_steps_pattern_and_annotation_choose_the_window() -> None:
+    """Ranges chunk_1..3 are steps only under --steps-pattern; annotation/instance picks one range by start."""
+    b = TraceBuilder("n0", 0)
+    b.add(
+        "ops",
+        {"start_ns": [10, 110, 310], "end_ns": [90, 290, 340], "pid": [1] * 3, "tid": [1] * 3, "name": ["a", "b", "c"]},
+    )
+    b.add(
+        "ranges",
+        {
+            "start_ns": [0, 100, 300],
+            "end_ns": [100, 300, 350],
+            "pid": [1] * 3,
+            "tid": [1] * 3,
+            "name": ["chunk_1", "chunk_2", "chunk_3"],
+            "domain": ["nvtx"] * 3,
+            "depth": [0] * 3,
+            "on_gpu": [False] * 3,
+        },
+    )
+    trace = b.build()
+    default = critical_path(trace)
+    assert default is not None and default.scope == "trace"
+    by_pattern = critical_path(trace, steps_pattern=r"^chunk_(\d+)$")
+    assert by_pattern is not None and by_pattern.scope == "step" and by_pattern.length_ns == 80
+    by_annotation = critical_path(trace, annotation="chunk_", instance=1)
+    assert by_annotation is not None and by_annotation.scope == "annotation"
+    assert (by_annotation.start_ns, by_annotation.length_ns) == (100, 180)
+    assert critical_path(trace, annotation="chunk_", instance=3) is None
