@@ -361,3 +361,17 @@ def test_steps_pattern_and_annotation_choose_the_window() -> None:
     assert by_annotation is not None and by_annotation.scope == "annotation"
     assert (by_annotation.start_ns, by_annotation.length_ns) == (100, 180)
     assert critical_path(trace, annotation="chunk_", instance=3) is None
+
+
+def test_kineto_event_wait_links_are_imported() -> None:
+    """Kineto's wait_on_stream / wait_on_cuda_event_record_corr_id / wait_on_cuda_event_id land in the syncs
+    table (-1, Kineto's "none", as null): the links the event-sync and stream-wait edges follow."""
+    syncs = load(CP / "event_sync_multi_stream_trace.json.gz").syncs.sort("correlation_id")
+    rows = syncs.select(pl.col("sync_type").cast(pl.String), "wait_stream", "wait_correlation_id", "event_id").rows()
+    assert rows == [
+        ("event", None, None, 9),
+        ("event", 20, 32, 9),
+        ("stream_wait_event", 20, 1385, 19),
+        ("event", 28, 62, 9),
+        ("context", None, None, None),
+    ]
