@@ -277,3 +277,24 @@ def test_tree_marks_the_timeline_rows_and_the_cursors_follow_each_other(app, dri
         assert tl.rows[tl.cursor] == other.data.track_ids[0]
 
     drive(app, scenario)
+
+
+def test_c_marks_the_critical_path(app, synthetic_trace, drive, settled) -> None:  # type: ignore[no-untyped-def]
+    """c: the GPU records on the median step's critical path are marked (same ones as the analysis gives), the
+    timeline fits that step; c again clears them."""
+    from ktrace.analysis.critical_path import critical_path
+
+    expected = critical_path(synthetic_trace)
+    assert expected is not None and expected.path_records.size
+
+    async def scenario(pilot) -> None:  # type: ignore[no-untyped-def]
+        tl = app.query_one(Timeline)
+        await pilot.press("c")
+        await settled(pilot)
+        assert len(tl.critical) == expected.path_records.size
+        assert tl.viewport.start_ns <= expected.start_ns and tl.viewport.end_ns >= expected.end_ns
+        assert {tl.index.tracks[t].kind for t, _ in tl.critical} == {"stream"}  # GPU stream rows only
+        await pilot.press("c")
+        assert tl.critical == []
+
+    drive(app, scenario)

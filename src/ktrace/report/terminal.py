@@ -21,6 +21,7 @@ from ktrace.analysis.stragglers import Stragglers
 from ktrace.analysis.summary import Summary
 from ktrace.analysis.units import format_bytes
 from ktrace.model.display_text import printable, printable_tree
+from ktrace.report import critical_path_view
 from ktrace.report.format import fmt_ns as format_ns
 from ktrace.report.rank_rows import BASIS_NOTE, rest_note, straggler_rows
 from ktrace.report.rows import json_float, phase_rows, rows
@@ -360,6 +361,16 @@ def _stragglers(console: Console, lag: Stragglers | None) -> None:
         console.print(f"[dim]{escape(rest_note(rest, 'ranks'))}[/]")
 
 
+def _critical_path(console: Console, summary: Summary) -> None:
+    cp = summary.critical_path
+    if cp is None:
+        return
+    console.print(Text(printable(critical_path_view.headline(cp))))
+    print_table(console, "critical path: composition", critical_path_view.composition_rows(cp), share_bar="share")
+    print_table(console, "critical path: top items", critical_path_view.item_rows(cp, 5), share_bar="share")
+    print_table(console, "critical path: what if (new longest path)", critical_path_view.what_if_rows(cp))
+
+
 def render_summary(summary: Summary, console: Console) -> None:
     """Print the summary's tables on `console` (the numbers of summary_to_dict, trace text made printable)."""
     _header(console, summary)
@@ -419,5 +430,6 @@ def render_summary(summary: Summary, console: Console) -> None:
     print_table(console, "counters", _counter_rows(_text_rows(summary.counters)))
     _load_balance(console, summary.load_balance)
     _stragglers(console, summary.stragglers)
+    _critical_path(console, summary)
     for h in summary.annotations:
         print_table(console, f"annotation {printable(h.pattern)!r}: {h.count} ranges", _text_rows(h.stats))

@@ -21,6 +21,7 @@ from ktrace.tui.details import describe
 from ktrace.tui.keymap import bindings
 from ktrace.tui.loading_mode import LoadingMode
 from ktrace.tui.messages import (
+    CriticalPathReady,
     DetailsReady,
     LinksReady,
     LoadFailed,
@@ -175,6 +176,25 @@ class KtraceApp(AppActions):
         from ktrace.tui.dashboard_data import compute_dashboard
 
         self.post_message(compute_dashboard(trace, self.analysis_index))
+
+    def find_critical_path(self) -> None:
+        if self.trace is not None and self.index is not None:
+            self._critical_path(self.trace, self.index)
+
+    @work(thread=True, exclusive=True, group="critical_path")
+    def _critical_path(self, trace: Trace, index: TrackIndex) -> None:
+        """analysis.critical_path through the app's analysis index, mapped to timeline slices."""
+        from ktrace.tui.critical_marks import critical_marks
+
+        self.post_message(critical_marks(trace, self.analysis_index, index))
+
+    @on(CriticalPathReady)
+    def _critical_ready(self, message: CriticalPathReady) -> None:
+        timeline = self.query_one(Timeline)
+        timeline.set_critical(message.marks)
+        if message.window is not None:
+            timeline.set_viewport(timeline.viewport.show(*message.window))
+        self.notify(message.text, timeout=6, markup=False)
 
     @work(thread=True, exclusive=True, group="details")
     def _describe(self, asked: int, index: TrackIndex, steps: StepSpans, table: str, row: int) -> None:

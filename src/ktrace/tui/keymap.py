@@ -56,6 +56,7 @@ KEYS: tuple[Key, ...] = (
         "enter",
     ),
     Key("z", "zoom_selection", "zoom to the selected slice", "timeline"),
+    Key("c", "critical_path", "mark the GPU records on the median step's critical path (again: clear)", "app"),
     Key("x", "remove_row", "remove the current row from the timeline", "timeline"),
     Key("t", "focus_tree", "focus the host/device tree", "timeline"),
     Key("T", "toggle_tree", "hide or show the host/device tree (the timeline takes its width)", "app", False),

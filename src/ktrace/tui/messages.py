@@ -155,3 +155,14 @@ class KernelOrderReady(Message):
     sort: int
     descending: bool
     text: str
+
+
+@dataclass
+class CriticalPathReady(Message):
+    """The critical path was computed (in its worker): the timeline slices to mark and a line for the user."""
+
+    marks: list[tuple[int, int]]
+    """(track id, slice position) of the GPU records on the path."""
+    text: str
+    window: tuple[int, int] | None = None
+    """The path's window (start_ns, end_ns), fitted in the timeline; None without a path."""

@@ -31,6 +31,7 @@ RULE_ORDER: tuple[str, ...] = (
     "HighLaunchLatency",
     "FP32Matmul",
     "CommNotOverlapped",
+    "CPUBoundCriticalPath",
     "DroppedRecords",
     "OrphanRecords",
     "ClockProblems",
@@ -41,6 +42,7 @@ RULE_ORDER: tuple[str, ...] = (
 def all_rules() -> tuple[Rule, ...]:
     """Every built-in rule, in report order: SageMaker Debugger's, then timeline rules, then trace health."""
     from ktrace.analysis.rules import (
+        critical_path,
         health,
         memory,
         sagemaker,
@@ -61,6 +63,7 @@ def all_rules() -> tuple[Rule, ...]:
             memory,
             timeline_gpu,
             timeline_latency,
+            critical_path,
             health,
         )
         for r in m.RULES
