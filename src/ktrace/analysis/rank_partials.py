@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from ktrace.analysis.breakdown import temporal_breakdown
 from ktrace.analysis.idle import device_idle_breakdown
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.kernels import kernel_stats, top_kernels
@@ -71,6 +72,8 @@ class RankPartial:
     """steps.step_stats per rank."""
     overlap: pl.DataFrame
     """overlap.comm_compute_overlap per rank."""
+    breakdown: pl.DataFrame
+    """breakdown.temporal_breakdown per rank (the CommNotOverlapped rule's input)."""
     balance: pl.DataFrame
     """ranks.load_balance(span=job_span).per_rank."""
     counter_histograms: dict[str, npt.NDArray[np.int64]]
@@ -122,6 +125,7 @@ def rank_partial(
         step_spans=normalize_steps(found),
         step_stats=step_stats(trace, steps=found),
         overlap=comm_compute_overlap(trace, index=ix),
+        breakdown=temporal_breakdown(trace, index=ix),
         balance=load_balance(trace, pattern=steps_pattern, span=job_span, index=ix).per_rank,
         counter_histograms=utilization_histograms(counters),
         busy_histograms=utilization_histograms(fractions),

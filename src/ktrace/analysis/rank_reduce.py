@@ -3,7 +3,7 @@
 Exact (equal to `summarize()` of the whole job in one process): ranks, kernels, job phases, busy and idle per
 device and their causes, kernel counts/sums/min/max/mean and shares, latency counts, queued counts, means and
 maxima, step statistics per rank, comm/compute overlap per rank, load balance (busy and step spreads, the
-utilization-histogram distance). Within log_histogram.RELATIVE_ERROR (< 0.28 %, see there): the kernel p50/p95
+utilization-histogram distance). Within log_histogram.RELATIVE_ERROR (< 0.27 %, see there): the kernel p50/p95
 and the latency percentiles, read back from merged log-bin histograms.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -18,10 +19,11 @@ import polars as pl
 
 from ktrace.analysis.kernels import top_of_stats
 from ktrace.analysis.latency import QUANTILES
-from ktrace.analysis.log_histogram import grouped_quantiles, merge_histograms
+from ktrace.analysis.log_histogram import RELATIVE_ERROR, grouped_quantiles, merge_histograms
 from ktrace.analysis.phases import JobPhases, phases_of
 from ktrace.analysis.rank_partials import LATENCY_METRICS, RankPartial
 from ktrace.analysis.ranks import HIST_BINS, LoadBalance, balance_of
+from ktrace.analysis.summary import record_to_dict
 
 STRAGGLER_RATIO = 1.10
 """A rank is a straggler when its mean step time is this many times the median rank's (or, without steps,
@@ -53,6 +55,8 @@ class FleetSummary:
     """Step spans per rank (node, rank, step, name, start_ns, end_ns): the rank x step grid of the views."""
     step_stats: pl.DataFrame
     overlap: pl.DataFrame
+    breakdown: pl.DataFrame
+    """breakdown.temporal_breakdown per rank."""
     load_balance: LoadBalance | None
     """As Summary's: only with 2 or more ranks."""
     rank_table: pl.DataFrame
@@ -125,8 +129,14 @@ class _RankRows:
     step_spans: pl.DataFrame
     step_stats: pl.DataFrame
     overlap: pl.DataFrame
+    breakdown: pl.DataFrame
     balance: pl.DataFrame
     top_kernels: pl.DataFrame
+
+    def order(self) -> tuple[str, int]:
+        """The first (node, rank) of the partial (partials arrive in any order)."""
+        first = self.rank_pairs.sort("node", "rank").head(1)
+        return (str(first["node"][0]), int(first["rank"][0])) if first.height else ("", -(2**31))
 
     @staticmethod
     def of(p: RankPartial) -> _RankRows:
@@ -138,6 +148,7 @@ class _RankRows:
             p.step_spans,
             p.step_stats,
             p.overlap,
+            p.breakdown,
             p.balance,
             p.rank_kernels,
         )
@@ -157,7 +168,7 @@ def reduce_partials(partials: Iterable[RankPartial], *, top: int = 15) -> FleetS
     for p in partials:
         fold.add(p)
     fold.compact()
-    rows = fold.per_rank
+    rows = sorted(fold.per_rank, key=_RankRows.order)  # per-rank frames in (node, rank) order, as one process has
     pairs = _concat([r.rank_pairs for r in rows]).unique().sort("node", "rank")
     ranks = int((pairs["rank"] >= 0).sum()) if pairs.height else 0
     source = _step_source([r.step_source for r in rows], fold.pattern)
@@ -180,6 +191,7 @@ def reduce_partials(partials: Iterable[RankPartial], *, top: int = 15) -> FleetS
         steps=steps,
         step_stats=_concat([r.step_stats for r in kept], rows[0].step_stats if rows else None),
         overlap=overlap,
+        breakdown=_concat([r.breakdown for r in rows]),
         load_balance=_load_balance(fold, balance) if ranks > 1 else None,
         rank_table=_rank_table(balance, overlap, idle),
         rank_idle=_rank_idle(idle),
@@ -311,3 +323,11 @@ def _rank_table(balance: pl.DataFrame, overlap: pl.DataFrame, idle: pl.DataFrame
     return table.with_columns(slowdown=slowdown).with_columns(
         straggler=pl.col("slowdown").fill_null(0.0) >= STRAGGLER_RATIO
     )
+
+
+def fleet_to_dict(fleet: FleetSummary) -> dict[str, Any]:
+    """A stable, JSON-ready dict of a FleetSummary, as summary_to_dict (step spans left out, the rank x step
+    grid being long at thousands of ranks; the per-rank step statistics stay), with the quantiles' bound."""
+    out = record_to_dict(fleet)
+    out["quantile_relative_error"] = round(RELATIVE_ERROR, 6)
+    return dict(sorted(out.items()))
