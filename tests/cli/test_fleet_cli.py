@@ -81,3 +81,26 @@ def test_workers_on_a_trace_file_is_a_one_line_error(capsys: pytest.CaptureFixtu
     assert main(["summary", str(fixture_path("alexnet")), "--workers", "2"]) == ExitCode.BAD_INPUT
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "needs a .ktrace store" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("fmt", "marker"), [("md", "## Ranks, slowest first"), ("html", "<h2>Load balance</h2>")])
+def test_report_of_a_store_rank_by_rank(
+    dlrm_store: Path, tmp_path: Path, fmt: str, marker: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / f"fleet.{fmt}"
+    assert main(["report", str(dlrm_store), "--workers", "2", "-o", str(target)]) == 0
+    text = target.read_text()
+    assert marker in text and "processes (2 workers)" in text and "Rules on the reduced tables" in text
+    assert main(["report", str(dlrm_store), "--workers", "2", "-o", str(target), "--force"]) == 0  # its own output
+
+
+def test_report_json_has_the_fleet_where_one_process_has_the_summary(
+    dlrm_store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = _json(["report", str(dlrm_store), "--workers", "2", "-f", "json"], capsys)
+    single = _json(["report", str(dlrm_store), "-f", "json"], capsys)
+    assert "summary" in single and "fleet" not in single
+    fleet = doc["fleet"]
+    assert isinstance(fleet, dict) and isinstance(single["summary"], dict)
+    assert fleet["busy"] == single["summary"]["busy"] and fleet["engine"] == "processes (2 workers)"
+    assert doc["rule_docs"] == single["rule_docs"]
