@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,7 +11,14 @@ from real_traces import fixture_path
 
 from ktrace.analysis.summary import summarize
 from ktrace.fleet.engines import Engine, InProcessEngine, ProcessEngine, open_engine
-from ktrace.fleet.summary_map import FLEET_MIN_RANKS, store_ranks, summarize_store, wants_fleet
+from ktrace.fleet.summary_map import (
+    FLEET_MIN_RANKS,
+    fleet_summary,
+    same_results,
+    store_ranks,
+    summarize_store,
+    wants_fleet,
+)
 from ktrace.importers import load
 from ktrace.model import store
 from ktrace.model.errors import TraceFormatError
@@ -67,6 +75,9 @@ def test_multi_node_store_equals_one_process(kind: str, request: pytest.FixtureR
     with _engine(kind, request) as engine:
         fleet = summarize_store(path, engine, steps_pattern="ProfilerStep")
     assert fleet_differences(summarize(store.read(path), steps_pattern="ProfilerStep"), fleet) == []
+    alone = fleet_summary(path, workers=1, steps_pattern="ProfilerStep")  # the benchmark's hook
+    assert alone.engine == "in-process" and same_results(alone, fleet)
+    assert not same_results(alone, dataclasses.replace(fleet, kernels=fleet.kernels + 1))
 
 
 def test_many_ranks_or_an_engine_option_choose_the_map_reduce_path(tmp_path: Path, dlrm_store: Path) -> None:
