@@ -82,8 +82,6 @@ most this many ranks' worth, not every rank's histograms."""
 class _Fold:
     """The reduce's running state: per-rank rows kept, histograms and totals merged as partials arrive."""
 
-    parts: list[RankPartial] = field(default_factory=list)
-    """Partials not yet compacted."""
     per_rank: list[_RankRows] = field(default_factory=list)
     kernels: int = 0
     spans: list[tuple[int, int]] = field(default_factory=list)
@@ -163,17 +161,22 @@ def reduce_partials(partials: Iterable[RankPartial], *, top: int = 15) -> FleetS
 
     Returns:
         FleetSummary.
+
+    Raises:
+        ValueError: no partial.
     """
     fold = _Fold()
     for p in partials:
         fold.add(p)
+    if not fold.per_rank:
+        raise ValueError("reduce_partials needs the partial of at least one rank")
     fold.compact()
     rows = sorted(fold.per_rank, key=_RankRows.order)  # per-rank frames in (node, rank) order, as one process has
     pairs = _concat([r.rank_pairs for r in rows]).unique().sort("node", "rank")
     ranks = int((pairs["rank"] >= 0).sum()) if pairs.height else 0
     source = _step_source([r.step_source for r in rows], fold.pattern)
     kept = [r for r in rows if r.step_source == source]
-    steps = _concat([r.step_spans for r in kept], rows[0].step_spans if rows else None)
+    steps = _concat([r.step_spans for r in kept], rows[0].step_spans)
     stats = _kernel_stats(fold)
     balance = _balance(rows, source)
     idle = _concat([r.idle for r in rows])
@@ -189,7 +192,7 @@ def reduce_partials(partials: Iterable[RankPartial], *, top: int = 15) -> FleetS
         top_by_count=top_of_stats(stats, by="count", top=top),
         latency=_latency(fold),
         steps=steps,
-        step_stats=_concat([r.step_stats for r in kept], rows[0].step_stats if rows else None),
+        step_stats=_concat([r.step_stats for r in kept], rows[0].step_stats),
         overlap=overlap,
         breakdown=_concat([r.breakdown for r in rows]),
         load_balance=_load_balance(fold, balance) if ranks > 1 else None,

@@ -116,3 +116,8 @@ def test_folding_in_batches_gives_the_same_summary(synthetic_store: Path, monkey
     single = summarize(store.read(synthetic_store))
     monkeypatch.setattr(rank_reduce, "_COMPACT_EVERY", 3)
     assert fleet_differences(single, _fleet(synthetic_store)) == []
+
+
+def test_no_partial_is_an_error_not_an_empty_summary() -> None:
+    with pytest.raises(ValueError, match="at least one rank"):
+        reduce_partials([])
