@@ -58,7 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--workers",
         type=int,
         metavar="N",
-        help="a folder: import N rank files at once in worker processes (default: one per core)",
+        help="a folder: import N rank files at once in worker processes (default: one per core, at most one per 4 MB of files; 1: in this process)",
     )
     parser.add_argument(
         "--cluster",

@@ -7,7 +7,7 @@ only when a cluster is named, so the local path never loads dask.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from distributed import Client, Future, as_completed
 
@@ -36,8 +36,8 @@ class DaskEngine(_EngineBase):
                 self._client = Client(cluster, timeout="20s")  # type: ignore[no-untyped-call]
             except (OSError, TimeoutError, ValueError, TypeError) as exc:
                 raise KtraceError(f"cannot reach the Dask scheduler {cluster}: {exc}", ExitCode.FAILURE) from exc
-        info: dict[str, Any] = self._client.scheduler_info()
-        self.workers = max(1, sum(int(w.get("nthreads", 1)) for w in info.get("workers", {}).values()))
+        threads: dict[str, int] = self._client.nthreads()  # type: ignore[no-untyped-call]
+        self.workers = max(1, sum(threads.values()))  # tasks run at once (0 workers yet: 1, they queue)
 
     def map(
         self, fn: Callable[[T], R], items: Sequence[T], *, describe: Callable[[T], str] | None = None

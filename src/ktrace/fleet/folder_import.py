@@ -10,6 +10,7 @@ when its source's size and mtime, the options and the scrub rules are unchanged)
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -17,18 +18,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ktrace.fleet.engines import open_engine
+from ktrace.fleet.engines import default_workers, open_engine
 from ktrace.fleet.rank_import import RankImport, RankTask, import_rank, read_entry
 from ktrace.importers.kineto import RankFile, assign_ranks, folder_meta
 from ktrace.importers.kineto_stream import kineto_files
 from ktrace.model.errors import ProgressFn, TraceFormatError, no_progress
 from ktrace.model.layout import partition_dir
-from ktrace.model.outputs import Output
+from ktrace.model.outputs import STORE, Output
 from ktrace.model.scrub import scrub_meta
 from ktrace.model.store import write_meta
 from ktrace.model.trace import TraceMeta
 
 RESUME_PREFIX = ".ktrace-resume-"
+BYTES_PER_WORKER = 4 << 20
+"""Without --workers: at most one worker process per 4 MB of rank files left to import. A worker costs ~0.4 s of
+CPU to start (polars, pyarrow, the importer; measured: 2 workers took 0.8 s more CPU than one process on 32 DLRM
+ranks), what ~0.7 MB of gzip Kineto costs to import (0.55 s/MB): at 4 MB a worker, starting costs under a fifth of
+the work. The 8-rank DLRM folder (0.4 MB) imports in this process."""
 
 
 @dataclass(frozen=True)
@@ -54,8 +60,8 @@ def _entry_name(source: Path) -> str:
 
 
 def import_folder(
-    folder: Path,
-    output: Output,
+    folder: str | os.PathLike[str],
+    output: Output | str | os.PathLike[str],
     *,
     with_ops: bool = True,
     force: bool = False,
@@ -63,16 +69,51 @@ def import_folder(
     cluster: str | object | None = None,
     progress: ProgressFn = no_progress,
 ) -> FolderImport:
-    """Import the per-rank Kineto files of `folder` into `output` (checked and locked by the caller), one task
-    per file on the engine `open_engine(workers=, cluster=)` picks; publish it when every rank is written.
+    """Import the per-rank Kineto files of `folder` into `output` (a path, or an `Output` the caller checked and
+    locked), one task per file on the engine `open_engine(workers=, cluster=)` picks; publish it when every rank is
+    written. `cluster`: a scheduler address, a dask Client, or a cluster object (LocalCluster, SLURMCluster).
 
     Raises:
         TraceFormatError: no Kineto file in `folder`, or none readable (one line, exit 3).
         KtraceError: a task failed for another reason (naming the file)."""
+    folder = Path(folder)
+    if not isinstance(output, Output):
+        output = Output(Path(output), STORE, force=force, inputs=[folder])
+    try:
+        with output.preparing():  # an error or Ctrl-C: nothing published, the lock released, finished ranks kept
+            found = _import_ranks(folder, output.target, with_ops, force, workers, cluster, progress)
+            meta, counts, ranks = _stage(folder, found.records, resume_folder(output.target), output)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            resume_folder(output.target).rmdir()  # only if no rank was kept in it
+        raise
+    output.publish()
+    shutil.rmtree(resume_folder(output.target), ignore_errors=True)
+    return FolderImport(meta, counts, ranks, found.resumed, found.engine, found.workers)
+
+
+@dataclass(frozen=True)
+class _Ranks:
+    records: list[RankImport]
+    resumed: int
+    engine: str
+    workers: int
+
+
+def _import_ranks(
+    folder: Path,
+    target: Path,
+    with_ops: bool,
+    force: bool,
+    workers: int | None,
+    cluster: str | object | None,
+    progress: ProgressFn,
+) -> _Ranks:
+    """The record of every rank file of `folder`, in file order: kept from the resume folder, or imported."""
     files = kineto_files(folder)
     if not files:
         raise TraceFormatError(f"{folder}: no Kineto trace (.json or .json.gz) in this folder")
-    resume = resume_folder(output.target)
+    resume = resume_folder(target)
     if force:
         shutil.rmtree(resume, ignore_errors=True)
     resume.mkdir(exist_ok=True)
@@ -81,20 +122,23 @@ def import_folder(
     total = sum(p.stat().st_size for p in files)
     done = sum(files[i].stat().st_size for i in records)
     progress(done, total)
-    name = "in-process"
-    count = 1
+    name, count = "in-process", 1
     if todo:
         tasks = [RankTask(str(files[i].resolve()), str(resume / _entry_name(files[i])), with_ops) for i in todo]
+        if workers is None and cluster is None:
+            workers = auto_workers([files[i].stat().st_size for i in todo])
         with open_engine(workers=workers, cluster=cluster, tasks=len(tasks)) as engine:
             name, count = engine.name, engine.workers
             for index, record in engine.map(import_rank, tasks, describe=lambda task: Path(task.path).name):
                 records[todo[index]] = record
                 done += files[todo[index]].stat().st_size
                 progress(done, total)
-    ordered = [records[i] for i in range(len(files))]
-    meta, counts, ranks = _publish(folder, ordered, resume, output, single=len(files) == 1)
-    shutil.rmtree(resume, ignore_errors=True)
-    return FolderImport(meta, counts, ranks, resumed, name, count)
+    return _Ranks([records[i] for i in range(len(files))], resumed, name, count)
+
+
+def auto_workers(sizes: Sequence[int]) -> int:
+    """The default of --workers for rank files of `sizes` bytes: one per core, one per BYTES_PER_WORKER at most."""
+    return max(1, min(default_workers(), len(sizes), sum(sizes) // BYTES_PER_WORKER))
 
 
 def _scan_resume(resume: Path, files: Sequence[Path], with_ops: bool) -> tuple[dict[int, RankImport], list[int]]:
@@ -114,29 +158,29 @@ def _scan_resume(resume: Path, files: Sequence[Path], with_ops: bool) -> tuple[d
     return records, [i for i in range(len(files)) if i not in records]
 
 
-def _publish(
-    folder: Path, records: list[RankImport], resume: Path, output: Output, *, single: bool
+def _stage(
+    folder: Path, records: list[RankImport], resume: Path, output: Output
 ) -> tuple[TraceMeta, dict[str, int], int]:
     """Merge the records as the one-process folder import does, move each partition into the staging folder under
-    its final rank, write meta.json and publish. (meta, rows per table, ranks)."""
+    its final rank and write meta.json. (meta, rows per table, ranks with rows)."""
     imported = [r for r in records if not r.skipped]
     skipped = [f"{r.source}: {r.skipped}" for r in records if r.skipped]
     if not imported:
-        raise TraceFormatError(records[0].skipped if single else f"{folder}: no readable Kineto trace ({skipped[0]})")
+        raise TraceFormatError(
+            records[0].skipped if len(records) == 1 else f"{folder}: no readable Kineto trace ({skipped[0]})"
+        )
     ranks, notes = assign_ranks([r.rank for r in imported], skipped)
     metas = [TraceMeta(source="kineto", job=r.job, hosts=(r.node,), health=r.health, notes=r.notes) for r in imported]
     infos = [RankFile(r.rank, r.rank_from, r.world_size, r.job) for r in imported]
     meta = _scrubbed_meta(folder_meta(folder, metas, infos, ranks, notes), imported)
-    with output.preparing():
-        for record, rank in zip(imported, ranks, strict=True):
-            found = read_entry(resume / _entry_name(folder / record.source))
-            if found is None:
-                raise TraceFormatError(f"{record.source}: its imported partition vanished; import again")
-            target = partition_dir(output.staging, record.node, rank)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(found[1], target)
-        write_meta(output.staging, meta, {r.node for r in imported})
-    output.publish()
+    for record, rank in zip(imported, ranks, strict=True):
+        found = read_entry(resume / _entry_name(folder / record.source))
+        if found is None:
+            raise TraceFormatError(f"{record.source}: its imported partition vanished; import again")
+        target = partition_dir(output.staging, record.node, rank)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(found[1], target)
+    write_meta(output.staging, meta, {r.node for r in imported})
     counts: dict[str, int] = {}
     for record in imported:
         for table, rows in record.counts.items():

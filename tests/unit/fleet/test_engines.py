@@ -77,11 +77,14 @@ def test_a_failing_task_is_one_line_naming_the_item(kind: str, request: pytest.F
 def test_stopping_early_cancels_the_tasks_not_started(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    paths = [tmp_path / f"done{n}" for n in range(40)]
+    # processes: at most 2 tasks a worker are submitted ahead, so 40 leave room; dask: every task is submitted at
+    # once and its workers share this process, so 400 keep the scheduler busy past the first result
     if kind == "dask":
         engine: Engine = open_engine(cluster=request.getfixturevalue("dask_client"))
+        paths = [tmp_path / f"done{n}" for n in range(400)]
     else:
         engine = ProcessEngine(1)
+        paths = [tmp_path / f"done{n}" for n in range(40)]
     with engine:
         results = engine.map(Path.touch, paths)
         next(results)
@@ -122,3 +125,12 @@ def test_a_cluster_without_dask_is_exit_6_with_the_pip_command() -> None:
     res = _run_python(code)
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith("6 ") and "pip install 'ktrace[dask]'" in res.stdout, res.stdout
+
+
+def test_default_workers_scale_with_the_bytes_to_import() -> None:
+    from ktrace.fleet.engines import default_workers
+    from ktrace.fleet.folder_import import BYTES_PER_WORKER, auto_workers
+
+    assert auto_workers([50_000] * 8) == 1  # the DLRM folder: worker processes would cost more than they save
+    assert auto_workers([BYTES_PER_WORKER] * 256) == default_workers()
+    assert auto_workers([BYTES_PER_WORKER * 4]) == 1  # never more workers than files
