@@ -68,6 +68,24 @@ def _run(mode: str, path: Path, tmp: Path) -> dict[str, object]:
     return found
 
 
+def summary_fragment(path: Path) -> str:
+    """benchmarks/fleet.py's SUMMARY_HOOKS part for a store: ", summary: one process <s> s, 2 workers <s> s, dask
+    <s> s, client RSS <MB> vs <MB>, same numbers: yes|no" (each side in a fresh subprocess)."""
+    with tempfile.TemporaryDirectory() as tmp_name:
+        runs = {m: _run(m, path, Path(tmp_name)) for m in ("single", "processes", "dask")}
+    from ktrace.fleet.summary_map import same_results
+    from ktrace.testing.fleet_compare import fleet_differences
+
+    same = same_results(runs["processes"]["result"], runs["dask"]["result"])  # type: ignore[arg-type]
+    same = same and not fleet_differences(runs["single"]["result"], runs["processes"]["result"])  # type: ignore[arg-type]
+    w = {m: float(r["wall"]) for m, r in runs.items()}  # type: ignore[arg-type]
+    return (
+        f", summary: one process {w['single']:.2f} s, 2 workers {w['processes']:.2f} s, dask {w['dask']:.2f} s, "
+        f"client RSS {runs['single']['rss_mb']:.0f} MB vs {runs['processes']['rss_mb']:.0f} MB, same numbers: "
+        f"{'yes' if same else 'no'}"
+    )
+
+
 def main() -> None:
     """Build the store, summarize it every way, print the figures."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
