@@ -56,7 +56,8 @@ class RankPartial:
     kernel_totals: pl.DataFrame
     """kernels.kernel_stats' exact columns per name: name, count, total_ns, min_ns, max_ns."""
     kernel_histogram: pl.DataFrame
-    """Kernel durations per name on log bins (log_histogram.histogram): name, bin, count."""
+    """Kernel durations per name on log bins (log_histogram.histogram): name_id (the row of the name in
+    kernel_totals: a long name travels once, not once per bin), bin, count."""
     rank_kernels: pl.DataFrame
     """kernels.top_kernels(per_rank=True, top=RANK_KERNELS, other=False): node, rank, name, count, total_ns."""
     latency_totals: pl.DataFrame
@@ -115,7 +116,7 @@ def rank_partial(
         busy=busy_time(trace, per="device", index=ix),
         idle=device_idle_breakdown(trace, index=ix),
         kernel_totals=stats.select("name", "count", "total_ns", "min_ns", "max_ns"),
-        kernel_histogram=_kernel_histogram(trace),
+        kernel_histogram=_kernel_histogram(trace, stats["name"]),
         rank_kernels=top_kernels(trace, top=RANK_KERNELS, per_rank=True, other=False, index=ix).select(
             "node", "rank", "name", "count", "total_ns"
         ),
@@ -133,9 +134,11 @@ def rank_partial(
     )
 
 
-def _kernel_histogram(trace: Trace) -> pl.DataFrame:
+def _kernel_histogram(trace: Trace, names: pl.Series) -> pl.DataFrame:
+    ids = pl.DataFrame({"name": names}).with_row_index("name_id").with_columns(pl.col("name_id").cast(pl.Int32))
     k = trace.kernels.select(pl.col("name").cast(pl.String), duration_ns=pl.col("end_ns") - pl.col("start_ns"))
-    return histogram(k, ["name"], "duration_ns")
+    coded = k.join(ids, on="name", how="left", nulls_equal=True).select("name_id", "duration_ns")
+    return histogram(coded, ["name_id"], "duration_ns")
 
 
 def _first_runs(ix: TraceIndex) -> pl.DataFrame:

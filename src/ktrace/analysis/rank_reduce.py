@@ -99,7 +99,7 @@ class _Fold:
         self.kernels += p.kernels
         self.spans += [p.span] if p.span is not None else []
         self.kernel_totals.append(p.kernel_totals)
-        self.kernel_histogram.append(p.kernel_histogram)
+        self.kernel_histogram.append(_named(p.kernel_histogram, p.kernel_totals["name"]))
         self.latency_totals.append(p.latency_totals)
         self.latency_histogram.append(p.latency_histogram)
         _add_histograms(self.counters, p.counter_histograms)
@@ -208,6 +208,12 @@ def _concat(frames: Sequence[pl.DataFrame], empty: pl.DataFrame | None = None) -
     if not found:
         return (frames[0] if frames else (empty if empty is not None else pl.DataFrame())).clear()
     return pl.concat(found, how="vertical_relaxed")
+
+
+def _named(hist: pl.DataFrame, names: pl.Series) -> pl.DataFrame:
+    """A partial's kernel histogram keyed by name again (it travels keyed by the name's row in kernel_totals)."""
+    lookup = pl.DataFrame({"name": names}).with_row_index("name_id").with_columns(pl.col("name_id").cast(pl.Int32))
+    return hist.join(lookup, on="name_id", how="left").select("name", "bin", "count")
 
 
 def _step_source(sources: Sequence[str], pattern: str | None) -> str:
