@@ -1,7 +1,7 @@
 """The rules `ktrace check` runs on a many-rank store's FleetSummary (reduced per-rank tables, analysis.rank_reduce).
 
 A rule runs there when its input is one the reduce gives exactly (LoadBalancing: the job's LoadBalance;
-CommNotOverlapped: the per-rank temporal breakdown); every
+CommNotOverlapped: the per-rank temporal breakdown; StepOutlier: every rank's step spans); every
 other rule needs events the client never holds and is reported as skipped with NEEDS_ONE_PROCESS, so the output
 says which rules ran.
 """
@@ -15,6 +15,7 @@ from ktrace.analysis.rank_reduce import FleetSummary
 from ktrace.analysis.rules.base import Outcome, ParamValue, RuleResult, Skip
 from ktrace.analysis.rules.config import RulesConfig
 from ktrace.analysis.rules.engine import RulesReport, all_rules, evaluate_check
+from ktrace.analysis.rules.sagemaker import step_outlier_outcome
 from ktrace.analysis.rules.sagemaker_capacity import load_balancing_outcome
 from ktrace.analysis.rules.timeline_gpu import comm_overlap_outcome
 
@@ -36,7 +37,15 @@ def _comm_overlap(fleet: FleetSummary, p: Mapping[str, ParamValue]) -> Outcome:
     return comm_overlap_outcome(fleet.breakdown, p)
 
 
-FLEET_CHECKS: dict[str, FleetCheck] = {"LoadBalancing": _load_balancing, "CommNotOverlapped": _comm_overlap}
+def _step_outlier(fleet: FleetSummary, p: Mapping[str, ParamValue]) -> Outcome:
+    return step_outlier_outcome(fleet.steps, p)
+
+
+FLEET_CHECKS: dict[str, FleetCheck] = {
+    "StepOutlier": _step_outlier,
+    "LoadBalancing": _load_balancing,
+    "CommNotOverlapped": _comm_overlap,
+}
 """Rule name -> its check on a FleetSummary (the same outcome as on the whole trace)."""
 
 
