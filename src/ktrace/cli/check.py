@@ -12,8 +12,9 @@ examples:
   ktrace check job.ktrace --workers 8                  a many-rank store, rank by rank
 
 On a .ktrace store of 16 ranks or more (or with --workers/--cluster) the rules run on the tables reduced from
-every rank (ktrace.fleet): those that can (StepOutlier, LoadBalancing, CommNotOverlapped) run, every other
-rule is reported as skipped with the reason (it needs the single-process path); the tally line names the engine.
+every rank (ktrace.fleet): those that can (StepOutlier, MaxInitializationTime, LoadBalancing, CommNotOverlapped)
+run, every other rule is reported as skipped with the reason (it needs the single-process path); the tally line
+names the engine.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The rules `ktrace check` runs on a many-rank store's FleetSummary (reduced per-rank tables, analysis.rank_reduce).
 
 A rule runs there when its input is one the reduce gives exactly (LoadBalancing: the job's LoadBalance;
-CommNotOverlapped: the per-rank temporal breakdown; StepOutlier: every rank's step spans); every
-other rule needs events the client never holds and is reported as skipped with NEEDS_ONE_PROCESS, so the output
-says which rules ran.
+CommNotOverlapped: the per-rank temporal breakdown; StepOutlier: every rank's step spans; MaxInitializationTime:
+the job phases); every other rule needs events the client never holds and is reported as skipped with
+NEEDS_ONE_PROCESS, so the output says which rules ran.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from ktrace.analysis.rank_reduce import FleetSummary
 from ktrace.analysis.rules.base import Outcome, ParamValue, RuleResult, Skip
 from ktrace.analysis.rules.config import RulesConfig
 from ktrace.analysis.rules.engine import RulesReport, all_rules, evaluate_check
-from ktrace.analysis.rules.sagemaker import step_outlier_outcome
+from ktrace.analysis.rules.sagemaker import max_init_outcome, step_outlier_outcome
 from ktrace.analysis.rules.sagemaker_capacity import load_balancing_outcome
 from ktrace.analysis.rules.timeline_gpu import comm_overlap_outcome
 
@@ -41,8 +41,13 @@ def _step_outlier(fleet: FleetSummary, p: Mapping[str, ParamValue]) -> Outcome:
     return step_outlier_outcome(fleet.steps, p)
 
 
+def _max_init(fleet: FleetSummary, p: Mapping[str, ParamValue]) -> Outcome:
+    return max_init_outcome(fleet.phases, p)
+
+
 FLEET_CHECKS: dict[str, FleetCheck] = {
     "StepOutlier": _step_outlier,
+    "MaxInitializationTime": _max_init,
     "LoadBalancing": _load_balancing,
     "CommNotOverlapped": _comm_overlap,
 }

@@ -8,6 +8,7 @@ import numpy as np
 import polars as pl
 
 from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.phases import JobPhases
 from ktrace.analysis.rules.base import Evidence, Outcome, Param, ParamValue, Rule, Skip
 from ktrace.analysis.rules.frames import evidence_rows, pct
 from ktrace.analysis.rules.inputs import dataloader_time, job_phases, outlier_steps, steps
@@ -151,7 +152,11 @@ DATALOADER = Rule(
 
 
 def _max_init(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
-    phases = job_phases(index)
+    return max_init_outcome(job_phases(index), p)
+
+
+def max_init_outcome(phases: JobPhases, p: Mapping[str, ParamValue]) -> Outcome:
+    """The MaxInitializationTime rule on the job's phases (a trace's, or a fleet's reduced ones)."""
     if not phases.steps:
         raise Skip("no training step found, so the end of initialization is unknown")
     minutes = phases.init_ns / 60e9
