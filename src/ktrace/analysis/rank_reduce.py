@@ -31,6 +31,19 @@ its busy time is): 10 % slower than the typical rank."""
 _SOURCE_ORDER = ("profiler_step", "annotation", "periodic")
 _PATTERN_SOURCE_ORDER = ("annotation", "profiler_step", "periodic")
 _STEP_COLUMNS = ("step_mean_ns", "step_p50_ns")
+_KERNEL_STATS = (
+    "name",
+    "count",
+    "total_ns",
+    "min_ns",
+    "mean_ns",
+    "p50_ns",
+    "p95_ns",
+    "max_ns",
+    "time_share",
+    "count_share",
+)
+"""kernels.kernel_stats' columns, in its order."""
 
 
 @dataclass(frozen=True)
@@ -237,7 +250,7 @@ def _kernel_stats(fold: _Fold) -> pl.DataFrame:
     if merged.height == 0:
         return merged.with_columns(
             *[pl.lit(None, pl.Float64).alias(c) for c in ("mean_ns", "p50_ns", "p95_ns", "time_share", "count_share")]
-        )
+        ).select(_KERNEL_STATS)
     (hist,) = fold.kernel_histogram
     q = grouped_quantiles(hist, ["name"], (0.5, 0.95), "d").rename({"d_p50": "p50_ns", "d_p95": "p95_ns"})
     return (
@@ -247,9 +260,7 @@ def _kernel_stats(fold: _Fold) -> pl.DataFrame:
             time_share=pl.col("total_ns") / pl.col("total_ns").sum(),
             count_share=pl.col("count") / pl.col("count").sum(),
         )
-        .select(
-            "name", "count", "total_ns", "min_ns", "mean_ns", "p50_ns", "p95_ns", "max_ns", "time_share", "count_share"
-        )
+        .select(_KERNEL_STATS)
         .sort(["total_ns", "name"], descending=[True, False])
     )
 

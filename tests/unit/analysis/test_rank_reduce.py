@@ -121,3 +121,14 @@ def test_folding_in_batches_gives_the_same_summary(synthetic_store: Path, monkey
 def test_no_partial_is_an_error_not_an_empty_summary() -> None:
     with pytest.raises(ValueError, match="at least one rank"):
         reduce_partials([])
+
+
+def test_ranks_without_gpu_work_reduce_like_one_process(tmp_path: Path) -> None:
+    """A CPU-only rank among GPU ranks, and a job with no kernel at all, give the same tables as one process."""
+    trace = generate(SyntheticConfig(steps=4, kernels_per_step=20, ranks=3))
+    cpu_only = pl.col("rank") == 2
+    mixed = dataclasses.replace(trace, kernels=trace.kernels.filter(~cpu_only), memory=trace.memory.filter(~cpu_only))
+    no_gpu = dataclasses.replace(trace, kernels=trace.kernels.clear(), memory=trace.memory.clear())
+    for name, job in (("mixed", mixed), ("no_gpu", no_gpu)):
+        path = _store(job, tmp_path / f"{name}.ktrace")
+        assert fleet_differences(summarize(store.read(path)), _fleet(path)) == [], name
