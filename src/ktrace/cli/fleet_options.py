@@ -8,11 +8,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ktrace.analysis.rank_reduce import FleetSummary
 
-ENGINE_HELP = (
-    "stores of 16 ranks or more, or with --workers/--cluster, are analysed rank by rank (map-reduce: each worker "
-    "opens only its own partitions, the client merges small tables); the output names the engine"
-)
-
 
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     """--workers N and --cluster ADDR."""
