@@ -288,10 +288,16 @@ def summary_to_dict(summary: Summary) -> dict[str, Any]:
 
     Step spans are left out (they can be long); step statistics stay.
     """
+    return record_to_dict(summary)
+
+
+def record_to_dict(record: Any, skip: tuple[str, ...] = ("steps",)) -> dict[str, Any]:
+    """summary_to_dict of any dataclass built of Summary's kinds of fields (the fleet's FleetSummary too), its
+    fields in `skip` left out."""
     out: dict[str, Any] = {}
-    for f in fields(summary):
-        value = getattr(summary, f.name)
-        if f.name == "steps":
+    for f in fields(record):
+        value = getattr(record, f.name)
+        if f.name in skip:
             continue
         convert = _FIELD_DICTS.get(f.name)
         if convert is not None:
