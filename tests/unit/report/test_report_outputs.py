@@ -99,13 +99,14 @@ def test_json_is_stable_and_complete(evil_content):  # type: ignore[no-untyped-d
 
 
 def test_sections_in_the_order_of_the_seed_reports(synthetic_trace):  # type: ignore[no-untyped-def]
+    from ktrace.analysis.rules.engine import RULE_ORDER
     from ktrace.report.content import build_report
     from ktrace.report.html import all_sections
 
     sections = all_sections(build_report(synthetic_trace))
     anchors = [s.anchor for s in sections]
-    assert anchors[:5] == ["job", "system", "framework", "rules", "dashboard"]
-    assert len(anchors) == 5 + 20
+    assert anchors[:6] == ["job", "system", "framework", "rules", "dashboard", "memory"]
+    assert len(anchors) == 6 + len(RULE_ORDER)
     dashboard = sections[4]
     titles = [f["layout"]["title"]["text"] for f in dashboard.figures]
     for wanted in (
