@@ -82,3 +82,14 @@ def test_gpu_memory_increase_reads_the_allocator_without_counters(tb) -> None:  
     assert leak.fired and leak.details["series"][0]["label"] == "n0/rank0/GPU0"
     steady = tb.run_rule(stepped_trace(kept_per_step_mib=0, steps=12), "GPUMemoryIncrease")
     assert not steady.fired and not steady.skipped
+
+
+def test_gpu_memory_increase_ignores_activations_rising_within_a_step(tb, real_trace_path) -> None:  # type: ignore[no-untyped-def]
+    """resnet50 (PyTorch 1.9: no totals) allocates up to 2.8 GB of activations and frees them in every step. Read
+    as allocated bytes from the trace start, that sawtooth rose 7.4 points (> 5) and fired; the allocator's
+    high-water mark after the first step is flat."""
+    import ktrace
+
+    result = tb.run_rule(ktrace.open(real_trace_path("resnet50")), "GPUMemoryIncrease")
+    assert not result.skipped and not result.fired
+    assert result.details["series"][0]["rise_points"] == 0.0
