@@ -1,5 +1,6 @@
-"""Golden files of the operator view and kernel sequences on two real Kineto traces of different eras
-(alexnet: PyTorch 2023 snake_case categories; resnet50: PyTorch 1.9 "Operator" events), JSON and the terminal table.
+"""Golden files of the operator view and kernel sequences on three real Kineto traces of different eras
+(alexnet: PyTorch 2023 snake_case categories; resnet50: PyTorch 1.9 "Operator" events; tracelens: H100, 2025, with
+nn.Module frames for the module view), JSON and the terminal table.
 
 Update deliberately: KTRACE_UPDATE_GOLDEN=1 pytest tests/golden/test_operators_golden.py, then review the diff.
 """
@@ -16,7 +17,7 @@ from golden_compare import compare_golden
 GOLDEN = Path(__file__).parent
 
 
-@pytest.mark.parametrize("name", ["alexnet", "resnet50"])
+@pytest.mark.parametrize("name", ["alexnet", "resnet50", "tracelens"])
 def test_operators_golden(name: str, real_trace_path) -> None:  # type: ignore[no-untyped-def]
     from rich.console import Console
 

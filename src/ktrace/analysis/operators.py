@@ -10,16 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 import polars as pl
 
 from ktrace.analysis.columns import dense_ids, node_rank_ids
 from ktrace.analysis.index import Slot, TraceIndex
-from ktrace.analysis.steps import enclosing
+from ktrace.analysis.modules import ModuleSummary, module_summary
+from ktrace.analysis.op_attribution import I64, IS_OPERATOR, innermost_at, innermost_of_records
 from ktrace.model.trace import Trace
-
-I64 = npt.NDArray[np.int64]
-_THREAD = ("node", "rank", "pid", "tid")
 
 OPERATOR_OF_RECORD = Slot[I64]("operator_of_record")
 OPERATOR_SELF_NS = Slot[I64]("operator_self_ns")
@@ -57,46 +54,31 @@ def operator_of_records(trace: Trace, *, index: TraceIndex | None = None) -> I64
     """Row of trace.ops of the innermost operator containing each GPU record's launch call.
 
     Records are in the index's GPU-record order (kernels then memory operations, each in table order).
-    The operator must be on the launch call's thread (node, rank, pid, tid) with start <= call start < end.
+    The operator must be on the launch call's thread (node, rank, pid, tid) with start <= call start < end;
+    Python frames (ops.category python_function) are not operators (see innermost_of_records).
 
     Returns:
         int64 ops row per record; -1 for a record without a launch call or outside every operator.
     """
     ix = TraceIndex.of(trace, index)
-    return ix.get(OPERATOR_OF_RECORD, lambda: _operator_of(ix))
-
-
-def _operator_of(ix: TraceIndex) -> I64:
-    trace = ix.trace
-    launch = ix.launch_rows()
-    out = np.full(launch.size, -1, np.int64)
-    launched = np.flatnonzero(launch >= 0)
-    if trace.ops.height == 0 or launched.size == 0:
-        return out
-    calls = trace.api.select(pl.col(*_THREAD, "start_ns").gather(pl.Series(launch[launched])))
-    out[launched] = operator_at(trace, calls, "start_ns")
-    return out
+    return ix.get(OPERATOR_OF_RECORD, lambda: innermost_of_records(ix, IS_OPERATOR))
 
 
 def operator_at(trace: Trace, points: pl.DataFrame, time_col: str) -> I64:
-    """Row of trace.ops of the innermost operator containing each point: same thread (node, rank, pid, tid, no
-    nulls) and start <= t < end, t the point's `time_col`. The attribution every operator view shares (GPU
-    records by their launch call, allocator events by their own time).
+    """Row of trace.ops of the innermost framework operator containing each point (same thread, start <= t < end,
+    t the point's `time_col`): the attribution every operator view shares (allocator events by their own time).
 
     Returns:
         int64 ops row per point (in `points` order); -1 outside every operator.
     """
-    if trace.ops.height == 0 or points.height == 0:
-        return np.full(points.height, -1, np.int64)
-    ops = trace.ops.select(*_THREAD, "start_ns", "end_ns").with_row_index("op_row")
-    ranges, idx = enclosing(ops, points, _THREAD, time_col)
-    op_row = ranges["op_row"].to_numpy().astype(np.int64)
-    rows: I64 = np.where(idx >= 0, op_row[np.maximum(idx, 0)], -1)
-    return rows
+    return innermost_at(trace, points, time_col, IS_OPERATOR)
 
 
 def operator_self_ns(trace: Trace, *, index: TraceIndex | None = None) -> I64:
-    """CPU self time of each ops row: its span less its direct children's spans clipped to it (>= 0)."""
+    """CPU self time of each ops row: its span less its direct children's spans clipped to it (>= 0).
+
+    Operators and Python frames nest apart (a child is of the same category, on the same thread), so an
+    operator's self time is the same with or without the trace's Python frames."""
     ix = TraceIndex.of(trace, index)
     return ix.get(OPERATOR_SELF_NS, lambda: _self_ns(ix.trace.ops))
 
@@ -109,7 +91,9 @@ def _self_ns(ops: pl.DataFrame) -> I64:
     if ops.height == 0:
         return np.zeros(0, np.int64)
     _, (rank_id,) = node_rank_ids([ops])
-    gid, _ = dense_ids([rank_id, ops["pid"].to_numpy().astype(np.int64), ops["tid"].to_numpy().astype(np.int64)])
+    python = ops.select(~IS_OPERATOR).to_series().to_numpy().astype(np.int64)
+    thread = [rank_id, ops["pid"].to_numpy().astype(np.int64), ops["tid"].to_numpy().astype(np.int64), python]
+    gid, _ = dense_ids(thread)
     order = np.lexsort((-end, start, gid))
     parent_sorted = enclosing_parents(gid[order], start[order], end[order])
     has = parent_sorted >= 0
@@ -133,8 +117,15 @@ def operator_view(trace: Trace, *, index: TraceIndex | None = None) -> OperatorV
         pl.col("name").cast(pl.String),
         (pl.col("end_ns") - pl.col("start_ns")).alias("dur"),
         pl.Series("self", operator_self_ns(trace, index=ix)),
+        IS_OPERATOR.alias("operator"),
     )
-    cpu = ops.group_by("name").agg(calls=pl.len(), cpu_total_ns=pl.col("dur").sum(), cpu_self_ns=pl.col("self").sum())
+    if not ops["operator"].any():
+        return None
+    cpu = (
+        ops.filter(pl.col("operator"))
+        .group_by("name")
+        .agg(calls=pl.len(), cpu_total_ns=pl.col("dur").sum(), cpu_self_ns=pl.col("self").sum())
+    )
     mine = np.flatnonzero(op_of >= 0)
     is_kernel = mine < c.n_kernels
     records = pl.DataFrame(
@@ -176,6 +167,42 @@ def top_operators(view: OperatorView, by: str, top: int = 15) -> pl.DataFrame:
     return rows.sort([col, other, "name"], descending=[True, True, False]).head(top)
 
 
+KERNEL_COLUMNS = ("operator", "kernel", "count", "gpu_ns")
+"""Columns of operator_kernels' frame, in order."""
+
+
+def operator_kernels(
+    trace: Trace, operators: list[str], *, per_operator: int = 5, index: TraceIndex | None = None
+) -> pl.DataFrame:
+    """The kernels each named operator launched (innermost-operator attribution): per (operator, kernel
+    name), launches and GPU time, the `per_operator` longest in total per operator, operators in the order
+    given, kernels by GPU time then name (KERNEL_COLUMNS)."""
+    ix = TraceIndex.of(trace, index)
+    op_of = operator_of_records(trace, index=ix)
+    c = ix.gpu_columns()
+    codes, kernel_names = ix.kernel_name_codes()
+    mine = np.flatnonzero(op_of[: c.n_kernels] >= 0)
+    names = trace.ops["name"].cast(pl.String).gather(pl.Series(op_of[mine]))
+    frame = pl.DataFrame(
+        {"operator": names, "code": codes[mine], "dur": c.end[mine] - c.start[mine]},
+        schema={"operator": pl.String, "code": pl.Int64, "dur": pl.Int64},
+    )
+    rank = pl.DataFrame(
+        {"operator": operators, "order": np.arange(len(operators))}, schema={"operator": pl.String, "order": pl.Int64}
+    )
+    per = (
+        frame.join(rank, on="operator")
+        .group_by("operator", "order", "code")
+        .agg(count=pl.len().cast(pl.Int64), gpu_ns=pl.col("dur").sum())
+        .sort(["order", "gpu_ns", "code"], descending=[False, True, False])
+    )
+    top = per.group_by("order", maintain_order=True).head(per_operator)
+    lookup = [*kernel_names, ""]  # code -1: a kernel without a name
+    return top.with_columns(kernel=pl.Series([lookup[k] for k in top["code"].to_list()], dtype=pl.String)).select(
+        KERNEL_COLUMNS
+    )
+
+
 @dataclass(frozen=True)
 class OperatorSummary:
     """What the summary shows of the operator view: the attribution counts and the two top tables."""
@@ -189,18 +216,26 @@ class OperatorSummary:
     """top_operators(view, "gpu")."""
     top_by_cpu_self_time: pl.DataFrame
     """top_operators(view, "cpu_self")."""
+    kernels_of_top: pl.DataFrame
+    """operator_kernels of the operators of top_by_gpu_time (5 kernels each at most)."""
+    modules: ModuleSummary | None
+    """modules.module_summary: the nn.Module view; None when the trace has no module frames."""
 
 
 def operator_summary(trace: Trace, *, top: int = 15, index: TraceIndex | None = None) -> OperatorSummary | None:
     """The operator view's counts and top tables; None when the trace has no operators."""
-    view = operator_view(trace, index=index)
+    ix = TraceIndex.of(trace, index)
+    view = operator_view(trace, index=ix)
     if view is None:
         return None
+    by_gpu = top_operators(view, "gpu", top)
     return OperatorSummary(
         operators=view.per_name.height,
         records=view.records,
         attributed=view.attributed,
         attributed_gpu_share=view.attributed_gpu_share,
-        top_by_gpu_time=top_operators(view, "gpu", top),
+        top_by_gpu_time=by_gpu,
         top_by_cpu_self_time=top_operators(view, "cpu_self", top),
+        kernels_of_top=operator_kernels(trace, by_gpu["name"].to_list(), index=ix),
+        modules=module_summary(trace, top=top, index=ix),
     )

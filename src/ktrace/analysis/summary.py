@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from typing import Any
@@ -18,12 +19,14 @@ from ktrace.analysis.kernel_sequences import DEFAULT_LENGTH, KernelSequences, ke
 from ktrace.analysis.kernels import kernel_stats, top_kernels
 from ktrace.analysis.latency import latency_stats
 from ktrace.analysis.memory_timeline import MemoryTimeline, memory_timeline, memory_timeline_dict
+from ktrace.analysis.modules import NO_MODULES, ModuleSummary
 from ktrace.analysis.operators import OperatorSummary, operator_summary
 from ktrace.analysis.overlap import comm_compute_overlap
 from ktrace.analysis.phases import JobPhases, job_phases, step_spans
 from ktrace.analysis.precision import precision_distribution
 from ktrace.analysis.ranks import LoadBalance, load_balance
 from ktrace.analysis.steps import detect_steps, step_stats
+from ktrace.analysis.stragglers import Stragglers, stragglers
 from ktrace.analysis.utilization import active_time_share, busy_time
 from ktrace.model.trace import Trace
 
@@ -73,6 +76,8 @@ class Summary:
     """memory_timeline.memory_timeline: GPU memory over time, its peak and who allocated it (None without data)."""
     annotations: tuple[AnnotationHistogram, ...] = ()
     notes: tuple[str, ...] = ()
+    stragglers: Stragglers | None = None
+    """stragglers.stragglers: slowest/fastest ranks per step and the straggler table; only with 2 or more ranks."""
 
 
 def summarize(
@@ -139,6 +144,7 @@ def summarize(
             notes=tuple(trace.meta.notes)
             + _absent_notes(operators, sequences)
             + ((NO_MEMORY_TIMELINE,) if memory_use is None else ()),
+            stragglers=stragglers(trace, index=ix) if n_ranks > 1 else None,
         )
 
 
@@ -164,11 +170,22 @@ def _operators_dict(o: OperatorSummary | None) -> dict[str, Any] | None:
     return {
         "operators": o.operators,
         "records": o.records,
-        "attributed_records": o.attributed,
-        "attributed_gpu_share": o.attributed_gpu_share,
+        **_attribution(o),
         "top_by_gpu_time": frame_records(o.top_by_gpu_time),
         "top_by_cpu_self_time": frame_records(o.top_by_cpu_self_time),
+        "kernels_of_top_operators": frame_records(o.kernels_of_top),
+        "modules": _modules_dict(o.modules),
+        **({"modules_note": NO_MODULES} if o.modules is None else {}),
     }
+
+
+def _attribution(view: OperatorSummary | ModuleSummary) -> dict[str, Any]:
+    return {"attributed_records": view.attributed, "attributed_gpu_share": view.attributed_gpu_share}
+
+
+def _modules_dict(m: ModuleSummary | None) -> dict[str, Any] | None:
+    top = None if m is None else frame_records(m.top_by_gpu_time)
+    return None if m is None else {"modules": m.modules, "frames": m.frames, **_attribution(m), "top_by_gpu_time": top}
 
 
 def _sequences_dict(k: KernelSequences | None) -> dict[str, Any] | None:
@@ -224,6 +241,17 @@ def _load_balance_dict(lb: LoadBalance | None) -> dict[str, Any] | None:
     }
 
 
+def _stragglers_dict(s: Stragglers | None) -> dict[str, Any] | None:
+    if s is None:
+        return None
+    return {
+        "basis": s.basis,
+        "per_step": frame_records(s.per_step),
+        "table": frame_records(s.table),
+        "causes": frame_records(s.causes),
+    }
+
+
 def _histogram_dict(h: AnnotationHistogram) -> dict[str, Any]:
     return {
         "pattern": h.pattern,
@@ -232,6 +260,17 @@ def _histogram_dict(h: AnnotationHistogram) -> dict[str, Any]:
         "counts": list(h.counts),
         "stats": frame_records(h.stats),
     }
+
+
+_FIELD_DICTS: dict[str, Callable[[Any], Any]] = {
+    "load_balance": _load_balance_dict,
+    "operators": _operators_dict,
+    "kernel_sequences": _sequences_dict,
+    "stragglers": _stragglers_dict,
+    "memory_timeline": lambda m: None if m is None else memory_timeline_dict(m, frame_records),
+    "annotations": lambda hs: [_histogram_dict(h) for h in hs],
+}
+"""Summary fields with their own JSON form (the rest: frames as rows, tuples as lists, values as they are)."""
 
 
 def summary_to_dict(summary: Summary) -> dict[str, Any]:
@@ -245,20 +284,13 @@ def summary_to_dict(summary: Summary) -> dict[str, Any]:
         value = getattr(summary, f.name)
         if f.name == "steps":
             continue
-        if isinstance(value, pl.DataFrame):
+        convert = _FIELD_DICTS.get(f.name)
+        if convert is not None:
+            out[f.name] = convert(value)
+        elif isinstance(value, pl.DataFrame):
             out[f.name] = frame_records(value)
         elif isinstance(value, JobPhases):
             out[f.name] = _phases_dict(value)
-        elif f.name == "load_balance":
-            out[f.name] = _load_balance_dict(value)
-        elif f.name == "operators":
-            out[f.name] = _operators_dict(value)
-        elif f.name == "kernel_sequences":
-            out[f.name] = _sequences_dict(value)
-        elif f.name == "memory_timeline":
-            out[f.name] = None if value is None else memory_timeline_dict(value, frame_records)
-        elif f.name == "annotations":
-            out[f.name] = [_histogram_dict(h) for h in value]
         else:
             out[f.name] = list(value) if isinstance(value, tuple) else value
     cleaned: dict[str, Any] = _clean(out)

@@ -31,6 +31,7 @@ import polars as pl
 
 from ktrace.analysis.columns import FINER, PER_KEYS, Per, combine_rank_ids, memory_name_expr, node_rank_ids, time_order
 from ktrace.analysis.index import Slot, TraceIndex
+from ktrace.analysis.op_attribution import IS_OPERATOR
 from ktrace.model.trace import Trace
 
 __all__ = [
@@ -306,8 +307,9 @@ def _cpu_timeline_share(ix: TraceIndex) -> pl.DataFrame:
         .to_list()
     )
     ranges = trace.ranges.filter(~pl.col("on_gpu") & (pl.col("domain").cast(pl.String) != "profiler_step"))
-    frames = [f.select("node", "rank", "start_ns", "end_ns") for f in (trace.api, trace.ops, ranges)]
-    if with_counter:
+    ops = trace.ops.filter(IS_OPERATOR)  # Python frames (a thread's whole run, a sleeping monitor's) are not work
+    frames = [f.select("node", "rank", "start_ns", "end_ns") for f in (trace.api, ops, ranges)]
+    if with_counter or ops.height < trace.ops.height:
         frames = [f.filter(~pl.col("node").is_in(with_counter)) for f in frames]
         keys, ids = node_rank_ids(frames)
     else:  # whole api/ops tables: reuse the rank ids the index holds for them

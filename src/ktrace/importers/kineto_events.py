@@ -24,6 +24,7 @@ from ktrace.importers.kineto_schema import (
     KNOWN_CATEGORIES,
     MAX_TS_US,
     NO_OP_ARGS,
+    OPS_KINDS,
     SKIPPED,
     SKIPPED_OP,
     Args,
@@ -193,6 +194,9 @@ def sync_columns(evs: list[Event], args: list[Args]) -> dict[str, pa.Array]:
     cols["sync_kind"] = str_array(
         [a.sync_kind if type(a.sync_kind) is str else e.name for a, e in zip(args, evs, strict=True)]
     )
+    cols["event_id"] = int_array([a.wait_event for a in args])
+    cols["wait_stream"] = int_array([a.wait_stream for a in args])
+    cols["wait_correlation_id"] = int_array([a.wait_correlation for a in args])
     return cols
 
 
@@ -235,6 +239,11 @@ def alloc_columns(evs: list[Event], args: list[Any]) -> dict[str, pa.Array]:
         "total_allocated": int_array([a.total_allocated for a in args]),
         "total_reserved": int_array([a.total_reserved for a in args]),
     }
+
+
+def python_columns(evs: list[Event]) -> dict[str, pa.Array]:
+    """Raw columns of Python frames (python_function): their args (Python ids) are not read."""
+    return {**_common(evs), "pid": int_array([e.pid for e in evs]), "tid": int_array([e.tid for e in evs])}
 
 
 BUILDERS: dict[str, Callable[[list[Event], list[Any]], dict[str, pa.Array]]] = {
@@ -313,27 +322,29 @@ class EventSink:
             staged.meta_events += [(e.name, e.pid, e.tid, _meta_label(e.args)) for e in other if e.ph == "M"]
             # PyTorch 1.9 wrote allocator events without a category
             self._stage_kind(staged, "alloc", [e for e in other if e.ph == "i" and e.name == MEMORY_EVENT])
-        op_code = KINDS.index("op") + 1
-        alloc_code = KINDS.index("alloc") + 1
         for code in (np.flatnonzero(present[2 : SKIPPED_OP + 1]) + 1).tolist():
             at = np.flatnonzero(codes == code).tolist()
-            if code == alloc_code:
+            kind = KINDS[code - 1]
+            if kind == "alloc":
                 self._stage_kind(staged, "alloc", [e for e in map(events.__getitem__, at) if e.name == MEMORY_EVENT])
                 continue
             evs = [e for e in map(events.__getitem__, at) if e.ph == "X"]
-            if code == op_code:
+            if kind == "op":
                 steps = [e for e in evs if e.name.startswith(STEP_PREFIX)]
                 if steps:  # PyTorch 1.9 wrote ProfilerStep#N as an Operator
                     self._stage_kind(staged, "annotation", steps)
                     evs = [e for e in evs if not e.name.startswith(STEP_PREFIX)]
-                if not self.with_ops:
-                    staged.skipped_ops += len(evs)
-                    continue
-            self._stage_kind(staged, KINDS[code - 1], evs)
+            if kind in OPS_KINDS and not self.with_ops:
+                staged.skipped_ops += len(evs)
+                continue
+            self._stage_kind(staged, kind, evs)
         return staged
 
     def _stage_kind(self, staged: _Staged, kind: str, evs: list[Event]) -> None:
         if not evs:
+            return
+        if kind == "python":
+            staged.tables.append((kind, pa.table(python_columns(evs))))
             return
         raws = [e.args for e in evs]
         # operators and allocator events of the fast path come with their args decoded (kineto_schema._TYPED_ARGS);

@@ -32,12 +32,12 @@ KIND_OF_CATEGORY: dict[str, str] = {
     "cpu_op": "op",
     "Operator": "op",
     "cpu_instant_event": "alloc",
+    "python_function": "python",
 }
 """Kineto category (every era: 2021 capitalised names, 2023+ snake_case) -> ktrace kind of event."""
 
 KNOWN_CATEGORIES = frozenset(KIND_OF_CATEGORY) | {
     "Trace",
-    "python_function",
     "cpu_instant_event",
     "ac2g",
     "async",
@@ -58,12 +58,29 @@ KNOWN_CATEGORIES = frozenset(KIND_OF_CATEGORY) | {
 }
 """Categories that mark a file as a Kineto trace (those not in KIND_OF_CATEGORY are skipped)."""
 
-KINDS = ("kernel", "memcpy", "memset", "runtime", "driver", "sync", "annotation", "gpu_annotation", "op", "alloc")
+KINDS = (
+    "kernel",
+    "memcpy",
+    "memset",
+    "runtime",
+    "driver",
+    "sync",
+    "annotation",
+    "gpu_annotation",
+    "op",
+    "alloc",
+    "python",
+)
 """Kinds of kept events; code k in `codes` below is KINDS[k - 1]."""
 SKIPPED = 0
 """Code of events of a known category that ktrace does not import."""
 SKIPPED_OP = len(KINDS) + 1
-"""Code of cpu_op events skipped because ops were not asked for (counted only)."""
+"""Code of cpu_op and python_function events skipped because ops were not asked for (counted only)."""
+OPS_KINDS = ("op", "python")
+"""Kinds that `with_ops` (ktrace import's default; --no-ops turns it off) imports into the ops table."""
+_LEAN_SKIPS = ("cpu_op", "python_function")
+"""Categories the tagged decoder skips without ops (the 2021 "Operator" is decoded: PyTorch 1.9 wrote its
+ProfilerStep#N spans there; EventSink drops the rest)."""
 
 
 class Args(msgspec.Struct, gc=False):
@@ -84,6 +101,9 @@ class Args(msgspec.Struct, gc=False):
     graph_id: Any = msgspec.field(default=None, name="graph id")
     graph_node_id: Any = msgspec.field(default=None, name="graph node id")
     sync_kind: Any = msgspec.field(default=None, name="cuda_sync_kind")
+    wait_stream: Any = msgspec.field(default=None, name="wait_on_stream")
+    wait_correlation: Any = msgspec.field(default=None, name="wait_on_cuda_event_record_corr_id")
+    wait_event: Any = msgspec.field(default=None, name="wait_on_cuda_event_id")
     collective: Any = msgspec.field(default=None, name="Collective name")
     in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
     out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
@@ -163,19 +183,20 @@ _TYPED_ARGS: dict[str, type] = {"op": OpArgs, "alloc": MemArgs}
 
 def _kept_fields(exact: bool, kind: str | None = None) -> list[tuple[str, Any, Any]]:
     """The fields of a kept event; an operator's or allocator event's args are decoded with the event (see
-    _TYPED_ARGS), so its `args` is an OpArgs/MemArgs or None, every other event's raw JSON."""
+    _TYPED_ARGS), so its `args` is an OpArgs/MemArgs or None; a Python frame's are not read at all (half of an
+    H100 trace's events: skipping them costs nothing); every other event's are raw JSON."""
     ts: tuple[str, Any, Any] = ("ts", int | Decimal, 0) if exact else ("ts", int | float, 0.0)
     typed = _TYPED_ARGS.get(kind or "")
     args: tuple[str, Any, Any] = ("args", typed | None, None) if typed else ("args", msgspec.Raw, NULL)
-    return [
+    fields: list[tuple[str, Any, Any]] = [
         ("ph", str, ""),
         ("name", str, ""),
         ("pid", int | str, 0),
         ("tid", int | str, 0),
         ts,
         ("dur", float, 0.0),
-        args,
     ]
+    return fields if kind == "python" else [*fields, args]
 
 
 @functools.cache
@@ -190,7 +211,7 @@ def tagged_decoder(with_ops: bool, exact: bool = False) -> tuple[msgspec.json.De
     code_of: dict[type, int] = {}
     for i, cat in enumerate(sorted(KNOWN_CATEGORIES)):
         kind = KIND_OF_CATEGORY.get(cat)
-        keep = kind is not None and (with_ops or cat != "cpu_op")
+        keep = kind is not None and (with_ops or cat not in _LEAN_SKIPS)
         cls = msgspec.defstruct(
             f"{'Exact' if exact else ''}Cat{i}",
             _kept_fields(exact, kind) if keep else [],
@@ -199,7 +220,7 @@ def tagged_decoder(with_ops: bool, exact: bool = False) -> tuple[msgspec.json.De
             gc=False,
         )
         types.append(cls)
-        code_of[cls] = KINDS.index(kind) + 1 if keep and kind else (SKIPPED_OP if kind == "op" else SKIPPED)
+        code_of[cls] = KINDS.index(kind) + 1 if keep and kind else (SKIPPED_OP if cat in _LEAN_SKIPS else SKIPPED)
     union: Any = functools.reduce(operator.or_, types)
     return msgspec.json.Decoder(list[union]), code_of
 

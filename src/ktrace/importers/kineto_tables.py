@@ -127,7 +127,8 @@ def add_gpu_tables(builder: TraceBuilder, sink: EventSink, fix: TimeFixer) -> No
             syncs.column("sync_kind").combine_chunks(), lambda k: (SYNC_KIND.get(str(k).strip().lower(), "unknown"),)
         )
         syncs = syncs.drop_columns(["sync_kind", "name", "external_id"])
-        syncs = syncs.set_column(syncs.schema.get_field_index("stream"), "stream", _stream_na(syncs["stream"]))
+        for col in ("stream", "wait_stream", "wait_correlation_id"):  # Kineto writes -1 for "none"
+            syncs = syncs.set_column(syncs.schema.get_field_index(col), col, _stream_na(syncs[col]))
         builder.add("syncs", syncs.append_column("sync_type", sync_type))
 
 
@@ -166,9 +167,17 @@ def add_cpu_tables(builder: TraceBuilder, sink: EventSink, fix: TimeFixer) -> No
             [f.select("start_ns", "end_ns", "pid", "tid", "name", "on_gpu", "device", "stream") for f in frames]
         )
         builder.add("ranges", _with_depth(ranges).to_arrow())
-    ops = sink.table("op")
-    if ops is not None:
-        builder.add("ops", fix.spans(ops))
+    add_ops_tables(builder, sink, fix)
+
+
+def add_ops_tables(builder: TraceBuilder, sink: EventSink, fix: TimeFixer) -> None:
+    """ops: framework operators (cpu_op) and Python frames (python_function), told apart by `category`."""
+    for kind, category in (("op", "cpu_op"), ("python", "python_function")):
+        ops = sink.table(kind)
+        if ops is not None:
+            ops = fix.spans(ops)
+            label = pa.DictionaryArray.from_arrays(np.zeros(ops.num_rows, np.int32), [category])
+            builder.add("ops", ops.append_column("category", label))
 
 
 CUDA_DEVICE_TYPE = 1

@@ -13,6 +13,9 @@ COPY_KINDS = ("HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "unknown")
 MEMORY_KINDS = ("pageable", "pinned", "device", "managed", "array", "unknown")
 SYNC_TYPES = ("stream", "event", "stream_wait_event", "context", "device", "unknown")
 API_DOMAINS = ("runtime", "driver")
+OP_CATEGORIES = ("cpu_op", "python_function")
+"""ops.category: a framework operator (Kineto cpu_op) or a Python frame (Kineto python_function, nn.Module
+frames among them). Null (stores written before the column, sources without it) means an operator."""
 
 NODE_RANK = -1
 """`rank` of rows that belong to a whole node rather than a process (the launcher's counters)."""
@@ -79,6 +82,10 @@ SYNCS_COLUMNS = _fields(
     ("sync_type", _STR, False),
     ("correlation_id", pa.int64(), True),
     ("event_id", pa.int64(), True),
+    # Event waits (Kineto's wait_on_stream / wait_on_cuda_event_record_corr_id): the stream the waited event
+    # was recorded on and the correlation id of its cudaEventRecord call; null elsewhere.
+    ("wait_stream", pa.int64(), True),
+    ("wait_correlation_id", pa.int64(), True),
 )
 
 API_COLUMNS = _fields(
@@ -112,6 +119,7 @@ OPS_COLUMNS = _fields(
     ("name", _STR, False),
     ("external_id", pa.int64(), True),
     ("sequence_number", pa.int64(), True),
+    ("category", _STR, True),
 )
 
 COUNTERS_COLUMNS = _fields(
@@ -201,6 +209,7 @@ ENUMS: dict[tuple[str, str], tuple[str, ...]] = {
     ("memory", "dst_kind"): MEMORY_KINDS,
     ("syncs", "sync_type"): SYNC_TYPES,
     ("api", "domain"): API_DOMAINS,
+    ("ops", "category"): OP_CATEGORIES,
 }
 """(table, column) -> allowed values, checked by Trace.validate()."""
 

@@ -271,6 +271,25 @@ def test_cpu_ops_by_default_and_skipped_on_the_lean_path(tmp_path: Path) -> None
     assert ops.select("external_id", "sequence_number").row(0) == (4, 12)
 
 
+@pytest.mark.parametrize("slow_path", [False, True])
+def test_python_frames_join_the_ops_by_category_and_the_lean_path_skips_them(tmp_path: Path, slow_path: bool) -> None:
+    frames = [
+        _x("python_function", "nn.Module: Linear_0", 1001, 12, **{"Python id": 7, "Python module id": 0}),
+        _x("python_function", "model.py(3): forward", 1000, 14, **{"Python id": 6}),
+    ]
+    odd = [_x("some_future_category", "x", 1000, 1)] if slow_path else []  # no tagged type: list[Event] decodes
+    events = [*_graph_job(), _x("cpu_op", "aten::mm", 1003, 9, **{"External id": 4}), *frames, *odd]
+    path = _write(tmp_path, _doc(events))
+    ops = import_kineto(path).ops.sort("start_ns")
+    assert ops.select(pl.col("name", "category").cast(pl.String)).rows() == [
+        ("model.py(3): forward", "python_function"),
+        ("nn.Module: Linear_0", "python_function"),
+        ("aten::mm", "cpu_op"),
+    ]
+    assert ops["external_id"].to_list() == [None, None, 4]
+    assert import_kineto(path, with_ops=False).ops.height == 0
+
+
 def test_open_reads_kineto_directly(tmp_path: Path) -> None:
     trace = ktrace.open(_write(tmp_path, _doc(_graph_job())))
     assert trace.meta.source == "kineto" and trace.kernels.height == 5

@@ -1,0 +1,55 @@
+"""Which ops row holds each GPU record's launch: the innermost range of a chosen kind (framework operator,
+nn.Module frame) on the launch call's thread containing the call's start. Shared by the operator and module
+views (operators.py, modules.py) so both attribute the same way."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.steps import enclosing
+from ktrace.model.trace import Trace
+
+I64 = npt.NDArray[np.int64]
+THREAD = ("node", "rank", "pid", "tid")
+MODULE_PREFIX = "nn.Module: "
+
+IS_OPERATOR = pl.col("category").is_null() | (pl.col("category").cast(pl.String) == "cpu_op")
+"""ops rows that are framework operators (cpu_op; null in stores written before ops.category), not Python frames."""
+IS_MODULE = (pl.col("category").cast(pl.String) == "python_function") & pl.col("name").cast(pl.String).str.starts_with(
+    MODULE_PREFIX
+)
+"""ops rows that are nn.Module frames (Kineto python_function `nn.Module: Linear_0`, with_modules=True)."""
+
+
+def innermost_of_records(ix: TraceIndex, rows: pl.Expr) -> I64:
+    """Row of trace.ops of the innermost of the ops rows selected by `rows` (an expression over trace.ops)
+    on each GPU record's launch thread that contains the launch call's start; -1 where none (index order)."""
+    trace = ix.trace
+    launch = ix.launch_rows()
+    out = np.full(launch.size, -1, np.int64)
+    launched = np.flatnonzero(launch >= 0)
+    if trace.ops.height == 0 or launched.size == 0:
+        return out
+    calls = trace.api.select(pl.col(*THREAD, "start_ns").gather(pl.Series(launch[launched])))
+    out[launched] = innermost_at(trace, calls, "start_ns", rows)
+    return out
+
+
+def innermost_at(trace: Trace, points: pl.DataFrame, time_col: str, rows: pl.Expr) -> I64:
+    """Row of trace.ops of the innermost of the ops rows selected by `rows` containing each point: same thread
+    (node, rank, pid, tid, no nulls) and start <= t < end, t the point's `time_col` (GPU records by their launch
+    call, allocator events by their own time).
+
+    Returns:
+        int64 ops row per point (in `points` order); -1 outside every selected range.
+    """
+    if trace.ops.height == 0 or points.height == 0:
+        return np.full(points.height, -1, np.int64)
+    ops = trace.ops.select(*THREAD, "start_ns", "end_ns", rows.alias("kept")).with_row_index("op_row")
+    ranges, idx = enclosing(ops.filter(pl.col("kept")), points, THREAD, time_col)
+    op_row = ranges["op_row"].to_numpy().astype(np.int64)
+    found: I64 = np.where(idx >= 0, op_row[np.maximum(idx, 0)], -1)
+    return found
