@@ -16,14 +16,13 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
+from ktrace.importers.kineto_memory import MEMORY_EVENT, NO_MEM_ARGS, decode_mem_args
 from ktrace.importers.kineto_schema import (
     EXACT_FROM_US,
     KIND_OF_CATEGORY,
     KINDS,
     KNOWN_CATEGORIES,
     MAX_TS_US,
-    MEMORY_EVENT,
-    NO_MEM_ARGS,
     NO_OP_ARGS,
     OPS_KINDS,
     SKIPPED,
@@ -36,7 +35,6 @@ from ktrace.importers.kineto_schema import (
     code_of_type,
     decode_args,
     decode_events,
-    decode_mem_args,
 )
 
 _CODE_OF_CATEGORY: dict[str, int] = {

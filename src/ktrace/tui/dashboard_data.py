@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from ktrace.analysis.index import TraceIndex
 from ktrace.model.trace import Trace
 from ktrace.tui.dashboard_panels import Panel, findings_panel, summary_panels, unavailable
+from ktrace.tui.memory_panel import memory_panel
 from ktrace.tui.messages import SummaryReady
 
 __all__ = ["Panel", "compute_dashboard", "panels", "unavailable"]
@@ -43,5 +44,8 @@ def compute_dashboard(trace: Trace, index: TraceIndex | None = None) -> SummaryR
 def panels(message: SummaryReady) -> list[Panel]:
     """The dashboard panels of a summary (each unavailable with a reason when its data is missing)."""
     out = summary_panels(message.dashboard, message.error, message.summary)
+    summary = message.dashboard.summary if message.dashboard is not None else message.summary
+    memory = memory_panel(summary) if summary is not None else None
+    out += [memory] if memory is not None else []
     out.append(findings_panel(message.dashboard, message.error))
     return out
