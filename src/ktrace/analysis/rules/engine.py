@@ -27,6 +27,7 @@ RULE_ORDER: tuple[str, ...] = (
     "ExcessiveSync",
     "GPUGaps",
     "LaunchBoundKernels",
+    "LaunchBoundOperators",
     "HighLaunchLatency",
     "FP32Matmul",
     "CommNotOverlapped",
@@ -47,11 +48,21 @@ def all_rules() -> tuple[Rule, ...]:
         timeline,
         timeline_gpu,
         timeline_latency,
+        timeline_ops,
     )
 
     found = {
         r.name: r
-        for m in (sagemaker, sagemaker_counters, sagemaker_capacity, timeline, timeline_gpu, timeline_latency, health)
+        for m in (
+            sagemaker,
+            sagemaker_counters,
+            sagemaker_capacity,
+            timeline,
+            timeline_gpu,
+            timeline_latency,
+            timeline_ops,
+            health,
+        )
         for r in m.RULES
     }
     return tuple(found[name] for name in RULE_ORDER)
