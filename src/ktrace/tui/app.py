@@ -35,6 +35,8 @@ from ktrace.tui.messages import (
     TrackToggled,
     ViewportChanged,
 )
+from ktrace.tui.operators_model import OperatorPanel, operator_panel
+from ktrace.tui.screens.operators import OperatorScreen
 from ktrace.tui.steps import PENDING_STEPS, StepSpans
 from ktrace.tui.tracks import TrackIndex
 from ktrace.tui.tree_model import device_busy
@@ -80,6 +82,7 @@ class KtraceApp(AppActions):
         """True while the status line shows the trace's counts (not yet a window)."""
         self._first_drawn = threading.Event()
         """Set once the first screen is drawn: the loader waits for it so that drawing gets the GIL to itself."""
+        self.operator_panel: OperatorPanel | None = None
         self.timings: dict[str, float] = {}
         """Seconds spent reading, indexing and until the first screen (for the benchmark)."""
         self.sub_title = self.path.name if self.path else (trace.meta.source if trace else "")
@@ -216,6 +219,7 @@ class KtraceApp(AppActions):
             self.query_one(Dashboard).set_pending()
         else:
             self.query_one(Dashboard).set_unavailable("analyses disabled")
+            self.operator_panel = OperatorPanel("operators: analyses disabled")
 
     def _first_screen(self) -> None:
         """The first screen is drawn: let the loader go on."""
@@ -285,6 +289,11 @@ class KtraceApp(AppActions):
     @on(SummaryReady)
     def _summary(self, message: SummaryReady) -> None:
         self.query_one(Dashboard).show(message)
+        summary = message.dashboard.summary if message.dashboard is not None else message.summary
+        self.operator_panel = operator_panel(summary) if summary is not None else OperatorPanel(message.error)
+        for screen in self.screen_stack:
+            if isinstance(screen, OperatorScreen):
+                screen.show(self.operator_panel)
         if self.index is not None and message.dashboard is not None:
             self.index.device_busy.update(device_busy(message.dashboard.summary))
             self.query_one(HostDeviceTree).refresh_labels()  # GPUs: exact busy time from the analysis
