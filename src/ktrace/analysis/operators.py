@@ -178,7 +178,7 @@ def operator_kernels(
         schema={"operator": pl.String, "code": pl.Int64, "dur": pl.Int64},
     )
     rank = pl.DataFrame(
-        {"operator": operators, "order": np.arange(len(operators))}, schema_overrides={"order": pl.Int64}
+        {"operator": operators, "order": np.arange(len(operators))}, schema={"operator": pl.String, "order": pl.Int64}
     )
     per = (
         frame.join(rank, on="operator")
