@@ -94,6 +94,7 @@ def test_no_module_frames_no_module_view() -> None:
 def test_kernels_of_each_operator() -> None:
     kernels = operator_kernels(nested_ops_trace(), ["aten::addmm", "aten::relu", "forward"], per_operator=1)
     assert kernels.rows() == [("aten::addmm", "gemm", 2, 100), ("aten::relu", "relu_kernel", 1, 10)]
+    assert operator_kernels(nested_ops_trace(), []).height == 0  # no operator to name: an empty, typed join key
 
 
 def test_summary_json_has_modules_or_says_why_not() -> None:
