@@ -115,3 +115,18 @@ def test_operators_at_80x24(snap_compare, settled) -> None:  # type: ignore[no-u
 
 def test_modules_at_80x24(snap_compare, settled) -> None:  # type: ignore[no-untyped-def]
     assert snap_compare(_ScreenApp(_h100_panel()), terminal_size=SMALL, run_before=settled)
+
+
+def test_view_no_ops_reads_no_operators(drive) -> None:  # type: ignore[no-untyped-def]
+    from ktrace.analysis.summary import NO_OPERATORS
+
+    seen: dict[str, Any] = {}
+
+    async def scenario(pilot: Pilot) -> None:  # type: ignore[type-arg]
+        await pilot.press("o")
+        await pilot.pause()
+        seen["ops"] = pilot.app.trace.ops.height  # type: ignore[attr-defined]
+        seen["note"] = _text(pilot.app.screen, "#op-note")
+
+    drive(make_app(fixture_path("alexnet"), with_ops=False), scenario)
+    assert seen["ops"] == 0 and NO_OPERATORS[:30] in seen["note"]

@@ -10,7 +10,7 @@ import datetime as dt
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -175,8 +175,10 @@ def partitions(root: Path) -> Iterator[tuple[str, int, Path]]:
                 yield m["node"], int(r["rank"]), rank_dir
 
 
-def read(path: str | os.PathLike[str]) -> Trace:
+def read(path: str | os.PathLike[str], *, skip: Collection[str] = ()) -> Trace:
     """Open a .ktrace folder as one Trace (all partitions), recovering un-finalized capture files.
+
+    `skip` names tables not to read (they come back empty): `("ops",)` for the reading verbs' --no-ops.
 
     Raises:
         TraceFormatError: not a store, a store still being written or left incomplete by its writer (no
@@ -204,7 +206,7 @@ def read(path: str | os.PathLike[str]) -> Trace:
         constants = {**scrub_mapping(constants)[0], "node": node, "rank": rank}
         return name, _frame(table, name, constants, folder), was_recovered
 
-    jobs = [(node, rank, folder, name) for node, rank, folder in parts for name in TABLES]
+    jobs = [(node, rank, folder, name) for node, rank, folder in parts for name in TABLES if name not in skip]
     with ThreadPoolExecutor(max_workers=min(_READ_WORKERS, max(1, len(jobs)))) as pool:
         for (node, rank, _, name), (_, table, was_recovered) in zip(jobs, pool.map(load, jobs), strict=True):
             if table is not None:

@@ -62,8 +62,16 @@ class KtraceApp(AppActions):
     VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
     """Below 32 rows the details pane shrinks so the timeline keeps its rows."""
 
-    def __init__(self, path: str | Path | None = None, trace: Trace | None = None, *, analyses: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        trace: Trace | None = None,
+        *,
+        analyses: bool = True,
+        with_ops: bool = True,
+    ) -> None:
         super().__init__()
+        self.load_options = {} if with_ops else {"with_ops": False}
         if path is None and trace is None:
             raise ValueError("give a path or a Trace")
         self.path = None if path is None else Path(path)
@@ -161,7 +169,7 @@ class KtraceApp(AppActions):
             self.post_message(LoadProgress(f"reading {self.path}", done, total))
 
         assert self.path is not None
-        return load(self.path, progress=progress)
+        return load(self.path, progress=progress, **self.load_options)
 
     @work(thread=True, exclusive=True, group="steps")
     def _detect_steps(self, trace: Trace) -> None:
@@ -365,6 +373,8 @@ def _warm_kernels() -> None:
     warm_kernels()
 
 
-def make_app(path: str | Path | None = None, trace: Trace | None = None, *, analyses: bool = True) -> KtraceApp:
-    """The one app factory used by `ktrace view` and the tests."""
-    return KtraceApp(path, trace, analyses=analyses)
+def make_app(
+    path: str | Path | None = None, trace: Trace | None = None, *, analyses: bool = True, with_ops: bool = True
+) -> KtraceApp:
+    """The one app factory used by `ktrace view` and the tests (`with_ops=False`: --no-ops, see open_trace)."""
+    return KtraceApp(path, trace, analyses=analyses, with_ops=with_ops)
