@@ -26,14 +26,15 @@ def add_json_flag(parser: argparse.ArgumentParser, what: str = "stable JSON inst
     parser.add_argument("--json", action="store_true", help=f"print {what}")
 
 
+NO_OPS_HELP = (
+    "ignore framework operators and Python frames: faster on big traces (Kineto skips decoding them, a .ktrace "
+    "store skips its ops files), without the operator and module views"
+)
+
+
 def add_no_ops_flag(parser: argparse.ArgumentParser) -> None:
     """--no-ops on a reading verb: the trace's operators and Python frames are not read (see open_trace)."""
-    parser.add_argument(
-        "--no-ops",
-        action="store_true",
-        help="ignore framework operators and Python frames: faster on big traces (Kineto skips decoding them, "
-        "a .ktrace store skips its ops files), without the operator and module views",
-    )
+    parser.add_argument("--no-ops", action="store_true", help=NO_OPS_HELP)
 
 
 def open_trace(path: str, *, progress: bool = True, with_ops: bool = True) -> Trace:
