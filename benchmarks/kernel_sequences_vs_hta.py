@@ -12,7 +12,8 @@ the trace), and looks the remaining kernel tuple up among ktrace's sequences of 
 whether the counts agree and, if not, why (computed, not guessed):
 
 - "agree": same count;
-- "ktrace more: also outside OP": the sequence also runs where HTA's operator is not the caller;
+- "ktrace more: the kernels also run outside this pattern": under another operator (a backward op), or under
+  this one with other memsets/syncs between them (another HTA pattern);
 - "ktrace fewer": occurrences overlap or are interleaved with other kernels of the stream;
 - "not consecutive on one stream": the operator's kernels ran on several streams or with others between them;
 - "memsets/syncs dropped": HTA's pattern had non-kernel GPU events (ktrace's sequences hold kernels only).
@@ -131,7 +132,7 @@ def compare(trace_path: Path, patterns: dict[str, list[dict[str, Any]]]) -> list
             elif count == 0:
                 why.append("not consecutive on one stream")
             elif count > p["count"]:
-                why.append(f"ktrace more: also outside {op}")
+                why.append("ktrace more: the kernels also run outside this pattern")
             elif count < p["count"]:
                 why.append("ktrace fewer: interleaved or overlapping")
             else:
