@@ -228,38 +228,52 @@ def interference(layout: Layout, buf: SyntheticBuffer, rounds: int = 5, loops: i
     _python_loop(loops // 10)
     _spinner()
     labels = ("200k", "1M")
-    times: dict[str, list[float]] = {"alone": [], **{k: [] for k in labels}, **{f"control {k}": [] for k in labels}}
+    conditions = [*labels, *(f"control {k}" for k in labels)]
+    alone: list[float] = []
+    slowdown: dict[str, list[float]] = {k: [] for k in conditions}
     delivered: dict[str, list[float]] = {k: [] for k in labels}
     duty: dict[str, list[float]] = {k: [] for k in labels}
-    for _ in range(rounds):  # interleaved, so drift on a shared machine hits every condition alike
-        times["alone"].append(_python_loop(loops))
+    before = _python_loop(loops)
+    for _ in range(rounds):
+        # Paired: each condition is compared with the loop alone just before and just after it (the mean of the
+        # two), so the VM's slow drift between rounds (2.4 s one minute, 2.7 s the next) cancels out
+        times: dict[str, float] = {}
         for label, rate in (("200k", 200_000.0), ("1M", 1_000_000.0)):
             with Tracer(lib, layout, buf, rate) as tracer:
                 cpu0 = tracer.cpu_seconds()
-                times[label].append(_python_loop(loops))
-                seconds = times[label][-1]
-                duty[label].append((tracer.cpu_seconds() - cpu0) / seconds)
-            delivered[label].append(tracer.path.health().get("fast_path_records", 0) / max(seconds, 1e-9))
+                times[label] = _python_loop(loops)
+                duty[label].append((tracer.cpu_seconds() - cpu0) / times[label])
+            delivered[label].append(tracer.path.health().get("fast_path_records", 0) / max(times[label], 1e-9))
             stop = threading.Event()
             burner = threading.Thread(target=_burn, args=(min(1.0, duty[label][-1]), stop))
             burner.start()
-            times[f"control {label}"].append(_python_loop(loops))
+            times[f"control {label}"] = _python_loop(loops)
             stop.set()
             burner.join()
-    alone = statistics.median(times["alone"])
+        after = _python_loop(loops)
+        base = (before + after) / 2
+        alone.append(base)
+        for k in conditions:
+            slowdown[k].append(100.0 * (times[k] / base - 1.0))
+        before = after
     out = {}
     print(
-        f"pure-Python loop alone: {alone:.3f} s (median of {rounds}); load average {os.getloadavg()[0]:.1f} "
-        f"on {os.cpu_count()} cores"
+        f"pure-Python loop alone: {statistics.median(alone):.3f} s (median of {rounds} rounds, each condition "
+        f"paired with the loop alone just before and after it); load average {os.getloadavg()[0]:.1f} on "
+        f"{os.cpu_count()} cores"
     )
+
+    def spread(values: list[float]) -> str:
+        q = statistics.quantiles(values, n=4) if len(values) > 1 else [values[0]] * 3
+        return f"{statistics.median(values):+.1f} % (quartiles {q[0]:+.1f} / {q[2]:+.1f})"
+
     for label in labels:
-        t, c = statistics.median(times[label]), statistics.median(times[f"control {label}"])
-        out[label] = 100.0 * (t / alone - 1.0)
+        out[label] = statistics.median(slowdown[label])
         print(
-            f"  beside the tracer at {label:>4} records/s: {t:.3f} s, slowdown {out[label]:+.1f} % (delivered "
+            f"  beside the tracer at {label:>4} records/s: slowdown {spread(slowdown[label])}; delivered "
             f"~{statistics.median(delivered[label]) / 1e3:,.0f} k records/s; tracer threads used "
-            f"{100 * statistics.median(duty[label]):.1f} % of a core); the same CPU burned without the GIL: "
-            f"{100.0 * (c / alone - 1.0):+.1f} %"
+            f"{100 * statistics.median(duty[label]):.1f} % of a core; the same CPU burned without the GIL: "
+            f"{spread(slowdown[f'control {label}'])}"
         )
     return out
 
@@ -268,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the interference test (median)")
+    parser.add_argument("--rounds", type=int, default=7, help="interleaved rounds of the interference test (median)")
     parser.add_argument(
         "--loops",
         type=int,

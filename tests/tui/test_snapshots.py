@@ -91,3 +91,11 @@ def test_help_screen_at_80x24(snap_compare, settled) -> None:  # type: ignore[no
         await pilot.press("question_mark")
 
     assert snap_compare(_app(), terminal_size=SMALL, run_before=run_before)
+
+
+def test_timeline_with_allocator_memory(snap_compare, settled) -> None:  # type: ignore[no-untyped-def]
+    """The hand-built memory trace (tests/reference/memory_trace.py): its operators and the first GPU's allocated
+    memory as a counter row (164 B rising to the 964 B peak under aten::mm, 350 B at the end)."""
+    from reference.memory_trace import memory_trace
+
+    assert snap_compare(make_app(trace=memory_trace(), analyses=False), terminal_size=SIZE, run_before=settled)

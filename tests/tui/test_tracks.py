@@ -66,3 +66,24 @@ def test_steps_and_finding_a_step_by_number(synthetic_trace) -> None:  # type: i
     assert len(steps) == 8 and steps.names[0] == "ProfilerStep#0"
     assert find_step(steps, "3") == 3 and find_step(steps, "ProfilerStep#5") == 5 and find_step(steps, "x") is None
     assert steps.containing(int(steps.starts[2]) + 1) == 2
+
+
+def test_allocator_memory_is_a_counter_track_shown_at_first() -> None:
+    """The allocator's memory timeline: an allocated and a reserved counter track per GPU, the first GPU's allocated
+    bytes among the default rows, values as in the Perfetto export (the allocator's totals after each event)."""
+    from reference.memory_trace import memory_trace
+
+    index = build_index(memory_trace())
+    counters = {t.label: t for t in index.tracks if t.kind == "counter"}
+    assert set(counters) == {
+        "gpu.mem_allocated_bytes[0]",
+        "gpu.mem_reserved_bytes[0]",
+        "gpu.mem_allocated_bytes[1]",
+        "gpu.mem_reserved_bytes[1]",
+    }
+    allocated = counters["gpu.mem_allocated_bytes[0]"]
+    assert allocated.values is not None
+    assert allocated.values.tolist() == [164, 464, 964, 664, 164, 364, 414, 350]
+    assert (np.diff(allocated.starts) >= 0).all()
+    shown = [index.tracks[i].label for i in default_rows(index)]
+    assert "gpu.mem_allocated_bytes[0]" in shown and "gpu.mem_allocated_bytes[1]" not in shown

@@ -18,6 +18,7 @@ import numpy.typing as npt
 import polars as pl
 
 from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.rank_heatmap import RankHeatmap, rank_heatmap
 from ktrace.analysis.rules.config import RulesConfig
 from ktrace.analysis.rules.engine import RulesReport, run_rules
 from ktrace.analysis.rules.inputs import auto_bin_ns, steps, timeline_utilization
@@ -68,6 +69,9 @@ class Dashboard:
     rules: RulesReport
     annotations: tuple[str, ...]
     """The range patterns histogrammed in summary.annotations."""
+    rank_heatmap: RankHeatmap | None = None
+    """rank_heatmap.rank_heatmap: busy and communication share per rank x time bin and rank x step; only with
+    2 or more ranks (the straggler tables are summary.stragglers)."""
 
 
 def build_dashboard(
@@ -108,6 +112,7 @@ def build_dashboard(
         utilization=utilization_series(ix, span[0]),
         rules=rules,
         annotations=patterns,
+        rank_heatmap=rank_heatmap(trace, index=ix) if summary.ranks > 1 else None,
     )
     progress(3, 3)
     return dashboard

@@ -110,10 +110,17 @@ def top_kernels(
         The columns of kernel_stats plus ``position`` (1-based; the "other" row has null). The "other"
         row has count/total/min/max over the rest, mean = total / count and null percentiles.
     """
+    base = stats if stats is not None else kernel_stats(trace, per_rank=per_rank, index=index)
+    return top_of_stats(base, by=by, top=top, per_rank=per_rank, other=other)
+
+
+def top_of_stats(
+    base: pl.DataFrame, *, by: SortKey = "time", top: int = 15, per_rank: bool = False, other: bool = True
+) -> pl.DataFrame:
+    """top_kernels of a kernel_stats frame (also one reduced from many ranks' partials, analysis.rank_reduce)."""
     if by not in ("time", "count"):
         raise ValueError(f"by must be 'time' or 'count', not {by!r}")
     keys = _keys(per_rank)
-    base = stats if stats is not None else kernel_stats(trace, per_rank=per_rank, index=index)
     sort_col = "total_ns" if by == "time" else "count"
     ordered = base.sort([*keys, sort_col, "name"], descending=[False] * len(keys) + [True, False])
     position = pl.int_range(1, pl.len() + 1).over(keys) if keys else pl.int_range(1, pl.len() + 1)

@@ -209,13 +209,14 @@ def latency_stats(
     for col in ("launch_latency_ns", "queue_delay_ns", "api_duration_ns"):
         c = pl.col(col).cast(pl.Float64)
         aggs.append(c.mean().alias(f"{col}_mean"))
-        aggs += [c.quantile(q, interpolation="linear").alias(f"{col}_p{_pct(q)}") for q in quantiles]
+        aggs += [c.quantile(q, interpolation="linear").alias(f"{col}_p{quantile_suffix(q)}") for q in quantiles]
         aggs.append(c.max().alias(f"{col}_max"))
     out = lat.group_by(cols).agg(aggs).sort(["count", *cols], descending=[True] + [False] * len(cols))
     return out.with_columns(pl.col(pl.Categorical).cast(pl.String))
 
 
-def _pct(q: float) -> str:
+def quantile_suffix(q: float) -> str:
+    """Column suffix of quantile `q`: 0.5 -> "50", 0.999 -> "99_9"."""
     p = round(q * 100, 3)
     return str(int(p)) if p == int(p) else str(p).replace(".", "_")
 
@@ -271,7 +272,7 @@ def _fast_latency_stats(
         q = linear_quantiles(values[j], seg, quantiles)
         out[f"{name}_mean"] = pl.Series(totals[j][keep].astype(np.float64) / np.maximum(count, 1))
         for k, x in enumerate(quantiles):
-            out[f"{name}_p{_pct(x)}"] = pl.Series(q[:, k])
+            out[f"{name}_p{quantile_suffix(x)}"] = pl.Series(q[:, k])
         out[f"{name}_max"] = pl.Series(maxima[j][keep].astype(np.float64))
     frame = pl.DataFrame({k: v.alias(k) for k, v in out.items()})
     return frame.sort(["count", *cols], descending=[True] + [False] * len(cols))

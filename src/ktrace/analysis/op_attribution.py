@@ -10,6 +10,7 @@ import polars as pl
 
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.steps import enclosing
+from ktrace.model.trace import Trace
 
 I64 = npt.NDArray[np.int64]
 THREAD = ("node", "rank", "pid", "tid")
@@ -33,8 +34,22 @@ def innermost_of_records(ix: TraceIndex, rows: pl.Expr) -> I64:
     if trace.ops.height == 0 or launched.size == 0:
         return out
     calls = trace.api.select(pl.col(*THREAD, "start_ns").gather(pl.Series(launch[launched])))
-    ops = trace.ops.select(*THREAD, "start_ns", "end_ns", rows.alias("kept")).with_row_index("op_row")
-    ranges, idx = enclosing(ops.filter(pl.col("kept")), calls, THREAD, "start_ns")
-    op_row = ranges["op_row"].to_numpy().astype(np.int64)
-    out[launched] = np.where(idx >= 0, op_row[np.maximum(idx, 0)], -1)
+    out[launched] = innermost_at(trace, calls, "start_ns", rows)
     return out
+
+
+def innermost_at(trace: Trace, points: pl.DataFrame, time_col: str, rows: pl.Expr) -> I64:
+    """Row of trace.ops of the innermost of the ops rows selected by `rows` containing each point: same thread
+    (node, rank, pid, tid, no nulls) and start <= t < end, t the point's `time_col` (GPU records by their launch
+    call, allocator events by their own time).
+
+    Returns:
+        int64 ops row per point (in `points` order); -1 outside every selected range.
+    """
+    if trace.ops.height == 0 or points.height == 0:
+        return np.full(points.height, -1, np.int64)
+    ops = trace.ops.select(*THREAD, "start_ns", "end_ns", rows.alias("kept")).with_row_index("op_row")
+    ranges, idx = enclosing(ops.filter(pl.col("kept")), points, THREAD, time_col)
+    op_row = ranges["op_row"].to_numpy().astype(np.int64)
+    found: I64 = np.where(idx >= 0, op_row[np.maximum(idx, 0)], -1)
+    return found

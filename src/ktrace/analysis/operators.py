@@ -15,7 +15,7 @@ import polars as pl
 from ktrace.analysis.columns import dense_ids, node_rank_ids
 from ktrace.analysis.index import Slot, TraceIndex
 from ktrace.analysis.modules import ModuleSummary, module_summary
-from ktrace.analysis.op_attribution import I64, IS_OPERATOR, innermost_of_records
+from ktrace.analysis.op_attribution import I64, IS_OPERATOR, innermost_at, innermost_of_records
 from ktrace.model.trace import Trace
 
 OPERATOR_OF_RECORD = Slot[I64]("operator_of_record")
@@ -62,6 +62,16 @@ def operator_of_records(trace: Trace, *, index: TraceIndex | None = None) -> I64
     """
     ix = TraceIndex.of(trace, index)
     return ix.get(OPERATOR_OF_RECORD, lambda: innermost_of_records(ix, IS_OPERATOR))
+
+
+def operator_at(trace: Trace, points: pl.DataFrame, time_col: str) -> I64:
+    """Row of trace.ops of the innermost framework operator containing each point (same thread, start <= t < end,
+    t the point's `time_col`): the attribution every operator view shares (allocator events by their own time).
+
+    Returns:
+        int64 ops row per point (in `points` order); -1 outside every operator.
+    """
+    return innermost_at(trace, points, time_col, IS_OPERATOR)
 
 
 def operator_self_ns(trace: Trace, *, index: TraceIndex | None = None) -> I64:

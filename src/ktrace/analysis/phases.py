@@ -133,7 +133,11 @@ def step_source(trace: Trace, *, pattern: str | None = None, index: TraceIndex |
 
 
 def _job_phases(trace: Trace, found: pl.DataFrame, source: str) -> JobPhases:
-    span = trace.span_ns()
+    return phases_of(trace.span_ns(), found, source)
+
+
+def phases_of(span: tuple[int, int] | None, found: pl.DataFrame, source: str) -> JobPhases:
+    """The JobPhases of a job's span and its step spans (``start_ns``, ``end_ns``, and ``node``/``rank``)."""
     if span is None:
         return JobPhases(0, 0, 0, 0, 0, 0)
     start, end = span

@@ -41,10 +41,13 @@ class LoadBalance:
 _BALANCE = Slot[LoadBalance]("load_balance")
 
 
-def _rank_busy(ix: TraceIndex, bins: int) -> tuple[pl.DataFrame, dict[str, npt.NDArray[np.float64]]]:
-    """Per-rank busy time (utilization.busy_time) and the busy fraction of each of `bins` time bins."""
+def _rank_busy(
+    ix: TraceIndex, bins: int, span: tuple[int, int] | None
+) -> tuple[pl.DataFrame, dict[str, npt.NDArray[np.float64]]]:
+    """Per-rank busy time (utilization.busy_time) and the busy fraction of each of `bins` time bins of `span`
+    (default the trace's)."""
     trace = ix.trace
-    span = trace.span_ns() or (0, 1)
+    span = span or trace.span_ns() or (0, 1)
     busy = busy_time(trace, per="rank", index=ix)
     frame = busy.select(pl.col("node").cast(pl.String), pl.col("rank").cast(pl.Int32), pl.col("busy_ns").cast(pl.Int64))
     frame = frame.with_columns(busy_share=pl.col("busy_ns") / max(span[1] - span[0], 1))
@@ -67,12 +70,37 @@ def _counter_utilization(trace: Trace) -> dict[str, npt.NDArray[np.float64]]:
     return out
 
 
+def utilization_samples(
+    trace: Trace, *, bins: int = 100, span: tuple[int, int] | None = None, index: TraceIndex | None = None
+) -> tuple[dict[str, npt.NDArray[np.float64]], dict[str, npt.NDArray[np.float64]]]:
+    """The samples load_balance histograms: (gpu.util counter samples per "node/gpuN", 0-1; the busy fraction of
+    each of `bins` bins of `span` (default the trace's) per "node/rank", from the span's start to the trace's last
+    GPU record)."""
+    ix = TraceIndex.of(trace, index)
+    return _counter_utilization(trace), _rank_busy(ix, bins, span)[1]
+
+
+def utilization_histograms(samples: dict[str, npt.NDArray[np.float64]]) -> dict[str, npt.NDArray[np.int64]]:
+    """The 10-bin histogram (counts) of each key's utilization samples (0-1, clipped); keys without samples left
+    out. Counts of the same key from several ranks add up to the histogram of all its samples."""
+    return {
+        k: np.histogram(np.clip(v, 0, 1), bins=HIST_BINS, range=(0, 1))[0].astype(np.int64)
+        for k, v in samples.items()
+        if v.size
+    }
+
+
 def histogram_distance(samples: dict[str, npt.NDArray[np.float64]]) -> tuple[float | None, tuple[str, str] | None]:
     """Largest pairwise total-variation distance between the 10-bin histograms of utilization samples (0-1)."""
-    keys = sorted(k for k, v in samples.items() if v.size)
+    return counts_distance(utilization_histograms(samples))
+
+
+def counts_distance(counts: dict[str, npt.NDArray[np.int64]]) -> tuple[float | None, tuple[str, str] | None]:
+    """Largest pairwise total-variation distance between utilization histograms given as counts per key."""
+    keys = sorted(k for k, v in counts.items() if v.sum())
     if len(keys) < 2:
         return None, None
-    hists = np.stack([np.histogram(np.clip(samples[k], 0, 1), bins=HIST_BINS, range=(0, 1))[0] for k in keys])
+    hists = np.stack([counts[k] for k in keys])
     hists = hists / hists.sum(axis=1, keepdims=True)
     dist = 0.5 * np.abs(hists[:, None, :] - hists[None, :, :]).sum(axis=2)
     i, j = np.unravel_index(int(np.argmax(dist)), dist.shape)
@@ -85,6 +113,7 @@ def load_balance(
     steps: pl.DataFrame | None = None,
     bins: int = 100,
     pattern: str | None = None,
+    span: tuple[int, int] | None = None,
     index: TraceIndex | None = None,
 ) -> LoadBalance:
     """Load balance across ranks.
@@ -94,6 +123,8 @@ def load_balance(
         steps: step spans (``node``, ``rank``, ``start_ns``, ``end_ns``), default phases.step_spans(trace).
         bins: time bins for the kernel-based utilization histograms when there is no gpu.util counter.
         pattern: regex of step range names when `steps` is not given.
+        span: the job's (start, end) for busy shares and time bins, default the trace's (a rank's partial
+            passes the whole job's, analysis.rank_partials).
         index: the trace's TraceIndex (the load balance over its step spans is shared through it).
 
     Returns:
@@ -102,14 +133,18 @@ def load_balance(
     ix = TraceIndex.of(trace, index)
     if steps is None:
         return ix.get(
-            _BALANCE, lambda: _load_balance(ix, step_spans(trace, pattern=pattern, index=ix), bins), bins, pattern
+            _BALANCE,
+            lambda: _load_balance(ix, step_spans(trace, pattern=pattern, index=ix), bins, span),
+            bins,
+            pattern,
+            span,
         )
-    return _load_balance(ix, steps, bins)
+    return _load_balance(ix, steps, bins, span)
 
 
-def _load_balance(ix: TraceIndex, found: pl.DataFrame, bins: int) -> LoadBalance:
+def _load_balance(ix: TraceIndex, found: pl.DataFrame, bins: int, span: tuple[int, int] | None) -> LoadBalance:
     trace = ix.trace
-    busy, fractions = _rank_busy(ix, bins)
+    busy, fractions = _rank_busy(ix, bins, span)
     dur = pl.col("end_ns") - pl.col("start_ns")
     step_stats = found.group_by(["node", "rank"]).agg(
         steps=pl.len().cast(pl.Int64),
@@ -131,19 +166,28 @@ def _load_balance(ix: TraceIndex, found: pl.DataFrame, bins: int) -> LoadBalance
         .sort(["node", "rank"])
     )
     counters = _counter_utilization(trace)
+    return balance_of(per_rank, utilization_histograms(counters), utilization_histograms(fractions))
+
+
+def balance_of(
+    per_rank: pl.DataFrame, counters: dict[str, npt.NDArray[np.int64]], busy: dict[str, npt.NDArray[np.int64]]
+) -> LoadBalance:
+    """The LoadBalance of a per_rank frame and the utilization histograms (counts) of the gpu.util counters and of
+    the ranks' busy fractions: the counters' when there are 2 or more, else the busy fractions'."""
     source = "counters" if len(counters) >= 2 else "kernels"
-    distance, pair = histogram_distance(counters if source == "counters" else fractions)
+    distance, pair = counts_distance(counters if source == "counters" else busy)
     return LoadBalance(
         per_rank,
-        _spread(per_rank["busy_ns"]) or 0.0,
-        _spread(per_rank["step_mean_ns"].drop_nulls()),
+        spread(per_rank["busy_ns"]) or 0.0,
+        spread(per_rank["step_mean_ns"].drop_nulls()),
         distance,
         pair,
         source,
     )
 
 
-def _spread(values: pl.Series) -> float | None:
+def spread(values: pl.Series) -> float | None:
+    """(max - min) / max of `values` (0 when max <= 0; None, or 0 for integers, with fewer than 2 values)."""
     if values.len() < 2:
         return None if values.dtype == pl.Float64 else 0.0
     hi = float(values.max())  # type: ignore[arg-type]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from typing import Any
@@ -17,6 +18,7 @@ from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.kernel_sequences import DEFAULT_LENGTH, KernelSequences, kernel_sequences
 from ktrace.analysis.kernels import kernel_stats, top_kernels
 from ktrace.analysis.latency import latency_stats
+from ktrace.analysis.memory_timeline import MemoryTimeline, memory_timeline, memory_timeline_dict
 from ktrace.analysis.modules import NO_MODULES, ModuleSummary
 from ktrace.analysis.operators import OperatorSummary, operator_summary
 from ktrace.analysis.overlap import comm_compute_overlap
@@ -24,6 +26,7 @@ from ktrace.analysis.phases import JobPhases, job_phases, step_spans
 from ktrace.analysis.precision import precision_distribution
 from ktrace.analysis.ranks import LoadBalance, load_balance
 from ktrace.analysis.steps import detect_steps, step_stats
+from ktrace.analysis.stragglers import Stragglers, stragglers
 from ktrace.analysis.utilization import active_time_share, busy_time
 from ktrace.model.trace import Trace
 
@@ -69,8 +72,12 @@ class Summary:
     """operators.operator_summary: framework operators and the GPU work they launched (None without ops)."""
     kernel_sequences: KernelSequences | None = None
     """kernel_sequences.kernel_sequences: the most frequent runs of consecutive kernels per stream."""
+    memory_timeline: MemoryTimeline | None = None
+    """memory_timeline.memory_timeline: GPU memory over time, its peak and who allocated it (None without data)."""
     annotations: tuple[AnnotationHistogram, ...] = ()
     notes: tuple[str, ...] = ()
+    stragglers: Stragglers | None = None
+    """stragglers.stragglers: slowest/fastest ranks per step and the straggler table; only with 2 or more ranks."""
 
 
 def summarize(
@@ -110,6 +117,7 @@ def summarize(
         n_ranks = int((ix.rank_pairs()["rank"] >= 0).sum())
         operators = operator_summary(trace, top=top, index=ix)
         sequences = kernel_sequences(trace, index=ix)
+        memory_use = memory_timeline(trace, index=ix)
         return Summary(
             source=trace.meta.source,
             ranks=n_ranks,
@@ -131,8 +139,12 @@ def summarize(
             load_balance=load_balance(trace, pattern=steps_pattern, index=ix) if n_ranks > 1 else None,
             operators=operators,
             kernel_sequences=sequences,
+            memory_timeline=memory_use,
             annotations=tuple(annotation_histogram(trace, p, bins=annotation_bins) for p in annotations),
-            notes=tuple(trace.meta.notes) + _absent_notes(operators, sequences),
+            notes=tuple(trace.meta.notes)
+            + _absent_notes(operators, sequences)
+            + ((NO_MEMORY_TIMELINE,) if memory_use is None else ()),
+            stragglers=stragglers(trace, index=ix) if n_ranks > 1 else None,
         )
 
 
@@ -141,6 +153,10 @@ NO_OPERATORS = (
     "captures have none yet, and `ktrace import --no-ops` leaves them out)"
 )
 NO_SEQUENCES = f"kernel_sequences: no stream has {DEFAULT_LENGTH} kernels in a row"
+NO_MEMORY_TIMELINE = (
+    "memory_timeline: no GPU memory data in this trace (it comes from Kineto [memory] events, recorded with "
+    "profile_memory=True, nsys CUDA memory usage events, or `ktrace run`'s NVML counters)"
+)
 
 
 def _absent_notes(operators: OperatorSummary | None, sequences: KernelSequences | None) -> tuple[str, ...]:
@@ -225,6 +241,17 @@ def _load_balance_dict(lb: LoadBalance | None) -> dict[str, Any] | None:
     }
 
 
+def _stragglers_dict(s: Stragglers | None) -> dict[str, Any] | None:
+    if s is None:
+        return None
+    return {
+        "basis": s.basis,
+        "per_step": frame_records(s.per_step),
+        "table": frame_records(s.table),
+        "causes": frame_records(s.causes),
+    }
+
+
 def _histogram_dict(h: AnnotationHistogram) -> dict[str, Any]:
     return {
         "pattern": h.pattern,
@@ -233,6 +260,17 @@ def _histogram_dict(h: AnnotationHistogram) -> dict[str, Any]:
         "counts": list(h.counts),
         "stats": frame_records(h.stats),
     }
+
+
+_FIELD_DICTS: dict[str, Callable[[Any], Any]] = {
+    "load_balance": _load_balance_dict,
+    "operators": _operators_dict,
+    "kernel_sequences": _sequences_dict,
+    "stragglers": _stragglers_dict,
+    "memory_timeline": lambda m: None if m is None else memory_timeline_dict(m, frame_records),
+    "annotations": lambda hs: [_histogram_dict(h) for h in hs],
+}
+"""Summary fields with their own JSON form (the rest: frames as rows, tuples as lists, values as they are)."""
 
 
 def summary_to_dict(summary: Summary) -> dict[str, Any]:
@@ -246,18 +284,13 @@ def summary_to_dict(summary: Summary) -> dict[str, Any]:
         value = getattr(summary, f.name)
         if f.name == "steps":
             continue
-        if isinstance(value, pl.DataFrame):
+        convert = _FIELD_DICTS.get(f.name)
+        if convert is not None:
+            out[f.name] = convert(value)
+        elif isinstance(value, pl.DataFrame):
             out[f.name] = frame_records(value)
         elif isinstance(value, JobPhases):
             out[f.name] = _phases_dict(value)
-        elif f.name == "load_balance":
-            out[f.name] = _load_balance_dict(value)
-        elif f.name == "operators":
-            out[f.name] = _operators_dict(value)
-        elif f.name == "kernel_sequences":
-            out[f.name] = _sequences_dict(value)
-        elif f.name == "annotations":
-            out[f.name] = [_histogram_dict(h) for h in value]
         else:
             out[f.name] = list(value) if isinstance(value, tuple) else value
     cleaned: dict[str, Any] = _clean(out)

@@ -14,6 +14,12 @@ examples:
   ktrace import ./profiler_logs/ -o job.ktrace            one trace from all per-rank files
   ktrace import train.json.gz -o run.ktrace --no-ops      lean: skip cpu_op and python_function
   ktrace import report.sqlite -o run.ktrace               an Nsight Systems export
+  ktrace import ./ranks/ -o job.ktrace --workers 8        8 ranks at a time, one partition per rank
+  ktrace import ./ranks/ -o job.ktrace --cluster tcp://sched:8786   on a Dask cluster (pip install 'ktrace[dask]')
+
+A folder is imported rank by rank: each rank's partition is written as soon as it is decoded (memory: one rank
+per worker). Interrupted, the ranks already written wait in .ktrace-resume-OUT beside OUT; the same command
+resumes from them, --force starts over. On a cluster, SRC and OUT must be on a filesystem every worker sees.
 """
 
 from __future__ import annotations
@@ -21,8 +27,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ktrace.model.errors import ExitCode, KtraceError
+
+if TYPE_CHECKING:
+    from ktrace.model.outputs import Output
+    from ktrace.model.trace import TraceMeta
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,6 +54,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--force",
         action="store_true",
         help="replace OUT if it exists and is a .ktrace store (anything else is never replaced)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="a folder: import N rank files at once in worker processes (default: one per core, at most one per 4 MB of files; 1: in this process)",
+    )
+    parser.add_argument(
+        "--cluster",
+        metavar="ADDR",
+        help="a folder: import on the Dask cluster whose scheduler is ADDR (tcp://host:8786; needs ktrace[dask])",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
@@ -65,21 +87,49 @@ def run(args: argparse.Namespace) -> int:
     # Checked and locked before the (long) import; written to a temporary sibling and renamed into place whole:
     # Ctrl-C or a full disk leave OUT as it was.
     output = Output(out, STORE, force=args.force, inputs=[src])
-    with output.preparing(), progress_bar(f"importing {src.name}", enabled=False if args.no_progress else None) as bar:
+    enabled = False if args.no_progress else None
+    if kind == "kineto" and src.is_dir():
+        return _import_folder(args, src, output, enabled)
+    with output.preparing(), progress_bar(f"importing {src.name}", enabled=enabled) as bar:
         trace = load(src, progress=bar, **options)
     with output as staged:
         write(trace, staged.staging)
     if not args.quiet:
-        _print_summary(trace, out)
+        _print_summary(trace.counts(), trace.meta, len(trace.ranks), out)
     return int(ExitCode.OK)
 
 
-def _print_summary(trace: object, out: Path) -> None:
+def _import_folder(args: argparse.Namespace, src: Path, output: Output, enabled: bool | None) -> int:
+    """A folder of rank files: one task per rank on the engine --workers/--cluster pick (ktrace.fleet)."""
+    from ktrace.cli.progress import progress_bar
+    from ktrace.fleet.folder_import import import_folder, resume_folder
+
+    try:
+        with progress_bar(f"importing {src.name} (rank by rank)", enabled=enabled) as bar:
+            result = import_folder(
+                src,
+                output,
+                with_ops=not args.no_ops,
+                force=args.force,
+                workers=args.workers,
+                cluster=args.cluster,
+                progress=bar,
+            )
+    except KeyboardInterrupt:
+        kept = resume_folder(Path(args.output))
+        if kept.is_dir() and any(kept.iterdir()):
+            print(f"ranks imported so far are kept in {kept}: run the same command to resume", file=sys.stderr)
+        raise
+    if not args.quiet:
+        _print_summary(result.counts, result.meta, result.ranks, Path(args.output))
+        if result.resumed:
+            print(f"resumed: {result.resumed} rank file(s) kept from the interrupted import")
+    return int(ExitCode.OK)
+
+
+def _print_summary(counts: dict[str, int], meta: TraceMeta, ranks: int, out: Path) -> None:
     from ktrace.model.display_text import printable
 
-    counts = trace.counts()  # type: ignore[attr-defined]
-    meta = trace.meta  # type: ignore[attr-defined]
-    ranks = len(trace.ranks)  # type: ignore[attr-defined]
     rows = ", ".join(
         f"{counts[k]:,} {k}" for k in ("kernels", "memory", "syncs", "api", "ranges", "ops") if counts.get(k)
     )

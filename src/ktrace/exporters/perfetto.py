@@ -34,7 +34,7 @@ from ktrace.exporters.perfetto_layout import TrackTree
 from ktrace.exporters.perfetto_slice_rows import COMPILED_MIN_ROWS, IntArg, SliceRows, StrArg, encode_slices
 from ktrace.exporters.perfetto_slices import ARG_INT_COLUMNS, ARG_KEYS, launch_pairs, rank_slices
 from ktrace.exporters.perfetto_tracks import assign_tracks, process_name, process_order
-from ktrace.exporters.track_layout import overlap_lanes
+from ktrace.exporters.track_layout import allocation_counters, overlap_lanes
 from ktrace.model.errors import ProgressFn, no_progress
 from ktrace.model.outputs import atomic_file
 from ktrace.model.schema import NODE_RANK
@@ -128,6 +128,7 @@ class _Writer:
         self.out: IO[bytes] | None = None
         counts = trace.counts()
         self.total = sum(counts[t] for t in ("kernels", "memory", "syncs", "api", "ranges", "ops", "counters"))
+        self.total += counts["allocations"] + trace.allocations["total_reserved"].drop_nulls().len()
         self.done = 0
         self.next_flow = 1
 
@@ -345,9 +346,11 @@ def _counter_events(
     tree: TrackTree, proc: int, trace: Trace, node: str, rank: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     rows = trace.counters.filter((pl.col("rank") == rank) & (pl.col("node") == node))
+    rows = rows.select("ts_ns", pl.col("metric").cast(pl.String), pl.col("instance").fill_null(-1), "value")
+    memory = allocation_counters(trace.allocations.filter((pl.col("rank") == rank) & (pl.col("node") == node)))
+    rows = pl.concat([rows, memory.drop("node", "rank")]) if memory.height else rows
     if not rows.height:
         return None
-    rows = rows.with_columns(pl.col("metric").cast(pl.String), pl.col("instance").fill_null(-1))
     keys = rows.select("metric", "instance").unique().sort(["metric", "instance"])
     uuids = [
         tree.counter(("counter", node, rank, m, i), proc, m, i, 1000 + k) for k, (m, i) in enumerate(keys.iter_rows())

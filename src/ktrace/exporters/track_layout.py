@@ -1,12 +1,14 @@
-"""What the Perfetto and Chrome JSON exporters share, free of protobuf: counter track titles, and the overlap
-lanes that keep every slice on a track properly nested (model.nesting's, shared with the importers, run only
-where slices overlap)."""
+"""What the Perfetto and Chrome JSON exporters share, free of protobuf: counter track titles, the allocator's memory
+timeline as counter rows, and the overlap lanes that keep every slice on a track properly nested (model.nesting's,
+shared with the importers, run only where slices overlap)."""
 
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 from numpy.typing import NDArray
 
+from ktrace.model.allocations import allocated_after
 from ktrace.model.nesting import nesting_lanes
 
 COUNTER_TITLES = {
@@ -22,6 +24,8 @@ COUNTER_TITLES = {
     "gpu.util": "GPU {i} utilization",
     "gpu.mem_util": "GPU {i} memory utilization",
     "gpu.mem_used_bytes": "GPU {i} memory used",
+    "gpu.mem_allocated_bytes": "GPU {i} memory allocated",
+    "gpu.mem_reserved_bytes": "GPU {i} memory reserved",
     "gpu.power_w": "GPU {i} power",
     "gpu.sm_clock_mhz": "GPU {i} SM clock",
 }
@@ -55,3 +59,31 @@ def overlap_lanes(track: NDArray[np.int64], start: NDArray[np.int64], end: NDArr
         rows = np.flatnonzero(np.isin(track, busy))
         lanes[rows] = nesting_lanes(track[rows], start[rows], end[rows])
     return lanes
+
+
+ALLOCATED_METRIC = "gpu.mem_allocated_bytes"
+RESERVED_METRIC = "gpu.mem_reserved_bytes"
+
+
+def allocation_counters(allocations: pl.DataFrame) -> pl.DataFrame:
+    """The memory timeline of allocator events as counter rows (node, rank, ts_ns, metric, instance = device, value):
+    bytes allocated after each event (model.allocations.allocated_after) and reserved where the source records it.
+    The Perfetto export and the TUI timeline draw them as counter tracks."""
+    if not allocations.height:
+        return pl.DataFrame(
+            schema={
+                "node": pl.String,
+                "rank": pl.Int32,
+                "ts_ns": pl.Int64,
+                "metric": pl.String,
+                "instance": pl.Int32,
+                "value": pl.Float64,
+            }
+        )
+    after = allocated_after(allocations).with_columns(pl.col("node").cast(pl.String))
+    place = ("node", "rank", "ts_ns")
+    allocated = after.select(*place, metric=pl.lit(ALLOCATED_METRIC), instance="device", value="allocated_bytes")
+    reserved = after.filter(pl.col("total_reserved").is_not_null()).select(
+        *place, metric=pl.lit(RESERVED_METRIC), instance="device", value="total_reserved"
+    )
+    return pl.concat([allocated, reserved]).with_columns(pl.col("value").cast(pl.Float64))

@@ -21,8 +21,16 @@ from ktrace.importers.kineto_decode import EventSplitter
 from ktrace.importers.kineto_events import EventSink, to_int
 from ktrace.importers.kineto_schema import DecodeReport
 from ktrace.importers.kineto_stream import StreamStatus, byte_blocks, kineto_files
-from ktrace.importers.kineto_tables import TimeFixer, add_cpu_tables, add_dimension_tables, add_gpu_tables, join_health
+from ktrace.importers.kineto_tables import (
+    TimeFixer,
+    add_allocations,
+    add_cpu_tables,
+    add_dimension_tables,
+    add_gpu_tables,
+    join_health,
+)
 from ktrace.model.builder import TraceBuilder, merge_traces
+from ktrace.model.clock_estimate import align_hosts
 from ktrace.model.errors import ProgressFn, TraceFormatError, no_progress
 from ktrace.model.scrub import scrub_trace
 from ktrace.model.secrets import scrub_mapping, scrub_text
@@ -74,7 +82,10 @@ def import_kineto(path: Path, *, progress: ProgressFn = no_progress, with_ops: b
 
 
 @dataclass
-class _FileResult:
+class RankFile:
+    """What one rank file says of its place in the job: its rank (and where that came from), the world size, and
+    the job description kept in meta (secrets scrubbed)."""
+
     rank: int
     rank_from: str
     world_size: int | None
@@ -87,7 +98,7 @@ def _import_folder(folder: Path, progress: ProgressFn, with_ops: bool) -> Trace:
         raise TraceFormatError(f"{folder}: no Kineto trace (.json or .json.gz) in this folder")
     grand = sum(p.stat().st_size for p in files)
     done = 0
-    results: list[tuple[Trace, _FileResult]] = []
+    results: list[tuple[Trace, RankFile]] = []
     skipped: list[str] = []
     for p in files:
         try:
@@ -99,15 +110,29 @@ def _import_folder(folder: Path, progress: ProgressFn, with_ops: bool) -> Trace:
         done += p.stat().st_size
     if not results:
         raise TraceFormatError(f"{folder}: no readable Kineto trace ({skipped[0]})")
-    ranks = [r.rank for _, r in results]
+    ranks, notes = assign_ranks([r.rank for _, r in results], skipped)
+    traces = [t if t_rank == r.rank else _rerank(t, t_rank) for (t, r), t_rank in zip(results, ranks, strict=True)]
+    meta = folder_meta(folder, [t.meta for t in traces], [r for _, r in results], ranks, notes)
+    return align_hosts(merge_traces(traces, meta))  # ranks from 2+ hosts: one clock
+
+
+def assign_ranks(ranks: list[int], skipped: list[str]) -> tuple[list[int], list[str]]:
+    """The rank of each imported file of a folder (file-name order when the files' own ranks collide) and the
+    folder's notes (the files `skipped`, "file: why", and the collision)."""
     notes = [f"skipped {s}" for s in skipped]
-    traces = [t for t, _ in results]
     if len(set(ranks)) != len(ranks):
         notes.append("rank ids collide across files; ranks assigned in file-name order")
-        traces = [_rerank(t, i) for i, t in enumerate(traces)]
-        ranks = list(range(len(traces)))
-    meta = _folder_meta(folder, traces, [r for _, r in results], ranks, notes)
-    return merge_traces(traces, meta)
+        ranks = list(range(len(ranks)))
+    return ranks, notes
+
+
+def import_rank_file(path: Path, *, with_ops: bool = True) -> tuple[Trace, RankFile]:
+    """One rank file of a folder, NOT yet scrubbed (the caller scrubs: `import_kineto` scrubs the merged trace,
+    the streaming import each rank's tables), and its place in the job.
+
+    Raises:
+        TraceFormatError: the file is not a readable Kineto trace (a folder import skips it)."""
+    return _import_file(path, no_progress, with_ops, 0, 0)
 
 
 def _rerank(trace: Trace, rank: int) -> Trace:
@@ -117,12 +142,13 @@ def _rerank(trace: Trace, rank: int) -> Trace:
     return Trace(**frames, meta=trace.meta)
 
 
-def _folder_meta(
-    folder: Path, traces: list[Trace], infos: list[_FileResult], ranks: list[int], notes: list[str]
+def folder_meta(
+    folder: Path, metas: list[TraceMeta], infos: list[RankFile], ranks: list[int], notes: list[str]
 ) -> TraceMeta:
+    """The meta of a folder's trace from its files' metas and places (in file order) and the folder's notes."""
     meta = TraceMeta(source="kineto")
-    for t in traces:
-        meta = meta.with_health(t.meta.health, t.meta.notes)
+    for m in metas:
+        meta = meta.with_health(m.health, m.notes)
     world = next((i.world_size for i in infos if i.world_size), None)
     job = {
         "files": [f for i in infos for f in i.job.get("files", [])],
@@ -131,13 +157,13 @@ def _folder_meta(
         "folder": folder.name,
         **{k: v for k, v in infos[0].job.items() if k not in ("files", "world_size")},
     }
-    hosts = tuple(sorted({h for t in traces for h in t.meta.hosts}))
+    hosts = tuple(sorted({h for m in metas for h in m.hosts}))
     return TraceMeta(source="kineto", job=job, hosts=hosts, health=meta.health, notes=meta.notes + tuple(notes))
 
 
 def _import_file(
     path: Path, progress: ProgressFn, with_ops: bool, done_before: int, grand_total: int
-) -> tuple[Trace, _FileResult]:
+) -> tuple[Trace, RankFile]:
     report = DecodeReport()
     status = StreamStatus()
     sink = EventSink(with_ops=with_ops, report=report)
@@ -196,7 +222,7 @@ def _check_is_kineto(
 
 def _build(
     path: Path, header: dict[str, Any], sink: EventSink, report: DecodeReport, status: StreamStatus
-) -> tuple[Trace, _FileResult]:
+) -> tuple[Trace, RankFile]:
     raw_base = header.get("baseTimeNanoseconds")
     base = to_int(raw_base) or 0
     if raw_base is not None and not (0 <= base < MAX_BASE_NS and base == raw_base):
@@ -208,6 +234,7 @@ def _build(
     fix = TimeFixer(base)
     add_gpu_tables(builder, sink, fix)
     add_cpu_tables(builder, sink, fix)
+    add_allocations(builder, sink, fix)
     trace = builder.build()
     used = set(trace.kernels["device"].to_list()) | set(trace.memory["device"].to_list())
     dims = TraceBuilder(node=node, rank=info.rank)
@@ -230,17 +257,17 @@ def _build(
     return trace.with_meta(meta), info
 
 
-def _rank_of(path: Path, header: dict[str, Any]) -> _FileResult:
+def _rank_of(path: Path, header: dict[str, Any]) -> RankFile:
     dist = header.get("distributedInfo")
     dist = dist if isinstance(dist, dict) else {}
     world = to_int(dist.get("world_size"))
     rank = to_int(dist.get("rank"))
     if rank is not None and 0 <= rank < 2**31:
-        return _FileResult(rank, "distributedInfo", world)
+        return RankFile(rank, "distributedInfo", world)
     m = _RANK_IN_NAME.search(path.name)
     if m and len(m.group(1)) < 9:
-        return _FileResult(int(m.group(1)), "file name", world)
-    return _FileResult(0, "default", world)
+        return RankFile(int(m.group(1)), "file name", world)
+    return RankFile(0, "default", world)
 
 
 def _node_of(header: dict[str, Any]) -> str:

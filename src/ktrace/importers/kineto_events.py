@@ -22,6 +22,8 @@ from ktrace.importers.kineto_schema import (
     KINDS,
     KNOWN_CATEGORIES,
     MAX_TS_US,
+    MEMORY_EVENT,
+    NO_MEM_ARGS,
     NO_OP_ARGS,
     OPS_KINDS,
     SKIPPED,
@@ -34,6 +36,7 @@ from ktrace.importers.kineto_schema import (
     code_of_type,
     decode_args,
     decode_events,
+    decode_mem_args,
 )
 
 _CODE_OF_CATEGORY: dict[str, int] = {
@@ -193,6 +196,9 @@ def sync_columns(evs: list[Event], args: list[Args]) -> dict[str, pa.Array]:
     cols["sync_kind"] = str_array(
         [a.sync_kind if type(a.sync_kind) is str else e.name for a, e in zip(args, evs, strict=True)]
     )
+    cols["event_id"] = int_array([a.wait_event for a in args])
+    cols["wait_stream"] = int_array([a.wait_stream for a in args])
+    cols["wait_correlation_id"] = int_array([a.wait_correlation for a in args])
     return cols
 
 
@@ -221,12 +227,28 @@ def op_columns(evs: list[Event], args: list[Args]) -> dict[str, pa.Array]:
     return cols
 
 
+def alloc_columns(evs: list[Event], args: list[Any]) -> dict[str, pa.Array]:
+    """Raw columns of caching-allocator events (args are kineto_schema.MemArgs)."""
+    return {
+        **ts_columns([e.ts for e in evs]),
+        "dur": pa.array(np.zeros(len(evs))),
+        "pid": int_array([e.pid for e in evs]),
+        "tid": int_array([e.tid for e in evs]),
+        "device_type": int_array([a.device_type for a in args]),
+        "device": int_array([a.device for a in args]),
+        "address": int_array([a.address for a in args]),
+        "bytes": int_array([a.nbytes for a in args]),
+        "total_allocated": int_array([a.total_allocated for a in args]),
+        "total_reserved": int_array([a.total_reserved for a in args]),
+    }
+
+
 def python_columns(evs: list[Event]) -> dict[str, pa.Array]:
     """Raw columns of Python frames (python_function): their args (Python ids) are not read."""
     return {**_common(evs), "pid": int_array([e.pid for e in evs]), "tid": int_array([e.tid for e in evs])}
 
 
-BUILDERS: dict[str, Callable[[list[Event], list[Args]], dict[str, pa.Array]]] = {
+BUILDERS: dict[str, Callable[[list[Event], list[Any]], dict[str, pa.Array]]] = {
     "kernel": kernel_columns,
     "memcpy": memory_columns,
     "memset": memory_columns,
@@ -236,6 +258,7 @@ BUILDERS: dict[str, Callable[[list[Event], list[Args]], dict[str, pa.Array]]] = 
     "annotation": range_columns,
     "gpu_annotation": gpu_range_columns,
     "op": op_columns,
+    "alloc": alloc_columns,
 }
 
 
@@ -297,14 +320,17 @@ class EventSink:
         staged.known_other += int(present[SKIPPED + 1])
         staged.skipped_ops += int(present[SKIPPED_OP + 1])
         if present[0]:
-            staged.meta_events += [
-                (e.name, e.pid, e.tid, _meta_label(e.args))
-                for e in (events[i] for i in np.flatnonzero(codes == -1).tolist())
-                if e.ph == "M"
-            ]
+            other = [events[i] for i in np.flatnonzero(codes == -1).tolist()]
+            staged.meta_events += [(e.name, e.pid, e.tid, _meta_label(e.args)) for e in other if e.ph == "M"]
+            # PyTorch 1.9 wrote allocator events without a category
+            self._stage_kind(staged, "alloc", [e for e in other if e.ph == "i" and e.name == MEMORY_EVENT])
         for code in (np.flatnonzero(present[2 : SKIPPED_OP + 1]) + 1).tolist():
-            evs = [e for e in (events[i] for i in np.flatnonzero(codes == code).tolist()) if e.ph == "X"]
+            at = np.flatnonzero(codes == code).tolist()
             kind = KINDS[code - 1]
+            if kind == "alloc":
+                self._stage_kind(staged, "alloc", [e for e in map(events.__getitem__, at) if e.name == MEMORY_EVENT])
+                continue
+            evs = [e for e in map(events.__getitem__, at) if e.ph == "X"]
             if kind == "op":
                 steps = [e for e in evs if e.name.startswith(STEP_PREFIX)]
                 if steps:  # PyTorch 1.9 wrote ProfilerStep#N as an Operator
@@ -323,10 +349,15 @@ class EventSink:
             staged.tables.append((kind, pa.table(python_columns(evs))))
             return
         raws = [e.args for e in evs]
-        # operators of the fast path come with their args decoded (kineto_schema.OpArgs); others are raw JSON
-        args: list[Any] = (
-            decode_args(raws, staged.args_report) if type(raws[0]) is msgspec.Raw else [a or NO_OP_ARGS for a in raws]
-        )
+        # operators and allocator events of the fast path come with their args decoded (kineto_schema._TYPED_ARGS);
+        # others, and every event of a slow-path slice, are raw JSON
+        args: list[Any]
+        if type(raws[0]) is not msgspec.Raw:
+            args = [a or (NO_MEM_ARGS if kind == "alloc" else NO_OP_ARGS) for a in raws]
+        elif kind == "alloc":
+            args = decode_mem_args(raws, staged.args_report)
+        else:
+            args = decode_args(raws, staged.args_report)
         staged.tables.append((kind, pa.table(BUILDERS[kind](evs, args))))
 
     def table(self, kind: str) -> pa.Table | None:

@@ -30,6 +30,7 @@ KIND_OF_CATEGORY: dict[str, str] = {
     "gpu_user_annotation": "gpu_annotation",
     "cpu_op": "op",
     "Operator": "op",
+    "cpu_instant_event": "alloc",
     "python_function": "python",
 }
 """Kineto category (every era: 2021 capitalised names, 2023+ snake_case) -> ktrace kind of event."""
@@ -56,7 +57,19 @@ KNOWN_CATEGORIES = frozenset(KIND_OF_CATEGORY) | {
 }
 """Categories that mark a file as a Kineto trace (those not in KIND_OF_CATEGORY are skipped)."""
 
-KINDS = ("kernel", "memcpy", "memset", "runtime", "driver", "sync", "annotation", "gpu_annotation", "op", "python")
+KINDS = (
+    "kernel",
+    "memcpy",
+    "memset",
+    "runtime",
+    "driver",
+    "sync",
+    "annotation",
+    "gpu_annotation",
+    "op",
+    "alloc",
+    "python",
+)
 """Kinds of kept events; code k in `codes` below is KINDS[k - 1]."""
 SKIPPED = 0
 """Code of events of a known category that ktrace does not import."""
@@ -87,6 +100,9 @@ class Args(msgspec.Struct, gc=False):
     graph_id: Any = msgspec.field(default=None, name="graph id")
     graph_node_id: Any = msgspec.field(default=None, name="graph node id")
     sync_kind: Any = msgspec.field(default=None, name="cuda_sync_kind")
+    wait_stream: Any = msgspec.field(default=None, name="wait_on_stream")
+    wait_correlation: Any = msgspec.field(default=None, name="wait_on_cuda_event_record_corr_id")
+    wait_event: Any = msgspec.field(default=None, name="wait_on_cuda_event_id")
     collective: Any = msgspec.field(default=None, name="Collective name")
     in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
     out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
@@ -107,9 +123,26 @@ class OpArgs(msgspec.Struct, gc=False):
     sequence: Any = msgspec.field(default=None, name="Sequence number")
 
 
+class MemArgs(msgspec.Struct, gc=False):
+    """The `args` of a caching-allocator event (`[memory]`, PyTorch `profile_memory`), decoded with the event in one
+    pass like OpArgs. PyTorch 1.9 wrote only the device and Bytes; 2.x adds the address and the allocator's totals.
+    Untyped, so no value fails the fast path (int_array coerces later)."""
+
+    device_type: Any = msgspec.field(default=None, name="Device Type")
+    device: Any = msgspec.field(default=None, name="Device Id")
+    address: Any = msgspec.field(default=None, name="Addr")
+    nbytes: Any = msgspec.field(default=None, name="Bytes")
+    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
+
+
+MEMORY_EVENT = "[memory]"
+"""Name of the allocator's instant events (category cpu_instant_event since PyTorch 2, none in 1.9)."""
+
 NULL = msgspec.Raw(b"null")
 NO_ARGS = Args()
 NO_OP_ARGS = OpArgs()
+NO_MEM_ARGS = MemArgs()
 
 
 MAX_TS_US = 2.0**53
@@ -158,14 +191,20 @@ _GENERIC: dict[bool, msgspec.json.Decoder[Any]] = {
 RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 _ARGS_LIST = msgspec.json.Decoder(list[Args | None])
 _ARGS = msgspec.json.Decoder(Args | None)
+_MEM_ARGS_LIST = msgspec.json.Decoder(list[MemArgs | None])
+
+
+_TYPED_ARGS: dict[str, type] = {"op": OpArgs, "alloc": MemArgs}
+"""Kinds whose args are decoded with the event (see OpArgs, MemArgs); others keep raw JSON until kept."""
 
 
 def _kept_fields(exact: bool, kind: str | None = None) -> list[tuple[str, Any, Any]]:
-    """The fields of a kept event; an operator's args are decoded with the event (see OpArgs), so its `args`
-    is an OpArgs or None; a Python frame's are not read at all (half of an H100 trace's events: skipping
-    them costs nothing); every other event's are raw JSON."""
+    """The fields of a kept event; an operator's or allocator event's args are decoded with the event (see
+    _TYPED_ARGS), so its `args` is an OpArgs/MemArgs or None; a Python frame's are not read at all (half of an
+    H100 trace's events: skipping them costs nothing); every other event's are raw JSON."""
     ts: tuple[str, Any, Any] = ("ts", int | Decimal, 0) if exact else ("ts", int | float, 0.0)
-    args: tuple[str, Any, Any] = ("args", OpArgs | None, None) if kind == "op" else ("args", msgspec.Raw, NULL)
+    typed = _TYPED_ARGS.get(kind or "")
+    args: tuple[str, Any, Any] = ("args", typed | None, None) if typed else ("args", msgspec.Raw, NULL)
     fields: list[tuple[str, Any, Any]] = [
         ("ph", str, ""),
         ("name", str, ""),
@@ -326,6 +365,23 @@ def decode_args(raws: list[msgspec.Raw], report: DecodeReport) -> list[Args]:
         except (msgspec.DecodeError, TypeError, ValueError, OverflowError):
             out.append(NO_ARGS)
         report.repaired_events += 1
+    return out
+
+
+def decode_mem_args(raws: list[msgspec.Raw], report: DecodeReport) -> list[MemArgs]:
+    """Decode the raw `args` of allocator events of a slow-path slice (PyTorch 1.9 wrote them without a category);
+    an unreadable one counts as repaired and reads as no args."""
+    try:
+        return [a or NO_MEM_ARGS for a in _MEM_ARGS_LIST.decode(b"[" + b",".join(raws) + b"]")]
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        pass
+    out: list[MemArgs] = []
+    for raw in raws:
+        try:
+            out.append(msgspec.convert(msgspec.json.decode(raw), MemArgs, strict=False) or NO_MEM_ARGS)
+        except (msgspec.DecodeError, UnicodeDecodeError, TypeError, ValueError, OverflowError):
+            out.append(NO_MEM_ARGS)
+            report.repaired_events += 1
     return out
 
 

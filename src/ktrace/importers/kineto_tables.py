@@ -127,7 +127,8 @@ def add_gpu_tables(builder: TraceBuilder, sink: EventSink, fix: TimeFixer) -> No
             syncs.column("sync_kind").combine_chunks(), lambda k: (SYNC_KIND.get(str(k).strip().lower(), "unknown"),)
         )
         syncs = syncs.drop_columns(["sync_kind", "name", "external_id"])
-        syncs = syncs.set_column(syncs.schema.get_field_index("stream"), "stream", _stream_na(syncs["stream"]))
+        for col in ("stream", "wait_stream", "wait_correlation_id"):  # Kineto writes -1 for "none"
+            syncs = syncs.set_column(syncs.schema.get_field_index(col), col, _stream_na(syncs[col]))
         builder.add("syncs", syncs.append_column("sync_type", sync_type))
 
 
@@ -177,6 +178,34 @@ def add_ops_tables(builder: TraceBuilder, sink: EventSink, fix: TimeFixer) -> No
             ops = fix.spans(ops)
             label = pa.DictionaryArray.from_arrays(np.zeros(ops.num_rows, np.int32), [category])
             builder.add("ops", ops.append_column("category", label))
+
+
+CUDA_DEVICE_TYPE = 1
+"""c10::DeviceType::CUDA, the `Device Type` of GPU allocator events (0 is the CPU allocator, not imported)."""
+
+
+def add_allocations(builder: TraceBuilder, sink: EventSink, fix: TimeFixer) -> None:
+    """allocations: the GPU caching allocator's `[memory]` events (CPU-allocator ones are not imported)."""
+    table = sink.table("alloc")
+    if table is None:
+        return
+    frame = _frame(fix.spans(table))
+    gpu = (pl.col("device_type") == CUDA_DEVICE_TYPE) & (pl.col("device") >= 0) & pl.col("bytes").is_not_null()
+    kept = frame.filter(gpu.fill_null(False))
+    if kept.height:
+        builder.add(
+            "allocations",
+            kept.select(
+                pl.col("start_ns").alias("ts_ns"),
+                pl.col("device").cast(pl.Int32),
+                "pid",
+                "tid",
+                "address",
+                "bytes",
+                "total_allocated",
+                "total_reserved",
+            ).to_arrow(),
+        )
 
 
 def _with_depth(ranges: pl.DataFrame) -> pl.DataFrame:

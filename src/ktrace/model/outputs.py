@@ -249,7 +249,7 @@ def _recover_moved_aside(target: Path) -> None:
                 shutil.rmtree(entry)
 
 
-def _remove_stale_temporaries(target: Path) -> None:
+def remove_stale_temporaries(target: Path) -> None:
     """Remove what killed writers of `target` left beside it (we hold its lock: none of them is alive)."""
     with contextlib.suppress(OSError):
         for entry in _siblings(target, "tmp"):
@@ -357,7 +357,7 @@ class Output:
         try:
             _recover_moved_aside(self.target)
             self.replaces = check_target(self.target, fmt, force=force, inputs=inputs)  # once, as it is while held
-            _remove_stale_temporaries(self.target)
+            remove_stale_temporaries(self.target)
             self.in_place = in_place and fmt.folder and not self.replaces
             self.staging = self.target if self.in_place or not fmt.folder else temp_sibling(self.target)
             if fmt.folder:

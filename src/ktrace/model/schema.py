@@ -82,6 +82,10 @@ SYNCS_COLUMNS = _fields(
     ("sync_type", _STR, False),
     ("correlation_id", pa.int64(), True),
     ("event_id", pa.int64(), True),
+    # Event waits (Kineto's wait_on_stream / wait_on_cuda_event_record_corr_id): the stream the waited event
+    # was recorded on and the correlation id of its cudaEventRecord call; null elsewhere.
+    ("wait_stream", pa.int64(), True),
+    ("wait_correlation_id", pa.int64(), True),
 )
 
 API_COLUMNS = _fields(
@@ -125,6 +129,21 @@ COUNTERS_COLUMNS = _fields(
     ("instance", pa.int32(), True),
     ("value", pa.float64(), False),
 )
+
+ALLOCATIONS_COLUMNS = _fields(
+    *_PARTITION,
+    ("ts_ns", pa.int64(), False),
+    ("device", pa.int32(), False),
+    ("pid", pa.int64(), True),
+    ("tid", pa.int64(), True),
+    ("address", pa.int64(), True),
+    ("bytes", pa.int64(), False),
+    ("total_allocated", pa.int64(), True),
+    ("total_reserved", pa.int64(), True),
+)
+"""GPU caching-allocator events (Kineto `[memory]`, nsys CUDA_GPU_MEMORY_USAGE_EVENTS): `bytes` > 0 allocates,
+< 0 frees the block at `address`; the allocator's totals after the event where the source records them (null
+otherwise); the calling thread where known (pid/tid, for the operator context). Instants, not spans."""
 
 THREADS_COLUMNS = _fields(*_PARTITION, *_CPU_PLACE, ("name", _STR, True))
 
@@ -177,6 +196,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     "counters": _schema(COUNTERS_COLUMNS, "counters"),
     "threads": _schema(THREADS_COLUMNS, "threads"),
     "devices": _schema(DEVICES_COLUMNS, "devices"),
+    "allocations": _schema(ALLOCATIONS_COLUMNS, "allocations"),
 }
 """Table name -> Arrow schema. Column order is the order on disk."""
 

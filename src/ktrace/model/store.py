@@ -10,7 +10,7 @@ import datetime as dt
 import json
 import os
 import re
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -19,11 +19,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ktrace.model.alignment import clock_mode, with_clock
 from ktrace.model.builder import constant_column
 from ktrace.model.capture import PARTITION_META_FILE, CaptureWriter, partition_dir, read_stream, stream_schema
 from ktrace.model.errors import TraceFormatError, TraceNotFoundError
 from ktrace.model.layout import META_FILE, is_store
-from ktrace.model.outputs import CAPTURE_MARKER, atomic_path, write_atomically, writer_pid
+from ktrace.model.outputs import CAPTURE_MARKER, atomic_path, remove_stale_temporaries, write_atomically, writer_pid
 from ktrace.model.schema import SCHEMAS, TABLES
 from ktrace.model.scrub import mark_scrubbed, rules_fingerprint, scrub_meta, scrub_table
 from ktrace.model.secrets import scrub_mapping
@@ -40,6 +41,7 @@ __all__ = [
     "read_stream",
     "stream_schema",
     "write",
+    "write_meta",
 ]
 
 _PART_RE = re.compile(r"^node=(?P<node>[^/]+)$")
@@ -142,12 +144,18 @@ def write(trace: Trace, path: str | os.PathLike[str]) -> Path:
     clean = trace.scrubbed  # imports and stores read were scrubbed once already: not again per write
     with ThreadPoolExecutor(max_workers=4) as pool:
         list(pool.map(lambda job: write_table(frame_to_arrow(job[0], job[1]), job[2], scrubbed=clean), jobs))
-    meta, _ = scrub_meta(trace.meta)
-    created = meta.created or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    hosts = tuple(sorted({n for n, _ in pairs} | set(meta.hosts)))
-    meta = TraceMeta.from_dict({**json.loads(meta.to_json()), "created": created, "hosts": hosts})
-    write_atomically(root / META_FILE, meta.to_json().encode())  # last: a store without it is incomplete
+    write_meta(root, trace.meta, {n for n, _ in pairs})
     return root
+
+
+def write_meta(root: Path, meta: TraceMeta, nodes: Iterable[str] = ()) -> None:
+    """Write the store's meta.json (scrubbed; `created` now unless set; hosts: meta's and the partitions' `nodes`).
+    Last: a store without it is incomplete (`write`, and the streaming import once every rank is written)."""
+    meta, _ = scrub_meta(meta)
+    created = meta.created or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    hosts = tuple(sorted(set(nodes) | set(meta.hosts)))
+    meta = TraceMeta.from_dict({**json.loads(meta.to_json()), "created": created, "hosts": hosts})
+    write_atomically(root / META_FILE, meta.to_json().encode())
 
 
 def _partition_pieces(frame: pl.DataFrame) -> list[tuple[str, int, pl.DataFrame]]:
@@ -175,8 +183,18 @@ def partitions(root: Path) -> Iterator[tuple[str, int, Path]]:
                 yield m["node"], int(r["rank"]), rank_dir
 
 
-def read(path: str | os.PathLike[str], *, skip: Collection[str] = ()) -> Trace:
-    """Open a .ktrace folder as one Trace (all partitions), recovering un-finalized capture files.
+def read(
+    path: str | os.PathLike[str],
+    *,
+    clock: str | None = None,
+    only: Collection[tuple[str, int]] | None = None,
+    skip: Collection[str] = (),
+) -> Trace:
+    """Open a .ktrace folder as one Trace (all partitions, or the (node, rank) partitions in `only`: a fleet
+    worker opens just its own), recovering un-finalized capture files.
+
+    A multi-host store's timestamps are put on one clock by its meta.json clock_alignment (`clock` "aligned", the
+    default, or $KTRACE_CLOCK); "raw" gives them as each host recorded them. One host is never shifted.
 
     `skip` names tables not to read (they come back empty): `("ops",)` for the reading verbs' --no-ops.
 
@@ -186,12 +204,13 @@ def read(path: str | os.PathLike[str], *, skip: Collection[str] = ()) -> Trace:
             rank names, columns and their types).
     """
     root = Path(path)
+    mode = clock_mode(clock)
     if not root.exists():
         raise TraceNotFoundError(f"{root}: no such file or directory")
     if not is_store(root):
         raise TraceFormatError(f"{root}: not a .ktrace folder (no meta.json, no node=* partitions)")
     meta = _read_meta(root)
-    parts = list(partitions(root))
+    parts = [p for p in partitions(root) if only is None or (p[0], p[1]) in only]
     pieces: dict[str, list[pl.DataFrame]] = {name: [] for name in TABLES}
     recovered: list[str] = []
 
@@ -226,7 +245,7 @@ def read(path: str | os.PathLike[str], *, skip: Collection[str] = ()) -> Trace:
         )
     frames = {name: _concat_frames(p, name) for name, p in pieces.items()}
     # every table is scrubbed now (here, or when written under today's rules); meta always (partition notes)
-    return mark_scrubbed(Trace(**frames, meta=scrub_meta(meta)[0]))
+    return with_clock(mark_scrubbed(Trace(**frames, meta=scrub_meta(meta)[0])), mode)
 
 
 def _scrubbed(table: pa.Table, trusted: bool) -> pa.Table:
@@ -335,6 +354,8 @@ def finalize(root: str | os.PathLike[str]) -> list[Path]:
             name = stream.name.removesuffix(".arrows")
             if name not in SCHEMAS:
                 continue
+            target = folder / f"{name}.parquet"
+            remove_stale_temporaries(target)  # a finalize killed before its rename; the caller holds the store
             table = read_stream(stream)
             table = conform(
                 table.append_column("node", constant_column("x", table.num_rows, pa.string())).append_column(
@@ -342,7 +363,7 @@ def finalize(root: str | os.PathLike[str]) -> list[Path]:
                 ),
                 name,
             )
-            write_table(table, folder / f"{name}.parquet")  # whole, or the stream stays to be read (or finalized)
+            write_table(table, target)  # whole, or the stream stays to be read (or finalized)
             stream.unlink()
             done.append(folder / f"{name}.parquet")
     return done

@@ -13,12 +13,14 @@ from typing import Any
 
 from ktrace.analysis.dashboard import MAX_POINTS, Dashboard, build_dashboard, default_annotations, downsample
 from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.rank_heatmap import RankHeatmap
 from ktrace.analysis.rules.config import RulesConfig
 from ktrace.analysis.rules.engine import all_rules, report_to_dict
 from ktrace.analysis.summary import summary_to_dict
 from ktrace.model.errors import ProgressFn, no_progress
 from ktrace.model.trace import Trace
 from ktrace.report.identity import TraceIdentity, trace_identity
+from ktrace.report.rank_rows import percent_matrix
 
 __all__ = [
     "MAX_POINTS",
@@ -76,7 +78,8 @@ def build_report(
 
 def report_document(report: Report) -> dict[str, Any]:
     """The Report as the JSON report's dict (the stable contract): {"version", "title", "trace", "summary",
-    "steps_histogram", "utilization", "rules", "rule_docs"}."""
+    "steps_histogram", "utilization", "rank_heatmap", "rules", "rule_docs"}; the straggler tables are in
+    summary.stragglers."""
     dashboard = report.dashboard
     return {
         "version": report.version,
@@ -94,6 +97,7 @@ def report_document(report: Report) -> dict[str, Any]:
                 for s in dashboard.utilization
             ],
         },
+        "rank_heatmap": rank_heatmap_dict(dashboard.rank_heatmap),
         "rules": report_to_dict(dashboard.rules),
         "rule_docs": {
             r.name: {
@@ -103,4 +107,22 @@ def report_document(report: Report) -> dict[str, Any]:
             }
             for r in all_rules()
         },
+    }
+
+
+def rank_heatmap_dict(h: RankHeatmap | None) -> dict[str, Any] | None:
+    """The heatmaps in whole percent, rows in `ranks` order ([node, rank], sorted by host and rank); null with
+    fewer than 2 ranks."""
+    if h is None:
+        return None
+    return {
+        "t0_ns": h.bins.t0_ns,
+        "bin_ns": h.bins.bin_ns,
+        "n_bins": h.bins.n_bins,
+        "ranks": [[str(n), int(r)] for n, r in h.ranks.iter_rows()],
+        "busy_pct": percent_matrix(h, "time", "busy_share"),
+        "comm_pct": percent_matrix(h, "time", "comm_share"),
+        "steps": h.n_steps,
+        "step_busy_pct": percent_matrix(h, "step", "busy_share"),
+        "step_comm_pct": percent_matrix(h, "step", "comm_share"),
     }

@@ -7,7 +7,9 @@ from typing import Any
 
 from ktrace.report.content import Report
 from ktrace.report.identity import identity_line
+from ktrace.report.memory import memory_section
 from ktrace.report.operator_section import operators_section
+from ktrace.report.rank_sections import ranks_section
 from ktrace.report.sections import (
     Section,
     dashboard,
@@ -70,16 +72,19 @@ def script_json(value: Any) -> str:
 
 
 def all_sections(report: Report) -> list[Section]:
-    """Every section in report order: job, system, framework, rules summary, dashboard, operators, one per rule
-    (rules that found something first)."""
+    """Every section in report order: job, system, framework, rules summary, dashboard, ranks (2+ ranks),
+    operators, memory timeline, one per rule (rules that found something first)."""
     ordered = triggered_first(report.dashboard.rules.results)
+    ranks = ranks_section(report)
     return [
         job_summary(report),
         system_usage(report),
         framework_metrics(report),
         rules_summary(report, ordered),
         dashboard(report),
+        *([ranks] if ranks else []),
         operators_section(report),
+        memory_section(report.dashboard.summary),
         *(rule_section(r) for r in ordered),
     ]
 
@@ -87,7 +92,9 @@ def all_sections(report: Report) -> list[Section]:
 def render_html(report: Report) -> str:
     """The whole report as one HTML document."""
     sections = all_sections(report)
-    nav = "".join(f'<a href="#{esc(s.anchor)}">{esc(s.title)}</a>' for s in sections[:6])
+    nav = "".join(
+        f'<a href="#{esc(s.anchor)}">{esc(s.title)}</a>' for s in sections if not s.anchor.startswith("rule-")
+    )
     body = "".join(
         f'<section id="{esc(s.anchor)}"><h2>{esc(s.title)}</h2>{"".join(s.body)}</section>' for s in sections
     )

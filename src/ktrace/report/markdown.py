@@ -5,14 +5,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+import numpy.typing as npt
+
 from ktrace.analysis.dashboard import StepHistogram
 from ktrace.analysis.phases import step_source_note
 from ktrace.analysis.rules.base import Evidence, RuleResult
 from ktrace.model.display_text import printable
+from ktrace.report import memory
 from ktrace.report.content import Report
 from ktrace.report.format import fmt_ns, fmt_num, fmt_time_range
 from ktrace.report.identity import identity_line
 from ktrace.report.operator_tables import operator_tables
+from ktrace.report.rank_rows import (
+    BASIS_NOTE,
+    STEP_HEADERS,
+    STRAGGLER_HEADERS,
+    hosts_text,
+    rest_note,
+    step_cells,
+    straggler_cells,
+)
 from ktrace.report.rows import COUNTER_STATS, evidence_cells, phase_rows, rows
 from ktrace.report.verdicts import finding_counts, param_text, recommendation, verdict
 
@@ -254,13 +267,69 @@ def _rule(result: RuleResult) -> list[str]:
     return out
 
 
+TEXT_HEATMAP_ROWS = 64
+"""Rows of the Markdown heatmap: one per rank up to this many ranks, else one per host."""
+TEXT_HEATMAP_COLS = 60
+RAMP = " ▁▂▃▄▅▆▇█"
+"""Block characters for 0-100 % (NaN: "·")."""
+
+
+def text_heatmap(labels: Sequence[str], matrix: npt.NDArray[np.float64]) -> list[str]:
+    """One line per row: its label, then one block character per column for a 0-1 share."""
+    width = max((len(label) for label in labels), default=0)
+    out = []
+    for label, row in zip(labels, matrix, strict=True):
+        chars = "".join("·" if np.isnan(v) else RAMP[round(min(max(v, 0.0), 1.0) * (len(RAMP) - 1))] for v in row)
+        out.append(f"{label:<{width}} |{chars}|")
+    return out
+
+
+def ranks_markdown(report: Report) -> list[str]:
+    """The Ranks section (2 or more ranks): text heatmaps, the straggler table and the slowest/fastest ranks per
+    step, each table the top rows with a count of the rest."""
+    heat, lag = report.dashboard.rank_heatmap, report.dashboard.summary.stragglers
+    if heat is None and lag is None:
+        return []
+    out = ["## Ranks", ""]
+    if heat is not None:
+        out += [
+            f"{heat.ranks.height:,} ranks on {hosts_text(heat)}; time bins of {fmt_ns(heat.bins.bin_ns)}, "
+            f"shown {TEXT_HEATMAP_COLS} to a line at most; one line per rank up to {TEXT_HEATMAP_ROWS} ranks, "
+            "else one per host (the mean of its ranks); blocks from empty (0 %) to full (100 %).",
+            "",
+        ]
+        for value, what in (("busy_share", "GPU busy"), ("comm_share", "Communication")):
+            labels, m = heat.coarse("time", value, TEXT_HEATMAP_ROWS, TEXT_HEATMAP_COLS)
+            safe = [printable(label).replace("`", "'") for label in labels]
+            out += [f"### {what} share per rank over time", "", "```", *text_heatmap(safe, m), "```", ""]
+    if lag is not None:
+        ranks, more_ranks = straggler_cells(lag)
+        steps, more_steps = step_cells(lag)
+        out += ["### Stragglers", "", f"_{cell(BASIS_NOTE[lag.basis], 400)}_", ""]
+        out += md_table(STRAGGLER_HEADERS, ranks) + ([rest_note(more_ranks, "ranks"), ""] if more_ranks else [])
+        out += ["### Slowest and fastest rank per step (widest spread first)", ""]
+        out += md_table(STEP_HEADERS, steps) + ([rest_note(more_steps, "steps"), ""] if more_steps else [])
+    return out
+
+
+def _memory(report: Report) -> list[str]:
+    summary = report.dashboard.summary
+    out = [f"## {memory.TITLE}", "", cell(memory.lead(summary), 2000), ""]
+    m = summary.memory_timeline
+    if m is not None:
+        out += md_table(memory.DEVICE_HEADERS, memory.device_cells(m, summary.phases.start_ns))
+        out += md_table(memory.OPERATOR_HEADERS, memory.operator_cells(m))
+        out += md_table(memory.GROWTH_HEADERS, memory.growth_cells(m) if m.growth.height > 1 else [])
+    return out
+
+
 def render_markdown(report: Report) -> str:
     """The report as one Markdown document."""
     out = [f"# {cell(report.title, 200)}", ""]
     about = identity_line(report.identity)
     if about:
         out += [" · ".join(f"**{cell(k)}** {cell(v, 400)}" for k, v in about), ""]
-    for part in (_job, _system, _framework, _rules_summary, _dashboard, _operators):
+    for part in (_job, _system, _framework, _rules_summary, _dashboard, ranks_markdown, _operators, _memory):
         out += part(report)
     out += ["## Rules", ""]
     for result in report.dashboard.rules.results:

@@ -170,3 +170,82 @@ def bars(title: str, names: list[Any], values: list[float], unit: str) -> Figure
         "data": [{"type": "bar", "x": [label(n, 40) for n in names], "y": values}],
         "layout": _layout(title, yaxis={"title": {"text": unit}}),
     }
+
+
+MAX_ROW_LABELS = 64
+"""Up to this many ranks, every heatmap row is labelled "host/rank"; above, only the first row of each host."""
+
+
+def heatmap(
+    title: str,
+    z: list[list[int | None]],
+    hosts: Sequence[tuple[str, int, int]],
+    ranks: Sequence[tuple[str, int]],
+    x: list[float],
+    x_title: str,
+    value: str,
+) -> Figure:
+    """A rank x time (or step) heatmap in %, one row per rank sorted by (host, rank), hosts separated by lines.
+
+    Every row is named "host/rank" (the hover shows it); the axis labels every row up to MAX_ROW_LABELS ranks and
+    only the first rank of each host (of every few hosts past MAX_ROW_LABELS hosts) above, so that 4,096 ranks stay
+    one readable image.
+    """
+    n = len(ranks)
+    names = [label(f"{h}/{r}", 40) for h, r in ranks]
+    if n <= MAX_ROW_LABELS:
+        tickvals, ticktext = names, names
+    else:
+        step = max(1, -(-len(hosts) // MAX_ROW_LABELS))
+        shown = hosts[::step]
+        tickvals, ticktext = [names[a] for _, a, _ in shown], [label(f"{h} ({c} ranks)", 40) for h, _, c in shown]
+    lines = [
+        {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": a - 0.5, "y1": a - 0.5, "line": {"width": 1}}
+        for _, a, _ in hosts[1:]
+        if len(hosts) <= MAX_ROW_LABELS
+    ]
+    return {
+        "data": [
+            {
+                "type": "heatmap",
+                "z": z,
+                "x": x,
+                "y": names,
+                "zmin": 0,
+                "zmax": 100,
+                "colorscale": "Viridis",
+                "colorbar": {"title": {"text": html.escape(value)}},
+                "hovertemplate": "%{y}<br>%{x}<br>%{z} %<extra></extra>",
+            }
+        ],
+        "layout": _layout(
+            title,
+            height=min(900, max(300, 14 * n + 120)),
+            xaxis={"title": {"text": x_title}},
+            yaxis={
+                "autorange": "reversed",
+                "type": "category",
+                "tickmode": "array",
+                "tickvals": tickvals,
+                "ticktext": ticktext,
+            },
+            shapes=lines,
+        ),
+    }
+
+
+def xy_lines(title: str, series: Sequence[tuple[str, list[float], list[float | None]]], y_title: str) -> Figure:
+    """One line per (name, x in seconds since the trace start, y) series; y from 0."""
+    data = [
+        {"type": "scattergl" if len(x) > 2000 else "scatter", "mode": "lines", "name": label(name), "x": x, "y": y}
+        for name, x, y in series
+    ]
+    return {
+        "data": data,
+        "layout": _layout(
+            title,
+            height=380,
+            xaxis={"title": {"text": "seconds since trace start"}},
+            yaxis={"title": {"text": y_title}, "rangemode": "tozero"},
+        ),
+    }

@@ -12,17 +12,22 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ktrace.analysis.memory_timeline import peak_line
 from ktrace.analysis.names import distinct_short_names
 from ktrace.analysis.operators import OperatorSummary
 from ktrace.analysis.phases import step_source_note
 from ktrace.analysis.ranks import LoadBalance
+from ktrace.analysis.stragglers import Stragglers
 from ktrace.analysis.summary import Summary
 from ktrace.analysis.units import format_bytes
 from ktrace.model.display_text import printable, printable_tree
 from ktrace.report.format import fmt_ns as format_ns
+from ktrace.report.rank_rows import BASIS_NOTE, rest_note, straggler_rows
 from ktrace.report.rows import json_float, phase_rows, rows
 
 BAR_WIDTH = 12
+TERMINAL_STRAGGLERS = 5
+"""Straggler rows in the terminal summary (the report shows 10; the JSON every rank)."""
 NAME_WIDTH = 80
 """Kernel names are shortened (templates and parameters collapsed) to at most this many characters in tables;
 less when the terminal is narrower, but always so that two different kernels read differently."""
@@ -103,9 +108,10 @@ _TEXT_COLUMNS = frozenset(
         "rule",
         "a",
         "b",
+        "causes",
     }
 )
-_FLEXIBLE = frozenset({"name", "node", "metric"})
+_FLEXIBLE = frozenset({"name", "node", "metric", "causes"})
 """Text columns that shrink (with an ellipsis) when the terminal is narrow; numbers never do."""
 _DROPPABLE = (
     "p50_ns",
@@ -344,6 +350,16 @@ def _load_balance(console: Console, balance: LoadBalance | None) -> None:
     )
 
 
+def _stragglers(console: Console, lag: Stragglers | None) -> None:
+    if lag is None:
+        return
+    found, rest = straggler_rows(lag, TERMINAL_STRAGGLERS)
+    columns = ["node", "rank", "slower_pct", "work_mean_ns", "slowest_steps", "causes"]
+    print_table(console, f"stragglers ({BASIS_NOTE[lag.basis]})", printable_tree(found), columns)
+    if rest:
+        console.print(f"[dim]{escape(rest_note(rest, 'ranks'))}[/]")
+
+
 def render_summary(summary: Summary, console: Console) -> None:
     """Print the summary's tables on `console` (the numbers of summary_to_dict, trace text made printable)."""
     _header(console, summary)
@@ -397,8 +413,11 @@ def render_summary(summary: Summary, console: Console) -> None:
     )
     print_table(console, "GPU activity (sum of durations)", _text_rows(summary.activity), share_bar="share")
     print_table(console, "memory operations", _text_rows(summary.memory), share_bar="time_share")
+    if summary.memory_timeline is not None:
+        console.print(escape(printable(peak_line(summary.memory_timeline, summary.phases.start_ns))))
     print_table(console, "communication / compute overlap", _text_rows(summary.overlap))
     print_table(console, "counters", _counter_rows(_text_rows(summary.counters)))
     _load_balance(console, summary.load_balance)
+    _stragglers(console, summary.stragglers)
     for h in summary.annotations:
         print_table(console, f"annotation {printable(h.pattern)!r}: {h.count} ranges", _text_rows(h.stats))

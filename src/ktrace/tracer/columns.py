@@ -134,6 +134,19 @@ class ExternalIds:
         return pa.array(self.ext[at], type=pa.int64(), mask=~hit), missed_old
 
 
+def _distinct(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(key, return_inverse=True) for small non-negative keys (API ids: a few thousand) in O(n), with no
+    sort: a table of the keys present. This runs on the writer thread, holding the GIL for part of it; the sort
+    was a third of the Arrow conversion of a drained batch."""
+    if not key.size or key.min() < 0 or key.max() >= 1 << 20:
+        return np.unique(key, return_inverse=True)
+    counts = np.bincount(key)
+    uniq = np.flatnonzero(counts)
+    table = np.zeros(counts.size, np.int64)
+    table[uniq] = np.arange(uniq.size)
+    return uniq, table[key]
+
+
 def _mapped(codes: Sequence[Any], mapping: Mapping[int, str], default: str = "unknown") -> pa.Array:
     """Labels of enum codes, dictionary-encoded in order of first appearance (one lookup per distinct code)."""
     encoded = pa.array(_i64(codes), pa.int64()).dictionary_encode()
@@ -256,8 +269,7 @@ class RecordDecoder:
         c = [np.concatenate([_i64(cols[j]) for cols, _, _ in parts]) for j in range(len(parts[0][0]))]
         start, end, corr, cbid = _i64(c[0]), _i64(c[1]), _i64(c[4]), _i64(c[5])
         # Name each distinct (domain, cbid) once: a few hundred at most, not one lookup per record.
-        key = cbid * 2 + domains
-        uniq, inverse = np.unique(key, return_inverse=True)
+        uniq, inverse = _distinct(cbid * 2 + domains)
         labels = [self._api_name("runtime" if k % 2 else "driver", int(k // 2)) for k in uniq]
         names = pa.DictionaryArray.from_arrays(pa.array(inverse.astype(np.int32)), pa.array(labels, pa.string()))
         dom = pa.DictionaryArray.from_arrays(

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import polars as pl
 
+from ktrace.exporters.track_layout import allocation_counters
 from ktrace.model.trace import Trace
 from ktrace.tui.overview import N_BINS, Overview
 from ktrace.tui.track_types import I64, TABLE_CODES, BuiltTracks, Links, Track, make_track, pending_track
@@ -257,16 +258,20 @@ def _counter_tracks(trace: Trace, tracks: list[Track]) -> list[Track]:
     """Counter series, indexed right away (a few samples per second of trace: small)."""
 
     frame = trace.counters
-    if frame.height == 0:
+    memory = allocation_counters(trace.allocations)  # the allocator's memory timeline, as in the Perfetto export
+    if frame.height == 0 and memory.height == 0:
         return []
+    columns = ("node", "rank", "metric", "instance", "ts_ns", "value")
     sub = frame.select(
-        "node",
+        pl.col("node").cast(pl.String),
         "rank",
         pl.col("metric").cast(pl.String),
         pl.col("instance").fill_null(-1),
         "ts_ns",
         pl.col("value").cast(pl.Float64),
     ).with_row_index("_row")
+    if memory.height:  # (its _row numbers are never looked up: counter samples are drawn, never selected)
+        sub = pl.concat([sub, memory.select(columns).with_row_index("_row")])
     out = []
     for (node, rank, metric, instance), part in sorted(
         sub.partition_by(["node", "rank", "metric", "instance"], as_dict=True, maintain_order=True).items(),

@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from ktrace.exporters.track_layout import ALLOCATED_METRIC
 from ktrace.tui.track_types import Track
 from ktrace.tui.tracks import TrackIndex
 
@@ -203,15 +204,21 @@ ROW_ORDER = {"ranges": 0, "ops": 1, "api": 2, "stream": 3}
 """Order of a thread's or GPU's tracks, in the tree's leaves and the timeline's first rows alike."""
 
 
+MEMORY_ROW = ALLOCATED_METRIC
+"""The first GPU's allocated-memory counter (the allocator's memory timeline) is shown at first, after utilization."""
+
+
 def default_rows(index: TrackIndex, limit: int = 14) -> list[int]:
-    """Tracks shown at first: the first rank's threads, streams and NVTX ranges, plus GPU utilization."""
+    """Tracks shown at first: the first rank's threads, streams and NVTX ranges, plus GPU utilization and the
+    first GPU's allocated memory (when the trace has them)."""
     ranks = sorted({(t.node, t.rank) for t in index.tracks if t.rank >= 0})
     if not ranks:
         return list(range(min(limit, len(index.tracks))))
     node, rank = ranks[0]
     mine = [i for i, t in enumerate(index.tracks) if (t.node, t.rank) == (node, rank) and t.kind in ROW_ORDER]
     mine.sort(key=lambda i: (ROW_ORDER[index.tracks[i].kind], natural_key(index.tracks[i].key)))
-    util = [i for i, t in enumerate(index.tracks) if t.kind == "counter" and t.label.startswith("gpu.util")]
+    util = [i for i, t in enumerate(index.tracks) if t.kind == "counter" and t.label.startswith("gpu.util")][:1]
+    util += [i for i, t in enumerate(index.tracks) if t.kind == "counter" and t.label.startswith(MEMORY_ROW)][:1]
     if len(ranks) > 1:  # several ranks: the first rank's top range row and API, then every rank's busiest stream
         others = []
         for n, r in ranks:
@@ -223,5 +230,5 @@ def default_rows(index: TrackIndex, limit: int = 14) -> list[int]:
             for kind in ("ranges", "api")
             if any(index.tracks[i].kind == kind for i in mine)
         ]
-        return (head + others + util[:1])[:limit]
-    return (mine[: limit - 1] + util[:1])[:limit]
+        return (head + others + util)[:limit]
+    return (mine[: limit - len(util)] + util)[:limit]

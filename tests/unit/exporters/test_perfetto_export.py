@@ -263,3 +263,28 @@ def test_real_trace_exports_and_validates(tmp_path: Path, name: str, real_trace_
 def test_every_real_trace_folder_is_covered(shared_traces: Path, real_trace_path: Callable[[str], Path]) -> None:
     covered = {real_trace_path(name).relative_to(shared_traces).parts[0] for name in REAL}
     assert covered == {p.name for p in shared_traces.iterdir() if p.is_dir()}
+
+
+def test_allocator_events_become_memory_counter_tracks(tmp_path: Path) -> None:
+    """Each GPU's allocated (and reserved) bytes after every allocator event, as bytes counters under its rank."""
+    from reference.memory_trace import EVENTS, memory_trace
+
+    trace = memory_trace()
+    _, report = _export(trace, tmp_path)
+    assert report.counters == 2 * len(EVENTS)  # allocated and reserved per event
+    tracks = {d.uuid: d for d in _descriptors(tmp_path / "t.pftrace")}
+    names = {d.name: d.counter.unit for d in tracks.values() if d.HasField("counter")}
+    assert names == {
+        "GPU 0 memory allocated": 3,  # UNIT_SIZE_BYTES
+        "GPU 0 memory reserved": 3,
+        "GPU 1 memory allocated": 3,
+        "GPU 1 memory reserved": 3,
+    }
+    by_track = {d.uuid: d.name for d in tracks.values()}
+    packets = PbTrace.FromString((tmp_path / "t.pftrace").read_bytes()).packet
+    allocated = [
+        int(p.track_event.double_counter_value)
+        for p in packets
+        if p.HasField("track_event") and by_track.get(p.track_event.track_uuid) == "GPU 0 memory allocated"
+    ]
+    assert allocated == [164, 464, 964, 664, 164, 364, 414, 350]  # the allocator's totals (64 B from before)

@@ -130,6 +130,19 @@ def test_finalize_that_fails_midway_keeps_the_stream_and_leaves_no_partial_file(
     assert store.read(root).kernels.height == 1
 
 
+def test_finalize_removes_what_a_killed_finalize_left_in_the_rank_folder(tmp_path: Path) -> None:
+    """A finalize killed between writing `.ktrace-tmp-XXXXXXXX-kernels.parquet` and its rename leaves that file
+    beside the stream; the next finalize (the launcher's, or `ktrace info`'s recovery) removes it."""
+    root = tmp_path / "c.ktrace"
+    _capture(root)
+    folder = root / "node=host" / "rank=0"
+    (folder / ".ktrace-tmp-0123abcd-kernels.parquet").write_bytes(b"PAR1half")
+    (folder / ".ktrace-tmp-0123abcd-notes.txt").write_bytes(b"not ours to judge")  # not a table: left alone
+    store.finalize(root)
+    assert sorted(p.name for p in folder.iterdir()) == [".ktrace-tmp-0123abcd-notes.txt", "kernels.parquet"]
+    assert store.read(root).kernels.height == 1
+
+
 _KILLED_WRITER = textwrap.dedent("""
     import sys, time
     import pyarrow as pa

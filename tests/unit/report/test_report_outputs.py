@@ -92,7 +92,17 @@ def test_json_is_stable_and_complete(evil_content):  # type: ignore[no-untyped-d
     text = render_json(evil_content)
     assert text == dump_json(json.loads(text))  # sorted keys: re-rendering is identity
     doc = json.loads(text)
-    assert set(doc) == {"version", "title", "trace", "summary", "steps_histogram", "utilization", "rules", "rule_docs"}
+    assert set(doc) == {
+        "version",
+        "title",
+        "trace",
+        "summary",
+        "steps_histogram",
+        "utilization",
+        "rank_heatmap",
+        "rules",
+        "rule_docs",
+    }
     rules = {r["rule"]: r for r in doc["rules"]["rules"]}
     assert rules["LaunchBoundKernels"]["status"] == "fired"
     assert rules["LaunchBoundKernels"]["findings"][0]["evidence"][0]["name"] == EVIL
@@ -106,8 +116,8 @@ def test_sections_in_the_order_of_the_seed_reports(synthetic_trace):  # type: ig
     anchors = [s.anchor for s in sections]
     from ktrace.analysis.rules.engine import RULE_ORDER
 
-    assert anchors[:6] == ["job", "system", "framework", "rules", "dashboard", "operators"]
-    assert len(anchors) == 6 + len(RULE_ORDER)
+    assert anchors[:8] == ["job", "system", "framework", "rules", "dashboard", "ranks", "operators", "memory"]
+    assert len(anchors) == 8 + len(RULE_ORDER)  # ranks: 2+ ranks
     dashboard = sections[4]
     titles = [f["layout"]["title"]["text"] for f in dashboard.figures]
     for wanted in (

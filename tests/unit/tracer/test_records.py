@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ktrace.model.schema import SCHEMAS
 from ktrace.model.trace import conform
@@ -283,3 +286,17 @@ def test_external_ids_are_bounded_and_the_latest_pair_wins() -> None:
     assert len(ids) == 4  # 9 pairs > 2 x keep: only the 4 newest stay
     found, dropped = ids.lookup(np.array([1, 5, 8, 11], np.int64))
     assert found.to_pylist() == [None, None, 80, 110] and dropped == 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, (1 << 21) - 1), max_size=300), st.booleans())
+def test_distinct_api_keys_equal_numpy_unique(keys: list[int], small: bool) -> None:
+    """The writer names each distinct (domain, cbid) once without sorting; same result as np.unique, also for keys
+    past the table's reach (which fall back to np.unique)."""
+    from ktrace.tracer.columns import _distinct
+
+    key = np.array([k % 5000 if small else k for k in keys], np.int64)
+    uniq, inverse = _distinct(key)
+    want_uniq, want_inverse = np.unique(key, return_inverse=True)
+    np.testing.assert_array_equal(uniq, want_uniq)
+    np.testing.assert_array_equal(inverse, want_inverse)

@@ -25,6 +25,7 @@ RULE_ORDER: tuple[str, ...] = (
     "PageableMemcpy",
     "SyncMemcpy",
     "ExcessiveSync",
+    "MemoryGrowth",
     "GPUGaps",
     "LaunchBoundKernels",
     "LaunchBoundOperators",
@@ -42,6 +43,7 @@ def all_rules() -> tuple[Rule, ...]:
     """Every built-in rule, in report order: SageMaker Debugger's, then timeline rules, then trace health."""
     from ktrace.analysis.rules import (
         health,
+        memory,
         sagemaker,
         sagemaker_capacity,
         sagemaker_counters,
@@ -58,6 +60,7 @@ def all_rules() -> tuple[Rule, ...]:
             sagemaker_counters,
             sagemaker_capacity,
             timeline,
+            memory,
             timeline_gpu,
             timeline_latency,
             timeline_ops,

@@ -11,6 +11,7 @@ from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.rules.base import Evidence, Outcome, Param, ParamValue, Rule, Skip
 from ktrace.analysis.rules.frames import evidence_rows
 from ktrace.analysis.rules.inputs import load_balance, utilization_histograms
+from ktrace.analysis.rules.memory import allocator_memory_series
 from ktrace.analysis.rules.sagemaker_counters import BIN_MS, MAX_EVIDENCE, PATIENCE, WINDOW, _gpus, _per_gpu
 from ktrace.analysis.rules.samples import Series, evaluation_start, gpu_memory_series, node_series, require, windows
 from ktrace.model.trace import Trace
@@ -138,7 +139,10 @@ def _memory_rise(s: Series, p: Mapping[str, ParamValue], start: int) -> Outcome:
 
 
 def _memory_increase(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
-    mems = require(gpu_memory_series(index), "GPU memory counters (gpu.mem_used_bytes with device memory sizes)")
+    mems = require(
+        gpu_memory_series(index) or allocator_memory_series(index, int(p["timeline_samples"])),
+        "GPU memory counters (gpu.mem_used_bytes) or allocator events, with device memory sizes",
+    )
     return _per_gpu([_memory_rise(s, p, evaluation_start(index, s, int(p["patience"]))) for s in mems])
 
 
@@ -156,6 +160,12 @@ GPU_MEMORY_INCREASE = Rule(
         ),
         Param("window", 10, "samples in the moving average"),
         PATIENCE,
+        Param(
+            "timeline_samples",
+            200,
+            "without GPU memory counters: samples of the allocator's memory timeline (allocated bytes, evenly "
+            "spaced over each GPU's events) that stand in for them",
+        ),
     ),
     check=_memory_increase,
     source="SageMaker Debugger GPUMemoryIncrease",

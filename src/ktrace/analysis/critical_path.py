@@ -1,0 +1,313 @@
+"""The critical path of a step: the longest chain of dependent CPU and GPU work, what it is made of, and what
+shortening it would gain.
+
+The graph is critical_path_graph's (HTA's model). Its longest path (weights in ns; a topological order and
+one pass, analysis._kernels.longest_path) is the critical path; each of its edges is classified
+(COMPOSITION) and attributed to an event (operator, runtime call or GPU record). What-ifs recompute the
+longest path with changed weights: a kernel name's records twice as fast, or one synchronization's GPU -> CPU
+edges removed (the CPU no longer waits), for the few largest candidates on the path (WHAT_IF_CANDIDATES each).
+
+Scope: by default the median-duration step of the first rank with steps (analysis.steps), else the whole
+trace of the first rank; or the `instance`-th CPU range whose name contains `annotation` (HTA's
+annotation/instance_id).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from ktrace.analysis.breakdown import communication_names
+from ktrace.analysis.critical_path_graph import (
+    CPU,
+    EVENT_KINDS,
+    GPU,
+    GPU_RECORD,
+    KERNEL_GAP,
+    LAUNCH,
+    SYNC,
+    Graph,
+    Window,
+    build_graph,
+)
+from ktrace.analysis.index import Slot, TraceIndex
+from ktrace.analysis.steps import detect_steps
+from ktrace.model.trace import Trace
+
+I64 = npt.NDArray[np.int64]
+COMPOSITION = ("cpu", "launch_delay", "gpu_gap", "gpu_compute", "communication", "memory", "sync")
+"""Categories of path time: CPU operators and runtime calls; launch delays (a kernel waiting for its launch
+call); gaps between consecutive records of a stream; kernels; communication kernels; memcpy/memset; and
+synchronization edges (GPU -> CPU waits and event waits: weightless, counted in `edges`)."""
+TOP_ITEMS = 10
+WHAT_IF_CANDIDATES = 3
+WHAT_IF_SPEEDUP = 2.0
+_RESULT = Slot["CriticalPath | None"]("critical_path")
+
+
+@dataclass(frozen=True)
+class CriticalPath:
+    """The critical path of one window of one rank (see the module docstring)."""
+
+    scope: str
+    """"step" (the median step), "annotation" or "trace"."""
+    label: str
+    """What the window is, for people: the step's name and how it was chosen, the annotation, or "whole trace"."""
+    node: str
+    rank: int
+    start_ns: int
+    end_ns: int
+    length_ns: int
+    """Sum of the path's edge weights."""
+    graph_nodes: int
+    graph_edges: int
+    path_nodes: int
+    path_events: int
+    composition: pl.DataFrame
+    """category (COMPOSITION order), ns, share (of length_ns), edges."""
+    items: pl.DataFrame
+    """The operators, runtime calls and GPU records on the path by name: kind (operator, runtime, kernel,
+    memcpy, memset), name, ns (time on the path), edges; top TOP_ITEMS of each of CPU and GPU, by ns."""
+    what_if: pl.DataFrame
+    """change ("2x faster" / "removed"), target (kernel name or sync call), length_ns (new path length),
+    saved_ns (by how much the path shortens); largest saving first."""
+    path_records: I64
+    """GPU records (index order) on the path."""
+    path_segments: pl.DataFrame
+    """The path's edges in order: start_ns, end_ns (times of its two nodes), type (EDGE_TYPES), weight_ns."""
+
+
+def critical_path(
+    trace: Trace, *, annotation: str | None = None, instance: int = 0, index: TraceIndex | None = None
+) -> CriticalPath | None:
+    """The critical path of the median step (or of the annotation instance, or of the whole trace).
+
+    Returns:
+        None when the window has no CPU events (nothing to build a graph from).
+    """
+    ix = TraceIndex.of(trace, index)
+    return ix.get(_RESULT, lambda: _critical_path(ix, annotation, instance), annotation, instance)
+
+
+def _critical_path(ix: TraceIndex, annotation: str | None, instance: int) -> CriticalPath | None:
+    found = choose_window(ix, annotation, instance)
+    if found is None:
+        return None
+    window, scope, label = found
+    graph = build_graph(ix, window)
+    if graph.src.size == 0:
+        return None
+    dag = _Dag.of(graph)
+    dist, pred = dag.longest(graph.weight)
+    path = dag.path(dist, pred)
+    kinds = _record_kinds(ix, graph)
+    on_path = np.zeros(graph.src.size, bool)
+    on_path[path] = True
+    events = np.unique(np.concatenate([graph.src[path], graph.dst[path]]) >> 1) if path.size else np.zeros(0, np.int64)
+    ts = graph.node_ts()
+    segments = pl.DataFrame(
+        {
+            "start_ns": ts[graph.src[path]],
+            "end_ns": ts[graph.dst[path]],
+            "type": [("cpu", "dependency", "launch", "kernel_gap", "sync", "gpu")[t] for t in graph.etype[path]],
+            "weight_ns": graph.weight[path],
+        },
+        schema={"start_ns": pl.Int64, "end_ns": pl.Int64, "type": pl.String, "weight_ns": pl.Int64},
+    )
+    length = int(dist.max()) if dist.size else 0
+    gpu_events = events[graph.ev_kind[events] == GPU_RECORD]
+    return CriticalPath(
+        scope=scope,
+        label=label,
+        node=window.node,
+        rank=window.rank,
+        start_ns=window.start_ns,
+        end_ns=window.end_ns,
+        length_ns=length,
+        graph_nodes=graph.n_nodes,
+        graph_edges=int(graph.src.size),
+        path_nodes=int(path.size + 1) if path.size else 0,
+        path_events=int(events.size),
+        composition=_composition(graph, path, kinds, length),
+        items=_items(ix, graph, path, kinds),
+        what_if=_what_if(ix, graph, dag, path, kinds, length),
+        path_records=np.sort(graph.ev_row[gpu_events]),
+        path_segments=segments,
+    )
+
+
+def choose_window(ix: TraceIndex, annotation: str | None, instance: int) -> tuple[Window, str, str] | None:
+    """(window, scope, label): the annotation's instance, else the median step of the first rank with steps,
+    else the whole first rank."""
+    trace = ix.trace
+    if annotation is not None:
+        ranges = trace.ranges.filter(
+            ~pl.col("on_gpu") & pl.col("name").cast(pl.String).str.contains(annotation, literal=True)
+        )
+        ranges = ranges.sort("node", "rank", "start_ns")
+        if instance >= ranges.height:
+            return None
+        r = ranges.row(instance, named=True)
+        return (
+            Window(str(r["node"]), int(r["rank"]), r["start_ns"], r["end_ns"]),
+            "annotation",
+            f"{annotation} #{instance}",
+        )
+    steps = detect_steps(trace, index=ix)
+    if steps.height:
+        first = steps.row(0, named=True)
+        mine = steps.filter((pl.col("node") == first["node"]) & (pl.col("rank") == first["rank"]))
+        mine = mine.with_row_index("i").sort("duration_ns", "i")
+        s = mine.row((mine.height - 1) // 2, named=True)
+        label = f"{s['name']} (median of {mine.height} steps)"
+        return Window(str(s["node"]), int(s["rank"]), s["start_ns"], s["end_ns"]), "step", label
+    spans = [t.select("node", "rank", "start_ns", "end_ns") for t in (trace.ops, trace.api) if t.height]
+    if not spans:
+        return None
+    cpu = pl.concat([s.with_columns(pl.col("node").cast(pl.String)) for s in spans]).sort("node", "rank")
+    node, rank = cpu.row(0)[:2]
+    mine = cpu.filter((pl.col("node") == node) & (pl.col("rank") == rank))
+    start, end = mine["start_ns"].min(), mine["end_ns"].max()
+    return Window(str(node), int(rank), int(start), int(end)), "trace", "whole trace"  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class _Dag:
+    """The graph in CSR form by source node, with a topological order (computed once, reused by what-ifs)."""
+
+    order: I64
+    indptr: I64
+    dst: I64
+    edge: I64
+    """Edge id (Graph order) of each CSR slot."""
+    src: I64
+    """Source node per edge (Graph order)."""
+
+    @classmethod
+    def of(cls, graph: Graph) -> _Dag:
+        from ktrace.analysis._kernels.longest_path import topological_order
+
+        edge = np.argsort(graph.src, kind="stable")
+        indptr = np.searchsorted(graph.src[edge], np.arange(graph.n_nodes + 1)).astype(np.int64)
+        dst = graph.dst[edge]
+        order = topological_order(indptr, dst)
+        if order.size != graph.n_nodes:
+            raise ValueError("critical path: the dependency graph has a cycle")
+        return cls(order, indptr, dst, edge, graph.src)
+
+    def longest(self, weight: I64) -> tuple[I64, I64]:
+        """(dist per node, pred edge id per node, -1 at sources); weight in Graph edge order, < 0 = removed."""
+        from ktrace.analysis._kernels.longest_path import longest_paths
+
+        dist, slot = longest_paths(self.order, self.indptr, self.dst, weight[self.edge])
+        return dist, np.where(slot >= 0, self.edge[np.maximum(slot, 0)], -1)
+
+    def path(self, dist: I64, pred: I64) -> I64:
+        """Edge ids of the longest path, in order (ends at the first node of maximal distance in topological
+        order)."""
+        if dist.size == 0:
+            return np.zeros(0, np.int64)
+        node = int(self.order[int(np.argmax(dist[self.order]))])
+        out: list[int] = []
+        while pred[node] >= 0:
+            e = int(pred[node])
+            out.append(e)
+            node = int(self.src[e])
+        return np.asarray(out[::-1], np.int64)
+
+
+def _record_kinds(ix: TraceIndex, graph: Graph) -> I64:
+    """Per edge: the COMPOSITION code of its time (-1 for weightless dependency edges)."""
+    c = ix.gpu_columns()
+    comm = set(communication_names(ix.trace, index=ix))
+    codes, names = ix.record_names()
+    name_list = names.to_list()
+    is_comm = np.array([n in comm for n in name_list], bool) if name_list else np.zeros(0, bool)
+    kind = np.full(graph.src.size, -1, np.int64)
+    kind[graph.etype == CPU] = 0
+    kind[graph.etype == LAUNCH] = 1
+    kind[graph.etype == KERNEL_GAP] = 2
+    kind[graph.etype == SYNC] = 6
+    gpu = np.flatnonzero(graph.etype == GPU)
+    rec = graph.ev_row[graph.event[gpu]]
+    kernel_kind = np.where(is_comm[codes[rec]] if is_comm.size else False, 4, 3)
+    kind[gpu] = np.where(c.kind[rec] == 0, kernel_kind, 5)
+    return kind
+
+
+def _composition(graph: Graph, path: I64, kinds: I64, length: int) -> pl.DataFrame:
+    k = kinds[path]
+    w = graph.weight[path]
+    ns = [int(w[k == i].sum()) for i in range(len(COMPOSITION))]
+    edges = [int((k == i).sum()) for i in range(len(COMPOSITION))]
+    return pl.DataFrame(
+        {"category": list(COMPOSITION), "ns": ns, "share": [n / length if length else 0.0 for n in ns], "edges": edges},
+        schema={"category": pl.String, "ns": pl.Int64, "share": pl.Float64, "edges": pl.Int64},
+    )
+
+
+def _event_names(ix: TraceIndex, graph: Graph, events: I64) -> tuple[list[str], list[str]]:
+    """(kind, name) of events: operator / runtime / kernel / memcpy / memset and their names."""
+    trace = ix.trace
+    codes, names = ix.record_names()
+    c = ix.gpu_columns()
+    kinds: list[str] = []
+    out: list[str] = []
+    op_names = trace.ops["name"].cast(pl.String)
+    api_names = trace.api["name"].cast(pl.String)
+    for ev in events.tolist():
+        kind, row = int(graph.ev_kind[ev]), int(graph.ev_row[ev])
+        if kind == GPU_RECORD:
+            kinds.append(("kernel", "memcpy", "memset")[int(c.kind[row])])
+            out.append(str(names[int(codes[row])]))
+        else:
+            kinds.append(EVENT_KINDS[kind])
+            out.append(str((op_names if kind == 0 else api_names)[row]))
+    return kinds, out
+
+
+def _items(ix: TraceIndex, graph: Graph, path: I64, kinds: I64) -> pl.DataFrame:
+    timed = path[(graph.event[path] >= 0) & (kinds[path] != 6)]
+    kind, name = _event_names(ix, graph, graph.event[timed])
+    frame = pl.DataFrame(
+        {"kind": kind, "name": name, "ns": graph.weight[timed]},
+        schema={"kind": pl.String, "name": pl.String, "ns": pl.Int64},
+    )
+    per = frame.group_by("kind", "name").agg(pl.col("ns").sum(), pl.len().cast(pl.Int64).alias("edges"))
+    gpu = pl.col("kind").is_in(["kernel", "memcpy", "memset"])
+    top = [per.filter(f).sort("ns", "name", descending=[True, False]).head(TOP_ITEMS) for f in (~gpu, gpu)]
+    return pl.concat(top).sort("ns", "name", descending=[True, False])
+
+
+def _what_if(ix: TraceIndex, graph: Graph, dag: _Dag, path: I64, kinds: I64, length: int) -> pl.DataFrame:
+    rows: list[tuple[str, str, int]] = []
+    codes, names = ix.record_names()
+    gpu_path = path[(graph.etype[path] == GPU) & (graph.weight[path] > 0)]
+    rec = graph.ev_row[graph.event[gpu_path]]
+    per_code: dict[int, int] = {}
+    for code, w in zip(codes[rec].tolist(), graph.weight[gpu_path].tolist(), strict=True):
+        per_code[code] = per_code.get(code, 0) + w
+    all_gpu = np.flatnonzero(graph.etype == GPU)
+    all_codes = codes[graph.ev_row[graph.event[all_gpu]]]
+    for code, _ in sorted(per_code.items(), key=lambda kv: -kv[1])[:WHAT_IF_CANDIDATES]:
+        weight = graph.weight.copy()
+        hit = all_gpu[all_codes == code]
+        weight[hit] = (weight[hit] / WHAT_IF_SPEEDUP).astype(np.int64)
+        rows.append((f"{WHAT_IF_SPEEDUP:g}x faster", str(names[code]), _length(dag, weight)))
+    syncs = path[(graph.etype[path] == SYNC) & ((graph.dst[path] >> 1) < graph.ev_kind.size)]
+    sync_calls = [int(d >> 1) for d in graph.dst[syncs] if graph.ev_kind[d >> 1] != GPU_RECORD]
+    _, call_names = _event_names(ix, graph, np.asarray(sync_calls, np.int64))
+    for call, name in list(zip(sync_calls, call_names, strict=True))[:WHAT_IF_CANDIDATES]:
+        weight = graph.weight.copy()
+        weight[(graph.etype == SYNC) & ((graph.dst >> 1) == call)] = -1
+        rows.append(("removed", name, _length(dag, weight)))
+    frame = pl.DataFrame(rows, schema={"change": pl.String, "target": pl.String, "length_ns": pl.Int64}, orient="row")
+    return frame.with_columns(saved_ns=length - pl.col("length_ns")).sort("saved_ns", descending=True)
+
+
+def _length(dag: _Dag, weight: I64) -> int:
+    dist, _ = dag.longest(weight)
+    return int(dist.max()) if dist.size else 0

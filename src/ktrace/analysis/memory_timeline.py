@@ -1,0 +1,334 @@
+"""The memory timeline (issue #15): GPU memory in use over time per device, its peak and the operator allocating
+at the peak, allocations never freed, allocator churn, and growth step over step.
+
+The source is the caching allocator's events (trace.allocations: Kineto `[memory]`, nsys CUDA memory usage) when
+the trace has them, else ktrace's NVML counters (`gpu.mem_used_bytes`), which say how much memory was in use but
+not who allocated it (no operator, never-freed or churn figures then).
+
+Allocated bytes after each event are the allocator's own total (Kineto's `Total Allocated`) where the source records
+it on every event of the device, else the running sum of the events' bytes from the trace start: that sum counts only
+what the trace saw (memory allocated before it started is unknown), which `MemoryTimeline.running_sum` says.
+An allocation belongs to the innermost operator (cpu_op) on its thread containing its time
+(`operators.operator_at`, the attribution the operator view uses for launches).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from ktrace.analysis.index import Slot, TraceIndex
+from ktrace.analysis.operators import operator_at
+from ktrace.analysis.phases import step_spans
+from ktrace.model.allocations import allocated_after
+from ktrace.model.schema import NODE_RANK
+from ktrace.model.trace import Trace
+
+_DEVICE = ("node", "rank", "device")
+NVML_METRIC = "gpu.mem_used_bytes"
+TOP_OPERATORS = 10
+"""Rows of MemoryTimeline.by_operator."""
+PER_DEVICE_COLUMNS = (
+    "node",
+    "rank",
+    "device",
+    "peak_allocated_bytes",
+    "peak_ns",
+    "peak_operator",
+    "peak_reserved_bytes",
+    "end_allocated_bytes",
+    "allocations",
+    "frees",
+    "allocated_bytes",
+    "freed_bytes",
+    "allocations_per_s",
+    "frees_per_s",
+    "never_freed",
+    "never_freed_bytes",
+)
+"""Columns of MemoryTimeline.per_device, in order."""
+_SERIES_SCHEMA = {
+    "node": pl.String,
+    "rank": pl.Int32,
+    "device": pl.Int32,
+    "ts_ns": pl.Int64,
+    "allocated_bytes": pl.Int64,
+    "reserved_bytes": pl.Int64,
+    "bytes": pl.Int64,
+    "operator": pl.String,
+}
+
+
+@dataclass(frozen=True)
+class MemoryTimeline:
+    """GPU memory over time per device (node, rank, device), from the allocator's events or NVML counters."""
+
+    source: str
+    """"allocator" (trace.allocations) or "nvml" (gpu.mem_used_bytes counters: rank is -1, the whole node)."""
+    running_sum: bool
+    """allocated_bytes are running sums of the events from the trace start (the source records no totals)."""
+    addresses: bool
+    """Every allocator event has an address, so frees are matched to allocations (never_freed is known)."""
+    series: pl.DataFrame
+    """One row per event (allocator) or sample (NVML), sorted by node, rank, device, time: ``node``, ``rank``,
+    ``device``, ``ts_ns``, ``allocated_bytes`` (in use after it; NVML: used), ``reserved_bytes`` (null when
+    unknown), ``bytes`` (+ allocated, - freed; null for NVML), ``operator`` (innermost cpu_op, null outside one)."""
+    per_device: pl.DataFrame
+    """PER_DEVICE_COLUMNS: peak allocated bytes, when and under which operator (the first time it is reached),
+    reserved bytes at the peak, allocated bytes after the last event; allocations and frees (count, bytes) and
+    their rates over the trace's span (freed bytes are the bytes cycled through the allocator); allocations never
+    freed within the trace (count, bytes; null without addresses). Counts and rates are null for NVML."""
+    by_operator: pl.DataFrame
+    """The top TOP_OPERATORS allocating operators by bytes allocated: ``operator`` (null: outside every operator),
+    ``allocations``, ``allocated_bytes``, ``never_freed``, ``never_freed_bytes`` (null without addresses)."""
+    growth: pl.DataFrame
+    """Allocated bytes at the end of each training step (phases.step_spans) per device: ``node``, ``rank``,
+    ``device``, ``step``, ``end_ns``, ``allocated_bytes``, ``growth_bytes`` (vs the previous step; null first).
+    Empty without steps. NVML series use the steps of the node's first rank."""
+
+
+MEMORY_TIMELINE = Slot[MemoryTimeline | None]("memory_timeline")
+
+
+def memory_timeline(trace: Trace, *, index: TraceIndex | None = None) -> MemoryTimeline | None:
+    """The memory timeline of a trace (see MemoryTimeline); None when it has neither allocator events nor NVML
+    memory counters."""
+    ix = TraceIndex.of(trace, index)
+    return ix.get(MEMORY_TIMELINE, lambda: _timeline(ix))
+
+
+def _timeline(ix: TraceIndex) -> MemoryTimeline | None:
+    trace = ix.trace
+    if trace.allocations.height:
+        return _from_allocator(ix)
+    used = trace.counters.filter(pl.col("metric") == NVML_METRIC)
+    return _from_nvml(ix, used) if used.height else None
+
+
+def _from_allocator(ix: TraceIndex) -> MemoryTimeline:
+    trace = ix.trace
+    a = trace.allocations
+    points = a.select("node", "rank", pl.col("pid").fill_null(-1), pl.col("tid").fill_null(-1), "ts_ns")
+    op_row = operator_at(trace, points, "ts_ns")
+    names = trace.ops["name"].cast(pl.String)
+    operator = pl.Series("operator", [None] * a.height, pl.String)
+    if (op_row >= 0).any():
+        operator = names.gather(pl.Series(np.maximum(op_row, 0))).set(pl.Series(op_row < 0), None)
+    events = allocated_after(
+        a.select(
+            pl.col("node").cast(pl.String),
+            "rank",
+            "device",
+            "ts_ns",
+            "address",
+            "bytes",
+            "total_allocated",
+            pl.col("total_reserved").alias("reserved_bytes"),
+        ).with_columns(operator.alias("operator"))  # fmt: skip
+    )
+    addresses = events["address"].null_count() == 0
+    events = _with_never_freed(events) if addresses else events.with_columns(never_freed=pl.lit(None, pl.Boolean))
+    span = trace.span_ns()
+    seconds = (span[1] - span[0]) / 1e9 if span and span[1] > span[0] else float("nan")
+    alloc = pl.col("bytes") > 0
+    nf = pl.col("never_freed")
+    per_device = (
+        events.group_by(_DEVICE, maintain_order=True)
+        .agg(
+            peak_allocated_bytes=pl.col("allocated_bytes").max(),
+            peak_ns=pl.col("ts_ns").get(pl.col("allocated_bytes").arg_max()),
+            peak_operator=pl.col("operator").get(pl.col("allocated_bytes").arg_max()),
+            peak_reserved_bytes=pl.col("reserved_bytes").get(pl.col("allocated_bytes").arg_max()),
+            end_allocated_bytes=pl.col("allocated_bytes").last(),
+            allocations=alloc.sum().cast(pl.Int64),
+            frees=(~alloc).sum().cast(pl.Int64),
+            allocated_bytes=pl.col("bytes").filter(alloc).sum(),
+            freed_bytes=-pl.col("bytes").filter(~alloc).sum(),
+            never_freed=nf.sum().cast(pl.Int64) if addresses else pl.lit(None, pl.Int64),
+            never_freed_bytes=pl.col("bytes").filter(nf).sum() if addresses else pl.lit(None, pl.Int64),
+        )
+        .with_columns(allocations_per_s=pl.col("allocations") / seconds, frees_per_s=pl.col("frees") / seconds)
+        .select(PER_DEVICE_COLUMNS)
+    )
+    allocs = events.filter(alloc)
+    by_operator = (
+        allocs.group_by("operator")
+        .agg(
+            allocations=pl.len().cast(pl.Int64),
+            allocated_bytes=pl.col("bytes").sum(),
+            never_freed=nf.sum().cast(pl.Int64) if addresses else pl.lit(None, pl.Int64),
+            never_freed_bytes=pl.col("bytes").filter(nf).sum() if addresses else pl.lit(None, pl.Int64),
+        )
+        .sort(["allocated_bytes", "operator"], descending=[True, False], nulls_last=True)
+        .head(TOP_OPERATORS)
+    )
+    series = events.select(*_SERIES_SCHEMA)
+    return MemoryTimeline(
+        source="allocator",
+        running_sum=bool(events["total_allocated"].null_count()),
+        addresses=addresses,
+        series=series,
+        per_device=per_device,
+        by_operator=by_operator,
+        growth=_growth(ix, series, nvml=False),
+    )
+
+
+def _with_never_freed(events: pl.DataFrame) -> pl.DataFrame:
+    """`never_freed`: an allocation whose block is not freed later in the trace, i.e. the next event at its address
+    (same device) is not a free (the caching allocator alternates allocation and free per block address)."""
+    block = [*_DEVICE, "address"]
+    by_block = events.sort(*block, "ts_ns", "row")
+    following = pl.col("bytes").shift(-1).over(block)
+    flagged = by_block.with_columns(never_freed=(pl.col("bytes") > 0) & ~(following < 0).fill_null(False))
+    return flagged.sort(*_DEVICE, "ts_ns", "row")
+
+
+def _from_nvml(ix: TraceIndex, used: pl.DataFrame) -> MemoryTimeline:
+    series = (
+        used.select(
+            pl.col("node").cast(pl.String),
+            pl.lit(NODE_RANK, pl.Int32).alias("rank"),
+            pl.col("instance").fill_null(-1).cast(pl.Int32).alias("device"),
+            "ts_ns",
+            pl.col("value").round(0).cast(pl.Int64).alias("allocated_bytes"),
+            pl.lit(None, pl.Int64).alias("reserved_bytes"),
+            pl.lit(None, pl.Int64).alias("bytes"),
+            pl.lit(None, pl.String).alias("operator"),
+        )
+        .with_row_index("row")
+        .sort(*_DEVICE, "ts_ns", "row")
+        .drop("row")
+    )
+    per_device = (
+        series.group_by(_DEVICE, maintain_order=True)
+        .agg(
+            peak_allocated_bytes=pl.col("allocated_bytes").max(),
+            peak_ns=pl.col("ts_ns").get(pl.col("allocated_bytes").arg_max()),
+            end_allocated_bytes=pl.col("allocated_bytes").last(),
+        )
+        .with_columns(
+            *(pl.lit(None, pl.Int64).alias(c) for c in ("peak_reserved_bytes", "allocations", "frees")),
+            *(pl.lit(None, pl.Int64).alias(c) for c in ("allocated_bytes", "freed_bytes")),
+            *(pl.lit(None, pl.Float64).alias(c) for c in ("allocations_per_s", "frees_per_s")),
+            *(pl.lit(None, pl.Int64).alias(c) for c in ("never_freed", "never_freed_bytes")),
+            peak_operator=pl.lit(None, pl.String),
+        )
+        .select(PER_DEVICE_COLUMNS)
+    )
+    by_operator = pl.DataFrame(
+        schema={
+            "operator": pl.String,
+            "allocations": pl.Int64,
+            "allocated_bytes": pl.Int64,
+            "never_freed": pl.Int64,
+            "never_freed_bytes": pl.Int64,
+        }
+    )
+    return MemoryTimeline(
+        source="nvml",
+        running_sum=False,
+        addresses=False,
+        series=series,
+        per_device=per_device,
+        by_operator=by_operator,
+        growth=_growth(ix, series, nvml=True),
+    )
+
+
+def _growth(ix: TraceIndex, series: pl.DataFrame, *, nvml: bool) -> pl.DataFrame:
+    """Allocated bytes at each step's end (the last event or sample at or before it) per device of its rank."""
+    steps = step_spans(ix.trace, index=ix).select("node", "rank", "step", "end_ns")
+    if nvml:  # node-wide samples: the steps of each node's first rank
+        first = steps.group_by("node").agg(pl.col("rank").min())
+        steps = steps.join(first, on=["node", "rank"]).with_columns(pl.lit(NODE_RANK, pl.Int32).alias("rank"))
+    devices = series.select(_DEVICE).unique()
+    at = steps.join(devices, on=["node", "rank"]).sort("end_ns")
+    if not at.height:
+        return pl.DataFrame(
+            schema={
+                "node": pl.String,
+                "rank": pl.Int32,
+                "device": pl.Int32,
+                "step": pl.Int64,
+                "end_ns": pl.Int64,
+                "allocated_bytes": pl.Int64,
+                "growth_bytes": pl.Int64,
+            }
+        )
+    last = series.select(*_DEVICE, "ts_ns", "allocated_bytes").sort("ts_ns")
+    joined = at.join_asof(
+        last, left_on="end_ns", right_on="ts_ns", by=list(_DEVICE), strategy="backward", check_sortedness=False
+    )
+    return (
+        joined.sort(*_DEVICE, "step")
+        .with_columns(growth_bytes=pl.col("allocated_bytes").diff().over(_DEVICE))
+        .select(*_DEVICE, "step", "end_ns", "allocated_bytes", "growth_bytes")
+    )
+
+
+def plot_series(timeline: MemoryTimeline, max_points: int = 2000) -> pl.DataFrame:
+    """`timeline.series` thinned for a chart: per device at most ~max_points rows, the highest allocated (and
+    reserved) bytes of each time bin, so peaks stay visible. Columns: node, rank, device, ts_ns,
+    allocated_bytes, reserved_bytes."""
+    s = timeline.series.select(*_DEVICE, "ts_ns", "allocated_bytes", "reserved_bytes")
+    if s.height <= max_points:
+        return s
+    lo, hi = int(s["ts_ns"].min()), int(s["ts_ns"].max())  # type: ignore[arg-type]
+    width = max(1, (hi - lo) // max(1, max_points) + 1)
+    return (
+        s.with_columns(((pl.col("ts_ns") - lo) // width).alias("bin"))
+        .group_by(*_DEVICE, "bin")
+        .agg(
+            pl.col("ts_ns").get(pl.col("allocated_bytes").arg_max()),
+            pl.col("allocated_bytes").max(),
+            pl.col("reserved_bytes").max(),
+        )
+        .sort(*_DEVICE, "ts_ns")
+        .drop("bin")
+    )
+
+
+def memory_timeline_dict(
+    timeline: MemoryTimeline, records: Callable[[pl.DataFrame], list[dict[str, Any]] | None]
+) -> dict[str, Any]:
+    """The summary JSON's `memory_timeline` (frames as `records` rows; the series is left out: it can be long)."""
+    return {
+        "source": timeline.source,
+        "running_sum": timeline.running_sum,
+        "addresses": timeline.addresses,
+        "events": timeline.series.height,
+        "per_device": records(timeline.per_device),
+        "by_operator": records(timeline.by_operator),
+        "growth": records(timeline.growth),
+    }
+
+
+def peak_line(timeline: MemoryTimeline, start_ns: int) -> str:
+    """One line for people (terminal summary, report, TUI): the highest peak over the devices, when (after
+    `start_ns`, the trace's start), who allocated it, and the never-freed and churn figures of that device."""
+    from ktrace.analysis.units import format_bytes
+    from ktrace.model.units import format_ns
+
+    row = timeline.per_device.sort("peak_allocated_bytes", descending=True, nulls_last=True).row(0, named=True)
+    rank = "" if row["rank"] == NODE_RANK else f"/rank{row['rank']}"
+    what = "used (NVML)" if timeline.source == "nvml" else "allocated"
+    if timeline.running_sum:
+        what += " since the trace start"
+    reserved = row["peak_reserved_bytes"]
+    line = (
+        f"GPU memory peak {format_bytes(row['peak_allocated_bytes'])} {what}"
+        f"{'' if reserved is None else f' (reserved {format_bytes(reserved)})'} on {row['node']}{rank}/GPU{row['device']}"
+        f" at {format_ns(row['peak_ns'] - start_ns)}"
+    )
+    if timeline.source == "nvml":
+        return line
+    line += f", allocated by {row['peak_operator'] or 'no operator'}; {row['allocations']:,} allocations"
+    if row["never_freed"] is not None:
+        line += f", {row['never_freed']:,} never freed ({format_bytes(row['never_freed_bytes'])})"
+    rate = row["allocations_per_s"]
+    return line + ("" if rate is None else f", {rate:,.0f}/s")

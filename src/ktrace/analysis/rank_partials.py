@@ -1,0 +1,152 @@
+"""rank_partial(): the small, picklable tables one rank's trace contributes to a fleet summary (map side).
+
+Each table is computed by the same analysis the single-process summary runs (busy_time, device_idle_breakdown,
+kernel_stats, launch_latency, detect_steps/step_stats, comm_compute_overlap, load_balance), on the one rank's
+trace, so the reduce (analysis.rank_reduce) agrees with `summarize()` of the whole job by construction: these
+analyses group per (node, rank, ...), and what does not (kernel and latency quantiles, the job's span, the
+step source chosen for the whole job) is carried in a mergeable form. A partial holds no frame of events: its
+size grows with distinct kernel names, histogram bins and steps, not with the rank's events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from ktrace.analysis.idle import device_idle_breakdown
+from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.kernels import kernel_stats, top_kernels
+from ktrace.analysis.latency import launch_latency
+from ktrace.analysis.log_histogram import histogram
+from ktrace.analysis.overlap import comm_compute_overlap
+from ktrace.analysis.phases import normalize_steps
+from ktrace.analysis.ranks import load_balance, utilization_histograms, utilization_samples
+from ktrace.analysis.steps import detect_steps, step_stats
+from ktrace.analysis.utilization import busy_time
+from ktrace.model.trace import Trace
+
+LATENCY_METRICS = ("launch_latency_ns", "queue_delay_ns", "api_duration_ns")
+"""The launch-latency columns the summary's latency table reports (latency.latency_stats)."""
+RANK_KERNELS = 5
+"""Kernels per rank in RankPartial.rank_kernels (its top by time: what makes a straggler slow)."""
+
+
+@dataclass(frozen=True)
+class RankPartial:
+    """What one rank (or any slice of a job with whole ranks) contributes to the fleet summary."""
+
+    span: tuple[int, int] | None
+    """(first start, last end) of this slice (Trace.span_ns)."""
+    job_span: tuple[int, int] | None
+    """The whole job's span the busy shares and utilization bins were computed over (None: the slice's own)."""
+    steps_pattern: str | None
+    """The step regex the steps were detected with (its presence changes which step source wins)."""
+    rank_pairs: pl.DataFrame
+    """``node`` (String), ``rank`` (Int32) of every rank present (TraceIndex.rank_pairs)."""
+    kernels: int
+    """Kernel rows."""
+    busy: pl.DataFrame
+    """utilization.busy_time per device."""
+    idle: pl.DataFrame
+    """idle.device_idle_breakdown."""
+    kernel_totals: pl.DataFrame
+    """kernels.kernel_stats' exact columns per name: name, count, total_ns, min_ns, max_ns."""
+    kernel_histogram: pl.DataFrame
+    """Kernel durations per name on log bins (log_histogram.histogram): name, bin, count."""
+    rank_kernels: pl.DataFrame
+    """kernels.top_kernels(per_rank=True, top=RANK_KERNELS, other=False): node, rank, name, count, total_ns."""
+    latency_totals: pl.DataFrame
+    """Per kind, one row per launch call (graph_run 0): kind, count, queued, and per latency metric
+    ``{metric}_total`` (Int64 sum) and ``{metric}_max``."""
+    latency_histogram: pl.DataFrame
+    """Per kind and metric on log bins: kind, metric, bin, count."""
+    step_source: str
+    """steps.detect_steps' source on this slice ("none" without steps)."""
+    step_spans: pl.DataFrame
+    """phases.normalize_steps of the steps: node, rank, step, name, start_ns, end_ns."""
+    step_stats: pl.DataFrame
+    """steps.step_stats per rank."""
+    overlap: pl.DataFrame
+    """overlap.comm_compute_overlap per rank."""
+    balance: pl.DataFrame
+    """ranks.load_balance(span=job_span).per_rank."""
+    counter_histograms: dict[str, npt.NDArray[np.int64]]
+    """10-bin histograms of gpu.util samples per "node/gpuN" (ranks.utilization_histograms)."""
+    busy_histograms: dict[str, npt.NDArray[np.int64]]
+    """10-bin histograms of the busy fraction per time bin of the job span, per "node/rank"; their counts are
+    the bins up to this slice's last GPU record (the reduce pads to the job's last)."""
+    notes: tuple[str, ...]
+
+
+def rank_partial(
+    trace: Trace,
+    *,
+    job_span: tuple[int, int] | None = None,
+    steps_pattern: str | None = None,
+    index: TraceIndex | None = None,
+) -> RankPartial:
+    """The fleet-summary tables of one rank's trace (see RankPartial).
+
+    Args:
+        trace: one rank (or several whole ranks) of a job.
+        job_span: the whole job's (start, end) (driver: from the store's partition footers); default this trace's.
+        steps_pattern: regex of step range names, as summarize's.
+        index: the trace's TraceIndex.
+
+    Returns:
+        RankPartial.
+    """
+    ix = TraceIndex.of(trace, index)
+    found = detect_steps(trace, pattern=steps_pattern, index=ix)
+    counters, fractions = utilization_samples(trace, span=job_span, index=ix)
+    stats = kernel_stats(trace, index=ix)
+    return RankPartial(
+        span=trace.span_ns(),
+        job_span=job_span,
+        steps_pattern=steps_pattern,
+        rank_pairs=ix.rank_pairs().select(pl.col("node").cast(pl.String), pl.col("rank").cast(pl.Int32)),
+        kernels=trace.kernels.height,
+        busy=busy_time(trace, per="device", index=ix),
+        idle=device_idle_breakdown(trace, index=ix),
+        kernel_totals=stats.select("name", "count", "total_ns", "min_ns", "max_ns"),
+        kernel_histogram=_kernel_histogram(trace),
+        rank_kernels=top_kernels(trace, top=RANK_KERNELS, per_rank=True, other=False, index=ix).select(
+            "node", "rank", "name", "count", "total_ns"
+        ),
+        latency_totals=_latency_totals(ix),
+        latency_histogram=_latency_histogram(ix),
+        step_source=str(found["source"][0]) if found.height else "none",
+        step_spans=normalize_steps(found),
+        step_stats=step_stats(trace, steps=found),
+        overlap=comm_compute_overlap(trace, index=ix),
+        balance=load_balance(trace, pattern=steps_pattern, span=job_span, index=ix).per_rank,
+        counter_histograms=utilization_histograms(counters),
+        busy_histograms=utilization_histograms(fractions),
+        notes=tuple(trace.meta.notes),
+    )
+
+
+def _kernel_histogram(trace: Trace) -> pl.DataFrame:
+    k = trace.kernels.select(pl.col("name").cast(pl.String), duration_ns=pl.col("end_ns") - pl.col("start_ns"))
+    return histogram(k, ["name"], "duration_ns")
+
+
+def _first_runs(ix: TraceIndex) -> pl.DataFrame:
+    """launch_latency's rows of one per launch call (latency_stats(graph_runs="first"))."""
+    lat = launch_latency(ix.trace, index=ix).filter(pl.col("graph_run") == 0)
+    return lat.select(pl.col("kind").cast(pl.String), "queued", *LATENCY_METRICS)
+
+
+def _latency_totals(ix: TraceIndex) -> pl.DataFrame:
+    aggs: list[pl.Expr] = [pl.len().cast(pl.Int64).alias("count"), pl.col("queued").sum().cast(pl.Int64)]
+    for m in LATENCY_METRICS:
+        aggs += [pl.col(m).sum().cast(pl.Int64).alias(f"{m}_total"), pl.col(m).max().cast(pl.Int64).alias(f"{m}_max")]
+    return _first_runs(ix).group_by("kind").agg(aggs).sort("kind")
+
+
+def _latency_histogram(ix: TraceIndex) -> pl.DataFrame:
+    long = _first_runs(ix).unpivot(index="kind", on=list(LATENCY_METRICS), variable_name="metric", value_name="ns")
+    return histogram(long, ["kind", "metric"], "ns")

@@ -1,0 +1,65 @@
+"""The Dask engine: per-rank tasks on a dask.distributed cluster (the `ktrace[dask]` extra).
+
+The only ktrace module that imports dask (a protected import-linter contract); `engines.open_engine` imports it
+only when a cluster is named, so the local path never loads dask.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
+
+from distributed import Client, Future, as_completed
+
+from ktrace.fleet.engines import _EngineBase, item_label, task_error
+from ktrace.model.errors import ExitCode, KtraceError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class DaskEngine(_EngineBase):
+    """Runs tasks on a Dask cluster through `client.map` / `as_completed`.
+
+    `cluster` is a scheduler address ("tcp://host:8786"), a `Client` (used, never closed: it is the caller's), or a
+    cluster object (LocalCluster, dask-jobqueue's SLURMCluster: a client is opened on it and closed with the
+    engine)."""
+
+    name = "dask"
+
+    def __init__(self, cluster: str | object) -> None:
+        self._owned = not isinstance(cluster, Client)
+        if isinstance(cluster, Client):
+            self._client = cluster
+        else:
+            try:
+                self._client = Client(cluster, timeout="20s")  # type: ignore[no-untyped-call]
+            except (OSError, TimeoutError, ValueError, TypeError) as exc:
+                raise KtraceError(f"cannot reach the Dask scheduler {cluster}: {exc}", ExitCode.FAILURE) from exc
+        threads: dict[str, int] = self._client.nthreads()  # type: ignore[no-untyped-call]
+        self.workers = max(1, sum(threads.values()))  # tasks run at once (0 workers yet: 1, they queue)
+
+    def map(
+        self, fn: Callable[[T], R], items: Sequence[T], *, describe: Callable[[T], str] | None = None
+    ) -> Iterator[tuple[int, R]]:
+        """Submit every task (pure=False: each runs once even when two items are equal); yield as they finish."""
+        futures: list[Future] = self._client.map(fn, list(items), pure=False)
+        index_of = {future.key: index for index, future in enumerate(futures)}
+        remaining = set(index_of)
+        try:
+            for future in as_completed(futures):  # type: ignore[no-untyped-call]
+                index = index_of[future.key]
+                remaining.discard(future.key)
+                if future.status == "error":
+                    exc = future.exception()
+                    raise task_error(item_label(items[index], describe), exc)
+                yield index, future.result()
+        finally:
+            left = [future for future in futures if future.key in remaining]
+            if left:  # Ctrl-C, a failed task or a caller that stopped early: cancel the rest on the cluster
+                self._client.cancel(left)  # type: ignore[no-untyped-call]
+
+    def close(self) -> None:
+        """Close the client if this engine opened it."""
+        if self._owned:
+            self._client.close()  # type: ignore[no-untyped-call]

@@ -1,0 +1,192 @@
+"""One executor interface for per-rank tasks, and the two local engines (in-process, worker processes).
+
+An `Engine` maps a module-level function over a sequence of picklable items and yields `(index, result)` as the
+tasks complete, in any order. A task's exception comes back as a one-line `KtraceError` naming the item (rank or
+file); Ctrl-C, or the caller dropping the iterator, cancels the tasks not yet started. The Dask engine lives in
+`ktrace.fleet.dask_engine` (the only module that imports dask): `open_engine` imports it only for a cluster.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from types import TracebackType
+from typing import Protocol, TypeVar
+
+from ktrace.model.errors import ExitCode, KtraceError
+
+T = TypeVar("T")
+R = TypeVar("R")
+_E = TypeVar("_E", bound="_EngineBase")
+
+DASK_HINT = "pip install 'ktrace[dask]'"
+
+
+class Engine(Protocol):
+    """Runs per-rank tasks; `name` is "in-process", "processes" or "dask", `workers` how many run at once."""
+
+    name: str
+    workers: int
+
+    def map(
+        self, fn: Callable[[T], R], items: Sequence[T], *, describe: Callable[[T], str] | None = None
+    ) -> Iterator[tuple[int, R]]:
+        """Run `fn(item)` for each item; yield (index into items, result) as tasks complete.
+
+        `fn` must be a module-level function and the items picklable (they travel to other processes). A failing
+        task raises a one-line KtraceError naming `describe(item)` (default: `str(item)`)."""
+        ...
+
+    def close(self) -> None:
+        """Release the workers (idempotent)."""
+        ...
+
+    def __enter__(self) -> Engine: ...
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None: ...
+
+
+def default_workers() -> int:
+    """The number of cores this process may run on (the default of `--workers`)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # macOS, Windows
+        return max(1, os.cpu_count() or 1)
+
+
+def task_error(label: str, exc: BaseException) -> KtraceError:
+    """The one-line error for a failed task: the item's label, then the error (its exit code kept)."""
+    if isinstance(exc, KtraceError):
+        error = KtraceError(f"{label}: {exc}", exc.exit_code)
+    else:
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        error = KtraceError(f"{label}: {type(exc).__name__}: {text}")
+    error.__cause__ = exc
+    return error
+
+
+def item_label(item: object, describe: Callable[[T], str] | None) -> str:
+    """How a task is named in errors and progress: `describe(item)`, else the item itself (shortened)."""
+    text = describe(item) if describe is not None else str(item)  # type: ignore[arg-type]
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+class _EngineBase:
+    name = "engine"
+    workers = 1
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    def __enter__(self: _E) -> _E:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class InProcessEngine(_EngineBase):
+    """Runs every task in this process, one after the other (one rank, or `--workers 1`)."""
+
+    name = "in-process"
+    workers = 1
+
+    def map(
+        self, fn: Callable[[T], R], items: Sequence[T], *, describe: Callable[[T], str] | None = None
+    ) -> Iterator[tuple[int, R]]:
+        """Call `fn` on each item in order."""
+        for index, item in enumerate(items):
+            try:
+                result = fn(item)
+            except (KeyboardInterrupt, SystemExit, MemoryError):
+                raise
+            except Exception as exc:
+                raise task_error(item_label(item, describe), exc) from exc
+            yield index, result
+
+
+class ProcessEngine(_EngineBase):
+    """Runs tasks in `workers` local processes (concurrent.futures), started by forkserver (spawn off Linux).
+
+    Never fork: numba's and polars' thread pools do not survive a fork. At most `workers` tasks are in flight, so a
+    long job holds few pending futures."""
+
+    name = "processes"
+
+    def __init__(self, workers: int) -> None:
+        if workers < 1:
+            raise KtraceError(f"--workers must be at least 1, not {workers}", ExitCode.USAGE)
+        self.workers = workers
+        method = "forkserver" if sys.platform.startswith("linux") else "spawn"
+        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method))
+
+    def map(
+        self, fn: Callable[[T], R], items: Sequence[T], *, describe: Callable[[T], str] | None = None
+    ) -> Iterator[tuple[int, R]]:
+        """Submit tasks as workers free up (2 per worker queued) and yield each result as it completes."""
+        pending: dict[Future[R], int] = {}
+        upcoming = iter(range(len(items)))
+        try:
+            for index in upcoming:
+                pending[self._pool.submit(fn, items[index])] = index
+                if len(pending) >= 2 * self.workers:
+                    break
+            while pending:
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    index = pending.pop(future)
+                    yield index, self._result(future, item_label(items[index], describe))
+                for index in upcoming:
+                    pending[self._pool.submit(fn, items[index])] = index
+                    if len(pending) >= 2 * self.workers:
+                        break
+        finally:
+            for future in pending:  # Ctrl-C, a failed task or a caller that stopped early: start nothing more
+                future.cancel()
+
+    @staticmethod
+    def _result(future: Future[R], label: str) -> R:
+        try:
+            return future.result()
+        except BrokenProcessPool as exc:
+            raise KtraceError(
+                f"{label}: a worker process died (killed, or out of memory: try fewer --workers)"
+            ) from exc
+        except Exception as exc:
+            raise task_error(label, exc) from exc
+
+    def close(self) -> None:
+        """Cancel what has not started and stop the workers."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+def open_engine(*, workers: int | None = None, cluster: str | object | None = None, tasks: int = 1) -> Engine:
+    """The engine for `tasks` per-rank tasks.
+
+    `cluster` (a scheduler address such as "tcp://host:8786", a `dask.distributed.Client`, or a cluster object such
+    as LocalCluster or dask-jobqueue's SLURMCluster) -> the Dask engine (needs `ktrace[dask]`: exit 6 without it).
+    Else `workers` local processes (default: one per core, never more than `tasks`); one worker or one task runs
+    in this process."""
+    if cluster is not None:
+        try:
+            from ktrace.fleet.dask_engine import DaskEngine
+        except ImportError as exc:  # dask or distributed missing, or broken
+            raise KtraceError(
+                f"--cluster needs dask.distributed, which this install lacks ({exc.name or exc}): {DASK_HINT}",
+                ExitCode.MISSING_DEPENDENCY,
+            ) from exc
+        return DaskEngine(cluster)
+    if workers is not None and workers < 1:
+        raise KtraceError(f"--workers must be at least 1, not {workers}", ExitCode.USAGE)
+    count = min(workers if workers is not None else default_workers(), max(1, tasks))
+    if count <= 1:
+        return InProcessEngine()
+    return ProcessEngine(count)

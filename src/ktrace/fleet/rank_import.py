@@ -1,0 +1,205 @@
+"""One rank file of a folder imported by one task: its partition written to disk, only small metadata returned.
+
+The task (`import_rank`, run by any engine) decodes one Kineto file, scrubs its tables, writes the rank's
+partition (`node=<host>/rank=<r>/<table>.parquet`, the files `store.write` writes) under a temporary name and
+renames it into place whole, with a `partition.json` that records the source's size and mtime (a re-run keeps a
+partition whose source did not change). What it returns (`RankImport`) is a few hundred bytes: the client of a
+4,096-rank job holds that per rank, never a rank's rows.
+
+Scrubbing equals the one-process import's exactly: that one scrubs the merged trace by distinct value per column,
+so each task reports the digests of the values it redacted (never the values) and the client counts the union.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import secrets
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from ktrace.importers.kineto import import_rank_file
+from ktrace.model.clock_estimate import COLLECTIVE_COLUMNS, RankClockInput, rank_clock_input
+from ktrace.model.errors import TraceFormatError
+from ktrace.model.layout import META_FILE, PARTITION_META_FILE
+from ktrace.model.outputs import write_atomically
+from ktrace.model.scrub import mark_scrubbed, rules_fingerprint
+from ktrace.model.secrets import scrub_strings, scrub_text
+from ktrace.model.store import partitions, write
+from ktrace.model.store_checks import load_json_object
+from ktrace.model.string_columns import map_distinct_strings
+from ktrace.model.trace import Trace, TraceMeta
+
+IMPORT_KEY = "import"
+"""partition.json key of the import record (the store's reader merges only "health" and "notes")."""
+
+
+@dataclass(frozen=True)
+class RankTask:
+    """One file to import into the folder `entry` (created whole by rename). Paths as text: they travel."""
+
+    path: str
+    entry: str
+    with_ops: bool = True
+
+
+@dataclass(frozen=True)
+class RankImport:
+    """What a task returns: the rank's place in the job, counts, health and notes (scrubbed), and what was
+    scrubbed (digests). `skipped` is the reason when the file is not a readable trace (no partition then)."""
+
+    source: str
+    size: int
+    mtime_ns: int
+    with_ops: bool
+    rules: str | None
+    node: str = ""
+    rank: int = 0
+    rank_from: str = ""
+    world_size: int | None = None
+    job: dict[str, Any] = field(default_factory=dict)
+    health: dict[str, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    counts: dict[str, int] = field(default_factory=dict)
+    redacted: dict[str, dict[str, int]] = field(default_factory=dict)
+    """Per "table/text column number": {digest of a redacted value: secrets in it}."""
+    host_redacted: dict[str, int] = field(default_factory=dict)
+    notes_redacted: int = 0
+    skipped: str = ""
+    collectives: list[list[Any]] = field(default_factory=list)
+    """The rank's NCCL collective kernels as [name, group, seq, end_ns] rows (model.clock.COLLECTIVE_COLUMNS,
+    names scrubbed): the clock estimator's input, so the client aligns hosts without reading any partition."""
+
+    def clock_input(self, rank: int) -> RankClockInput:
+        """The estimator's input for this rank, under its final `rank`."""
+        frame = pl.DataFrame(self.collectives, schema=COLLECTIVE_COLUMNS, orient="row")
+        return RankClockInput(node=self.node, rank=rank, collectives=frame)
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as JSON values (partition.json)."""
+        return {**dataclasses.asdict(self), "notes": list(self.notes)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RankImport:
+        """Read a record written by `to_json`; TypeError/ValueError if it is not one."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        if not isinstance(data, dict) or set(data) - names:
+            raise ValueError("not an import record")
+        record = cls(**{**data, "notes": tuple(data.get("notes", ()))})
+        if not (isinstance(record.source, str) and isinstance(record.size, int) and isinstance(record.rank, int)):
+            raise ValueError("not an import record")
+        return record
+
+    def matches(self, path: Path, with_ops: bool) -> bool:
+        """True if this record was made from `path` as it is now, with the same options and scrub rules."""
+        try:
+            st = path.stat()
+        except OSError:
+            return False
+        same_source = (self.source, self.size, self.mtime_ns) == (path.name, st.st_size, st.st_mtime_ns)
+        return same_source and self.with_ops == with_ops and self.rules == rules_fingerprint() and not self.skipped
+
+
+def digest(value: str) -> str:
+    """A redacted value's digest: equal values count once across ranks, and no secret is written to disk."""
+    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+def import_rank(task: RankTask) -> RankImport:
+    """Import `task.path` and write its partition into `task.entry` (whole, or nothing); return its record."""
+    path, entry = Path(task.path), Path(task.entry)
+    st = path.stat()
+    base = RankImport(path.name, st.st_size, st.st_mtime_ns, task.with_ops, rules_fingerprint())
+    try:
+        trace, info = import_rank_file(path, with_ops=task.with_ops)
+    except TraceFormatError as exc:
+        return dataclasses.replace(base, skipped=str(exc))
+    frames, redacted = _scrub_tables(trace)
+    node, host_n = scrub_text(trace.meta.hosts[0] if trace.meta.hosts else "localhost")
+    notes = [scrub_text(note) for note in trace.meta.notes]
+    record = dataclasses.replace(
+        base,
+        node=node,
+        rank=info.rank,
+        rank_from=info.rank_from,
+        world_size=info.world_size,
+        job=dict(info.job),
+        health=dict(trace.meta.health),
+        notes=tuple(text for text, _ in notes),
+        counts={name: frame.height for name, frame in frames.items()},
+        redacted=redacted,
+        host_redacted={digest(trace.meta.hosts[0]): host_n} if host_n else {},
+        notes_redacted=sum(n for _, n in notes),
+        collectives=_collective_rows(node, info.rank, frames["kernels"]),
+    )
+    _write_entry(mark_scrubbed(Trace(**frames, meta=TraceMeta(source="kineto", hosts=(node,)))), entry, record)
+    return record
+
+
+def _collective_rows(node: str, rank: int, kernels: pl.DataFrame) -> list[list[Any]]:
+    """The rank's collectives (the clock estimator's input) as JSON rows."""
+    rows = rank_clock_input(node, rank, kernels.drop("node", "rank", strict=False)).collectives.iter_rows()
+    return [list(row) for row in rows]
+
+
+def _scrub_tables(trace: Trace) -> tuple[dict[str, Any], dict[str, dict[str, int]]]:
+    """Every table scrubbed as `scrub_trace` would, and the digests of what was redacted per text column."""
+    frames: dict[str, Any] = {}
+    redacted: dict[str, dict[str, int]] = {}
+    for name in trace.counts():
+        column = 0
+
+        def changes_for(values: list[str], table: str = name) -> dict[str, str]:
+            nonlocal column
+            changes, _ = scrub_strings(values)
+            if changes:
+                redacted[f"{table}/{column}"] = {digest(v): scrub_text(v)[1] for v in changes}
+            column += 1
+            return changes
+
+        frames[name] = map_distinct_strings(trace.table(name), changes_for)
+    return frames, redacted
+
+
+def _write_entry(trace: Trace, entry: Path, record: RankImport) -> None:
+    """Write the rank's partition into a temporary folder beside `entry` and rename it to `entry` when complete:
+    an interrupted task leaves only a `.ktrace-tmp-*` folder, which the next run removes."""
+    tmp = entry.parent / f".ktrace-tmp-{secrets.token_hex(4)}-{entry.name}"
+    try:
+        write(trace, tmp)
+        (tmp / META_FILE).unlink()
+        folders = [folder for _, _, folder in partitions(tmp)]
+        if len(folders) != 1:
+            raise TraceFormatError(f"{record.source}: one file made {len(folders)} partitions")
+        write_atomically(folders[0] / PARTITION_META_FILE, _record_text(record))
+        try:
+            os.replace(tmp, entry)
+        except OSError:
+            if read_entry(entry) is None:
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)  # a cluster ran this task twice (a lost worker): one is enough
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _record_text(record: RankImport) -> bytes:
+    return json.dumps({IMPORT_KEY: record.to_json()}, indent=1, sort_keys=True).encode()
+
+
+def read_entry(entry: Path) -> tuple[RankImport, Path] | None:
+    """The record and partition folder of a complete entry, or None if it is not one (then it is rewritten)."""
+    try:
+        folders = [folder for _, _, folder in partitions(entry)]
+        if len(folders) != 1:
+            return None
+        data = load_json_object(folders[0] / PARTITION_META_FILE, PARTITION_META_FILE)
+        return RankImport.from_json(data[IMPORT_KEY]), folders[0]
+    except (OSError, KeyError, TypeError, ValueError, TraceFormatError):
+        return None

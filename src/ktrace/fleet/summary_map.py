@@ -1,0 +1,114 @@
+"""Map-reduce summary of a many-rank store: rank_partial on the engine's workers, reduce_partials on the client.
+
+Each task opens only its own partition (`store.read(only=...)`), in two passes: the first returns the partition's
+span (the job's span sets the time bins of the load balance, as in one process), the second its RankPartial.
+The client keeps the per-rank rows and merges histograms and totals as the partials arrive
+(analysis.rank_reduce), so it never holds a frame of events.
+
+`ktrace summary|report|check STORE` take this path when the store has FLEET_MIN_RANKS ranks or more, or when
+`--workers` / `--cluster` is given.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from ktrace.analysis.rank_partials import RankPartial, rank_partial
+from ktrace.analysis.rank_reduce import FleetSummary, reduce_partials
+from ktrace.fleet.engines import Engine, open_engine
+from ktrace.model import store
+from ktrace.model.errors import TraceFormatError
+from ktrace.model.layout import is_store
+
+FLEET_MIN_RANKS = 16
+"""Stores with this many ranks (partitions of rank >= 0) or more are summarized rank by rank: below it one
+process holds the whole job easily (the 8-rank DLRM folder: 2,104 kernels)."""
+
+
+@dataclass(frozen=True)
+class PartitionTask:
+    """One partition of a store, and what its partial needs from the job (picklable: it travels to workers)."""
+
+    store: str
+    node: str
+    rank: int
+    job_span: tuple[int, int] | None = None
+    steps_pattern: str | None = None
+
+    def label(self) -> str:
+        """How errors and progress name the task."""
+        return f"{self.store}: node={self.node}/rank={self.rank}"
+
+
+def partition_span(task: PartitionTask) -> tuple[int, int] | None:
+    """Map task of the first pass: the (start, end) of one partition as read (Trace.span_ns)."""
+    return store.read(task.store, only={(task.node, task.rank)}).span_ns()
+
+
+def partition_partial(task: PartitionTask) -> RankPartial:
+    """Map task of the second pass: the RankPartial of one partition."""
+    trace = store.read(task.store, only={(task.node, task.rank)})
+    return rank_partial(trace, job_span=task.job_span, steps_pattern=task.steps_pattern)
+
+
+def store_ranks(path: str | os.PathLike[str]) -> int:
+    """Ranks (partitions of rank >= 0) of a .ktrace store; 0 for anything else (a Kineto file, an nsys export)."""
+    root = Path(path)
+    if not root.is_dir() or not is_store(root):
+        return 0
+    return sum(1 for _, rank, _ in store.partitions(root) if rank >= 0)
+
+
+def wants_fleet(path: str | os.PathLike[str], workers: int | None, cluster: str | None) -> bool:
+    """Whether `ktrace summary|report|check` take the map-reduce path for `path` (see the module docstring)."""
+    if workers is not None or cluster is not None:
+        return True
+    return store_ranks(path) >= FLEET_MIN_RANKS
+
+
+def summarize_store(
+    path: str | os.PathLike[str], engine: Engine, *, top: int = 15, steps_pattern: str | None = None
+) -> FleetSummary:
+    """The FleetSummary of a store, per-rank work on `engine` (benchmarks/fleet.py compares engines with it).
+
+    Raises:
+        TraceFormatError: `path` is not a store, or has no partition.
+    """
+    root = Path(path)
+    if not root.is_dir() or not is_store(root):
+        raise TraceFormatError(f"{root}: the map-reduce summary needs a .ktrace store (import the trace first)")
+    tasks = [PartitionTask(str(root), node, rank, None, steps_pattern) for node, rank, _ in store.partitions(root)]
+    if not tasks:
+        raise TraceFormatError(f"{root}: the store has no partition")
+    spans = [s for _, s in engine.map(partition_span, tasks, describe=PartitionTask.label) if s is not None]
+    job_span = (min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
+    tasks = [dataclasses.replace(t, job_span=job_span) for t in tasks]
+    partials: Iterator[RankPartial] = (p for _, p in engine.map(partition_partial, tasks, describe=PartitionTask.label))
+    summary = reduce_partials(partials, top=top)
+    return dataclasses.replace(summary, engine=engine_label(engine))
+
+
+def engine_label(engine: Engine) -> str:
+    """ "in-process", "processes (2 workers)", "dask (4 workers)"."""
+    if engine.name == "in-process":
+        return engine.name
+    return f"{engine.name} ({engine.workers} worker{'s' if engine.workers != 1 else ''})"
+
+
+def fleet_summary(
+    path: str | os.PathLike[str],
+    *,
+    workers: int | None = None,
+    cluster: str | object | None = None,
+    top: int = 15,
+    steps_pattern: str | None = None,
+) -> FleetSummary:
+    """summarize_store on the engine `open_engine(workers=, cluster=)` picks for the store's partitions (a Dask
+    `Client` or cluster object may be passed as `cluster`); the engine is closed afterwards."""
+    n = sum(1 for _ in store.partitions(Path(path))) if Path(path).is_dir() else 1
+    with open_engine(workers=workers, cluster=cluster, tasks=n) as engine:
+        return summarize_store(path, engine, top=top, steps_pattern=steps_pattern)

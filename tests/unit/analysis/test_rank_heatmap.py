@@ -1,0 +1,81 @@
+"""Rank x time and rank x step heatmaps: known shares on a hand-built 4-rank, 2-host trace; part + combine
+over single-rank traces equals the whole trace's heatmap."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+from fleet_traces import GEMM_NS, LAYOUT, SLOW_GEMM_NS, STEP_NS, STEPS, STRAGGLER, fleet_trace
+from polars.testing import assert_frame_equal
+
+from ktrace.analysis.rank_activity import MAX_TIME_BINS, HeatmapBins, gpu_bins
+from ktrace.analysis.rank_heatmap import combine_rank_heatmap, rank_heatmap, rank_heatmap_part
+
+
+def test_time_bins_hold_known_shares() -> None:
+    bins = HeatmapBins(0, 500, 6)
+    h = combine_rank_heatmap([rank_heatmap_part(fleet_trace(), bins)], bins)
+    assert h.ranks.rows() == list(LAYOUT)
+    busy, comm = h.matrix("time", "busy_share"), h.matrix("time", "comm_share")
+    assert np.all(busy == 1.0)
+    ordinary, slow = LAYOUT.index(("a", 0)), LAYOUT.index(STRAGGLER)
+    # bin [0, 500): the all-reduce runs from the gemm's end; bin [500, 1000): only the all-reduce
+    assert comm[ordinary].tolist() == [(500 - GEMM_NS) / 500, 1.0] * STEPS
+    assert comm[slow].tolist() == [0.0, (STEP_NS - SLOW_GEMM_NS) / 500] * STEPS
+
+
+def test_step_shares_and_one_column_per_step() -> None:
+    h = rank_heatmap(fleet_trace())
+    comm = h.matrix("step", "comm_share")
+    assert comm.shape == (len(LAYOUT), STEPS)
+    expected = [(STEP_NS - (SLOW_GEMM_NS if key == STRAGGLER else GEMM_NS)) / STEP_NS for key in LAYOUT]
+    assert comm[:, 0].tolist() == pytest.approx(expected)
+    assert np.all(h.matrix("step", "busy_share") == 1.0)
+    assert h.by_step["step_ns"].unique().to_list() == [STEP_NS]
+
+
+def test_whole_trace_uses_at_most_200_bins_over_the_gpu_span() -> None:
+    trace = fleet_trace()
+    h = rank_heatmap(trace)
+    assert h.bins == gpu_bins(trace)
+    assert h.bins.t0_ns == 0 and h.bins.n_bins <= MAX_TIME_BINS
+    assert h.bins.t0_ns + h.bins.bin_ns * h.bins.n_bins >= STEPS * STEP_NS
+    assert h.by_time.height == len(LAYOUT) * h.bins.n_bins
+
+
+@pytest.mark.parametrize(("start", "end"), [(0, 1), (5, 205), (0, 10**12 + 7), (100, 100)])
+def test_bins_cover_the_span_with_at_most_max_bins(start: int, end: int) -> None:
+    bins = HeatmapBins.over(start, end)
+    assert 1 <= bins.n_bins <= MAX_TIME_BINS
+    assert bins.t0_ns == start and bins.t0_ns + bins.bin_ns * bins.n_bins >= end
+    assert bins.t0_ns + bins.bin_ns * (bins.n_bins - 1) < max(end, start + 1)
+
+
+def test_parts_of_single_rank_traces_combine_to_the_whole() -> None:
+    whole = fleet_trace()
+    bins = gpu_bins(whole)
+    parts = [rank_heatmap_part(fleet_trace(layout=(key,), straggler=STRAGGLER), bins) for key in reversed(LAYOUT)]
+    combined = combine_rank_heatmap(parts, bins)
+    expected = rank_heatmap(whole)
+    assert_frame_equal(combined.by_time, expected.by_time)
+    assert_frame_equal(combined.by_step, expected.by_step)
+    assert_frame_equal(combined.ranks, expected.ranks)
+
+
+def test_a_window_between_steps_counts_partial_intervals() -> None:
+    bins = HeatmapBins(150, 100, 3)  # [150, 250) gemm only, [250, 350) gemm 50 + nccl 50, [350, 450) nccl
+    part = rank_heatmap_part(fleet_trace(layout=(("a", 0),)), bins).filter(pl.col("axis") == "time")
+    assert part["busy_ns"].to_list() == [100, 100, 100]
+    assert part["comm_ns"].to_list() == [0, 50, 100]
+
+
+def test_coarse_rows_are_ranks_or_host_means() -> None:
+    h = rank_heatmap(fleet_trace())
+    labels, rows = h.coarse("step", "comm_share", max_rows=8, max_cols=2)
+    assert labels == ["a/0", "a/1", "b/2", "b/3"] and rows.shape == (4, 2)
+    assert rows[0].tolist() == pytest.approx([0.7, 0.7])
+    labels, rows = h.coarse("step", "comm_share", max_rows=3, max_cols=10)
+    assert labels == ["a (2 ranks)", "b (2 ranks)"] and rows.shape == (2, STEPS)
+    assert rows[1].tolist() == pytest.approx([(0.3 + 0.7) / 2] * STEPS)
+    assert h.hosts() == [("a", 0, 2), ("b", 2, 2)]

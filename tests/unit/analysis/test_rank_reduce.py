@@ -1,0 +1,118 @@
+"""reduce_partials over per-partition rank_partials equals summarize() of the whole job (the fleet contract)."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from pathlib import Path
+
+import polars as pl
+import pytest
+from real_traces import fixture_path
+
+from ktrace.analysis.rank_partials import rank_partial
+from ktrace.analysis.rank_reduce import FleetSummary, reduce_partials
+from ktrace.analysis.summary import summarize
+from ktrace.importers import load
+from ktrace.model import store
+from ktrace.model.trace import Trace
+from ktrace.testing.fleet_compare import fleet_differences
+from ktrace.testing.synthetic import SyntheticConfig, generate
+
+MULTI_NODE = SyntheticConfig(steps=5, kernels_per_step=40, ranks=8, nodes=2, slow_step_every=3)
+
+
+def _store(trace: Trace, path: Path) -> Path:
+    store.write(trace, path)
+    return path
+
+
+def _fleet(path: Path) -> FleetSummary:
+    """The map side by hand: one partial per partition, each read alone, with the job's span."""
+    span = store.read(path).span_ns()
+    parts = [rank_partial(store.read(path, only={(n, r)}), job_span=span) for n, r, _ in store.partitions(path)]
+    return reduce_partials(parts)
+
+
+@pytest.fixture(scope="module")
+def dlrm_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _store(load(fixture_path("dlrm")), tmp_path_factory.mktemp("dlrm") / "dlrm.ktrace")
+
+
+@pytest.fixture(scope="module")
+def synthetic_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _store(generate(MULTI_NODE), tmp_path_factory.mktemp("synth") / "synth.ktrace")
+
+
+def test_dlrm_8_ranks_reduce_to_the_single_process_summary(dlrm_store: Path) -> None:
+    fleet = _fleet(dlrm_store)
+    single = summarize(store.read(dlrm_store))
+    assert fleet.ranks == 8
+    assert fleet_differences(single, fleet) == []
+    assert fleet.load_balance is not None and fleet.load_balance.histogram_distance is not None
+
+
+def test_multi_node_synthetic_reduces_to_the_single_process_summary(synthetic_store: Path) -> None:
+    fleet = _fleet(synthetic_store)
+    single = summarize(store.read(synthetic_store))
+    assert (fleet.ranks, sorted(set(fleet.busy["node"].cast(pl.String)))) == (8, ["node0", "node1"])
+    assert fleet.load_balance is not None and fleet.load_balance.source == "counters"  # node-level gpu.util
+    assert fleet_differences(single, fleet) == []
+
+
+def test_partials_merge_in_any_order(synthetic_store: Path) -> None:
+    span = store.read(synthetic_store).span_ns()
+    parts = [
+        rank_partial(store.read(synthetic_store, only={(n, r)}), job_span=span)
+        for n, r, _ in store.partitions(synthetic_store)
+    ]
+    forward, backward = reduce_partials(parts), reduce_partials(parts[::-1])
+    assert forward.top_by_time.equals(backward.top_by_time)
+    assert forward.latency.equals(backward.latency)
+    a, b = forward.load_balance, backward.load_balance
+    assert a is not None and b is not None
+    assert a.per_rank.equals(b.per_rank) and (a.histogram_distance, a.worst_pair) == (
+        b.histogram_distance,
+        b.worst_pair,
+    )
+
+
+def test_a_rank_whose_steps_lose_to_the_jobs_step_source_has_none(tmp_path: Path) -> None:
+    """detect_steps picks one source for the whole job: rank 1 without ProfilerStep ranges has no steps in one
+    process, although alone it would infer periodic steps; the reduce keeps the job's choice."""
+    trace = generate(SyntheticConfig(steps=6, kernels_per_step=30, ranks=2))
+    lost = (pl.col("rank") == 1) & (pl.col("domain").cast(pl.String) == "profiler_step")
+    trace = dataclasses.replace(trace, ranges=trace.ranges.filter(~lost))
+    path = _store(trace, tmp_path / "mixed.ktrace")
+    fleet = _fleet(path)
+    single = summarize(store.read(path))
+    assert set(fleet.step_stats["rank"].to_list()) == {0}
+    assert fleet_differences(single, fleet) == []
+
+
+def test_fleet_differences_reports_a_changed_number(dlrm_store: Path) -> None:
+    fleet = _fleet(dlrm_store)
+    single = summarize(store.read(dlrm_store))
+    bumped = dataclasses.replace(fleet, busy=fleet.busy.with_columns(pl.col("busy_ns") + 1))
+    assert any(d.startswith("busy:") for d in fleet_differences(single, bumped))
+    off = fleet.latency.with_columns(pl.col("launch_latency_ns_p50") * 1.01)
+    assert any("launch_latency_ns_p50" in d for d in fleet_differences(single, dataclasses.replace(fleet, latency=off)))
+
+
+def test_a_partial_is_small_and_picklable() -> None:
+    """No frame of events: a rank's partial grows with kernel names, histogram bins and steps, not kernels."""
+    one = generate(SyntheticConfig(steps=160, kernels_per_step=40, ranks=1))
+    partial = rank_partial(one)
+    frames = [v for v in vars(partial).values() if isinstance(v, pl.DataFrame)]
+    assert max(f.height for f in frames) < one.kernels.height / 2
+    again = pickle.loads(pickle.dumps(partial))
+    assert again.kernel_totals.equals(partial.kernel_totals)
+
+
+def test_folding_in_batches_gives_the_same_summary(synthetic_store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The client merges histograms and totals every few partials (bounded memory at thousands of ranks)."""
+    import ktrace.analysis.rank_reduce as rank_reduce
+
+    single = summarize(store.read(synthetic_store))
+    monkeypatch.setattr(rank_reduce, "_COMPACT_EVERY", 3)
+    assert fleet_differences(single, _fleet(synthetic_store)) == []

@@ -1,0 +1,83 @@
+"""The map-reduce summary of a store equals the single-process summary, on every engine."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from real_traces import fixture_path
+
+from ktrace.analysis.summary import summarize
+from ktrace.fleet.engines import Engine, InProcessEngine, ProcessEngine, open_engine
+from ktrace.fleet.summary_map import FLEET_MIN_RANKS, store_ranks, summarize_store, wants_fleet
+from ktrace.importers import load
+from ktrace.model import store
+from ktrace.model.errors import TraceFormatError
+from ktrace.testing.fleet_compare import fleet_differences
+from ktrace.testing.synthetic import SyntheticConfig, generate
+
+
+@pytest.fixture(scope="module")
+def dlrm_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("dlrm") / "dlrm.ktrace"
+    store.write(load(fixture_path("dlrm")), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def multi_node_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("synth") / "synth.ktrace"
+    store.write(generate(SyntheticConfig(steps=4, kernels_per_step=30, ranks=6, nodes=3)), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def dask_client() -> Iterator[object]:
+    distributed = pytest.importorskip(
+        "distributed",
+        reason="LOUD SKIP: dask[distributed] (the ktrace[dask] extra) is missing; the Dask path is untested",
+    )
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        yield client
+
+
+def _engine(kind: str, request: pytest.FixtureRequest) -> Engine:
+    if kind == "dask":
+        return open_engine(cluster=request.getfixturevalue("dask_client"))
+    return InProcessEngine() if kind == "in-process" else ProcessEngine(2)
+
+
+@pytest.mark.parametrize("kind", ["in-process", "processes", "dask"])
+def test_dlrm_store_summarized_rank_by_rank_equals_one_process(kind: str, request: pytest.FixtureRequest) -> None:
+    path: Path = request.getfixturevalue("dlrm_store")
+    with _engine(kind, request) as engine:
+        fleet = summarize_store(path, engine)
+    assert fleet.engine.startswith(kind)
+    assert fleet.ranks == 8
+    assert fleet_differences(summarize(store.read(path)), fleet) == []
+
+
+@pytest.mark.parametrize("kind", ["processes", "dask"])
+def test_multi_node_store_equals_one_process(kind: str, request: pytest.FixtureRequest) -> None:
+    path: Path = request.getfixturevalue("multi_node_store")
+    with _engine(kind, request) as engine:
+        fleet = summarize_store(path, engine, steps_pattern="ProfilerStep")
+    assert fleet_differences(summarize(store.read(path), steps_pattern="ProfilerStep"), fleet) == []
+
+
+def test_many_ranks_or_an_engine_option_choose_the_map_reduce_path(tmp_path: Path, dlrm_store: Path) -> None:
+    wide = tmp_path / "wide.ktrace"
+    store.write(generate(SyntheticConfig(steps=1, kernels_per_step=2, ranks=FLEET_MIN_RANKS, nodes=2)), wide)
+    assert (store_ranks(wide), wants_fleet(wide, None, None)) == (FLEET_MIN_RANKS, True)
+    assert (store_ranks(dlrm_store), wants_fleet(dlrm_store, None, None)) == (8, False)
+    assert wants_fleet(dlrm_store, 2, None) and wants_fleet(dlrm_store, None, "tcp://sched:8786")
+    assert store_ranks(fixture_path("alexnet")) == 0
+
+
+def test_a_file_is_not_summarized_rank_by_rank(tmp_path: Path) -> None:
+    with pytest.raises(TraceFormatError, match="needs a .ktrace store"), InProcessEngine() as engine:
+        summarize_store(fixture_path("alexnet"), engine)

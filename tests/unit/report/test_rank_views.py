@@ -1,0 +1,96 @@
+"""The rank-level views in every output: present only with 2+ ranks, the planted straggler first, the same
+numbers in HTML, Markdown, JSON and the terminal, and tables cut to the top rows (with a count) at many ranks."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from fleet_traces import LAYOUT, STEPS, STRAGGLER, fleet_trace
+from rich.console import Console
+
+from ktrace.report.content import Report, build_report
+from ktrace.report.json_report import render_json
+from ktrace.report.markdown import TEXT_HEATMAP_ROWS, render_markdown
+from ktrace.report.rank_rows import TOP_RANKS
+from ktrace.report.rank_sections import ranks_section
+from ktrace.report.terminal import TERMINAL_STRAGGLERS, render_summary
+
+MANY = tuple((f"host{h:02d}", h * 15 + r) for h in range(10) for r in range(15))
+"""150 ranks on 10 hosts (more than TEXT_HEATMAP_ROWS): the straggler is host03's 5th rank."""
+MANY_STRAGGLER = MANY[49]
+
+
+@pytest.fixture(scope="module")
+def fleet() -> Report:
+    return build_report(fleet_trace())
+
+
+@pytest.fixture(scope="module")
+def many() -> Report:
+    assert len(MANY) > TEXT_HEATMAP_ROWS
+    return build_report(fleet_trace(layout=MANY, straggler=MANY_STRAGGLER))
+
+
+def _terminal(report: Report) -> str:
+    out = io.StringIO()
+    render_summary(report.dashboard.summary, Console(file=out, width=120, color_system=None, force_terminal=False))
+    return out.getvalue()
+
+
+def test_html_section_has_four_heatmaps_and_the_straggler_first(fleet: Report) -> None:
+    sec = ranks_section(fleet)
+    assert sec is not None
+    assert [f["data"][0]["type"] for f in sec.figures] == ["heatmap"] * 4
+    by_step = sec.figures[3]  # communication share per rank and step
+    assert by_step["data"][0]["y"] == [f"{h}/{r}" for h, r in LAYOUT]
+    assert by_step["data"][0]["z"] == [[30 if key == STRAGGLER else 70] * STEPS for key in LAYOUT]
+    body = "".join(sec.body)
+    assert body.index("<td>b</td><td>2</td><td>+133.3</td>") < body.index("<td>a</td><td>0</td>")
+    assert "gemm +400 ns/step" in body
+
+
+def test_json_holds_the_same_matrices(fleet: Report) -> None:
+    doc = json.loads(render_json(fleet))
+    heat = doc["rank_heatmap"]
+    assert heat["ranks"] == [list(k) for k in LAYOUT] and heat["steps"] == STEPS
+    assert heat["step_comm_pct"] == [[30 if key == STRAGGLER else 70] * STEPS for key in LAYOUT]
+    assert len(heat["busy_pct"][0]) == heat["n_bins"] <= 200
+    table = doc["summary"]["stragglers"]["table"]
+    assert (table[0]["node"], table[0]["rank"]) == STRAGGLER and len(table) == len(LAYOUT)
+
+
+def test_markdown_and_terminal_name_the_straggler(fleet: Report) -> None:
+    md = render_markdown(fleet)
+    assert "## Ranks" in md and "| b | 2 | +133.3 |" in md
+    text = _terminal(fleet)
+    lines = text[text.index("stragglers") :].splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("─")) + 1
+    assert lines[first].split()[:3] == ["b", "2", "133.3"]
+    assert "gemm +400 ns/step" in lines[first]
+
+
+def test_one_rank_has_no_rank_views() -> None:
+    report = build_report(fleet_trace(layout=(("a", 0),)))
+    assert report.dashboard.rank_heatmap is None and report.dashboard.summary.stragglers is None
+    assert ranks_section(report) is None
+    assert "## Ranks" not in render_markdown(report)
+    assert json.loads(render_json(report))["rank_heatmap"] is None
+    assert "stragglers" not in _terminal(report)
+
+
+def test_many_ranks_show_top_rows_host_lines_and_counts(many: Report) -> None:
+    md = render_markdown(many)
+    ranks = md[md.index("## Ranks") :]
+    heat_lines = ranks[ranks.index("```") + 4 : ranks.index("```", ranks.index("```") + 3)].splitlines()
+    assert [line.split(" |")[0].strip() for line in heat_lines] == [f"host{h:02d} (15 ranks)" for h in range(10)]
+    assert f"and {len(MANY) - TOP_RANKS} more ranks" in ranks
+    assert f"| {MANY_STRAGGLER[0]} | {MANY_STRAGGLER[1]} | +133.3 |" in ranks
+    sec = ranks_section(many)
+    assert sec is not None
+    y = sec.figures[0]["layout"]["yaxis"]
+    assert y["ticktext"] == [f"host{h:02d} (15 ranks)" for h in range(10)]
+    assert len(sec.figures[0]["data"][0]["z"]) == len(MANY)
+    text = _terminal(many)
+    assert f"and {len(MANY) - TERMINAL_STRAGGLERS} more ranks" in text
