@@ -2,7 +2,7 @@
 
 Pilot tests on two real Kineto traces: alexnet (operators, no module frames) loaded by the app, and the H100
 trace's summary (nn.Module frames) shown on the screen directly; SVG snapshots of both at 80x24.
-Regenerate the snapshots only after looking at them: pytest tests/tui/test_operators.py --snapshot-update
+Regenerate the snapshots only after looking at them: pytest tests/tui/test_operator_screen.py --snapshot-update
 """
 
 from __future__ import annotations
