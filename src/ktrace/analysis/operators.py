@@ -2,7 +2,12 @@
 
 A GPU record (kernel, memcpy, memset) belongs to the innermost operator whose thread and time span contain
 the start of its launch call (the api row of the launch join, TraceIndex.launch_rows). An operator's CPU
-self time is its span less the parts of its direct children (same thread) that lie inside it.
+self time is its span less the parts of its direct children (same thread) that lie inside it. Python frames
+(ops.category python_function) share the ops table but are not operators: modules.py reads the nn.Module ones.
+
+Operators are named without their input shapes: Kineto's `Input Dims` are the bulkiest args of a trace and the
+importer does not decode them (with Python frames on, the import is already past its 20x-HTA budget; see
+benchmarks/RESULTS.md), so there is no by-shape table yet.
 """
 
 from __future__ import annotations

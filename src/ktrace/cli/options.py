@@ -26,15 +26,27 @@ def add_json_flag(parser: argparse.ArgumentParser, what: str = "stable JSON inst
     parser.add_argument("--json", action="store_true", help=f"print {what}")
 
 
-def open_trace(path: str, *, progress: bool = True) -> Trace:
-    """Open a trace for a CLI verb, with a progress bar while importing foreign formats."""
+NO_OPS_HELP = (
+    "ignore framework operators and Python frames: faster on big traces (Kineto skips decoding them, a .ktrace "
+    "store skips its ops files), without the operator and module views"
+)
+
+
+def add_no_ops_flag(parser: argparse.ArgumentParser) -> None:
+    """--no-ops on a reading verb: the trace's operators and Python frames are not read (see open_trace)."""
+    parser.add_argument("--no-ops", action="store_true", help=NO_OPS_HELP)
+
+
+def open_trace(path: str, *, progress: bool = True, with_ops: bool = True) -> Trace:
+    """Open a trace for a CLI verb, with a progress bar while importing foreign formats; `with_ops=False`
+    leaves its ops table empty (--no-ops)."""
     from ktrace.cli.progress import progress_bar, show_kernel_compiles
     from ktrace.importers import load
 
     show_kernel_compiles()
 
     with progress_bar(f"reading {path}", enabled=None if progress else False) as bar:
-        return load(path, progress=bar)
+        return load(path, progress=bar, **({} if with_ops else {"with_ops": False}))
 
 
 def terminal_console() -> Any:

@@ -36,6 +36,8 @@ from ktrace.tui.messages import (
     TrackToggled,
     ViewportChanged,
 )
+from ktrace.tui.operators_model import OperatorPanel, operator_panel
+from ktrace.tui.screens.operators import OperatorScreen
 from ktrace.tui.steps import PENDING_STEPS, StepSpans
 from ktrace.tui.tracks import TrackIndex
 from ktrace.tui.tree_model import device_busy
@@ -61,8 +63,16 @@ class KtraceApp(AppActions):
     VERTICAL_BREAKPOINTS = [(0, "-short"), (32, "-tall")]
     """Below 32 rows the details pane shrinks so the timeline keeps its rows."""
 
-    def __init__(self, path: str | Path | None = None, trace: Trace | None = None, *, analyses: bool = True) -> None:
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        trace: Trace | None = None,
+        *,
+        analyses: bool = True,
+        with_ops: bool = True,
+    ) -> None:
         super().__init__()
+        self.load_options = {} if with_ops else {"with_ops": False}
         if path is None and trace is None:
             raise ValueError("give a path or a Trace")
         self.path = None if path is None else Path(path)
@@ -81,6 +91,7 @@ class KtraceApp(AppActions):
         """True while the status line shows the trace's counts (not yet a window)."""
         self._first_drawn = threading.Event()
         """Set once the first screen is drawn: the loader waits for it so that drawing gets the GIL to itself."""
+        self.operator_panel: OperatorPanel | None = None
         self.timings: dict[str, float] = {}
         """Seconds spent reading, indexing and until the first screen (for the benchmark)."""
         self.sub_title = self.path.name if self.path else (trace.meta.source if trace else "")
@@ -159,7 +170,7 @@ class KtraceApp(AppActions):
             self.post_message(LoadProgress(f"reading {self.path}", done, total))
 
         assert self.path is not None
-        return load(self.path, progress=progress)
+        return load(self.path, progress=progress, **self.load_options)
 
     @work(thread=True, exclusive=True, group="steps")
     def _detect_steps(self, trace: Trace) -> None:
@@ -236,6 +247,7 @@ class KtraceApp(AppActions):
             self.query_one(Dashboard).set_pending()
         else:
             self.query_one(Dashboard).set_unavailable("analyses disabled")
+            self.operator_panel = OperatorPanel("operators: analyses disabled")
 
     def _first_screen(self) -> None:
         """The first screen is drawn: let the loader go on."""
@@ -305,6 +317,11 @@ class KtraceApp(AppActions):
     @on(SummaryReady)
     def _summary(self, message: SummaryReady) -> None:
         self.query_one(Dashboard).show(message)
+        summary = message.dashboard.summary if message.dashboard is not None else message.summary
+        self.operator_panel = operator_panel(summary) if summary is not None else OperatorPanel(message.error)
+        for screen in self.screen_stack:
+            if isinstance(screen, OperatorScreen):
+                screen.show(self.operator_panel)
         if self.index is not None and message.dashboard is not None:
             self.index.device_busy.update(device_busy(message.dashboard.summary))
             self.query_one(HostDeviceTree).refresh_labels()  # GPUs: exact busy time from the analysis
@@ -376,6 +393,8 @@ def _warm_kernels() -> None:
     warm_kernels()
 
 
-def make_app(path: str | Path | None = None, trace: Trace | None = None, *, analyses: bool = True) -> KtraceApp:
-    """The one app factory used by `ktrace view` and the tests."""
-    return KtraceApp(path, trace, analyses=analyses)
+def make_app(
+    path: str | Path | None = None, trace: Trace | None = None, *, analyses: bool = True, with_ops: bool = True
+) -> KtraceApp:
+    """The one app factory used by `ktrace view` and the tests (`with_ops=False`: --no-ops, see open_trace)."""
+    return KtraceApp(path, trace, analyses=analyses, with_ops=with_ops)

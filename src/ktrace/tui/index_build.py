@@ -177,6 +177,8 @@ def _key_exprs(kind: str) -> list[pl.Expr]:
     exprs += [pl.col(c).fill_null(-1).alias(f"_k{i + 2}") for i, c in enumerate(cols)]
     if kind == "ranges":
         exprs.append(pl.col("depth").fill_null(0).clip(0, MAX_RANGE_DEPTH - 1).cast(pl.Int64).alias("_k4"))
+    elif kind == "ops":  # Python frames on a row of their own: a thread's outermost frame would cover its operators
+        exprs.append((pl.col("category") == "python_function").fill_null(False).cast(pl.Int64).alias("_k4"))
     return exprs
 
 
@@ -249,8 +251,9 @@ def _describe(kind: str, key: tuple[object, ...]) -> tuple[str, str, str, str, i
         return f"{node}/{rank}/gpu{device}/s{stream}", label, "stream", node, rank
     pid, tid = key[2], key[3]
     depth = key[4] if kind == "ranges" else 0
-    suffix = {"api": "api", "ops": "ops"}.get(kind, f"nvtx{depth}")
-    label = {"api": "CUDA API", "ops": "operators"}.get(kind, f"ranges d{depth}")
+    python = kind == "ops" and key[4] == 1
+    suffix = "py" if python else {"api": "api", "ops": "ops"}.get(kind, f"nvtx{depth}")
+    label = "Python" if python else {"api": "CUDA API", "ops": "operators"}.get(kind, f"ranges d{depth}")
     return f"{node}/{rank}/p{pid}/t{tid}/{suffix}", f"T{tid} {label}", kind, node, rank
 
 

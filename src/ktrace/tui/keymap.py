@@ -29,6 +29,7 @@ KEYS: tuple[Key, ...] = (
     Key("1", "show_tab('timeline')", "Timeline tab", "app", True),
     Key("2", "show_tab('kernels')", "Kernels tab", "app", True),
     Key("3", "show_tab('dashboard')", "Dashboard tab", "app", True),
+    Key("o", "operators", "operators: top by GPU / CPU self time, their kernels, nn.Modules", "app", False),
     Key("ctrl+p", "command_palette", "command palette (every action)", "app", False, "ctrl+p"),
     Key("q", "quit", "quit", "app", True),
     Key("pagedown", "scroll_dashboard(1)", "dashboard: scroll down a page", "app", False, "pgdn"),

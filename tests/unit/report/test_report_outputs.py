@@ -115,7 +115,6 @@ def test_sections_in_the_order_of_the_seed_reports(synthetic_trace):  # type: ig
 
     sections = all_sections(build_report(synthetic_trace))
     anchors = [s.anchor for s in sections]
-    from ktrace.analysis.rules.engine import RULE_ORDER
 
     assert anchors[:9] == [
         *("job", "system", "framework", "rules", "dashboard"),
