@@ -8,6 +8,7 @@ from ktrace.analysis.index import TraceIndex
 from ktrace.model.trace import Trace
 from ktrace.tui.dashboard_panels import Panel, findings_panel, summary_panels, unavailable
 from ktrace.tui.messages import SummaryReady
+from ktrace.tui.rank_panels import rank_panels
 
 __all__ = ["Panel", "compute_dashboard", "panels", "unavailable"]
 
@@ -37,6 +38,7 @@ def compute_dashboard(trace: Trace, index: TraceIndex | None = None) -> SummaryR
             summary = None
     message = SummaryReady(dashboard, error, summary=summary)
     message.panels = panels(message)
+    message.rank_panels = rank_panels(dashboard)
     return message
 
 

@@ -99,8 +99,32 @@ def warm_kernels() -> None:
     track_arrays(order, offsets, out, out, out, 1)
 
 
-def plan_index(trace: Trace, n_bins: int = N_BINS) -> tuple[TrackIndex, IndexPlan]:
-    """The track list with counts and a coarse overview (slice tracks pending), plus the plan to index them."""
+FULL_OVERVIEW_RANKS = 8
+"""Up to this many ranks every track's overview has N_BINS bins; beyond, fewer (overview_bins)."""
+MIN_OVERVIEW_BINS = 256
+"""Fewest overview bins: still about one per column of a fitted 200-column timeline."""
+
+
+def overview_bins(trace: Trace) -> int:
+    """Overview bins per track: N_BINS up to FULL_OVERVIEW_RANKS ranks, then shrinking with the rank count (down to
+    MIN_OVERVIEW_BINS) so that the overview stays the size of an 8-rank one.
+
+    The scan keeps six (tracks x bins) int64 arrays per table: at 1,024 ranks (9,216 tracks) and 4,096 bins that was
+    4.8 GB and 12 s of CPU before the first screen. The overview is drawn only until the tracks are sorted (seconds
+    later); the rank count comes from the small devices and threads tables, not from a pass over the events.
+    """
+    ranks = max(
+        trace.devices.select("node", "rank").n_unique() if trace.devices.height else 0,
+        trace.threads.select("node", "rank").n_unique() if trace.threads.height else 0,
+        1,
+    )
+    return max(MIN_OVERVIEW_BINS, min(N_BINS, N_BINS * FULL_OVERVIEW_RANKS // ranks))
+
+
+def plan_index(trace: Trace, n_bins: int | None = None) -> tuple[TrackIndex, IndexPlan]:
+    """The track list with counts and a coarse overview (slice tracks pending), plus the plan to index them
+    (`n_bins` overview bins per track, default overview_bins(trace))."""
+    n_bins = overview_bins(trace) if n_bins is None else n_bins
     span = trace.span_ns() or (0, 1)
     t0, t1 = span[0], max(span[1], span[0] + 1)
     bin_ns = max(1, -(-(t1 - t0) // n_bins))
