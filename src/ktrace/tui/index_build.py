@@ -111,13 +111,11 @@ def overview_bins(trace: Trace) -> int:
 
     The scan keeps six (tracks x bins) int64 arrays per table: at 1,024 ranks (9,216 tracks) and 4,096 bins that was
     4.8 GB and 12 s of CPU before the first screen. The overview is drawn only until the tracks are sorted (seconds
-    later); the rank count comes from the small devices and threads tables, not from a pass over the events.
+    later); the rank count comes from the small devices and threads tables (the kernels' keys without them).
     """
-    ranks = max(
-        trace.devices.select("node", "rank").n_unique() if trace.devices.height else 0,
-        trace.threads.select("node", "rank").n_unique() if trace.threads.height else 0,
-        1,
-    )
+    small = [t for t in (trace.devices, trace.threads) if t.height]
+    frames = small or [trace.kernels]  # a trace without either: one pass over the kernels' two key columns
+    ranks = max(1, *(f.select("node", "rank").n_unique() for f in frames))
     return max(MIN_OVERVIEW_BINS, min(N_BINS, N_BINS * FULL_OVERVIEW_RANKS // ranks))
 
 

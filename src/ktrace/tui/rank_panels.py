@@ -20,9 +20,9 @@ if TYPE_CHECKING:  # the analyses load in the dashboard worker, not when the TUI
 
 HEATMAP_ROWS = 16
 """Heatmap lines: one per rank up to this many ranks, else per host (or run of hosts)."""
-HEATMAP_COLS = 48
-"""Time columns: with a 22-cell label a line fits an 80-column terminal's panel."""
-LABEL = 22
+HEATMAP_COLS = 40
+"""Time columns: with a 26-cell label a line fits an 80-column terminal's panel."""
+LABEL = 26
 STRAGGLERS = 5
 BUSY_STYLE, COMM_STYLE = "#59a14f", "#e15759"
 
@@ -57,11 +57,15 @@ def _cells(values: np.ndarray, style: str) -> Text:
 def heatmap_panel(heat: RankHeatmap) -> RankPanel:
     """Busy (green) and communication (red) share per rank over the GPU span, one rank (or host group) a line."""
     span = heat.bins.bin_ns * heat.bins.n_bins
-    text = Text(f"{heat.ranks.height:,} ranks on {len(heat.hosts()):,} hosts, {format_ns(span)} of GPU time\n")
+    text = Text(
+        f"{heat.ranks.height:,} ranks on {len(heat.hosts()):,} hosts, {format_ns(span)} of GPU time\n",
+        no_wrap=True,
+        overflow="ellipsis",
+    )
     ranks: list[tuple[str, int] | None] = [None]
     for value, what, style in (("busy_share", "GPU busy", BUSY_STYLE), ("comm_share", "communication", COMM_STYLE)):
         labels, shares, first = heat.coarse_rows("time", value, HEATMAP_ROWS, HEATMAP_COLS)
-        text.append(f"{what} share (empty 0 % … full 100 %) · enter on a line: its rank's timeline\n", style="dim")
+        text.append(f"{what} share (blank 0 % … █ 100 %) · enter: that rank's timeline\n", style="dim")
         ranks.append(None)
         for label, row, at in zip(labels, shares, first, strict=True):
             short = label if len(label) <= LABEL else label[: LABEL - 1] + "…"
@@ -75,16 +79,16 @@ def heatmap_panel(heat: RankHeatmap) -> RankPanel:
 
 def straggler_panel(lag: Stragglers) -> RankPanel:
     """The ranks most slower than the median (work = step time less communication) and why."""
-    text = Text()
-    text.append("slower %  work/step   rank                  why (vs the median rank)\n", style="bold")
+    text = Text(no_wrap=True, overflow="ellipsis")  # one line per rank: the cursor and clicks count lines
+    text.append(f"{'slower %':>8}  {'work/step':>9}  {'rank':<{LABEL}} why (vs the median rank)\n", style="bold")
     ranks: list[tuple[str, int] | None] = [None]
     for r in lag.table.head(STRAGGLERS).iter_rows(named=True):
         who = f"{r['node']}/{r['rank']}"
         who = who if len(who) <= LABEL else who[: LABEL - 1] + "…"
-        text.append(f"{r['slower_pct']:+7.1f}  {format_ns(r['work_mean_ns']):>9}   {who:<{LABEL}}")
+        text.append(f"{r['slower_pct']:+8.1f}  {format_ns(r['work_mean_ns']):>9}  {who:<{LABEL}} ")
         text.append(f"{r['causes']}\n", style="dim")
         ranks.append((str(r["node"]), int(r["rank"])))
-    rest = lag.table.height - len(ranks)
+    rest = lag.table.height - (len(ranks) - 1)
     if rest > 0:
         text.append(f"and {rest:,} more ranks (ktrace report has them all)\n", style="dim")
     return RankPanel(f"stragglers ({'per step' if lag.basis == 'steps' else 'whole GPU span'})", text, ranks)

@@ -16,7 +16,7 @@ class RankLines(Static, can_focus=True):
     """One RankPanel with a cursor on its rank lines."""
 
     BINDINGS = bindings("ranks")  # type: ignore[assignment]
-    DEFAULT_CSS = "RankLines { height: auto; }"
+    DEFAULT_CSS = "RankLines { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }"
 
     def __init__(self, panel: RankPanel, *, classes: str = "") -> None:
         super().__init__(classes=classes)
