@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+import numpy as np
 import pytest
 from fleet_traces import LAYOUT, STRAGGLER, fleet_trace
 from textual.pilot import Pilot
@@ -119,3 +120,26 @@ def test_heatmap_lines_stay_few_at_many_ranks(rows: int) -> None:
     assert heat.body.plain.splitlines()[2].startswith("host00..host01 (16 ranks)")
     assert lag.ranks[1] == layout[100]
     assert "and 315 more ranks" in lag.body.plain
+
+
+def test_small_chunks_of_a_large_table_run_compiled(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The scan picks Python or compiled by the whole table's rows, not each chunk's: a 1,024-rank trace comes in
+    1,024 small chunks, which ran as Python one by one."""
+    from ktrace.analysis import _kernels
+    from ktrace.analysis._kernels import track_scan
+    from ktrace.analysis.timeline_tracks import ChunkRows, TrackScan
+
+    monkeypatch.setattr(_kernels, "PYTHON_MAX_ROWS", 1000)
+
+    calls: list[int] = []
+    real = track_scan._scan_chunk.compiled
+    monkeypatch.setattr(track_scan._scan_chunk, "compiled", lambda: calls.append(1) or real())
+    one = np.zeros(1, np.int64)
+    start = np.arange(10, dtype=np.int64)
+    rows = ChunkRows(one, one, one, one, one, start, start + 1, np.zeros(10, np.int64))
+    TrackScan(10, 0, 5, 4, 0, with_ids=False).add(rows)
+    assert calls == []
+    large = TrackScan(1010, 0, 5, 4, 0, with_ids=False)
+    large.add(rows)
+    assert calls == [1]
+    assert large.result().counts.tolist() == [10]
