@@ -1,4 +1,4 @@
-"""Show what a trace holds: source, time span, ranks, devices, rows per table and its health.
+"""Show what a trace holds: source, time span, ranks, devices, rows per table, host clocks and its health.
 
 examples:
   ktrace info run.ktrace
@@ -45,10 +45,22 @@ def describe(trace: Any, *, validate: bool = False) -> dict[str, Any]:
         "rows": trace.counts(),
         "health": dict(sorted(trace.meta.health.items())),
         "notes": list(trace.meta.notes),
+        "clock": _clock(trace),
     }
     if validate:
         info["problems"] = [str(p) for p in trace.validate()]
     return info
+
+
+def _clock(trace: Any) -> dict[str, Any]:
+    """meta.clock_alignment as stored (with "applied": whether these timestamps are aligned), or a note."""
+    from ktrace.model.clock import reference_clock_note
+
+    alignment = trace.meta.clock_alignment
+    if alignment is None:
+        hosts = sorted({n for n, _ in trace.ranks} | set(trace.meta.hosts))
+        return {"method": None, "note": reference_clock_note(hosts)}
+    return dict(alignment.to_dict())
 
 
 def run(args: argparse.Namespace) -> int:
@@ -92,7 +104,47 @@ def _print_text(info: dict[str, Any]) -> None:
         for k, v in info["health"].items():
             health.add_row(escape(k), f"{v:,}")
         console.print(health)
+    _print_clock(console, info["clock"])
     for note in info["notes"]:
         console.print(f"[yellow]note:[/] {escape(note)}")
     for problem in info.get("problems", []):
         console.print(f"[red]problem:[/] {escape(problem)}")
+
+
+def _print_clock(console: Any, clock: dict[str, Any]) -> None:
+    """One line saying how the hosts' clocks were put together, and a table of per-host offsets if they were."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from ktrace.model.units import format_ns
+
+    method = clock.get("method")
+    residual = (
+        f"residual p50 {format_ns(clock['residual_p50_ns'])}, p99 {format_ns(clock['residual_p99_ns'])}"
+        if clock.get("residual_p99_ns") is not None
+        else "no residual (no collective on 2+ ranks)"
+    )
+    if method in (None, "none", "single_host"):
+        line = escape(str(clock.get("note") or ""))
+        console.print(f"[bold]clock[/]   {line}" + (f"; {residual}" if method == "single_host" else ""))
+        return
+    state = "aligned to" if clock.get("applied") else "raw (KTRACE_CLOCK=raw); aligns to"
+    found = f"{clock['collectives']} collectives, " if str(method).startswith("collectives") else ""
+    console.print(
+        f"[bold]clock[/]   {state} {escape(str(clock['reference_host']))}'s clock by {escape(str(method))}: "
+        f"{found}{residual}"
+    )
+    if clock.get("note"):
+        console.print(f"        {escape(str(clock['note']))}")
+    table = Table("host", "offset", "drift", "matched", "rejected", "residual p50", "residual p99")
+    for h in clock["hosts"]:
+        table.add_row(
+            escape(str(h["host"])),
+            format_ns(h["offset_ns"]),
+            f"{h['drift_ppm']:+.3f} ppm" if h["drift_ppm"] else "-",
+            str(h["matched"]),
+            str(h["rejected"]),
+            format_ns(h["residual_p50_ns"]),
+            format_ns(h["residual_p99_ns"]),
+        )
+    console.print(table)

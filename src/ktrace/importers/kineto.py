@@ -23,6 +23,7 @@ from ktrace.importers.kineto_schema import DecodeReport
 from ktrace.importers.kineto_stream import StreamStatus, byte_blocks, kineto_files
 from ktrace.importers.kineto_tables import TimeFixer, add_cpu_tables, add_dimension_tables, add_gpu_tables, join_health
 from ktrace.model.builder import TraceBuilder, merge_traces
+from ktrace.model.clock_estimate import align_hosts
 from ktrace.model.errors import ProgressFn, TraceFormatError, no_progress
 from ktrace.model.scrub import scrub_trace
 from ktrace.model.secrets import scrub_mapping, scrub_text
@@ -107,7 +108,7 @@ def _import_folder(folder: Path, progress: ProgressFn, with_ops: bool) -> Trace:
         traces = [_rerank(t, i) for i, t in enumerate(traces)]
         ranks = list(range(len(traces)))
     meta = _folder_meta(folder, traces, [r for _, r in results], ranks, notes)
-    return merge_traces(traces, meta)
+    return align_hosts(merge_traces(traces, meta))  # ranks from 2+ hosts: one clock
 
 
 def _rerank(trace: Trace, rank: int) -> Trace:

@@ -29,6 +29,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ktrace.model import secrets
+from ktrace.model.clock import ClockAlignment
 from ktrace.model.secrets import scrub_mapping, scrub_strings, scrub_text
 from ktrace.model.string_columns import map_distinct_strings
 from ktrace.model.trace import Trace, TraceMeta
@@ -70,17 +71,37 @@ def scrub_table(table: pa.Table) -> tuple[pa.Table, int]:
 
 
 def scrub_meta(meta: TraceMeta) -> tuple[TraceMeta, int]:
-    """`meta` with secrets redacted from its job, capture, hosts and notes, and how many were."""
+    """`meta` with secrets redacted from its job, capture, hosts, notes and clock alignment (host names, as the
+    node column is), and how many were."""
     job, n_job = scrub_mapping(meta.job)
     capture, n_capture = scrub_mapping(meta.capture)
     hosts = [scrub_text(h) for h in meta.hosts]
     notes = [scrub_text(n) for n in meta.notes]
-    count = n_job + n_capture + sum(n for _, n in hosts) + sum(n for _, n in notes)
+    alignment, n_alignment = _scrub_alignment(meta.clock_alignment)
+    count = n_job + n_capture + sum(n for _, n in hosts) + sum(n for _, n in notes) + n_alignment
     if not count:
         return meta, 0
     return dataclasses.replace(
-        meta, job=job, capture=capture, hosts=tuple(h for h, _ in hosts), notes=tuple(n for n, _ in notes)
+        meta,
+        job=job,
+        capture=capture,
+        hosts=tuple(h for h, _ in hosts),
+        notes=tuple(n for n, _ in notes),
+        clock_alignment=alignment,
     ), count
+
+
+def _scrub_alignment(alignment: ClockAlignment | None) -> tuple[ClockAlignment | None, int]:
+    if alignment is None:
+        return None, 0
+    ref, n_ref = scrub_text(alignment.reference_host)
+    note, n_note = scrub_text(alignment.note)
+    names = [scrub_text(h.host) for h in alignment.hosts]
+    count = n_ref + n_note + sum(n for _, n in names)
+    if not count:
+        return alignment, 0
+    hosts = tuple(dataclasses.replace(h, host=name) for h, (name, _) in zip(alignment.hosts, names, strict=True))
+    return dataclasses.replace(alignment, reference_host=ref, note=note, hosts=hosts), count
 
 
 def scrub_trace(trace: Trace) -> Trace:

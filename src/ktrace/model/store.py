@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ktrace.model.alignment import clock_mode, with_clock
 from ktrace.model.builder import constant_column
 from ktrace.model.capture import PARTITION_META_FILE, CaptureWriter, partition_dir, read_stream, stream_schema
 from ktrace.model.errors import TraceFormatError, TraceNotFoundError
@@ -175,8 +176,11 @@ def partitions(root: Path) -> Iterator[tuple[str, int, Path]]:
                 yield m["node"], int(r["rank"]), rank_dir
 
 
-def read(path: str | os.PathLike[str]) -> Trace:
+def read(path: str | os.PathLike[str], *, clock: str | None = None) -> Trace:
     """Open a .ktrace folder as one Trace (all partitions), recovering un-finalized capture files.
+
+    A multi-host store's timestamps are put on one clock by its meta.json clock_alignment (`clock` "aligned", the
+    default, or $KTRACE_CLOCK); "raw" gives them as each host recorded them. One host is never shifted.
 
     Raises:
         TraceFormatError: not a store, a store still being written or left incomplete by its writer (no
@@ -184,6 +188,7 @@ def read(path: str | os.PathLike[str]) -> Trace:
             rank names, columns and their types).
     """
     root = Path(path)
+    mode = clock_mode(clock)
     if not root.exists():
         raise TraceNotFoundError(f"{root}: no such file or directory")
     if not is_store(root):
@@ -224,7 +229,7 @@ def read(path: str | os.PathLike[str]) -> Trace:
         )
     frames = {name: _concat_frames(p, name) for name, p in pieces.items()}
     # every table is scrubbed now (here, or when written under today's rules); meta always (partition notes)
-    return mark_scrubbed(Trace(**frames, meta=scrub_meta(meta)[0]))
+    return with_clock(mark_scrubbed(Trace(**frames, meta=scrub_meta(meta)[0])), mode)
 
 
 def _scrubbed(table: pa.Table, trusted: bool) -> pa.Table:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from ktrace.model.clock import ClockAlignment
 from ktrace.model.errors import TraceFormatError
 from ktrace.model.schema import SCHEMA_VERSION, SCHEMAS
 
@@ -29,6 +30,7 @@ _META_FIELDS: dict[str, type | tuple[type, ...]] = {
     "hosts": list,
     "health": dict,
     "notes": list,
+    "clock_alignment": dict,
 }
 _MAX_JSON_BYTES = 64 << 20
 
@@ -73,6 +75,11 @@ def check_meta(meta: Mapping[str, Any], path: Path) -> None:
     _check_items(meta.get("hosts", []), str, path, "hosts")
     _check_items(meta.get("notes", []), str, path, "notes")
     check_health(meta.get("health", {}), path)
+    if "clock_alignment" in meta:
+        try:
+            ClockAlignment.from_dict(meta["clock_alignment"])
+        except ValueError as exc:
+            raise TraceFormatError(f"{path}: {exc}") from None
 
 
 def check_health(health: Mapping[str, Any], path: Path) -> None:

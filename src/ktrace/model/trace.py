@@ -12,6 +12,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
+from ktrace.model.clock import ClockAlignment
 from ktrace.model.schema import ENUMS, SCHEMA_VERSION, SCHEMAS, SPAN_TABLES, TABLES
 
 
@@ -37,19 +38,30 @@ class TraceMeta:
     """Counts of what went wrong or was repaired: dropped records, orphans, scrubbed secrets, ..."""
     notes: tuple[str, ...] = ()
     """One line per problem a human should know about (e.g. recovered partitions)."""
+    clock_alignment: ClockAlignment | None = None
+    """Per-host clock offsets of a multi-host trace (None: never estimated, as in stores of older ktrace)."""
 
     def to_json(self) -> str:
-        """Serialise to the meta.json text."""
+        """Serialise to the meta.json text (without clock_alignment when there is none, as older ktrace wrote)."""
         d = dataclasses.asdict(self)
         d["hosts"] = list(self.hosts)
         d["notes"] = list(self.notes)
+        if self.clock_alignment is None:
+            del d["clock_alignment"]
+        else:
+            d["clock_alignment"] = self.clock_alignment.to_dict()
         return json.dumps(d, indent=1, sort_keys=True, default=str)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TraceMeta:
-        """Build from a decoded meta.json; unknown keys are kept in `job` under "extra"."""
+        """Build from a decoded meta.json; unknown keys are dropped. ValueError if clock_alignment is malformed."""
         names = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in d.items() if k in names}
+        alignment = kwargs.get("clock_alignment")
+        if alignment is not None and not isinstance(alignment, ClockAlignment):
+            if not isinstance(alignment, Mapping):
+                raise ValueError("clock_alignment must be an object")
+            kwargs["clock_alignment"] = ClockAlignment.from_dict(alignment)
         kwargs["hosts"] = tuple(kwargs.get("hosts", ()))
         kwargs["notes"] = tuple(kwargs.get("notes", ()))
         kwargs["health"] = {str(k): int(v) for k, v in dict(kwargs.get("health", {})).items()}

@@ -1,0 +1,74 @@
+"""Shift a trace's timestamps by its clock alignment (meta.clock_alignment), or back to each host's own clock.
+
+`store.read` aligns by default; `KTRACE_CLOCK=raw` (or `read(..., clock="raw")`) gives the timestamps as each host
+recorded them. A single-host trace, or one whose alignment was impossible, is never shifted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import polars as pl
+
+from ktrace.model.clock import ClockAlignment, HostClock
+from ktrace.model.errors import ExitCode, KtraceError
+from ktrace.model.schema import SCHEMAS
+from ktrace.model.scrub import mark_scrubbed
+from ktrace.model.trace import Trace
+
+CLOCK_ENV = "KTRACE_CLOCK"
+"""Set to "raw" to read stores with each host's timestamps as recorded (default "aligned")."""
+CLOCK_MODES = ("aligned", "raw")
+_TIME_COLUMNS = ("start_ns", "end_ns", "ts_ns", "queued_ns", "submitted_ns")
+
+
+def clock_mode(mode: str | None = None) -> str:
+    """`mode`, else $KTRACE_CLOCK, else "aligned"; KtraceError (usage, exit 2) for anything else."""
+    value = (mode or os.environ.get(CLOCK_ENV) or "aligned").strip().lower()
+    if value not in CLOCK_MODES:
+        raise KtraceError(f"{CLOCK_ENV}={value!r}: expected one of {', '.join(CLOCK_MODES)}", ExitCode.USAGE)
+    return value
+
+
+def with_clock(trace: Trace, mode: str = "aligned") -> Trace:
+    """`trace` in clock `mode`: "aligned" (every host on the reference host's clock) or "raw" (as recorded).
+
+    Does nothing when the trace already is in that mode or has no alignment that shifts anything.
+    """
+    alignment = trace.meta.clock_alignment
+    if alignment is None or not alignment.shifts or alignment.applied == (mode == "aligned"):
+        return trace
+    sign = 1 if mode == "aligned" else -1
+    frames = {name: _shift(trace.table(name), name, alignment, sign) for name in SCHEMAS}
+    meta = dataclasses.replace(trace.meta, clock_alignment=dataclasses.replace(alignment, applied=mode == "aligned"))
+    shifted = Trace(**frames, meta=meta)
+    return mark_scrubbed(shifted) if trace.scrubbed else shifted  # the same strings as before
+
+
+def _shift(frame: pl.DataFrame, name: str, alignment: ClockAlignment, sign: int) -> pl.DataFrame:
+    columns = [c for c in _TIME_COLUMNS if c in SCHEMAS[name].names]
+    if not frame.height or not columns:
+        return frame
+    hosts = [h for h in alignment.hosts if h.offset_ns or h.drift_ppm]
+    return frame.with_columns(pl.col(c) - sign * _correction(c, hosts, sign) for c in columns)
+
+
+def _correction(column: str, hosts: list[HostClock], sign: int) -> pl.Expr:
+    """offset + drift * (t - anchor) of the row's host, t read on that host's clock.
+
+    Undoing (sign -1) does not know t yet: it evaluates the drift at the aligned time plus the offset and then
+    once more at the raw time that gives, which leaves an error of drift² × (t - anchor): within a nanosecond.
+    """
+    expr: pl.Expr = pl.lit(0, pl.Int64)
+    for h in hosts:
+        term = pl.lit(h.offset_ns, pl.Int64)
+        if h.drift_ppm:
+            t = pl.col(column) if sign > 0 else pl.col(column) + _drift(pl.col(column) + h.offset_ns, h) + h.offset_ns
+            term = term + _drift(t, h)
+        expr = pl.when(pl.col("node") == h.host).then(term).otherwise(expr)
+    return expr
+
+
+def _drift(t: pl.Expr, h: HostClock) -> pl.Expr:
+    return ((t - h.anchor_ns).cast(pl.Float64) * (h.drift_ppm * 1e-6)).round().cast(pl.Int64)

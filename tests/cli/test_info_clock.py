@@ -1,0 +1,78 @@
+"""`ktrace info` on host clocks: per-host offsets and residual, the raw mode, one host, and impossible alignment."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from ktrace.cli import main
+from ktrace.model import store
+from ktrace.model.clock_estimate import align_hosts
+from ktrace.testing import SyntheticConfig, generate
+from ktrace.testing.fleet import FleetConfig, generate_fleet
+
+ALIGNED = """\
+clock   aligned to node0's clock by collectives:order: 6 collectives, residual p50 414 ns, p99 928 ns
+┏━━━━━━━┳━━━━━━━━━━━┳━━━━━━━┳━━━━━━━━━┳━━━━━━━━━━┳━━━━━━━━━━━━━━┳━━━━━━━━━━━━━━┓
+┃ host  ┃ offset    ┃ drift ┃ matched ┃ rejected ┃ residual p50 ┃ residual p99 ┃
+┡━━━━━━━╇━━━━━━━━━━━╇━━━━━━━╇━━━━━━━━━╇━━━━━━━━━━╇━━━━━━━━━━━━━━╇━━━━━━━━━━━━━━┩
+│ node0 │ 0 ns      │ -     │ 6       │ 0        │ 440 ns       │ 882 ns       │
+│ node1 │ 701.91 ms │ -     │ 6       │ 0        │ 377 ns       │ 936 ns       │
+└───────┴───────────┴───────┴─────────┴──────────┴──────────────┴──────────────┘
+"""
+
+
+@pytest.fixture
+def wide(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+
+
+def _info(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    assert main(["info", *args]) == 0
+    return capsys.readouterr().out
+
+
+def test_info_prints_each_hosts_offset_and_the_residual(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, wide: None
+) -> None:
+    fleet = generate_fleet(FleetConfig(ranks=8, hosts=2, steps=2))
+    root = store.write(align_hosts(fleet.trace), tmp_path / "two.ktrace")
+    out = _info(capsys, str(root))
+    assert out[out.index("clock   ") :] == ALIGNED
+    assert fleet.offsets_ns["node1"] == 701_913_529  # the 701.91 ms above
+    monkeypatch.setenv("KTRACE_CLOCK", "raw")
+    raw = _info(capsys, str(root))
+    assert "clock   raw (KTRACE_CLOCK=raw); aligns to node0's clock by collectives:order: 6 collectives" in raw
+    clock = json.loads(_info(capsys, str(root), "--json"))["clock"]
+    assert clock["method"] == "collectives:order" and clock["applied"] is False
+    assert [(h["host"], h["offset_ns"]) for h in clock["hosts"]] == [
+        ("node0", 0),
+        ("node1", 701_913_431),
+    ]  # planted 701_913_529
+
+
+def test_info_on_one_host_says_it_is_never_shifted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], wide: None
+) -> None:
+    root = store.write(generate(SyntheticConfig(steps=2, kernels_per_step=5)), tmp_path / "one.ktrace")
+    assert "clock   one host: timestamps as recorded (never shifted)\n" in _info(capsys, str(root))
+    assert json.loads(_info(capsys, str(root), "--json"))["clock"] == {
+        "method": None,
+        "note": "one host: timestamps as recorded (never shifted)",
+    }
+
+
+def test_info_says_when_alignment_was_impossible(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], wide: None
+) -> None:
+    trace = generate_fleet(FleetConfig(ranks=4, hosts=2, steps=1)).trace
+    trace = dataclasses.replace(trace, kernels=trace.kernels.filter(pl.col("collective").is_null()))
+    root = store.write(align_hosts(trace), tmp_path / "none.ktrace")
+    assert (
+        "clock   clock alignment impossible (no NCCL collectives for node1): "
+        "timestamps left as each host recorded them\n"
+    ) in _info(capsys, str(root))

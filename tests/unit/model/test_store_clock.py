@@ -1,0 +1,98 @@
+"""meta.json's clock_alignment: stored, applied on read (or not, with KTRACE_CLOCK=raw), absent in old stores."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from ktrace.model import ExitCode, KtraceError, TraceFormatError, store
+from ktrace.model.clock_estimate import align_hosts, align_trace
+from ktrace.model.schema import SPAN_TABLES
+from ktrace.model.trace import Trace
+from ktrace.testing import SyntheticConfig, generate
+from ktrace.testing.fleet import FleetConfig, generate_fleet
+
+_TIMES = {name: ("start_ns", "end_ns") for name in SPAN_TABLES} | {"kernels": ("start_ns", "end_ns", "queued_ns")}
+
+
+def _same_times(a: Trace, b: Trace, tolerance_ns: int = 0) -> bool:
+    for name, columns in _TIMES.items():
+        key = ["node", "rank", "correlation_id"] if "correlation_id" in a.table(name).columns else ["node", "rank"]
+        left = a.table(name).with_columns(pl.col("node").cast(pl.String)).sort([*key, "start_ns"])
+        right = b.table(name).with_columns(pl.col("node").cast(pl.String)).sort([*key, "start_ns"])
+        for c in columns:
+            diff = (left[c] - right[c]).abs().max()
+            if diff is not None and int(diff) > tolerance_ns:  # type: ignore[arg-type]
+                return False
+    return True
+
+
+@pytest.mark.parametrize("drift", [0.0, 50.0])
+def test_a_store_of_raw_timestamps_reads_aligned_and_raw(tmp_path: Path, drift: float) -> None:
+    """As a streaming import writes it: partitions as each host recorded them, the alignment in meta.json."""
+    fleet = generate_fleet(FleetConfig(ranks=8, hosts=2, steps=3, max_drift_ppm=drift, step_gap_ns=1_000_000_000))
+    raw = fleet.trace
+    alignment = align_trace(raw)
+    root = store.write(raw.with_meta(dataclasses.replace(raw.meta, clock_alignment=alignment)), tmp_path / "r.ktrace")
+    meta = json.loads((root / "meta.json").read_text())
+    assert meta["clock_alignment"]["applied"] is False and meta["clock_alignment"]["method"] == "collectives:order"
+    aligned = store.read(root)
+    assert aligned.meta.clock_alignment == dataclasses.replace(alignment, applied=True)
+    assert _same_times(aligned, align_hosts(raw))
+    assert not _same_times(aligned, raw, tolerance_ns=1_000_000)
+    back = store.read(root, clock="raw")
+    assert back.meta.clock_alignment == alignment
+    assert _same_times(back, raw)
+
+
+def test_a_store_of_aligned_timestamps_is_not_shifted_twice(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fleet = generate_fleet(FleetConfig(ranks=8, hosts=2, steps=3, max_drift_ppm=50.0, step_gap_ns=1_000_000_000))
+    aligned = align_hosts(fleet.trace)
+    root = store.write(aligned, tmp_path / "a.ktrace")
+    assert json.loads((root / "meta.json").read_text())["clock_alignment"]["applied"] is True
+    assert _same_times(store.read(root), aligned)
+    monkeypatch.setenv("KTRACE_CLOCK", "raw")
+    assert _same_times(store.read(root), fleet.trace, tolerance_ns=1)  # the drift term, undone at aligned time
+    again = store.write(store.read(root), tmp_path / "again.ktrace")  # written raw, read aligned
+    monkeypatch.delenv("KTRACE_CLOCK")
+    assert _same_times(store.read(again), aligned, tolerance_ns=1)
+
+
+def test_single_host_and_old_stores_have_no_alignment_and_are_not_shifted(tmp_path: Path) -> None:
+    trace = generate(SyntheticConfig(steps=2, kernels_per_step=5))
+    root = store.write(trace, tmp_path / "old.ktrace")
+    assert "clock_alignment" not in json.loads((root / "meta.json").read_text())  # as older ktrace wrote it
+    for clock in ("aligned", "raw"):
+        back = store.read(root, clock=clock)
+        assert back.meta.clock_alignment is None and _same_times(back, trace)
+
+
+@pytest.mark.parametrize(
+    ("alignment", "message"),
+    [
+        ("nope", "clock_alignment is a str, expected an object"),
+        ({"method": "guess"}, "clock_alignment.method 'guess' is not one of"),
+        ({"method": "none", "hosts": [{"host": "a", "offset_ns": "5"}]}, "clock_alignment.hosts[0].offset_ns is str"),
+        ({"method": "none", "hosts": {}}, "clock_alignment.hosts must be a list of objects"),
+        ({"method": "none", "applied": 1}, "clock_alignment.applied is int, expected bool"),
+    ],
+)
+def test_a_malformed_alignment_is_a_one_line_format_error(tmp_path: Path, alignment: object, message: str) -> None:
+    root = store.write(generate(SyntheticConfig(steps=1, kernels_per_step=2)), tmp_path / "bad.ktrace")
+    meta = json.loads((root / "meta.json").read_text())
+    (root / "meta.json").write_text(json.dumps({**meta, "clock_alignment": alignment}))
+    with pytest.raises(TraceFormatError, match="meta.json: ") as exc:
+        store.read(root)
+    assert message in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_an_unknown_clock_mode_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = store.write(generate(SyntheticConfig(steps=1, kernels_per_step=2)), tmp_path / "m.ktrace")
+    monkeypatch.setenv("KTRACE_CLOCK", "utc")
+    with pytest.raises(KtraceError, match="KTRACE_CLOCK='utc': expected one of aligned, raw") as exc:
+        store.read(root)
+    assert exc.value.exit_code == ExitCode.USAGE
