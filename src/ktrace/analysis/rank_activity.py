@@ -143,6 +143,8 @@ def covered_between(mg: I64, ms: I64, me: I64, n_groups: int, qg: I64, a: I64, b
     lo = np.searchsorted(mg, np.arange(n_groups + 1))
     for g in np.unique(qg[qg >= 0]):
         s, e = ms[lo[g] : lo[g + 1]], me[lo[g] : lo[g + 1]]
+        if not s.size:  # no interval of this kind on the rank (no communication kernel, say): 0
+            continue
         cum = np.concatenate([[0], np.cumsum(e - s)])
         sel = qg == g
         out[sel] = _covered_before(s, e, cum, b[sel]) - _covered_before(s, e, cum, a[sel])
