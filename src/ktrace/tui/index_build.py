@@ -281,21 +281,29 @@ def _counter_tracks(trace: Trace, tracks: list[Track]) -> list[Track]:
     frame = trace.counters
     if frame.height == 0:
         return []
-    sub = frame.select(
-        "node",
-        "rank",
-        pl.col("metric").cast(pl.String),
-        pl.col("instance").fill_null(-1),
-        "ts_ns",
-        pl.col("value").cast(pl.Float64),
-    ).with_row_index("_row")
+    keys = ["_node", "rank", "metric", "instance"]
+    sub = (
+        frame.select(
+            pl.col("node").cast(pl.String).alias("_node"),
+            "rank",
+            pl.col("metric").cast(pl.String),
+            pl.col("instance").fill_null(-1),
+            "ts_ns",
+            pl.col("value").cast(pl.Float64),
+        )
+        .with_row_index("_row")
+        .sort([*keys, "_row"])  # one sort, then numpy slices: a query per series took 1.2 s at 4,096 series
+    )
+    changed = sub.select(pl.any_horizontal([pl.col(k) != pl.col(k).shift(1) for k in keys]).fill_null(True))
+    starts = np.flatnonzero(changed.to_series().to_numpy())
+    bounds = [*starts.tolist(), sub.height]
+    key_rows = sub[starts].select(keys).rows()
+    ts, value = sub["ts_ns"].to_numpy(), sub["value"].to_numpy()
+    rows = sub["_row"].to_numpy().astype(np.int64)
     out = []
-    for (node, rank, metric, instance), part in sorted(
-        sub.partition_by(["node", "rank", "metric", "instance"], as_dict=True, maintain_order=True).items(),
-        key=lambda kv: (str(kv[0][0]), *kv[0][1:]),
-    ):
+    for a, b, (node, rank, metric, instance) in zip(bounds[:-1], bounds[1:], key_rows, strict=True):
         label = metric if instance < 0 else f"{metric}[{instance}]"
-        t = part["ts_ns"].to_numpy()
+        t = ts[a:b]
         n = t.size
         out.append(
             make_track(
@@ -307,9 +315,9 @@ def _counter_tracks(trace: Trace, tracks: list[Track]) -> list[Track]:
                 t,
                 t.copy(),
                 np.full(n, -1, np.int8),
-                part["_row"].to_numpy().astype(np.int64),
+                rows[a:b],
                 np.zeros(n, np.int64),
-                part["value"].to_numpy(),
+                value[a:b],
             )
         )
     return out
