@@ -26,6 +26,7 @@ from ktrace.tui.messages import (
     LinksReady,
     LoadFailed,
     LoadProgress,
+    RankChosen,
     RowsShown,
     SliceSelected,
     StepsReady,
@@ -344,6 +345,21 @@ class KtraceApp(AppActions):
             return  # a later request's details are on their way
         for details in self.query(Details):
             details.show(message.fields)
+
+    @on(RankChosen)
+    def _rank_chosen(self, message: RankChosen) -> None:
+        """Show a rank chosen in the dashboard: its streams (else any of its tracks) in the timeline, its tree leaf."""
+        if self.index is None:
+            return
+        ids = self.index.tracks_of(message.node, message.rank, "stream") or [
+            i for i, t in enumerate(self.index.tracks) if (t.node, t.rank) == (message.node, message.rank)
+        ]
+        if not ids:
+            self.notify(f"no tracks for {message.node}/{message.rank}", severity="warning", markup=False)
+            return
+        self.action_show_tab("timeline")
+        self.query_one(Timeline).show_rows(ids)
+        self.query_one(HostDeviceTree).reveal(ids[0])
 
     @on(TrackToggled)
     def _toggle(self, message: TrackToggled) -> None:

@@ -137,7 +137,7 @@ class AppActions(App[None]):
         yield from super().get_system_commands(screen)
         seen: set[str] = set()
         for key in KEYS:
-            if key.scope == "tree" or key.action in seen or key.action == "command_palette":
+            if key.scope in ("tree", "ranks") or key.action in seen or key.action == "command_palette":
                 continue
             seen.add(key.action)
             where = "" if key.scope == "app" else f" (in the {key.scope})"
