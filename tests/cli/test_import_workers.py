@@ -160,3 +160,24 @@ def test_a_resume_folder_holding_foreign_files_is_refused_and_kept(
         assert main(["import", str(real_trace_path("dlrm")), "-o", str(out), *force]) == 2
         assert "notes.txt, which ktrace did not write there" in capsys.readouterr().err
     assert (resume / "notes.txt").read_text() == "mine" and not out.exists()
+
+
+def test_two_hosts_are_aligned_as_the_one_process_import_aligns_them(
+    real_trace_path: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """Ranks from two hosts on clocks 1 ms-2 s apart: the rank tasks hand back their collectives, the client
+    estimates the offsets once all are in, and meta.json carries them, applied on read; the store reads back equal
+    to the one-process import's, which shifted the timestamps before writing."""
+    from ktrace.testing.fleet_job import generate_fleet_job
+
+    job = generate_fleet_job(real_trace_path("dlrm"), tmp_path / "job", ranks=16, steps=1)
+    out = tmp_path / "job.ktrace"
+    assert main(["import", str(tmp_path / "job"), "-o", str(out), "--workers", "2", "--no-progress", "-q"]) == 0
+    stored = json.loads((out / "meta.json").read_text())["clock_alignment"]
+    assert stored["applied"] is False  # partitions keep each host's own clock
+    node001 = next(h for h in stored["hosts"] if h["host"] == "node001")
+    assert abs(node001["offset_ns"] - job.offsets_ns["node001"]) <= 10_000
+    one = tmp_path / "one-process.ktrace"
+    store.write(import_kineto(tmp_path / "job"), one)
+    assert_trace_equal(store.read(out), store.read(one))
+    assert store.read(out).meta.clock_alignment == store.read(one).meta.clock_alignment

@@ -11,6 +11,7 @@ when its source's size and mtime, the options and the scrub rules are unchanged)
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 import shutil
@@ -22,6 +23,7 @@ from ktrace.fleet.engines import default_workers, open_engine
 from ktrace.fleet.rank_import import RankImport, RankTask, import_rank, read_entry
 from ktrace.importers.kineto import RankFile, assign_ranks, folder_meta
 from ktrace.importers.kineto_stream import kineto_files
+from ktrace.model.clock_estimate import estimate_offsets
 from ktrace.model.errors import ExitCode, KtraceError, ProgressFn, TraceFormatError, no_progress
 from ktrace.model.layout import partition_dir
 from ktrace.model.outputs import STORE, Output
@@ -187,6 +189,9 @@ def _stage(
     metas = [TraceMeta(source="kineto", job=r.job, hosts=(r.node,), health=r.health, notes=r.notes) for r in imported]
     infos = [RankFile(r.rank, r.rank_from, r.world_size, r.job) for r in imported]
     meta = _scrubbed_meta(folder_meta(folder, metas, infos, ranks, notes), imported)
+    if len({r.node for r in imported}) > 1:  # ranks from 2+ hosts: one clock, applied when the store is read
+        alignment = estimate_offsets(r.clock_input(rank) for r, rank in zip(imported, ranks, strict=True))
+        meta = dataclasses.replace(meta, clock_alignment=dataclasses.replace(alignment, applied=False))
     for record, rank in zip(imported, ranks, strict=True):
         found = read_entry(resume / _entry_name(folder / record.source))
         if found is None:

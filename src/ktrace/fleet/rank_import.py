@@ -22,7 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
 from ktrace.importers.kineto import import_rank_file
+from ktrace.model.clock_estimate import COLLECTIVE_COLUMNS, RankClockInput, rank_clock_input
 from ktrace.model.errors import TraceFormatError
 from ktrace.model.layout import META_FILE, PARTITION_META_FILE
 from ktrace.model.outputs import write_atomically
@@ -69,6 +72,14 @@ class RankImport:
     host_redacted: dict[str, int] = field(default_factory=dict)
     notes_redacted: int = 0
     skipped: str = ""
+    collectives: list[list[Any]] = field(default_factory=list)
+    """The rank's NCCL collective kernels as [name, group, seq, end_ns] rows (model.clock.COLLECTIVE_COLUMNS,
+    names scrubbed): the clock estimator's input, so the client aligns hosts without reading any partition."""
+
+    def clock_input(self, rank: int) -> RankClockInput:
+        """The estimator's input for this rank, under its final `rank`."""
+        frame = pl.DataFrame(self.collectives, schema=COLLECTIVE_COLUMNS, orient="row")
+        return RankClockInput(node=self.node, rank=rank, collectives=frame)
 
     def to_json(self) -> dict[str, Any]:
         """The record as JSON values (partition.json)."""
@@ -125,9 +136,16 @@ def import_rank(task: RankTask) -> RankImport:
         redacted=redacted,
         host_redacted={digest(trace.meta.hosts[0]): host_n} if host_n else {},
         notes_redacted=sum(n for _, n in notes),
+        collectives=_collective_rows(node, info.rank, frames["kernels"]),
     )
     _write_entry(mark_scrubbed(Trace(**frames, meta=TraceMeta(source="kineto", hosts=(node,)))), entry, record)
     return record
+
+
+def _collective_rows(node: str, rank: int, kernels: pl.DataFrame) -> list[list[Any]]:
+    """The rank's collectives (the clock estimator's input) as JSON rows."""
+    rows = rank_clock_input(node, rank, kernels.drop("node", "rank", strict=False)).collectives.iter_rows()
+    return [list(row) for row in rows]
 
 
 def _scrub_tables(trace: Trace) -> tuple[dict[str, Any], dict[str, dict[str, int]]]:

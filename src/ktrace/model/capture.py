@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -83,9 +84,11 @@ class CaptureWriter:
             writer.write_batch(b)
         sink.flush()
 
-    def write_partition_meta(self, health: dict[str, int], notes: list[str]) -> None:
-        """Record this process's health counts and notes beside its tables."""
-        text = json.dumps({"health": health, "notes": notes}, indent=1, sort_keys=True)
+    def write_partition_meta(
+        self, health: dict[str, int], notes: list[str], extra: dict[str, Any] | None = None
+    ) -> None:
+        """Record this process's health counts and notes (and `extra` keys: clock_pairs) beside its tables."""
+        text = json.dumps({**(extra or {}), "health": health, "notes": notes}, indent=1, sort_keys=True)
         write_atomically(self.folder / PARTITION_META_FILE, text.encode())
 
     def close(self) -> None:

@@ -3,25 +3,19 @@
 Hosts' clocks disagree (NTP keeps them within ~ms at best). `analysis.clock_alignment.estimate_offsets` finds each
 host's offset (and drift) against a reference host from events that must coincide; `model.alignment` shifts the
 timestamps by them. These types live in the model so that the store, the importers and the tracer (which may not
-import analysis) share them.
+import analysis) share them; this module imports no polars, so the tracer's startup stays light.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-
-import polars as pl
 
 METHODS = ("collectives:sequence", "collectives:order", "clock_pairs", "single_host", "none")
 """How an alignment was found: matched NCCL collectives (by sequence number and process group, or by their order
 on each rank), the tracer's clock pairs, one host only (never shifted), or not at all (never shifted)."""
-
-COLLECTIVE_COLUMNS = {"name": pl.String, "group": pl.String, "seq": pl.Int64, "end_ns": pl.Int64}
-"""Columns of a rank's collective table (`RankClockInput.collectives`): kernel name, process group and sequence
-number (null where the trace does not carry them) and the kernel's end on that rank's clock."""
 
 
 @dataclass(frozen=True)
@@ -46,18 +40,6 @@ class ClockPair:
         if any(not isinstance(v, int) or isinstance(v, bool) for v in values.values()):
             raise ValueError("clock pair fields must be integers")
         return cls(**values)
-
-
-@dataclass(frozen=True)
-class RankClockInput:
-    """What the estimator needs of one rank: small, so a streaming import can keep it for every rank."""
-
-    node: str
-    rank: int
-    collectives: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=COLLECTIVE_COLUMNS))
-    """One row per NCCL collective kernel, in the order they ran (COLLECTIVE_COLUMNS)."""
-    clock_pairs: tuple[ClockPair, ...] = ()
-    """The tracer's clock pairs (start and end of capture), if any."""
 
 
 @dataclass(frozen=True)

@@ -21,15 +21,37 @@ sibling room of analysis) run it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
+import pyarrow as pa
 
 from ktrace.model.alignment import with_clock
-from ktrace.model.clock import COLLECTIVE_COLUMNS, ClockAlignment, ClockPair, HostClock, RankClockInput
+from ktrace.model.clock import ClockAlignment, ClockPair, HostClock
+from ktrace.model.clock_matching import order_keys
 from ktrace.model.trace import Trace
+
+COLLECTIVE_COLUMNS = {"name": pl.Categorical, "group": pl.Categorical, "seq": pl.Int64, "end_ns": pl.Int64}
+"""Columns of a rank's collective table (`RankClockInput.collectives`): kernel name, process group and sequence
+number (null where the trace does not carry them) and the kernel's end on that rank's clock. Names are
+Categorical: a row costs ~17 bytes, ~5 KB for a rank's 300 collectives."""
+
+
+@dataclass(frozen=True)
+class RankClockInput:
+    """What the estimator needs of one rank: small, so a streaming import can keep it for every rank."""
+
+    node: str
+    rank: int
+    collectives: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=COLLECTIVE_COLUMNS))
+    """One row per NCCL collective kernel, in the order they ran (COLLECTIVE_COLUMNS)."""
+    clock_pairs: tuple[ClockPair, ...] = ()
+    """The tracer's clock pairs (start and end of capture), if any."""
+
 
 MIN_MATCHED = 2
 """Collectives a host must share with the reference host to get an offset (one cannot reject an outlier)."""
@@ -41,10 +63,11 @@ _F64 = npt.NDArray[np.float64]
 
 
 def rank_clock_input(
-    node: str, rank: int, kernels: pl.DataFrame, clock_pairs: Sequence[ClockPair] = ()
+    node: str, rank: int, kernels: pl.DataFrame | pa.Table, clock_pairs: Sequence[ClockPair] = ()
 ) -> RankClockInput:
-    """The estimator's input for one rank from its kernels frame (schema v1 kernels; other ranks' rows ignored)."""
-    k = kernels
+    """The estimator's input for one rank from its kernels (a polars frame or an Arrow table of schema v1's kernel
+    columns, at least name and start_ns/end_ns; rows of other ranks, if node and rank are there, are ignored)."""
+    k = kernels if isinstance(kernels, pl.DataFrame) else pl.DataFrame(pl.from_arrow(kernels))
     if "node" in k.columns and "rank" in k.columns:
         k = k.filter((pl.col("node").cast(pl.String) == node) & (pl.col("rank") == rank))
     return RankClockInput(node=node, rank=rank, collectives=_collectives(k), clock_pairs=tuple(clock_pairs))
@@ -59,8 +82,8 @@ def _collectives(kernels: pl.DataFrame) -> pl.DataFrame:
         kernels.filter(is_comm)
         .sort("start_ns", maintain_order=True)
         .select(
-            name.alias("name"),
-            pl.lit(None, pl.String).alias("group"),
+            name.cast(pl.Categorical).alias("name"),
+            pl.lit(None, pl.Categorical).alias("group"),
             pl.lit(None, pl.Int64).alias("seq"),
             pl.col("end_ns").cast(pl.Int64),
         )
@@ -68,16 +91,35 @@ def _collectives(kernels: pl.DataFrame) -> pl.DataFrame:
 
 
 def rank_clock_inputs(trace: Trace) -> list[RankClockInput]:
-    """`rank_clock_input` for every rank of `trace` that ran a kernel."""
+    """`rank_clock_input` for every rank of `trace` that ran a kernel or has clock pairs (meta.capture)."""
     comm = trace.kernels.filter(
         pl.col("name").cast(pl.String).str.contains(_NCCL_NAME) | pl.col("collective").is_not_null()
     )
-    ranks = trace.kernels.select(pl.col("node").cast(pl.String), "rank").unique().sort("node", "rank")
+    pairs = clock_pairs_of(trace.meta.capture)
+    ranks = {(str(n), int(r)) for n, r in trace.kernels.select("node", "rank").unique().iter_rows()} | set(pairs)
     parts = {
         (str(n), int(r)): p for (n, r), p in comm.with_columns(pl.col("node").cast(pl.String)).group_by("node", "rank")
     }
     empty = comm.clear()
-    return [RankClockInput(n, r, _collectives(parts.get((n, r), empty))) for n, r in ranks.iter_rows()]
+    return [
+        RankClockInput(n, r, _collectives(parts.get((n, r), empty)), pairs.get((n, r), ())) for n, r in sorted(ranks)
+    ]
+
+
+def clock_pairs_of(capture: Mapping[str, Any]) -> dict[tuple[str, int], tuple[ClockPair, ...]]:
+    """(node, rank) -> the tracer's clock pairs, from meta.capture["clock_pairs"] ({"node/rank": [pair, ...]});
+    malformed entries are skipped."""
+    out: dict[tuple[str, int], tuple[ClockPair, ...]] = {}
+    raw = capture.get("clock_pairs")
+    if not isinstance(raw, Mapping):
+        return out
+    for where, pairs in raw.items():
+        node, _, rank = str(where).rpartition("/")
+        try:
+            out[(node, int(rank))] = tuple(ClockPair.from_dict(p) for p in pairs)
+        except (ValueError, TypeError, AttributeError):
+            continue
+    return out
 
 
 def align_trace(trace: Trace) -> ClockAlignment:
@@ -90,13 +132,17 @@ def estimate_offsets(per_rank_inputs: Iterable[RankClockInput]) -> ClockAlignmen
 
     Never raises on odd input: an alignment that is impossible comes back as method "none" with a note saying
     why, and one host as method "single_host" (offsets 0, never shifted) with the residual among its ranks.
+
+    A streaming import builds one input per rank as it decodes it (`rank_clock_input(node, rank, kernels)`), writes
+    the partitions as recorded, and stores the result as `TraceMeta.clock_alignment` (applied False: `store.read`
+    then aligns). For a whole Trace in memory, `align_hosts` estimates and applies in one call.
     """
     inputs = list(per_rank_inputs)
     hosts = sorted({i.node for i in inputs})
     if not inputs:
         return ClockAlignment(method="none", note="no ranks: nothing to align")
     reference = min(inputs, key=lambda i: (i.rank, i.node)).node
-    ends, method = _matched_ends(inputs)
+    ends, method, caveat = _matched_ends(inputs)
     if len(hosts) == 1:
         residual = _residuals(ends, {})
         p50, p99 = residual.get("", (None, None))
@@ -107,7 +153,7 @@ def estimate_offsets(per_rank_inputs: Iterable[RankClockInput]) -> ClockAlignmen
             collectives=ends["key"].n_unique(),
             residual_p50_ns=p50,
             residual_p99_ns=p99,
-            note="one host: timestamps as recorded (never shifted)",
+            note="; ".join(filter(None, ["one host: timestamps as recorded (never shifted)", caveat])),
         )
     base = int(ends["end_ns"].min() or 0)  # type: ignore[arg-type]  # medians are float64: 256 ns steps at epoch ns
     host_ends = ends.group_by("node", "key").agg(
@@ -144,11 +190,13 @@ def estimate_offsets(per_rank_inputs: Iterable[RankClockInput]) -> ClockAlignmen
         collectives=host_ends.filter(pl.col("key").is_in(_shared_keys(host_ends).implode())).n_unique("key"),
         residual_p50_ns=p50,
         residual_p99_ns=p99,
+        note=caveat,
     )
 
 
-def _matched_ends(inputs: list[RankClockInput]) -> tuple[pl.DataFrame, str]:
-    """(node, rank, key, end_ns) of every collective, keyed by group/sequence when all carry it, else order."""
+def _matched_ends(inputs: list[RankClockInput]) -> tuple[pl.DataFrame, str, str]:
+    """(node, rank, key, end_ns) of every collective, keyed by group/sequence when all carry it, else order; the
+    method; a caveat when matching by order met ranks with different numbers of a collective (clock_matching)."""
     frames = [
         i.collectives.select(list(COLLECTIVE_COLUMNS))
         .cast(COLLECTIVE_COLUMNS)  # type: ignore[arg-type]
@@ -157,15 +205,14 @@ def _matched_ends(inputs: list[RankClockInput]) -> tuple[pl.DataFrame, str]:
         if i.collectives.height
     ]
     if not frames:
-        return pl.DataFrame(schema={"node": pl.String, "rank": pl.Int64, "key": pl.String, "end_ns": pl.Int64}), "none"
+        empty = pl.DataFrame(schema={"node": pl.String, "rank": pl.Int64, "key": pl.String, "end_ns": pl.Int64})
+        return empty, "none", ""
     allc = pl.concat(frames)
-    by_seq = allc["seq"].null_count() == 0
-    if by_seq:
-        key = pl.format("{}#{}", pl.col("group").fill_null(""), pl.col("seq"))
-    else:
-        key = pl.format("{}#{}", pl.col("name"), pl.int_range(pl.len()).over("node", "rank", "name"))
-    ends = allc.select("node", "rank", key.alias("key"), "end_ns")
-    return ends, "collectives:sequence" if by_seq else "collectives:order"
+    if allc["seq"].null_count() == 0:
+        key = pl.format("{}#{}", pl.col("group").cast(pl.String).fill_null(""), pl.col("seq"))
+        return allc.select("node", "rank", key.alias("key"), "end_ns"), "collectives:sequence", ""
+    ends, caveat = order_keys(allc)
+    return ends, "collectives:order", caveat
 
 
 def _count(host_ends: pl.DataFrame, host: str) -> int:

@@ -151,6 +151,10 @@ class CuptiBackend:
 
     # ----- control (writer thread / startup) -----
 
+    def gpu_timestamp(self) -> int:
+        """Now on the clock of the activity records (cupti.get_timestamp())."""
+        return int(self.cupti.get_timestamp())
+
     def start(self) -> list[str]:
         """Attach CUPTI; returns notes for the user. Raises BackendUnavailable with one line on failure."""
         c = self.cupti

@@ -133,8 +133,11 @@ def wait_for_traced(root: Path, timeout_s: float, say: Any) -> list[int]:
     return pids
 
 
-def _merge_partition_meta(root: Path) -> tuple[dict[str, int], list[str], list[dict[str, Any]]]:
-    """Sum every process's partition.json into one health dict and note list (`_clean_up` removes them)."""
+def _merge_partition_meta(
+    root: Path, clock_pairs: dict[str, list[dict[str, int]]] | None = None
+) -> tuple[dict[str, int], list[str], list[dict[str, Any]]]:
+    """Sum every process's partition.json into one health dict and note list (`_clean_up` removes them); each
+    process's clock pairs go into `clock_pairs` under "node/rank"."""
     from ktrace.model.capture import PARTITION_META_FILE
     from ktrace.model.secrets import scrub_text
     from ktrace.model.store import partitions
@@ -153,7 +156,7 @@ def _merge_partition_meta(root: Path) -> tuple[dict[str, int], list[str], list[d
                 data = {"health": {"unreadable_partition_meta": 1}, "notes": []}
             for k, v in dict(data.get("health", {})).items():
                 health[str(k)] = health.get(str(k), 0) + int(v)
-            for line in data.get("notes", []):
+            for line in [*data.get("notes", []), *_clock_pairs(data, f"{node}/{rank}", clock_pairs)]:
                 text, _ = scrub_text(str(line))
                 if text not in notes:
                     notes.append(text)
@@ -164,6 +167,24 @@ def _merge_partition_meta(root: Path) -> tuple[dict[str, int], list[str], list[d
                 {"node": node, "rank": rank, "pid": int(pid) if pid.isdigit() else None, "rows": _rows(folder)}
             )
     return health, notes, processes
+
+
+def _clock_pairs(data: dict[str, Any], where: str, into: dict[str, list[dict[str, int]]] | None) -> list[str]:
+    """Keep a partition's clock pairs in `into[where]`; a note if its GPU clock is off CLOCK_REALTIME."""
+    from ktrace.model.clock import ClockPair
+    from ktrace.tracer.clock_pairs import clock_note
+
+    raw = data.get("clock_pairs")
+    if not isinstance(raw, list):
+        return []
+    try:
+        pairs = [ClockPair.from_dict(p) for p in raw if isinstance(p, dict)]
+    except ValueError:
+        return [f"{where}: unreadable clock pairs in partition.json"]
+    if into is not None and pairs:
+        into[where] = [p.to_dict() for p in pairs]
+    note = clock_note(pairs, where)
+    return [note] if note else []
 
 
 def _rows(folder: Path) -> dict[str, int]:
@@ -228,7 +249,8 @@ def finalize_run(
     from ktrace.model.trace import TraceMeta
 
     finalize(root)
-    health, child_notes, processes = _merge_partition_meta(root)
+    clock_pairs: dict[str, list[dict[str, int]]] = {}
+    health, child_notes, processes = _merge_partition_meta(root, clock_pairs)
     if still_running:
         health["processes_still_running"] = len(still_running)
         notes = [
@@ -253,6 +275,8 @@ def finalize_run(
         "t0_ns": config.t0_ns,
         "tracer": "cupti-python" if gpu else "none",
     }
+    if clock_pairs:
+        capture["clock_pairs"] = clock_pairs
     meta = TraceMeta(
         source="ktrace",
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

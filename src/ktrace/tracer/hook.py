@@ -113,6 +113,7 @@ def start_gpu(session: Any, trigger: str) -> None:
         session.note(f"CUPTI failed to start ({type(exc).__name__}: {exc}): GPU activity not recorded")
         return
     session.backend = backend
+    session.record_clock_pair()
     if not session.windows.active:
         backend.set_recording(False)
 

@@ -37,6 +37,9 @@ class GpuBackend(Protocol):
     def name_of(self, domain: str, cbid: int) -> str:
         """API name of a callback id."""
 
+    def gpu_timestamp(self) -> int:
+        """Now on the clock of the GPU records (cupti.get_timestamp())."""
+
     def take_notes(self) -> list[str]:
         """Lines for the user that arose since start (each returned once)."""
 
@@ -57,6 +60,8 @@ class CaptureSession:
         self.backend: GpuBackend | None = None
         self.notes: list[str] = []
         self.health: dict[str, int] = {}
+        self.clock_pairs: list[Any] = []
+        """ktrace.model.clock.ClockPair read when the GPU backend started and when it stops."""
         self.windows = Windows(not config.windowed, on_change=self._recording_changed)
         if config.windowed and initially_open(config):
             self.windows.open()
@@ -124,6 +129,17 @@ class CaptureSession:
     def _recording_changed(self, on: bool) -> None:
         if self.backend is not None and self.alive:
             self.backend.set_recording(on)
+
+    def record_clock_pair(self) -> None:
+        """Read CLOCK_REALTIME and the GPU records' clock together (at GPU start and at close); never raises."""
+        if self.backend is None:
+            return
+        from ktrace.tracer.clock_pairs import read_clock_pair
+
+        try:
+            self.clock_pairs.append(read_clock_pair(self.backend.gpu_timestamp))
+        except Exception as exc:  # a tracer bug must not kill the job
+            self.note(f"ktrace: could not read the CUPTI clock ({type(exc).__name__}: {exc})")
 
     def note(self, line: str) -> None:
         """Add a line for the user (shown by `ktrace run` at the end, kept in meta.json)."""
@@ -225,7 +241,8 @@ class CaptureSession:
         if self.backend is not None:
             for k, v in self.backend.health().items():
                 health[k] = health.get(k, 0) + int(v)
-        self._writer.write_partition_meta(health, list(self.notes))
+        pairs = [p.to_dict() for p in self.clock_pairs]
+        self._writer.write_partition_meta(health, list(self.notes), {"clock_pairs": pairs} if pairs else None)
 
     # ----- end -----
 
@@ -241,6 +258,7 @@ class CaptureSession:
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=30)
         if self.backend is not None:
+            self.record_clock_pair()
             try:
                 self.backend.stop()
             except Exception as exc:

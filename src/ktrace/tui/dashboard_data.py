@@ -9,6 +9,7 @@ from ktrace.model.trace import Trace
 from ktrace.tui.dashboard_panels import Panel, findings_panel, summary_panels, unavailable
 from ktrace.tui.memory_panel import memory_panel
 from ktrace.tui.messages import SummaryReady
+from ktrace.tui.rank_panels import rank_panels
 
 __all__ = ["Panel", "compute_dashboard", "panels", "unavailable"]
 
@@ -38,6 +39,7 @@ def compute_dashboard(trace: Trace, index: TraceIndex | None = None) -> SummaryR
             summary = None
     message = SummaryReady(dashboard, error, summary=summary)
     message.panels = panels(message)
+    message.rank_panels = rank_panels(dashboard)
     return message
 
 

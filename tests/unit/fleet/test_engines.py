@@ -22,7 +22,7 @@ ITEMS = [str(n) for n in range(12)]
 def dask_client() -> Iterator[object]:
     distributed = pytest.importorskip("distributed", reason="dask[distributed] (the ktrace[dask] extra) is missing")
     with (
-        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster,
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster,
         distributed.Client(cluster) as client,
     ):
         yield client

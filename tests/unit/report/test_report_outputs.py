@@ -115,8 +115,12 @@ def test_sections_in_the_order_of_the_seed_reports(synthetic_trace):  # type: ig
 
     sections = all_sections(build_report(synthetic_trace))
     anchors = [s.anchor for s in sections]
-    assert anchors[:8] == ["job", "system", "framework", "rules", "dashboard", "ranks", "operators", "memory"]
-    assert len(anchors) == 8 + len(RULE_ORDER)  # ranks: 2+ ranks
+
+    assert anchors[:9] == [
+        *("job", "system", "framework", "rules", "dashboard"),
+        *("ranks", "critical-path", "operators", "memory"),  # ranks: 2+ ranks
+    ]
+    assert len(anchors) == 9 + len(RULE_ORDER)
     dashboard = sections[4]
     titles = [f["layout"]["title"]["text"] for f in dashboard.figures]
     for wanted in (

@@ -8,6 +8,7 @@ import numpy as np
 import polars as pl
 
 from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.ranks import LoadBalance
 from ktrace.analysis.rules.base import Evidence, Outcome, Param, ParamValue, Rule, Skip
 from ktrace.analysis.rules.frames import evidence_rows
 from ktrace.analysis.rules.inputs import load_balance, utilization_histograms
@@ -176,7 +177,11 @@ GPU_MEMORY_INCREASE = Rule(
 def _load_balancing(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
     if utilization_histograms(index) < 2:  # load_balance would give no distance: skip without computing it
         raise Skip("the trace has fewer than two ranks with GPU utilization")
-    lb = load_balance(index)
+    return load_balancing_outcome(load_balance(index), p)
+
+
+def load_balancing_outcome(lb: LoadBalance, p: Mapping[str, ParamValue]) -> Outcome:
+    """The LoadBalancing rule on a LoadBalance (a trace's, or one reduced from a fleet's ranks)."""
     if lb.histogram_distance is None:
         raise Skip("the trace has fewer than two ranks with GPU utilization")
     limit = float(p["threshold"])
