@@ -39,6 +39,18 @@ SUMMARY_HOOKS: list[Callable[[Path, Path], str]] = []
 """Functions (job folder, the 2-worker store) -> a fragment appended to the last line (", summary ...")."""
 
 
+def _fleet_summary(folder: Path, store_path: Path) -> str:
+    """fleet-reduce's part: the 2-worker store summarized in one process, on 2 processes and on a Dask LocalCluster
+    (benchmarks/fleet_summary.py), the numbers compared."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from fleet_summary import summary_fragment  # a sibling script, not a package
+
+    return str(summary_fragment(store_path))
+
+
+SUMMARY_HOOKS.append(_fleet_summary)
+
+
 def _vmhwm(pid: int | str = "self") -> int:
     """Peak RSS (VmHWM) of process `pid` in bytes; 0 if it is gone."""
     try:

@@ -164,7 +164,7 @@ def test_palette_has_an_entry_per_action(app, drive, settled) -> None:  # type: 
         commands = list(app.get_system_commands(app.screen))
         titles = [c.title.lower() for c in commands]
         for key in KEYS:
-            if key.scope != "tree" and key.action != "command_palette":
+            if key.scope not in ("tree", "ranks") and key.action != "command_palette":
                 assert any(key.description.lower() in t for t in titles), key
         for c in commands:  # people's words, not action names like "app: show_tab('dashboard')"
             assert "(" not in c.help or "(in the" in c.help, c.help
@@ -275,5 +275,26 @@ def test_tree_marks_the_timeline_rows_and_the_cursors_follow_each_other(app, dri
         tree.move_cursor(other)
         await pilot.pause()
         assert tl.rows[tl.cursor] == other.data.track_ids[0]
+
+    drive(app, scenario)
+
+
+def test_c_marks_the_critical_path(app, synthetic_trace, drive, settled) -> None:  # type: ignore[no-untyped-def]
+    """c: the GPU records on the median step's critical path are marked (same ones as the analysis gives), the
+    timeline fits that step; c again clears them."""
+    from ktrace.analysis.critical_path import critical_path
+
+    expected = critical_path(synthetic_trace)
+    assert expected is not None and expected.path_records.size
+
+    async def scenario(pilot) -> None:  # type: ignore[no-untyped-def]
+        tl = app.query_one(Timeline)
+        await pilot.press("c")
+        await settled(pilot)
+        assert len(tl.critical) == expected.path_records.size
+        assert tl.viewport.start_ns <= expected.start_ns and tl.viewport.end_ns >= expected.end_ns
+        assert {tl.index.tracks[t].kind for t, _ in tl.critical} == {"stream"}  # GPU stream rows only
+        await pilot.press("c")
+        assert tl.critical == []
 
     drive(app, scenario)

@@ -14,6 +14,7 @@ annotation/instance_id).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,6 +44,8 @@ COMPOSITION = ("cpu", "launch_delay", "gpu_gap", "gpu_compute", "communication",
 call); gaps between consecutive records of a stream; kernels; communication kernels; memcpy/memset; and
 synchronization edges (GPU -> CPU waits and event waits: weightless, counted in `edges`)."""
 TOP_ITEMS = 10
+LABEL_CHARS = 60
+"""A step's name in the label is cut to this many characters (inferred steps are named after a kernel)."""
 WHAT_IF_CANDIDATES = 3
 WHAT_IF_SPEEDUP = 2.0
 _RESULT = Slot["CriticalPath | None"]("critical_path")
@@ -78,29 +81,53 @@ class CriticalPath:
     """GPU records (index order) on the path."""
     path_segments: pl.DataFrame
     """The path's edges in order: start_ns, end_ns (times of its two nodes), type (EDGE_TYPES), weight_ns."""
+    sync_records: int
+    """Sync records of the rank around the window (none: the path cannot cross from the GPU to the CPU)."""
+    dropped_edges: int = 0
+    """Launch/sync edges dropped because they closed a cycle (timestamps going back: clock skew, ties)."""
 
 
 def critical_path(
-    trace: Trace, *, annotation: str | None = None, instance: int = 0, index: TraceIndex | None = None
+    trace: Trace,
+    *,
+    annotation: str | None = None,
+    instance: int = 0,
+    steps_pattern: str | None = None,
+    index: TraceIndex | None = None,
 ) -> CriticalPath | None:
     """The critical path of the median step (or of the annotation instance, or of the whole trace).
 
+    Args:
+        trace: the trace.
+        annotation: analyse the `instance`-th CPU range (by start) whose name contains this text (HTA's
+            annotation / instance_id) instead of the median step.
+        instance: which of those ranges, from 0.
+        steps_pattern: regex of the step ranges (steps.detect_steps), as the summary's --steps-pattern.
+        index: the trace's TraceIndex (the summary, the rules and the TUI share one result).
+
     Returns:
-        None when the window has no CPU events (nothing to build a graph from).
+        None when the window has no CPU events (nothing to build a graph from), when the annotation has no
+        such instance, or when clock skew closes a dependency cycle that cannot be broken.
     """
     ix = TraceIndex.of(trace, index)
-    return ix.get(_RESULT, lambda: _critical_path(ix, annotation, instance), annotation, instance)
+    key = (annotation, instance, steps_pattern)
+    return ix.get(_RESULT, lambda: _critical_path(ix, annotation, instance, steps_pattern), *key)
 
 
-def _critical_path(ix: TraceIndex, annotation: str | None, instance: int) -> CriticalPath | None:
-    found = choose_window(ix, annotation, instance)
+def _critical_path(ix: TraceIndex, annotation: str | None, instance: int, pattern: str | None) -> CriticalPath | None:
+    found = choose_window(ix, annotation, instance, pattern)
     if found is None:
         return None
     window, scope, label = found
     graph = build_graph(ix, window)
     if graph.src.size == 0:
         return None
+    acyclic, dropped = _acyclic(graph)
+    if acyclic is None:
+        return None
+    graph = acyclic
     dag = _Dag.of(graph)
+    assert dag is not None
     dist, pred = dag.longest(graph.weight)
     path = dag.path(dist, pred)
     kinds = _record_kinds(ix, graph)
@@ -136,10 +163,14 @@ def _critical_path(ix: TraceIndex, annotation: str | None, instance: int) -> Cri
         what_if=_what_if(ix, graph, dag, path, kinds, length),
         path_records=np.sort(graph.ev_row[gpu_events]),
         path_segments=segments,
+        sync_records=graph.sync_records,
+        dropped_edges=dropped,
     )
 
 
-def choose_window(ix: TraceIndex, annotation: str | None, instance: int) -> tuple[Window, str, str] | None:
+def choose_window(
+    ix: TraceIndex, annotation: str | None, instance: int, steps_pattern: str | None = None
+) -> tuple[Window, str, str] | None:
     """(window, scope, label): the annotation's instance, else the median step of the first rank with steps,
     else the whole first rank."""
     trace = ix.trace
@@ -156,13 +187,14 @@ def choose_window(ix: TraceIndex, annotation: str | None, instance: int) -> tupl
             "annotation",
             f"{annotation} #{instance}",
         )
-    steps = detect_steps(trace, index=ix)
+    steps = detect_steps(trace, pattern=steps_pattern, index=ix)
     if steps.height:
         first = steps.row(0, named=True)
         mine = steps.filter((pl.col("node") == first["node"]) & (pl.col("rank") == first["rank"]))
         mine = mine.with_row_index("i").sort("duration_ns", "i")
         s = mine.row((mine.height - 1) // 2, named=True)
-        label = f"{s['name']} (median of {mine.height} steps)"
+        name = s["name"] if len(s["name"]) <= LABEL_CHARS else s["name"][: LABEL_CHARS - 1] + "…"
+        label = f"{name} (median of {mine.height} steps)"
         return Window(str(s["node"]), int(s["rank"]), s["start_ns"], s["end_ns"]), "step", label
     spans = [t.select("node", "rank", "start_ns", "end_ns") for t in (trace.ops, trace.api) if t.height]
     if not spans:
@@ -187,7 +219,7 @@ class _Dag:
     """Source node per edge (Graph order)."""
 
     @classmethod
-    def of(cls, graph: Graph) -> _Dag:
+    def of(cls, graph: Graph) -> _Dag | None:
         from ktrace.analysis._kernels.longest_path import topological_order
 
         edge = np.argsort(graph.src, kind="stable")
@@ -195,7 +227,7 @@ class _Dag:
         dst = graph.dst[edge]
         order = topological_order(indptr, dst)
         if order.size != graph.n_nodes:
-            raise ValueError("critical path: the dependency graph has a cycle")
+            return None  # a cycle
         return cls(order, indptr, dst, edge, graph.src)
 
     def longest(self, weight: I64) -> tuple[I64, I64]:
@@ -212,11 +244,42 @@ class _Dag:
             return np.zeros(0, np.int64)
         node = int(self.order[int(np.argmax(dist[self.order]))])
         out: list[int] = []
-        while pred[node] >= 0:
-            e = int(pred[node])
+        preds, srcs = pred.tolist(), self.src.tolist()  # Python ints: a walk of scalar numpy reads costs 10x
+        while preds[node] >= 0:
+            e = preds[node]
             out.append(e)
-            node = int(self.src[e])
+            node = srcs[e]
         return np.asarray(out[::-1], np.int64)
+
+
+def _acyclic(graph: Graph) -> tuple[Graph | None, int]:
+    """The graph, or without the edges that close cycles, and how many were dropped (None: no way out).
+
+    Cycles come from timestamps, not from the model: a GPU record starting before its launch call (clock skew)
+    or ties at the trace's resolution (a sync waiting for a record launched, at the same microsecond, after
+    it). First the cross edges (launch, sync) going back in time are dropped, then the sync edges whose two
+    ends have one time."""
+    if _Dag.of(graph) is not None:
+        return graph, 0
+    ts = graph.node_ts()
+    back, tie = ts[graph.dst] < ts[graph.src], ts[graph.dst] <= ts[graph.src]
+    cross = (graph.etype == LAUNCH) | (graph.etype == SYNC)
+    for drop in (cross & back, (cross & back) | ((graph.etype == SYNC) & tie)):
+        kept = _without(graph, ~drop)
+        if _Dag.of(kept) is not None:
+            return kept, int(drop.sum())
+    return None, 0
+
+
+def _without(graph: Graph, keep: npt.NDArray[np.bool_]) -> Graph:
+    return dataclasses.replace(
+        graph,
+        src=graph.src[keep],
+        dst=graph.dst[keep],
+        weight=graph.weight[keep],
+        etype=graph.etype[keep],
+        event=graph.event[keep],
+    )
 
 
 def _record_kinds(ix: TraceIndex, graph: Graph) -> I64:
@@ -254,19 +317,19 @@ def _event_names(ix: TraceIndex, graph: Graph, events: I64) -> tuple[list[str], 
     trace = ix.trace
     codes, names = ix.record_names()
     c = ix.gpu_columns()
-    kinds: list[str] = []
-    out: list[str] = []
-    op_names = trace.ops["name"].cast(pl.String)
-    api_names = trace.api["name"].cast(pl.String)
-    for ev in events.tolist():
-        kind, row = int(graph.ev_kind[ev]), int(graph.ev_row[ev])
-        if kind == GPU_RECORD:
-            kinds.append(("kernel", "memcpy", "memset")[int(c.kind[row])])
-            out.append(str(names[int(codes[row])]))
-        else:
-            kinds.append(EVENT_KINDS[kind])
-            out.append(str((op_names if kind == 0 else api_names)[row]))
-    return kinds, out
+    ev_kind, rows = graph.ev_kind[events], graph.ev_row[events]
+    gpu = np.flatnonzero(ev_kind == GPU_RECORD)
+    kind = ev_kind.copy()
+    kind[gpu] = 2 + c.kind[rows[gpu]]
+    labels = np.array([*EVENT_KINDS[:2], "kernel", "memcpy", "memset"], dtype=object)[kind]
+    out = np.empty(events.size, dtype=object)
+    for code, table in ((0, trace.ops), (1, trace.api)):
+        hit = np.flatnonzero(ev_kind == code)
+        if hit.size:
+            out[hit] = table["name"].cast(pl.String).gather(pl.Series(rows[hit])).to_numpy()
+    if gpu.size:
+        out[gpu] = names.gather(pl.Series(codes[rows[gpu]])).to_numpy()
+    return labels.tolist(), [str(n) for n in out.tolist()]
 
 
 def _items(ix: TraceIndex, graph: Graph, path: I64, kinds: I64) -> pl.DataFrame:
@@ -297,7 +360,7 @@ def _what_if(ix: TraceIndex, graph: Graph, dag: _Dag, path: I64, kinds: I64, len
         hit = all_gpu[all_codes == code]
         weight[hit] = (weight[hit] / WHAT_IF_SPEEDUP).astype(np.int64)
         rows.append((f"{WHAT_IF_SPEEDUP:g}x faster", str(names[code]), _length(dag, weight)))
-    syncs = path[(graph.etype[path] == SYNC) & ((graph.dst[path] >> 1) < graph.ev_kind.size)]
+    syncs = path[graph.etype[path] == SYNC]
     sync_calls = [int(d >> 1) for d in graph.dst[syncs] if graph.ev_kind[d >> 1] != GPU_RECORD]
     _, call_names = _event_names(ix, graph, np.asarray(sync_calls, np.int64))
     for call, name in list(zip(sync_calls, call_names, strict=True))[:WHAT_IF_CANDIDATES]:

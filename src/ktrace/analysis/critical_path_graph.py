@@ -32,7 +32,6 @@ import polars as pl
 from ktrace.analysis.columns import dense_ids
 from ktrace.analysis.critical_path_syncs import cpu_waits, rank_syncs, stream_waits
 from ktrace.analysis.index import TraceIndex
-from ktrace.analysis.steps import enclosing
 
 I64 = npt.NDArray[np.int64]
 EDGE_TYPES = ("cpu", "dependency", "launch", "kernel_gap", "sync", "gpu")
@@ -82,6 +81,9 @@ class Graph:
     """The event an edge's time belongs to (cpu: the innermost event open during it; gpu: the record;
     kernel_gap: the previous record; launch: the launch call), -1 for weightless edge types."""
 
+    sync_records: int
+    """Sync records of the rank that could tie the window's records to its CPU calls."""
+
     @property
     def n_nodes(self) -> int:
         """Two per event."""
@@ -128,15 +130,16 @@ def build_graph(ix: TraceIndex, window: Window) -> Graph:
     ev_start = np.concatenate([_col(cpu, "start_ns"), c.start[recs]]).astype(np.int64)
     ev_end = np.concatenate([_col(cpu, "end_ns"), c.end[recs]]).astype(np.int64)
     parts = [_cpu_edges(cpu, ev_start, ev_end)]
+    syncs = rank_syncs(ix, window.node, window.rank, window.start_ns, window.end_ns)
     if recs.size:
-        syncs = rank_syncs(ix, window.node, window.rank, window.start_ns, window.end_ns)
         parts.append(_gpu_edges(ix, window, recs, rec_ev, api_ev, syncs))
         waited, call = cpu_waits(ix, syncs, recs)
         keep = api_ev[call] >= 0
         w, a = rec_ev[waited[keep]], api_ev[call[keep]]
         parts.append(_edges(2 * w + 1, 2 * a + 1, np.zeros(w.size, np.int64), SYNC, -1))
     src, dst, weight, etype, event = (np.concatenate([p[k] for p in parts]).astype(np.int64) for k in range(5))
-    return Graph(ev_kind, ev_row, ev_start, ev_end, src, dst, np.maximum(weight, 0), etype, event)
+    weight = np.maximum(weight, 0)
+    return Graph(ev_kind, ev_row, ev_start, ev_end, src, dst, weight, etype, event, sync_records=syncs.height)
 
 
 Edges = tuple[I64, I64, I64, I64, I64]
@@ -184,13 +187,30 @@ def _cpu_edges(cpu: pl.DataFrame, ev_start: I64, ev_end: I64) -> Edges:
     into_blocking_end = ((v & 1) == 1) & blocking[v >> 1]
     weight = np.where(top_end | into_blocking_end, 0, seq_ts[pair + 1] - seq_ts[pair])
     etype = np.where(top_end, DEPENDENCY, CPU).astype(np.int64)
-    # The time between u and v lies in the innermost event open just after u.
-    points = cpu.select(pl.col(*_THREAD).gather(pl.Series(u >> 1))).with_columns(
-        t=pl.Series(seq_ts[pair], dtype=pl.Int64)
+    # The time between u and v lies in the innermost event open just after u: u's event after its start,
+    # v's after an end -> end step, else (end -> start) the parent of u's event.
+    owner = np.where(
+        (u & 1) == 0, u >> 1, np.where((v & 1) == 1, v >> 1, _parents(order, seq_thread, depth_after, n)[u >> 1])
     )
-    ranges, idx = enclosing(cpu.with_columns(ev=pl.Series(ev)), points, _THREAD, "t")
-    owner = np.where(idx >= 0, _col(ranges, "ev")[np.maximum(idx, 0)], u >> 1)
     return u, v, weight, etype, np.where(top_end, -1, owner)
+
+
+def _parents(order: I64, seq_thread: I64, depth_after: I64, n: int) -> I64:
+    """Per CPU event: its innermost enclosing event on the thread (-1 for a top-level one), from the depth-first
+    sequence: the parent is the last start before the event's start that reached the depth just above it."""
+    pos = np.empty(2 * n, np.int64)
+    pos[order] = np.arange(2 * n, dtype=np.int64)
+    start_pos = pos[:n]  # nodes 0..n-1 of the concatenation are the starts
+    level = depth_after[start_pos]  # 1 for top-level events
+    key = (seq_thread[start_pos] * (int(level.max()) + 2) + level) * (2 * n + 1)
+    ranked = np.argsort(key + start_pos)
+    sorted_keys = (key + start_pos)[ranked]
+    want = (seq_thread[start_pos] * (int(level.max()) + 2) + level - 1) * (2 * n + 1)
+    at = np.searchsorted(sorted_keys, want + start_pos, side="left") - 1
+    hit = (at >= 0) & (level > 1)
+    found = ranked[np.maximum(at, 0)]
+    same = hit & (key[found] == want)
+    return np.where(same, found, -1)
 
 
 def _queue_lengths(ix: TraceIndex, window: Window, rank_id: int) -> tuple[I64, I64]:
@@ -205,6 +225,10 @@ def _queue_lengths(ix: TraceIndex, window: Window, rank_id: int) -> tuple[I64, I
     near = (all_launch_ts <= window.end_ns) & (c.end[launched] >= window.start_ns)
     rec = launched[near]
     launch_ts = all_launch_ts[near]
+    at_launch = np.zeros(c.size, np.int64)
+    at_start = np.zeros(c.size, np.int64)
+    if rec.size == 0:  # every record of the window ends before it starts (clock skew)
+        return at_launch, at_start
     group, _ = dense_ids([c.device[rec], c.stream[rec]])
     ts = np.concatenate([launch_ts, c.start[rec]])
     delta = np.concatenate([np.ones(rec.size, np.int64), -np.ones(rec.size, np.int64)])
@@ -215,8 +239,6 @@ def _queue_lengths(ix: TraceIndex, window: Window, rank_id: int) -> tuple[I64, I
     base = np.repeat(running[heads] - delta[order][heads], np.diff(np.r_[heads, order.size]))
     value = np.empty(ts.size, np.int64)
     value[order] = running - base
-    at_launch = np.zeros(c.size, np.int64)
-    at_start = np.zeros(c.size, np.int64)
     at_launch[rec], at_start[rec] = value[: rec.size], value[rec.size :]
     return at_launch, at_start
 

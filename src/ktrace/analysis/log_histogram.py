@@ -9,7 +9,7 @@ bin of |v| is [r^k, r^(k+1)) with r = BIN_RATIO = 2^(1/128) (128 bins per doubli
 1 hour on each side). Bin codes are monotone in the value, so sorted codes are sorted values.
 
 Error bound: a bin is read back as 2 r^k r / (1 + r) (the harmonic mean of its edges), which is within
-RELATIVE_ERROR = (r - 1) / (r + 1) < 0.0028 (0.28 %) of every value in the bin. A quantile with linear
+RELATIVE_ERROR = (r - 1) / (r + 1) < 0.0028 (0.27 %) of every value in the bin. A quantile with linear
 interpolation between the order statistics x_lo and x_hi (polars' "linear", as the single-process path) is
 read back within ``RELATIVE_ERROR * max(|x_lo|, |x_hi|)`` of the exact one, which for values of one sign is
 ``RELATIVE_ERROR * |exact|``. Counts, sums, minima and maxima are not taken from the histogram: they stay exact.

@@ -115,7 +115,7 @@ def _from_allocator(ix: TraceIndex) -> MemoryTimeline:
     points = a.select("node", "rank", pl.col("pid").fill_null(-1), pl.col("tid").fill_null(-1), "ts_ns")
     op_row = operator_at(trace, points, "ts_ns")
     names = trace.ops["name"].cast(pl.String)
-    operator = pl.Series("operator", [None] * a.height, pl.String)
+    operator = pl.repeat(None, a.height, dtype=pl.String, eager=True).alias("operator")
     if (op_row >= 0).any():
         operator = names.gather(pl.Series(np.maximum(op_row, 0))).set(pl.Series(op_row < 0), None)
     events = allocated_after(
@@ -128,13 +128,13 @@ def _from_allocator(ix: TraceIndex) -> MemoryTimeline:
             "bytes",
             "total_allocated",
             pl.col("total_reserved").alias("reserved_bytes"),
-        ).with_columns(operator.alias("operator"))  # fmt: skip
+        ).with_columns(operator.alias("operator"))
     )
     addresses = events["address"].null_count() == 0
     events = _with_never_freed(events) if addresses else events.with_columns(never_freed=pl.lit(None, pl.Boolean))
     span = trace.span_ns()
     seconds = (span[1] - span[0]) / 1e9 if span and span[1] > span[0] else float("nan")
-    alloc = pl.col("bytes") > 0
+    alloc, free = pl.col("bytes") > 0, pl.col("bytes") < 0
     nf = pl.col("never_freed")
     per_device = (
         events.group_by(_DEVICE, maintain_order=True)
@@ -145,9 +145,9 @@ def _from_allocator(ix: TraceIndex) -> MemoryTimeline:
             peak_reserved_bytes=pl.col("reserved_bytes").get(pl.col("allocated_bytes").arg_max()),
             end_allocated_bytes=pl.col("allocated_bytes").last(),
             allocations=alloc.sum().cast(pl.Int64),
-            frees=(~alloc).sum().cast(pl.Int64),
+            frees=free.sum().cast(pl.Int64),
             allocated_bytes=pl.col("bytes").filter(alloc).sum(),
-            freed_bytes=-pl.col("bytes").filter(~alloc).sum(),
+            freed_bytes=-pl.col("bytes").filter(free).sum(),
             never_freed=nf.sum().cast(pl.Int64) if addresses else pl.lit(None, pl.Int64),
             never_freed_bytes=pl.col("bytes").filter(nf).sum() if addresses else pl.lit(None, pl.Int64),
         )

@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from ktrace.analysis.breakdown import temporal_breakdown
 from ktrace.analysis.idle import device_idle_breakdown
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.kernels import kernel_stats, top_kernels
@@ -55,7 +56,8 @@ class RankPartial:
     kernel_totals: pl.DataFrame
     """kernels.kernel_stats' exact columns per name: name, count, total_ns, min_ns, max_ns."""
     kernel_histogram: pl.DataFrame
-    """Kernel durations per name on log bins (log_histogram.histogram): name, bin, count."""
+    """Kernel durations per name on log bins (log_histogram.histogram): name_id (the row of the name in
+    kernel_totals: a long name travels once, not once per bin), bin, count."""
     rank_kernels: pl.DataFrame
     """kernels.top_kernels(per_rank=True, top=RANK_KERNELS, other=False): node, rank, name, count, total_ns."""
     latency_totals: pl.DataFrame
@@ -71,6 +73,8 @@ class RankPartial:
     """steps.step_stats per rank."""
     overlap: pl.DataFrame
     """overlap.comm_compute_overlap per rank."""
+    breakdown: pl.DataFrame
+    """breakdown.temporal_breakdown per rank (the CommNotOverlapped rule's input)."""
     balance: pl.DataFrame
     """ranks.load_balance(span=job_span).per_rank."""
     counter_histograms: dict[str, npt.NDArray[np.int64]]
@@ -112,7 +116,7 @@ def rank_partial(
         busy=busy_time(trace, per="device", index=ix),
         idle=device_idle_breakdown(trace, index=ix),
         kernel_totals=stats.select("name", "count", "total_ns", "min_ns", "max_ns"),
-        kernel_histogram=_kernel_histogram(trace),
+        kernel_histogram=_kernel_histogram(trace, stats["name"]),
         rank_kernels=top_kernels(trace, top=RANK_KERNELS, per_rank=True, other=False, index=ix).select(
             "node", "rank", "name", "count", "total_ns"
         ),
@@ -122,6 +126,7 @@ def rank_partial(
         step_spans=normalize_steps(found),
         step_stats=step_stats(trace, steps=found),
         overlap=comm_compute_overlap(trace, index=ix),
+        breakdown=temporal_breakdown(trace, index=ix),
         balance=load_balance(trace, pattern=steps_pattern, span=job_span, index=ix).per_rank,
         counter_histograms=utilization_histograms(counters),
         busy_histograms=utilization_histograms(fractions),
@@ -129,9 +134,11 @@ def rank_partial(
     )
 
 
-def _kernel_histogram(trace: Trace) -> pl.DataFrame:
+def _kernel_histogram(trace: Trace, names: pl.Series) -> pl.DataFrame:
+    ids = pl.DataFrame({"name": names}).with_row_index("name_id").with_columns(pl.col("name_id").cast(pl.Int32))
     k = trace.kernels.select(pl.col("name").cast(pl.String), duration_ns=pl.col("end_ns") - pl.col("start_ns"))
-    return histogram(k, ["name"], "duration_ns")
+    coded = k.join(ids, on="name", how="left", nulls_equal=True).select("name_id", "duration_ns")
+    return histogram(coded, ["name_id"], "duration_ns")
 
 
 def _first_runs(ix: TraceIndex) -> pl.DataFrame:

@@ -3,7 +3,7 @@
 Exact (equal to `summarize()` of the whole job in one process): ranks, kernels, job phases, busy and idle per
 device and their causes, kernel counts/sums/min/max/mean and shares, latency counts, queued counts, means and
 maxima, step statistics per rank, comm/compute overlap per rank, load balance (busy and step spreads, the
-utilization-histogram distance). Within log_histogram.RELATIVE_ERROR (< 0.28 %, see there): the kernel p50/p95
+utilization-histogram distance). Within log_histogram.RELATIVE_ERROR (< 0.27 %, see there): the kernel p50/p95
 and the latency percentiles, read back from merged log-bin histograms.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -18,10 +19,11 @@ import polars as pl
 
 from ktrace.analysis.kernels import top_of_stats
 from ktrace.analysis.latency import QUANTILES
-from ktrace.analysis.log_histogram import grouped_quantiles, merge_histograms
+from ktrace.analysis.log_histogram import RELATIVE_ERROR, grouped_quantiles, merge_histograms
 from ktrace.analysis.phases import JobPhases, phases_of
 from ktrace.analysis.rank_partials import LATENCY_METRICS, RankPartial
 from ktrace.analysis.ranks import HIST_BINS, LoadBalance, balance_of
+from ktrace.analysis.summary import record_to_dict
 
 STRAGGLER_RATIO = 1.10
 """A rank is a straggler when its mean step time is this many times the median rank's (or, without steps,
@@ -29,6 +31,19 @@ its busy time is): 10 % slower than the typical rank."""
 _SOURCE_ORDER = ("profiler_step", "annotation", "periodic")
 _PATTERN_SOURCE_ORDER = ("annotation", "profiler_step", "periodic")
 _STEP_COLUMNS = ("step_mean_ns", "step_p50_ns")
+_KERNEL_STATS = (
+    "name",
+    "count",
+    "total_ns",
+    "min_ns",
+    "mean_ns",
+    "p50_ns",
+    "p95_ns",
+    "max_ns",
+    "time_share",
+    "count_share",
+)
+"""kernels.kernel_stats' columns, in its order."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +68,8 @@ class FleetSummary:
     """Step spans per rank (node, rank, step, name, start_ns, end_ns): the rank x step grid of the views."""
     step_stats: pl.DataFrame
     overlap: pl.DataFrame
+    breakdown: pl.DataFrame
+    """breakdown.temporal_breakdown per rank."""
     load_balance: LoadBalance | None
     """As Summary's: only with 2 or more ranks."""
     rank_table: pl.DataFrame
@@ -78,8 +95,6 @@ most this many ranks' worth, not every rank's histograms."""
 class _Fold:
     """The reduce's running state: per-rank rows kept, histograms and totals merged as partials arrive."""
 
-    parts: list[RankPartial] = field(default_factory=list)
-    """Partials not yet compacted."""
     per_rank: list[_RankRows] = field(default_factory=list)
     kernels: int = 0
     spans: list[tuple[int, int]] = field(default_factory=list)
@@ -97,7 +112,7 @@ class _Fold:
         self.kernels += p.kernels
         self.spans += [p.span] if p.span is not None else []
         self.kernel_totals.append(p.kernel_totals)
-        self.kernel_histogram.append(p.kernel_histogram)
+        self.kernel_histogram.append(_named(p.kernel_histogram, p.kernel_totals["name"]))
         self.latency_totals.append(p.latency_totals)
         self.latency_histogram.append(p.latency_histogram)
         _add_histograms(self.counters, p.counter_histograms)
@@ -125,8 +140,14 @@ class _RankRows:
     step_spans: pl.DataFrame
     step_stats: pl.DataFrame
     overlap: pl.DataFrame
+    breakdown: pl.DataFrame
     balance: pl.DataFrame
     top_kernels: pl.DataFrame
+
+    def order(self) -> tuple[str, int]:
+        """The first (node, rank) of the partial (partials arrive in any order)."""
+        first = self.rank_pairs.sort("node", "rank").head(1)
+        return (str(first["node"][0]), int(first["rank"][0])) if first.height else ("", -(2**31))
 
     @staticmethod
     def of(p: RankPartial) -> _RankRows:
@@ -138,6 +159,7 @@ class _RankRows:
             p.step_spans,
             p.step_stats,
             p.overlap,
+            p.breakdown,
             p.balance,
             p.rank_kernels,
         )
@@ -152,17 +174,22 @@ def reduce_partials(partials: Iterable[RankPartial], *, top: int = 15) -> FleetS
 
     Returns:
         FleetSummary.
+
+    Raises:
+        ValueError: no partial.
     """
     fold = _Fold()
     for p in partials:
         fold.add(p)
+    if not fold.per_rank:
+        raise ValueError("reduce_partials needs the partial of at least one rank")
     fold.compact()
-    rows = fold.per_rank
+    rows = sorted(fold.per_rank, key=_RankRows.order)  # per-rank frames in (node, rank) order, as one process has
     pairs = _concat([r.rank_pairs for r in rows]).unique().sort("node", "rank")
     ranks = int((pairs["rank"] >= 0).sum()) if pairs.height else 0
     source = _step_source([r.step_source for r in rows], fold.pattern)
     kept = [r for r in rows if r.step_source == source]
-    steps = _concat([r.step_spans for r in kept], rows[0].step_spans if rows else None)
+    steps = _concat([r.step_spans for r in kept], rows[0].step_spans)
     stats = _kernel_stats(fold)
     balance = _balance(rows, source)
     idle = _concat([r.idle for r in rows])
@@ -178,8 +205,9 @@ def reduce_partials(partials: Iterable[RankPartial], *, top: int = 15) -> FleetS
         top_by_count=top_of_stats(stats, by="count", top=top),
         latency=_latency(fold),
         steps=steps,
-        step_stats=_concat([r.step_stats for r in kept], rows[0].step_stats if rows else None),
+        step_stats=_concat([r.step_stats for r in kept], rows[0].step_stats),
         overlap=overlap,
+        breakdown=_concat([r.breakdown for r in rows]),
         load_balance=_load_balance(fold, balance) if ranks > 1 else None,
         rank_table=_rank_table(balance, overlap, idle),
         rank_idle=_rank_idle(idle),
@@ -193,6 +221,12 @@ def _concat(frames: Sequence[pl.DataFrame], empty: pl.DataFrame | None = None) -
     if not found:
         return (frames[0] if frames else (empty if empty is not None else pl.DataFrame())).clear()
     return pl.concat(found, how="vertical_relaxed")
+
+
+def _named(hist: pl.DataFrame, names: pl.Series) -> pl.DataFrame:
+    """A partial's kernel histogram keyed by name again (it travels keyed by the name's row in kernel_totals)."""
+    lookup = pl.DataFrame({"name": names}).with_row_index("name_id").with_columns(pl.col("name_id").cast(pl.Int32))
+    return hist.join(lookup, on="name_id", how="left").select("name", "bin", "count")
 
 
 def _step_source(sources: Sequence[str], pattern: str | None) -> str:
@@ -216,7 +250,7 @@ def _kernel_stats(fold: _Fold) -> pl.DataFrame:
     if merged.height == 0:
         return merged.with_columns(
             *[pl.lit(None, pl.Float64).alias(c) for c in ("mean_ns", "p50_ns", "p95_ns", "time_share", "count_share")]
-        )
+        ).select(_KERNEL_STATS)
     (hist,) = fold.kernel_histogram
     q = grouped_quantiles(hist, ["name"], (0.5, 0.95), "d").rename({"d_p50": "p50_ns", "d_p95": "p95_ns"})
     return (
@@ -226,9 +260,7 @@ def _kernel_stats(fold: _Fold) -> pl.DataFrame:
             time_share=pl.col("total_ns") / pl.col("total_ns").sum(),
             count_share=pl.col("count") / pl.col("count").sum(),
         )
-        .select(
-            "name", "count", "total_ns", "min_ns", "mean_ns", "p50_ns", "p95_ns", "max_ns", "time_share", "count_share"
-        )
+        .select(_KERNEL_STATS)
         .sort(["total_ns", "name"], descending=[True, False])
     )
 
@@ -311,3 +343,11 @@ def _rank_table(balance: pl.DataFrame, overlap: pl.DataFrame, idle: pl.DataFrame
     return table.with_columns(slowdown=slowdown).with_columns(
         straggler=pl.col("slowdown").fill_null(0.0) >= STRAGGLER_RATIO
     )
+
+
+def fleet_to_dict(fleet: FleetSummary) -> dict[str, Any]:
+    """A stable, JSON-ready dict of a FleetSummary, as summary_to_dict (step spans left out, the rank x step
+    grid being long at thousands of ranks; the per-rank step statistics stay), with the quantiles' bound."""
+    out = record_to_dict(fleet)
+    out["quantile_relative_error"] = round(RELATIVE_ERROR, 6)
+    return dict(sorted(out.items()))

@@ -41,6 +41,16 @@ class LoadBalance:
 _BALANCE = Slot[LoadBalance]("load_balance")
 
 
+_RANK_BUSY = Slot[tuple[pl.DataFrame, dict[str, npt.NDArray[np.float64]]]]("rank_busy")
+
+
+def _shared_rank_busy(
+    ix: TraceIndex, bins: int, span: tuple[int, int] | None
+) -> tuple[pl.DataFrame, dict[str, npt.NDArray[np.float64]]]:
+    """_rank_busy shared through the index (load_balance and a fleet partial's utilization_samples both read it)."""
+    return ix.get(_RANK_BUSY, lambda: _rank_busy(ix, bins, span), bins, span)
+
+
 def _rank_busy(
     ix: TraceIndex, bins: int, span: tuple[int, int] | None
 ) -> tuple[pl.DataFrame, dict[str, npt.NDArray[np.float64]]]:
@@ -77,7 +87,7 @@ def utilization_samples(
     each of `bins` bins of `span` (default the trace's) per "node/rank", from the span's start to the trace's last
     GPU record)."""
     ix = TraceIndex.of(trace, index)
-    return _counter_utilization(trace), _rank_busy(ix, bins, span)[1]
+    return _counter_utilization(trace), _shared_rank_busy(ix, bins, span)[1]
 
 
 def utilization_histograms(samples: dict[str, npt.NDArray[np.float64]]) -> dict[str, npt.NDArray[np.int64]]:
@@ -144,7 +154,7 @@ def load_balance(
 
 def _load_balance(ix: TraceIndex, found: pl.DataFrame, bins: int, span: tuple[int, int] | None) -> LoadBalance:
     trace = ix.trace
-    busy, fractions = _rank_busy(ix, bins, span)
+    busy, fractions = _shared_rank_busy(ix, bins, span)
     dur = pl.col("end_ns") - pl.col("start_ns")
     step_stats = found.group_by(["node", "rank"]).agg(
         steps=pl.len().cast(pl.Int64),

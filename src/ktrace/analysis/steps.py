@@ -237,7 +237,11 @@ def step_outliers(
     Returns:
         The steps frame plus mean_ns, std_ns, z, is_outlier.
     """
-    s = _steps(trace, steps, index)
+    return flag_step_outliers(_steps(trace, steps, index), stddev)
+
+
+def flag_step_outliers(s: pl.DataFrame, stddev: float = 3.0) -> pl.DataFrame:
+    """step_outliers of a steps frame (node, rank, duration_ns, ...): a trace's, or a fleet's reduced steps."""
     d = pl.col("duration_ns").cast(pl.Float64)
     s = s.with_columns(mean_ns=d.mean().over("node", "rank"), std_ns=d.std().over("node", "rank"))
     return s.with_columns(

@@ -12,6 +12,8 @@ import polars as pl
 
 from ktrace.analysis.annotation_histograms import AnnotationHistogram, annotation_histogram
 from ktrace.analysis.counters import counter_stats
+from ktrace.analysis.critical_path import CriticalPath, critical_path
+from ktrace.analysis.critical_path_summary import critical_path_dict, critical_path_notes
 from ktrace.analysis.distributions import activity_distribution, memory_distribution
 from ktrace.analysis.idle import device_idle_breakdown
 from ktrace.analysis.index import TraceIndex
@@ -74,6 +76,8 @@ class Summary:
     """kernel_sequences.kernel_sequences: the most frequent runs of consecutive kernels per stream."""
     memory_timeline: MemoryTimeline | None = None
     """memory_timeline.memory_timeline: GPU memory over time, its peak and who allocated it (None without data)."""
+    critical_path: CriticalPath | None = None
+    """critical_path.critical_path: the median step's critical path (None without CPU events)."""
     annotations: tuple[AnnotationHistogram, ...] = ()
     notes: tuple[str, ...] = ()
     stragglers: Stragglers | None = None
@@ -109,6 +113,7 @@ def summarize(
         # shared intermediate arrays are computed once (the index waits for a result another thread computes)
         latency = pool.submit(latency_stats, trace, by="kind", graph_runs="first", index=ix)
         idle = pool.submit(device_idle_breakdown, trace, index=ix)
+        path_job = pool.submit(critical_path, trace, steps_pattern=steps_pattern, index=ix)
         raw_steps = detect_steps(trace, pattern=steps_pattern, index=ix)
         steps = step_spans(trace, pattern=steps_pattern, index=ix)
         stats = kernel_stats(trace, index=ix)
@@ -118,6 +123,7 @@ def summarize(
         operators = operator_summary(trace, top=top, index=ix)
         sequences = kernel_sequences(trace, index=ix)
         memory_use = memory_timeline(trace, index=ix)
+        path = path_job.result()
         return Summary(
             source=trace.meta.source,
             ranks=n_ranks,
@@ -140,10 +146,12 @@ def summarize(
             operators=operators,
             kernel_sequences=sequences,
             memory_timeline=memory_use,
+            critical_path=path,
             annotations=tuple(annotation_histogram(trace, p, bins=annotation_bins) for p in annotations),
             notes=tuple(trace.meta.notes)
             + _absent_notes(operators, sequences)
-            + ((NO_MEMORY_TIMELINE,) if memory_use is None else ()),
+            + ((NO_MEMORY_TIMELINE,) if memory_use is None else ())
+            + critical_path_notes(path),
             stragglers=stragglers(trace, index=ix) if n_ranks > 1 else None,
         )
 
@@ -268,6 +276,7 @@ _FIELD_DICTS: dict[str, Callable[[Any], Any]] = {
     "kernel_sequences": _sequences_dict,
     "stragglers": _stragglers_dict,
     "memory_timeline": lambda m: None if m is None else memory_timeline_dict(m, frame_records),
+    "critical_path": lambda cp: critical_path_dict(cp),
     "annotations": lambda hs: [_histogram_dict(h) for h in hs],
 }
 """Summary fields with their own JSON form (the rest: frames as rows, tuples as lists, values as they are)."""
@@ -279,10 +288,16 @@ def summary_to_dict(summary: Summary) -> dict[str, Any]:
 
     Step spans are left out (they can be long); step statistics stay.
     """
+    return record_to_dict(summary)
+
+
+def record_to_dict(record: Any, skip: tuple[str, ...] = ("steps",)) -> dict[str, Any]:
+    """summary_to_dict of any dataclass built of Summary's kinds of fields (the fleet's FleetSummary too), its
+    fields in `skip` left out."""
     out: dict[str, Any] = {}
-    for f in fields(summary):
-        value = getattr(summary, f.name)
-        if f.name == "steps":
+    for f in fields(record):
+        value = getattr(record, f.name)
+        if f.name in skip:
             continue
         convert = _FIELD_DICTS.get(f.name)
         if convert is not None:

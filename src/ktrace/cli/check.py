@@ -9,6 +9,12 @@ examples:
   ktrace check run.ktrace --rules rules.toml --set StepOutlier.n_outliers=3
   ktrace check --list-rules                            every rule with its parameters and defaults
   ktrace check run.ktrace --json                       findings as JSON
+  ktrace check job.ktrace --workers 8                  a many-rank store, rank by rank
+
+On a .ktrace store of 16 ranks or more (or with --workers/--cluster) the rules run on the tables reduced from
+every rank (ktrace.fleet): those that can (StepOutlier, MaxInitializationTime, LoadBalancing, CommNotOverlapped)
+run, every other rule is reported as skipped with the reason (it needs the single-process path); the tally line
+names the engine.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ import argparse
 import json
 import sys
 
+from ktrace.cli.fleet_options import add_engine_arguments, fleet_summary_of
 from ktrace.cli.options import add_json_flag, add_no_ops_flag, add_trace_argument, open_trace
 from ktrace.cli.rules_options import add_rules_arguments, rules_config
 from ktrace.model.errors import ExitCode, KtraceError
@@ -36,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_json_flag(parser, "the findings as JSON")
     parser.add_argument("--list-rules", action="store_true", help="list every rule with its parameters and exit")
     parser.add_argument("--verbose", "-v", action="store_true", help="also print rules that passed or were skipped")
+    add_engine_arguments(parser)
 
 
 def list_rules() -> str:
@@ -67,11 +75,17 @@ def run(args: argparse.Namespace) -> int:
     if not args.trace:
         raise KtraceError("a TRACE is required (or --list-rules)", ExitCode.USAGE)
     config = rules_config(args)
-    from ktrace.cli.progress import progress_bar
+    fleet = fleet_summary_of(args)
+    if fleet is not None:
+        from ktrace.analysis.rules.fleet_rules import run_fleet_rules
 
-    trace = open_trace(args.trace, with_ops=not args.no_ops)
-    with progress_bar("checking"):
-        report = run_rules(trace, config)
+        report = run_fleet_rules(fleet, config)
+    else:
+        from ktrace.cli.progress import progress_bar
+
+        trace = open_trace(args.trace, with_ops=not args.no_ops)
+        with progress_bar("checking"):
+            report = run_rules(trace, config)
     from ktrace.model.display_text import printable
 
     if args.json:
@@ -88,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
     n = {s: sum(1 for f in report.findings if f.severity == s) for s in ("error", "warning", "info")}
     print(
         f"{len(report.results)} rules: {n['error']} errors, {n['warning']} warnings, {n['info']} notes"
-        + (f"; failing (--fail-on {args.fail_on})" if fail else ""),
+        + (f"; failing (--fail-on {args.fail_on})" if fail else "")
+        + (f"; rank by rank on {fleet.engine} (rules on events skipped)" if fleet is not None else ""),
         file=sys.stderr,
     )
     return int(ExitCode.FINDINGS) if fail else 0

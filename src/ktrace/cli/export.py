@@ -19,6 +19,7 @@ examples:
   ktrace export run.ktrace -o cut.pftrace --window 1.5:3 --ranks 0,1
                                                               seconds 1.5 to 3 after the trace start, ranks 0 and 1
   ktrace export run.ktrace -o run.pftrace --findings          rule findings as instant events
+  ktrace export run.ktrace -o run.pftrace --critical-path     the median step's critical path as markers
 """
 
 from __future__ import annotations
@@ -58,6 +59,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ranks", metavar="LIST", help="keep only these ranks, e.g. 0,1,3 or 0-3")
     parser.add_argument(
         "--findings", action="store_true", help="run the rules and draw their findings as instant events (perfetto)"
+    )
+    parser.add_argument(
+        "--critical-path",
+        action="store_true",
+        help="mark the critical path of the median step (runs of CPU, launch, gap and GPU time) as instant "
+        "events on the Findings track (perfetto)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -127,6 +134,18 @@ def load_findings(trace: Any) -> list[Any]:
     return list(getattr(result, "findings", result))
 
 
+def critical_path_findings(trace: Any) -> list[Any]:
+    """Markers of the median step's critical path (analysis.critical_path_marks), [] when there is none."""
+    from ktrace.analysis.critical_path import critical_path
+    from ktrace.analysis.critical_path_marks import path_marks
+
+    cp = critical_path(trace)
+    if cp is None:
+        print("ktrace export: note: no critical path (no CPU operators or runtime calls)", file=sys.stderr)
+        return []
+    return list(path_marks(cp))
+
+
 def run(args: argparse.Namespace) -> int:
     """Open, cut, export; print one line saying what was written."""
     from ktrace.cli.progress import progress_bar
@@ -151,6 +170,8 @@ def run(args: argparse.Namespace) -> int:
         if args.findings:
             with progress_bar("checking rules", enabled=False if args.no_progress else None):
                 findings = load_findings(trace)
+        if args.critical_path:
+            findings += critical_path_findings(trace)
     if findings and fmt != "perfetto":
         print(f"ktrace export: note: findings are drawn only in perfetto exports, not {fmt}", file=sys.stderr)
     with progress_bar(f"writing {output}", enabled=False if args.no_progress else None) as bar, target:

@@ -12,6 +12,12 @@ examples:
   ktrace report worker0.pt.trace.json.gz -o report.md --format md
   ktrace report run.ktrace --format json > report.json
   ktrace report run.ktrace -o r.html --rules rules.toml --set GPUGaps.gap_ms=50 --annotate 'backward'
+  ktrace report job.ktrace -o fleet.html --workers 8   a many-rank store, rank by rank
+
+A .ktrace store of 16 ranks or more (or with --workers/--cluster) is analysed rank by rank (ktrace.fleet): the
+report then has the fleet's tables (phases, idle causes, top kernels, latency, ranks slowest first, load balance)
+and the rules that run on reduced tables; the others are listed as needing the single-process path. Its JSON has
+"fleet" where the single-process report has "summary".
 """
 
 from __future__ import annotations
@@ -22,11 +28,14 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ktrace.cli.fleet_options import add_engine_arguments, fleet_summary_of
 from ktrace.cli.options import add_no_ops_flag, add_trace_argument, open_trace
 from ktrace.cli.rules_options import add_rules_arguments, rules_config
 from ktrace.model.errors import ExitCode, KtraceError
 
 if TYPE_CHECKING:
+    from ktrace.analysis.rank_reduce import FleetSummary
+    from ktrace.analysis.rules.engine import RulesReport
     from ktrace.report.content import Report
 
 FORMATS = ("html", "md", "json")
@@ -61,6 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="replace the output file if it exists and is a ktrace report of the same format",
     )
     add_rules_arguments(parser)
+    add_engine_arguments(parser)
 
 
 def output_format(args: argparse.Namespace) -> str:
@@ -69,6 +79,17 @@ def output_format(args: argparse.Namespace) -> str:
         return str(args.format)
     suffix = Path(args.output).suffix.lower() if args.output else ""
     return {".md": "md", ".markdown": "md", ".json": "json"}.get(suffix, "html")
+
+
+def render_fleet(fleet: FleetSummary, rules: RulesReport, fmt: str, title: str) -> str:
+    """The fleet report (a many-rank store analysed rank by rank) in format `fmt`."""
+    from ktrace.report.fleet_report import render_fleet_html, render_fleet_json, render_fleet_markdown
+
+    if fmt == "md":
+        return render_fleet_markdown(fleet, rules, title)
+    if fmt == "json":
+        return render_fleet_json(fleet, rules, title)
+    return render_fleet_html(fleet, rules, title)
 
 
 def render(report: Report, fmt: str) -> str:
@@ -103,18 +124,26 @@ def run(args: argparse.Namespace) -> int:
     # Checked and locked before the analysis, not after it.
     output = None if target is None else outputs.Output(target, kind, force=args.force, inputs=[Path(args.trace)])
     with output.preparing() if output else contextlib.nullcontext():
-        trace = open_trace(args.trace, with_ops=not args.no_ops)
-        with progress_bar("analysing") as bar:
-            report = build_report(
-                trace, config=config, annotations=tuple(args.annotate), top=args.top, title=args.title, progress=bar
-            )
-        text = render(report, fmt)
+        fleet = None if args.annotate else fleet_summary_of(args, top=args.top)
+        if fleet is not None:
+            from ktrace.analysis.rules.fleet_rules import run_fleet_rules
+
+            rules = run_fleet_rules(fleet, config)
+            text = render_fleet(fleet, rules, fmt, args.title)
+        else:
+            trace = open_trace(args.trace, with_ops=not args.no_ops)
+            with progress_bar("analysing") as bar:
+                report = build_report(
+                    trace, config=config, annotations=tuple(args.annotate), top=args.top, title=args.title, progress=bar
+                )
+            text = render(report, fmt)
+            rules = report.dashboard.rules
     if output is None:
         sys.stdout.write(text)
         return 0
     with output:
         outputs.write_atomically(output.target, text.encode())
-    counts = finding_counts(report.dashboard.rules)
+    counts = finding_counts(rules)
     print(
         f"wrote {target} ({len(text.encode()) / 1e6:.1f} MB): {counts.error} errors, "
         f"{counts.warning} warnings, {counts.info} notes",

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ktrace.analysis.rank_partials import RankPartial, rank_partial
-from ktrace.analysis.rank_reduce import FleetSummary, reduce_partials
+from ktrace.analysis.rank_reduce import FleetSummary, fleet_to_dict, reduce_partials
 from ktrace.fleet.engines import Engine, open_engine
 from ktrace.model import store
 from ktrace.model.errors import TraceFormatError
@@ -90,6 +90,15 @@ def summarize_store(
     partials: Iterator[RankPartial] = (p for _, p in engine.map(partition_partial, tasks, describe=PartitionTask.label))
     summary = reduce_partials(partials, top=top)
     return dataclasses.replace(summary, engine=engine_label(engine))
+
+
+def same_results(a: FleetSummary, b: FleetSummary) -> bool:
+    """Whether two fleet summaries of one store (from different engines) hold the same numbers: their JSON
+    (rank_reduce.fleet_to_dict) but for the engine's name. benchmarks/fleet.py prints it as "results identical"."""
+    left, right = fleet_to_dict(a), fleet_to_dict(b)
+    left.pop("engine")
+    right.pop("engine")
+    return left == right
 
 
 def engine_label(engine: Engine) -> str:

@@ -99,14 +99,19 @@ def report_document(report: Report) -> dict[str, Any]:
         },
         "rank_heatmap": rank_heatmap_dict(dashboard.rank_heatmap),
         "rules": report_to_dict(dashboard.rules),
-        "rule_docs": {
-            r.name: {
-                "params": [{"name": p.name, "default": p.default, "doc": p.doc} for p in r.params],
-                "source": r.source,
-                "severity": r.severity,
-            }
-            for r in all_rules()
-        },
+        "rule_docs": rule_docs(),
+    }
+
+
+def rule_docs() -> dict[str, Any]:
+    """Every rule's parameters (name, default, doc), source and severity: the JSON reports' "rule_docs"."""
+    return {
+        r.name: {
+            "params": [{"name": p.name, "default": p.default, "doc": p.doc} for p in r.params],
+            "source": r.source,
+            "severity": r.severity,
+        }
+        for r in all_rules()
     }
 
 

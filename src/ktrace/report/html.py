@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ktrace.report import critical_path_view
 from ktrace.report.content import Report
 from ktrace.report.identity import identity_line
 from ktrace.report.memory import memory_section
@@ -83,6 +84,7 @@ def all_sections(report: Report) -> list[Section]:
         rules_summary(report, ordered),
         dashboard(report),
         *([ranks] if ranks else []),
+        critical_path_view.html_section(report),
         operators_section(report),
         memory_section(report.dashboard.summary),
         *(rule_section(r) for r in ordered),

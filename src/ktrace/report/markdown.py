@@ -12,7 +12,7 @@ from ktrace.analysis.dashboard import StepHistogram
 from ktrace.analysis.phases import step_source_note
 from ktrace.analysis.rules.base import Evidence, RuleResult
 from ktrace.model.display_text import printable
-from ktrace.report import memory
+from ktrace.report import critical_path_view, memory
 from ktrace.report.content import Report
 from ktrace.report.format import fmt_ns, fmt_num, fmt_time_range
 from ktrace.report.identity import identity_line
@@ -323,13 +323,27 @@ def _memory(report: Report) -> list[str]:
     return out
 
 
+def _critical_path(report: Report) -> list[str]:
+    return critical_path_view.markdown_lines(report.dashboard.summary.critical_path, md_table, cell)
+
+
 def render_markdown(report: Report) -> str:
     """The report as one Markdown document."""
     out = [f"# {cell(report.title, 200)}", ""]
     about = identity_line(report.identity)
     if about:
         out += [" · ".join(f"**{cell(k)}** {cell(v, 400)}" for k, v in about), ""]
-    for part in (_job, _system, _framework, _rules_summary, _dashboard, ranks_markdown, _operators, _memory):
+    for part in (
+        _job,
+        _system,
+        _framework,
+        _rules_summary,
+        _dashboard,
+        ranks_markdown,
+        _critical_path,
+        _operators,
+        _memory,
+    ):
         out += part(report)
     out += ["## Rules", ""]
     for result in report.dashboard.rules.results:

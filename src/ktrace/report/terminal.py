@@ -21,6 +21,7 @@ from ktrace.analysis.stragglers import Stragglers
 from ktrace.analysis.summary import Summary
 from ktrace.analysis.units import format_bytes
 from ktrace.model.display_text import printable, printable_tree
+from ktrace.report import critical_path_view
 from ktrace.report.format import fmt_ns as format_ns
 from ktrace.report.rank_rows import BASIS_NOTE, rest_note, straggler_rows
 from ktrace.report.rows import json_float, phase_rows, rows
@@ -262,7 +263,7 @@ _LATENCY_METRICS = (
 )
 
 
-def _latency_rows(wide: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def latency_rows(wide: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """latency_stats' wide rows (one per kind) as one row per (kind, definition)."""
     out = []
     for row in wide:
@@ -301,9 +302,9 @@ def _operator_rows(ops: OperatorSummary | None) -> list[dict[str, Any]] | None:
     if ops is None:
         return None
     by_gpu, by_cpu = OPERATOR_ROWS
-    top = _text_rows(ops.top_by_gpu_time)[:by_gpu]
+    top = text_rows(ops.top_by_gpu_time)[:by_gpu]
     shown = {r["name"] for r in top}
-    top += [r for r in _text_rows(ops.top_by_cpu_self_time) if r["name"] not in shown][:by_cpu]
+    top += [r for r in text_rows(ops.top_by_cpu_self_time) if r["name"] not in shown][:by_cpu]
     return [
         {
             "name": r["name"],
@@ -317,7 +318,7 @@ def _operator_rows(ops: OperatorSummary | None) -> list[dict[str, Any]] | None:
     ]
 
 
-def _text_rows(frame: pl.DataFrame | None) -> list[dict[str, Any]]:
+def text_rows(frame: pl.DataFrame | None) -> list[dict[str, Any]]:
     """A summary frame's rows (as in the JSON) with every trace string made printable for the terminal."""
     printable_rows: list[dict[str, Any]] = printable_tree(rows(frame))
     return printable_rows
@@ -337,10 +338,12 @@ def _header(console: Console, summary: Summary) -> None:
     print_table(console, "job phases", phase_shares, share_bar="share")
 
 
-def _load_balance(console: Console, balance: LoadBalance | None) -> None:
+def print_load_balance(console: Console, balance: LoadBalance | None, *, per_rank: bool = True) -> None:
+    """The load-balance table (unless not `per_rank`) and its spreads (nothing with fewer than 2 ranks)."""
     if balance is None:
         return
-    print_table(console, "load balance across ranks", _text_rows(balance.per_rank))
+    if per_rank:
+        print_table(console, "load balance across ranks", text_rows(balance.per_rank))
     distance = json_float(balance.histogram_distance)
     console.print(
         f"busy spread {_cell('busy_share', json_float(balance.busy_spread))}   step spread "
@@ -353,11 +356,25 @@ def _load_balance(console: Console, balance: LoadBalance | None) -> None:
 def _stragglers(console: Console, lag: Stragglers | None) -> None:
     if lag is None:
         return
-    found, rest = straggler_rows(lag, TERMINAL_STRAGGLERS)
-    columns = ["node", "rank", "slower_pct", "work_mean_ns", "slowest_steps", "causes"]
-    print_table(console, f"stragglers ({BASIS_NOTE[lag.basis]})", printable_tree(found), columns)
+    found: list[dict[str, Any]] = printable_tree(straggler_rows(lag, TERMINAL_STRAGGLERS)[0])
+    rest = lag.table.height - len(found)
+    columns = ["node", "rank", "slower_pct", "work_mean_ns", "step_mean_ns", "slowest_steps"]
+    print_table(console, f"stragglers ({BASIS_NOTE[lag.basis]})", found, columns)
+    for row in found:  # the causes on lines of their own: kernel names need the width a table column lacks
+        if row["causes"]:
+            console.print(Text(f"  why {row['node']}/{row['rank']}: {row['causes']}"))
     if rest:
         console.print(f"[dim]{escape(rest_note(rest, 'ranks'))}[/]")
+
+
+def _critical_path(console: Console, summary: Summary) -> None:
+    cp = summary.critical_path
+    if cp is None:
+        return
+    console.print(Text(printable(critical_path_view.headline(cp))))
+    print_table(console, "critical path: composition", critical_path_view.composition_rows(cp), share_bar="share")
+    print_table(console, "critical path: top items", critical_path_view.item_rows(cp, 5), share_bar="share")
+    print_table(console, "critical path: what if (new longest path)", critical_path_view.what_if_rows(cp))
 
 
 def render_summary(summary: Summary, console: Console) -> None:
@@ -367,28 +384,28 @@ def render_summary(summary: Summary, console: Console) -> None:
         console,
         "active time (timeline = busy/span; counter = share of samples > 0 %; mean util = mean "
         "sample, lower than the active share when the device is partly busy)",
-        _text_rows(summary.active),
+        text_rows(summary.active),
         ["resource", "method", "node", "rank", "instance", "active_share", "mean_util"],
         "active_share",
     )
     print_table(
         console,
         "GPU busy / idle per device",
-        _text_rows(summary.busy),
+        text_rows(summary.busy),
         ["node", "rank", "device", "busy_ns", "idle_ns", "span_ns", "busy_pct", "records"],
     )
     print_table(
         console,
         "GPU idle by cause (per device: each gap takes the cause of the record that ends it)",
-        _text_rows(summary.idle),
+        text_rows(summary.idle),
         share_bar="idle_share",
     )
     kcols = ["name", "count", "total_ns", "mean_ns", "p50_ns", "p95_ns", "max_ns", "time_share"]
-    print_table(console, "top kernels by GPU time", _text_rows(summary.top_by_time), kcols, "time_share")
+    print_table(console, "top kernels by GPU time", text_rows(summary.top_by_time), kcols, "time_share")
     print_table(
         console,
         "top kernels by launch count",
-        _text_rows(summary.top_by_count),
+        text_rows(summary.top_by_count),
         ["name", "count", "count_share", "total_ns", "mean_ns"],
         "count_share",
     )
@@ -401,23 +418,24 @@ def render_summary(summary: Summary, console: Console) -> None:
     print_table(
         console,
         "launch-to-run latency (start->start = launch latency; end->start = queue delay)",
-        _latency_rows(_text_rows(summary.latency)),
+        latency_rows(text_rows(summary.latency)),
     )
-    print_table(console, "step time per rank", _text_rows(summary.step_stats))
+    print_table(console, "step time per rank", text_rows(summary.step_stats))
     print_table(
         console,
         "kernel precision (communication/memory shown apart)",
-        _text_rows(summary.precision),
+        text_rows(summary.precision),
         ["precision", "excluded", "kernels", "time_ns", "time_share", "count_share"],
         "time_share",
     )
-    print_table(console, "GPU activity (sum of durations)", _text_rows(summary.activity), share_bar="share")
-    print_table(console, "memory operations", _text_rows(summary.memory), share_bar="time_share")
+    print_table(console, "GPU activity (sum of durations)", text_rows(summary.activity), share_bar="share")
+    print_table(console, "memory operations", text_rows(summary.memory), share_bar="time_share")
     if summary.memory_timeline is not None:
         console.print(escape(printable(peak_line(summary.memory_timeline, summary.phases.start_ns))))
-    print_table(console, "communication / compute overlap", _text_rows(summary.overlap))
-    print_table(console, "counters", _counter_rows(_text_rows(summary.counters)))
-    _load_balance(console, summary.load_balance)
+    print_table(console, "communication / compute overlap", text_rows(summary.overlap))
+    print_table(console, "counters", _counter_rows(text_rows(summary.counters)))
+    print_load_balance(console, summary.load_balance)
     _stragglers(console, summary.stragglers)
+    _critical_path(console, summary)
     for h in summary.annotations:
-        print_table(console, f"annotation {printable(h.pattern)!r}: {h.count} ranges", _text_rows(h.stats))
+        print_table(console, f"annotation {printable(h.pattern)!r}: {h.count} ranges", text_rows(h.stats))

@@ -21,10 +21,12 @@ from ktrace.tui.details import describe
 from ktrace.tui.keymap import bindings
 from ktrace.tui.loading_mode import LoadingMode
 from ktrace.tui.messages import (
+    CriticalPathReady,
     DetailsReady,
     LinksReady,
     LoadFailed,
     LoadProgress,
+    RankChosen,
     RowsShown,
     SliceSelected,
     StepsReady,
@@ -187,6 +189,25 @@ class KtraceApp(AppActions):
 
         self.post_message(compute_dashboard(trace, self.analysis_index))
 
+    def find_critical_path(self) -> None:
+        if self.trace is not None and self.index is not None:
+            self._critical_path(self.trace, self.index)
+
+    @work(thread=True, exclusive=True, group="critical_path")
+    def _critical_path(self, trace: Trace, index: TrackIndex) -> None:
+        """analysis.critical_path through the app's analysis index, mapped to timeline slices."""
+        from ktrace.tui.critical_marks import critical_marks
+
+        self.post_message(critical_marks(trace, self.analysis_index, index))
+
+    @on(CriticalPathReady)
+    def _critical_ready(self, message: CriticalPathReady) -> None:
+        timeline = self.query_one(Timeline)
+        timeline.set_critical(message.marks)
+        if message.window is not None:
+            timeline.set_viewport(timeline.viewport.show(*message.window))
+        self.notify(message.text, timeout=6, markup=False)
+
     @work(thread=True, exclusive=True, group="details")
     def _describe(self, asked: int, index: TrackIndex, steps: StepSpans, table: str, row: int) -> None:
         """Details of the selected slice (row fetches and binary searches; off the UI thread all the same)."""
@@ -324,6 +345,21 @@ class KtraceApp(AppActions):
             return  # a later request's details are on their way
         for details in self.query(Details):
             details.show(message.fields)
+
+    @on(RankChosen)
+    def _rank_chosen(self, message: RankChosen) -> None:
+        """Show a rank chosen in the dashboard: its streams (else any of its tracks) in the timeline, its tree leaf."""
+        if self.index is None:
+            return
+        ids = self.index.tracks_of(message.node, message.rank, "stream") or [
+            i for i, t in enumerate(self.index.tracks) if (t.node, t.rank) == (message.node, message.rank)
+        ]
+        if not ids:
+            self.notify(f"no tracks for {message.node}/{message.rank}", severity="warning", markup=False)
+            return
+        self.action_show_tab("timeline")
+        self.query_one(Timeline).show_rows(ids)
+        self.query_one(HostDeviceTree).reveal(ids[0])
 
     @on(TrackToggled)
     def _toggle(self, message: TrackToggled) -> None:

@@ -111,6 +111,21 @@ class AppActions(App[None]):
 
         self.push_screen(StepPrompt(len(self.steps)), go)
 
+    def action_critical_path(self) -> None:
+        """Mark the GPU records on the median step's critical path in the timeline, or clear the marks."""
+        timeline = self.query_one(Timeline)
+        if timeline.critical:
+            timeline.set_critical([])
+            self.notify("critical path marks cleared", timeout=2)
+            return
+        if timeline.index is None:
+            return
+        self.notify("finding the critical path…", timeout=2)
+        self.find_critical_path()
+
+    def find_critical_path(self) -> None:
+        """Start the worker computing the critical path (KtraceApp runs it off the UI thread)."""
+
     def action_show_evidence(self, start_ns: int, end_ns: int) -> None:
         """Fit a finding's evidence window in the timeline."""
         self.action_show_tab("timeline")
@@ -122,7 +137,7 @@ class AppActions(App[None]):
         yield from super().get_system_commands(screen)
         seen: set[str] = set()
         for key in KEYS:
-            if key.scope == "tree" or key.action in seen or key.action == "command_palette":
+            if key.scope in ("tree", "ranks") or key.action in seen or key.action == "command_palette":
                 continue
             seen.add(key.action)
             where = "" if key.scope == "app" else f" (in the {key.scope})"

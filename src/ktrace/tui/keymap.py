@@ -17,7 +17,7 @@ class Key:
     """Action name (without action_), run on the scope's widget or the app."""
     description: str
     scope: str
-    """"app", "timeline", "tree" or "kernels"."""
+    """"app", "timeline", "tree", "kernels" or "ranks" (the dashboard's rank panels)."""
     show: bool = False
     """Shown in the footer."""
     display: str = ""
@@ -57,6 +57,7 @@ KEYS: tuple[Key, ...] = (
         "enter",
     ),
     Key("z", "zoom_selection", "zoom to the selected slice", "timeline"),
+    Key("c", "critical_path", "mark the GPU records on the median step's critical path (again: clear)", "app"),
     Key("x", "remove_row", "remove the current row from the timeline", "timeline"),
     Key("t", "focus_tree", "focus the host/device tree", "timeline"),
     Key("T", "toggle_tree", "hide or show the host/device tree (the timeline takes its width)", "app", False),
@@ -74,6 +75,9 @@ KEYS: tuple[Key, ...] = (
     Key("s", "cycle_sort", "sort by the next column", "kernels", True),
     Key("r", "reverse_sort", "reverse the sort order", "kernels"),
     Key("enter", "show_in_timeline", "show the kernel in the timeline", "kernels", True, "enter"),
+    Key("j,down", "move(1)", "rank heatmap / stragglers: next rank line", "ranks", False, "j / ↓"),
+    Key("k,up", "move(-1)", "rank heatmap / stragglers: previous rank line", "ranks", False, "k / ↑"),
+    Key("enter", "choose", "rank heatmap / stragglers: show the rank's tracks in the timeline", "ranks", True, "enter"),
 )
 """The single source of truth for keys."""
 

@@ -83,6 +83,8 @@ class SummaryReady(Message):
     """summarize() alone, when the dashboard failed but the summary did not (its panels are still shown)."""
     panels: list[Any] = field(default_factory=list)
     """ktrace.tui.dashboard_data.Panel list: only widgets remain to be made on the UI thread."""
+    rank_panels: list[Any] = field(default_factory=list)
+    """ktrace.tui.rank_panels.RankPanel list (2+ ranks), shown before the other panels."""
 
 
 @dataclass
@@ -126,6 +128,14 @@ class TrackToggled(Message):
 
 
 @dataclass
+class RankChosen(Message):
+    """A rank line of the dashboard's rank panels was chosen: show that rank's tracks in the timeline."""
+
+    node: str
+    rank: int
+
+
+@dataclass
 class RowsShown(Message):
     """The timeline's rows or its cursor row changed, or it was resized: the tree marks the shown tracks and
     highlights the cursor's, the details pane takes the lines the rows leave free (only the latest is kept)."""
@@ -155,3 +165,14 @@ class KernelOrderReady(Message):
     sort: int
     descending: bool
     text: str
+
+
+@dataclass
+class CriticalPathReady(Message):
+    """The critical path was computed (in its worker): the timeline slices to mark and a line for the user."""
+
+    marks: list[tuple[int, int]]
+    """(track id, slice position) of the GPU records on the path."""
+    text: str
+    window: tuple[int, int] | None = None
+    """The path's window (start_ns, end_ns), fitted in the timeline; None without a path."""

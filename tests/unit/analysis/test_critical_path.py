@@ -257,3 +257,121 @@ def test_alexnet_path_crosses_streams_through_a_sync() -> None:
     assert len(streams) == 2
     kinds = cp.path_segments["type"].to_list()
     assert any(a == "gpu" and b == "sync" and c == "gpu" for a, b, c in zip(kinds, kinds[1:], kinds[2:], strict=False))
+
+
+def test_summary_carries_the_critical_path() -> None:
+    """summary JSON: the critical_path key with the numbers above; null and a note without CPU events."""
+    from ktrace.analysis.summary import summarize, summary_to_dict
+
+    doc = summary_to_dict(summarize(_two_streams()))
+    cp = doc["critical_path"]
+    assert cp["length_ns"] == 580 and cp["scope"] == "trace" and cp["sync_records"] == 1
+    assert {r["category"]: r["ns"] for r in cp["composition"]}["gpu_compute"] == 540
+    assert {(r["change"], r["target"]) for r in cp["what_if"]} >= {
+        ("2x faster", "big"),
+        ("removed", "cudaStreamSynchronize"),
+    }
+    b = TraceBuilder("n0", 0)
+    b.add("kernels", {"start_ns": [0], "end_ns": [10], "device": [0], "stream": [7], "name": ["k"]})
+    empty = summarize(b.build())
+    assert empty.critical_path is None
+    assert summary_to_dict(empty)["critical_path"] is None
+    assert any(n.startswith("critical_path:") for n in empty.notes)
+
+
+def test_path_marks_merge_runs_of_one_type() -> None:
+    """The two-streams path: launch [0, 20), big [20, 500), (sync, dependency: weightless), launch [520, 540),
+    after [540, 600): four markers on rank 0."""
+    from ktrace.analysis.critical_path_marks import path_marks
+
+    cp = critical_path(_two_streams())
+    assert cp is not None
+    marks = path_marks(cp)
+    assert [(m["start_ns"], m["end_ns"]) for m in marks] == [(0, 20), (20, 500), (520, 540), (540, 600)]
+    assert [m["message"].split()[0] for m in marks] == ["launch", "gpu", "launch", "gpu"]
+    assert all(m["rank"] == 0 and m["node"] == "n0" for m in marks)
+
+
+def test_export_draws_the_critical_path(tmp_path: Path) -> None:
+    """ktrace export --critical-path: one instant per marker on the Findings track of the Perfetto file."""
+    from reference.perfetto_validate import validate_perfetto
+
+    from ktrace.cli import main
+
+    out = tmp_path / "cp.pftrace"
+    args = ["export", str(CP / "event_sync_trace.json.gz"), "-o", str(out), "--critical-path", "--no-progress"]
+    assert main(args) == 0
+    assert validate_perfetto(out).instants == 11
+
+
+def test_clock_skew_cycle_is_broken() -> None:
+    """A kernel recorded at [40, 50) although its launch call runs [70, 80), and a stream sync [0, 60) that
+    (by time) waits for it: S.end -> L.start -> (launch) k.start -> k.end -> (sync) S.end is a cycle. The
+    launch edge going back in time is dropped and the summary says so."""
+    from ktrace.analysis.critical_path_summary import critical_path_notes
+
+    trace = _trace(
+        api=[(0, 60, 1, "cudaStreamSynchronize"), (70, 80, 2, "cudaLaunchKernel")],
+        kernels=[(40, 50, 7, 2, "skewed")],
+        syncs=[(5, 60, 7, "stream", 1)],
+    )
+    cp = critical_path(trace)
+    assert cp is not None and cp.dropped_edges == 1
+    # left: the skewed kernel (10) -> sync -> S.end -> L.start -> L.end (10)
+    assert cp.length_ns == 20
+    assert cp.path_segments["type"].to_list() == ["gpu", "sync", "dependency", "cpu"]
+    assert any("dropped" in n for n in critical_path_notes(cp))
+
+
+def test_siblings_and_grandchildren_attribution() -> None:
+    """outer [0, 100) > a [10, 20), b [30, 50) > c [35, 40): the gap a.end -> b.start belongs to outer (a's
+    parent): outer 10 + 10 + 50 = 70, a 10, b 5 + 10 = 15, c 5."""
+    trace = _trace(api=[], kernels=[], ops=[(0, 100, "outer"), (10, 20, "a"), (30, 50, "b"), (35, 40, "c")])
+    cp = critical_path(trace)
+    assert cp is not None and cp.length_ns == 100
+    assert dict(zip(cp.items["name"], cp.items["ns"], strict=True)) == {"outer": 70, "a": 10, "b": 15, "c": 5}
+
+
+def test_steps_pattern_and_annotation_choose_the_window() -> None:
+    """Ranges chunk_1..3 are steps only under --steps-pattern; annotation/instance picks one range by start."""
+    b = TraceBuilder("n0", 0)
+    b.add(
+        "ops",
+        {"start_ns": [10, 110, 310], "end_ns": [90, 290, 340], "pid": [1] * 3, "tid": [1] * 3, "name": ["a", "b", "c"]},
+    )
+    b.add(
+        "ranges",
+        {
+            "start_ns": [0, 100, 300],
+            "end_ns": [100, 300, 350],
+            "pid": [1] * 3,
+            "tid": [1] * 3,
+            "name": ["chunk_1", "chunk_2", "chunk_3"],
+            "domain": ["nvtx"] * 3,
+            "depth": [0] * 3,
+            "on_gpu": [False] * 3,
+        },
+    )
+    trace = b.build()
+    default = critical_path(trace)
+    assert default is not None and default.scope == "trace"
+    by_pattern = critical_path(trace, steps_pattern=r"^chunk_(\d+)$")
+    assert by_pattern is not None and by_pattern.scope == "step" and by_pattern.length_ns == 80
+    by_annotation = critical_path(trace, annotation="chunk_", instance=1)
+    assert by_annotation is not None and by_annotation.scope == "annotation"
+    assert (by_annotation.start_ns, by_annotation.length_ns) == (100, 180)
+    assert critical_path(trace, annotation="chunk_", instance=3) is None
+
+
+def test_kineto_event_wait_links_are_imported() -> None:
+    """Kineto's wait_on_stream / wait_on_cuda_event_record_corr_id / wait_on_cuda_event_id land in the syncs
+    table (-1, Kineto's "none", as null): the links the event-sync and stream-wait edges follow."""
+    syncs = load(CP / "event_sync_multi_stream_trace.json.gz").syncs.sort("correlation_id")
+    rows = syncs.select(pl.col("sync_type").cast(pl.String), "wait_stream", "wait_correlation_id", "event_id").rows()
+    assert rows == [
+        ("event", None, None, 9),
+        ("event", 20, 32, 9),
+        ("stream_wait_event", 20, 1385, 19),
+        ("event", 28, 62, 9),
+        ("context", None, None, None),
+    ]

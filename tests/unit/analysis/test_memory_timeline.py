@@ -121,3 +121,11 @@ def test_summary_json_key() -> None:
     assert mt["per_device"][0]["peak_operator"] == "aten::mm"
     empty = summary_to_dict(summarize(TraceBuilder().build()))
     assert empty["memory_timeline"] is None and NO_MEMORY_TIMELINE in empty["notes"]
+
+
+def test_a_zero_byte_event_is_neither_an_allocation_nor_a_free() -> None:
+    b = TraceBuilder("n0", 0)
+    b.add("allocations", {"ts_ns": [T, T + 1, T + 2], "device": [0] * 3, "address": [1, 2, 1], "bytes": [8, 0, -8]})
+    m = memory_timeline(b.build())
+    assert m is not None
+    assert m.per_device.select("allocations", "frees", "never_freed").row(0) == (1, 1, 0)

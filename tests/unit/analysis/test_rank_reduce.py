@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import pickle
+import random
 from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from real_traces import fixture_path
 
 from ktrace.analysis.rank_partials import rank_partial
 from ktrace.analysis.rank_reduce import FleetSummary, reduce_partials
-from ktrace.analysis.summary import summarize
+from ktrace.analysis.summary import Summary, summarize
 from ktrace.importers import load
 from ktrace.model import store
 from ktrace.model.trace import Trace
@@ -32,6 +36,11 @@ def _fleet(path: Path) -> FleetSummary:
     span = store.read(path).span_ns()
     parts = [rank_partial(store.read(path, only={(n, r)}), job_span=span) for n, r, _ in store.partitions(path)]
     return reduce_partials(parts)
+
+
+@functools.cache
+def _single(path: Path) -> Summary:
+    return summarize(store.read(path))
 
 
 @pytest.fixture(scope="module")
@@ -116,3 +125,36 @@ def test_folding_in_batches_gives_the_same_summary(synthetic_store: Path, monkey
     single = summarize(store.read(synthetic_store))
     monkeypatch.setattr(rank_reduce, "_COMPACT_EVERY", 3)
     assert fleet_differences(single, _fleet(synthetic_store)) == []
+
+
+def test_no_partial_is_an_error_not_an_empty_summary() -> None:
+    with pytest.raises(ValueError, match="at least one rank"):
+        reduce_partials([])
+
+
+def test_ranks_without_gpu_work_reduce_like_one_process(tmp_path: Path) -> None:
+    """A CPU-only rank among GPU ranks, and a job with no kernel at all, give the same tables as one process."""
+    trace = generate(SyntheticConfig(steps=4, kernels_per_step=20, ranks=3))
+    cpu_only = pl.col("rank") == 2
+    mixed = dataclasses.replace(trace, kernels=trace.kernels.filter(~cpu_only), memory=trace.memory.filter(~cpu_only))
+    no_gpu = dataclasses.replace(trace, kernels=trace.kernels.clear(), memory=trace.memory.clear())
+    for name, job in (("mixed", mixed), ("no_gpu", no_gpu)):
+        path = _store(job, tmp_path / f"{name}.ktrace")
+        assert fleet_differences(summarize(store.read(path)), _fleet(path)) == [], name
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(groups=st.lists(st.integers(0, 3), min_size=7, max_size=7), order=st.randoms(use_true_random=False))
+def test_any_grouping_of_whole_ranks_into_partials_reduces_alike(
+    synthetic_store: Path, groups: list[int], order: random.Random
+) -> None:
+    """A partial may hold several whole ranks (a worker given a host's partitions): however the ranks are
+    grouped and in whatever order the partials arrive, the reduce gives the one-process numbers."""
+    pairs = [(n, r) for n, r, _ in store.partitions(synthetic_store)]
+    chunks: dict[int, set[tuple[str, int]]] = {}
+    for pair, g in zip(pairs, groups + [0] * len(pairs), strict=False):
+        chunks.setdefault(g, set()).add(pair)
+    span = store.read(synthetic_store).span_ns()
+    parts = [rank_partial(store.read(synthetic_store, only=c), job_span=span) for c in chunks.values()]
+    order.shuffle(parts)
+    assert fleet_differences(_single(synthetic_store), reduce_partials(parts)) == []

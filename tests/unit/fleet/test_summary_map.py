@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import dataclasses
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -10,11 +11,20 @@ from real_traces import fixture_path
 
 from ktrace.analysis.summary import summarize
 from ktrace.fleet.engines import Engine, InProcessEngine, ProcessEngine, open_engine
-from ktrace.fleet.summary_map import FLEET_MIN_RANKS, store_ranks, summarize_store, wants_fleet
+from ktrace.fleet.folder_import import import_folder
+from ktrace.fleet.summary_map import (
+    FLEET_MIN_RANKS,
+    fleet_summary,
+    same_results,
+    store_ranks,
+    summarize_store,
+    wants_fleet,
+)
 from ktrace.importers import load
 from ktrace.model import store
 from ktrace.model.errors import TraceFormatError
 from ktrace.testing.fleet_compare import fleet_differences
+from ktrace.testing.fleet_job import generate_fleet_job
 from ktrace.testing.synthetic import SyntheticConfig, generate
 
 
@@ -67,6 +77,9 @@ def test_multi_node_store_equals_one_process(kind: str, request: pytest.FixtureR
     with _engine(kind, request) as engine:
         fleet = summarize_store(path, engine, steps_pattern="ProfilerStep")
     assert fleet_differences(summarize(store.read(path), steps_pattern="ProfilerStep"), fleet) == []
+    alone = fleet_summary(path, workers=1, steps_pattern="ProfilerStep")  # the benchmark's hook
+    assert alone.engine == "in-process" and same_results(alone, fleet)
+    assert not same_results(alone, dataclasses.replace(fleet, kernels=fleet.kernels + 1))
 
 
 def test_many_ranks_or_an_engine_option_choose_the_map_reduce_path(tmp_path: Path, dlrm_store: Path) -> None:
@@ -81,3 +94,21 @@ def test_many_ranks_or_an_engine_option_choose_the_map_reduce_path(tmp_path: Pat
 def test_a_file_is_not_summarized_rank_by_rank(tmp_path: Path) -> None:
     with pytest.raises(TraceFormatError, match="needs a .ktrace store"), InProcessEngine() as engine:
         summarize_store(fixture_path("alexnet"), engine)
+
+
+def test_tiled_dlrm_job_of_16_ranks_on_2_hosts_equals_one_process(
+    tmp_path: Path, real_trace_path: Callable[[str], Path]
+) -> None:
+    """The real DLRM folder tiled to 16 ranks on 2 hosts (clocks off by a planted offset, rank 13's compute kernels
+    1.5x longer), imported rank by rank: the fleet summary at the default threshold equals one process's, and the
+    rank table carries the planted straggler's extra kernel time."""
+    job = generate_fleet_job(real_trace_path("dlrm"), tmp_path / "job", ranks=16, steps=2, straggler_rank=13)
+    import_folder(job.folder, tmp_path / "job.ktrace", workers=1)
+    path = tmp_path / "job.ktrace"
+    assert wants_fleet(path, None, None)
+    fleet = fleet_summary(path, workers=2)
+    assert fleet_differences(summarize(store.read(path)), fleet) == []
+    table = {r["rank"]: r for r in fleet.rank_table.iter_rows(named=True)}
+    # rank 13 replays rank 5's file (13 % 8) with its compute kernels 1.5x longer: more kernel time, the same NCCL
+    assert table[13]["kernel_time_ns"] > table[5]["kernel_time_ns"]
+    assert table[13]["node"] != table[5]["node"]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ktrace.analysis.index import TraceIndex
-from ktrace.analysis.rules.base import Evidence, Finding, Outcome, Rule, RuleResult, Skip, severity_rank
+from ktrace.analysis.rules.base import Evidence, Finding, Outcome, ParamValue, Rule, RuleResult, Skip, severity_rank
 from ktrace.analysis.rules.config import RulesConfig
 from ktrace.model.errors import ProgressFn, no_progress
 from ktrace.model.trace import Trace
@@ -32,6 +32,7 @@ RULE_ORDER: tuple[str, ...] = (
     "HighLaunchLatency",
     "FP32Matmul",
     "CommNotOverlapped",
+    "CPUBoundCriticalPath",
     "DroppedRecords",
     "OrphanRecords",
     "ClockProblems",
@@ -42,6 +43,7 @@ RULE_ORDER: tuple[str, ...] = (
 def all_rules() -> tuple[Rule, ...]:
     """Every built-in rule, in report order: SageMaker Debugger's, then timeline rules, then trace health."""
     from ktrace.analysis.rules import (
+        critical_path,
         health,
         memory,
         sagemaker,
@@ -63,6 +65,7 @@ def all_rules() -> tuple[Rule, ...]:
             memory,
             timeline_gpu,
             timeline_latency,
+            critical_path,
             timeline_ops,
             health,
         )
@@ -123,9 +126,14 @@ def _finding(rule: Rule, outcome: Outcome, severity: str) -> Finding:
 
 def evaluate(rule: Rule, trace: Trace, index: TraceIndex, config: RulesConfig) -> RuleResult:
     """Run one rule on (trace, index); a rule whose data is absent comes back `skipped` with the reason."""
+    return evaluate_check(rule, config, lambda params: rule.check(trace, index, params))
+
+
+def evaluate_check(rule: Rule, config: RulesConfig, check: Callable[[Mapping[str, ParamValue]], Outcome]) -> RuleResult:
+    """`rule`'s result from `check(params)`: its own check on a trace, or one on a fleet's reduced tables."""
     params = config.params_for(rule)
     try:
-        outcome = rule.check(trace, index, params)
+        outcome = check(params)
     except Skip as why:
         return RuleResult(rule.name, rule.family, rule.description, params, 0, 0, (), skipped=str(why))
     severity = config.severity.get(rule.name, rule.severity)

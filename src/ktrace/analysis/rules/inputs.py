@@ -25,7 +25,7 @@ from ktrace.analysis.precision import kernel_precisions as analyse_precisions
 from ktrace.analysis.ranks import LoadBalance
 from ktrace.analysis.ranks import load_balance as analyse_balance
 from ktrace.analysis.rules.frames import top_evidence
-from ktrace.analysis.steps import step_outliers as analyse_outliers
+from ktrace.analysis.steps import flag_step_outliers
 from ktrace.analysis.utilization import busy_time as analyse_busy
 from ktrace.analysis.utilization import utilization_over_time
 
@@ -160,11 +160,10 @@ def temporal_breakdown(index: TraceIndex) -> pl.DataFrame:
     return analyse_breakdown(index.trace, index=index)
 
 
-def step_outliers(index: TraceIndex, stddev: float) -> pl.DataFrame:
-    """Steps slower than mean + stddev x σ of their rank (ktrace.analysis.steps.step_outliers):
-    node, rank, step, name, start_ns, end_ns, duration_ms."""
-    found = steps(index).with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"))
-    flagged = analyse_outliers(index.trace, found, stddev)
+def outlier_steps(spans: pl.DataFrame, stddev: float) -> pl.DataFrame:
+    """step_outliers of step spans (a trace's, or a fleet's reduced ones): the outliers, with duration_ms."""
+    found = spans.with_columns((pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"))
+    flagged = flag_step_outliers(found, stddev)
     return flagged.filter(pl.col("is_outlier")).with_columns((pl.col("duration_ns") / 1e6).alias("duration_ms"))
 
 

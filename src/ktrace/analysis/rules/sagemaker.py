@@ -8,17 +8,22 @@ import numpy as np
 import polars as pl
 
 from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.phases import JobPhases
 from ktrace.analysis.rules.base import Evidence, Outcome, Param, ParamValue, Rule, Skip
 from ktrace.analysis.rules.frames import evidence_rows, pct
-from ktrace.analysis.rules.inputs import dataloader_time, job_phases, step_outliers, steps
+from ktrace.analysis.rules.inputs import dataloader_time, job_phases, outlier_steps, steps
 from ktrace.model.trace import Trace
 
 
 def _step_outlier(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
-    found = steps(index)
+    return step_outlier_outcome(steps(index), p)
+
+
+def step_outlier_outcome(found: pl.DataFrame, p: Mapping[str, ParamValue]) -> Outcome:
+    """The StepOutlier rule on step spans (a trace's, or a fleet's reduced ones, in the same (node, rank) order)."""
     if found.height < 3:
         raise Skip(f"the trace has {found.height} training steps; at least 3 are needed")
-    outliers = step_outliers(index, float(p["stddev"]))
+    outliers = outlier_steps(found, float(p["stddev"]))
     limit = int(p["n_outliers"])
     durations = ((found["end_ns"] - found["start_ns"]) / 1e6).to_numpy()
     mean, std = float(durations.mean()), float(durations.std())
@@ -147,7 +152,11 @@ DATALOADER = Rule(
 
 
 def _max_init(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
-    phases = job_phases(index)
+    return max_init_outcome(job_phases(index), p)
+
+
+def max_init_outcome(phases: JobPhases, p: Mapping[str, ParamValue]) -> Outcome:
+    """The MaxInitializationTime rule on the job's phases (a trace's, or a fleet's reduced ones)."""
     if not phases.steps:
         raise Skip("no training step found, so the end of initialization is unknown")
     minutes = phases.init_ns / 60e9

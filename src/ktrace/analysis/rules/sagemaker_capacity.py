@@ -8,6 +8,7 @@ import numpy as np
 import polars as pl
 
 from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.ranks import LoadBalance
 from ktrace.analysis.rules.base import Evidence, Outcome, Param, ParamValue, Rule, Skip
 from ktrace.analysis.rules.frames import evidence_rows
 from ktrace.analysis.rules.inputs import load_balance, utilization_histograms
@@ -163,8 +164,9 @@ GPU_MEMORY_INCREASE = Rule(
         Param(
             "timeline_samples",
             200,
-            "without GPU memory counters: samples of the allocator's memory timeline (allocated bytes, evenly "
-            "spaced over each GPU's events) that stand in for them",
+            "without GPU memory counters: samples of the allocator's memory timeline that stand in for them "
+            "(reserved bytes, else the high-water mark of allocated bytes; evenly spaced from the end of the first "
+            "step to the last event)",
         ),
     ),
     check=_memory_increase,
@@ -175,7 +177,11 @@ GPU_MEMORY_INCREASE = Rule(
 def _load_balancing(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
     if utilization_histograms(index) < 2:  # load_balance would give no distance: skip without computing it
         raise Skip("the trace has fewer than two ranks with GPU utilization")
-    lb = load_balance(index)
+    return load_balancing_outcome(load_balance(index), p)
+
+
+def load_balancing_outcome(lb: LoadBalance, p: Mapping[str, ParamValue]) -> Outcome:
+    """The LoadBalancing rule on a LoadBalance (a trace's, or one reduced from a fleet's ranks)."""
     if lb.histogram_distance is None:
         raise Skip("the trace has fewer than two ranks with GPU utilization")
     limit = float(p["threshold"])

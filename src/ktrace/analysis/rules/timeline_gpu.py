@@ -120,7 +120,11 @@ GPU_GAPS = Rule(
 
 
 def _comm_overlap(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
-    tb = temporal_breakdown(index)
+    return comm_overlap_outcome(temporal_breakdown(index), p)
+
+
+def comm_overlap_outcome(tb: pl.DataFrame, p: Mapping[str, ParamValue]) -> Outcome:
+    """The CommNotOverlapped rule on a temporal_breakdown frame (a trace's, or one reduced from a fleet's ranks)."""
     tb = tb.with_columns((pl.col("comm_only_ns") + pl.col("compute_comm_overlap_ns")).alias("comm_ns"))
     with_comm = tb.filter(pl.col("comm_ns") > 0)
     if not with_comm.height:

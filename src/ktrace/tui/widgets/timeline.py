@@ -35,6 +35,7 @@ PALETTE = (
 )
 _SELECTED = Style(bgcolor="white", color="black", bold=True)
 _LINKED = Style(bgcolor="magenta", color="white", bold=True)
+_CRITICAL = Style(bgcolor="red", color="white", bold=True)
 _EMPTY = Style()
 _HEAD = Style(color="grey70")
 _HEAD_CURSOR = Style(color="black", bgcolor="grey70", bold=True)
@@ -68,6 +69,8 @@ class Timeline(Widget, can_focus=True):
         self.top = 0
         self.selection: tuple[int, int] | None = None
         self.linked: list[tuple[int, int]] = []
+        self.critical: list[tuple[int, int]] = []
+        """Slices on the critical path (the `c` key), painted in _CRITICAL under the selection's marks."""
         self.labels: list[str] = []
         """Label of each shown row (viewmodel.row_labels: full titles, or short distinct ones when narrow)."""
         self.label_w = label_cap(80)
@@ -81,7 +84,7 @@ class Timeline(Widget, can_focus=True):
         self.index, self.rows, self.steps = index, rows, steps
         self._relabel()
         self.viewport = Viewport(index.t0, index.t1, self._body_width()).show(index.t0, index.t1)
-        self.cursor, self.top, self.selection, self.linked = 0, 0, None, []
+        self.cursor, self.top, self.selection, self.linked, self.critical = 0, 0, None, [], []
         self._paint_cache.clear()
         self._changed()
 
@@ -94,6 +97,11 @@ class Timeline(Widget, can_focus=True):
         if self.index is not None and self.selection is not None:
             self.linked = self._links(self.selection)
             self.refresh()
+
+    def set_critical(self, marks: list[tuple[int, int]]) -> None:
+        """Paint these slices as the critical path's (an empty list clears them)."""
+        self.critical = list(marks)
+        self.refresh()
 
     def tracks_ready(self) -> None:
         """The index's tracks were attached: redraw from them instead of the overview."""
@@ -140,6 +148,14 @@ class Timeline(Widget, can_focus=True):
         if force or state != self._announced:
             self._announced = state
             self.post_message(RowsShown(*state))
+
+    def show_rows(self, track_ids: list[int]) -> None:
+        """Add these tracks as rows (those not shown yet, after the others) and put the cursor on the first."""
+        if not track_ids:
+            return
+        self.rows += [t for t in track_ids if t not in self.rows]
+        self.cursor = self.rows.index(track_ids[0])
+        self._changed()
 
     def show_track(self, track_id: int) -> None:
         """Move the cursor to a shown track's row (the tree's cursor went to its leaf); nothing if not shown."""
@@ -202,7 +218,8 @@ class Timeline(Widget, can_focus=True):
 
     def _overlay(self, track_id: int, styles: list[Style]) -> None:
         assert self.index is not None
-        marks = [(self.selection, _SELECTED)] + [(link, _LINKED) for link in self.linked]
+        marks: list[tuple[tuple[int, int] | None, Style]] = [(c, _CRITICAL) for c in self.critical]
+        marks += [(self.selection, _SELECTED)] + [(link, _LINKED) for link in self.linked]
         for mark, style in marks:
             if mark is None or mark[0] != track_id:
                 continue

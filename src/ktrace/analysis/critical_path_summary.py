@@ -1,0 +1,54 @@
+"""The critical path in the summary: its JSON value and the notes that explain a null or a limited one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ktrace.analysis.critical_path import CriticalPath
+
+NO_CRITICAL_PATH = (
+    "critical_path: no CPU operators or runtime calls to build a dependency graph from (or a dependency cycle "
+    "that dropping backward launch/sync edges did not break)"
+)
+NO_SYNC_RECORDS = (
+    "critical_path: the window has no CUDA synchronization records (Kineto writes cuda_sync events from "
+    "PyTorch 2.1 on), so the path cannot pass from the GPU back to the CPU and CPU waits count as CPU time"
+)
+
+
+def critical_path_notes(cp: CriticalPath | None) -> tuple[str, ...]:
+    """Why the summary's critical_path key is null, or what limits it."""
+    if cp is None:
+        return (NO_CRITICAL_PATH,)
+    notes: tuple[str, ...] = (NO_SYNC_RECORDS,) if cp.sync_records == 0 else ()
+    if cp.dropped_edges:
+        notes += (
+            f"critical_path: {cp.dropped_edges} launch/sync edges dropped: their times went backwards (clock skew "
+            "between CPU and GPU timestamps) and closed a cycle",
+        )
+    return notes
+
+
+def critical_path_dict(cp: CriticalPath | None) -> dict[str, Any] | None:
+    """The summary JSON's critical_path value (frames as row dicts; None stays None)."""
+    if cp is None:
+        return None
+    return {
+        "scope": cp.scope,
+        "label": cp.label,
+        "node": cp.node,
+        "rank": cp.rank,
+        "start_ns": cp.start_ns,
+        "end_ns": cp.end_ns,
+        "length_ns": cp.length_ns,
+        "graph_nodes": cp.graph_nodes,
+        "graph_edges": cp.graph_edges,
+        "path_nodes": cp.path_nodes,
+        "path_events": cp.path_events,
+        "gpu_records_on_path": int(cp.path_records.size),
+        "sync_records": cp.sync_records,
+        "dropped_edges": cp.dropped_edges,
+        "composition": cp.composition.to_dicts(),
+        "items": cp.items.to_dicts(),
+        "what_if": cp.what_if.to_dicts(),
+    }

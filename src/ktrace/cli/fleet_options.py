@@ -1,0 +1,43 @@
+"""--workers / --cluster of `ktrace summary|report|check`, and the fleet summary they ask for (ktrace.fleet)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ktrace.analysis.rank_reduce import FleetSummary
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """--workers N and --cluster ADDR."""
+    parser.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="analyse a .ktrace store rank by rank in N worker processes (default for stores of 16 ranks or more: "
+        "one per core)",
+    )
+    parser.add_argument(
+        "--cluster",
+        metavar="ADDR",
+        help="analyse a .ktrace store rank by rank on the Dask cluster whose scheduler is ADDR (tcp://host:8786; "
+        "needs ktrace[dask]; the store must be on a filesystem every worker sees)",
+    )
+
+
+def fleet_summary_of(
+    args: argparse.Namespace, *, top: int = 15, steps_pattern: str | None = None
+) -> FleetSummary | None:
+    """The FleetSummary of `args.trace` when the map-reduce path applies (fleet.summary_map.wants_fleet), else None
+    (the caller takes the single-process path)."""
+    from ktrace.fleet.summary_map import fleet_summary, wants_fleet
+
+    if not wants_fleet(args.trace, args.workers, args.cluster):
+        return None
+    from ktrace.cli.progress import progress_bar
+
+    with progress_bar("analysing rank by rank"):
+        return fleet_summary(
+            args.trace, workers=args.workers, cluster=args.cluster, top=top, steps_pattern=steps_pattern
+        )

@@ -1,0 +1,148 @@
+"""The critical path in the reports: one headline, the composition, the items on the path and the what-ifs.
+
+Row builders shared by the terminal summary, the Markdown report and the HTML section (the JSON has the same
+numbers under the summary's critical_path key), so every view shows the same figures.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ktrace.analysis.critical_path import CriticalPath
+from ktrace.model.units import format_ns
+from ktrace.report import plots
+from ktrace.report.content import Report
+from ktrace.report.rows import rows
+from ktrace.report.sections import Section, esc, table
+
+ITEM_ROWS = 10
+MODEL_NOTE = (
+    "HTA's graph model: a thread's time between top-level operators weighs nothing and waits in blocking calls "
+    "count through the GPU work they wait for, so the path can be shorter than the window."
+)
+CATEGORY_LABELS = {
+    "cpu": "CPU (operators, runtime calls)",
+    "launch_delay": "launch delay",
+    "gpu_gap": "gap between GPU records",
+    "gpu_compute": "GPU compute",
+    "communication": "communication",
+    "memory": "memcpy / memset",
+    "sync": "sync edges (weightless)",
+}
+
+
+def headline(cp: CriticalPath) -> str:
+    """One line: what the window is and how long its critical path is, and its largest share."""
+    window = cp.end_ns - cp.start_ns
+    top = max(cp.composition.iter_rows(named=True), key=lambda r: r["ns"])
+    share = f"; {top['share'] * 100:.0f} % {CATEGORY_LABELS[top['category']]}" if top["ns"] else ""
+    where = f"{cp.node} rank {cp.rank}"
+    return (
+        f"critical path of {cp.label} ({where}): {format_ns(cp.length_ns)} in a {format_ns(window)} window, "
+        f"{cp.path_events:,} events on it{share}"
+    )
+
+
+def composition_rows(cp: CriticalPath) -> list[dict[str, Any]]:
+    """Categories with time or edges on the path: kind (label), time_ns, share, edges."""
+    return [
+        {"kind": CATEGORY_LABELS[r["category"]], "time_ns": r["ns"], "share": r["share"], "edges": r["edges"]}
+        for r in rows(cp.composition)
+        if r["ns"] or r["edges"]
+    ]
+
+
+def item_rows(cp: CriticalPath, limit: int = ITEM_ROWS) -> list[dict[str, Any]]:
+    """The operators, runtime calls and GPU records with the most time on the path: kind, name, time_ns,
+    share (of the path), edges."""
+    return [
+        {
+            "kind": r["kind"],
+            "name": r["name"],
+            "time_ns": r["ns"],
+            "share": r["ns"] / cp.length_ns if cp.length_ns else 0.0,
+            "edges": r["edges"],
+        }
+        for r in rows(cp.items)[:limit]
+    ]
+
+
+def what_if_rows(cp: CriticalPath) -> list[dict[str, Any]]:
+    """kind (the change), name (its target), length_ns (the new path), saved_ns, saved_share."""
+    return [
+        {
+            "kind": r["change"],
+            "name": r["target"],
+            "length_ns": r["length_ns"],
+            "saved_ns": r["saved_ns"],
+            "saved_share": r["saved_ns"] / cp.length_ns if cp.length_ns else 0.0,
+        }
+        for r in rows(cp.what_if)
+    ]
+
+
+def markdown_lines(cp: CriticalPath | None, md_table: Any, cell: Any) -> list[str]:
+    """The Markdown report's critical-path section (md_table and cell are markdown's helpers)."""
+    out = ["## Critical path", ""]
+    if cp is None:
+        return out + ["No CPU operators or runtime calls to build a dependency graph from.", ""]
+    out += [cell(headline(cp), 1000), "", MODEL_NOTE, ""]
+    out += md_table(
+        ["part", "time", "share", "edges"],
+        [[r["kind"], format_ns(r["time_ns"]), f"{r['share'] * 100:.1f} %", r["edges"]] for r in composition_rows(cp)],
+    )
+    out += ["", "### On the critical path", ""]
+    out += md_table(
+        ["kind", "name", "time", "share"],
+        [[r["kind"], r["name"], format_ns(r["time_ns"]), f"{r['share'] * 100:.1f} %"] for r in item_rows(cp)],
+    )
+    what_if = what_if_rows(cp)
+    if what_if:
+        out += ["", "### What if", ""]
+        out += md_table(
+            ["change", "target", "new length", "saved"],
+            [[r["kind"], r["name"], format_ns(r["length_ns"]), format_ns(r["saved_ns"])] for r in what_if],
+        )
+    return out + [""]
+
+
+def html_section(report: Report) -> Section:
+    """The HTML report's critical-path section: headline, composition bar, top items and what-ifs."""
+    sec = Section("critical-path", "Critical path")
+    cp = report.dashboard.summary.critical_path
+    if cp is None:
+        sec.body.append("<p>No CPU operators or runtime calls to build a dependency graph from.</p>")
+        return sec
+    sec.body.append(f"<p>{esc(headline(cp))}</p><p>{esc(MODEL_NOTE)}</p>")
+    parts = [r for r in composition_rows(cp) if r["time_ns"]]
+    sec.figure(
+        plots.hbar("Critical path composition", [r["kind"] for r in parts], [r["time_ns"] / 1e6 for r in parts], "ms")
+    )
+    sec.body.append(
+        table(
+            ["kind", "name", "time on path", "share", "edges"],
+            [
+                [r["kind"], r["name"], format_ns(r["time_ns"]), f"{r['share'] * 100:.1f} %", r["edges"]]
+                for r in item_rows(cp)
+            ],
+        )
+    )
+    what_if = what_if_rows(cp)
+    if what_if:
+        sec.body.append("<h3>What if</h3>")
+        sec.body.append(
+            table(
+                ["change", "target", "new length", "saved", "saved share"],
+                [
+                    [
+                        r["kind"],
+                        r["name"],
+                        format_ns(r["length_ns"]),
+                        format_ns(r["saved_ns"]),
+                        f"{r['saved_share'] * 100:.1f} %",
+                    ]
+                    for r in what_if
+                ],
+            )
+        )
+    return sec

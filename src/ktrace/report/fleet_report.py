@@ -1,0 +1,137 @@
+"""`ktrace report` of a many-rank store: the FleetSummary and the rules run on it, as Markdown, HTML or JSON.
+
+One table model (FleetTable) feeds every format, so they show the same numbers (rows as the JSON has them,
+report.rows). The rank x time heatmap and the straggler table of the rank-level views belong here too, read from
+the FleetSummary's per-rank tables.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ktrace.analysis.log_histogram import RELATIVE_ERROR
+from ktrace.analysis.rank_reduce import FleetSummary, fleet_to_dict
+from ktrace.analysis.rules.engine import RulesReport, report_to_dict
+from ktrace.report.content import REPORT_VERSION, rule_docs
+from ktrace.report.format import fmt_ns
+from ktrace.report.html import STYLE
+from ktrace.report.markdown import md_table
+from ktrace.report.rows import json_float, phase_rows, rows
+from ktrace.report.sections import esc, table
+from ktrace.report.verdicts import triggered_first, verdict
+
+RANK_ROWS = 50
+"""Ranks in the report's rank table (slowest first); every rank is in the JSON."""
+
+
+@dataclass(frozen=True)
+class FleetTable:
+    """One table of the fleet report: a title, its columns and the cells (as the JSON has the numbers)."""
+
+    title: str
+    headers: tuple[str, ...]
+    cells: tuple[tuple[object, ...], ...]
+
+
+def _frame_table(title: str, records: list[dict[str, Any]], columns: Sequence[str]) -> FleetTable:
+    return FleetTable(title, tuple(columns), tuple(tuple(r.get(c) for c in columns) for r in records))
+
+
+def fleet_tables(fleet: FleetSummary, rules: RulesReport) -> list[FleetTable]:
+    """Every table of the fleet report, in order."""
+    phases = FleetTable(
+        "Training job summary",
+        ("phase", "time", "% of job"),
+        tuple((p, fmt_ns(ns), pct) for p, ns, pct in phase_rows(fleet.phases)),
+    )
+    lb = fleet.load_balance
+    balance = FleetTable(
+        "Load balance",
+        ("busy spread", "step spread", "utilization histogram distance", "worst pair", "source"),
+        ()
+        if lb is None
+        else (
+            (
+                json_float(lb.busy_spread),
+                json_float(lb.step_spread),
+                json_float(lb.histogram_distance),
+                " vs ".join(lb.worst_pair or ()),
+                lb.source,
+            ),
+        ),
+    )
+    slowest = fleet.rank_table.sort("slowdown", descending=True, nulls_last=True).head(RANK_ROWS)
+    rank_cols = (
+        "node",
+        "rank",
+        "slowdown",
+        "straggler",
+        "step_mean_ns",
+        "busy_ns",
+        "idle_ns",
+        "comm_ns",
+        "overlap_pct",
+    )
+    lat_cols = ("kind", "count", "launch_latency_ns_mean", "launch_latency_ns_p50", "launch_latency_ns_p99")
+    kernel_cols = ("name", "count", "total_ns", "mean_ns", "p50_ns", "p95_ns", "max_ns", "time_share")
+    results = triggered_first(rules.results)
+    return [
+        phases,
+        _frame_table(
+            "GPU idle by cause (whole job)", rows(fleet.idle_causes), ("idle_category", "idle_ns", "gaps", "idle_share")
+        ),
+        _frame_table("Top kernels by GPU time", rows(fleet.top_by_time), kernel_cols),
+        _frame_table("Launch-to-run latency", rows(fleet.latency), lat_cols),
+        _frame_table(f"Ranks, slowest first (top {slowest.height} of {fleet.ranks})", rows(slowest), rank_cols),
+        balance,
+        FleetTable(
+            "Rules on the reduced tables",
+            ("rule", "verdict", "why"),
+            tuple((r.rule, verdict(r), r.skipped or "; ".join(f.message for f in r.findings)) for r in results),
+        ),
+    ]
+
+
+def _intro(fleet: FleetSummary) -> str:
+    return (
+        f"{fleet.ranks} ranks, {fleet.kernels:,} kernels, analysed rank by rank on {fleet.engine}. Counts, sums, "
+        f"means and maxima equal the single-process analysis; percentiles come from merged log-bin histograms, "
+        f"within {100 * RELATIVE_ERROR:.2f} % of the exact ones."
+    )
+
+
+def render_fleet_markdown(fleet: FleetSummary, rules: RulesReport, title: str) -> str:
+    """The fleet report as Markdown."""
+    out = [f"# {title or 'ktrace fleet report'}", "", _intro(fleet), ""]
+    for t in fleet_tables(fleet, rules):
+        out += [f"## {t.title}", ""] + (md_table(t.headers, t.cells) or ["(none)", ""])
+    return "\n".join(out)
+
+
+def render_fleet_html(fleet: FleetSummary, rules: RulesReport, title: str) -> str:
+    """The fleet report as one self-contained HTML document (tables only)."""
+    body = "".join(
+        f"<section><h2>{esc(t.title)}</h2>{table(t.headers, t.cells) if t.cells else '<p>(none)</p>'}</section>"
+        for t in fleet_tables(fleet, rules)
+    )
+    name = esc(title or "ktrace fleet report")
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{name}</title><style>{STYLE}</style>'
+        f"</head><body><header><h1>{name}</h1><div>{esc(_intro(fleet))}</div></header><main>{body}</main></body></html>"
+    )
+
+
+def render_fleet_json(fleet: FleetSummary, rules: RulesReport, title: str) -> str:
+    """The fleet report as JSON: {"version", "title", "fleet": rank_reduce.fleet_to_dict, "rules": the rules'
+    report_to_dict, "rule_docs"} (the single-process report's keys, with "fleet" for "summary")."""
+    document = {
+        "version": REPORT_VERSION,
+        "title": title,
+        "fleet": fleet_to_dict(fleet),
+        "rules": report_to_dict(rules),
+        "rule_docs": rule_docs(),
+    }
+    return json.dumps(document, indent=1, sort_keys=True, default=str) + "\n"
