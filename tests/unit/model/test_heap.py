@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import sys
+import platform
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,7 +19,7 @@ def _rss_anon_kb() -> int:
     raise AssertionError("no RssAnon in /proc/self/status")
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="malloc_trim is glibc's")
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
 def test_free_heap_pages_are_returned() -> None:
     assert heap._malloc_trim() is not None
     # 40 MB of 1 KB blocks (malloc'd, below the mmap threshold), then free all but every 64th: the survivors pin the
