@@ -49,10 +49,11 @@ _DIGITS = re.compile(r"-?\d+")
 
 
 def to_int(value: Any) -> int | None:
-    """An id or count from a JSON value of any type ("stream 7" -> 7, 3.0 -> 3); None if there is none."""
+    """An id or count from a JSON value of any type ("stream 7" -> 7, 3.0 -> 3, 2.5 -> 2: truncated toward zero, as
+    int_array's typed fast path converts floats); None if there is none."""
     if type(value) is int:
         return value if -(2**63) <= value < 2**63 else None
-    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+    if isinstance(value, float) and math.isfinite(value) and abs(value) < 2**63:
         return int(value)
     if isinstance(value, str):
         m = _DIGITS.search(value)
