@@ -13,7 +13,7 @@ import polars as pl
 from ktrace.analysis.annotation_histograms import AnnotationHistogram, annotation_histogram
 from ktrace.analysis.counters import counter_stats
 from ktrace.analysis.critical_path import CriticalPath, critical_path
-from ktrace.analysis.critical_path_summary import critical_path_dict, critical_path_notes
+from ktrace.analysis.critical_path_summary import NO_CRITICAL_PATH, critical_path_dict, critical_path_notes
 from ktrace.analysis.distributions import activity_distribution, memory_distribution
 from ktrace.analysis.idle import device_idle_breakdown
 from ktrace.analysis.index import TraceIndex
@@ -165,6 +165,8 @@ NO_MEMORY_TIMELINE = (
     "memory_timeline: no GPU memory data in this trace (it comes from Kineto [memory] events, recorded with "
     "profile_memory=True, nsys CUDA memory usage events, or `ktrace run`'s NVML counters)"
 )
+ABSENT_DATA = frozenset({NO_OPERATORS, NO_SEQUENCES, NO_MEMORY_TIMELINE, NO_CRITICAL_PATH})
+"""Notes that only say what a trace does not carry (not how to read its numbers): the terminal lists them last."""
 
 
 def _absent_notes(operators: OperatorSummary | None, sequences: KernelSequences | None) -> tuple[str, ...]:

@@ -18,7 +18,7 @@ from ktrace.analysis.operators import OperatorSummary
 from ktrace.analysis.phases import step_source_note
 from ktrace.analysis.ranks import LoadBalance
 from ktrace.analysis.stragglers import Stragglers
-from ktrace.analysis.summary import Summary
+from ktrace.analysis.summary import ABSENT_DATA, Summary
 from ktrace.analysis.units import format_bytes
 from ktrace.model.display_text import printable, printable_tree
 from ktrace.report import critical_path_view
@@ -333,7 +333,8 @@ def _header(console: Console, summary: Summary) -> None:
         f"{step_source_note(phases.step_source)}"
     )
     for note in summary.notes:  # before the tables: a note (truncated input, lost records) changes how to read them
-        console.print(f"[yellow]note:[/] {escape(printable(note))}")
+        if note not in ABSENT_DATA:  # what the trace lacks comes last (_absent)
+            console.print(f"[yellow]note:[/] {escape(printable(note))}")
     phase_shares = [{"phase": name, "time_ns": ns, "share": pct / 100.0} for name, ns, pct in phase_rows(phases)]
     print_table(console, "job phases", phase_shares, share_bar="share")
 
@@ -439,3 +440,8 @@ def render_summary(summary: Summary, console: Console) -> None:
     _critical_path(console, summary)
     for h in summary.annotations:
         print_table(console, f"annotation {printable(h.pattern)!r}: {h.count} ranges", text_rows(h.stats))
+    absent = [note for note in summary.notes if note in ABSENT_DATA]
+    if absent:
+        console.print("[dim]not in this trace:[/]")
+        for note in absent:
+            console.print(f"[dim]  {escape(printable(note))}[/]")

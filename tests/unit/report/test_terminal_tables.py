@@ -129,6 +129,21 @@ def test_notes_come_before_the_tables(synthetic_trace) -> None:  # type: ignore[
     assert text.index("input was truncated") < text.index("job phases")
 
 
+def test_what_the_trace_lacks_comes_last_not_before_the_tables(synthetic_trace) -> None:  # type: ignore[no-untyped-def]
+    """A trace without operators (or memory data, or a critical path): the notes saying so close the summary, dimmed, rather than open it
+    before the numbers (an nsys summary opened with two of them)."""
+    from ktrace.analysis.summary import NO_OPERATORS, summarize
+    from ktrace.report.terminal import render_summary
+
+    summary = summarize(synthetic_trace.with_meta(synthetic_trace.meta.with_health({}, ("input was truncated",))))
+    assert NO_OPERATORS in summary.notes  # (the synthetic trace has no operators); the JSON keeps every note
+    out = io.StringIO()
+    render_summary(summary, Console(file=out, width=400, color_system=None, force_terminal=False))
+    text = out.getvalue()
+    assert text.index("input was truncated") < text.index("job phases") < text.index("not in this trace:")
+    assert text.index("job phases") < text.index(NO_OPERATORS)
+
+
 def test_active_share_and_mean_utilization_say_how_they_differ(synthetic_trace) -> None:  # type: ignore[no-untyped-def]
     from ktrace.analysis.summary import summarize
     from ktrace.report.terminal import render_summary
