@@ -80,7 +80,8 @@ def summary_fragment(path: Path) -> str:
     from ktrace.testing.fleet_compare import fleet_differences
 
     same = same_results(runs["processes"]["result"], runs["dask"]["result"])  # type: ignore[arg-type]
-    same = same and not fleet_differences(*runs["single"]["result"], runs["processes"]["result"])  # type: ignore[arg-type, misc]
+    single, heatmap = runs["single"]["result"]  # type: ignore[misc]
+    same = same and not fleet_differences(single, runs["processes"]["result"], heatmap)  # type: ignore[arg-type]
     w = {m: float(r["wall"]) for m, r in runs.items()}  # type: ignore[arg-type]
     return (
         f", summary: one process {w['single']:.2f} s, 2 workers {w['processes']:.2f} s, dask {w['dask']:.2f} s, "
@@ -115,7 +116,8 @@ def main() -> None:
         )
     fleets = [runs[m]["result"] for m in ("in-process", "processes", "dask")]
     identical = all(same_results(fleets[0], f) for f in fleets[1:])  # type: ignore[arg-type]
-    diffs = fleet_differences(*runs["single"]["result"], fleets[0])  # type: ignore[arg-type, misc]
+    single, heatmap = runs["single"]["result"]  # type: ignore[misc]
+    diffs = fleet_differences(single, fleets[0], heatmap)  # type: ignore[arg-type]
     print(f"engines identical: {identical}; differences from one process: {json.dumps(diffs)[:500]}")
     print(f"load average after: {os.getloadavg()}")
     w = {m: float(r["wall"]) for m, r in runs.items()}  # type: ignore[arg-type]
