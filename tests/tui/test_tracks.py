@@ -87,3 +87,20 @@ def test_allocator_memory_is_a_counter_track_shown_at_first() -> None:
     assert (np.diff(allocated.starts) >= 0).all()
     shown = [index.tracks[i].label for i in default_rows(index)]
     assert "gpu.mem_allocated_bytes[0]" in shown and "gpu.mem_allocated_bytes[1]" not in shown
+
+
+def test_python_frames_get_their_own_row_beside_the_operators() -> None:
+    """A thread's outermost Python frame spans its whole run: on the operators' row it would cover them."""
+    from real_traces import fixture_path
+
+    import ktrace
+    from ktrace.tui.tracks import track_title_parts
+
+    trace = ktrace.open(fixture_path("tracelens"))
+    index = build_index(trace)
+    rows = {track_title_parts(t): len(t.starts) for t in index.tracks if t.kind == "ops"}
+    python = trace.ops.filter(pl.col("category") == "python_function").group_by("tid").len()
+    assert rows[("operators", "T21587")] == trace.ops.filter(pl.col("category") == "cpu_op").height
+    assert {k: v for k, v in rows.items() if k[0] == "Python"} == {
+        ("Python", f"T{tid}"): n for tid, n in python.iter_rows()
+    }

@@ -9,7 +9,8 @@ Allocated bytes after each event are the allocator's own total (Kineto's `Total 
 it on every event of the device, else the running sum of the events' bytes from the trace start: that sum counts only
 what the trace saw (memory allocated before it started is unknown), which `MemoryTimeline.running_sum` says.
 An allocation belongs to the innermost operator (cpu_op) on its thread containing its time
-(`operators.operator_at`, the attribution the operator view uses for launches).
+(`operators.operator_at`, the attribution the operator view uses for launches), and to the innermost nn.Module
+frame there where the trace has them (Kineto with_modules: `op_attribution.innermost_at`, as the module view).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 import polars as pl
 
 from ktrace.analysis.index import Slot, TraceIndex
+from ktrace.analysis.op_attribution import IS_MODULE, MODULE_PREFIX, innermost_at
 from ktrace.analysis.operators import operator_at
 from ktrace.analysis.phases import step_spans
 from ktrace.model.allocations import allocated_after
@@ -39,6 +41,7 @@ PER_DEVICE_COLUMNS = (
     "peak_allocated_bytes",
     "peak_ns",
     "peak_operator",
+    "peak_module",
     "peak_reserved_bytes",
     "end_allocated_bytes",
     "allocations",
@@ -60,6 +63,7 @@ _SERIES_SCHEMA = {
     "reserved_bytes": pl.Int64,
     "bytes": pl.Int64,
     "operator": pl.String,
+    "module": pl.String,
 }
 
 
@@ -76,9 +80,11 @@ class MemoryTimeline:
     series: pl.DataFrame
     """One row per event (allocator) or sample (NVML), sorted by node, rank, device, time: ``node``, ``rank``,
     ``device``, ``ts_ns``, ``allocated_bytes`` (in use after it; NVML: used), ``reserved_bytes`` (null when
-    unknown), ``bytes`` (+ allocated, - freed; null for NVML), ``operator`` (innermost cpu_op, null outside one)."""
+    unknown), ``bytes`` (+ allocated, - freed; null for NVML), ``operator`` (innermost cpu_op, null outside one), ``module`` (innermost nn.Module frame without its "nn.Module: "
+    prefix, null outside one or without module frames)."""
     per_device: pl.DataFrame
-    """PER_DEVICE_COLUMNS: peak allocated bytes, when and under which operator (the first time it is reached),
+    """PER_DEVICE_COLUMNS: peak allocated bytes, when and under which operator and nn.Module (the first time it
+    is reached),
     reserved bytes at the peak, allocated bytes after the last event; allocations and frees (count, bytes) and
     their rates over the trace's span (freed bytes are the bytes cycled through the allocator); allocations never
     freed within the trace (count, bytes; null without addresses). Counts and rates are null for NVML."""
@@ -113,11 +119,10 @@ def _from_allocator(ix: TraceIndex) -> MemoryTimeline:
     trace = ix.trace
     a = trace.allocations
     points = a.select("node", "rank", pl.col("pid").fill_null(-1), pl.col("tid").fill_null(-1), "ts_ns")
-    op_row = operator_at(trace, points, "ts_ns")
     names = trace.ops["name"].cast(pl.String)
-    operator = pl.Series("operator", [None] * a.height, pl.String)
-    if (op_row >= 0).any():
-        operator = names.gather(pl.Series(np.maximum(op_row, 0))).set(pl.Series(op_row < 0), None)
+    operator = _names_at(names, operator_at(trace, points, "ts_ns"))
+    modules = "category" in trace.ops.columns and trace.ops.select(IS_MODULE.fill_null(False).any()).item()
+    module = _names_at(names, innermost_at(trace, points, "ts_ns", IS_MODULE) if modules else np.full(a.height, -1))
     events = allocated_after(
         a.select(
             pl.col("node").cast(pl.String),
@@ -128,13 +133,13 @@ def _from_allocator(ix: TraceIndex) -> MemoryTimeline:
             "bytes",
             "total_allocated",
             pl.col("total_reserved").alias("reserved_bytes"),
-        ).with_columns(operator.alias("operator"))  # fmt: skip
+        ).with_columns(operator.alias("operator"), module.str.strip_prefix(MODULE_PREFIX).alias("module"))
     )
     addresses = events["address"].null_count() == 0
     events = _with_never_freed(events) if addresses else events.with_columns(never_freed=pl.lit(None, pl.Boolean))
     span = trace.span_ns()
     seconds = (span[1] - span[0]) / 1e9 if span and span[1] > span[0] else float("nan")
-    alloc = pl.col("bytes") > 0
+    alloc, free = pl.col("bytes") > 0, pl.col("bytes") < 0
     nf = pl.col("never_freed")
     per_device = (
         events.group_by(_DEVICE, maintain_order=True)
@@ -142,12 +147,13 @@ def _from_allocator(ix: TraceIndex) -> MemoryTimeline:
             peak_allocated_bytes=pl.col("allocated_bytes").max(),
             peak_ns=pl.col("ts_ns").get(pl.col("allocated_bytes").arg_max()),
             peak_operator=pl.col("operator").get(pl.col("allocated_bytes").arg_max()),
+            peak_module=pl.col("module").get(pl.col("allocated_bytes").arg_max()),
             peak_reserved_bytes=pl.col("reserved_bytes").get(pl.col("allocated_bytes").arg_max()),
             end_allocated_bytes=pl.col("allocated_bytes").last(),
             allocations=alloc.sum().cast(pl.Int64),
-            frees=(~alloc).sum().cast(pl.Int64),
+            frees=free.sum().cast(pl.Int64),
             allocated_bytes=pl.col("bytes").filter(alloc).sum(),
-            freed_bytes=-pl.col("bytes").filter(~alloc).sum(),
+            freed_bytes=-pl.col("bytes").filter(free).sum(),
             never_freed=nf.sum().cast(pl.Int64) if addresses else pl.lit(None, pl.Int64),
             never_freed_bytes=pl.col("bytes").filter(nf).sum() if addresses else pl.lit(None, pl.Int64),
         )
@@ -178,6 +184,13 @@ def _from_allocator(ix: TraceIndex) -> MemoryTimeline:
     )
 
 
+def _names_at(names: pl.Series, rows: np.ndarray) -> pl.Series:
+    """The ops names of `rows` (null where -1), as a String series."""
+    if not (rows >= 0).any():
+        return pl.repeat(None, rows.size, dtype=pl.String, eager=True)
+    return names.gather(pl.Series(np.maximum(rows, 0))).set(pl.Series(rows < 0), None)
+
+
 def _with_never_freed(events: pl.DataFrame) -> pl.DataFrame:
     """`never_freed`: an allocation whose block is not freed later in the trace, i.e. the next event at its address
     (same device) is not a free (the caching allocator alternates allocation and free per block address)."""
@@ -199,6 +212,7 @@ def _from_nvml(ix: TraceIndex, used: pl.DataFrame) -> MemoryTimeline:
             pl.lit(None, pl.Int64).alias("reserved_bytes"),
             pl.lit(None, pl.Int64).alias("bytes"),
             pl.lit(None, pl.String).alias("operator"),
+            pl.lit(None, pl.String).alias("module"),
         )
         .with_row_index("row")
         .sort(*_DEVICE, "ts_ns", "row")
@@ -217,6 +231,7 @@ def _from_nvml(ix: TraceIndex, used: pl.DataFrame) -> MemoryTimeline:
             *(pl.lit(None, pl.Float64).alias(c) for c in ("allocations_per_s", "frees_per_s")),
             *(pl.lit(None, pl.Int64).alias(c) for c in ("never_freed", "never_freed_bytes")),
             peak_operator=pl.lit(None, pl.String),
+            peak_module=pl.lit(None, pl.String),
         )
         .select(PER_DEVICE_COLUMNS)
     )
@@ -327,7 +342,9 @@ def peak_line(timeline: MemoryTimeline, start_ns: int) -> str:
     )
     if timeline.source == "nvml":
         return line
-    line += f", allocated by {row['peak_operator'] or 'no operator'}; {row['allocations']:,} allocations"
+    line += f", allocated by {row['peak_operator'] or 'no operator'}"
+    line += f" in {row['peak_module']}" if row["peak_module"] else ""
+    line += f"; {row['allocations']:,} allocations"
     if row["never_freed"] is not None:
         line += f", {row['never_freed']:,} never freed ({format_bytes(row['never_freed_bytes'])})"
     rate = row["allocations_per_s"]

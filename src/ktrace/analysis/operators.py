@@ -2,7 +2,12 @@
 
 A GPU record (kernel, memcpy, memset) belongs to the innermost operator whose thread and time span contain
 the start of its launch call (the api row of the launch join, TraceIndex.launch_rows). An operator's CPU
-self time is its span less the parts of its direct children (same thread) that lie inside it.
+self time is its span less the parts of its direct children (same thread) that lie inside it. Python frames
+(ops.category python_function) share the ops table but are not operators: modules.py reads the nn.Module ones.
+
+Operators are named without their input shapes: Kineto's `Input Dims` are the bulkiest args of a trace and the
+importer does not decode them (with Python frames on, the import is already past its 20x-HTA budget; see
+benchmarks/RESULTS.md), so there is no by-shape table yet.
 """
 
 from __future__ import annotations
@@ -113,8 +118,8 @@ def operator_view(trace: Trace, *, index: TraceIndex | None = None) -> OperatorV
     op_of = operator_of_records(trace, index=ix)
     launch = ix.launch_rows()
     api_start = ix.api_times()[0]
-    ops = trace.ops.select(
-        pl.col("name").cast(pl.String),
+    ops = trace.ops.select(  # names stay categorical (codes) until grouped: a String per op row cost ~20-40 MB
+        "name",
         (pl.col("end_ns") - pl.col("start_ns")).alias("dur"),
         pl.Series("self", operator_self_ns(trace, index=ix)),
         IS_OPERATOR.alias("operator"),
@@ -145,7 +150,9 @@ def operator_view(trace: Trace, *, index: TraceIndex | None = None) -> OperatorV
     per_name = (
         cpu.join(gpu, on="name", how="left")
         .with_columns(
-            pl.col("gpu_ns", "kernels", "gpu_records").fill_null(0).cast(pl.Int64), pl.col("calls").cast(pl.Int64)
+            pl.col("gpu_ns", "kernels", "gpu_records").fill_null(0).cast(pl.Int64),
+            pl.col("calls").cast(pl.Int64),
+            pl.col("name").cast(pl.String),
         )
         .select(OPERATOR_COLUMNS)
     )

@@ -157,12 +157,14 @@ def covered_between(mg: I64, ms: I64, me: I64, n_groups: int, qg: I64, a: I64, b
     """Time covered by each group's disjoint sorted intervals inside the windows [a, b) of group qg (-1: 0)."""
     out = np.zeros(qg.size, np.int64)
     lo = np.searchsorted(mg, np.arange(n_groups + 1))
-    for g in np.unique(qg[qg >= 0]):
+    order = np.argsort(qg, kind="stable")  # the queries of one group together: one slice per group, no mask
+    qlo = np.searchsorted(qg[order], np.arange(n_groups + 1))
+    for g in range(n_groups):
         s, e = ms[lo[g] : lo[g + 1]], me[lo[g] : lo[g + 1]]
-        if not s.size:  # nothing of this group covers any window
+        sel = order[qlo[g] : qlo[g + 1]]
+        if not s.size or not sel.size:  # no interval of this kind on the rank (no communication kernel, say): 0
             continue
         cum = np.concatenate([[0], np.cumsum(e - s)])
-        sel = qg == g
         out[sel] = _covered_before(s, e, cum, b[sel]) - _covered_before(s, e, cum, a[sel])
     return out
 

@@ -24,7 +24,7 @@ import json
 import sys
 
 from ktrace.cli.fleet_options import add_engine_arguments, fleet_summary_of
-from ktrace.cli.options import add_json_flag, add_trace_argument, open_trace
+from ktrace.cli.options import add_json_flag, add_no_ops_flag, add_trace_argument, open_trace
 from ktrace.cli.rules_options import add_rules_arguments, rules_config
 from ktrace.model.errors import ExitCode, KtraceError
 
@@ -32,6 +32,7 @@ from ktrace.model.errors import ExitCode, KtraceError
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `ktrace check`."""
     add_trace_argument(parser, optional_with="--list-rules")
+    add_no_ops_flag(parser)
     add_rules_arguments(parser)
     parser.add_argument(
         "--fail-on",
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         from ktrace.cli.progress import progress_bar
 
-        trace = open_trace(args.trace)
+        trace = open_trace(args.trace, with_ops=not args.no_ops)
         with progress_bar("checking"):
             report = run_rules(trace, config)
     from ktrace.model.display_text import printable

@@ -12,7 +12,7 @@ health).
 examples:
   ktrace import worker0.pt.trace.json.gz -o run.ktrace
   ktrace import ./profiler_logs/ -o job.ktrace            one trace from all per-rank files
-  ktrace import train.json.gz -o run.ktrace --no-ops      lean: skip cpu_op (framework operators)
+  ktrace import train.json.gz -o run.ktrace --no-ops      lean: skip cpu_op and python_function
   ktrace import report.sqlite -o run.ktrace               an Nsight Systems export
   ktrace import ./ranks/ -o job.ktrace --workers 8        8 ranks at a time, one partition per rank
   ktrace import ./ranks/ -o job.ktrace --cluster tcp://sched:8786   on a Dask cluster (pip install 'ktrace[dask]')
@@ -45,8 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-ops",
         action="store_true",
-        help="Kineto: skip cpu_op events (framework operators; imported by default): a faster "
-        "import and a smaller store, without the operator view",
+        help="Kineto: skip cpu_op and python_function events (framework operators and Python frames, "
+        "nn.Module frames among them; imported by default): a faster import and a smaller store, without "
+        "the operator and module views",
     )
     parser.add_argument("--with-ops", action="store_true", help=argparse.SUPPRESS)  # the default since issue #15
     parser.add_argument(

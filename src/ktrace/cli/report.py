@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ktrace.cli.fleet_options import add_engine_arguments, fleet_summary_of
-from ktrace.cli.options import add_trace_argument, open_trace
+from ktrace.cli.options import add_no_ops_flag, add_trace_argument, open_trace
 from ktrace.cli.rules_options import add_rules_arguments, rules_config
 from ktrace.model.errors import ExitCode, KtraceError
 
@@ -44,6 +44,7 @@ FORMATS = ("html", "md", "json")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `ktrace report`."""
     add_trace_argument(parser)
+    add_no_ops_flag(parser)
     parser.add_argument(
         "-o", "--output", metavar="FILE", help="where to write (default: stdout for md/json; report.html for html)"
     )
@@ -130,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
             rules = run_fleet_rules(fleet, config)
             text = render_fleet(fleet, rules, fmt, args.title)
         else:
-            trace = open_trace(args.trace)
+            trace = open_trace(args.trace, with_ops=not args.no_ops)
             with progress_bar("analysing") as bar:
                 report = build_report(
                     trace, config=config, annotations=tuple(args.annotate), top=args.top, title=args.title, progress=bar

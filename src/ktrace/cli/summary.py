@@ -35,7 +35,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from ktrace.cli.fleet_options import add_engine_arguments, fleet_summary_of
-from ktrace.cli.options import add_json_flag, add_trace_argument, open_trace, terminal_console
+from ktrace.cli.options import add_json_flag, add_no_ops_flag, add_trace_argument, open_trace, terminal_console
 from ktrace.model.errors import ExitCode, KtraceError
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `ktrace summary`."""
     add_trace_argument(parser)
+    add_no_ops_flag(parser)
     add_json_flag(parser)
     parser.add_argument(
         "--top",
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         return _print_fleet(fleet, args.json)
     from ktrace.cli.progress import progress_bar
 
-    trace = open_trace(args.trace)
+    trace = open_trace(args.trace, with_ops=not args.no_ops)
     with progress_bar("analysing"):
         summary = summarize(trace, top=args.top, steps_pattern=args.steps_pattern, annotations=tuple(args.annotation))
     if args.json:

@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ktrace.cli.options import add_trace_argument
+from ktrace.cli.options import add_no_ops_flag, add_trace_argument
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,6 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="do not compute the dashboard (summary and rules); faster on huge traces",
     )
+    add_no_ops_flag(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,6 +42,6 @@ def run(args: argparse.Namespace) -> int:
         )
     from ktrace.tui.app import make_app
 
-    app = make_app(path, analyses=not args.no_analyses)
+    app = make_app(path, analyses=not args.no_analyses, with_ops=not args.no_ops)
     app.run()
     return int(app.return_code or 0)

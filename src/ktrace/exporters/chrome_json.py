@@ -19,7 +19,7 @@ import polars as pl
 
 from ktrace.exporters.perfetto_slices import STREAM_KINDS, THREAD_KINDS, launch_pairs, rank_slices
 from ktrace.exporters.perfetto_tracks import process_name, process_order
-from ktrace.exporters.track_layout import counter_title, overlap_lanes
+from ktrace.exporters.track_layout import allocation_counters, counter_title, overlap_lanes
 from ktrace.model.errors import ProgressFn, no_progress
 from ktrace.model.outputs import atomic_file
 from ktrace.model.schema import LAUNCH_CONFIG, NODE_RANK
@@ -199,8 +199,11 @@ def _flow_lines(placed: pl.DataFrame, t0: int, first_id: int) -> tuple[pl.Series
 
 
 def _counter_lines(trace: Trace, node: str, rank: int, pid: int, t0: int) -> pl.Series:
-    rows = trace.counters.filter((pl.col("rank") == rank) & (pl.col("node") == node))
-    rows = rows.with_columns(pl.col("metric").cast(pl.String), pl.col("instance").fill_null(-1))
+    mine = (pl.col("rank") == rank) & (pl.col("node") == node)
+    rows = trace.counters.filter(mine)
+    rows = rows.select("ts_ns", pl.col("metric").cast(pl.String), pl.col("instance").fill_null(-1), "value")
+    memory = allocation_counters(trace.allocations.filter(mine))  # the allocator's memory timeline, as in Perfetto
+    rows = pl.concat([rows, memory.drop("node", "rank")]) if memory.height else rows
     keys = rows.select("metric", "instance").unique()
     titles = [json.dumps(counter_title(m, i)) for m, i in keys.iter_rows()]
     rows = rows.join(keys.with_columns(pl.Series("title", titles, pl.String)), on=["metric", "instance"])

@@ -100,10 +100,11 @@ def select(
             if hi is not None:
                 f = f.filter(pl.col("start_ns") <= hi)
             frames[name] = f
-        c = frames["counters"]
-        if lo is not None:
-            c = c.filter(pl.col("ts_ns") >= lo)
-        if hi is not None:
-            c = c.filter(pl.col("ts_ns") <= hi)
-        frames["counters"] = c
+        for name in ("counters", "allocations"):  # instants: kept inside the window
+            c = frames[name]
+            if lo is not None:
+                c = c.filter(pl.col("ts_ns") >= lo)
+            if hi is not None:
+                c = c.filter(pl.col("ts_ns") <= hi)
+            frames[name] = c
     return dataclasses.replace(trace, **frames)  # type: ignore[arg-type]

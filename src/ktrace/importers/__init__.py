@@ -73,12 +73,13 @@ def _nsys_export_in(folder: Path) -> Path | None:
 
 def load(path: str | os.PathLike[str], *, progress: ProgressFn = no_progress, **options: Any) -> Trace:
     """Open any supported trace as a Trace (foreign formats are imported on the fly); a folder holding one
-    nsys .sqlite export (and no Kineto trace) opens that export."""
+    nsys .sqlite export (and no Kineto trace) opens that export. `with_ops=False` leaves the ops table empty
+    (Kineto: cpu_op and python_function not decoded; a store: its ops files not read)."""
     kind, p = locate(Path(path))
     if kind == "ktrace":
         from ktrace.model.store import read
 
-        return read(p)
+        return read(p, skip=("ops",) if options.get("with_ops") is False else ())
     if kind == "nsys":
         from ktrace.importers.nsys import import_nsys
 

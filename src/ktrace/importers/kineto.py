@@ -32,6 +32,7 @@ from ktrace.importers.kineto_tables import (
 from ktrace.model.builder import TraceBuilder, merge_traces
 from ktrace.model.clock_estimate import align_hosts
 from ktrace.model.errors import ProgressFn, TraceFormatError, no_progress
+from ktrace.model.heap import release_free_memory
 from ktrace.model.scrub import scrub_trace
 from ktrace.model.secrets import scrub_mapping, scrub_text
 from ktrace.model.trace import Trace, TraceMeta
@@ -78,6 +79,7 @@ def import_kineto(path: Path, *, progress: ProgressFn = no_progress, with_ops: b
     if path.is_dir():
         return scrub_trace(_import_folder(path, progress, with_ops))
     trace, _ = _import_file(path, progress, with_ops, 0, 0)
+    release_free_memory()
     return scrub_trace(trace)
 
 
@@ -103,6 +105,7 @@ def _import_folder(folder: Path, progress: ProgressFn, with_ops: bool) -> Trace:
     for p in files:
         try:
             results.append(_import_file(p, progress, with_ops, done, grand))
+            release_free_memory()
         except TraceFormatError as exc:
             if len(files) == 1:
                 raise

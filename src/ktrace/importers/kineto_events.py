@@ -16,14 +16,13 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
+from ktrace.importers.kineto_memory import MEMORY_EVENT, NO_MEM_ARGS, decode_mem_args
 from ktrace.importers.kineto_schema import (
     EXACT_FROM_US,
     KIND_OF_CATEGORY,
     KINDS,
     KNOWN_CATEGORIES,
     MAX_TS_US,
-    MEMORY_EVENT,
-    NO_MEM_ARGS,
     NO_OP_ARGS,
     OPS_KINDS,
     SKIPPED,
@@ -36,7 +35,6 @@ from ktrace.importers.kineto_schema import (
     code_of_type,
     decode_args,
     decode_events,
-    decode_mem_args,
 )
 
 _CODE_OF_CATEGORY: dict[str, int] = {
@@ -68,7 +66,20 @@ def int_array(values: Sequence[Any]) -> pa.Array:
     try:
         return pa.array(values, type=pa.int64())
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
-        return pa.array([to_int(v) for v in values], type=pa.int64())
+        return pa.array(_to_ints(values), type=pa.int64())
+
+
+def _to_ints(values: Sequence[Any]) -> list[int | None]:
+    """`to_int` of every value, computed once per distinct (type, value): ids repeat (PyTorch 1.9 wrote every
+    tid as a string, so all of a trace's CPU events took the regex, ~1 us each, for a handful of distinct tids)."""
+    numeric = set(map(type, values)) - {str, type(None)}
+    # equal numbers of different types (True, 1, 1.0) are one dict key but not one id: key those by (type, value)
+    keys: Sequence[Any] = values if len(numeric) <= 1 else list(zip(map(type, values), values, strict=True))
+    try:
+        memo = {key: to_int(key if keys is values else key[1]) for key in set(keys)}
+    except TypeError:  # an unhashable value (a list or an object where an id belongs)
+        return [to_int(v) for v in values]
+    return list(map(memo.__getitem__, keys))
 
 
 def str_array(values: Sequence[Any]) -> pa.Array:

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from ktrace.importers.kineto_limits import MAX_DEPTH, flatten_deep
+from ktrace.importers.kineto_memory import MemArgs
 
 KIND_OF_CATEGORY: dict[str, str] = {
     "kernel": "kernel",
@@ -123,26 +124,9 @@ class OpArgs(msgspec.Struct, gc=False):
     sequence: Any = msgspec.field(default=None, name="Sequence number")
 
 
-class MemArgs(msgspec.Struct, gc=False):
-    """The `args` of a caching-allocator event (`[memory]`, PyTorch `profile_memory`), decoded with the event in one
-    pass like OpArgs. PyTorch 1.9 wrote only the device and Bytes; 2.x adds the address and the allocator's totals.
-    Untyped, so no value fails the fast path (int_array coerces later)."""
-
-    device_type: Any = msgspec.field(default=None, name="Device Type")
-    device: Any = msgspec.field(default=None, name="Device Id")
-    address: Any = msgspec.field(default=None, name="Addr")
-    nbytes: Any = msgspec.field(default=None, name="Bytes")
-    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
-    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
-
-
-MEMORY_EVENT = "[memory]"
-"""Name of the allocator's instant events (category cpu_instant_event since PyTorch 2, none in 1.9)."""
-
 NULL = msgspec.Raw(b"null")
 NO_ARGS = Args()
 NO_OP_ARGS = OpArgs()
-NO_MEM_ARGS = MemArgs()
 
 
 MAX_TS_US = 2.0**53
@@ -191,7 +175,6 @@ _GENERIC: dict[bool, msgspec.json.Decoder[Any]] = {
 RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 _ARGS_LIST = msgspec.json.Decoder(list[Args | None])
 _ARGS = msgspec.json.Decoder(Args | None)
-_MEM_ARGS_LIST = msgspec.json.Decoder(list[MemArgs | None])
 
 
 _TYPED_ARGS: dict[str, type] = {"op": OpArgs, "alloc": MemArgs}
@@ -365,23 +348,6 @@ def decode_args(raws: list[msgspec.Raw], report: DecodeReport) -> list[Args]:
         except (msgspec.DecodeError, TypeError, ValueError, OverflowError):
             out.append(NO_ARGS)
         report.repaired_events += 1
-    return out
-
-
-def decode_mem_args(raws: list[msgspec.Raw], report: DecodeReport) -> list[MemArgs]:
-    """Decode the raw `args` of allocator events of a slow-path slice (PyTorch 1.9 wrote them without a category);
-    an unreadable one counts as repaired and reads as no args."""
-    try:
-        return [a or NO_MEM_ARGS for a in _MEM_ARGS_LIST.decode(b"[" + b",".join(raws) + b"]")]
-    except (msgspec.DecodeError, UnicodeDecodeError):
-        pass
-    out: list[MemArgs] = []
-    for raw in raws:
-        try:
-            out.append(msgspec.convert(msgspec.json.decode(raw), MemArgs, strict=False) or NO_MEM_ARGS)
-        except (msgspec.DecodeError, UnicodeDecodeError, TypeError, ValueError, OverflowError):
-            out.append(NO_MEM_ARGS)
-            report.repaired_events += 1
     return out
 
 

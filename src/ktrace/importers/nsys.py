@@ -22,6 +22,8 @@ from ktrace.importers.nsys_activity import (
     read_syncs,
 )
 from ktrace.importers.nsys_annotations import read_gpu_metrics, read_nvtx
+from ktrace.importers.nsys_memory import TABLE as MEMORY_USAGE_TABLE
+from ktrace.importers.nsys_memory import read_memory_usage
 from ktrace.importers.nsys_meta import (
     METADATA_TABLES,
     ExportInfo,
@@ -47,6 +49,7 @@ EVENT_TABLES = (
     *API_TABLES,
     "NVTX_EVENTS",
     "GPU_METRICS",
+    MEMORY_USAGE_TABLE,
 )
 """Tables whose rows become ktrace events; an export needs at least one of them."""
 
@@ -199,6 +202,8 @@ def _read_table(
         return read_api(db, table, offset, log, advance)
     if table == "NVTX_EVENTS":
         builder.add("ranges", read_nvtx(db, offset, log, advance))
+    elif table == MEMORY_USAGE_TABLE:
+        builder.add("allocations", read_memory_usage(db, offset, log, advance))
     else:
         builder.add("counters", read_gpu_metrics(db, offset, log, advance), rank=NODE_RANK)
     return None

@@ -184,13 +184,19 @@ def partitions(root: Path) -> Iterator[tuple[str, int, Path]]:
 
 
 def read(
-    path: str | os.PathLike[str], *, clock: str | None = None, only: Collection[tuple[str, int]] | None = None
+    path: str | os.PathLike[str],
+    *,
+    clock: str | None = None,
+    only: Collection[tuple[str, int]] | None = None,
+    skip: Collection[str] = (),
 ) -> Trace:
     """Open a .ktrace folder as one Trace (all partitions, or the (node, rank) partitions in `only`: a fleet
     worker opens just its own), recovering un-finalized capture files.
 
     A multi-host store's timestamps are put on one clock by its meta.json clock_alignment (`clock` "aligned", the
     default, or $KTRACE_CLOCK); "raw" gives them as each host recorded them. One host is never shifted.
+
+    `skip` names tables not to read (they come back empty): `("ops",)` for the reading verbs' --no-ops.
 
     Raises:
         TraceFormatError: not a store, a store still being written or left incomplete by its writer (no
@@ -219,7 +225,7 @@ def read(
         constants = {**scrub_mapping(constants)[0], "node": node, "rank": rank}
         return name, _frame(table, name, constants, folder), was_recovered
 
-    jobs = [(node, rank, folder, name) for node, rank, folder in parts for name in TABLES]
+    jobs = [(node, rank, folder, name) for node, rank, folder in parts for name in TABLES if name not in skip]
     with ThreadPoolExecutor(max_workers=min(_READ_WORKERS, max(1, len(jobs)))) as pool:
         for (node, rank, _, name), (_, table, was_recovered) in zip(jobs, pool.map(load, jobs), strict=True):
             if table is not None:

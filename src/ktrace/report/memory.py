@@ -53,7 +53,7 @@ def device_cells(m: MemoryTimeline, start_ns: int) -> list[list[object]]:
             device_label(r),
             format_bytes(r["peak_allocated_bytes"]),
             _sec(r["peak_ns"], start_ns),
-            r["peak_operator"] or "-",
+            (r["peak_operator"] or "-") + (f" in {r['peak_module']}" if r["peak_module"] else ""),
             format_bytes(r["peak_reserved_bytes"]),
             format_bytes(r["end_allocated_bytes"]),
             fmt_num(r["allocations"]),

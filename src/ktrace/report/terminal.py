@@ -357,9 +357,13 @@ def print_stragglers(console: Console, lag: Stragglers | None) -> None:
     """The straggler table's top TERMINAL_STRAGGLERS ranks (the single-process and the fleet summary's)."""
     if lag is None:
         return
-    found, rest = straggler_rows(lag, TERMINAL_STRAGGLERS)
-    columns = ["node", "rank", "slower_pct", "work_mean_ns", "slowest_steps", "causes"]
-    print_table(console, f"stragglers ({BASIS_NOTE[lag.basis]})", printable_tree(found), columns)
+    found: list[dict[str, Any]] = printable_tree(straggler_rows(lag, TERMINAL_STRAGGLERS)[0])
+    rest = lag.table.height - len(found)
+    columns = ["node", "rank", "slower_pct", "work_mean_ns", "step_mean_ns", "slowest_steps"]
+    print_table(console, f"stragglers ({BASIS_NOTE[lag.basis]})", found, columns)
+    for row in found:  # the causes on lines of their own: kernel names need the width a table column lacks
+        if row["causes"]:
+            console.print(Text(f"  why {row['node']}/{row['rank']}: {row['causes']}"))
     if rest:
         console.print(f"[dim]{escape(rest_note(rest, 'ranks'))}[/]")
 

@@ -10,7 +10,9 @@ from textual.screen import Screen
 from textual.widgets import Input, TabbedContent
 
 from ktrace.tui.keymap import KEYS
+from ktrace.tui.operators_model import OperatorPanel
 from ktrace.tui.screens.help import HelpScreen
+from ktrace.tui.screens.operators import OperatorScreen
 from ktrace.tui.screens.step_prompt import StepPrompt
 from ktrace.tui.steps import STEPS_PENDING, StepSpans, find_step
 from ktrace.tui.widgets.dashboard import Dashboard
@@ -26,9 +28,17 @@ class AppActions(App[None]):
     steps: StepSpans
     """The trace's steps (KtraceApp sets them; pending until detected)."""
 
+    operator_panel: OperatorPanel | None
+    """The operator screen's model once the summary is computed (KtraceApp sets it)."""
+
     def action_help(self) -> None:
         """Show every key."""
         self.push_screen(HelpScreen())
+
+    def action_operators(self) -> None:
+        """Show the operator screen (filled when the summary arrives, if it has not yet)."""
+        if not isinstance(self.screen, OperatorScreen):
+            self.push_screen(OperatorScreen(self.operator_panel))
 
     def action_show_tab(self, tab: str) -> None:
         """Switch to a tab and focus its main widget."""
@@ -127,7 +137,7 @@ class AppActions(App[None]):
         yield from super().get_system_commands(screen)
         seen: set[str] = set()
         for key in KEYS:
-            if key.scope == "tree" or key.action in seen or key.action == "command_palette":
+            if key.scope in ("tree", "ranks") or key.action in seen or key.action == "command_palette":
                 continue
             seen.add(key.action)
             where = "" if key.scope == "app" else f" (in the {key.scope})"

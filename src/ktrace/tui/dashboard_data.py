@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING
 from ktrace.analysis.index import TraceIndex
 from ktrace.model.trace import Trace
 from ktrace.tui.dashboard_panels import Panel, findings_panel, summary_panels, unavailable
+from ktrace.tui.memory_panel import memory_panel
 from ktrace.tui.messages import SummaryReady
+from ktrace.tui.rank_panels import rank_panels
 
 __all__ = ["Panel", "compute_dashboard", "panels", "unavailable"]
 
@@ -37,11 +39,15 @@ def compute_dashboard(trace: Trace, index: TraceIndex | None = None) -> SummaryR
             summary = None
     message = SummaryReady(dashboard, error, summary=summary)
     message.panels = panels(message)
+    message.rank_panels = rank_panels(dashboard)
     return message
 
 
 def panels(message: SummaryReady) -> list[Panel]:
     """The dashboard panels of a summary (each unavailable with a reason when its data is missing)."""
     out = summary_panels(message.dashboard, message.error, message.summary)
+    summary = message.dashboard.summary if message.dashboard is not None else message.summary
+    memory = memory_panel(summary) if summary is not None else None
+    out += [memory] if memory is not None else []
     out.append(findings_panel(message.dashboard, message.error))
     return out

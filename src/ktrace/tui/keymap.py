@@ -17,7 +17,7 @@ class Key:
     """Action name (without action_), run on the scope's widget or the app."""
     description: str
     scope: str
-    """"app", "timeline", "tree" or "kernels"."""
+    """"app", "timeline", "tree", "kernels" or "ranks" (the dashboard's rank panels)."""
     show: bool = False
     """Shown in the footer."""
     display: str = ""
@@ -29,6 +29,7 @@ KEYS: tuple[Key, ...] = (
     Key("1", "show_tab('timeline')", "Timeline tab", "app", True),
     Key("2", "show_tab('kernels')", "Kernels tab", "app", True),
     Key("3", "show_tab('dashboard')", "Dashboard tab", "app", True),
+    Key("o", "operators", "operators: top by GPU / CPU self time, their kernels, nn.Modules", "app", False),
     Key("ctrl+p", "command_palette", "command palette (every action)", "app", False, "ctrl+p"),
     Key("q", "quit", "quit", "app", True),
     Key("pagedown", "scroll_dashboard(1)", "dashboard: scroll down a page", "app", False, "pgdn"),
@@ -74,6 +75,9 @@ KEYS: tuple[Key, ...] = (
     Key("s", "cycle_sort", "sort by the next column", "kernels", True),
     Key("r", "reverse_sort", "reverse the sort order", "kernels"),
     Key("enter", "show_in_timeline", "show the kernel in the timeline", "kernels", True, "enter"),
+    Key("j,down", "move(1)", "rank heatmap / stragglers: next rank line", "ranks", False, "j / ↓"),
+    Key("k,up", "move(-1)", "rank heatmap / stragglers: previous rank line", "ranks", False, "k / ↑"),
+    Key("enter", "choose", "rank heatmap / stragglers: show the rank's tracks in the timeline", "ranks", True, "enter"),
 )
 """The single source of truth for keys."""
 

@@ -83,6 +83,8 @@ class SummaryReady(Message):
     """summarize() alone, when the dashboard failed but the summary did not (its panels are still shown)."""
     panels: list[Any] = field(default_factory=list)
     """ktrace.tui.dashboard_data.Panel list: only widgets remain to be made on the UI thread."""
+    rank_panels: list[Any] = field(default_factory=list)
+    """ktrace.tui.rank_panels.RankPanel list (2+ ranks), shown before the other panels."""
 
 
 @dataclass
@@ -123,6 +125,14 @@ class TrackToggled(Message):
     """The tree asked to add or remove timeline tracks."""
 
     track_ids: list[int]
+
+
+@dataclass
+class RankChosen(Message):
+    """A rank line of the dashboard's rank panels was chosen: show that rank's tracks in the timeline."""
+
+    node: str
+    rank: int
 
 
 @dataclass

@@ -196,7 +196,8 @@ def track_title_parts(track: Track, with_rank: bool = False) -> tuple[str, str]:
             (f"stream {stream}", f"GPU{parts[2][3:]}") if stream != "-1" else (f"GPU{parts[2][3:]} (no stream)", "")
         )
     elif track.kind in ("api", "ops", "ranges") and len(parts) >= 5:
-        what = {"api": "CUDA API", "ops": "operators"}.get(track.kind) or f"ranges lvl {parts[4][4:] or 0}"
+        ops = "Python" if parts[4] == "py" else "operators"
+        what = {"api": "CUDA API", "ops": ops}.get(track.kind) or f"ranges lvl {parts[4][4:] or 0}"
         where = f"T{parts[3][1:]}"
     else:
         what = track.label

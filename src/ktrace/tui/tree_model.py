@@ -55,9 +55,22 @@ def tree_roots(index: TrackIndex) -> list[TreeItem]:
     for i, t in enumerate(index.tracks):
         by_node[t.node].append(i)
     return [
-        TreeItem(f"{node} ({len(ids)} tracks)", ids, _node_children(index, node, ids), key=node)
+        TreeItem(
+            f"{node} ({_ranks_text(index, ids)}{len(ids)} tracks)", ids, _node_children(index, node, ids), key=node
+        )
         for node, ids in sorted(by_node.items())
     ]
+
+
+def _ranks_text(index: TrackIndex, ids: list[int]) -> str:
+    """ "8 ranks · " for a host with several ranks, "" for one."""
+    n = len({index.tracks[i].rank for i in ids} - {-1})
+    return f"{n:,} ranks · " if n > 1 else ""
+
+
+RANK_BLOCK = 64
+"""A host with more ranks than this lists them in blocks of this many ("ranks 0-63"), each expanded on demand: a
+tree line per rank of a 1,024-rank host would bury everything else."""
 
 
 def _node_children(index: TrackIndex, node: str, ids: list[int]) -> Callable[[], list[TreeItem]]:
@@ -65,21 +78,46 @@ def _node_children(index: TrackIndex, node: str, ids: list[int]) -> Callable[[],
         by_rank: dict[int, list[int]] = defaultdict(list)
         for i in ids:
             by_rank[index.tracks[i].rank].append(i)
-        items = []
-        for rank, rids in sorted(by_rank.items()):
-            if rank < 0:
-                items.append(
-                    TreeItem(f"node counters ({len(rids)})", rids, _leaves(index, rids), key=f"{node}/counters")
+        ranks = sorted(r for r in by_rank if r >= 0)
+        if len(ranks) <= RANK_BLOCK:
+            return _rank_items(index, node, by_rank, sorted(by_rank))
+        items = [_rank_items(index, node, by_rank, [-1])[0]] if -1 in by_rank else []
+        for at in range(0, len(ranks), RANK_BLOCK):
+            block = ranks[at : at + RANK_BLOCK]
+            bids = [i for r in block for i in by_rank[r]]
+            items.append(
+                TreeItem(
+                    f"ranks {block[0]}-{block[-1]} ({len(block)} ranks)",
+                    bids,
+                    _block_children(index, node, by_rank, block),
+                    key=f"{node}/ranks{block[0]}-{block[-1]}",
                 )
-                continue
-            on_gpu = index.gpu_annotations()
-            host = [i for i in rids if _gpu_of(on_gpu, index.tracks[i], index.tracks[i].key.split("/")) is None]
-            pids = sorted({_pid(index.tracks[i]) for i in host} - {""}, key=natural_key)
-            label = f"rank {rank}" + (f" · pid {', '.join(pids)}" if pids else "")
-            items.append(TreeItem(label, rids, _rank_children(index, rids), key=f"{node}/{rank}"))
+            )
         return items
 
     return build
+
+
+def _block_children(
+    index: TrackIndex, node: str, by_rank: dict[int, list[int]], block: list[int]
+) -> Callable[[], list[TreeItem]]:
+    return lambda: _rank_items(index, node, by_rank, block)
+
+
+def _rank_items(index: TrackIndex, node: str, by_rank: dict[int, list[int]], ranks: list[int]) -> list[TreeItem]:
+    """One item per rank (the host's counters for rank -1)."""
+    items = []
+    for rank in ranks:
+        rids = by_rank[rank]
+        if rank < 0:
+            items.append(TreeItem(f"node counters ({len(rids)})", rids, _leaves(index, rids), key=f"{node}/counters"))
+            continue
+        on_gpu = index.gpu_annotations()
+        host = [i for i in rids if _gpu_of(on_gpu, index.tracks[i], index.tracks[i].key.split("/")) is None]
+        pids = sorted({_pid(index.tracks[i]) for i in host} - {""}, key=natural_key)
+        label = f"rank {rank}" + (f" · pid {', '.join(pids)}" if pids else "")
+        items.append(TreeItem(label, rids, _rank_children(index, rids), key=f"{node}/{rank}"))
+    return items
 
 
 def _key_parts(track: Track) -> list[str]:

@@ -121,3 +121,37 @@ def test_summary_json_key() -> None:
     assert mt["per_device"][0]["peak_operator"] == "aten::mm"
     empty = summary_to_dict(summarize(TraceBuilder().build()))
     assert empty["memory_timeline"] is None and NO_MEMORY_TIMELINE in empty["notes"]
+
+
+def test_a_zero_byte_event_is_neither_an_allocation_nor_a_free() -> None:
+    b = TraceBuilder("n0", 0)
+    b.add("allocations", {"ts_ns": [T, T + 1, T + 2], "device": [0] * 3, "address": [1, 2, 1], "bytes": [8, 0, -8]})
+    m = memory_timeline(b.build())
+    assert m is not None
+    assert m.per_device.select("allocations", "frees", "never_freed").row(0) == (1, 1, 0)
+
+
+def test_the_peak_names_its_nn_module_where_the_trace_has_module_frames() -> None:
+    """A Kineto with_modules trace: python_function frames `nn.Module: Linear_0` around the operators. The peak's
+    module is the innermost module frame on the allocating thread; Python frames are never the operator."""
+    b = TraceBuilder("n0", 0)
+    b.add(
+        "ops",
+        {
+            "start_ns": [T, T + 10, T + 20, T + 20],
+            "end_ns": [T + 100, T + 90, T + 30, T + 50],
+            "pid": [1] * 4,
+            "tid": [1, 1, 1, 2],
+            "name": ["nn.Module: Model_0", "nn.Module: Linear_0", "aten::mm", "nn.Module: Other_0"],
+            "category": ["python_function", "python_function", "cpu_op", "python_function"],
+        },
+    )
+    b.add(
+        "allocations",
+        {"ts_ns": [T + 5, T + 25], "device": [0, 0], "pid": [1, 1], "tid": [1, 1], "address": [1, 2], "bytes": [8, 64]},
+    )
+    m = memory_timeline(b.build())
+    assert m is not None
+    row = m.per_device.row(0, named=True)
+    assert (row["peak_operator"], row["peak_module"]) == ("aten::mm", "Linear_0")
+    assert m.series.sort("ts_ns").select("operator", "module").rows() == [(None, "Model_0"), ("aten::mm", "Linear_0")]

@@ -94,6 +94,7 @@ def test_no_module_frames_no_module_view() -> None:
 def test_kernels_of_each_operator() -> None:
     kernels = operator_kernels(nested_ops_trace(), ["aten::addmm", "aten::relu", "forward"], per_operator=1)
     assert kernels.rows() == [("aten::addmm", "gemm", 2, 100), ("aten::relu", "relu_kernel", 1, 10)]
+    assert operator_kernels(nested_ops_trace(), []).height == 0  # no operator to name: an empty, typed join key
 
 
 def test_summary_json_has_modules_or_says_why_not() -> None:
@@ -111,3 +112,24 @@ def test_summary_json_has_modules_or_says_why_not() -> None:
     }
     bare = summary_to_dict(summarize(nested_ops_trace()))["operators"]
     assert bare["modules"] is None and bare["modules_note"] == NO_MODULES
+
+
+def test_frames_survive_a_store_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from ktrace.model import store
+
+    trace = with_frames(nested_ops_trace())
+    back = store.read(store.write(trace, tmp_path / "t.ktrace"))
+    assert back.ops["category"].cast(pl.String).value_counts().sort("category").rows() == [
+        ("cpu_op", 5),
+        ("python_function", 6),
+    ]
+
+    def names(t: Trace) -> list[str | None]:
+        return [t.ops["name"].cast(pl.String)[r] if r >= 0 else None for r in module_of_records(t).tolist()]
+
+    assert (
+        names(back)
+        == names(trace)
+        == ["nn.Module: Linear_0", "nn.Module: ReLU_0", "nn.Module: Linear_1", None, None, "nn.Module: Net_0"]
+    )
+    assert store.read(tmp_path / "t.ktrace", skip=("ops",)).ops.height == 0

@@ -79,3 +79,31 @@ def test_coarse_rows_are_ranks_or_host_means() -> None:
     assert labels == ["a (2 ranks)", "b (2 ranks)"] and rows.shape == (2, STEPS)
     assert rows[1].tolist() == pytest.approx([(0.3 + 0.7) / 2] * STEPS)
     assert h.hosts() == [("a", 0, 2), ("b", 2, 2)]
+
+
+def test_fleet_job_heatmap_shows_the_straggler_communicating_least() -> None:
+    """ktrace.testing.fleet on one clock: the straggler spends the least of each step in collectives."""
+    from ktrace.testing.fleet import FleetConfig, generate_fleet
+
+    job = generate_fleet(FleetConfig(max_offset_ns=0))
+    h = rank_heatmap(job.trace)
+    assert h.ranks.height == 64 and len(h.hosts()) == 8
+    comm = h.matrix("step", "comm_share")
+    row = h.ranks.rows().index(job.straggler)
+    assert np.all(np.argmin(comm, axis=0) == row)
+    assert h.matrix("time", "busy_share").shape == (64, h.bins.n_bins)
+
+
+def test_a_rank_without_communication_has_zero_comm_share() -> None:
+    from ktrace.model.builder import TraceBuilder
+
+    whole = fleet_trace(layout=(("a", 0), ("a", 1)), straggler=None)
+    b = TraceBuilder()
+    for table in ("kernels", "ranges"):
+        for (node, rank), part in whole.table(table).group_by("node", "rank", maintain_order=True):
+            if rank == 1 and table == "kernels":
+                part = part.filter(part["name"] == "gemm")  # this rank runs no collective
+            b.add(table, part.drop("node", "rank").to_arrow(), node=str(node), rank=int(rank))
+    h = rank_heatmap(b.build())
+    assert h.matrix("step", "comm_share")[1].tolist() == [0.0] * STEPS
+    assert h.matrix("step", "busy_share")[1].tolist() == [GEMM_NS / STEP_NS] * STEPS

@@ -74,3 +74,19 @@ def test_parts_of_single_rank_traces_combine_to_the_whole() -> None:
 def test_one_rank_has_no_causes() -> None:
     s = stragglers(fleet_trace(layout=(("a", 0),)))
     assert s.table.height == 1 and s.causes.height == 0 and s.table["slower_pct"][0] == 0.0
+
+
+def test_fleet_job_straggler_is_found_although_every_rank_steps_alike() -> None:
+    """ktrace.testing.fleet: 64 ranks on 8 hosts (clocks apart by up to 2 s), one rank computing 1.6x slower; the
+    others wait for it inside their collectives, so every rank's step takes the same time and only work tells."""
+    from ktrace.testing.fleet import FleetConfig, generate_fleet
+
+    job = generate_fleet(FleetConfig())
+    s = stragglers(job.trace)
+    first = s.table.row(0, named=True)
+    assert (first["node"], first["rank"]) == job.straggler
+    assert first["slowest_steps"] == first["steps"] == FleetConfig().steps
+    assert s.table["step_mean_ns"].max() / s.table["step_mean_ns"].min() < 1.001  # type: ignore[operator]
+    assert first["slower_pct"] > 50 > s.table["slower_pct"][1]
+    assert set(zip(s.per_step["slowest_node"], s.per_step["slowest_rank"], strict=True)) == {job.straggler}
+    assert s.causes.filter(node=job.straggler[0], rank=job.straggler[1])["kind"].to_list() == ["kernel"] * 3

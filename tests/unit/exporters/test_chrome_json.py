@@ -160,3 +160,15 @@ def test_chrome_json_export_does_not_load_protobuf(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
     assert (tmp_path / "t.json").stat().st_size > 1000
+
+
+def test_allocator_memory_is_a_counter_track(tmp_path: Path) -> None:
+    """The allocator's memory timeline as C events, the same numbers as the Perfetto counter tracks."""
+    from reference.memory_trace import EVENTS, memory_trace
+
+    counts = export_chrome_json(memory_trace(), tmp_path / "t.json")
+    events = _load(tmp_path / "t.json")["traceEvents"]
+    assert check_chrome_trace(events) == []
+    assert counts["counters"] == 2 * len(EVENTS)
+    allocated = [int(e["args"]["value"]) for e in events if e["ph"] == "C" and e["name"] == "GPU 0 memory allocated"]
+    assert allocated == [164, 464, 964, 664, 164, 364, 414, 350]

@@ -65,3 +65,11 @@ def test_select_window_keeps_rows_overlapping_it_whole(synthetic_trace: Trace) -
             (synthetic_trace.counters["ts_ns"] >= lo) & (synthetic_trace.counters["ts_ns"] <= hi)
         ).height
     )
+
+
+def test_select_window_keeps_the_allocator_events_inside_it() -> None:
+    from reference.memory_trace import EVENTS, T, memory_trace
+
+    cut = select(memory_trace(), window=(T + 30, T + 80))
+    assert cut.allocations["ts_ns"].to_list() == [T + t for t, *_ in EVENTS if 30 <= t <= 80]
+    assert select(memory_trace(), ranks=[0]).allocations.height == len(EVENTS)

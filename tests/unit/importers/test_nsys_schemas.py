@@ -184,6 +184,7 @@ def test_tables_from_a_hand_made_export(export: Path) -> None:
         "counters": 3,
         "threads": 1,
         "devices": 1,
+        "allocations": 0,
     }
     assert trace.ranks == [("gpu-node-7", NODE_RANK), ("gpu-node-7", 3)]  # RANK=3 from the environment
     assert trace.kernels["start_ns"].to_list() == [EPOCH + s for s in (1600, 2600, 4200, 6000)]
@@ -379,3 +380,37 @@ def test_without_enum_table_known_non_api_classes_go_and_unknown_ones_stay_named
     assert trace.api.height == len(rows) + 1
     assert any("eventClass 250 (not in ENUM_NSYS_EVENT_CLASS): kept as API calls" in n for n in trace.meta.notes)
     assert any("eventClass 67 (TRACE_PROCESS_EVENT_CUDABACKTRACE)" in n for n in trace.meta.notes)
+
+
+MEMORY_USAGE_COLS = ("start", "globalPid", "deviceId", "address", "bytes", "memKind", "memoryOperationType")
+
+
+def test_cuda_memory_usage_events_become_allocations(tmp_path: Path) -> None:
+    """nsys --cuda-memory-usage: allocation (0) and deallocation (1) rows; bytes are signed by the operation."""
+    tables = base_tables()
+    tables["CUDA_GPU_MEMORY_USAGE_EVENTS"] = (
+        MEMORY_USAGE_COLS,
+        [
+            (1500, gpid(100), 0, 0x7F00, 1 << 20, 1, 0),
+            (1700, gpid(100), 0, 0x8F00, 4096, 1, 0),
+            (2500, gpid(100), 0, 0x7F00, 1 << 20, 1, 1),
+            (2600, gpid(100), 0, 0x9F00, 64, 1, 9),  # unknown operation: dropped, counted
+            (2700, gpid(100), None, 0xAF00, 64, 1, 0),  # no device: dropped, counted
+        ],
+    )
+    trace = import_nsys(make_export(tmp_path / "m.sqlite", tables))
+    rows = trace.allocations.sort("ts_ns")
+    assert rows.select("ts_ns", "device", "pid", "address", "bytes").rows() == [
+        (EPOCH + 1500, 0, 100, 0x7F00, 1 << 20),
+        (EPOCH + 1700, 0, 100, 0x8F00, 4096),
+        (EPOCH + 2500, 0, 100, 0x7F00, -(1 << 20)),
+    ]
+    assert rows["tid"].null_count() == 3 and rows["total_allocated"].null_count() == 3
+    assert trace.meta.health["nsys_unknown_enum_values"] == 1 and trace.meta.health["nsys_rows_dropped"] >= 1
+    tables["ENUM_CUDA_DEV_MEM_EVENT_OPER"] = (
+        ("id", "name", "label"),
+        [(14, "CUDA_DEV_MEM_EVENT_OPR_ALLOCATION", "Allocation"), (15, "CUDA_DEV_MEM_EVENT_OPR_DEALLOCATION", "Free")],
+    )
+    tables["CUDA_GPU_MEMORY_USAGE_EVENTS"] = (MEMORY_USAGE_COLS, [(1500, gpid(100), 0, 1, 256, 1, 15)])
+    renumbered = import_nsys(make_export(tmp_path / "e.sqlite", tables))
+    assert renumbered.allocations["bytes"].to_list() == [-256]  # the enum table wins over nsys's usual numbering

@@ -109,12 +109,12 @@ def test_json_is_stable_and_complete(evil_content):  # type: ignore[no-untyped-d
 
 
 def test_sections_in_the_order_of_the_seed_reports(synthetic_trace):  # type: ignore[no-untyped-def]
+    from ktrace.analysis.rules.engine import RULE_ORDER
     from ktrace.report.content import build_report
     from ktrace.report.html import all_sections
 
     sections = all_sections(build_report(synthetic_trace))
     anchors = [s.anchor for s in sections]
-    from ktrace.analysis.rules.engine import RULE_ORDER
 
     assert anchors[:9] == [
         *("job", "system", "framework", "rules", "dashboard"),

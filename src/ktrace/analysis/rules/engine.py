@@ -28,6 +28,7 @@ RULE_ORDER: tuple[str, ...] = (
     "MemoryGrowth",
     "GPUGaps",
     "LaunchBoundKernels",
+    "LaunchBoundOperators",
     "HighLaunchLatency",
     "FP32Matmul",
     "CommNotOverlapped",
@@ -51,6 +52,7 @@ def all_rules() -> tuple[Rule, ...]:
         timeline,
         timeline_gpu,
         timeline_latency,
+        timeline_ops,
     )
 
     found = {
@@ -64,6 +66,7 @@ def all_rules() -> tuple[Rule, ...]:
             timeline_gpu,
             timeline_latency,
             critical_path,
+            timeline_ops,
             health,
         )
         for r in m.RULES

@@ -11,6 +11,7 @@ import polars as pl
 
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.memory_timeline import memory_timeline
+from ktrace.analysis.phases import step_spans
 from ktrace.analysis.rules.base import Evidence, Outcome, Param, ParamValue, Rule, Skip
 from ktrace.analysis.rules.sagemaker_counters import _per_gpu
 from ktrace.analysis.rules.samples import Series
@@ -27,9 +28,12 @@ def _label(node: str, rank: int, device: int) -> str:
 
 
 def allocator_memory_series(index: TraceIndex, samples: int) -> list[Series]:
-    """Per-GPU allocated memory in % of the device's memory (the devices table's memory_bytes), from the allocator's
-    events, read at `samples` evenly spaced times from the device's first to its last event (the bytes allocated
-    after the last event at or before each time). Empty when the trace has no allocator events or no memory sizes."""
+    """Per-GPU memory held by the caching allocator, in % of the device's memory (the devices table's
+    memory_bytes), from the allocator's events: the reserved bytes where the source records them, else the
+    high-water mark of allocated bytes (what a caching allocator keeps reserved), which is what NVML's memory used
+    follows. Read at `samples` evenly spaced times from the end of the rank's first training step (allocations
+    of the first step are warm-up, and a running sum starts at 0 there) or the first event, to the last event.
+    Empty when the trace has no allocator events or no memory sizes."""
     m = memory_timeline(index.trace, index=index)
     if m is None or m.source != "allocator":
         return []
@@ -39,15 +43,29 @@ def allocator_memory_series(index: TraceIndex, samples: int) -> list[Series]:
         .select(pl.col("node").cast(pl.String), "device", "memory_bytes")
         .iter_rows()
     }
+    first_step_end = {
+        (str(n), int(r)): int(e)
+        for n, r, e in step_spans(index.trace, index=index)
+        .group_by("node", "rank")
+        .agg(pl.col("end_ns").min())
+        .iter_rows()
+    }
     out = []
     for (node, rank, device), part in m.series.group_by(_DEVICE, maintain_order=True):
         size = sizes.get((str(node), int(device)))
         if not size:
             continue
         ts = part["ts_ns"].to_numpy()
-        grid = np.linspace(ts[0], ts[-1], max(2, samples)).astype(np.int64)
-        at = np.searchsorted(ts, grid, side="right") - 1
-        value = 100.0 * part["allocated_bytes"].to_numpy()[at].astype(np.float64) / size
+        reserved = part["reserved_bytes"]
+        held = (
+            reserved.to_numpy()
+            if reserved.null_count() == 0
+            else np.maximum.accumulate(part["allocated_bytes"].to_numpy())
+        )
+        start = min(max(int(ts[0]), first_step_end.get((str(node), int(rank)), int(ts[0]))), int(ts[-1]))
+        grid = np.linspace(start, ts[-1], max(2, samples)).astype(np.int64)
+        at = np.maximum(np.searchsorted(ts, grid, side="right") - 1, 0)
+        value = 100.0 * held[at].astype(np.float64) / size
         label = _label(str(node), int(rank), int(device))
         out.append(Series(label, str(node), int(device), int(rank), grid, value, "allocator"))
     return out

@@ -164,8 +164,9 @@ GPU_MEMORY_INCREASE = Rule(
         Param(
             "timeline_samples",
             200,
-            "without GPU memory counters: samples of the allocator's memory timeline (allocated bytes, evenly "
-            "spaced over each GPU's events) that stand in for them",
+            "without GPU memory counters: samples of the allocator's memory timeline that stand in for them "
+            "(reserved bytes, else the high-water mark of allocated bytes; evenly spaced from the end of the first "
+            "step to the last event)",
         ),
     ),
     check=_memory_increase,

@@ -11,7 +11,13 @@ from textual.widgets import Static
 
 from ktrace.tui.keymap import KEYS, MOUSE_HELP
 
-SCOPES = (("app", "anywhere"), ("timeline", "timeline"), ("tree", "host/device tree"), ("kernels", "kernel table"))
+SCOPES = (
+    ("app", "anywhere"),
+    ("timeline", "timeline"),
+    ("tree", "host/device tree"),
+    ("kernels", "kernel table"),
+    ("ranks", "dashboard ranks"),
+)
 
 
 def help_table() -> Table:

@@ -10,6 +10,7 @@ from textual.widgets import Button, Static
 
 from ktrace.tui.dashboard_data import Panel
 from ktrace.tui.messages import SummaryReady
+from ktrace.tui.widgets.rank_lines import RankLines
 
 
 class Dashboard(VerticalScroll, can_focus=True):
@@ -42,7 +43,7 @@ class Dashboard(VerticalScroll, can_focus=True):
         """Mount the panels of a finished summary (built by the worker: only widgets are made here)."""
         self.panels = list(message.panels)
         self.remove_children()
-        widgets: list[Widget] = []
+        widgets: list[Widget] = [RankLines(p, classes="panel") for p in message.rank_panels]
         for panel in self.panels:
             static = Static(panel.body, classes="panel" if panel.available else "panel unavailable")
             static.border_title = panel.title

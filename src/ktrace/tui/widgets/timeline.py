@@ -149,6 +149,14 @@ class Timeline(Widget, can_focus=True):
             self._announced = state
             self.post_message(RowsShown(*state))
 
+    def show_rows(self, track_ids: list[int]) -> None:
+        """Add these tracks as rows (those not shown yet, after the others) and put the cursor on the first."""
+        if not track_ids:
+            return
+        self.rows += [t for t in track_ids if t not in self.rows]
+        self.cursor = self.rows.index(track_ids[0])
+        self._changed()
+
     def show_track(self, track_id: int) -> None:
         """Move the cursor to a shown track's row (the tree's cursor went to its leaf); nothing if not shown."""
         if track_id in self.rows and self.rows[self.cursor] != track_id:

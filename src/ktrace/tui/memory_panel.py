@@ -1,0 +1,30 @@
+"""The dashboard's GPU memory panel (shown when the trace has memory data): the summary's peak line, a sparkline of
+allocated bytes on the GPU that peaked, and the peak as evidence to jump to in the timeline."""
+
+from __future__ import annotations
+
+import polars as pl
+from rich.console import Group
+from rich.text import Text
+
+from ktrace.analysis.memory_timeline import peak_line, plot_series
+from ktrace.analysis.summary import Summary
+from ktrace.model.display_text import printable
+from ktrace.tui.charts import sparkline
+from ktrace.tui.dashboard_panels import Panel
+
+TITLE = "GPU memory timeline"
+WIDTH = 80
+
+
+def memory_panel(summary: Summary) -> Panel | None:
+    """The panel, or None when the trace has no GPU memory data (the summary notes why)."""
+    m = summary.memory_timeline
+    if m is None:
+        return None
+    top = m.per_device.sort("peak_allocated_bytes", descending=True, nulls_last=True).row(0, named=True)
+    mine = (pl.col("node") == top["node"]) & (pl.col("rank") == top["rank"]) & (pl.col("device") == top["device"])
+    values = plot_series(m, WIDTH).filter(mine)["allocated_bytes"].cast(pl.Float64).to_list()
+    body = Group(Text(printable(peak_line(m, summary.phases.start_ns))), Text(sparkline(values, WIDTH), style="green"))
+    peak = int(top["peak_ns"])
+    return Panel(TITLE, body, evidence=[("peak", peak, peak + 1)])

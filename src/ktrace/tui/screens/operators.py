@@ -1,0 +1,89 @@
+"""The operator screen (`o`): operators by GPU and CPU self time -> the kernels of the highlighted one, and the
+nn.Module table where the trace has module frames. Reads the dashboard worker's summary (tui.operators_model)."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from ktrace.tui.operators_model import KERNEL_HEADERS, MODULE_HEADERS, OPERATOR_HEADERS, OperatorPanel
+
+PENDING = "operators: computing the summary in the background…"
+
+
+def _table(headers: tuple[str, ...], cells: list[tuple[str, ...]], title: str) -> Table:
+    table = Table(title=title, title_justify="left", expand=True, show_edge=False, pad_edge=False)
+    for i, h in enumerate(headers):
+        table.add_column(h, justify="left" if i == 0 else "right", no_wrap=True, ratio=1 if i == 0 else None)
+    for row in cells:
+        table.add_row(*row)
+    return table
+
+
+class OperatorScreen(Screen[None]):
+    """Operators table; the highlighted operator's kernels and the modules below it. escape, q or o closes."""
+
+    BINDINGS = [Binding("escape,q,o", "dismiss", "close")]
+    DEFAULT_CSS = """
+    OperatorScreen > Vertical > #op-note { height: auto; padding: 0 1; }
+    OperatorScreen > Vertical > DataTable { height: 1fr; }
+    OperatorScreen > Vertical > #op-kernels { height: auto; max-height: 8; padding: 0 1; }
+    OperatorScreen > Vertical > #op-modules { height: auto; max-height: 10; padding: 0 1; }
+    """
+
+    def __init__(self, panel: OperatorPanel | None) -> None:
+        super().__init__()
+        self.panel = panel
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(PENDING, id="op-note")
+            yield DataTable(id="op-table", cursor_type="row", zebra_stripes=True)
+            yield Static("", id="op-kernels")
+            yield Static("", id="op-modules")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        if self.panel is not None:
+            self.show(self.panel)
+        self.query_one(DataTable).focus()
+
+    def show(self, panel: OperatorPanel) -> None:
+        """Fill the screen from a panel (also when the summary arrives while the screen is open)."""
+        self.panel = panel
+        self.query_one("#op-note", Static).update(panel.note)
+        table = self.query_one(DataTable)
+        table.clear(columns=True)
+        table.add_columns(*OPERATOR_HEADERS)
+        for row in panel.operators:
+            table.add_row(*row, key=row[0])
+        if panel.modules:
+            modules = _table(MODULE_HEADERS, panel.modules, f"modules: {panel.modules_note}")
+            self.query_one("#op-modules", Static).update(modules)
+        else:
+            self.query_one("#op-modules", Static).update(panel.modules_note)
+        self._show_kernels(panel.operators[0][0] if panel.operators else None)
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_kernels(None if event.row_key.value is None else str(event.row_key.value))
+
+    def _show_kernels(self, name: str | None) -> None:
+        out = self.query_one("#op-kernels", Static)
+        if name is None or self.panel is None:
+            out.update("")
+            return
+        cells = self.panel.kernels.get(name)
+        out.update(
+            _table(KERNEL_HEADERS, cells, f"kernels of {name}")
+            if cells
+            else f"kernels of {name}: none listed (it launched no kernel, or it is not a top operator by GPU time)"
+        )
+
+    def action_dismiss(self) -> None:  # type: ignore[override]
+        self.dismiss(None)

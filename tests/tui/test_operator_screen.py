@@ -1,0 +1,132 @@
+"""The operator screen (`o`): operators -> the highlighted operator's kernels, and the module view.
+
+Pilot tests on two real Kineto traces: alexnet (operators, no module frames) loaded by the app, and the H100
+trace's summary (nn.Module frames) shown on the screen directly; SVG snapshots of both at 80x24.
+Regenerate the snapshots only after looking at them: pytest tests/tui/test_operator_screen.py --snapshot-update
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+from typing import Any
+
+from real_traces import fixture_path
+from textual.app import App, ComposeResult
+from textual.pilot import Pilot
+from textual.widgets import DataTable, Static
+
+from ktrace.tui.app import make_app
+from ktrace.tui.operators_model import OperatorPanel, operator_panel
+from ktrace.tui.screens.operators import OperatorScreen
+
+SMALL = (80, 24)
+
+
+def _text(screen: Any, widget_id: str) -> str:
+    """What a Static shows, as plain text (its content may be a rich Table)."""
+    from rich.console import Console
+
+    console = Console(width=200, record=True, file=io.StringIO())
+    console.print(screen.query_one(widget_id, Static).content)
+    return console.export_text()
+
+
+def test_o_opens_the_operators_and_the_cursor_picks_whose_kernels_show(drive) -> None:  # type: ignore[no-untyped-def]
+    seen: dict[str, Any] = {}
+
+    async def scenario(pilot: Pilot) -> None:  # type: ignore[type-arg]
+        await pilot.press("o")
+        await pilot.pause()
+        screen = pilot.app.screen
+        assert isinstance(screen, OperatorScreen)
+        table = screen.query_one(DataTable)
+        seen["rows"] = [table.get_row_at(i)[0] for i in range(table.row_count)]
+        seen["first"] = _text(screen, "#op-kernels")
+        await pilot.press("down")
+        await pilot.pause()
+        seen["second"] = _text(screen, "#op-kernels")
+        seen["modules"] = _text(screen, "#op-modules")
+        await pilot.press("escape")
+        await pilot.pause()
+        seen["closed"] = not isinstance(pilot.app.screen, OperatorScreen)
+
+    drive(make_app(fixture_path("alexnet")), scenario)
+    assert seen["rows"][:3] == ["aten::copy_", "aten::cudnn_convolution", "aten::addmm"]
+    assert "kernels of aten::copy_: none listed" in seen["first"]  # its GPU time is memcpys
+    assert "kernels of aten::cudnn_convolution" in seen["second"] and "sm80_xmma_fprop" in seen["second"]
+    assert "no nn.Module frames" in seen["modules"] and seen["closed"]
+
+
+@functools.cache
+def _h100_panel() -> OperatorPanel:
+    import ktrace
+    from ktrace.analysis.summary import summarize
+
+    return operator_panel(summarize(ktrace.open(fixture_path("tracelens")), top=8))
+
+
+class _ScreenApp(App[None]):
+    """Just the operator screen over an empty app, with a given panel."""
+
+    def __init__(self, panel: OperatorPanel | None) -> None:
+        super().__init__()
+        self.panel = panel
+
+    def compose(self) -> ComposeResult:
+        yield Static("")
+
+    def on_mount(self) -> None:
+        self.push_screen(OperatorScreen(self.panel))
+
+
+def test_module_view_on_the_h100_trace(drive) -> None:  # type: ignore[no-untyped-def]
+    seen: dict[str, str] = {}
+
+    async def scenario(pilot: Pilot) -> None:  # type: ignore[type-arg]
+        seen["modules"] = _text(pilot.app.screen, "#op-modules")
+
+    drive(_ScreenApp(_h100_panel()), scenario)
+    assert "466 modules" in seen["modules"] and "Owlv2ForObjectDetection_0" in seen["modules"]
+
+
+def test_pending_until_the_summary_arrives(drive) -> None:  # type: ignore[no-untyped-def]
+    seen: dict[str, str] = {}
+
+    async def scenario(pilot: Pilot) -> None:  # type: ignore[type-arg]
+        screen = pilot.app.screen
+        seen["before"] = _text(screen, "#op-note")
+        screen.show(OperatorPanel("operators: none in this trace"))
+        await pilot.pause()
+        seen["after"] = _text(screen, "#op-note")
+
+    drive(_ScreenApp(None), scenario)
+    assert "computing" in seen["before"] and seen["after"].strip() == "operators: none in this trace"
+
+
+def test_operators_at_80x24(snap_compare, settled) -> None:  # type: ignore[no-untyped-def]
+    async def run_before(pilot: Pilot) -> None:  # type: ignore[type-arg]
+        await settled(pilot)
+        await pilot.press("o")
+        await settled(pilot)
+
+    assert snap_compare(make_app(fixture_path("alexnet")), terminal_size=SMALL, run_before=run_before)
+
+
+def test_modules_at_80x24(snap_compare, settled) -> None:  # type: ignore[no-untyped-def]
+    assert snap_compare(_ScreenApp(_h100_panel()), terminal_size=SMALL, run_before=settled)
+
+
+def test_view_no_ops_reads_no_operators(drive) -> None:  # type: ignore[no-untyped-def]
+    from ktrace.analysis.summary import NO_OPERATORS
+
+    seen: dict[str, Any] = {}
+
+    async def scenario(pilot: Pilot) -> None:  # type: ignore[type-arg]
+        await pilot.press("o")
+        await pilot.pause()
+        seen["ops"] = pilot.app.trace.ops.height  # type: ignore[attr-defined]
+        seen["note"] = _text(pilot.app.screen, "#op-note")
+
+    drive(make_app(fixture_path("alexnet"), with_ops=False), scenario)
+    assert seen["ops"] == 0 and NO_OPERATORS[:30] in seen["note"]

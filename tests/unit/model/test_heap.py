@@ -1,0 +1,44 @@
+"""release_free_memory: the C heap's free pages go back to the OS after an import (glibc), nothing elsewhere."""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ktrace.importers import kineto
+from ktrace.model import heap
+
+
+def _rss_anon_kb() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1])
+    raise AssertionError("no RssAnon in /proc/self/status")
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
+def test_free_heap_pages_are_returned() -> None:
+    assert heap._malloc_trim() is not None
+    # 40 MB of 1 KB blocks (malloc'd, below the mmap threshold), then free all but every 64th: the survivors pin the
+    # heap's top, so glibc keeps the freed pages until malloc_trim hands them back.
+    blocks = [bytearray(1024) for _ in range(40_000)]
+    keep = blocks[::64]
+    del blocks
+    before = _rss_anon_kb()
+    assert heap.release_free_memory()
+    assert _rss_anon_kb() < before - 10_000
+    assert len(keep) == 625
+
+
+def test_each_imported_file_releases_its_intermediates(
+    real_trace_path: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr(kineto, "release_free_memory", lambda: calls.append(1) or True)
+    kineto.import_kineto(real_trace_path("alexnet"))
+    assert len(calls) == 1
+    kineto.import_kineto(real_trace_path("dlrm"))  # a folder of 8 rank files: once after each
+    assert len(calls) == 1 + 8
