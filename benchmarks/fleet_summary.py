@@ -4,8 +4,9 @@ Builds a synthetic store (ktrace.testing.synthetic: --ranks ranks over --nodes h
 summarizes it, each side in a fresh subprocess so peak RSS is its own: one process (`store.read` + `summarize`),
 and rank by rank (`fleet.summary_map.fleet_summary`) in-process, on 2 local processes and on a Dask LocalCluster
 of 2 worker processes. Prints wall and CPU time of each (CPU: the client's own, plus its waited children), the
-client's peak RSS, whether every engine's numbers are identical (summary_map.same_results) and whether they match
-the single-process summary (testing.fleet_compare: exact but for the quantiles' stated bound). The load average is
+client's peak RSS, whether every engine's numbers are identical (summary_map.same_results: the rank heatmap and
+straggler tables too) and whether they match the single-process summary and rank heatmap (testing.fleet_compare:
+exact but for the quantiles' stated bound). The load average is
 printed before and after: timings on a loaded machine mean little.
 
 The last line: `fleet_summary: <N> ranks, one process <s> s, in-process <s> s, 2 processes <s> s, dask <s> s,
@@ -32,9 +33,11 @@ import pickle, resource, sys, time
 mode, path, out = sys.argv[1], sys.argv[2], sys.argv[3]
 t0, c0 = time.perf_counter(), time.process_time()
 if mode == "single":
+    from ktrace.analysis.rank_heatmap import rank_heatmap
     from ktrace.analysis.summary import summarize
     from ktrace.model import store
-    result = summarize(store.read(path))
+    trace = store.read(path)
+    result = (summarize(trace), rank_heatmap(trace))  # the fleet reduces both (the heatmap: the dashboard's)
 else:
     from ktrace.fleet.summary_map import fleet_summary
     if mode == "dask":
@@ -77,7 +80,8 @@ def summary_fragment(path: Path) -> str:
     from ktrace.testing.fleet_compare import fleet_differences
 
     same = same_results(runs["processes"]["result"], runs["dask"]["result"])  # type: ignore[arg-type]
-    same = same and not fleet_differences(runs["single"]["result"], runs["processes"]["result"])  # type: ignore[arg-type]
+    single, heatmap = runs["single"]["result"]  # type: ignore[misc]
+    same = same and not fleet_differences(single, runs["processes"]["result"], heatmap)  # type: ignore[arg-type]
     w = {m: float(r["wall"]) for m, r in runs.items()}  # type: ignore[arg-type]
     return (
         f", summary: one process {w['single']:.2f} s, 2 workers {w['processes']:.2f} s, dask {w['dask']:.2f} s, "
@@ -112,7 +116,8 @@ def main() -> None:
         )
     fleets = [runs[m]["result"] for m in ("in-process", "processes", "dask")]
     identical = all(same_results(fleets[0], f) for f in fleets[1:])  # type: ignore[arg-type]
-    diffs = fleet_differences(runs["single"]["result"], fleets[0])  # type: ignore[arg-type]
+    single, heatmap = runs["single"]["result"]  # type: ignore[misc]
+    diffs = fleet_differences(single, fleets[0], heatmap)  # type: ignore[arg-type]
     print(f"engines identical: {identical}; differences from one process: {json.dumps(diffs)[:500]}")
     print(f"load average after: {os.getloadavg()}")
     w = {m: float(r["wall"]) for m, r in runs.items()}  # type: ignore[arg-type]

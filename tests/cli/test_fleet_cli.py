@@ -37,7 +37,7 @@ def test_summary_with_workers_is_the_fleet_summary_with_the_same_numbers(
     assert "fleet" not in single and "top_by_time" in single  # below the threshold: today's JSON, unchanged
     fleet = _json(["summary", str(dlrm_store), "--json", "--workers", "2"], capsys)["fleet"]
     assert isinstance(fleet, dict) and fleet["engine"] == "processes (2 workers)"
-    for key in ("ranks", "kernels", "phases", "busy", "idle", "step_stats", "overlap", "load_balance"):
+    for key in ("ranks", "kernels", "phases", "busy", "idle", "step_stats", "overlap", "load_balance", "stragglers"):
         assert fleet[key] == single[key], key
     strip = {"p50_ns", "p95_ns"}
     assert [{k: v for k, v in r.items() if k not in strip} for r in fleet["top_by_time"]] == [  # type: ignore[union-attr]
@@ -50,6 +50,7 @@ def test_summary_text_names_the_engine(dlrm_store: Path, capsys: pytest.CaptureF
     assert main(["summary", str(dlrm_store), "--workers", "1"]) == 0
     out = " ".join(capsys.readouterr().out.split())  # the terminal wraps long lines
     assert "engine in-process" in out and "ranks, slowest first" in out and "within 0.27 %" in out
+    assert "stragglers (work = step time less communication" in out and "GPU idle +" in out
 
 
 def test_a_store_of_many_ranks_is_summarized_rank_by_rank_by_default(
@@ -103,4 +104,28 @@ def test_report_json_has_the_fleet_where_one_process_has_the_summary(
     fleet = doc["fleet"]
     assert isinstance(fleet, dict) and isinstance(single["summary"], dict)
     assert fleet["busy"] == single["summary"]["busy"] and fleet["engine"] == "processes (2 workers)"
+    assert fleet["stragglers"] == single["summary"]["stragglers"] and fleet["stragglers"]["table"]
+    assert doc["rank_heatmap"] == single["rank_heatmap"] and len(doc["rank_heatmap"]["busy_pct"]) == 8  # type: ignore[index, arg-type]
     assert doc["rule_docs"] == single["rule_docs"]
+
+
+def _ranks_part(markdown: str) -> str:
+    """The "## Ranks" section of a Markdown report, up to the next section."""
+    start = markdown.index("\n## Ranks\n")
+    end = markdown.find("\n## ", start + 1)
+    return markdown[start : end if end >= 0 else len(markdown)]
+
+
+def test_report_rank_views_rank_by_rank_are_the_single_process_ones(dlrm_store: Path, tmp_path: Path) -> None:
+    """The fleet report draws the heatmaps and straggler tables with the single-process report's renderers, from
+    the reduced views: the Markdown Ranks section is the same text, the HTML has the heatmap figures."""
+    single, fleet = tmp_path / "single.md", tmp_path / "fleet.md"
+    assert main(["report", str(dlrm_store), "-o", str(single)]) == 0
+    assert main(["report", str(dlrm_store), "--workers", "2", "-o", str(fleet)]) == 0
+    section = _ranks_part(fleet.read_text())
+    assert section == _ranks_part(single.read_text())
+    assert "### Stragglers" in section and "### GPU busy share per rank over time" in section
+    page = tmp_path / "fleet.html"
+    assert main(["report", str(dlrm_store), "--workers", "2", "-o", str(page)]) == 0
+    html = page.read_text()
+    assert '<section id="ranks"><h2>Ranks</h2>' in html and 'data-fig="3"' in html and "Plotly.newPlot" in html

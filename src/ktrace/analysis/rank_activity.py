@@ -7,7 +7,8 @@ for that rank (the map side of the fleet views).
 API:
 
 - ``HeatmapBins.over(start_ns, end_ns, max_bins=200)``: equal time bins over a span, at most `max_bins`.
-- ``gpu_bins(trace) -> HeatmapBins``: those bins over the GPU records' span.
+- ``gpu_bins(trace) -> HeatmapBins``: those bins over the GPU records' span; ``job_bins`` the same bins from the
+  spans of a job's parts (``gpu_span``, ``Trace.span_ns`` of each).
 - ``rank_unions(trace) -> RankUnions``: per rank, the disjoint union of its GPU records (busy) and of its
   communication kernels (comm), shared through the index.
 - ``time_bin_activity(trace, bins) -> pl.DataFrame``: busy and comm ns per (node, rank, bin).
@@ -19,6 +20,7 @@ kernels breakdown.record_types calls COMMUNICATION (NCCL/RCCL collectives, custo
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,10 +59,24 @@ class HeatmapBins:
 
 def gpu_bins(trace: Trace, *, max_bins: int = MAX_TIME_BINS, index: TraceIndex | None = None) -> HeatmapBins:
     """HeatmapBins over the GPU records' span (first start to last end), the trace's span without any."""
+    return job_bins([gpu_span(trace, index=index)], [trace.span_ns()], max_bins)
+
+
+def gpu_span(trace: Trace, *, index: TraceIndex | None = None) -> tuple[int, int] | None:
+    """(first start, last end) of the GPU records (kernels, memcpy, memset); None without any."""
     c = TraceIndex.of(trace, index).gpu_columns()
-    if c.size:
-        return HeatmapBins.over(int(c.start.min()), int(c.end.max()), max_bins)
-    return HeatmapBins.over(*(trace.span_ns() or (0, 1)), max_bins)
+    return (int(c.start.min()), int(c.end.max())) if c.size else None
+
+
+def job_bins(
+    gpu_spans: Iterable[tuple[int, int] | None], spans: Iterable[tuple[int, int] | None], max_bins: int = MAX_TIME_BINS
+) -> HeatmapBins:
+    """gpu_bins of a job from the gpu_span and Trace.span_ns of each of its parts (the fleet driver's first
+    pass): bins over the union of the GPU spans, else over the union of the spans, else over [0, 1]."""
+    for found in ([s for s in gpu_spans if s is not None], [s for s in spans if s is not None]):
+        if found:
+            return HeatmapBins.over(min(a for a, _ in found), max(b for _, b in found), max_bins)
+    return HeatmapBins.over(0, 1, max_bins)
 
 
 @dataclass(frozen=True)

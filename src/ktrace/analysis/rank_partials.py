@@ -4,7 +4,8 @@ Each table is computed by the same analysis the single-process summary runs (bus
 kernel_stats, launch_latency, detect_steps/step_stats, comm_compute_overlap, load_balance), on the one rank's
 trace, so the reduce (analysis.rank_reduce) agrees with `summarize()` of the whole job by construction: these
 analyses group per (node, rank, ...), and what does not (kernel and latency quantiles, the job's span, the
-step source chosen for the whole job) is carried in a mergeable form. A partial holds no frame of events: its
+step source chosen for the whole job) is carried in a mergeable form. The rank views' map sides
+(rank_heatmap_part in the job's time bins, stragglers_part) ride along. A partial holds no frame of events: its
 size grows with distinct kernel names, histogram bins and steps, not with the rank's events.
 """
 
@@ -24,8 +25,11 @@ from ktrace.analysis.latency import launch_latency
 from ktrace.analysis.log_histogram import histogram
 from ktrace.analysis.overlap import comm_compute_overlap
 from ktrace.analysis.phases import normalize_steps
+from ktrace.analysis.rank_activity import HeatmapBins, gpu_bins
+from ktrace.analysis.rank_heatmap import rank_heatmap_part
 from ktrace.analysis.ranks import load_balance, utilization_histograms, utilization_samples
 from ktrace.analysis.steps import detect_steps, step_stats
+from ktrace.analysis.stragglers import StragglerPart, stragglers_part
 from ktrace.analysis.utilization import busy_time
 from ktrace.model.trace import Trace
 
@@ -82,6 +86,14 @@ class RankPartial:
     busy_histograms: dict[str, npt.NDArray[np.int64]]
     """10-bin histograms of the busy fraction per time bin of the job span, per "node/rank"; their counts are
     the bins up to this slice's last GPU record (the reduce pads to the job's last)."""
+    heatmap_bins: HeatmapBins
+    """The job's heatmap time bins (rank_activity.gpu_bins of the whole job) the heatmap rows were cut in."""
+    view_step_source: str
+    """detect_steps' source without a pattern, as the rank views (phases.step_spans) see the steps."""
+    heatmap: pl.DataFrame
+    """rank_heatmap.rank_heatmap_part in heatmap_bins: this slice's rows of the rank x time and rank x step maps."""
+    stragglers: StragglerPart
+    """stragglers.stragglers_part: this slice's step work, top kernels and waits."""
     notes: tuple[str, ...]
 
 
@@ -90,6 +102,7 @@ def rank_partial(
     *,
     job_span: tuple[int, int] | None = None,
     steps_pattern: str | None = None,
+    heatmap_bins: HeatmapBins | None = None,
     index: TraceIndex | None = None,
 ) -> RankPartial:
     """The fleet-summary tables of one rank's trace (see RankPartial).
@@ -98,6 +111,8 @@ def rank_partial(
         trace: one rank (or several whole ranks) of a job.
         job_span: the whole job's (start, end) (driver: from the store's partition footers); default this trace's.
         steps_pattern: regex of step range names, as summarize's.
+        heatmap_bins: the whole job's rank_activity.gpu_bins (driver: rank_activity.job_bins of the partitions'
+            spans); default this trace's.
         index: the trace's TraceIndex.
 
     Returns:
@@ -107,6 +122,8 @@ def rank_partial(
     found = detect_steps(trace, pattern=steps_pattern, index=ix)
     counters, fractions = utilization_samples(trace, span=job_span, index=ix)
     stats = kernel_stats(trace, index=ix)
+    bins = heatmap_bins if heatmap_bins is not None else gpu_bins(trace, index=ix)
+    view_steps = found if steps_pattern is None else detect_steps(trace, index=ix)
     return RankPartial(
         span=trace.span_ns(),
         job_span=job_span,
@@ -130,6 +147,10 @@ def rank_partial(
         balance=load_balance(trace, pattern=steps_pattern, span=job_span, index=ix).per_rank,
         counter_histograms=utilization_histograms(counters),
         busy_histograms=utilization_histograms(fractions),
+        heatmap_bins=bins,
+        view_step_source=str(view_steps["source"][0]) if view_steps.height else "none",
+        heatmap=rank_heatmap_part(trace, bins, index=ix),
+        stragglers=stragglers_part(trace, index=ix),
         notes=tuple(trace.meta.notes),
     )
 

@@ -3,7 +3,8 @@
 Exact (equal to `summarize()` of the whole job in one process): ranks, kernels, job phases, busy and idle per
 device and their causes, kernel counts/sums/min/max/mean and shares, latency counts, queued counts, means and
 maxima, step statistics per rank, comm/compute overlap per rank, load balance (busy and step spreads, the
-utilization-histogram distance). Within log_histogram.RELATIVE_ERROR (< 0.27 %, see there): the kernel p50/p95
+utilization-histogram distance), the rank x time / rank x step heatmap and the straggler tables
+(analysis.rank_views_reduce). Within log_histogram.RELATIVE_ERROR (< 0.27 %, see there): the kernel p50/p95
 and the latency percentiles, read back from merged log-bin histograms.
 """
 
@@ -21,8 +22,11 @@ from ktrace.analysis.kernels import top_of_stats
 from ktrace.analysis.latency import QUANTILES
 from ktrace.analysis.log_histogram import RELATIVE_ERROR, grouped_quantiles, merge_histograms
 from ktrace.analysis.phases import JobPhases, phases_of
+from ktrace.analysis.rank_heatmap import RankHeatmap
 from ktrace.analysis.rank_partials import LATENCY_METRICS, RankPartial
+from ktrace.analysis.rank_views_reduce import ViewFold
 from ktrace.analysis.ranks import HIST_BINS, LoadBalance, balance_of
+from ktrace.analysis.stragglers import Stragglers
 from ktrace.analysis.summary import record_to_dict
 
 STRAGGLER_RATIO = 1.10
@@ -81,6 +85,10 @@ class FleetSummary:
     rank_kernels: pl.DataFrame
     """Each rank's top rank_partials.RANK_KERNELS kernels by time: node, rank, name, count, total_ns (exact;
     what makes a straggler slow)."""
+    rank_heatmap: RankHeatmap | None = None
+    """rank_heatmap.rank_heatmap of the whole job (time bins over its GPU span); only with 2 or more ranks."""
+    stragglers: Stragglers | None = None
+    """stragglers.stragglers of the whole job; only with 2 or more ranks."""
     engine: str = "in-process"
     """The engine the per-rank work ran on (set by ktrace.fleet's driver)."""
     notes: tuple[str, ...] = ()
@@ -106,6 +114,7 @@ class _Fold:
     busy_bins: dict[str, npt.NDArray[np.int64]] = field(default_factory=dict)
     notes: dict[str, None] = field(default_factory=dict)
     pattern: str | None = None
+    views: ViewFold = field(default_factory=ViewFold)
 
     def add(self, p: RankPartial) -> None:
         self.per_rank.append(_RankRows.of(p))
@@ -119,6 +128,7 @@ class _Fold:
         _add_histograms(self.busy_bins, p.busy_histograms)
         self.notes.update(dict.fromkeys(p.notes))
         self.pattern = p.steps_pattern
+        self.views.add(p)
         if len(self.kernel_totals) >= _COMPACT_EVERY:
             self.compact()
 
@@ -127,6 +137,7 @@ class _Fold:
         self.kernel_histogram = [merge_histograms(self.kernel_histogram, ["name"])]
         self.latency_totals = [_merge_latency_totals(self.latency_totals)]
         self.latency_histogram = [merge_histograms(self.latency_histogram, ["kind", "metric"])]
+        self.views.compact()
 
 
 @dataclass(frozen=True)
@@ -194,6 +205,7 @@ def reduce_partials(partials: Iterable[RankPartial], *, top: int = 15) -> FleetS
     balance = _balance(rows, source)
     idle = _concat([r.idle for r in rows])
     overlap = _concat([r.overlap for r in rows])
+    heatmap, lag = fold.views.finish()
     return FleetSummary(
         ranks=ranks,
         kernels=fold.kernels,
@@ -212,6 +224,8 @@ def reduce_partials(partials: Iterable[RankPartial], *, top: int = 15) -> FleetS
         rank_table=_rank_table(balance, overlap, idle),
         rank_idle=_rank_idle(idle),
         rank_kernels=_concat([r.top_kernels for r in rows]),
+        rank_heatmap=heatmap if ranks > 1 else None,
+        stragglers=lag if ranks > 1 else None,
         notes=tuple(fold.notes),
     )
 
@@ -347,7 +361,8 @@ def _rank_table(balance: pl.DataFrame, overlap: pl.DataFrame, idle: pl.DataFrame
 
 def fleet_to_dict(fleet: FleetSummary) -> dict[str, Any]:
     """A stable, JSON-ready dict of a FleetSummary, as summary_to_dict (step spans left out, the rank x step
-    grid being long at thousands of ranks; the per-rank step statistics stay), with the quantiles' bound."""
-    out = record_to_dict(fleet)
+    grid being long at thousands of ranks; the per-rank step statistics stay; the heatmap too: the report's JSON
+    holds it in whole percent, report.content.rank_heatmap_dict), with the quantiles' bound."""
+    out = record_to_dict(fleet, skip=("steps", "rank_heatmap"))
     out["quantile_relative_error"] = round(RELATIVE_ERROR, 6)
     return dict(sorted(out.items()))

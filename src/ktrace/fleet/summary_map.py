@@ -1,7 +1,8 @@
 """Map-reduce summary of a many-rank store: rank_partial on the engine's workers, reduce_partials on the client.
 
 Each task opens only its own partition (`store.read(only=...)`), in two passes: the first returns the partition's
-span (the job's span sets the time bins of the load balance, as in one process), the second its RankPartial.
+span and its GPU records' span (the job's spans set the time bins of the load balance and of the rank heatmap, as
+in one process), the second its RankPartial.
 The client keeps the per-rank rows and merges histograms and totals as the partials arrive
 (analysis.rank_reduce), so it never holds a frame of events.
 
@@ -17,6 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ktrace.analysis.rank_activity import HeatmapBins, gpu_span, job_bins
+from ktrace.analysis.rank_heatmap import RankHeatmap
 from ktrace.analysis.rank_partials import RankPartial, rank_partial
 from ktrace.analysis.rank_reduce import FleetSummary, fleet_to_dict, reduce_partials
 from ktrace.fleet.engines import Engine, open_engine
@@ -38,21 +41,28 @@ class PartitionTask:
     rank: int
     job_span: tuple[int, int] | None = None
     steps_pattern: str | None = None
+    heatmap_bins: HeatmapBins | None = None
 
     def label(self) -> str:
         """How errors and progress name the task."""
         return f"{self.store}: node={self.node}/rank={self.rank}"
 
 
-def partition_span(task: PartitionTask) -> tuple[int, int] | None:
-    """Map task of the first pass: the (start, end) of one partition as read (Trace.span_ns)."""
-    return store.read(task.store, only={(task.node, task.rank)}).span_ns()
+PartitionSpans = tuple[tuple[int, int] | None, tuple[int, int] | None]
+"""(Trace.span_ns, rank_activity.gpu_span) of one partition."""
+
+
+def partition_span(task: PartitionTask) -> PartitionSpans:
+    """Map task of the first pass: the (start, end) of one partition as read (Trace.span_ns), and of its GPU
+    records (rank_activity.gpu_span: the job's heatmap bins are cut over their union, as gpu_bins does)."""
+    trace = store.read(task.store, only={(task.node, task.rank)})
+    return trace.span_ns(), gpu_span(trace)
 
 
 def partition_partial(task: PartitionTask) -> RankPartial:
     """Map task of the second pass: the RankPartial of one partition."""
     trace = store.read(task.store, only={(task.node, task.rank)})
-    return rank_partial(trace, job_span=task.job_span, steps_pattern=task.steps_pattern)
+    return rank_partial(trace, job_span=task.job_span, steps_pattern=task.steps_pattern, heatmap_bins=task.heatmap_bins)
 
 
 def store_ranks(path: str | os.PathLike[str]) -> int:
@@ -84,9 +94,11 @@ def summarize_store(
     tasks = [PartitionTask(str(root), node, rank, None, steps_pattern) for node, rank, _ in store.partitions(root)]
     if not tasks:
         raise TraceFormatError(f"{root}: the store has no partition")
-    spans = [s for _, s in engine.map(partition_span, tasks, describe=PartitionTask.label) if s is not None]
+    found = [s for _, s in engine.map(partition_span, tasks, describe=PartitionTask.label)]
+    spans = [s for s, _ in found if s is not None]
     job_span = (min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
-    tasks = [dataclasses.replace(t, job_span=job_span) for t in tasks]
+    bins = job_bins([g for _, g in found], spans)
+    tasks = [dataclasses.replace(t, job_span=job_span, heatmap_bins=bins) for t in tasks]
     partials: Iterator[RankPartial] = (p for _, p in engine.map(partition_partial, tasks, describe=PartitionTask.label))
     summary = reduce_partials(partials, top=top)
     return dataclasses.replace(summary, engine=engine_label(engine))
@@ -94,11 +106,19 @@ def summarize_store(
 
 def same_results(a: FleetSummary, b: FleetSummary) -> bool:
     """Whether two fleet summaries of one store (from different engines) hold the same numbers: their JSON
-    (rank_reduce.fleet_to_dict) but for the engine's name. benchmarks/fleet.py prints it as "results identical"."""
+    (rank_reduce.fleet_to_dict, the straggler tables in it) but for the engine's name, and their rank heatmaps
+    cell by cell. benchmarks/fleet.py prints it as "results identical"."""
     left, right = fleet_to_dict(a), fleet_to_dict(b)
     left.pop("engine")
     right.pop("engine")
-    return left == right
+    return left == right and _same_heatmap(a.rank_heatmap, b.rank_heatmap)
+
+
+def _same_heatmap(a: RankHeatmap | None, b: RankHeatmap | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    frames = ("ranks", "by_time", "by_step")
+    return a.bins == b.bins and all(getattr(a, f).equals(getattr(b, f)) for f in frames)
 
 
 def engine_label(engine: Engine) -> str:

@@ -1,8 +1,9 @@
 """`ktrace report` of a many-rank store: the FleetSummary and the rules run on it, as Markdown, HTML or JSON.
 
 One table model (FleetTable) feeds every format, so they show the same numbers (rows as the JSON has them,
-report.rows). The rank x time heatmap and the straggler table of the rank-level views belong here too, read from
-the FleetSummary's per-rank tables.
+report.rows). The rank-level views (rank x time / rank x step heatmaps, stragglers, slowest and fastest rank per
+step) follow, drawn by the single-process report's own renderers (rank_sections.rank_views_section,
+markdown.rank_views_markdown, content.rank_heatmap_dict) from FleetSummary.rank_heatmap / .stragglers.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from typing import Any
 from ktrace.analysis.log_histogram import RELATIVE_ERROR
 from ktrace.analysis.rank_reduce import FleetSummary, fleet_to_dict
 from ktrace.analysis.rules.engine import RulesReport, report_to_dict
-from ktrace.report.content import REPORT_VERSION, rule_docs
+from ktrace.report.content import REPORT_VERSION, rank_heatmap_dict, rule_docs
 from ktrace.report.format import fmt_ns
-from ktrace.report.html import STYLE
-from ktrace.report.markdown import md_table
+from ktrace.report.html import DRAW, STYLE, plotly_js, script_json
+from ktrace.report.markdown import md_table, rank_views_markdown
+from ktrace.report.rank_sections import rank_views_section
 from ktrace.report.rows import json_float, phase_rows, rows
 from ktrace.report.sections import esc, table
 from ktrace.report.verdicts import triggered_first, verdict
@@ -108,29 +110,42 @@ def render_fleet_markdown(fleet: FleetSummary, rules: RulesReport, title: str) -
     out = [f"# {title or 'ktrace fleet report'}", "", _intro(fleet), ""]
     for t in fleet_tables(fleet, rules):
         out += [f"## {t.title}", ""] + (md_table(t.headers, t.cells) or ["(none)", ""])
+    out += rank_views_markdown(fleet.rank_heatmap, fleet.stragglers)
     return "\n".join(out)
 
 
 def render_fleet_html(fleet: FleetSummary, rules: RulesReport, title: str) -> str:
-    """The fleet report as one self-contained HTML document (tables only)."""
+    """The fleet report as one self-contained HTML document: the tables, then the rank views (their heatmaps
+    drawn by the inlined plotly.js, as in the single-process report)."""
     body = "".join(
         f"<section><h2>{esc(t.title)}</h2>{table(t.headers, t.cells) if t.cells else '<p>(none)</p>'}</section>"
         for t in fleet_tables(fleet, rules)
     )
+    ranks = rank_views_section(fleet.rank_heatmap, fleet.stragglers)
+    scripts = ""
+    if ranks is not None:
+        body += f'<section id="{esc(ranks.anchor)}"><h2>{esc(ranks.title)}</h2>{"".join(ranks.body)}</section>'
+        if ranks.figures:
+            figures = script_json({ranks.anchor: ranks.figures})
+            scripts = f'<script type="application/json" id="ktrace-figures">{figures}</script><script>{DRAW}</script>'
     name = esc(title or "ktrace fleet report")
+    head_js = f"<script>{plotly_js()}</script>" if scripts else ""
     return (
         f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{name}</title><style>{STYLE}</style>'
-        f"</head><body><header><h1>{name}</h1><div>{esc(_intro(fleet))}</div></header><main>{body}</main></body></html>"
+        f"{head_js}</head><body><header><h1>{name}</h1><div>{esc(_intro(fleet))}</div></header><main>{body}</main>"
+        f"{scripts}</body></html>"
     )
 
 
 def render_fleet_json(fleet: FleetSummary, rules: RulesReport, title: str) -> str:
     """The fleet report as JSON: {"version", "title", "fleet": rank_reduce.fleet_to_dict, "rules": the rules'
-    report_to_dict, "rule_docs"} (the single-process report's keys, with "fleet" for "summary")."""
+    report_to_dict, "rule_docs", "rank_heatmap": content.rank_heatmap_dict} (the single-process report's keys,
+    with "fleet" for "summary"; the straggler tables are in "fleet", as in the single-process "summary")."""
     document = {
         "version": REPORT_VERSION,
         "title": title,
         "fleet": fleet_to_dict(fleet),
+        "rank_heatmap": rank_heatmap_dict(fleet.rank_heatmap),
         "rules": report_to_dict(rules),
         "rule_docs": rule_docs(),
     }

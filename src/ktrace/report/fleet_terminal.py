@@ -12,7 +12,7 @@ from ktrace.analysis.rank_reduce import FleetSummary
 from ktrace.model.display_text import printable
 from ktrace.report.format import fmt_ns as format_ns
 from ktrace.report.rows import phase_rows
-from ktrace.report.terminal import latency_rows, print_load_balance, print_table, text_rows
+from ktrace.report.terminal import latency_rows, print_load_balance, print_stragglers, print_table, text_rows
 
 RANK_ROWS = 20
 """Ranks listed in the terminal's rank table: the slowest first (every rank is in the JSON)."""
@@ -54,3 +54,4 @@ def render_fleet_summary(fleet: FleetSummary, console: Console) -> None:
     cols = ["node", "rank", "slowdown", "straggler", "step_mean_ns", "busy_ns", "idle_ns", "comm_ns", "overlap_pct"]
     print_table(console, f"ranks, slowest first (top {min(RANK_ROWS, slowest.height)})", text_rows(slowest), cols)
     print_load_balance(console, fleet.load_balance, per_rank=False)  # the rank table above has its rows
+    print_stragglers(console, fleet.stragglers)

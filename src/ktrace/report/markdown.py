@@ -10,7 +10,9 @@ import numpy.typing as npt
 
 from ktrace.analysis.dashboard import StepHistogram
 from ktrace.analysis.phases import step_source_note
+from ktrace.analysis.rank_heatmap import RankHeatmap
 from ktrace.analysis.rules.base import Evidence, RuleResult
+from ktrace.analysis.stragglers import Stragglers
 from ktrace.model.display_text import printable
 from ktrace.report import critical_path_view, memory
 from ktrace.report.content import Report
@@ -287,7 +289,11 @@ def text_heatmap(labels: Sequence[str], matrix: npt.NDArray[np.float64]) -> list
 def ranks_markdown(report: Report) -> list[str]:
     """The Ranks section (2 or more ranks): text heatmaps, the straggler table and the slowest/fastest ranks per
     step, each table the top rows with a count of the rest."""
-    heat, lag = report.dashboard.rank_heatmap, report.dashboard.summary.stragglers
+    return rank_views_markdown(report.dashboard.rank_heatmap, report.dashboard.summary.stragglers)
+
+
+def rank_views_markdown(heat: RankHeatmap | None, lag: Stragglers | None) -> list[str]:
+    """ranks_markdown of these rank views (the single-process report's and the fleet report's)."""
     if heat is None and lag is None:
         return []
     out = ["## Ranks", ""]

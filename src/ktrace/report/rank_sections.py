@@ -25,7 +25,11 @@ SHARES = (("busy_share", "GPU busy"), ("comm_share", "communication"))
 
 def ranks_section(report: Report) -> Section | None:
     """The section, or None for a trace of one rank."""
-    heat, lag = report.dashboard.rank_heatmap, report.dashboard.summary.stragglers
+    return rank_views_section(report.dashboard.rank_heatmap, report.dashboard.summary.stragglers)
+
+
+def rank_views_section(heat: RankHeatmap | None, lag: Stragglers | None) -> Section | None:
+    """The section of these rank views (the single-process report's and the fleet report's), None without any."""
     if heat is None and lag is None:
         return None
     sec = Section("ranks", "Ranks")

@@ -354,7 +354,8 @@ def print_load_balance(console: Console, balance: LoadBalance | None, *, per_ran
     )
 
 
-def _stragglers(console: Console, lag: Stragglers | None) -> None:
+def print_stragglers(console: Console, lag: Stragglers | None) -> None:
+    """The straggler table's top TERMINAL_STRAGGLERS ranks (the single-process and the fleet summary's)."""
     if lag is None:
         return
     found: list[dict[str, Any]] = printable_tree(straggler_rows(lag, TERMINAL_STRAGGLERS)[0])
@@ -436,7 +437,7 @@ def render_summary(summary: Summary, console: Console) -> None:
     print_table(console, "communication / compute overlap", text_rows(summary.overlap))
     print_table(console, "counters", _counter_rows(text_rows(summary.counters)))
     print_load_balance(console, summary.load_balance)
-    _stragglers(console, summary.stragglers)
+    print_stragglers(console, summary.stragglers)
     _critical_path(console, summary)
     for h in summary.annotations:
         print_table(console, f"annotation {printable(h.pattern)!r}: {h.count} ranges", text_rows(h.stats))

@@ -9,6 +9,7 @@ import polars as pl
 from polars.testing import assert_frame_equal
 
 from ktrace.analysis.log_histogram import RELATIVE_ERROR
+from ktrace.analysis.rank_heatmap import RankHeatmap
 from ktrace.analysis.rank_reduce import FleetSummary
 from ktrace.analysis.summary import Summary
 
@@ -50,10 +51,11 @@ def _quantile_difference(name: str, single: pl.DataFrame, fleet: pl.DataFrame, c
     return out
 
 
-def fleet_differences(single: Summary, fleet: FleetSummary) -> list[str]:
+def fleet_differences(single: Summary, fleet: FleetSummary, heatmap: RankHeatmap | None = None) -> list[str]:
     """Every difference between the single-process summary and the fleet summary of one job: exact equality of
-    counts, sums, extremes, means, shares, steps, overlap, load balance and phases; quantiles within
-    log_histogram.RELATIVE_ERROR of the exact ones. Empty: the results are identical (as stated)."""
+    counts, sums, extremes, means, shares, steps, overlap, load balance, phases and the straggler tables, and,
+    given the single-process `heatmap` (rank_heatmap.rank_heatmap of the job), of the rank heatmap; quantiles
+    within log_histogram.RELATIVE_ERROR of the exact ones. Empty: the results are identical (as stated)."""
     out: list[str] = []
     for attr in ("ranks", "kernels", "phases"):
         if getattr(single, attr) != getattr(fleet, attr):
@@ -70,6 +72,34 @@ def fleet_differences(single: Summary, fleet: FleetSummary) -> list[str]:
     if single.latency.height == fleet.latency.height:
         out += _quantile_difference("latency", single.latency, fleet.latency, lat_q)
     out += _balance_differences(single, fleet)
+    out += _view_differences("stragglers", single.stragglers, fleet.stragglers, ("basis",), _STRAGGLER_FRAMES)
+    if heatmap is not None:
+        out += heatmap_differences(heatmap, fleet.rank_heatmap)
+    return out
+
+
+_STRAGGLER_FRAMES = ("per_step", "table", "causes")
+_HEATMAP_FRAMES = ("ranks", "by_time", "by_step")
+
+
+def heatmap_differences(single: RankHeatmap | None, fleet: RankHeatmap | None) -> list[str]:
+    """Where two rank heatmaps of one job differ: bins, rows and every share (exactly)."""
+    return _view_differences("rank_heatmap", single, fleet, ("bins",), _HEATMAP_FRAMES)
+
+
+def _view_differences(
+    name: str, single: object | None, fleet: object | None, values: Sequence[str], frames: Sequence[str]
+) -> list[str]:
+    """Differences of a rank view (heatmap, stragglers): its `values` compared with ==, its `frames` exactly."""
+    if single is None or fleet is None:
+        return [] if single is fleet else [f"{name}: {single} vs {fleet}"]
+    out = [
+        f"{name}.{v}: {getattr(single, v)} vs {getattr(fleet, v)}"
+        for v in values
+        if getattr(single, v) != getattr(fleet, v)
+    ]
+    for frame in frames:
+        out += _frame_difference(f"{name}.{frame}", getattr(single, frame), getattr(fleet, frame), None)
     return out
 
 

@@ -14,7 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from real_traces import fixture_path
 
-from ktrace.analysis.rank_partials import rank_partial
+from ktrace.analysis.rank_activity import gpu_bins
+from ktrace.analysis.rank_heatmap import rank_heatmap
+from ktrace.analysis.rank_partials import RankPartial, rank_partial
 from ktrace.analysis.rank_reduce import FleetSummary, reduce_partials
 from ktrace.analysis.summary import Summary, summarize
 from ktrace.importers import load
@@ -32,10 +34,19 @@ def _store(trace: Trace, path: Path) -> Path:
 
 
 def _fleet(path: Path) -> FleetSummary:
-    """The map side by hand: one partial per partition, each read alone, with the job's span."""
-    span = store.read(path).span_ns()
-    parts = [rank_partial(store.read(path, only={(n, r)}), job_span=span) for n, r, _ in store.partitions(path)]
-    return reduce_partials(parts)
+    """The map side by hand: one partial per partition, each read alone, with the job's span and heatmap bins."""
+    return reduce_partials(_partials(path, [{(n, r)} for n, r, _ in store.partitions(path)]))
+
+
+def _partials(path: Path, slices: list[set[tuple[str, int]]]) -> list[RankPartial]:
+    whole = store.read(path)
+    span, bins = whole.span_ns(), gpu_bins(whole)
+    return [rank_partial(store.read(path, only=c), job_span=span, heatmap_bins=bins) for c in slices]
+
+
+def _differences(path: Path, fleet: FleetSummary) -> list[str]:
+    """fleet_differences against the one-process summary and rank heatmap of the store."""
+    return fleet_differences(_single(path), fleet, rank_heatmap(store.read(path)))
 
 
 @functools.cache
@@ -55,26 +66,20 @@ def synthetic_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_dlrm_8_ranks_reduce_to_the_single_process_summary(dlrm_store: Path) -> None:
     fleet = _fleet(dlrm_store)
-    single = summarize(store.read(dlrm_store))
     assert fleet.ranks == 8
-    assert fleet_differences(single, fleet) == []
+    assert _differences(dlrm_store, fleet) == []
     assert fleet.load_balance is not None and fleet.load_balance.histogram_distance is not None
 
 
 def test_multi_node_synthetic_reduces_to_the_single_process_summary(synthetic_store: Path) -> None:
     fleet = _fleet(synthetic_store)
-    single = summarize(store.read(synthetic_store))
     assert (fleet.ranks, sorted(set(fleet.busy["node"].cast(pl.String)))) == (8, ["node0", "node1"])
     assert fleet.load_balance is not None and fleet.load_balance.source == "counters"  # node-level gpu.util
-    assert fleet_differences(single, fleet) == []
+    assert _differences(synthetic_store, fleet) == []
 
 
 def test_partials_merge_in_any_order(synthetic_store: Path) -> None:
-    span = store.read(synthetic_store).span_ns()
-    parts = [
-        rank_partial(store.read(synthetic_store, only={(n, r)}), job_span=span)
-        for n, r, _ in store.partitions(synthetic_store)
-    ]
+    parts = _partials(synthetic_store, [{(n, r)} for n, r, _ in store.partitions(synthetic_store)])
     forward, backward = reduce_partials(parts), reduce_partials(parts[::-1])
     assert forward.top_by_time.equals(backward.top_by_time)
     assert forward.latency.equals(backward.latency)
@@ -94,9 +99,12 @@ def test_a_rank_whose_steps_lose_to_the_jobs_step_source_has_none(tmp_path: Path
     trace = dataclasses.replace(trace, ranges=trace.ranges.filter(~lost))
     path = _store(trace, tmp_path / "mixed.ktrace")
     fleet = _fleet(path)
-    single = summarize(store.read(path))
     assert set(fleet.step_stats["rank"].to_list()) == {0}
-    assert fleet_differences(single, fleet) == []
+    assert _differences(path, fleet) == []
+    # the rank views too: rank 1's periodic steps lose to rank 0's ProfilerStep ranges (no step column for it)
+    assert fleet.rank_heatmap is not None and fleet.stragglers is not None
+    assert set(fleet.rank_heatmap.by_step["rank"].to_list()) == {0}
+    assert (fleet.stragglers.basis, fleet.stragglers.table["rank"].to_list()) == ("steps", [0])
 
 
 def test_fleet_differences_reports_a_changed_number(dlrm_store: Path) -> None:
@@ -124,7 +132,7 @@ def test_folding_in_batches_gives_the_same_summary(synthetic_store: Path, monkey
 
     single = summarize(store.read(synthetic_store))
     monkeypatch.setattr(rank_reduce, "_COMPACT_EVERY", 3)
-    assert fleet_differences(single, _fleet(synthetic_store)) == []
+    assert fleet_differences(single, _fleet(synthetic_store), rank_heatmap(store.read(synthetic_store))) == []
 
 
 def test_no_partial_is_an_error_not_an_empty_summary() -> None:
@@ -140,7 +148,7 @@ def test_ranks_without_gpu_work_reduce_like_one_process(tmp_path: Path) -> None:
     no_gpu = dataclasses.replace(trace, kernels=trace.kernels.clear(), memory=trace.memory.clear())
     for name, job in (("mixed", mixed), ("no_gpu", no_gpu)):
         path = _store(job, tmp_path / f"{name}.ktrace")
-        assert fleet_differences(summarize(store.read(path)), _fleet(path)) == [], name
+        assert fleet_differences(summarize(store.read(path)), _fleet(path), rank_heatmap(store.read(path))) == [], name
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -154,7 +162,29 @@ def test_any_grouping_of_whole_ranks_into_partials_reduces_alike(
     chunks: dict[int, set[tuple[str, int]]] = {}
     for pair, g in zip(pairs, groups + [0] * len(pairs), strict=False):
         chunks.setdefault(g, set()).add(pair)
-    span = store.read(synthetic_store).span_ns()
-    parts = [rank_partial(store.read(synthetic_store, only=c), job_span=span) for c in chunks.values()]
+    parts = _partials(synthetic_store, list(chunks.values()))
     order.shuffle(parts)
-    assert fleet_differences(_single(synthetic_store), reduce_partials(parts)) == []
+    assert _differences(synthetic_store, reduce_partials(parts)) == []
+
+
+def test_partials_cut_in_other_heatmap_bins_are_refused(synthetic_store: Path) -> None:
+    """Each partition's own GPU span gives other bins than the job's: the reduce refuses to mix them rather than
+    build a heatmap whose columns mean different times per rank."""
+    span = store.read(synthetic_store).span_ns()
+    parts = [
+        rank_partial(store.read(synthetic_store, only={(n, r)}), job_span=span)
+        for n, r, _ in store.partitions(synthetic_store)
+    ]
+    with pytest.raises(ValueError, match="different heatmap bins"):
+        reduce_partials(parts)
+
+
+def test_a_job_without_steps_has_span_stragglers_and_no_step_map(tmp_path: Path) -> None:
+    """No rank has steps: every rank's GPU span is its one step, in the fleet as in one process."""
+    trace = generate(SyntheticConfig(steps=4, kernels_per_step=20, ranks=4, nodes=2))
+    trace = dataclasses.replace(trace, ranges=trace.ranges.clear())
+    path = _store(trace, tmp_path / "nosteps.ktrace")
+    fleet = _fleet(path)
+    assert fleet.stragglers is not None and fleet.stragglers.basis == "span"
+    assert fleet.rank_heatmap is not None and fleet.rank_heatmap.n_steps == 0
+    assert _differences(path, fleet) == []

@@ -5,10 +5,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import polars as pl
 import pytest
 from real_traces import fixture_path
 
+from ktrace.analysis.rank_heatmap import RankHeatmap, rank_heatmap
+from ktrace.analysis.stragglers import Stragglers
 from ktrace.analysis.summary import summarize
 from ktrace.fleet.engines import Engine, InProcessEngine, ProcessEngine, open_engine
 from ktrace.fleet.folder_import import import_folder
@@ -23,6 +27,7 @@ from ktrace.fleet.summary_map import (
 from ktrace.importers import load
 from ktrace.model import store
 from ktrace.model.errors import TraceFormatError
+from ktrace.testing.fleet import FleetConfig, generate_fleet
 from ktrace.testing.fleet_compare import fleet_differences
 from ktrace.testing.fleet_job import generate_fleet_job
 from ktrace.testing.synthetic import SyntheticConfig, generate
@@ -40,6 +45,24 @@ def multi_node_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("synth") / "synth.ktrace"
     store.write(generate(SyntheticConfig(steps=4, kernels_per_step=30, ranks=6, nodes=3)), path)
     return path
+
+
+@pytest.fixture(scope="module")
+def fleet_job() -> Any:
+    return generate_fleet(FleetConfig(ranks=32, hosts=8, steps=4, kernels_per_step=8))
+
+
+@pytest.fixture(scope="module")
+def fleet_store(tmp_path_factory: pytest.TempPathFactory, fleet_job: Any) -> Path:
+    path = tmp_path_factory.mktemp("fleet") / "fleet.ktrace"
+    store.write(fleet_job.trace, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def fleet_planted(fleet_job: Any) -> tuple[str, int]:
+    planted: tuple[str, int] = fleet_job.straggler
+    return planted
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +91,10 @@ def test_dlrm_store_summarized_rank_by_rank_equals_one_process(kind: str, reques
         fleet = summarize_store(path, engine)
     assert fleet.engine.startswith(kind)
     assert fleet.ranks == 8
-    assert fleet_differences(summarize(store.read(path)), fleet) == []
+    whole = store.read(path)
+    assert fleet_differences(summarize(whole), fleet, rank_heatmap(whole)) == []
+    assert fleet.rank_heatmap is not None and fleet.stragglers is not None
+    assert fleet.stragglers.basis == "steps" and fleet.stragglers.table.height == 8
 
 
 @pytest.mark.parametrize("kind", ["processes", "dask"])
@@ -76,10 +102,38 @@ def test_multi_node_store_equals_one_process(kind: str, request: pytest.FixtureR
     path: Path = request.getfixturevalue("multi_node_store")
     with _engine(kind, request) as engine:
         fleet = summarize_store(path, engine, steps_pattern="ProfilerStep")
-    assert fleet_differences(summarize(store.read(path), steps_pattern="ProfilerStep"), fleet) == []
+    whole = store.read(path)
+    assert fleet_differences(summarize(whole, steps_pattern="ProfilerStep"), fleet, rank_heatmap(whole)) == []
     alone = fleet_summary(path, workers=1, steps_pattern="ProfilerStep")  # the benchmark's hook
     assert alone.engine == "in-process" and same_results(alone, fleet)
     assert not same_results(alone, dataclasses.replace(fleet, kernels=fleet.kernels + 1))
+    assert fleet.rank_heatmap is not None and fleet.stragglers is not None
+    other_cell = fleet.rank_heatmap.by_time.with_columns(pl.col("busy_share").reverse())
+    assert not same_results(alone, dataclasses.replace(fleet, rank_heatmap=_with(fleet.rank_heatmap, other_cell)))
+    slower = fleet.stragglers.table.with_columns(pl.col("slower_pct") + 1.0)
+    assert not same_results(alone, dataclasses.replace(fleet, stragglers=_with(fleet.stragglers, slower)))
+
+
+def _with(view: RankHeatmap | Stragglers, frame: pl.DataFrame) -> Any:
+    """`view` with its by_time (a heatmap) or table (stragglers) replaced."""
+    if isinstance(view, RankHeatmap):
+        return dataclasses.replace(view, by_time=frame)
+    return dataclasses.replace(view, table=frame)
+
+
+@pytest.mark.parametrize("kind", ["in-process", "processes", "dask"])
+def test_synthetic_8_host_job_rank_views_equal_one_process(kind: str, request: pytest.FixtureRequest) -> None:
+    """generate_fleet's multi-host job (clocks aligned on read): the fleet's heatmap and straggler tables equal
+    rank_heatmap(trace) / stragglers(trace) of the whole store, and the planted straggler heads the table."""
+    path: Path = request.getfixturevalue("fleet_store")
+    with _engine(kind, request) as engine:
+        fleet = summarize_store(path, engine)
+    whole = store.read(path)
+    assert fleet_differences(summarize(whole), fleet, rank_heatmap(whole)) == []
+    assert fleet.stragglers is not None and fleet.rank_heatmap is not None
+    top = fleet.stragglers.table.row(0, named=True)
+    assert (top["node"], top["rank"]) == request.getfixturevalue("fleet_planted")
+    assert len(fleet.rank_heatmap.hosts()) == 8
 
 
 def test_many_ranks_or_an_engine_option_choose_the_map_reduce_path(tmp_path: Path, dlrm_store: Path) -> None:
@@ -107,7 +161,16 @@ def test_tiled_dlrm_job_of_16_ranks_on_2_hosts_equals_one_process(
     path = tmp_path / "job.ktrace"
     assert wants_fleet(path, None, None)
     fleet = fleet_summary(path, workers=2)
-    assert fleet_differences(summarize(store.read(path)), fleet) == []
+    whole = store.read(path)
+    assert fleet_differences(summarize(whole), fleet, rank_heatmap(whole)) == []
+    assert fleet.stragglers is not None and fleet.rank_heatmap is not None
+    assert len(fleet.rank_heatmap.hosts()) == 2
+    # the job's steps are replayed as recorded, so the planted rank's longer kernels fill its GPU idle time: it
+    # stays among the slowest (as rank 5, which it replays), with a compute kernel among its causes
+    lag = {r["rank"]: r for r in fleet.stragglers.table.iter_rows(named=True)}
+    assert lag[13]["slower_pct"] > 10.0 and lag[13]["slower_pct"] == lag[5]["slower_pct"]
+    causes = fleet.stragglers.causes.filter(pl.col("rank") == 13)
+    assert "kernel" in causes["kind"].to_list()
     table = {r["rank"]: r for r in fleet.rank_table.iter_rows(named=True)}
     # rank 13 replays rank 5's file (13 % 8) with its compute kernels 1.5x longer: more kernel time, the same NCCL
     assert table[13]["kernel_time_ns"] > table[5]["kernel_time_ns"]
