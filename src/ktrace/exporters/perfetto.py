@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -29,6 +29,7 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
 )
 
 from ktrace.exporters import perfetto_encoder as enc
+from ktrace.exporters.background_writes import BackgroundWriter, background_writes
 from ktrace.exporters.findings import Finding, finding_rows
 from ktrace.exporters.perfetto_layout import TrackTree
 from ktrace.exporters.perfetto_slice_rows import COMPILED_MIN_ROWS, IntArg, SliceRows, StrArg, encode_slices
@@ -72,14 +73,19 @@ def frame_packet(packet: TracePacket) -> bytes:
 
 
 @contextmanager
-def _open_output(path: str | Path) -> Iterator[IO[bytes]]:
+def _open_output(path: str | Path) -> Iterator[BackgroundWriter]:
+    """The output, written (and gzipped) in a second thread while the next chunk is encoded."""
     p = Path(path)
     with atomic_file(p) as f:  # the file appears whole or not at all (Ctrl-C, disk full)
         if p.suffix == ".gz":
-            with gzip.GzipFile(filename=str(p), mode="wb", compresslevel=6, fileobj=f) as gz:
-                yield gz  # type: ignore[misc]
+            with (
+                gzip.GzipFile(filename=str(p), mode="wb", compresslevel=6, fileobj=f) as gz,
+                background_writes(gz) as out,  # type: ignore[arg-type]
+            ):
+                yield out
         else:
-            yield f
+            with background_writes(f) as out:
+                yield out
 
 
 def export_perfetto(
@@ -125,7 +131,7 @@ class _Writer:
         self.trace, self.progress, self.chunk_rows = trace, progress, chunk_rows
         self.tree = TrackTree()
         self.stats = PerfettoStats()
-        self.out: IO[bytes] | None = None
+        self.out: BackgroundWriter | None = None
         counts = trace.counts()
         self.total = sum(counts[t] for t in ("kernels", "memory", "syncs", "api", "ranges", "ops", "counters"))
         self.total += counts["allocations"] + trace.allocations["total_reserved"].drop_nulls().len()
@@ -360,7 +366,7 @@ def _counter_events(
     return rows["ts_ns"].to_numpy(), rows["track"].to_numpy(), rows["value"].to_numpy()
 
 
-def _write_findings(out: IO[bytes], tree: TrackTree, findings: Iterable[Any], seq: int, t0: int) -> int:
+def _write_findings(out: BackgroundWriter, tree: TrackTree, findings: Iterable[Any], seq: int, t0: int) -> int:
     """Findings as instant events on a "Findings" track per rank (or one global track), on their own sequence."""
     rows = finding_rows(findings)
     if not rows:
