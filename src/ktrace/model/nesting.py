@@ -55,10 +55,68 @@ def bracket_owner(track: I64, start: I64, end: I64) -> I64:
     2i+1, replayed in (track, ts, position) order. Opens and closes at one nesting level alternate, so pairing them
     level by level matches every BEGIN with the END that closes it. A slice is rebuilt exactly iff
     end[owner[i]] == end[i].
+
+    Per track, BEGINs replay in file order (starts are sorted), so only the ENDs are sorted and merged in by binary
+    search, and the pairing sorts small level numbers: ~4x less CPU than sorting all 2n events on three keys.
+    Input whose starts are not sorted per track takes that general sort.
     """
     n = start.shape[0]
     if n == 0:
         return np.zeros(0, np.int64)
+    by_track = np.argsort(_small_codes(track), kind="stable")
+    t, s = track[by_track], start[by_track]
+    cuts = np.flatnonzero(t[1:] != t[:-1]) + 1
+    if np.any((s[1:] < s[:-1]) & (t[1:] == t[:-1])):
+        return _bracket_owner_general(track, start, end)
+    owner = np.empty(n, np.int64)
+    for rows in np.split(by_track, cuts):
+        owner[rows] = rows[_one_track_owner(start[rows], end[rows])]
+    return owner
+
+
+def _small_codes(track: I64) -> np.ndarray:
+    """`track` as uint16 where its values allow (numpy radix-sorts those), else unchanged."""
+    if track.min() >= 0 and track.max() < 1 << 16:
+        return track.astype(np.uint16)
+    return track
+
+
+def _one_track_owner(start: I64, end: I64) -> I64:
+    """bracket_owner of the slices of one track, starts sorted, as local indices."""
+    m = start.shape[0]
+    idx = np.arange(m)
+    end_order = np.argsort(end, kind="stable")  # ENDs replay in (end, position) order
+    # BEGINs before END i: those starting before it ends, and those starting as it ends up to i itself (ties go by
+    # position: BEGIN j at 2j precedes END i at 2i+1 iff j <= i); only a zero-length slice has any of the latter.
+    begins_before = np.where(start < end, np.searchsorted(start, end, side="left"), idx + 1)
+    # Depth after BEGIN j = opens so far - closes so far; closes before BEGIN j = ENDs k with (end_k, 2k+1) <
+    # (start_j, 2j), found in end order. Level of a close = depth before it.
+    ends_sorted = end[end_order]
+    closes_before = np.searchsorted(ends_sorted, start, side="left")
+    tied = np.flatnonzero(np.searchsorted(ends_sorted, start, side="right") > closes_before)
+    if tied.size:  # an END at a BEGIN's ts precedes it iff its slice comes earlier in the file
+        closes_before[tied] = _closes_at_ties(end_order, ends_sorted, closes_before[tied], tied)
+    open_level = idx + 1 - closes_before
+    close_level = begins_before[end_order] - np.arange(m)
+    opens = np.argsort(_small_codes(open_level), kind="stable")
+    closes = end_order[np.argsort(_small_codes(close_level), kind="stable")]
+    owner = np.empty(m, np.int64)
+    owner[opens] = closes
+    return owner
+
+
+def _closes_at_ties(end_order: I64, ends_sorted: I64, first_tied: I64, begins: I64) -> I64:
+    """ENDs before BEGIN j (each of `begins`) when some END shares its ts: those ending earlier (`first_tied`, where
+    the tied run starts in end order) plus those of the run from slices k < j. ENDs tied in ts are in slice order,
+    so one binary search over (run, k) keys, strictly increasing in end order, counts them all."""
+    m = end_order.shape[0]
+    run = np.cumsum(np.concatenate(([0], ends_sorted[1:] != ends_sorted[:-1])))
+    keys = run * (m + 1) + end_order
+    return np.searchsorted(keys, run[first_tied] * (m + 1) + begins, side="left")
+
+
+def _bracket_owner_general(track: I64, start: I64, end: I64) -> I64:
+    n = start.shape[0]
     ts = np.concatenate([start, end])
     pos = np.concatenate([2 * np.arange(n), 2 * np.arange(n) + 1])
     trk = np.concatenate([track, track])

@@ -46,6 +46,22 @@ def test_bracket_owner_matches_a_stack_replay(rows: list[tuple[int, int, int]]) 
 
 
 @given(intervals)
+def test_bracket_owner_matches_a_stack_replay_in_any_row_order(rows: list[tuple[int, int, int]]) -> None:
+    """Rows not sorted by start take the general sort; the replay is the same."""
+    track = np.array([r[0] for r in rows], np.int64)
+    start = np.array([r[1] for r in rows], np.int64)
+    end = start + np.array([r[2] for r in rows], np.int64)
+    assert bracket_owner(track, start, end).tolist() == naive_owner(track.tolist(), start.tolist(), end.tolist())
+
+
+@given(st.lists(st.tuples(st.integers(0, 1), st.integers(0, 8), st.integers(0, 4)), min_size=50, max_size=300))
+def test_bracket_owner_on_long_tracks_of_tied_timestamps(rows: list[tuple[int, int, int]]) -> None:
+    """Deep stacks and many BEGINs and ENDs sharing a ts: ties replay by file position."""
+    track, start, end = _sorted_columns(rows)
+    assert bracket_owner(track, start, end).tolist() == naive_owner(track.tolist(), start.tolist(), end.tolist())
+
+
+@given(intervals)
 def test_lanes_make_every_track_nest(rows: list[tuple[int, int, int]]) -> None:
     track, start, end = _sorted_columns(rows)
     lanes = nesting_lanes(track, start, end)
