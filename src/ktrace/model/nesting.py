@@ -56,79 +56,40 @@ def bracket_owner(track: I64, start: I64, end: I64) -> I64:
     level by level matches every BEGIN with the END that closes it. A slice is rebuilt exactly iff
     end[owner[i]] == end[i].
 
-    Per track, BEGINs replay in file order (starts are sorted), so only the ENDs are sorted and merged in by binary
-    search, and the pairing sorts small level numbers: ~4x less CPU than sorting all 2n events on three keys.
-    Input whose starts are not sorted per track takes that general sort.
+    Track by track, the events' timestamps laid out in file position order (start_i at 2i, end_i at 2i+1) sort
+    stably on that one key (timsort: starts come sorted), and the pairing sorts small level numbers (radix): ~3x
+    less CPU than sorting all 2n events on three keys twice (~1.3 vs ~3.8 s on 20 M slices).
     """
     n = start.shape[0]
-    if n == 0:
-        return np.zeros(0, np.int64)
-    by_track = np.argsort(_small_codes(track), kind="stable")
-    t, s = track[by_track], start[by_track]
-    cuts = np.flatnonzero(t[1:] != t[:-1]) + 1
-    if np.any((s[1:] < s[:-1]) & (t[1:] == t[:-1])):
-        return _bracket_owner_general(track, start, end)
     owner = np.empty(n, np.int64)
-    for rows in np.split(by_track, cuts):
+    if n == 0:
+        return owner
+    by_track = np.argsort(_small_codes(track), kind="stable")
+    t = track[by_track]
+    for rows in np.split(by_track, np.flatnonzero(t[1:] != t[:-1]) + 1):
         owner[rows] = rows[_one_track_owner(start[rows], end[rows])]
     return owner
 
 
-def _small_codes(track: I64) -> np.ndarray:
-    """`track` as uint16 where its values allow (numpy radix-sorts those), else unchanged."""
-    if track.min() >= 0 and track.max() < 1 << 16:
-        return track.astype(np.uint16)
-    return track
+def _small_codes(values: I64) -> np.ndarray:
+    """`values` as uint16 where they allow it (numpy radix-sorts those), else unchanged."""
+    if values.min() >= 0 and values.max() < 1 << 16:
+        return values.astype(np.uint16)
+    return values
 
 
 def _one_track_owner(start: I64, end: I64) -> I64:
-    """bracket_owner of the slices of one track, starts sorted, as local indices."""
-    m = start.shape[0]
-    idx = np.arange(m)
-    end_order = np.argsort(end, kind="stable")  # ENDs replay in (end, position) order
-    # BEGINs before END i: those starting before it ends, and those starting as it ends up to i itself (ties go by
-    # position: BEGIN j at 2j precedes END i at 2i+1 iff j <= i); only a zero-length slice has any of the latter.
-    begins_before = np.where(start < end, np.searchsorted(start, end, side="left"), idx + 1)
-    # Depth after BEGIN j = opens so far - closes so far; closes before BEGIN j = ENDs k with (end_k, 2k+1) <
-    # (start_j, 2j), found in end order. Level of a close = depth before it.
-    ends_sorted = end[end_order]
-    closes_before = np.searchsorted(ends_sorted, start, side="left")
-    tied = np.flatnonzero(np.searchsorted(ends_sorted, start, side="right") > closes_before)
-    if tied.size:  # an END at a BEGIN's ts precedes it iff its slice comes earlier in the file
-        closes_before[tied] = _closes_at_ties(end_order, ends_sorted, closes_before[tied], tied)
-    open_level = idx + 1 - closes_before
-    close_level = begins_before[end_order] - np.arange(m)
-    opens = np.argsort(_small_codes(open_level), kind="stable")
-    closes = end_order[np.argsort(_small_codes(close_level), kind="stable")]
-    owner = np.empty(m, np.int64)
-    owner[opens] = closes
-    return owner
-
-
-def _closes_at_ties(end_order: I64, ends_sorted: I64, first_tied: I64, begins: I64) -> I64:
-    """ENDs before BEGIN j (each of `begins`) when some END shares its ts: those ending earlier (`first_tied`, where
-    the tied run starts in end order) plus those of the run from slices k < j. ENDs tied in ts are in slice order,
-    so one binary search over (run, k) keys, strictly increasing in end order, counts them all."""
-    m = end_order.shape[0]
-    run = np.cumsum(np.concatenate(([0], ends_sorted[1:] != ends_sorted[:-1])))
-    keys = run * (m + 1) + end_order
-    return np.searchsorted(keys, run[first_tied] * (m + 1) + begins, side="left")
-
-
-def _bracket_owner_general(track: I64, start: I64, end: I64) -> I64:
+    """bracket_owner of the slices of one track, as indices into them."""
     n = start.shape[0]
-    ts = np.concatenate([start, end])
-    pos = np.concatenate([2 * np.arange(n), 2 * np.arange(n) + 1])
-    trk = np.concatenate([track, track])
-    is_open = np.concatenate([np.ones(n, bool), np.zeros(n, bool)])
-    order = np.lexsort((pos, ts, trk))
-    step = np.where(is_open[order], 1, -1)
-    depth_after = np.cumsum(step)
-    level = np.where(step > 0, depth_after, depth_after + 1)
-    by_level = order[np.lexsort((np.arange(2 * n), level, trk[order]))]
-    opens, closes = by_level[0::2], by_level[1::2]
+    ts = np.empty(2 * n, np.int64)
+    ts[0::2], ts[1::2] = start, end
+    order = np.argsort(ts, kind="stable")  # (ts, position); position 2i + 1 is slice i's END
+    is_open = (order & 1) == 0
+    depth_after = np.cumsum(np.where(is_open, 1, -1))
+    level = np.where(is_open, depth_after, depth_after + 1)
+    by_level = order[np.argsort(_small_codes(level), kind="stable")]
     owner = np.empty(n, np.int64)
-    owner[opens] = closes - n
+    owner[by_level[0::2] >> 1] = by_level[1::2] >> 1
     return owner
 
 

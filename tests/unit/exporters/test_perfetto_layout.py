@@ -47,7 +47,7 @@ def test_bracket_owner_matches_a_stack_replay(rows: list[tuple[int, int, int]]) 
 
 @given(intervals)
 def test_bracket_owner_matches_a_stack_replay_in_any_row_order(rows: list[tuple[int, int, int]]) -> None:
-    """Rows not sorted by start take the general sort; the replay is the same."""
+    """Rows in any order (not only file order) pair as the replay does."""
     track = np.array([r[0] for r in rows], np.int64)
     start = np.array([r[1] for r in rows], np.int64)
     end = start + np.array([r[2] for r in rows], np.int64)
