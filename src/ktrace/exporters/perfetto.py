@@ -164,7 +164,10 @@ class _Writer:
             self.out.write(frame_packet(p))
         self.out.write(frame_packet(_sequence_start(seq)))
         if slices is not None and beside is not None:
-            self._slices(_Sequence(seq), slices, track, *beside.result())
+            pairs, strings = beside.result()
+            # Encoding reads only these; the others (names and string args are coded in `strings`) are let go.
+            slices = slices.select("start_ns", "end_ns", *ARG_INT_COLUMNS)
+            self._slices(_Sequence(seq), slices, track, pairs, strings)
         if counters is not None:
             ts, ctrack, values = counters
             self.out.write(enc.encode(enc.counter_rows(seq, ts, ctrack, values), ts.shape[0]))
