@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import CounterDescriptor
 
 from ktrace.exporters.perfetto_layout import counter_descriptor
+from ktrace.exporters.perfetto_slices import file_order
 from ktrace.exporters.track_layout import counter_title, overlap_lanes
 from ktrace.model.nesting import bracket_owner, nesting_lanes
 
@@ -110,3 +111,12 @@ def test_counter_titles_and_units() -> None:
     assert counter_descriptor("gpu.util").unit_name == "%"
     assert counter_descriptor("gpu.util").y_axis_share_key == counter_descriptor("cpu.iowait_pct").y_axis_share_key
     assert counter_descriptor("gpu.power_w").unit_name == "W"
+
+
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 6)), max_size=80))
+def test_file_order_is_a_stable_sort_by_start_then_longest_first(rows: list[tuple[int, int]]) -> None:
+    """Ties in start (and in duration) are frequent here; they keep their input order, as rank_slices needs."""
+    start = np.array([r[0] for r in rows], np.int64)
+    end = start + np.array([r[1] for r in rows], np.int64)
+    expected = sorted(range(len(rows)), key=lambda i: (rows[i][0], -rows[i][1], i))
+    assert file_order(start, end).tolist() == expected
