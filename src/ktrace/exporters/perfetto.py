@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import gzip
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -29,9 +30,10 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
 )
 
 from ktrace.exporters import perfetto_encoder as enc
+from ktrace.exporters.background_writes import BackgroundWriter, background_writes
 from ktrace.exporters.findings import Finding, finding_rows
 from ktrace.exporters.perfetto_layout import TrackTree
-from ktrace.exporters.perfetto_slice_rows import COMPILED_MIN_ROWS, IntArg, SliceRows, StrArg, encode_slices
+from ktrace.exporters.perfetto_slice_rows import COMPILED_MIN_ROWS, FlowChunks, IntArg, SliceRows, StrArg, encode_slices
 from ktrace.exporters.perfetto_slices import ARG_INT_COLUMNS, ARG_KEYS, launch_pairs, rank_slices
 from ktrace.exporters.perfetto_tracks import assign_tracks, process_name, process_order
 from ktrace.exporters.track_layout import allocation_counters, overlap_lanes
@@ -72,14 +74,19 @@ def frame_packet(packet: TracePacket) -> bytes:
 
 
 @contextmanager
-def _open_output(path: str | Path) -> Iterator[IO[bytes]]:
+def _open_output(path: str | Path) -> Iterator[BackgroundWriter]:
+    """The output, written (and gzipped) in a second thread while the next chunk is encoded."""
     p = Path(path)
     with atomic_file(p) as f:  # the file appears whole or not at all (Ctrl-C, disk full)
         if p.suffix == ".gz":
-            with gzip.GzipFile(filename=str(p), mode="wb", compresslevel=6, fileobj=f) as gz:
-                yield gz  # type: ignore[misc]
+            with (
+                gzip.GzipFile(filename=str(p), mode="wb", compresslevel=6, fileobj=f) as gz,
+                background_writes(gz) as out,  # type: ignore[arg-type]
+            ):
+                yield out
         else:
-            yield f
+            with background_writes(f) as out:
+                yield out
 
 
 def export_perfetto(
@@ -102,11 +109,11 @@ def export_perfetto(
     Returns:
         Counts of what was written.
     """
-    writer = _Writer(trace, progress, chunk_rows)
     span = trace.span_ns()
     t0 = span[0] if span else 0
     order = process_order(trace)
-    with _open_output(path) as out:
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ktrace-perfetto") as pool, _open_output(path) as out:
+        writer = _Writer(trace, progress, chunk_rows, pool)
         writer.out = out
         out.write(frame_packet(_clock_snapshot(t0)))
         for seq, (node, rank) in enumerate(order, start=1):
@@ -121,11 +128,11 @@ def export_perfetto(
 class _Writer:
     """One export in progress: the track tree, the output, counts and the progress callback."""
 
-    def __init__(self, trace: Trace, progress: ProgressFn, chunk_rows: int) -> None:
-        self.trace, self.progress, self.chunk_rows = trace, progress, chunk_rows
+    def __init__(self, trace: Trace, progress: ProgressFn, chunk_rows: int, pool: ThreadPoolExecutor) -> None:
+        self.trace, self.progress, self.chunk_rows, self.pool = trace, progress, chunk_rows, pool
         self.tree = TrackTree()
         self.stats = PerfettoStats()
-        self.out: IO[bytes] | None = None
+        self.out: BackgroundWriter | None = None
         counts = trace.counts()
         self.total = sum(counts[t] for t in ("kernels", "memory", "syncs", "api", "ranges", "ops", "counters"))
         self.total += counts["allocations"] + trace.allocations["total_reserved"].drop_nulls().len()
@@ -145,7 +152,9 @@ class _Writer:
         if slices is not None and not slices.height:
             slices = None
         track = np.zeros(0, np.int64)
-        if slices is not None:
+        beside: Future[tuple[pl.DataFrame, _StringColumns]] | None = None
+        if slices is not None:  # launch pairs and string codes in a thread while the tracks are laid out here
+            beside = self.pool.submit(_pairs_and_strings, slices)
             track = assign_tracks(tree, proc, trace, node, rank, slices)
             lanes = overlap_lanes(track, slices["start_ns"].to_numpy(), slices["end_ns"].to_numpy())
             self.stats.overlap_slices += int((lanes > 0).sum())
@@ -154,22 +163,25 @@ class _Writer:
         for p in tree.take_packets():
             self.out.write(frame_packet(p))
         self.out.write(frame_packet(_sequence_start(seq)))
-        if slices is not None:
-            self._slices(_Sequence(seq), slices, track)
+        if slices is not None and beside is not None:
+            pairs, strings = beside.result()
+            # Encoding reads only these; the others (names and string args are coded in `strings`) are let go.
+            slices = slices.select("start_ns", "end_ns", *ARG_INT_COLUMNS)
+            self._slices(_Sequence(seq), slices, track, pairs, strings)
         if counters is not None:
             ts, ctrack, values = counters
             self.out.write(enc.encode(enc.counter_rows(seq, ts, ctrack, values), ts.shape[0]))
             self.stats.counters += ts.shape[0]
             self._advance(ts.shape[0])
 
-    def _slices(self, state: _Sequence, slices: pl.DataFrame, track: np.ndarray) -> None:
+    def _slices(
+        self, state: _Sequence, slices: pl.DataFrame, track: np.ndarray, pairs: pl.DataFrame, strings: _StringColumns
+    ) -> None:
         assert self.out is not None
-        pairs = launch_pairs(slices)
-        flows = _Flows(pairs, self.next_flow)
+        flows = FlowChunks(pairs, self.next_flow)
         self.next_flow += pairs.height
         self.stats.flows += pairs.height
         compiled = slices.height >= COMPILED_MIN_ROWS
-        strings = _StringColumns(slices)
         for a in range(0, slices.height, self.chunk_rows):
             b = min(slices.height, a + self.chunk_rows)
             for part in _encode_chunk(
@@ -209,32 +221,6 @@ def _apply_lanes(tree: TrackTree, track: np.ndarray, lanes: np.ndarray) -> np.nd
     return out
 
 
-class _Flows:
-    """Flow ids of one rank's launch->run pairs, split by chunk of slice rows (each chunk's pairs found by binary
-    search: a mask over every pair per chunk made the split quadratic, ~5 s on 10 M flows)."""
-
-    def __init__(self, pairs: pl.DataFrame, first_id: int) -> None:
-        self.launch = pairs["launch_row"].to_numpy()
-        self.gpu = pairs["gpu_row"].to_numpy()  # sorted (launch_pairs)
-        self.ids = (first_id + np.arange(pairs.height)).astype(np.uint64)
-        # terminating_flow_ids is ignored by TP when the flow is not open yet: a GPU record that starts before
-        # its launch (clock skew) uses flow_ids on both ends instead (perfetto.md §1.5).
-        self.term = pairs["gpu_start"].to_numpy() >= pairs["launch_start"].to_numpy()
-        self.by_launch = np.argsort(self.launch, kind="stable")
-        self.launch_sorted = self.launch[self.by_launch]
-
-    def chunk(self, a: int, b: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(flow_rows, flow_ids, terminating_rows, terminating_ids) with rows relative to `a`; a row's ids keep
-        the pairs' order."""
-        lo, hi = np.searchsorted(self.launch_sorted, [a, b])
-        launches = self.by_launch[lo:hi]
-        g = slice(*np.searchsorted(self.gpu, [a, b]).tolist())
-        gpu, ids, term = self.gpu[g], self.ids[g], self.term[g]
-        out_rows = np.concatenate([self.launch[launches], gpu[~term]]) - a
-        out_ids = np.concatenate([self.ids[launches], ids[~term]])
-        return out_rows, out_ids, gpu[term] - a, ids[term]
-
-
 def dense_codes(series: pl.Series) -> tuple[np.ndarray, list[str]]:
     """Codes into the sorted distinct non-null strings of `series` (-1 for null), and those strings.
 
@@ -269,6 +255,10 @@ def dense_codes(series: pl.Series) -> tuple[np.ndarray, list[str]]:
     pos = np.searchsorted(ids[order], phys_np).clip(0, max(0, ids.shape[0] - 1))
     codes = np.where(phys.is_null().to_numpy(), -1, order[pos] if ids.shape[0] else -1).astype(np.int64)
     return codes, uniq["s"].to_list()
+
+
+def _pairs_and_strings(slices: pl.DataFrame) -> tuple[pl.DataFrame, _StringColumns]:
+    return launch_pairs(slices), _StringColumns(slices)
 
 
 class _StringColumns:
@@ -360,7 +350,7 @@ def _counter_events(
     return rows["ts_ns"].to_numpy(), rows["track"].to_numpy(), rows["value"].to_numpy()
 
 
-def _write_findings(out: IO[bytes], tree: TrackTree, findings: Iterable[Any], seq: int, t0: int) -> int:
+def _write_findings(out: BackgroundWriter, tree: TrackTree, findings: Iterable[Any], seq: int, t0: int) -> int:
     """Findings as instant events on a "Findings" track per rank (or one global track), on their own sequence."""
     rows = finding_rows(findings)
     if not rows:

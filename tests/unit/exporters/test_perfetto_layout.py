@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import CounterDescriptor
 
 from ktrace.exporters.perfetto_layout import counter_descriptor
+from ktrace.exporters.perfetto_slices import file_order
 from ktrace.exporters.track_layout import counter_title, overlap_lanes
 from ktrace.model.nesting import bracket_owner, nesting_lanes
 
@@ -41,6 +42,22 @@ def _sorted_columns(rows: list[tuple[int, int, int]]) -> tuple[np.ndarray, np.nd
 
 @given(intervals)
 def test_bracket_owner_matches_a_stack_replay(rows: list[tuple[int, int, int]]) -> None:
+    track, start, end = _sorted_columns(rows)
+    assert bracket_owner(track, start, end).tolist() == naive_owner(track.tolist(), start.tolist(), end.tolist())
+
+
+@given(intervals)
+def test_bracket_owner_matches_a_stack_replay_in_any_row_order(rows: list[tuple[int, int, int]]) -> None:
+    """Rows in any order (not only file order) pair as the replay does."""
+    track = np.array([r[0] for r in rows], np.int64)
+    start = np.array([r[1] for r in rows], np.int64)
+    end = start + np.array([r[2] for r in rows], np.int64)
+    assert bracket_owner(track, start, end).tolist() == naive_owner(track.tolist(), start.tolist(), end.tolist())
+
+
+@given(st.lists(st.tuples(st.integers(0, 1), st.integers(0, 8), st.integers(0, 4)), min_size=50, max_size=300))
+def test_bracket_owner_on_long_tracks_of_tied_timestamps(rows: list[tuple[int, int, int]]) -> None:
+    """Deep stacks and many BEGINs and ENDs sharing a ts: ties replay by file position."""
     track, start, end = _sorted_columns(rows)
     assert bracket_owner(track, start, end).tolist() == naive_owner(track.tolist(), start.tolist(), end.tolist())
 
@@ -94,3 +111,12 @@ def test_counter_titles_and_units() -> None:
     assert counter_descriptor("gpu.util").unit_name == "%"
     assert counter_descriptor("gpu.util").y_axis_share_key == counter_descriptor("cpu.iowait_pct").y_axis_share_key
     assert counter_descriptor("gpu.power_w").unit_name == "W"
+
+
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 6)), max_size=80))
+def test_file_order_is_a_stable_sort_by_start_then_longest_first(rows: list[tuple[int, int]]) -> None:
+    """Ties in start (and in duration) are frequent here; they keep their input order, as rank_slices needs."""
+    start = np.array([r[0] for r in rows], np.int64)
+    end = start + np.array([r[1] for r in rows], np.int64)
+    expected = sorted(range(len(rows)), key=lambda i: (rows[i][0], -rows[i][1], i))
+    assert file_order(start, end).tolist() == expected
