@@ -76,3 +76,12 @@ def test_info_says_when_alignment_was_impossible(
         "clock   clock alignment impossible (no NCCL collectives for node1): "
         "timestamps left as each host recorded them\n"
     ) in _info(capsys, str(root))
+
+
+def test_info_lists_devices_by_rank_number(tmp_path: Path, capsys: pytest.CaptureFixture[str], wide: None) -> None:
+    """A store reads its partitions in path order (rank=10 before rank=8): info listed devices that way."""
+    root = store.write(generate_fleet(FleetConfig(ranks=12, hosts=1, steps=1)).trace, tmp_path / "twelve.ktrace")
+    devices = json.loads(_info(capsys, str(root), "--json"))["devices"]
+    assert [d["rank"] for d in devices] == list(range(12))
+    lines = [line for line in _info(capsys, str(root)).splitlines() if line.startswith("device")]
+    assert [int(line.split()[1].split("/")[1]) for line in lines] == list(range(12))

@@ -28,7 +28,11 @@ def describe(trace: Any, *, validate: bool = False) -> dict[str, Any]:
     import polars as pl
 
     span = trace.span_ns()
-    devices = trace.devices.with_columns(pl.col(pl.Categorical).cast(pl.String)).to_dicts()
+    devices = (  # by rank number: a store lists its partitions as text (rank=10 before rank=8)
+        trace.devices.with_columns(pl.col(pl.Categorical).cast(pl.String))
+        .sort(["node", "rank", "device"], nulls_last=True, maintain_order=True)
+        .to_dicts()
+    )
     info: dict[str, Any] = {
         "source": trace.meta.source,
         "schema_version": trace.meta.schema_version,
