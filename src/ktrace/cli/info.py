@@ -64,7 +64,10 @@ def _clock(trace: Any) -> dict[str, Any]:
     if alignment is None:
         hosts = sorted({n for n, _ in trace.ranks} | set(trace.meta.hosts))
         return {"method": None, "note": reference_clock_note(hosts)}
-    return dict(alignment.to_dict())
+    stored = dict(alignment.to_dict())
+    if alignment.method not in ("none", "single_host") and not alignment.shifts:
+        stored["applied"] = True  # nothing to shift (every offset and drift 0): raw and aligned are the same times
+    return stored
 
 
 def run(args: argparse.Namespace) -> int:
