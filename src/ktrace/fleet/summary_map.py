@@ -21,6 +21,7 @@ from ktrace.analysis.rank_partials import RankPartial, rank_partial
 from ktrace.analysis.rank_reduce import FleetSummary, fleet_to_dict, reduce_partials
 from ktrace.fleet.engines import Engine, open_engine
 from ktrace.model import store
+from ktrace.model.alignment import clock_mode
 from ktrace.model.errors import TraceFormatError
 from ktrace.model.layout import is_store
 
@@ -38,6 +39,8 @@ class PartitionTask:
     rank: int
     job_span: tuple[int, int] | None = None
     steps_pattern: str | None = None
+    clock: str = "aligned"
+    """The client's clock mode (model.alignment.clock_mode): a Dask worker does not see the client's KTRACE_CLOCK."""
 
     def label(self) -> str:
         """How errors and progress name the task."""
@@ -46,12 +49,12 @@ class PartitionTask:
 
 def partition_span(task: PartitionTask) -> tuple[int, int] | None:
     """Map task of the first pass: the (start, end) of one partition as read (Trace.span_ns)."""
-    return store.read(task.store, only={(task.node, task.rank)}).span_ns()
+    return store.read(task.store, clock=task.clock, only={(task.node, task.rank)}).span_ns()
 
 
 def partition_partial(task: PartitionTask) -> RankPartial:
     """Map task of the second pass: the RankPartial of one partition."""
-    trace = store.read(task.store, only={(task.node, task.rank)})
+    trace = store.read(task.store, clock=task.clock, only={(task.node, task.rank)})
     return rank_partial(trace, job_span=task.job_span, steps_pattern=task.steps_pattern)
 
 
@@ -81,7 +84,10 @@ def summarize_store(
     root = Path(path)
     if not root.is_dir() or not is_store(root):
         raise TraceFormatError(f"{root}: the map-reduce summary needs a .ktrace store (import the trace first)")
-    tasks = [PartitionTask(str(root), node, rank, None, steps_pattern) for node, rank, _ in store.partitions(root)]
+    clock = clock_mode()  # here, not on the workers: one usage error, and the client's mode wherever they run
+    tasks = [
+        PartitionTask(str(root), node, rank, None, steps_pattern, clock) for node, rank, _ in store.partitions(root)
+    ]
     if not tasks:
         raise TraceFormatError(f"{root}: the store has no partition")
     spans = [s for _, s in engine.map(partition_span, tasks, describe=PartitionTask.label) if s is not None]
