@@ -81,3 +81,17 @@ def test_bad_input_is_one_line_and_an_exit_code(tmp_path: Path, make, code: Exit
     assert res.returncode == code
     assert "Traceback" not in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("verb", sorted(VERBS))
+def test_verb_help_prose_fits_an_80_column_terminal(
+    verb: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Descriptions were printed as written (lines of up to ~115 characters), so an 80-column terminal cut them
+    mid-word; prose is re-filled now, examples (indented) stay as written."""
+    monkeypatch.setenv("COLUMNS", "80")
+    with pytest.raises(SystemExit):
+        main([verb, "--help"])
+    out = capsys.readouterr().out
+    assert [line for line in out.splitlines() if len(line) > 80 and not line.startswith(" ")] == []
+    assert "\n  ktrace " + verb in out  # the examples keep their indent and their lines

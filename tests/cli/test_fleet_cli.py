@@ -95,6 +95,20 @@ def test_report_of_a_store_rank_by_rank(
     assert main(["report", str(dlrm_store), "--workers", "2", "-o", str(target), "--force"]) == 0  # its own output
 
 
+def test_report_markdown_of_a_store_shows_units_not_raw_json_numbers(dlrm_store: Path, tmp_path: Path) -> None:
+    """It printed 'launch_latency_ns_p99 | 3673155.295617' and 'idle_share | 0.938098': the JSON's numbers."""
+    target = tmp_path / "fleet.md"
+    assert main(["report", str(dlrm_store), "--workers", "1", "-o", str(target)]) == 0
+    text = target.read_text()
+    latency = text[text.index("## Launch-to-run latency") :].split("\n\n")[1].splitlines()
+    assert latency[0] == "| kind | count | launch latency mean | launch latency p50 | launch latency p99 |"
+    assert all(line.count(" µs |") + line.count(" ms |") == 3 for line in latency[2:]), latency
+    idle = text[text.index("## GPU idle by cause") :].split("\n\n")[1].splitlines()
+    assert idle[0] == "| idle category | idle | gaps | idle share |"
+    assert all(line.rstrip(" |").endswith("%") for line in idle[2:]), idle
+    assert "_ns" not in text.split("## Rules on the reduced tables")[0]
+
+
 def test_report_json_has_the_fleet_where_one_process_has_the_summary(
     dlrm_store: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

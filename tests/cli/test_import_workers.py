@@ -181,3 +181,17 @@ def test_two_hosts_are_aligned_as_the_one_process_import_aligns_them(
     store.write(import_kineto(tmp_path / "job"), one)
     assert_trace_equal(store.read(out), store.read(one))
     assert store.read(out).meta.clock_alignment == store.read(one).meta.clock_alignment
+
+
+@pytest.mark.parametrize("engine", [[], ["--workers", "1"], ["--workers", "2"]])
+def test_a_broken_rank_file_is_skipped_with_a_note_that_names_it_once(tmp_path: Path, engine: list[str]) -> None:
+    """The note read "skipped rank1.json.gz: rank1.json.gz: truncated ..." (the error already names the file)."""
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    for rank in (0, 2):
+        (folder / f"rank{rank}.json.gz").write_bytes(gzip.compress(json.dumps(_rank_doc(rank)).encode()))
+    (folder / "rank1.json.gz").write_bytes(gzip.compress(b'{"traceEvents": [{"ph": "X", garbage'))
+    out = tmp_path / "job.ktrace"
+    assert main(["import", str(folder), "-o", str(out), "-q", *engine]) == 0
+    notes = [n for n in store.read(out).meta.notes if "rank1.json.gz" in n]
+    assert len(notes) == 1 and notes[0].startswith("skipped rank1.json.gz: ") and notes[0].count("rank1.json") == 1

@@ -76,3 +76,26 @@ def test_info_says_when_alignment_was_impossible(
         "clock   clock alignment impossible (no NCCL collectives for node1): "
         "timestamps left as each host recorded them\n"
     ) in _info(capsys, str(root))
+
+
+def test_info_lists_devices_by_rank_number(tmp_path: Path, capsys: pytest.CaptureFixture[str], wide: None) -> None:
+    """A store reads its partitions in path order (rank=10 before rank=8): info listed devices that way."""
+    root = store.write(generate_fleet(FleetConfig(ranks=12, hosts=1, steps=1)).trace, tmp_path / "twelve.ktrace")
+    devices = json.loads(_info(capsys, str(root), "--json"))["devices"]
+    assert [d["rank"] for d in devices] == list(range(12))
+    lines = [line for line in _info(capsys, str(root)).splitlines() if line.startswith("device")]
+    assert [int(line.split()[1].split("/")[1]) for line in lines] == list(range(12))
+
+
+def test_info_calls_an_alignment_that_shifts_nothing_aligned_not_raw(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], wide: None
+) -> None:
+    """Every offset 0 (or no host listed): reading leaves applied False, and info said "raw (KTRACE_CLOCK=raw)"
+    although the variable was not set and the times are the aligned ones."""
+    trace = generate_fleet(FleetConfig(ranks=4, hosts=2, steps=1)).trace
+    zero = dataclasses.replace(align_hosts(trace).meta.clock_alignment, applied=False)  # type: ignore[arg-type]
+    zero = dataclasses.replace(zero, hosts=tuple(dataclasses.replace(h, offset_ns=0) for h in zero.hosts))
+    root = store.write(trace.with_meta(dataclasses.replace(trace.meta, clock_alignment=zero)), tmp_path / "z.ktrace")
+    out = _info(capsys, str(root))
+    assert "clock   aligned to node0's clock by collectives:order" in out and "KTRACE_CLOCK" not in out
+    assert json.loads(_info(capsys, str(root), "--json"))["clock"]["applied"] is True

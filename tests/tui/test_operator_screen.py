@@ -7,6 +7,7 @@ Regenerate the snapshots only after looking at them: pytest tests/tui/test_opera
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import io
 from typing import Any
@@ -130,3 +131,34 @@ def test_view_no_ops_reads_no_operators(drive) -> None:  # type: ignore[no-untyp
 
     drive(make_app(fixture_path("alexnet"), with_ops=False), scenario)
     assert seen["ops"] == 0 and NO_OPERATORS[:30] in seen["note"]
+
+
+def test_a_long_operator_name_leaves_every_column_on_an_80_column_screen() -> None:
+    """DLRM's `torch::autograd::CppNode<SplitLookupFunction_adagrad_Op>` (58 characters) pushed the GPU, kernels and
+    launch->run columns off an 80-column screen; the name is cut instead, and the row still finds its kernels."""
+    long_name = "torch::autograd::CppNode<SplitLookupFunction_adagrad_Op>"
+    panel = OperatorPanel(
+        "2 operators",
+        [
+            (long_name, "64", "10.06 ms", "70.12 ms", "128", "1.23 ms"),
+            ("aten::mm", "832", "23.10 ms", "6.01 ms", "832", "12.00 µs"),
+        ],
+        {long_name: [("embedding_backward_kernel", "128", "70.12 ms")]},
+    )
+    seen: dict[str, Any] = {}
+
+    async def scenario(pilot: Pilot) -> None:  # type: ignore[type-arg]
+        await pilot.pause()
+        table = pilot.app.screen.query_one(DataTable)
+        seen["content"], seen["room"] = table.virtual_size.width, table.scrollable_content_region.width
+        seen["cell"] = table.get_row_at(0)[0]
+        seen["kernels"] = _text(pilot.app.screen, "#op-kernels")
+
+    async def main() -> None:
+        async with _ScreenApp(panel).run_test(size=SMALL) as pilot:
+            await scenario(pilot)
+
+    asyncio.run(main())
+    assert seen["content"] <= seen["room"], seen
+    assert seen["cell"].startswith("torch::autograd::CppNode<") and seen["cell"].endswith("…")
+    assert "embedding_backward_kernel" in seen["kernels"]

@@ -11,6 +11,7 @@ from ktrace.tui.track_types import make_track
 from ktrace.tui.viewmodel import (
     Viewport,
     format_offset,
+    format_signed_offset,
     max_in_ranges,
     paint_track,
     ruler,
@@ -130,3 +131,10 @@ def test_within_keeps_the_window_inside_the_trace() -> None:
     assert Viewport(100, 300, 80).within(0, 1000) == Viewport(100, 300, 80)
     wide = Viewport(-5000, 5000, 80).within(0, 1000)
     assert wide.start_ns <= 0 and wide.end_ns >= 1000
+
+
+def test_an_offset_before_the_trace_start_reads_minus_not_plus_minus() -> None:
+    """The status line said "window +-23.884ms" on the H100 trace (its fitted window starts before t0)."""
+    assert format_signed_offset(-23_884_000) == "-23.884ms"
+    assert format_signed_offset(1_235_746_000) == "+1.235746s"
+    assert format_signed_offset(0) == "+0"

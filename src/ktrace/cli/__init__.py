@@ -11,6 +11,7 @@ import errno
 import importlib
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 
 VERBS: dict[str, tuple[str, str]] = {
@@ -50,13 +51,38 @@ def _version() -> str:
     return __version__
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and epilogs as written (examples, lists), but a prose paragraph (lines not indented, up to a
+    blank line or a line ending in ':') with a line wider than the terminal is re-filled to it, so `--help` on an
+    80-column terminal breaks between words instead of wherever the terminal cuts."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        out: list[str] = []
+        paragraph: list[str] = []
+
+        def flush() -> None:
+            if any(len(indent + line) > width for line in paragraph):
+                out.extend(textwrap.wrap(" ".join(paragraph), width, initial_indent=indent, subsequent_indent=indent))
+            else:
+                out.extend(indent + line for line in paragraph)
+            paragraph.clear()
+
+        for line in text.splitlines():
+            if not line.strip() or line[0].isspace():
+                flush()
+                out.append(indent + line if line.strip() else "")
+                continue
+            paragraph.append(line)
+            if line.endswith(":"):
+                flush()
+        flush()
+        return "\n".join(out)
+
+
 def top_parser() -> argparse.ArgumentParser:
     """The top-level parser: lists verbs without importing them."""
     parser = argparse.ArgumentParser(
-        prog="ktrace",
-        description="GPU kernel-trace timeline analyzer.",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="ktrace", description="GPU kernel-trace timeline analyzer.", epilog=EPILOG, formatter_class=HelpFormatter
     )
     parser.add_argument("--version", action="version", version=f"ktrace {_version()}")
     sub = parser.add_subparsers(title="verbs", dest="verb", metavar="VERB")
@@ -70,9 +96,7 @@ def verb_parser(verb: str) -> tuple[argparse.ArgumentParser, object]:
     module_name, help_text = VERBS[verb]
     module = importlib.import_module(module_name)
     parser = argparse.ArgumentParser(
-        prog=f"ktrace {verb}",
-        description=(module.__doc__ or help_text).strip(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog=f"ktrace {verb}", description=(module.__doc__ or help_text).strip(), formatter_class=HelpFormatter
     )
     module.add_arguments(parser)
     return parser, module

@@ -28,7 +28,11 @@ def describe(trace: Any, *, validate: bool = False) -> dict[str, Any]:
     import polars as pl
 
     span = trace.span_ns()
-    devices = trace.devices.with_columns(pl.col(pl.Categorical).cast(pl.String)).to_dicts()
+    devices = (  # by rank number: a store lists its partitions as text (rank=10 before rank=8)
+        trace.devices.with_columns(pl.col(pl.Categorical).cast(pl.String))
+        .sort(["node", "rank", "device"], nulls_last=True, maintain_order=True)
+        .to_dicts()
+    )
     info: dict[str, Any] = {
         "source": trace.meta.source,
         "schema_version": trace.meta.schema_version,
@@ -60,7 +64,10 @@ def _clock(trace: Any) -> dict[str, Any]:
     if alignment is None:
         hosts = sorted({n for n, _ in trace.ranks} | set(trace.meta.hosts))
         return {"method": None, "note": reference_clock_note(hosts)}
-    return dict(alignment.to_dict())
+    stored = dict(alignment.to_dict())
+    if alignment.method not in ("none", "single_host") and not alignment.shifts:
+        stored["applied"] = True  # nothing to shift (every offset and drift 0): raw and aligned are the same times
+    return stored
 
 
 def run(args: argparse.Namespace) -> int:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ktrace.fleet.engines import default_workers, open_engine
 from ktrace.fleet.rank_import import RankImport, RankTask, import_rank, read_entry
-from ktrace.importers.kineto import RankFile, assign_ranks, folder_meta
+from ktrace.importers.kineto import RankFile, assign_ranks, folder_meta, skip_reason
 from ktrace.importers.kineto_stream import kineto_files
 from ktrace.model.clock_estimate import estimate_offsets
 from ktrace.model.errors import ExitCode, KtraceError, ProgressFn, TraceFormatError, no_progress
@@ -180,7 +180,7 @@ def _stage(
     """Merge the records as the one-process folder import does, move each partition into the staging folder under
     its final rank and write meta.json. (meta, rows per table, ranks with rows)."""
     imported = [r for r in records if not r.skipped]
-    skipped = [f"{r.source}: {r.skipped}" for r in records if r.skipped]
+    skipped = [skip_reason(r.source, r.skipped) for r in records if r.skipped]
     if not imported:
         raise TraceFormatError(
             records[0].skipped if len(records) == 1 else f"{folder}: no readable Kineto trace ({skipped[0]})"

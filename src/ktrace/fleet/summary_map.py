@@ -24,6 +24,7 @@ from ktrace.analysis.rank_partials import RankPartial, rank_partial
 from ktrace.analysis.rank_reduce import FleetSummary, fleet_to_dict, reduce_partials
 from ktrace.fleet.engines import Engine, open_engine
 from ktrace.model import store
+from ktrace.model.alignment import clock_mode
 from ktrace.model.errors import TraceFormatError
 from ktrace.model.layout import is_store
 
@@ -42,6 +43,8 @@ class PartitionTask:
     job_span: tuple[int, int] | None = None
     steps_pattern: str | None = None
     heatmap_bins: HeatmapBins | None = None
+    clock: str = "aligned"
+    """The client's clock mode (model.alignment.clock_mode): a Dask worker does not see the client's KTRACE_CLOCK."""
 
     def label(self) -> str:
         """How errors and progress name the task."""
@@ -55,13 +58,13 @@ PartitionSpans = tuple[tuple[int, int] | None, tuple[int, int] | None]
 def partition_span(task: PartitionTask) -> PartitionSpans:
     """Map task of the first pass: the (start, end) of one partition as read (Trace.span_ns), and of its GPU
     records (rank_activity.gpu_span: the job's heatmap bins are cut over their union, as gpu_bins does)."""
-    trace = store.read(task.store, only={(task.node, task.rank)})
+    trace = store.read(task.store, clock=task.clock, only={(task.node, task.rank)})
     return trace.span_ns(), gpu_span(trace)
 
 
 def partition_partial(task: PartitionTask) -> RankPartial:
     """Map task of the second pass: the RankPartial of one partition."""
-    trace = store.read(task.store, only={(task.node, task.rank)})
+    trace = store.read(task.store, clock=task.clock, only={(task.node, task.rank)})
     return rank_partial(trace, job_span=task.job_span, steps_pattern=task.steps_pattern, heatmap_bins=task.heatmap_bins)
 
 
@@ -91,7 +94,11 @@ def summarize_store(
     root = Path(path)
     if not root.is_dir() or not is_store(root):
         raise TraceFormatError(f"{root}: the map-reduce summary needs a .ktrace store (import the trace first)")
-    tasks = [PartitionTask(str(root), node, rank, None, steps_pattern) for node, rank, _ in store.partitions(root)]
+    clock = clock_mode()  # here, not on the workers: one usage error, and the client's mode wherever they run
+    tasks = [
+        PartitionTask(str(root), node, rank, None, steps_pattern, clock=clock)
+        for node, rank, _ in store.partitions(root)
+    ]
     if not tasks:
         raise TraceFormatError(f"{root}: the store has no partition")
     found = [s for _, s in engine.map(partition_span, tasks, describe=PartitionTask.label)]

@@ -109,7 +109,7 @@ def _import_folder(folder: Path, progress: ProgressFn, with_ops: bool) -> Trace:
         except TraceFormatError as exc:
             if len(files) == 1:
                 raise
-            skipped.append(f"{p.name}: {exc}")
+            skipped.append(skip_reason(p.name, str(exc)))
         done += p.stat().st_size
     if not results:
         raise TraceFormatError(f"{folder}: no readable Kineto trace ({skipped[0]})")
@@ -117,6 +117,11 @@ def _import_folder(folder: Path, progress: ProgressFn, with_ops: bool) -> Trace:
     traces = [t if t_rank == r.rank else _rerank(t, t_rank) for (t, r), t_rank in zip(results, ranks, strict=True)]
     meta = folder_meta(folder, [t.meta for t in traces], [r for _, r in results], ranks, notes)
     return align_hosts(merge_traces(traces, meta))  # ranks from 2+ hosts: one clock
+
+
+def skip_reason(name: str, why: str) -> str:
+    """ "file: why" for a folder's note, without naming the file twice (most errors already start with it)."""
+    return why if why.startswith(f"{name}:") else f"{name}: {why}"
 
 
 def assign_ranks(ranks: list[int], skipped: list[str]) -> tuple[list[int], list[str]]:

@@ -9,6 +9,7 @@ import analysis) share them; this module imports no polars, so the tracer's star
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -108,6 +109,12 @@ class ClockAlignment:
         return dataclasses.replace(alignment, hosts=parsed)
 
 
+_INT_LIMIT = 2**62
+"""Integers of meta.json's clock_alignment (ns) lie within +/- this (146 years): a timestamp plus an offset stays in
+an Int64 column."""
+_DRIFT_LIMIT_PPM = 1e6
+"""A clock that runs twice as fast as the reference's, or stands still: no host's does; more overflows the shift."""
+
 _TYPES: dict[str, tuple[type, ...]] = {
     "str": (str,),
     "int": (int,),
@@ -127,7 +134,15 @@ def _typed(cls: type[Any], d: Mapping[str, Any], where: str) -> Any:
         kinds = _TYPES.get(str(f.type), (object,))
         if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
             raise ValueError(f"{where}.{f.name} is {type(value).__name__}, expected {f.type}")
-        kwargs[f.name] = float(d[f.name]) if str(f.type) == "float" else value
+        if str(f.type) == "float":
+            value = float(d[f.name])
+            if not (math.isfinite(value) and abs(value) <= _DRIFT_LIMIT_PPM):
+                raise ValueError(
+                    f"{where}.{f.name} is {value!r}, expected a finite number within +/-{_DRIFT_LIMIT_PPM:g}"
+                )
+        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > _INT_LIMIT:
+            raise ValueError(f"{where}.{f.name} is {value}, expected an integer within +/-2**62")
+        kwargs[f.name] = value
     return cls(**kwargs)
 
 

@@ -21,8 +21,9 @@ from ktrace.report.format import fmt_ns
 from ktrace.report.html import DRAW, STYLE, plotly_js, script_json
 from ktrace.report.markdown import md_table, rank_views_markdown
 from ktrace.report.rank_sections import rank_views_section
-from ktrace.report.rows import json_float, phase_rows, rows
+from ktrace.report.rows import phase_rows, rows
 from ktrace.report.sections import esc, table
+from ktrace.report.terminal import column_label, format_cell
 from ktrace.report.verdicts import triggered_first, verdict
 
 RANK_ROWS = 50
@@ -31,15 +32,25 @@ RANK_ROWS = 50
 
 @dataclass(frozen=True)
 class FleetTable:
-    """One table of the fleet report: a title, its columns and the cells (as the JSON has the numbers)."""
+    """One table of the fleet report: a title, its column headers and the cells, formatted for people as the
+    terminal summary formats them (times with units, shares in %); the JSON keeps the numbers."""
 
     title: str
     headers: tuple[str, ...]
     cells: tuple[tuple[object, ...], ...]
 
 
+def _unit_last(column: str) -> str:
+    """launch_latency_ns_p50 -> launch_latency_p50_ns: the unit where format_cell and column_label look for it."""
+    return column.replace("_ns_", "_") + "_ns" if "_ns_" in column else column
+
+
 def _frame_table(title: str, records: list[dict[str, Any]], columns: Sequence[str]) -> FleetTable:
-    return FleetTable(title, tuple(columns), tuple(tuple(r.get(c) for c in columns) for r in records))
+    return FleetTable(
+        title,
+        tuple(column_label(_unit_last(c)) for c in columns),
+        tuple(tuple(format_cell(_unit_last(c), r.get(c)) for c in columns) for r in records),
+    )
 
 
 def fleet_tables(fleet: FleetSummary, rules: RulesReport) -> list[FleetTable]:
@@ -47,7 +58,7 @@ def fleet_tables(fleet: FleetSummary, rules: RulesReport) -> list[FleetTable]:
     phases = FleetTable(
         "Training job summary",
         ("phase", "time", "% of job"),
-        tuple((p, fmt_ns(ns), pct) for p, ns, pct in phase_rows(fleet.phases)),
+        tuple((p, fmt_ns(ns), f"{pct:.1f}") for p, ns, pct in phase_rows(fleet.phases)),
     )
     lb = fleet.load_balance
     balance = FleetTable(
@@ -57,9 +68,9 @@ def fleet_tables(fleet: FleetSummary, rules: RulesReport) -> list[FleetTable]:
         if lb is None
         else (
             (
-                json_float(lb.busy_spread),
-                json_float(lb.step_spread),
-                json_float(lb.histogram_distance),
+                format_cell("busy_spread_share", lb.busy_spread),
+                format_cell("step_spread_share", lb.step_spread),
+                "-" if lb.histogram_distance is None else f"{lb.histogram_distance:.3f}",
                 " vs ".join(lb.worst_pair or ()),
                 lb.source,
             ),

@@ -88,6 +88,16 @@ def _cell(column: str, value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
+def format_cell(column: str, value: Any) -> str:
+    """A cell as the terminal tables show it (for other human formats of the same rows: the fleet report)."""
+    return _cell(column, value)
+
+
+def column_label(column: str) -> str:
+    """A column header as the terminal tables show it (unit suffixes dropped, underscores as spaces)."""
+    return _label(column)
+
+
 _TEXT_COLUMNS = frozenset(
     {
         "name",

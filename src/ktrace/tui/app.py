@@ -42,7 +42,7 @@ from ktrace.tui.screens.operators import OperatorScreen
 from ktrace.tui.steps import PENDING_STEPS, StepSpans
 from ktrace.tui.tracks import TrackIndex
 from ktrace.tui.tree_model import device_busy
-from ktrace.tui.viewmodel import format_duration, format_offset
+from ktrace.tui.viewmodel import format_duration, format_signed_offset
 from ktrace.tui.widgets.dashboard import Dashboard
 from ktrace.tui.widgets.details import Details
 from ktrace.tui.widgets.host_device_tree import HostDeviceTree
@@ -389,7 +389,7 @@ class KtraceApp(AppActions):
         t0 = self.index.t0
         self._status_counts = False
         self.query_one("#status", Static).update(
-            f"window +{format_offset(message.start_ns - t0)} … +{format_offset(message.end_ns - t0)}"
+            f"window {format_signed_offset(message.start_ns - t0)} … {format_signed_offset(message.end_ns - t0)}"
             f" ({format_duration(message.end_ns - message.start_ns)}) · ? for keys"
         )
 

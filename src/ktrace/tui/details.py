@@ -15,7 +15,7 @@ import polars as pl
 from ktrace.analysis.units import format_bytes
 from ktrace.tui.steps import StepSpans
 from ktrace.tui.tracks import TrackIndex
-from ktrace.tui.viewmodel import format_duration, format_offset
+from ktrace.tui.viewmodel import format_duration, format_signed_offset
 
 Fields = list[tuple[str, str]]
 MAX_RANGES = 6
@@ -36,7 +36,7 @@ def describe(index: TrackIndex, steps: StepSpans, table: str, row: int) -> Field
     if table in ("kernels", "memory"):  # the launch configuration before the times: a short pane still shows it
         out += _gpu_fields(rec)
     out += [
-        ("start", f"+{format_offset(start - t0)}  (end +{format_offset(end - t0)})"),
+        ("start", f"{format_signed_offset(start - t0)}  (end {format_signed_offset(end - t0)})"),
         ("where", f"{rec['node']} rank {rec['rank']}" + _place(rec)),
     ]
     links = index.linked_rows(table, row)

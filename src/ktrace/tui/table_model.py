@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
-from ktrace.tui.viewmodel import format_duration, format_offset
+from ktrace.tui.viewmodel import format_duration, format_signed_offset
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def format_page(kernels: pl.DataFrame, rows: NDArray[np.int64], t0: int) -> list
         out.append(
             [
                 format_duration(r["end_ns"] - r["start_ns"]),
-                f"+{format_offset(r['start_ns'] - t0)}",
+                format_signed_offset(r["start_ns"] - t0),
                 str(r["rank"]),
                 str(r["device"]),
                 _opt(r["stream"]),

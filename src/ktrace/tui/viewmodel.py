@@ -275,6 +275,11 @@ def format_offset(ns: int, resolution_ns: int = 1_000) -> str:
     return f"{ns / size:.{decimals}f}{unit}"
 
 
+def format_signed_offset(ns: int, resolution_ns: int = 1_000) -> str:
+    """format_offset with its sign: "+340.5ms", "-23.884ms" (a window or record before the trace start)."""
+    return ("-" if ns < 0 else "+") + format_offset(abs(ns), resolution_ns)
+
+
 def tick_step(span_ns: int, width: int, min_cols: int = 14) -> int:
     """A 1/2/5 x 10^k ns step so that ticks are at least `min_cols` columns apart."""
     target = span_ns * min_cols / max(1, width)

@@ -175,3 +175,22 @@ def test_tiled_dlrm_job_of_16_ranks_on_2_hosts_equals_one_process(
     # rank 13 replays rank 5's file (13 % 8) with its compute kernels 1.5x longer: more kernel time, the same NCCL
     assert table[13]["kernel_time_ns"] > table[5]["kernel_time_ns"]
     assert table[13]["node"] != table[5]["node"]
+
+
+def test_the_clients_clock_mode_travels_with_each_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Dask worker does not see the client's KTRACE_CLOCK: the mode is read once, on the client, and each task
+    carries it; a bad value is one usage error, not one per partition ("store: node=.../rank=...: KTRACE_CLOCK=")."""
+    from ktrace.fleet.summary_map import PartitionTask, partition_span
+    from ktrace.model.clock_estimate import align_trace
+    from ktrace.model.errors import KtraceError
+    from ktrace.testing.fleet import FleetConfig, generate_fleet
+
+    raw = generate_fleet(FleetConfig(ranks=4, hosts=2, steps=2)).trace
+    alignment = align_trace(raw)
+    root = store.write(raw.with_meta(dataclasses.replace(raw.meta, clock_alignment=alignment)), tmp_path / "t")
+    node, rank = next((n, r) for n, r, _ in store.partitions(root) if n != alignment.reference_host)
+    spans = {mode: partition_span(PartitionTask(str(root), node, rank, clock=mode)) for mode in ("raw", "aligned")}
+    assert spans["raw"] == store.read(root, clock="raw", only={(node, rank)}).span_ns() != spans["aligned"]
+    monkeypatch.setenv("KTRACE_CLOCK", "bogus")
+    with pytest.raises(KtraceError, match="^KTRACE_CLOCK='bogus': expected one of aligned, raw$"):
+        summarize_store(root, InProcessEngine())

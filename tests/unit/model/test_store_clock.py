@@ -71,6 +71,12 @@ def test_single_host_and_old_stores_have_no_alignment_and_are_not_shifted(tmp_pa
         assert back.meta.clock_alignment is None and _same_times(back, trace)
 
 
+def _shifting(host: dict[str, object]) -> dict[str, object]:
+    """An alignment that moves the timestamps of the synthetic trace's host, with `host`'s fields on top."""
+    node = generate(SyntheticConfig(steps=1, kernels_per_step=2)).kernels["node"].cast(pl.String)[0]
+    return {"method": "collectives:order", "hosts": [{"host": node, "offset_ns": 1000, **host}]}
+
+
 @pytest.mark.parametrize(
     ("alignment", "message"),
     [
@@ -79,6 +85,12 @@ def test_single_host_and_old_stores_have_no_alignment_and_are_not_shifted(tmp_pa
         ({"method": "none", "hosts": [{"host": "a", "offset_ns": "5"}]}, "clock_alignment.hosts[0].offset_ns is str"),
         ({"method": "none", "hosts": {}}, "clock_alignment.hosts must be a list of objects"),
         ({"method": "none", "applied": 1}, "clock_alignment.applied is int, expected bool"),
+        # values that pass the type checks but would overflow the shift (a traceback from polars before)
+        (_shifting({"offset_ns": 10**30}), "clock_alignment.hosts[0].offset_ns is 1000000000000000000000000000000"),
+        (_shifting({"anchor_ns": -(2**63)}), "clock_alignment.hosts[0].anchor_ns is -9223372036854775808, expected"),
+        (_shifting({"drift_ppm": float("nan")}), "clock_alignment.hosts[0].drift_ppm is nan, expected a finite"),
+        (_shifting({"drift_ppm": float("inf")}), "clock_alignment.hosts[0].drift_ppm is inf, expected a finite"),
+        (_shifting({"drift_ppm": 10**30}), "clock_alignment.hosts[0].drift_ppm is 1e+30, expected a finite"),
     ],
 )
 def test_a_malformed_alignment_is_a_one_line_format_error(tmp_path: Path, alignment: object, message: str) -> None:

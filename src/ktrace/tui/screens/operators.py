@@ -14,6 +14,20 @@ from textual.widgets import DataTable, Footer, Static
 from ktrace.tui.operators_model import KERNEL_HEADERS, MODULE_HEADERS, OPERATOR_HEADERS, OperatorPanel
 
 PENDING = "operators: computing the summary in the background…"
+_NAME_MIN = 16
+"""The operator column is never cut narrower than this (the table scrolls sideways on a very narrow terminal)."""
+_CHROME = 4
+"""Columns the table takes besides its cells: the name column's padding and the vertical scrollbar."""
+
+
+def name_width(rows: list[tuple[str, ...]], screen_width: int) -> int:
+    """How wide the operator column may be so that every number column fits on a `screen_width` screen."""
+    others = sum(max(len(header), *(len(row[i]) for row in rows)) + 2 for i, header in enumerate(OPERATOR_HEADERS) if i)
+    return max(_NAME_MIN, screen_width - others - _CHROME)
+
+
+def _fit(name: str, width: int) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
 
 
 def _table(headers: tuple[str, ...], cells: list[tuple[str, ...]], title: str) -> Table:
@@ -60,8 +74,9 @@ class OperatorScreen(Screen[None]):
         table = self.query_one(DataTable)
         table.clear(columns=True)
         table.add_columns(*OPERATOR_HEADERS)
-        for row in panel.operators:
-            table.add_row(*row, key=row[0])
+        width = name_width(panel.operators, self.app.size.width) if panel.operators else _NAME_MIN
+        for row in panel.operators:  # the key keeps the whole name: it picks the kernels shown below
+            table.add_row(_fit(row[0], width), *row[1:], key=row[0])
         if panel.modules:
             modules = _table(MODULE_HEADERS, panel.modules, f"modules: {panel.modules_note}")
             self.query_one("#op-modules", Static).update(modules)
