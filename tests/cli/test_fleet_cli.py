@@ -61,6 +61,11 @@ def test_a_store_of_many_ranks_is_summarized_rank_by_rank_by_default(
     fleet = _json(["summary", str(path), "--json", "--workers", "1"], capsys)["fleet"]
     assert isinstance(fleet, dict) and fleet["ranks"] == FLEET_MIN_RANKS
     assert "fleet" in _json(["summary", str(path), "--json"], capsys)
+    # --one-process: the whole store in this process, with every section the rank-by-rank path leaves out
+    whole = _json(["summary", str(path), "--json", "--one-process"], capsys)
+    assert "fleet" not in whole and whole["ranks"] == FLEET_MIN_RANKS and "critical_path" in whole
+    assert main(["summary", str(path), "--one-process", "--workers", "2"]) == ExitCode.USAGE
+    assert "--one-process contradicts" in capsys.readouterr().err
 
 
 def test_check_runs_the_reduced_rules_alike_and_skips_the_others_saying_why(

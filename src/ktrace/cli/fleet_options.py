@@ -24,6 +24,12 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         help="analyse a .ktrace store rank by rank on the Dask cluster whose scheduler is ADDR (tcp://host:8786; "
         "needs ktrace[dask]; the store must be on a filesystem every worker sees)",
     )
+    parser.add_argument(
+        "--one-process",
+        action="store_true",
+        help="analyse every rank in this process even for a store of 16 ranks or more: every section (critical "
+        "path, operators, memory timeline, every rule), at the cost of holding all ranks in memory at once",
+    )
 
 
 def fleet_summary_of(
@@ -33,7 +39,12 @@ def fleet_summary_of(
     (the caller takes the single-process path)."""
     from ktrace.fleet.summary_map import fleet_summary, wants_fleet
 
-    if not wants_fleet(args.trace, args.workers, args.cluster):
+    one_process = getattr(args, "one_process", False)
+    if one_process and (args.workers is not None or args.cluster):
+        from ktrace.model.errors import ExitCode, KtraceError
+
+        raise KtraceError("--one-process contradicts --workers/--cluster (rank by rank)", ExitCode.USAGE)
+    if one_process or not wants_fleet(args.trace, args.workers, args.cluster):
         return None
     from ktrace.cli.progress import progress_bar
 
