@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -137,25 +138,42 @@ def test_a_closed_pipe_ends_quietly(built: dict[str, Path]) -> None:
     assert p.wait(timeout=120) == 0 and err == ""
 
 
+def _vm_hwm_kb(pid: int) -> int:
+    """Peak RSS (VmHWM, KB) of a running process's own memory since its exec; 0 once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    found = re.search(r"^VmHWM:\s+(\d+) kB", text, re.MULTILINE)
+    return int(found.group(1)) if found else 0
+
+
+def _run_measured(argv: list[str], env: dict[str, str]) -> tuple[int, str, int]:
+    """(exit code, stderr, the child's own peak RSS in KB). The peak is VmHWM sampled from /proc while it runs: the
+    ru_maxrss of a forked child carries its parent's peak across exec, here a pytest worker's (1.07 GB on CI once)."""
+    with tempfile.TemporaryFile() as errors:
+        p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=errors, env=env)
+        peak = 0
+        while p.poll() is None:
+            peak = max(peak, _vm_hwm_kb(p.pid))
+            time.sleep(0.01)
+        errors.seek(0)
+        return p.returncode, errors.read().decode(), peak
+
+
 @pytest.mark.parametrize("case", [c for c in corpus.CASES if c.name in MEMORY_CASES], ids=lambda c: c.name)
 def test_memory_cases_stay_bounded(case: corpus.Case, built: dict[str, Path]) -> None:
     env = {**os.environ, **CI_CAPS, "PYTHONPATH": str(corpus.REPO / "src")}
     for argv in case.argvs:
         t0 = time.perf_counter()
-        p = subprocess.Popen(
-            [sys.executable, "-m", "ktrace", *corpus.argv_for(argv, built[case.name], Path("."))],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env=env,
+        code, err, peak_kb = _run_measured(
+            [sys.executable, "-m", "ktrace", *corpus.argv_for(argv, built[case.name], Path("."))], env
         )
-        assert p.stderr is not None
-        err = p.stderr.read().decode()
-        _, status, usage = os.wait4(p.pid, 0)
         assert time.perf_counter() - t0 < MAX_SECONDS
-        assert os.waitstatus_to_exitcode(status) in case.ok_codes and "Traceback" not in err, err[-800:]
-        assert usage.ru_maxrss < MAX_RSS_KB
+        assert code in case.ok_codes and "Traceback" not in err, err[-800:]
+        assert 0 < peak_kb < MAX_RSS_KB
         if case.name in ("huge_string", "whitespace_bomb"):
-            assert os.waitstatus_to_exitcode(status) == 0
+            assert code == 0
 
 
 def test_diff_shows_hostile_names_as_text(

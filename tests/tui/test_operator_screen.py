@@ -29,7 +29,8 @@ def _text(screen: Any, widget_id: str) -> str:
     from rich.console import Console
 
     console = Console(width=200, record=True, file=io.StringIO())
-    console.print(screen.query_one(widget_id, Static).content)
+    widget = screen.query_one(widget_id, Static)
+    console.print(widget.content if hasattr(widget, "content") else widget.renderable)  # textual < 4: renderable
     return console.export_text()
 
 
