@@ -147,6 +147,10 @@ def test_a_failed_start_leaves_nothing_beside_the_output(
     assert main(["import", str(real_trace_path("dlrm")), "-o", str(out), "--workers", "0"]) == 2
     assert "--workers must be at least 1" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # no output, no resume folder, no lock
+    argv = ["import", str(real_trace_path("dlrm")), "-o", str(out), "--workers", "2", "--cluster", "tcp://h:8786"]
+    assert main(argv) == 2
+    assert "--workers and --cluster contradict" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 def test_a_resume_folder_holding_foreign_files_is_refused_and_kept(

@@ -174,7 +174,16 @@ def open_engine(*, workers: int | None = None, cluster: str | object | None = No
     `cluster` (a scheduler address such as "tcp://host:8786", a `dask.distributed.Client`, or a cluster object such
     as LocalCluster or dask-jobqueue's SLURMCluster) -> the Dask engine (needs `ktrace[dask]`: exit 6 without it).
     Else `workers` local processes (default: one per core, never more than `tasks`); one worker or one task runs
-    in this process."""
+    in this process.
+
+    Raises:
+        KtraceError: both `workers` and `cluster` (usage: the cluster sets its own workers), `workers` < 1 (usage),
+            `cluster` without dask (missing dependency)."""
+    if cluster is not None and workers is not None:
+        raise KtraceError(
+            "--workers and --cluster contradict each other: the cluster runs its own workers (scale it instead)",
+            ExitCode.USAGE,
+        )
     if cluster is not None:
         try:
             from ktrace.fleet.dask_engine import DaskEngine

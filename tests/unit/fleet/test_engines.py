@@ -44,6 +44,9 @@ def test_open_engine_picks_in_process_for_one_task_or_one_worker() -> None:
     with pytest.raises(KtraceError) as err:
         open_engine(tasks=4, workers=0)
     assert err.value.exit_code == ExitCode.USAGE
+    with pytest.raises(KtraceError, match="--workers and --cluster contradict") as err:
+        open_engine(tasks=4, workers=2, cluster="tcp://scheduler:8786")  # was silently the cluster's
+    assert err.value.exit_code == ExitCode.USAGE
 
 
 def test_in_process_and_processes_give_every_result_once() -> None:
