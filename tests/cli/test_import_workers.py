@@ -151,6 +151,10 @@ def test_a_failed_start_leaves_nothing_beside_the_output(
     assert main(argv) == 2
     assert "--workers and --cluster contradict" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+    one_file = next(real_trace_path("dlrm").glob("worker0_*"))  # one rank: nothing to spread, and it was ignored
+    assert main(["import", str(one_file), "-o", str(out), "--workers", "4"]) == 2
+    assert "spread the ranks of a folder of Kineto files" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 def test_a_resume_folder_holding_foreign_files_is_refused_and_kept(

@@ -48,7 +48,7 @@ def fleet_summary_of(
         return None
     from ktrace.cli.progress import progress_bar
 
-    with progress_bar("analysing rank by rank"):
+    with progress_bar("analysing rank by rank") as bar:
         return fleet_summary(
-            args.trace, workers=args.workers, cluster=args.cluster, top=top, steps_pattern=steps_pattern
+            args.trace, workers=args.workers, cluster=args.cluster, top=top, steps_pattern=steps_pattern, progress=bar
         )

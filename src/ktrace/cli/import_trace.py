@@ -73,6 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Import SRC and write OUT; print a one-line summary (and the health counts that matter)."""
     from ktrace.cli.progress import progress_bar
+    from ktrace.fleet.engines import check_engine_options
     from ktrace.importers import detect, load
     from ktrace.model.outputs import STORE, Output
     from ktrace.model.store import write
@@ -84,6 +85,12 @@ def run(args: argparse.Namespace) -> int:
     if args.no_ops and args.with_ops:
         raise KtraceError("--no-ops and --with-ops contradict each other", ExitCode.USAGE)
     options = {"with_ops": False} if args.no_ops and kind == "kineto" else {}
+    check_engine_options(args.workers, args.cluster)
+    if (args.workers is not None or args.cluster) and not (kind == "kineto" and src.is_dir()):
+        raise KtraceError(
+            f"--workers/--cluster spread the ranks of a folder of Kineto files; {src.name} is one {kind} trace",
+            ExitCode.USAGE,
+        )
     # Checked and locked before the (long) import; written to a temporary sibling and renamed into place whole:
     # Ctrl-C or a full disk leave OUT as it was.
     output = Output(out, STORE, force=args.force, inputs=[src])
@@ -116,7 +123,7 @@ def _import_folder(args: argparse.Namespace, src: Path, output: Output, enabled:
                 progress=bar,
             )
     except KeyboardInterrupt:
-        kept = resume_folder(Path(args.output))
+        kept = resume_folder(output.target)
         if kept.is_dir() and any(kept.iterdir()):
             print(f"ranks imported so far are kept in {kept}: run the same command to resume", file=sys.stderr)
         raise

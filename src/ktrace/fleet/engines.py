@@ -122,8 +122,6 @@ class ProcessEngine(_EngineBase):
     name = "processes"
 
     def __init__(self, workers: int) -> None:
-        if workers < 1:
-            raise KtraceError(f"--workers must be at least 1, not {workers}", ExitCode.USAGE)
         self.workers = workers
         method = "forkserver" if sys.platform.startswith("linux") else "spawn"
         self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method))
@@ -168,6 +166,21 @@ class ProcessEngine(_EngineBase):
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
+def check_engine_options(workers: int | None, cluster: str | object | None) -> None:
+    """The usage errors of --workers/--cluster, checked where they arrive (also when no engine is opened: a fully
+    resumed import, a source that is not a folder of ranks).
+
+    Raises:
+        KtraceError: `workers` < 1, or both `workers` and `cluster` (the cluster runs its own workers), exit 2."""
+    if workers is not None and workers < 1:
+        raise KtraceError(f"--workers must be at least 1, not {workers}", ExitCode.USAGE)
+    if cluster is not None and workers is not None:
+        raise KtraceError(
+            "--workers and --cluster contradict each other: the cluster runs its own workers (scale it instead)",
+            ExitCode.USAGE,
+        )
+
+
 def open_engine(*, workers: int | None = None, cluster: str | object | None = None, tasks: int = 1) -> Engine:
     """The engine for `tasks` per-rank tasks.
 
@@ -179,11 +192,7 @@ def open_engine(*, workers: int | None = None, cluster: str | object | None = No
     Raises:
         KtraceError: both `workers` and `cluster` (usage: the cluster sets its own workers), `workers` < 1 (usage),
             `cluster` without dask (missing dependency)."""
-    if cluster is not None and workers is not None:
-        raise KtraceError(
-            "--workers and --cluster contradict each other: the cluster runs its own workers (scale it instead)",
-            ExitCode.USAGE,
-        )
+    check_engine_options(workers, cluster)
     if cluster is not None:
         try:
             from ktrace.fleet.dask_engine import DaskEngine
@@ -193,8 +202,6 @@ def open_engine(*, workers: int | None = None, cluster: str | object | None = No
                 ExitCode.MISSING_DEPENDENCY,
             ) from exc
         return DaskEngine(cluster)
-    if workers is not None and workers < 1:
-        raise KtraceError(f"--workers must be at least 1, not {workers}", ExitCode.USAGE)
     count = min(workers if workers is not None else default_workers(), max(1, tasks))
     if count <= 1:
         return InProcessEngine()

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ktrace.fleet.engines import default_workers, open_engine
+from ktrace.fleet.engines import check_engine_options, default_workers, open_engine
 from ktrace.fleet.rank_import import RankImport, RankTask, import_rank, read_entry
 from ktrace.importers.kineto import RankFile, assign_ranks, folder_meta, skip_reason
 from ktrace.importers.kineto_stream import kineto_files
@@ -83,6 +83,7 @@ def import_folder(
         output = Output(Path(output), STORE, force=force, inputs=[folder])
     try:
         with output.preparing():  # an error or Ctrl-C: nothing published, the lock released, finished ranks kept
+            check_engine_options(workers, cluster)  # also when every rank is resumed and no engine opens
             found = _import_ranks(folder, output.target, with_ops, force, workers, cluster, progress)
             meta, counts, ranks = _stage(folder, found.records, resume_folder(output.target), output)
     except BaseException:

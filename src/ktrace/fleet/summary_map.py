@@ -25,7 +25,7 @@ from ktrace.analysis.rank_reduce import FleetSummary, fleet_to_dict, reduce_part
 from ktrace.fleet.engines import Engine, open_engine
 from ktrace.model import store
 from ktrace.model.alignment import clock_mode
-from ktrace.model.errors import TraceFormatError
+from ktrace.model.errors import ProgressFn, TraceFormatError, no_progress
 from ktrace.model.layout import is_store
 
 FLEET_MIN_RANKS = 16
@@ -84,7 +84,12 @@ def wants_fleet(path: str | os.PathLike[str], workers: int | None, cluster: str 
 
 
 def summarize_store(
-    path: str | os.PathLike[str], engine: Engine, *, top: int = 15, steps_pattern: str | None = None
+    path: str | os.PathLike[str],
+    engine: Engine,
+    *,
+    top: int = 15,
+    steps_pattern: str | None = None,
+    progress: ProgressFn = no_progress,
 ) -> FleetSummary:
     """The FleetSummary of a store, per-rank work on `engine` (benchmarks/fleet.py compares engines with it).
 
@@ -106,8 +111,13 @@ def summarize_store(
     job_span = (min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
     bins = job_bins([g for _, g in found], spans)
     tasks = [dataclasses.replace(t, job_span=job_span, heatmap_bins=bins) for t in tasks]
-    partials: Iterator[RankPartial] = (p for _, p in engine.map(partition_partial, tasks, describe=PartitionTask.label))
-    summary = reduce_partials(partials, top=top)
+
+    def partials() -> Iterator[RankPartial]:
+        for done, (_, partial) in enumerate(engine.map(partition_partial, tasks, describe=PartitionTask.label), 1):
+            progress(done, len(tasks))
+            yield partial
+
+    summary = reduce_partials(partials(), top=top)
     return dataclasses.replace(summary, engine=engine_label(engine))
 
 
@@ -142,9 +152,10 @@ def fleet_summary(
     cluster: str | object | None = None,
     top: int = 15,
     steps_pattern: str | None = None,
+    progress: ProgressFn = no_progress,
 ) -> FleetSummary:
     """summarize_store on the engine `open_engine(workers=, cluster=)` picks for the store's partitions (a Dask
     `Client` or cluster object may be passed as `cluster`); the engine is closed afterwards."""
     n = sum(1 for _ in store.partitions(Path(path))) if Path(path).is_dir() else 1
     with open_engine(workers=workers, cluster=cluster, tasks=n) as engine:
-        return summarize_store(path, engine, top=top, steps_pattern=steps_pattern)
+        return summarize_store(path, engine, top=top, steps_pattern=steps_pattern, progress=progress)
