@@ -163,3 +163,25 @@ def test_a_long_operator_name_leaves_every_column_on_an_80_column_screen() -> No
     assert seen["content"] <= seen["room"], seen
     assert seen["cell"].startswith("torch::autograd::CppNode<") and seen["cell"].endswith("…")
     assert "embedding_backward_kernel" in seen["kernels"]
+
+
+def test_names_that_look_like_markup_are_shown_as_they_are(drive) -> None:  # type: ignore[no-untyped-def]
+    """Operator, kernel and module names come from the trace: "[/x]" in one crashed rich's markup parser (a
+    MarkupError) and "[bold]" restyled the table; every cell is Text."""
+    name, kernel = "aten::op[/x]", "gemm[bold]k"
+    panel = OperatorPanel(
+        "1 operator",
+        operators=[(name, "1", "1 µs", "2 µs", "1", "3 µs")],
+        kernels={name: [(kernel, "1", "2 µs")]},
+        modules=[("Block[/]_0", "1", "1 µs", "2 µs", "2 µs")],
+        modules_note="1 module",
+    )
+    seen: dict[str, str] = {}
+
+    async def scenario(pilot: Pilot) -> None:  # type: ignore[type-arg]
+        seen["kernels"] = _text(pilot.app.screen, "#op-kernels")
+        seen["modules"] = _text(pilot.app.screen, "#op-modules")
+
+    drive(_ScreenApp(panel), scenario)
+    assert f"kernels of {name}" in seen["kernels"] and kernel in seen["kernels"]
+    assert "Block[/]_0" in seen["modules"]

@@ -385,8 +385,9 @@ def _critical_path(console: Console, summary: Summary) -> None:
         return
     console.print(Text(printable(critical_path_view.headline(cp))))
     print_table(console, "critical path: composition", critical_path_view.composition_rows(cp), share_bar="share")
-    print_table(console, "critical path: top items", critical_path_view.item_rows(cp, 5), share_bar="share")
-    print_table(console, "critical path: what if (new longest path)", critical_path_view.what_if_rows(cp))
+    items, what_if = critical_path_view.item_rows(cp, 5), critical_path_view.what_if_rows(cp)  # trace names
+    print_table(console, "critical path: top items", printable_tree(items), share_bar="share")
+    print_table(console, "critical path: what if (new longest path)", printable_tree(what_if))
 
 
 def render_summary(summary: Summary, console: Console) -> None:

@@ -355,7 +355,9 @@ class KtraceApp(AppActions):
             i for i, t in enumerate(self.index.tracks) if (t.node, t.rank) == (message.node, message.rank)
         ]
         if not ids:
-            self.notify(f"no tracks for {message.node}/{message.rank}", severity="warning", markup=False)
+            from ktrace.model.display_text import printable
+
+            self.notify(f"no tracks for {printable(message.node)}/{message.rank}", severity="warning", markup=False)
             return
         self.action_show_tab("timeline")
         self.query_one(Timeline).show_rows(ids)

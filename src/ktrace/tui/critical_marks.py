@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ktrace.analysis.critical_path import critical_path
 from ktrace.analysis.index import TraceIndex
+from ktrace.model.display_text import printable
 from ktrace.model.trace import Trace
 from ktrace.model.units import format_ns
 from ktrace.tui.messages import CriticalPathReady
@@ -29,7 +30,7 @@ def critical_marks(trace: Trace, analysis: TraceIndex | None, tracks: TrackIndex
     cpu = cp.composition.row(0, named=True)["share"]  # COMPOSITION starts with "cpu"
     return CriticalPathReady(
         marks,
-        f"critical path of {cp.label}: {format_ns(cp.length_ns)}, {cpu * 100:.0f} % CPU; "
+        f"critical path of {printable(cp.label)}: {format_ns(cp.length_ns)}, {cpu * 100:.0f} % CPU; "
         f"{len(marks)} GPU records marked (c clears)",
         (cp.start_ns, cp.end_ns),
     )

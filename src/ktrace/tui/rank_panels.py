@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from rich.text import Text
 
+from ktrace.model.display_text import printable
 from ktrace.model.units import format_ns
 from ktrace.tui.viewmodel import LEVELS
 
@@ -68,6 +69,7 @@ def heatmap_panel(heat: RankHeatmap) -> RankPanel:
         text.append(f"{what} share (blank 0 % … █ 100 %) · enter: that rank's timeline\n", style="dim")
         ranks.append(None)
         for label, row, at in zip(labels, shares, first, strict=True):
+            label = printable(label)
             short = label if len(label) <= LABEL else label[: LABEL - 1] + "…"
             text.append(short.ljust(LABEL) + " ")
             text.append_text(_cells(row, style))
@@ -83,10 +85,10 @@ def straggler_panel(lag: Stragglers) -> RankPanel:
     text.append(f"{'slower %':>8}  {'work/step':>9}  {'rank':<{LABEL}} why (vs the median rank)\n", style="bold")
     ranks: list[tuple[str, int] | None] = [None]
     for r in lag.table.head(STRAGGLERS).iter_rows(named=True):
-        who = f"{r['node']}/{r['rank']}"
+        who = printable(f"{r['node']}/{r['rank']}")
         who = who if len(who) <= LABEL else who[: LABEL - 1] + "…"
         text.append(f"{r['slower_pct']:+8.1f}  {format_ns(r['work_mean_ns']):>9}  {who:<{LABEL}} ")
-        text.append(f"{r['causes']}\n", style="dim")
+        text.append(f"{printable(str(r['causes']))}\n", style="dim")
         ranks.append((str(r["node"]), int(r["rank"])))
     rest = lag.table.height - (len(ranks) - 1)
     if rest > 0:

@@ -3,7 +3,9 @@ nn.Module table where the trace has module frames. Reads the dashboard worker's 
 
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -31,11 +33,12 @@ def _fit(name: str, width: int) -> str:
 
 
 def _table(headers: tuple[str, ...], cells: list[tuple[str, ...]], title: str) -> Table:
-    table = Table(title=title, title_justify="left", expand=True, show_edge=False, pad_edge=False)
+    # rich reads "[...]" in a str as markup: names from the trace go in as Text, or escaped
+    table = Table(title=escape(title), title_justify="left", expand=True, show_edge=False, pad_edge=False)
     for i, h in enumerate(headers):
         table.add_column(h, justify="left" if i == 0 else "right", no_wrap=True, ratio=1 if i == 0 else None)
     for row in cells:
-        table.add_row(*row)
+        table.add_row(*(Text(cell) for cell in row))
     return table
 
 
@@ -76,7 +79,7 @@ class OperatorScreen(Screen[None]):
         table.add_columns(*OPERATOR_HEADERS)
         width = name_width(panel.operators, self.app.size.width) if panel.operators else _NAME_MIN
         for row in panel.operators:  # the key keeps the whole name: it picks the kernels shown below
-            table.add_row(_fit(row[0], width), *row[1:], key=row[0])
+            table.add_row(escape(_fit(row[0], width)), *row[1:], key=row[0])
         if panel.modules:
             modules = _table(MODULE_HEADERS, panel.modules, f"modules: {panel.modules_note}")
             self.query_one("#op-modules", Static).update(modules)
@@ -97,7 +100,9 @@ class OperatorScreen(Screen[None]):
         out.update(
             _table(KERNEL_HEADERS, cells, f"kernels of {name}")
             if cells
-            else f"kernels of {name}: none listed (it launched no kernel, or it is not a top operator by GPU time)"
+            else Text(
+                f"kernels of {name}: none listed (it launched no kernel, or it is not a top operator by GPU time)"
+            )
         )
 
     def action_dismiss(self) -> None:  # type: ignore[override]
