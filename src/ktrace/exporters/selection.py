@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from ktrace.model.allocations import allocated_after
 from ktrace.model.errors import ExitCode, KtraceError
 from ktrace.model.schema import NODE_RANK, SPAN_TABLES, TABLES
 from ktrace.model.trace import Trace
@@ -100,6 +101,9 @@ def select(
             if hi is not None:
                 f = f.filter(pl.col("start_ns") <= hi)
             frames[name] = f
+        # allocator events lacking the allocator's totals (PyTorch 1.9) are summed from the trace start: the sum
+        # before the window is carried in as totals, so a cut's memory counter does not restart at 0
+        frames["allocations"] = _with_totals(frames["allocations"])
         for name in ("counters", "allocations"):  # instants: kept inside the window
             c = frames[name]
             if lo is not None:
@@ -108,3 +112,12 @@ def select(
                 c = c.filter(pl.col("ts_ns") <= hi)
             frames[name] = c
     return dataclasses.replace(trace, **frames)  # type: ignore[arg-type]
+
+
+def _with_totals(allocations: pl.DataFrame) -> pl.DataFrame:
+    """`allocations` (table order) with `total_allocated` filled from model.allocations.allocated_after where a
+    device's events lack it: the bytes allocated since the trace start, which a window must not lose."""
+    if allocations.height == 0 or allocations["total_allocated"].null_count() == 0:
+        return allocations
+    after = allocated_after(allocations).sort("row")
+    return allocations.with_columns(total_allocated=after["allocated_bytes"].cast(allocations["total_allocated"].dtype))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import polars as pl
 import pytest
 
 from ktrace.exporters.selection import parse_ranks, parse_window, select
@@ -73,3 +74,17 @@ def test_select_window_keeps_the_allocator_events_inside_it() -> None:
     cut = select(memory_trace(), window=(T + 30, T + 80))
     assert cut.allocations["ts_ns"].to_list() == [T + t for t, *_ in EVENTS if 30 <= t <= 80]
     assert select(memory_trace(), ranks=[0]).allocations.height == len(EVENTS)
+
+
+def test_a_window_keeps_the_memory_allocated_before_it() -> None:
+    """Allocator events without the allocator's totals (PyTorch 1.9) are summed from the trace start: a window cut
+    at GPU 0's free at t=50 must carry what was allocated before it (100 bytes remain, not -500)."""
+    from reference.memory_trace import memory_trace
+
+    from ktrace.model.allocations import allocated_after
+
+    whole = allocated_after(memory_trace(totals=False).allocations)
+    lo = sorted(whole["ts_ns"].to_list())[4]  # the 5th event: GPU 0 frees 500 bytes
+    cut = allocated_after(select(memory_trace(totals=False), window=(lo, None)).allocations)
+    assert cut.filter(pl.col("device") == 0)["allocated_bytes"][0] == 100  # 100 + 300 + 500 - 300 - 500
+    assert cut["allocated_bytes"].to_list() == whole.filter(pl.col("ts_ns") >= lo)["allocated_bytes"].to_list()
