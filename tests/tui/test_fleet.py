@@ -4,7 +4,6 @@ at 1,024 ranks, and the dashboard's rank heatmap and stragglers leading to a ran
 from __future__ import annotations
 
 import asyncio
-import time
 
 import numpy as np
 import pytest
@@ -93,9 +92,11 @@ def test_1024_ranks_open_with_a_few_rows_and_collapsed_hosts() -> None:
 
     async def main() -> None:
         async with app.run_test(size=(140, 40)):
-            t0 = time.process_time()
-            while "first_screen" not in app.timings:
+            for _ in range(6000):  # 60 s at most: a first screen that never comes fails, not hangs
+                if "first_screen" in app.timings:
+                    break
                 await asyncio.sleep(0.01)
+            assert "first_screen" in app.timings
             print(f"1,024 ranks: first screen {app.timings['first_screen'] - app.timings['mount']:.2f} s wall")
             assert app.index is not None and app.index.overview is not None
             assert app.index.overview.n_bins == MIN_OVERVIEW_BINS
@@ -103,7 +104,6 @@ def test_1024_ranks_open_with_a_few_rows_and_collapsed_hosts() -> None:
             hosts = app.query_one(HostDeviceTree).root.children
             assert len(hosts) == 128
             assert sum(h.is_expanded for h in hosts) <= 1  # the timeline cursor's host, revealed
-            assert time.process_time() - t0 >= 0
 
     asyncio.run(main())
 

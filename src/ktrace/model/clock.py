@@ -37,7 +37,10 @@ class ClockPair:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ClockPair:
         """From partition.json; ValueError if a field is missing or not an integer."""
-        values = {f.name: d.get(f.name, 0) for f in dataclasses.fields(cls)}
+        missing = [f.name for f in dataclasses.fields(cls) if f.name not in d]
+        if missing:
+            raise ValueError(f"clock pair without {', '.join(missing)}")
+        values = {f.name: d[f.name] for f in dataclasses.fields(cls)}
         if any(not isinstance(v, int) or isinstance(v, bool) for v in values.values()):
             raise ValueError("clock pair fields must be integers")
         return cls(**values)

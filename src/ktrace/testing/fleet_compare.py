@@ -42,7 +42,8 @@ def _quantile_difference(name: str, single: pl.DataFrame, fleet: pl.DataFrame, c
     out = []
     for col in columns:
         for i, (exact, approx) in enumerate(zip(single[col].to_list(), fleet[col].to_list(), strict=True)):
-            if exact is None or approx is None or (isinstance(exact, float) and math.isnan(exact)):
+            nan = any(isinstance(v, float) and math.isnan(v) for v in (exact, approx))
+            if exact is None or approx is None or nan:
                 if (exact is None or math.isnan(exact)) != (approx is None or math.isnan(approx)):
                     out.append(f"{name}.{col}[{i}]: {exact} vs {approx}")
                 continue
