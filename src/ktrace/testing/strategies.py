@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from ktrace.model.builder import TraceBuilder
 from ktrace.model.schema import COPY_KINDS, MEMORY_KINDS, SYNC_TYPES
+from ktrace.model.secrets import scrub_text
 from ktrace.model.trace import Trace, TraceMeta
 
 _T0 = 1_700_000_000_000_000_000
@@ -19,7 +20,9 @@ _NAMES = (
     "名前 with ünïcode",
     "",
 )
-_text = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=12)
+_text = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=12).filter(lambda s: scrub_text(s)[1] == 0)
+"""Any text the secrets rules leave alone ("A://:0@" reads as URL credentials and is redacted on write, so a round
+trip would differ by design; the rules have their own corpus, ktrace.testing.secrets_corpus)."""
 
 
 @st.composite
