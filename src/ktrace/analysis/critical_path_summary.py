@@ -51,4 +51,4 @@ def critical_path_dict(cp: CriticalPath | None) -> dict[str, Any] | None:
         "composition": cp.composition.to_dicts(),
         "items": cp.items.to_dicts(),
         "what_if": cp.what_if.to_dicts(),
-    }
+    } | ({} if cp.crossings is None else {"ranks": cp.ranks, "crossings": cp.crossings.to_dicts()})
