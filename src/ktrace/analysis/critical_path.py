@@ -38,7 +38,7 @@ from ktrace.analysis.critical_path_graph import (
     Window,
     build_graph,
 )
-from ktrace.analysis.critical_path_ranks import JobGraph, crossings, join_ranks, rank_windows
+from ktrace.analysis.critical_path_ranks import JobGraph, crossings, join_ranks, rank_windows, unaligned_hosts
 from ktrace.analysis.index import Slot, TraceIndex
 from ktrace.analysis.steps import detect_steps
 from ktrace.model.trace import Trace
@@ -97,6 +97,8 @@ class CriticalPath:
     rank where the path ends, start_ns/end_ns span every rank's window)."""
     crossings: pl.DataFrame | None = None
     """Joined ranks only: critical_path_ranks.crossings, where the path passes to a late rank."""
+    unaligned_hosts: int = 0
+    """Hosts of the joined ranks when their clocks are not aligned (critical_path_ranks.unaligned_hosts)."""
 
 
 def critical_path(
@@ -176,6 +178,7 @@ def _critical_path(
         dropped_edges=dropped,
         ranks=len(windows),
         crossings=None if job is None else crossings(job, path, _path_labels(ix, graph, path)),
+        unaligned_hosts=unaligned_hosts(ix.trace, windows),
     )
 
 

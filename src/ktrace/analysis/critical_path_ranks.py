@@ -35,6 +35,7 @@ from ktrace.analysis.critical_path_graph import COLLECTIVE, GPU, GPU_RECORD, Gra
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.steps import detect_steps
 from ktrace.model.clock_matching import order_keys
+from ktrace.model.trace import Trace
 
 I64 = npt.NDArray[np.int64]
 NAME_CHARS = 48
@@ -273,3 +274,15 @@ def crossings(job: JobGraph, path: I64, labels: tuple[list[str], list[str]]) -> 
         "cause_ns": pl.Int64,
     }
     return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def unaligned_hosts(trace: Trace, windows: list[Window]) -> int:
+    """The number of hosts the windows span when their clocks are not aligned (0: one host, or aligned): a
+    collective's latest start is then only as right as the hosts' clocks agree."""
+    hosts = {w.node for w in windows}
+    alignment = trace.meta.clock_alignment
+    if len(hosts) < 2:
+        return 0
+    if alignment is None or alignment.method == "none" or (alignment.shifts and not alignment.applied):
+        return len(hosts)
+    return 0

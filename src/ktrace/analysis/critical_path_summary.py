@@ -26,6 +26,11 @@ def critical_path_notes(cp: CriticalPath | None) -> tuple[str, ...]:
             f"critical_path: {cp.dropped_edges} launch/sync edges dropped: their times went backwards (clock skew "
             "between CPU and GPU timestamps) and closed a cycle",
         )
+    if cp.unaligned_hosts:
+        notes += (
+            f"critical_path: the ranks joined at their collectives run on {cp.unaligned_hosts} hosts whose clocks "
+            "are not aligned (see clock_alignment), so which rank entered a collective last is uncertain",
+        )
     return notes
 
 

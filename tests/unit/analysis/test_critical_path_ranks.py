@@ -10,7 +10,7 @@ import pytest
 
 from ktrace.analysis.critical_path import RANK_WAIT, critical_path
 from ktrace.analysis.critical_path_ranks import collective_keys
-from ktrace.analysis.critical_path_summary import critical_path_dict
+from ktrace.analysis.critical_path_summary import critical_path_dict, critical_path_notes
 from ktrace.analysis.index import TraceIndex
 from ktrace.model import Trace, TraceBuilder
 from ktrace.model.builder import merge_traces
@@ -21,10 +21,14 @@ US = 1000
 
 
 def _rank(
-    rank: int, ops: list[tuple[int, int, str]], launches: list[tuple[int, int]], kernels: list[tuple[int, int, str]]
+    rank: int,
+    ops: list[tuple[int, int, str]],
+    launches: list[tuple[int, int]],
+    kernels: list[tuple[int, int, str]],
+    node: str = "n0",
 ) -> Trace:
-    """One rank on node n0, one thread, stream 7; times in µs; launch i (start, end) launches kernel i."""
-    b = TraceBuilder("n0", rank)
+    """One rank on `node`, one thread, stream 7; times in µs; launch i (start, end) launches kernel i."""
+    b = TraceBuilder(node, rank)
     n, k = len(launches), len(kernels)
     b.add(
         "ops",
@@ -179,3 +183,16 @@ def test_export_marks_land_on_the_rank_of_each_run() -> None:
     marks = path_marks(cp)
     assert {(m["rank"], m["message"].split(" ")[0]) for m in marks} >= {(2, "cpu"), (2, "gpu"), (0, "collective")}
     assert sum(m["end_ns"] - m["start_ns"] for m in marks if m["rank"] == 2) == 365 * US  # slow_op .. gemm end
+
+
+def test_ranks_on_hosts_without_clock_alignment_get_a_note() -> None:
+    """Rank 2 on another host and no clock alignment: still joined, with a note that the late rank is uncertain;
+    the one-host job has no such note."""
+    cp = critical_path(_job([(0, 335, "fwd"), (0, 300, "slow_op")], 300))
+    assert cp is not None and cp.unaligned_hosts == 0
+    assert not any("not aligned" in n for n in critical_path_notes(cp))
+    late = _rank(2, [(0, 335, "fwd")], [(300, 310), (320, 330)], [(315, 365, "gemm"), (365, 400, NCCL)], node="n1")
+    on_time = [_rank(r, [(0, 50, "fwd")], [(10, 20), (30, 40)], [(25, 75, "gemm"), (75, 400, NCCL)]) for r in (0, 1)]
+    cp = critical_path(merge_traces([*on_time, late]))
+    assert cp is not None and cp.ranks == 3 and cp.unaligned_hosts == 2
+    assert any("2 hosts whose clocks are not aligned" in n for n in critical_path_notes(cp))
