@@ -334,17 +334,21 @@ def _items(ix: TraceIndex, graph: Graph, path: I64, kinds: I64) -> pl.DataFrame:
 def _what_if(ix: TraceIndex, graph: Graph, dag: Dag, path: I64, kinds: I64, length: int) -> pl.DataFrame:
     rows: list[tuple[str, str, int]] = []
     codes, names = ix.record_names()
-    gpu_path = path[(graph.etype[path] == GPU) & (graph.weight[path] > 0)]
+    # A record's own time: a collective's wait for a later rank does not shrink with a faster kernel (and the
+    # waits stay as measured: a faster late rank's saving is a lower bound), its transfer does.
+    own = graph.weight if graph.wait_ns is None else graph.weight - graph.wait_ns
+    timed = (graph.etype == GPU) | (graph.etype == COLLECTIVE)
+    gpu_path = path[timed[path] & (own[path] > 0)]
     rec = graph.ev_row[graph.event[gpu_path]]
     per_code: dict[int, int] = {}
-    for code, w in zip(codes[rec].tolist(), graph.weight[gpu_path].tolist(), strict=True):
+    for code, w in zip(codes[rec].tolist(), own[gpu_path].tolist(), strict=True):
         per_code[code] = per_code.get(code, 0) + w
-    all_gpu = np.flatnonzero(graph.etype == GPU)
+    all_gpu = np.flatnonzero(timed)
     all_codes = codes[graph.ev_row[graph.event[all_gpu]]]
     for code, _ in sorted(per_code.items(), key=lambda kv: -kv[1])[:WHAT_IF_CANDIDATES]:
         weight = graph.weight.copy()
         hit = all_gpu[all_codes == code]
-        weight[hit] = (weight[hit] / WHAT_IF_SPEEDUP).astype(np.int64)
+        weight[hit] -= own[hit] - (own[hit] / WHAT_IF_SPEEDUP).astype(np.int64)
         rows.append((f"{WHAT_IF_SPEEDUP:g}x faster", str(names[code]), _length(dag, weight)))
     syncs = path[graph.etype[path] == SYNC]
     sync_calls = [int(d >> 1) for d in graph.dst[syncs] if graph.ev_kind[d >> 1] != GPU_RECORD]
