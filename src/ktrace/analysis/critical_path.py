@@ -38,7 +38,14 @@ from ktrace.analysis.critical_path_graph import (
     Window,
     build_graph,
 )
-from ktrace.analysis.critical_path_ranks import JobGraph, crossings, join_ranks, rank_windows, unaligned_hosts
+from ktrace.analysis.critical_path_ranks import (
+    JobGraph,
+    crossings,
+    join_ranks,
+    on_time_changes,
+    rank_windows,
+    unaligned_hosts,
+)
 from ktrace.analysis.index import Slot, TraceIndex
 from ktrace.analysis.steps import detect_steps
 from ktrace.model.trace import Trace
@@ -171,7 +178,7 @@ def _critical_path(
         path_events=int(events.size),
         composition=_composition(graph, path, kinds, length),
         items=_items(ix, graph, path, kinds),
-        what_if=_what_if(ix, graph, dag, path, kinds, length),
+        what_if=_what_if(ix, graph, dag, path, length, job),
         path_records=np.sort(graph.ev_row[gpu_events]),
         path_segments=_segments(graph, path, windows, job),
         sync_records=graph.sync_records,
@@ -331,7 +338,7 @@ def _items(ix: TraceIndex, graph: Graph, path: I64, kinds: I64) -> pl.DataFrame:
     return pl.concat(top).sort("ns", "name", descending=[True, False])
 
 
-def _what_if(ix: TraceIndex, graph: Graph, dag: Dag, path: I64, kinds: I64, length: int) -> pl.DataFrame:
+def _what_if(ix: TraceIndex, graph: Graph, dag: Dag, path: I64, length: int, job: JobGraph | None) -> pl.DataFrame:
     rows: list[tuple[str, str, int]] = []
     codes, names = ix.record_names()
     # A record's own time: a collective's wait for a later rank does not shrink with a faster kernel (and the
@@ -357,6 +364,8 @@ def _what_if(ix: TraceIndex, graph: Graph, dag: Dag, path: I64, kinds: I64, leng
         weight = graph.weight.copy()
         weight[(graph.etype == SYNC) & ((graph.dst >> 1) == call)] = -1
         rows.append(("removed", name, _length(dag, weight)))
+    for target, weight in [] if job is None else on_time_changes(job, path, WHAT_IF_CANDIDATES):
+        rows.append(("on time", target, _length(dag, weight)))
     frame = pl.DataFrame(rows, schema={"change": pl.String, "target": pl.String, "length_ns": pl.Int64}, orient="row")
     return frame.with_columns(saved_ns=length - pl.col("length_ns")).sort("saved_ns", descending=True)
 

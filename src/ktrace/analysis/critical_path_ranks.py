@@ -18,6 +18,10 @@ A waiting rank's collective span from its start to the late rank's start is time
 rank**: when that span is on the path, its share goes to the composition's `rank_wait` category instead of
 `communication` (the late rank's recorded work did not explain the wait: its CPU was idle, or outside the trace).
 
+What-ifs (critical_path) keep the measured waits when a kernel gets faster, so a faster late rank's saving is a
+lower bound; "on time" (on_time_changes) removes every rank's wait for one collective whose wait is on the path,
+as if its late rank had entered it with the others.
+
 Per rank: `critical_path(..., across_ranks=False)` keeps the one-rank graph of the chosen window (the result on a
 single-rank trace, which this module never changes).
 """
@@ -251,13 +255,11 @@ def crossings(job: JobGraph, path: I64, labels: tuple[list[str], list[str]]) -> 
                 best = (int(g.weight[e]), labels[0][i], labels[1][i])
             continue
         late, waiting = job.windows[int(g.ev_window[late_ev])], job.windows[int(g.ev_window[wait_ev])]
-        name, _, number = job.collective_keys.get(wait_ev, "#").rpartition("#")
-        name = name.partition("(")[0] or name  # a kernel's signature says nothing here
-        short = name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 1] + "…"
+        short = _collective_label(job, wait_ev)
         waited = max(int(g.ev_start[late_ev] - g.ev_start[wait_ev]), 0)
         cause = best if crossed else (0, "", "")
         rows.append(
-            ("crossed" if crossed else "waited", f"{short} #{number}", late.node, late.rank)
+            ("crossed" if crossed else "waited", short, late.node, late.rank)
             + (waiting.node, waiting.rank, waited, cause[1], cause[2], cause[0])
         )
         best = (0, "", "")
@@ -286,3 +288,31 @@ def unaligned_hosts(trace: Trace, windows: list[Window]) -> int:
     if alignment is None or alignment.method == "none" or (alignment.shifts and not alignment.applied):
         return len(hosts)
     return 0
+
+
+def _collective_label(job: JobGraph, event: int) -> str:
+    """ "kernel name #i" of a collective event, the name without its signature and cut to NAME_CHARS."""
+    name, _, number = job.collective_keys.get(event, "#").rpartition("#")
+    name = name.partition("(")[0] or name  # a kernel's signature says nothing here
+    short = name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 1] + "…"
+    return f"{short} #{number}"
+
+
+def on_time_changes(job: JobGraph, path: I64, limit: int) -> list[tuple[str, I64]]:
+    """(target, edge weights) for the `limit` collectives with the largest waits on the path: every rank's wait
+    for that collective removed (target: "node/rank into <collective>", the late rank)."""
+    g = job.graph
+    assert g.wait_ns is not None
+    waits = path[(g.etype[path] == GPU) & (g.wait_ns[path] > 0)]
+    waits = waits[np.argsort(-g.wait_ns[waits], kind="stable")][:limit]
+    key_of = np.array([job.collective_keys.get(int(e), "") for e in g.event.tolist()], dtype=object)
+    out = []
+    for e in waits.tolist():
+        event = int(g.event[e])
+        hit = (g.etype == GPU) & (key_of == job.collective_keys[event])
+        weight = g.weight.copy()
+        weight[hit] -= g.wait_ns[hit]
+        assert g.ev_window is not None
+        late = job.windows[int(g.ev_window[job.late_of[event]])]
+        out.append((f"{late.node}/{late.rank} into {_collective_label(job, event)}", weight))
+    return out

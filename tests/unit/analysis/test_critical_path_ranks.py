@@ -131,6 +131,11 @@ def test_late_rank_idle_leaves_the_wait_on_the_path() -> None:
     # A 2x faster all-reduce halves its 35 µs transfer, not rank 0's 290 µs wait: 17.5 µs saved.
     faster = cp.what_if.filter(pl.col("target") == NCCL).row(0, named=True)
     assert (faster["change"], faster["saved_ns"]) == ("2x faster", 17_500)
+    # Rank 2 on time into the all-reduce: no rank waits, rank 0's path is 75 + 35 + 20 = 130 µs, longer than
+    # rank 2's own chains (65 + 35 = 100 µs): 420 - 130 = 290 µs saved.
+    on_time = cp.what_if.filter(pl.col("change") == "on time").row(0, named=True)
+    assert on_time["target"] == "n0/2 into ncclKernel_AllReduce_RING_LL_Sum_float #0"
+    assert on_time["saved_ns"] == 290 * US
 
 
 def test_one_rank_view_is_the_old_path() -> None:
