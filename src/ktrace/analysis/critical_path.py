@@ -89,7 +89,8 @@ class CriticalPath:
     """The operators, runtime calls and GPU records on the path by name: kind (operator, runtime, kernel,
     memcpy, memset), name, ns (time on the path), edges; top TOP_ITEMS of each of CPU and GPU, by ns."""
     what_if: pl.DataFrame
-    """change ("2x faster" / "removed"), target (kernel name or sync call), length_ns (new path length),
+    """change ("2x faster" / "removed" / "on time"), target (kernel name, sync call, or late rank into a collective),
+    length_ns (new path length),
     saved_ns (by how much the path shortens); largest saving first."""
     path_records: I64
     """GPU records (index order) on the path."""
