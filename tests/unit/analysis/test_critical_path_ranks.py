@@ -204,3 +204,14 @@ def test_ranks_on_hosts_without_clock_alignment_get_a_note() -> None:
     cp = critical_path(merge_traces([*on_time, late]))
     assert cp is not None and cp.ranks == 3 and cp.unaligned_hosts == 2
     assert any("2 hosts whose clocks are not aligned" in n for n in critical_path_notes(cp))
+
+
+def test_tui_notice_names_the_waiting_share() -> None:
+    """The TUI's `c` notice on a joined path says how much of it is waiting for another rank (rank 0's 290 µs of a
+    420 µs path: 69 %)."""
+    from ktrace.tui.critical_marks import critical_marks
+    from ktrace.tui.index_build import build_index
+
+    trace = _job([(300, 335, "fwd")], 300)
+    ready = critical_marks(trace, None, build_index(trace))
+    assert "69 % waiting for another rank" in ready.text
