@@ -41,7 +41,7 @@ class Dag:
             return None  # a cycle
         crossing = (graph.etype[edge] == COLLECTIVE).astype(np.int64)
         scale = int(crossing.sum()) + 1  # a path's bonus < scale: dist // scale is its length
-        if scale == 1 or int(graph.weight.sum()) * scale >= 1 << 62:
+        if scale == 1 or float(graph.weight.sum(dtype=np.float64)) * scale >= 2.0**62:  # int64 headroom
             return cls(order, indptr, dst, edge, graph.src)
         return cls(order, indptr, dst, edge, graph.src, crossing, scale)
 
