@@ -61,8 +61,9 @@ class JobGraph:
 def rank_windows(
     ix: TraceIndex, first: Window, scope: str, annotation: str | None, pattern: str | None
 ) -> list[Window]:
-    """`first`, then the window of the same step (same range name, nearest start) on every other rank with CPU
-    events, in (node, rank) order; the rank's whole span when scope is "trace"."""
+    """`first`, then the window of the same step on every other rank with CPU events, in (node, rank) order: the
+    range of the same name whose start is nearest, else (step numbers differ between ranks) the rank's range
+    overlapping `first` most; the rank's whole span when scope is "trace". A rank without either is left out."""
     spans = _rank_spans(ix)
     if spans.height < 2:
         return [first]
@@ -74,7 +75,7 @@ def rank_windows(
         if scope == "trace":
             out.append(Window(str(node), int(rank), int(start), int(end)))
             continue
-        found = _nearest_range(ix, str(node), int(rank), name, first.start_ns, scope, pattern)
+        found = _nearest_range(ix, str(node), int(rank), name, first, scope, pattern)
         if found is not None:
             out.append(found)
     return out
@@ -127,15 +128,20 @@ def _range_name(ix: TraceIndex, first: Window, scope: str, annotation: str | Non
 
 
 def _nearest_range(
-    ix: TraceIndex, node: str, rank: int, name: str | None, start_ns: int, scope: str, pattern: str | None
+    ix: TraceIndex, node: str, rank: int, name: str | None, first: Window, scope: str, pattern: str | None
 ) -> Window | None:
-    """The rank's range named `name` whose start is nearest start_ns (None: the rank has no such range)."""
-    mine = _ranges(ix, scope, None if scope == "step" else name, pattern).filter(
-        (pl.col("node") == node) & (pl.col("rank") == rank) & (pl.col("name") == name)
-    )
+    """The rank's range named `name` whose start is nearest first's, else the one overlapping `first` most."""
+    ranges = _ranges(ix, scope, None if scope == "step" else name, pattern)
+    mine = ranges.filter((pl.col("node") == node) & (pl.col("rank") == rank))
+    same = mine.filter(pl.col("name") == name)
+    if same.height:
+        best = same.with_columns(d=(pl.col("start_ns") - first.start_ns).abs()).sort("d", "start_ns").row(0, named=True)
+        return Window(node, rank, int(best["start_ns"]), int(best["end_ns"]))
+    overlap = pl.min_horizontal("end_ns", pl.lit(first.end_ns)) - pl.max_horizontal("start_ns", pl.lit(first.start_ns))
+    mine = mine.with_columns(o=overlap).filter(pl.col("o") > 0)
     if mine.height == 0:
         return None
-    best = mine.with_columns(d=(pl.col("start_ns") - start_ns).abs()).sort("d", "start_ns").row(0, named=True)
+    best = mine.sort("o", "start_ns", descending=[True, False]).row(0, named=True)
     return Window(node, rank, int(best["start_ns"]), int(best["end_ns"]))
 
 

@@ -215,3 +215,52 @@ def test_tui_notice_names_the_waiting_share() -> None:
     trace = _job([(300, 335, "fwd")], 300)
     ready = critical_marks(trace, None, build_index(trace))
     assert "69 % waiting for another rank" in ready.text
+
+
+def _stepped(rank: int, steps: list[tuple[int, int, str]]) -> Trace:
+    b = TraceBuilder("n0", rank)
+    b.add(
+        "ops",
+        {
+            "start_ns": [s[0] for s in steps],
+            "end_ns": [s[1] for s in steps],
+            "pid": [1] * len(steps),
+            "tid": [1] * len(steps),
+            "name": ["op"] * len(steps),
+        },
+    )
+    b.add(
+        "ranges",
+        {
+            "start_ns": [s[0] for s in steps],
+            "end_ns": [s[1] for s in steps],
+            "pid": [1] * len(steps),
+            "tid": [1] * len(steps),
+            "name": [s[2] for s in steps],
+            "domain": ["profiler_step"] * len(steps),
+            "depth": [0] * len(steps),
+            "on_gpu": [False] * len(steps),
+        },
+    )
+    return b.build()
+
+
+def test_each_rank_contributes_its_window_of_the_same_step() -> None:
+    """Rank 0's median step is ProfilerStep#1 [100, 200); rank 1 has it too, at [90, 210) (same name, nearest
+    start); rank 2 numbered its steps differently: its step overlapping [100, 200) most is #8 [105, 195)."""
+    from ktrace.analysis.critical_path import choose_window
+    from ktrace.analysis.critical_path_ranks import rank_windows
+
+    trace = merge_traces(
+        [
+            _stepped(0, [(0, 100, "ProfilerStep#0"), (100, 200, "ProfilerStep#1"), (200, 350, "ProfilerStep#2")]),
+            _stepped(1, [(0, 90, "ProfilerStep#0"), (90, 210, "ProfilerStep#1"), (210, 300, "ProfilerStep#2")]),
+            _stepped(2, [(0, 105, "ProfilerStep#7"), (105, 195, "ProfilerStep#8"), (195, 300, "ProfilerStep#9")]),
+        ]
+    )
+    ix = TraceIndex.of(trace, None)
+    found = choose_window(ix, None, 0)
+    assert found is not None
+    first, scope, _ = found
+    windows = rank_windows(ix, first, scope, None, None)
+    assert [(w.rank, w.start_ns, w.end_ns) for w in windows] == [(0, 100, 200), (1, 90, 210), (2, 105, 195)]
