@@ -218,30 +218,13 @@ def test_tui_notice_names_the_waiting_share() -> None:
 
 
 def _stepped(rank: int, steps: list[tuple[int, int, str]]) -> Trace:
+    """One rank whose steps each hold one operator of the same span."""
     b = TraceBuilder("n0", rank)
-    b.add(
-        "ops",
-        {
-            "start_ns": [s[0] for s in steps],
-            "end_ns": [s[1] for s in steps],
-            "pid": [1] * len(steps),
-            "tid": [1] * len(steps),
-            "name": ["op"] * len(steps),
-        },
-    )
-    b.add(
-        "ranges",
-        {
-            "start_ns": [s[0] for s in steps],
-            "end_ns": [s[1] for s in steps],
-            "pid": [1] * len(steps),
-            "tid": [1] * len(steps),
-            "name": [s[2] for s in steps],
-            "domain": ["profiler_step"] * len(steps),
-            "depth": [0] * len(steps),
-            "on_gpu": [False] * len(steps),
-        },
-    )
+    n = len(steps)
+    spans = {"start_ns": [s[0] for s in steps], "end_ns": [s[1] for s in steps], "pid": [1] * n, "tid": [1] * n}
+    b.add("ops", spans | {"name": ["op"] * n})
+    names = {"name": [s[2] for s in steps], "domain": ["profiler_step"] * n}
+    b.add("ranges", spans | names | {"depth": [0] * n, "on_gpu": [False] * n})
     return b.build()
 
 
