@@ -87,7 +87,8 @@ class CriticalPath:
     """category (COMPOSITION order), ns, share (of length_ns), edges."""
     items: pl.DataFrame
     """The operators, runtime calls and GPU records on the path by name: kind (operator, runtime, kernel,
-    memcpy, memset), name, ns (time on the path), edges; top TOP_ITEMS of each of CPU and GPU, by ns."""
+    memcpy, memset), name, ns (time on the path; a collective's without its wait for a later rank), edges; top
+    TOP_ITEMS of each of CPU and GPU, by ns."""
     what_if: pl.DataFrame
     """change ("2x faster" / "removed" / "on time"), target (kernel name, sync call, or late rank into a collective),
     length_ns (new path length),
@@ -330,7 +331,11 @@ def _items(ix: TraceIndex, graph: Graph, path: I64, kinds: I64) -> pl.DataFrame:
     timed = path[(graph.event[path] >= 0) & (kinds[path] != 6)]
     kind, name = _event_names(ix, graph, graph.event[timed])
     frame = pl.DataFrame(
-        {"kind": kind, "name": name, "ns": graph.weight[timed]},
+        {
+            "kind": kind,
+            "name": name,
+            "ns": graph.weight[timed] - (0 if graph.wait_ns is None else graph.wait_ns[timed]),
+        },
         schema={"kind": pl.String, "name": pl.String, "ns": pl.Int64},
     )
     per = frame.group_by("kind", "name").agg(pl.col("ns").sum(), pl.len().cast(pl.Int64).alias("edges"))

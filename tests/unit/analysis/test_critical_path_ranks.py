@@ -128,6 +128,9 @@ def test_late_rank_idle_leaves_the_wait_on_the_path() -> None:
     row = cp.crossings.row(0, named=True)
     assert cp.crossings.height == 1 and (row["on_path"], row["late_rank"], row["waiting_rank"]) == ("waited", 2, 0)
     assert (row["waited_ns"], row["cause_name"], row["cause_ns"]) == (290 * US, "", 0)
+    # The all-reduce's item is its 35 µs transfer; the 290 µs wait is rank_wait, not the kernel's time.
+    item = cp.items.filter(pl.col("name") == NCCL).row(0, named=True)
+    assert (item["kind"], item["ns"]) == ("kernel", 35 * US)
     # A 2x faster all-reduce halves its 35 µs transfer, not rank 0's 290 µs wait: 17.5 µs saved.
     faster = cp.what_if.filter(pl.col("target") == NCCL).row(0, named=True)
     assert (faster["change"], faster["saved_ns"]) == ("2x faster", 17_500)
