@@ -88,6 +88,8 @@ def run(args: argparse.Namespace) -> int:
     _check_regex(args.steps_pattern, "--steps-pattern")
     for pattern in args.annotation:
         _check_regex(pattern, "--annotation")
+    if args.annotation and (args.workers is not None or args.cluster):
+        raise KtraceError("--annotation needs the single-process path: drop --workers/--cluster", ExitCode.USAGE)
     fleet = None if args.annotation else fleet_summary_of(args, top=args.top, steps_pattern=args.steps_pattern)
     if fleet is not None:
         return _print_fleet(fleet, args.json)
