@@ -213,6 +213,9 @@ ENUMS: dict[tuple[str, str], tuple[str, ...]] = {
 }
 """(table, column) -> allowed values, checked by Trace.validate()."""
 
+TIME_COLUMNS = ("start_ns", "end_ns", "ts_ns", "queued_ns", "submitted_ns")
+"""Columns holding a timestamp (ns since the epoch, on the recording host's clock), in any table."""
+
 SPAN_TABLES = ("kernels", "memory", "syncs", "api", "ranges", "ops")
 """Tables whose rows are [start_ns, end_ns] intervals."""
 
