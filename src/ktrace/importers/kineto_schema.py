@@ -38,7 +38,6 @@ KIND_OF_CATEGORY: dict[str, str] = {
 
 KNOWN_CATEGORIES = frozenset(KIND_OF_CATEGORY) | {
     "Trace",
-    "cpu_instant_event",
     "ac2g",
     "async",
     "async_cpu_to_gpu",
