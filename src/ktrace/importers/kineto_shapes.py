@@ -2,9 +2,10 @@
 as one dictionary-encoded string column, ops.input_dims.
 
 The fast path keeps each operator's `Input Dims` as the raw JSON text (msgspec.Raw: skipped, not parsed into
-lists); the texts of a slice are joined and split once in Arrow, dictionary-encoded, and only the distinct
-values are normalized (whitespace dropped, then ", " between items: a pretty-printed trace and a compact one
-give the same text, e.g. "[[8, 3, 224, 224], [64, 3, 7, 7], []]"). Absent or JSON null -> null.
+lists); the texts of a slice become one Arrow binary array (their bytes joined, offsets from their lengths),
+dictionary-encoded, and only the distinct values are normalized (whitespace dropped, then ", " between items: a
+pretty-printed trace and a compact one give the same text, e.g. "[[8, 3, 224, 224], [64, 3, 7, 7], []]").
+Absent or JSON null -> null.
 """
 
 from __future__ import annotations
@@ -16,10 +17,7 @@ from typing import Any
 import msgspec
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
-_SEPARATOR = b"\x00"
-"""Cannot occur in JSON text (control characters are escaped inside strings), so it splits the joined texts."""
 _SPACE = re.compile(r"\s+")
 
 
@@ -44,9 +42,11 @@ def shapes_array(values: Sequence[Any]) -> pa.Array:
     an operator has none."""
     if not values:
         return pa.array([], pa.string()).dictionary_encode()
-    joined = _SEPARATOR.join(map(_text, values))
-    texts = pc.split_pattern(pa.array([joined], pa.binary()), _SEPARATOR).flatten()
-    encoded = texts.dictionary_encode()
+    parts = list(map(_text, values))
+    offsets = np.zeros(len(parts) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, parts), np.int64, count=len(parts)), out=offsets[1:])
+    buffers = [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(parts))]
+    encoded = pa.Array.from_buffers(pa.large_binary(), len(parts), buffers).dictionary_encode()
     code_of: dict[str, int] = {}
     codes = [  # distinct raw text -> code of its normalized text (two raw forms of one shape share it); -1: null
         -1 if (d := normalize_dims(t)) is None else code_of.setdefault(d, len(code_of))
