@@ -14,6 +14,8 @@ import pytest
 import ktrace
 from ktrace.importers.kineto import import_kineto
 from ktrace.importers.kineto_shapes import normalize_dims, shapes_array
+from ktrace.model import store
+from ktrace.model.trace import frame_from_columns
 
 
 def _op(name: str, ts: float, **args: Any) -> dict[str, Any]:
@@ -68,3 +70,12 @@ def test_real_trace_with_record_shapes(real_trace_path) -> None:  # type: ignore
     assert "[[32, 3, 224, 224], [64, 3, 7, 7], [], [], [], [], [], [], []]" in dims.to_list()  # the stem conv
     frames = ktrace.open(real_trace_path("tracelens")).ops.filter(pl.col("category") == "python_function")
     assert frames["input_dims"].null_count() == frames.height  # Python frames carry no shapes
+
+
+def test_shapes_survive_the_store_and_older_stores_read_null(tmp_path: Path, real_trace_path) -> None:  # type: ignore[no-untyped-def]
+    trace = ktrace.open(real_trace_path("resnet50"))
+    store.write(trace, tmp_path / "run.ktrace")
+    back = store.read(tmp_path / "run.ktrace")
+    assert back.ops["input_dims"].cast(pl.String).to_list() == trace.ops["input_dims"].cast(pl.String).to_list()
+    older = trace.ops.drop("input_dims").to_arrow()  # a store written before the column
+    assert frame_from_columns(older, "ops")["input_dims"].null_count() == trace.ops.height
