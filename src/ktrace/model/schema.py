@@ -120,6 +120,9 @@ OPS_COLUMNS = _fields(
     ("external_id", pa.int64(), True),
     ("sequence_number", pa.int64(), True),
     ("category", _STR, True),
+    # Kineto args["Input Dims"] (record_shapes=True) as normalized JSON text, "[[8, 3, 224, 224], []]"; null
+    # without shapes (other sources, Python frames, stores written before the column)
+    ("input_dims", _STR, True),
 )
 
 COUNTERS_COLUMNS = _fields(

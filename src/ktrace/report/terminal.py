@@ -25,6 +25,7 @@ from ktrace.report import critical_path_view
 from ktrace.report.format import fmt_ns as format_ns
 from ktrace.report.rank_rows import BASIS_NOTE, rest_note, straggler_rows
 from ktrace.report.rows import json_float, phase_rows, rows
+from ktrace.report.terminal_operators import module_table, shape_table
 
 BAR_WIDTH = 12
 TERMINAL_STRAGGLERS = 5
@@ -120,9 +121,11 @@ _TEXT_COLUMNS = frozenset(
         "a",
         "b",
         "causes",
+        "module",
+        "shapes",
     }
 )
-_FLEXIBLE = frozenset({"name", "node", "metric", "causes"})
+_FLEXIBLE = frozenset({"name", "node", "metric", "causes", "module"})
 """Text columns that shrink (with an ellipsis) when the terminal is narrow; numbers never do."""
 _DROPPABLE = (
     "p50_ns",
@@ -390,8 +393,9 @@ def _critical_path(console: Console, summary: Summary) -> None:
     print_table(console, "critical path: what if (new longest path)", printable_tree(what_if))
 
 
-def render_summary(summary: Summary, console: Console) -> None:
-    """Print the summary's tables on `console` (the numbers of summary_to_dict, trace text made printable)."""
+def render_summary(summary: Summary, console: Console, *, by_shape: bool = False) -> None:
+    """Print the summary's tables on `console` (the numbers of summary_to_dict, trace text made printable);
+    `by_shape` adds the operators by input shape (summary.operators.by_shape, when the summary has it)."""
     _header(console, summary)
     print_table(
         console,
@@ -428,6 +432,11 @@ def render_summary(summary: Summary, console: Console) -> None:
         "launched, innermost operator; latency = mean launch -> kernel start)",
         _operator_rows(summary.operators),
     )
+    for extra in (module_table(summary.operators), shape_table(summary.operators) if by_shape else None):
+        if extra is not None:
+            print_table(console, extra.title, extra.rows)
+            for line in extra.lines:
+                console.print(Text(line))
     print_table(
         console,
         "launch-to-run latency (start->start = launch latency; end->start = queue delay)",
