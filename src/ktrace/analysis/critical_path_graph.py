@@ -34,8 +34,9 @@ from ktrace.analysis.critical_path_syncs import cpu_waits, rank_syncs, stream_wa
 from ktrace.analysis.index import TraceIndex
 
 I64 = npt.NDArray[np.int64]
-EDGE_TYPES = ("cpu", "dependency", "launch", "kernel_gap", "sync", "gpu")
-CPU, DEPENDENCY, LAUNCH, KERNEL_GAP, SYNC, GPU = range(len(EDGE_TYPES))
+EDGE_TYPES = ("cpu", "dependency", "launch", "kernel_gap", "sync", "gpu", "collective")
+CPU, DEPENDENCY, LAUNCH, KERNEL_GAP, SYNC, GPU, COLLECTIVE = range(len(EDGE_TYPES))
+"""collective: only in graphs joining ranks (critical_path_ranks)."""
 EVENT_KINDS = ("operator", "runtime", "gpu")
 OPERATOR, RUNTIME, GPU_RECORD = range(len(EVENT_KINDS))
 BLOCKING_CALLS = (
@@ -83,6 +84,10 @@ class Graph:
 
     sync_records: int
     """Sync records of the rank that could tie the window's records to its CPU calls."""
+    ev_window: I64 | None = None
+    """Per event: its window in a graph joining ranks (critical_path_ranks), None for one window."""
+    wait_ns: I64 | None = None
+    """Per edge: the ns of a collective's span spent waiting for a later rank (joined graphs only)."""
 
     @property
     def n_nodes(self) -> int:

@@ -390,6 +390,13 @@ def _critical_path(console: Console, summary: Summary) -> None:
     print_table(console, "critical path: composition", critical_path_view.composition_rows(cp), share_bar="share")
     items, what_if = critical_path_view.item_rows(cp, 5), critical_path_view.what_if_rows(cp)  # trace names
     print_table(console, "critical path: top items", printable_tree(items), share_bar="share")
+    crossings = critical_path_view.crossing_rows(cp)
+    if crossings:
+        print_table(
+            console,
+            "critical path: late ranks (crossed: the path runs on the late rank; waited: the wait is on it)",
+            printable_tree(crossings),
+        )
     print_table(console, "critical path: what if (new longest path)", printable_tree(what_if))
 
 
