@@ -56,10 +56,12 @@ def module_table(ops: OperatorSummary | None) -> TerminalTable | None:
 
 
 def shape_table(ops: OperatorSummary | None) -> TerminalTable | None:
-    """The top (operator, input shapes) rows by GPU time, shapes named s1, s2, ... and listed below; None
-    without the by-shape view."""
-    if ops is None or ops.by_shape is None:
+    """The top (operator, input shapes) rows by GPU time, shapes named s1, s2, ... and listed below; an empty
+    table when the operators are NVTX ranges (no shapes); None without operators."""
+    if ops is None:
         return None
+    if ops.by_shape is None:  # NVTX ranges stand in for the operators: they carry no input shapes
+        return TerminalTable(f"operators by input shape ({ops.source} operators carry no input shapes)", [])
     found: list[dict[str, Any]] = printable_tree(rows(ops.by_shape.head(SHAPE_ROWS)))
     label: dict[str | None, str] = {None: "-"}
     for r in found:
