@@ -35,6 +35,7 @@ from ktrace.analysis.critical_path_graph import (
     build_graph,
 )
 from ktrace.analysis.index import Slot, TraceIndex
+from ktrace.analysis.op_attribution import IS_OPERATOR
 from ktrace.analysis.steps import detect_steps
 from ktrace.model.trace import Trace
 
@@ -122,12 +123,10 @@ def _critical_path(ix: TraceIndex, annotation: str | None, instance: int, patter
     graph = build_graph(ix, window)
     if graph.src.size == 0:
         return None
-    acyclic, dropped = _acyclic(graph)
+    acyclic = _acyclic(graph)
     if acyclic is None:
         return None
-    graph = acyclic
-    dag = _Dag.of(graph)
-    assert dag is not None
+    graph, dag, dropped = acyclic
     dist, pred = dag.longest(graph.weight)
     path = dag.path(dist, pred)
     kinds = _record_kinds(ix, graph)
@@ -196,7 +195,8 @@ def choose_window(
         name = s["name"] if len(s["name"]) <= LABEL_CHARS else s["name"][: LABEL_CHARS - 1] + "…"
         label = f"{name} (median of {mine.height} steps)"
         return Window(str(s["node"]), int(s["rank"]), s["start_ns"], s["end_ns"]), "step", label
-    spans = [t.select("node", "rank", "start_ns", "end_ns") for t in (trace.ops, trace.api) if t.height]
+    operators = trace.ops.filter(IS_OPERATOR)  # the graph's CPU events: operators and runtime calls
+    spans = [t.select("node", "rank", "start_ns", "end_ns") for t in (operators, trace.api) if t.height]
     if not spans:
         return None
     cpu = pl.concat([s.with_columns(pl.col("node").cast(pl.String)) for s in spans]).sort("node", "rank")
@@ -252,23 +252,24 @@ class _Dag:
         return np.asarray(out[::-1], np.int64)
 
 
-def _acyclic(graph: Graph) -> tuple[Graph | None, int]:
-    """The graph, or without the edges that close cycles, and how many were dropped (None: no way out).
+def _acyclic(graph: Graph) -> tuple[Graph, _Dag, int] | None:
+    """The graph, or without the edges that close cycles, its DAG (the topological order is computed once),
+    and how many edges were dropped (None: no way out).
 
     Cycles come from timestamps, not from the model: a GPU record starting before its launch call (clock skew)
     or ties at the trace's resolution (a sync waiting for a record launched, at the same microsecond, after
     it). First the cross edges (launch, sync) going back in time are dropped, then the sync edges whose two
     ends have one time."""
-    if _Dag.of(graph) is not None:
-        return graph, 0
+    if (dag := _Dag.of(graph)) is not None:
+        return graph, dag, 0
     ts = graph.node_ts()
     back, tie = ts[graph.dst] < ts[graph.src], ts[graph.dst] <= ts[graph.src]
     cross = (graph.etype == LAUNCH) | (graph.etype == SYNC)
     for drop in (cross & back, (cross & back) | ((graph.etype == SYNC) & tie)):
         kept = _without(graph, ~drop)
-        if _Dag.of(kept) is not None:
-            return kept, int(drop.sum())
-    return None, 0
+        if (dag := _Dag.of(kept)) is not None:
+            return kept, dag, int(drop.sum())
+    return None
 
 
 def _without(graph: Graph, keep: npt.NDArray[np.bool_]) -> Graph:
