@@ -22,6 +22,14 @@ IS_MODULE = (pl.col("category").cast(pl.String) == "python_function") & pl.col("
     MODULE_PREFIX
 )
 """ops rows that are nn.Module frames (Kineto python_function `nn.Module: Linear_0`, with_modules=True)."""
+BUILTIN_PREFIX = "<built-in"
+IS_PYTHON_FRAME = (
+    (pl.col("category").cast(pl.String) == "python_function")
+    & ~pl.col("name").cast(pl.String).str.starts_with(MODULE_PREFIX)
+    & ~pl.col("name").cast(pl.String).str.starts_with(BUILTIN_PREFIX)
+)
+"""ops rows that are Python source frames (Kineto python_function `file.py(12): f`): neither nn.Module frames nor
+calls into C (`<built-in method mm of type object at 0x7f...>`, which Kineto also writes as frames)."""
 
 
 def innermost_of_records(ix: TraceIndex, rows: pl.Expr) -> I64:

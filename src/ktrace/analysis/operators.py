@@ -21,6 +21,7 @@ from ktrace.analysis.columns import dense_ids, node_rank_ids
 from ktrace.analysis.index import Slot, TraceIndex
 from ktrace.analysis.modules import ModuleSummary, module_summary
 from ktrace.analysis.op_attribution import I64, IS_OPERATOR, innermost_at, innermost_of_records
+from ktrace.analysis.python_frames import PythonFrameSummary, python_frame_summary
 from ktrace.model.trace import Trace
 
 OPERATOR_OF_RECORD = Slot[I64]("operator_of_record")
@@ -230,6 +231,8 @@ class OperatorSummary:
     """operator_kernels of the operators of top_by_gpu_time (5 kernels each at most)."""
     modules: ModuleSummary | None
     """modules.module_summary: the nn.Module view; None when the trace has no module frames."""
+    python_frames: PythonFrameSummary | None = None
+    """python_frames.python_frame_summary: the innermost Python frames' view; None without Python frames."""
 
 
 def operator_summary(trace: Trace, *, top: int = 15, index: TraceIndex | None = None) -> OperatorSummary | None:
@@ -248,4 +251,5 @@ def operator_summary(trace: Trace, *, top: int = 15, index: TraceIndex | None = 
         top_by_cpu_self_time=top_operators(view, "cpu_self", top),
         kernels_of_top=operator_kernels(trace, by_gpu["name"].to_list(), index=ix),
         modules=module_summary(trace, top=top, index=ix),
+        python_frames=python_frame_summary(trace, index=ix),
     )
