@@ -327,7 +327,7 @@ def _event_names(ix: TraceIndex, graph: Graph, events: I64) -> tuple[list[str], 
     for code, table in ((0, trace.ops), (1, trace.api)):
         hit = np.flatnonzero(ev_kind == code)
         if hit.size:
-            out[hit] = table["name"].cast(pl.String).gather(pl.Series(rows[hit])).to_numpy()
+            out[hit] = table["name"].gather(pl.Series(rows[hit])).cast(pl.String).to_numpy()
     if gpu.size:
         out[gpu] = names.gather(pl.Series(codes[rows[gpu]])).to_numpy()
     return labels.tolist(), [str(n) for n in out.tolist()]

@@ -119,7 +119,7 @@ def _from_allocator(ix: TraceIndex) -> MemoryTimeline:
     trace = ix.trace
     a = trace.allocations
     points = a.select("node", "rank", pl.col("pid").fill_null(-1), pl.col("tid").fill_null(-1), "ts_ns")
-    names = trace.ops["name"].cast(pl.String)
+    names = trace.ops["name"]  # Categorical: only the gathered names become Strings (_names_at)
     operator = _names_at(names, operator_at(trace, points, "ts_ns"))
     modules = "category" in trace.ops.columns and trace.ops.select(IS_MODULE.fill_null(False).any()).item()
     module = _names_at(names, innermost_at(trace, points, "ts_ns", IS_MODULE) if modules else np.full(a.height, -1))
@@ -188,7 +188,7 @@ def _names_at(names: pl.Series, rows: np.ndarray) -> pl.Series:
     """The ops names of `rows` (null where -1), as a String series."""
     if not (rows >= 0).any():
         return pl.repeat(None, rows.size, dtype=pl.String, eager=True)
-    return names.gather(pl.Series(np.maximum(rows, 0))).set(pl.Series(rows < 0), None)
+    return names.gather(pl.Series(np.maximum(rows, 0))).cast(pl.String).set(pl.Series(rows < 0), None)
 
 
 def _with_never_freed(events: pl.DataFrame) -> pl.DataFrame:

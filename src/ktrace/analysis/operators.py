@@ -193,7 +193,7 @@ def operator_kernels(
     c = ix.gpu_columns()
     codes, kernel_names = ix.kernel_name_codes()
     mine = np.flatnonzero(op_of[: c.n_kernels] >= 0)
-    names = trace.ops["name"].cast(pl.String).gather(pl.Series(op_of[mine]))
+    names = trace.ops["name"].gather(pl.Series(op_of[mine])).cast(pl.String)
     frame = pl.DataFrame(
         {"operator": names, "code": codes[mine], "dur": c.end[mine] - c.start[mine]},
         schema={"operator": pl.String, "code": pl.Int64, "dur": pl.Int64},
