@@ -195,10 +195,16 @@ def _with_never_freed(events: pl.DataFrame) -> pl.DataFrame:
     """`never_freed`: an allocation whose block is not freed later in the trace, i.e. the next event at its address
     (same device) is not a free (the caching allocator alternates allocation and free per block address)."""
     block = [*_DEVICE, "address"]
-    by_block = events.sort(*block, "ts_ns", "row")
+    # on the key columns alone, then back to the events' own order (device, time, row): sorting the whole frame
+    # twice moved its operator and module names (owlv2 x10: 0.2 s of the timeline's 0.27 s)
+    narrow = events.select(*block, "ts_ns", "row", "bytes").with_row_index("at")
     following = pl.col("bytes").shift(-1).over(block)
-    flagged = by_block.with_columns(never_freed=(pl.col("bytes") > 0) & ~(following < 0).fill_null(False))
-    return flagged.sort(*_DEVICE, "ts_ns", "row")
+    flags = (
+        narrow.sort(*block, "ts_ns", "row")
+        .select("at", never_freed=(pl.col("bytes") > 0) & ~(following < 0).fill_null(False))
+        .sort("at")
+    )
+    return events.with_columns(flags["never_freed"])
 
 
 def _from_nvml(ix: TraceIndex, used: pl.DataFrame) -> MemoryTimeline:
