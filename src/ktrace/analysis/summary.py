@@ -27,6 +27,7 @@ from ktrace.analysis.operators import OperatorSummary, operator_summary
 from ktrace.analysis.overlap import comm_compute_overlap
 from ktrace.analysis.phases import JobPhases, job_phases, step_spans
 from ktrace.analysis.precision import precision_distribution
+from ktrace.analysis.python_frames import NO_PYTHON_FRAMES, PythonFrameSummary
 from ktrace.analysis.range_operators import range_operator_summary
 from ktrace.analysis.ranks import LoadBalance, load_balance
 from ktrace.analysis.steps import detect_steps, step_stats
@@ -194,16 +195,23 @@ def _operators_dict(o: OperatorSummary | None) -> dict[str, Any] | None:
         "modules": _modules_dict(o.modules),
         **({"modules_note": NO_MODULES} if o.modules is None and o.source == "cpu_op" else {}),
         **({} if o.by_shape is None else {"by_shape": frame_records(o.by_shape)}),
+        "python_frames": _python_frames_dict(o.python_frames),
+        **({"python_frames_note": NO_PYTHON_FRAMES} if o.python_frames is None and o.source == "cpu_op" else {}),
     }
 
 
-def _attribution(view: OperatorSummary | ModuleSummary) -> dict[str, Any]:
+def _attribution(view: OperatorSummary | ModuleSummary | PythonFrameSummary) -> dict[str, Any]:
     return {"attributed_records": view.attributed, "attributed_gpu_share": view.attributed_gpu_share}
 
 
 def _modules_dict(m: ModuleSummary | None) -> dict[str, Any] | None:
     top = None if m is None else frame_records(m.top_by_gpu_time)
     return None if m is None else {"modules": m.modules, "frames": m.frames, **_attribution(m), "top_by_gpu_time": top}
+
+
+def _python_frames_dict(p: PythonFrameSummary | None) -> dict[str, Any] | None:
+    top = None if p is None else frame_records(p.top_by_gpu_time)
+    return None if p is None else {"frames": p.frames, "names": p.names, **_attribution(p), "top_by_gpu_time": top}
 
 
 def _sequences_dict(k: KernelSequences | None) -> dict[str, Any] | None:
