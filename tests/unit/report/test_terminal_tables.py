@@ -9,7 +9,7 @@ import polars as pl
 from rich.console import Console
 
 from ktrace.report.format import fmt_ns
-from ktrace.report.terminal import format_bytes, print_table
+from ktrace.report.terminal_tables import format_bytes, print_table
 
 _CLOVER = (
     "void clover::par_ranged2d_kernel<{fn}(int, int, int, int, clover::Buffer2D<double> &, "
