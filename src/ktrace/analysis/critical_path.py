@@ -47,6 +47,7 @@ from ktrace.analysis.critical_path_ranks import (
     unaligned_hosts,
 )
 from ktrace.analysis.index import Slot, TraceIndex
+from ktrace.analysis.op_attribution import IS_OPERATOR
 from ktrace.analysis.steps import detect_steps
 from ktrace.model.trace import Trace
 
@@ -151,12 +152,10 @@ def _critical_path(
     graph = build_graph(ix, window) if job is None else job.graph
     if graph.src.size == 0:
         return None
-    kept, dropped = acyclic(graph)
-    if kept is None:
+    found_dag = acyclic(graph)
+    if found_dag is None:
         return None
-    graph = kept
-    dag = Dag.of(graph)
-    assert dag is not None
+    graph, dag, dropped = found_dag
     dist, pred = dag.longest(graph.weight)
     path = dag.path(dist, pred)
     kinds = _record_kinds(ix, graph)
@@ -258,7 +257,8 @@ def choose_window(
         name = s["name"] if len(s["name"]) <= LABEL_CHARS else s["name"][: LABEL_CHARS - 1] + "…"
         label = f"{name} (median of {mine.height} steps)"
         return Window(str(s["node"]), int(s["rank"]), s["start_ns"], s["end_ns"]), "step", label
-    spans = [t.select("node", "rank", "start_ns", "end_ns") for t in (trace.ops, trace.api) if t.height]
+    operators = trace.ops.filter(IS_OPERATOR)  # the graph's CPU events: operators and runtime calls
+    spans = [t.select("node", "rank", "start_ns", "end_ns") for t in (operators, trace.api) if t.height]
     if not spans:
         return None
     cpu = pl.concat([s.with_columns(pl.col("node").cast(pl.String)) for s in spans]).sort("node", "rank")
@@ -321,7 +321,7 @@ def _event_names(ix: TraceIndex, graph: Graph, events: I64) -> tuple[list[str], 
     for code, table in ((0, trace.ops), (1, trace.api)):
         hit = np.flatnonzero(ev_kind == code)
         if hit.size:
-            out[hit] = table["name"].cast(pl.String).gather(pl.Series(rows[hit])).to_numpy()
+            out[hit] = table["name"].gather(pl.Series(rows[hit])).cast(pl.String).to_numpy()
     if gpu.size:
         out[gpu] = names.gather(pl.Series(codes[rows[gpu]])).to_numpy()
     return labels.tolist(), [str(n) for n in out.tolist()]

@@ -70,23 +70,24 @@ class Dag:
         return np.asarray(out[::-1], np.int64)
 
 
-def acyclic(graph: Graph) -> tuple[Graph | None, int]:
-    """The graph, or without the edges that close cycles, and how many were dropped (None: no way out).
+def acyclic(graph: Graph) -> tuple[Graph, Dag, int] | None:
+    """The graph, or without the edges that close cycles, its DAG (the topological order is computed once), and
+    how many edges were dropped (None: no way out).
 
     Cycles come from timestamps, not from the model: a GPU record starting before its launch call (clock skew)
     or ties at the trace's resolution (a sync waiting for a record launched, at the same microsecond, after
     it). First the cross edges (launch, sync) going back in time are dropped, then the sync edges whose two
     ends have one time."""
-    if Dag.of(graph) is not None:
-        return graph, 0
+    if (dag := Dag.of(graph)) is not None:
+        return graph, dag, 0
     ts = graph.node_ts()
     back, tie = ts[graph.dst] < ts[graph.src], ts[graph.dst] <= ts[graph.src]
     cross = (graph.etype == LAUNCH) | (graph.etype == SYNC) | (graph.etype == COLLECTIVE)
     for drop in (cross & back, (cross & back) | ((graph.etype == SYNC) & tie)):
         kept = without(graph, ~drop)
-        if Dag.of(kept) is not None:
-            return kept, int(drop.sum())
-    return None, 0
+        if (dag := Dag.of(kept)) is not None:
+            return kept, dag, int(drop.sum())
+    return None
 
 
 def without(graph: Graph, keep: npt.NDArray[np.bool_]) -> Graph:

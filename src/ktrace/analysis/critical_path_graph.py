@@ -1,6 +1,7 @@
 """The dependency graph of one time window of one rank, for the critical path (HTA's graph model, columnar).
 
-Every CPU operator (ops row) and CUDA runtime/driver call (api row) that starts in the window and lasts
+Every CPU operator (ops row of category cpu_op: Python frames are not operators, as in HTA, whose graph
+takes cpu_op, cuda_runtime and cuda_driver events) and CUDA runtime/driver call (api row) that starts in the window and lasts
 longer than 0, and every GPU record (kernel, memcpy, memset) whose launch call is one of them, is an *event*
 with two *nodes*: its start (node 2e) and its end (node 2e + 1). Edges, as HTA 0.5 draws them
 (hta/analyzers/critical_path_analysis.py, with CRITICAL_PATH_ADD_ZERO_WEIGHT_LAUNCH_EDGE=1):
@@ -32,6 +33,7 @@ import polars as pl
 from ktrace.analysis.columns import dense_ids
 from ktrace.analysis.critical_path_syncs import cpu_waits, rank_syncs, stream_waits
 from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.op_attribution import IS_OPERATOR
 
 I64 = npt.NDArray[np.int64]
 EDGE_TYPES = ("cpu", "dependency", "launch", "kernel_gap", "sync", "gpu", "collective")
@@ -109,7 +111,7 @@ def build_graph(ix: TraceIndex, window: Window) -> Graph:
         & (pl.col("end_ns") > pl.col("start_ns"))
     )
     cols = (*_THREAD, "start_ns", "end_ns", "row")
-    ops = trace.ops.with_row_index("row").filter(in_window).select(*cols, blocking=pl.lit(False))
+    ops = trace.ops.with_row_index("row").filter(in_window & IS_OPERATOR).select(*cols, blocking=pl.lit(False))
     api = trace.api.with_row_index("row").filter(in_window)
     api = api.select(*cols, blocking=pl.col("name").cast(pl.String).is_in(BLOCKING_CALLS))
     cpu = pl.concat([ops, api], how="vertical_relaxed").with_columns(pl.col("row").cast(pl.Int64))

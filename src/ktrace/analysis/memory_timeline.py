@@ -119,7 +119,7 @@ def _from_allocator(ix: TraceIndex) -> MemoryTimeline:
     trace = ix.trace
     a = trace.allocations
     points = a.select("node", "rank", pl.col("pid").fill_null(-1), pl.col("tid").fill_null(-1), "ts_ns")
-    names = trace.ops["name"].cast(pl.String)
+    names = trace.ops["name"]  # Categorical: only the gathered names become Strings (_names_at)
     operator = _names_at(names, operator_at(trace, points, "ts_ns"))
     modules = "category" in trace.ops.columns and trace.ops.select(IS_MODULE.fill_null(False).any()).item()
     module = _names_at(names, innermost_at(trace, points, "ts_ns", IS_MODULE) if modules else np.full(a.height, -1))
@@ -188,17 +188,23 @@ def _names_at(names: pl.Series, rows: np.ndarray) -> pl.Series:
     """The ops names of `rows` (null where -1), as a String series."""
     if not (rows >= 0).any():
         return pl.repeat(None, rows.size, dtype=pl.String, eager=True)
-    return names.gather(pl.Series(np.maximum(rows, 0))).set(pl.Series(rows < 0), None)
+    return names.gather(pl.Series(np.maximum(rows, 0))).cast(pl.String).set(pl.Series(rows < 0), None)
 
 
 def _with_never_freed(events: pl.DataFrame) -> pl.DataFrame:
     """`never_freed`: an allocation whose block is not freed later in the trace, i.e. the next event at its address
     (same device) is not a free (the caching allocator alternates allocation and free per block address)."""
     block = [*_DEVICE, "address"]
-    by_block = events.sort(*block, "ts_ns", "row")
+    # on the key columns alone, then back to the events' own order (device, time, row): sorting the whole frame
+    # twice moved its operator and module names (owlv2 x10: 0.2 s of the timeline's 0.27 s)
+    narrow = events.select(*block, "ts_ns", "row", "bytes").with_row_index("at")
     following = pl.col("bytes").shift(-1).over(block)
-    flagged = by_block.with_columns(never_freed=(pl.col("bytes") > 0) & ~(following < 0).fill_null(False))
-    return flagged.sort(*_DEVICE, "ts_ns", "row")
+    flags = (
+        narrow.sort(*block, "ts_ns", "row")
+        .select("at", never_freed=(pl.col("bytes") > 0) & ~(following < 0).fill_null(False))
+        .sort("at")
+    )
+    return events.with_columns(flags["never_freed"])
 
 
 def _from_nvml(ix: TraceIndex, used: pl.DataFrame) -> MemoryTimeline:

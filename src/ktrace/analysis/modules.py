@@ -91,7 +91,9 @@ def module_summary(trace: Trace, *, top: int = 15, index: TraceIndex | None = No
     rows = np.flatnonzero(trace.ops.select(IS_MODULE).to_series().fill_null(False).to_numpy())
     if rows.size == 0:
         return None
-    frames = trace.ops.select("node", "rank", "pid", "tid", "start_ns", "end_ns", pl.col("name").cast(pl.String))[rows]
+    frames = trace.ops.select("node", "rank", "pid", "tid", "start_ns", "end_ns", "name")[rows].with_columns(
+        pl.col("name").cast(pl.String)
+    )
     c = ix.gpu_columns()
     of = module_of_records(trace, index=ix)
     mine = np.flatnonzero(of >= 0)

@@ -16,12 +16,20 @@ I64 = npt.NDArray[np.int64]
 THREAD = ("node", "rank", "pid", "tid")
 MODULE_PREFIX = "nn.Module: "
 
-IS_OPERATOR = pl.col("category").is_null() | (pl.col("category").cast(pl.String) == "cpu_op")
+_CATEGORY = pl.col("category").cast(pl.Categorical)
+_NAME = pl.col("name").cast(pl.Categorical)
+# Categorical predicates (a no-op cast on the importers' Categorical columns): compared and prefix-tested once per
+# distinct value, where a String cast of the column cost ~20 MB and ~30 ms per test on 0.9 M ops rows (owlv2 x10)
+IS_OPERATOR = pl.col("category").is_null() | (_CATEGORY == "cpu_op")
 """ops rows that are framework operators (cpu_op; null in stores written before ops.category), not Python frames."""
-IS_MODULE = (pl.col("category").cast(pl.String) == "python_function") & pl.col("name").cast(pl.String).str.starts_with(
-    MODULE_PREFIX
-)
+IS_MODULE = (_CATEGORY == "python_function") & _NAME.cat.starts_with(MODULE_PREFIX)
 """ops rows that are nn.Module frames (Kineto python_function `nn.Module: Linear_0`, with_modules=True)."""
+BUILTIN_PREFIX = "<built-in"
+IS_PYTHON_FRAME = (
+    (_CATEGORY == "python_function") & ~_NAME.cat.starts_with(MODULE_PREFIX) & ~_NAME.cat.starts_with(BUILTIN_PREFIX)
+)
+"""ops rows that are Python source frames (Kineto python_function `file.py(12): f`): neither nn.Module frames nor
+calls into C (`<built-in method mm of type object at 0x7f...>`, which Kineto also writes as frames)."""
 
 
 def innermost_of_records(ix: TraceIndex, rows: pl.Expr) -> I64:
@@ -48,8 +56,18 @@ def innermost_at(trace: Trace, points: pl.DataFrame, time_col: str, rows: pl.Exp
     """
     if trace.ops.height == 0 or points.height == 0:
         return np.full(points.height, -1, np.int64)
-    ops = trace.ops.select(*THREAD, "start_ns", "end_ns", rows.alias("kept")).with_row_index("op_row")
-    ranges, idx = enclosing(ops.filter(pl.col("kept")), points, THREAD, time_col)
-    op_row = ranges["op_row"].to_numpy().astype(np.int64)
-    found: I64 = np.where(idx >= 0, op_row[np.maximum(idx, 0)], -1)
+    candidates = np.flatnonzero(trace.ops.select(rows.fill_null(False)).to_series().to_numpy())
+    # Only a range holding some point's time (on any thread) can be a point's innermost: one sorted search drops
+    # the others before any frame is built (owlv2 x10: 332 k Python frames -> 115 k, 244 k operators -> 78 k).
+    # Leaving out ranges that hold no point changes no answer (nesting.innermost_enclosing says why).
+    times = np.sort(points[time_col].to_numpy())
+    start = trace.ops["start_ns"].to_numpy()[candidates]
+    end = trace.ops["end_ns"].to_numpy()[candidates]
+    op_row = candidates[np.searchsorted(times, end, "left") > np.searchsorted(times, start, "left")]
+    if op_row.size == 0:
+        return np.full(points.height, -1, np.int64)
+    ops = trace.ops.select(*THREAD, "start_ns", "end_ns")[op_row].with_columns(op_row=pl.Series(op_row))
+    ranges, idx = enclosing(ops, points, THREAD, time_col)
+    sorted_rows = ranges["op_row"].to_numpy().astype(np.int64)
+    found: I64 = np.where(idx >= 0, sorted_rows[np.maximum(idx, 0)], -1)
     return found

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -37,9 +38,11 @@ def fleet_summary_of(
 ) -> FleetSummary | None:
     """The FleetSummary of `args.trace` when the map-reduce path applies (fleet.summary_map.wants_fleet), else None
     (the caller takes the single-process path)."""
+    one_process = getattr(args, "one_process", False)
+    if not one_process and args.workers is None and args.cluster is None and not os.path.isdir(args.trace):
+        return None  # a trace file is never a store: no import of the fleet path and model.store (~0.15 s)
     from ktrace.fleet.summary_map import fleet_summary, wants_fleet
 
-    one_process = getattr(args, "one_process", False)
     if one_process and (args.workers is not None or args.cluster):
         from ktrace.model.errors import ExitCode, KtraceError
 

@@ -85,7 +85,7 @@ def what_if_rows(cp: CriticalPath) -> list[dict[str, Any]]:
 def crossing_rows(cp: CriticalPath) -> list[dict[str, Any]]:
     """Where the path meets another rank: kind (crossed / waited), name (the collective), late (node/rank),
     waiting (node/rank), waited_ns, cause (the late rank's largest item on the path before it: kind and name;
-    empty for a wait) and cause_time_ns."""
+    None for a wait) and cause_time_ns (None for a wait)."""
     if cp.crossings is None:
         return []
     return [
@@ -95,8 +95,8 @@ def crossing_rows(cp: CriticalPath) -> list[dict[str, Any]]:
             "late": f"{r['late_node']}/{r['late_rank']}",
             "waiting": f"{r['waiting_node']}/{r['waiting_rank']}",
             "waited_ns": r["waited_ns"],
-            "cause": f"{r['cause_kind']} {r['cause_name']}".strip(),
-            "cause_time_ns": r["cause_ns"],
+            "cause": f"{r['cause_kind']} {r['cause_name']}".strip() or None,
+            "cause_time_ns": r["cause_ns"] if (r["cause_kind"] or r["cause_name"]) else None,
         }
         for r in rows(cp.crossings)
     ]
@@ -110,8 +110,8 @@ def _crossing_cells(cp: CriticalPath) -> list[list[Any]]:
             r["late"],
             r["waiting"],
             format_ns(r["waited_ns"]),
-            r["cause"],
-            format_ns(r["cause_time_ns"]),
+            r["cause"] or "-",  # a wait: nothing the late rank recorded explains it
+            "-" if r["cause_time_ns"] is None else format_ns(r["cause_time_ns"]),
         ]
         for r in crossing_rows(cp)
     ]

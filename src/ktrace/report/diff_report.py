@@ -267,7 +267,7 @@ def render_diff_terminal(diff: DiffReport, console: Console) -> None:
     no control character from the trace reaches the terminal)."""
     from rich.markup import escape
 
-    from ktrace.report.terminal import print_table
+    from ktrace.report.terminal_tables import print_table
 
     step, kernel = diff.step_mean, diff.kernel_time
     console.print("[bold]ktrace diff[/] (A = baseline, B = candidate)")

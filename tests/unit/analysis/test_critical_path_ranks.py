@@ -128,6 +128,10 @@ def test_late_rank_idle_leaves_the_wait_on_the_path() -> None:
     row = cp.crossings.row(0, named=True)
     assert cp.crossings.height == 1 and (row["on_path"], row["late_rank"], row["waiting_rank"]) == ("waited", 2, 0)
     assert (row["waited_ns"], row["cause_name"], row["cause_ns"]) == (290 * US, "", 0)
+    from ktrace.report.critical_path_view import crossing_rows
+
+    shown = crossing_rows(cp)[0]  # a wait has no cause: "-" in the tables, not a blank and "0 ns"
+    assert (shown["cause"], shown["cause_time_ns"], shown["waited_ns"]) == (None, None, 290 * US)
     # The all-reduce's item is its 35 µs transfer; the 290 µs wait is rank_wait, not the kernel's time.
     item = cp.items.filter(pl.col("name") == NCCL).row(0, named=True)
     assert (item["kind"], item["ns"]) == ("kernel", 35 * US)

@@ -18,6 +18,7 @@ import polars as pl
 import pytest
 from test_operators import nested_ops_trace
 
+from ktrace.analysis.critical_path import critical_path
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.modules import MODULE_COLUMNS, module_of_records, module_summary
 from ktrace.analysis.operators import operator_kernels, operator_of_records, operator_self_ns, operator_view
@@ -54,8 +55,8 @@ def with_frames(trace: Trace) -> Trace:
 def test_python_frames_change_neither_operator_attribution_nor_self_time() -> None:
     trace = with_frames(nested_ops_trace())
     assert operator_of_records(trace).tolist() == [3, 1, 0, -1, -1, 2]  # as without frames
-    # operators as without frames; frames nest among frames: Net_0 100 - 98; forward 98 - 60 - 24
-    assert operator_self_ns(trace).tolist() == [60, 20, 30, 30, 20, 2, 14, 60, 24, 70, 250]
+    # operators as without frames; frames get none (the pass runs on the operators alone)
+    assert operator_self_ns(trace).tolist() == [60, 20, 30, 30, 20, 0, 0, 0, 0, 0, 0]
     view = operator_view(trace)
     assert view is not None and "nn.Module: Net_0" not in view.per_name["name"].to_list()
     cpu = active_time_share(trace).filter(pl.col("resource") == "cpu")["active_share"]
@@ -63,6 +64,17 @@ def test_python_frames_change_neither_operator_attribution_nor_self_time() -> No
         cpu.to_list()
         == active_time_share(nested_ops_trace()).filter(pl.col("resource") == "cpu")["active_share"].to_list()
     )
+
+
+def test_python_frames_stay_off_the_critical_path() -> None:
+    # HTA's graph takes cpu_op, cuda_runtime and cuda_driver events: frames (here wrapping the operators and
+    # one outside them, 150-400) neither join the graph nor widen the whole-trace window
+    plain, framed = critical_path(nested_ops_trace()), critical_path(with_frames(nested_ops_trace()))
+    assert plain is not None and framed is not None
+    assert (framed.start_ns, framed.end_ns, framed.length_ns) == (plain.start_ns, plain.end_ns, plain.length_ns)
+    assert (framed.graph_nodes, framed.graph_edges) == (plain.graph_nodes, plain.graph_edges)
+    assert framed.items.equals(plain.items)
+    assert not set(FRAMES["name"]) & set(framed.items["name"].to_list())
 
 
 def test_each_record_goes_to_the_innermost_module_frame_on_its_launch_thread() -> None:

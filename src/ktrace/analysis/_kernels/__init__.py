@@ -27,7 +27,7 @@ PYTHON_MAX_ROWS = int(os.environ.get("KTRACE_PYTHON_KERNEL_ROWS", "20000"))
 Set KTRACE_PYTHON_KERNEL_ROWS=0 to always compile (as before), or a large value never to."""
 LIGHT_FACTOR = 5
 """Light kernels (`@jit_light`: one cheap pass, ~1 us a row as Python) run as Python up to this many times
-PYTHON_MAX_ROWS. With operators imported by default, the README demo's 24 k operator rows took such kernels
+PYTHON_MAX_ROWS while numba is not loaded yet (once it is, they compile past PYTHON_MAX_ROWS like the others). With operators imported by default, the README demo's 24 k operator rows took such kernels
 past 20,000 and loaded numba for them alone (~0.5 s and ~90 MB: demo 1.85 -> 3.08 s first run); a uniform
 50,000 limit was measured too and slowed nccl x10 by 0.9 s (order statistics and type coverage cost
 ~10 us a row as Python)."""
@@ -38,6 +38,9 @@ and (kernel name, True) when that compile ends: the CLI shows a status, since a 
 seconds. A kernel calling another may compile it inside its own compile (nested start/end pairs)."""
 
 _LOCK = threading.RLock()
+_numba_loaded = False
+"""Set once a kernel has made its numba dispatcher: numba's fixed cost (import, first cache load) is paid, a
+further kernel loads from the cache in ~5 ms, so light kernels stop running as Python past PYTHON_MAX_ROWS."""
 
 
 def _rows(args: tuple[Any, ...]) -> int:
@@ -66,7 +69,7 @@ class Kernel:
     def sized(self, rows: int, *args: Any) -> Any:
         """Run on `args` as `rows` rows of work: for kernels whose loops follow a number argument (bins, say)
         rather than the length of an array."""
-        if rows <= PYTHON_MAX_ROWS * (LIGHT_FACTOR if self.light else 1):
+        if rows <= PYTHON_MAX_ROWS * (LIGHT_FACTOR if self.light and not _numba_loaded else 1):
             return self.py_func(*args)
         return self.compiled()(*args)
 
@@ -82,6 +85,9 @@ class Kernel:
 def _dispatcher(func: Callable[..., Any]) -> Any:
     """numba.njit of `func`, with every Kernel it calls replaced by that kernel's own dispatcher."""
     import numba  # noqa: PLC0415 - only when a large input needs it (~0.6 s)
+
+    global _numba_loaded  # noqa: PLW0603 - one flag: numba's fixed cost is paid once per process
+    _numba_loaded = True
 
     _listen_for_compiles()
     names = dict(func.__globals__)

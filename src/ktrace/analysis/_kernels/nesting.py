@@ -62,7 +62,36 @@ def innermost_enclosing(r_group: I64, r_start: I64, r_end: I64, p_group: I64, p_
     Returns:
         int64 index (into the ranges as passed) per point, -1 where no range encloses it.
     """
-    return _innermost(_as64(r_group), _as64(r_start), _as64(r_end), _as64(p_group), _as64(p_time))
+    r_group, r_start, r_end, p_group, p_time = map(_as64, (r_group, r_start, r_end, p_group, p_time))
+    held = _holding_a_point(r_group, r_start, r_end, p_group, p_time)
+    if held is None:
+        return _innermost(r_group, r_start, r_end, p_group, p_time)
+    if held.size == 0:
+        return np.full(p_time.size, -1, np.int64)
+    found: I64 = _innermost(r_group[held], r_start[held], r_end[held], p_group, p_time)
+    return np.where(found >= 0, held[np.maximum(found, 0)], -1)
+
+
+def _holding_a_point(r_group: I64, r_start: I64, r_end: I64, p_group: I64, p_time: I64) -> I64 | None:
+    """Indices of the ranges that contain at least one point (sorted searches on one (group, time) key), or
+    None when that is not worth finding (no more ranges than points) or the key would overflow.
+
+    Dropping the others leaves every answer of _innermost unchanged: a range that contains no point is never
+    returned, and when it is on the stack at a point's time it is closed (popped, as a missing one would
+    be) or below an open range (never reached). The README demo's 65 k Python frames hold 4.3 k launches:
+    the Python loop then runs over the frames that contain one, not all of them."""
+    if r_start.size <= p_time.size or p_time.size == 0:
+        return None
+    low = min(int(r_start.min()), int(p_time.min()))
+    span = max(int(r_end.max()), int(p_time.max())) - low + 1
+    groups = max(int(r_group.max()), int(p_group.max())) + 1
+    if span <= 0 or groups * span >= 1 << 62:
+        return None
+    keys = p_group * span + (p_time - low)  # ascending: points come sorted by (group, time)
+    base = r_group * span - low
+    first = np.searchsorted(keys, base + r_start, "left")
+    held: I64 = np.flatnonzero(np.searchsorted(keys, base + np.maximum(r_end, r_start), "left") > first)
+    return held
 
 
 @jit_light
