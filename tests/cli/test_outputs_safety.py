@@ -368,7 +368,7 @@ for i in range(600):
         pass
     time.sleep(0.003)
 '''
-subprocess.Popen([sys.executable, "-c", child], start_new_session=True)
+subprocess.Popen([sys.executable, "-c", child], start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 """
 
 
@@ -383,7 +383,13 @@ def test_run_waits_for_a_detached_child_still_writing(tmp_path: Path) -> None:
 
 
 def test_run_reports_a_child_that_outlives_the_wait(tmp_path: Path) -> None:
-    (tmp_path / "spawn.py").write_text(DETACHED.replace("0.003", "0.05"))
+    # The command returns once its child is traced (its tracer claims a partition before the child's first line
+    # runs): under load a child's start can outlast the launcher's 2 s grace for tracers to start.
+    spawn = DETACHED.replace("0.003", "0.05").replace(
+        "import time, ktrace\n", "import time, ktrace\nopen('started', 'w').close()\n"
+    )
+    spawn += "import os, time\nwhile not os.path.exists('started'):\n    time.sleep(0.01)\n"
+    (tmp_path / "spawn.py").write_text(spawn)
     res = ktrace("run", "-o", "d.ktrace", "--no-counters", "--wait", "0.5", "--", PY, "spawn.py", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "still running when the trace was finalized" in res.stderr
