@@ -83,6 +83,13 @@ def test_check_runs_the_reduced_rules_alike_and_skips_the_others_saying_why(
             assert result["skipped"] == NEEDS_ONE_PROCESS, name
 
 
+def test_annotation_with_workers_is_a_usage_error_not_a_silent_single_process(
+    dlrm_store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["summary", str(dlrm_store), "--annotation", "forward", "--workers", "2"]) == ExitCode.USAGE
+    assert "--annotation needs the single-process path" in capsys.readouterr().err
+
+
 def test_workers_on_a_trace_file_is_a_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["summary", str(fixture_path("alexnet")), "--workers", "2"]) == ExitCode.BAD_INPUT
     err = capsys.readouterr().err

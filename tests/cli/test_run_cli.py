@@ -114,11 +114,42 @@ time.sleep(60)
     while not ready.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
+    try:
+        _, err = proc.communicate(timeout=180)  # a hang guard: under CI load the exit alone took 12-19 s here
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, err = proc.communicate()
+        handled = (tmp_path / "got").exists()
+        pytest.fail(f"ktrace run still running 180 s after SIGTERM (the command's handler ran: {handled}): {err}")
     assert proc.returncode == 42, err
     assert (tmp_path / "got").read_text() == "SIGTERM"
     assert "forwarding SIGTERM" in err
     assert json.loads((tmp_path / "s.ktrace" / "meta.json").read_text())["job"]["exit_code"] == 42
+
+
+def test_the_tracer_thread_leaves_the_programs_signals_to_its_main_thread(tmp_path: Path) -> None:
+    # A process-directed SIGTERM taken by ktrace's writer thread would not wake the program's main thread from
+    # time.sleep(): its handler would run only when the sleep ends (a CI run waited 60 s for it).
+    child = script(
+        tmp_path,
+        "masks.py",
+        """
+import json, signal, threading, pathlib, time
+time.sleep(0.2)
+def sigblk(tid):
+    for line in pathlib.Path(f"/proc/self/task/{tid}/status").read_text().splitlines():
+        if line.startswith("SigBlk:"):
+            return int(line.split()[1], 16)
+masks = {t.name: sigblk(t.native_id) for t in threading.enumerate()}
+pathlib.Path("masks.json").write_text(json.dumps(masks))
+""",
+    )
+    res = ktrace_run(tmp_path, "-o", "m.ktrace", "--no-counters", "--", PY, str(child))
+    assert res.returncode == 0, res.stderr
+    masks = json.loads((tmp_path / "masks.json").read_text())
+    term = 1 << (signal.SIGTERM - 1)
+    assert masks["ktrace-writer"] & term and masks["ktrace-writer"] & (1 << (signal.SIGINT - 1))
+    assert not masks["MainThread"] & term
 
 
 def test_a_child_killed_with_sigkill_keeps_its_flushed_data(tmp_path: Path) -> None:

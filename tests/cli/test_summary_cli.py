@@ -52,3 +52,24 @@ def test_missing_trace_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["summary", str(tmp_path / "nope.ktrace")]) != 0
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_by_shape_table_and_json(real_trace_path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    """--by-shape adds the terminal table; the JSON has operators.by_shape with shapes, and only when asked
+    without them (alexnet was recorded without record_shapes)."""
+    resnet, alexnet = str(real_trace_path("resnet50")), str(real_trace_path("alexnet"))
+    assert main(["summary", resnet, "--by-shape", "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "operators by input shape" in out and "[[32, 256, 56, 56], [32, 256, 56, 56]" in out
+    assert main(["summary", resnet, "--top", "3"]) == 0
+    assert "operators by input shape" not in capsys.readouterr().out
+    assert main(["summary", resnet, "--json", "--top", "3"]) == 0
+    rows = json.loads(capsys.readouterr().out)["operators"]["by_shape"]
+    assert len(rows) == 3 and all(r["input_dims"] for r in rows)
+    assert main(["summary", alexnet, "--json"]) == 0
+    assert "by_shape" not in json.loads(capsys.readouterr().out)["operators"]
+    assert main(["summary", alexnet, "--json", "--by-shape"]) == 0
+    rows = json.loads(capsys.readouterr().out)["operators"]["by_shape"]
+    assert rows and all(r["input_dims"] is None for r in rows)
+    assert main(["summary", str(real_trace_path("power_iteration")), "--by-shape"]) == 0  # NVTX ranges as operators
+    assert "operators by input shape (nvtx operators carry no input shapes): none" in capsys.readouterr().out

@@ -37,3 +37,21 @@ def test_operators_golden(name: str, real_trace_path) -> None:  # type: ignore[n
     table = text[text.index("operators: top") : text.index("launch-to-run latency")]
     assert max(len(line.rstrip()) for line in table.splitlines()) <= 80
     compare_golden(GOLDEN / f"operators_{name}.txt", table)
+
+
+@pytest.mark.parametrize("name", ["resnet50", "tracelens"])
+def test_operators_by_shape_golden(name: str, real_trace_path) -> None:  # type: ignore[no-untyped-def]
+    """`ktrace summary --by-shape` at 80 columns on the two real traces recorded with record_shapes=True."""
+    from rich.console import Console
+
+    import ktrace
+    from ktrace.analysis.summary import summarize
+    from ktrace.report.terminal import render_summary
+
+    summary = summarize(ktrace.open(real_trace_path(name)), top=8, by_shape=True)
+    out = io.StringIO()
+    render_summary(summary, Console(file=out, width=80, color_system=None, force_terminal=False), by_shape=True)
+    text = out.getvalue()
+    table = text[text.index("operators by input shape") : text.index("launch-to-run latency")]
+    assert max(len(line.rstrip()) for line in table.splitlines()) <= 80
+    compare_golden(GOLDEN / f"operators_by_shape_{name}.txt", table)

@@ -119,6 +119,15 @@ def test_modules_at_80x24(snap_compare, settled) -> None:  # type: ignore[no-unt
     assert snap_compare(_ScreenApp(_h100_panel()), terminal_size=SMALL, run_before=settled)
 
 
+def test_by_shape_at_80x24(snap_compare, settled) -> None:  # type: ignore[no-untyped-def]
+    async def run_before(pilot: Pilot) -> None:  # type: ignore[type-arg]
+        await settled(pilot)
+        await pilot.press("s")
+        await settled(pilot)
+
+    assert snap_compare(_ScreenApp(_h100_panel()), terminal_size=SMALL, run_before=run_before)
+
+
 def test_view_no_ops_reads_no_operators(drive) -> None:  # type: ignore[no-untyped-def]
     from ktrace.analysis.summary import NO_OPERATORS
 
@@ -185,3 +194,57 @@ def test_names_that_look_like_markup_are_shown_as_they_are(drive) -> None:  # ty
     drive(_ScreenApp(panel), scenario)
     assert f"kernels of {name}" in seen["kernels"] and kernel in seen["kernels"]
     assert "Block[/]_0" in seen["modules"]
+
+
+def test_s_switches_to_operators_by_input_shape_and_back(drive) -> None:  # type: ignore[no-untyped-def]
+    """The H100 trace records shapes: `s` lists (operator, input shapes) rows, the highlighted row still picks its
+    operator's kernels, and `s` again restores the table by name."""
+    seen: dict[str, Any] = {}
+
+    async def scenario(pilot: Pilot) -> None:  # type: ignore[type-arg]
+        table = pilot.app.screen.query_one(DataTable)
+        seen["by_name"] = [str(c) for c in table.get_row_at(0)]
+        await pilot.press("s")
+        await pilot.pause()
+        seen["columns"] = [str(c.label) for c in table.columns.values()]
+        seen["rows"] = [[str(c) for c in table.get_row_at(i)] for i in range(3)]
+        await pilot.press("down")
+        await pilot.pause()
+        seen["kernels"] = _text(pilot.app.screen, "#op-kernels")
+        await pilot.press("s")
+        await pilot.pause()
+        seen["back"] = [str(c) for c in table.get_row_at(0)]
+
+    drive(_ScreenApp(_h100_panel()), scenario)
+    assert seen["columns"][:2] == ["operator", "input shapes"]
+    assert [r[0] for r in seen["rows"]] == ["aten::_softmax", "aten::bmm", "aten::bmm"]
+    shapes = ["[[16, 5185, 5185], [], []]", "[[16, 5185, 64], [16, 64, 5185]]", "[[16, 5185, 5185], [16, 5185, 64]]"]
+    for row, full in zip(seen["rows"], shapes, strict=True):  # cut to the 80-column screen, never past it
+        assert row[1] == full or (row[1].endswith("…") and full.startswith(row[1][:-1]))
+    assert "kernels of aten::bmm (all its shapes; this row's: [[16, 5185, 64], [16, 64, 5185]])" in " ".join(
+        seen["kernels"].split()
+    )
+    assert seen["back"] == seen["by_name"] and seen["back"][0] == "aten::_softmax"
+
+
+def test_s_on_a_trace_without_shapes_says_why(drive) -> None:  # type: ignore[no-untyped-def]
+    panel = OperatorPanel("1 operator", operators=[("aten::mm", "1", "1 µs", "2 µs", "1", "3 µs")])
+    seen: dict[str, Any] = {}
+
+    async def scenario(pilot: Pilot) -> None:  # type: ignore[type-arg]
+        await pilot.press("s")
+        await pilot.pause()
+        seen["note"] = _text(pilot.app.screen, "#op-note")
+        seen["first"] = pilot.app.screen.query_one(DataTable).get_row_at(0)[0]
+
+    drive(_ScreenApp(panel), scenario)
+    assert "record_shapes=True" in seen["note"] and seen["first"] == "aten::mm"
+
+
+def test_nvtx_operators_say_where_they_come_from() -> None:
+    import ktrace
+    from ktrace.analysis.summary import summarize
+
+    panel = operator_panel(summarize(ktrace.open(fixture_path("power_iteration")), top=5))
+    assert "NVTX ranges play their part" in panel.note and panel.modules_note == ""
+    assert panel.operators[0][0].startswith("Compute ")

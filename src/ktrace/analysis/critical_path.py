@@ -9,12 +9,13 @@ edges removed (the CPU no longer waits), for the few largest candidates on the p
 
 Scope: by default the median-duration step of the first rank with steps (analysis.steps), else the whole
 trace of the first rank; or the `instance`-th CPU range whose name contains `annotation` (HTA's
-annotation/instance_id).
+annotation/instance_id). On a trace of several ranks the path is the whole job's: the same step on every rank,
+the ranks' graphs joined by their collectives (critical_path_ranks, which says how; across_ranks=False: the
+chosen rank alone).
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,8 +23,11 @@ import numpy.typing as npt
 import polars as pl
 
 from ktrace.analysis.breakdown import communication_names
+from ktrace.analysis.critical_path_dag import Dag, acyclic
 from ktrace.analysis.critical_path_graph import (
+    COLLECTIVE,
     CPU,
+    EDGE_TYPES,
     EVENT_KINDS,
     GPU,
     GPU_RECORD,
@@ -34,6 +38,14 @@ from ktrace.analysis.critical_path_graph import (
     Window,
     build_graph,
 )
+from ktrace.analysis.critical_path_ranks import (
+    JobGraph,
+    crossings,
+    join_ranks,
+    on_time_changes,
+    rank_windows,
+    unaligned_hosts,
+)
 from ktrace.analysis.index import Slot, TraceIndex
 from ktrace.analysis.op_attribution import IS_OPERATOR
 from ktrace.analysis.steps import detect_steps
@@ -41,6 +53,8 @@ from ktrace.model.trace import Trace
 
 I64 = npt.NDArray[np.int64]
 COMPOSITION = ("cpu", "launch_delay", "gpu_gap", "gpu_compute", "communication", "memory", "sync")
+RANK_WAIT = "rank_wait"
+"""The composition's last category on a path joining ranks: collective time spent waiting for another rank."""
 """Categories of path time: CPU operators and runtime calls; launch delays (a kernel waiting for its launch
 call); gaps between consecutive records of a stream; kernels; communication kernels; memcpy/memset; and
 synchronization edges (GPU -> CPU waits and event waits: weightless, counted in `edges`)."""
@@ -74,9 +88,11 @@ class CriticalPath:
     """category (COMPOSITION order), ns, share (of length_ns), edges."""
     items: pl.DataFrame
     """The operators, runtime calls and GPU records on the path by name: kind (operator, runtime, kernel,
-    memcpy, memset), name, ns (time on the path), edges; top TOP_ITEMS of each of CPU and GPU, by ns."""
+    memcpy, memset), name, ns (time on the path; a collective's without its wait for a later rank), edges; top
+    TOP_ITEMS of each of CPU and GPU, by ns."""
     what_if: pl.DataFrame
-    """change ("2x faster" / "removed"), target (kernel name or sync call), length_ns (new path length),
+    """change ("2x faster" / "removed" / "on time"), target (kernel name, sync call, or late rank into a collective),
+    length_ns (new path length),
     saved_ns (by how much the path shortens); largest saving first."""
     path_records: I64
     """GPU records (index order) on the path."""
@@ -86,6 +102,13 @@ class CriticalPath:
     """Sync records of the rank around the window (none: the path cannot cross from the GPU to the CPU)."""
     dropped_edges: int = 0
     """Launch/sync edges dropped because they closed a cycle (timestamps going back: clock skew, ties)."""
+    ranks: int = 1
+    """Ranks whose graphs the path was chosen from (> 1: joined by their collectives; node/rank then name the
+    rank where the path ends, start_ns/end_ns span every rank's window)."""
+    crossings: pl.DataFrame | None = None
+    """Joined ranks only: critical_path_ranks.crossings, where the path passes to a late rank."""
+    unaligned_hosts: int = 0
+    """Hosts of the joined ranks when their clocks are not aligned (critical_path_ranks.unaligned_hosts)."""
 
 
 def critical_path(
@@ -95,6 +118,7 @@ def critical_path(
     instance: int = 0,
     steps_pattern: str | None = None,
     index: TraceIndex | None = None,
+    across_ranks: bool = True,
 ) -> CriticalPath | None:
     """The critical path of the median step (or of the annotation instance, or of the whole trace).
 
@@ -105,53 +129,49 @@ def critical_path(
         instance: which of those ranges, from 0.
         steps_pattern: regex of the step ranges (steps.detect_steps), as the summary's --steps-pattern.
         index: the trace's TraceIndex (the summary, the rules and the TUI share one result).
+        across_ranks: on a trace of several ranks, the whole job's path (False: the chosen rank's alone).
 
     Returns:
         None when the window has no CPU events (nothing to build a graph from), when the annotation has no
         such instance, or when clock skew closes a dependency cycle that cannot be broken.
     """
     ix = TraceIndex.of(trace, index)
-    key = (annotation, instance, steps_pattern)
-    return ix.get(_RESULT, lambda: _critical_path(ix, annotation, instance, steps_pattern), *key)
+    key = (annotation, instance, steps_pattern, across_ranks)
+    return ix.get(_RESULT, lambda: _critical_path(ix, annotation, instance, steps_pattern, across_ranks), *key)
 
 
-def _critical_path(ix: TraceIndex, annotation: str | None, instance: int, pattern: str | None) -> CriticalPath | None:
+def _critical_path(
+    ix: TraceIndex, annotation: str | None, instance: int, pattern: str | None, across: bool
+) -> CriticalPath | None:
     found = choose_window(ix, annotation, instance, pattern)
     if found is None:
         return None
     window, scope, label = found
-    graph = build_graph(ix, window)
+    windows = rank_windows(ix, window, scope, annotation, pattern) if across else [window]
+    job = join_ranks(ix, windows) if len(windows) > 1 else None
+    graph = build_graph(ix, window) if job is None else job.graph
     if graph.src.size == 0:
         return None
-    acyclic = _acyclic(graph)
-    if acyclic is None:
+    found_dag = acyclic(graph)
+    if found_dag is None:
         return None
-    graph, dag, dropped = acyclic
+    graph, dag, dropped = found_dag
     dist, pred = dag.longest(graph.weight)
     path = dag.path(dist, pred)
     kinds = _record_kinds(ix, graph)
     on_path = np.zeros(graph.src.size, bool)
     on_path[path] = True
     events = np.unique(np.concatenate([graph.src[path], graph.dst[path]]) >> 1) if path.size else np.zeros(0, np.int64)
-    ts = graph.node_ts()
-    segments = pl.DataFrame(
-        {
-            "start_ns": ts[graph.src[path]],
-            "end_ns": ts[graph.dst[path]],
-            "type": [("cpu", "dependency", "launch", "kernel_gap", "sync", "gpu")[t] for t in graph.etype[path]],
-            "weight_ns": graph.weight[path],
-        },
-        schema={"start_ns": pl.Int64, "end_ns": pl.Int64, "type": pl.String, "weight_ns": pl.Int64},
-    )
+    at = windows[0] if job is None or not path.size else _window_of(job, int(graph.dst[path[-1]]))
     length = int(dist.max()) if dist.size else 0
     gpu_events = events[graph.ev_kind[events] == GPU_RECORD]
     return CriticalPath(
         scope=scope,
-        label=label,
-        node=window.node,
-        rank=window.rank,
-        start_ns=window.start_ns,
-        end_ns=window.end_ns,
+        label=label if job is None else f"{label} on {len(windows)} ranks",
+        node=at.node,
+        rank=at.rank,
+        start_ns=min(w.start_ns for w in windows),
+        end_ns=max(w.end_ns for w in windows),
         length_ns=length,
         graph_nodes=graph.n_nodes,
         graph_edges=int(graph.src.size),
@@ -159,12 +179,54 @@ def _critical_path(ix: TraceIndex, annotation: str | None, instance: int, patter
         path_events=int(events.size),
         composition=_composition(graph, path, kinds, length),
         items=_items(ix, graph, path, kinds),
-        what_if=_what_if(ix, graph, dag, path, kinds, length),
+        what_if=_what_if(ix, graph, dag, path, length, job),
         path_records=np.sort(graph.ev_row[gpu_events]),
-        path_segments=segments,
+        path_segments=_segments(graph, path, windows, job),
         sync_records=graph.sync_records,
         dropped_edges=dropped,
+        ranks=len(windows),
+        crossings=None if job is None else crossings(job, path, _path_labels(ix, graph, path)),
+        unaligned_hosts=unaligned_hosts(ix.trace, windows),
     )
+
+
+def _window_of(job: JobGraph, node: int) -> Window:
+    assert job.graph.ev_window is not None
+    return job.windows[int(job.graph.ev_window[node >> 1])]
+
+
+def _segments(graph: Graph, path: I64, windows: list[Window], job: JobGraph | None) -> pl.DataFrame:
+    """The path's edges: start_ns, end_ns, type, weight_ns, and the node/rank of the edge's end."""
+    ts = graph.node_ts()
+    at = [windows[0]] * path.size if job is None else [_window_of(job, int(d)) for d in graph.dst[path].tolist()]
+    return pl.DataFrame(
+        {
+            "start_ns": ts[graph.src[path]],
+            "end_ns": ts[graph.dst[path]],
+            "type": [EDGE_TYPES[t] for t in graph.etype[path]],
+            "weight_ns": graph.weight[path],
+            "node": [w.node for w in at],
+            "rank": [w.rank for w in at],
+        },
+        schema={
+            "start_ns": pl.Int64,
+            "end_ns": pl.Int64,
+            "type": pl.String,
+            "weight_ns": pl.Int64,
+            "node": pl.String,
+            "rank": pl.Int64,
+        },
+    )
+
+
+def _path_labels(ix: TraceIndex, graph: Graph, path: I64) -> tuple[list[str], list[str]]:
+    """(kind, name) of each path edge's event ("" for weightless edges)."""
+    ev = graph.event[path]
+    kinds, names = [""] * path.size, [""] * path.size
+    timed = np.flatnonzero(ev >= 0)
+    for i, k, n in zip(timed.tolist(), *_event_names(ix, graph, ev[timed]), strict=True):
+        kinds[i], names[i] = k, n
+    return kinds, names
 
 
 def choose_window(
@@ -206,83 +268,6 @@ def choose_window(
     return Window(str(node), int(rank), int(start), int(end)), "trace", "whole trace"  # type: ignore[arg-type]
 
 
-@dataclass(frozen=True)
-class _Dag:
-    """The graph in CSR form by source node, with a topological order (computed once, reused by what-ifs)."""
-
-    order: I64
-    indptr: I64
-    dst: I64
-    edge: I64
-    """Edge id (Graph order) of each CSR slot."""
-    src: I64
-    """Source node per edge (Graph order)."""
-
-    @classmethod
-    def of(cls, graph: Graph) -> _Dag | None:
-        from ktrace.analysis._kernels.longest_path import topological_order
-
-        edge = np.argsort(graph.src, kind="stable")
-        indptr = np.searchsorted(graph.src[edge], np.arange(graph.n_nodes + 1)).astype(np.int64)
-        dst = graph.dst[edge]
-        order = topological_order(indptr, dst)
-        if order.size != graph.n_nodes:
-            return None  # a cycle
-        return cls(order, indptr, dst, edge, graph.src)
-
-    def longest(self, weight: I64) -> tuple[I64, I64]:
-        """(dist per node, pred edge id per node, -1 at sources); weight in Graph edge order, < 0 = removed."""
-        from ktrace.analysis._kernels.longest_path import longest_paths
-
-        dist, slot = longest_paths(self.order, self.indptr, self.dst, weight[self.edge])
-        return dist, np.where(slot >= 0, self.edge[np.maximum(slot, 0)], -1)
-
-    def path(self, dist: I64, pred: I64) -> I64:
-        """Edge ids of the longest path, in order (ends at the first node of maximal distance in topological
-        order)."""
-        if dist.size == 0:
-            return np.zeros(0, np.int64)
-        node = int(self.order[int(np.argmax(dist[self.order]))])
-        out: list[int] = []
-        preds, srcs = pred.tolist(), self.src.tolist()  # Python ints: a walk of scalar numpy reads costs 10x
-        while preds[node] >= 0:
-            e = preds[node]
-            out.append(e)
-            node = srcs[e]
-        return np.asarray(out[::-1], np.int64)
-
-
-def _acyclic(graph: Graph) -> tuple[Graph, _Dag, int] | None:
-    """The graph, or without the edges that close cycles, its DAG (the topological order is computed once),
-    and how many edges were dropped (None: no way out).
-
-    Cycles come from timestamps, not from the model: a GPU record starting before its launch call (clock skew)
-    or ties at the trace's resolution (a sync waiting for a record launched, at the same microsecond, after
-    it). First the cross edges (launch, sync) going back in time are dropped, then the sync edges whose two
-    ends have one time."""
-    if (dag := _Dag.of(graph)) is not None:
-        return graph, dag, 0
-    ts = graph.node_ts()
-    back, tie = ts[graph.dst] < ts[graph.src], ts[graph.dst] <= ts[graph.src]
-    cross = (graph.etype == LAUNCH) | (graph.etype == SYNC)
-    for drop in (cross & back, (cross & back) | ((graph.etype == SYNC) & tie)):
-        kept = _without(graph, ~drop)
-        if (dag := _Dag.of(kept)) is not None:
-            return kept, dag, int(drop.sum())
-    return None
-
-
-def _without(graph: Graph, keep: npt.NDArray[np.bool_]) -> Graph:
-    return dataclasses.replace(
-        graph,
-        src=graph.src[keep],
-        dst=graph.dst[keep],
-        weight=graph.weight[keep],
-        etype=graph.etype[keep],
-        event=graph.event[keep],
-    )
-
-
 def _record_kinds(ix: TraceIndex, graph: Graph) -> I64:
     """Per edge: the COMPOSITION code of its time (-1 for weightless dependency edges)."""
     c = ix.gpu_columns()
@@ -299,16 +284,25 @@ def _record_kinds(ix: TraceIndex, graph: Graph) -> I64:
     rec = graph.ev_row[graph.event[gpu]]
     kernel_kind = np.where(is_comm[codes[rec]] if is_comm.size else False, 4, 3)
     kind[gpu] = np.where(c.kind[rec] == 0, kernel_kind, 5)
+    kind[graph.etype == COLLECTIVE] = 4
     return kind
 
 
 def _composition(graph: Graph, path: I64, kinds: I64, length: int) -> pl.DataFrame:
     k = kinds[path]
     w = graph.weight[path]
+    categories = list(COMPOSITION)
+    if graph.wait_ns is not None:  # a communication span's wait for a later rank is rank_wait time
+        wait = graph.wait_ns[path]
+        w = w - wait
+        categories.append(RANK_WAIT)
     ns = [int(w[k == i].sum()) for i in range(len(COMPOSITION))]
     edges = [int((k == i).sum()) for i in range(len(COMPOSITION))]
+    if graph.wait_ns is not None:
+        ns.append(int(wait.sum()))
+        edges.append(int((wait > 0).sum()))
     return pl.DataFrame(
-        {"category": list(COMPOSITION), "ns": ns, "share": [n / length if length else 0.0 for n in ns], "edges": edges},
+        {"category": categories, "ns": ns, "share": [n / length if length else 0.0 for n in ns], "edges": edges},
         schema={"category": pl.String, "ns": pl.Int64, "share": pl.Float64, "edges": pl.Int64},
     )
 
@@ -337,7 +331,11 @@ def _items(ix: TraceIndex, graph: Graph, path: I64, kinds: I64) -> pl.DataFrame:
     timed = path[(graph.event[path] >= 0) & (kinds[path] != 6)]
     kind, name = _event_names(ix, graph, graph.event[timed])
     frame = pl.DataFrame(
-        {"kind": kind, "name": name, "ns": graph.weight[timed]},
+        {
+            "kind": kind,
+            "name": name,
+            "ns": graph.weight[timed] - (0 if graph.wait_ns is None else graph.wait_ns[timed]),
+        },
         schema={"kind": pl.String, "name": pl.String, "ns": pl.Int64},
     )
     per = frame.group_by("kind", "name").agg(pl.col("ns").sum(), pl.len().cast(pl.Int64).alias("edges"))
@@ -346,20 +344,24 @@ def _items(ix: TraceIndex, graph: Graph, path: I64, kinds: I64) -> pl.DataFrame:
     return pl.concat(top).sort("ns", "name", descending=[True, False])
 
 
-def _what_if(ix: TraceIndex, graph: Graph, dag: _Dag, path: I64, kinds: I64, length: int) -> pl.DataFrame:
+def _what_if(ix: TraceIndex, graph: Graph, dag: Dag, path: I64, length: int, job: JobGraph | None) -> pl.DataFrame:
     rows: list[tuple[str, str, int]] = []
     codes, names = ix.record_names()
-    gpu_path = path[(graph.etype[path] == GPU) & (graph.weight[path] > 0)]
+    # A record's own time: a collective's wait for a later rank does not shrink with a faster kernel (and the
+    # waits stay as measured: a faster late rank's saving is a lower bound), its transfer does.
+    own = graph.weight if graph.wait_ns is None else graph.weight - graph.wait_ns
+    timed = (graph.etype == GPU) | (graph.etype == COLLECTIVE)
+    gpu_path = path[timed[path] & (own[path] > 0)]
     rec = graph.ev_row[graph.event[gpu_path]]
     per_code: dict[int, int] = {}
-    for code, w in zip(codes[rec].tolist(), graph.weight[gpu_path].tolist(), strict=True):
+    for code, w in zip(codes[rec].tolist(), own[gpu_path].tolist(), strict=True):
         per_code[code] = per_code.get(code, 0) + w
-    all_gpu = np.flatnonzero(graph.etype == GPU)
+    all_gpu = np.flatnonzero(timed)
     all_codes = codes[graph.ev_row[graph.event[all_gpu]]]
     for code, _ in sorted(per_code.items(), key=lambda kv: -kv[1])[:WHAT_IF_CANDIDATES]:
         weight = graph.weight.copy()
         hit = all_gpu[all_codes == code]
-        weight[hit] = (weight[hit] / WHAT_IF_SPEEDUP).astype(np.int64)
+        weight[hit] -= own[hit] - (own[hit] / WHAT_IF_SPEEDUP).astype(np.int64)
         rows.append((f"{WHAT_IF_SPEEDUP:g}x faster", str(names[code]), _length(dag, weight)))
     syncs = path[graph.etype[path] == SYNC]
     sync_calls = [int(d >> 1) for d in graph.dst[syncs] if graph.ev_kind[d >> 1] != GPU_RECORD]
@@ -368,10 +370,12 @@ def _what_if(ix: TraceIndex, graph: Graph, dag: _Dag, path: I64, kinds: I64, len
         weight = graph.weight.copy()
         weight[(graph.etype == SYNC) & ((graph.dst >> 1) == call)] = -1
         rows.append(("removed", name, _length(dag, weight)))
+    for target, weight in [] if job is None else on_time_changes(job, path, WHAT_IF_CANDIDATES):
+        rows.append(("on time", target, _length(dag, weight)))
     frame = pl.DataFrame(rows, schema={"change": pl.String, "target": pl.String, "length_ns": pl.Int64}, orient="row")
     return frame.with_columns(saved_ns=length - pl.col("length_ns")).sort("saved_ns", descending=True)
 
 
-def _length(dag: _Dag, weight: I64) -> int:
+def _length(dag: Dag, weight: I64) -> int:
     dist, _ = dag.longest(weight)
     return int(dist.max()) if dist.size else 0

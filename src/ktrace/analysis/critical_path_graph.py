@@ -36,8 +36,9 @@ from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.op_attribution import IS_OPERATOR
 
 I64 = npt.NDArray[np.int64]
-EDGE_TYPES = ("cpu", "dependency", "launch", "kernel_gap", "sync", "gpu")
-CPU, DEPENDENCY, LAUNCH, KERNEL_GAP, SYNC, GPU = range(len(EDGE_TYPES))
+EDGE_TYPES = ("cpu", "dependency", "launch", "kernel_gap", "sync", "gpu", "collective")
+CPU, DEPENDENCY, LAUNCH, KERNEL_GAP, SYNC, GPU, COLLECTIVE = range(len(EDGE_TYPES))
+"""collective: only in graphs joining ranks (critical_path_ranks)."""
 EVENT_KINDS = ("operator", "runtime", "gpu")
 OPERATOR, RUNTIME, GPU_RECORD = range(len(EVENT_KINDS))
 BLOCKING_CALLS = (
@@ -85,6 +86,10 @@ class Graph:
 
     sync_records: int
     """Sync records of the rank that could tie the window's records to its CPU calls."""
+    ev_window: I64 | None = None
+    """Per event: its window in a graph joining ranks (critical_path_ranks), None for one window."""
+    wait_ns: I64 | None = None
+    """Per edge: the ns of a collective's span spent waiting for a later rank (joined graphs only)."""
 
     @property
     def n_nodes(self) -> int:

@@ -26,6 +26,11 @@ def critical_path_notes(cp: CriticalPath | None) -> tuple[str, ...]:
             f"critical_path: {cp.dropped_edges} launch/sync edges dropped: their times went backwards (clock skew "
             "between CPU and GPU timestamps) and closed a cycle",
         )
+    if cp.unaligned_hosts:
+        notes += (
+            f"critical_path: the ranks joined at their collectives run on {cp.unaligned_hosts} hosts whose clocks "
+            "are not aligned (see clock_alignment), so which rank entered a collective last is uncertain",
+        )
     return notes
 
 
@@ -51,4 +56,4 @@ def critical_path_dict(cp: CriticalPath | None) -> dict[str, Any] | None:
         "composition": cp.composition.to_dicts(),
         "items": cp.items.to_dicts(),
         "what_if": cp.what_if.to_dicts(),
-    }
+    } | ({} if cp.crossings is None else {"ranks": cp.ranks, "crossings": cp.crossings.to_dicts()})

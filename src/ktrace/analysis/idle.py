@@ -50,7 +50,7 @@ CATEGORIES = ("host_wait", "kernel_wait", "sync_wait", "other")
 STREAM_KEYS = PER_KEYS["stream"]
 
 
-def _sync_spans(trace: Trace, sync_pattern: str, rank_keys: pl.DataFrame) -> tuple[Any, npt.NDArray[np.int64]]:
+def sync_spans(trace: Trace, sync_pattern: str, rank_keys: pl.DataFrame) -> tuple[Any, npt.NDArray[np.int64]]:
     """Merged intervals per (node, rank) during which a synchronizing call was in progress.
 
     Returns:
@@ -96,7 +96,7 @@ def _compute_gaps(ix: TraceIndex, kernel_wait_ns: int, sync_pattern: str) -> tup
     rows = ix.launch_rows()[g.perm]
     launched = ix.api_times()[0].take(rows) if trace.api.height else np.zeros(rows.size, np.int64)
     launched[rows < 0] = NO_LAUNCH
-    spans, sync_group = _sync_spans(trace, sync_pattern, c.rank_keys)
+    spans, sync_group = sync_spans(trace, sync_pattern, c.rank_keys)
     group_sync = sync_group[c.rank_id[g.perm[g.bounds[:-1]]]] if g.n_groups else np.zeros(0, np.int64)
     records = Records(*ix.sorted_times("stream"), launched)
     category, idle, totals, counts = gap_categories(g.bounds, records, spans, group_sync, kernel_wait_ns)
@@ -215,7 +215,7 @@ def _compute_device_gaps(ix: TraceIndex, kernel_wait_ns: int, sync_pattern: str)
         a, b = merged_lo[d], merged_lo[d + 1]
         at = run_lo[d] + np.searchsorted(run_time[run_lo[d] : run_lo[d + 1]], merged_start[a:b])
         opening_launch[a:b] = run_launch[at]
-    spans, sync_group = _sync_spans(trace, sync_pattern, c.rank_keys)
+    spans, sync_group = sync_spans(trace, sync_pattern, c.rank_keys)
     group_sync = sync_group[c.rank_id[g.perm[g.bounds[:-1]]]] if g.n_groups else np.zeros(0, np.int64)
     records = Records(merged_start, merged_end, opening_launch)
     _, _, totals, counts = gap_categories(merged_lo.astype(np.int64), records, spans, group_sync, kernel_wait_ns)

@@ -14,6 +14,8 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 
+from ktrace.model.display_text import fit_end
+
 _ANON = "(anonymous namespace)::"
 _VERSIONED_NS = re.compile(r"\b(?:(?:cub|thrust)::)?(CUB|THRUST)_[0-9A-Za-z_]*?_NS::")
 """CCCL's versioned namespaces (CUB_200600_500_..._NS::) -> cub:: / thrust::."""
@@ -132,15 +134,11 @@ def _template(head: str, args: list[str]) -> str:
     return f"{head}<{', '.join(args)}>" if args else head
 
 
-def _fit_end(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: max(1, width - 1)] + "…"
-
-
 def short_kernel_name(name: str, width: int = 60) -> str:
     """A display form of a kernel name at most `width` characters long (the telling arguments kept first)."""
     head, args = compact_parts(name)
     if not args:
-        return _fit_end(head, width)
+        return fit_end(head, width)
     telling = _telling(args)
     last = head.rsplit("::", 1)[-1]
     for candidate in (
@@ -150,7 +148,7 @@ def short_kernel_name(name: str, width: int = 60) -> str:
     ):
         if len(candidate) <= width:
             return candidate
-    return _fit_end(_template(last, telling) if telling else f"{last}<…>", width)
+    return fit_end(_template(last, telling) if telling else f"{last}<…>", width)
 
 
 def _window(text: str, first: int, last: int, width: int) -> str:

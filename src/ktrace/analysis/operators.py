@@ -5,9 +5,9 @@ the start of its launch call (the api row of the launch join, TraceIndex.launch_
 self time is its span less the parts of its direct children (same thread) that lie inside it. Python frames
 (ops.category python_function) share the ops table but are not operators: modules.py reads the nn.Module ones.
 
-Operators are named without their input shapes: Kineto's `Input Dims` are the bulkiest args of a trace and the
-importer does not decode them (with Python frames on, the import is already past its 20x-HTA budget; see
-benchmarks/RESULTS.md), so there is no by-shape table yet.
+Operators are grouped by name here; operator_shapes.py groups them by (name, input shapes) (ops.input_dims, which
+the importer keeps as raw JSON text, unparsed), and range_operators.py builds this same view from CPU ranges
+(NVTX) for traces without operators.
 """
 
 from __future__ import annotations
@@ -231,6 +231,11 @@ class OperatorSummary:
     """operator_kernels of the operators of top_by_gpu_time (5 kernels each at most)."""
     modules: ModuleSummary | None
     """modules.module_summary: the nn.Module view; None when the trace has no module frames."""
+    by_shape: pl.DataFrame | None = None
+    """operator_shapes.top_by_shape: the top (name, input shapes) rows; None unless asked for or the trace
+    records shapes (operator_shapes.with_shapes)."""
+    source: str = "cpu_op"
+    """What played the operators' part: "cpu_op" (the ops table) or "nvtx" (CPU ranges: range_operators)."""
     python_frames: PythonFrameSummary | None = None
     """python_frames.python_frame_summary: the innermost Python frames' view; None without Python frames."""
 

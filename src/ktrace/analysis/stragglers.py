@@ -14,7 +14,8 @@ most work. Without training steps, each rank's GPU span (first to last record) i
 A straggler's **causes** are what it spends more time on, per step, than the median rank: its non-communication
 kernels that start inside its steps (by name; the part keeps each rank's TOP_KERNELS kernels by time, a kernel
 outside a rank's list counts 0 there), its GPU idle time inside the steps (GPU_IDLE) and its host synchronizing
-calls inside the steps (SYNC_WAIT: summed durations of the calls, clipped to the steps).
+calls inside the steps (SYNC_WAIT: the time a synchronizing call was in progress, clipped to the steps; a sync's
+GPU record and its API call, or calls on two threads at once, count once).
 """
 
 from __future__ import annotations
@@ -27,11 +28,11 @@ import numpy.typing as npt
 import polars as pl
 
 from ktrace.analysis.breakdown import communication_names
-from ktrace.analysis.idle import SYNC_API_RE
+from ktrace.analysis.idle import SYNC_API_RE, sync_spans
 from ktrace.analysis.index import Slot, TraceIndex
 from ktrace.analysis.names import short_kernel_name
 from ktrace.analysis.rank_activity import rank_unions, step_activity
-from ktrace.analysis.utilization import busy_time, names_matching
+from ktrace.analysis.utilization import busy_time
 from ktrace.model.trace import Trace
 from ktrace.model.units import format_ns
 
@@ -112,11 +113,11 @@ def stragglers_part(trace: Trace, *, index: TraceIndex | None = None) -> Straggl
         .group_by(_KEYS, maintain_order=True)
         .head(TOP_KERNELS)
     )
-    sync_api = trace.api.filter(pl.col("name").is_in(names_matching(trace.api, "name", SYNC_API_RE)))
-    cols = ["node", "rank", "start_ns", "end_ns"]
-    syncs = _in_window(pl.concat([trace.syncs.select(cols), sync_api.select(cols)], how="vertical_relaxed"), window)
-    clipped = pl.min_horizontal("end_ns", "w1") - pl.max_horizontal("start_ns", "w0")
-    sync_ns = syncs.group_by(_KEYS).agg(wait_ns=clipped.clip(0).sum()).with_columns(name=pl.lit(SYNC_WAIT))
+    sync_ns = (
+        window.select(_KEYS)
+        .with_columns(wait_ns=pl.Series(_waited_ns(trace, window), dtype=pl.Int64), name=pl.lit(SYNC_WAIT))
+        .filter(pl.col("wait_ns") > 0)
+    )
     idle = (
         steps.group_by(_KEYS)
         .agg(wait_ns=(pl.col("step_ns") - pl.col("busy_ns")).sum())
@@ -126,6 +127,18 @@ def stragglers_part(trace: Trace, *, index: TraceIndex | None = None) -> Straggl
         [idle.cast(WAIT_SCHEMA).select(list(WAIT_SCHEMA)), sync_ns.cast(WAIT_SCHEMA).select(list(WAIT_SCHEMA))]
     )
     return StragglerPart(steps, kernels.cast(KERNEL_SCHEMA).select(list(KERNEL_SCHEMA)), waits, basis)
+
+
+def _waited_ns(trace: Trace, window: pl.DataFrame) -> npt.NDArray[np.int64]:
+    """Per window row: the time inside [w0, w1) during which the rank had a synchronizing call in progress (a sync
+    record and its API call, or calls on two threads at once, count once: idle.sync_spans merges them)."""
+    spans, group = sync_spans(trace, SYNC_API_RE, window)
+    out = np.zeros(window.height, np.int64)
+    for row, (g, w0, w1) in enumerate(zip(group.tolist(), window["w0"].to_list(), window["w1"].to_list(), strict=True)):
+        if g >= 0:
+            a, b = spans.bounds[g], spans.bounds[g + 1]
+            out[row] = int(np.clip(np.minimum(spans.end[a:b], w1) - np.maximum(spans.start[a:b], w0), 0, None).sum())
+    return out
 
 
 def _in_window(frame: pl.DataFrame, window: pl.DataFrame) -> pl.DataFrame:

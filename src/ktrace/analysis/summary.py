@@ -22,11 +22,13 @@ from ktrace.analysis.kernels import kernel_stats, top_kernels
 from ktrace.analysis.latency import latency_stats
 from ktrace.analysis.memory_timeline import MemoryTimeline, memory_timeline, memory_timeline_dict
 from ktrace.analysis.modules import NO_MODULES, ModuleSummary
+from ktrace.analysis.operator_shapes import with_shapes
 from ktrace.analysis.operators import OperatorSummary, operator_summary
 from ktrace.analysis.overlap import comm_compute_overlap
 from ktrace.analysis.phases import JobPhases, job_phases, step_spans
 from ktrace.analysis.precision import precision_distribution
 from ktrace.analysis.python_frames import NO_PYTHON_FRAMES, PythonFrameSummary
+from ktrace.analysis.range_operators import range_operator_summary
 from ktrace.analysis.ranks import LoadBalance, load_balance
 from ktrace.analysis.steps import detect_steps, step_stats
 from ktrace.analysis.stragglers import Stragglers, stragglers
@@ -92,6 +94,7 @@ def summarize(
     steps_pattern: str | None = None,
     annotations: tuple[str, ...] = (),
     annotation_bins: int = 20,
+    by_shape: bool = False,
     index: TraceIndex | None = None,
 ) -> Summary:
     """Compose every analysis the dashboard shows.
@@ -103,6 +106,8 @@ def summarize(
             ``ProfilerStep#N``).
         annotations: regexes of ranges to histogram (SageMaker's custom histograms).
         annotation_bins: bins of those histograms.
+        by_shape: add the operators by input shape (operators.by_shape) even when the trace records no shapes
+            (with shapes it is always there).
         index: the trace's TraceIndex (the rules and the report reuse what the summary computed).
 
     Returns:
@@ -121,7 +126,8 @@ def summarize(
         active = active_time_share(trace, index=ix)
         overlap = comm_compute_overlap(trace, index=ix)
         n_ranks = int((ix.rank_pairs()["rank"] >= 0).sum())
-        operators = operator_summary(trace, top=top, index=ix)
+        operators = operator_summary(trace, top=top, index=ix) or range_operator_summary(trace, top=top, index=ix)
+        operators = with_shapes(trace, operators, asked=by_shape, top=top, index=ix)
         sequences = kernel_sequences(trace, index=ix)
         memory_use = memory_timeline(trace, index=ix)
         path = path_job.result()
@@ -158,8 +164,8 @@ def summarize(
 
 
 NO_OPERATORS = (
-    "operators: none in this trace (they come from Kineto cpu_op events; nsys exports and ktrace "
-    "captures have none yet, and `ktrace import --no-ops` leaves them out)"
+    "operators: none in this trace (they come from Kineto cpu_op events, else from the CPU NVTX / "
+    "ktrace.annotate ranges of nsys exports and ktrace captures; `ktrace import --no-ops` leaves them out)"
 )
 NO_SEQUENCES = f"kernel_sequences: no stream has {DEFAULT_LENGTH} kernels in a row"
 NO_MEMORY_TIMELINE = (
@@ -179,6 +185,7 @@ def _operators_dict(o: OperatorSummary | None) -> dict[str, Any] | None:
     if o is None:
         return None
     return {
+        "source": o.source,
         "operators": o.operators,
         "records": o.records,
         **_attribution(o),
@@ -186,9 +193,10 @@ def _operators_dict(o: OperatorSummary | None) -> dict[str, Any] | None:
         "top_by_cpu_self_time": frame_records(o.top_by_cpu_self_time),
         "kernels_of_top_operators": frame_records(o.kernels_of_top),
         "modules": _modules_dict(o.modules),
-        **({"modules_note": NO_MODULES} if o.modules is None else {}),
+        **({"modules_note": NO_MODULES} if o.modules is None and o.source == "cpu_op" else {}),
+        **({} if o.by_shape is None else {"by_shape": frame_records(o.by_shape)}),
         "python_frames": _python_frames_dict(o.python_frames),
-        **({"python_frames_note": NO_PYTHON_FRAMES} if o.python_frames is None else {}),
+        **({"python_frames_note": NO_PYTHON_FRAMES} if o.python_frames is None and o.source == "cpu_op" else {}),
     }
 
 

@@ -1,5 +1,6 @@
-"""Compare two traces (A = baseline, B = candidate): step time, kernel time, the kernels that changed most and
-the rules that fire. Exits 5 on a regression: mean step time (or total kernel time without steps) up by more
+"""Compare two traces (A = baseline, B = candidate): step time, kernel time, the kernels that changed most, GPU
+memory where both traces have a memory timeline (peak allocated/reserved bytes per device, the allocating
+operators that changed most) and the rules that fire. Exits 5 on a regression: mean step time (or total kernel time without steps) up by more
 than --threshold %, or a rule newly firing in B at --fail-on or above.
 
 examples:

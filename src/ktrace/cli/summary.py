@@ -12,6 +12,7 @@ examples:
   ktrace summary run.ktrace --steps-pattern '^train_step_\\d+$'
   ktrace summary run.ktrace --json | jq '.precision'
   ktrace summary run.ktrace --annotation backward --annotation 'forward|optimizer'
+  ktrace summary resnet.pt.trace.json.gz --by-shape   operators per (name, input shapes)
   ktrace summary job.ktrace --workers 8                 rank by rank in 8 processes
   ktrace summary job.ktrace --cluster tcp://sched:8786  rank by rank on a Dask cluster
 
@@ -20,7 +21,8 @@ worker opens only its own partitions and the client merges small per-rank tables
 has the job phases, busy/idle and idle causes, top kernels, launch latency, step times, overlap, a rank table
 (slowest first, stragglers flagged) and the load balance; its JSON is {"fleet": {...}} ("engine" names the
 engine). Counts, sums, means and maxima equal the single-process ones; percentiles come from merged log-bin
-histograms, within 0.27 % (fleet.quantile_relative_error). --annotation needs the single-process path.
+histograms, within 0.27 % (fleet.quantile_relative_error). --annotation and --by-shape need the single-process
+path.
 
 JSON keys are sorted and floats rounded to 6 decimals, so the output diffs cleanly between runs.
 Durations are integer ns, shares are 0-1, *_pct are percentages.
@@ -67,6 +69,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="REGEX",
         help="also histogram the durations of ranges matching REGEX (repeatable)",
     )
+    parser.add_argument(
+        "--by-shape",
+        action="store_true",
+        help="also list the top operators per (name, input shapes) (Kineto record_shapes=True); the JSON has "
+        "operators.by_shape whenever the trace records shapes",
+    )
     add_engine_arguments(parser)
 
 
@@ -88,21 +96,30 @@ def run(args: argparse.Namespace) -> int:
     _check_regex(args.steps_pattern, "--steps-pattern")
     for pattern in args.annotation:
         _check_regex(pattern, "--annotation")
-    fleet = None if args.annotation else fleet_summary_of(args, top=args.top, steps_pattern=args.steps_pattern)
+    single = [flag for flag, on in (("--annotation", args.annotation), ("--by-shape", args.by_shape)) if on]
+    if single and (args.workers is not None or args.cluster):
+        raise KtraceError(f"{single[0]} needs the single-process path: drop --workers/--cluster", ExitCode.USAGE)
+    fleet = None if single else fleet_summary_of(args, top=args.top, steps_pattern=args.steps_pattern)
     if fleet is not None:
         return _print_fleet(fleet, args.json)
     from ktrace.cli.progress import progress_bar
 
     trace = open_trace(args.trace, with_ops=not args.no_ops)
     with progress_bar("analysing"):
-        summary = summarize(trace, top=args.top, steps_pattern=args.steps_pattern, annotations=tuple(args.annotation))
+        summary = summarize(
+            trace,
+            top=args.top,
+            steps_pattern=args.steps_pattern,
+            annotations=tuple(args.annotation),
+            by_shape=args.by_shape,
+        )
     if args.json:
         json.dump(summary_to_dict(summary), sys.stdout, indent=1, sort_keys=True)
         sys.stdout.write("\n")
         return 0
     from ktrace.report.terminal import render_summary
 
-    render_summary(summary, terminal_console())
+    render_summary(summary, terminal_console(), by_shape=args.by_shape)
     return 0
 
 

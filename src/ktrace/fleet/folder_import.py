@@ -22,6 +22,7 @@ from pathlib import Path
 from ktrace.fleet.engines import check_engine_options, default_workers, open_engine
 from ktrace.fleet.rank_import import RankImport, RankTask, import_rank, read_entry
 from ktrace.importers.kineto import RankFile, assign_ranks, folder_meta, skip_reason
+from ktrace.importers.kineto_limits import file_caps
 from ktrace.importers.kineto_stream import kineto_files
 from ktrace.model.clock_estimate import estimate_offsets
 from ktrace.model.errors import ExitCode, KtraceError, ProgressFn, TraceFormatError, no_progress
@@ -128,7 +129,8 @@ def _import_ranks(
     progress(done, total)
     name, count = "in-process", 1
     if todo:
-        tasks = [RankTask(str(files[i].resolve()), str(resume / _entry_name(files[i])), with_ops) for i in todo]
+        caps = file_caps()
+        tasks = [RankTask(str(files[i].resolve()), str(resume / _entry_name(files[i])), with_ops, caps) for i in todo]
         if workers is None and cluster is None:
             workers = auto_workers([files[i].stat().st_size for i in todo])
         with open_engine(workers=workers, cluster=cluster, tasks=len(tasks)) as engine:

@@ -18,6 +18,7 @@ import json
 import os
 import secrets
 import shutil
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,8 +26,9 @@ from typing import Any
 import polars as pl
 
 from ktrace.importers.kineto import import_rank_file
+from ktrace.importers.kineto_limits import file_caps
 from ktrace.model.clock_estimate import COLLECTIVE_COLUMNS, RankClockInput, rank_clock_input
-from ktrace.model.errors import TraceFormatError
+from ktrace.model.errors import ExitCode, KtraceError, TraceFormatError
 from ktrace.model.layout import META_FILE, PARTITION_META_FILE
 from ktrace.model.outputs import write_atomically
 from ktrace.model.scrub import mark_scrubbed, rules_fingerprint
@@ -47,6 +49,8 @@ class RankTask:
     path: str
     entry: str
     with_ops: bool = True
+    caps: dict[str, int] = field(default_factory=dict)
+    """The client's file caps (kineto_limits.file_caps): a worker that read others from its environment refuses."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,7 @@ def digest(value: str) -> str:
 
 def import_rank(task: RankTask) -> RankImport:
     """Import `task.path` and write its partition into `task.entry` (whole, or nothing); return its record."""
+    _check_caps(task.caps)
     path, entry = Path(task.path), Path(task.entry)
     st = path.stat()
     base = RankImport(path.name, st.st_size, st.st_mtime_ns, task.with_ops, rules_fingerprint())
@@ -140,6 +145,20 @@ def import_rank(task: RankTask) -> RankImport:
     )
     _write_entry(mark_scrubbed(Trace(**frames, meta=TraceMeta(source="kineto", hosts=(node,)))), entry, record)
     return record
+
+
+def _check_caps(client: dict[str, int]) -> None:
+    """A Dask worker does not see the client's environment: a cap raised there (KTRACE_MAX_EVENT_BYTES=...) must
+    be raised on the workers too, else this worker would skip what the user asked to read."""
+    mine = file_caps()
+    differ = [name for name, value in sorted(client.items()) if mine.get(name) != value]
+    if differ:
+        name = differ[0]
+        raise KtraceError(
+            f"{name} is {client[name]} where ktrace import runs but {mine.get(name)} on worker {socket.gethostname()}: "
+            "set it in the workers' environment too",
+            ExitCode.USAGE,
+        )
 
 
 def _collective_rows(node: str, rank: int, kernels: pl.DataFrame) -> list[list[Any]]:

@@ -36,6 +36,7 @@ from ktrace.importers.kineto_schema import (
     decode_args,
     decode_events,
 )
+from ktrace.importers.kineto_shapes import shapes_array
 
 _CODE_OF_CATEGORY: dict[str, int] = {
     **{cat: SKIPPED for cat in KNOWN_CATEGORIES},
@@ -236,6 +237,7 @@ def op_columns(evs: list[Event], args: list[Args]) -> dict[str, pa.Array]:
     """Raw columns of framework operators (cpu_op)."""
     cols = _cpu_columns(evs, args)
     cols["sequence_number"] = int_array([a.sequence for a in args])
+    cols["input_dims"] = shapes_array([a.input_dims for a in args])
     return cols
 
 

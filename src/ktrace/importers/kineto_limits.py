@@ -35,6 +35,18 @@ MAX_RANK_FILES = _env_int("KTRACE_MAX_RANK_FILES", 1024)
 """A folder of Kineto traces may hold this many .json/.json.gz files (each costs ~50-100 ms and ~0.5 MB to
 import even when tiny: 10,000 took 6.5 minutes and 1.9 GB)."""
 
+
+def file_caps() -> dict[str, int]:
+    """The caps on reading one file, by their environment variable, as this process read them at import: a task
+    on another machine (a Dask worker) compares them with its own (fleet.rank_import)."""
+    return {
+        "KTRACE_MAX_EVENT_BYTES": MAX_EVENT_BYTES,
+        "KTRACE_MAX_JSON_DEPTH": MAX_DEPTH,
+        "KTRACE_MAX_INFLATE_RATIO": MAX_INFLATE_RATIO,
+        "KTRACE_MIN_BOMB_BYTES": MIN_BOMB_BYTES,
+    }
+
+
 _WS = b" \t\r\n"
 _WS_BYTES = frozenset(_WS)
 _STEP = MAX_WHITESPACE_RUN // 2

@@ -38,7 +38,6 @@ KIND_OF_CATEGORY: dict[str, str] = {
 
 KNOWN_CATEGORIES = frozenset(KIND_OF_CATEGORY) | {
     "Trace",
-    "cpu_instant_event",
     "ac2g",
     "async",
     "async_cpu_to_gpu",
@@ -112,6 +111,7 @@ class Args(msgspec.Struct, gc=False):
     sequence: Any = msgspec.field(default=None, name="Sequence number")
     name: Any = None
     labels: Any = None
+    input_dims: Any = msgspec.field(default=None, name="Input Dims")
 
 
 class OpArgs(msgspec.Struct, gc=False):
@@ -122,6 +122,8 @@ class OpArgs(msgspec.Struct, gc=False):
     external_id: Any = msgspec.field(default=None, name="External id")
     external_id_old: Any = msgspec.field(default=None, name="external id")
     sequence: Any = msgspec.field(default=None, name="Sequence number")
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b"null"), name="Input Dims")
+    """Kept as raw JSON text (skipped, not parsed): kineto_shapes.shapes_array turns it into ops.input_dims."""
 
 
 NULL = msgspec.Raw(b"null")

@@ -12,17 +12,16 @@ import pyarrow.compute as pc
 
 from ktrace.importers.nsys_meta import pid_of, tid_of
 from ktrace.importers.nsys_sqlite import (
-    Col,
     ImportLog,
     NsysDb,
     codes_to_numpy,
     col,
     decode,
+    fetch_rows,
     fit_int32,
-    keep_rows,
     labels_from,
-    require,
     scalar,
+    to_epoch,
 )
 
 NA_ID = 0xFFFFFFFF
@@ -146,25 +145,8 @@ def _enum_decoder(
     return labels_from(db.enum(table), _suffix_label(mapping, marker), fallback)
 
 
-def _epoch(values: pa.ChunkedArray | pa.Array, offset: int) -> pa.Array:
-    return pc.add(values, scalar(offset))
-
-
 def _na_to_null(values: pa.ChunkedArray | pa.Array) -> pa.Array:
     return pc.if_else(pc.equal(values, scalar(NA_ID)), scalar(None), values)
-
-
-def _fetch(
-    db: NsysDb,
-    table: str,
-    spec: dict[str, Col],
-    required: tuple[str, ...],
-    log: ImportLog,
-    advance: Callable[[int], None],
-) -> pa.Table:
-    require(db, table, spec, required)
-    t = db.fetch(table, spec, progress=advance)
-    return keep_rows(t, required, log, table)
 
 
 def _join_keys(t: pa.Table, pid_source: str) -> tuple[np.ndarray, np.ndarray]:
@@ -190,7 +172,7 @@ def read_kernels(db: NsysDb, offset: int, log: ImportLog, advance: Callable[[int
         "graph_id": col("graphId"),
         "graph_node": col("graphNodeId"),
     }
-    t = _fetch(db, "CUPTI_ACTIVITY_KIND_KERNEL", spec, ("start", "end", "device"), log, advance)
+    t = fetch_rows(db, "CUPTI_ACTIVITY_KIND_KERNEL", spec, ("start", "end", "device"), log, advance)
     names, unresolved = decode(
         pc.coalesce(t.column("demangled"), t.column("short")), db.strings().get, "<unknown kernel>"
     )
@@ -212,8 +194,8 @@ def read_kernels(db: NsysDb, offset: int, log: ImportLog, advance: Callable[[int
     }
     out = pa.table(
         {
-            "start_ns": _epoch(t.column("start"), offset),
-            "end_ns": _epoch(t.column("end"), offset),
+            "start_ns": to_epoch(t.column("start"), offset),
+            "end_ns": to_epoch(t.column("end"), offset),
             "device": i32["device"],
             "stream": t.column("stream"),
             "context_id": t.column("context"),
@@ -233,7 +215,7 @@ def read_kernels(db: NsysDb, offset: int, log: ImportLog, advance: Callable[[int
 def read_memcpy(db: NsysDb, offset: int, log: ImportLog, advance: Callable[[int], None]) -> Rows:
     """CUPTI_ACTIVITY_KIND_MEMCPY -> memory rows with op = memcpy, decoded through the ENUM_* tables."""
     spec = {**_GPU_PLACE, "bytes": col("bytes"), "copy": col("copyKind"), "src": col("srcKind"), "dst": col("dstKind")}
-    t = _fetch(db, "CUPTI_ACTIVITY_KIND_MEMCPY", spec, ("start", "end", "device"), log, advance)
+    t = fetch_rows(db, "CUPTI_ACTIVITY_KIND_MEMCPY", spec, ("start", "end", "device"), log, advance)
     copy_label = _enum_decoder(db, "ENUM_CUDA_MEMCPY_OPER", COPY_KINDS, "KIND_", COPY_CODES)
     mem_label = _enum_decoder(db, "ENUM_CUDA_MEM_KIND", MEMORY_KINDS, "KIND_", MEMORY_CODES)
     copy_kind, bad_copy = decode(t.column("copy"), copy_label, "unknown")
@@ -247,7 +229,7 @@ def read_memcpy(db: NsysDb, offset: int, log: ImportLog, advance: Callable[[int]
 def read_memset(db: NsysDb, offset: int, log: ImportLog, advance: Callable[[int], None]) -> Rows:
     """CUPTI_ACTIVITY_KIND_MEMSET -> memory rows with op = memset (dst_kind = the memory set)."""
     spec = {**_GPU_PLACE, "bytes": col("bytes"), "mem": col("memKind")}
-    t = _fetch(db, "CUPTI_ACTIVITY_KIND_MEMSET", spec, ("start", "end", "device"), log, advance)
+    t = fetch_rows(db, "CUPTI_ACTIVITY_KIND_MEMSET", spec, ("start", "end", "device"), log, advance)
     mem_label = _enum_decoder(db, "ENUM_CUDA_MEM_KIND", MEMORY_KINDS, "KIND_", MEMORY_CODES)
     dst_kind, bad = decode(t.column("mem"), mem_label, "unknown")
     log.problem("nsys_unknown_enum_values", bad)
@@ -262,8 +244,8 @@ def _memory_table(
     return pa.table(
         {
             "op": pa.DictionaryArray.from_arrays(pa.array(np.zeros(t.num_rows, np.int32)), pa.array([op])),
-            "start_ns": _epoch(t.column("start"), offset),
-            "end_ns": _epoch(t.column("end"), offset),
+            "start_ns": to_epoch(t.column("start"), offset),
+            "end_ns": to_epoch(t.column("end"), offset),
             "device": fit_int32(t.column("device"), log),
             "stream": t.column("stream"),
             "context_id": t.column("context"),
@@ -279,14 +261,14 @@ def _memory_table(
 def read_syncs(db: NsysDb, offset: int, log: ImportLog, advance: Callable[[int], None]) -> Rows:
     """CUPTI_ACTIVITY_KIND_SYNCHRONIZATION -> syncs (N/A stream/event ids become null)."""
     spec = {**_GPU_PLACE, "sync": col("syncType"), "event": col("eventId")}
-    t = _fetch(db, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", spec, ("start", "end"), log, advance)
+    t = fetch_rows(db, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", spec, ("start", "end"), log, advance)
     label = _enum_decoder(db, "ENUM_CUPTI_SYNC_TYPE", SYNC_TYPES, "TYPE_", SYNC_CODES)
     sync_type, bad = decode(t.column("sync"), label, "unknown")
     log.problem("nsys_unknown_enum_values", bad)
     out = pa.table(
         {
-            "start_ns": _epoch(t.column("start"), offset),
-            "end_ns": _epoch(t.column("end"), offset),
+            "start_ns": to_epoch(t.column("start"), offset),
+            "end_ns": to_epoch(t.column("end"), offset),
             "device": fit_int32(t.column("device"), log),
             "stream": _na_to_null(t.column("stream")),
             "context_id": t.column("context"),
@@ -309,15 +291,15 @@ def read_api(db: NsysDb, table: str, offset: int, log: ImportLog, advance: Calla
         "event_class": col("eventClass"),
     }
     classes = db.enum("ENUM_NSYS_EVENT_CLASS") or EVENT_CLASSES
-    t = _api_rows_only(_fetch(db, table, spec, ("start", "end", "gtid"), log, advance), table, log, classes)
+    t = _api_rows_only(fetch_rows(db, table, spec, ("start", "end", "gtid"), log, advance), table, log, classes)
     strings = db.strings()
     names, unresolved = decode(t.column("name_id"), lambda i: _api_name(strings.get(i)), "<unknown api>")
     log.problem("nsys_unresolved_names", unresolved)
     domain = _api_domains(classes, t, names, driver_table=table.endswith("_DRIVER"))
     out = pa.table(
         {
-            "start_ns": _epoch(t.column("start"), offset),
-            "end_ns": _epoch(t.column("end"), offset),
+            "start_ns": to_epoch(t.column("start"), offset),
+            "end_ns": to_epoch(t.column("end"), offset),
             "pid": pid_of(t.column("gtid")),
             "tid": tid_of(t.column("gtid")),
             "correlation_id": t.column("corr"),

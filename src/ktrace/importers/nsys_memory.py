@@ -9,7 +9,6 @@ from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ktrace.importers.nsys_meta import pid_of
 from ktrace.importers.nsys_sqlite import (
@@ -18,11 +17,10 @@ from ktrace.importers.nsys_sqlite import (
     codes_to_numpy,
     col,
     decode,
+    fetch_rows,
     fit_int32,
-    keep_rows,
     labels_from,
-    require,
-    scalar,
+    to_epoch,
 )
 
 TABLE = "CUDA_GPU_MEMORY_USAGE_EVENTS"
@@ -45,8 +43,7 @@ def read_memory_usage(db: NsysDb, offset: int, log: ImportLog, advance: Callable
         "bytes": col("bytes"),
         "op": col("memoryOperationType"),
     }
-    require(db, TABLE, spec, ("start", "device", "bytes", "op"))
-    t = keep_rows(db.fetch(TABLE, spec, progress=advance), ("start", "device", "bytes", "op"), log, TABLE)
+    t = fetch_rows(db, TABLE, spec, ("start", "device", "bytes", "op"), log, advance)
     label = labels_from(db.enum("ENUM_CUDA_DEV_MEM_EVENT_OPER"), _operation, OPERATION_CODES)
     op, bad = decode(t.column("op"), label, "unknown")
     log.problem("nsys_unknown_enum_values", bad)
@@ -57,7 +54,7 @@ def read_memory_usage(db: NsysDb, offset: int, log: ImportLog, advance: Callable
     t = t.append_column("signed", pa.array(sign * np.abs(size), pa.int64())).filter(pa.array(known))
     return pa.table(
         {
-            "ts_ns": pc.add(t.column("start"), scalar(offset)),
+            "ts_ns": to_epoch(t.column("start"), offset),
             "device": fit_int32(t.column("device"), log),
             "pid": pid_of(t.column("gpid")),
             "address": t.column("address"),

@@ -295,6 +295,24 @@ def fit_int32(values: pa.Array | pa.ChunkedArray, log: ImportLog) -> pa.Array:
     return arr.cast(pa.int32())
 
 
+def fetch_rows(
+    db: NsysDb,
+    table: str,
+    spec: Mapping[str, Col],
+    required: Sequence[str],
+    log: ImportLog,
+    advance: Callable[[int], None],
+) -> pa.Table:
+    """`table`'s columns in `spec` (the `required` ones must exist), without the rows missing a required value."""
+    require(db, table, spec, required)
+    return keep_rows(db.fetch(table, spec, progress=advance), required, log, table)
+
+
+def to_epoch(values: pa.ChunkedArray | pa.Array, offset: int) -> pa.Array:
+    """nsys timestamps (ns since the session start) + the session's epoch offset."""
+    return pc.add(values, scalar(offset))
+
+
 def keep_rows(table: pa.Table, required: Sequence[str], log: ImportLog, what: str) -> pa.Table:
     """`table` without the rows that have a null in a required column (counted as dropped)."""
     if not table.num_rows:

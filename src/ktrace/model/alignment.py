@@ -13,14 +13,13 @@ import polars as pl
 
 from ktrace.model.clock import ClockAlignment, HostClock
 from ktrace.model.errors import ExitCode, KtraceError
-from ktrace.model.schema import SCHEMAS
+from ktrace.model.schema import SCHEMAS, TIME_COLUMNS
 from ktrace.model.scrub import mark_scrubbed
 from ktrace.model.trace import Trace
 
 CLOCK_ENV = "KTRACE_CLOCK"
 """Set to "raw" to read stores with each host's timestamps as recorded (default "aligned")."""
 CLOCK_MODES = ("aligned", "raw")
-_TIME_COLUMNS = ("start_ns", "end_ns", "ts_ns", "queued_ns", "submitted_ns")
 
 
 def clock_mode(mode: str | None = None) -> str:
@@ -47,7 +46,7 @@ def with_clock(trace: Trace, mode: str = "aligned") -> Trace:
 
 
 def _shift(frame: pl.DataFrame, name: str, alignment: ClockAlignment, sign: int) -> pl.DataFrame:
-    columns = [c for c in _TIME_COLUMNS if c in SCHEMAS[name].names]
+    columns = [c for c in TIME_COLUMNS if c in SCHEMAS[name].names]
     if not frame.height or not columns:
         return frame
     hosts = [h for h in alignment.hosts if h.offset_ns or h.drift_ppm]

@@ -20,7 +20,7 @@ MIN_OVERLAP = 3
 
 
 def order_keys(collectives: pl.DataFrame) -> tuple[pl.DataFrame, str]:
-    """(node, rank, key, end_ns) with key "name#i" (i: the collective's place in the order, lag-corrected), and a
+    """(node, rank, key, end_ns), row for row in the order of `collectives`, with key "name#i" (i: the collective's place in the order, lag-corrected), and a
     caveat naming the kernels some ranks ran more often than others ("" when every rank ran each equally often).
 
     `collectives`: node, rank, name (Categorical or String), end_ns, each rank's rows in the order they ran.
@@ -45,7 +45,7 @@ def order_keys(collectives: pl.DataFrame) -> tuple[pl.DataFrame, str]:
     if lags:
         shifts = pl.concat(lags)
         worst = int(shifts["lag"].abs().max() or 0)  # type: ignore[arg-type]
-        frame = frame.join(shifts, on=["node", "rank", "name"], how="left").with_columns(
+        frame = frame.join(shifts, on=["node", "rank", "name"], how="left", maintain_order="left").with_columns(
             i=pl.col("i") - pl.col("lag").fill_null(0)
         )
         caveat += (

@@ -65,3 +65,19 @@ def printable_trace(trace: Trace) -> Trace:
     if not frames and clean == meta:
         return trace
     return Trace(**{n: frames.get(n, trace.table(n)) for n in trace.counts()}, meta=clean)
+
+
+BLOCK_LEVELS = " ▁▂▃▄▅▆▇█"
+"""Glyphs for a 0-1 share by eighths (blank = 0): sparklines, partly busy columns and heatmap cells."""
+
+
+def share_glyph(share: float) -> str:
+    """The block glyph of a 0-1 share (clipped), "·" for NaN (no data)."""
+    if share != share:
+        return "·"
+    return BLOCK_LEVELS[round(min(max(share, 0.0), 1.0) * (len(BLOCK_LEVELS) - 1))]
+
+
+def fit_end(text: str, width: int) -> str:
+    """`text` cut to at most `width` characters, "…" marking the cut (at least one character kept)."""
+    return text if len(text) <= width else text[: max(1, width - 1)] + "…"

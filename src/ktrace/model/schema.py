@@ -120,6 +120,9 @@ OPS_COLUMNS = _fields(
     ("external_id", pa.int64(), True),
     ("sequence_number", pa.int64(), True),
     ("category", _STR, True),
+    # Kineto args["Input Dims"] (record_shapes=True) as normalized JSON text, "[[8, 3, 224, 224], []]"; null
+    # without shapes (other sources, Python frames, stores written before the column)
+    ("input_dims", _STR, True),
 )
 
 COUNTERS_COLUMNS = _fields(
@@ -212,6 +215,9 @@ ENUMS: dict[tuple[str, str], tuple[str, ...]] = {
     ("ops", "category"): OP_CATEGORIES,
 }
 """(table, column) -> allowed values, checked by Trace.validate()."""
+
+TIME_COLUMNS = ("start_ns", "end_ns", "ts_ns", "queued_ns", "submitted_ns")
+"""Columns holding a timestamp (ns since the epoch, on the recording host's clock), in any table."""
 
 SPAN_TABLES = ("kernels", "memory", "syncs", "api", "ranges", "ops")
 """Tables whose rows are [start_ns, end_ns] intervals."""

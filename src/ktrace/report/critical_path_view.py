@@ -28,6 +28,7 @@ CATEGORY_LABELS = {
     "communication": "communication",
     "memory": "memcpy / memset",
     "sync": "sync edges (weightless)",
+    "rank_wait": "waiting for another rank",
 }
 
 
@@ -36,7 +37,7 @@ def headline(cp: CriticalPath) -> str:
     window = cp.end_ns - cp.start_ns
     top = max(cp.composition.iter_rows(named=True), key=lambda r: r["ns"])
     share = f"; {top['share'] * 100:.0f} % {CATEGORY_LABELS[top['category']]}" if top["ns"] else ""
-    where = f"{cp.node} rank {cp.rank}"
+    where = f"{cp.node} rank {cp.rank}" if cp.ranks == 1 else f"joined by collectives, ends on {cp.node} rank {cp.rank}"
     return (
         f"critical path of {cp.label} ({where}): {format_ns(cp.length_ns)} in a {format_ns(window)} window, "
         f"{cp.path_events:,} events on it{share}"
@@ -81,6 +82,56 @@ def what_if_rows(cp: CriticalPath) -> list[dict[str, Any]]:
     ]
 
 
+def crossing_rows(cp: CriticalPath) -> list[dict[str, Any]]:
+    """Where the path meets another rank: kind (crossed / waited), name (the collective), late (node/rank),
+    waiting (node/rank), waited_ns, cause (the late rank's largest item on the path before it: kind and name;
+    None for a wait) and cause_time_ns (None for a wait)."""
+    if cp.crossings is None:
+        return []
+    return [
+        {
+            "kind": r["on_path"],
+            "name": r["collective"],
+            "late": f"{r['late_node']}/{r['late_rank']}",
+            "waiting": f"{r['waiting_node']}/{r['waiting_rank']}",
+            "waited_ns": r["waited_ns"],
+            "cause": f"{r['cause_kind']} {r['cause_name']}".strip() or None,
+            "cause_time_ns": r["cause_ns"] if (r["cause_kind"] or r["cause_name"]) else None,
+        }
+        for r in rows(cp.crossings)
+    ]
+
+
+def _crossing_cells(cp: CriticalPath) -> list[list[Any]]:
+    return [
+        [
+            r["kind"],
+            r["name"],
+            r["late"],
+            r["waiting"],
+            format_ns(r["waited_ns"]),
+            r["cause"] or "-",  # a wait: nothing the late rank recorded explains it
+            "-" if r["cause_time_ns"] is None else format_ns(r["cause_time_ns"]),
+        ]
+        for r in crossing_rows(cp)
+    ]
+
+
+CROSSING_NOTE = (
+    "crossed: the path passes to the rank that entered the collective last, and runs through what made it late; "
+    "waited: the wait itself is on the path (the late rank's recorded work does not explain it)."
+)
+CROSSING_HEADERS = [
+    "on path",
+    "collective",
+    "late rank",
+    "waiting rank",
+    "waited",
+    "late because of",
+    "its time on path",
+]
+
+
 def markdown_lines(cp: CriticalPath | None, md_table: Any, cell: Any) -> list[str]:
     """The Markdown report's critical-path section (md_table and cell are markdown's helpers)."""
     out = ["## Critical path", ""]
@@ -96,6 +147,9 @@ def markdown_lines(cp: CriticalPath | None, md_table: Any, cell: Any) -> list[st
         ["kind", "name", "time", "share"],
         [[r["kind"], r["name"], format_ns(r["time_ns"]), f"{r['share'] * 100:.1f} %"] for r in item_rows(cp)],
     )
+    if crossing_rows(cp):
+        out += ["", "### Late ranks on the path", "", CROSSING_NOTE, ""]
+        out += md_table(CROSSING_HEADERS, _crossing_cells(cp))
     what_if = what_if_rows(cp)
     if what_if:
         out += ["", "### What if", ""]
@@ -127,6 +181,9 @@ def html_section(report: Report) -> Section:
             ],
         )
     )
+    if crossing_rows(cp):
+        sec.body.append(f"<h3>Late ranks on the path</h3><p>{esc(CROSSING_NOTE)}</p>")
+        sec.body.append(table(CROSSING_HEADERS, _crossing_cells(cp)))
     what_if = what_if_rows(cp)
     if what_if:
         sec.body.append("<h3>What if</h3>")

@@ -1,4 +1,4 @@
-"""The regression report of `ktrace diff`: steps, kernel time, top kernel changes and rules, A vs B.
+"""The regression report of `ktrace diff`: steps, kernel time, top kernel changes, GPU memory and rules, A vs B.
 
 build_diff computes one typed DiffReport; Markdown, the terminal and JSON (diff_document) render it.
 """
@@ -11,9 +11,13 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from ktrace.analysis.diff import trace_diff
+from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.memory_diff import MemoryDiff, diff_memory
+from ktrace.analysis.memory_timeline import memory_timeline
 from ktrace.analysis.rules.config import RulesConfig
 from ktrace.analysis.rules.engine import run_rules
 from ktrace.analysis.summary import frame_records
+from ktrace.analysis.units import format_bytes as fmt_bytes
 from ktrace.model.display_text import printable
 from ktrace.model.trace import Trace
 from ktrace.report.format import fmt_ns
@@ -58,6 +62,10 @@ class DiffReport:
     threshold_pct: float
     reasons: tuple[str, ...]
     """Why B is a regression; empty when it is not."""
+    memory: MemoryDiff | None = None
+    """GPU memory of A and B (analysis.memory_diff); None unless both traces have a memory timeline."""
+    memory_missing: str = ""
+    """Without memory: which trace lacks a timeline ("A has", "B has", "A and B have")."""
 
     @property
     def regression(self) -> bool:
@@ -72,10 +80,16 @@ class DiffReport:
         ]
 
 
-def _fired(trace: Trace, config: RulesConfig | None) -> dict[str, str]:
+NO_MEMORY = (
+    "memory: not compared, {which} no GPU memory timeline (Kineto [memory] events from profile_memory=True, "
+    "nsys CUDA memory usage, or `ktrace run`'s NVML counters)"
+)
+
+
+def _fired(trace: Trace, config: RulesConfig | None, index: TraceIndex) -> dict[str, str]:
     """Rule -> worst severity of its findings, for the rules that fired."""
     out: dict[str, str] = {}
-    for f in run_rules(trace, config).findings:
+    for f in run_rules(trace, config, index=index).findings:
         if f.rule not in out or SEVERITIES.index(f.severity) > SEVERITIES.index(out[f.rule]):
             out[f.rule] = f.severity
     return out
@@ -102,7 +116,8 @@ def build_diff(
         d.kernel_time_b_ns,
         Change.of(float(d.kernel_time_a_ns), float(d.kernel_time_b_ns)).change_pct,
     )
-    rules_a, rules_b = _fired(a, config), _fired(b, config)
+    ix_a, ix_b = TraceIndex.of(a, None), TraceIndex.of(b, None)  # the rules and the memory diff share them
+    rules_a, rules_b = _fired(a, config, ix_a), _fired(b, config, ix_b)
     floor = SEVERITIES.index(fail_on) if fail_on in SEVERITIES else len(SEVERITIES)
     new = sorted(
         r
@@ -125,7 +140,13 @@ def build_diff(
         new_rules=tuple(new),
         threshold_pct=threshold_pct,
         reasons=tuple(reasons),
+        memory=diff_memory(a, b, top=top, index_a=ix_a, index_b=ix_b),
+        memory_missing=_missing(memory_timeline(a, index=ix_a) is None, memory_timeline(b, index=ix_b) is None),
     )
+
+
+def _missing(a: bool, b: bool) -> str:
+    return "A and B have" if a and b else "A has" if a else "B has" if b else ""
 
 
 def _change_dict(change: Change) -> dict[str, Any]:
@@ -133,17 +154,76 @@ def _change_dict(change: Change) -> dict[str, Any]:
 
 
 def diff_document(diff: DiffReport) -> dict[str, Any]:
-    """The diff as the JSON of `ktrace diff --json`: {"step_mean_ns", "kernel_time_ns", "kernels", "rules",
-    "threshold_pct", "regression", "reasons"}."""
+    """The diff as the JSON of `ktrace diff --json`: {"step_mean_ns", "kernel_time_ns", "kernels", "memory",
+    "rules", "threshold_pct", "regression", "reasons"}; memory is {"source_a", "source_b", "devices",
+    "operators"} (MemoryDiff's frames as records), or null with "memory_note" saying which trace lacks one."""
+    memory = diff.memory
     return {
         "step_mean_ns": _change_dict(diff.step_mean),
         "kernel_time_ns": _change_dict(diff.kernel_time),
         "kernels": frame_records(diff.kernels),
+        "memory": None
+        if memory is None
+        else {
+            "source_a": memory.source_a,
+            "source_b": memory.source_b,
+            "devices": frame_records(memory.devices),
+            "operators": frame_records(memory.operators),
+        },
+        **({} if memory is not None else {"memory_note": _memory_note(diff)}),
         "rules": {"a": diff.rules_a, "b": diff.rules_b, "new": list(diff.new_rules)},
         "threshold_pct": diff.threshold_pct,
         "regression": diff.regression,
         "reasons": list(diff.reasons),
     }
+
+
+def _memory_note(diff: DiffReport) -> str:
+    return NO_MEMORY.format(which=diff.memory_missing)
+
+
+def _memory_rows(memory: MemoryDiff) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(per device, per operator) rows with bytes: the terminal's and Markdown's tables."""
+    devices = [
+        {
+            "device": f"{r['node_b'] or r['node_a']}/{r['rank']}/{r['device']}",
+            **{f"{m}_{s}_bytes": r[f"peak_{m}_{s}"] for m in ("allocated", "reserved") for s in ("a", "b", "delta")},
+        }
+        for r in rows(memory.devices)
+    ]
+    operators = [
+        {
+            "name": "(outside operators)" if r["operator"] is None else printable(r["operator"]),
+            "allocations_a": r["allocations_a"],
+            "allocations_b": r["allocations_b"],
+            "a_bytes": r["allocated_a"],
+            "b_bytes": r["allocated_b"],
+            "delta_bytes": r["allocated_delta"],
+        }
+        for r in rows(memory.operators)
+    ]
+    return devices, operators
+
+
+def _memory_markdown(diff: DiffReport) -> list[str]:
+    if diff.memory is None:
+        return ["## GPU memory", "", printable(_memory_note(diff)), ""]
+    devices, operators = _memory_rows(diff.memory)
+    out = ["## GPU memory (peak per device)", ""]
+    out += md_table(
+        ["device (node/rank/device)", "allocated A", "allocated B", "delta", "reserved A", "reserved B", "delta"],
+        [[d["device"], *(fmt_bytes(d[k]) for k in list(d)[1:])] for d in devices],
+    )
+    if operators:
+        out += ["## Allocating operators that changed most (bytes allocated)", ""]
+        out += md_table(
+            ["operator", "allocations A", "allocations B", "A", "B", "delta"],
+            [
+                [o["name"], o["allocations_a"], o["allocations_b"], *(fmt_bytes(o[k]) for k in list(o)[3:])]
+                for o in operators
+            ],
+        )
+    return out
 
 
 def _pct_text(change: Change) -> object:
@@ -176,6 +256,7 @@ def render_diff_markdown(diff: DiffReport) -> str:
             for r in rows(diff.kernels)
         ],
     )
+    out += _memory_markdown(diff)
     out += ["## Rules", ""] + md_table(["rule", "A", "B"], [list(fired) for fired in diff.rules_fired()])
     verdict = "REGRESSION: " + "; ".join(diff.reasons) if diff.regression else "no regression"
     return "\n".join(out + [printable(verdict), ""])
@@ -186,7 +267,7 @@ def render_diff_terminal(diff: DiffReport, console: Console) -> None:
     no control character from the trace reaches the terminal)."""
     from rich.markup import escape
 
-    from ktrace.report.terminal import print_table
+    from ktrace.report.terminal_tables import print_table
 
     step, kernel = diff.step_mean, diff.kernel_time
     console.print("[bold]ktrace diff[/] (A = baseline, B = candidate)")
@@ -214,6 +295,13 @@ def render_diff_terminal(diff: DiffReport, console: Console) -> None:
             for r in rows(diff.kernels)
         ],
     )
+    if diff.memory is None:
+        console.print(f"[dim]{escape(printable(_memory_note(diff)))}[/]")
+    else:
+        devices, operators = _memory_rows(diff.memory)
+        print_table(console, "GPU memory: peak per device (node/rank/device)", devices)
+        if operators:
+            print_table(console, "allocating operators that changed most (bytes allocated)", operators)
     print_table(console, "rules that fired", [{"rule": printable(r), "a": a, "b": b} for r, a, b in diff.rules_fired()])
     if diff.regression:
         console.print("[bold red]REGRESSION:[/] " + escape(printable("; ".join(diff.reasons))))

@@ -23,7 +23,7 @@ from ktrace.report.markdown import md_table, rank_views_markdown
 from ktrace.report.rank_sections import rank_views_section
 from ktrace.report.rows import phase_rows, rows
 from ktrace.report.sections import esc, table
-from ktrace.report.terminal import column_label, format_cell
+from ktrace.report.terminal_tables import column_label, format_cell
 from ktrace.report.verdicts import triggered_first, verdict
 
 RANK_ROWS = 50

@@ -12,7 +12,8 @@ from ktrace.analysis.rank_reduce import FleetSummary
 from ktrace.model.display_text import printable
 from ktrace.report.format import fmt_ns as format_ns
 from ktrace.report.rows import phase_rows
-from ktrace.report.terminal import latency_rows, print_load_balance, print_stragglers, print_table, text_rows
+from ktrace.report.terminal import latency_rows, print_load_balance, print_stragglers, text_rows
+from ktrace.report.terminal_tables import print_table
 
 RANK_ROWS = 20
 """Ranks listed in the terminal's rank table: the slowest first (every rank is in the JSON)."""

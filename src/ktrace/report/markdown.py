@@ -13,7 +13,7 @@ from ktrace.analysis.phases import step_source_note
 from ktrace.analysis.rank_heatmap import RankHeatmap
 from ktrace.analysis.rules.base import Evidence, RuleResult
 from ktrace.analysis.stragglers import Stragglers
-from ktrace.model.display_text import printable
+from ktrace.model.display_text import printable, share_glyph
 from ktrace.report import critical_path_view, memory
 from ktrace.report.content import Report
 from ktrace.report.format import fmt_ns, fmt_num, fmt_time_range
@@ -272,8 +272,6 @@ def _rule(result: RuleResult) -> list[str]:
 TEXT_HEATMAP_ROWS = 64
 """Rows of the Markdown heatmap: one per rank up to this many ranks, else one per host."""
 TEXT_HEATMAP_COLS = 60
-RAMP = " ▁▂▃▄▅▆▇█"
-"""Block characters for 0-100 % (NaN: "·")."""
 
 
 def text_heatmap(labels: Sequence[str], matrix: npt.NDArray[np.float64]) -> list[str]:
@@ -281,7 +279,7 @@ def text_heatmap(labels: Sequence[str], matrix: npt.NDArray[np.float64]) -> list
     width = max((len(label) for label in labels), default=0)
     out = []
     for label, row in zip(labels, matrix, strict=True):
-        chars = "".join("·" if np.isnan(v) else RAMP[round(min(max(v, 0.0), 1.0) * (len(RAMP) - 1))] for v in row)
+        chars = "".join(share_glyph(float(v)) for v in row)
         out.append(f"{label:<{width}} |{chars}|")
     return out
 

@@ -8,6 +8,7 @@ report.rows.rows, as the JSON has them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ktrace.analysis.modules import NO_MODULES
 from ktrace.analysis.names import short_kernel_name
@@ -35,8 +36,31 @@ OPERATOR_NOTE = (
 )
 
 
+SHAPE_NOTE = (
+    "Input shapes as the profiler recorded them (Kineto Input Dims, record_shapes=True), one row per operator "
+    "name and shapes; the rows of a name add up to its row above."
+)
+NVTX_NOTE = (
+    "This trace has no framework operators: its CPU ranges (NVTX, ktrace.annotate; step ranges left out) play "
+    "their part."
+)
+
+
 def _share(value: float) -> str:
     return f"{100 * value:.1f}"
+
+
+def _operator_cells(r: dict[str, Any]) -> list[object]:
+    """calls, CPU total and self time, GPU time, kernels, GPU records and latency of one operator row."""
+    return [
+        fmt_num(r["calls"]),
+        fmt_ns(r["cpu_total_ns"]),
+        fmt_ns(r["cpu_self_ns"]),
+        fmt_ns(r["gpu_ns"]),
+        fmt_num(r["kernels"]),
+        fmt_num(r["gpu_records"]),
+        fmt_ns(r["launch_latency_mean_ns"]),
+    ]
 
 
 def operator_tables(summary: Summary) -> list[Table]:
@@ -49,25 +73,23 @@ def operator_tables(summary: Summary) -> list[Table]:
         intro = (
             f"{fmt_num(ops.operators)} operator names; {fmt_num(ops.attributed)} of {fmt_num(ops.records)} GPU "
             f"records ({_share(ops.attributed_gpu_share)} % of GPU time) launched inside one. {OPERATOR_NOTE}"
+            + (f" {NVTX_NOTE}" if ops.source == "nvtx" else "")
         )
         for title, frame in (
             ("Top operators by GPU time", ops.top_by_gpu_time),
             ("Top operators by CPU self time", ops.top_by_cpu_self_time),
         ):
-            cells: list[list[object]] = [
-                [
-                    r["name"],
-                    fmt_num(r["calls"]),
-                    fmt_ns(r["cpu_total_ns"]),
-                    fmt_ns(r["cpu_self_ns"]),
-                    fmt_ns(r["gpu_ns"]),
-                    fmt_num(r["kernels"]),
-                    fmt_num(r["gpu_records"]),
-                    fmt_ns(r["launch_latency_mean_ns"]),
-                ]
-                for r in rows(frame)
-            ]
+            cells: list[list[object]] = [[r["name"], *_operator_cells(r)] for r in rows(frame)]
             out.append(Table(title, _OPERATOR_HEADERS, cells, intro if not out else ""))
+        if ops.by_shape is not None:
+            out.append(
+                Table(
+                    "Top operators by input shape (by GPU time)",
+                    (_OPERATOR_HEADERS[0], "input shapes", *_OPERATOR_HEADERS[1:]),
+                    [[r["name"], r["input_dims"] or "-", *_operator_cells(r)] for r in rows(ops.by_shape)],
+                    SHAPE_NOTE,
+                )
+            )
         out.append(
             Table(
                 "Kernels of the top operators (by GPU time)",
@@ -78,7 +100,8 @@ def operator_tables(summary: Summary) -> list[Table]:
                 ],
             )
         )
-        out.append(_modules_table(summary))
+        if ops.source == "cpu_op":
+            out.append(_modules_table(summary))
     out.append(_sequences_table(summary))
     return out
 

@@ -28,6 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ktrace.importers.kineto_stream import is_gzip, kineto_files
+from ktrace.model.outputs import write_atomically
+
 MANIFEST = "fleet_job.json"
 _ID_ARGS = ("correlation", "External id")
 _GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
@@ -88,7 +91,7 @@ def generate_fleet_job(
         stretch: how many times longer the straggler's compute kernels last.
         seed: the clock offsets' seed. compresslevel: gzip level (1: fast, files ~10 % larger).
     """
-    sources = sorted(p for p in Path(source).iterdir() if p.name.endswith((".json", ".json.gz")) and "trace" in p.name)
+    sources = kineto_files(Path(source))
     if not sources or ranks < 1 or steps < 1 or ranks_per_host < 1:
         raise ValueError(f"need Kineto rank files in {source}, ranks >= 1, steps >= 1, ranks_per_host >= 1")
     docs = [_load(p) for p in sources]
@@ -111,7 +114,7 @@ def generate_fleet_job(
             "traceEvents": events,
         }
         path = folder / f"{host_name(host)}_rank{rank:05d}.pt.trace.json.gz"
-        path.write_bytes(gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), compresslevel))
+        write_atomically(path, gzip.compress(json.dumps(doc, separators=(",", ":")).encode(), compresslevel))
         files.append(path)
     job = FleetJob(
         folder,
@@ -147,12 +150,12 @@ def _write_manifest(job: FleetJob, source: Path, ranks_per_host: int, seed: int)
         },
         "files": [p.name for p in job.files],
     }
-    (job.folder / MANIFEST).write_text(json.dumps(manifest, indent=1))
+    write_atomically(job.folder / MANIFEST, json.dumps(manifest, indent=1).encode())
 
 
 def _load(path: Path) -> dict[str, Any]:
     data = path.read_bytes()
-    doc: dict[str, Any] = json.loads(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
+    doc: dict[str, Any] = json.loads(gzip.decompress(data) if is_gzip(path) else data)
     return doc
 
 

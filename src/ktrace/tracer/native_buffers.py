@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from ktrace.tracer.background import start_background
+
 REQUESTED = ctypes.CFUNCTYPE(
     None, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)
 )
@@ -115,7 +117,7 @@ class NativeBuffers:
         """Start the decoder thread."""
         if self._thread is None:
             self._thread = threading.Thread(target=self._loop, name="ktrace-decoder", daemon=True)
-            self._thread.start()
+            start_background(self._thread)
 
     def _loop(self) -> None:
         if self.on_start is not None:

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from ktrace.tracer.background import start_background
 from ktrace.tracer.config import CaptureConfig
 from ktrace.tracer.windows import Windows, initially_open, time_window_timers
 
@@ -152,7 +153,7 @@ class CaptureSession:
         """Start the writer thread (idempotent)."""
         if self._thread is None and self.alive:
             self._thread = threading.Thread(target=self._loop, name="ktrace-writer", daemon=True)
-            self._thread.start()
+            start_background(self._thread)
 
     def _loop(self) -> None:
         try:

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ktrace.tracer.background import start_background
 from ktrace.tracer.config import CaptureConfig
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ def time_window_timers(config: CaptureConfig, windows: Windows) -> list[threadin
         timers.append(threading.Timer(max(0.0, (close_at - now) / 1e9), windows.close))
     for t in timers:
         t.daemon = True
-        t.start()
+        start_background(t)
     return timers
 
 

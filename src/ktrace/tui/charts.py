@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
+from ktrace.model.display_text import fit_end
 from ktrace.tui.viewmodel import LEVELS
 
 BAR_COLOURS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7")
@@ -20,8 +21,7 @@ def hbars(
     for i, (label, value, text) in enumerate(zip(labels, values, texts, strict=False)):
         eighths = int(round(float(value) / top * width * 8))
         bar = "█" * (eighths // 8) + ("" if eighths % 8 == 0 else " ▏▎▍▌▋▊▉"[eighths % 8])
-        short = label if len(label) <= label_width else label[: label_width - 1] + "…"
-        out.append(short.ljust(label_width) + " ", style="bold" if i == 0 else "")
+        out.append(fit_end(label, label_width).ljust(label_width) + " ", style="bold" if i == 0 else "")
         out.append(bar.ljust(width), style=BAR_COLOURS[i % len(BAR_COLOURS)])
         out.append(f" {text}\n")
     return out

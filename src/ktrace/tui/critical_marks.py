@@ -27,10 +27,11 @@ def critical_marks(trace: Trace, analysis: TraceIndex | None, tracks: TrackIndex
         for r in cp.path_records.tolist()
     )
     marks = [f for f in found if f is not None]
-    cpu = cp.composition.row(0, named=True)["share"]  # COMPOSITION starts with "cpu"
+    share = {r["category"]: r["share"] for r in cp.composition.iter_rows(named=True)}
+    waiting = f", {share['rank_wait'] * 100:.0f} % waiting for another rank" if "rank_wait" in share else ""
     return CriticalPathReady(
         marks,
-        f"critical path of {printable(cp.label)}: {format_ns(cp.length_ns)}, {cpu * 100:.0f} % CPU; "
-        f"{len(marks)} GPU records marked (c clears)",
+        f"critical path of {printable(cp.label)}: {format_ns(cp.length_ns)}, {share['cpu'] * 100:.0f} % CPU"
+        f"{waiting}; {len(marks)} GPU records marked (c clears)",
         (cp.start_ns, cp.end_ns),
     )

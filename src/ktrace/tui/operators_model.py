@@ -20,6 +20,10 @@ from ktrace.model.units import format_ns
 OPERATOR_HEADERS = ("operator", "calls", "CPU self", "GPU", "kernels", "launch->run")
 KERNEL_HEADERS = ("kernel", "launches", "GPU")
 MODULE_HEADERS = ("module", "calls", "CPU", "GPU own", "GPU nested")
+SHAPE_HEADERS = ("operator", "input shapes", "calls", "CPU self", "GPU", "kernels")
+NO_SHAPES = (
+    "by input shape: none (Kineto records operators' input shapes when the profiler runs with record_shapes=True)"
+)
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,8 @@ class OperatorPanel:
     modules: list[tuple[str, ...]] = field(default_factory=list)
     """MODULE_HEADERS cells, by GPU time with nested modules."""
     modules_note: str = ""
+    shapes: list[tuple[str, ...]] = field(default_factory=list)
+    """SHAPE_HEADERS cells of the top (operator, input shapes) rows by GPU time (empty without the by-shape view)."""
 
 
 def rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
@@ -88,4 +94,18 @@ def operator_panel(summary: Summary) -> OperatorPanel:
         if mods is None
         else f"{mods.modules:,} modules, {mods.frames:,} calls; {100 * mods.attributed_gpu_share:.1f} % of GPU time"
     )
-    return OperatorPanel(note, list(listed.values()), kernels, modules, modules_note)
+    shapes: list[tuple[str, ...]] = [
+        (
+            printable(r["name"]),
+            printable(r["input_dims"] or "-"),
+            _count(r["calls"]),
+            format_ns(r["cpu_self_ns"]),
+            format_ns(r["gpu_ns"]),
+            _count(r["kernels"]),
+        )
+        for r in (rows(ops.by_shape) if ops.by_shape is not None else [])
+    ]
+    if ops.source == "nvtx":
+        note += " (no framework operators: the CPU NVTX ranges play their part)"
+        modules_note = ""
+    return OperatorPanel(note, list(listed.values()), kernels, modules, modules_note, shapes)

@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from rich.text import Text
 
-from ktrace.model.display_text import printable
+from ktrace.model.display_text import fit_end, printable, share_glyph
 from ktrace.model.units import format_ns
-from ktrace.tui.viewmodel import LEVELS
 
 if TYPE_CHECKING:  # the analyses load in the dashboard worker, not when the TUI starts
     from ktrace.analysis.dashboard import Dashboard
@@ -51,7 +50,7 @@ def rank_panels(dashboard: Dashboard | None) -> list[RankPanel]:
 def _cells(values: np.ndarray, style: str) -> Text:
     out = Text()
     for v in values.tolist():
-        out.append("·" if v != v else LEVELS[int(round(min(max(v, 0.0), 1.0) * (len(LEVELS) - 1)))], style=style)
+        out.append(share_glyph(v), style=style)
     return out
 
 
@@ -70,8 +69,7 @@ def heatmap_panel(heat: RankHeatmap) -> RankPanel:
         ranks.append(None)
         for label, row, at in zip(labels, shares, first, strict=True):
             label = printable(label)
-            short = label if len(label) <= LABEL else label[: LABEL - 1] + "…"
-            text.append(short.ljust(LABEL) + " ")
+            text.append(fit_end(label, LABEL).ljust(LABEL) + " ")
             text.append_text(_cells(row, style))
             text.append("\n")
             node, rank = heat.ranks.row(at)
@@ -86,7 +84,7 @@ def straggler_panel(lag: Stragglers) -> RankPanel:
     ranks: list[tuple[str, int] | None] = [None]
     for r in lag.table.head(STRAGGLERS).iter_rows(named=True):
         who = printable(f"{r['node']}/{r['rank']}")
-        who = who if len(who) <= LABEL else who[: LABEL - 1] + "…"
+        who = fit_end(who, LABEL)
         text.append(f"{r['slower_pct']:+8.1f}  {format_ns(r['work_mean_ns']):>9}  {who:<{LABEL}} ")
         text.append(f"{printable(str(r['causes']))}\n", style="dim")
         ranks.append((str(r["node"]), int(r["rank"])))

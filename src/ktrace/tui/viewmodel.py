@@ -15,9 +15,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import NDArray
 
+from ktrace.model.display_text import BLOCK_LEVELS
 from ktrace.tui.track_types import Track
 
-LEVELS = " ▁▂▃▄▅▆▇█"
+LEVELS = BLOCK_LEVELS
 """Glyphs for partly busy columns and counter sparklines, by ninths."""
 SOLID = 0.85
 """Share of a column that must be busy for it to be drawn as a solid bar."""

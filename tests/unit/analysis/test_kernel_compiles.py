@@ -36,6 +36,7 @@ def test_light_kernels_run_as_python_on_larger_inputs(monkeypatch) -> None:  # t
     from ktrace.analysis._kernels.nesting import _innermost, _parents
 
     monkeypatch.setattr(_kernels, "PYTHON_MAX_ROWS", 100)
+    monkeypatch.setattr(_kernels, "_numba_loaded", False)  # as in a fresh process (another test may have loaded it)
     monkeypatch.setattr(_kernels.Kernel, "compiled", lambda self: lambda *args: "numba")
     plain, light = _kernels.Kernel(lambda: "python"), _kernels.Kernel(lambda: "python", light=True)
     assert [plain.sized(100), plain.sized(101)] == ["python", "numba"]
@@ -44,4 +45,6 @@ def test_light_kernels_run_as_python_on_larger_inputs(monkeypatch) -> None:  # t
         light.sized(100 * _kernels.LIGHT_FACTOR),
         light.sized(100 * _kernels.LIGHT_FACTOR + 1),
     ] == ["python", "python", "numba"]
+    monkeypatch.setattr(_kernels, "_numba_loaded", True)  # numba's fixed cost paid: light kernels compile too
+    assert [light.sized(100), light.sized(101)] == ["python", "numba"]
     assert all(k.light for k in (_unsorted_groups, _union_length, _innermost, _parents)) and not _order_stats.light

@@ -90,3 +90,21 @@ def test_fleet_job_straggler_is_found_although_every_rank_steps_alike() -> None:
     assert first["slower_pct"] > 50 > s.table["slower_pct"][1]
     assert set(zip(s.per_step["slowest_node"], s.per_step["slowest_rank"], strict=True)) == {job.straggler}
     assert s.causes.filter(node=job.straggler[0], rank=job.straggler[1])["kind"].to_list() == ["kernel"] * 3
+
+
+def test_a_sync_seen_twice_or_on_two_threads_at_once_is_waited_once() -> None:
+    """A GPU sync record and its cudaStreamSynchronize call cover the same time, and a second thread's call overlaps
+    them: the rank waited for the union of the spans (800 ns), not their sum (1,500 ns)."""
+    from ktrace.analysis.stragglers import SYNC_WAIT
+    from ktrace.model.builder import TraceBuilder
+
+    whole = fleet_trace()
+    b = TraceBuilder()
+    for table in ("kernels", "ranges"):
+        for (node, rank), part in whole.table(table).group_by("node", "rank", maintain_order=True):
+            b.add(table, part.drop("node", "rank").to_arrow(), node=str(node), rank=int(rank))
+    b.add("syncs", {"start_ns": [100], "end_ns": [600], "sync_type": ["stream"]}, node="a", rank=1)
+    api = {"start_ns": [100, 400], "end_ns": [600, 900], "pid": [1, 1], "tid": [1, 2], "domain": ["runtime"] * 2}
+    b.add("api", {**api, "name": ["cudaStreamSynchronize"] * 2}, node="a", rank=1)
+    waits = stragglers_part(b.build()).waits.filter(node="a", rank=1, name=SYNC_WAIT)
+    assert waits["wait_ns"].to_list() == [800]

@@ -150,3 +150,19 @@ def test_a_rank_task_run_twice_keeps_the_first_partition(
     first, again = import_rank(task), import_rank(task)  # as a Dask cluster may, after losing a worker
     assert first == again and read_entry(tmp_path / "file=rank2") is not None
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file=rank2"]  # no temporary left behind
+
+
+def test_a_worker_with_other_file_caps_than_the_client_refuses_in_one_line(
+    real_trace_path: Callable[[str], Path], tmp_path: Path
+) -> None:
+    from ktrace.fleet.rank_import import RankTask, import_rank
+    from ktrace.importers.kineto_limits import file_caps
+
+    source = next(real_trace_path("dlrm").glob("worker2_*"))
+    client = {**file_caps(), "KTRACE_MAX_EVENT_BYTES": 1 << 30}  # raised where `ktrace import` ran, not here
+    with pytest.raises(KtraceError) as caught:
+        import_rank(RankTask(str(source), str(tmp_path / "file=rank2"), True, client))
+    assert caught.value.exit_code == ExitCode.USAGE
+    assert "KTRACE_MAX_EVENT_BYTES is 1073741824 where ktrace import runs" in str(caught.value)
+    assert not (tmp_path / "file=rank2").exists()
+    assert import_rank(RankTask(str(source), str(tmp_path / "file=rank2"), True, file_caps())).skipped == ""

@@ -47,3 +47,15 @@ def test_printable_trace_rewrites_only_unsafe_names() -> None:
     assert clean.meta.hosts == (printable(f"host{UNSAFE}"),) and clean.meta.notes == (printable(f"n{UNSAFE}"),)
     plain = printable_trace(clean)
     assert plain is clean
+
+
+def test_share_glyphs_run_from_blank_to_full_and_dot_for_no_data() -> None:
+    from ktrace.model.display_text import share_glyph
+
+    assert [share_glyph(v) for v in (0.0, 0.5, 1.0, 1.7, -0.2, float("nan"))] == [" ", "▄", "█", "█", " ", "·"]
+
+
+def test_fit_end_marks_the_cut_and_keeps_short_text() -> None:
+    from ktrace.model.display_text import fit_end
+
+    assert fit_end("abcdef", 4) == "abc…" and fit_end("abc", 4) == "abc" and fit_end("abcdef", 0) == "a…"

@@ -29,7 +29,16 @@ def test_slower_candidate_is_a_regression_with_its_reason(diff: DiffReport) -> N
     assert diff.regression and diff.step_mean.change_pct is not None and diff.step_mean.change_pct > 5.0
     assert diff.reasons[0].startswith("mean step time up")
     doc = diff_document(diff)
-    assert set(doc) == {"step_mean_ns", "kernel_time_ns", "kernels", "rules", "threshold_pct", "regression", "reasons"}
+    assert set(doc) == {
+        "step_mean_ns",
+        "kernel_time_ns",
+        "kernels",
+        "memory",
+        "rules",
+        "threshold_pct",
+        "regression",
+        "reasons",
+    }
     assert doc["regression"] is True and doc["rules"]["new"] == list(diff.new_rules)
     assert [r["name"] for r in doc["kernels"]] == diff.kernels["name"].to_list()
 

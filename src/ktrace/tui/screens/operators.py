@@ -1,5 +1,6 @@
 """The operator screen (`o`): operators by GPU and CPU self time -> the kernels of the highlighted one, and the
-nn.Module table where the trace has module frames. Reads the dashboard worker's summary (tui.operators_model)."""
+nn.Module table where the trace has module frames; `s` switches the table to operators by input shape (where the
+trace records shapes). Reads the dashboard worker's summary (tui.operators_model)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,14 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from ktrace.tui.operators_model import KERNEL_HEADERS, MODULE_HEADERS, OPERATOR_HEADERS, OperatorPanel
+from ktrace.tui.operators_model import (
+    KERNEL_HEADERS,
+    MODULE_HEADERS,
+    NO_SHAPES,
+    OPERATOR_HEADERS,
+    SHAPE_HEADERS,
+    OperatorPanel,
+)
 
 PENDING = "operators: computing the summary in the background…"
 _NAME_MIN = 16
@@ -22,10 +30,14 @@ _CHROME = 4
 """Columns the table takes besides its cells: the name column's padding and the vertical scrollbar."""
 
 
-def name_width(rows: list[tuple[str, ...]], screen_width: int) -> int:
-    """How wide the operator column may be so that every number column fits on a `screen_width` screen."""
-    others = sum(max(len(header), *(len(row[i]) for row in rows)) + 2 for i, header in enumerate(OPERATOR_HEADERS) if i)
+def name_width(rows: list[tuple[str, ...]], screen_width: int, headers: tuple[str, ...] = OPERATOR_HEADERS) -> int:
+    """How wide the first text column may be so that every other column fits on a `screen_width` screen."""
+    others = sum(max(len(header), *(len(row[i]) for row in rows)) + 2 for i, header in enumerate(headers) if i)
     return max(_NAME_MIN, screen_width - others - _CHROME)
+
+
+_SHAPES_SHARE = 0.6
+"""In the by-shape table, the shapes column's share of the room the two text columns have."""
 
 
 def _fit(name: str, width: int) -> str:
@@ -45,7 +57,7 @@ def _table(headers: tuple[str, ...], cells: list[tuple[str, ...]], title: str) -
 class OperatorScreen(Screen[None]):
     """Operators table; the highlighted operator's kernels and the modules below it. escape, q or o closes."""
 
-    BINDINGS = [Binding("escape,q,o", "dismiss", "close")]
+    BINDINGS = [Binding("escape,q,o", "dismiss", "close"), Binding("s", "toggle_shapes", "by input shape")]
     DEFAULT_CSS = """
     OperatorScreen > Vertical > #op-note { height: auto; padding: 0 1; }
     OperatorScreen > Vertical > DataTable { height: 1fr; }
@@ -56,6 +68,10 @@ class OperatorScreen(Screen[None]):
     def __init__(self, panel: OperatorPanel | None) -> None:
         super().__init__()
         self.panel = panel
+        self.by_shape = False
+        self._operator_of_row: dict[str, str] = {}
+        self._shapes_of_row: dict[str, str] = {}
+        """By-shape rows: the whole shapes text (the table cell may be cut), shown above the kernels."""
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -73,36 +89,63 @@ class OperatorScreen(Screen[None]):
     def show(self, panel: OperatorPanel) -> None:
         """Fill the screen from a panel (also when the summary arrives while the screen is open)."""
         self.panel = panel
-        self.query_one("#op-note", Static).update(panel.note)
+        shapes = self.by_shape and bool(panel.shapes)
+        note = f"{panel.note}; {NO_SHAPES}" if self.by_shape and not panel.shapes else panel.note
+        self.query_one("#op-note", Static).update(Text(note))
         table = self.query_one(DataTable)
         table.clear(columns=True)
-        table.add_columns(*OPERATOR_HEADERS)
-        width = name_width(panel.operators, self.app.size.width) if panel.operators else _NAME_MIN
-        for row in panel.operators:  # the key keeps the whole name: it picks the kernels shown below
-            table.add_row(escape(_fit(row[0], width)), *row[1:], key=row[0])
+        if shapes:
+            self._fill_shapes(table, panel.shapes)
+        else:
+            table.add_columns(*OPERATOR_HEADERS)
+            width = name_width(panel.operators, self.app.size.width) if panel.operators else _NAME_MIN
+            self._operator_of_row = {row[0]: row[0] for row in panel.operators}
+            self._shapes_of_row = {}
+            for row in panel.operators:  # the key keeps the whole name: it picks the kernels shown below
+                table.add_row(escape(_fit(row[0], width)), *row[1:], key=row[0])
         if panel.modules:
             modules = _table(MODULE_HEADERS, panel.modules, f"modules: {panel.modules_note}")
             self.query_one("#op-modules", Static).update(modules)
         else:
             self.query_one("#op-modules", Static).update(panel.modules_note)
-        self._show_kernels(panel.operators[0][0] if panel.operators else None)
+        first = next(iter(self._operator_of_row), None)
+        self._show_kernels(None if first is None else self._operator_of_row[first], first)
+
+    def _fill_shapes(self, table: DataTable[str], rows: list[tuple[str, ...]]) -> None:
+        """The by-shape rows: the operator and shapes columns share the room the number columns leave."""
+        table.add_columns(*SHAPE_HEADERS)
+        numbers = (SHAPE_HEADERS[0], *SHAPE_HEADERS[2:])
+        room = name_width([(r[0], *r[2:]) for r in rows], self.app.size.width, numbers) - 2  # 2: the shapes' padding
+        shape_width = max(_NAME_MIN, int(room * _SHAPES_SHARE))
+        width = max(_NAME_MIN, room - shape_width)
+        self._operator_of_row = {f"{i}": row[0] for i, row in enumerate(rows)}
+        self._shapes_of_row = {f"{i}": row[1] for i, row in enumerate(rows)}
+        for i, row in enumerate(rows):
+            table.add_row(escape(_fit(row[0], width)), escape(_fit(row[1], shape_width)), *row[2:], key=f"{i}")
+
+    def action_toggle_shapes(self) -> None:
+        """Operators by name <-> by (name, input shapes)."""
+        self.by_shape = not self.by_shape
+        if self.panel is not None:
+            self.show(self.panel)
 
     @on(DataTable.RowHighlighted)
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
-        self._show_kernels(None if event.row_key.value is None else str(event.row_key.value))
+        key = None if event.row_key.value is None else str(event.row_key.value)
+        self._show_kernels(None if key is None else self._operator_of_row.get(key), key)
 
-    def _show_kernels(self, name: str | None) -> None:
+    def _show_kernels(self, name: str | None, key: str | None = None) -> None:
         out = self.query_one("#op-kernels", Static)
         if name is None or self.panel is None:
             out.update("")
             return
         cells = self.panel.kernels.get(name)
+        shapes = self._shapes_of_row.get(key or "") if self.by_shape else None
+        title = f"kernels of {name}" + (f" (all its shapes; this row's: {shapes})" if shapes else "")
         out.update(
-            _table(KERNEL_HEADERS, cells, f"kernels of {name}")
+            _table(KERNEL_HEADERS, cells, title)
             if cells
-            else Text(
-                f"kernels of {name}: none listed (it launched no kernel, or it is not a top operator by GPU time)"
-            )
+            else Text(f"{title}: none listed (it launched no kernel, or it is not a top operator by GPU time)")
         )
 
     def action_dismiss(self) -> None:  # type: ignore[override]

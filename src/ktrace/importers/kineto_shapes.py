@@ -1,0 +1,56 @@
+"""Operators' input shapes (Kineto `args["Input Dims"]`, written when the profiler ran with record_shapes=True)
+as one dictionary-encoded string column, ops.input_dims.
+
+The fast path keeps each operator's `Input Dims` as the raw JSON text (msgspec.Raw: skipped, not parsed into
+lists); the texts of a slice become one Arrow binary array (their bytes joined, offsets from their lengths),
+dictionary-encoded, and only the distinct values are normalized (whitespace dropped, then ", " between items: a
+pretty-printed trace and a compact one give the same text, e.g. "[[8, 3, 224, 224], [64, 3, 7, 7], []]").
+Absent or JSON null -> null.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+
+_SPACE = re.compile(r"\s+")
+
+
+def _text(value: Any) -> bytes | msgspec.Raw:
+    """The JSON text of one Input Dims value: raw from the fast path, re-encoded from the slow path's lists."""
+    if type(value) is msgspec.Raw:
+        return value
+    try:
+        return msgspec.json.encode(value)
+    except (TypeError, ValueError, OverflowError):  # not JSON-encodable (cannot come from a JSON trace): absent
+        return b"null"
+
+
+def normalize_dims(text: str) -> str | None:
+    """One Input Dims JSON text in the column's form (no whitespace, ", " between items); None for null."""
+    compact = _SPACE.sub("", text)
+    return None if compact in ("null", "") else compact.replace(",", ", ")
+
+
+def shapes_array(values: Sequence[Any]) -> pa.Array:
+    """ops.input_dims of a slice of operators: the normalized Input Dims text, dictionary-encoded; null where
+    an operator has none."""
+    if not values:
+        return pa.array([], pa.string()).dictionary_encode()
+    parts = list(map(_text, values))
+    offsets = np.zeros(len(parts) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, parts), np.int64, count=len(parts)), out=offsets[1:])
+    buffers = [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(parts))]
+    encoded = pa.Array.from_buffers(pa.large_binary(), len(parts), buffers).dictionary_encode()
+    code_of: dict[str, int] = {}
+    codes = [  # distinct raw text -> code of its normalized text (two raw forms of one shape share it); -1: null
+        -1 if (d := normalize_dims(t)) is None else code_of.setdefault(d, len(code_of))
+        for t in encoded.dictionary.cast(pa.string()).to_pylist()
+    ]
+    indices = np.array(codes, np.int32)[encoded.indices.to_numpy(zero_copy_only=False)]
+    return pa.DictionaryArray.from_arrays(pa.array(indices, mask=indices < 0), pa.array(list(code_of), pa.string()))
