@@ -69,9 +69,13 @@ class Kernel:
     def sized(self, rows: int, *args: Any) -> Any:
         """Run on `args` as `rows` rows of work: for kernels whose loops follow a number argument (bins, say)
         rather than the length of an array."""
-        if rows <= PYTHON_MAX_ROWS * (LIGHT_FACTOR if self.light and not _numba_loaded else 1):
+        if self.runs_as_python(rows):
             return self.py_func(*args)
         return self.compiled()(*args)
+
+    def runs_as_python(self, rows: int) -> bool:
+        """Whether `rows` rows of work run as the kernel's Python source (a wrapper may then take a numpy path)."""
+        return rows <= PYTHON_MAX_ROWS * (LIGHT_FACTOR if self.light and not _numba_loaded else 1)
 
     def compiled(self) -> Any:
         """The numba dispatcher (made once; compiled, or loaded from the disk cache, on its first call)."""

@@ -9,8 +9,10 @@ Public typed wrappers:
 
 Edges are in CSR form: the out-edges of node u are slots indptr[u]:indptr[u + 1] of dst/weight.
 
-Both are one pass over the edges (~1 us an edge as Python): `@jit_light`, so the critical path of one profiler
-window (the README demo's step: 83 k edges) does not load numba for itself (~0.45 s and ~90 MB).
+Both are one pass over the edges: `@jit_light`, so the critical path of one profiler window (the README demo's
+step: 83 k edges) does not load numba for itself (~0.45 s and ~90 MB). As Python, the kernels read and write Python
+lists (the wrappers convert; the same source indexes arrays when compiled): a numpy scalar read or write costs
+several times a list's, and a pass over the demo's edges takes ~0.035 s instead of ~0.07 s.
 """
 
 from __future__ import annotations
@@ -24,13 +26,7 @@ I64 = npt.NDArray[np.int64]
 
 
 @jit_light
-def _topological_order(indptr: I64, dst: I64) -> I64:  # pragma: no cover
-    n = indptr.size - 1
-    indegree = np.bincount(dst, minlength=n)
-    order = np.empty(n, np.int64)
-    sources = np.flatnonzero(indegree == 0)
-    order[: sources.size] = sources
-    tail = sources.size
+def _kahn(indptr: I64, dst: I64, indegree: I64, order: I64, tail: int) -> int:  # pragma: no cover
     head = 0
     while head < tail:
         u = order[head]
@@ -42,15 +38,12 @@ def _topological_order(indptr: I64, dst: I64) -> I64:  # pragma: no cover
             if left == 0:
                 order[tail] = v
                 tail += 1
-    return order[:tail]
+    return tail
 
 
 @jit_light
-def _longest_paths(order: I64, indptr: I64, dst: I64, weight: I64) -> tuple[I64, I64]:  # pragma: no cover
-    n = indptr.size - 1
-    dist = np.zeros(n, np.int64)
-    pred = np.full(n, -1, np.int64)
-    for i in range(order.size):
+def _longest_paths(order: I64, indptr: I64, dst: I64, weight: I64, dist: I64, pred: I64) -> None:  # pragma: no cover
+    for i in range(len(order)):
         u = order[i]
         reach = dist[u]  # final: a DAG has no edge back to u (and no self-loop)
         for e in range(indptr[u], indptr[u + 1]):
@@ -62,7 +55,6 @@ def _longest_paths(order: I64, indptr: I64, dst: I64, weight: I64) -> tuple[I64,
             if pred[v] < 0 or candidate > dist[v]:
                 dist[v] = candidate
                 pred[v] = e
-    return dist, pred
 
 
 def topological_order(indptr: I64, dst: I64) -> I64:
@@ -72,7 +64,18 @@ def topological_order(indptr: I64, dst: I64) -> I64:
         int64 node ids; fewer than the node count when the edges have a cycle (the nodes on or after it are
         missing).
     """
-    result: I64 = _topological_order(np.ascontiguousarray(indptr, np.int64), np.ascontiguousarray(dst, np.int64))
+    indptr, dst = _as64(indptr), _as64(dst)
+    n = indptr.size - 1
+    indegree = np.bincount(dst, minlength=n).astype(np.int64)
+    sources = np.flatnonzero(indegree == 0)
+    order = np.zeros(n, np.int64)
+    order[: sources.size] = sources
+    if _kahn.runs_as_python(max(indptr.size, dst.size)):
+        listed = order.tolist()
+        tail = _kahn.py_func(indptr.tolist(), dst.tolist(), indegree.tolist(), listed, sources.size)
+        return np.array(listed[:tail], np.int64)
+    tail = _kahn(indptr, dst, indegree, order, sources.size)
+    result: I64 = order[:tail]
     return result
 
 
@@ -83,10 +86,16 @@ def longest_paths(order: I64, indptr: I64, dst: I64, weight: I64) -> tuple[I64, 
         order: a full topological order (topological_order's result when it has every node).
         indptr, dst, weight: the edges in CSR form; an edge of negative weight counts as removed.
     """
-    dist, pred = _longest_paths(
-        np.ascontiguousarray(order, np.int64),
-        np.ascontiguousarray(indptr, np.int64),
-        np.ascontiguousarray(dst, np.int64),
-        np.ascontiguousarray(weight, np.int64),
-    )
+    arrays = [_as64(a) for a in (order, indptr, dst, weight)]
+    n = arrays[1].size - 1
+    if _longest_paths.runs_as_python(max(a.size for a in arrays)):
+        dist_list, pred_list = [0] * n, [-1] * n
+        _longest_paths.py_func(*(a.tolist() for a in arrays), dist_list, pred_list)
+        return np.array(dist_list, np.int64), np.array(pred_list, np.int64)
+    dist, pred = np.zeros(n, np.int64), np.full(n, -1, np.int64)
+    _longest_paths(*arrays, dist, pred)
     return dist, pred
+
+
+def _as64(a: npt.ArrayLike) -> I64:
+    return np.ascontiguousarray(a, dtype=np.int64)
