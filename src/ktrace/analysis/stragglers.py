@@ -174,13 +174,14 @@ def combine_stragglers(parts: Iterable[StragglerPart], *, top: int = 10) -> Stra
     waits = pl.concat([pl.DataFrame(schema=WAIT_SCHEMA), *(p.waits for p in parts)])
     basis = "steps" if any(p.basis == "steps" for p in parts) else "span"
     steps = steps.with_columns(work_ns=pl.col("step_ns") - pl.col("comm_ns")).sort("node", "rank", "step")
-    table = _rank_table(steps)
+    per_step = _per_step(steps)
+    table = _rank_table(steps, per_step)
     causes = _causes(table.filter(pl.col("slower_pct") > 0).head(top), steps, kernels, waits)
     text = causes.group_by(_KEYS, maintain_order=True).agg(
         causes=pl.struct("kind", "name", "excess_ns_per_step").map_elements(_cause_text, pl.String).str.join("; ")
     )
     table = table.join(text, on=_KEYS, how="left").with_columns(pl.col("causes").fill_null(""))
-    return Stragglers(basis, _per_step(steps), table, causes)
+    return Stragglers(basis, per_step, table, causes)
 
 
 def _cause_text(cause: dict[str, object]) -> str:
@@ -224,13 +225,13 @@ def _per_step(steps: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _rank_table(steps: pl.DataFrame) -> pl.DataFrame:
+def _rank_table(steps: pl.DataFrame, per_step: pl.DataFrame) -> pl.DataFrame:
     per_rank = steps.group_by(_KEYS).agg(
         steps=pl.len().cast(pl.Int64), step_mean_ns=pl.col("step_ns").mean(), work_mean_ns=pl.col("work_ns").mean()
     )
     median = per_rank["work_mean_ns"].median() if per_rank.height else None
     med = float(median) if isinstance(median, (int, float)) and median > 0 else None
-    slowest = _per_step(steps).group_by("slowest_node", "slowest_rank").agg(slowest_steps=pl.len().cast(pl.Int64))
+    slowest = per_step.group_by("slowest_node", "slowest_rank").agg(slowest_steps=pl.len().cast(pl.Int64))
     slowest = slowest.rename({"slowest_node": "node", "slowest_rank": "rank"})
     return (
         per_rank.with_columns(
