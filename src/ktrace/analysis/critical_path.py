@@ -53,11 +53,11 @@ from ktrace.model.trace import Trace
 
 I64 = npt.NDArray[np.int64]
 COMPOSITION = ("cpu", "launch_delay", "gpu_gap", "gpu_compute", "communication", "memory", "sync")
-RANK_WAIT = "rank_wait"
-"""The composition's last category on a path joining ranks: collective time spent waiting for another rank."""
 """Categories of path time: CPU operators and runtime calls; launch delays (a kernel waiting for its launch
 call); gaps between consecutive records of a stream; kernels; communication kernels; memcpy/memset; and
 synchronization edges (GPU -> CPU waits and event waits: weightless, counted in `edges`)."""
+RANK_WAIT = "rank_wait"
+"""The composition's last category on a path joining ranks: collective time spent waiting for another rank."""
 TOP_ITEMS = 10
 LABEL_CHARS = 60
 """A step's name in the label is cut to this many characters (inferred steps are named after a kernel)."""

@@ -16,6 +16,13 @@ NO_SYNC_RECORDS = (
 )
 
 
+JOINED_BY_ORDER = (
+    "critical_path: ranks are joined at NCCL kernels of the same name in the same order (Kineto kernel records name "
+    "no process group): in a job with several groups (pipeline stages, tensor-parallel groups) ranks that never "
+    "communicate may be joined; per rank: critical_path(trace, across_ranks=False)"
+)
+
+
 def critical_path_notes(cp: CriticalPath | None) -> tuple[str, ...]:
     """Why the summary's critical_path key is null, or what limits it."""
     if cp is None:
@@ -23,9 +30,11 @@ def critical_path_notes(cp: CriticalPath | None) -> tuple[str, ...]:
     notes: tuple[str, ...] = (NO_SYNC_RECORDS,) if cp.sync_records == 0 else ()
     if cp.dropped_edges:
         notes += (
-            f"critical_path: {cp.dropped_edges} launch/sync edges dropped: their times went backwards (clock skew "
-            "between CPU and GPU timestamps) and closed a cycle",
+            f"critical_path: {cp.dropped_edges} launch/sync/collective edges dropped: their times went backwards "
+            "(clock skew between CPU and GPU timestamps, or between hosts) and closed a cycle",
         )
+    if cp.crossings is not None:
+        notes += (JOINED_BY_ORDER,)
     if cp.unaligned_hosts:
         notes += (
             f"critical_path: the ranks joined at their collectives run on {cp.unaligned_hosts} hosts whose clocks "

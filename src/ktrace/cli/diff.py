@@ -49,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.threshold < 0:
         raise KtraceError("--threshold must be >= 0", ExitCode.USAGE)
+    if args.top < 1:
+        raise KtraceError("--top must be at least 1", ExitCode.USAGE)
     config = rules_config(args)
     from ktrace.cli.progress import progress_bar
 

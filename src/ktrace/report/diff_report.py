@@ -186,7 +186,7 @@ def _memory_rows(memory: MemoryDiff) -> tuple[list[dict[str, Any]], list[dict[st
     """(per device, per operator) rows with bytes: the terminal's and Markdown's tables."""
     devices = [
         {
-            "device": f"{r['node_b'] or r['node_a']}/{r['rank']}/{r['device']}",
+            "device": printable(f"{r['node_b'] or r['node_a']}/{r['rank']}/{r['device']}"),
             **{f"{m}_{s}_bytes": r[f"peak_{m}_{s}"] for m in ("allocated", "reserved") for s in ("a", "b", "delta")},
         }
         for r in rows(memory.devices)

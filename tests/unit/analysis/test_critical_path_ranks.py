@@ -145,6 +145,17 @@ def test_late_rank_idle_leaves_the_wait_on_the_path() -> None:
     assert on_time["saved_ns"] == 290 * US
 
 
+def test_a_path_joining_ranks_says_how_they_were_joined() -> None:
+    """Kernel records name no process group: ranks are matched by kernel name and order, which can join ranks of
+    different groups (two SendRecv pairs): the summary says so whenever it joins ranks, and only then."""
+    from ktrace.analysis.critical_path_summary import JOINED_BY_ORDER, critical_path_notes
+
+    joined = critical_path(_job([(300, 335, "fwd")], 300))
+    assert JOINED_BY_ORDER in critical_path_notes(joined)
+    alone = critical_path(_job([(300, 335, "fwd")], 300), across_ranks=False)
+    assert JOINED_BY_ORDER not in critical_path_notes(alone)
+
+
 def test_one_rank_view_is_the_old_path() -> None:
     """across_ranks=False: rank 0 alone, its all-reduce span all communication, no rank_wait category."""
     trace = _job([(0, 335, "fwd"), (0, 300, "slow_op")], 300)

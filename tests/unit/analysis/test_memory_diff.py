@@ -3,6 +3,7 @@ and two real traces with [memory] events through the CLI (JSON and terminal)."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -101,3 +102,26 @@ def test_cli_diff_without_memory_says_which(capsys: pytest.CaptureFixture[str]) 
     assert doc["memory"] is None and "B has no GPU memory timeline" in doc["memory_note"]
     main(["diff", _one(RESNET), _one(ALEXNET), "--markdown"])
     assert "B has no GPU memory timeline" in capsys.readouterr().out
+
+
+def test_host_names_reach_the_terminal_table_printable() -> None:
+    """A host named with an OSC escape must not drive the user's terminal from the memory table."""
+    from rich.console import Console
+
+    from ktrace.report.diff_report import build_diff, render_diff_terminal
+
+    a = memory_trace()
+    evil = "h\x1b]0;pwned\x07"
+    frames = {name: a.table(name) for name in SCHEMAS}
+    renamed = {name: f.with_columns(pl.lit(evil).cast(f.schema["node"]).alias("node")) for name, f in frames.items()}
+    b = Trace(**renamed, meta=a.meta)
+    console = Console(width=120, record=True, color_system=None, file=io.StringIO())
+    render_diff_terminal(build_diff(a, b), console)
+    text = console.export_text()
+    assert "\x1b" not in text and "h\\x1b]0;pwned\\x07/0/0" in text
+
+
+def test_diff_top_below_one_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    a = str(next(ALEXNET.glob("*.json.gz")))
+    assert main(["diff", a, a, "--top", "-2"]) == 2
+    assert "--top must be at least 1" in capsys.readouterr().err
