@@ -205,11 +205,29 @@ def _memory_rows(memory: MemoryDiff) -> tuple[list[dict[str, Any]], list[dict[st
     return devices, operators
 
 
+def mixed_sources(memory: MemoryDiff) -> str:
+    """A warning when A's and B's peaks are different measures (allocator bytes vs NVML's used memory), else ""."""
+    if memory.source_a == memory.source_b:
+        return ""
+    return (
+        f"A's memory comes from {SOURCE_WORDS.get(memory.source_a, memory.source_a)}, B's from "
+        f"{SOURCE_WORDS.get(memory.source_b, memory.source_b)}: not the same measure, so the deltas mix the two"
+    )
+
+
+SOURCE_WORDS = {
+    "allocator": "the PyTorch allocator's events (tensor bytes)",
+    "nvml": "NVML counters (device memory used, caches and the CUDA context included)",
+}
+
+
 def _memory_markdown(diff: DiffReport) -> list[str]:
     if diff.memory is None:
         return ["## GPU memory", "", printable(_memory_note(diff)), ""]
     devices, operators = _memory_rows(diff.memory)
     out = ["## GPU memory (peak per device)", ""]
+    if warning := mixed_sources(diff.memory):
+        out += [f"_{warning}_", ""]
     out += md_table(
         ["device (node/rank/device)", "allocated A", "allocated B", "delta", "reserved A", "reserved B", "delta"],
         [[d["device"], *(fmt_bytes(d[k]) for k in list(d)[1:])] for d in devices],
@@ -299,6 +317,8 @@ def render_diff_terminal(diff: DiffReport, console: Console) -> None:
         console.print(f"[dim]{escape(printable(_memory_note(diff)))}[/]")
     else:
         devices, operators = _memory_rows(diff.memory)
+        if warning := mixed_sources(diff.memory):
+            console.print(f"[yellow]{escape(warning)}[/]")
         print_table(console, "GPU memory: peak per device (node/rank/device)", devices)
         if operators:
             print_table(console, "allocating operators that changed most (bytes allocated)", operators)

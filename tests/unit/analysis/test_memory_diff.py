@@ -125,3 +125,16 @@ def test_diff_top_below_one_is_a_usage_error(capsys: pytest.CaptureFixture[str])
     a = str(next(ALEXNET.glob("*.json.gz")))
     assert main(["diff", a, a, "--top", "-2"]) == 2
     assert "--top must be at least 1" in capsys.readouterr().err
+
+
+def test_allocator_against_nvml_peaks_are_flagged_as_different_measures() -> None:
+    import dataclasses
+
+    from ktrace.report.diff_report import build_diff, render_diff_markdown
+
+    a = memory_trace()
+    diff = build_diff(a, _without_block(a, 0xC, 4096))
+    assert diff.memory is not None and "not the same measure" not in render_diff_markdown(diff)
+    mixed = dataclasses.replace(diff, memory=dataclasses.replace(diff.memory, source_b="nvml"))
+    assert "A's memory comes from the PyTorch allocator's events" in render_diff_markdown(mixed)
+    assert "NVML counters" in render_diff_markdown(mixed)
