@@ -162,6 +162,8 @@ def _close_on_sigterm(session: Any) -> None:
         return
 
     def handler(signum: int, frame: Any) -> None:
+        if session.closing:  # a second SIGTERM (`ktrace run` forwards what a group kill delivered already)
+            return  # while the first is writing the capture: that one ends the process when done
         try:
             session.close()
         finally:

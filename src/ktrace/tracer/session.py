@@ -74,6 +74,7 @@ class CaptureSession:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._closed = False
+        self._closing = False
         self._dead = False
         self._timers = time_window_timers(config, self.windows)
         self.step_index = -1
@@ -82,6 +83,11 @@ class CaptureSession:
         self._step_work_end: int | None = None
 
     # ----- recording (called from application threads) -----
+
+    @property
+    def closing(self) -> bool:
+        """True while close() is writing the last rows (a signal handler running now must not close again)."""
+        return self._closing and not self._closed
 
     @property
     def alive(self) -> bool:
@@ -248,9 +254,11 @@ class CaptureSession:
     # ----- end -----
 
     def close(self) -> None:
-        """Stop recording, write the last rows and close the partition (atexit, SIGTERM)."""
-        if self._closed or self._dead:
+        """Stop recording, write the last rows and close the partition (atexit, SIGTERM). A call made while one
+        runs (a signal handler interrupting it) returns at once: the first finishes the work."""
+        if self._closed or self._dead or self._closing:
             return
+        self._closing = True
         # The last step has no next step() to end it: it ends with the last range recorded inside it, else now.
         self.end_step(self._step_work_end)
         self._stop.set()

@@ -114,3 +114,57 @@ def test_forked_child_abandons_the_session(session) -> None:  # type: ignore[no-
     s.abandon()
     assert api.current_session() is None
     s.close()  # a no-op: nothing written by the dead copy
+
+
+def test_a_close_interrupted_by_another_close_neither_deadlocks_nor_writes_twice(session, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`ktrace run` forwards a SIGTERM to its command, which a process-group kill delivered already: the second
+    one ran the handler's close() inside the first, between bytecodes of its locked ranges swap, and waited on the
+    lock the outer close held (a CI run waited 90 s). The inner close must return at once."""
+    s = session(CaptureConfig())
+    with ktrace.annotate("kept"):
+        pass
+    lock = s._lock
+
+    class InterruptedOnce:
+        fired = False
+
+        def __enter__(self) -> None:
+            if not lock.acquire(timeout=5):
+                raise AssertionError("close() waited on the lock its outer close() holds")
+            if not InterruptedOnce.fired:
+                InterruptedOnce.fired = True
+                s.close()  # what a second SIGTERM's handler does at this point
+
+        def __exit__(self, *exc: object) -> None:
+            lock.release()
+
+    s._lock = InterruptedOnce()
+    s.close()
+    assert InterruptedOnce.fired
+    store.finalize(tmp_path / "run.ktrace")
+    assert store.read(tmp_path / "run.ktrace").ranges["name"].cast(str).to_list() == ["kept"]
+
+
+def test_a_second_sigterm_while_the_capture_is_written_is_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    import signal
+
+    from ktrace.tracer import hook
+
+    calls: list[str] = []
+
+    class Closing:
+        closing = False
+
+        def close(self) -> None:
+            calls.append("close")
+            Closing.closing = True
+            installed(signal.SIGTERM, None)  # the second SIGTERM arrives while this one is writing
+
+    handlers: dict[int, object] = {}
+    monkeypatch.setattr(signal, "getsignal", lambda sig: signal.SIG_DFL)
+    monkeypatch.setattr(signal, "signal", lambda sig, h: handlers.__setitem__(sig, h))
+    monkeypatch.setattr(hook.os, "kill", lambda pid, sig: calls.append("kill"))
+    hook._close_on_sigterm(Closing())
+    installed = handlers[signal.SIGTERM]
+    installed(signal.SIGTERM, None)  # type: ignore[operator]
+    assert calls == ["close", "kill"]  # one close, then the default action once
