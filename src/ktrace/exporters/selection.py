@@ -94,24 +94,23 @@ def select(
         frames = {name: f.filter(keep) for name, f in frames.items()}
     if window is not None:
         lo, hi = window
-        for name in SPAN_TABLES:
-            f = frames[name]
-            if lo is not None:
-                f = f.filter(pl.col("end_ns") >= lo)
-            if hi is not None:
-                f = f.filter(pl.col("start_ns") <= hi)
-            frames[name] = f
+        for name in SPAN_TABLES:  # spans: kept when they overlap the window
+            frames[name] = _within(frames[name], "end_ns", "start_ns", lo, hi)
         # allocator events lacking the allocator's totals (PyTorch 1.9) are summed from the trace start: the sum
         # before the window is carried in as totals, so a cut's memory counter does not restart at 0
         frames["allocations"] = _with_totals(frames["allocations"])
         for name in ("counters", "allocations"):  # instants: kept inside the window
-            c = frames[name]
-            if lo is not None:
-                c = c.filter(pl.col("ts_ns") >= lo)
-            if hi is not None:
-                c = c.filter(pl.col("ts_ns") <= hi)
-            frames[name] = c
+            frames[name] = _within(frames[name], "ts_ns", "ts_ns", lo, hi)
     return dataclasses.replace(trace, **frames)  # type: ignore[arg-type]
+
+
+def _within(frame: pl.DataFrame, end: str, start: str, lo: int | None, hi: int | None) -> pl.DataFrame:
+    """Rows whose `end` column is >= lo and whose `start` column is <= hi (an open bound keeps everything)."""
+    if lo is not None:
+        frame = frame.filter(pl.col(end) >= lo)
+    if hi is not None:
+        frame = frame.filter(pl.col(start) <= hi)
+    return frame
 
 
 def _with_totals(allocations: pl.DataFrame) -> pl.DataFrame:

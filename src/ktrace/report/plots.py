@@ -142,26 +142,9 @@ def histogram(title: str, edges: list[float], counts: list[int], unit: str) -> F
 
 
 def lines(title: str, series: Sequence[UtilizationSeries], y_title: str) -> Figure:
-    """One line per utilization series."""
-    data = [
-        {
-            "type": "scattergl" if len(s.x_s) > 2000 else "scatter",
-            "mode": "lines",
-            "name": label(s.label),
-            "x": list(s.x_s),
-            "y": list(s.y_pct),
-        }
-        for s in series
-    ]
-    return {
-        "data": data,
-        "layout": _layout(
-            title,
-            height=380,
-            xaxis={"title": {"text": "seconds since trace start"}},
-            yaxis={"title": {"text": y_title}, "range": [0, 105]},
-        ),
-    }
+    """One line per utilization series (0-100 %)."""
+    rows: list[tuple[str, list[float], list[float | None]]] = [(s.label, list(s.x_s), list(s.y_pct)) for s in series]
+    return xy_lines(title, rows, y_title, yaxis={"range": [0, 105]})
 
 
 def bars(title: str, names: list[Any], values: list[float], unit: str) -> Figure:
@@ -234,8 +217,13 @@ def heatmap(
     }
 
 
-def xy_lines(title: str, series: Sequence[tuple[str, list[float], list[float | None]]], y_title: str) -> Figure:
-    """One line per (name, x in seconds since the trace start, y) series; y from 0."""
+def xy_lines(
+    title: str,
+    series: Sequence[tuple[str, list[float], list[float | None]]],
+    y_title: str,
+    yaxis: dict[str, Any] | None = None,
+) -> Figure:
+    """One line per (name, x in seconds since the trace start, y) series; y from 0 (or `yaxis`'s range)."""
     data = [
         {"type": "scattergl" if len(x) > 2000 else "scatter", "mode": "lines", "name": label(name), "x": x, "y": y}
         for name, x, y in series
@@ -246,6 +234,6 @@ def xy_lines(title: str, series: Sequence[tuple[str, list[float], list[float | N
             title,
             height=380,
             xaxis={"title": {"text": "seconds since trace start"}},
-            yaxis={"title": {"text": y_title}, "rangemode": "tozero"},
+            yaxis={"title": {"text": y_title}, **(yaxis or {"rangemode": "tozero"})},
         ),
     }
