@@ -86,8 +86,8 @@ def operator_panel(summary: Summary) -> OperatorPanel:
         for r in (rows(mods.top_by_gpu_time) if mods else [])
     ]
     note = (
-        f"{ops.operators:,} operators; {ops.attributed:,} of {ops.records:,} GPU records "
-        f"({100 * ops.attributed_gpu_share:.1f} % of GPU time) launched inside one"
+        f"{ops.operators:,} operators launched {ops.attributed:,} of {ops.records:,} GPU records "
+        f"({100 * ops.attributed_gpu_share:.1f} % of GPU time)"  # one line at 80 columns
     )
     modules_note = (
         NO_MODULES
