@@ -15,6 +15,7 @@ import atexit
 import copy
 import gzip
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -30,8 +31,10 @@ from real_traces import fixture_path
 
 from ktrace.importers import kineto_decode
 from ktrace.importers.kineto import import_kineto
+from ktrace.importers.kineto_workers import WORKERS_ENV
 from ktrace.model.errors import TraceFormatError
 from ktrace.model.trace import Trace
+from ktrace.testing import assert_trace_equal
 
 ALEXNET = fixture_path("alexnet")
 
@@ -272,3 +275,48 @@ def _structure_aware(kind: str, where: float, size: int, zipped: bool) -> None:
         path = TMP / "decoy.json"
         path.write_bytes(data)
         assert import_kineto(path).counts() == import_kineto(TMP / "seed.json").counts()
+
+
+@pytest.mark.parametrize("share", SHARE)
+def test_workers_read_damage_alike(share: int) -> None:
+    """Decode workers (importers/kineto_workers) on damaged and hostile inputs: the same trace, or the same error,
+    as the main process alone."""
+    fuzz(
+        100 // share,
+        _workers_alike,
+        seed=st.sampled_from([SEED, OLD_ERA]),
+        edits=st.lists(st.tuples(st.floats(0, 1), st.binary(min_size=1, max_size=4)), max_size=4),
+        kind=st.sampled_from(["none", "nest_args", "huge_string", "whitespace", "non_finite"]),
+        where=st.floats(0, 1),
+        zipped=st.booleans(),
+    )
+
+
+def _workers_alike(seed: bytes, edits: list[tuple[float, bytes]], kind: str, where: float, zipped: bool) -> None:
+    data = bytearray(seed if kind == "none" else _structural(seed.decode(), kind, where, 600))
+    for at, junk in edits:
+        i = int(at * (len(data) - 1))
+        data[i : i + len(junk)] = junk
+    path = TMP / ("workers.json.gz" if zipped else "workers.json")
+    path.write_bytes(gzip.compress(bytes(data), mtime=0) if zipped else bytes(data))
+    parallel, alone = (_import_or_error(path, workers) for workers in ("2", "0"))
+    if isinstance(alone, str):
+        assert parallel == alone
+    else:
+        assert isinstance(parallel, Trace)
+        assert_trace_equal(parallel, alone)
+
+
+def _import_or_error(path: Path, workers: str) -> Trace | str:
+    old = os.environ.get(WORKERS_ENV)
+    os.environ[WORKERS_ENV] = workers
+    try:
+        with small_chunks(1024):
+            return import_kineto(path)
+    except TraceFormatError as exc:
+        return str(exc)
+    finally:
+        if old is None:
+            del os.environ[WORKERS_ENV]
+        else:
+            os.environ[WORKERS_ENV] = old

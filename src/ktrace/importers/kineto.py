@@ -19,8 +19,8 @@ import pyarrow as pa
 
 from ktrace.importers.kineto_decode import EventSplitter
 from ktrace.importers.kineto_events import EventSink, to_int
-from ktrace.importers.kineto_schema import DecodeReport
-from ktrace.importers.kineto_stream import StreamStatus, byte_blocks, kineto_files
+from ktrace.importers.kineto_schema import DecodeReport, EventSlice
+from ktrace.importers.kineto_stream import StreamStatus, byte_blocks, is_gzip, kineto_files
 from ktrace.importers.kineto_tables import (
     TimeFixer,
     add_allocations,
@@ -29,6 +29,7 @@ from ktrace.importers.kineto_tables import (
     add_gpu_tables,
     join_health,
 )
+from ktrace.importers.kineto_workers import SliceWorkers, read_in_workers, worker_count
 from ktrace.model.builder import TraceBuilder, merge_traces
 from ktrace.model.clock_estimate import align_hosts
 from ktrace.model.errors import ProgressFn, TraceFormatError, no_progress
@@ -140,7 +141,7 @@ def import_rank_file(path: Path, *, with_ops: bool = True) -> tuple[Trace, RankF
 
     Raises:
         TraceFormatError: the file is not a readable Kineto trace (a folder import skips it)."""
-    return _import_file(path, no_progress, with_ops, 0, 0)
+    return _import_file(path, no_progress, with_ops, 0, 0, parallel=False)
 
 
 def _rerank(trace: Trace, rank: int) -> Trace:
@@ -169,17 +170,30 @@ def folder_meta(
     return TraceMeta(source="kineto", job=job, hosts=hosts, health=meta.health, notes=meta.notes + tuple(notes))
 
 
+def _workers_for(path: Path) -> int:
+    """Decode workers for this file (kineto_workers); 0 if it cannot be read (byte_blocks then says why)."""
+    try:
+        return worker_count(path.stat().st_size, is_gzip(path))
+    except OSError:
+        return 0
+
+
 def _import_file(
-    path: Path, progress: ProgressFn, with_ops: bool, done_before: int, grand_total: int
+    path: Path, progress: ProgressFn, with_ops: bool, done_before: int, grand_total: int, parallel: bool = True
 ) -> tuple[Trace, RankFile]:
     report = DecodeReport()
     status = StreamStatus()
     sink = EventSink(with_ops=with_ops, report=report)
+    count = _workers_for(path) if parallel else 0
+    splitter = EventSplitter(report, with_ops=with_ops, defer=count > 0)
     try:
-        for events in EventSplitter(report, with_ops=with_ops).run(
-            byte_blocks(path, status, progress, done_before, grand_total)
-        ):
-            sink.add(events)
+        pieces = splitter.run(byte_blocks(path, status, progress, done_before, grand_total))
+        if count:
+            read_in_workers(splitter, pieces, sink, SliceWorkers(count, with_ops))
+        else:
+            for events in pieces:
+                assert isinstance(events, EventSlice)  # (a splitter that does not defer decodes every slice)
+                sink.add(events)
     except TraceFormatError as exc:
         if status.truncated:
             raise TraceFormatError(

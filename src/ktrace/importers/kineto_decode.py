@@ -9,8 +9,10 @@ around it are salvaged. Everything outside `traceEvents` is the header, decoded 
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -82,10 +84,37 @@ def _salvage(region: bytearray, err: int, report: DecodeReport, with_ops: bool) 
     return events, resume
 
 
-class EventSplitter:
-    """Turns a stream of byte blocks into decoded event lists and a header dict (see module docstring)."""
+@dataclass(frozen=True)
+class PendingSlice:
+    """A slice handed out undecoded (EventSplitter.defer): its bracketed text, and the separator after it."""
 
-    def __init__(self, report: DecodeReport, *, with_ops: bool = True, chunk_bytes: int | None = None) -> None:
+    text: bytes
+    sep: bytes
+    """The bytes between the slice's last event and the next event (`, `), to put the stream back together."""
+
+    def source(self) -> bytes:
+        """The slice as it stood in the stream, separator included."""
+        return b"".join((memoryview(self.text)[1:-1], self.sep))
+
+
+SETTLE = object()
+"""Yielded by a deferring EventSplitter before it decodes anything itself: every PendingSlice handed out so far
+must be decoded (and any that failed put back with `restore`) before the splitter goes on."""
+
+
+class EventSplitter:
+    """Turns a stream of byte blocks into decoded event lists and a header dict (see module docstring).
+
+    With `defer`, full slices are yielded undecoded (PendingSlice) for other processes to decode, on the
+    guess that each cut is valid; a slice that does not decode is given back with `restore`, and the rest of
+    the stream is then read as without `defer`. SETTLE is yielded before the first slice the splitter decodes
+    itself (oversized events, the end of the array), after which it no longer defers.
+    """
+
+    def __init__(
+        self, report: DecodeReport, *, with_ops: bool = True, chunk_bytes: int | None = None, defer: bool = False
+    ) -> None:
+        self.defer = defer
         self.report = report
         self.with_ops = with_ops
         self.chunk_bytes = chunk_bytes or CHUNK_BYTES
@@ -96,24 +125,40 @@ class EventSplitter:
         """While skipping an oversized event: the last bytes seen (a boundary may span two blocks)."""
         self.squeezed = 0
 
-    def run(self, blocks: Iterable[bytes]) -> Iterator[EventSlice]:
+    def run(self, blocks: Iterable[bytes]) -> Iterator[EventSlice | PendingSlice | object]:
         """Yield slices of events as the blocks arrive; fill report.header at the end."""
         it = self._squeezed(blocks)
         if not self._find_events(it):
             return
-        for block in it:
+        for block in itertools.chain((b"",), it):  # (b"": what _find_events buffered may hold slices already)
             if self.skipping is not None and not (block := self._skip(block)):
                 continue
             self.buf += block
             if len(self.buf) >= self.chunk_bytes:
                 yield from self._drain(final=False)
                 if len(self.buf) > self.chunk_bytes + MAX_EVENT_BYTES:
+                    if self.defer:
+                        yield from self._settle()
+                        yield from self._drain(final=False)
+                        if len(self.buf) <= self.chunk_bytes + MAX_EVENT_BYTES:
+                            continue
                     yield from self._cut_oversized()
         if self.squeezed:
             self.report.notes.append(
                 f"{self.squeezed:,} run(s) of more than {MAX_WHITESPACE_RUN:,} whitespace bytes squeezed to one"
             )
+        yield from self._settle()
         yield from self._finish()
+
+    def _settle(self) -> Iterator[Any]:
+        if self.defer:
+            self.defer = False
+            yield SETTLE
+
+    def restore(self, pending: list[PendingSlice]) -> None:
+        """Put slices handed out undecoded back in front of the buffer, in order, and stop deferring."""
+        self.buf[:0] = b"".join(p.source() for p in pending)
+        self.defer = False
 
     def _squeezed(self, blocks: Iterable[bytes]) -> Iterator[bytes]:
         for block in blocks:
@@ -121,14 +166,14 @@ class EventSplitter:
             self.squeezed += n
             yield out
 
-    def _cut_oversized(self) -> Iterator[EventSlice]:
+    def _cut_oversized(self) -> Iterator[EventSlice | PendingSlice | object]:
         """The buffer ends in an event of more than MAX_EVENT_BYTES: decode the events before it, drop it (noted)
         and skip the stream to the next event."""
         yield from self._drop_oversized(len(self.buf))
         self.buf = bytearray()
         self.skipping = b""
 
-    def _drop_oversized(self, end: int) -> Iterator[EventSlice]:
+    def _drop_oversized(self, end: int) -> Iterator[EventSlice | PendingSlice | object]:
         """self.buf[:end] holds an event of more than MAX_EVENT_BYTES: decode the events before it, drop it and
         keep what follows it in the buffer (a scan that skips strings finds where each event starts)."""
         starts = value_starts(self.buf, end) + [end]
@@ -179,28 +224,26 @@ class EventSplitter:
         _explain_no_events(bytes(head))
         return False
 
-    def _drain(self, final: bool) -> Iterator[EventSlice]:
+    def _drain(self, final: bool) -> Iterator[EventSlice | PendingSlice | object]:
         """Decode ~chunk-sized slices of self.buf; keep the undecodable tail unless `final`."""
         search_from: int | None = None
-        while True:
-            size = len(self.buf)
-            if final and not self.buf.strip():
-                self.buf = bytearray()
-                return
-            if not final and size < self.chunk_bytes:
-                return
-            m = None
-            if not (final and size <= self.chunk_bytes):
-                pos = self.chunk_bytes - min(1 << 16, self.chunk_bytes // 8) if search_from is None else search_from
-                m = _BOUNDARY.search(self.buf, pos)
-                if m is None and not final:
-                    return
-            cut = m.start() + 1 if m else size
-            if cut > self.chunk_bytes + MAX_EVENT_BYTES:  # the slice holds an oversized event: drop it
-                yield from self._drop_oversized((m.end() - 1) if m else cut)
+        while (found := self._next_cut(final, search_from)) is not None:
+            m, cut = found
+            if cut > self.chunk_bytes + MAX_EVENT_BYTES:  # the slice holds an oversized event
+                if self.defer:
+                    yield from self._settle()  # decoded here from now on; the buffer may have grown
+                else:
+                    yield from self._drop_oversized((m.end() - 1) if m else cut)
                 search_from = None
                 continue
             chunk = _bracketed(memoryview(self.buf)[:cut])
+            if self.defer and m is not None:
+                end = m.end() - 1
+                sep = bytes(self.buf[cut:end])
+                del self.buf[:end]
+                yield PendingSlice(chunk, sep)
+                search_from = None
+                continue
             try:
                 events = EventSlice(decode_events(chunk, self.report, self.with_ops), chunk)
             except msgspec.DecodeError as exc:
@@ -219,10 +262,27 @@ class EventSplitter:
             del self.buf[: (m.end() - 1) if m else cut]
             search_from = None
 
+    def _next_cut(self, final: bool, search_from: int | None) -> tuple[re.Match[bytes] | None, int] | None:
+        """Where the next slice ends (the boundary found, or None for the whole buffer, and the cut offset);
+        None when no slice is due (the buffer is short of a slice, or empty at the end)."""
+        size = len(self.buf)
+        if final and not self.buf.strip():
+            self.buf = bytearray()
+            return None
+        if not final and size < self.chunk_bytes:
+            return None
+        m = None
+        if not (final and size <= self.chunk_bytes):
+            pos = self.chunk_bytes - min(1 << 16, self.chunk_bytes // 8) if search_from is None else search_from
+            m = _BOUNDARY.search(self.buf, pos)
+            if m is None and not final:
+                return None
+        return m, (m.start() + 1 if m else size)
+
     def _emit(self, events: EventSlice) -> None:
         self.report.events += len(events.events)
 
-    def _finish(self) -> Iterator[EventSlice]:
+    def _finish(self) -> Iterator[EventSlice | PendingSlice | object]:
         end = self._closing_bracket()
         if end is None:
             end = self._array_end()

@@ -277,7 +277,7 @@ BUILDERS: dict[str, Callable[[list[Event], list[Any]], dict[str, pa.Array]]] = {
 
 
 @dataclass
-class _Staged:
+class Staged:
     """What one slice adds to an EventSink, kept apart until the slice has been read exactly."""
 
     tables: list[tuple[str, pa.Table]] = field(default_factory=list)
@@ -307,11 +307,18 @@ class EventSink:
         A slice whose epoch timestamps have fractions float64 cannot hold is decoded again, exactly (and so
         are the slices after it: report.exact_ts).
         """
+        self.merge(self.stage(piece))
+
+    def stage(self, piece: EventSlice) -> Staged:
+        """The columns one slice adds, not yet added (sets report.exact_ts if the slice needed exact times)."""
         try:
-            staged = self._stage(piece.events)
+            return self._stage(piece.events)
         except LostNanoseconds:
             self.report.exact_ts = True
-            staged = self._stage(decode_events(piece.text, DecodeReport(), self.with_ops, exact=True))
+            return self._stage(decode_events(piece.text, DecodeReport(), self.with_ops, exact=True))
+
+    def merge(self, staged: Staged) -> None:
+        """Add what `stage` made of a slice (slices are merged in file order)."""
         self.known_other += staged.known_other
         self.skipped_ops += staged.skipped_ops
         self.meta_events += staged.meta_events
@@ -320,8 +327,8 @@ class EventSink:
             self.categories[kind] = self.categories.get(kind, 0) + table.num_rows
             self.parts.setdefault(kind, []).append(table)
 
-    def _stage(self, events: list[Any]) -> _Staged:
-        staged = _Staged()
+    def _stage(self, events: list[Any]) -> Staged:
+        staged = Staged()
         if not events:
             return staged
         n = len(events)
@@ -356,7 +363,7 @@ class EventSink:
             self._stage_kind(staged, kind, evs)
         return staged
 
-    def _stage_kind(self, staged: _Staged, kind: str, evs: list[Event]) -> None:
+    def _stage_kind(self, staged: Staged, kind: str, evs: list[Event]) -> None:
         if not evs:
             return
         if kind == "python":

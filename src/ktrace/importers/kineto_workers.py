@@ -1,0 +1,255 @@
+"""Decode a big Kineto file's slices in worker processes while the main process reads and splits the file.
+
+msgspec's decode and the Arrow column builds hold the GIL, so threads cannot share them; forked processes
+can. The main process inflates (its gunzip thread), cuts `traceEvents` into ~8 MB slices on the guess that
+each cut falls between two events (EventSplitter.defer), hands each slice's text to a worker, and merges the
+workers' Arrow tables back in file order. A worker decodes and stages its slice exactly as the main process
+would (kineto_schema.decode_events, EventSink.stage) and pickles the result back.
+
+Nothing is lost when the guess is wrong: a slice that does not decode (a cut inside a string, damage) or a
+worker that dies sends the main process back to the one-process path from that slice on; the texts of every
+slice not yet merged are kept until then (at most IN_FLIGHT_PER_WORKER per worker, which also bounds memory).
+
+Used for files of at least MIN_GZIP_BYTES (.json.gz) or MIN_PLAIN_BYTES (.json), on Linux, outside daemonic
+processes (Dask workers may not fork) and never for the ranks a process pool imports (those run in parallel
+already). `KTRACE_IMPORT_WORKERS=N` sets the number of workers; 0 turns them off.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+import queue
+import signal
+import sys
+import threading
+import warnings
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from ktrace.importers.kineto_decode import SETTLE, EventSplitter, PendingSlice
+from ktrace.importers.kineto_events import EventSink, Staged
+from ktrace.importers.kineto_schema import DecodeReport, EventSlice, code_of_type, decode_events, tagged_decoder
+
+WORKERS_ENV = "KTRACE_IMPORT_WORKERS"
+MAX_DEFAULT_WORKERS = 4
+MIN_GZIP_BYTES = 4 << 20
+"""A .json.gz this big (~50 MB of JSON, ~6 slices) or bigger is decoded by workers."""
+MIN_PLAIN_BYTES = 48 << 20
+IN_FLIGHT_PER_WORKER = 2
+EXACT, PLAIN, STOP = b"e", b"p", b""
+"""A task is two messages: EXACT or PLAIN (whether the file's times are read exactly so far), then the slice's
+text; STOP ends the worker."""
+
+
+def worker_count(file_bytes: int, gzipped: bool) -> int:
+    """How many decode workers a file of this size gets (0: decode in this process)."""
+    wanted = _wanted()
+    if wanted == 0 or not sys.platform.startswith("linux") or multiprocessing.current_process().daemon:
+        return 0
+    if wanted is not None:
+        return wanted
+    if file_bytes < (MIN_GZIP_BYTES if gzipped else MIN_PLAIN_BYTES):
+        return 0
+    return max(1, min(MAX_DEFAULT_WORKERS, len(os.sched_getaffinity(0))))
+
+
+def _wanted() -> int | None:
+    """KTRACE_IMPORT_WORKERS as a count (None: not set or not a number >= 0, so the size decides)."""
+    text = os.environ.get(WORKERS_ENV, "").strip()
+    return int(text) if text.isdigit() else None
+
+
+@dataclass
+class Decoded:
+    """What a worker made of one slice."""
+
+    staged: Staged
+    events: int
+    report: DecodeReport
+    """The slice's own decode report: drops, repairs and notes, and whether its times had to be read exactly."""
+
+
+@dataclass
+class Failed:
+    """A slice a worker could not decode (the main process reads the stream on from it)."""
+
+    why: str
+
+
+def _serve(tasks: Connection, results: Connection, with_ops: bool) -> None:
+    """A worker's loop: a task (EXACT or PLAIN, then the bracketed text) -> Decoded | Failed, until STOP."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle: it ends the workers
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _die_with_parent()
+    sink = EventSink(with_ops=with_ops)
+    try:
+        while (flag := tasks.recv_bytes()) != STOP:
+            exact, text = flag == EXACT, tasks.recv_bytes()
+            report = DecodeReport(exact_ts=exact)
+            sink.report = report
+            try:
+                events = decode_events(text, report, with_ops)
+                reply: Decoded | Failed = Decoded(sink.stage(EventSlice(events, text)), len(events), report)
+            except Exception as exc:  # noqa: BLE001 - the main process decodes this slice itself and reports it
+                reply = Failed(type(exc).__name__)
+            results.send(reply)
+    except (EOFError, OSError, KeyboardInterrupt):
+        pass
+    finally:
+        results.close()
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to end this process when its parent ends (a killed `ktrace` leaves no worker behind)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class SliceWorkers:
+    """Worker processes and the slices handed to them, oldest first.
+
+    Tasks go out through a thread per worker: a send blocks until the worker reads, and the worker reads only
+    after its last reply has been read, so the main thread must never wait on a send itself.
+    """
+
+    def __init__(self, count: int, with_ops: bool) -> None:
+        import pyarrow.compute  # noqa: F401 - loaded once here, not by each worker (dictionary_encode needs it)
+
+        for exact in (False, True):
+            tagged_decoder(with_ops, exact)
+        code_of_type(with_ops)
+        ctx = multiprocessing.get_context("fork")
+        self.outboxes: list[queue.Queue[tuple[bytes, bytes] | None]] = []
+        self.feeders: list[threading.Thread] = []
+        self.results: list[Connection] = []
+        self.procs: list[Any] = []
+        self.pending: deque[tuple[PendingSlice, int]] = deque()
+        self.limit = IN_FLIGHT_PER_WORKER * count
+        self._next = 0
+        self.closed = False
+        gc.freeze()  # the collector leaves the inherited objects alone: fewer copy-on-write pages in each worker
+        try:
+            self._start(ctx, count, with_ops)
+        finally:
+            gc.unfreeze()
+
+    def _start(self, ctx: Any, count: int, with_ops: bool) -> None:
+        with warnings.catch_warnings():  # Python 3.12+ warns on fork in a process with threads (polars' pool):
+            warnings.simplefilter("ignore", DeprecationWarning)  # the child only decodes, it takes no lock of theirs
+            for i in range(count):
+                task_in, task_out = ctx.Pipe(duplex=False)
+                reply_in, reply_out = ctx.Pipe(duplex=False)
+                proc = ctx.Process(
+                    target=_serve, args=(task_in, reply_out, with_ops), name=f"ktrace-decode-{i}", daemon=True
+                )
+                proc.start()
+                task_in.close()
+                reply_out.close()
+                outbox: queue.Queue[tuple[bytes, bytes] | None] = queue.Queue()
+                feeder = threading.Thread(target=_feed, args=(outbox, task_out), name=f"ktrace-feed-{i}", daemon=True)
+                feeder.start()
+                self.outboxes.append(outbox)
+                self.feeders.append(feeder)
+                self.results.append(reply_in)
+                self.procs.append(proc)
+
+    def submit(self, piece: PendingSlice, exact_ts: bool) -> None:
+        """Hand a slice to the next worker in turn."""
+        w = self._next
+        self._next = (w + 1) % len(self.procs)
+        self.outboxes[w].put((EXACT if exact_ts else PLAIN, piece.text))
+        self.pending.append((piece, w))
+
+    def oldest(self) -> tuple[PendingSlice, Decoded | None]:
+        """The oldest slice handed out and what became of it (None: it did not decode, or its worker died)."""
+        piece, w = self.pending.popleft()
+        try:
+            reply = self.results[w].recv()
+        except (EOFError, OSError):
+            reply = None
+        return piece, reply if isinstance(reply, Decoded) else None
+
+    def close(self) -> None:
+        """End the workers (slices still pending are dropped); once."""
+        if self.closed:
+            return
+        self.closed = True
+        for outbox in self.outboxes:
+            outbox.put(None)
+        for proc in self.procs:
+            proc.join(timeout=0 if self.pending else 2)  # (slices left: their results are not wanted)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        for feeder in self.feeders:
+            feeder.join()
+        for reply in self.results:
+            reply.close()
+        self.pending.clear()
+
+
+def _feed(outbox: queue.Queue[tuple[bytes, bytes] | None], tasks: Connection) -> None:
+    """Send each task to a worker until told to end (None), then STOP; a worker that is gone makes the rest of its
+    tasks moot (they are taken and dropped)."""
+    alive = True
+    while (task := outbox.get()) is not None:
+        if alive:
+            alive = _send(tasks, *task)
+    if alive:
+        _send(tasks, STOP)
+    tasks.close()
+
+
+def _send(tasks: Connection, *messages: bytes) -> bool:
+    """False if the worker is gone."""
+    try:
+        for message in messages:
+            tasks.send_bytes(message)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def read_in_workers(splitter: EventSplitter, pieces: Iterable[Any], sink: EventSink, workers: SliceWorkers) -> None:
+    """Add every piece `splitter.run` yields to `sink`, in file order, the deferred ones decoded by `workers`."""
+    try:
+        for piece in pieces:
+            if isinstance(piece, PendingSlice):
+                workers.submit(piece, sink.report.exact_ts)
+                while len(workers.pending) >= workers.limit and _merge_oldest(splitter, sink, workers):
+                    pass
+            elif piece is SETTLE:
+                while workers.pending and _merge_oldest(splitter, sink, workers):
+                    pass
+            else:
+                sink.add(piece)
+    finally:
+        workers.close()
+
+
+def _merge_oldest(splitter: EventSplitter, sink: EventSink, workers: SliceWorkers) -> bool:
+    """Merge the oldest pending slice; if it failed, give it and every later one back to the splitter (which
+    reads the rest of the stream itself) and return False."""
+    piece, decoded = workers.oldest()
+    if decoded is None:
+        splitter.restore([piece, *(p for p, _ in workers.pending)])
+        workers.close()
+        return False
+    report, theirs = sink.report, decoded.report
+    report.events += decoded.events
+    report.dropped_events += theirs.dropped_events
+    report.repaired_events += theirs.repaired_events
+    report.exact_ts = report.exact_ts or theirs.exact_ts
+    report.notes += [n for n in theirs.notes if n not in report.notes]
+    sink.merge(decoded.staged)
+    return True
