@@ -343,7 +343,7 @@ class EventSplitter:
         return None
 
 
-def _decode_text(data: bytes | bytearray) -> Any:
+def _decode_text(data: bytes | bytearray | memoryview) -> Any:
     """Any JSON value, invalid UTF-8 replaced."""
     return msgspec.json.decode(valid_utf8(data))
 

@@ -138,7 +138,7 @@ class TopLevelKey:
         return None
 
 
-def flatten_deep(data: bytes | bytearray, limit: int = MAX_DEPTH) -> tuple[bytes, int]:
+def flatten_deep(data: bytes | bytearray | memoryview, limit: int = MAX_DEPTH) -> tuple[bytes, int]:
     """`data` with every JSON value nested deeper than `limit` replaced by null; (data, values replaced).
 
     Brackets inside strings are skipped. Only used on data that made the decoder raise RecursionError.

@@ -253,11 +253,11 @@ class EventSlice:
     """Decoded events of one slice of traceEvents, with the JSON text they came from (to decode it again)."""
 
     events: list[Any]
-    text: bytes | bytearray
+    text: bytes | bytearray | memoryview
     """The bracketed JSON array that `events` were decoded from."""
 
 
-def _decode_lenient(chunk: bytes | bytearray, report: DecodeReport, exact: bool) -> list[Event]:
+def _decode_lenient(chunk: bytes | bytearray | memoryview, report: DecodeReport, exact: bool) -> list[Event]:
     """Decode a slice event by event, coercing wrongly typed fields and dropping what cannot be read."""
     out: list[Event] = []
     for raw in RAWS.decode(chunk):
@@ -354,7 +354,7 @@ def decode_args(raws: list[msgspec.Raw], report: DecodeReport) -> list[Args]:
 
 
 def decode_events(
-    chunk: bytes | bytearray, report: DecodeReport, with_ops: bool, exact: bool | None = None
+    chunk: bytes | bytearray | memoryview, report: DecodeReport, with_ops: bool, exact: bool | None = None
 ) -> list[Any]:
     """Decode a bracketed slice of events: tagged fast path, else list[Event], else event by event.
 
@@ -362,7 +362,7 @@ def decode_events(
     """
     exact = report.exact_ts if exact is None else exact
 
-    def decode(data: bytes | bytearray) -> list[Any]:
+    def decode(data: bytes | bytearray | memoryview) -> list[Any]:
         try:
             return tagged_decoder(with_ops, exact)[0].decode(data)
         except msgspec.ValidationError:
@@ -372,7 +372,7 @@ def decode_events(
         except msgspec.ValidationError:
             return _decode_lenient(data, report, exact)
 
-    def decode_valid(data: bytes | bytearray) -> list[Any]:
+    def decode_valid(data: bytes | bytearray | memoryview) -> list[Any]:
         try:
             return decode(data)
         except UnicodeDecodeError:
@@ -401,7 +401,7 @@ _T = TypeVar("_T")
 
 
 def decode_shallow_if_deep(
-    decode: Callable[[bytes | bytearray], _T], data: bytes | bytearray, report: DecodeReport
+    decode: Callable[[bytes | bytearray | memoryview], _T], data: bytes | bytearray | memoryview, report: DecodeReport
 ) -> _T:
     """`decode(data)`; if msgspec recursed too deep, `decode` of `data` with values deeper than MAX_DEPTH
     replaced by null (noted once). The one place that handles RecursionError when decoding Kineto JSON.
@@ -422,6 +422,6 @@ def decode_shallow_if_deep(
         raise DeepJSONError(str(exc), len(data) - len(flat)) from None
 
 
-def valid_utf8(data: bytes | bytearray) -> bytearray:
+def valid_utf8(data: bytes | bytearray | memoryview) -> bytearray:
     """`data` with invalid UTF-8 sequences replaced (msgspec refuses them with UnicodeDecodeError)."""
     return bytearray(bytes(data).decode("utf-8", "replace").encode("utf-8"))

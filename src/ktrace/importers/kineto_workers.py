@@ -18,6 +18,7 @@ already). `KTRACE_IMPORT_WORKERS=N` sets the number of workers; 0 turns them off
 from __future__ import annotations
 
 import gc
+import mmap
 import multiprocessing
 import os
 import queue
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+from ktrace.importers import kineto_decode
 from ktrace.importers.kineto_decode import SETTLE, EventSplitter, PendingSlice
 from ktrace.importers.kineto_events import EventSink, Staged
 from ktrace.importers.kineto_schema import DecodeReport, EventSlice, code_of_type, decode_events, tagged_decoder
@@ -42,8 +44,11 @@ MIN_GZIP_BYTES = 4 << 20
 MIN_PLAIN_BYTES = 48 << 20
 IN_FLIGHT_PER_WORKER = 2
 EXACT, PLAIN, STOP = b"e", b"p", b""
-"""A task is two messages: EXACT or PLAIN (whether the file's times are read exactly so far), then the slice's
-text; STOP ends the worker."""
+"""A task is EXACT or PLAIN (whether the file's times are read exactly so far), then either the number of the
+worker's shared slot the slice's text was written to (one byte) and its length in decimal, or nothing and a
+second message with the text (a slice too big for a slot); STOP ends the worker."""
+SLOT_CHUNKS = 2
+"""A shared slot holds this many slices of the splitter's size (a slice is its size plus part of an event)."""
 
 
 def worker_count(file_bytes: int, gzipped: bool) -> int:
@@ -81,15 +86,18 @@ class Failed:
     why: str
 
 
-def _serve(tasks: Connection, results: Connection, with_ops: bool) -> None:
-    """A worker's loop: a task (EXACT or PLAIN, then the bracketed text) -> Decoded | Failed, until STOP."""
+def _serve(tasks: Connection, results: Connection, slots: list[mmap.mmap], with_ops: bool) -> None:
+    """A worker's loop: a task -> Decoded | Failed, until STOP (see EXACT)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle: it ends the workers
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _die_with_parent()
     sink = EventSink(with_ops=with_ops)
     try:
         while (flag := tasks.recv_bytes()) != STOP:
-            exact, text = flag == EXACT, tasks.recv_bytes()
+            exact, where = flag[:1] == EXACT, flag[1:]
+            text: bytes | memoryview = (
+                tasks.recv_bytes() if not where else memoryview(slots[where[0]])[: int(where[1:])]
+            )
             report = DecodeReport(exact_ts=exact)
             sink.report = report
             try:
@@ -97,6 +105,8 @@ def _serve(tasks: Connection, results: Connection, with_ops: bool) -> None:
                 reply: Decoded | Failed = Decoded(sink.stage(EventSlice(events, text)), len(events), report)
             except Exception as exc:  # noqa: BLE001 - the main process decodes this slice itself and reports it
                 reply = Failed(type(exc).__name__)
+            events = []  # (nothing may point into the slot once the reply is sent: the next task overwrites it)
+            del text
             results.send(reply)
     except (EOFError, OSError, KeyboardInterrupt):
         pass
@@ -130,6 +140,12 @@ class SliceWorkers:
         code_of_type(with_ops)
         ctx = multiprocessing.get_context("fork")
         self.outboxes: list[queue.Queue[tuple[bytes, bytes] | None]] = []
+        self.slot_bytes = SLOT_CHUNKS * kineto_decode.CHUNK_BYTES
+        self.slots = [[mmap.mmap(-1, self.slot_bytes) for _ in range(IN_FLIGHT_PER_WORKER)] for _ in range(count)]
+        """Shared memory the main process writes each slice's text to and a worker decodes it from (no copies
+        through pipes, and the same pages every time): a worker has at most IN_FLIGHT_PER_WORKER slices, and
+        each of its slices takes the slot after its last one's."""
+        self.handed: list[int] = [0] * count
         self.feeders: list[threading.Thread] = []
         self.results: list[Connection] = []
         self.procs: list[Any] = []
@@ -150,7 +166,10 @@ class SliceWorkers:
                 task_in, task_out = ctx.Pipe(duplex=False)
                 reply_in, reply_out = ctx.Pipe(duplex=False)
                 proc = ctx.Process(
-                    target=_serve, args=(task_in, reply_out, with_ops), name=f"ktrace-decode-{i}", daemon=True
+                    target=_serve,
+                    args=(task_in, reply_out, self.slots[i], with_ops),
+                    name=f"ktrace-decode-{i}",
+                    daemon=True,
                 )
                 proc.start()
                 task_in.close()
@@ -167,7 +186,13 @@ class SliceWorkers:
         """Hand a slice to the next worker in turn."""
         w = self._next
         self._next = (w + 1) % len(self.procs)
-        self.outboxes[w].put((EXACT if exact_ts else PLAIN, piece.text))
+        flag, text = EXACT if exact_ts else PLAIN, piece.text
+        if len(text) <= self.slot_bytes:
+            slot = self.handed[w] % IN_FLIGHT_PER_WORKER
+            self.slots[w][slot][: len(text)] = text
+            flag, text = b"%s%c%d" % (flag, slot, len(text)), b""
+        self.handed[w] += 1
+        self.outboxes[w].put((flag, text))
         self.pending.append((piece, w))
 
     def oldest(self) -> tuple[PendingSlice, Decoded | None]:
@@ -195,6 +220,9 @@ class SliceWorkers:
             feeder.join()
         for reply in self.results:
             reply.close()
+        for slots in self.slots:
+            for slot in slots:
+                slot.close()
         self.pending.clear()
 
 
@@ -204,7 +232,7 @@ def _feed(outbox: queue.Queue[tuple[bytes, bytes] | None], tasks: Connection) ->
     alive = True
     while (task := outbox.get()) is not None:
         if alive:
-            alive = _send(tasks, *task)
+            alive = _send(tasks, *(m for m in task if m))
     if alive:
         _send(tasks, STOP)
     tasks.close()
