@@ -38,6 +38,7 @@ import select
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,11 +102,61 @@ store.write(generate(SyntheticConfig(steps=max(1, n // 2000), kernels_per_step=2
 
 @dataclass
 class Command:
-    """One whole CLI command: wall time, peak RSS (MB) and the longest silence (s) on a terminal."""
+    """One whole CLI command: wall time, peak memory (MB) and the longest silence (s) on a terminal.
+
+    peak_rss_mb is the command's peak RSS (VmHWM, GNU time's %M), or, while it had child processes (the
+    importer's decode workers), the peak of their PSS summed with its own, sampled every 50 ms, whichever is
+    larger: %M alone reports one process of the tree.
+    """
 
     wall_s: float
     peak_rss_mb: float
     longest_silence_s: float
+
+
+class TreeMemory:
+    """Samples the PSS of a process and its descendants in a thread; `peak_mb` is the largest sum seen while
+    the tree had more than one process (0 if it never did)."""
+
+    def __init__(self, pid: int, every_s: float = 0.05) -> None:
+        self.pid, self.every_s, self.peak_kb = pid, every_s, 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    @property
+    def peak_mb(self) -> float:
+        self.stop.set()
+        self.thread.join()
+        return self.peak_kb / 1024
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.every_s):
+            tree = self._tree()
+            if len(tree) > 2:  # (GNU time, ktrace, and at least one worker)
+                self.peak_kb = max(self.peak_kb, sum(map(_pss_kb, tree[1:])))
+
+    def _tree(self) -> list[int]:
+        todo, seen = [self.pid], []
+        while todo:
+            pid = todo.pop()
+            seen.append(pid)
+            try:
+                for task in os.listdir(f"/proc/{pid}/task"):
+                    todo += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+            except OSError:
+                continue
+        return seen
+
+
+def _pss_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def run_command(argv: list[str], env: dict[str, str] | None = None, timeout: float = 900) -> Command:
@@ -121,6 +172,7 @@ def run_command(argv: list[str], env: dict[str, str] | None = None, timeout: flo
         close_fds=True,
     )
     os.close(child_fd)
+    tree = TreeMemory(proc.pid)
     last, silence, text = start, 0.0, b""
     while True:
         ready, _, _ = select.select([main_fd], [], [], 0.05)
@@ -146,7 +198,7 @@ def run_command(argv: list[str], env: dict[str, str] | None = None, timeout: flo
     rss = [line for line in text.decode(errors="replace").splitlines() if "KTRACE_BENCH_RSS_KB" in line]
     if proc.returncode != 0 or not rss:
         raise RuntimeError(f"{' '.join(argv)} failed ({proc.returncode}):\n{text.decode(errors='replace')[-2000:]}")
-    return Command(end - start, int(rss[-1].split()[-1]) / 1024, silence)
+    return Command(end - start, max(int(rss[-1].split()[-1]) / 1024, tree.peak_mb), silence)
 
 
 def ktrace_cmd(*args: str) -> list[str]:
