@@ -1,5 +1,4 @@
-"""Hear when an analysis kernel is compiled by numba (first use on a large input, empty disk cache); load numba
-ahead, in the background, while a big trace is read (`warm_up_in_background`).
+"""Hear when an analysis kernel is compiled by numba (first use on a large input, empty disk cache).
 
 A first run on a large trace compiles each kernel once (0.2-5 s each; cached on disk afterwards), which
 would otherwise be silence: the CLI subscribes and shows a status line. Analysis itself never prints.
@@ -9,9 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ktrace.analysis._kernels import compile_listeners, warm_up_in_background
-
-__all__ = ["subscribe", "warm_up_in_background"]
+from ktrace.analysis._kernels import compile_listeners
 
 
 def subscribe(listener: Callable[[str, bool], None]) -> None:

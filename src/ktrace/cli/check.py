@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         from ktrace.cli.progress import progress_bar
 
-        trace = open_trace(args.trace, with_ops=not args.no_ops, analyse=True)
+        trace = open_trace(args.trace, with_ops=not args.no_ops)
         with progress_bar("checking"):
             report = run_rules(trace, config)
     from ktrace.model.display_text import printable

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ktrace.model.errors import ProgressFn
     from ktrace.model.trace import Trace
 
 
@@ -40,52 +38,17 @@ def add_no_ops_flag(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-ops", action="store_true", help=NO_OPS_HELP)
 
 
-WARM_UP_BYTES = 4 << 20
-"""A trace file (or folder) this big is read while numba loads in the background (for verbs that analyse it):
-its analyses will need numba, and reading it takes longer than loading numba."""
-
-
-def open_trace(path: str, *, progress: bool = True, with_ops: bool = True, analyse: bool = False) -> Trace:
+def open_trace(path: str, *, progress: bool = True, with_ops: bool = True) -> Trace:
     """Open a trace for a CLI verb, with a progress bar while importing foreign formats; `with_ops=False`
-    leaves its ops table empty (--no-ops); `analyse` says the verb runs analyses next (numba then loads while a
-    big trace is read)."""
+    leaves its ops table empty (--no-ops)."""
     from ktrace.cli.progress import progress_bar, show_kernel_compiles
     from ktrace.importers import load
 
     use_system_allocator_for_arrow()
     show_kernel_compiles()
-    warm = analyse and _bytes_on_disk(Path(path)) >= WARM_UP_BYTES
+
     with progress_bar(f"reading {path}", enabled=None if progress else False) as bar:
-        report = _warming_up_on_first_call(bar) if warm else bar
-        return load(path, progress=report, **({} if with_ops else {"with_ops": False}))
-
-
-def _warming_up_on_first_call(bar: ProgressFn) -> ProgressFn:
-    """`bar`, which also starts numba's warm-up the first time the reader reports progress: by then the Kineto
-    importer has forked its decode workers (a thread importing numba during a fork could leave a lock held in
-    the worker), and it is waiting on them with cores to spare."""
-    started = False
-
-    def report(done: int, total: int) -> None:
-        nonlocal started
-        if not started:
-            from ktrace.analysis.kernel_compiles import warm_up_in_background
-
-            started = True
-            warm_up_in_background()
-        bar(done, total)
-
-    return report
-
-
-def _bytes_on_disk(path: Path) -> int:
-    """A file's size, or the files' directly in a folder (a store's partitions are not counted: stores read fast)."""
-    try:
-        if path.is_file():
-            return path.stat().st_size
-        return sum(p.stat().st_size for p in path.iterdir() if p.is_file()) if path.is_dir() else 0
-    except OSError:
-        return 0  # the importer says what is wrong with it
+        return load(path, progress=bar, **({} if with_ops else {"with_ops": False}))
 
 
 def use_system_allocator_for_arrow() -> None:

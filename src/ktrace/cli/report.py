@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
             rules = run_fleet_rules(fleet, config)
             text = render_fleet(fleet, rules, fmt, args.title)
         else:
-            trace = open_trace(args.trace, with_ops=not args.no_ops, analyse=True)
+            trace = open_trace(args.trace, with_ops=not args.no_ops)
             with progress_bar("analysing") as bar:
                 report = build_report(
                     trace, config=config, annotations=tuple(args.annotate), top=args.top, title=args.title, progress=bar

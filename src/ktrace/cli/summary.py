@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         return _print_fleet(fleet, args.json)
     from ktrace.cli.progress import progress_bar
 
-    trace = open_trace(args.trace, with_ops=not args.no_ops, analyse=True)
+    trace = open_trace(args.trace, with_ops=not args.no_ops)
     with progress_bar("analysing"):
         summary = summarize(
             trace,

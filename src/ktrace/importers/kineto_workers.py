@@ -153,9 +153,6 @@ class SliceWorkers:
         self.limit = IN_FLIGHT_PER_WORKER * count
         self._next = 0
         self.closed = False
-        for thread in threading.enumerate():  # numba's warm-up (analysis._kernels.WARM_UP_THREAD) takes import and
-            if thread.name == "ktrace-numba-warm-up":  # LLVM locks a fork would leave held in a worker: let it end
-                thread.join()
         gc.freeze()  # the collector leaves the inherited objects alone: fewer copy-on-write pages in each worker
         try:
             self._start(ctx, count, with_ops)

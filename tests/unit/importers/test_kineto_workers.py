@@ -185,20 +185,3 @@ def test_how_many_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kineto_workers.multiprocessing.current_process(), "daemon", True, raising=False)
     monkeypatch.setenv(WORKERS_ENV, "3")
     assert worker_count(1 << 40, gzipped=True) == 0  # daemonic processes (Dask workers) may not have children
-
-
-def test_workers_are_forked_once_numbas_warm_up_has_ended(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The CLI loads numba in a thread while a big trace is read (analysis._kernels.WARM_UP_THREAD): a fork in the
-    middle of it could leave an import or LLVM lock held in a worker, so the workers wait for it to end."""
-    import threading
-    import time
-
-    from ktrace.analysis._kernels import WARM_UP_THREAD
-
-    warm = threading.Thread(target=time.sleep, args=(0.3,), name=WARM_UP_THREAD, daemon=True)
-    warm.start()
-    workers = kineto_workers.SliceWorkers(1, with_ops=True)
-    try:
-        assert not warm.is_alive()
-    finally:
-        workers.close()

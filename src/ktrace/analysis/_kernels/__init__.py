@@ -14,7 +14,6 @@ A test rejects any other `@njit(` in the package.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 import threading
 import types
@@ -119,45 +118,11 @@ def _listen_for_compiles() -> None:
         def _tell(ev: Any, *, done: bool) -> None:
             dispatcher = ev.data.get("dispatcher")
             module = getattr(getattr(dispatcher, "py_func", None), "__module__", "") or ""
-            if module.startswith(__name__) and dispatcher.py_func.__name__ != _warm_up.__name__:
+            if module.startswith(__name__):
                 for listener in list(compile_listeners):
                     listener(dispatcher.py_func.__name__.lstrip("_"), done)
 
     event.register("numba:compile", Listener())  # type: ignore[no-untyped-call]
-
-
-WARM_UP_THREAD = "ktrace-numba-warm-up"
-"""The warm-up thread's name: the Kineto importer waits for it to end before it forks (importers/kineto_workers)."""
-
-
-def warm_up_in_background() -> threading.Thread | None:
-    """Pay numba's fixed cost (its import, then the first kernel loaded from the disk cache: the runtime and code
-    generator it sets up, ~0.3 s together) in a daemon thread, for a caller about to spend that long reading a big
-    trace with other cores idle (the Kineto importer waits on its decode workers); the analyses that follow then
-    find numba ready. None, and nothing done, where numba is missing or already loaded."""
-    if _numba_loaded or importlib.util.find_spec("numba") is None:
-        return None
-    thread = threading.Thread(target=_warm, name=WARM_UP_THREAD, daemon=True)
-    thread.start()
-    return thread
-
-
-def _warm() -> None:
-    try:
-        _WARM_UP.compiled()(np.zeros(1, np.int64))
-    except Exception:  # noqa: BLE001 - a warm-up only: the analysis that needs numba reports any problem itself
-        return
-
-
-def _warm_up(values: np.ndarray) -> int:
-    """The kernel a warm-up loads: any cached kernel sets numba's runtime up; this one costs nothing to compile."""
-    total = 0
-    for v in values:
-        total += v
-    return total
-
-
-_WARM_UP = Kernel(_warm_up)
 
 
 def jit(func: Callable[..., Any]) -> Kernel:
