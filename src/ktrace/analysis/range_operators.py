@@ -22,6 +22,7 @@ from ktrace.analysis.steps import PROFILER_STEP_RE
 from ktrace.model.trace import Trace, frame_schema
 
 RANGE_OPERATORS = Slot[OperatorSummary | None]("range_operators")
+RANGE_VIEW = Slot[tuple[Trace, TraceIndex] | None]("range_view")
 NVTX_SOURCE = "nvtx"
 """OperatorSummary.source of a view built from ranges."""
 
@@ -52,19 +53,34 @@ def range_ops(trace: Trace) -> pl.DataFrame | None:
     )
 
 
+def range_view(trace: Trace, *, index: TraceIndex | None = None) -> tuple[Trace, TraceIndex] | None:
+    """The trace with its CPU ranges as its ops rows (range_ops) and that trace's own index (its launch join is
+    the original's, computed again); None where range_ops is None. Shared under RANGE_VIEW: the operator view
+    and the LaunchBoundOperators rule build it once per index."""
+    ix = TraceIndex.of(trace, index)
+
+    def compute() -> tuple[Trace, TraceIndex] | None:
+        ops = range_ops(trace)
+        if ops is None:
+            return None
+        derived = dataclasses.replace(trace, ops=ops)
+        return derived, TraceIndex(derived)
+
+    return ix.get(RANGE_VIEW, compute)
+
+
 def range_operator_summary(trace: Trace, *, top: int = 15, index: TraceIndex | None = None) -> OperatorSummary | None:
     """The operator view with the CPU ranges as operators (see the module docstring), source "nvtx"; None when
     the trace has framework operators, is a Kineto trace or has no CPU ranges but steps.
 
-    The derived trace has its own index (its launch join is the original's, computed again); the result is
-    shared under RANGE_OPERATORS, so the summary, the report and the TUI compute it once per index."""
+    The result is shared under RANGE_OPERATORS, so the summary, the report and the TUI compute it once per index."""
     ix = TraceIndex.of(trace, index)
-    return ix.get(RANGE_OPERATORS, lambda: _summary(trace, top), top)
+    return ix.get(RANGE_OPERATORS, lambda: _summary(trace, top, ix), top)
 
 
-def _summary(trace: Trace, top: int) -> OperatorSummary | None:
-    ops = range_ops(trace)
-    if ops is None:
+def _summary(trace: Trace, top: int, index: TraceIndex) -> OperatorSummary | None:
+    view = range_view(trace, index=index)
+    if view is None:
         return None
-    found = operator_summary(dataclasses.replace(trace, ops=ops), top=top)
+    found = operator_summary(view[0], top=top, index=view[1])
     return None if found is None else dataclasses.replace(found, source=NVTX_SOURCE)

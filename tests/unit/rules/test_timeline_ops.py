@@ -12,9 +12,20 @@ from typing import Any
 import numpy as np
 
 from ktrace.model.builder import TraceBuilder
+from ktrace.model.trace import TraceMeta
+
+OPERATORS = {
+    "start_ns": [0, 2_000_000, 19_000_000],
+    "end_ns": [1_600_000, 10_000_000, 21_000_000],
+    "pid": [1] * 3,
+    "tid": [1] * 3,
+    "name": ["aten::add_", "aten::mm", "aten::fill_"],
+}
+"""The three operators' spans (ns after T0) on the launching thread."""
 
 
-def _operator_trace(tb: Any, with_ops: bool = True) -> Any:
+def _operator_trace(tb: Any, with_ops: bool = True, as_ranges: bool = False) -> Any:
+    """The module docstring's trace; `as_ranges`: the operators as CPU NVTX ranges of a ktrace capture instead."""
     us, ms = tb.US, tb.MS
 
     def add(b: TraceBuilder) -> None:
@@ -22,19 +33,14 @@ def _operator_trace(tb: Any, with_ops: bool = True) -> Any:
         tb.launches(b, t0 + ms + np.arange(30) * 20 * us, np.full(30, 2 * us), name="add_kernel")
         tb.launches(b, t0 + 3 * ms + np.arange(30) * 200 * us, np.full(30, 80 * us), name="gemm", first_corr=100)
         tb.launches(b, t0 + 20 * ms + np.arange(5) * 20 * us, np.full(5, 2 * us), name="fill_kernel", first_corr=200)
-        if with_ops:
-            b.add(
-                "ops",
-                {
-                    "start_ns": [t0, t0 + 2 * ms, t0 + 19 * ms],
-                    "end_ns": [t0 + 1600 * us, t0 + 10 * ms, t0 + 21 * ms],
-                    "pid": [1] * 3,
-                    "tid": [1] * 3,
-                    "name": ["aten::add_", "aten::mm", "aten::fill_"],
-                },
-            )
+        spans = {**OPERATORS, "start_ns": [t0 + t for t in OPERATORS["start_ns"]]}
+        spans["end_ns"] = [t0 + t for t in OPERATORS["end_ns"]]
+        if as_ranges:
+            b.add("ranges", {**spans, "domain": ["nvtx"] * 3, "depth": [0] * 3, "on_gpu": [False] * 3})
+        elif with_ops:
+            b.add("ops", spans)
 
-    return tb.build(add)
+    return tb.build(add, meta=TraceMeta(source="ktrace")) if as_ranges else tb.build(add)
 
 
 def test_an_operator_of_tiny_launch_bound_kernels_is_named(tb: Any) -> None:
@@ -55,3 +61,12 @@ def test_thresholds_decide(tb: Any) -> None:
 def test_without_operators_the_rule_says_why(tb: Any) -> None:
     result = tb.run_rule(_operator_trace(tb, with_ops=False), "LaunchBoundOperators")
     assert not result.fired and result.skipped and "operators" in result.skipped
+
+
+def test_nvtx_ranges_stand_for_operators_where_there_are_none(tb: Any) -> None:
+    """ktrace's own captures and nsys exports: the CPU NVTX ranges are judged, as the operator view shows them."""
+    result = tb.run_rule(_operator_trace(tb, as_ranges=True), "LaunchBoundOperators")
+    assert result.fired and (result.datapoints, result.triggered) == (2, 1)
+    (evidence,) = result.findings[0].evidence
+    assert (evidence.kind, evidence.name, evidence.value) == ("operator", "aten::add_", 30.0)
+    assert "1 of 2 NVTX ranges with >= 20 kernel launches" in result.findings[0].message

@@ -12,6 +12,9 @@ kernels). Thresholds:
 - launch-bound: its GPU time is also below the launch call's CPU duration (LaunchBoundKernels' test);
 - an operator is reported when at least `bound_pct` % (default 90: all but a stray few) of its at least `min_launches`
   kernel launches are both.
+
+A trace without framework operators (ktrace's own captures, Nsight Systems exports) has its CPU NVTX ranges judged
+instead, as the operator view shows them (analysis/range_operators.py).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import polars as pl
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.op_attribution import IS_OPERATOR
 from ktrace.analysis.operators import operator_of_records
+from ktrace.analysis.range_operators import range_view
 from ktrace.analysis.rules.base import Outcome, Param, ParamValue, Rule, Skip
 from ktrace.analysis.rules.frames import evidence_rows, pct
 from ktrace.analysis.rules.launches import kernel_calls
@@ -50,9 +54,22 @@ def _per_operator(trace: Trace, index: TraceIndex, tiny_ns: float) -> pl.DataFra
     )
 
 
+def _operators(trace: Trace, index: TraceIndex) -> tuple[Trace, TraceIndex, str]:
+    """The trace and index whose ops rows are the operators judged, and what they are: the framework operators, or
+    where there are none (ktrace's captures, nsys exports) the CPU NVTX ranges (range_operators.range_view)."""
+    if trace.ops.height and trace.ops.select(IS_OPERATOR.fill_null(False).any()).item():
+        return trace, index, "operators"
+    view = range_view(trace, index=index)
+    if view is None:
+        raise Skip(
+            "no framework operators in the trace (Kineto cpu_op; `ktrace import --no-ops` leaves them out) and, "
+            "outside Kineto traces, no CPU NVTX ranges to stand for them"
+        )
+    return view[0], view[1], "NVTX ranges"
+
+
 def _launch_bound_ops(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
-    if not trace.ops.select(IS_OPERATOR.any()).item():
-        raise Skip("no framework operators in the trace (Kineto cpu_op; `ktrace import --no-ops` leaves them out)")
+    trace, index, what = _operators(trace, index)
     if not kernel_calls(index).height:
         raise Skip("no kernel in the trace could be matched to its launch call")
     per = _per_operator(trace, index, float(p["tiny_us"]) * 1000)
@@ -62,10 +79,10 @@ def _launch_bound_ops(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValu
     launches, gpu_ns, api_ns = (int(hit[c].sum()) for c in ("launches", "gpu_ns", "api_ns"))
     total_api = int(per["api_ns"].sum())
     message = (
-        f"{hit.height:,} of {judged.height:,} operators with >= {int(p['min_launches'])} kernel launches launch "
+        f"{hit.height:,} of {judged.height:,} {what} with >= {int(p['min_launches'])} kernel launches launch "
         f"only tiny kernels (< {float(p['tiny_us']):g} µs, shorter than their launch call): {launches:,} launches, "
         f"{gpu_ns / 1e6:.2f} ms of GPU work behind {api_ns / 1e6:.2f} ms of launch calls "
-        f"({pct(api_ns, total_api):.1f} % of the operators' launch time)"
+        f"({pct(api_ns, total_api):.1f} % of the {what}' launch time)"
     )
     evidence = hit.head(int(p["max_evidence"])).select(
         "name", "start_ns", "end_ns", pl.col("launches").cast(pl.Float64).alias("value")
