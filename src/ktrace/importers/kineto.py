@@ -29,7 +29,7 @@ from ktrace.importers.kineto_tables import (
     add_gpu_tables,
     join_health,
 )
-from ktrace.importers.kineto_workers import SliceWorkers, read_in_workers, worker_count
+from ktrace.importers.kineto_workers import read_in_workers, start_workers, worker_count
 from ktrace.model.builder import TraceBuilder, merge_traces
 from ktrace.model.clock_estimate import align_hosts
 from ktrace.model.errors import ProgressFn, TraceFormatError, no_progress
@@ -185,11 +185,12 @@ def _import_file(
     status = StreamStatus()
     sink = EventSink(with_ops=with_ops, report=report)
     count = _workers_for(path) if parallel else 0
-    splitter = EventSplitter(report, with_ops=with_ops, defer=count > 0)
+    workers = start_workers(count, with_ops) if count else None
+    splitter = EventSplitter(report, with_ops=with_ops, defer=workers is not None)
     try:
         pieces = splitter.run(byte_blocks(path, status, progress, done_before, grand_total))
-        if count:
-            read_in_workers(splitter, pieces, sink, SliceWorkers(count, with_ops))
+        if workers is not None:
+            read_in_workers(splitter, pieces, sink, workers)
         else:
             for events in pieces:
                 assert isinstance(events, EventSlice)  # (a splitter that does not defer decodes every slice)

@@ -156,6 +156,9 @@ class SliceWorkers:
         gc.freeze()  # the collector leaves the inherited objects alone: fewer copy-on-write pages in each worker
         try:
             self._start(ctx, count, with_ops)
+        except BaseException:
+            self.close()  # (the workers already forked)
+            raise
         finally:
             gc.unfreeze()
 
@@ -246,6 +249,15 @@ def _send(tasks: Connection, *messages: bytes) -> bool:
     except (OSError, ValueError):
         return False
     return True
+
+
+def start_workers(count: int, with_ops: bool) -> SliceWorkers | None:
+    """`count` decode workers, or None where the system refuses them (no memory or no process left to fork): the
+    file is then read in this process."""
+    try:
+        return SliceWorkers(count, with_ops)
+    except OSError:
+        return None
 
 
 def read_in_workers(splitter: EventSplitter, pieces: Iterable[Any], sink: EventSink, workers: SliceWorkers) -> None:

@@ -185,3 +185,23 @@ def test_how_many_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kineto_workers.multiprocessing.current_process(), "daemon", True, raising=False)
     monkeypatch.setenv(WORKERS_ENV, "3")
     assert worker_count(1 << 40, gzipped=True) == 0  # daemonic processes (Dask workers) may not have children
+
+
+def test_workers_the_system_refuses_leave_the_import_to_this_process(monkeypatch: pytest.MonkeyPatch, spy: Spy) -> None:
+    """No process left to fork (EAGAIN) after the first worker: the one forked is ended, the file read here."""
+    from multiprocessing.context import ForkProcess
+
+    start, started = ForkProcess.start, []
+
+    def start_once(proc: ForkProcess) -> None:
+        if started:
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        started.append(proc)
+        start(proc)
+
+    monkeypatch.setattr(ForkProcess, "start", start_once)
+    parallel, alone = both(fixture_path("alexnet"), monkeypatch, chunk=20_000)
+    assert_trace_equal(parallel, alone)
+    assert spy.merged == 0 and len(started) == 1
+    started[0].join(timeout=5)
+    assert started[0].exitcode is not None and multiprocessing.active_children() == []
