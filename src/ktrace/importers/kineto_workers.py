@@ -10,7 +10,8 @@ Nothing is lost when the guess is wrong: a slice that does not decode (a cut ins
 worker that dies sends the main process back to the one-process path from that slice on; the texts of every
 slice not yet merged are kept until then (at most IN_FLIGHT_PER_WORKER per worker, which also bounds memory).
 
-Used for files of at least MIN_GZIP_BYTES (.json.gz) or MIN_PLAIN_BYTES (.json), on Linux, outside daemonic
+Used for files of at least MIN_GZIP_BYTES (.json.gz) or MIN_PLAIN_BYTES (.json), one worker per CPU (at most
+MAX_DEFAULT_WORKERS, none on one CPU), on Linux, outside daemonic
 processes (Dask workers may not fork) and never for the ranks a process pool imports (those run in parallel
 already). `KTRACE_IMPORT_WORKERS=N` sets the number of workers; 0 turns them off.
 """
@@ -58,9 +59,10 @@ def worker_count(file_bytes: int, gzipped: bool) -> int:
         return 0
     if wanted is not None:
         return wanted
-    if file_bytes < (MIN_GZIP_BYTES if gzipped else MIN_PLAIN_BYTES):
-        return 0
-    return max(1, min(MAX_DEFAULT_WORKERS, len(os.sched_getaffinity(0))))
+    cpus = len(os.sched_getaffinity(0))
+    if file_bytes < (MIN_GZIP_BYTES if gzipped else MIN_PLAIN_BYTES) or cpus < 2:
+        return 0  # (on one CPU a worker only adds its transfers to the same work)
+    return min(MAX_DEFAULT_WORKERS, cpus)
 
 
 def _wanted() -> int | None:

@@ -174,7 +174,11 @@ def test_how_many_workers(monkeypatch: pytest.MonkeyPatch) -> None:
     assert worker_count(1 << 20, gzipped=True) == 0  # small files: forking costs more than it saves
     assert worker_count(kineto_workers.MIN_PLAIN_BYTES - 1, gzipped=False) == 0
     big = worker_count(kineto_workers.MIN_GZIP_BYTES, gzipped=True)
-    assert 1 <= big <= kineto_workers.MAX_DEFAULT_WORKERS
+    cpus = len(os.sched_getaffinity(0))
+    assert big == (0 if cpus < 2 else min(cpus, kineto_workers.MAX_DEFAULT_WORKERS))
+    monkeypatch.setattr(kineto_workers.os, "sched_getaffinity", lambda pid: {0})
+    assert worker_count(kineto_workers.MIN_GZIP_BYTES, gzipped=True) == 0  # one CPU: nothing to share
+    monkeypatch.setattr(kineto_workers.os, "sched_getaffinity", lambda pid: set(range(cpus)))
     assert worker_count(kineto_workers.MIN_PLAIN_BYTES, gzipped=False) == big
     monkeypatch.setenv(WORKERS_ENV, "0")
     assert worker_count(1 << 40, gzipped=True) == 0
