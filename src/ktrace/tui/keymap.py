@@ -17,7 +17,7 @@ class Key:
     """Action name (without action_), run on the scope's widget or the app."""
     description: str
     scope: str
-    """"app", "timeline", "tree", "kernels" or "ranks" (the dashboard's rank panels)."""
+    """"app", "timeline", "tree", "kernels", "ranks" (the dashboard's rank panels) or "operators" (the `o` screen)."""
     show: bool = False
     """Shown in the footer."""
     display: str = ""
@@ -78,6 +78,8 @@ KEYS: tuple[Key, ...] = (
     Key("j,down", "move(1)", "rank heatmap / stragglers: next rank line", "ranks", False, "j / ↓"),
     Key("k,up", "move(-1)", "rank heatmap / stragglers: previous rank line", "ranks", False, "k / ↑"),
     Key("enter", "choose", "rank heatmap / stragglers: show the rank's tracks in the timeline", "ranks", True, "enter"),
+    Key("s", "toggle_shapes", "by input shape", "operators", True),
+    Key("escape,q,o", "dismiss", "close", "operators", True),
 )
 """The single source of truth for keys."""
 

@@ -17,6 +17,7 @@ SCOPES = (
     ("tree", "host/device tree"),
     ("kernels", "kernel table"),
     ("ranks", "dashboard ranks"),
+    ("operators", "operator screen"),
 )
 
 

@@ -9,11 +9,11 @@ from rich.table import Table
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from ktrace.tui.keymap import bindings
 from ktrace.tui.operators_model import (
     KERNEL_HEADERS,
     MODULE_HEADERS,
@@ -57,7 +57,7 @@ def _table(headers: tuple[str, ...], cells: list[tuple[str, ...]], title: str) -
 class OperatorScreen(Screen[None]):
     """Operators table; the highlighted operator's kernels and the modules below it. escape, q or o closes."""
 
-    BINDINGS = [Binding("escape,q,o", "dismiss", "close"), Binding("s", "toggle_shapes", "by input shape")]
+    BINDINGS = bindings("operators")  # type: ignore[assignment]
     DEFAULT_CSS = """
     OperatorScreen > Vertical > #op-note { height: auto; padding: 0 1; }
     OperatorScreen > Vertical > DataTable { height: 1fr; }
