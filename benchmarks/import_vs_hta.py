@@ -2,7 +2,8 @@
 
 Speed mode (default): tiles the biggest real Kineto trace in ../shared/traces N times in time
 (benchmarks/tile_kineto.py), then loads it with HTA's TraceAnalysis and with ktrace's importer, each
-in its own subprocess, and prints wall time, peak RSS (max of the process and its children) and the
+in its own subprocess, and prints wall time, peak memory (the process's peak RSS, or while it has child processes
+-- ktrace's decode workers, HTA's parser pool -- their PSS summed with its own, if larger) and the
 ratios. Load time excludes importing the libraries (pandas+HTA, polars+pyarrow+ktrace); peak
 RSS is the whole process's. Goal: ktrace >= 20x faster, <= 1/4 of HTA's peak RSS. The inflate
 library ktrace used (isal if installed, else zlib) is printed.
@@ -35,6 +36,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -103,24 +105,75 @@ def ensure_hta(venv: Path) -> Path:
     return python
 
 
+class TreeMemory:
+    """Samples the PSS of a process and its descendants in a thread; `peak_mb` is the largest sum seen while
+    the measured process had children (ktrace's decode workers, HTA's parser pool), else 0: a lone process's
+    peak RSS says the same more precisely. `wrapper`: `pid` is a wrapper (GNU time) of the measured process."""
+
+    def __init__(self, pid: int, every_s: float = 0.05, *, wrapper: bool = False) -> None:
+        self.pid, self.every_s, self.peak_kb, self.skip = pid, every_s, 0, int(wrapper)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    @property
+    def peak_mb(self) -> float:
+        self.stop.set()
+        self.thread.join()
+        return self.peak_kb / 1024
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.every_s):
+            tree = self._tree()[self.skip :]
+            if len(tree) > 1:
+                self.peak_kb = max(self.peak_kb, sum(map(_pss_kb, tree)))
+
+    def _tree(self) -> list[int]:
+        todo, seen = [self.pid], []
+        while todo:
+            pid = todo.pop()
+            seen.append(pid)
+            try:
+                for task in os.listdir(f"/proc/{pid}/task"):
+                    todo += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
+            except OSError:
+                continue
+        return seen
+
+
+def _pss_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def measure(python: str, body: str, target: Path, env: dict[str, str] | None = None, setup: str = "") -> dict[str, Any]:
     """Run `body` (timed; `setup` before it is not) in a fresh `python` on `target`.
 
-    Returns its wall time, peak RSS (whole process, imports included) and extra results.
+    Returns its wall time, peak memory (whole process, imports included; with child processes, the peak of their
+    PSS summed with its own when larger: see TreeMemory) and extra results.
     """
     code = _MEASURE.format(setup=setup.strip(), body=body.strip())
-    proc = subprocess.run(
+    proc = subprocess.Popen(
         [python, "-c", code, str(target)],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, **(env or {})},
-        check=False,
     )
-    for line in proc.stdout.splitlines():
+    tree = TreeMemory(proc.pid)
+    stdout, stderr = proc.communicate()
+    tree_mb = tree.peak_mb
+    for line in stdout.splitlines():
         if line.startswith("RESULT "):
             result: dict[str, Any] = json.loads(line[7:])
+            result["peak_rss_mb"] = max(result["peak_rss_mb"], tree_mb)
             return result
-    raise RuntimeError(f"{python} failed on {target}:\n{proc.stderr[-2000:]}")
+    raise RuntimeError(f"{python} failed on {target}:\n{stderr[-2000:]}")
 
 
 def biggest_kineto_trace(shared: Path) -> Path:

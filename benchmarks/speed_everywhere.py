@@ -38,7 +38,6 @@ import select
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,7 +49,7 @@ sys.path.insert(0, str(HERE))
 
 from end_to_end_vs_hta import HTA_BODY  # noqa: E402
 from end_to_end_vs_hta import HTA_SETUP as HTA_ANALYSES_SETUP  # noqa: E402
-from import_vs_hta import SHARED, ensure_hta, measure  # noqa: E402
+from import_vs_hta import SHARED, TreeMemory, ensure_hta, measure  # noqa: E402
 from tile_kineto import tiled_copy  # noqa: E402
 
 DEMO = (
@@ -114,51 +113,6 @@ class Command:
     longest_silence_s: float
 
 
-class TreeMemory:
-    """Samples the PSS of a process and its descendants in a thread; `peak_mb` is the largest sum seen while
-    the tree had more than one process (0 if it never did)."""
-
-    def __init__(self, pid: int, every_s: float = 0.05) -> None:
-        self.pid, self.every_s, self.peak_kb = pid, every_s, 0
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    @property
-    def peak_mb(self) -> float:
-        self.stop.set()
-        self.thread.join()
-        return self.peak_kb / 1024
-
-    def _run(self) -> None:
-        while not self.stop.wait(self.every_s):
-            tree = self._tree()
-            if len(tree) > 2:  # (GNU time, ktrace, and at least one worker)
-                self.peak_kb = max(self.peak_kb, sum(map(_pss_kb, tree[1:])))
-
-    def _tree(self) -> list[int]:
-        todo, seen = [self.pid], []
-        while todo:
-            pid = todo.pop()
-            seen.append(pid)
-            try:
-                for task in os.listdir(f"/proc/{pid}/task"):
-                    todo += [int(c) for c in Path(f"/proc/{pid}/task/{task}/children").read_text().split()]
-            except OSError:
-                continue
-        return seen
-
-
-def _pss_kb(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Pss:"):
-                return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0
-
-
 def run_command(argv: list[str], env: dict[str, str] | None = None, timeout: float = 900) -> Command:
     """Run `argv` on a pseudo-terminal (stdout and stderr both), as a user at a terminal would see it."""
     main_fd, child_fd = pty.openpty()
@@ -172,7 +126,7 @@ def run_command(argv: list[str], env: dict[str, str] | None = None, timeout: flo
         close_fds=True,
     )
     os.close(child_fd)
-    tree = TreeMemory(proc.pid)
+    tree = TreeMemory(proc.pid, wrapper=True)
     last, silence, text = start, 0.0, b""
     while True:
         ready, _, _ = select.select([main_fd], [], [], 0.05)
