@@ -143,11 +143,11 @@ class EventSplitter:
                         if len(self.buf) <= self.chunk_bytes + MAX_EVENT_BYTES:
                             continue
                     yield from self._cut_oversized()
+        yield from self._settle()  # (first: notes of slices still out come before this one, as in one process)
         if self.squeezed:
             self.report.notes.append(
                 f"{self.squeezed:,} run(s) of more than {MAX_WHITESPACE_RUN:,} whitespace bytes squeezed to one"
             )
-        yield from self._settle()
         yield from self._finish()
 
     def _settle(self) -> Iterator[Any]:

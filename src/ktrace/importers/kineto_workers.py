@@ -9,6 +9,10 @@ would (kineto_schema.decode_events, EventSink.stage) and pickles the result back
 Nothing is lost when the guess is wrong: a slice that does not decode (a cut inside a string, damage) or a
 worker that dies sends the main process back to the one-process path from that slice on; the texts of every
 slice not yet merged are kept until then (at most IN_FLIGHT_PER_WORKER per worker, which also bounds memory).
+Slices handed out before an earlier one turned exact timestamps on are read again here, exactly, as one process
+reads them. One known difference remains: an event over KTRACE_MAX_EVENT_BYTES whose text holds `}, {` may be cut
+out at another boundary once the slices after it are put back in one piece (the one-process path meets such an
+event block by block), so which bytes around it are dropped can differ (found in review, not on a real trace).
 
 Used for files of at least MIN_GZIP_BYTES (.json.gz) or MIN_PLAIN_BYTES (.json), one worker per CPU (at most
 MAX_DEFAULT_WORKERS, none on one CPU), on Linux, outside daemonic
@@ -93,6 +97,7 @@ class Failed:
 def _serve(tasks: Connection, results: Connection, slots: list[mmap.mmap], with_ops: bool) -> None:
     """A worker's loop: a task -> Decoded | Failed, until STOP (see EXACT)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle: it ends the workers
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # (blocked across the fork: see _start)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _die_with_parent()
     sink = EventSink(with_ops=with_ops)
@@ -112,7 +117,7 @@ def _serve(tasks: Connection, results: Connection, slots: list[mmap.mmap], with_
             events = []  # (nothing may point into the slot once the reply is sent: the next task overwrites it)
             del text
             results.send(reply)
-    except (EOFError, OSError, KeyboardInterrupt):
+    except (Exception, KeyboardInterrupt):  # noqa: BLE001 - the main process sees the worker gone and reads on itself
         pass
     finally:
         results.close()
@@ -153,10 +158,12 @@ class SliceWorkers:
         self.feeders: list[threading.Thread] = []
         self.results: list[Connection] = []
         self.procs: list[Any] = []
-        self.pending: deque[tuple[PendingSlice, int]] = deque()
+        self.pending: deque[tuple[PendingSlice, int, bool]] = deque()
+        """(slice, its worker, whether it went out to be read with exact times), oldest first."""
         self.limit = IN_FLIGHT_PER_WORKER * count
         self._next = 0
         self.closed = False
+        thaw = gc.get_freeze_count() == 0  # (a caller's own freeze, the TUI's, is left as it was)
         gc.freeze()  # the collector leaves the inherited objects alone: fewer copy-on-write pages in each worker
         try:
             self._start(ctx, count, with_ops)
@@ -164,7 +171,8 @@ class SliceWorkers:
             self.close()  # (the workers already forked)
             raise
         finally:
-            gc.unfreeze()
+            if thaw:
+                gc.unfreeze()
 
     def _start(self, ctx: Any, count: int, with_ops: bool) -> None:
         with warnings.catch_warnings():  # Python 3.12+ warns on fork in a process with threads (polars' pool):
@@ -178,7 +186,12 @@ class SliceWorkers:
                     name=f"ktrace-decode-{i}",
                     daemon=True,
                 )
-                proc.start()
+                blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # no Ctrl-C in the child
+                try:  # before it ignores Ctrl-C (multiprocessing would print the KeyboardInterrupt's traceback)
+                    proc.start()
+                finally:
+                    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+                self.procs.append(proc)
                 task_in.close()
                 reply_out.close()
                 outbox: queue.Queue[tuple[bytes, bytes] | None] = queue.Queue()
@@ -187,7 +200,6 @@ class SliceWorkers:
                 self.outboxes.append(outbox)
                 self.feeders.append(feeder)
                 self.results.append(reply_in)
-                self.procs.append(proc)
 
     def submit(self, piece: PendingSlice, exact_ts: bool) -> None:
         """Hand a slice to the next worker in turn."""
@@ -200,16 +212,17 @@ class SliceWorkers:
             flag, text = b"%s%c%d" % (flag, slot, len(text)), b""
         self.handed[w] += 1
         self.outboxes[w].put((flag, text))
-        self.pending.append((piece, w))
+        self.pending.append((piece, w, exact_ts))
 
-    def oldest(self) -> tuple[PendingSlice, Decoded | None]:
-        """The oldest slice handed out and what became of it (None: it did not decode, or its worker died)."""
-        piece, w = self.pending.popleft()
+    def oldest(self) -> tuple[PendingSlice, Decoded | None, bool]:
+        """The oldest slice handed out, what became of it (None: it did not decode, or its worker died) and whether
+        it went out to be read with exact times."""
+        piece, w, exact = self.pending.popleft()
         try:
             reply = self.results[w].recv()
         except (EOFError, OSError):
             reply = None
-        return piece, reply if isinstance(reply, Decoded) else None
+        return piece, reply if isinstance(reply, Decoded) else None, exact
 
     def close(self) -> None:
         """End the workers (slices still pending are dropped); once."""
@@ -218,8 +231,8 @@ class SliceWorkers:
         self.closed = True
         for outbox in self.outboxes:
             outbox.put(None)
-        for proc in self.procs:
-            proc.join(timeout=0 if self.pending else 2)  # (slices left: their results are not wanted)
+        for i, proc in enumerate(self.procs):  # (slices left: their results are not wanted; no feeder: never told)
+            proc.join(timeout=0 if self.pending or i >= len(self.feeders) else 2)
             if proc.is_alive():
                 proc.kill()
                 proc.join()
@@ -260,7 +273,7 @@ def start_workers(count: int, with_ops: bool) -> SliceWorkers | None:
     file is then read in this process."""
     try:
         return SliceWorkers(count, with_ops)
-    except OSError:
+    except (OSError, RuntimeError):  # (RuntimeError: no thread left to start a feeder)
         return None
 
 
@@ -284,12 +297,17 @@ def read_in_workers(splitter: EventSplitter, pieces: Iterable[Any], sink: EventS
 def _merge_oldest(splitter: EventSplitter, sink: EventSink, workers: SliceWorkers) -> bool:
     """Merge the oldest pending slice; if it failed, give it and every later one back to the splitter (which
     reads the rest of the stream itself) and return False."""
-    piece, decoded = workers.oldest()
+    piece, decoded, exact = workers.oldest()
     if decoded is None:
-        splitter.restore([piece, *(p for p, _ in workers.pending)])
+        splitter.restore([piece, *(p for p, _, _ in workers.pending)])
         workers.close()
         return False
     report, theirs = sink.report, decoded.report
+    if report.exact_ts and not exact:  # handed out before an earlier slice turned exact times on: read it here, as
+        events = decode_events(piece.text, report, sink.with_ops)  # one process would have (exactly from the start:
+        report.events += len(events)  # a plain first reading counts repairs, a `ts` string say, that it does not)
+        sink.add(EventSlice(events, piece.text))
+        return True
     report.events += decoded.events
     report.dropped_events += theirs.dropped_events
     report.repaired_events += theirs.repaired_events
