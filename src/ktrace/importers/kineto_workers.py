@@ -50,6 +50,9 @@ they save: nccl x10 (7.1 MB gzip, 87 MB of JSON) imported in 0.65 s with 2 worke
 memory 340 MB against 236 MB; resnet50 x10 (9.0 MB, 1.12 vs 1.43 s) and owlv2 x10 (24.5 MB, 1.32 vs 2.17 s) gain."""
 MIN_PLAIN_BYTES = 96 << 20
 IN_FLIGHT_PER_WORKER = 2
+REPLY_TIMEOUT_S = 300.0
+"""A worker silent this long on one slice (~0.05 s of work) is taken for stuck (a lock it inherited at the fork
+held forever): it is ended and the main process reads on from that slice."""
 EXACT, PLAIN, STOP = b"e", b"p", b""
 """A task is EXACT or PLAIN (whether the file's times are read exactly so far), then either the number of the
 worker's shared slot the slice's text was written to (one byte) and its length in decimal, or nothing and a
@@ -219,7 +222,7 @@ class SliceWorkers:
         it went out to be read with exact times."""
         piece, w, exact = self.pending.popleft()
         try:
-            reply = self.results[w].recv()
+            reply = self.results[w].recv() if self.results[w].poll(REPLY_TIMEOUT_S) else None
         except (EOFError, OSError):
             reply = None
         return piece, reply if isinstance(reply, Decoded) else None, exact

@@ -231,3 +231,23 @@ def test_slices_out_before_exact_times_turned_on_are_read_as_one_process_would(
     assert parallel.meta.health["repaired_events"] == alone.meta.health["repaired_events"] == 3
     assert parallel.meta.notes == alone.meta.notes
     assert spy.merged >= 3
+
+
+def test_a_stuck_worker_is_ended_and_its_slice_read_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spy: Spy
+) -> None:
+    """A worker that never answers (a lock inherited at the fork, held forever) does not hang the import."""
+    import time
+
+    real = kineto_workers.decode_events
+
+    def sticks_on_marker(text: Any, *args: Any) -> Any:
+        if b"stuck" in bytes(text):
+            time.sleep(600)
+        return real(text, *args)
+
+    monkeypatch.setattr(kineto_workers, "decode_events", sticks_on_marker)
+    monkeypatch.setattr(kineto_workers, "REPLY_TIMEOUT_S", 0.5)
+    names = [f"op {i}" for i in range(600)] + ["stuck"] + [f"op {i}" for i in range(600, 1200)]
+    _read_back_alike(tmp_path / "stuck.json", names, monkeypatch, spy, chunk=4096)
+    assert multiprocessing.active_children() == []
