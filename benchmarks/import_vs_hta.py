@@ -110,7 +110,7 @@ class TreeMemory:
     the measured process had children (ktrace's decode workers, HTA's parser pool), else 0: a lone process's
     peak RSS says the same more precisely. `wrapper`: `pid` is a wrapper (GNU time) of the measured process."""
 
-    def __init__(self, pid: int, every_s: float = 0.05, *, wrapper: bool = False) -> None:
+    def __init__(self, pid: int, every_s: float = 0.2, *, wrapper: bool = False) -> None:
         self.pid, self.every_s, self.peak_kb, self.skip = pid, every_s, 0, int(wrapper)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -151,11 +151,14 @@ def _pss_kb(pid: int) -> int:
     return 0
 
 
-def measure(python: str, body: str, target: Path, env: dict[str, str] | None = None, setup: str = "") -> dict[str, Any]:
+def measure(
+    python: str, body: str, target: Path, env: dict[str, str] | None = None, setup: str = "", sample_memory: bool = True
+) -> dict[str, Any]:
     """Run `body` (timed; `setup` before it is not) in a fresh `python` on `target`.
 
     Returns its wall time, peak memory (whole process, imports included; with child processes, the peak of their
-    PSS summed with its own when larger: see TreeMemory) and extra results.
+    PSS summed with its own when larger: see TreeMemory; not sampled with `sample_memory=False`, for runs timed
+    only) and extra results.
     """
     code = _MEASURE.format(setup=setup.strip(), body=body.strip())
     proc = subprocess.Popen(
@@ -165,9 +168,9 @@ def measure(python: str, body: str, target: Path, env: dict[str, str] | None = N
         text=True,
         env={**os.environ, **(env or {})},
     )
-    tree = TreeMemory(proc.pid)
+    tree = TreeMemory(proc.pid) if sample_memory else None  # (sampling costs the measured run ~0.1 s of CPU)
     stdout, stderr = proc.communicate()
-    tree_mb = tree.peak_mb
+    tree_mb = tree.peak_mb if tree else 0.0
     for line in stdout.splitlines():
         if line.startswith("RESULT "):
             result: dict[str, Any] = json.loads(line[7:])
@@ -286,9 +289,11 @@ def ops_cost(args: argparse.Namespace, hta: Path) -> None:
             target = Path(tmp) if len(files) > 1 else Path(tmp) / files[0].name
             runs: dict[str, list[dict[str, Any]]] = {"hta": [], "on": [], "off": []}
             for _ in range(args.repeat):
-                runs["hta"].append(measure(str(hta), HTA_LOAD, Path(tmp), setup=HTA_SETUP))
-                runs["on"].append(measure(sys.executable, KTRACE_LOAD, target, setup=KTRACE_SETUP))
-                runs["off"].append(measure(sys.executable, KTRACE_LOAD_LEAN, target, setup=KTRACE_SETUP))
+                runs["hta"].append(measure(str(hta), HTA_LOAD, Path(tmp), setup=HTA_SETUP, sample_memory=False))
+                runs["on"].append(measure(sys.executable, KTRACE_LOAD, target, setup=KTRACE_SETUP, sample_memory=False))
+                runs["off"].append(
+                    measure(sys.executable, KTRACE_LOAD_LEAN, target, setup=KTRACE_SETUP, sample_memory=False)
+                )
         b = {k: min(v, key=lambda r: r["cpu_s"]) for k, v in runs.items()}
         cost = (b["on"]["cpu_s"] - b["off"]["cpu_s"]) / b["off"]["cpu_s"] * 100
         print(

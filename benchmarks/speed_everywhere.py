@@ -104,7 +104,7 @@ class Command:
     """One whole CLI command: wall time, peak memory (MB) and the longest silence (s) on a terminal.
 
     peak_rss_mb is the command's peak RSS (VmHWM, GNU time's %M), or, while it had child processes (the
-    importer's decode workers), the peak of their PSS summed with its own, sampled every 50 ms, whichever is
+    importer's decode workers), the peak of their PSS summed with its own, sampled every 200 ms, whichever is
     larger: %M alone reports one process of the tree.
     """
 
