@@ -42,7 +42,7 @@ def shapes_array(values: Sequence[Any]) -> pa.Array:
     an operator has none."""
     if not values:
         return pa.array([], pa.string()).dictionary_encode()
-    parts = list(map(_text, values))
+    parts = [v if type(v) is msgspec.Raw else _text(v) for v in values]
     offsets = np.zeros(len(parts) + 1, np.int64)
     np.cumsum(np.fromiter(map(len, parts), np.int64, count=len(parts)), out=offsets[1:])
     buffers = [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(parts))]
@@ -50,7 +50,7 @@ def shapes_array(values: Sequence[Any]) -> pa.Array:
     code_of: dict[str, int] = {}
     codes = [  # distinct raw text -> code of its normalized text (two raw forms of one shape share it); -1: null
         -1 if (d := normalize_dims(t)) is None else code_of.setdefault(d, len(code_of))
-        for t in encoded.dictionary.cast(pa.string()).to_pylist()
-    ]
+        for t in (b.decode("utf-8", "replace") for b in encoded.dictionary.to_pylist())
+    ]  # (raw text is not checked for UTF-8 on the fast path: a bad byte becomes U+FFFD, as elsewhere in the trace)
     indices = np.array(codes, np.int32)[encoded.indices.to_numpy(zero_copy_only=False)]
     return pa.DictionaryArray.from_arrays(pa.array(indices, mask=indices < 0), pa.array(list(code_of), pa.string()))

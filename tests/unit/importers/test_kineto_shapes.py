@@ -54,6 +54,16 @@ def test_input_dims_are_one_normalized_text_per_shape_and_null_without(
     assert ops["input_dims"].dtype == pl.Categorical
 
 
+def test_invalid_utf8_in_input_dims_is_replaced_not_a_traceback(tmp_path: Path) -> None:
+    """The fast path keeps Input Dims as raw bytes, unchecked: a bad byte there made Arrow's cast raise (found in
+    review: `ktrace summary` printed a traceback)."""
+    text = json.dumps({"schemaVersion": 1, "traceEvents": [_op("aten::mm", 10, **{"Input Dims": [[1, 2], "aXb"]})]})
+    path = tmp_path / "bad.json"
+    path.write_bytes(text.encode().replace(b"aXb", b"a\xffb"))
+    ops = import_kineto(path).ops
+    assert ops["input_dims"].cast(pl.String).to_list() == ['[[1, 2], "a\ufffdb"]']
+
+
 def test_shapes_array_shares_one_code_per_shape_whatever_the_spacing() -> None:
     raw = [msgspec.Raw(b"[[1,2],\n  []]"), msgspec.Raw(b"null"), [[1, 2], []], None, msgspec.Raw(b"[[3]]")]
     out = shapes_array(raw)
