@@ -13,6 +13,8 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from ktrace.analysis.names import distinct_short_names
+from ktrace.model.display_text import fit_end
 from ktrace.tui.keymap import bindings
 from ktrace.tui.operators_model import (
     KERNEL_HEADERS,
@@ -38,10 +40,6 @@ def name_width(rows: list[tuple[str, ...]], screen_width: int, headers: tuple[st
 
 _SHAPES_SHARE = 0.6
 """In the by-shape table, the shapes column's share of the room the two text columns have."""
-
-
-def _fit(name: str, width: int) -> str:
-    return name if len(name) <= width else name[: width - 1] + "…"
 
 
 def _table(headers: tuple[str, ...], cells: list[tuple[str, ...]], title: str) -> Table:
@@ -102,7 +100,7 @@ class OperatorScreen(Screen[None]):
             self._operator_of_row = {row[0]: row[0] for row in panel.operators}
             self._shapes_of_row = {}
             for row in panel.operators:  # the key keeps the whole name: it picks the kernels shown below
-                table.add_row(escape(_fit(row[0], width)), *row[1:], key=row[0])
+                table.add_row(escape(fit_end(row[0], width)), *row[1:], key=row[0])
         if panel.modules:
             modules = _table(MODULE_HEADERS, panel.modules, f"modules: {panel.modules_note}")
             self.query_one("#op-modules", Static).update(modules)
@@ -116,12 +114,14 @@ class OperatorScreen(Screen[None]):
         table.add_columns(*SHAPE_HEADERS)
         numbers = (SHAPE_HEADERS[0], *SHAPE_HEADERS[2:])
         room = name_width([(r[0], *r[2:]) for r in rows], self.app.size.width, numbers) - 2  # 2: the shapes' padding
-        shape_width = max(_NAME_MIN, int(room * _SHAPES_SHARE))
+        shape_width = max(_NAME_MIN, min(int(room * _SHAPES_SHARE), room - _NAME_MIN))
         width = max(_NAME_MIN, room - shape_width)
+        # one operator's shapes often differ only in a later tensor: cut them where they differ, never alike
+        shapes = distinct_short_names([row[1] for row in rows], shape_width)
         self._operator_of_row = {f"{i}": row[0] for i, row in enumerate(rows)}
         self._shapes_of_row = {f"{i}": row[1] for i, row in enumerate(rows)}
         for i, row in enumerate(rows):
-            table.add_row(escape(_fit(row[0], width)), escape(_fit(row[1], shape_width)), *row[2:], key=f"{i}")
+            table.add_row(escape(fit_end(row[0], width)), escape(shapes[row[1]]), *row[2:], key=f"{i}")
 
     def action_toggle_shapes(self) -> None:
         """Operators by name <-> by (name, input shapes)."""
