@@ -71,5 +71,7 @@ def test_by_shape_table_and_json(real_trace_path, capsys: pytest.CaptureFixture[
     assert main(["summary", alexnet, "--json", "--by-shape"]) == 0
     rows = json.loads(capsys.readouterr().out)["operators"]["by_shape"]
     assert rows and all(r["input_dims"] is None for r in rows)
+    assert main(["summary", alexnet, "--by-shape"]) == 0  # the table says why every shape is "-"
+    assert "record_shapes=True" in " ".join(capsys.readouterr().out.split())
     assert main(["summary", str(real_trace_path("power_iteration")), "--by-shape"]) == 0  # NVTX ranges as operators
     assert "operators by input shape (nvtx operators carry no input shapes): none" in capsys.readouterr().out

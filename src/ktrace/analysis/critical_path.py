@@ -49,6 +49,7 @@ from ktrace.analysis.critical_path_ranks import (
 from ktrace.analysis.index import Slot, TraceIndex
 from ktrace.analysis.op_attribution import IS_OPERATOR
 from ktrace.analysis.steps import detect_steps
+from ktrace.model.display_text import fit_end
 from ktrace.model.trace import Trace
 
 I64 = npt.NDArray[np.int64]
@@ -254,8 +255,7 @@ def choose_window(
         mine = steps.filter((pl.col("node") == first["node"]) & (pl.col("rank") == first["rank"]))
         mine = mine.with_row_index("i").sort("duration_ns", "i")
         s = mine.row((mine.height - 1) // 2, named=True)
-        name = s["name"] if len(s["name"]) <= LABEL_CHARS else s["name"][: LABEL_CHARS - 1] + "…"
-        label = f"{name} (median of {mine.height} steps)"
+        label = f"{fit_end(s['name'], LABEL_CHARS)} (median of {mine.height} steps)"
         return Window(str(s["node"]), int(s["rank"]), s["start_ns"], s["end_ns"]), "step", label
     operators = trace.ops.filter(IS_OPERATOR)  # the graph's CPU events: operators and runtime calls
     spans = [t.select("node", "rank", "start_ns", "end_ns") for t in (operators, trace.api) if t.height]

@@ -39,6 +39,7 @@ from ktrace.analysis.critical_path_graph import COLLECTIVE, GPU, GPU_RECORD, Gra
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.steps import detect_steps
 from ktrace.model.clock_matching import order_keys
+from ktrace.model.display_text import fit_end
 from ktrace.model.trace import Trace
 
 I64 = npt.NDArray[np.int64]
@@ -300,8 +301,7 @@ def _collective_label(job: JobGraph, event: int) -> str:
     """ "kernel name #i" of a collective event, the name without its signature and cut to NAME_CHARS."""
     name, _, number = job.collective_keys.get(event, "#").rpartition("#")
     name = name.partition("(")[0] or name  # a kernel's signature says nothing here
-    short = name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 1] + "…"
-    return f"{short} #{number}"
+    return f"{fit_end(name, NAME_CHARS)} #{number}"
 
 
 def on_time_changes(job: JobGraph, path: I64, limit: int) -> list[tuple[str, I64]]:

@@ -22,6 +22,10 @@ from ktrace.analysis.operators import OPERATOR_COLUMNS, OperatorSummary, operato
 from ktrace.model.trace import Trace
 
 SHAPE_COLUMNS = ("name", "input_dims", *OPERATOR_COLUMNS[1:])
+NO_SHAPES = (
+    "by input shape: none (Kineto records operators' input shapes when the profiler runs with record_shapes=True)"
+)
+"""Why a trace's operators have no input shapes (the summary's table and the TUI say it)."""
 """Columns of operators_by_shape's frame, in order (the operator view's, with input_dims after the name)."""
 
 

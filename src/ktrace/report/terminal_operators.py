@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ktrace.analysis.operator_shapes import NO_SHAPES
 from ktrace.analysis.operators import OperatorSummary
 from ktrace.model.display_text import printable, printable_tree
 from ktrace.report.rows import rows
@@ -79,4 +80,4 @@ def shape_table(ops: OperatorSummary | None) -> TerminalTable | None:
     ]
     lines = tuple(f"  {name} {printable(str(dims))}" for dims, name in label.items() if dims is not None)
     title = f"operators by input shape: top {len(table)} by GPU time (shapes = Input Dims, listed below)"
-    return TerminalTable(title, table, lines)
+    return TerminalTable(title, table, lines or (f"  {NO_SHAPES}",))

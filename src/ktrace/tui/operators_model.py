@@ -21,9 +21,6 @@ OPERATOR_HEADERS = ("operator", "calls", "CPU self", "GPU", "kernels", "launch->
 KERNEL_HEADERS = ("kernel", "launches", "GPU")
 MODULE_HEADERS = ("module", "calls", "CPU", "GPU own", "GPU nested")
 SHAPE_HEADERS = ("operator", "input shapes", "calls", "CPU self", "GPU", "kernels")
-NO_SHAPES = (
-    "by input shape: none (Kineto records operators' input shapes when the profiler runs with record_shapes=True)"
-)
 
 
 @dataclass(frozen=True)

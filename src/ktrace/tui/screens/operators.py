@@ -14,16 +14,10 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from ktrace.analysis.names import distinct_short_names
+from ktrace.analysis.operator_shapes import NO_SHAPES
 from ktrace.model.display_text import fit_end
 from ktrace.tui.keymap import bindings
-from ktrace.tui.operators_model import (
-    KERNEL_HEADERS,
-    MODULE_HEADERS,
-    NO_SHAPES,
-    OPERATOR_HEADERS,
-    SHAPE_HEADERS,
-    OperatorPanel,
-)
+from ktrace.tui.operators_model import KERNEL_HEADERS, MODULE_HEADERS, OPERATOR_HEADERS, SHAPE_HEADERS, OperatorPanel
 
 PENDING = "operators: computing the summary in the background…"
 _NAME_MIN = 16
