@@ -16,6 +16,8 @@ from ktrace.model.errors import ProgressFn, TraceFormatError
 
 READ_BYTES = 1 << 20
 """Compressed (or plain) bytes read per step."""
+GZIP_MAGIC = b"\x1f\x8b"
+"""The first two bytes of every gzip member."""
 OUT_BYTES = 8 << 20
 """Most inflated bytes handed on at once."""
 AHEAD_BLOCKS = 2
@@ -58,7 +60,7 @@ class _Members:
         """The text `data` inflates to, in pieces of at most OUT_BYTES (1 KB of gzip can inflate to 1 MB)."""
         while data:
             if self.between_members:
-                if not b"\x1f\x8b".startswith(data[:2]):
+                if not GZIP_MAGIC.startswith(data[:2]):
                     self.finished = True
                     return
                 self.d = self.inflate.decompressobj(wbits=31)
@@ -118,7 +120,7 @@ def _plain_blocks(path: Path, status: StreamStatus) -> Iterator[bytes]:
 def is_gzip(path: Path) -> bool:
     """True if the file starts with the gzip magic bytes."""
     with path.open("rb") as f:
-        return f.read(2) == b"\x1f\x8b"
+        return f.read(2) == GZIP_MAGIC
 
 
 def kineto_files(folder: Path) -> list[Path]:
@@ -137,7 +139,7 @@ def _opens_like_trace(path: Path, peek: int = 1 << 16) -> bool:
     try:
         with path.open("rb") as f:
             head = f.read(peek)
-        if head[:2] == b"\x1f\x8b":
+        if head[:2] == GZIP_MAGIC:
             head = next(members.pieces(head), b"")
     except (OSError, zlib.error, members.inflate.error):
         return True

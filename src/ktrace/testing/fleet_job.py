@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ktrace.importers.kineto_stream import is_gzip, kineto_files
+from ktrace.importers.kineto_stream import GZIP_MAGIC, kineto_files
 from ktrace.model.outputs import write_atomically
 
 MANIFEST = "fleet_job.json"
@@ -155,7 +155,7 @@ def _write_manifest(job: FleetJob, source: Path, ranks_per_host: int, seed: int)
 
 def _load(path: Path) -> dict[str, Any]:
     data = path.read_bytes()
-    doc: dict[str, Any] = json.loads(gzip.decompress(data) if is_gzip(path) else data)
+    doc: dict[str, Any] = json.loads(gzip.decompress(data) if data[:2] == GZIP_MAGIC else data)
     return doc
 
 

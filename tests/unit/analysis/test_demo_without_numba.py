@@ -8,9 +8,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
-DEMO = next((Path(__file__).parents[3] / "fixtures/traces/tracelens-h100-hf-inference").glob("*.json.gz"))
+from real_traces import fixture_path
+
+DEMO = fixture_path("tracelens")
 SCRIPT = """
 import sys
 from ktrace.analysis.summary import summarize, summary_to_dict

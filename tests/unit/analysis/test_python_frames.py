@@ -3,10 +3,9 @@ frames and built-in calls left out), checked by hand on the nested-operators tra
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import polars as pl
 import pytest
+from real_traces import fixture_path
 from test_operators import nested_ops_trace
 
 from ktrace.analysis.index import TraceIndex
@@ -14,7 +13,7 @@ from ktrace.analysis.python_frames import FRAME_COLUMNS, NO_PYTHON_FRAMES, pytho
 from ktrace.analysis.summary import summarize, summary_to_dict
 from ktrace.model import Trace
 
-DEMO = Path(__file__).parents[3] / "fixtures/traces/tracelens-h100-hf-inference"
+DEMO = fixture_path("tracelens")
 
 # launches (api): tid 1 at 25 (gemm, 60 ns), 75 (relu_kernel, 10 ns), 95 (memcpy, 40 ns); tid 2 at 30 (gemm, 40 ns),
 # 90 (gemm, 10 ns); the orphan kernel (10 ns) has no launch call
@@ -89,7 +88,7 @@ def test_summary_json_has_python_frames_or_says_why_not() -> None:
 def test_demo_kernels_go_to_python_source_lines() -> None:
     from ktrace.importers import load
 
-    trace = load(next(DEMO.glob("*.json.gz")))
+    trace = load(DEMO)
     ix = TraceIndex(trace)
     p = python_frame_summary(trace, index=ix)
     assert p is not None
