@@ -259,6 +259,15 @@ class CaptureSession:
         if self._closed or self._dead or self._closing:
             return
         self._closing = True
+        try:
+            self._finish()
+        finally:  # (even if ending the step raised: `closing` must not stay true, or SIGTERM is ignored for good)
+            self._closed = True
+            if self._writer is not None:
+                self._writer.close()
+
+    def _finish(self) -> None:
+        """close()'s work: end the last step, stop the threads and CUPTI, write the last rows and the meta."""
         # The last step has no next step() to end it: it ends with the last range recorded inside it, else now.
         self.end_step(self._step_work_end)
         self._stop.set()
@@ -279,10 +288,6 @@ class CaptureSession:
             self._write_meta(final=True)
         except OSError as exc:  # a full disk: the job must not die of it; what was flushed stays readable
             self.note(f"ktrace writer error: {exc.strerror or exc}")
-        finally:
-            self._closed = True
-            if self._writer is not None:
-                self._writer.close()
 
     def abandon(self) -> None:
         """Forget the session without touching files or CUPTI (in a forked child)."""

@@ -145,6 +145,20 @@ def test_a_close_interrupted_by_another_close_neither_deadlocks_nor_writes_twice
     assert store.read(tmp_path / "run.ktrace").ranges["name"].cast(str).to_list() == ["kept"]
 
 
+def test_a_close_that_raises_does_not_leave_the_session_closing(session, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """`closing` makes the SIGTERM handler ignore signals; a close() that raised (ending the last step, say) left it
+    true for good (found in review)."""
+    s = session(CaptureConfig())
+
+    def fails(*args: object) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(s, "end_step", fails)
+    with pytest.raises(RuntimeError):
+        s.close()
+    assert not s.closing
+
+
 def test_a_second_sigterm_while_the_capture_is_written_is_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
     import signal
 
