@@ -22,6 +22,13 @@ _NAME = pl.col("name").cast(pl.Categorical)
 # distinct value, where a String cast of the column cost ~20 MB and ~30 ms per test on 0.9 M ops rows (owlv2 x10)
 IS_OPERATOR = pl.col("category").is_null() | (_CATEGORY == "cpu_op")
 """ops rows that are framework operators (cpu_op; null in stores written before ops.category), not Python frames."""
+
+
+def has_operators(ops: pl.DataFrame) -> bool:
+    """Whether an ops table holds any framework operator (IS_OPERATOR), not only Python frames."""
+    return bool(ops.height) and bool(ops.select(IS_OPERATOR.fill_null(False).any()).item())
+
+
 IS_MODULE = (_CATEGORY == "python_function") & _NAME.cat.starts_with(MODULE_PREFIX)
 """ops rows that are nn.Module frames (Kineto python_function `nn.Module: Linear_0`, with_modules=True)."""
 BUILTIN_PREFIX = "<built-in"

@@ -16,7 +16,7 @@ import dataclasses
 import polars as pl
 
 from ktrace.analysis.index import Slot, TraceIndex
-from ktrace.analysis.op_attribution import IS_OPERATOR
+from ktrace.analysis.op_attribution import has_operators
 from ktrace.analysis.operators import OperatorSummary, operator_summary
 from ktrace.analysis.steps import PROFILER_STEP_RE
 from ktrace.model.trace import Trace, frame_schema
@@ -32,7 +32,7 @@ def range_ops(trace: Trace) -> pl.DataFrame | None:
     None when a Kineto trace, a trace with framework operators, or one without such ranges."""
     if trace.meta.source == "kineto" or trace.ranges.height == 0:
         return None
-    if trace.ops.height and trace.ops.select(IS_OPERATOR.fill_null(False).any()).item():
+    if has_operators(trace.ops):
         return None
     schema = frame_schema("ops")
     ranges = trace.ranges.filter(~pl.col("on_gpu") & ~pl.col("name").cast(pl.String).str.contains(PROFILER_STEP_RE))

@@ -25,7 +25,7 @@ import numpy as np
 import polars as pl
 
 from ktrace.analysis.index import TraceIndex
-from ktrace.analysis.op_attribution import IS_OPERATOR
+from ktrace.analysis.op_attribution import has_operators
 from ktrace.analysis.operators import operator_of_records
 from ktrace.analysis.range_operators import range_view
 from ktrace.analysis.rules.base import Outcome, Param, ParamValue, Rule, Skip
@@ -57,7 +57,7 @@ def _per_operator(trace: Trace, index: TraceIndex, tiny_ns: float) -> pl.DataFra
 def _operators(trace: Trace, index: TraceIndex) -> tuple[Trace, TraceIndex, str]:
     """The trace and index whose ops rows are the operators judged, and what they are: the framework operators, or
     where there are none (ktrace's captures, nsys exports) the CPU NVTX ranges (range_operators.range_view)."""
-    if trace.ops.height and trace.ops.select(IS_OPERATOR.fill_null(False).any()).item():
+    if has_operators(trace.ops):
         return trace, index, "operators"
     view = range_view(trace, index=index)
     if view is None:
