@@ -22,6 +22,7 @@ from ktrace.model.display_text import printable
 from ktrace.model.trace import Trace
 from ktrace.report.format import fmt_ns
 from ktrace.report.markdown import md_table
+from ktrace.report.memory import SOURCE_WORDS
 from ktrace.report.rows import rows
 from ktrace.report.verdicts import SEVERITIES
 
@@ -213,12 +214,6 @@ def mixed_sources(memory: MemoryDiff) -> str:
         f"A's memory comes from {SOURCE_WORDS.get(memory.source_a, memory.source_a)}, B's from "
         f"{SOURCE_WORDS.get(memory.source_b, memory.source_b)}: not the same measure, so the deltas mix the two"
     )
-
-
-SOURCE_WORDS = {
-    "allocator": "the PyTorch allocator's events (tensor bytes)",
-    "nvml": "NVML counters (device memory used, caches and the CUDA context included)",
-}
 
 
 def _memory_markdown(diff: DiffReport) -> list[str]:

@@ -89,6 +89,13 @@ def growth_cells(m: MemoryTimeline) -> list[list[object]]:
     ]
 
 
+SOURCE_WORDS = {
+    "allocator": "the PyTorch allocator's events (tensor bytes)",
+    "nvml": "NVML counters (device memory used, caches and the CUDA context included)",
+}
+"""What each MemoryTimeline.source measures, in the words the report and the diff use."""
+
+
 def lead(summary: Summary) -> str:
     """The section's first line: the peak line, or why there is no timeline."""
     m = summary.memory_timeline
@@ -97,8 +104,7 @@ def lead(summary: Summary) -> str:
             "The trace has no GPU memory data: Kineto traces carry it when recorded with profile_memory=True, "
             "nsys exports with CUDA memory usage tracing, ktrace captures as NVML counters."
         )
-    source = "NVML counters (memory used)" if m.source == "nvml" else "the caching allocator's events"
-    return f"{peak_line(m, summary.phases.start_ns)}. Source: {source}."
+    return f"{peak_line(m, summary.phases.start_ns)}. Source: {SOURCE_WORDS.get(m.source, m.source)}."
 
 
 def memory_figure(m: MemoryTimeline, start_ns: int) -> plots.Figure:
