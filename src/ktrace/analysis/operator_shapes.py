@@ -12,21 +12,19 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
 import polars as pl
 
-from ktrace.analysis.columns import dense_ids, name_codes
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.op_attribution import IS_OPERATOR
-from ktrace.analysis.operators import OPERATOR_COLUMNS, OperatorSummary, operator_of_records, operator_self_ns
+from ktrace.analysis.operators import OPERATOR_COLUMNS, OperatorSummary, operator_table
 from ktrace.model.trace import Trace
 
 SHAPE_COLUMNS = ("name", "input_dims", *OPERATOR_COLUMNS[1:])
+"""Columns of operators_by_shape's frame, in order (the operator view's, with input_dims after the name)."""
 NO_SHAPES = (
     "by input shape: none (Kineto records operators' input shapes when the profiler runs with record_shapes=True)"
 )
 """Why a trace's operators have no input shapes (the summary's table and the TUI say it)."""
-"""Columns of operators_by_shape's frame, in order (the operator view's, with input_dims after the name)."""
 
 
 def has_shapes(trace: Trace) -> bool:
@@ -41,48 +39,16 @@ def operators_by_shape(trace: Trace, *, index: TraceIndex | None = None) -> pl.D
     """Per (operator name, input shapes) (SHAPE_COLUMNS): calls, CPU total and self time, the GPU time, kernel
     and record counts of what those calls launched, and the mean launch -> run latency of their kernels (null
     without kernels). By GPU time, then CPU self time, descending, then name and shapes. None without operators."""
-    ops = trace.ops
-    if ops.height == 0:
+    if "input_dims" not in trace.ops.columns:  # (a store written before ops.input_dims)
+        trace = replace(trace, ops=trace.ops.with_columns(input_dims=pl.lit(None, pl.String)))
+        index = None
+    found = operator_table(trace, ("name", "input_dims"), index=index)
+    if found is None:
         return None
-    operator = ops.select(IS_OPERATOR.fill_null(False)).to_series().to_numpy()
-    if not operator.any():
-        return None
-    ix = TraceIndex.of(trace, index)
-    name_code, names = name_codes(ops["name"])
-    dims = ops["input_dims"] if "input_dims" in ops.columns else pl.Series("input_dims", [None] * ops.height, pl.String)
-    dims_code, shapes = name_codes(dims)  # Categorical as imported: a String cast of 0.9 M rows cost ~45 MB at x10
-    group, (group_name, group_dims) = dense_ids([name_code, dims_code])
-    n = group_name.size
-    start, end = ops["start_ns"].to_numpy().astype(np.int64), ops["end_ns"].to_numpy().astype(np.int64)
-    weight = operator.astype(np.int64)
-    calls = np.bincount(group, weights=weight, minlength=n)
-    cpu_total = np.bincount(group, weights=(end - start) * weight, minlength=n)
-    cpu_self = np.bincount(group, weights=operator_self_ns(trace, index=ix) * weight, minlength=n)
-
-    c = ix.gpu_columns()
-    op_of = operator_of_records(trace, index=ix)
-    mine = np.flatnonzero(op_of >= 0)
-    at = group[op_of[mine]]
-    kernel = mine < c.n_kernels
-    latency = np.where(kernel, c.start[mine] - ix.api_times()[0][np.maximum(ix.launch_rows()[mine], 0)], 0)
-    kernels = np.bincount(at, weights=kernel, minlength=n)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean_latency = np.bincount(at, weights=latency, minlength=n) / kernels
-    frame = pl.DataFrame(
-        {
-            "name": pl.Series([names[k] for k in group_name.tolist()], dtype=pl.String),
-            "input_dims": pl.Series([shapes[k] if k >= 0 else None for k in group_dims.tolist()], dtype=pl.String),
-            "calls": calls.astype(np.int64),
-            "cpu_total_ns": cpu_total.astype(np.int64),
-            "cpu_self_ns": cpu_self.astype(np.int64),
-            "gpu_ns": np.bincount(at, weights=c.end[mine] - c.start[mine], minlength=n).astype(np.int64),
-            "kernels": kernels.astype(np.int64),
-            "gpu_records": np.bincount(at, minlength=n).astype(np.int64),
-            "launch_latency_mean_ns": pl.Series(np.where(kernels > 0, mean_latency, np.nan)).fill_nan(None),
-        }
-    )
-    return frame.filter(pl.col("calls") > 0).sort(
-        ["gpu_ns", "cpu_self_ns", "name", "input_dims"], descending=[True, True, False, False], nulls_last=True
+    return (
+        found[0]
+        .select(SHAPE_COLUMNS)
+        .sort(["gpu_ns", "cpu_self_ns", "name", "input_dims"], descending=[True, True, False, False], nulls_last=True)
     )
 
 

@@ -115,6 +115,29 @@ def _self_ns(ops: pl.DataFrame) -> I64:
 
 def operator_view(trace: Trace, *, index: TraceIndex | None = None) -> OperatorView | None:
     """The operator view of a trace (see OperatorView); None when the trace has no operators."""
+    found = operator_table(trace, ("name",), index=index)
+    if found is None:
+        return None
+    per_name, attributed, attributed_gpu_ns = found
+    per_name = per_name.select(OPERATOR_COLUMNS).sort(["gpu_ns", "cpu_self_ns", "name"], descending=[True, True, False])
+    c = TraceIndex.of(trace, index).gpu_columns()
+    total = int((c.end - c.start).sum())
+    return OperatorView(
+        per_name=per_name,
+        records=c.size,
+        attributed=attributed,
+        attributed_gpu_share=attributed_gpu_ns / total if total else 0.0,
+    )
+
+
+def operator_table(
+    trace: Trace, keys: tuple[str, ...], *, index: TraceIndex | None = None
+) -> tuple[pl.DataFrame, int, float] | None:
+    """Per group of framework operators with the same `keys` (ops columns: the name, or the name and the input
+    shapes): calls, CPU total and self time, and the GPU time, kernel and record counts and mean launch -> run
+    latency of the GPU records they launched (operator_of_records). Unsorted; key columns as String.
+
+    Returns (the frame, GPU records attributed to an operator, their GPU time in ns); None without operators."""
     if trace.ops.height == 0:
         return None
     ix = TraceIndex.of(trace, index)
@@ -122,8 +145,8 @@ def operator_view(trace: Trace, *, index: TraceIndex | None = None) -> OperatorV
     op_of = operator_of_records(trace, index=ix)
     launch = ix.launch_rows()
     api_start = ix.api_times()[0]
-    ops = trace.ops.select(  # names stay categorical (codes) until grouped: a String per op row cost ~20-40 MB
-        "name",
+    ops = trace.ops.select(  # keys stay categorical (codes) until grouped: a String per op row cost ~20-40 MB
+        *keys,
         (pl.col("end_ns") - pl.col("start_ns")).alias("dur"),
         pl.Series("self", operator_self_ns(trace, index=ix)),
         IS_OPERATOR.alias("operator"),
@@ -132,42 +155,32 @@ def operator_view(trace: Trace, *, index: TraceIndex | None = None) -> OperatorV
         return None
     cpu = (
         ops.filter(pl.col("operator"))
-        .group_by("name")
+        .group_by(keys)
         .agg(calls=pl.len(), cpu_total_ns=pl.col("dur").sum(), cpu_self_ns=pl.col("self").sum())
     )
     mine = np.flatnonzero(op_of >= 0)
     is_kernel = mine < c.n_kernels
+    at = pl.Series(op_of[mine])
     records = pl.DataFrame(
         {
-            "name": ops["name"].gather(pl.Series(op_of[mine])),
+            **{k: ops[k].gather(at) for k in keys},
             "dur": c.end[mine] - c.start[mine],
             "kernel": is_kernel,
             "latency": np.where(is_kernel, c.start[mine] - api_start[launch[mine]], 0),
         }
     )
-    gpu = records.group_by("name").agg(
+    gpu = records.group_by(keys).agg(
         gpu_ns=pl.col("dur").sum(),
         kernels=pl.col("kernel").sum().cast(pl.Int64),
         gpu_records=pl.len(),
         launch_latency_mean_ns=pl.col("latency").filter(pl.col("kernel")).mean(),
     )
-    per_name = (
-        cpu.join(gpu, on="name", how="left")
-        .with_columns(
-            pl.col("gpu_ns", "kernels", "gpu_records").fill_null(0).cast(pl.Int64),
-            pl.col("calls").cast(pl.Int64),
-            pl.col("name").cast(pl.String),
-        )
-        .select(OPERATOR_COLUMNS)
+    frame = cpu.join(gpu, on=list(keys), how="left", nulls_equal=True).with_columns(
+        pl.col("gpu_ns", "kernels", "gpu_records").fill_null(0).cast(pl.Int64),
+        pl.col("calls").cast(pl.Int64),
+        pl.col(*keys).cast(pl.String),
     )
-    per_name = per_name.sort(["gpu_ns", "cpu_self_ns", "name"], descending=[True, True, False])
-    total = int((c.end - c.start).sum())
-    return OperatorView(
-        per_name=per_name,
-        records=c.size,
-        attributed=int(mine.size),
-        attributed_gpu_share=float(records["dur"].sum()) / total if total else 0.0,
-    )
+    return frame, int(mine.size), float(records["dur"].sum())
 
 
 def top_operators(view: OperatorView, by: str, top: int = 15) -> pl.DataFrame:
