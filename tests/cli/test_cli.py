@@ -57,9 +57,37 @@ def test_info_json_on_a_written_synthetic_trace(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     info = json.loads(res.stdout)
     assert info["rows"]["kernels"] == trace.kernels.height
-    assert [r["rank"] for r in info["ranks"]] == [-1, 0, 1]
+    assert [r["rank"] for r in info["ranks"]] == [0, 1]  # the node-wide counters' partition (-1) is no rank
+    assert info["node_counters"] == sorted({n for n, r in trace.ranks if r < 0})
     assert info["problems"] == []
     assert len(info["devices"]) == 2
+
+
+def test_info_json_on_a_capture_says_rank_0_and_unknown_never_a_pid_or_minus_1(tmp_path: Path) -> None:
+    """A single process without RANK is rank 0 (it was filed under its pid); a second un-ranked process (0 taken)
+    keeps its pid as the partition but its rank is said to be unknown; the launcher's node counters are no rank.
+    Fails on the old code: ranks were [-1, <pid>] and [-1, <pid>, <pid>]."""
+    (tmp_path / "one.py").write_text("import ktrace\nwith ktrace.annotate('work'):\n    sum(range(1000))\n")
+    (tmp_path / "two.py").write_text(
+        "import subprocess, sys, ktrace\n"
+        "with ktrace.annotate('parent'):\n"
+        f"    subprocess.run([sys.executable, {str(tmp_path / 'one.py')!r}], check=True)\n"
+    )
+    infos = {}
+    for name in ("one", "two"):
+        run = _ktrace("run", "-o", str(tmp_path / f"{name}.ktrace"), "--", sys.executable, str(tmp_path / f"{name}.py"))
+        assert run.returncode == 0, run.stderr
+        res = _ktrace("info", str(tmp_path / f"{name}.ktrace"), "--json")
+        assert res.returncode == 0, res.stderr
+        infos[name] = json.loads(res.stdout)
+    one = infos["one"]["ranks"]
+    assert [r["rank"] for r in one] == [0] and isinstance(one[0]["pid"], int)
+    assert infos["one"]["node_counters"] == [one[0]["node"]]
+    two = sorted(infos["two"]["ranks"], key=lambda r: r["rank"] is None)
+    assert [r["rank"] for r in two] == [0, None]
+    assert two[1]["partition"] == two[1]["pid"] != two[0]["pid"]
+    text = _ktrace("info", str(tmp_path / "two.ktrace")).stdout
+    assert f"/? (rank unknown, pid {two[1]['pid']})" in text and "/-1" not in text
 
 
 def test_info_text_names_devices_and_tables(tmp_path: Path) -> None:

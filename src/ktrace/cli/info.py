@@ -27,6 +27,8 @@ def describe(trace: Any, *, validate: bool = False) -> dict[str, Any]:
     """The facts `ktrace info` shows, as a JSON-ready dict (stable keys)."""
     import polars as pl
 
+    from ktrace.model.schema import NODE_RANK
+
     span = trace.span_ns()
     devices = (  # by rank number: a store lists its partitions as text (rank=10 before rank=8)
         trace.devices.with_columns(pl.col(pl.Categorical).cast(pl.String))
@@ -44,7 +46,8 @@ def describe(trace: Any, *, validate: bool = False) -> dict[str, Any]:
             "duration_s": round((span[1] - span[0]) / 1e9, 6),
             "start_utc": dt.datetime.fromtimestamp(span[0] / 1e9, dt.timezone.utc).isoformat(timespec="milliseconds"),
         },
-        "ranks": [{"node": n, "rank": r} for n, r in trace.ranks],
+        "ranks": _ranks(trace),
+        "node_counters": sorted({n for n, r in trace.ranks if r == NODE_RANK}),  # hosts with node-wide counters
         "devices": devices,
         "rows": trace.counts(),
         "health": dict(sorted(trace.meta.health.items())),
@@ -54,6 +57,27 @@ def describe(trace: Any, *, validate: bool = False) -> dict[str, Any]:
     if validate:
         info["problems"] = [str(p) for p in trace.validate()]
     return info
+
+
+def _ranks(trace: Any) -> list[dict[str, Any]]:
+    """The traced processes: {"node", "rank"} each ("pid" too for a `ktrace run` capture). The node-wide counters'
+    partition (NODE_RANK) is no rank; a capture's process that `ktrace run` filed under its pid (no RANK in its
+    environment and rank 0 taken by another process) has an unknown rank: "rank" null, "partition" its folder."""
+    from ktrace.model.schema import NODE_RANK
+
+    pids = {(str(p.get("node")), p.get("rank")): p.get("pid") for p in trace.meta.job.get("processes", [])}
+    ranks: list[dict[str, Any]] = []
+    for node, rank in trace.ranks:
+        if rank == NODE_RANK:
+            continue
+        pid = pids.get((node, rank))
+        entry: dict[str, Any] = (
+            {"node": node, "rank": rank} if pid is None else {"node": node, "rank": rank, "pid": pid}
+        )
+        if pid is not None and pid == rank:
+            entry.update(rank=None, partition=rank)
+        ranks.append(entry)
+    return ranks
 
 
 def _clock(trace: Any) -> dict[str, Any]:
@@ -94,7 +118,7 @@ def _print_text(info: dict[str, Any]) -> None:
     console.print(f"[bold]source[/]  {escape(str(info['source']))} (schema v{info['schema_version']})")
     if span:
         console.print(f"[bold]span[/]    {span['start_utc']}  +{span['duration_s']:.3f} s")
-    ranks = ", ".join(f"{r['node']}/{r['rank']}" for r in info["ranks"] if r["rank"] >= 0) or "-"
+    ranks = ", ".join(_rank_text(r) for r in info["ranks"]) or "-"
     console.print(f"[bold]ranks[/]   {escape(ranks)}")
     for d in info["devices"]:
         cc = f"sm_{d['compute_major']}{d['compute_minor']}" if d.get("compute_major") is not None else ""
@@ -116,6 +140,13 @@ def _print_text(info: dict[str, Any]) -> None:
         console.print(f"[yellow]note:[/] {escape(note)}")
     for problem in info.get("problems", []):
         console.print(f"[red]problem:[/] {escape(problem)}")
+
+
+def _rank_text(rank: dict[str, Any]) -> str:
+    """node/rank, or node/? with the pid for a process whose rank is unknown."""
+    if rank["rank"] is None:
+        return f"{rank['node']}/? (rank unknown, pid {rank.get('pid')})"
+    return f"{rank['node']}/{rank['rank']}"
 
 
 def _print_clock(console: Any, clock: dict[str, Any]) -> None:

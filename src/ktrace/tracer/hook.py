@@ -62,7 +62,8 @@ def env_rank(env: Mapping[str, str]) -> int | None:
 
 
 def claim_partition(root: Path, node: str, rank: int, pid: int) -> int:
-    """Reserve node=<node>/rank=<rank> for this process; fall back to the pid if another process has it."""
+    """Reserve node=<node>/rank=<rank> for this process; fall back to the pid if another process has it (a rank
+    that is then unknown: `ktrace info` says so)."""
     from ktrace.model.layout import partition_dir  # stdlib-only: the hook must not pay for pyarrow here
 
     for candidate in dict.fromkeys((rank, pid)):
@@ -144,7 +145,8 @@ def install(environ: Mapping[str, str] | None = None) -> Any:
 
     pid = os.getpid()
     rank = env_rank(env)
-    rank = claim_partition(Path(root), socket.gethostname(), pid if rank is None else rank, pid)
+    # A process without RANK/LOCAL_RANK is a single-process job's rank 0; only a second one (0 taken) gets its pid
+    rank = claim_partition(Path(root), socket.gethostname(), 0 if rank is None else rank, pid)
     session = CaptureSession(Path(root), config, socket.gethostname(), rank)
     api.attach(session)
     atexit.register(session.close)

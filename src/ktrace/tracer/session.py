@@ -52,7 +52,7 @@ class CaptureSession:
         root: the run folder (KTRACE_CAPTURE_DIR).
         config: the capture options.
         node: host name.
-        rank: partition rank (RANK, LOCAL_RANK or the pid).
+        rank: partition rank (RANK, LOCAL_RANK, 0 for a process without them, or the pid if that is taken).
     """
 
     def __init__(self, root: Path, config: CaptureConfig, node: str, rank: int) -> None:
