@@ -4,7 +4,10 @@ Perfetto (.pftrace, .pftrace.gz) is the format to open in https://ui.perfetto.de
 threads (CUDA API calls, NVTX ranges, nested), a GPU group per device with a track per stream (kernels, memcpy,
 memset), an arrow from every launch to the GPU work it caused, a Steps track, and counter tracks (CPU, memory, I/O,
 network, GPU utilization/memory/power). Chrome JSON is for tools that read only JSON. Parquet/CSV write one file per
-table into the output folder (for DuckDB, pandas, spreadsheets).
+table into the output folder (for DuckDB, pandas, spreadsheets). Kineto (-f kineto) writes PyTorch-profiler JSON, one
+file per rank as torch.profiler does, for HTA, TraceLens and scripts written against it: -o run.json (or .json.gz)
+for a trace of one rank, else a folder of rank<N>.json files; what Kineto has no slot for (counters, ...) is left
+out, and the export says what.
 
 The format comes from -f, else from the output's extension (.pftrace[.gz], .json[.gz], a folder: parquet).
 The output appears only once complete (Ctrl-C or a full disk leave an older one as it was); its folder is
@@ -16,6 +19,8 @@ examples:
   ktrace export worker0.pt.trace.json.gz -f perfetto -o run.pftrace
   ktrace export run.ktrace -f chrome -o run.json              for chrome://tracing and JSON-only tools
   ktrace export run.ktrace -f parquet -o tables/              kernels.parquet, api.parquet, ... in tables/
+  ktrace export run.ktrace -f kineto -o kineto/               rank0.json, rank1.json, ... for HTA and TraceLens
+  ktrace export run.ktrace -f kineto -o rank1.json.gz --ranks 1
   ktrace export run.ktrace -o cut.pftrace --window 1.5:3 --ranks 0,1
                                                               seconds 1.5 to 3 after the trace start, ranks 0 and 1
   ktrace export run.ktrace -o run.pftrace --findings          rule findings as instant events
@@ -32,8 +37,8 @@ from typing import Any
 from ktrace.cli.options import add_trace_argument, open_trace
 from ktrace.model.errors import ExitCode
 
-FORMATS = ("perfetto", "chrome", "parquet", "csv")
-_SUFFIXES = {"perfetto": ".pftrace", "chrome": ".json", "parquet": "", "csv": ""}
+FORMATS = ("perfetto", "chrome", "parquet", "csv", "kineto")
+_SUFFIXES = {"perfetto": ".pftrace", "chrome": ".json", "parquet": "", "csv": "", "kineto": ""}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,8 +50,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-o",
         "--output",
-        help="output file (perfetto, chrome; add .gz to compress) or folder "
-        "(parquet, csv); default: the input's name in the current folder",
+        help="output file (perfetto, chrome, kineto of one rank: .json; add .gz to compress) or folder "
+        "(parquet, csv, kineto: rank<N>.json files); default: the input's name in the current folder",
     )
     parser.add_argument(
         "--force", action="store_true", help="replace the output if it exists and is a ktrace export of the same format"
@@ -93,10 +98,14 @@ def default_output(trace_path: str, fmt: str) -> str:
     return stem + (_SUFFIXES[fmt] or f"-{fmt}")
 
 
-def output_format(fmt: str) -> Any:
-    """The OutputFormat of an export format (which existing outputs --force may replace)."""
+def output_format(fmt: str, output: str = "") -> Any:
+    """The OutputFormat of an export format to `output` (which existing outputs --force may replace)."""
     from ktrace.model import outputs
 
+    if fmt == "kineto":
+        from ktrace.exporters.kineto_json import KINETO_FILE, KINETO_FOLDER, is_file_target
+
+        return KINETO_FILE if is_file_target(output) else KINETO_FOLDER
     if fmt in ("parquet", "csv"):
         from ktrace.model.schema import TABLES
 
@@ -155,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     fmt = args.format or infer_format(args.output)
     output = args.output or default_output(args.trace, fmt)
     ranks = parse_ranks(args.ranks) if args.ranks else None
-    target = Output(output, output_format(fmt), force=args.force, inputs=[Path(args.trace)])  # checked, locked
+    target = Output(output, output_format(fmt, output), force=args.force, inputs=[Path(args.trace)])  # checked, locked
     with target.preparing():
         trace: Any = open_trace(args.trace, progress=not args.no_progress)
         if args.window or ranks is not None:
@@ -172,6 +181,8 @@ def run(args: argparse.Namespace) -> int:
                 findings = load_findings(trace)
         if args.critical_path:
             findings += critical_path_findings(trace)
+        if fmt == "kineto":
+            _check_kineto_target(trace, output)
     if findings and fmt != "perfetto":
         print(f"ktrace export: note: findings are drawn only in perfetto exports, not {fmt}", file=sys.stderr)
     with progress_bar(f"writing {output}", enabled=False if args.no_progress else None) as bar, target:
@@ -179,6 +190,21 @@ def run(args: argparse.Namespace) -> int:
         summary = _export(trace, str(target.staging), fmt, findings, bar)
     print(f"wrote {output}: {summary}")
     return int(ExitCode.OK)
+
+
+def _check_kineto_target(trace: Any, output: str) -> None:
+    """A Kineto .json file holds one rank: refuse (exit 2) a trace of several before writing anything."""
+    from ktrace.exporters.kineto_json import is_file_target
+    from ktrace.model.errors import KtraceError
+    from ktrace.model.schema import NODE_RANK
+
+    ranks = sorted({r for _, r in trace.ranks if r != NODE_RANK})
+    if is_file_target(output) and len(ranks) > 1:
+        raise KtraceError(
+            f"{output}: a Kineto .json file holds one rank and the trace has {len(ranks)}: give a folder "
+            f"(-o DIR), or one rank (--ranks {ranks[0]})",
+            ExitCode.USAGE,
+        )
 
 
 def _size(n: int) -> str:
@@ -201,6 +227,15 @@ def _export(trace: Any, output: str, fmt: str, findings: list[Any], bar: Any) ->
 
         c = export_chrome_json(trace, output, progress=bar)
         return f"{c['slices']:,} slices, {c['flows']:,} flows, {c['counters']:,} counter values"
+    if fmt == "kineto":
+        from ktrace.exporters.kineto_json import export_kineto, left_out
+
+        lost = left_out(trace)
+        if lost:
+            print(f"ktrace export: note: {lost}", file=sys.stderr)
+        k = export_kineto(trace, output, progress=bar)
+        written = f"{len(k.files)} rank files" if len(k.files) > 1 else "1 rank file"
+        return f"{written}, {k.events:,} events, {k.flows:,} flows, {_size(k.bytes)}"
     from ktrace.exporters.tables import export_tables
 
     files = export_tables(trace, output, fmt, progress=bar)

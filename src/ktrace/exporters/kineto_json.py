@@ -1,0 +1,372 @@
+"""Kineto export: one PyTorch-profiler JSON file per rank, the way `torch.profiler` writes them, for HTA, TraceLens and
+scripts written against the profiler's JSON.
+
+A file is `{"schemaVersion":1,"deviceProperties":[...],"distributedInfo":{...},...,"traceEvents":[...],
+"traceName":...,"displayTimeUnit":"ms","baseTimeNanoseconds":...}`: the events of kineto_events, then the
+metadata events (process and thread names, `process_labels` "CPU" / "GPU N", stream names) and a `Trace` span.
+`baseTimeNanoseconds` is the rank's first time rounded down to the second, so every `ts` is a small exact decimal.
+Each rank is written table by table in slices of CHUNK_ROWS rows: memory holds one slice's text, not the file.
+
+`ktrace import` of the export gives back the trace it came from, but for what Kineto has no slot for (`left_out`
+says what a trace loses, see docs): counters, kernels' `submitted_ns` (and `queued_ns`, written as Kineto's `queued`
+but not read back), dynamic shared memory (summed into `shared memory`, as Kineto does), device UUIDs, range
+domains other than ProfilerStep / user / GPU annotations (written as `user_annotation`) and range correlation ids.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import polars as pl
+
+from ktrace.exporters.kineto_events import (
+    allocation_lines,
+    api_lines,
+    exact_us,
+    flow_lines,
+    kernel_lines,
+    memory_lines,
+    op_lines,
+    quoted,
+    range_lines,
+    sync_lines,
+)
+from ktrace.model.errors import ExitCode, KtraceError, ProgressFn, no_progress
+from ktrace.model.outputs import OutputFormat, atomic_file
+from ktrace.model.schema import NODE_RANK
+from ktrace.model.trace import Trace
+
+CHUNK_ROWS = 200_000
+"""Rows formatted at a time (about 60 MB of text for kernels)."""
+GPU_SORT_BASE = 0x1000000
+"""Kineto's process_sort_index of GPU d is this + d (CPU processes sort by pid, before them)."""
+_OWN_KEYS = ("schemaVersion", "displayTimeUnit", "baseTimeNanoseconds")
+"""Header keys the export sets itself; the source Kineto file's others (meta.job["kineto"]: cupti_version,
+record_shapes, with_stack, ...) are written back as they were."""
+_RANK_FILE = re.compile(r"^(?:[\w.-]+-)?rank\d+\.json(?:\.gz)?$")
+
+
+class _RankFolder(OutputFormat):
+    """A folder of `rank<N>.json` files (what --force may replace)."""
+
+    def foreign_part(self, path: Path) -> str | None:
+        if not path.is_dir():
+            return "it is a file"
+        for entry in path.iterdir():
+            if not _RANK_FILE.match(entry.name) or entry.is_symlink() or not entry.is_file():
+                return f"it holds {entry.name!r}"
+        return None
+
+
+KINETO_FILE = OutputFormat("a ktrace Kineto export", opening=(b'{"schemaVersion":1,',))
+KINETO_FOLDER = _RankFolder("a folder of ktrace Kineto exports", folder=True)
+
+
+def is_file_target(path: str | Path) -> bool:
+    """A .json / .json.gz name is one rank's file; anything else is a folder of rank files."""
+    return str(path).lower().endswith((".json", ".json.gz"))
+
+
+@dataclass(frozen=True)
+class KinetoExport:
+    """What export_kineto wrote."""
+
+    files: tuple[Path, ...]
+    events: int
+    flows: int
+    bytes: int
+
+
+def export_kineto(trace: Trace, path: str | Path, *, progress: ProgressFn = no_progress) -> KinetoExport:
+    """Write `trace` as Kineto JSON: one file when `path` is a .json / .json.gz name (gzip for .gz), else one
+    `rank<N>.json` per rank in the folder `path` (which exists).
+
+    Raises:
+        KtraceError: `path` names one file but the trace has several ranks (exit 2).
+    """
+    order = [(n, r) for n, r in trace.ranks if r != NODE_RANK] or [("localhost", 0)]
+    if is_file_target(path):
+        if len(order) > 1:
+            raise KtraceError(
+                f"{path}: one .json file holds one rank and the trace has {len(order)}: give a folder, or --ranks",
+                ExitCode.USAGE,
+            )
+        targets = [Path(path)]
+    else:
+        targets = [Path(path) / name for name in rank_file_names(order)]
+    world = _world_size(trace, len(order))
+    job = trace.meta.job
+    dist = job.get("distributedInfo")
+    flags = job.get("kineto")
+    extra = {
+        "dist": {k: v for k, v in dist.items() if k not in ("rank", "world_size")} if isinstance(dist, dict) else {},
+        "flags": {k: v for k, v in flags.items() if k not in _OWN_KEYS} if isinstance(flags, dict) else {},
+    }
+    info = record_counts_info(trace)
+    events = flows = size = 0
+    for k, ((node, rank), target) in enumerate(zip(order, targets, strict=True)):
+        with _open(target) as out:
+            written = _write_rank(out, _RankData.of(trace, node, rank), world, extra, info if k == 0 else [])
+        events, flows = events + written[0], flows + written[1]
+        size += target.stat().st_size
+        progress(k + 1, len(order))
+    return KinetoExport(files=tuple(targets), events=events, flows=flows, bytes=size)
+
+
+def rank_file_names(order: list[tuple[str, int]]) -> list[str]:
+    """`rank<N>.json` per (node, rank); `<node>-rank<N>.json` where two nodes share a rank number."""
+    ranks = [r for _, r in order]
+    return [
+        f"rank{r}.json" if ranks.count(r) == 1 else f"{re.sub(r'[^A-Za-z0-9_.]', '_', n)}-rank{r}.json"
+        for n, r in order
+    ]
+
+
+def record_counts_info(trace: Trace) -> list[str]:
+    """Kineto's `Record counts:` INFO line of the trace's kineto_* health counts (records Kineto dropped), which
+    the importer reads back into health; [] when there are none. A folder export writes it in its first file."""
+    counts = {k.removeprefix("kineto_"): v for k, v in sorted(trace.meta.health.items()) if k.startswith("kineto_")}
+    if not counts:
+        return []
+    return ["Record counts: " + ", ".join(f"{name.replace('_', ' ')} = {n}" for name, n in counts.items())]
+
+
+def _world_size(trace: Trace, ranks: int) -> int:
+    world = trace.meta.job.get("world_size")
+    return world if isinstance(world, int) and world >= ranks else ranks
+
+
+@contextmanager
+def _open(path: Path) -> Iterator[IO[bytes]]:
+    with atomic_file(path) as f:  # the file appears whole or not at all
+        if path.name.lower().endswith(".gz"):
+            with gzip.GzipFile(filename="", mode="wb", compresslevel=6, fileobj=f, mtime=0) as gz:
+                yield gz  # type: ignore[misc]
+        else:
+            yield f
+
+
+@dataclass(frozen=True)
+class _RankData:
+    """One rank's rows of every table ktrace writes to Kineto, and the file's base time."""
+
+    node: str
+    rank: int
+    tables: dict[str, pl.DataFrame]
+    base_ns: int
+
+    @classmethod
+    def of(cls, trace: Trace, node: str, rank: int) -> _RankData:
+        mine = (pl.col("node") == node) & (pl.col("rank") == rank)
+        names = ("kernels", "memory", "syncs", "api", "ranges", "ops", "allocations", "threads", "devices")
+        tables = {name: trace.table(name).filter(mine) for name in names}
+        firsts = [int(f["start_ns"].min()) for n, f in tables.items() if f.height and "start_ns" in f.columns]  # type: ignore[arg-type]
+        if tables["allocations"].height:
+            firsts.append(int(tables["allocations"]["ts_ns"].min()))  # type: ignore[arg-type]
+        base = (min(firsts) // 1_000_000_000) * 1_000_000_000 if firsts else 0
+        return cls(node, rank, tables, max(base, 0))
+
+
+def _write_rank(
+    out: IO[bytes], data: _RankData, world: int, extra: dict[str, dict[str, Any]], info: list[str]
+) -> tuple[int, int]:
+    """Write one rank's file; (events, flows) written."""
+    t = data.tables
+    header = {
+        "schemaVersion": 1,
+        "deviceProperties": device_properties(t["devices"]),
+        "distributedInfo": {**extra["dist"], "rank": data.rank, "world_size": world},
+        **extra["flags"],
+        "hostname": data.node,
+    }
+    out.write(_json(header)[:-1] + b',"traceEvents":[\n')
+    sep = b""
+    events = flows = 0
+
+    def emit(lines: pl.Series) -> int:
+        nonlocal sep
+        if lines.len():
+            out.write(sep + lines.str.join(",\n").item().encode())
+            sep = b",\n"
+        return lines.len()
+
+    base = data.base_ns
+    kernels = t["kernels"].join(
+        t["devices"].select("device", "sm_count").unique("device"), on="device", how="left", suffix="_dev"
+    )
+    writers: tuple[tuple[pl.DataFrame, Callable[[pl.DataFrame, int], pl.Series]], ...] = (
+        (kernels, kernel_lines),
+        (t["memory"], memory_lines),
+        (t["syncs"], sync_lines),
+        (t["api"], api_lines),
+        (t["ranges"], range_lines),
+        (t["ops"], op_lines),
+        (t["allocations"], allocation_lines),
+    )
+    for frame, lines in writers:
+        for part in _slices(frame):
+            events += emit(lines(part, base))
+    gpu = pl.concat([t[n].select("start_ns", "device", "stream", "correlation_id") for n in ("kernels", "memory")])
+    for api_part in _slices(t["api"].select("start_ns", "pid", "tid", "correlation_id")):
+        flows += emit(flow_lines(api_part, gpu, base))
+    events += emit(metadata_lines(data))
+    trailer: dict[str, Any] = {"INFO": info} if info else {}
+    trailer |= {"traceName": f"rank{data.rank}", "displayTimeUnit": "ms", "baseTimeNanoseconds": base}
+    out.write(b"\n]," + _json(trailer)[1:] + b"\n")
+    return events, flows
+
+
+def _json(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _slices(frame: pl.DataFrame) -> Iterator[pl.DataFrame]:
+    for offset in range(0, frame.height, CHUNK_ROWS):
+        yield frame.slice(offset, CHUNK_ROWS)
+
+
+def device_properties(devices: pl.DataFrame) -> list[dict[str, Any]]:
+    """Kineto's `deviceProperties` of the devices table (only what the store knows: no invented limits)."""
+    keys = {
+        "device": "id",
+        "name": "name",
+        "memory_bytes": "totalGlobalMem",
+        "compute_major": "computeMajor",
+        "compute_minor": "computeMinor",
+        "sm_count": "numSms",
+    }
+    rows = (
+        devices.unique("device", keep="first")
+        .sort("device")
+        .select(list(keys))
+        .with_columns(pl.col("name").cast(pl.String))
+    )
+    return [{keys[k]: v for k, v in row.items() if v is not None} for row in rows.iter_rows(named=True)]
+
+
+def metadata_lines(data: _RankData) -> pl.Series:
+    """`M` events: a CPU process per pid (its main thread's name, labels "CPU"), thread names, a GPU process per
+    device (labels "GPU N", which tells the importer that pid is a device) with its stream names; and the Trace span."""
+    t, ts = data.tables, exact_us(pl.lit(0, pl.Int64))
+    cpu = (
+        pl.concat(
+            [t[n].select("pid") for n in ("api", "ops", "threads")]
+            + [t["ranges"].filter(~pl.col("on_gpu")).select("pid"), t["allocations"].select("pid").drop_nulls()]
+        )
+        .unique()
+        .sort("pid")
+    )
+    names = t["threads"].filter(pl.col("name").is_not_null()).select("pid", "tid", pl.col("name").cast(pl.String))
+    main = names.filter(pl.col("pid") == pl.col("tid")).unique("pid", keep="first").select("pid", "name")
+    cpu = cpu.join(main, on="pid", how="left")
+    gpu_places = pl.concat(
+        [t[n].select("device", "stream") for n in ("kernels", "memory", "syncs")]
+        + [t["ranges"].filter(pl.col("on_gpu")).select("device", pl.col("stream"))]
+    ).drop_nulls("device")
+    devices = sorted(set(gpu_places["device"].to_list()) | set(t["devices"]["device"].to_list()))
+    streams = gpu_places.drop_nulls().unique().sort("device", "stream")
+
+    def meta(template: str, frame: pl.DataFrame, *exprs: pl.Expr) -> pl.Series:
+        return (
+            frame.select(pl.format(template, *exprs).alias("m"))["m"]
+            if frame.height
+            else pl.Series([], dtype=pl.String)
+        )
+
+    proc = '{{"name":"{}","ph":"M","ts":{},"pid":{},"tid":0,"args":{{"{}":{}}}}}'
+    gpus = pl.DataFrame({"device": devices}, schema={"device": pl.Int64})
+    label = pl.format('"GPU {}"', pl.col("device"))
+    pid, dev = pl.col("pid").cast(pl.String), pl.col("device").cast(pl.String)
+    lines = [
+        meta(
+            proc,
+            cpu.filter(pl.col("name").is_not_null()).with_columns(q=quoted(cpu.drop_nulls("name")["name"])),
+            pl.lit("process_name"),
+            ts,
+            pid,
+            pl.lit("name"),
+            pl.col("q"),
+        ),
+        meta(proc, cpu, pl.lit("process_labels"), ts, pid, pl.lit("labels"), pl.lit('"CPU"')),
+        meta(proc, cpu, pl.lit("process_sort_index"), ts, pid, pl.lit("sort_index"), pid),
+        meta(proc, gpus, pl.lit("process_name"), ts, dev, pl.lit("name"), label),
+        meta(proc, gpus, pl.lit("process_labels"), ts, dev, pl.lit("labels"), label),
+        meta(
+            proc,
+            gpus,
+            pl.lit("process_sort_index"),
+            ts,
+            dev,
+            pl.lit("sort_index"),
+            (pl.col("device") + GPU_SORT_BASE).cast(pl.String),
+        ),
+        meta(
+            '{{"name":"thread_name","ph":"M","ts":{},"pid":{},"tid":{},"args":{{"name":{}}}}}',
+            names.with_columns(q=quoted(names["name"])),
+            ts,
+            pid,
+            pl.col("tid").cast(pl.String),
+            pl.col("q"),
+        ),
+        meta(
+            '{{"name":"thread_name","ph":"M","ts":{},"pid":{},"tid":{},"args":{{"name":"stream {} "}}}}',
+            streams,
+            ts,
+            dev,
+            pl.col("stream").cast(pl.String),
+            pl.col("stream").cast(pl.String),
+        ),
+    ]
+    return pl.concat([*lines, trace_span(data)])
+
+
+def trace_span(data: _RankData) -> pl.Series:
+    """Kineto's `Trace` span of the profiling window (first to last time of the rank)."""
+    ends = [int(f["end_ns"].max()) for f in data.tables.values() if f.height and "end_ns" in f.columns]  # type: ignore[arg-type]
+    if not ends:
+        return pl.Series([], dtype=pl.String)
+    starts = [int(f["start_ns"].min()) for f in data.tables.values() if f.height and "start_ns" in f.columns]  # type: ignore[arg-type]
+    frame = pl.DataFrame({"start_ns": [min(starts)], "end_ns": [max(ends)]})
+    return frame.select(
+        pl.format(
+            '{{"ph":"X","cat":"Trace","name":"PyTorch Profiler (0)","pid":"Spans","tid":"PyTorch Profiler",'
+            '"ts":{},"dur":{},"args":{{"Op count":0}}}}',
+            exact_us(pl.col("start_ns") - data.base_ns),
+            exact_us(pl.col("end_ns") - pl.col("start_ns")),
+        ).alias("m")
+    )["m"]
+
+
+def left_out(trace: Trace) -> str | None:
+    """One line naming what the trace has that Kineto has no slot for (None when nothing is lost)."""
+    lost: list[str] = []
+
+    def count(n: Any, what: str) -> None:
+        if n:
+            lost.append(f"{n:,} {what}")
+
+    count(trace.counters.height, "counter values")
+    count(trace.kernels["submitted_ns"].is_not_null().sum(), "kernel submit times")
+    count(
+        trace.kernels["dynamic_shared_bytes"].is_not_null().sum(),
+        "dynamic shared memory sizes (summed into 'shared memory')",
+    )
+    count(trace.devices["uuid"].is_not_null().sum(), "device UUIDs")
+    count(trace.ranges["correlation_id"].is_not_null().sum(), "range correlation ids")
+    domains = trace.ranges.filter(
+        ~pl.col("domain").cast(pl.String).is_in(["profiler_step", "user_annotation", "gpu_user_annotation"])
+    )
+    kinds = sorted(set(domains["domain"].cast(pl.String).to_list()))
+    if not lost and not kinds:
+        return None
+    line = f"Kineto has no slot for {', '.join(lost)}: left out" if lost else ""
+    if kinds:
+        line += ("; " if line else "") + f"range domains {', '.join(kinds)} written as user_annotation"
+    return line
