@@ -7,8 +7,9 @@ import numpy as np
 
 from ktrace.model.builder import TraceBuilder
 from ktrace.model.trace import TraceMeta
+from ktrace.tui.first_rows import default_rows
 from ktrace.tui.index_build import build_index
-from ktrace.tui.tree_model import default_rows, tree_roots
+from ktrace.tui.tree_model import tree_roots
 
 T0 = 1_700_000_000_000_000_000
 
@@ -105,7 +106,10 @@ def test_narrow_timelines_keep_labels_readable_and_distinct() -> None:
     assert labels[0] == "ranges lvl 0 · T2869224" and width == 24
     two_threads = [("CUDA API", "T12"), ("CUDA API", "T13"), ("stream 7", "GPU0")]
     labels, width = row_labels(two_threads, 40)  # two CUDA API rows keep their thread, the stream drops its GPU
-    assert labels == ["CUDA API · T12", "CUDA API · T13", "stream 7"] and width == 13
+    # 13 columns leave 12 characters: "CUDA API · T12" used to be cut to "CUDA API · T1" on both rows; now the
+    # labels are cut where they differ (analysis.names.distinct_short_names)
+    assert labels == ["CUD…PI · T12", "CUD…PI · T13", "stream 7"] and width == 13
+    assert all(len(label) <= width - 1 for label in labels)
 
 
 def test_kernel_details_never_print_none() -> None:

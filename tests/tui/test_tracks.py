@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
+from ktrace.tui.first_rows import default_rows
 from ktrace.tui.index_build import build_index
 from ktrace.tui.steps import find_step, step_spans
 from ktrace.tui.table_model import kernel_order
-from ktrace.tui.tree_model import default_rows, tree_roots
+from ktrace.tui.tree_model import tree_roots
 
 
 def test_every_kernel_and_api_row_is_on_one_sorted_track(synthetic_trace) -> None:  # type: ignore[no-untyped-def]

@@ -231,14 +231,14 @@ class KtraceApp(AppActions):
 
     @on(TraceLoaded)
     def _loaded(self, message: TraceLoaded) -> None:
-        from ktrace.tui.tree_model import default_rows
+        from ktrace.tui.first_rows import default_rows
 
         self.trace, self.index = message.trace, message.index
         self.analysis_index = TraceIndex(message.trace)
         self.timings.update(read_s=message.read_s, index_s=message.index_s)
         self.query_one(HostDeviceTree).set_index(message.index)
         timeline = self.query_one(Timeline)
-        timeline.set_index(message.index, default_rows(message.index), self.steps)
+        timeline.set_index(message.index, default_rows(message.index, self._rows_that_fit()), self.steps)
         self.query_one(KernelTable).set_kernels(message.trace.kernels, message.index.t0)
         self.query_one("#tabs").loading = False
         timeline.focus()
@@ -249,6 +249,17 @@ class KtraceApp(AppActions):
         else:
             self.query_one(Dashboard).set_unavailable("analyses disabled")
             self.operator_panel = OperatorPanel("operators: analyses disabled")
+
+    def _rows_that_fit(self) -> int:
+        """Timeline rows the first screen has below the ruler with the details pane at its floor (at most
+        DEFAULT_LIMIT): the first rows are chosen to fit, so the GPU rows among them are on screen."""
+        from ktrace.tui.first_rows import DEFAULT_LIMIT
+
+        pane = self.query_one("#timeline-right").size.height
+        if pane <= 0:  # not laid out (yet): the default
+            return DEFAULT_LIMIT
+        floor = DETAILS_SHORT if self.screen.has_class("-short") else DETAILS_TALL
+        return max(3, min(DEFAULT_LIMIT, pane - 1 - floor))
 
     def _first_screen(self) -> None:
         """The first screen is drawn: let the loader go on."""

@@ -177,7 +177,9 @@ def _thread_item(index: TrackIndex, key: str, ids: list[int]) -> TreeItem:
         .cast(pl.String)
         .to_list()
     )
-    name = f" {names[0]}" if names and names[0] else ""
+    # Kineto names a thread "thread 59811 (python3)": said once, not "thread 59811 thread 59811 (python3)"
+    own = (names[0] or "").removeprefix(f"thread {tid}").strip() if names else ""
+    name = f" {own}" if own else ""
     api = sum(index.tracks[i].size for i in ids if index.tracks[i].kind == "api")
     ranges = sum(index.tracks[i].size for i in ids if index.tracks[i].kind == "ranges")
     label = f"thread {tid}{name} · {api:,} API · {ranges:,} ranges"
@@ -244,29 +246,3 @@ ROW_ORDER = {"ranges": 0, "ops": 1, "api": 2, "stream": 3}
 
 MEMORY_ROW = ALLOCATED_METRIC
 """The first GPU's allocated-memory counter (the allocator's memory timeline) is shown at first, after utilization."""
-
-
-def default_rows(index: TrackIndex, limit: int = 14) -> list[int]:
-    """Tracks shown at first: the first rank's threads, streams and NVTX ranges, plus GPU utilization and the
-    first GPU's allocated memory (when the trace has them)."""
-    ranks = sorted({(t.node, t.rank) for t in index.tracks if t.rank >= 0})
-    if not ranks:
-        return list(range(min(limit, len(index.tracks))))
-    node, rank = ranks[0]
-    mine = [i for i, t in enumerate(index.tracks) if (t.node, t.rank) == (node, rank) and t.kind in ROW_ORDER]
-    mine.sort(key=lambda i: (ROW_ORDER[index.tracks[i].kind], natural_key(index.tracks[i].key)))
-    util = [i for i, t in enumerate(index.tracks) if t.kind == "counter" and t.label.startswith("gpu.util")][:1]
-    util += [i for i, t in enumerate(index.tracks) if t.kind == "counter" and t.label.startswith(MEMORY_ROW)][:1]
-    if len(ranks) > 1:  # several ranks: the first rank's top range row and API, then every rank's busiest stream
-        others = []
-        for n, r in ranks:
-            streams = index.tracks_of(n, r, "stream")
-            if streams:
-                others.append(max(streams, key=lambda i: (index.tracks[i].kernel_count, -i)))
-        head = [
-            next(i for i in mine if index.tracks[i].kind == kind)
-            for kind in ("ranges", "api")
-            if any(index.tracks[i].kind == kind for i in mine)
-        ]
-        return (head + others + util)[:limit]
-    return (mine[: limit - len(util)] + util)[:limit]

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import NDArray
 
+from ktrace.analysis.names import distinct_short_names
 from ktrace.model.display_text import BLOCK_LEVELS
 from ktrace.tui.track_types import Track
 
@@ -114,6 +115,9 @@ def row_labels(titles: list[tuple[str, str]], width: int) -> tuple[list[str], in
     if max(map(len, full)) + 1 > cap:
         seen = Counter(what for what, _ in titles)
         full = [what if seen[what] == 1 else text for (what, _), text in zip(titles, full, strict=True)]
+    if max(map(len, full)) + 1 > cap:  # still too long: cut where the labels differ, never into equal labels
+        shown = distinct_short_names(full, cap - 1)
+        full = [shown[text] for text in full]
     return full, max(MIN_LABEL_W, min(cap, max(map(len, full)) + 1))
 
 
