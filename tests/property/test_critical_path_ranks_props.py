@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ktrace.analysis.critical_path import critical_path
@@ -86,20 +86,34 @@ def _rank(rank: int, kernels: list[tuple[int, int, bool]], gap: int) -> Trace:
     return b.build()
 
 
+def _job(ranks: list[tuple[list[tuple[int, int, bool]], int]]) -> Trace:
+    """The job of per-rank (kernels, gap) as _rank takes them, rank r the r-th."""
+    return merge_traces([_rank(r, kernels, gap) for r, (kernels, gap) in enumerate(ranks)])
+
+
 @st.composite
 def _jobs(draw: st.DrawFn) -> Trace:
     """2-4 ranks, each the same sequence of kernel kinds (the collectives line up by order), random times."""
     kinds = draw(st.lists(st.booleans(), min_size=1, max_size=8))
     ranks = draw(st.integers(2, 4))
     parts = []
-    for r in range(ranks):
+    for _ in range(ranks):
         kernels = [(draw(st.integers(1, 50)), draw(st.integers(0, 40)), nccl) for nccl in kinds]
-        parts.append(_rank(r, kernels, draw(st.integers(0, 100))))
-    return merge_traces(parts)
+        parts.append((kernels, draw(st.integers(0, 100))))
+    return _job(parts)
+
+
+_EVEN_NCCL = [(10, 0, True)] * 7
+"""Seven all-reduces 16 ns apart: regular enough that step inference once took them as the step marker."""
+_UNEVEN_NCCL = [(10, d, True) for d in (0, 40, 0, 40, 0, 40, 0)]
+_BACKLOGGED_NCCL = [(50, 0, True)] * 7
+"""Seven 50 ns all-reduces launched 6 ns apart: the GPU runs them long after their launches."""
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_jobs())
+@example(_job([(_EVEN_NCCL, 0), (_UNEVEN_NCCL, 0)])).via("hypothesis: NCCL as rank 0's step, none on rank 1")
+@example(_job([(_BACKLOGGED_NCCL, 0), (_BACKLOGGED_NCCL, 0)])).via("hypothesis: a step window without CPU events")
 def test_job_path_adds_up(trace: Trace) -> None:
     cp = critical_path(trace)
     alone = critical_path(trace, across_ranks=False)

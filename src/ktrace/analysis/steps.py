@@ -39,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from ktrace.analysis.breakdown import communication_names
 from ktrace.analysis.columns import dense_ids, node_rank_ids, time_order
 from ktrace.analysis.index import Slot, TraceIndex
 from ktrace.model.trace import Trace
@@ -89,10 +90,11 @@ def detect_steps(
     Returns:
         Frame (schema _STEP_SCHEMA) sorted by node, rank, start_ns; empty if nothing is found.
     """
-    return TraceIndex.of(trace, index).get(_STEPS, lambda: _detect_steps(trace, pattern, source), pattern, source)
+    ix = TraceIndex.of(trace, index)
+    return ix.get(_STEPS, lambda: _detect_steps(trace, pattern, source, ix), pattern, source)
 
 
-def _detect_steps(trace: Trace, pattern: str | None, source: str) -> pl.DataFrame:
+def _detect_steps(trace: Trace, pattern: str | None, source: str, index: TraceIndex) -> pl.DataFrame:
     cpu = trace.ranges.filter(~pl.col("on_gpu")).select(
         pl.col("node").cast(pl.String), "rank", pl.col("name").cast(pl.String), "start_ns", "end_ns", "pid", "tid"
     )
@@ -108,7 +110,7 @@ def _detect_steps(trace: Trace, pattern: str | None, source: str) -> pl.DataFram
         if found.height:
             return found
     if source in ("auto", "periodic"):
-        return _periodic_steps(trace)
+        return _periodic_steps(trace, index)
     return pl.DataFrame(schema=_STEP_SCHEMA)
 
 
@@ -137,13 +139,22 @@ def _steps_from_ranges(cpu: pl.DataFrame, regex: str, source: str) -> pl.DataFra
     return hits.select(list(_STEP_SCHEMA)).cast(_STEP_SCHEMA)  # type: ignore[arg-type]
 
 
-def _periodic_steps(trace: Trace) -> pl.DataFrame:
+def _periodic_steps(trace: Trace, index: TraceIndex) -> pl.DataFrame:
     k = trace.kernels.select(
-        pl.col("node").cast(pl.String), "rank", pl.col("name").cast(pl.String), "start_ns", "end_ns"
+        pl.col("node").cast(pl.String),
+        "rank",
+        pl.col("name").cast(pl.String),
+        "start_ns",
+        "end_ns",
+        communication=pl.col("collective").is_not_null(),
     )
     if k.height == 0:
         return pl.DataFrame(schema=_STEP_SCHEMA)
     span = k.group_by("node", "rank").agg(span=pl.col("end_ns").max() - pl.col("start_ns").min())
+    # A collective is not a step marker: it runs as often as the program communicates (several per step, or one
+    # per layer), and a rank that waits for another starts it late, so its period is the job's, not the step's.
+    comm = communication_names(trace, index=index)
+    k = k.filter(~pl.col("communication") & ~pl.col("name").is_in(comm)).drop("communication")
     gaps = k.sort("node", "rank", "name", "start_ns").with_columns(
         gap=pl.col("start_ns").diff().over("node", "rank", "name")
     )
