@@ -114,3 +114,43 @@ def test_help_has_examples(capsys: pytest.CaptureFixture[str]) -> None:
         main(["export", "--help"])
     out = capsys.readouterr().out
     assert "examples:" in out and "--window" in out and "ui.perfetto.dev" in out
+
+
+def test_kineto_folder_of_ranks_imports_back(stored: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ktrace import open as open_trace
+
+    out = tmp_path / "kineto"
+    assert main(["export", str(stored), "-f", "kineto", "-o", str(out), "--no-progress"]) == 0
+    captured = capsys.readouterr()
+    assert "2 rank files" in captured.out
+    note = [line for line in captured.err.splitlines() if "Kineto has no slot for" in line]
+    assert len(note) == 1 and "counter values" in note[0]  # the synthetic run has counters: said in one line
+    assert sorted(p.name for p in out.iterdir()) == ["rank0.json", "rank1.json"]
+    assert len(open_trace(str(out)).ranks) == 2
+    # --force replaces a folder of rank files ktrace wrote, and nothing else
+    assert main(["export", str(stored), "-f", "kineto", "-o", str(out), "--no-progress"]) == 2
+    assert main(["export", str(stored), "-f", "kineto", "-o", str(out), "--no-progress", "--force"]) == 0
+    (out / "notes.txt").write_text("mine")
+    assert main(["export", str(stored), "-f", "kineto", "-o", str(out), "--no-progress", "--force"]) == 2
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+def test_kineto_one_rank_to_a_gz_file(stored: Path, tmp_path: Path) -> None:
+    import gzip
+
+    out = tmp_path / "rank1.json.gz"
+    assert main(["export", str(stored), "-f", "kineto", "-o", str(out), "--ranks", "1", "--no-progress"]) == 0
+    with gzip.open(out, "rt") as f:
+        doc = json.load(f)
+    assert doc["distributedInfo"]["rank"] == 1 and doc["baseTimeNanoseconds"] > 0
+    assert {"kernel", "cuda_runtime", "ac2g"} <= {e.get("cat") for e in doc["traceEvents"]}
+
+
+def test_kineto_file_of_several_ranks_is_refused(
+    stored: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "all.json"
+    assert main(["export", str(stored), "-f", "kineto", "-o", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "holds one rank and the trace has 2" in err and "--ranks 0" in err
+    assert not out.exists()

@@ -248,7 +248,9 @@ def allocation_lines(allocations: pl.DataFrame, base_ns: int) -> pl.Series:
 def flow_lines(api: pl.DataFrame, gpu: pl.DataFrame, base_ns: int) -> pl.Series:
     """`ac2g` flows, id = correlation: an `s` on each launch call that has GPU work in `gpu` (kernels and memory
     rows: start_ns, device, stream, correlation_id) and an `f` (`bp: "e"`) on each of its GPU records."""
-    launches = api.filter(pl.col("correlation_id").is_not_null()).unique("correlation_id", keep="first")
+    launches = api.filter(pl.col("correlation_id").is_not_null()).unique(
+        "correlation_id", keep="first", maintain_order=True
+    )
     targets = gpu.filter(pl.col("correlation_id").is_in(launches["correlation_id"].implode()))
     sources = launches.filter(pl.col("correlation_id").is_in(targets["correlation_id"].implode()))
     s = '{{"ph":"s","id":{},"pid":{},"tid":{},"ts":{},"cat":"ac2g","name":"ac2g"}}'

@@ -1,0 +1,269 @@
+"""Kineto export: the file PyTorch's profiler writes (categories, args, flows, metadata, header), exact times, null ids,
+gzip, folders of rank files, streaming slices, and the one line naming what Kineto has no slot for."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+import ktrace
+from ktrace.exporters import kineto_json
+from ktrace.exporters.kineto_events import memory_name
+from ktrace.exporters.kineto_json import export_kineto, left_out
+from ktrace.model.builder import TraceBuilder
+from ktrace.model.errors import KtraceError
+from ktrace.model.trace import Trace, TraceMeta
+from ktrace.testing import SyntheticConfig, assert_trace_equal, generate
+
+T0 = 1_716_423_322_123_456_789
+"""An epoch time with nanoseconds, past float64's exact µs range (as every real trace)."""
+PID = 4242
+
+
+def edge_trace() -> Trace:
+    """One rank with what a Kineto file can carry, odd values included: ns times, a null stream, a sync without a
+    device, an allocator event without a thread, NCCL args, graph ids, a driver call, shapes and a Python frame."""
+    b = TraceBuilder("gpu-node-7", 3, TraceMeta(source="kineto", hosts=("gpu-node-7",)))
+    b.add("threads", {"pid": [PID, PID], "tid": [PID, PID + 1], "name": ["python3", "pt_autograd_0"]})
+    b.add(
+        "devices",
+        {"device": [1], "name": ["NVIDIA A100"], "compute_major": [8], "compute_minor": [0], "sm_count": [108]},
+    )
+    b.add(
+        "api",
+        {
+            "start_ns": [T0 + 1, T0 + 2_001, T0 + 4_003],
+            "end_ns": [T0 + 1_500, T0 + 3_000, T0 + 9_999],
+            "pid": [PID] * 3,
+            "tid": [PID] * 3,
+            "correlation_id": [11, 12, 13],
+            "external_id": [5, 5, None],
+            "domain": ["runtime", "driver", "runtime"],
+            "name": ["cudaLaunchKernel", "cuLaunchKernel", "cudaStreamSynchronize"],
+            "cbid": [211, 307, None],
+        },
+    )
+    b.add(
+        "kernels",
+        {
+            "start_ns": [T0 + 10_000, T0 + 20_017],
+            "end_ns": [T0 + 19_999, T0 + 90_000],
+            "device": [1, 1],
+            "stream": [7, 13],
+            "context_id": [1, 1],
+            "correlation_id": [11, 12],
+            "external_id": [5, 5],
+            "name": ['sgemm "128x64"', "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long)"],
+            "grid_x": [216, 2],
+            "grid_y": [1, None],
+            "grid_z": [1, 1],
+            "block_x": [256, 512],
+            "block_y": [1, 1],
+            "block_z": [1, 1],
+            "registers_per_thread": [64, 96],
+            "static_shared_bytes": [1024, 0],
+            "graph_id": [None, 3],
+            "graph_node_id": [None, 30],
+            "collective": [None, "allreduce"],
+            "in_nelems": [None, 1024],
+            "out_nelems": [None, 1024],
+            "comm_dtype": [None, "Float"],
+            "group_size": [None, 2],
+        },
+    )
+    b.add(
+        "memory",
+        {
+            "op": ["memcpy", "memset"],
+            "start_ns": [T0 + 91_000, T0 + 95_000],
+            "end_ns": [T0 + 94_000, T0 + 95_500],
+            "device": [1, 1],
+            "stream": [None, 7],
+            "bytes": [1 << 20, 64],
+            "copy_kind": ["DtoH", "unknown"],
+            "src_kind": ["device", "unknown"],
+            "dst_kind": ["pinned", "device"],
+        },
+    )
+    b.add(
+        "syncs",
+        {
+            "start_ns": [T0 + 5_000],
+            "end_ns": [T0 + 9_000],
+            "device": [None],
+            "stream": [None],
+            "sync_type": ["context"],
+            "correlation_id": [13],
+        },
+    )
+    b.add(
+        "ranges",
+        {
+            "start_ns": [T0, T0 + 10, T0 + 10_000],
+            "end_ns": [T0 + 100_000, T0 + 9_000, T0 + 19_999],
+            "pid": [PID, PID, 1],
+            "tid": [PID, PID, 7],
+            "name": ["ProfilerStep#4", "forward", "forward"],
+            "domain": ["profiler_step", "user_annotation", "gpu_user_annotation"],
+            "depth": [0, 1, 0],
+            "on_gpu": [False, False, True],
+            "device": [None, None, 1],
+            "stream": [None, None, 7],
+        },
+    )
+    b.add(
+        "ops",
+        {
+            "start_ns": [T0 + 20, T0 + 30],
+            "end_ns": [T0 + 8_000, T0 + 7_000],
+            "pid": [PID, PID],
+            "tid": [PID, PID],
+            "name": ["aten::mm", "model.py(12): forward"],
+            "external_id": [5, None],
+            "sequence_number": [77, None],
+            "category": ["cpu_op", "python_function"],
+            "input_dims": ["[[8, 3], [3, 4]]", None],
+        },
+    )
+    b.add(
+        "allocations",
+        {
+            "ts_ns": [T0 + 40, T0 + 96_000],
+            "device": [1, 1],
+            "pid": [PID, None],
+            "tid": [PID, None],
+            "address": [139_000_000, 139_000_000],
+            "bytes": [4096, -4096],
+            "total_allocated": [4096, 0],
+            "total_reserved": [2 << 20, 2 << 20],
+        },
+    )
+    return b.build()
+
+
+def _events(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        doc = json.load(f)
+    return doc, doc.pop("traceEvents")
+
+
+def test_edge_values_round_trip_exactly(tmp_path: Path) -> None:
+    trace = edge_trace()
+    export_kineto(trace, tmp_path / "rank3.json")
+    assert_trace_equal(trace, ktrace.open(str(tmp_path / "rank3.json")), check_meta=False)
+
+
+def test_the_file_is_what_pytorch_writes(tmp_path: Path) -> None:
+    export_kineto(edge_trace(), tmp_path / "t.json")
+    header, events = _events(tmp_path / "t.json")
+    assert header["schemaVersion"] == 1
+    assert header["distributedInfo"] == {"rank": 3, "world_size": 1}
+    assert header["deviceProperties"] == [
+        {"id": 1, "name": "NVIDIA A100", "computeMajor": 8, "computeMinor": 0, "numSms": 108}
+    ]
+    base = header["baseTimeNanoseconds"]
+    assert base == T0 // 10**9 * 10**9
+    cats = {e.get("cat") for e in events}
+    assert {"kernel", "gpu_memcpy", "gpu_memset", "cuda_sync", "cuda_runtime", "cuda_driver", "cpu_op"} <= cats
+    assert {"python_function", "user_annotation", "gpu_user_annotation", "cpu_instant_event", "ac2g"} <= cats
+    by_corr = {e["args"]["correlation"]: e for e in events if e.get("cat") == "kernel"}
+    gemm, nccl = by_corr[11], by_corr[12]
+    assert (gemm["pid"], gemm["tid"]) == (1, 7)
+    assert gemm["args"] == {
+        "External id": 5,
+        "device": 1,
+        "context": 1,
+        "stream": 7,
+        "correlation": 11,
+        "registers per thread": 64,
+        "shared memory": 1024,
+        "blocks per SM": 2.0,  # 216 blocks on 108 SMs
+        "warps per SM": 16.0,  # 2 blocks x 256 threads / 32
+        "grid": [216, 1, 1],
+        "block": [256, 1, 1],
+    }
+    assert nccl["args"]["grid"] == [2, None, 1] and "blocks per SM" not in nccl["args"]
+    assert {k: nccl["args"][k] for k in ("Collective name", "In msg nelems", "dtype", "Group size", "graph id")} == {
+        "Collective name": "allreduce",
+        "In msg nelems": 1024,
+        "dtype": "Float",
+        "Group size": 2,
+        "graph id": 3,
+    }
+    flows = [e for e in events if e.get("cat") == "ac2g"]
+    assert sorted((e["ph"], e["id"]) for e in flows) == [("f", 11), ("f", 12), ("s", 11), ("s", 12)]
+    assert all(e["bp"] == "e" for e in flows if e["ph"] == "f")
+    labels = {(e["pid"], e["args"]["labels"]) for e in events if e.get("name") == "process_labels"}
+    assert labels == {(PID, "CPU"), (1, "GPU 1")}
+
+
+def test_times_are_exact_decimals_after_the_base(tmp_path: Path) -> None:
+    export_kineto(edge_trace(), tmp_path / "t.json")
+    text = (tmp_path / "t.json").read_text()
+    header, events = _events(tmp_path / "t.json")
+    driver = next(e for e in events if e.get("cat") == "cuda_driver")
+    assert driver["dur"] == pytest.approx(0.999)
+    offset = T0 + 2_001 - header["baseTimeNanoseconds"]
+    assert f'"ts":{offset // 1000}.{offset % 1000:03d},"dur":0.999' in text  # 3 decimals, as text
+
+
+def test_null_ids_stay_null_and_kinds_come_back(tmp_path: Path) -> None:
+    export_kineto(edge_trace(), tmp_path / "t.json.gz")
+    with gzip.open(tmp_path / "t.json.gz") as f:
+        assert f.read(19) == b'{"schemaVersion":1,'
+    back = ktrace.open(str(tmp_path / "t.json.gz"))
+    assert back.memory.filter(pl.col("op") == "memcpy")["stream"].to_list() == [None]
+    assert back.syncs.select("device", "stream", "sync_type").row(0) == (None, None, "context")
+    assert back.allocations.sort("ts_ns")["pid"].to_list() == [PID, None]
+
+
+@pytest.mark.parametrize(
+    ("row", "name"),
+    [
+        (("memcpy", "HtoD", "pageable", "device"), "Memcpy HtoD (Pageable -> Device)"),
+        (("memcpy", "unknown", "unknown", "unknown"), "Memcpy Unknown (Unknown -> Unknown)"),
+        (("memset", "unknown", "unknown", "device"), "Memset (Device)"),
+        (("memset", "unknown", "managed", "device"), "Memset (Managed -> Device)"),
+    ],
+)
+def test_memory_names_are_kinetos(row: tuple[str, str, str, str], name: str) -> None:
+    assert memory_name(*row) == name
+
+
+def test_slices_change_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    trace = generate(SyntheticConfig(steps=3, kernels_per_step=20, seed=2))
+    export_kineto(trace, tmp_path / "whole.json")
+    monkeypatch.setattr(kineto_json, "CHUNK_ROWS", 7)
+    export_kineto(trace, tmp_path / "sliced.json")
+    (head, whole), (sliced_head, sliced) = _events(tmp_path / "whole.json"), _events(tmp_path / "sliced.json")
+    assert sliced_head == head and len(sliced) == len(whole)
+    assert sorted(map(json.dumps, sliced)) == sorted(map(json.dumps, whole))  # (flows come slice by slice)
+
+
+def test_a_folder_holds_one_file_per_rank(tmp_path: Path) -> None:
+    trace = generate(SyntheticConfig(steps=2, kernels_per_step=10, ranks=3, seed=4))
+    written = export_kineto(trace, tmp_path)
+    assert sorted(p.name for p in written.files) == ["rank0.json", "rank1.json", "rank2.json"]
+    header, _ = _events(tmp_path / "rank2.json")
+    assert header["distributedInfo"] == {"rank": 2, "world_size": 3}
+    assert ktrace.open(str(tmp_path)).ranks == [(n, r) for n, r in trace.ranks if r >= 0]  # (not the node's counters)
+
+
+def test_one_file_refuses_several_ranks(tmp_path: Path) -> None:
+    trace = generate(SyntheticConfig(steps=2, kernels_per_step=10, ranks=2, seed=4))
+    with pytest.raises(KtraceError, match="holds one rank and the trace has 2"):
+        export_kineto(trace, tmp_path / "one.json")
+    assert not list(tmp_path.iterdir())
+
+
+def test_left_out_names_what_kineto_cannot_hold() -> None:
+    assert left_out(edge_trace()) is None
+    line = left_out(generate(SyntheticConfig(steps=2, kernels_per_step=10, seed=1)))
+    assert line is not None and "\n" not in line
+    assert "counter values" in line and "device UUIDs" in line and "ktrace, nvtx written as user_annotation" in line
