@@ -16,7 +16,8 @@ from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.rank_heatmap import RankHeatmap
 from ktrace.analysis.rules.config import RulesConfig
 from ktrace.analysis.rules.engine import all_rules, report_to_dict
-from ktrace.analysis.summary import summary_to_dict
+from ktrace.analysis.summary import frame_records, summary_to_dict
+from ktrace.analysis.system_usage import SystemUsage, system_usage
 from ktrace.model.errors import ProgressFn, no_progress
 from ktrace.model.trace import Trace
 from ktrace.report.identity import TraceIdentity, trace_identity
@@ -44,6 +45,9 @@ class Report:
     title: str
     identity: TraceIdentity
     """The trace's files, hosts and GPUs (the report header)."""
+    system_usage: SystemUsage
+    """GPU busy, CPU thread load and allocator memory per time bin, read from the events (the system usage
+    section beside the counters)."""
     version: int = REPORT_VERSION
 
 
@@ -72,14 +76,16 @@ def build_report(
     Returns:
         Report.
     """
-    dashboard = build_dashboard(trace, config=config, annotations=annotations, top=top, progress=progress, index=index)
-    return Report(dashboard, title or f"ktrace profiling report ({trace.meta.source})", trace_identity(trace))
+    ix = TraceIndex.of(trace, index)
+    dashboard = build_dashboard(trace, config=config, annotations=annotations, top=top, progress=progress, index=ix)
+    title = title or f"ktrace profiling report ({trace.meta.source})"
+    return Report(dashboard, title, trace_identity(trace), system_usage(trace, index=ix))
 
 
 def report_document(report: Report) -> dict[str, Any]:
     """The Report as the JSON report's dict (the stable contract): {"version", "title", "trace", "summary",
-    "steps_histogram", "utilization", "rank_heatmap", "rules", "rule_docs"}; the straggler tables are in
-    summary.stragglers."""
+    "steps_histogram", "utilization", "rank_heatmap", "system_usage", "rules", "rule_docs"}; the straggler tables
+    are in summary.stragglers."""
     dashboard = report.dashboard
     return {
         "version": report.version,
@@ -98,8 +104,21 @@ def report_document(report: Report) -> dict[str, Any]:
             ],
         },
         "rank_heatmap": rank_heatmap_dict(dashboard.rank_heatmap),
+        "system_usage": system_usage_dict(report.system_usage),
         "rules": report_to_dict(dashboard.rules),
         "rule_docs": rule_docs(),
+    }
+
+
+def system_usage_dict(usage: SystemUsage) -> dict[str, Any]:
+    """The system usage read from the events: {"bin_ms", "gpu_busy", "cpu_threads", "gpu_memory" (rows as in
+    SystemUsage), "counters_missing" (metric names no sample of which is in the trace)}."""
+    return {
+        "bin_ms": round(usage.bin_ns / 1e6, 6),
+        "gpu_busy": frame_records(usage.gpu_busy),
+        "cpu_threads": frame_records(usage.cpu_threads),
+        "gpu_memory": frame_records(usage.gpu_memory),
+        "counters_missing": list(usage.counters_missing),
     }
 
 

@@ -11,16 +11,8 @@ from ktrace.report.identity import identity_line
 from ktrace.report.memory import memory_section
 from ktrace.report.operator_section import operators_section
 from ktrace.report.rank_sections import ranks_section
-from ktrace.report.sections import (
-    Section,
-    dashboard,
-    esc,
-    framework_metrics,
-    job_summary,
-    rule_section,
-    rules_summary,
-    system_usage,
-)
+from ktrace.report.sections import Section, dashboard, esc, framework_metrics, job_summary, rule_section, rules_summary
+from ktrace.report.system_section import system_section
 from ktrace.report.verdicts import triggered_first
 
 STYLE = """
@@ -79,7 +71,7 @@ def all_sections(report: Report) -> list[Section]:
     ranks = ranks_section(report)
     return [
         job_summary(report),
-        system_usage(report),
+        system_section(report),
         framework_metrics(report),
         rules_summary(report, ordered),
         dashboard(report),

@@ -14,7 +14,7 @@ from ktrace.analysis.rank_heatmap import RankHeatmap
 from ktrace.analysis.rules.base import Evidence, RuleResult
 from ktrace.analysis.stragglers import Stragglers
 from ktrace.model.display_text import printable, share_glyph
-from ktrace.report import critical_path_view, memory
+from ktrace.report import critical_path_view, memory, system_section
 from ktrace.report.content import Report
 from ktrace.report.format import fmt_ns, fmt_num, fmt_time_range
 from ktrace.report.identity import identity_line
@@ -28,7 +28,7 @@ from ktrace.report.rank_rows import (
     step_cells,
     straggler_cells,
 )
-from ktrace.report.rows import COUNTER_STATS, evidence_cells, phase_rows, rows
+from ktrace.report.rows import evidence_cells, phase_rows, rows
 from ktrace.report.verdicts import finding_counts, param_text, recommendation, verdict
 
 MAX_EVIDENCE_ROWS = 20
@@ -90,14 +90,15 @@ def _job(report: Report) -> list[str]:
 
 
 def _system(report: Report) -> list[str]:
-    cells = [
-        [r["node"], r["metric"], r["instance"], r["samples"], *(fmt_num(r[k]) for k in COUNTER_STATS)]
-        for r in rows(report.dashboard.summary.counters)
-    ]
-    return ["## System usage statistics", ""] + (
-        md_table(["node", "metric", "instance", "samples", *COUNTER_STATS], cells)
-        or ["The trace has no counter samples.", ""]
-    )
+    usage = report.system_usage
+    out = [f"## {system_section.TITLE}", "", cell(system_section.lead(report), 2000), ""]
+    counters = system_section.counter_cells(report)
+    if counters:
+        out += ["### Sampled counters", "", *md_table(system_section.COUNTER_HEADERS, counters)]
+    for title, headers, cells in system_section.event_tables(usage):
+        out += [f"### {cell(title)}", "", *md_table(headers, cells)]
+    missing = system_section.missing_counters_line(usage, report.dashboard.summary.source)
+    return out + ([cell(missing, 2000), ""] if missing else [])
 
 
 def _framework(report: Report) -> list[str]:

@@ -19,7 +19,7 @@ from ktrace.analysis.summary import Summary
 from ktrace.report import plots
 from ktrace.report.content import Report
 from ktrace.report.format import fmt_ns, fmt_num, fmt_time_range
-from ktrace.report.rows import COUNTER_STATS, evidence_cells, json_float, phase_rows, rows
+from ktrace.report.rows import evidence_cells, json_float, phase_rows, rows
 from ktrace.report.verdicts import finding_counts, param_text, recommendation, rule_doc, rule_status, verdict
 
 SEVERITY_CLASS = {"error": "sev-error", "warning": "sev-warning", "info": "sev-info"}
@@ -84,23 +84,6 @@ def job_summary(report: Report) -> Section:
     )
     for note in summary.notes:
         sec.body.append(f'<p class="note">{esc(note)}</p>')
-    return sec
-
-
-def system_usage(report: Report) -> Section:
-    """System usage statistics per node: min/p50/p95/p99/max of every counter."""
-    sec = Section("system", "System usage statistics")
-    cells = [
-        [r["node"], r["metric"], r["instance"], r["samples"], *(fmt_num(r[k]) for k in COUNTER_STATS)]
-        for r in rows(report.dashboard.summary.counters)
-    ]
-    if cells:
-        sec.body.append(table(["node", "metric", "instance", "samples", *COUNTER_STATS], cells))
-    else:
-        sec.body.append(
-            "<p>The trace has no counter samples (CPU/GPU utilization, memory, I/O). "
-            "<code>ktrace run</code> records them; Kineto traces do not.</p>"
-        )
     return sec
 
 

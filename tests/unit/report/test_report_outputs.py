@@ -100,6 +100,7 @@ def test_json_is_stable_and_complete(evil_content):  # type: ignore[no-untyped-d
         "steps_histogram",
         "utilization",
         "rank_heatmap",
+        "system_usage",
         "rules",
         "rule_docs",
     }
