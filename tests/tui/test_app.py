@@ -219,6 +219,26 @@ def test_screenshot_without_a_downloads_folder(app, drive, tmp_path, monkeypatch
     assert list(tmp_path.glob("*.svg"))
 
 
+def test_palette_screenshot_without_a_downloads_folder(app, drive, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The palette's Screenshot (Textual's deliver_screenshot) saved to ~/Downloads and failed where it is missing;
+    now it goes where the `screenshot` action puts it, and the notice says where."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    notices: list[str] = []
+
+    async def scenario(pilot) -> None:  # type: ignore[no-untyped-def]
+        monkeypatch.setattr(app, "notify", lambda text, **kw: notices.append(str(text)))
+        command = next(c for c in app.get_system_commands(app.screen) if c.title == "Screenshot")
+        command.callback()
+        await pilot.pause(0.5)
+        await pilot.pause()
+
+    drive(app, scenario)
+    saved = list(tmp_path.glob("*.svg"))
+    assert len(saved) == 1 and any(str(saved[0]) in n for n in notices), notices
+    assert not (tmp_path / "home").exists()
+
+
 def test_page_keys_scroll_the_dashboard_after_a_click_on_its_tab(synthetic_trace, drive, settled) -> None:  # type: ignore[no-untyped-def]
     """Clicking the tab leaves the focus on the tab bar: PageDown/PageUp used to do nothing there."""
     from ktrace.tui.widgets.dashboard import Dashboard

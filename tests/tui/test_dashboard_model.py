@@ -82,3 +82,24 @@ def test_utilization_rows_fit_an_80_column_terminal(synthetic_trace) -> None:  #
     console.print(panels["utilization over time"].body)
     rows = [line for line in console.export_text().splitlines() if "/rank" in line]
     assert rows and all(" mean " in line and len(line.rstrip()) <= 76 for line in rows), rows
+
+
+def test_findings_give_a_rules_recommendation_once() -> None:
+    """A rule firing on 7 GPUs used to repeat its 4-line recommendation 7 times: now once, under its findings."""
+    from types import SimpleNamespace
+
+    from ktrace.analysis.rules.base import Evidence, Finding
+    from ktrace.tui.dashboard_panels import findings_panel
+
+    advice = "overlap the copies with compute:\nuse pinned memory\nuse non_blocking=True\nprefetch the next batch"
+    gpus = [
+        Finding("low_gpu_util", "warning", f"GPU {d} idle 40 %", advice, (Evidence("gap", 10 * d, 10 * d + 5),))
+        for d in range(7)
+    ]
+    other = Finding("launch_bound", "info", "many tiny kernels", "fuse them with torch.compile")
+    panel = findings_panel(SimpleNamespace(rules=SimpleNamespace(findings=(*gpus, other))), "")  # type: ignore[arg-type]
+    text = _text(panel)
+    assert text.count("use pinned memory") == 1 and text.count("fuse them with torch.compile") == 1
+    assert all(f"low_gpu_util: GPU {d} idle 40 %" in text for d in range(7))
+    assert text.index("GPU 6 idle") < text.index("overlap the copies") < text.index("launch_bound")
+    assert [(start, end) for _, start, end in panel.evidence] == [(10 * d, 10 * d + 5) for d in range(7)]

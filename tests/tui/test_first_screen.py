@@ -140,3 +140,22 @@ def test_first_screen_at_80x24_snapshot(snap_compare, settled) -> None:  # type:
     assert snap_compare(
         make_app(trace=many_streams_trace(), analyses=False), terminal_size=(80, 24), run_before=settled
     )
+
+
+def test_an_empty_details_pane_is_one_line_at_80x24(settled) -> None:  # type: ignore[no-untyped-def]
+    """The kernel tab's empty details pane took 7 of 24 rows (the timeline's 3): now its border and a one-line hint."""
+    from ktrace.tui.widgets.details import Details
+
+    async def main() -> None:
+        app = make_app(trace=many_streams_trace(), analyses=False)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settled(pilot)
+            assert app.query_one("#timeline-details", Details).outer_size.height == 2
+            await pilot.press("2")
+            await settled(pilot)
+            assert app.query_one("#kernel-details", Details).outer_size.height == 2
+            await pilot.press("j")  # a kernel chosen: its details take the room they need
+            await settled(pilot)
+            assert app.query_one("#kernel-details", Details).outer_size.height > 2
+
+    asyncio.run(main())

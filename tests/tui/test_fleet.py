@@ -143,3 +143,43 @@ def test_small_chunks_of_a_large_table_run_compiled(monkeypatch) -> None:  # typ
     large.add(rows)
     assert calls == [1]
     assert large.result().counts.tolist() == [10]
+
+
+def test_rank_lines_answer_keys_as_soon_as_the_dashboard_shows(drive, settled) -> None:  # type: ignore[no-untyped-def]
+    """j/k/enter used to do nothing on the dashboard until tab had moved the focus to a rank panel."""
+    app = make_app(trace=fleet_trace())
+
+    async def scenario(pilot: Pilot) -> None:  # type: ignore[type-arg]
+        await pilot.press("3")
+        await settled(pilot)
+        heat = app.query(RankLines).first()
+        assert heat.has_focus
+        await pilot.press("j", "j", "k", "j", "enter")  # the third rank line
+        await settled(pilot)
+        timeline = app.query_one(Timeline)
+        assert app.index is not None and timeline.has_focus
+        shown = app.index.tracks[timeline.rows[timeline.cursor]]
+        assert (shown.node, shown.rank) == LAYOUT[2]
+
+    drive(app, scenario)
+
+
+def test_rank_lines_take_the_keys_when_the_dashboard_arrives_on_screen(drive, settled) -> None:  # type: ignore[no-untyped-def]
+    """The dashboard tab shown before the analyses finished: the rank panel takes the focus once it is mounted."""
+    app = make_app(trace=fleet_trace())
+
+    async def scenario(pilot: Pilot) -> None:  # type: ignore[type-arg]
+        from ktrace.tui.widgets.dashboard import Dashboard
+
+        dashboard = app.query_one(Dashboard)
+        message = dashboard.last_shown
+        assert message is not None
+        await pilot.press("3")
+        dashboard.set_pending()
+        await pilot.pause()
+        assert dashboard.has_focus
+        dashboard.show(message)
+        await settled(pilot)
+        assert app.query(RankLines).first().has_focus
+
+    drive(app, scenario)

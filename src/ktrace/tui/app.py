@@ -112,7 +112,7 @@ class KtraceApp(AppActions):
                 yield Input(placeholder="filter kernels by name (press / to focus, enter to apply)", id="kernel-filter")
                 with Horizontal(id="kernels-body"):
                     yield KernelTable(id="kernel-table")
-                    yield Details(id="kernel-details")
+                    yield Details("move the cursor to a kernel for its details", id="kernel-details")
             with TabPane("Dashboard", id="dashboard"):
                 yield Dashboard(id="dashboard-view")
         yield Static("reading trace…", id="status")
@@ -251,15 +251,15 @@ class KtraceApp(AppActions):
             self.operator_panel = OperatorPanel("operators: analyses disabled")
 
     def _rows_that_fit(self) -> int:
-        """Timeline rows the first screen has below the ruler with the details pane at its floor (at most
-        DEFAULT_LIMIT): the first rows are chosen to fit, so the GPU rows among them are on screen."""
+        """Timeline rows the first screen has below the ruler with the details pane at its floor: the first rows
+        are chosen to fit, so the GPU rows among them are on screen (and a tall terminal gets more of them)."""
         from ktrace.tui.first_rows import DEFAULT_LIMIT
 
         pane = self.query_one("#timeline-right").size.height
         if pane <= 0:  # not laid out (yet): the default
             return DEFAULT_LIMIT
         floor = DETAILS_SHORT if self.screen.has_class("-short") else DETAILS_TALL
-        return max(3, min(DEFAULT_LIMIT, pane - 1 - floor))
+        return max(3, pane - 1 - floor)
 
     def _first_screen(self) -> None:
         """The first screen is drawn: let the loader go on."""

@@ -47,7 +47,7 @@ class AppActions(App[None]):
         if target is not None:
             self.query_one(target).focus()
         else:
-            self.query_one(Dashboard).focus()
+            self.query_one(Dashboard).focus_first()
 
     def action_scroll_dashboard(self, pages: int) -> None:
         """Scroll the dashboard by pages while its tab shows, whatever has the focus (clicking the tab leaves it on
@@ -73,6 +73,14 @@ class AppActions(App[None]):
             self.notify(f"screenshot not saved: {exc.strerror or exc}", severity="error")
             return
         self.notify(f"screenshot saved to {saved}", timeout=4)
+
+    def deliver_screenshot(
+        self, filename: str | None = None, path: str | None = None, time_format: str | None = None
+    ) -> str | None:
+        """The palette's Screenshot: saved like the `screenshot` action (Textual's own wrote to ~/Downloads and
+        failed where that folder does not exist)."""
+        self.action_screenshot(filename, path)
+        return None
 
     def action_toggle_tree(self) -> None:
         """Hide or show the host/device tree: the timeline takes the whole width while it is hidden."""

@@ -18,6 +18,7 @@ from ktrace.tui.charts import hbars, histogram, shares, sparkline
 
 if TYPE_CHECKING:  # the analyses load in the dashboard worker, not when the TUI starts
     from ktrace.analysis.dashboard import Dashboard, StepHistogram, UtilizationSeries
+    from ktrace.analysis.rules.base import Finding
     from ktrace.analysis.summary import Summary
 
 ACTIVE_BAR = 20
@@ -228,7 +229,9 @@ def _memory(frame: pl.DataFrame) -> Panel:
 
 
 def findings_panel(dashboard: Dashboard | None, error: str) -> Panel:
-    """The rules' findings, most severe first, with their evidence windows to jump to."""
+    """The rules' findings, most severe first, grouped by rule: each finding's line, then the rule's
+    recommendation once (a rule that fires per GPU or per rank gives the same advice each time), with the evidence
+    windows to jump to."""
     title = "rule findings"
     if dashboard is None:
         return unavailable(title, error or "rules not available")
@@ -238,15 +241,20 @@ def findings_panel(dashboard: Dashboard | None, error: str) -> Panel:
     text = Text()
     evidence: list[tuple[str, int, int]] = []
     colours = {"error": "red", "warning": "yellow", "info": "cyan"}
+    by_rule: dict[str, list[Finding]] = {}
     for f in findings[:MAX_FINDINGS]:
-        text.append(f"{f.severity.upper():<8}", style=f"bold {colours.get(f.severity, 'white')}")
-        text.append(f"{f.rule}: {f.message}\n")
-        text.append(f"        → {f.recommendation}\n", style="dim")
-        window = next(
-            ((e.start_ns, e.end_ns) for e in f.evidence if e.start_ns is not None and e.end_ns is not None), None
-        )
-        if window is not None:
-            evidence.append((f"{f.rule} evidence", int(window[0]), int(window[1])))
+        by_rule.setdefault(f.rule, []).append(f)
+    for rule, group in by_rule.items():
+        for f in group:
+            text.append(f"{f.severity.upper():<8}", style=f"bold {colours.get(f.severity, 'white')}")
+            text.append(f"{rule}: {f.message}\n")
+            window = next(
+                ((e.start_ns, e.end_ns) for e in f.evidence if e.start_ns is not None and e.end_ns is not None), None
+            )
+            if window is not None:
+                evidence.append((f"{rule} evidence", int(window[0]), int(window[1])))
+        for advice in dict.fromkeys(f.recommendation for f in group if f.recommendation):
+            text.append(f"        → {advice}\n", style="dim")
     if len(findings) > MAX_FINDINGS:
         text.append(f"… and {len(findings) - MAX_FINDINGS} more (ktrace report lists all)\n", style="dim")
     return Panel(title, text, evidence)

@@ -75,9 +75,18 @@ KEYS: tuple[Key, ...] = (
     Key("s", "cycle_sort", "sort by the next column", "kernels", True),
     Key("r", "reverse_sort", "reverse the sort order", "kernels"),
     Key("enter", "show_in_timeline", "show the kernel in the timeline", "kernels", True, "enter"),
-    Key("j,down", "move(1)", "rank heatmap / stragglers: next rank line", "ranks", False, "j / ↓"),
+    Key(
+        "j,down",
+        "move(1)",
+        "rank heatmap / stragglers: next rank line (the first rank panel has these keys as soon as the dashboard "
+        "shows)",
+        "ranks",
+        False,
+        "j / ↓",
+    ),
     Key("k,up", "move(-1)", "rank heatmap / stragglers: previous rank line", "ranks", False, "k / ↑"),
     Key("enter", "choose", "rank heatmap / stragglers: show the rank's tracks in the timeline", "ranks", True, "enter"),
+    Key("tab", "app.focus_next", "rank heatmap / stragglers: the next panel (shift+tab: the one before)", "ranks"),
     Key("s", "toggle_shapes", "by input shape", "operators", True),
     Key("escape,q,o", "dismiss", "close", "operators", True),
 )

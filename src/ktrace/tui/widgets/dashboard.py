@@ -25,6 +25,8 @@ class Dashboard(VerticalScroll, can_focus=True):
     def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's name
         super().__init__(id=id)
         self.panels: list[Panel] = []
+        self.last_shown: SummaryReady | None = None
+        """The summary whose panels are shown (None until one is)."""
 
     def on_mount(self) -> None:
         self.mount(Static("waiting for the trace…", classes="panel"))
@@ -42,6 +44,8 @@ class Dashboard(VerticalScroll, can_focus=True):
     def show(self, message: SummaryReady) -> None:
         """Mount the panels of a finished summary (built by the worker: only widgets are made here)."""
         self.panels = list(message.panels)
+        self.last_shown = message
+        had_focus = self.has_focus_within
         self.remove_children()
         widgets: list[Widget] = [RankLines(p, classes="panel") for p in message.rank_panels]
         for panel in self.panels:
@@ -53,6 +57,13 @@ class Dashboard(VerticalScroll, can_focus=True):
                 button.evidence = (start, end)  # type: ignore[attr-defined]
                 widgets.append(button)
         self.mount_all(widgets)
+        if had_focus:  # the user is on the dashboard: the rank lines answer j/k/enter at once
+            self.call_after_refresh(self.focus_first)
+
+    def focus_first(self) -> None:
+        """Focus the first rank panel (its lines answer j/k/enter without a tab first), else the dashboard."""
+        lines = self.query(RankLines)
+        (lines.first() if lines else self).focus()
 
     @on(Button.Pressed)
     def _evidence(self, event: Button.Pressed) -> None:

@@ -20,8 +20,10 @@ class Details(Static):
 
     DEFAULT_CSS = "Details { height: auto; max-height: 14; border-top: solid $primary; padding: 0 1; }"
 
-    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's name
-        super().__init__("select a slice (click, \\[ or ], enter in the kernel table) to see its details", id=id)
+    def __init__(
+        self, hint: str = "click a slice, or \\[ / ] on a row, for its details", *, id: str | None = None
+    ) -> None:  # noqa: A002
+        super().__init__(hint, id=id)
         self.fields: list[tuple[str, str]] = []
 
     def show(self, fields: list[tuple[str, str]]) -> None:
