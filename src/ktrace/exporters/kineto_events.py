@@ -169,24 +169,28 @@ def memory_lines(memory: pl.DataFrame, base_ns: int) -> pl.Series:
     return _lines(frame, _X, category, pl.col("_qname"), _place("device"), _place("stream"), *_span(base_ns), args)
 
 
+NA_STREAM = 0xFFFFFFFF
+"""CUPTI's "no stream" of a context/device sync, which Kineto writes as the sync's `stream` (tid -1)."""
+
+
 def sync_lines(syncs: pl.DataFrame, base_ns: int) -> pl.Series:
-    """`cuda_sync` events (CUPTI synchronization records), with the waited event's stream and record call."""
+    """`cuda_sync` events (CUPTI synchronization records), with the waited event's stream and record call. A sync
+    on no stream has Kineto's `stream` 4294967295 and tid -1 (HTA counts it as GPU work, as in PyTorch's files)."""
     frame = syncs.with_columns(
         pl.col("sync_type").cast(pl.String).replace_strict(SYNC_KIND_NAMES, default="Unknown").alias("name")
     )
     args = _args(
         _num("device", "device"),
         _num("context", "context_id"),
-        _num("stream", "stream"),
+        _arg("stream", pl.col("stream").fill_null(NA_STREAM).cast(pl.String)),
         _num("correlation", "correlation_id"),
         pl.format('"cuda_sync_kind":{}', pl.col("_qname")),
         _num("wait_on_stream", "wait_stream"),
         _num("wait_on_cuda_event_record_corr_id", "wait_correlation_id"),
         _num("wait_on_cuda_event_id", "event_id"),
     )
-    return _lines(
-        frame, _X, pl.lit("cuda_sync"), pl.col("_qname"), _place("device"), _place("stream"), *_span(base_ns), args
-    )
+    tid = pl.col("stream").cast(pl.String).fill_null("-1")
+    return _lines(frame, _X, pl.lit("cuda_sync"), pl.col("_qname"), _place("device"), tid, *_span(base_ns), args)
 
 
 def api_lines(api: pl.DataFrame, base_ns: int) -> pl.Series:

@@ -4,7 +4,8 @@ scripts written against the profiler's JSON.
 A file is `{"schemaVersion":1,"deviceProperties":[...],"distributedInfo":{...},...,"traceEvents":[...],
 "traceName":...,"displayTimeUnit":"ms","baseTimeNanoseconds":...}`: the events of kineto_events, then the
 metadata events (process and thread names, `process_labels` "CPU" / "GPU N", stream names) and a `Trace` span.
-`baseTimeNanoseconds` is the rank's first time rounded down to the second, so every `ts` is a small exact decimal.
+`baseTimeNanoseconds` is the source Kineto file's (a trace imported from one), else the rank's first time rounded
+down to the second, so every `ts` is a small exact decimal.
 Each rank is written table by table in slices of CHUNK_ROWS rows: memory holds one slice's text, not the file.
 
 `ktrace import` of the export gives back the trace it came from, but for what Kineto has no slot for (`left_out`
@@ -45,6 +46,9 @@ from ktrace.model.trace import Trace
 
 CHUNK_ROWS = 200_000
 """Rows formatted at a time (about 60 MB of text for kernels)."""
+MAX_OFFSET_NS = 2**43 * 1000
+"""A `ts` (µs after the base) below 2**43 µs carries its nanoseconds in a float64, which the importer's fast path
+reads exactly (importers.kineto_schema.EXACT_FROM_US); a source file's base farther from the events is not reused."""
 GPU_SORT_BASE = 0x1000000
 """Kineto's process_sort_index of GPU d is this + d (CPU processes sort by pid, before them)."""
 _OWN_KEYS = ("schemaVersion", "displayTimeUnit", "baseTimeNanoseconds")
@@ -65,7 +69,7 @@ class _RankFolder(OutputFormat):
         return None
 
 
-KINETO_FILE = OutputFormat("a ktrace Kineto export", opening=(b'{"schemaVersion":1,',))
+KINETO_FILE = OutputFormat("a ktrace Kineto export", opening=(b'{"schemaVersion": 1, ',))
 KINETO_FOLDER = _RankFolder("a folder of ktrace Kineto exports", folder=True)
 
 
@@ -110,10 +114,14 @@ def export_kineto(trace: Trace, path: str | Path, *, progress: ProgressFn = no_p
         "flags": {k: v for k, v in flags.items() if k not in _OWN_KEYS} if isinstance(flags, dict) else {},
     }
     info = record_counts_info(trace)
+    raw_base = flags.get("baseTimeNanoseconds") if isinstance(flags, dict) else None
+    source_base = raw_base if type(raw_base) is int and raw_base >= 0 else None
     events = flows = size = 0
     for k, ((node, rank), target) in enumerate(zip(order, targets, strict=True)):
         with _open(target) as out:
-            written = _write_rank(out, _RankData.of(trace, node, rank), world, extra, info if k == 0 else [])
+            written = _write_rank(
+                out, _RankData.of(trace, node, rank, source_base), world, extra, info if k == 0 else []
+            )
         events, flows = events + written[0], flows + written[1]
         size += target.stat().st_size
         progress(k + 1, len(order))
@@ -163,15 +171,20 @@ class _RankData:
     base_ns: int
 
     @classmethod
-    def of(cls, trace: Trace, node: str, rank: int) -> _RankData:
+    def of(cls, trace: Trace, node: str, rank: int, source_base: int | None = None) -> _RankData:
         mine = (pl.col("node") == node) & (pl.col("rank") == rank)
         names = ("kernels", "memory", "syncs", "api", "ranges", "ops", "allocations", "threads", "devices")
         tables = {name: trace.table(name).filter(mine) for name in names}
         firsts = [int(f["start_ns"].min()) for n, f in tables.items() if f.height and "start_ns" in f.columns]  # type: ignore[arg-type]
         if tables["allocations"].height:
             firsts.append(int(tables["allocations"]["ts_ns"].min()))  # type: ignore[arg-type]
-        base = (min(firsts) // 1_000_000_000) * 1_000_000_000 if firsts else 0
-        return cls(node, rank, tables, max(base, 0))
+        if not firsts:
+            return cls(node, rank, tables, 0)
+        lasts = [int(f["start_ns"].max()) for f in tables.values() if f.height and "start_ns" in f.columns]  # type: ignore[arg-type]
+        lasts += [int(tables["allocations"]["ts_ns"].max())] if tables["allocations"].height else []  # type: ignore[arg-type]
+        if source_base is not None and source_base <= min(firsts) and max(lasts) - source_base < MAX_OFFSET_NS:
+            return cls(node, rank, tables, source_base)  # the Kineto file's own: HTA then reads the same floats
+        return cls(node, rank, tables, max((min(firsts) // 1_000_000_000) * 1_000_000_000, 0))
 
 
 def _write_rank(
@@ -182,11 +195,11 @@ def _write_rank(
     header = {
         "schemaVersion": 1,
         "deviceProperties": device_properties(t["devices"]),
-        "distributedInfo": {**extra["dist"], "rank": data.rank, "world_size": world},
+        "distributedInfo": {"rank": data.rank, "world_size": world, **extra["dist"]},
         **extra["flags"],
         "hostname": data.node,
     }
-    out.write(_json(header)[:-1] + b',"traceEvents":[\n')
+    out.write(_json(header)[:-1] + b', "traceEvents": [\n')
     sep = b""
     events = flows = 0
 
@@ -219,12 +232,14 @@ def _write_rank(
     events += emit(metadata_lines(data))
     trailer: dict[str, Any] = {"INFO": info} if info else {}
     trailer |= {"traceName": f"rank{data.rank}", "displayTimeUnit": "ms", "baseTimeNanoseconds": base}
-    out.write(b"\n]," + _json(trailer)[1:] + b"\n")
+    out.write(b"\n], " + _json(trailer)[1:] + b"\n")
     return events, flows
 
 
 def _json(value: Any) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
+    """The header's JSON with a space after each colon as PyTorch writes it: HTA finds a file's rank by the text
+    `"rank": N` (a regular expression that wants the space), not by parsing."""
+    return json.dumps(value, ensure_ascii=False).encode()
 
 
 def _slices(frame: pl.DataFrame) -> Iterator[pl.DataFrame]:

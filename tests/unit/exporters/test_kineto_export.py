@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -199,6 +200,8 @@ def test_the_file_is_what_pytorch_writes(tmp_path: Path) -> None:
     flows = [e for e in events if e.get("cat") == "ac2g"]
     assert sorted((e["ph"], e["id"]) for e in flows) == [("f", 11), ("f", 12), ("s", 11), ("s", 12)]
     assert all(e["bp"] == "e" for e in flows if e["ph"] == "f")
+    sync = next(e for e in events if e.get("cat") == "cuda_sync")  # on no stream: as Kineto writes it (HTA counts it)
+    assert (sync["tid"], sync["args"]["stream"], sync["name"]) == (-1, 4294967295, "Context Sync")
     labels = {(e["pid"], e["args"]["labels"]) for e in events if e.get("name") == "process_labels"}
     assert labels == {(PID, "CPU"), (1, "GPU 1")}
 
@@ -216,7 +219,7 @@ def test_times_are_exact_decimals_after_the_base(tmp_path: Path) -> None:
 def test_null_ids_stay_null_and_kinds_come_back(tmp_path: Path) -> None:
     export_kineto(edge_trace(), tmp_path / "t.json.gz")
     with gzip.open(tmp_path / "t.json.gz") as f:
-        assert f.read(19) == b'{"schemaVersion":1,'
+        assert f.read(21) == b'{"schemaVersion": 1, '
     back = ktrace.open(str(tmp_path / "t.json.gz"))
     assert back.memory.filter(pl.col("op") == "memcpy")["stream"].to_list() == [None]
     assert back.syncs.select("device", "stream", "sync_type").row(0) == (None, None, "context")
@@ -267,3 +270,25 @@ def test_left_out_names_what_kineto_cannot_hold() -> None:
     line = left_out(generate(SyntheticConfig(steps=2, kernels_per_step=10, seed=1)))
     assert line is not None and "\n" not in line
     assert "counter values" in line and "device UUIDs" in line and "ktrace, nvtx written as user_annotation" in line
+
+
+def test_tools_find_the_rank_in_the_first_line(tmp_path: Path) -> None:
+    """HTA takes a file's rank from the first line matching `"rank":\\s+(\\d+)` (hta/common/trace_file.py), not from
+    the parsed JSON: without the space PyTorch writes, every file of a folder is rank 0."""
+    export_kineto(edge_trace(), tmp_path / "t.json")
+    first = (tmp_path / "t.json").read_text().splitlines()[0]
+    match = re.search(r'"rank":\s+(\d+)', first)
+    assert match is not None and match.group(1) == "3"
+
+
+def test_a_kineto_import_keeps_its_base_time_and_timestamps(real_trace_path: Any, tmp_path: Path) -> None:
+    source = real_trace_path("nccl")  # PyTorch 2.4+: ts after baseTimeNanoseconds
+    export_kineto(ktrace.open(str(source)), tmp_path / "t.json")
+    original, original_events = _events(source)
+    header, events = _events(tmp_path / "t.json")
+    assert header["baseTimeNanoseconds"] == original["baseTimeNanoseconds"]
+
+    def times(evs: list[dict[str, Any]]) -> set[tuple[str, Any, Any]]:
+        return {(e["name"], e["ts"], e["dur"]) for e in evs if e.get("cat") in ("kernel", "cuda_runtime")}
+
+    assert times(events) == times(original_events)  # the same floats: HTA's numbers are the same
