@@ -123,4 +123,5 @@ def test_job_path_adds_up(trace: Trace) -> None:
     assert int(cp.composition["ns"].sum()) == cp.length_ns
     assert (cp.composition["ns"] >= 0).all()
     assert cp.length_ns >= alone.length_ns
+    assert cp.length_ns <= cp.end_ns - cp.start_ns and alone.length_ns <= alone.end_ns - alone.start_ns
     assert cp.crossings is not None and (cp.crossings["waited_ns"] >= 0).all()

@@ -79,8 +79,12 @@ class CriticalPath:
     rank: int
     start_ns: int
     end_ns: int
+    """The time the path's graph covers: the window (on several ranks, from the first window's start to the last
+    one's end), stretched to the end of the GPU work launched in it (a step's kernels often run after its CPU
+    range ends: a path through them is longer than the range itself)."""
     length_ns: int
-    """Sum of the path's edge weights."""
+    """Sum of the path's edge weights, at most end_ns - start_ns: every edge weighs at most the time between its
+    nodes, and the path runs forward in time."""
     graph_nodes: int
     graph_edges: int
     path_nodes: int
@@ -89,8 +93,9 @@ class CriticalPath:
     """category (COMPOSITION order), ns, share (of length_ns), edges."""
     items: pl.DataFrame
     """The operators, runtime calls and GPU records on the path by name: kind (operator, runtime, kernel,
-    memcpy, memset), name, ns (time on the path; a collective's without its wait for a later rank), edges; top
-    TOP_ITEMS of each of CPU and GPU, by ns."""
+    memcpy, memset), name, ns (their own time on the path: CPU time, a record's run, a collective's without its
+    wait for a later rank; launch delays and gaps between records are only in the composition, so the kernels'
+    ns add up to at most its gpu_compute + communication), edges; top TOP_ITEMS of each of CPU and GPU, by ns."""
     what_if: pl.DataFrame
     """change ("2x faster" / "removed" / "on time"), target (kernel name, sync call, or late rank into a collective),
     length_ns (new path length),
@@ -110,6 +115,9 @@ class CriticalPath:
     """Joined ranks only: critical_path_ranks.crossings, where the path passes to a late rank."""
     unaligned_hosts: int = 0
     """Hosts of the joined ranks when their clocks are not aligned (critical_path_ranks.unaligned_hosts)."""
+    beyond_window_ns: int = 0
+    """How much of start_ns..end_ns lies outside the chosen window(s): the GPU work launched in the window that
+    ran after it (or, with clock skew, began before it)."""
 
 
 def critical_path(
@@ -165,21 +173,23 @@ def _critical_path(
     events = np.unique(np.concatenate([graph.src[path], graph.dst[path]]) >> 1) if path.size else np.zeros(0, np.int64)
     at = windows[0] if job is None or not path.size else _window_of(job, int(graph.dst[path[-1]]))
     length = int(dist.max()) if dist.size else 0
+    window_start, window_end = min(w.start_ns for w in windows), max(w.end_ns for w in windows)
+    start, end = min(window_start, int(graph.ev_start.min())), max(window_end, int(graph.ev_end.max()))
     gpu_events = events[graph.ev_kind[events] == GPU_RECORD]
     return CriticalPath(
         scope=scope,
         label=label if job is None else f"{label} on {len(windows)} ranks",
         node=at.node,
         rank=at.rank,
-        start_ns=min(w.start_ns for w in windows),
-        end_ns=max(w.end_ns for w in windows),
+        start_ns=start,
+        end_ns=end,
         length_ns=length,
         graph_nodes=graph.n_nodes,
         graph_edges=int(graph.src.size),
         path_nodes=int(path.size + 1) if path.size else 0,
         path_events=int(events.size),
         composition=_composition(graph, path, kinds, length),
-        items=_items(ix, graph, path, kinds),
+        items=_items(ix, graph, path),
         what_if=_what_if(ix, graph, dag, path, length, job),
         path_records=np.sort(graph.ev_row[gpu_events]),
         path_segments=_segments(graph, path, windows, job),
@@ -188,6 +198,7 @@ def _critical_path(
         ranks=len(windows),
         crossings=None if job is None else crossings(job, path, _path_labels(ix, graph, path)),
         unaligned_hosts=unaligned_hosts(ix.trace, windows),
+        beyond_window_ns=(window_start - start) + (end - window_end),
     )
 
 
@@ -327,8 +338,11 @@ def _event_names(ix: TraceIndex, graph: Graph, events: I64) -> tuple[list[str], 
     return labels.tolist(), [str(n) for n in out.tolist()]
 
 
-def _items(ix: TraceIndex, graph: Graph, path: I64, kinds: I64) -> pl.DataFrame:
-    timed = path[(graph.event[path] >= 0) & (kinds[path] != 6)]
+def _items(ix: TraceIndex, graph: Graph, path: I64) -> pl.DataFrame:
+    # An event's own time only: a launch edge's delay (its event is the launch call) and a kernel gap (its event
+    # is the record before the gap) are the composition's launch_delay and gpu_gap, no call's or kernel's.
+    own = np.isin(graph.etype[path], (CPU, GPU, COLLECTIVE))
+    timed = path[(graph.event[path] >= 0) & own]
     kind, name = _event_names(ix, graph, graph.event[timed])
     frame = pl.DataFrame(
         {

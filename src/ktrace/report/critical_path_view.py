@@ -38,8 +38,13 @@ def headline(cp: CriticalPath) -> str:
     top = max(cp.composition.iter_rows(named=True), key=lambda r: r["ns"])
     share = f"; {top['share'] * 100:.0f} % {CATEGORY_LABELS[top['category']]}" if top["ns"] else ""
     where = f"{cp.node} rank {cp.rank}" if cp.ranks == 1 else f"joined by collectives, ends on {cp.node} rank {cp.rank}"
+    beyond = (
+        f" (with {format_ns(cp.beyond_window_ns)} of GPU work launched in it that ran past it)"
+        if cp.beyond_window_ns
+        else ""
+    )
     return (
-        f"critical path of {cp.label} ({where}): {format_ns(cp.length_ns)} in a {format_ns(window)} window, "
+        f"critical path of {cp.label} ({where}): {format_ns(cp.length_ns)} in a {format_ns(window)} window{beyond}, "
         f"{cp.path_events:,} events on it{share}"
     )
 
