@@ -177,8 +177,7 @@ class CaptureSession:
         """Drain, decode and append everything recorded so far (writer thread, or close())."""
         if self._dead:
             return
-        if (self.root / "meta.json").exists() or (self._writer is not None and not self.root.is_dir()):
-            # `ktrace run` finalized (or published) the trace: we outlived its wait
+        if self._finalized():  # `ktrace run` finalized (or published) the trace: we outlived its wait
             self._dead = True
             return
         self._ensure_writer()
@@ -199,6 +198,23 @@ class CaptureSession:
         if threads is not None:
             self._writer.append("threads", threads)
         self._write_meta()
+        if self._finalized():  # finalized while this flush ran: take back what it wrote after the finalize
+            self._withdraw()
+
+    def _finalized(self) -> bool:
+        return (self.root / "meta.json").exists() or (self._writer is not None and not self.root.is_dir())
+
+    def _withdraw(self) -> None:
+        """Stop writing, and remove what this process wrote into the trace after `ktrace run` finalized it (the
+        finalize converted every stream there was and removed the bookkeeping files before)."""
+        from ktrace.model.capture import PARTITION_META_FILE
+        from ktrace.model.outputs import CAPTURE_MARKER
+
+        self._dead = True
+        self._writer.close()
+        folder = self._writer.folder
+        for path in [folder / PARTITION_META_FILE, *folder.glob("*.arrows"), self.root / CAPTURE_MARKER]:
+            path.unlink(missing_ok=True)
 
     def _append(self, name: str, table: Any) -> None:
         if name in ("kernels", "memory", "syncs", "api", "ranges") and table.num_rows:
@@ -283,9 +299,13 @@ class CaptureSession:
                 self.note(f"ktrace: CUPTI did not stop cleanly: {exc}")
         try:
             self.flush_once(forced=True)
+            if self._dead:  # the trace was finalized without this process: nothing more goes into it
+                return
             if self._decoder is not None:
                 self._add_health(self._decoder.close())
             self._write_meta(final=True)
+            if self._finalized():
+                self._withdraw()
         except OSError as exc:  # a full disk: the job must not die of it; what was flushed stays readable
             self.note(f"ktrace writer error: {exc.strerror or exc}")
 

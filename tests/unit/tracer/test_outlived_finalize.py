@@ -1,0 +1,62 @@
+"""A traced process that outlives `ktrace run`'s wait must not write into the finalized trace.
+
+The writer checked for meta.json before a flush and wrote its partition.json after: a finalize that ran between
+the two left a partition.json (and new streams) in the finished store (issue 26: the load-dependent
+test_run_reports_a_child_that_outlives_the_wait). close() wrote its last partition.json after a flush that had
+seen the trace finalized.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ktrace.model import store
+from ktrace.tracer.config import CaptureConfig
+from ktrace.tracer.finalize import finalize_run
+from ktrace.tracer.session import CaptureSession
+
+
+def _finalize(root: Path) -> None:
+    finalize_run(root, ["python", "train.py"], CaptureConfig(gpu=False, counters=False), 0, [], "host", 0, [4242])
+
+
+def _leftovers(root: Path) -> list[str]:
+    return sorted(p.name for p in root.rglob("*") if p.name in ("partition.json", ".capture") or p.suffix == ".arrows")
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> CaptureSession:
+    s = CaptureSession(tmp_path / "run.ktrace", CaptureConfig(gpu=False, counters=False), "host", 0)
+    s.record_range("before", "user", 1, 2, 7, 0)
+    s.flush_once()
+    return s
+
+
+def test_a_finalize_between_the_check_and_the_write_leaves_nothing_behind(
+    session: CaptureSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = session.root
+    write = session._writer.write_partition_meta
+
+    def finalized_meanwhile(*args: Any, **kwargs: Any) -> None:
+        _finalize(root)  # the launcher's finalize runs while this flush is under way
+        write(*args, **kwargs)
+
+    monkeypatch.setattr(session._writer, "write_partition_meta", finalized_meanwhile)
+    session.record_range("after", "user", 3, 4, 7, 0)
+    session.flush_once()
+    assert _leftovers(root) == []
+    session.close()
+    assert _leftovers(root) == []
+    assert store.read(root).ranges["name"].cast(str).to_list() == ["before", "after"]  # flushed before the finalize
+
+
+def test_close_after_the_finalize_writes_nothing(session: CaptureSession) -> None:
+    _finalize(session.root)
+    session.record_range("after", "user", 3, 4, 7, 0)
+    session.close()
+    assert _leftovers(session.root) == []
+    assert store.read(session.root).meta.health["processes_still_running"] == 1
