@@ -5,7 +5,7 @@ The graph is critical_path_graph's (HTA's model). Its longest path (weights in n
 one pass, analysis._kernels.longest_path) is the critical path; each of its edges is classified
 (COMPOSITION) and attributed to an event (operator, runtime call or GPU record). What-ifs recompute the
 longest path with changed weights: a kernel name's records twice as fast, or one synchronization's GPU -> CPU
-edges removed (the CPU no longer waits), for the few largest candidates on the path (WHAT_IF_CANDIDATES each).
+edges removed (the CPU no longer waits), or a late rank on time (critical_path_what_if).
 
 Scope: by default the median-duration step of the first rank with steps (analysis.steps), else the whole
 trace of the first rank; or the `instance`-th CPU range whose name contains `annotation` (HTA's
@@ -23,12 +23,11 @@ import numpy.typing as npt
 import polars as pl
 
 from ktrace.analysis.breakdown import communication_names
-from ktrace.analysis.critical_path_dag import Dag, acyclic
+from ktrace.analysis.critical_path_dag import acyclic
 from ktrace.analysis.critical_path_graph import (
     COLLECTIVE,
     CPU,
     EDGE_TYPES,
-    EVENT_KINDS,
     GPU,
     GPU_RECORD,
     KERNEL_GAP,
@@ -37,15 +36,17 @@ from ktrace.analysis.critical_path_graph import (
     Graph,
     Window,
     build_graph,
+    event_names,
 )
 from ktrace.analysis.critical_path_ranks import (
     JobGraph,
     crossings,
     join_ranks,
-    on_time_changes,
     rank_windows,
     unaligned_hosts,
+    window_of,
 )
+from ktrace.analysis.critical_path_what_if import COMPOSITION, what_if
 from ktrace.analysis.index import Slot, TraceIndex
 from ktrace.analysis.op_attribution import IS_OPERATOR
 from ktrace.analysis.steps import detect_steps
@@ -53,17 +54,11 @@ from ktrace.model.display_text import fit_end
 from ktrace.model.trace import Trace
 
 I64 = npt.NDArray[np.int64]
-COMPOSITION = ("cpu", "launch_delay", "gpu_gap", "gpu_compute", "communication", "memory", "sync")
-"""Categories of path time: CPU operators and runtime calls; launch delays (a kernel waiting for its launch
-call); gaps between consecutive records of a stream; kernels; communication kernels; memcpy/memset; and
-synchronization edges (GPU -> CPU waits and event waits: weightless, counted in `edges`)."""
 RANK_WAIT = "rank_wait"
 """The composition's last category on a path joining ranks: collective time spent waiting for another rank."""
 TOP_ITEMS = 10
 LABEL_CHARS = 60
 """A step's name in the label is cut to this many characters (inferred steps are named after a kernel)."""
-WHAT_IF_CANDIDATES = 3
-WHAT_IF_SPEEDUP = 2.0
 _RESULT = Slot["CriticalPath | None"]("critical_path")
 
 
@@ -98,8 +93,10 @@ class CriticalPath:
     ns add up to at most its gpu_compute + communication), edges; top TOP_ITEMS of each of CPU and GPU, by ns."""
     what_if: pl.DataFrame
     """change ("2x faster" / "removed" / "on time"), target (kernel name, sync call, or late rank into a collective),
-    length_ns (new path length),
-    saved_ns (by how much the path shortens); largest saving first."""
+    length_ns (new path length), removed_ns (the time the change takes off the current path), next_category (the
+    new longest path's largest COMPOSITION category), next_node / next_rank (where it ends, joined ranks only, else
+    null), saved_ns (by how much the path shortens: less than removed_ns when another chain, e.g. work that ran
+    while a collective waited, is nearly as long); largest saving first."""
     path_records: I64
     """GPU records (index order) on the path."""
     path_segments: pl.DataFrame
@@ -171,7 +168,7 @@ def _critical_path(
     on_path = np.zeros(graph.src.size, bool)
     on_path[path] = True
     events = np.unique(np.concatenate([graph.src[path], graph.dst[path]]) >> 1) if path.size else np.zeros(0, np.int64)
-    at = windows[0] if job is None or not path.size else _window_of(job, int(graph.dst[path[-1]]))
+    at = windows[0] if job is None or not path.size else window_of(job, int(graph.dst[path[-1]]))
     length = int(dist.max()) if dist.size else 0
     window_start, window_end = min(w.start_ns for w in windows), max(w.end_ns for w in windows)
     start, end = min(window_start, int(graph.ev_start.min())), max(window_end, int(graph.ev_end.max()))
@@ -190,7 +187,7 @@ def _critical_path(
         path_events=int(events.size),
         composition=_composition(graph, path, kinds, length),
         items=_items(ix, graph, path),
-        what_if=_what_if(ix, graph, dag, path, length, job),
+        what_if=what_if(ix, graph, dag, path, length, job, kinds),
         path_records=np.sort(graph.ev_row[gpu_events]),
         path_segments=_segments(graph, path, windows, job),
         sync_records=graph.sync_records,
@@ -202,15 +199,10 @@ def _critical_path(
     )
 
 
-def _window_of(job: JobGraph, node: int) -> Window:
-    assert job.graph.ev_window is not None
-    return job.windows[int(job.graph.ev_window[node >> 1])]
-
-
 def _segments(graph: Graph, path: I64, windows: list[Window], job: JobGraph | None) -> pl.DataFrame:
     """The path's edges: start_ns, end_ns, type, weight_ns, and the node/rank of the edge's end."""
     ts = graph.node_ts()
-    at = [windows[0]] * path.size if job is None else [_window_of(job, int(d)) for d in graph.dst[path].tolist()]
+    at = [windows[0]] * path.size if job is None else [window_of(job, int(d)) for d in graph.dst[path].tolist()]
     return pl.DataFrame(
         {
             "start_ns": ts[graph.src[path]],
@@ -236,7 +228,7 @@ def _path_labels(ix: TraceIndex, graph: Graph, path: I64) -> tuple[list[str], li
     ev = graph.event[path]
     kinds, names = [""] * path.size, [""] * path.size
     timed = np.flatnonzero(ev >= 0)
-    for i, k, n in zip(timed.tolist(), *_event_names(ix, graph, ev[timed]), strict=True):
+    for i, k, n in zip(timed.tolist(), *event_names(ix, graph, ev[timed]), strict=True):
         kinds[i], names[i] = k, n
     return kinds, names
 
@@ -318,32 +310,12 @@ def _composition(graph: Graph, path: I64, kinds: I64, length: int) -> pl.DataFra
     )
 
 
-def _event_names(ix: TraceIndex, graph: Graph, events: I64) -> tuple[list[str], list[str]]:
-    """(kind, name) of events: operator / runtime / kernel / memcpy / memset and their names."""
-    trace = ix.trace
-    codes, names = ix.record_names()
-    c = ix.gpu_columns()
-    ev_kind, rows = graph.ev_kind[events], graph.ev_row[events]
-    gpu = np.flatnonzero(ev_kind == GPU_RECORD)
-    kind = ev_kind.copy()
-    kind[gpu] = 2 + c.kind[rows[gpu]]
-    labels = np.array([*EVENT_KINDS[:2], "kernel", "memcpy", "memset"], dtype=object)[kind]
-    out = np.empty(events.size, dtype=object)
-    for code, table in ((0, trace.ops), (1, trace.api)):
-        hit = np.flatnonzero(ev_kind == code)
-        if hit.size:
-            out[hit] = table["name"].gather(pl.Series(rows[hit])).cast(pl.String).to_numpy()
-    if gpu.size:
-        out[gpu] = names.gather(pl.Series(codes[rows[gpu]])).to_numpy()
-    return labels.tolist(), [str(n) for n in out.tolist()]
-
-
 def _items(ix: TraceIndex, graph: Graph, path: I64) -> pl.DataFrame:
     # An event's own time only: a launch edge's delay (its event is the launch call) and a kernel gap (its event
     # is the record before the gap) are the composition's launch_delay and gpu_gap, no call's or kernel's.
     own = np.isin(graph.etype[path], (CPU, GPU, COLLECTIVE))
     timed = path[(graph.event[path] >= 0) & own]
-    kind, name = _event_names(ix, graph, graph.event[timed])
+    kind, name = event_names(ix, graph, graph.event[timed])
     frame = pl.DataFrame(
         {
             "kind": kind,
@@ -356,40 +328,3 @@ def _items(ix: TraceIndex, graph: Graph, path: I64) -> pl.DataFrame:
     gpu = pl.col("kind").is_in(["kernel", "memcpy", "memset"])
     top = [per.filter(f).sort("ns", "name", descending=[True, False]).head(TOP_ITEMS) for f in (~gpu, gpu)]
     return pl.concat(top).sort("ns", "name", descending=[True, False])
-
-
-def _what_if(ix: TraceIndex, graph: Graph, dag: Dag, path: I64, length: int, job: JobGraph | None) -> pl.DataFrame:
-    rows: list[tuple[str, str, int]] = []
-    codes, names = ix.record_names()
-    # A record's own time: a collective's wait for a later rank does not shrink with a faster kernel (and the
-    # waits stay as measured: a faster late rank's saving is a lower bound), its transfer does.
-    own = graph.weight if graph.wait_ns is None else graph.weight - graph.wait_ns
-    timed = (graph.etype == GPU) | (graph.etype == COLLECTIVE)
-    gpu_path = path[timed[path] & (own[path] > 0)]
-    rec = graph.ev_row[graph.event[gpu_path]]
-    per_code: dict[int, int] = {}
-    for code, w in zip(codes[rec].tolist(), own[gpu_path].tolist(), strict=True):
-        per_code[code] = per_code.get(code, 0) + w
-    all_gpu = np.flatnonzero(timed)
-    all_codes = codes[graph.ev_row[graph.event[all_gpu]]]
-    for code, _ in sorted(per_code.items(), key=lambda kv: -kv[1])[:WHAT_IF_CANDIDATES]:
-        weight = graph.weight.copy()
-        hit = all_gpu[all_codes == code]
-        weight[hit] -= own[hit] - (own[hit] / WHAT_IF_SPEEDUP).astype(np.int64)
-        rows.append((f"{WHAT_IF_SPEEDUP:g}x faster", str(names[code]), _length(dag, weight)))
-    syncs = path[graph.etype[path] == SYNC]
-    sync_calls = [int(d >> 1) for d in graph.dst[syncs] if graph.ev_kind[d >> 1] != GPU_RECORD]
-    _, call_names = _event_names(ix, graph, np.asarray(sync_calls, np.int64))
-    for call, name in list(zip(sync_calls, call_names, strict=True))[:WHAT_IF_CANDIDATES]:
-        weight = graph.weight.copy()
-        weight[(graph.etype == SYNC) & ((graph.dst >> 1) == call)] = -1
-        rows.append(("removed", name, _length(dag, weight)))
-    for target, weight in [] if job is None else on_time_changes(job, path, WHAT_IF_CANDIDATES):
-        rows.append(("on time", target, _length(dag, weight)))
-    frame = pl.DataFrame(rows, schema={"change": pl.String, "target": pl.String, "length_ns": pl.Int64}, orient="row")
-    return frame.with_columns(saved_ns=length - pl.col("length_ns")).sort("saved_ns", descending=True)
-
-
-def _length(dag: Dag, weight: I64) -> int:
-    dist, _ = dag.longest(weight)
-    return int(dist.max()) if dist.size else 0

@@ -283,3 +283,23 @@ def _gpu_edges(ix: TraceIndex, window: Window, recs: I64, rec_ev: I64, api_ev: I
     w = rec_ev[waits_on[has_sync]]
     waits = _edges(2 * w + 1, 2 * me[has_sync], np.zeros(int(has_sync.sum()), np.int64), SYNC, -1)
     return tuple(np.concatenate([e[k] for e in (span, delay, gaps, waits)]) for k in range(5))  # type: ignore[return-value]
+
+
+def event_names(ix: TraceIndex, graph: Graph, events: I64) -> tuple[list[str], list[str]]:
+    """(kind, name) of events: operator / runtime / kernel / memcpy / memset and their names."""
+    trace = ix.trace
+    codes, names = ix.record_names()
+    c = ix.gpu_columns()
+    ev_kind, rows = graph.ev_kind[events], graph.ev_row[events]
+    gpu = np.flatnonzero(ev_kind == GPU_RECORD)
+    kind = ev_kind.copy()
+    kind[gpu] = 2 + c.kind[rows[gpu]]
+    labels = np.array([*EVENT_KINDS[:2], "kernel", "memcpy", "memset"], dtype=object)[kind]
+    out = np.empty(events.size, dtype=object)
+    for code, table in ((0, trace.ops), (1, trace.api)):
+        hit = np.flatnonzero(ev_kind == code)
+        if hit.size:
+            out[hit] = table["name"].gather(pl.Series(rows[hit])).cast(pl.String).to_numpy()
+    if gpu.size:
+        out[gpu] = names.gather(pl.Series(codes[rows[gpu]])).to_numpy()
+    return labels.tolist(), [str(n) for n in out.tolist()]

@@ -35,7 +35,7 @@ import numpy.typing as npt
 import polars as pl
 
 from ktrace.analysis.breakdown import communication_names
-from ktrace.analysis.critical_path_graph import COLLECTIVE, GPU, GPU_RECORD, Graph, Window, build_graph
+from ktrace.analysis.critical_path_graph import COLLECTIVE, GPU, GPU_RECORD, KERNEL_GAP, Graph, Window, build_graph
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.steps import detect_steps
 from ktrace.model.clock_matching import order_keys
@@ -57,6 +57,12 @@ class JobGraph:
     """Event id -> "kernel name#i" of every collective event that has a partner on another rank."""
     late_of: dict[int, int]
     """Event id of a collective that waited -> the event of the rank that started it last."""
+
+
+def window_of(job: JobGraph, node: int) -> Window:
+    """The window (rank) of a node of the job's graph."""
+    assert job.graph.ev_window is not None
+    return job.windows[int(job.graph.ev_window[node >> 1])]
 
 
 def rank_windows(
@@ -318,7 +324,28 @@ def on_time_changes(job: JobGraph, path: I64, limit: int) -> list[tuple[str, I64
         hit = (g.etype == GPU) & (key_of == job.collective_keys[event])
         weight = g.weight.copy()
         weight[hit] -= g.wait_ns[hit]
+        weight -= _idle_during_waits(g, np.flatnonzero(hit & (g.wait_ns > 0)))
         assert g.ev_window is not None
         late = job.windows[int(g.ev_window[job.late_of[event]])]
         out.append((f"{late.node}/{late.rank} into {_collective_label(job, event)}", weight))
     return out
+
+
+def _idle_during_waits(g: Graph, waits: I64) -> I64:
+    """Per edge: the ns of a kernel gap of a waiting rank that lies in one of `waits` (collective edges' spans
+    spent waiting for a later rank). The rank's other streams sat idle while their next record waited for the
+    collective (a stream wait on its event), so the gap goes with the wait: a measured gap left in place would
+    keep the wait on the path under another name."""
+    assert g.ev_window is not None and g.wait_ns is not None
+    out = np.zeros(g.src.size, np.int64)
+    gaps = np.flatnonzero(g.etype == KERNEL_GAP)
+    if gaps.size == 0 or waits.size == 0:
+        return out
+    ts = g.node_ts()
+    lo, hi, window = ts[g.src[gaps]], ts[g.dst[gaps]], g.ev_window[g.dst[gaps] >> 1]
+    for e in waits.tolist():
+        event = int(g.event[e])
+        start = int(g.ev_start[event])
+        overlap = np.minimum(hi, start + int(g.wait_ns[e])) - np.maximum(lo, start)
+        out[gaps] += np.where(window == g.ev_window[event], np.maximum(overlap, 0), 0)
+    return np.minimum(out, g.weight)

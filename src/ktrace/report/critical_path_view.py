@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ktrace.analysis.critical_path import CriticalPath
+from ktrace.model.display_text import fit_end
 from ktrace.model.units import format_ns
 from ktrace.report import plots
 from ktrace.report.content import Report
@@ -16,6 +17,10 @@ from ktrace.report.rows import rows
 from ktrace.report.sections import Section, esc, table
 
 ITEM_ROWS = 10
+NOTE_SHORTFALL = 0.05
+"""A what-if gets a note (what_if_notes) when its saving falls short of the time it takes off the path by more
+than this share of the path."""
+NOTE_TARGET_CHARS = 60
 MODEL_NOTE = (
     "HTA's graph model: a thread's time between top-level operators weighs nothing and waits in blocking calls "
     "count through the GPU work they wait for, so the path can be shorter than the window."
@@ -85,6 +90,23 @@ def what_if_rows(cp: CriticalPath) -> list[dict[str, Any]]:
         }
         for r in rows(cp.what_if)
     ]
+
+
+def what_if_notes(cp: CriticalPath) -> list[str]:
+    """Why a what-if saves less than the time it takes off the path: one line per change whose saving falls short
+    of that time by more than NOTE_SHORTFALL of the path (the next longest path is then nearly as long)."""
+    out = []
+    for r in rows(cp.what_if):
+        short = r["removed_ns"] - r["saved_ns"]
+        if r["removed_ns"] <= 0 or short <= NOTE_SHORTFALL * cp.length_ns:
+            continue
+        where = "" if r["next_rank"] is None else f", ending on {r['next_node']} rank {r['next_rank']}"
+        out.append(
+            f"{r['change']} {fit_end(r['target'], NOTE_TARGET_CHARS)}: takes {format_ns(r['removed_ns'])} off this "
+            f"path, yet saves {format_ns(r['saved_ns'])}: another path, {format_ns(r['length_ns'])} long (mostly "
+            f"{CATEGORY_LABELS[r['next_category']]}{where}), is then the longest"
+        )
+    return out
 
 
 def crossing_rows(cp: CriticalPath) -> list[dict[str, Any]]:
@@ -162,6 +184,7 @@ def markdown_lines(cp: CriticalPath | None, md_table: Any, cell: Any) -> list[st
             ["change", "target", "new length", "saved"],
             [[r["kind"], r["name"], format_ns(r["length_ns"]), format_ns(r["saved_ns"])] for r in what_if],
         )
+        out += ["", *what_if_notes(cp)] if what_if_notes(cp) else []
     return out + [""]
 
 
@@ -207,4 +230,5 @@ def html_section(report: Report) -> Section:
                 ],
             )
         )
+        sec.body.extend(f"<p>{esc(note)}</p>" for note in what_if_notes(cp))
     return sec

@@ -157,6 +157,8 @@ def _critical_path(console: Console, summary: Summary) -> None:
             printable_tree(crossings),
         )
     print_table(console, "critical path: what if (new longest path)", printable_tree(what_if))
+    for note in critical_path_view.what_if_notes(cp):
+        console.print(Text(printable(note)))
 
 
 def render_summary(summary: Summary, console: Console, *, by_shape: bool = False) -> None:

@@ -1,0 +1,95 @@
+"""What-ifs of a critical path: the longest path again with changed edge weights.
+
+A kernel name's records twice as fast (their own time: a collective's wait for a later rank stays as measured),
+one synchronization's GPU -> CPU edges removed (the CPU no longer waits), or one collective's late rank on time
+(critical_path_ranks.on_time_changes), for the WHAT_IF_CANDIDATES largest candidates on the path each. Every
+change says how much it takes off the current path (removed_ns) and what the new longest path is: when another
+chain is nearly as long, the saving is smaller than the time taken off, and the new path's largest category and
+its rank say which chain that is.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from ktrace.analysis.critical_path_dag import Dag
+from ktrace.analysis.critical_path_graph import COLLECTIVE, GPU, GPU_RECORD, SYNC, Graph, event_names
+from ktrace.analysis.critical_path_ranks import JobGraph, on_time_changes, window_of
+from ktrace.analysis.index import TraceIndex
+
+I64 = npt.NDArray[np.int64]
+COMPOSITION = ("cpu", "launch_delay", "gpu_gap", "gpu_compute", "communication", "memory", "sync")
+"""Categories of path time: CPU operators and runtime calls; launch delays (a kernel waiting for its launch
+call); gaps between consecutive records of a stream; kernels; communication kernels; memcpy/memset; and
+synchronization edges (GPU -> CPU waits and event waits: weightless, counted in `edges`)."""
+WHAT_IF_CANDIDATES = 3
+WHAT_IF_SPEEDUP = 2.0
+
+
+def what_if(
+    ix: TraceIndex, graph: Graph, dag: Dag, path: I64, length: int, job: JobGraph | None, kinds: I64
+) -> pl.DataFrame:
+    """CriticalPath.what_if: each change's new longest path (`kinds`: per edge its COMPOSITION code, -1 for none)."""
+    changes: list[tuple[str, str, I64]] = []
+    codes, names = ix.record_names()
+    # A record's own time: a collective's wait for a later rank does not shrink with a faster kernel (and the
+    # waits stay as measured: a faster late rank's saving is a lower bound), its transfer does.
+    own = graph.weight if graph.wait_ns is None else graph.weight - graph.wait_ns
+    timed = (graph.etype == GPU) | (graph.etype == COLLECTIVE)
+    gpu_path = path[timed[path] & (own[path] > 0)]
+    rec = graph.ev_row[graph.event[gpu_path]]
+    per_code: dict[int, int] = {}
+    for code, w in zip(codes[rec].tolist(), own[gpu_path].tolist(), strict=True):
+        per_code[code] = per_code.get(code, 0) + w
+    all_gpu = np.flatnonzero(timed)
+    all_codes = codes[graph.ev_row[graph.event[all_gpu]]]
+    for code, _ in sorted(per_code.items(), key=lambda kv: -kv[1])[:WHAT_IF_CANDIDATES]:
+        weight = graph.weight.copy()
+        hit = all_gpu[all_codes == code]
+        weight[hit] -= own[hit] - (own[hit] / WHAT_IF_SPEEDUP).astype(np.int64)
+        changes.append((f"{WHAT_IF_SPEEDUP:g}x faster", str(names[code]), weight))
+    syncs = path[graph.etype[path] == SYNC]
+    sync_calls = [int(d >> 1) for d in graph.dst[syncs] if graph.ev_kind[d >> 1] != GPU_RECORD]
+    _, call_names = event_names(ix, graph, np.asarray(sync_calls, np.int64))
+    for call, name in list(zip(sync_calls, call_names, strict=True))[:WHAT_IF_CANDIDATES]:
+        weight = graph.weight.copy()
+        weight[(graph.etype == SYNC) & ((graph.dst >> 1) == call)] = -1
+        changes.append(("removed", name, weight))
+    for target, weight in [] if job is None else on_time_changes(job, path, WHAT_IF_CANDIDATES):
+        changes.append(("on time", target, weight))
+    rows = [(change, target, *_outcome(graph, dag, path, weight, kinds, job)) for change, target, weight in changes]
+    frame = pl.DataFrame(rows, schema=_WHAT_IF_SCHEMA, orient="row")
+    return frame.with_columns(saved_ns=length - pl.col("length_ns")).sort("saved_ns", descending=True)
+
+
+_WHAT_IF_SCHEMA = {
+    "change": pl.String,
+    "target": pl.String,
+    "length_ns": pl.Int64,
+    "removed_ns": pl.Int64,
+    "next_category": pl.String,
+    "next_node": pl.String,
+    "next_rank": pl.Int64,
+}
+
+
+def _outcome(
+    graph: Graph, dag: Dag, path: I64, weight: I64, kinds: I64, job: JobGraph | None
+) -> tuple[int, int, str, str | None, int | None]:
+    """A what-if's new longest path: its length, the time the change takes off the current path, the new path's
+    largest COMPOSITION category, and the node/rank it ends on (joined ranks only)."""
+    dist, pred = dag.longest(weight)
+    new_path = dag.path(dist, pred)
+    removed = int(np.maximum(graph.weight[path] - np.maximum(weight[path], 0), 0).sum())
+    per = [int(np.maximum(weight[new_path], 0)[kinds[new_path] == i].sum()) for i in range(len(COMPOSITION))]
+    category = COMPOSITION[int(np.argmax(per))] if new_path.size else ""
+    at = window_of(job, int(graph.dst[new_path[-1]])) if job is not None and new_path.size else None
+    return (
+        int(dist.max()) if dist.size else 0,
+        removed,
+        category,
+        None if at is None else at.node,
+        None if at is None else at.rank,
+    )
