@@ -169,27 +169,28 @@ def memory_lines(memory: pl.DataFrame, base_ns: int) -> pl.Series:
     return _lines(frame, _X, category, pl.col("_qname"), _place("device"), _place("stream"), *_span(base_ns), args)
 
 
-NA_STREAM = 0xFFFFFFFF
-"""CUPTI's "no stream" of a context/device sync, which Kineto writes as the sync's `stream` (tid -1)."""
+NO_STREAM = -1
+"""The `stream` (and tid) of a sync on no stream (a context or event sync) as today's Kineto writes it; Kineto of
+2023 wrote CUPTI's 4294967295, which HTA counts as a stream (its GPU span of such a file includes those syncs)."""
 
 
 def sync_lines(syncs: pl.DataFrame, base_ns: int) -> pl.Series:
-    """`cuda_sync` events (CUPTI synchronization records), with the waited event's stream and record call. A sync
-    on no stream has Kineto's `stream` 4294967295 and tid -1 (HTA counts it as GPU work, as in PyTorch's files)."""
+    """`cuda_sync` events (CUPTI synchronization records), with the waited event's stream and record call; a sync on
+    no stream has `stream` -1 and tid -1, as PyTorch writes it."""
     frame = syncs.with_columns(
         pl.col("sync_type").cast(pl.String).replace_strict(SYNC_KIND_NAMES, default="Unknown").alias("name")
     )
     args = _args(
         _num("device", "device"),
         _num("context", "context_id"),
-        _arg("stream", pl.col("stream").fill_null(NA_STREAM).cast(pl.String)),
+        _arg("stream", pl.col("stream").fill_null(NO_STREAM).cast(pl.String)),
         _num("correlation", "correlation_id"),
         pl.format('"cuda_sync_kind":{}', pl.col("_qname")),
         _num("wait_on_stream", "wait_stream"),
         _num("wait_on_cuda_event_record_corr_id", "wait_correlation_id"),
         _num("wait_on_cuda_event_id", "event_id"),
     )
-    tid = pl.col("stream").cast(pl.String).fill_null("-1")
+    tid = pl.col("stream").fill_null(NO_STREAM).cast(pl.String)
     return _lines(frame, _X, pl.lit("cuda_sync"), pl.col("_qname"), _place("device"), tid, *_span(base_ns), args)
 
 
