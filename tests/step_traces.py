@@ -91,3 +91,91 @@ def graph_loop(loop: GraphLoop = GraphLoop()) -> Trace:
         },
     )
     return b.build()
+
+
+VLLM_ALL_REDUCE = (
+    "void vllm::cross_device_reduce_1stage<__nv_bfloat16, 8>(vllm::RankData*, vllm::RankSignals, vllm::Signal*, "
+    "__nv_bfloat16*, int, int)"
+)
+"""vLLM's custom all-reduce: a communication kernel by name (no NCCL in it, no collective args)."""
+
+
+@dataclass(frozen=True)
+class DecodeStep:
+    """One annotated step `step_ns` long (a range named `step_name`, of `domain`) holding `tokens` decode
+    iterations `period_ns` apart, each a 0.5 ms compute kernel and 2 ms after its start a 0.2 ms all-reduce
+    (`all_reduce`, with Kineto's collective args when `nccl_args`); `outside` more iterations after the step,
+    outside every range."""
+
+    step_ns: int = 87_400_000
+    period_ns: int = 3_830_000
+    tokens: int = 22
+    all_reduce: str = VLLM_ALL_REDUCE
+    nccl_args: bool = False
+    step_name: str = "ProfilerStep#0"
+    domain: str = "profiler_step"
+    outside: int = 0
+    jitter_ns: int = 0
+    """Every other compute kernel starts this much later (its period then varies; the all-reduce's does not)."""
+
+
+def decode_step(step: DecodeStep = DecodeStep(), *, with_range: bool = True) -> Trace:
+    """The trace of `step` (see DecodeStep) on one rank; without its range when not `with_range`."""
+    b = TraceBuilder("vllm-node", 0)
+    t0 = 1_000_000
+    if with_range:
+        b.add(
+            "ranges",
+            {
+                "start_ns": [t0],
+                "end_ns": [t0 + step.step_ns],
+                "pid": [PID],
+                "tid": [TID],
+                "name": [step.step_name],
+                "domain": [step.domain],
+                "depth": [0],
+                "on_gpu": [False],
+            },
+        )
+    runs = step.tokens + step.outside
+    starts = t0 + 100_000 + step.period_ns * np.arange(runs, dtype=np.int64)
+    calls = np.concatenate([starts - 50_000, starts - 40_000])  # compute, then all-reduce, launched ahead
+    corr = np.arange(1, 2 * runs + 1, dtype=np.int64)
+    b.add(
+        "ops",
+        {
+            "start_ns": starts - 60_000,
+            "end_ns": starts - 30_000,
+            "pid": [PID] * runs,
+            "tid": [TID] * runs,
+            "name": ["vllm::decode"] * runs,
+            "category": ["cpu_op"] * runs,
+        },
+    )
+    b.add(
+        "api",
+        {
+            "start_ns": calls,
+            "end_ns": calls + 5_000,
+            "pid": [PID] * (2 * runs),
+            "tid": [TID] * (2 * runs),
+            "correlation_id": corr,
+            "domain": ["runtime"] * (2 * runs),
+            "name": ["cudaLaunchKernel"] * (2 * runs),
+        },
+    )
+    jitter = step.jitter_ns * (np.arange(runs, dtype=np.int64) % 2)
+    kernel_starts = np.concatenate([starts + jitter, starts + 2_000_000])
+    b.add(
+        "kernels",
+        {
+            "start_ns": kernel_starts,
+            "end_ns": kernel_starts + np.concatenate([np.full(runs, 500_000), np.full(runs, 200_000)]),
+            "device": np.zeros(2 * runs, np.int32),
+            "stream": np.full(2 * runs, 7, np.int64),
+            "correlation_id": corr,
+            "name": ["decode_gemm"] * runs + [step.all_reduce] * runs,
+            "collective": [None] * runs + (["allreduce" if step.nccl_args else None] * runs),
+        },
+    )
+    return b.build()

@@ -19,7 +19,10 @@ API:
 Step sources, in order for source="auto": ranges named ``ProfilerStep#N`` (PyTorch profiler);
 ranges whose name matches `pattern` (default ANNOTATION_RE: "step 12", "train_step", "iteration_3");
 else a periodic fallback: the kernel name whose start-to-start intervals have the smallest coefficient of
-variation marks step boundaries (a heuristic, flagged "periodic": every view says the steps are inferred).
+variation marks step boundaries (a heuristic, flagged "periodic": every view says the steps are inferred). A
+communication kernel (NCCL, custom all-reduce) is never a marker, and a rank with a step range (any of the
+above, or a range of the profiler_step domain) gets no inferred steps, even with source="periodic": the
+periodic kernel of a long annotated step (a decode loop, one all-reduce per layer) marks no step.
 Inferred steps must pass a confidence test, else the rank has no steps: the period repeats at least
 PERIODIC_MIN_STEPS times, its intervals vary by at most PERIODIC_MAX_CV (std / mean), and the steps cover at
 least PERIODIC_MIN_COVER of the rank's kernel span (first kernel start to last kernel end). A kernel that
@@ -96,7 +99,14 @@ def detect_steps(
 
 def _detect_steps(trace: Trace, pattern: str | None, source: str, index: TraceIndex) -> pl.DataFrame:
     cpu = trace.ranges.filter(~pl.col("on_gpu")).select(
-        pl.col("node").cast(pl.String), "rank", pl.col("name").cast(pl.String), "start_ns", "end_ns", "pid", "tid"
+        pl.col("node").cast(pl.String),
+        "rank",
+        pl.col("name").cast(pl.String),
+        "start_ns",
+        "end_ns",
+        "pid",
+        "tid",
+        profiler_step=pl.col("domain").cast(pl.String) == "profiler_step",
     )
     tries: list[tuple[str, str]] = []
     if source in ("auto", "annotation") and pattern is not None:
@@ -110,8 +120,16 @@ def _detect_steps(trace: Trace, pattern: str | None, source: str, index: TraceIn
         if found.height:
             return found
     if source in ("auto", "periodic"):
-        return _periodic_steps(trace, index)
+        return _periodic_steps(trace, index, _annotated_ranks(cpu, pattern))
     return pl.DataFrame(schema=_STEP_SCHEMA)
+
+
+def _annotated_ranks(cpu: pl.DataFrame, pattern: str | None) -> pl.DataFrame:
+    """node, rank of every rank with a CPU range that is a step (ProfilerStep#N, the profiler_step domain, a name
+    matching `pattern` or ANNOTATION_RE): its steps are those, never inferred ones."""
+    named = [pl.col("name").str.contains(r) for r in (PROFILER_STEP_RE, ANNOTATION_RE, pattern) if r is not None]
+    is_step = pl.any_horizontal(pl.col("profiler_step"), *named)
+    return cpu.filter(is_step).select("node", "rank").unique()
 
 
 def _steps_from_ranges(cpu: pl.DataFrame, regex: str, source: str) -> pl.DataFrame:
@@ -139,7 +157,7 @@ def _steps_from_ranges(cpu: pl.DataFrame, regex: str, source: str) -> pl.DataFra
     return hits.select(list(_STEP_SCHEMA)).cast(_STEP_SCHEMA)  # type: ignore[arg-type]
 
 
-def _periodic_steps(trace: Trace, index: TraceIndex) -> pl.DataFrame:
+def _periodic_steps(trace: Trace, index: TraceIndex, annotated: pl.DataFrame) -> pl.DataFrame:
     k = trace.kernels.select(
         pl.col("node").cast(pl.String),
         "rank",
@@ -148,6 +166,7 @@ def _periodic_steps(trace: Trace, index: TraceIndex) -> pl.DataFrame:
         "end_ns",
         communication=pl.col("collective").is_not_null(),
     )
+    k = k.join(annotated.cast({"rank": k.schema["rank"]}), on=["node", "rank"], how="anti")
     if k.height == 0:
         return pl.DataFrame(schema=_STEP_SCHEMA)
     span = k.group_by("node", "rank").agg(span=pl.col("end_ns").max() - pl.col("start_ns").min())
