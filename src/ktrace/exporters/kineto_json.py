@@ -360,28 +360,24 @@ def trace_span(data: _RankData) -> pl.Series:
 
 
 def left_out(trace: Trace) -> str | None:
-    """One line naming what the trace has that Kineto has no slot for (None when nothing is lost)."""
+    """One line naming what the trace has that Kineto has no slot for, and what it holds otherwise (None when
+    nothing is lost)."""
     lost: list[str] = []
+    changed: list[str] = []
 
-    def count(n: Any, what: str) -> None:
+    def count(into: list[str], n: Any, what: str) -> None:
         if n:
-            lost.append(f"{n:,} {what}")
+            into.append(what.format(f"{n:,}"))
 
-    count(trace.counters.height, "counter values")
-    count(trace.kernels["submitted_ns"].is_not_null().sum(), "kernel submit times")
-    count(
-        trace.kernels["dynamic_shared_bytes"].is_not_null().sum(),
-        "dynamic shared memory sizes (summed into 'shared memory')",
-    )
-    count(trace.devices["uuid"].is_not_null().sum(), "device UUIDs")
-    count(trace.ranges["correlation_id"].is_not_null().sum(), "range correlation ids")
-    domains = trace.ranges.filter(
-        ~pl.col("domain").cast(pl.String).is_in(["profiler_step", "user_annotation", "gpu_user_annotation"])
-    )
-    kinds = sorted(set(domains["domain"].cast(pl.String).to_list()))
-    if not lost and not kinds:
-        return None
-    line = f"Kineto has no slot for {', '.join(lost)}: left out" if lost else ""
-    if kinds:
-        line += ("; " if line else "") + f"range domains {', '.join(kinds)} written as user_annotation"
-    return line
+    count(lost, trace.counters.height, "{} counter values")
+    count(lost, trace.kernels["submitted_ns"].is_not_null().sum(), "{} kernel submit times")
+    count(lost, trace.devices["uuid"].is_not_null().sum(), "{} device UUIDs")
+    count(lost, trace.ranges["correlation_id"].is_not_null().sum(), "{} range correlation ids")
+    dynamic = trace.kernels["dynamic_shared_bytes"].is_not_null().sum()
+    count(changed, dynamic, "dynamic shared memory added into 'shared memory' ({} kernels)")
+    domain = trace.ranges["domain"].cast(pl.String)
+    others = sorted(set(domain.filter(~domain.is_in(["profiler_step", "user_annotation", "gpu_user_annotation"]))))
+    if others:
+        changed.append(f"range domains {', '.join(others)} written as user_annotation")
+    parts = ([f"Kineto has no slot for {', '.join(lost)}: left out"] if lost else []) + changed
+    return "; ".join(parts) if parts else None
