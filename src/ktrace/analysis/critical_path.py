@@ -37,6 +37,7 @@ from ktrace.analysis.critical_path_graph import (
     Window,
     build_graph,
     event_names,
+    window_rank_id,
 )
 from ktrace.analysis.critical_path_ranks import (
     JobGraph,
@@ -259,7 +260,8 @@ def choose_window(
         mine = mine.with_row_index("i").sort("duration_ns", "i")
         s = mine.row((mine.height - 1) // 2, named=True)
         label = f"{fit_end(s['name'], LABEL_CHARS)} (median of {mine.height} steps)"
-        return Window(str(s["node"]), int(s["rank"]), s["start_ns"], s["end_ns"]), "step", label
+        window = Window(str(s["node"]), int(s["rank"]), s["start_ns"], s["end_ns"])
+        return (launch_window(ix, window, s["name"]) if s["source"] == "periodic" else window), "step", label
     operators = trace.ops.filter(IS_OPERATOR)  # the graph's CPU events: operators and runtime calls
     spans = [t.select("node", "rank", "start_ns", "end_ns") for t in (operators, trace.api) if t.height]
     if not spans:
@@ -269,6 +271,25 @@ def choose_window(
     mine = cpu.filter((pl.col("node") == node) & (pl.col("rank") == rank))
     start, end = mine["start_ns"].min(), mine["end_ns"].max()
     return Window(str(node), int(rank), int(start), int(end)), "trace", "whole trace"  # type: ignore[arg-type]
+
+
+def launch_window(ix: TraceIndex, step: Window, marker: str) -> Window:
+    """An inferred step's window on the CPU: from the launch of the `marker` record that starts it to just before
+    the launch of the one that ends it. The step is in GPU time (between two runs of the marker), and a GPU that runs behind
+    its CPU runs a step's kernels long after the calls that launched them: the graph takes the calls in the
+    window. The GPU window itself when either record has no launch call."""
+    c = ix.gpu_columns()
+    codes, names = ix.record_names()
+    code = names.to_list().index(marker) if marker in names.to_list() else -1
+    rank = window_rank_id(c.rank_keys, step)
+    launch = ix.launch_rows()
+    ends = []
+    for t in (step.start_ns, step.end_ns):
+        hit = np.flatnonzero((c.rank_id == rank) & (codes == code) & (c.start == t) & (c.kind == 0))
+        if hit.size == 0 or launch[hit[0]] < 0:
+            return step
+        ends.append(int(ix.api_times()[0][launch[hit[0]]]))
+    return Window(step.node, step.rank, ends[0], ends[1] - 1) if ends[0] < ends[1] else step  # the next one's: out
 
 
 def _record_kinds(ix: TraceIndex, graph: Graph) -> I64:

@@ -121,7 +121,7 @@ def build_graph(ix: TraceIndex, window: Window) -> Graph:
 
     c = ix.gpu_columns()
     launch = ix.launch_rows()
-    rank_id = _rank_id(c.rank_keys, window)
+    rank_id = window_rank_id(c.rank_keys, window)
     launched = launch >= 0
     rec_mask = launched & (c.rank_id == rank_id)
     rec_mask[rec_mask] = api_ev[launch[rec_mask]] >= 0
@@ -157,7 +157,8 @@ def _col(frame: pl.DataFrame, name: str) -> I64:
     return frame[name].to_numpy().astype(np.int64, copy=False)
 
 
-def _rank_id(keys: pl.DataFrame, window: Window) -> int:
+def window_rank_id(keys: pl.DataFrame, window: Window) -> int:
+    """The GpuColumns rank id of the window's (node, rank), -1 when it has no GPU record."""
     hit = keys.with_row_index("id").filter(
         (pl.col("node").cast(pl.String) == window.node) & (pl.col("rank") == window.rank)
     )

@@ -8,12 +8,15 @@ range, and the path runs through it), and listed one kernel at 85.98 ms while GP
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from step_traces import GraphLoop, graph_loop
 
 from ktrace.analysis.critical_path import CriticalPath, critical_path
+from ktrace.analysis.steps import detect_steps
+from ktrace.model import Trace, TraceBuilder
 from ktrace.report.critical_path_view import headline
 
 GPU_BOUND = GraphLoop(nodes=77, graph_start_ns=100_000)
@@ -75,3 +78,46 @@ def test_graph_loops_add_up(steps: int, nodes: int, node_ns: int, gap_ns: int, s
     cp = critical_path(graph_loop(loop))
     assert cp is not None
     _adds_up(cp)
+
+
+def _enqueued_loop(iterations: int) -> Trace:
+    """A CPU that launches a whole loop first (2 kernels of 1 ms per iteration, launched 5 µs apart), then the GPU
+    runs it: each GPU-time step between two runs of `first` holds no CPU event."""
+    b = TraceBuilder("n0", 0)
+    n = 2 * iterations
+    calls = 5_000 * np.arange(n, dtype=np.int64)
+    starts = 1_000_000 + 1_000_000 * np.arange(n, dtype=np.int64)
+    b.add(
+        "api",
+        {
+            "start_ns": calls,
+            "end_ns": calls + 4_000,
+            "pid": [1] * n,
+            "tid": [1] * n,
+            "correlation_id": np.arange(n),
+            "domain": ["runtime"] * n,
+            "name": ["cudaLaunchKernel"] * n,
+        },
+    )
+    b.add(
+        "kernels",
+        {
+            "start_ns": starts,
+            "end_ns": starts + 990_000,
+            "device": [0] * n,
+            "stream": [7] * n,
+            "correlation_id": np.arange(n),
+            "name": ["first", "second"] * iterations,
+        },
+    )
+    return b.build()
+
+
+def test_an_inferred_step_is_analysed_from_the_calls_that_launched_it() -> None:
+    trace = _enqueued_loop(12)
+    assert set(detect_steps(trace)["source"]) == {"periodic"}
+    cp = critical_path(trace)
+    assert cp is not None and cp.scope == "step"  # was None: no CPU event in the step's GPU time
+    _adds_up(cp)
+    gpu = cp.composition.filter(pl.col("category") == "gpu_compute")["ns"].item()
+    assert gpu == 2 * 990_000  # the step's two kernels
