@@ -154,3 +154,13 @@ def test_kineto_file_of_several_ranks_is_refused(
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "holds one rank and the trace has 2" in err and "--ranks 0" in err
     assert not out.exists()
+
+
+def test_kineto_file_force_replaces_only_a_kineto_export(stored: Path, tmp_path: Path) -> None:
+    out = tmp_path / "rank0.json"
+    args = ["export", str(stored), "-f", "kineto", "-o", str(out), "--ranks", "0", "--no-progress"]
+    assert main(args) == 0
+    assert main([*args, "--force"]) == 0
+    out.write_text('{"traceEvents": []}')  # someone else's trace
+    assert main([*args, "--force"]) == 2
+    assert out.read_text() == '{"traceEvents": []}'
