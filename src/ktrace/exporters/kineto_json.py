@@ -1,17 +1,20 @@
 """Kineto export: one PyTorch-profiler JSON file per rank, the way `torch.profiler` writes them, for HTA, TraceLens and
 scripts written against the profiler's JSON.
 
-A file is `{"schemaVersion":1,"deviceProperties":[...],"distributedInfo":{...},...,"traceEvents":[...],
-"traceName":...,"displayTimeUnit":"ms","baseTimeNanoseconds":...}`: the events of kineto_events, then the
-metadata events (process and thread names, `process_labels` "CPU" / "GPU N", stream names) and a `Trace` span.
-`baseTimeNanoseconds` is the source Kineto file's (a trace imported from one), else the rank's first time rounded
-down to the second, so every `ts` is a small exact decimal.
-Each rank is written table by table in slices of CHUNK_ROWS rows: memory holds one slice's text, not the file.
+A file is `{"schemaVersion": 1, "deviceProperties": [...], "distributedInfo": {"rank": N, ...}, ..., "hostname": ...,
+"traceEvents": [...], "traceName": ..., "displayTimeUnit": "ms", "baseTimeNanoseconds": ...}`: the events of
+kineto_events, then the metadata events (process and thread names, `process_labels` "CPU" / "GPU N", stream names)
+and a `Trace` span. The header is on the first line with PyTorch's `"key": value` spacing (HTA finds the rank by that
+text); `hostname` is ktrace's own key, from which the import takes the node back. `baseTimeNanoseconds` is the
+source Kineto file's (a trace imported from one: HTA then reads the very same floats), else the rank's first time
+rounded down to the second, so every `ts` is a small exact decimal. Each rank is written table by table in slices
+of CHUNK_ROWS rows: memory holds one slice's text, not the file.
 
 `ktrace import` of the export gives back the trace it came from, but for what Kineto has no slot for (`left_out`
-says what a trace loses, see docs): counters, kernels' `submitted_ns` (and `queued_ns`, written as Kineto's `queued`
-but not read back), dynamic shared memory (summed into `shared memory`, as Kineto does), device UUIDs, range
-domains other than ProfilerStep / user / GPU annotations (written as `user_annotation`) and range correlation ids.
+says what a trace loses; README "Kineto export"): counters, kernels' `submitted_ns` (and `queued_ns`, written as
+Kineto's `queued` but not read back), dynamic shared memory (added into `shared memory`, Kineto's meaning), device
+UUIDs, range domains other than ProfilerStep / user / GPU annotations (written as `user_annotation`) and range
+correlation ids.
 """
 
 from __future__ import annotations
