@@ -22,12 +22,14 @@ nav{padding:8px 28px;background:#eef1f5;font-size:14px}nav a{margin-right:14px}
 main{padding:8px 28px 40px}section{background:#fff;border:1px solid #e1e4e8;border-radius:6px;margin:16px 0;
 padding:8px 18px 16px;overflow-x:auto}h2{font-size:18px}
 table{border-collapse:collapse;margin:8px 0;font-size:13px;width:100%}
-td,th{border:1px solid #e1e4e8;padding:3px 6px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
+td,th{border:1px solid #e1e4e8;padding:3px 6px;text-align:left;vertical-align:top;overflow-wrap:break-word}
+.long{overflow-wrap:anywhere}
 th{background:#f3f5f8;overflow-wrap:normal;min-width:4em}
 #rules td:nth-child(-n+2),#rules td:nth-child(n+5){white-space:nowrap;overflow-wrap:normal}
 #rules td:nth-child(3),#rules td:nth-child(4){min-width:10em}
 @media (max-width:1000px){main{padding:4px 8px 24px}section{padding:4px 8px 10px}header,nav{padding-left:10px}
-#rules table{font-size:12px}}#rules td:nth-child(7){white-space:normal;overflow-wrap:anywhere;min-width:8em}
+#rules table{font-size:12px}}#rules td:nth-child(7){white-space:normal;overflow-wrap:break-word;min-width:8em}
+#rules td.long:nth-child(7),#rules td:nth-child(7) .long{overflow-wrap:anywhere}
 header .trace{font-size:13px;margin:4px 0;overflow-wrap:anywhere}header .trace span+span{margin-left:14px}
 .plot{width:100%;min-height:300px}.finding{padding:8px;margin:8px 0;border-radius:4px}
 .sev-error{color:#a40e26;font-weight:600}.sev-warning{color:#8a5300;font-weight:600}.sev-info{color:#1f5fa8}

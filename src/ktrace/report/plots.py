@@ -155,6 +155,8 @@ def bars(title: str, names: list[Any], values: list[float], unit: str) -> Figure
     }
 
 
+MAX_INT_TICKS = 12
+"""Most ticks on a whole-number (step) axis: every step up to 12 steps, every 2nd up to 24, ..."""
 MAX_ROW_LABELS = 64
 """Up to this many ranks, every heatmap row is labelled "host/rank"; above, only the first row of each host."""
 
@@ -172,7 +174,7 @@ def heatmap(
 
     Every row is named "host/rank" (the hover shows it); the axis labels every row up to MAX_ROW_LABELS ranks and
     only the first rank of each host (of every few hosts past MAX_ROW_LABELS hosts) above, so that 4,096 ranks stay
-    one readable image.
+    one readable image; the left margin grows to the longest label. Whole-number x (steps) gets whole-number ticks.
     """
     n = len(ranks)
     names = [label(f"{h}/{r}", 40) for h, r in ranks]
@@ -182,6 +184,9 @@ def heatmap(
         step = max(1, -(-len(hosts) // MAX_ROW_LABELS))
         shown = hosts[::step]
         tickvals, ticktext = [names[a] for _, a, _ in shown], [label(f"{h} ({c} ranks)", 40) for h, _, c in shown]
+    xaxis: dict[str, Any] = {"title": {"text": x_title}}
+    if x and all(isinstance(v, int) for v in x):  # steps: whole-number ticks, never -0.4 ... 0.4
+        xaxis.update(tickmode="linear", tick0=x[0], dtick=max(1, -(-len(x) // MAX_INT_TICKS)), tickformat="d")
     lines = [
         {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": a - 0.5, "y1": a - 0.5, "line": {"width": 1}}
         for _, a, _ in hosts[1:]
@@ -204,8 +209,9 @@ def heatmap(
         "layout": _layout(
             title,
             height=min(900, max(300, 14 * n + 120)),
-            xaxis={"title": {"text": x_title}},
+            xaxis=xaxis,
             yaxis={
+                "automargin": True,  # room for the longest "host/rank" (a fixed margin cut them on the left)
                 "autorange": "reversed",
                 "type": "category",
                 "tickmode": "array",

@@ -7,6 +7,7 @@ goes through html.escape.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,12 +51,38 @@ def esc(value: object) -> str:
     return html.escape("" if value is None else str(value))
 
 
+LONG_WORD = 24
+"""A word longer than this (a kernel name, a regex) may break anywhere (class "long"); shorter words never break
+("localhost", "warning"): a narrow column wraps between words."""
+SLASH_BREAK_CHARS = 12
+"""A word with a slash longer than this (host/rank/GPU, not "µs/step") may wrap after its slashes."""
+_TAGS = re.compile(r"<[^>]*>")
+_WORDS = re.compile(r"\S+")
+_NUMBER_UNIT = re.compile(r"(?<=\d) (?=(?:ns|µs|ms|s|B|KB|MB|GB|TB|%)(?!\w))")
+"""The space in "1.73 ms", "2.0 GB": kept on one line."""
+
+
+def _word(found: re.Match[str]) -> str:
+    """One escaped word of a cell, marked where a line may break inside it."""
+    word = found.group()
+    if len(html.unescape(word)) > LONG_WORD:
+        return f'<span class="long">{word}</span>'
+    return word.replace("/", "/<wbr>") if len(word) > SLASH_BREAK_CHARS else word
+
+
+def _td(value: object, is_raw: bool) -> str:
+    """One cell: text escaped, its long words marked, units kept with their numbers; raw HTML as given, the whole
+    cell marked "long" when it holds a long word."""
+    if not is_raw:
+        return "<td>" + _NUMBER_UNIT.sub("&nbsp;", _WORDS.sub(_word, esc(value))) + "</td>"
+    words = html.unescape(_TAGS.sub(" ", str(value))).split()
+    return f'<td class="long">{value}</td>' if any(len(w) > LONG_WORD for w in words) else f"<td>{value}</td>"
+
+
 def table(headers: Sequence[str], cells: Sequence[Sequence[object]], *, raw: Sequence[int] = ()) -> str:
     """An HTML table; cells are escaped unless their column index is in `raw` (already HTML)."""
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{c if i in raw else esc(c)}</td>" for i, c in enumerate(r)) + "</tr>" for r in cells
-    )
+    body = "".join("<tr>" + "".join(_td(c, i in raw) for i, c in enumerate(r)) + "</tr>" for r in cells)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 

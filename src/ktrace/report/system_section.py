@@ -110,7 +110,7 @@ def missing_counters_line(usage: SystemUsage, source: str) -> str:
         return ""
     if source == "ktrace":
         return "Counters this capture did not record (the notes of ktrace info say why): " + "; ".join(parts) + "."
-    return "Counters that need ktrace run (an imported trace has none of them): " + "; ".join(parts) + "."
+    return "Counters only ktrace run records, not in this trace: " + "; ".join(parts) + "."
 
 
 def lead(report: Report) -> str:

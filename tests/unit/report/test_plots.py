@@ -37,3 +37,21 @@ def test_one_bin_histogram_is_a_bar_from_zero() -> None:
     assert xaxis["range"][0] == 0.0 and xaxis["range"][1] > 1211.3
     assert fig["data"][0]["width"][0] >= xaxis["range"][1] / 40
     assert fig["layout"]["yaxis"]["dtick"] == 1
+
+
+def _heatmap(x: list[float] | list[int], x_title: str) -> plots.Figure:
+    ranks = [("localhost", r) for r in range(8)]
+    z: list[list[int | None]] = [[50] * len(x) for _ in ranks]
+    return plots.heatmap("busy", z, [("localhost", 0, 8)], ranks, list(x), x_title, "%")
+
+
+def test_step_heatmaps_have_whole_step_ticks_and_room_for_the_rank_labels() -> None:
+    """Chromium showed one step as an axis from -0.4 to 0.4, and "ocalhost/0": the labels were cut on the left by a
+    fixed margin. Fails on the old code (no tick settings, no automargin)."""
+    one = _heatmap([0], "step")["layout"]
+    assert one["xaxis"]["tickformat"] == "d" and one["xaxis"]["dtick"] == 1 and one["xaxis"]["tick0"] == 0
+    assert one["yaxis"]["automargin"] is True
+    many = _heatmap(list(range(100)), "step")["layout"]["xaxis"]
+    assert many["dtick"] == 9 and 100 / many["dtick"] <= plots.MAX_INT_TICKS  # whole steps, at most 12 ticks
+    timed = _heatmap([0.0005, 0.0015], "seconds")["layout"]["xaxis"]
+    assert "dtick" not in timed and "tickformat" not in timed  # a time axis keeps plotly's own ticks

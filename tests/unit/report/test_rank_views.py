@@ -48,7 +48,7 @@ def test_html_section_has_four_heatmaps_and_the_straggler_first(fleet: Report) -
     assert by_step["data"][0]["z"] == [[30 if key == STRAGGLER else 70] * STEPS for key in LAYOUT]
     body = "".join(sec.body)
     assert body.index("<td>b</td><td>2</td><td>+133.3</td>") < body.index("<td>a</td><td>0</td>")
-    assert "gemm +400 ns/step" in body
+    assert "gemm +400&nbsp;ns/step" in body  # the unit stays on the line of its number
 
 
 def test_json_holds_the_same_matrices(fleet: Report) -> None:
