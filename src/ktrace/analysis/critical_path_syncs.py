@@ -22,15 +22,21 @@ from ktrace.analysis.columns import dense_ids
 from ktrace.analysis.index import TraceIndex
 
 I64 = npt.NDArray[np.int64]
+DEVICE_SYNC_CALLS = ("cudaDeviceSynchronize", "cuCtxSynchronize")
+"""Calls that wait for every stream of the device; an event sync record of one that names no event (as nsys
+exports it) is taken as the context sync it is."""
 
 
 def rank_syncs(ix: TraceIndex, node: str, rank: int, start_ns: int, end_ns: int) -> pl.DataFrame:
     """Sync records of one rank whose call starts by end_ns and that end at or after start_ns, with their
-    waiting call's api row (api_row) and that of the event record they name (record_row, null without one),
-    by end time."""
+    waiting call's api row (api_row) and name (call), and the api row of the event record they name
+    (record_row, null without one), by end time. An event sync of a DEVICE_SYNC_CALLS call naming no event is
+    a "context" sync."""
     mine = (pl.col("node").cast(pl.String) == node) & (pl.col("rank") == rank)
     api = ix.trace.api.with_row_index("api_row").filter(mine & pl.col("correlation_id").is_not_null())
-    api = api.select("correlation_id", pl.col("api_row").cast(pl.Int64), call_ns="start_ns")
+    api = api.select(
+        "correlation_id", pl.col("api_row").cast(pl.Int64), call_ns="start_ns", call=pl.col("name").cast(pl.String)
+    )
     api = api.unique("correlation_id", keep="first", maintain_order=True)
     syncs = ix.trace.syncs.filter(mine & (pl.col("end_ns") >= start_ns)).select(
         pl.col("sync_type").cast(pl.String),
@@ -43,6 +49,10 @@ def rank_syncs(ix: TraceIndex, node: str, rank: int, start_ns: int, end_ns: int)
     )
     syncs = syncs.join(api, on="correlation_id", how="inner").filter(pl.col("call_ns") <= end_ns)
     records = api.select(wait_correlation_id="correlation_id", record_row="api_row")
+    # nsys records a cudaDeviceSynchronize as an event sync naming no event: it waits as a context sync does
+    device_wide = (pl.col("sync_type") == "event") & pl.col("wait_correlation_id").is_null()
+    device_wide = device_wide & pl.col("call").is_in(DEVICE_SYNC_CALLS)
+    syncs = syncs.with_columns(pl.when(device_wide).then(pl.lit("context")).otherwise("sync_type").alias("sync_type"))
     return syncs.join(records, on="wait_correlation_id", how="left").sort("end_ns", "correlation_id")
 
 
