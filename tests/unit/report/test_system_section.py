@@ -69,3 +69,14 @@ def test_a_capture_says_its_missing_counters_were_not_recorded() -> None:
     assert "Sampled counters" in sec and "| cpu.util |" in sec
     assert "Counters this capture did not record" in sec and "only ktrace run records" not in sec
     assert "cpu.util," not in sec.split("did not record", 1)[1]
+
+
+def test_the_lead_names_only_what_is_shown() -> None:
+    from ktrace.model import TraceBuilder
+    from ktrace.report.content import build_report
+    from ktrace.report.markdown import render_markdown
+
+    b = TraceBuilder("n0", 0)
+    b.add("counters", {"ts_ns": [1], "metric": ["cpu.util"], "instance": [-1], "value": [40.0]}, rank=-1)
+    sec = _markdown_section(render_markdown(build_report(b.build())))
+    assert "Sampled counters; the trace has no GPU, operator or launch events" in sec and "### GPU busy" not in sec
