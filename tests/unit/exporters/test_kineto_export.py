@@ -292,3 +292,21 @@ def test_a_kineto_import_keeps_its_base_time_and_timestamps(real_trace_path: Any
         return {(e["name"], e["ts"], e["dur"]) for e in evs if e.get("cat") in ("kernel", "cuda_runtime")}
 
     assert times(events) == times(original_events)  # the same floats: HTA's numbers are the same
+
+
+def test_gzip_without_isal_is_the_same_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    trace = edge_trace()
+    export_kineto(trace, tmp_path / "isal.json.gz")  # ISA-L's deflate where `isal` is installed
+
+    def no_isal(name: str) -> Any:
+        raise ImportError(name)
+
+    monkeypatch.setattr(kineto_json.importlib, "import_module", no_isal)
+    export_kineto(trace, tmp_path / "zlib.json.gz")
+    assert _events(tmp_path / "zlib.json.gz") == _events(tmp_path / "isal.json.gz") == _events_of(trace, tmp_path)
+    assert_trace_equal(trace, ktrace.open(str(tmp_path / "zlib.json.gz")), check_meta=False)
+
+
+def _events_of(trace: Trace, folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    export_kineto(trace, folder / "plain.json")
+    return _events(folder / "plain.json")
