@@ -90,6 +90,13 @@ def test_info_json_on_a_capture_says_rank_0_and_unknown_never_a_pid_or_minus_1(t
     assert f"/? (rank unknown, pid {two[1]['pid']})" in text and "/-1" not in text
 
 
+def test_info_on_an_nsys_export_whose_job_lists_processes_by_pid(real_trace_path) -> None:  # type: ignore[no-untyped-def]
+    """nsys_meta writes job.processes as {pid: name}; info read it as a capture's list of processes and crashed."""
+    res = _ktrace("info", str(real_trace_path("power_iteration")), "--json")
+    assert res.returncode == 0, res.stderr
+    assert [r["rank"] for r in json.loads(res.stdout)["ranks"]] == [0]
+
+
 def test_info_text_names_devices_and_tables(tmp_path: Path) -> None:
     root = store.write(generate(SyntheticConfig(steps=2, kernels_per_step=5)), tmp_path / "t.ktrace")
     res = _ktrace("info", str(root))

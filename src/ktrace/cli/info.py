@@ -65,7 +65,9 @@ def _ranks(trace: Any) -> list[dict[str, Any]]:
     environment and rank 0 taken by another process) has an unknown rank: "rank" null, "partition" its folder."""
     from ktrace.model.schema import NODE_RANK
 
-    pids = {(str(p.get("node")), p.get("rank")): p.get("pid") for p in trace.meta.job.get("processes", [])}
+    processes = trace.meta.job.get("processes") if trace.meta.source == "ktrace" else None  # nsys: {pid: name}
+    listed = processes if isinstance(processes, list) else []
+    pids = {(str(p.get("node")), p.get("rank")): p.get("pid") for p in listed if isinstance(p, dict)}
     ranks: list[dict[str, Any]] = []
     for node, rank in trace.ranks:
         if rank == NODE_RANK:
