@@ -97,12 +97,12 @@ class Failed:
     why: str
 
 
-def _serve(tasks: Connection, results: Connection, slots: list[mmap.mmap], with_ops: bool) -> None:
-    """A worker's loop: a task -> Decoded | Failed, until STOP (see EXACT)."""
+def _serve(tasks: Connection, results: Connection, slots: list[mmap.mmap], with_ops: bool, parent: int) -> None:
+    """A worker's loop: a task -> Decoded | Failed, until STOP (see EXACT). `parent`: the pid that forked it."""
+    _die_with_parent(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the main process's to handle: it ends the workers
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # (blocked across the fork: see _start)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    _die_with_parent()
     sink = EventSink(with_ops=with_ops)
     try:
         while (flag := tasks.recv_bytes()) != STOP:
@@ -126,8 +126,11 @@ def _serve(tasks: Connection, results: Connection, slots: list[mmap.mmap], with_
         results.close()
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to end this process when its parent ends (a killed `ktrace` leaves no worker behind)."""
+def _die_with_parent(parent: int) -> None:
+    """Ask Linux to end this process when its parent ends (a killed `ktrace` leaves no worker behind), and end now
+    if `parent` is gone already: one killed between the fork and this call never sends the signal. (A worker that
+    outlived it held the output's lock and the caller's stdout for good: its own task pipe's write end, inherited
+    at the fork, never lets it read an end of file.)"""
     try:
         import ctypes
 
@@ -135,6 +138,8 @@ def _die_with_parent() -> None:
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+    if os.getppid() != parent:
+        os._exit(0)
 
 
 class SliceWorkers:
@@ -185,7 +190,7 @@ class SliceWorkers:
                 reply_in, reply_out = ctx.Pipe(duplex=False)
                 proc = ctx.Process(
                     target=_serve,
-                    args=(task_in, reply_out, self.slots[i], with_ops),
+                    args=(task_in, reply_out, self.slots[i], with_ops, os.getpid()),
                     name=f"ktrace-decode-{i}",
                     daemon=True,
                 )

@@ -251,3 +251,47 @@ def test_a_stuck_worker_is_ended_and_its_slice_read_here(
     names = [f"op {i}" for i in range(600)] + ["stuck"] + [f"op {i}" for i in range(600, 1200)]
     _read_back_alike(tmp_path / "stuck.json", names, monkeypatch, spy, chunk=4096)
     assert multiprocessing.active_children() == []
+
+
+LATE_WORKER = """
+import os, sys, time
+from ktrace.importers import kineto_workers
+serve = kineto_workers._serve
+def late(*args):
+    time.sleep(1.0)  # forked, not yet asking to die with its parent (as with strace delaying the child)
+    serve(*args)
+kineto_workers._serve = late
+workers = kineto_workers.SliceWorkers(1, False)
+print(workers.procs[0].pid, flush=True)
+os.kill(os.getpid(), 9)  # the import killed just after starting its worker
+"""
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rpartition(b")")[2].split()[:1] not in ([b"Z"], [b"X"])
+    except OSError:
+        return False
+
+
+def test_a_worker_whose_import_is_killed_before_it_starts_does_not_outlive_it() -> None:
+    """PR_SET_PDEATHSIG set after the parent died never fires: the worker lived on (holding the output's lock and
+    the caller's stdout), blocked on its task pipe, whose write end it holds itself."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-c", LATE_WORKER], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    worker = int(proc.stdout.readline())
+    proc.wait(timeout=60)
+    deadline = time.monotonic() + 15
+    while _running(worker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    survived = _running(worker)
+    if survived:
+        os.kill(worker, signal.SIGKILL)
+    proc.stdout.close()
+    assert not survived, "the decode worker outlived the import"
