@@ -11,6 +11,7 @@ distinct value.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 import polars as pl
 
@@ -32,6 +33,8 @@ SYNC_KIND_NAMES = {
     "unknown": "Unknown",
 }
 """ktrace sync_type -> Kineto's cuda_sync event name and `cuda_sync_kind`."""
+GPU_SORT_BASE = 0x1000000
+"""Kineto's process_sort_index of GPU d is this + d (CPU processes sort by pid, before them)."""
 CUDA_DEVICE_TYPE = 1
 """c10::DeviceType::CUDA: the `Device Type` of a GPU caching-allocator `[memory]` event."""
 
@@ -266,5 +269,44 @@ def flow_lines(api: pl.DataFrame, gpu: pl.DataFrame, base_ns: int) -> pl.Series:
         [
             _lines(sources, s, corr, _place("pid"), _place("tid"), ts),
             _lines(targets, f, corr, _place("device"), _place("stream"), ts),
+        ]
+    )
+
+
+def metadata_lines(tables: Mapping[str, pl.DataFrame]) -> pl.Series:
+    """`M` events of one rank's tables: a CPU process per pid (named after its main thread, labels "CPU"), thread
+    names, and a GPU process per device (labels "GPU N", which tells the importer that pid is a device) with its
+    streams' names."""
+    t, ts = tables, exact_us(pl.lit(0, pl.Int64))
+    names = t["threads"].filter(pl.col("name").is_not_null()).select("pid", "tid", pl.col("name").cast(pl.String))
+    main = names.filter(pl.col("pid") == pl.col("tid")).unique("pid", keep="first").select("pid", "name")
+    pids = [t[n].select("pid") for n in ("api", "ops", "threads")] + [
+        t["ranges"].filter(~pl.col("on_gpu")).select("pid"),
+        t["allocations"].select("pid").drop_nulls(),
+    ]
+    cpu = pl.concat(pids).unique().sort("pid").join(main, on="pid", how="left")
+    places = pl.concat(
+        [t[n].select("device", "stream") for n in ("kernels", "memory", "syncs")]
+        + [t["ranges"].filter(pl.col("on_gpu")).select("device", "stream")]
+    ).drop_nulls("device")
+    devices = sorted(set(places["device"].to_list()) | set(t["devices"]["device"].to_list()))
+    gpus = pl.DataFrame({"device": devices}, schema={"device": pl.Int64})
+    streams = places.drop_nulls().unique().sort("device", "stream")
+    proc = '{{"name":"{}","ph":"M","ts":{},"pid":{},"tid":0,"args":{{"{}":{}}}}}'
+    thread = '{{"name":"thread_name","ph":"M","ts":{},"pid":{},"tid":{},"args":{{"name":{}}}}}'
+    label = pl.format('"GPU {}"', pl.col("device"))
+    pid, dev, tid = (pl.col(c).cast(pl.String) for c in ("pid", "device", "tid"))
+    gpu_sort = (pl.col("device") + GPU_SORT_BASE).cast(pl.String)
+    stream_name = pl.format('"stream {} "', pl.col("stream"))
+    return pl.concat(
+        [
+            _lines(cpu.drop_nulls("name"), proc, pl.lit("process_name"), ts, pid, pl.lit("name"), pl.col("_qname")),
+            _lines(cpu, proc, pl.lit("process_labels"), ts, pid, pl.lit("labels"), pl.lit('"CPU"')),
+            _lines(cpu, proc, pl.lit("process_sort_index"), ts, pid, pl.lit("sort_index"), pid),
+            _lines(gpus, proc, pl.lit("process_name"), ts, dev, pl.lit("name"), label),
+            _lines(gpus, proc, pl.lit("process_labels"), ts, dev, pl.lit("labels"), label),
+            _lines(gpus, proc, pl.lit("process_sort_index"), ts, dev, pl.lit("sort_index"), gpu_sort),
+            _lines(names, thread, ts, pid, tid, pl.col("_qname")),
+            _lines(streams, thread, ts, dev, pl.col("stream").cast(pl.String), stream_name),
         ]
     )

@@ -34,12 +34,11 @@ import polars as pl
 from ktrace.exporters.kineto_events import (
     allocation_lines,
     api_lines,
-    exact_us,
     flow_lines,
     kernel_lines,
     memory_lines,
+    metadata_lines,
     op_lines,
-    quoted,
     range_lines,
     sync_lines,
 )
@@ -53,8 +52,6 @@ CHUNK_ROWS = 200_000
 MAX_OFFSET_NS = 2**43 * 1000
 """A `ts` (µs after the base) below 2**43 µs carries its nanoseconds in a float64, which the importer's fast path
 reads exactly (importers.kineto_schema.EXACT_FROM_US); a source file's base farther from the events is not reused."""
-GPU_SORT_BASE = 0x1000000
-"""Kineto's process_sort_index of GPU d is this + d (CPU processes sort by pid, before them)."""
 _OWN_KEYS = ("schemaVersion", "displayTimeUnit", "baseTimeNanoseconds")
 """Header keys the export sets itself; the source Kineto file's others (meta.job["kineto"]: cupti_version,
 record_shapes, with_stack, ...) are written back as they were."""
@@ -243,7 +240,7 @@ def _write_rank(
     gpu = pl.concat([t[n].select("start_ns", "device", "stream", "correlation_id") for n in ("kernels", "memory")])
     for api_part in _slices(t["api"].select("start_ns", "pid", "tid", "correlation_id")):
         flows += emit(flow_lines(api_part, gpu, base))
-    events += emit(metadata_lines(data)) + 1
+    events += emit(metadata_lines(t)) + 1
     out.write(trace_span(data))
     trailer: dict[str, Any] = {"INFO": info} if info else {}
     trailer |= {"traceName": f"rank{data.rank}", "displayTimeUnit": "ms", "baseTimeNanoseconds": base}
@@ -279,82 +276,6 @@ def device_properties(devices: pl.DataFrame) -> list[dict[str, Any]]:
         .with_columns(pl.col("name").cast(pl.String))
     )
     return [{keys[k]: v for k, v in row.items() if v is not None} for row in rows.iter_rows(named=True)]
-
-
-def metadata_lines(data: _RankData) -> pl.Series:
-    """`M` events: a CPU process per pid (its main thread's name, labels "CPU"), thread names, a GPU process per
-    device (labels "GPU N", which tells the importer that pid is a device) with its stream names; and the Trace span."""
-    t, ts = data.tables, exact_us(pl.lit(0, pl.Int64))
-    cpu = (
-        pl.concat(
-            [t[n].select("pid") for n in ("api", "ops", "threads")]
-            + [t["ranges"].filter(~pl.col("on_gpu")).select("pid"), t["allocations"].select("pid").drop_nulls()]
-        )
-        .unique()
-        .sort("pid")
-    )
-    names = t["threads"].filter(pl.col("name").is_not_null()).select("pid", "tid", pl.col("name").cast(pl.String))
-    main = names.filter(pl.col("pid") == pl.col("tid")).unique("pid", keep="first").select("pid", "name")
-    cpu = cpu.join(main, on="pid", how="left")
-    gpu_places = pl.concat(
-        [t[n].select("device", "stream") for n in ("kernels", "memory", "syncs")]
-        + [t["ranges"].filter(pl.col("on_gpu")).select("device", pl.col("stream"))]
-    ).drop_nulls("device")
-    devices = sorted(set(gpu_places["device"].to_list()) | set(t["devices"]["device"].to_list()))
-    streams = gpu_places.drop_nulls().unique().sort("device", "stream")
-
-    def meta(template: str, frame: pl.DataFrame, *exprs: pl.Expr) -> pl.Series:
-        return (
-            frame.select(pl.format(template, *exprs).alias("m"))["m"]
-            if frame.height
-            else pl.Series([], dtype=pl.String)
-        )
-
-    proc = '{{"name":"{}","ph":"M","ts":{},"pid":{},"tid":0,"args":{{"{}":{}}}}}'
-    gpus = pl.DataFrame({"device": devices}, schema={"device": pl.Int64})
-    label = pl.format('"GPU {}"', pl.col("device"))
-    pid, dev = pl.col("pid").cast(pl.String), pl.col("device").cast(pl.String)
-    lines = [
-        meta(
-            proc,
-            cpu.filter(pl.col("name").is_not_null()).with_columns(q=quoted(cpu.drop_nulls("name")["name"])),
-            pl.lit("process_name"),
-            ts,
-            pid,
-            pl.lit("name"),
-            pl.col("q"),
-        ),
-        meta(proc, cpu, pl.lit("process_labels"), ts, pid, pl.lit("labels"), pl.lit('"CPU"')),
-        meta(proc, cpu, pl.lit("process_sort_index"), ts, pid, pl.lit("sort_index"), pid),
-        meta(proc, gpus, pl.lit("process_name"), ts, dev, pl.lit("name"), label),
-        meta(proc, gpus, pl.lit("process_labels"), ts, dev, pl.lit("labels"), label),
-        meta(
-            proc,
-            gpus,
-            pl.lit("process_sort_index"),
-            ts,
-            dev,
-            pl.lit("sort_index"),
-            (pl.col("device") + GPU_SORT_BASE).cast(pl.String),
-        ),
-        meta(
-            '{{"name":"thread_name","ph":"M","ts":{},"pid":{},"tid":{},"args":{{"name":{}}}}}',
-            names.with_columns(q=quoted(names["name"])),
-            ts,
-            pid,
-            pl.col("tid").cast(pl.String),
-            pl.col("q"),
-        ),
-        meta(
-            '{{"name":"thread_name","ph":"M","ts":{},"pid":{},"tid":{},"args":{{"name":"stream {} "}}}}',
-            streams,
-            ts,
-            dev,
-            pl.col("stream").cast(pl.String),
-            pl.col("stream").cast(pl.String),
-        ),
-    ]
-    return pl.concat(lines)
 
 
 def trace_span(data: _RankData) -> bytes:
