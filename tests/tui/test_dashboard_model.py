@@ -103,3 +103,19 @@ def test_findings_give_a_rules_recommendation_once() -> None:
     assert all(f"low_gpu_util: GPU {d} idle 40 %" in text for d in range(7))
     assert text.index("GPU 6 idle") < text.index("overlap the copies") < text.index("launch_bound")
     assert [(start, end) for _, start, end in panel.evidence] == [(10 * d, 10 * d + 5) for d in range(7)]
+
+
+def test_top_kernel_bars_take_the_panels_width(synthetic_trace) -> None:  # type: ignore[no-untyped-def]
+    """The bars were 60 + 36 columns whatever the width: two lines per kernel at 80 columns, a third of a
+    160-column panel left blank. Now one line per kernel at 80 and longer bars at 160."""
+    panel = next(p for p in compute_dashboard(synthetic_trace).panels if p.title == "top 15 kernels by time")
+
+    def lines(width: int) -> list[str]:
+        console = Console(width=width, record=True, color_system=None, file=open("/dev/null", "w"))  # noqa: SIM115
+        console.print(panel.body)
+        return [line for line in console.export_text().splitlines() if line.strip()]
+
+    narrow, wide = lines(76), lines(154)  # inside the panel's border and padding at 80 and 160 columns
+    assert len(narrow) == len(wide) == len(synthetic_trace.kernels["name"].unique().head(15))
+    assert all(len(line) <= 76 for line in narrow)
+    assert wide[0].count("█") > narrow[0].count("█") + 40

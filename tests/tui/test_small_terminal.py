@@ -156,8 +156,10 @@ def test_breadcrumb_at_a_step_boundary_names_one_step() -> None:
 
 
 def test_dashboard_top_kernels_read_differently() -> None:
+    import io
+
     import polars as pl
-    from rich.text import Text
+    from rich.console import Console
 
     from ktrace.tui.dashboard_panels import _top
 
@@ -166,10 +168,11 @@ def test_dashboard_top_kernels_read_differently() -> None:
     top = pl.DataFrame(
         {"name": names, "total_ns": [4, 3, 2, 1], "time_share": [0.4, 0.3, 0.2, 0.1], "count": [1, 1, 1, 1]}
     )
-    body = _top(top, "time").body
-    assert isinstance(body, Text)
-    labels = [line[:60].strip() for line in body.plain.splitlines()]
-    assert len(set(labels)) == 4, labels
+    body = _top(top, "time").body  # drawn to the panel's width: here an 80-column terminal's
+    console = Console(width=76, record=True, color_system=None, file=io.StringIO())
+    console.print(body)
+    labels = [line.split("█")[0].strip() for line in console.export_text().splitlines() if line.strip()]
+    assert len(labels) == 4 and len(set(labels)) == 4, labels
 
 
 def test_kernel_details_show_grid_and_block_at_80x24(settled) -> None:  # type: ignore[no-untyped-def]

@@ -134,13 +134,22 @@ def _template(head: str, args: list[str]) -> str:
     return f"{head}<{', '.join(args)}>" if args else head
 
 
+def _unqualified(head: str) -> str:
+    """`head` without its namespaces; a Kineto operator's "what: which" keeps both parts
+    ("autograd::engine::evaluate_function: torch::autograd::CppNode" -> "evaluate_function: CppNode")."""
+    what, sep, which = head.partition(": ")
+    if sep and which:
+        return f"{what.rsplit('::', 1)[-1]}: {which.rsplit('::', 1)[-1]}"
+    return head.rsplit("::", 1)[-1]
+
+
 def short_kernel_name(name: str, width: int = 60) -> str:
     """A display form of a kernel name at most `width` characters long (the telling arguments kept first)."""
     head, args = compact_parts(name)
     if not args:
         return fit_end(head, width)
     telling = _telling(args)
-    last = head.rsplit("::", 1)[-1]
+    last = _unqualified(head)
     for candidate in (
         _template(head, args),
         _template(head, telling) if telling else f"{head}<…>",
@@ -187,8 +196,8 @@ def _telling_forms(group: list[str]) -> list[str]:
     """The shortest forms of `group` that are all different: telling arguments, all arguments, the whole name."""
     parts = [compact_parts(n) for n in group]
     for forms in (
-        [_template(h.rsplit("::", 1)[-1], _telling(a)) for h, a in parts],
-        [_template(h.rsplit("::", 1)[-1], a) for h, a in parts],
+        [_template(_unqualified(h), _telling(a)) for h, a in parts],
+        [_template(_unqualified(h), a) for h, a in parts],
         [_template(h, a) for h, a in parts],
     ):
         if len(set(forms)) == len(forms):
@@ -209,19 +218,21 @@ def _told_apart(forms: list[str], width: int) -> list[str]:
     return out
 
 
-def distinct_short_names(names: Sequence[str], width: int = 60) -> dict[str, str]:
+def distinct_short_names(names: Sequence[str], width: int = 60, *, plain: bool = False) -> dict[str, str]:
     """Full name -> display name (at most `width` characters, never the same for two different names).
 
     Names first get `short_kernel_name`; those that collide are shown in the shortest form that tells them apart
     (windowed to where they differ when too long); any still equal get " #2", " #3", ... in the order given.
+    `plain`: names that are not C++ (hosts, row labels, modules) are only cut, where they differ ("(16 ranks)" is
+    not a parameter list).
     """
     unique = list(dict.fromkeys(names))
-    shown = {n: short_kernel_name(n, width) for n in unique}
+    shown = {n: fit_end(n, width) if plain else short_kernel_name(n, width) for n in unique}
     clashes: dict[str, list[str]] = defaultdict(list)
     for n in unique:
         clashes[shown[n]].append(n)
     for group in (g for g in clashes.values() if len(g) > 1):
-        shown.update(zip(group, _told_apart(_telling_forms(group), width), strict=True))
+        shown.update(zip(group, _told_apart(group if plain else _telling_forms(group), width), strict=True))
     seen: dict[str, int] = defaultdict(int)
     taken = set(shown.values())
     for n in unique:

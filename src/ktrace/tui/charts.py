@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from rich.text import Text
 
-from ktrace.model.display_text import fit_end
+from ktrace.analysis.names import distinct_short_names
 from ktrace.tui.viewmodel import LEVELS
 
 BAR_COLOURS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7")
@@ -18,10 +18,11 @@ def hbars(
     """One line per item: label, a bar proportional to value, and its text (e.g. "12.3 ms 4.1%")."""
     out = Text()
     top = max((float(v) for v in values), default=0.0) or 1.0
+    shown = distinct_short_names(labels, label_width, plain=True)  # cut where they differ, never into two equal labels
     for i, (label, value, text) in enumerate(zip(labels, values, texts, strict=False)):
         eighths = int(round(float(value) / top * width * 8))
         bar = "█" * (eighths // 8) + ("" if eighths % 8 == 0 else " ▏▎▍▌▋▊▉"[eighths % 8])
-        out.append(fit_end(label, label_width).ljust(label_width) + " ", style="bold" if i == 0 else "")
+        out.append(shown[label].ljust(label_width) + " ", style="bold" if i == 0 else "")
         out.append(bar.ljust(width), style=BAR_COLOURS[i % len(BAR_COLOURS)])
         out.append(f" {text}\n")
     return out

@@ -46,8 +46,10 @@ UTILIZATION_MEAN = (
 )
 """What the utilization panel's `mean` is, so that it is not read as a second, different active share."""
 MAX_FINDINGS = 12
-SPARK_WIDTH = 80
-"""Columns of the utilization time axis."""
+NAME_COLUMNS = 60
+"""The most columns a kernel name takes in the top-kernel bars."""
+SPARK_WIDTH = 160
+"""The most columns of the utilization time axis (fewer when the panel is narrower)."""
 
 
 @dataclass
@@ -165,9 +167,7 @@ def _top(top: pl.DataFrame, by: str) -> Panel:
     title = PANEL_TITLES[2 if by == "time" else 3]
     if _empty(top):
         return unavailable(title, "no kernels in this trace")
-    full = top["name"].cast(pl.String).to_list()
-    shown = distinct_short_names([n for n in full if n != "other"], 60)  # two kernels never read the same
-    names = [shown.get(n, n) for n in full]
+    names = top["name"].cast(pl.String).to_list()
     if by == "time":
         values = top["total_ns"].to_list()
         texts = [
@@ -180,7 +180,25 @@ def _top(top: pl.DataFrame, by: str) -> Panel:
             f"{v:>9,} {100 * s:5.1f}%  {format_ns(t)}"
             for v, s, t in zip(values, top["count_share"].to_list(), top["total_ns"].to_list(), strict=False)
         ]
-    return Panel(title, hbars(names, values, texts, width=36, label_width=60))
+    return Panel(title, KernelBars(tuple(names), tuple(values), tuple(texts)))
+
+
+@dataclass(frozen=True)
+class KernelBars:
+    """Top kernels as bars as wide as the panel: names get up to 60 columns (cut where they differ, never alike),
+    the bar the rest, so an 80-column terminal gets one line per kernel and a 160-column one longer bars."""
+
+    names: tuple[str, ...]
+    values: tuple[float, ...]
+    texts: tuple[str, ...]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        room = options.max_width - max(map(len, self.texts), default=0) - 2
+        label = max(12, min(NAME_COLUMNS, max(map(len, self.names), default=0), room * 3 // 5))
+        full = list(self.names)
+        shown = distinct_short_names([n for n in full if n != "other"], label)  # "other" keeps its word
+        labels = [shown.get(n, n) for n in full]
+        yield hbars(labels, self.values, self.texts, width=max(8, room - label), label_width=label)
 
 
 def _steps(hist: StepHistogram, s: Summary) -> Panel:

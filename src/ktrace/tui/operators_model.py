@@ -12,7 +12,6 @@ from typing import Any
 import polars as pl
 
 from ktrace.analysis.modules import NO_MODULES
-from ktrace.analysis.names import short_kernel_name
 from ktrace.analysis.summary import NO_OPERATORS, Summary
 from ktrace.model.display_text import printable
 from ktrace.model.units import format_ns
@@ -32,7 +31,8 @@ class OperatorPanel:
     operators: list[tuple[str, ...]] = field(default_factory=list)
     """OPERATOR_HEADERS cells: the top operators by GPU time, then those by CPU self time not already listed."""
     kernels: dict[str, list[tuple[str, ...]]] = field(default_factory=dict)
-    """Operator name -> KERNEL_HEADERS cells of its kernels (top operators by GPU time only)."""
+    """Operator name -> KERNEL_HEADERS cells of its kernels (top operators by GPU time only; whole names, which the
+    screen shortens to its width, distinct)."""
     modules: list[tuple[str, ...]] = field(default_factory=list)
     """MODULE_HEADERS cells, by GPU time with nested modules."""
     modules_note: str = ""
@@ -69,7 +69,7 @@ def operator_panel(summary: Summary) -> OperatorPanel:
         )
     kernels: dict[str, list[tuple[str, ...]]] = {}
     for r in rows(ops.kernels_of_top):
-        cells = (printable(short_kernel_name(r["kernel"], 70)), _count(r["count"]), format_ns(r["gpu_ns"]))
+        cells = (printable(r["kernel"]), _count(r["count"]), format_ns(r["gpu_ns"]))  # the screen shortens names
         kernels.setdefault(printable(r["operator"]), []).append(cells)
     mods = ops.modules
     modules: list[tuple[str, ...]] = [

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 from rich.text import Text
 
-from ktrace.model.display_text import fit_end, printable, share_glyph
+from ktrace.analysis.names import distinct_short_names
+from ktrace.model.display_text import printable, share_glyph
 from ktrace.model.units import format_ns
 
 if TYPE_CHECKING:  # the analyses load in the dashboard worker, not when the TUI starts
@@ -67,9 +68,11 @@ def heatmap_panel(heat: RankHeatmap) -> RankPanel:
         labels, shares, first = heat.coarse_rows("time", value, HEATMAP_ROWS, HEATMAP_COLS)
         text.append(f"{what} share (blank 0 % … █ 100 %) · enter: that rank's timeline\n", style="dim")
         ranks.append(None)
+        shown = distinct_short_names(
+            [printable(label) for label in labels], LABEL, plain=True
+        )  # long host names differ late
         for label, row, at in zip(labels, shares, first, strict=True):
-            label = printable(label)
-            text.append(fit_end(label, LABEL).ljust(LABEL) + " ")
+            text.append(shown[printable(label)].ljust(LABEL) + " ")
             text.append_text(_cells(row, style))
             text.append("\n")
             node, rank = heat.ranks.row(at)
@@ -82,9 +85,12 @@ def straggler_panel(lag: Stragglers) -> RankPanel:
     text = Text(no_wrap=True, overflow="ellipsis")  # one line per rank: the cursor and clicks count lines
     text.append(f"{'slower %':>8}  {'work/step':>9}  {'rank':<{LABEL}} why (vs the median rank)\n", style="bold")
     ranks: list[tuple[str, int] | None] = [None]
-    for r in lag.table.head(STRAGGLERS).iter_rows(named=True):
-        who = printable(f"{r['node']}/{r['rank']}")
-        who = fit_end(who, LABEL)
+    top = lag.table.head(STRAGGLERS)
+    names = distinct_short_names(
+        [printable(f"{n}/{r}") for n, r in top.select("node", "rank").iter_rows()], LABEL, plain=True
+    )
+    for r in top.iter_rows(named=True):
+        who = names[printable(f"{r['node']}/{r['rank']}")]
         text.append(f"{r['slower_pct']:+8.1f}  {format_ns(r['work_mean_ns']):>9}  {who:<{LABEL}} ")
         text.append(f"{printable(str(r['causes']))}\n", style="dim")
         ranks.append((str(r["node"]), int(r["rank"])))

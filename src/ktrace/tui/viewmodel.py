@@ -116,7 +116,7 @@ def row_labels(titles: list[tuple[str, str]], width: int) -> tuple[list[str], in
         seen = Counter(what for what, _ in titles)
         full = [what if seen[what] == 1 else text for (what, _), text in zip(titles, full, strict=True)]
     if max(map(len, full)) + 1 > cap:  # still too long: cut where the labels differ, never into equal labels
-        shown = distinct_short_names(full, cap - 1)
+        shown = distinct_short_names(full, cap - 1, plain=True)
         full = [shown[text] for text in full]
     return full, max(MIN_LABEL_W, min(cap, max(map(len, full)) + 1))
 

@@ -15,7 +15,6 @@ from textual.widgets import DataTable, Footer, Static
 
 from ktrace.analysis.names import distinct_short_names
 from ktrace.analysis.operator_shapes import NO_SHAPES
-from ktrace.model.display_text import fit_end
 from ktrace.tui.keymap import bindings
 from ktrace.tui.operators_model import KERNEL_HEADERS, MODULE_HEADERS, OPERATOR_HEADERS, SHAPE_HEADERS, OperatorPanel
 
@@ -24,6 +23,8 @@ _NAME_MIN = 16
 """The operator column is never cut narrower than this (the table scrolls sideways on a very narrow terminal)."""
 _CHROME = 4
 """Columns the table takes besides its cells: the name column's padding and the vertical scrollbar."""
+_PADDING = 0
+"""The kernel and module panes' padding (the rich tables in them have no scrollbar but a padded Static)."""
 
 
 def name_width(rows: list[tuple[str, ...]], screen_width: int, headers: tuple[str, ...] = OPERATOR_HEADERS) -> int:
@@ -36,13 +37,17 @@ _SHAPES_SHARE = 0.6
 """In the by-shape table, the shapes column's share of the room the two text columns have."""
 
 
-def _table(headers: tuple[str, ...], cells: list[tuple[str, ...]], title: str) -> Table:
+def _table(headers: tuple[str, ...], cells: list[tuple[str, ...]], title: str, screen_width: int) -> Table:
+    """A rich table whose first column's names are cut to the room the other columns leave, distinct (rich would
+    cut them alike: two kernels of one operator that differ late in the name)."""
+    width = name_width(cells, screen_width, headers) - _PADDING
+    shown = distinct_short_names([row[0] for row in cells], width)
     # rich reads "[...]" in a str as markup: names from the trace go in as Text, or escaped
     table = Table(title=escape(title), title_justify="left", expand=True, show_edge=False, pad_edge=False)
     for i, h in enumerate(headers):
         table.add_column(h, justify="left" if i == 0 else "right", no_wrap=True, ratio=1 if i == 0 else None)
     for row in cells:
-        table.add_row(*(Text(cell) for cell in row))
+        table.add_row(Text(shown[row[0]]), *(Text(cell) for cell in row[1:]))
     return table
 
 
@@ -91,12 +96,13 @@ class OperatorScreen(Screen[None]):
         else:
             table.add_columns(*OPERATOR_HEADERS)
             width = name_width(panel.operators, self.app.size.width) if panel.operators else _NAME_MIN
+            names = distinct_short_names([row[0] for row in panel.operators], width)
             self._operator_of_row = {row[0]: row[0] for row in panel.operators}
             self._shapes_of_row = {}
             for row in panel.operators:  # the key keeps the whole name: it picks the kernels shown below
-                table.add_row(escape(fit_end(row[0], width)), *row[1:], key=row[0])
+                table.add_row(escape(names[row[0]]), *row[1:], key=row[0])
         if panel.modules:
-            modules = _table(MODULE_HEADERS, panel.modules, f"modules: {panel.modules_note}")
+            modules = _table(MODULE_HEADERS, panel.modules, f"modules: {panel.modules_note}", self.app.size.width)
             self.query_one("#op-modules", Static).update(modules)
         else:
             self.query_one("#op-modules", Static).update(panel.modules_note)
@@ -112,10 +118,11 @@ class OperatorScreen(Screen[None]):
         width = max(_NAME_MIN, room - shape_width)
         # one operator's shapes often differ only in a later tensor: cut them where they differ, never alike
         shapes = distinct_short_names([row[1] for row in rows], shape_width)
+        names = distinct_short_names([row[0] for row in rows], width)
         self._operator_of_row = {f"{i}": row[0] for i, row in enumerate(rows)}
         self._shapes_of_row = {f"{i}": row[1] for i, row in enumerate(rows)}
         for i, row in enumerate(rows):
-            table.add_row(escape(fit_end(row[0], width)), escape(shapes[row[1]]), *row[2:], key=f"{i}")
+            table.add_row(escape(names[row[0]]), escape(shapes[row[1]]), *row[2:], key=f"{i}")
 
     def action_toggle_shapes(self) -> None:
         """Operators by name <-> by (name, input shapes)."""
@@ -137,7 +144,7 @@ class OperatorScreen(Screen[None]):
         shapes = self._shapes_of_row.get(key or "") if self.by_shape else None
         title = f"kernels of {name}" + (f" (all its shapes; this row's: {shapes})" if shapes else "")
         out.update(
-            _table(KERNEL_HEADERS, cells, title)
+            _table(KERNEL_HEADERS, cells, title, self.app.size.width)
             if cells
             else Text(f"{title}: none listed (it launched no kernel, or it is not a top operator by GPU time)")
         )

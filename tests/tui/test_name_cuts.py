@@ -1,0 +1,114 @@
+"""Every view cuts names with the distinct-name shortener (ktrace.analysis.names.distinct_short_names), never into
+two names that read the same: a scan of the source for ad-hoc cuts, and the views that cut names rendered with
+names sharing long prefixes (eight `bmm_MxE4m3_MxE2m1MxE4m3…` rows on a B200 trace, two
+`torch::autograd::CppNode<…>` operators, 14-character names in `COLUMNS=80 ktrace diff`)."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+from rich.console import Console
+
+from ktrace.analysis.names import distinct_short_names
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "ktrace"
+
+AD_HOC_CUT = re.compile(r"\[\s*:[^\]]*\]\s*\+\s*[\"']…[\"']|\bfit_end\(")
+"""`text[: n - 1] + "…"` and the generic cutter `fit_end(`: a name cut there may read like another."""
+
+CUTTERS = {
+    "analysis/names.py": "the shortener itself",
+    "model/display_text.py": "defines fit_end",
+    "importers/nsys_sqlite.py": "an nsys string kept on one line on import, not a view",
+}
+"""Modules that may cut text another way, and why."""
+
+NOT_YET = {
+    "report/plots.py": "plot labels (another change owns this module)",
+    "report/markdown.py": "Markdown cells (another change owns this module)",
+    "analysis/critical_path.py": "critical-path step labels (another change owns this module)",
+    "analysis/critical_path_ranks.py": "critical-path collective labels (another change owns this module)",
+    "report/critical_path_view.py": "critical-path what-if targets (another change owns this module)",
+}
+"""Cuts known outside the views of this change, reported for folding into the shortener; the scan fails when one
+of them is gone, so the list cannot go stale."""
+
+
+def test_no_view_cuts_a_name_another_way() -> None:
+    found = {
+        str(path.relative_to(SRC))
+        for path in sorted(SRC.rglob("*.py"))
+        if AD_HOC_CUT.search(path.read_text(encoding="utf-8"))
+    }
+    assert found - CUTTERS.keys() - NOT_YET.keys() == set(), "cut names with distinct_short_names"
+    assert NOT_YET.keys() <= found, f"fixed: remove from NOT_YET: {sorted(NOT_YET.keys() - found)}"
+
+
+B200 = [
+    f"bmm_MxE4m3_MxE2m1MxE4m3_{out}_t128x{n}x256u2_s{s}_et128x64_m128x{n}x64_cga1x1x1_16dp256b_TN_transOut_sched{k}_sm100f"
+    for out in ("Fp32", "Bfloat16")
+    for n, s in ((128, 3), (64, 4))
+    for k in ("S", "P")
+]
+"""Eight B200 FP4 GEMM kernels that differ in the middle and near the end of their names."""
+
+
+def test_the_shortener_tells_b200_gemms_apart_at_the_kernel_tables_width() -> None:
+    for width in (24, 31, 60):
+        shown = distinct_short_names(B200, width)
+        assert len(set(shown.values())) == len(B200) and all(len(s) <= width for s in shown.values()), shown
+
+
+def test_operator_names_keep_what_and_which() -> None:
+    """`autograd::engine::evaluate_function: torch::autograd::CppNode<X>` lost its first half when shortened."""
+    names = [
+        f"autograd::engine::evaluate_function: torch::autograd::CppNode<{op}>"
+        for op in ("SplitLookupFunction_adagrad_Op", "SplitLookupFunction_sgd_Op")
+    ]
+    shown = distinct_short_names(names, 60)
+    assert sorted(shown.values()) == [
+        "evaluate_function: CppNode<SplitLookupFunction_adagrad_Op>",
+        "evaluate_function: CppNode<SplitLookupFunction_sgd_Op>",
+    ]
+
+
+def _table_lines(rows: list[dict[str, object]], width: int = 80) -> list[str]:
+    from ktrace.report.terminal_tables import print_table
+
+    out = io.StringIO()
+    print_table(Console(file=out, width=width, color_system=None, force_terminal=False), "t", rows)
+    return out.getvalue().splitlines()[3:]
+
+
+def test_the_diffs_kernel_table_at_80_columns_gives_names_room_and_keeps_them_apart() -> None:
+    """`COLUMNS=80 ktrace diff` cut kernel names to 14 characters; the launch counts now give way first."""
+    rows: list[dict[str, object]] = [
+        {
+            "name": name,
+            "count_a": 474,
+            "count_b": 12,
+            "total_a_ns": 12_620_000,
+            "total_b_ns": 277_000,
+            "delta_ns": -12_343_000,
+            "status": "decreased",
+        }
+        for name in B200
+    ]
+    lines = _table_lines(rows)
+    names = [line.split("  ")[0].strip() for line in lines]
+    assert len(set(names)) == len(B200) and min(map(len, names)) >= 24, lines
+    assert all(len(line.rstrip()) <= 80 for line in lines)
+
+
+def test_every_name_column_of_a_terminal_table_is_cut_apart() -> None:
+    """A module (or host) column was cut by rich: two modules differing at the end read the same."""
+    modules = [f"nn.Module: DLRM_Net.embedding_bags.EmbeddingBagCollection.tables_{i}" for i in (1, 2)]
+    rows: list[dict[str, object]] = [
+        {"module": m, "calls": 8, "cpu_total_ns": 1_000_000, "gpu_ns": 2_000_000, "gpu_inclusive_ns": 3_000_000}
+        for m in modules
+    ]
+    lines = _table_lines(rows, width=60)
+    shown = [line.split("  ")[0].strip() for line in lines]
+    assert len(set(shown)) == 2 and all(s.endswith(("_1", "_2")) for s in shown), lines
