@@ -259,7 +259,8 @@ def choose_window(
         mine = steps.filter((pl.col("node") == first["node"]) & (pl.col("rank") == first["rank"]))
         mine = mine.with_row_index("i").sort("duration_ns", "i")
         s = mine.row((mine.height - 1) // 2, named=True)
-        label = f"{fit_end(s['name'], LABEL_CHARS)} (median of {mine.height} steps)"
+        chosen = "the only step" if mine.height == 1 else f"median of {mine.height} steps"
+        label = f"{fit_end(s['name'], LABEL_CHARS)} ({chosen})"
         window = Window(str(s["node"]), int(s["rank"]), s["start_ns"], s["end_ns"])
         return (launch_window(ix, window, s["name"]) if s["source"] == "periodic" else window), "step", label
     operators = trace.ops.filter(IS_OPERATOR)  # the graph's CPU events: operators and runtime calls

@@ -59,4 +59,5 @@ def test_the_annotated_step_wins_and_nothing_is_inferred_inside_it(step: DecodeS
     cp = critical_path(trace)
     assert cp is not None
     assert cp.scope == ("step" if found.height else "trace") and "periodic" not in cp.label
+    assert cp.label == (f"{step.step_name} (the only step)" if found.height else "whole trace")
     assert "decode_gemm" not in cp.label and "reduce" not in cp.label
