@@ -6,6 +6,9 @@ import argparse
 import os
 from typing import TYPE_CHECKING
 
+from ktrace.fleet.scheduler_probe import DEFAULT_TIMEOUT_S, SchedulerAddress
+from ktrace.model.errors import ExitCode, KtraceError
+
 if TYPE_CHECKING:
     from ktrace.analysis.rank_reduce import FleetSummary
 
@@ -25,12 +28,37 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         help="analyse a .ktrace store rank by rank on the Dask cluster whose scheduler is ADDR (tcp://host:8786; "
         "needs ktrace[dask]; the store must be on a filesystem every worker sees)",
     )
+    add_cluster_timeout(parser)
     parser.add_argument(
         "--one-process",
         action="store_true",
         help="analyse every rank in this process even for a store of 16 ranks or more: every section (critical "
         "path, operators, memory timeline, every rule), at the cost of holding all ranks in memory at once",
     )
+
+
+def add_cluster_timeout(parser: argparse.ArgumentParser) -> None:
+    """--cluster-timeout S: how long --cluster may take to reach the scheduler."""
+    parser.add_argument(
+        "--cluster-timeout",
+        type=float,
+        metavar="S",
+        default=DEFAULT_TIMEOUT_S,
+        help=f"give up on --cluster if no Dask scheduler answers there within S seconds (default {DEFAULT_TIMEOUT_S:g})",
+    )
+
+
+def cluster_of(args: argparse.Namespace) -> SchedulerAddress | None:
+    """--cluster with --cluster-timeout, or None without --cluster.
+
+    Raises:
+        KtraceError: a timeout that is not a positive number of seconds (exit 2)."""
+    if not args.cluster:
+        return None
+    timeout = args.cluster_timeout
+    if not timeout > 0 or timeout == float("inf"):  # (also NaN)
+        raise KtraceError(f"--cluster-timeout must be a positive number of seconds, not {timeout:g}", ExitCode.USAGE)
+    return SchedulerAddress(args.cluster, timeout)
 
 
 def fleet_summary_of(
@@ -44,8 +72,6 @@ def fleet_summary_of(
     from ktrace.fleet.summary_map import fleet_summary, wants_fleet
 
     if one_process and (args.workers is not None or args.cluster):
-        from ktrace.model.errors import ExitCode, KtraceError
-
         raise KtraceError("--one-process contradicts --workers/--cluster (rank by rank)", ExitCode.USAGE)
     if one_process or not wants_fleet(args.trace, args.workers, args.cluster):
         return None
@@ -53,5 +79,10 @@ def fleet_summary_of(
 
     with progress_bar("analysing rank by rank") as bar:
         return fleet_summary(
-            args.trace, workers=args.workers, cluster=args.cluster, top=top, steps_pattern=steps_pattern, progress=bar
+            args.trace,
+            workers=args.workers,
+            cluster=cluster_of(args),
+            top=top,
+            steps_pattern=steps_pattern,
+            progress=bar,
         )

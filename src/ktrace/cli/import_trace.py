@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of `ktrace import`."""
+    from ktrace.cli.fleet_options import add_cluster_timeout
+
     parser.add_argument(
         "src", metavar="SRC", help="Kineto .json/.json.gz file or folder of per-rank files, or nsys .sqlite"
     )
@@ -66,6 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="ADDR",
         help="a folder: import on the Dask cluster whose scheduler is ADDR (tcp://host:8786; needs ktrace[dask])",
     )
+    add_cluster_timeout(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("-q", "--quiet", action="store_true", help="print nothing on success")
 
@@ -108,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _import_folder(args: argparse.Namespace, src: Path, output: Output, enabled: bool | None) -> int:
     """A folder of rank files: one task per rank on the engine --workers/--cluster pick (ktrace.fleet)."""
+    from ktrace.cli.fleet_options import cluster_of
     from ktrace.cli.progress import progress_bar
     from ktrace.fleet.folder_import import import_folder, resume_folder
 
@@ -119,7 +123,7 @@ def _import_folder(args: argparse.Namespace, src: Path, output: Output, enabled:
                 with_ops=not args.no_ops,
                 force=args.force,
                 workers=args.workers,
-                cluster=args.cluster,
+                cluster=cluster_of(args),
                 progress=bar,
             )
     except KeyboardInterrupt:

@@ -12,6 +12,7 @@ from typing import TypeVar
 from distributed import Client, Future, as_completed
 
 from ktrace.fleet.engines import _EngineBase, item_label, task_error
+from ktrace.fleet.scheduler_probe import SchedulerAddress, probe_scheduler
 from ktrace.model.errors import ExitCode, KtraceError
 
 T = TypeVar("T")
@@ -21,9 +22,9 @@ R = TypeVar("R")
 class DaskEngine(_EngineBase):
     """Runs tasks on a Dask cluster through `client.map` / `as_completed`.
 
-    `cluster` is a scheduler address ("tcp://host:8786"), a `Client` (used, never closed: it is the caller's), or a
-    cluster object (LocalCluster, dask-jobqueue's SLURMCluster: a client is opened on it and closed with the
-    engine)."""
+    `cluster` is a scheduler address ("tcp://host:8786", or a SchedulerAddress with the time allowed to reach it:
+    scheduler_probe), a `Client` (used, never closed: it is the caller's), or a cluster object (LocalCluster,
+    dask-jobqueue's SLURMCluster: a client is opened on it and closed with the engine)."""
 
     name = "dask"
 
@@ -32,10 +33,20 @@ class DaskEngine(_EngineBase):
         if isinstance(cluster, Client):
             self._client = cluster
         else:
+            if isinstance(cluster, str):
+                cluster = SchedulerAddress(cluster)
+            target, timeout_s = cluster, 20.0
+            if isinstance(cluster, SchedulerAddress):
+                probe_scheduler(cluster)  # (dask's connect can hang, or wait 23 s on a closed port)
+                target, timeout_s = cluster.address, cluster.timeout_s
             try:
-                self._client = Client(cluster, timeout="20s")  # type: ignore[no-untyped-call]
-            except (OSError, TimeoutError, ValueError, TypeError) as exc:
-                raise KtraceError(f"cannot reach the Dask scheduler {cluster}: {exc}", ExitCode.FAILURE) from exc
+                self._client = Client(target, timeout=f"{timeout_s}s")  # type: ignore[no-untyped-call]
+            except Exception as exc:  # noqa: BLE001 - whatever dask raises on a server it cannot use: one line
+                raise KtraceError(
+                    f"cannot use the Dask scheduler {getattr(cluster, 'address', cluster)}: "
+                    f"{type(exc).__name__}: {exc}",
+                    ExitCode.FAILURE,
+                ) from exc
         threads: dict[str, int] = self._client.nthreads()  # type: ignore[no-untyped-call]
         self.workers = max(1, sum(threads.values()))  # tasks run at once (0 workers yet: 1, they queue)
 
