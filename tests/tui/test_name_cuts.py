@@ -59,6 +59,8 @@ def test_the_shortener_tells_b200_gemms_apart_at_the_kernel_tables_width() -> No
     for width in (24, 31, 60):
         shown = distinct_short_names(B200, width)
         assert len(set(shown.values())) == len(B200) and all(len(s) <= width for s in shown.values()), shown
+        assert not any(" #" in s for s in shown.values()), shown  # told apart by what differs, not numbered
+    assert distinct_short_names(B200, 24)[B200[0]] == "bmm…Fp32…s3…schedS…"
 
 
 def test_operator_names_keep_what_and_which() -> None:
@@ -98,7 +100,8 @@ def test_the_diffs_kernel_table_at_80_columns_gives_names_room_and_keeps_them_ap
     ]
     lines = _table_lines(rows)
     names = [line.split("  ")[0].strip() for line in lines]
-    assert len(set(names)) == len(B200) and min(map(len, names)) >= 24, lines
+    assert len(set(names)) == len(B200), lines
+    assert all(("Fp32" in n or "Bfloat16" in n) and ("schedS" in n or "schedP" in n) for n in names), lines
     assert all(len(line.rstrip()) <= 80 for line in lines)
 
 
@@ -112,3 +115,49 @@ def test_every_name_column_of_a_terminal_table_is_cut_apart() -> None:
     lines = _table_lines(rows, width=60)
     shown = [line.split("  ")[0].strip() for line in lines]
     assert len(set(shown)) == 2 and all(s.endswith(("_1", "_2")) for s in shown), lines
+
+
+def _b200_trace():  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    from ktrace.model.builder import TraceBuilder
+    from ktrace.model.trace import TraceMeta
+
+    t0 = 1_700_000_000_000_000_000
+    n = len(B200)
+    b = TraceBuilder(node="b200", rank=0, meta=TraceMeta(source="kineto"))
+    starts = t0 + np.arange(n, dtype=np.int64) * 1_000_000
+    b.add(
+        "kernels",
+        {
+            "start_ns": starts,
+            "end_ns": starts + 900_000 - np.arange(n) * 1_000,
+            "device": np.zeros(n, np.int32),
+            "stream": np.full(n, 7),
+            "correlation_id": np.arange(n),
+            "name": B200,
+        },
+    )
+    return b.build()
+
+
+def test_the_kernel_table_at_80_columns_shows_eight_b200_gemms_apart(settled) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+
+    from ktrace.tui.app import make_app
+    from ktrace.tui.table_model import NAME
+    from ktrace.tui.widgets.kernel_table import KernelTable
+
+    async def main() -> list[str]:
+        app = make_app(trace=_b200_trace(), analyses=False)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settled(pilot)
+            await pilot.press("2")
+            await settled(pilot)
+            table = app.query_one(KernelTable)
+            width = table._widths()[NAME]
+            start = sum(w + 1 for w in table._widths()[:NAME])
+            return [table.render_line(y).text[start : start + width].strip() for y in range(1, len(B200) + 1)]
+
+    names = asyncio.run(main())
+    assert len(names) == len(B200) and len(set(names)) == len(B200), names

@@ -218,21 +218,101 @@ def _told_apart(forms: list[str], width: int) -> list[str]:
     return out
 
 
+_TOKENS = re.compile(r"([_:.\s/<>,()\[\]-]+)")
+"""Separators of the parts of a name (`bmm_MxE4m3_..._schedS_sm100f`, `a::b<c, d>`)."""
+
+
+def _skeletons(forms: list[str], width: int) -> list[str] | None:
+    """The parts that tell `forms` apart, the others as "…": eight B200 GEMMs named alike but for their output type,
+    tile, stages and schedule read "bmm…Fp32…s3…schedS". Parts implied by the others are left out, longest first,
+    and put back, shortest first, while the width allows.
+    None when the forms are not made of the same parts, or the skeletons do not fit `width` or are not distinct.
+    """
+    split = [_TOKENS.split(f) for f in forms]
+    if len({len(parts) for parts in split}) != 1 or len({tuple(parts[1::2]) for parts in split}) != 1:
+        return None
+    varying = [i for i in range(2, len(split[0]), 2) if len({parts[i] for parts in split}) > 1]
+
+    def render(keep: list[int]) -> list[str]:
+        out = []
+        for parts in split:
+            text, gap = parts[0], False
+            for i in range(2, len(parts), 2):
+                if i in keep:
+                    text += ("…" if gap else parts[i - 1]) + parts[i]
+                    gap = False
+                else:
+                    gap = True
+            out.append(text + ("…" if gap else ""))
+        return out
+
+    keep = list(varying)
+    for i in sorted(varying, key=lambda i: -max(len(parts[i]) for parts in split)):
+        fewer = [k for k in keep if k != i]
+        if len(set(render(fewer))) == len(forms):
+            keep = fewer
+    for i in sorted(set(varying) - set(keep), key=lambda i: max(len(parts[i]) for parts in split)):
+        more = sorted([*keep, i])  # room left: the implied parts too, shortest first
+        if max(map(len, render(more))) <= width:
+            keep = more
+    shown = render(keep)
+    return shown if len(set(shown)) == len(forms) and max(map(len, shown)) <= width else None
+
+
+def _merge(groups: list[list[str]]) -> list[list[str]]:
+    """The groups with every two that share a name joined (order kept)."""
+    out: list[list[str]] = []
+    for group in groups:
+        joined = [g for g in out if set(g) & set(group)]
+        for g in joined:
+            out.remove(g)
+        out.append(list(dict.fromkeys([n for g in joined for n in g] + group)))
+    return out
+
+
 def distinct_short_names(names: Sequence[str], width: int = 60, *, plain: bool = False) -> dict[str, str]:
     """Full name -> display name (at most `width` characters, never the same for two different names).
 
     Names first get `short_kernel_name`; those that collide are shown in the shortest form that tells them apart
-    (windowed to where they differ when too long); any still equal get " #2", " #3", ... in the order given.
+    (windowed to where they differ when too long, or the parts that differ where they differ in several places);
+    any still equal get " #2", " #3", ... in the order given.
     `plain`: names that are not C++ (hosts, row labels, modules) are only cut, where they differ ("(16 ranks)" is
     not a parameter list).
     """
     unique = list(dict.fromkeys(names))
     shown = {n: fit_end(n, width) if plain else short_kernel_name(n, width) for n in unique}
-    clashes: dict[str, list[str]] = defaultdict(list)
+    return _numbered(_told_apart_groups(shown, unique, width, plain), unique, width)
+
+
+def _alike(shown: dict[str, str], unique: list[str]) -> list[list[str]]:
+    """The names shown the same, in groups of two or more."""
+    same: dict[str, list[str]] = defaultdict(list)
     for n in unique:
-        clashes[shown[n]].append(n)
-    for group in (g for g in clashes.values() if len(g) > 1):
-        shown.update(zip(group, _told_apart(group if plain else _telling_forms(group), width), strict=True))
+        same[shown[n]].append(n)
+    return [g for g in same.values() if len(g) > 1]
+
+
+def _told_apart_groups(shown: dict[str, str], unique: list[str], width: int, plain: bool) -> dict[str, str]:
+    """`shown` with each group of names shown alike told apart (groups told apart alike are then told apart
+    together: "bmm…s3…schedS…" from each of two groups)."""
+    groups = _alike(shown, unique)
+    while groups:
+        out = dict(shown)
+        for group in groups:
+            forms = group if plain else _telling_forms(group)
+            told = _told_apart(forms, width)
+            if len(set(told)) < len(told):  # they differ in several places, too far apart for one window
+                told = _skeletons(forms, width) or told
+            out.update(zip(group, told, strict=True))
+        merged = [g for g in _alike(out, unique) if not any(set(g) <= set(old) for old in groups)]
+        if not merged:
+            return out
+        groups = _merge(groups + merged)
+    return shown
+
+
+def _numbered(shown: dict[str, str], unique: list[str], width: int) -> dict[str, str]:
+    """Names still shown alike get " #2", " #3", ... in the order given."""
     seen: dict[str, int] = defaultdict(int)
     taken = set(shown.values())
     for n in unique:

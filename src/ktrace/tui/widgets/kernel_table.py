@@ -92,13 +92,19 @@ class KernelTable(ScrollView, can_focus=True):
         self.refresh()
 
     def _total_width(self) -> int:
-        """The width every column needs (the name at NAME_MIN): wider terminals need no horizontal scrollbar."""
-        return sum(max(c.width, len(c.header) + 2) + 1 for c in COLUMNS if c.width) + NAME_MIN
+        """The width every column needs (the name as _widths gives it): wider terminals need no horizontal
+        scrollbar."""
+        widths = self._widths()
+        return sum(widths) + len(widths) - 1
 
     def _widths(self) -> list[int]:
-        """Column widths: each at least its header and sort arrow; the name takes what is left (>= NAME_MIN)."""
+        """Column widths: each at least its header and sort arrow; the name takes what is left (>= NAME_MIN), and
+        where the columns after it do not fit anyway (80 columns: grid, block, regs), up to the screen's edge."""
         fixed = [max(c.width, len(c.header) + 2) if c.width else 0 for c in COLUMNS]
-        rest = self.size.width - sum(w + 1 for w in fixed if w)
+        room = self.scrollable_content_region.width  # the vertical scrollbar's columns left out
+        rest = room - sum(w + 1 for w in fixed if w)
+        if rest < NAME_MIN:
+            rest = room - sum(w + 1 for w in fixed[:NAME])
         return [w or max(NAME_MIN, rest) for w in fixed]
 
     def _short(self, name: str, width: int) -> str:
