@@ -77,6 +77,12 @@ def _triple(key: str, cols: tuple[str, str, str]) -> pl.Expr:
     return pl.when(any_set).then(pl.format(f'"{key}":[{{}},{{}},{{}}]', *parts))
 
 
+def _float(key: str, value: pl.Expr) -> pl.Expr:
+    """A float arg at full precision (bytes / ns, as Kineto computes the memory bandwidth); left out where not
+    finite."""
+    return pl.when(value.is_finite()).then(_arg(key, value.cast(pl.String)))
+
+
 def _decimal(key: str, value: pl.Expr) -> pl.Expr:
     """A float arg rounded to 6 decimals as Kineto prints them; left out where null or not finite."""
     return pl.when(value.is_finite()).then(_arg(key, value.round(6).cast(pl.String)))
@@ -166,7 +172,7 @@ def memory_lines(memory: pl.DataFrame, base_ns: int) -> pl.Series:
         _num("correlation", "correlation_id"),
         _num("bytes", "bytes"),
         _num("graph id", "graph_id"),
-        pl.when(dur > 0).then(_decimal("memory bandwidth (GB/s)", pl.col("bytes").cast(pl.Float64) / dur)),
+        pl.when(dur > 0).then(_float("memory bandwidth (GB/s)", pl.col("bytes").cast(pl.Float64) / dur)),
     )
     category = pl.when(pl.col("op") == "memset").then(pl.lit("gpu_memset")).otherwise(pl.lit("gpu_memcpy"))
     return _lines(frame, _X, category, pl.col("_qname"), _place("device"), _place("stream"), *_span(base_ns), args)

@@ -225,14 +225,16 @@ def _write_rank(
     kernels = t["kernels"].join(
         t["devices"].select("device", "sm_count").unique("device"), on="device", how="left", suffix="_dev"
     )
+    # CPU events first, as PyTorch writes them: HTA takes the GPU event at index 0 of the file for "no correlated
+    # event" (its launch query wants index_correlation > 0), so a kernel written first loses its launch there
     writers: tuple[tuple[pl.DataFrame, Callable[[pl.DataFrame, int], pl.Series]], ...] = (
+        (t["ranges"], range_lines),
+        (t["ops"], op_lines),
+        (t["api"], api_lines),
+        (t["allocations"], allocation_lines),
         (kernels, kernel_lines),
         (t["memory"], memory_lines),
         (t["syncs"], sync_lines),
-        (t["api"], api_lines),
-        (t["ranges"], range_lines),
-        (t["ops"], op_lines),
-        (t["allocations"], allocation_lines),
     )
     for frame, lines in writers:
         for part in _slices(frame):

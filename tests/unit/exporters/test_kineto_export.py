@@ -200,6 +200,9 @@ def test_the_file_is_what_pytorch_writes(tmp_path: Path) -> None:
     flows = [e for e in events if e.get("cat") == "ac2g"]
     assert sorted((e["ph"], e["id"]) for e in flows) == [("f", 11), ("f", 12), ("s", 11), ("s", 12)]
     assert all(e["bp"] == "e" for e in flows if e["ph"] == "f")
+    assert events[0]["cat"] == "user_annotation"  # CPU events first: HTA's launch query skips a GPU event at index 0
+    memcpy = next(e for e in events if e.get("cat") == "gpu_memcpy")
+    assert memcpy["args"]["memory bandwidth (GB/s)"] == (1 << 20) / 3000  # bytes / ns, unrounded, as Kineto's
     sync = next(e for e in events if e.get("cat") == "cuda_sync")  # on no stream: as today's Kineto writes it
     assert (sync["tid"], sync["args"]["stream"], sync["name"]) == (-1, -1, "Context Sync")
     labels = {(e["pid"], e["args"]["labels"]) for e in events if e.get("name") == "process_labels"}
