@@ -399,17 +399,20 @@ def test_run_reports_a_child_that_outlives_the_wait(tmp_path: Path) -> None:
     assert not list((tmp_path / "d.ktrace").rglob("partition.json"))
 
 
-def test_run_on_a_full_disk_keeps_the_exit_code_and_the_capture(tiny_disk: Path) -> None:
+@pytest.mark.parametrize("counters", [["--no-counters"], ["--interval", "100"]], ids=["no-counters", "counters"])
+def test_run_on_a_full_disk_keeps_the_exit_code_and_the_capture(tiny_disk: Path, counters: list[str]) -> None:
+    """With counters, the sampler's last write raised out of the launcher: exit 1, "cannot write standard output"
+    (and its thread printed a traceback when a write failed while the command ran)."""
     free = os.statvfs(tiny_disk)
     (tiny_disk / "filler").write_bytes(b"\0" * (free.f_bavail * free.f_frsize - (12 << 10)))
     script = tiny_disk.parent / "big.py"
     script.write_text(
-        "import ktrace, sys\nfor i in range(30000):\n    with ktrace.annotate(f'range {i}'):\n"
-        "        pass\nsys.exit(3)\n"
+        "import ktrace, sys, time\nfor i in range(30000):\n    with ktrace.annotate(f'range {i}'):\n"
+        "        pass\ntime.sleep(1.5)\nsys.exit(3)\n"
     )
-    res = ktrace("run", "-o", str(tiny_disk / "r.ktrace"), "--no-counters", "--", PY, str(script))
+    res = ktrace("run", "-o", str(tiny_disk / "r.ktrace"), *counters, "--", PY, str(script))
     assert res.returncode == 3, res.stderr
-    assert "Traceback" not in res.stderr
+    assert "Traceback" not in res.stderr and "standard output" not in res.stderr
     assert "disk full" in res.stderr or "trace written" in res.stderr
 
 

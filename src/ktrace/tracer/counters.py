@@ -138,6 +138,8 @@ class CounterSampler:
             self.perf, why = open_perf_counters(pid)
             self.notes += [why] if why else []
         self.samples = 0
+        self.failed: OSError | None = None
+        """Why the sampling thread stopped writing (a full disk); stop() raises it."""
         self._rows: list[tuple[int, str, int, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="ktrace-counters", daemon=True)
@@ -165,7 +167,11 @@ class CounterSampler:
             next_at += self.interval_s
             self.sample_once()
             if time.monotonic() - last_write >= 1.0:
-                self._write()
+                try:
+                    self._write()
+                except OSError as exc:  # a full disk: sampling ends, and stop() raises it (no thread traceback)
+                    self.failed = exc
+                    return
                 last_write = time.monotonic()
 
     def _write(self) -> None:
@@ -192,11 +198,15 @@ class CounterSampler:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=10)
-        self.sample_once()
-        self._write()
-        self.writer.close()
-        for source in self.sources:
-            if isinstance(source, GpuCounters):
-                source.close()
-        if self.perf is not None:
-            self.perf.close()
+        try:
+            if self.failed is not None:
+                raise self.failed
+            self.sample_once()
+            self._write()
+        finally:
+            self.writer.close()
+            for source in self.sources:
+                if isinstance(source, GpuCounters):
+                    source.close()
+            if self.perf is not None:
+                self.perf.close()

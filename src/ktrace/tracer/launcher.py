@@ -15,9 +15,13 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ktrace.tracer.config import ENV_CAPTURE_DIR, ENV_CONFIG, ENV_LAUNCHER_PID, CaptureConfig
 from ktrace.tracer.run_result import RunResult
+
+if TYPE_CHECKING:
+    from ktrace.tracer.counters import CounterSampler
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 SI_KERNEL = 0x80
@@ -128,17 +132,13 @@ def run_command(cmd: Sequence[str], config: CaptureConfig, root: Path, say: Say,
     try:
         child = _spawn(cmd, env)
         if config.counters:
-            from ktrace.tracer.counters import CounterSampler
-
             gpu = config.gpu and driver_cuda_version() is not None  # no driver: the line above said so
-            sampler = CounterSampler(root, node, config.interval_ms, child.pid, gpu=gpu)
-            notes += sampler.notes
-            sampler.start()
+            sampler = _start_sampler(root, node, config.interval_ms, child.pid, gpu, notes)
         code = wait_forwarding(child, say)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         if sampler is not None:
-            sampler.stop()
+            _stop_sampler(sampler, root, notes)
         shutil.rmtree(boot_dir, ignore_errors=True)
     from ktrace.tracer.finalize import finalize_run, wait_for_traced
 
@@ -163,6 +163,37 @@ def run_command(cmd: Sequence[str], config: CaptureConfig, root: Path, say: Say,
     result.duration_s = time.monotonic() - started
     result.printed = [problem] if problem else []
     return result
+
+
+def _start_sampler(
+    root: Path, node: str, interval_ms: int, pid: int, gpu: bool, notes: list[str]
+) -> CounterSampler | None:
+    """The host counters' sampler, started; None (and a note) where its partition cannot be written (a full
+    disk): the command runs on, and `ktrace run` still ends with its exit code."""
+    from ktrace.tracer.counters import CounterSampler
+
+    try:
+        sampler = CounterSampler(root, node, interval_ms, pid, gpu=gpu)
+    except OSError as exc:
+        notes.append(f"host counters not recorded: {_write_failure(exc, root)}")
+        return None
+    notes += sampler.notes
+    sampler.start()
+    return sampler
+
+
+def _stop_sampler(sampler: CounterSampler, root: Path, notes: list[str]) -> None:
+    """Write the sampler's last rows; a full disk costs the counters' end, never the command's exit code."""
+    try:
+        sampler.stop()
+    except OSError as exc:
+        notes.append(f"host counters cut short: {_write_failure(exc, root)}")
+
+
+def _write_failure(exc: OSError, root: Path) -> str:
+    from ktrace.model.outputs import write_error
+
+    return str(write_error(exc, root, "what was written before is kept"))
 
 
 def default_output(cwd: Path) -> Path:
