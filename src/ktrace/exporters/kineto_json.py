@@ -133,7 +133,7 @@ def rank_file_names(order: list[tuple[str, int]]) -> list[str]:
     """`rank<N>.json` per (node, rank); `<node>-rank<N>.json` where two nodes share a rank number."""
     ranks = [r for _, r in order]
     return [
-        f"rank{r}.json" if ranks.count(r) == 1 else f"{re.sub(r'[^A-Za-z0-9_.]', '_', n)}-rank{r}.json"
+        f"rank{r}.json" if ranks.count(r) == 1 else f"{re.sub(r'[^A-Za-z0-9_.-]', '_', n)}-rank{r}.json"
         for n, r in order
     ]
 

@@ -313,3 +313,11 @@ def test_gzip_without_isal_is_the_same_trace(tmp_path: Path, monkeypatch: pytest
 def _events_of(trace: Trace, folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     export_kineto(trace, folder / "plain.json")
     return _events(folder / "plain.json")
+
+
+def test_two_nodes_with_one_rank_number_get_two_files(tmp_path: Path) -> None:
+    names = kineto_json.rank_file_names([("node-a", 0), ("node b", 0), ("node-a", 1)])
+    assert names == ["node-a-rank0.json", "node_b-rank0.json", "rank1.json"]
+    for name in names:
+        (tmp_path / name).write_text("{}")
+    assert kineto_json.KINETO_FOLDER.foreign_part(tmp_path) is None  # --force may replace what it wrote
