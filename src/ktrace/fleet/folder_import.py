@@ -57,9 +57,16 @@ def resume_folder(target: Path) -> Path:
     return target.parent / f"{RESUME_PREFIX}{target.name}"
 
 
+ENTRY_NAME_BYTES = 200
+"""A rank file's entry is `file=<its name>` up to this many bytes (the prefix counted), else `file=<sha256>`: the
+entry's temporary name adds 21 bytes (`.ktrace-tmp-XXXXXXXX-`) and a name may have 255 (a name of 123 characters
+was 238 bytes of UTF-8: "File name too long")."""
+
+
 def _entry_name(source: Path) -> str:
-    name = source.name
-    return f"file={name}" if len(name) <= 200 else f"file={hashlib.sha256(name.encode()).hexdigest()}"
+    name = os.fsencode(source.name)
+    entry = b"file=" + name
+    return os.fsdecode(entry) if len(entry) <= ENTRY_NAME_BYTES else f"file={hashlib.sha256(name).hexdigest()}"
 
 
 def import_folder(
@@ -130,7 +137,8 @@ def _import_ranks(
     name, count = "in-process", 1
     if todo:
         caps = file_caps()
-        tasks = [RankTask(str(files[i].resolve()), str(resume / _entry_name(files[i])), with_ops, caps) for i in todo]
+        # (absolute, not resolved: a rank file that is a symbolic link keeps its own name, which names its entry)
+        tasks = [RankTask(str(files[i].absolute()), str(resume / _entry_name(files[i])), with_ops, caps) for i in todo]
         if workers is None and cluster is None:
             workers = auto_workers([files[i].stat().st_size for i in todo])
         with open_engine(workers=workers, cluster=cluster, tasks=len(tasks)) as engine:
