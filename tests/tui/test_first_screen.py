@@ -159,3 +159,18 @@ def test_an_empty_details_pane_is_one_line_at_80x24(settled) -> None:  # type: i
             assert app.query_one("#kernel-details", Details).outer_size.height > 2
 
     asyncio.run(main())
+
+
+def test_a_tall_terminal_opens_on_more_rows(settled) -> None:  # type: ignore[no-untyped-def]
+    """At 160x45 the timeline opened on 14 rows above 25 empty lines (the rows were chosen before the pane was
+    laid out); now on the rows that fit, every one on screen."""
+
+    async def main() -> None:
+        for size, rows in (((80, 24), 13), ((160, 45), 25)):
+            app = make_app(trace=many_streams_trace(), analyses=False)
+            async with app.run_test(size=size) as pilot:
+                await settled(pilot)
+                timeline = app.query_one(Timeline)
+                assert len(timeline.rows) == rows and rows <= timeline.size.height - 1, (size, timeline.size)
+
+    asyncio.run(main())

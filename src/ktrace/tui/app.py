@@ -49,6 +49,8 @@ from ktrace.tui.widgets.host_device_tree import HostDeviceTree
 from ktrace.tui.widgets.kernel_table import KernelTable
 from ktrace.tui.widgets.timeline import Timeline
 
+TIMELINE_CHROME = 5
+"""Lines of the screen that are not the timeline pane: header, tab bar and its rule, status line, footer."""
 DETAILS_SHORT, DETAILS_TALL = 5, 14
 """Lines the timeline's details pane may always take (below 32 rows, from 32 rows); more when the rows leave more."""
 
@@ -256,7 +258,9 @@ class KtraceApp(AppActions):
         from ktrace.tui.first_rows import DEFAULT_LIMIT
 
         pane = self.query_one("#timeline-right").size.height
-        if pane <= 0:  # not laid out (yet): the default
+        if pane <= 0:  # hidden under the loading indicator: the screen less header, tabs, status line and footer
+            pane = self.size.height - TIMELINE_CHROME
+        if pane <= 0:  # no screen (yet)
             return DEFAULT_LIMIT
         floor = DETAILS_SHORT if self.screen.has_class("-short") else DETAILS_TALL
         return max(3, pane - 1 - floor)
