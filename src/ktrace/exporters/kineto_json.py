@@ -55,6 +55,8 @@ reads exactly (importers.kineto_schema.EXACT_FROM_US); a source file's base fart
 _OWN_KEYS = ("schemaVersion", "displayTimeUnit", "baseTimeNanoseconds")
 """Header keys the export sets itself; the source Kineto file's others (meta.job["kineto"]: cupti_version,
 record_shapes, with_stack, ...) are written back as they were."""
+_EVENT_TABLES = ("kernels", "memory", "syncs", "api", "ranges", "ops", "allocations")
+"""The tables written as events (progress counts their rows)."""
 _RANK_FILE = re.compile(r"^(?:[\w.-]+-)?rank\d+\.json(?:\.gz)?$")
 
 
@@ -117,15 +119,20 @@ def export_kineto(trace: Trace, path: str | Path, *, progress: ProgressFn = no_p
     info = record_counts_info(trace)
     raw_base = flags.get("baseTimeNanoseconds") if isinstance(flags, dict) else None
     source_base = raw_base if type(raw_base) is int and raw_base >= 0 else None
-    events = flows = size = 0
+    events = flows = size = done = 0
+    total = sum(trace.table(name).height for name in _EVENT_TABLES)
+
+    def advance(rows: int) -> None:
+        nonlocal done
+        done += rows
+        progress(min(done, total), total)
+
     for k, ((node, rank), target) in enumerate(zip(order, targets, strict=True)):
         with _open(target) as out:
-            written = _write_rank(
-                out, _RankData.of(trace, node, rank, source_base), world, extra, info if k == 0 else []
-            )
+            data = _RankData.of(trace, node, rank, source_base)
+            written = _write_rank(out, data, world, extra, info if k == 0 else [], advance)
         events, flows = events + written[0], flows + written[1]
         size += target.stat().st_size
-        progress(k + 1, len(order))
     return KinetoExport(files=tuple(targets), events=events, flows=flows, bytes=size)
 
 
@@ -185,8 +192,7 @@ class _RankData:
     @classmethod
     def of(cls, trace: Trace, node: str, rank: int, source_base: int | None = None) -> _RankData:
         mine = (pl.col("node") == node) & (pl.col("rank") == rank)
-        names = ("kernels", "memory", "syncs", "api", "ranges", "ops", "allocations", "threads", "devices")
-        tables = {name: trace.table(name).filter(mine) for name in names}
+        tables = {name: trace.table(name).filter(mine) for name in (*_EVENT_TABLES, "threads", "devices")}
         firsts = [int(f["start_ns"].min()) for n, f in tables.items() if f.height and "start_ns" in f.columns]  # type: ignore[arg-type]
         if tables["allocations"].height:
             firsts.append(int(tables["allocations"]["ts_ns"].min()))  # type: ignore[arg-type]
@@ -200,9 +206,14 @@ class _RankData:
 
 
 def _write_rank(
-    out: IO[bytes], data: _RankData, world: int, extra: dict[str, dict[str, Any]], info: list[str]
+    out: IO[bytes],
+    data: _RankData,
+    world: int,
+    extra: dict[str, dict[str, Any]],
+    info: list[str],
+    advance: Callable[[int], None],
 ) -> tuple[int, int]:
-    """Write one rank's file; (events, flows) written."""
+    """Write one rank's file, calling `advance` with the rows of each slice written; (events, flows) written."""
     t = data.tables
     header = {
         "schemaVersion": 1,
@@ -239,6 +250,7 @@ def _write_rank(
     for frame, lines in writers:
         for part in _slices(frame):
             events += emit(lines(part, base))
+            advance(part.height)
     gpu = pl.concat([t[n].select("start_ns", "device", "stream", "correlation_id") for n in ("kernels", "memory")])
     for api_part in _slices(t["api"].select("start_ns", "pid", "tid", "correlation_id")):
         flows += emit(flow_lines(api_part, gpu, base))

@@ -252,9 +252,14 @@ def test_slices_change_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert sorted(map(json.dumps, sliced)) == sorted(map(json.dumps, whole))  # (flows come slice by slice)
 
 
-def test_a_folder_holds_one_file_per_rank(tmp_path: Path) -> None:
+def test_a_folder_holds_one_file_per_rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     trace = generate(SyntheticConfig(steps=2, kernels_per_step=10, ranks=3, seed=4))
-    written = export_kineto(trace, tmp_path)
+    monkeypatch.setattr(kineto_json, "CHUNK_ROWS", 50)
+    calls: list[tuple[int, int]] = []
+    written = export_kineto(trace, tmp_path, progress=lambda done, total: calls.append((done, total)))
+    rows = sum(trace.table(n).height for n in ("kernels", "memory", "syncs", "api", "ranges", "ops", "allocations"))
+    assert len(calls) > 3 * 3 and calls[-1] == (rows, rows)  # slice by slice, not rank by rank
+    assert [done for done, _ in calls] == sorted(done for done, _ in calls)
     assert sorted(p.name for p in written.files) == ["rank0.json", "rank1.json", "rank2.json"]
     header, _ = _events(tmp_path / "rank2.json")
     assert header["distributedInfo"] == {"rank": 2, "world_size": 3}
