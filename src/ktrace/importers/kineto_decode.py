@@ -293,6 +293,9 @@ class EventSplitter:
                 "and every key after traceEvents are missing"
             )
             self.report.header = _decode_header((self.prefix or b'{"traceEvents": ') + b"[]}", self.report)
+            tail = self.buf.rstrip(b" \t\r\n")
+            if tail.endswith(b","):  # cut right after a separator: the last event is whole, not damaged
+                del self.buf[len(tail) - 1 :]
         else:
             suffix = bytes(self.buf[end + 1 :])
             if self.prefix is not None:
