@@ -180,19 +180,20 @@ def memory_lines(memory: pl.DataFrame, base_ns: int) -> pl.Series:
 
 NO_STREAM = -1
 """The `stream` (and tid) of a sync on no stream (a context or event sync) as today's Kineto writes it; Kineto of
-2023 wrote CUPTI's 4294967295, which HTA counts as a stream (its GPU span of such a file includes those syncs)."""
+2023 wrote CUPTI's 4294967295 in `stream` (tid -1), which HTA counts as a stream (its GPU span of such a file
+includes those syncs): the importer keeps that value in meta.job["kineto_no_stream"] and the export writes it back."""
 
 
-def sync_lines(syncs: pl.DataFrame, base_ns: int) -> pl.Series:
+def sync_lines(syncs: pl.DataFrame, base_ns: int, no_stream: int = NO_STREAM) -> pl.Series:
     """`cuda_sync` events (CUPTI synchronization records), with the waited event's stream and record call; a sync on
-    no stream has `stream` -1 and tid -1, as PyTorch writes it."""
+    no stream has tid -1 and `stream` `no_stream` (-1 as PyTorch writes it, or the source file's own value)."""
     frame = syncs.with_columns(
         pl.col("sync_type").cast(pl.String).replace_strict(SYNC_KIND_NAMES, default="Unknown").alias("name")
     )
     args = _args(
         _num("device", "device"),
         _num("context", "context_id"),
-        _arg("stream", pl.col("stream").fill_null(NO_STREAM).cast(pl.String)),
+        _arg("stream", pl.col("stream").fill_null(no_stream).cast(pl.String)),
         _num("correlation", "correlation_id"),
         pl.format('"cuda_sync_kind":{}', pl.col("_qname")),
         _num("wait_on_stream", "wait_stream"),

@@ -25,13 +25,15 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import IO, Any
 
 import polars as pl
 
 from ktrace.exporters.kineto_events import (
+    NO_STREAM,
     allocation_lines,
     api_lines,
     flow_lines,
@@ -119,6 +121,8 @@ def export_kineto(trace: Trace, path: str | Path, *, progress: ProgressFn = no_p
     info = record_counts_info(trace)
     raw_base = flags.get("baseTimeNanoseconds") if isinstance(flags, dict) else None
     source_base = raw_base if type(raw_base) is int and raw_base >= 0 else None
+    raw_no_stream = job.get("kineto_no_stream")
+    no_stream = raw_no_stream if type(raw_no_stream) is int else NO_STREAM
     events = flows = size = done = 0
     total = sum(trace.table(name).height for name in _EVENT_TABLES)
 
@@ -129,7 +133,7 @@ def export_kineto(trace: Trace, path: str | Path, *, progress: ProgressFn = no_p
 
     for k, ((node, rank), target) in enumerate(zip(order, targets, strict=True)):
         with _open(target) as out:
-            data = _RankData.of(trace, node, rank, source_base)
+            data = replace(_RankData.of(trace, node, rank, source_base), no_stream=no_stream)
             written = _write_rank(out, data, world, extra, info if k == 0 else [], advance)
         events, flows = events + written[0], flows + written[1]
         size += target.stat().st_size
@@ -188,6 +192,8 @@ class _RankData:
     rank: int
     tables: dict[str, pl.DataFrame]
     base_ns: int
+    no_stream: int = NO_STREAM
+    """The `stream` of a sync on no stream (the source Kineto file's, meta.job["kineto_no_stream"], else -1)."""
 
     @classmethod
     def of(cls, trace: Trace, node: str, rank: int, source_base: int | None = None) -> _RankData:
@@ -245,7 +251,7 @@ def _write_rank(
         (t["allocations"], allocation_lines),
         (kernels, kernel_lines),
         (t["memory"], memory_lines),
-        (t["syncs"], sync_lines),
+        (t["syncs"], partial(sync_lines, no_stream=data.no_stream)),
     )
     for frame, lines in writers:
         for part in _slices(frame):

@@ -255,7 +255,7 @@ def _build(
     node = _node_of(header)
     builder = TraceBuilder(node=node, rank=info.rank)
     fix = TimeFixer(base)
-    add_gpu_tables(builder, sink, fix)
+    no_stream = add_gpu_tables(builder, sink, fix)
     add_cpu_tables(builder, sink, fix)
     add_allocations(builder, sink, fix)
     trace = builder.build()
@@ -269,6 +269,8 @@ def _build(
     )
     job, scrubbed = _job_of(path, header)
     job["rank_from"] = info.rank_from
+    if no_stream is not None:
+        job["kineto_no_stream"] = no_stream  # the file's stream of a sync on no stream, for the Kineto export
     info.job = job
     health, notes = _health(header, trace, report, status, fix)
     health["secrets_scrubbed"] = scrubbed

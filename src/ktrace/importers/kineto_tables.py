@@ -103,8 +103,9 @@ def _stream_na(col: pa.Array | pa.ChunkedArray) -> pa.Array:
     return pc.if_else(pc.fill_null(bad, False), pa.scalar(None, pa.int64()), arr)
 
 
-def add_gpu_tables(builder: TraceBuilder, sink: EventSink, fix: TimeFixer) -> None:
-    """kernels, memory (memcpy + memset) and syncs."""
+def add_gpu_tables(builder: TraceBuilder, sink: EventSink, fix: TimeFixer) -> int | None:
+    """kernels, memory (memcpy + memset) and syncs; NA_STREAM when the file writes a sync on no stream as CUPTI's
+    4294967295 (Kineto of 2023; today's writes -1), which the Kineto export writes back, else None."""
     kernels = sink.table("kernel")
     if kernels is not None:
         builder.add("kernels", fix.spans(kernels))
@@ -127,9 +128,12 @@ def add_gpu_tables(builder: TraceBuilder, sink: EventSink, fix: TimeFixer) -> No
             syncs.column("sync_kind").combine_chunks(), lambda k: (SYNC_KIND.get(str(k).strip().lower(), "unknown"),)
         )
         syncs = syncs.drop_columns(["sync_kind", "name", "external_id"])
+        cupti_na = pc.any(pc.equal(syncs["stream"], NA_STREAM)).as_py()
         for col in ("stream", "wait_stream", "wait_correlation_id"):  # Kineto writes -1 for "none"
             syncs = syncs.set_column(syncs.schema.get_field_index(col), col, _stream_na(syncs[col]))
         builder.add("syncs", syncs.append_column("sync_type", sync_type))
+        return NA_STREAM if cupti_na else None
+    return None
 
 
 def add_cpu_tables(builder: TraceBuilder, sink: EventSink, fix: TimeFixer) -> None:

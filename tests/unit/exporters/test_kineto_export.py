@@ -326,3 +326,25 @@ def test_two_nodes_with_one_rank_number_get_two_files(tmp_path: Path) -> None:
     for name in names:
         (tmp_path / name).write_text("{}")
     assert kineto_json.KINETO_FOLDER.foreign_part(tmp_path) is None  # --force may replace what it wrote
+
+
+@pytest.mark.parametrize(("name", "no_stream"), [("simple_add", 4294967295), ("event_sync", -1)])
+def test_a_sync_on_no_stream_keeps_the_source_files_stream(
+    real_trace_path: Any, tmp_path: Path, name: str, no_stream: int
+) -> None:
+    # 2023's Kineto wrote CUPTI's 4294967295, which HTA counts as a stream; today's writes -1
+    source = real_trace_path(name)
+
+    def no_stream_syncs(evs: list[dict[str, Any]]) -> list[tuple[Any, Any, Any]]:
+        return sorted(
+            (e["args"]["correlation"], e["tid"], e["args"]["stream"])
+            for e in evs
+            if e.get("cat") == "cuda_sync" and e["args"]["stream"] in (-1, 4294967295)
+        )
+
+    expected = no_stream_syncs(_events(source)[1])
+    assert expected and {s for _, _, s in expected} == {no_stream}
+    export_kineto(ktrace.open(str(source)), tmp_path / "t.json")
+    assert no_stream_syncs(_events(tmp_path / "t.json")[1]) == expected
+    export_kineto(ktrace.open(str(tmp_path / "t.json")), tmp_path / "again.json")  # kept on a round trip too
+    assert no_stream_syncs(_events(tmp_path / "again.json")[1]) == expected
