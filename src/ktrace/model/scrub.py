@@ -28,11 +28,14 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ktrace.model import secrets
+from ktrace.model import secret_commands, secret_formats, secret_names, secrets
 from ktrace.model.clock import ClockAlignment
 from ktrace.model.secrets import scrub_mapping, scrub_strings, scrub_text
 from ktrace.model.string_columns import map_distinct_strings
 from ktrace.model.trace import Trace, TraceMeta
+
+RULE_MODULES = (secrets, secret_names, secret_formats, secret_commands)
+"""The modules whose source is the secret rules: a change to any of them re-scrubs stores on read."""
 
 
 def scrub_frame(frame: pl.DataFrame) -> tuple[pl.DataFrame, int]:
@@ -130,10 +133,13 @@ def mark_scrubbed(trace: Trace) -> Trace:
 
 @functools.cache
 def rules_fingerprint() -> str | None:
-    """A digest of the secret rules' source (model/secrets.py), which the store writes into every Parquet file it
-    scrubbed: a file marked with another digest (older or newer rules) or none is scrubbed again when read.
-    None (nothing is trusted, everything scrubbed) when the source cannot be read."""
+    """A digest of the secret rules' source (model/secrets.py and the secret_* modules it draws on), which the store
+    writes into every Parquet file it scrubbed: a file marked with another digest (older or newer rules) or none is
+    scrubbed again when read. None (nothing is trusted, everything scrubbed) when a source cannot be read."""
+    digest = hashlib.sha256()
     try:
-        return hashlib.sha256(Path(secrets.__file__).read_bytes()).hexdigest()[:32]
+        for module in RULE_MODULES:
+            digest.update(Path(module.__file__ or "").read_bytes())
     except (OSError, TypeError):
         return None
+    return digest.hexdigest()[:32]
