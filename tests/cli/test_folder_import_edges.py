@@ -4,6 +4,7 @@ names, files rewritten between two runs, secrets in file names (issue 27 section
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -53,3 +54,49 @@ def test_a_long_non_ascii_rank_file_name_is_imported(tmp_path: Path, capsys: pyt
     assert _import(folder, out) == 0, capsys.readouterr().err
     assert sorted(rank for _, rank, _ in store.partitions(out)) == [0, 1, 2]
     assert not resume_folder(out).exists()
+
+
+def _rank_file(path: Path, rank: int, kernel: str) -> None:
+    """A small Kineto rank file (under content_digest's span: a change anywhere in it is seen)."""
+    events = [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 2, "ts": 1000, "dur": 2},
+        {"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": 7, "ts": 1005, "dur": 4},
+    ]
+    events[0]["args"] = {"correlation": 100, "cbid": 211}
+    events[1]["args"] = {"correlation": 100, "device": 0, "stream": 7}
+    doc = {"schemaVersion": 1, "distributedInfo": {"rank": rank, "world_size": 3}, "traceEvents": events}
+    path.write_text(json.dumps(doc))
+
+
+def test_resume_imports_again_a_rank_file_rewritten_with_the_same_size_and_mtime(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ktrace.fleet import folder_import
+
+    folder, out = tmp_path / "job", tmp_path / "job.ktrace"
+    folder.mkdir()
+    files = [folder / f"rank{r}.json" for r in range(3)]
+    for rank, path in enumerate(files):
+        _rank_file(path, rank, f"gemm_{rank}")
+    imported = folder_import.import_rank
+    calls = []
+
+    def interrupted_at_the_third(task: folder_import.RankTask) -> folder_import.RankImport:
+        calls.append(task)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return imported(task)
+
+    monkeypatch.setattr(folder_import, "import_rank", interrupted_at_the_third)
+    assert _import(folder, out) == 130
+    monkeypatch.setattr(folder_import, "import_rank", imported)
+    assert len(list(resume_folder(out).iterdir())) == 2  # ranks 0 and 1 kept
+    stat = files[0].stat()
+    _rank_file(files[0], 0, "conv_0")  # rewritten: the same size, then the same mtime
+    assert files[0].stat().st_size == stat.st_size
+    os.utime(files[0], ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    capsys.readouterr()
+    assert _import(folder, out) == 0
+    names = sorted(store.read(out).kernels["name"].cast(str).to_list())
+    assert names == ["conv_0", "gemm_1", "gemm_2"]  # the old entry of rank 0 (gemm_0) was reused
+    assert "resumed: 1 rank file(s) kept from the interrupted import" in capsys.readouterr().out

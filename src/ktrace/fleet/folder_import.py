@@ -5,7 +5,7 @@ output (`.ktrace-resume-NAME`, one complete `file=<name>` entry per rank) and re
 merges the metadata (ranks, health, notes, job: what `importers.kineto` does for the one-process folder import),
 moves the partitions into the output's staging folder, writes meta.json and publishes through `model.outputs`.
 Interrupted, the resume folder keeps the ranks that were complete; the same command resumes (an entry is kept
-when its source's size and mtime, the options and the scrub rules are unchanged), `--force` starts over.
+when its source's size, mtime and the digest of its two ends, the options and the scrub rules are unchanged), `--force` starts over.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The task (`import_rank`, run by any engine) decodes one Kineto file, scrubs its tables, writes the rank's
 partition (`node=<host>/rank=<r>/<table>.parquet`, the files `store.write` writes) under a temporary name and
-renames it into place whole, with a `partition.json` that records the source's size and mtime (a re-run keeps a
+renames it into place whole, with a `partition.json` that records the source's size, mtime and content_digest (a re-run keeps a
 partition whose source did not change). What it returns (`RankImport`) is a few hundred bytes: the client of a
 4,096-rank job holds that per rank, never a rank's rows.
 
@@ -63,6 +63,8 @@ class RankImport:
     mtime_ns: int
     with_ops: bool
     rules: str | None
+    content: str = ""
+    """content_digest of the source when it was imported (a rewrite keeping size and mtime is seen)."""
     node: str = ""
     rank: int = 0
     rank_from: str = ""
@@ -107,7 +109,27 @@ class RankImport:
         except OSError:
             return False
         same_source = (self.source, self.size, self.mtime_ns) == (path.name, st.st_size, st.st_mtime_ns)
-        return same_source and self.with_ops == with_ops and self.rules == rules_fingerprint() and not self.skipped
+        if not (same_source and self.with_ops == with_ops and self.rules == rules_fingerprint() and not self.skipped):
+            return False
+        try:
+            return self.content == content_digest(path, st.st_size)
+        except OSError:
+            return False
+
+
+DIGEST_SPAN = 1 << 16
+"""content_digest reads this many bytes at each end of a file (a gzip file's last 8 hold the CRC of all of it)."""
+
+
+def content_digest(path: Path, size: int) -> str:
+    """A digest of the first and last DIGEST_SPAN bytes of `path` and its `size`."""
+    h = hashlib.sha256(str(size).encode())
+    with path.open("rb") as f:
+        h.update(f.read(DIGEST_SPAN))
+        if size > DIGEST_SPAN:
+            f.seek(max(DIGEST_SPAN, size - DIGEST_SPAN))
+            h.update(f.read(DIGEST_SPAN))
+    return h.hexdigest()[:32]
 
 
 def digest(value: str) -> str:
@@ -120,7 +142,8 @@ def import_rank(task: RankTask) -> RankImport:
     _check_caps(task.caps)
     path, entry = Path(task.path), Path(task.entry)
     st = path.stat()
-    base = RankImport(path.name, st.st_size, st.st_mtime_ns, task.with_ops, rules_fingerprint())
+    content = content_digest(path, st.st_size)
+    base = RankImport(path.name, st.st_size, st.st_mtime_ns, task.with_ops, rules_fingerprint(), content)
     try:
         trace, info = import_rank_file(path, with_ops=task.with_ops)
     except TraceFormatError as exc:
