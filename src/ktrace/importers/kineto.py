@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from ktrace.importers.kineto_decode import EventSplitter
 from ktrace.importers.kineto_events import EventSink, to_int
+from ktrace.importers.kineto_limits import TablesFull, tables_full_note
 from ktrace.importers.kineto_schema import DecodeReport, EventSlice
 from ktrace.importers.kineto_stream import StreamStatus, byte_blocks, is_gzip, kineto_files
 from ktrace.importers.kineto_tables import (
@@ -184,6 +185,7 @@ def _import_file(
     report = DecodeReport()
     status = StreamStatus()
     sink = EventSink(with_ops=with_ops, report=report)
+    stopped = False
     count = _workers_for(path) if parallel else 0
     workers = start_workers(count, with_ops) if count else None
     splitter = EventSplitter(report, with_ops=with_ops, defer=workers is not None)
@@ -195,6 +197,11 @@ def _import_file(
             for events in pieces:
                 assert isinstance(events, EventSlice)  # (a splitter that does not defer decodes every slice)
                 sink.add(events)
+    except TablesFull as full:
+        del pieces  # (the generator is closed: its gunzip thread stops now)
+        report.notes.append(tables_full_note(report.events, full.cap))
+        report.header = splitter.header_so_far()
+        stopped = True
     except TraceFormatError as exc:
         if status.truncated:
             raise TraceFormatError(
@@ -207,7 +214,7 @@ def _import_file(
     header = report.header
     _check_is_kineto(path, header, sink, report, status)
     try:
-        return _build(path, header, sink, report, status)
+        return _build(path, header, sink, report, status, stopped)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
         # A value the decoder let through but Arrow cannot hold (seen once in ~1,000 fuzz runs): one line, exit 3.
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -244,7 +251,7 @@ def _check_is_kineto(
 
 
 def _build(
-    path: Path, header: dict[str, Any], sink: EventSink, report: DecodeReport, status: StreamStatus
+    path: Path, header: dict[str, Any], sink: EventSink, report: DecodeReport, status: StreamStatus, stopped: bool
 ) -> tuple[Trace, RankFile]:
     raw_base = header.get("baseTimeNanoseconds")
     base = to_int(raw_base) or 0
@@ -274,7 +281,7 @@ def _build(
     info.job = job
     health, notes = _health(header, trace, report, status, fix)
     health["secrets_scrubbed"] = scrubbed
-    if (status.truncated or report.truncated) and not base and "baseTimeNanoseconds" not in header:
+    if (status.truncated or report.truncated or stopped) and not base and "baseTimeNanoseconds" not in header:
         notes.append("baseTimeNanoseconds may have been lost with the end of the file: times may be relative")
     meta = TraceMeta(
         source="kineto", job=job, hosts=(node,), health=health, notes=tuple(f"{path.name}: {n}" for n in notes)

@@ -150,6 +150,10 @@ class EventSplitter:
             )
         yield from self._finish()
 
+    def header_so_far(self) -> dict[str, Any]:
+        """The header keys before traceEvents, for a read stopped before its end (the keys after it are unread)."""
+        return _decode_header((self.prefix or b'{"traceEvents": ') + b"[]}", self.report)
+
     def _settle(self) -> Iterator[Any]:
         if self.defer:
             self.defer = False

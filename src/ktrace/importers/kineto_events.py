@@ -16,6 +16,7 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
+from ktrace.importers.kineto_limits import MAX_TABLE_BYTES, TablesFull
 from ktrace.importers.kineto_memory import MEMORY_EVENT, NO_MEM_ARGS, decode_mem_args
 from ktrace.importers.kineto_schema import (
     EXACT_FROM_US,
@@ -300,6 +301,10 @@ class EventSink:
     """Events seen per raw category (only categories ktrace maps, plus a count of known others)."""
     known_other: int = 0
     skipped_ops: int = 0
+    table_bytes: int = 0
+    """Bytes of the columns in `parts`."""
+    max_table_bytes: int = MAX_TABLE_BYTES
+    """`merge` raises TablesFull once `table_bytes` passes this (kineto_limits.MAX_TABLE_BYTES)."""
 
     def add(self, piece: EventSlice) -> None:
         """Bucket one decoded slice by kind (no Python branch per event) and convert each bucket to columns.
@@ -318,7 +323,11 @@ class EventSink:
             return self._stage(decode_events(piece.text, DecodeReport(), self.with_ops, exact=True))
 
     def merge(self, staged: Staged) -> None:
-        """Add what `stage` made of a slice (slices are merged in file order)."""
+        """Add what `stage` made of a slice (slices are merged in file order).
+
+        Raises:
+            TablesFull: the tables now hold more than `max_table_bytes` (this slice's rows are kept).
+        """
         self.known_other += staged.known_other
         self.skipped_ops += staged.skipped_ops
         self.meta_events += staged.meta_events
@@ -326,6 +335,9 @@ class EventSink:
         for kind, table in staged.tables:
             self.categories[kind] = self.categories.get(kind, 0) + table.num_rows
             self.parts.setdefault(kind, []).append(table)
+            self.table_bytes += table.nbytes
+        if self.table_bytes > self.max_table_bytes:
+            raise TablesFull(self.table_bytes, self.max_table_bytes)
 
     def _stage(self, events: list[Any]) -> Staged:
         staged = Staged()

@@ -31,6 +31,10 @@ MIN_BOMB_BYTES = _env_int("KTRACE_MIN_BOMB_BYTES", 256 << 20)
 """Inflated size below which the inflate ratio is never checked."""
 MAX_WHITESPACE_RUN = 4096
 """Longer runs of JSON whitespace are squeezed to their first byte before buffering (a whitespace bomb)."""
+MAX_TABLE_BYTES = _env_int("KTRACE_MAX_TABLE_BYTES", 8 << 30)
+"""The Arrow columns one file's events make (before the tables are built) may reach this many bytes; reading
+stops there, with a note. A real trace makes ~150-250 bytes per kept event (owlv2 x10: 1.3 M events, ~0.2 GB);
+a .json.gz of identical 130-byte kernel events reaches 8 GiB at ~45 M events (~6 GB of tables, ~330 MB gz)."""
 MAX_RANK_FILES = _env_int("KTRACE_MAX_RANK_FILES", 1024)
 """A folder of Kineto traces may hold this many .json/.json.gz files (each costs ~50-100 ms and ~0.5 MB to
 import even when tiny: 10,000 took 6.5 minutes and 1.9 GB)."""
@@ -44,7 +48,30 @@ def file_caps() -> dict[str, int]:
         "KTRACE_MAX_JSON_DEPTH": MAX_DEPTH,
         "KTRACE_MAX_INFLATE_RATIO": MAX_INFLATE_RATIO,
         "KTRACE_MIN_BOMB_BYTES": MIN_BOMB_BYTES,
+        "KTRACE_MAX_TABLE_BYTES": MAX_TABLE_BYTES,
     }
+
+
+class TablesFull(Exception):
+    """One file's events have made MAX_TABLE_BYTES of columns (kineto_events.EventSink): the read stops here."""
+
+    def __init__(self, table_bytes: int, cap: int) -> None:
+        super().__init__(f"{table_bytes:,} bytes of tables, over the cap of {cap:,}")
+        self.table_bytes = table_bytes
+        self.cap = cap
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 30):.3g} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.3g} MiB"
+
+
+def tables_full_note(events: int, cap: int) -> str:
+    """The trace's note when TablesFull stopped the read after `events` events."""
+    return (
+        f"stopped reading after {events:,} events: their tables reached the cap of {_size(cap)} "
+        "per file in memory (KTRACE_MAX_TABLE_BYTES raises it); the events after them and every key after "
+        "traceEvents are not read"
+    )
 
 
 _WS = b" \t\r\n"
