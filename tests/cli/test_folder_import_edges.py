@@ -68,16 +68,10 @@ def _rank_file(path: Path, rank: int, kernel: str) -> None:
     path.write_text(json.dumps(doc))
 
 
-def test_resume_imports_again_a_rank_file_rewritten_with_the_same_size_and_mtime(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _interrupted_at_the_third_rank(folder: Path, out: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Import `folder` as if Ctrl-C came while its third rank was imported: the first two stay in the resume folder."""
     from ktrace.fleet import folder_import
 
-    folder, out = tmp_path / "job", tmp_path / "job.ktrace"
-    folder.mkdir()
-    files = [folder / f"rank{r}.json" for r in range(3)]
-    for rank, path in enumerate(files):
-        _rank_file(path, rank, f"gemm_{rank}")
     imported = folder_import.import_rank
     calls = []
 
@@ -87,9 +81,20 @@ def test_resume_imports_again_a_rank_file_rewritten_with_the_same_size_and_mtime
             raise KeyboardInterrupt
         return imported(task)
 
-    monkeypatch.setattr(folder_import, "import_rank", interrupted_at_the_third)
-    assert _import(folder, out) == 130
-    monkeypatch.setattr(folder_import, "import_rank", imported)
+    with monkeypatch.context() as patch:
+        patch.setattr(folder_import, "import_rank", interrupted_at_the_third)
+        assert _import(folder, out) == 130
+
+
+def test_resume_imports_again_a_rank_file_rewritten_with_the_same_size_and_mtime(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder, out = tmp_path / "job", tmp_path / "job.ktrace"
+    folder.mkdir()
+    files = [folder / f"rank{r}.json" for r in range(3)]
+    for rank, path in enumerate(files):
+        _rank_file(path, rank, f"gemm_{rank}")
+    _interrupted_at_the_third_rank(folder, out, monkeypatch)
     assert len(list(resume_folder(out).iterdir())) == 2  # ranks 0 and 1 kept
     stat = files[0].stat()
     _rank_file(files[0], 0, "conv_0")  # rewritten: the same size, then the same mtime
@@ -100,3 +105,36 @@ def test_resume_imports_again_a_rank_file_rewritten_with_the_same_size_and_mtime
     names = sorted(store.read(out).kernels["name"].cast(str).to_list())
     assert names == ["conv_0", "gemm_1", "gemm_2"]  # the old entry of rank 0 (gemm_0) was reused
     assert "resumed: 1 rank file(s) kept from the interrupted import" in capsys.readouterr().out
+
+
+SECRET = "hunter2SECRETvalue"
+
+
+def _files_holding(root: Path, text: str) -> list[str]:
+    """Every file or folder under `root` whose name or bytes hold `text`."""
+    found = []
+    for path in sorted(root.rglob("*")):
+        if text in path.name or (path.is_file() and text.encode() in path.read_bytes()):
+            found.append(str(path.relative_to(root)))
+    return found
+
+
+def test_no_rank_file_name_secret_reaches_the_store_or_the_resume_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """partition.json held the import record with the file name as it was (`--password=X.json.gz`) while meta.json
+    had it redacted; the resume folder's entries were named after it."""
+    folder, out = tmp_path / "job", tmp_path / "job.ktrace"
+    folder.mkdir()
+    names = [f"a-run --password={SECRET}.json", "rank1.json", "rank2.json"]  # (the secret one is resumed)
+    for rank, name in enumerate(names):
+        _rank_file(folder / name, rank, f"gemm_{rank}")
+    _interrupted_at_the_third_rank(folder, out, monkeypatch)
+    assert len(list(resume_folder(out).iterdir())) == 2
+    assert _files_holding(resume_folder(out), SECRET) == []
+    assert _import(folder, out) == 0
+    resumed = store.read(out)
+    assert resumed.kernels.height == 3
+    assert _files_holding(out, SECRET) == []
+    assert _import(folder, out, "--force") == 0  # counted as when nothing is resumed
+    assert store.read(out).meta.health["secrets_scrubbed"] == resumed.meta.health["secrets_scrubbed"] > 0

@@ -29,6 +29,7 @@ from ktrace.model.errors import ExitCode, KtraceError, ProgressFn, TraceFormatEr
 from ktrace.model.layout import partition_dir
 from ktrace.model.outputs import STORE, Output
 from ktrace.model.scrub import scrub_meta
+from ktrace.model.secrets import scrub_text
 from ktrace.model.store import write_meta
 from ktrace.model.trace import TraceMeta
 
@@ -64,9 +65,12 @@ was 238 bytes of UTF-8: "File name too long")."""
 
 
 def _entry_name(source: Path) -> str:
+    """`file=<name>`, or `file=<sha256 of name>` for a long name or one that holds a secret (no secret on disk)."""
     name = os.fsencode(source.name)
     entry = b"file=" + name
-    return os.fsdecode(entry) if len(entry) <= ENTRY_NAME_BYTES else f"file={hashlib.sha256(name).hexdigest()}"
+    if len(entry) <= ENTRY_NAME_BYTES and scrub_text(source.name)[0] == source.name:
+        return os.fsdecode(entry)
+    return f"file={hashlib.sha256(name).hexdigest()}"
 
 
 def import_folder(
@@ -93,7 +97,7 @@ def import_folder(
         with output.preparing():  # an error or Ctrl-C: nothing published, the lock released, finished ranks kept
             check_engine_options(workers, cluster)  # also when every rank is resumed and no engine opens
             found = _import_ranks(folder, output.target, with_ops, force, workers, cluster, progress)
-            meta, counts, ranks = _stage(folder, found.records, resume_folder(output.target), output)
+            meta, counts, ranks = _stage(folder, found, resume_folder(output.target), output)
     except BaseException:
         with contextlib.suppress(OSError):
             resume_folder(output.target).rmdir()  # only if no rank was kept in it
@@ -105,7 +109,9 @@ def import_folder(
 
 @dataclass(frozen=True)
 class _Ranks:
+    files: list[Path]
     records: list[RankImport]
+    """One per file, in the same order."""
     resumed: int
     engine: str
     workers: int
@@ -147,7 +153,7 @@ def _import_ranks(
                 records[todo[index]] = record
                 done += files[todo[index]].stat().st_size
                 progress(done, total)
-    return _Ranks([records[i] for i in range(len(files))], resumed, name, count)
+    return _Ranks(files, [records[i] for i in range(len(files))], resumed, name, count)
 
 
 def _check_resume_folder(resume: Path) -> None:
@@ -177,7 +183,7 @@ def _scan_resume(resume: Path, files: Sequence[Path], with_ops: bool) -> tuple[d
         index = wanted.get(entry.name)
         found = read_entry(entry) if index is not None and entry.is_dir() and not entry.is_symlink() else None
         if index is not None and found is not None and found[0].matches(files[index], with_ops):
-            records[index] = found[0]
+            records[index] = found[0].of_file(files[index])
         elif entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry)
         else:
@@ -185,11 +191,11 @@ def _scan_resume(resume: Path, files: Sequence[Path], with_ops: bool) -> tuple[d
     return records, [i for i in range(len(files)) if i not in records]
 
 
-def _stage(
-    folder: Path, records: list[RankImport], resume: Path, output: Output
-) -> tuple[TraceMeta, dict[str, int], int]:
+def _stage(folder: Path, found: _Ranks, resume: Path, output: Output) -> tuple[TraceMeta, dict[str, int], int]:
     """Merge the records as the one-process folder import does, move each partition into the staging folder under
     its final rank and write meta.json. (meta, rows per table, ranks with rows)."""
+    records = found.records
+    entries = [resume / _entry_name(path) for path, r in zip(found.files, records, strict=True) if not r.skipped]
     imported = [r for r in records if not r.skipped]
     skipped = [skip_reason(r.source, r.skipped) for r in records if r.skipped]
     if not imported:
@@ -203,13 +209,13 @@ def _stage(
     if len({r.node for r in imported}) > 1:  # ranks from 2+ hosts: one clock, applied when the store is read
         alignment = estimate_offsets(r.clock_input(rank) for r, rank in zip(imported, ranks, strict=True))
         meta = dataclasses.replace(meta, clock_alignment=dataclasses.replace(alignment, applied=False))
-    for record, rank in zip(imported, ranks, strict=True):
-        found = read_entry(resume / _entry_name(folder / record.source))
-        if found is None:
+    for record, rank, entry in zip(imported, ranks, entries, strict=True):
+        kept = read_entry(entry)
+        if kept is None:
             raise TraceFormatError(f"{record.source}: its imported partition vanished; import again")
         target = partition_dir(output.staging, record.node, rank)
         target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(found[1], target)
+        os.replace(kept[1], target)
     write_meta(output.staging, meta, {r.node for r in imported})
     counts: dict[str, int] = {}
     for record in imported:

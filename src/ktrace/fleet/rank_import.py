@@ -32,7 +32,7 @@ from ktrace.model.errors import ExitCode, KtraceError, TraceFormatError
 from ktrace.model.layout import META_FILE, PARTITION_META_FILE
 from ktrace.model.outputs import write_atomically
 from ktrace.model.scrub import mark_scrubbed, rules_fingerprint
-from ktrace.model.secrets import scrub_strings, scrub_text
+from ktrace.model.secrets import scrub_mapping, scrub_strings, scrub_text
 from ktrace.model.store import partitions, write
 from ktrace.model.store_checks import load_json_object
 from ktrace.model.string_columns import map_distinct_strings
@@ -59,6 +59,7 @@ class RankImport:
     scrubbed (digests). `skipped` is the reason when the file is not a readable trace (no partition then)."""
 
     source: str
+    """The file's name (scrubbed in the record on disk, as the job's `files`: see `on_disk` and `of_file`)."""
     size: int
     mtime_ns: int
     with_ops: bool
@@ -91,6 +92,18 @@ class RankImport:
         """The record as JSON values (partition.json)."""
         return {**dataclasses.asdict(self), "notes": list(self.notes)}
 
+    def on_disk(self) -> RankImport:
+        """The record as written to disk: the file's name scrubbed where it stands (source, the job's files), as
+        the task scrubbed every other string of it. (A secret in a rank file's name stayed in partition.json.)"""
+        job, _ = scrub_mapping(self.job)
+        return dataclasses.replace(self, source=scrub_text(self.source)[0], job=job)
+
+    def of_file(self, path: Path) -> RankImport:
+        """A record read from disk that `matches` the file `path`, with its name back where `on_disk` scrubbed it
+        (the client counts the secrets of the merged meta, as the one-process import does)."""
+        job = {**self.job, "files": [path.name]} if "files" in self.job else self.job
+        return dataclasses.replace(self, source=path.name, job=job)
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RankImport:
         """Read a record written by `to_json`; TypeError/ValueError if it is not one."""
@@ -108,7 +121,8 @@ class RankImport:
             st = path.stat()
         except OSError:
             return False
-        same_source = (self.source, self.size, self.mtime_ns) == (path.name, st.st_size, st.st_mtime_ns)
+        now = (scrub_text(path.name)[0], st.st_size, st.st_mtime_ns)  # (a record read from disk: see on_disk)
+        same_source = (self.source, self.size, self.mtime_ns) == now
         if not (same_source and self.with_ops == with_ops and self.rules == rules_fingerprint() and not self.skipped):
             return False
         try:
@@ -232,7 +246,7 @@ def _write_entry(trace: Trace, entry: Path, record: RankImport) -> None:
 
 
 def _record_text(record: RankImport) -> bytes:
-    return json.dumps({IMPORT_KEY: record.to_json()}, indent=1, sort_keys=True).encode()
+    return json.dumps({IMPORT_KEY: record.on_disk().to_json()}, indent=1, sort_keys=True).encode()
 
 
 def read_entry(entry: Path) -> tuple[RankImport, Path] | None:
