@@ -184,3 +184,17 @@ def test_rank_lines_take_the_keys_when_the_dashboard_arrives_on_screen(drive, se
         assert app.query(RankLines).first().has_focus
 
     drive(app, scenario)
+
+
+def test_the_rank_heatmap_takes_the_width_it_has() -> None:
+    """40 time columns whatever the width: at 160 columns two thirds of the panel were blank. Wider panels get
+    80 or 120 columns, on the same lines (the cursor and clicks count lines)."""
+    from ktrace.analysis.dashboard import build_dashboard
+    from ktrace.tui.rank_panels import LABEL, rank_panels
+
+    heat = rank_panels(build_dashboard(fleet_trace()))[0]
+    narrow, wide = heat.body_for(76).plain.splitlines(), heat.body_for(154).plain.splitlines()
+    assert narrow == heat.body.plain.splitlines() and len(wide) == len(narrow) == len(heat.ranks)
+    rank_line = heat.ranks.index(LAYOUT[0])
+    assert len(narrow[rank_line].rstrip()) <= 76 < len(wide[rank_line].rstrip()) <= 154
+    assert wide[rank_line].startswith(narrow[rank_line][: LABEL + 1])

@@ -23,6 +23,8 @@ HEATMAP_ROWS = 16
 """Heatmap lines: one per rank up to this many ranks, else per host (or run of hosts)."""
 HEATMAP_COLS = 40
 """Time columns: with a 26-cell label a line fits an 80-column terminal's panel."""
+WIDER_COLS = (80, 120)
+"""More time columns for wider panels (a 140- and a 160-column terminal): the heatmap takes the width it has."""
 LABEL = 26
 STRAGGLERS = 5
 BUSY_STYLE, COMM_STYLE = "#59a14f", "#e15759"
@@ -36,13 +38,22 @@ class RankPanel:
     body: Text
     ranks: list[tuple[str, int] | None] = field(default_factory=list)
     """(node, rank) of each body line, None for a line that is not a rank's."""
+    wider: dict[int, Text] = field(default_factory=dict)
+    """Bodies with the same lines drawn wider, by the panel width they need (the widest that fits is shown)."""
+
+    def body_for(self, width: int) -> Text:
+        """The widest body that fits `width` columns."""
+        fits = [need for need in self.wider if need <= width]
+        return self.wider[max(fits)] if fits else self.body
 
 
 def rank_panels(dashboard: Dashboard | None) -> list[RankPanel]:
     """The heatmap and straggler panels; none for a trace of one rank."""
     if dashboard is None or dashboard.rank_heatmap is None:
         return []
-    out = [heatmap_panel(dashboard.rank_heatmap)]
+    heat = heatmap_panel(dashboard.rank_heatmap)
+    heat.wider = {LABEL + 1 + cols: heatmap_panel(dashboard.rank_heatmap, cols).body for cols in WIDER_COLS}
+    out = [heat]
     if dashboard.summary.stragglers is not None:
         out.append(straggler_panel(dashboard.summary.stragglers))
     return out
@@ -55,8 +66,9 @@ def _cells(values: np.ndarray, style: str) -> Text:
     return out
 
 
-def heatmap_panel(heat: RankHeatmap) -> RankPanel:
-    """Busy (green) and communication (red) share per rank over the GPU span, one rank (or host group) a line."""
+def heatmap_panel(heat: RankHeatmap, cols: int = HEATMAP_COLS) -> RankPanel:
+    """Busy (green) and communication (red) share per rank over the GPU span, one rank (or host group) a line, in
+    at most `cols` time columns."""
     span = heat.bins.bin_ns * heat.bins.n_bins
     text = Text(
         f"{heat.ranks.height:,} ranks on {len(heat.hosts()):,} hosts, {format_ns(span)} of GPU time\n",
@@ -65,7 +77,7 @@ def heatmap_panel(heat: RankHeatmap) -> RankPanel:
     )
     ranks: list[tuple[str, int] | None] = [None]
     for value, what, style in (("busy_share", "GPU busy", BUSY_STYLE), ("comm_share", "communication", COMM_STYLE)):
-        labels, shares, first = heat.coarse_rows("time", value, HEATMAP_ROWS, HEATMAP_COLS)
+        labels, shares, first = heat.coarse_rows("time", value, HEATMAP_ROWS, cols)
         text.append(f"{what} share (blank 0 % … █ 100 %) · enter: that rank's timeline\n", style="dim")
         ranks.append(None)
         shown = distinct_short_names(

@@ -27,13 +27,16 @@ class RankLines(Static, can_focus=True):
         self._show()
 
     def _show(self) -> None:
-        body = self.panel.body.copy()
+        body = self.panel.body_for(self.content_size.width).copy()  # as many time columns as the width allows
         if self.has_focus and self.lines:
             plain = body.plain.split("\n")
             line = self.lines[self.cursor]
             start = sum(len(x) + 1 for x in plain[:line])
             body.stylize("reverse", start, start + len(plain[line]))
         self.update(body)
+
+    def on_resize(self) -> None:
+        self._show()
 
     def on_focus(self) -> None:
         self._show()
