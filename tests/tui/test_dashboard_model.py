@@ -119,3 +119,16 @@ def test_top_kernel_bars_take_the_panels_width(synthetic_trace) -> None:  # type
     assert len(narrow) == len(wide) == len(synthetic_trace.kernels["name"].unique().head(15))
     assert all(len(line) <= 76 for line in narrow)
     assert wide[0].count("█") > narrow[0].count("█") + 40
+
+
+def test_utilization_labels_of_long_host_names_stay_apart() -> None:
+    """The series labels were cut to 27 characters: every GPU of a long host name read the same."""
+    from ktrace.analysis.dashboard import UtilizationSeries
+    from ktrace.tui.dashboard_panels import UtilizationChart
+
+    host = "ip-10-0-12-34.us-west-2.compute.internal"
+    series = tuple(UtilizationSeries(f"{host}/rank{g}/GPU{g}", "timeline", (0.0, 1.0), (50.0, 60.0)) for g in range(2))
+    console = Console(width=120, record=True, color_system=None, file=open("/dev/null", "w"))  # noqa: SIM115
+    console.print(UtilizationChart(series, 1.0))
+    labels = [line[:27].strip() for line in console.export_text().splitlines() if line.startswith("ip-")]
+    assert len(labels) == 2 and len(set(labels)) == 2, labels

@@ -141,9 +141,10 @@ class UtilizationChart:
         columns = min(room, round((x1 - x0) / min(steps)) + 1) if steps else 1  # one column per bin if fewer
         lines = Text(f"timeline bins of {self.bin_ms:g} ms; counters as sampled; {x0:g} s to {x1:g} s\n", style="dim")
         lines.append(UTILIZATION_MEAN, style="dim")
+        labels = distinct_short_names([s.label for s in series], width - 1, plain=True)  # long hosts differ late
         for s in series:
             mean = sum(s.y_pct) / max(1, len(s.y_pct))
-            lines.append(s.label[: width - 1].ljust(width))
+            lines.append(labels[s.label].ljust(width))
             lines.append(
                 _on_time_axis(s, x0, x1, columns).ljust(columns),
                 style="#59a14f" if s.source != "counter cpu.util" else "#4e79a7",
