@@ -80,7 +80,7 @@ class CriticalPath:
     range ends: a path through them is longer than the range itself)."""
     length_ns: int
     """Sum of the path's edge weights, at most end_ns - start_ns: every edge weighs at most the time between its
-    nodes, and the path runs forward in time."""
+    nodes, and a path without backward_edges runs forward in time."""
     graph_nodes: int
     graph_edges: int
     path_nodes: int
@@ -116,6 +116,12 @@ class CriticalPath:
     beyond_window_ns: int = 0
     """How much of start_ns..end_ns lies outside the chosen window(s): the GPU work launched in the window that
     ran after it (or, with clock skew, began before it)."""
+
+    def backward_edges(self) -> int:
+        """Edges of the path whose end node is earlier than its start (clock skew): only with them can the path be
+        longer than end_ns - start_ns."""
+        seg = self.path_segments
+        return int((seg["end_ns"] < seg["start_ns"]).sum())
 
 
 def critical_path(

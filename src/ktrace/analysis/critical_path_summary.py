@@ -33,6 +33,13 @@ def critical_path_notes(cp: CriticalPath | None) -> tuple[str, ...]:
             f"critical_path: {cp.dropped_edges} launch/sync/collective edges dropped: their times went backwards "
             "(clock skew between CPU and GPU timestamps, or between hosts) and closed a cycle",
         )
+    backward = cp.backward_edges()
+    if backward:
+        notes += (
+            f"critical_path: {backward} edges of the path run backwards in time (a record that starts before its "
+            "launch call, or a wait that ends before its record: clock skew between CPU and GPU timestamps), so the "
+            "path can be longer than its window",
+        )
     if cp.crossings is not None:
         notes += (JOINED_BY_ORDER,)
     if cp.unaligned_hosts:

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from step_traces import GraphLoop, graph_loop
 
 from ktrace.analysis.critical_path import CriticalPath, critical_path
+from ktrace.analysis.critical_path_summary import critical_path_notes
 from ktrace.analysis.steps import detect_steps
 from ktrace.model import Trace, TraceBuilder
 from ktrace.report.critical_path_view import headline
@@ -121,3 +122,21 @@ def test_an_inferred_step_is_analysed_from_the_calls_that_launched_it() -> None:
     _adds_up(cp)
     gpu = cp.composition.filter(pl.col("category") == "gpu_compute")["ns"].item()
     assert gpu == 2 * 990_000  # the step's two kernels
+
+
+def test_a_path_longer_than_its_window_has_a_backward_edge_and_a_note() -> None:
+    """A kernel that starts (100 ns) before the call that launched it (400 ns, in an operator from 0): clock skew.
+    The operator's 400 ns before the call and the kernel's 900 ns both count: 1.3 µs in a 1 µs window."""
+    b = TraceBuilder("n0", 0)
+    b.add("ops", {"start_ns": [0], "end_ns": [500], "pid": [1], "tid": [1], "name": ["aten::op"]})
+    api = {"start_ns": [400], "end_ns": [450], "pid": [1], "tid": [1], "correlation_id": [1]}
+    b.add("api", api | {"domain": ["runtime"], "name": ["cudaLaunchKernel"]})
+    b.add(
+        "kernels",
+        {"start_ns": [100], "end_ns": [1000], "device": [0], "stream": [7], "correlation_id": [1], "name": ["k"]},
+    )
+    cp = critical_path(b.build())
+    assert cp is not None and (cp.length_ns, cp.end_ns - cp.start_ns) == (1300, 1000)
+    assert cp.backward_edges() == 1
+    assert any("1 edges of the path run backwards in time" in n for n in critical_path_notes(cp))
+    assert not any("backwards" in n for n in critical_path_notes(critical_path(graph_loop())))
