@@ -1,5 +1,11 @@
 """The secret corpus planted in a Kineto trace, an nsys export and a Python-API trace: no planted value appears
-in any byte of any output (store, summary, info, reports, every export format), after decoding what is encoded."""
+in any byte of any output (store, summary, info, reports, every export format), after decoding what is encoded.
+
+Every text form is planted in every field each format has: Kineto kernel, runtime, operator (name, input shapes,
+types, call stack), Python frame, GPU copy and set, flow, counter, annotation (CPU and GPU) and instant names, thread
+and process names and labels, args, metadata, distributedInfo, traceName, hostname and device name; nsys strings,
+NVTX texts, thread and process names, host name, GPU name and uuid, capture metadata, argv and environment; and
+`ktrace run`'s command line, environment and annotations."""
 
 from __future__ import annotations
 
@@ -91,18 +97,43 @@ def _kineto_doc() -> dict[str, Any]:
             },
             {"ph": "M", "name": "thread_name", "pid": pid, "tid": 5000 + i, "args": {"name": text}},
             {"ph": "i", "cat": "cpu_instant_event", "name": text, "pid": pid, "tid": tid, "ts": ts + 3, "s": "t"},
+            *_more_fields(text, pid, tid, ts, i),
         ]
     return {
         "schemaVersion": 1,
         "traceName": TEXTS[1],
+        "hostname": TEXTS[3],
         "deviceProperties": [
-            {"id": 0, "name": "GPU-X", "computeMajor": 9, "computeMinor": 0, "numSms": 132, "totalGlobalMem": 8}
+            {"id": 0, "name": TEXTS[4], "computeMajor": 9, "computeMinor": 0, "numSms": 132, "totalGlobalMem": 8}
         ],
-        "distributedInfo": {"rank": 0, "world_size": 1, "backend": "nccl", "backend_config": TEXTS[2]},
+        "distributedInfo": {
+            "rank": 0,
+            "world_size": 1,
+            "backend": TEXTS[5],
+            "backend_config": TEXTS[2],
+            "nccl_version": TEXTS[6],
+            "pg_config": [{"pg_name": t, "pg_desc": t, "ranks": [0]} for t in TEXTS],
+        },
         "metadata": {"env": dict(ENVIRONMENT), "notes": TEXTS, "command": ARGV, "nested": {"deep": {"x": TEXTS}}},
         "INFO": TEXTS[:3],
         "traceEvents": events,
     }
+
+
+def _more_fields(text: str, pid: int, tid: int, ts: int, i: int) -> list[dict[str, Any]]:
+    """`text` in every other field a Kineto file has: a process's name and labels, an operator's name, shapes,
+    inputs and call stack, a Python frame, a copy and a set on the GPU, a flow, a counter and its series."""
+    op_args = {"External id": 9000 + i, "Input Dims": [[8, 3], [text]], "Input type": [text], "Call stack": text}
+    return [
+        {"ph": "M", "name": "process_name", "pid": 10_000 + i, "tid": 0, "args": {"name": text}},
+        {"ph": "M", "name": "process_labels", "pid": 10_000 + i, "tid": 0, "args": {"labels": text}},
+        {"ph": "X", "cat": "cpu_op", "name": text, "pid": pid, "tid": tid, "ts": ts, "dur": 3, "args": op_args},
+        {"ph": "X", "cat": "python_function", "name": text, "pid": pid, "tid": tid, "ts": ts, "dur": 4, "args": {}},
+        {"ph": "X", "cat": "gpu_memcpy", "name": text, "pid": 0, "tid": 8, "ts": ts + 1, "dur": 1, "args": {}},
+        {"ph": "X", "cat": "gpu_memset", "name": text, "pid": 0, "tid": 8, "ts": ts + 3, "dur": 1, "args": {}},
+        {"ph": "s", "cat": "ac2g", "name": text, "id": 100 + i, "pid": pid, "tid": tid, "ts": ts + 1},
+        {"ph": "C", "name": text, "pid": pid, "ts": ts, "args": {text[:40]: 1}},
+    ]
 
 
 def _nsys_export(path: Path) -> Path:
@@ -123,7 +154,7 @@ def _nsys_export(path: Path) -> Path:
         "TARGET_INFO_SYSTEM_ENV": (
             ("globalVid", "devStateName", "name", "nameEnum", "value"),
             [
-                (1 << 48, "Local", "Hostname", 619, "gpu-node-7"),
+                (1 << 48, "Local", "Hostname", 619, TEXTS[7]),
                 (1 << 48, "Local", "DeviceEnvironment", 0, ";".join(f"{k}={v}" for k, v in ENVIRONMENT.items())),
             ],
         ),
@@ -166,7 +197,10 @@ def _nsys_export(path: Path) -> Path:
             [(0, TEXTS[4], TEXTS[5], 80, 1 << 34, 9, 0)],
         ),
         "ThreadNames": (("nameId", "priority", "globalTid"), [(10 + i, 10, gtid + 1 + i) for i in range(n)]),
-        "PROCESSES": (("globalPid", "pid", "name"), [(gpid, 100, TEXTS[6])]),
+        "PROCESSES": (
+            ("globalPid", "pid", "name"),
+            [(gpid, 100, TEXTS[6])] + [((1 << 48) | ((200 + i) << 24), 200 + i, t) for i, t in enumerate(TEXTS)],
+        ),
     }
     return make_export(path, tables)
 
@@ -241,6 +275,8 @@ def test_a_kineto_trace_with_the_corpus_planted_leaks_nothing(
     trace = store.read(out / "t.ktrace")
     names = set(trace.kernels["name"].cast(str).to_list())
     assert set(KEPT) <= names  # innocent names came through unchanged
+    for table in ("ops", "ranges", "threads"):  # the fields planted were imported, not dropped
+        assert set(KEPT) <= set(trace.table(table)["name"].cast(str).to_list()), table
     assert trace.meta.health["secrets_scrubbed"] >= len(TEXT_FORMS)
 
 

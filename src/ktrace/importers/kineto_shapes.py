@@ -18,6 +18,8 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
+from ktrace.model.secrets import scrub_text
+
 _SPACE = re.compile(r"\s+")
 
 
@@ -32,8 +34,9 @@ def _text(value: Any) -> bytes | msgspec.Raw:
 
 
 def normalize_dims(text: str) -> str | None:
-    """One Input Dims JSON text in the column's form (no whitespace, ", " between items); None for null."""
-    compact = _SPACE.sub("", text)
+    """One Input Dims JSON text in the column's form (no whitespace, ", " between items); None for null. Secrets
+    are scrubbed first: dropping the spaces would hide `password hunter2` or `curl -u u:pw` from the scrubber."""
+    compact = _SPACE.sub("", scrub_text(text)[0])
     return None if compact in ("null", "") else compact.replace(",", ", ")
 
 

@@ -48,7 +48,8 @@ _LOGIN_AFTER = frozenset({"docker", "podman", "nerdctl", "buildah", "skopeo", "h
 _SEPARATORS = frozenset({"|", "||", "&&", ";", "&"})
 NAMES = (*TOOLS, "login")
 """Strings one of which a (case-folded) text must hold for a tool's options to be looked for."""
-_WORD = re.compile(r"\S+")
+_WORD = re.compile(r"[^\s\"'\[\](){}]+")
+"""A word of a command line joined into one string: quotes and brackets (a JSON list of its words) end it."""
 
 
 def _program(token: str) -> str:
@@ -106,7 +107,7 @@ def option_secrets(tokens: Sequence[str]) -> list[tuple[int, int, int]]:
             span = _value_span(pending, token)
             pending = None
         else:
-            program = _program(token.strip("\"'"))
+            program = _program(token.strip("\"'[](){},;"))
             span = None
             if token in _SEPARATORS:
                 tool = None

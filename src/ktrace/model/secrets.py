@@ -119,9 +119,11 @@ _BARE_RUN = re.compile(r"[^\s\"',;&<]*")
 _URL_TOKEN_USER = re.compile(r"[a-z0-9_\-]{16,}")
 """A user name this long and plain is a key (Sentry DSN, https://ghp_...@github.com), not a login."""
 _ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
-_ESCAPE = re.compile(r"%[0-9a-fA-F]{2}|\\[ux][0-9a-fA-F]{2}|&(?:#[0-9xX]|[a-zA-Z]{2,6};)")
-"""An escape that may hide a secret's name or its `=` (`password%3DX`, `\\u0070assword`, `&quot;`)."""
-_BACKSLASH_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|\\x([0-9a-fA-F]{2})")
+_ESCAPE = re.compile(r"%[0-9a-fA-F]{2}|\\(?:[ux][0-9a-fA-F]{2}|[ntr\"\\/])|&(?:#[0-9xX]|[a-zA-Z]{2,6};)")
+"""An escape that may hide a secret's name, its `=` or the space before it (`password%3DX`, `\\u0070assword`,
+`&quot;`, a JSON string's `\\n\\tpassword X` or `\\\"secret\\\"`)."""
+_BACKSLASH_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|([ntr\"\\/]))")
+_SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "/": "/"}
 
 _Rule = Callable[[re.Match[str], str], bool]
 """Whether a match (in the case-folded text) is a secret, given the text as written."""
@@ -173,14 +175,15 @@ def scrub_text(text: str) -> tuple[str, int]:
 
 
 def _scrub(text: str) -> tuple[str, int]:
-    text, count = _scrub_plain(text)
+    """Decoded first where it holds escapes (a rule may need the name or the space they hide): if the decoded
+    text holds a secret, it is kept decoded, with the secret redacted."""
     if _ESCAPE.search(text):
         decoded = _decode(text)
         if decoded != text:
             clean, n = _scrub_plain(decoded)
             if n:
-                return clean, count + n
-    return text, count
+                return clean, n
+    return _scrub_plain(text)
 
 
 _scrub_short = functools.lru_cache(maxsize=16384)(_scrub)
@@ -209,15 +212,20 @@ def _scrub_plain(text: str) -> tuple[str, int]:
 
 
 def _decode(text: str) -> str:
-    """`text` with `%XX` (twice, for double encoding), `\\uXXXX`, `\\xXX` and HTML character references decoded;
-    a lone surrogate stays escaped (Arrow would refuse it)."""
-    for _ in range(2):
-        text = unquote(text, errors="replace")
-    text = _BACKSLASH_ESCAPE.sub(_unescape, text)
-    return html.unescape(text) if "&" in text else text
+    """`text` with `%XX`, JSON's and Python's backslash escapes and HTML character references decoded, up to three
+    times (a JSON string inside a JSON string, `%253D`); a lone surrogate stays escaped (Arrow would refuse it)."""
+    for _ in range(3):
+        decoded = _BACKSLASH_ESCAPE.sub(_unescape, unquote(text, errors="replace"))
+        decoded = html.unescape(decoded) if "&" in decoded else decoded
+        if decoded == text:
+            break
+        text = decoded
+    return text
 
 
 def _unescape(m: re.Match[str]) -> str:
+    if m[3] is not None:
+        return _SIMPLE_ESCAPES[m[3]]
     code = int(m[1] or m[2], 16)
     return m[0] if 0xD800 <= code <= 0xDFFF else chr(code)
 

@@ -51,6 +51,17 @@ def test_every_planted_form_is_redacted(planted: Planted) -> None:
 @pytest.mark.parametrize("text", KEPT)
 def test_innocent_names_are_kept(text: str) -> None:
     assert scrub_text(text) == (text, 0)
+    assert scrub_text(json.dumps([text]))[1] == 0
+
+
+def test_every_form_written_inside_a_json_string_is_redacted() -> None:
+    """A text JSON-encoded into another (Kineto's `Input Dims` list, a JSON value in a JSON string) hides its
+    newlines, tabs and quotes behind backslashes: `\\n\\tpassword X`, `{\\"secret\\": ...}`, `["sshpass -p X"]`.
+    The scrubber decodes before it looks (the old rules missed 89 of these encodings, 3 of forms they caught plain)."""
+    for planted in TEXT_FORMS:
+        for encoded in (json.dumps([[8, 3], [planted.text]]), json.dumps({"k": [planted.text]}, separators=(",", ":"))):
+            clean, n = scrub_text(encoded)
+            assert planted.secret not in clean and n >= 1, (planted.form, clean)
 
 
 def test_a_secret_flag_value_in_the_next_argv_element_is_redacted_and_other_flags_kept() -> None:
