@@ -16,6 +16,7 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
+from ktrace.importers.kineto_combine import combined, slimmed
 from ktrace.importers.kineto_limits import MAX_TABLE_BYTES, TablesFull
 from ktrace.importers.kineto_memory import MEMORY_EVENT, NO_MEM_ARGS, decode_mem_args
 from ktrace.importers.kineto_schema import (
@@ -70,6 +71,13 @@ def int_array(values: Sequence[Any]) -> pa.Array:
         return pa.array(values, type=pa.int64())
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
         return pa.array(_to_ints(values), type=pa.int64())
+
+
+def id_array(values: Sequence[Any]) -> pa.Array:
+    """A pid or tid column: `int_array`, with 0 where a value is no 64-bit integer ("main", -10**30), as where it is
+    of no id type at all (kineto_schema.coerce_event): the columns are required (a null in them was a traceback)."""
+    ids = int_array(values)
+    return ids.fill_null(0) if ids.null_count else ids
 
 
 def _to_ints(values: Sequence[Any]) -> list[int | None]:
@@ -172,8 +180,8 @@ def _gpu_columns(evs: list[Event], args: list[Args]) -> dict[str, pa.Array]:
 def _cpu_columns(evs: list[Event], args: list[Args]) -> dict[str, pa.Array]:
     return {
         **_common(evs),
-        "pid": int_array([e.pid for e in evs]),
-        "tid": int_array([e.tid for e in evs]),
+        "pid": id_array([e.pid for e in evs]),
+        "tid": id_array([e.tid for e in evs]),
         "external_id": int_array([a.external_id if a.external_id is not None else a.external_id_old for a in args]),
     }
 
@@ -247,8 +255,8 @@ def alloc_columns(evs: list[Event], args: list[Any]) -> dict[str, pa.Array]:
     return {
         **ts_columns([e.ts for e in evs]),
         "dur": pa.array(np.zeros(len(evs))),
-        "pid": int_array([e.pid for e in evs]),
-        "tid": int_array([e.tid for e in evs]),
+        "pid": id_array([e.pid for e in evs]),
+        "tid": id_array([e.tid for e in evs]),
         "device_type": int_array([a.device_type for a in args]),
         "device": int_array([a.device for a in args]),
         "address": int_array([a.address for a in args]),
@@ -260,7 +268,7 @@ def alloc_columns(evs: list[Event], args: list[Any]) -> dict[str, pa.Array]:
 
 def python_columns(evs: list[Event]) -> dict[str, pa.Array]:
     """Raw columns of Python frames (python_function): their args (Python ids) are not read."""
-    return {**_common(evs), "pid": int_array([e.pid for e in evs]), "tid": int_array([e.tid for e in evs])}
+    return {**_common(evs), "pid": id_array([e.pid for e in evs]), "tid": id_array([e.tid for e in evs])}
 
 
 BUILDERS: dict[str, Callable[[list[Event], list[Any]], dict[str, pa.Array]]] = {
@@ -391,16 +399,13 @@ class EventSink:
             args = decode_mem_args(raws, staged.args_report)
         else:
             args = decode_args(raws, staged.args_report)
-        staged.tables.append((kind, pa.table(BUILDERS[kind](evs, args))))
+        staged.tables.append((kind, slimmed(pa.table(BUILDERS[kind](evs, args)), kind)))
 
     def table(self, kind: str) -> pa.Table | None:
-        """All rows of one kind, or None if there were none."""
-        parts = self.parts.get(kind)
-        if not parts:
-            return None
-        if len(parts) == 1:
-            return parts[0]
-        return pa.concat_tables(parts, promote_options="permissive").unify_dictionaries().combine_chunks()
+        """All rows of one kind, or None if there were none. The kind's slices are handed over (kineto_combine):
+        a second call returns None."""
+        parts = self.parts.pop(kind, None)
+        return combined(parts) if parts else None
 
 
 def _meta_label(raw: msgspec.Raw) -> Any:

@@ -1,0 +1,57 @@
+"""The per-slice Arrow tables of one Kineto event kind made into one table without holding its rows twice.
+
+On the worst input (many small identical kernel events, issue 27 section 3) the tables are the import's memory: a
+kernel row is ~135 bytes of columns, and combining the slices' tables (concatenate, then copy into one chunk per
+column) held every row twice. Here the columns are copied one at a time, each column's slices freed as soon as it
+is copied; each slice leaves out its columns of nulls only, and narrows the integer columns that the trace's schema
+keeps as int32 (so the whole table never holds them as int64 nor casts them in one piece later).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from ktrace.model.schema import SCHEMAS
+
+_TABLE_OF_KIND = {"kernel": "kernels", "memcpy": "memory", "memset": "memory", "runtime": "api", "driver": "api"}
+"""Kinds whose columns go to their table with the names and meaning they are built with (see kineto_tables)."""
+NARROW: dict[str, frozenset[str]] = {
+    kind: frozenset(f.name for f in SCHEMAS[table] if f.type == pa.int32()) for kind, table in _TABLE_OF_KIND.items()
+}
+"""The columns of each kind that the trace keeps as int32."""
+
+
+_KEPT = frozenset({"ts", "dur", "name"})
+"""Columns kineto_tables reads of every kind, kept even when all null."""
+
+
+def slimmed(table: pa.Table, kind: str) -> pa.Table:
+    """One slice's `table` of `kind` as the trace will keep it: columns of nothing but nulls left out (the table's
+    build fills them, and the slices that have values give theirs: kineto_combine.combined), and int64 columns that
+    the trace keeps as int32 cast to int32 where every value fits (a column with a value that does not stays int64:
+    the table's build then says so, as before). Other kinds' tables are returned as they are."""
+    names = NARROW.get(kind)
+    if names is None:
+        return table
+    empty = [f.name for f in table.schema if f.name not in _KEPT and table.column(f.name).null_count == len(table)]
+    table = table.drop_columns(empty) if empty and len(table) else table
+    for i, field in enumerate(table.schema):
+        if field.name in names and field.type == pa.int64():
+            try:
+                table = table.set_column(i, field.name, table.column(i).cast(pa.int32()))
+            except (pa.ArrowInvalid, OverflowError):
+                continue
+    return table
+
+
+def combined(parts: list[pa.Table]) -> pa.Table:
+    """The rows of `parts` in one chunk per column, dictionaries unified, holding at most one column twice at any
+    time. `parts` is emptied (the caller must hold no other reference to its tables, or they stay in memory)."""
+    chunked = pa.concat_tables(parts, promote_options="permissive").unify_dictionaries()
+    parts.clear()
+    schema = chunked.schema
+    columns = []
+    while chunked.num_columns:
+        columns.append(chunked.column(0).combine_chunks())
+        chunked = chunked.remove_column(0)  # (the last reference to that column's slices: freed here)
+    return pa.Table.from_arrays(columns, schema=schema)
