@@ -161,3 +161,11 @@ def test_the_kernel_table_at_80_columns_shows_eight_b200_gemms_apart(settled) ->
 
     names = asyncio.run(main())
     assert len(names) == len(B200) and len(set(names)) == len(B200), names
+
+
+def test_a_cut_name_keeps_its_end_when_the_difference_is_near_it() -> None:
+    """DLRM's two CppNode operators read 'CppN…plitLookupFunction_a…' and '…_D…' at the operator screen's width:
+    the window now ends on the name's end when everything from the difference on fits."""
+    names = [f"torch::autograd::CppNode<SplitLookupFunction_{opt}_Op>" for opt in ("adagrad", "Dense")]
+    shown = distinct_short_names(names, 26)
+    assert shown[names[0]].endswith("_adagrad_Op>") and shown[names[1]].endswith("_Dense_Op>"), shown

@@ -177,6 +177,8 @@ def _window(text: str, first: int, last: int, width: int) -> str:
     room = width - lead - 1
     start = len(head) if sep and len(head) <= first else first - 2
     start = max(lead, min(max(start, last - room + 2), len(text) - room))
+    if len(text) - start > room >= len(text) - last + 2:  # the rest from the difference on fits: end on the end
+        start = max(lead, len(text) - room)
     tail = text[start : start + room]
     if start + room < len(text):
         tail = tail[:-1] + "…"
