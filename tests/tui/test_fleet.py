@@ -153,7 +153,11 @@ def test_rank_lines_answer_keys_as_soon_as_the_dashboard_shows(drive, settled) -
     async def scenario(pilot: Pilot) -> None:  # type: ignore[type-arg]
         await pilot.press("3")
         await settled(pilot)
-        heat = app.query(RankLines).first()
+        heat, lag = app.query(RankLines)
+        assert heat.has_focus
+        await pilot.press("tab")  # the stragglers, as help says
+        assert lag.has_focus
+        await pilot.press("shift+tab")
         assert heat.has_focus
         await pilot.press("j", "j", "k", "j", "enter")  # the third rank line
         await settled(pilot)
