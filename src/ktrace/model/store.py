@@ -28,7 +28,14 @@ from ktrace.model.outputs import CAPTURE_MARKER, atomic_path, remove_stale_tempo
 from ktrace.model.schema import SCHEMAS, TABLES, TIME_COLUMNS
 from ktrace.model.scrub import mark_scrubbed, rules_fingerprint, scrub_meta, scrub_table
 from ktrace.model.secrets import scrub_mapping
-from ktrace.model.store_checks import check_columns, check_meta, check_partition_meta, check_rank, load_json_object
+from ktrace.model.store_checks import (
+    check_columns,
+    check_meta,
+    check_partition_meta,
+    check_rank,
+    check_values,
+    load_json_object,
+)
 from ktrace.model.trace import Trace, TraceMeta, conform, frame_from_columns, frame_schema, frame_to_arrow
 
 __all__ = [
@@ -313,6 +320,7 @@ def _read_partition_table(folder: Path, name: str) -> tuple[pa.Table | None, dic
             columns = [c for c in schema.names if c not in skipped]
             strings = [c for c in _dictionary_columns(name) if c in columns]
             table = pq.ParquetFile(parquet, read_dictionary=strings).read(columns=columns, use_threads=True)
+            check_values(table, name, parquet)
             if not table.num_rows:
                 constants = {}
             return table, constants, False
@@ -321,6 +329,7 @@ def _read_partition_table(folder: Path, name: str) -> tuple[pa.Table | None, dic
     if stream.exists():
         table = read_stream(stream)
         check_columns(table.schema, name, stream)
+        check_values(table, name, stream)
         return table, {}, True
     return None, {}, False
 
