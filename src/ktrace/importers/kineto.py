@@ -18,6 +18,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
+from ktrace.importers.kineto_combine import LeanBuilder
 from ktrace.importers.kineto_decode import EventSplitter
 from ktrace.importers.kineto_events import EventSink, to_int
 from ktrace.importers.kineto_limits import TablesFull, tables_full_note
@@ -259,7 +260,7 @@ def _build(
         base = 0
     info = _rank_of(path, header)
     node = _node_of(header)
-    builder = TraceBuilder(node=node, rank=info.rank)
+    builder = LeanBuilder(node, info.rank)
     fix = TimeFixer(base)
     no_stream = add_gpu_tables(builder, sink, fix)
     add_cpu_tables(builder, sink, fix)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from ktrace.model.schema import SCHEMAS
+from ktrace.model.schema import SCHEMAS, TABLES
+from ktrace.model.trace import Trace, TraceMeta, frame_from_columns
 
 _TABLE_OF_KIND = {"kernel": "kernels", "memcpy": "memory", "memset": "memory", "runtime": "api", "driver": "api"}
 """Kinds whose columns go to their table with the names and meaning they are built with (see kineto_tables)."""
@@ -50,8 +51,37 @@ def combined(parts: list[pa.Table]) -> pa.Table:
     chunked = pa.concat_tables(parts, promote_options="permissive").unify_dictionaries()
     parts.clear()
     schema = chunked.schema
+    pool = pa.default_memory_pool()
     columns = []
     while chunked.num_columns:
         columns.append(chunked.column(0).combine_chunks())
-        chunked = chunked.remove_column(0)  # (the last reference to that column's slices: freed here)
+        chunked = chunked.remove_column(0)  # (the last reference to that column's slices: freed here,
+        pool.release_unused()  # and given back: mimalloc kept them, and the process held the rows twice all the same)
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+class LeanBuilder:
+    """Collects a Kineto file's tables as TraceBuilder.add does, and builds the Trace with
+    model.trace.frame_from_columns: node, rank and the columns no event had are then polars scalar columns, which
+    take no memory (TraceBuilder conforms each table to its whole schema, an array of nulls per missing column:
+    ~60 bytes per kernel row of the worst input, as much as the kernels' values)."""
+
+    def __init__(self, node: str, rank: int) -> None:
+        self.constants: dict[str, object] = {"node": node, "rank": rank}
+        self.parts: dict[str, list[pa.Table]] = {}
+
+    def add(self, table: str, columns: pa.Table) -> None:
+        """Append the rows of `columns` (a subset of table `table`'s columns, without node and rank)."""
+        if table not in SCHEMAS:
+            raise KeyError(f"unknown table {table!r}")
+        if columns.num_rows:
+            self.parts.setdefault(table, []).append(columns)
+
+    def build(self) -> Trace:
+        """The Trace of every table added (its meta is the default one); the tables are handed over."""
+        frames = {}
+        for name in TABLES:
+            parts = self.parts.pop(name, [])
+            table = combined(parts) if len(parts) > 1 else parts[0] if parts else SCHEMAS[name].empty_table()
+            frames[name] = frame_from_columns(table, name, self.constants)
+        return Trace(**frames, meta=TraceMeta())

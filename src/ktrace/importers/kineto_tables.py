@@ -10,6 +10,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ktrace.importers.kineto_combine import LeanBuilder
 from ktrace.importers.kineto_events import STEP_PREFIX, EventSink, to_int, ts_to_ns
 from ktrace.importers.kineto_schema import MAX_TS_US
 from ktrace.model.builder import TraceBuilder
@@ -78,7 +79,8 @@ class TimeFixer:
         """Replace ts/dur (µs) by start_ns/end_ns; drop non-finite, negative or overlong rows."""
         ts = table.column("ts").to_numpy()
         dur = table.column("dur").to_numpy()
-        ok = np.isfinite(ts) & np.isfinite(dur) & (np.abs(ts) < MAX_TS_US) & (dur >= 0) & (dur < MAX_DUR_US)
+        ok = (ts < MAX_TS_US) & (ts > -MAX_TS_US) & (dur >= 0) & (dur < MAX_DUR_US)  # (NaN fails each; no float
+        # temporary as long as the column, as np.abs made)
         if not ok.all():
             self.bad_time += int((~ok).sum())
             table, ts, dur = table.filter(pa.array(ok)), ts[ok], dur[ok]
@@ -86,7 +88,8 @@ class TimeFixer:
         if "ts_frac_ns" in table.column_names:  # exactly decoded slices: ts holds whole µs, this the ns after them
             start += pc.fill_null(table.column("ts_frac_ns"), 0).to_numpy().astype(np.int64)
             table = table.drop_columns(["ts_frac_ns"])
-        end = start + ts_to_ns(dur, 0)
+        end = ts_to_ns(dur, 0)
+        end += start
         table = table.drop_columns(["ts", "dur"])
         return table.append_column("start_ns", pa.array(start)).append_column("end_ns", pa.array(end))
 
@@ -103,7 +106,7 @@ def _stream_na(col: pa.Array | pa.ChunkedArray) -> pa.Array:
     return pc.if_else(pc.fill_null(bad, False), pa.scalar(None, pa.int64()), arr)
 
 
-def add_gpu_tables(builder: TraceBuilder, sink: EventSink, fix: TimeFixer) -> int | None:
+def add_gpu_tables(builder: LeanBuilder, sink: EventSink, fix: TimeFixer) -> int | None:
     """kernels, memory (memcpy + memset) and syncs; NA_STREAM when the file writes a sync on no stream as CUPTI's
     4294967295 (Kineto of 2023; today's writes -1), which the Kineto export writes back, else None."""
     kernels = sink.table("kernel")
@@ -136,7 +139,7 @@ def add_gpu_tables(builder: TraceBuilder, sink: EventSink, fix: TimeFixer) -> in
     return None
 
 
-def add_cpu_tables(builder: TraceBuilder, sink: EventSink, fix: TimeFixer) -> None:
+def add_cpu_tables(builder: LeanBuilder, sink: EventSink, fix: TimeFixer) -> None:
     """api (runtime + driver), ranges (CPU and GPU annotations, with depth) and ops."""
     for kind, domain in (("runtime", "runtime"), ("driver", "driver")):
         api = sink.table(kind)
@@ -174,7 +177,7 @@ def add_cpu_tables(builder: TraceBuilder, sink: EventSink, fix: TimeFixer) -> No
     add_ops_tables(builder, sink, fix)
 
 
-def add_ops_tables(builder: TraceBuilder, sink: EventSink, fix: TimeFixer) -> None:
+def add_ops_tables(builder: LeanBuilder, sink: EventSink, fix: TimeFixer) -> None:
     """ops: framework operators (cpu_op) and Python frames (python_function), told apart by `category`."""
     for kind, category in (("op", "cpu_op"), ("python", "python_function")):
         ops = sink.table(kind)
@@ -188,7 +191,7 @@ CUDA_DEVICE_TYPE = 1
 """c10::DeviceType::CUDA, the `Device Type` of GPU allocator events (0 is the CPU allocator, not imported)."""
 
 
-def add_allocations(builder: TraceBuilder, sink: EventSink, fix: TimeFixer) -> None:
+def add_allocations(builder: LeanBuilder, sink: EventSink, fix: TimeFixer) -> None:
     """allocations: the GPU caching allocator's `[memory]` events (CPU-allocator ones are not imported)."""
     table = sink.table("alloc")
     if table is None:
