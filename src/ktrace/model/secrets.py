@@ -62,6 +62,8 @@ _TOKEN_RULES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
 )
 """(literals one of which the text must hold, pattern). A group `s` is what is redacted, else the whole match."""
 _TOKEN_LITERALS = tuple(dict.fromkeys(lit for lits, _ in _TOKEN_RULES for lit in lits))
+_TOKEN_RULE_OF = tuple((lit, i) for i, (lits, _) in enumerate(_TOKEN_RULES) for lit in lits)
+"""(literal, index of its rule): one flat pass over them tells which rules a text needs."""
 
 _PREFILTER = (
     "pass",
@@ -163,6 +165,7 @@ _FOLDED_RULES: tuple[tuple[tuple[str, ...], re.Pattern[str], _Rule], ...] = (
 )
 """(literals one of which the case-folded text must hold, pattern, is it a secret)."""
 _FOLDED_LITERALS = tuple(dict.fromkeys([*(lit for lits, _, _ in _FOLDED_RULES for lit in lits), *TOOL_NAMES]))
+_FOLDED_RULE_OF = tuple((lit, i) for i, (lits, _, _) in enumerate(_FOLDED_RULES) for lit in lits)
 
 
 def scrub_text(text: str) -> tuple[str, int]:
@@ -192,17 +195,16 @@ _scrub_short = functools.lru_cache(maxsize=16384)(_scrub)
 
 def _scrub_plain(text: str) -> tuple[str, int]:
     count = 0
-    for literals, pattern in _TOKEN_RULES:
-        if any(lit in text for lit in literals):
-            text, n = _redact(pattern, text, text, _always)
-            count += n
+    for i in sorted({i for lit, i in _TOKEN_RULE_OF if lit in text}):
+        text, n = _redact(_TOKEN_RULES[i][1], text, text, _always)
+        count += n
     folded = _fold(text)
-    for literals, pattern, is_secret in _FOLDED_RULES:
-        if any(lit in folded for lit in literals):
-            text, n = _redact(pattern, folded, text, is_secret)
-            if n:
-                count += n
-                folded = _fold(text)
+    for i in sorted({i for lit, i in _FOLDED_RULE_OF if lit in folded}):
+        _, pattern, is_secret = _FOLDED_RULES[i]
+        text, n = _redact(pattern, folded, text, is_secret)
+        if n:
+            count += n
+            folded = _fold(text)
     if any(name in folded for name in TOOL_NAMES):
         spans = [s for s in text_option_secrets(text) if REDACTED not in text[s[0] : s[1]]]
         if spans:
@@ -287,9 +289,10 @@ def scrub_strings(values: Sequence[str]) -> tuple[dict[str, str], int]:
     if not literals and not folded and not escaped:
         return changes, 0
     for value in values:
+        low = _fold(value) if folded else ""
         if (
             any(lit in value for lit in literals)
-            or (folded and any(lit in _fold(value) for lit in folded))
+            or any(lit in low for lit in folded)
             or (escaped and _ESCAPE.search(value))
         ):
             clean, n = scrub_text(value)
@@ -314,6 +317,7 @@ def scrub_argv(argv: Sequence[str]) -> tuple[list[str], int]:
     out: list[str] = []
     count = 0
     options = {i: (start, end) for i, start, end in option_secrets(args)}
+    changes, _ = scrub_strings(list(dict.fromkeys(args)))
     for i, arg in enumerate(args):
         prev = args[i - 1] if i else ""
         if i in options:
@@ -324,7 +328,7 @@ def scrub_argv(argv: Sequence[str]) -> tuple[list[str], int]:
             out.append(REDACTED)
             count += 1
         else:
-            clean, n = scrub_text(arg)
+            clean, n = (changes[arg], scrub_text(arg)[1]) if arg in changes else (arg, 0)
             clean, random = _scrub_random(clean)
             out.append(clean)
             count += n + random
@@ -346,9 +350,11 @@ TOO_DEEP = f"<nested deeper than {MAX_DEPTH} levels: not kept>"
 
 def scrub_value(key: str, value: Any) -> tuple[Any, int]:
     """Scrub one (key, value): a secret key redacts the whole value; nested containers are walked without
-    recursion and cut at MAX_DEPTH levels (never raises, however deep). Tuples come back as lists."""
+    recursion and cut at MAX_DEPTH levels (never raises, however deep). Tuples come back as lists. The texts
+    are scrubbed together at the end (scrub_strings: one pass over them all says which rules can match)."""
     root: list[Any] = [None]
     count = 0
+    texts: list[tuple[Any, Any, str]] = []
     stack: list[tuple[str, Any, Any, Any, int]] = [(key, value, root, 0, 0)]
     while stack:
         k, v, parent, slot, depth = stack.pop()
@@ -369,17 +375,23 @@ def scrub_value(key: str, value: Any) -> tuple[Any, int]:
             items: list[Any] = [None] * len(v)
             parent[slot] = items
             stack.extend((k, item, items, i, depth + 1) for i, item in enumerate(v))
+        elif isinstance(v, str) and not (v and is_secret_value(k, v)):
+            parent[slot] = v
+            texts.append((parent, slot, v))
         else:
             parent[slot], n = _scrub_leaf(k, v)
             count += n
+    changes, _ = scrub_strings(list(dict.fromkeys(text for _, _, text in texts)))
+    for parent, slot, text in texts:
+        if text in changes:
+            parent[slot] = changes[text]
+            count += scrub_text(text)[1]
     return root[0], count
 
 
 def _scrub_leaf(key: str, value: Any) -> tuple[Any, int]:
-    """A value that holds no other: redacted whole under a secret's name, else its text scrubbed."""
-    if isinstance(value, str):
-        return (REDACTED, 1) if value and is_secret_value(key, value) else scrub_text(value)
-    if isinstance(value, bytes) and value and is_secret_key(key):
+    """A value that holds no other and is a secret by its name, or no text: redacted whole, or kept."""
+    if isinstance(value, str | bytes) and value and is_secret_key(key):
         return REDACTED, 1
     if isinstance(value, int | float) and not isinstance(value, bool) and abs(value) >= 1000 and is_secret_key(key):
         return REDACTED, 1  # PMI_SHARED_SECRET is a 20-digit number
