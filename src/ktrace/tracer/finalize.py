@@ -222,6 +222,8 @@ def _clean_up(root: Path) -> None:
     for _, _, folder in partitions(root):
         (folder / ".owner").unlink(missing_ok=True)
         (folder / PARTITION_META_FILE).unlink(missing_ok=True)
+        for stream in folder.glob("*.arrows"):  # begun by a process after finalize() converted its streams (or of
+            stream.unlink(missing_ok=True)  # no table): read back, it would be "recovered" into the trace
     (root / CAPTURE_MARKER).unlink(missing_ok=True)
 
 

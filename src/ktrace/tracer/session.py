@@ -6,6 +6,7 @@ process's partition at least every `flush_s` seconds, so a SIGKILL loses at most
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -178,7 +179,7 @@ class CaptureSession:
         if self._dead:
             return
         if self._finalized():  # `ktrace run` finalized (or published) the trace: we outlived its wait
-            self._dead = True
+            self._withdraw()  # (a writer thread that started after the finalize made its folder and marker)
             return
         self._ensure_writer()
         if self.backend is not None:
@@ -211,10 +212,14 @@ class CaptureSession:
         from ktrace.model.outputs import CAPTURE_MARKER
 
         self._dead = True
+        if self._writer is None:
+            return
         self._writer.close()
         folder = self._writer.folder
         for path in [folder / PARTITION_META_FILE, *folder.glob("*.arrows"), self.root / CAPTURE_MARKER]:
             path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # only if this process made it after the finalize: nothing else is in it
 
     def _append(self, name: str, table: Any) -> None:
         if name in ("kernels", "memory", "syncs", "api", "ranges") and table.num_rows:

@@ -60,3 +60,43 @@ def test_close_after_the_finalize_writes_nothing(session: CaptureSession) -> Non
     session.close()
     assert _leftovers(session.root) == []
     assert store.read(session.root).meta.health["processes_still_running"] == 1
+
+
+def test_a_writer_thread_that_starts_after_the_finalize_leaves_nothing(tmp_path: Path) -> None:
+    """The writer thread makes its partition folder and the capture marker before its first flush: started after
+    the finalize, it left them in the finished trace."""
+    root = tmp_path / "run.ktrace"
+    first = CaptureSession(root, CaptureConfig(gpu=False, counters=False), "host", 0)
+    first.record_range("before", "user", 1, 2, 7, 0)
+    first.close()
+    _finalize(root)
+    late = CaptureSession(root, CaptureConfig(gpu=False, counters=False), "host", 1)
+    late._ensure_writer()  # what its thread does first
+    late.flush_once()
+    late.close()
+    assert _leftovers(root) == [] and not (root / "node=host" / "rank=1").exists()
+
+
+def test_a_stream_begun_after_the_conversion_is_not_left_in_the_trace(
+    session: CaptureSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process that began a stream between finalize()'s conversion and meta.json: the published store held it,
+    and reading it "recovered" records the trace does not hold."""
+    import pyarrow as pa
+
+    import ktrace.model.store as store_module
+    from ktrace.model.capture import CaptureWriter
+
+    convert = store_module.finalize
+
+    def then_a_stream_begins(root: Path) -> list[Path]:
+        done = convert(root)
+        late = CaptureWriter(root, "host", 0)
+        late.append("threads", pa.table({"pid": [1], "tid": [2], "name": ["late"]}))
+        late.close()
+        return done
+
+    monkeypatch.setattr(store_module, "finalize", then_a_stream_begins)
+    _finalize(session.root)
+    assert _leftovers(session.root) == []
+    assert "recovered_tables" not in store.read(session.root).meta.health
