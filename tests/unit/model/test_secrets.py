@@ -311,6 +311,12 @@ ADVERSARIAL = {
     "hvs. runs": _repeat("hvs."),
     "PEM BEGIN any label": _repeat("-----BEGIN X-----"),
     "ODBC braces": _repeat("pwd={"),
+    "XML tags closed": _repeat("<password>a</"),
+    "XML value without its close": "<password>" + "a" * _MB + "</",
+    "XML attributes then a close": _repeat("<token " + "a" * 300 + ">b</"),
+    "%25 repeated": _repeat("%25"),
+    "backslashes": "\\" * _MB,
+    "JSON escapes": _repeat('\\"\\n\\t'),
     "=> and :=": _repeat("password=>:="),
 }
 
