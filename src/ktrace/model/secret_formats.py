@@ -6,7 +6,8 @@ and kept linear-time: every pattern starts a match only at the start of a token 
 characters) and has bounded or final repetitions, so a long run is never rescanned from each of its positions.
 gitleaks' rules that need a vendor's name beside the value (`twitter ... = VALUE`) are left to the name rules of
 ktrace.model.secrets. A rule named `vendor:` is a format gitleaks did not have at that commit, from the vendor's
-own documentation of its keys. A new format is one line here; tests/unit/model/test_secrets.py plants one of each.
+own documentation of its keys. A new format is one line here; testing/secrets_corpus_tokens.py plants the issue's
+and the common ones, and tests/unit/model/test_secrets.py checks each planted one is found by a format here.
 """
 
 from __future__ import annotations

@@ -344,3 +344,20 @@ def test_a_200_kb_metadata_value_and_a_1_mb_hex_blob_in_a_mapping_are_quick() ->
     clean, _ = scrub_mapping(doc)
     assert time.process_time() - start < 2.0
     assert clean["metadata"]["blob"] == doc["metadata"]["blob"]
+
+
+def test_every_vendor_form_is_caught_by_a_named_vendor_format() -> None:
+    """Each planted vendor token is found by a format of ktrace.model.secret_formats (not only by a name before
+    it), and every format names its source: a gitleaks rule, or the vendor's documentation."""
+    import re
+
+    from ktrace.model.secret_formats import TOKEN_FORMATS
+    from ktrace.testing.secrets_corpus_tokens import VENDOR_FORMS
+
+    assert len(TOKEN_FORMATS) >= 80
+    assert [f.source for f in TOKEN_FORMATS if not f.source.startswith(("gitleaks:", "vendor:"))] == []
+    patterns = [re.compile(f.pattern) for f in TOKEN_FORMATS]
+    for planted in VENDOR_FORMS:
+        spans = [m.span("s" if "s" in m.re.groupindex else 0) for p in patterns for m in p.finditer(planted.text)]
+        start = planted.text.index(planted.secret)
+        assert any(a <= start and start + len(planted.secret) <= b for a, b in spans), planted.form
