@@ -124,6 +124,8 @@ _ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 _ESCAPE = re.compile(r"%[0-9a-fA-F]{2}|\\(?:[ux][0-9a-fA-F]{2}|[ntr\"\\/])|&(?:#[0-9xX]|[a-zA-Z]{2,6};)")
 """An escape that may hide a secret's name, its `=` or the space before it (`password%3DX`, `\\u0070assword`,
 `&quot;`, a JSON string's `\\n\\tpassword X` or `\\\"secret\\\"`)."""
+_MAY_HOLD_SECRET = re.compile(r"[A-Za-z%\\&]")
+"""Every rule needs a letter (a name, a token's prefix, a scheme) or an escape: shapes and numbers hold none."""
 _BACKSLASH_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|([ntr\"\\/]))")
 _SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "/": "/"}
 
@@ -180,6 +182,8 @@ def scrub_text(text: str) -> tuple[str, int]:
 def _scrub(text: str) -> tuple[str, int]:
     """Decoded first where it holds escapes (a rule may need the name or the space they hide): if the decoded
     text holds a secret, it is kept decoded, with the secret redacted."""
+    if _MAY_HOLD_SECRET.search(text) is None:
+        return text, 0
     if _ESCAPE.search(text):
         decoded = _decode(text)
         if decoded != text:
