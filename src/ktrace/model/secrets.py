@@ -13,8 +13,9 @@ Secrets are found by their structure, so that a form nobody listed is still caug
   `curl -u user:pass`, `redis-cli -a`, ...);
 - `scheme://user:password@host`, `Authorization:` and `Cookie:` headers, `Bearer` tokens, PEM blocks;
 - vendor token formats (ktrace.model.secret_formats: gitleaks' rules and vendors' documentation, sources named);
-- the same once more after decoding `%XX`, `\\uXXXX`, `\\xXX` and HTML character references, so that
-  `password%3DX` and a JSON key written `"\\u0070assword"` are caught (such a text is then kept decoded);
+- all of the above on the text decoded first where it holds escapes (`%XX`, JSON's and Python's backslash
+  escapes, HTML character references; up to 3 levels), so that `password%3DX`, a JSON key written
+  `"\\u0070assword"` and a command line inside a JSON string are caught (such a text is then kept decoded);
 - in a command line given as argv, any long random-looking argument (secret_names.looks_random).
 Long hex or base64 runs in other text are NOT redacted on their own look (kernel names, hashes and UUIDs look like
 that too). tests/unit/model/test_secrets_fixtures.py counts the redactions in every real trace of fixtures/.
