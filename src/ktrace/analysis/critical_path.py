@@ -49,9 +49,9 @@ from ktrace.analysis.critical_path_ranks import (
 )
 from ktrace.analysis.critical_path_what_if import COMPOSITION, what_if
 from ktrace.analysis.index import Slot, TraceIndex
+from ktrace.analysis.names import short_kernel_name
 from ktrace.analysis.op_attribution import IS_OPERATOR
 from ktrace.analysis.steps import detect_steps
-from ktrace.model.display_text import fit_end
 from ktrace.model.trace import Trace
 
 I64 = npt.NDArray[np.int64]
@@ -59,7 +59,7 @@ RANK_WAIT = "rank_wait"
 """The composition's last category on a path joining ranks: collective time spent waiting for another rank."""
 TOP_ITEMS = 10
 LABEL_CHARS = 60
-"""A step's name in the label is cut to this many characters (inferred steps are named after a kernel)."""
+"""A step's name in the label is shortened to this many characters (inferred steps are named after a kernel)."""
 _RESULT = Slot["CriticalPath | None"]("critical_path")
 
 
@@ -266,7 +266,7 @@ def choose_window(
         mine = mine.with_row_index("i").sort("duration_ns", "i")
         s = mine.row((mine.height - 1) // 2, named=True)
         chosen = "the only step" if mine.height == 1 else f"median of {mine.height} steps"
-        label = f"{fit_end(s['name'], LABEL_CHARS)} ({chosen})"
+        label = f"{short_kernel_name(s['name'], LABEL_CHARS)} ({chosen})"
         window = Window(str(s["node"]), int(s["rank"]), s["start_ns"], s["end_ns"])
         return (launch_window(ix, window, s["name"]) if s["source"] == "periodic" else window), "step", label
     operators = trace.ops.filter(IS_OPERATOR)  # the graph's CPU events: operators and runtime calls

@@ -39,12 +39,9 @@ from ktrace.analysis.critical_path_graph import COLLECTIVE, GPU, GPU_RECORD, KER
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.steps import detect_steps
 from ktrace.model.clock_matching import order_keys
-from ktrace.model.display_text import fit_end
 from ktrace.model.trace import Trace
 
 I64 = npt.NDArray[np.int64]
-NAME_CHARS = 48
-"""A collective's kernel name (without its signature) is cut to this many characters in crossings."""
 
 
 @dataclass(frozen=True)
@@ -304,10 +301,10 @@ def unaligned_hosts(trace: Trace, windows: list[Window]) -> int:
 
 
 def _collective_label(job: JobGraph, event: int) -> str:
-    """ "kernel name #i" of a collective event, the name without its signature and cut to NAME_CHARS."""
+    """ "kernel name #i" of a collective event, the name without its signature (views cut it)."""
     name, _, number = job.collective_keys.get(event, "#").rpartition("#")
     name = name.partition("(")[0] or name  # a kernel's signature says nothing here
-    return f"{fit_end(name, NAME_CHARS)} #{number}"
+    return f"{name} #{number}"
 
 
 def on_time_changes(job: JobGraph, path: I64, limit: int) -> list[tuple[str, I64]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ktrace.analysis.critical_path import CriticalPath
-from ktrace.model.display_text import fit_end
+from ktrace.analysis.names import distinct_short_names
 from ktrace.model.units import format_ns
 from ktrace.report import plots
 from ktrace.report.content import Report
@@ -96,13 +96,15 @@ def what_if_notes(cp: CriticalPath) -> list[str]:
     """Why a what-if saves less than the time it takes off the path: one line per change whose saving falls short
     of that time by more than NOTE_SHORTFALL of the path (the next longest path is then nearly as long)."""
     out = []
-    for r in rows(cp.what_if):
+    what_if = rows(cp.what_if)
+    targets = distinct_short_names([r["target"] for r in what_if], NOTE_TARGET_CHARS, plain=True)
+    for r in what_if:
         short = r["removed_ns"] - r["saved_ns"]
         if r["removed_ns"] <= 0 or short <= NOTE_SHORTFALL * cp.length_ns:
             continue
         where = "" if r["next_rank"] is None else f", ending on {r['next_node']} rank {r['next_rank']}"
         out.append(
-            f"{r['change']} {fit_end(r['target'], NOTE_TARGET_CHARS)}: takes {format_ns(r['removed_ns'])} off this "
+            f"{r['change']} {targets[r['target']]}: takes {format_ns(r['removed_ns'])} off this "
             f"path, yet saves {format_ns(r['saved_ns'])}: another path, {format_ns(r['length_ns'])} long (mostly "
             f"{CATEGORY_LABELS[r['next_category']]}{where}), is then the longest"
         )

@@ -9,6 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ktrace.analysis.dashboard import StepHistogram
+from ktrace.analysis.names import distinct_short_names
 from ktrace.analysis.phases import step_source_note
 from ktrace.analysis.rank_heatmap import RankHeatmap
 from ktrace.analysis.rules.base import Evidence, RuleResult
@@ -49,21 +50,37 @@ MD_ESCAPES = str.maketrans(
 )
 
 
-def cell(value: object, limit: int = 120) -> str:
-    """A table cell: shortened and escaped so trace text cannot break the table or inject markup."""
-    s = "" if value is None else printable(str(value))
-    if len(s) > limit:
-        s = s[: limit - 1] + "…"
-    return s.translate(MD_ESCAPES)
+CELL_CHARS = 120
+
+
+def column_cells(values: Sequence[object], limit: int = CELL_CHARS) -> list[str]:
+    """One column's cells: printable, those over `limit` cut where they differ from the column's others (two rows
+    never read the same), and escaped so trace text cannot break the table or inject markup."""
+    texts = ["" if v is None else printable(str(v)) for v in values]
+    short = distinct_short_names(texts, limit, plain=True)
+    return [short[t].translate(MD_ESCAPES) for t in texts]
+
+
+def cell(value: object, limit: int = CELL_CHARS) -> str:
+    """A cell or line of text on its own, made safe as `column_cells` does."""
+    return column_cells([value], limit)[0]
 
 
 def md_table(headers: Sequence[str], cells: Sequence[Sequence[object]]) -> list[str]:
     """A Markdown table (empty list when there are no rows)."""
     if not cells:
         return []
-    out = ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "---|" * len(headers)]
-    out += ["| " + " | ".join(cell(c) for c in r) + " |" for r in cells]
-    return out + [""]
+    width = max(len(r) for r in cells)
+    columns = [column_cells([r[i] for r in cells if i < len(r)]) for i in range(width)]
+    at = [0] * width  # the next unused cell of each column (a short row leaves its missing cells out)
+    lines = []
+    for r in cells:
+        shown = []
+        for i in range(len(r)):
+            shown.append(columns[i][at[i]])
+            at[i] += 1
+        lines.append("| " + " | ".join(shown) + " |")
+    return ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "---|" * len(headers), *lines, ""]
 
 
 def _job(report: Report) -> list[str]:

@@ -17,12 +17,12 @@ Figure = dict[str, Any]
 LABEL_CHARS = 90
 
 
-def label(text: object, limit: int = LABEL_CHARS) -> str:
-    """A trace string made safe for a plotly label: shortened, then HTML-escaped."""
-    s = str(text)
-    if len(s) > limit:
-        s = s[: limit - 1] + "…"
-    return html.escape(s)
+def safe_labels(texts: Sequence[object], limit: int = LABEL_CHARS) -> list[str]:
+    """Trace strings made safe for plotly labels: cut where they differ (two labels never read the same, and a
+    heatmap's category axis never merges two rows), then HTML-escaped."""
+    strings = [str(t) for t in texts]
+    short = distinct_short_names(strings, limit, plain=True)
+    return [html.escape(short[s]) for s in strings]
 
 
 def _layout(title: str, **extra: Any) -> dict[str, Any]:
@@ -50,7 +50,7 @@ def pie(title: str, labels: list[Any], values: list[float]) -> Figure:
         "data": [
             {
                 "type": "pie",
-                "labels": [label(legend_text(x)) for x in labels],
+                "labels": safe_labels([legend_text(x) for x in labels]),
                 "values": values,
                 "sort": False,
                 "hole": 0.35,
@@ -91,7 +91,7 @@ def hbar(title: str, names: list[Any], values: list[float], unit: str) -> Figure
                 "orientation": "h",
                 "y": rows,
                 "x": values[::-1],
-                "hovertext": [label(n, 4000) for n in full][::-1],
+                "hovertext": safe_labels(full, 4000)[::-1],
                 "hoverinfo": "x+text",
             }
         ],
@@ -150,7 +150,7 @@ def lines(title: str, series: Sequence[UtilizationSeries], y_title: str) -> Figu
 def bars(title: str, names: list[Any], values: list[float], unit: str) -> Figure:
     """A vertical bar chart (per rank, per GPU)."""
     return {
-        "data": [{"type": "bar", "x": [label(n, 40) for n in names], "y": values}],
+        "data": [{"type": "bar", "x": safe_labels(names, 40), "y": values}],
         "layout": _layout(title, yaxis={"title": {"text": unit}}),
     }
 
@@ -177,13 +177,14 @@ def heatmap(
     one readable image; the left margin grows to the longest label. Whole-number x (steps) gets whole-number ticks.
     """
     n = len(ranks)
-    names = [label(f"{h}/{r}", 40) for h, r in ranks]
+    names = safe_labels([f"{h}/{r}" for h, r in ranks], 40)
     if n <= MAX_ROW_LABELS:
         tickvals, ticktext = names, names
     else:
         step = max(1, -(-len(hosts) // MAX_ROW_LABELS))
         shown = hosts[::step]
-        tickvals, ticktext = [names[a] for _, a, _ in shown], [label(f"{h} ({c} ranks)", 40) for h, _, c in shown]
+        tickvals = [names[a] for _, a, _ in shown]
+        ticktext = safe_labels([f"{h} ({c} ranks)" for h, _, c in shown], 40)
     xaxis: dict[str, Any] = {"title": {"text": x_title}}
     if x and all(isinstance(v, int) for v in x):  # steps: whole-number ticks, never -0.4 ... 0.4
         xaxis.update(tickmode="linear", tick0=x[0], dtick=max(1, -(-len(x) // MAX_INT_TICKS)), tickformat="d")
@@ -230,9 +231,10 @@ def xy_lines(
     yaxis: dict[str, Any] | None = None,
 ) -> Figure:
     """One line per (name, x in seconds since the trace start, y) series; y from 0 (or `yaxis`'s range)."""
+    names = safe_labels([name for name, _, _ in series])
     data = [
-        {"type": "scattergl" if len(x) > 2000 else "scatter", "mode": "lines", "name": label(name), "x": x, "y": y}
-        for name, x, y in series
+        {"type": "scattergl" if len(x) > 2000 else "scatter", "mode": "lines", "name": name, "x": x, "y": y}
+        for name, (_, x, y) in zip(names, series, strict=True)
     ]
     return {
         "data": data,

@@ -55,3 +55,19 @@ def test_step_heatmaps_have_whole_step_ticks_and_room_for_the_rank_labels() -> N
     assert many["dtick"] == 9 and 100 / many["dtick"] <= plots.MAX_INT_TICKS  # whole steps, at most 12 ticks
     timed = _heatmap([0.0005, 0.0015], "seconds")["layout"]["xaxis"]
     assert "dtick" not in timed and "tickformat" not in timed  # a time axis keeps plotly's own ticks
+
+
+def test_heatmap_rows_of_long_host_names_stay_apart() -> None:
+    """Hosts whose names share their first 40 characters: cut at the end, every rank of both hosts read the same
+    "host…" and plotly's category axis merged their rows. Fails on the old code (one label per host pair)."""
+    hosts = [f"{'gpu-node-in-a-very-long-cluster-domain-name-'}{h}.example.org" for h in ("east", "west")]
+    ranks = [(h, 0) for h in hosts]
+    fig = plots.heatmap("busy", [[50], [60]], [(hosts[0], 0, 1), (hosts[1], 1, 1)], ranks, [0], "step", "%")
+    names = fig["data"][0]["y"]
+    assert len(set(names)) == 2 and all(len(html.unescape(n)) <= 40 for n in names), names
+
+
+def test_line_names_that_differ_at_the_end_stay_apart() -> None:
+    series = [(f"{'x' * 100} GPU{d}", [0.0], [1.0]) for d in range(3)]
+    names = [s["name"] for s in plots.xy_lines("util", series, "%")["data"]]
+    assert len(set(names)) == 3 and all(len(n) <= plots.LABEL_CHARS for n in names), names
