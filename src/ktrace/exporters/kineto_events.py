@@ -125,6 +125,7 @@ def kernel_lines(kernels: pl.DataFrame, base_ns: int) -> pl.Series:
         _decimal("warps per SM", pl.col("_warps_per_sm")),
         _triple("grid", ("grid_x", "grid_y", "grid_z")),
         _triple("block", ("block_x", "block_y", "block_z")),
+        _num("est. achieved occupancy %", "est_occupancy_pct"),
         _num("graph id", "graph_id"),
         _num("graph node id", "graph_node_id"),
         _arg("Collective name", _quoted_col("collective")),

@@ -186,6 +186,13 @@ def _cpu_columns(evs: list[Event], args: list[Args]) -> dict[str, pa.Array]:
     }
 
 
+def _percent(values: pa.Array) -> pa.Array:
+    """A percentage column: null where a value is not within 0-100 (it is no estimate, and fits int32)."""
+    v = values.fill_null(-1).to_numpy()
+    bad = (v < 0) | (v > 100)
+    return pa.array(np.where(bad, 0, v), pa.int32(), mask=bad)
+
+
 def kernel_columns(evs: list[Event], args: list[Args]) -> dict[str, pa.Array]:
     """Raw columns of kernel events (times still in µs)."""
     cols = _gpu_columns(evs, args)
@@ -195,6 +202,7 @@ def kernel_columns(evs: list[Event], args: list[Args]) -> dict[str, pa.Array]:
     cols["static_shared_bytes"] = int_array([a.shared for a in args])
     cols["graph_id"] = int_array([a.graph_id for a in args])
     cols["graph_node_id"] = int_array([a.graph_node_id for a in args])
+    cols["est_occupancy_pct"] = _percent(int_array([a.occupancy for a in args]))
     if any(a.collective is not None for a in args):
         cols["collective"] = str_array([a.collective for a in args])
         cols["in_nelems"] = int_array([a.in_nelems for a in args])

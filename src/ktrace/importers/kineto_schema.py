@@ -99,6 +99,7 @@ class Args(msgspec.Struct, gc=False):
     block: Any = None
     graph_id: Any = msgspec.field(default=None, name="graph id")
     graph_node_id: Any = msgspec.field(default=None, name="graph node id")
+    occupancy: Any = msgspec.field(default=None, name="est. achieved occupancy %")
     sync_kind: Any = msgspec.field(default=None, name="cuda_sync_kind")
     wait_stream: Any = msgspec.field(default=None, name="wait_on_stream")
     wait_correlation: Any = msgspec.field(default=None, name="wait_on_cuda_event_record_corr_id")

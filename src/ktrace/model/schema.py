@@ -52,6 +52,7 @@ KERNELS_COLUMNS = _fields(
     ("graph_node_id", pa.int64(), True),
     ("queued_ns", pa.int64(), True),
     ("submitted_ns", pa.int64(), True),
+    ("est_occupancy_pct", pa.int32(), True),  # Kineto's `est. achieved occupancy %`, 0-100
     # NCCL collectives (Kineto args); null for compute kernels.
     ("collective", _STR, True),
     ("in_nelems", pa.int64(), True),

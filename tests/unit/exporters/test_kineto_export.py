@@ -368,3 +368,29 @@ def test_blocks_and_warps_per_sm_are_kinetos_to_the_last_decimal(
     assert expected and all(b is not None for b, _ in expected.values())
     export_kineto(ktrace.open(str(source)), tmp_path / "t.json")
     assert per_sm(_events(tmp_path / "t.json")[1]) == expected
+
+
+def test_est_achieved_occupancy_is_kept_and_written_back(real_trace_path: Any, tmp_path: Path) -> None:
+    source = real_trace_path("nccl")
+
+    def occupancy(evs: list[dict[str, Any]]) -> dict[Any, Any]:
+        return {
+            e["args"]["correlation"]: e["args"].get("est. achieved occupancy %")
+            for e in evs
+            if e.get("cat") == "kernel"
+        }
+
+    expected = occupancy(_events(source)[1])
+    assert len(set(expected.values())) > 2 and None not in expected.values()
+    trace = ktrace.open(str(source))
+    assert dict(trace.kernels.select("correlation_id", "est_occupancy_pct").iter_rows()) == expected
+    export_kineto(trace, tmp_path / "t.json")
+    assert occupancy(_events(tmp_path / "t.json")[1]) == expected
+
+
+@pytest.mark.parametrize(("value", "kept"), [(75, 75), (0, 0), (100, 100), (101, None), (-1, None), (2**40, None)])
+def test_an_occupancy_that_is_no_percentage_is_null(tmp_path: Path, value: int, kept: int | None) -> None:
+    kernel = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 5}
+    kernel["args"] = {"device": 0, "stream": 7, "correlation": 1, "est. achieved occupancy %": value}
+    (tmp_path / "t.json").write_text(json.dumps({"schemaVersion": 1, "traceEvents": [kernel]}))
+    assert ktrace.open(str(tmp_path / "t.json")).kernels["est_occupancy_pct"].to_list() == [kept]
