@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from ktrace.model.heap import release_free_memory
 from ktrace.model.schema import SCHEMAS, TABLES
 from ktrace.model.trace import Trace, TraceMeta, frame_from_columns
 
@@ -56,7 +57,8 @@ def combined(parts: list[pa.Table]) -> pa.Table:
     while chunked.num_columns:
         columns.append(chunked.column(0).combine_chunks())
         chunked = chunked.remove_column(0)  # (the last reference to that column's slices: freed here,
-        pool.release_unused()  # and given back: mimalloc kept them, and the process held the rows twice all the same)
+        pool.release_unused()  # and given back: mimalloc kept them, and the process held the rows twice all the same;
+        release_free_memory()  # slices from decode workers were unpickled into glibc's heap, which kept them too)
     return pa.Table.from_arrays(columns, schema=schema)
 
 
