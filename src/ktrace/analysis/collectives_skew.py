@@ -1,0 +1,166 @@
+"""Arrival skew of NCCL collectives across ranks, split from transfer time as TraceLens splits them.
+
+One collective instance is the same collective on every rank that ran it. Kernels carry no process group or
+sequence number in any trace ktrace imports today, so instances are matched by kernel name and order
+(model.clock_matching.order_keys: the i-th kernel of a name on each rank, each rank's order shifted to fit when
+ranks ran different numbers of it); `matched_by` says so. For an instance:
+- arrival skew = last start - first start (the time the first arriver waits for the last);
+- transfer time = the last arriver's kernel time (from its start, everyone is there);
+- each rank suffers last start - its own start.
+The ranks that ran an instance stand for its process group ("[0, 1, 2, 3]", as Kineto writes
+`Process Group Ranks`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from ktrace.analysis.index import TraceIndex
+from ktrace.model.clock_matching import order_keys
+from ktrace.model.trace import Trace
+
+NCCL_KERNEL = r"^nccl(Dev)?Kernel_"
+"""A NCCL kernel's name (as the clock estimator finds collectives); a kernel with a `collective` arg is one too."""
+
+MATCHED_BY_ORDER = "kernel name and order"
+ONE_RANK = "one rank: arrival skew needs the same collective on 2 or more ranks"
+NO_SHARED = "no collective ran on 2 or more ranks"
+
+INSTANCE_SCHEMA = {
+    "key": pl.String,
+    "name": pl.String,
+    "process_group": pl.String,
+    "ranks": pl.UInt32,
+    "first_start_ns": pl.Int64,
+    "last_rank": pl.Int32,
+    "skew_ns": pl.Int64,
+    "transfer_ns": pl.Int64,
+}
+PER_RANK_SCHEMA = {"node": pl.String, "rank": pl.Int32, "instances": pl.UInt32, "skew_suffered_ns": pl.Int64}
+PER_GROUP_SCHEMA = {
+    "process_group": pl.String,
+    "instances": pl.UInt32,
+    "skew_ns": pl.Int64,
+    "skew_suffered_ns": pl.Int64,
+    "transfer_ns": pl.Int64,
+}
+
+
+@dataclass(frozen=True)
+class CollectiveSkew:
+    """Arrival skew against transfer time per collective instance, and the skew each rank and group suffered."""
+
+    instances: pl.DataFrame
+    """INSTANCE_SCHEMA: one row per collective instance run by 2+ ranks, in order of its first start."""
+    per_rank: pl.DataFrame
+    """PER_RANK_SCHEMA: per rank, the instances it ran and the time it waited for their last arrivers."""
+    per_group: pl.DataFrame
+    """PER_GROUP_SCHEMA: per process group (its ranks), instances, total skew, total waited, total transfer."""
+    matched_by: str | None
+    """How instances were matched across ranks (MATCHED_BY_ORDER); None when none were."""
+    caveat: str
+    """order_keys' caveat (ranks ran different numbers of a kernel), "" when none."""
+    reason: str | None
+    """Why there are no instances (ONE_RANK, NO_SHARED), None when there are."""
+
+
+def comm_kernels(kernels: pl.DataFrame) -> pl.DataFrame:
+    """The NCCL kernels of `kernels` (schema v1's kernel columns): names matching NCCL_KERNEL or a `collective`."""
+    if kernels.is_empty():
+        return kernels
+    names = kernels["name"].cast(pl.String).unique()
+    nccl = names.filter(names.str.contains(NCCL_KERNEL))
+    is_comm = pl.col("name").cast(pl.String).is_in(nccl.to_list())
+    if "collective" in kernels.columns:
+        is_comm = is_comm | pl.col("collective").is_not_null()
+    return kernels.filter(is_comm)
+
+
+def _empty(reason: str, caveat: str = "") -> CollectiveSkew:
+    return CollectiveSkew(
+        instances=pl.DataFrame(schema=INSTANCE_SCHEMA),
+        per_rank=pl.DataFrame(schema=PER_RANK_SCHEMA),
+        per_group=pl.DataFrame(schema=PER_GROUP_SCHEMA),
+        matched_by=None,
+        caveat=caveat,
+        reason=reason,
+    )
+
+
+def collective_skew(
+    trace: Trace, *, comm: pl.DataFrame | None = None, index: TraceIndex | None = None
+) -> CollectiveSkew:
+    """Arrival skew and transfer time of each collective instance across the ranks of `trace`.
+
+    Args:
+        trace: the trace.
+        comm: its NCCL kernels (comm_kernels), if the caller has them.
+        index: the trace's TraceIndex, if one exists (unused: the NCCL kernels are few).
+
+    Returns:
+        CollectiveSkew; empty with a `reason` with fewer than 2 ranks or no collective shared by 2 of them.
+    """
+    del index
+    comm = comm_kernels(trace.kernels) if comm is None else comm
+    calls = comm.select(
+        pl.col("node").cast(pl.String),
+        pl.col("rank").cast(pl.Int32),
+        pl.col("name").cast(pl.String),
+        pl.col("start_ns").cast(pl.Int64),
+        pl.col("end_ns").cast(pl.Int64),
+    ).sort("node", "rank", "start_ns", maintain_order=True)
+    if calls.select("node", "rank").n_unique() < 2:
+        return _empty(ONE_RANK)
+    keys, caveat = order_keys(calls)
+    calls = calls.with_columns(keys["key"])
+    instances = _instances(calls)
+    if instances.is_empty():
+        return _empty(NO_SHARED, caveat)
+    waits = calls.join(instances.select("key", "last_start_ns", "process_group"), on="key", how="inner").with_columns(
+        (pl.col("last_start_ns") - pl.col("start_ns")).alias("skew_suffered_ns")
+    )
+    per_rank = (
+        waits.group_by("node", "rank")
+        .agg(pl.len().alias("instances"), pl.col("skew_suffered_ns").sum())
+        .sort("node", "rank")
+    )
+    suffered = waits.group_by("process_group").agg(pl.col("skew_suffered_ns").sum())
+    per_group = (
+        instances.group_by("process_group")
+        .agg(pl.len().alias("instances"), pl.col("skew_ns").sum(), pl.col("transfer_ns").sum())
+        .join(suffered, on="process_group")
+        .sort("skew_ns", "process_group", descending=[True, False])
+    )
+    return CollectiveSkew(
+        instances=instances.select([pl.col(c).cast(t) for c, t in INSTANCE_SCHEMA.items()]),
+        per_rank=per_rank.select([pl.col(c).cast(t) for c, t in PER_RANK_SCHEMA.items()]),
+        per_group=per_group.select([pl.col(c).cast(t) for c, t in PER_GROUP_SCHEMA.items()]),
+        matched_by=MATCHED_BY_ORDER,
+        caveat=caveat,
+        reason=None,
+    )
+
+
+def _instances(calls: pl.DataFrame) -> pl.DataFrame:
+    """One row per key run by 2+ ranks: first start, last arriver, skew, transfer, the ranks as the group."""
+    return (
+        calls.sort("start_ns", "node", "rank")
+        .group_by("key", maintain_order=True)
+        .agg(
+            pl.col("name").first(),
+            pl.len().alias("ranks"),
+            pl.col("start_ns").min().alias("first_start_ns"),
+            pl.col("start_ns").max().alias("last_start_ns"),
+            pl.col("rank").last().alias("last_rank"),
+            (pl.col("end_ns") - pl.col("start_ns")).last().alias("transfer_ns"),
+            pl.col("rank").sort().cast(pl.String).str.join(", ").alias("process_group"),
+        )
+        .filter(pl.col("ranks") >= 2)
+        .with_columns(
+            pl.format("[{}]", "process_group").alias("process_group"),
+            (pl.col("last_start_ns") - pl.col("first_start_ns")).alias("skew_ns"),
+        )
+        .sort("first_start_ns", "key")
+    )
