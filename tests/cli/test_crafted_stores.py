@@ -56,6 +56,8 @@ CRAFTED = {
     "kernel_start_empty": _column("kernels", "start_ns", lambda f, n: pa.nulls(n, f.type)),
     # a time no clock gives ("Python int too large to convert to C long" in the critical path)
     "kernel_end_at_int64_max": _column("kernels", "end_ns", lambda f, n: pa.array([2**63 - 1] * n, f.type)),
+    # one rank twice, under a name ktrace never writes (its rows were read twice, silently)
+    "rank_folder_with_a_leading_zero": lambda root: shutil.copytree(root / RANK, root / "node=localhost/rank=00"),
 }
 
 
@@ -92,3 +94,10 @@ def test_a_kineto_id_that_is_no_64_bit_integer_imports(tid: object, tmp_path: Pa
     trace = store.read(out)
     assert trace.api["tid"].to_list() == [0] and set(trace.ops["tid"].to_list()) == {0}
     assert main(["summary", str(out)]) == 0
+
+
+def test_a_rank_folder_named_with_other_digits_is_not_a_rank(base: Path, tmp_path: Path) -> None:
+    root = tmp_path / "t.ktrace"
+    shutil.copytree(base, root)
+    (root / RANK).rename(root / "node=localhost/rank=\u0661")  # ARABIC-INDIC DIGIT ONE: was read as rank 1
+    assert list(store.partitions(root)) == []
