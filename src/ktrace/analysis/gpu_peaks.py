@@ -118,6 +118,7 @@ def peaks_from_table(name: str, table: Mapping[str, Any]) -> GpuPeaks:
             raise ValueError(f"gpu_peaks.{name}.{key}: {value!r} is not a positive number")
     base = match_gpu(name)
     values = {k: (getattr(base, k) if base else None) for k in known} | {k: float(v) for k, v in table.items()}
-    if values["hbm_tbps"] is None:
+    hbm = values.pop("hbm_tbps")
+    if hbm is None:
         raise ValueError(f"gpu_peaks.{name}: hbm_tbps is needed for a GPU the built-in table does not know")
-    return GpuPeaks(name=name, source="rules file", **values)
+    return GpuPeaks(name=name, source="rules file", hbm_tbps=float(hbm), **values)
