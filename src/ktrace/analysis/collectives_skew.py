@@ -24,6 +24,7 @@ from ktrace.model.trace import Trace
 NCCL_KERNEL = r"^nccl(Dev)?Kernel_"
 """A NCCL kernel's name (as the clock estimator finds collectives); a kernel with a `collective` arg is one too."""
 
+NO_COLLECTIVES = "no collectives: no NCCL kernel in this trace"
 MATCHED_BY_ORDER = "kernel name and order"
 ONE_RANK = "one rank: arrival skew needs the same collective on 2 or more ranks"
 NO_SHARED = "no collective ran on 2 or more ranks"
@@ -100,10 +101,12 @@ def collective_skew(
         index: the trace's TraceIndex, if one exists (unused: the NCCL kernels are few).
 
     Returns:
-        CollectiveSkew; empty with a `reason` with fewer than 2 ranks or no collective shared by 2 of them.
+        CollectiveSkew; empty with a `reason` without NCCL kernels, with fewer than 2 ranks or no collective shared by 2 of them.
     """
     del index
     comm = comm_kernels(trace.kernels) if comm is None else comm
+    if comm.is_empty():
+        return _empty(NO_COLLECTIVES)
     calls = comm.select(
         pl.col("node").cast(pl.String),
         pl.col("rank").cast(pl.Int32),

@@ -11,6 +11,7 @@ from typing import Any
 import polars as pl
 
 from ktrace.analysis.annotation_histograms import AnnotationHistogram, annotation_histogram
+from ktrace.analysis.collectives import Collectives, collectives, collectives_dict
 from ktrace.analysis.counters import counter_stats
 from ktrace.analysis.critical_path import CriticalPath, critical_path
 from ktrace.analysis.critical_path_summary import NO_CRITICAL_PATH, critical_path_dict, critical_path_notes
@@ -85,6 +86,8 @@ class Summary:
     notes: tuple[str, ...] = ()
     stragglers: Stragglers | None = None
     """stragglers.stragglers: slowest/fastest ranks per step and the straggler table; only with 2 or more ranks."""
+    collectives: Collectives | None = None
+    """collectives.collectives: NCCL calls by message size (nccl-tests' busbw) and their arrival skew across ranks."""
 
 
 def summarize(
@@ -154,6 +157,7 @@ def summarize(
             kernel_sequences=sequences,
             memory_timeline=memory_use,
             critical_path=path,
+            collectives=collectives(trace, index=ix),
             annotations=tuple(annotation_histogram(trace, p, bins=annotation_bins) for p in annotations),
             notes=tuple(trace.meta.notes)
             + _absent_notes(operators, sequences)
@@ -296,6 +300,7 @@ _FIELD_DICTS: dict[str, Callable[[Any], Any]] = {
     "memory_timeline": lambda m: None if m is None else memory_timeline_dict(m, frame_records),
     "critical_path": lambda cp: critical_path_dict(cp),
     "annotations": lambda hs: [_histogram_dict(h) for h in hs],
+    "collectives": lambda c: None if c is None else collectives_dict(c, frame_records),
 }
 """Summary fields with their own JSON form (the rest: frames as rows, tuples as lists, values as they are)."""
 

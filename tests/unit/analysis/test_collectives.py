@@ -142,3 +142,14 @@ def test_busbw_matches_a_reading_of_the_raw_json(name: str) -> None:
         assert row["busbw_gbps"] == pytest.approx(want["busbw_gbps"], rel=1e-3)  # ns rounding of µs times
     if name == "nccl":
         assert got.height == 7  # 5 all_reduce sizes, 2 broadcasts
+
+
+def test_the_summary_json_has_the_collectives_key() -> None:
+    from ktrace.analysis.summary import summarize, summary_to_dict
+
+    got = summary_to_dict(summarize(ktrace.open(fixture_path("nccl"))))["collectives"]
+    assert (got["definition"], got["calls"], got["sized_calls"], len(got["by_size"])) == ("nccl-tests", 21, 21, 7)
+    assert set(got["by_size"][0]) >= {"collective", "dtype", "bytes", "group_size", "count", "time_ns"}
+    assert "reason" not in got and got["skew"]["reason"].startswith("one rank")
+    empty = summary_to_dict(summarize(_trace([{"start": 0, "dur": 5, "name": "sgemm"}])))["collectives"]
+    assert (empty["by_size"], empty["reason"], empty["skew"]["reason"]) == ([], NO_COLLECTIVES, NO_COLLECTIVES)
