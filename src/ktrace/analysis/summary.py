@@ -31,6 +31,7 @@ from ktrace.analysis.precision import precision_distribution
 from ktrace.analysis.python_frames import NO_PYTHON_FRAMES, PythonFrameSummary
 from ktrace.analysis.range_operators import range_operator_summary
 from ktrace.analysis.ranks import LoadBalance, load_balance
+from ktrace.analysis.roofline import Roofline, roofline, roofline_dict
 from ktrace.analysis.steps import detect_steps, step_stats
 from ktrace.analysis.stragglers import Stragglers, stragglers
 from ktrace.analysis.utilization import active_time_share, busy_time
@@ -86,6 +87,8 @@ class Summary:
     notes: tuple[str, ...] = ()
     stragglers: Stragglers | None = None
     """stragglers.stragglers: slowest/fastest ranks per step and the straggler table; only with 2 or more ranks."""
+    roofline: Roofline | None = None
+    """roofline.roofline: FLOPs, bytes, achieved TFLOP/s and TB/s per (operator, shapes, dtype), MFU per step."""
     collectives: Collectives | None = None
     """collectives.collectives: NCCL calls by message size (nccl-tests' busbw) and their arrival skew across ranks."""
 
@@ -157,6 +160,7 @@ def summarize(
             kernel_sequences=sequences,
             memory_timeline=memory_use,
             critical_path=path,
+            roofline=roofline(trace, index=ix),
             collectives=collectives(trace, index=ix),
             annotations=tuple(annotation_histogram(trace, p, bins=annotation_bins) for p in annotations),
             notes=tuple(trace.meta.notes)
@@ -300,6 +304,7 @@ _FIELD_DICTS: dict[str, Callable[[Any], Any]] = {
     "memory_timeline": lambda m: None if m is None else memory_timeline_dict(m, frame_records),
     "critical_path": lambda cp: critical_path_dict(cp),
     "annotations": lambda hs: [_histogram_dict(h) for h in hs],
+    "roofline": lambda r: None if r is None else roofline_dict(r, frame_records),
     "collectives": lambda c: None if c is None else collectives_dict(c, frame_records),
 }
 """Summary fields with their own JSON form (the rest: frames as rows, tuples as lists, values as they are)."""

@@ -38,7 +38,7 @@ from ktrace.importers.kineto_schema import (
     decode_args,
     decode_events,
 )
-from ktrace.importers.kineto_shapes import shapes_array
+from ktrace.importers.kineto_shapes import normalize_json, shapes_array
 
 _CODE_OF_CATEGORY: dict[str, int] = {
     **{cat: SKIPPED for cat in KNOWN_CATEGORIES},
@@ -255,6 +255,8 @@ def op_columns(evs: list[Event], args: list[Args]) -> dict[str, pa.Array]:
     cols = _cpu_columns(evs, args)
     cols["sequence_number"] = int_array([a.sequence for a in args])
     cols["input_dims"] = shapes_array([a.input_dims for a in args])
+    cols["input_types"] = shapes_array([a.input_types for a in args], normalize_json)
+    cols["concrete_inputs"] = shapes_array([a.concrete_inputs for a in args], normalize_json)
     return cols
 
 

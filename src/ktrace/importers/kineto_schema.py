@@ -113,6 +113,8 @@ class Args(msgspec.Struct, gc=False):
     name: Any = None
     labels: Any = None
     input_dims: Any = msgspec.field(default=None, name="Input Dims")
+    input_types: Any = msgspec.field(default=None, name="Input type")
+    concrete_inputs: Any = msgspec.field(default=None, name="Concrete Inputs")
 
 
 class OpArgs(msgspec.Struct, gc=False):
@@ -125,6 +127,8 @@ class OpArgs(msgspec.Struct, gc=False):
     sequence: Any = msgspec.field(default=None, name="Sequence number")
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b"null"), name="Input Dims")
     """Kept as raw JSON text (skipped, not parsed): kineto_shapes.shapes_array turns it into ops.input_dims."""
+    input_types: msgspec.Raw = msgspec.field(default=msgspec.Raw(b"null"), name="Input type")
+    concrete_inputs: msgspec.Raw = msgspec.field(default=msgspec.Raw(b"null"), name="Concrete Inputs")
 
 
 NULL = msgspec.Raw(b"null")

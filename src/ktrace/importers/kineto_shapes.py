@@ -6,12 +6,17 @@ lists); the texts of a slice become one Arrow binary array (their bytes joined, 
 dictionary-encoded, and only the distinct values are normalized (whitespace dropped, then ", " between items: a
 pretty-printed trace and a compact one give the same text, e.g. "[[8, 3, 224, 224], [64, 3, 7, 7], []]").
 Absent or JSON null -> null.
+
+The same path keeps `Input type` (ops.input_types, '["float", "c10::BFloat16", "Int"]') and `Concrete Inputs`
+(ops.concrete_inputs, the non-tensor arguments' values as texts, '["", "", "[1, 1]", "False"]'; torch >= 2.1),
+normalized by normalize_json (re-encoded compactly: type names keep their inner spaces, "long int").
 """
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -40,9 +45,19 @@ def normalize_dims(text: str) -> str | None:
     return None if compact in ("null", "") else compact.replace(",", ", ")
 
 
-def shapes_array(values: Sequence[Any]) -> pa.Array:
+def normalize_json(text: str) -> str | None:
+    """One JSON list's text (Input type, Concrete Inputs) re-encoded with ", " between items, secrets scrubbed
+    first; None for null, for anything but a list, or for text that is not JSON."""
+    try:
+        value = msgspec.json.decode(scrub_text(text)[0])
+    except msgspec.DecodeError:
+        return None
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, list) else None
+
+
+def shapes_array(values: Sequence[Any], normalize: Callable[[str], str | None] = normalize_dims) -> pa.Array:
     """ops.input_dims of a slice of operators: the normalized Input Dims text, dictionary-encoded; null where
-    an operator has none."""
+    an operator has none. With normalize_json: ops.input_types or ops.concrete_inputs."""
     if not values:
         return pa.array([], pa.string()).dictionary_encode()
     parts = [v if type(v) is msgspec.Raw else _text(v) for v in values]
@@ -52,7 +67,7 @@ def shapes_array(values: Sequence[Any]) -> pa.Array:
     encoded = pa.Array.from_buffers(pa.large_binary(), len(parts), buffers).dictionary_encode()
     code_of: dict[str, int] = {}
     codes = [  # distinct raw text -> code of its normalized text (two raw forms of one shape share it); -1: null
-        -1 if (d := normalize_dims(t)) is None else code_of.setdefault(d, len(code_of))
+        -1 if (d := normalize(t)) is None else code_of.setdefault(d, len(code_of))
         for t in (b.decode("utf-8", "replace") for b in encoded.dictionary.to_pylist())
     ]  # (raw text is not checked for UTF-8 on the fast path: a bad byte becomes U+FFFD, as elsewhere in the trace)
     indices = np.array(codes, np.int32)[encoded.indices.to_numpy(zero_copy_only=False)]

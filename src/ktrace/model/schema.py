@@ -124,6 +124,9 @@ OPS_COLUMNS = _fields(
     # Kineto args["Input Dims"] (record_shapes=True) as normalized JSON text, "[[8, 3, 224, 224], []]"; null
     # without shapes (other sources, Python frames, stores written before the column)
     ("input_dims", _STR, True),
+    # args["Input type"] and args["Concrete Inputs"] as JSON lists of strings (normalize_json); null likewise
+    ("input_types", _STR, True),
+    ("concrete_inputs", _STR, True),
 )
 
 COUNTERS_COLUMNS = _fields(

@@ -1,0 +1,302 @@
+"""Roofline per operator and MFU per step: how close the operators' kernels came to the GPU's peak.
+
+An operator call with a cost model (op_cost) owns the GPU records launched inside it, its nested calls' included
+(the innermost-operator attribution of operators.operator_of_records, lifted to the outermost modeled call that
+contains it: aten::linear owns its aten::addmm's kernel, so no FLOP is counted twice). Calls are grouped per
+(name, input shapes, dtypes): calls, FLOPs, bytes, the GPU time of the records they own, achieved TFLOP/s and
+TB/s, arithmetic intensity, the share of the roofline (min(peak, intensity x bandwidth), or of the bandwidth for
+a bytes-only model) reached, and whether the roofline's ridge puts them compute- or memory-bound. GPU time in
+no modeled call is "no model", per innermost operator name.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from ktrace.analysis.columns import dense_ids, node_rank_ids
+from ktrace.analysis.gpu_peaks import GpuPeaks, match_gpu
+from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.op_attribution import IS_OPERATOR
+from ktrace.analysis.op_cost import Call, OpCost, op_cost
+from ktrace.analysis.operators import operator_of_records
+from ktrace.analysis.steps import detect_steps
+from ktrace.model.trace import Trace
+
+KEYS = ("name", "input_dims", "input_types")
+ROOFLINE_COLUMNS = (
+    "name",
+    "input_dims",
+    "dtype",
+    "calls",
+    "flops",
+    "bytes",
+    "gpu_time_ns",
+    "tflops",
+    "tbps",
+    "intensity",
+    "pct_of_peak",
+    "bound",
+    "lost_ns",
+)
+"""Columns of Roofline.operators: lost_ns is the GPU time above the roofline's (max(FLOPs / peak, bytes /
+bandwidth)); pct_of_peak, bound and lost_ns are null without the GPU's peak at the row's precision."""
+NO_SHAPES = (
+    "roofline: no operator carries its input shapes and dtypes (Kineto records them when the profiler runs "
+    "with record_shapes=True)"
+)
+NO_OPERATORS = "roofline: no framework operators in this trace (they come from Kineto cpu_op events)"
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """The roofline of a trace's modeled operators and its model FLOPs utilization."""
+
+    gpu: str | None
+    """The GPU's name as the trace gives it (the most common of its devices)."""
+    peaks: GpuPeaks | None
+    """That GPU's row of gpu_peaks (None for a GPU the table does not know: no percentages)."""
+    operators: pl.DataFrame
+    """ROOFLINE_COLUMNS, by GPU time descending."""
+    per_step: pl.DataFrame
+    """node, rank, step, duration_ns, flops, mfu (null without the peak): model FLOPs started in the step over
+    the step's time x the peak at `precision`."""
+    precision: str | None
+    """The dominant precision (most FLOPs), which MFU is measured against."""
+    no_model: pl.DataFrame
+    """name (innermost operator), calls, gpu_time_ns of GPU time no modeled call owns, by GPU time descending."""
+    gpu_time_ns: int
+    """All GPU record time of the trace (no_model's share is against it)."""
+    reason: str | None = None
+    """Why the roofline is empty (no shapes, no operators); None otherwise."""
+
+
+def trace_gpu(trace: Trace) -> str | None:
+    """The most common GPU name among the trace's devices; None without one."""
+    names = [n for n in trace.devices["name"].to_list() if n] if "name" in trace.devices.columns else []
+    return Counter(names).most_common(1)[0][0] if names else None
+
+
+def _cost(name: str, dims: str | None, types: str | None, concrete: str | None) -> OpCost | None:
+    if dims is None or types is None:
+        return None
+    try:
+        call = Call(json.loads(dims), json.loads(types), json.loads(concrete) if concrete else ())
+        return op_cost(name, call)
+    except (ValueError, TypeError, IndexError):  # a shape list that does not fit the model: no model
+        return None
+
+
+def _parents(ops: pl.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """Index (into rows) of each operator's enclosing operator on its thread; -1 at the top."""
+    from ktrace.analysis._kernels.nesting import enclosing_parents
+
+    mine = ops.select("node", "rank", "pid", "tid", "start_ns", "end_ns")[rows]
+    start, end = mine["start_ns"].to_numpy().astype(np.int64), mine["end_ns"].to_numpy().astype(np.int64)
+    _, (rank_id,) = node_rank_ids([mine])
+    gid, _ = dense_ids([rank_id, mine["pid"].to_numpy().astype(np.int64), mine["tid"].to_numpy().astype(np.int64)])
+    order = np.lexsort((-end, start, gid))
+    parent_sorted = enclosing_parents(gid[order], start[order], end[order])
+    parents = np.full(rows.size, -1, np.int64)
+    has = parent_sorted >= 0
+    parents[order[has]] = order[parent_sorted[has]]
+    return parents
+
+
+def _owners(modeled: np.ndarray, parents: np.ndarray) -> np.ndarray:
+    """The outermost modeled operator enclosing (or being) each operator; -1 where none is modeled. One
+    vectorized step per nesting level (operators nest a few tens deep)."""
+    owner = np.where(modeled, np.arange(modeled.size), -1)
+    above = parents.copy()
+    while (above >= 0).any():
+        up = above >= 0
+        hit = up & modeled[np.maximum(above, 0)]
+        owner[hit] = above[hit]
+        above = np.where(up, parents[np.maximum(above, 0)], -1)
+    return owner
+
+
+def _empty(gpu: str | None, peaks: GpuPeaks | None, total: int, reason: str) -> Roofline:
+    return Roofline(gpu, peaks, pl.DataFrame(), pl.DataFrame(), None, pl.DataFrame(), total, reason)
+
+
+def roofline(
+    trace: Trace, *, index: TraceIndex | None = None, overrides: dict[str, GpuPeaks] | None = None
+) -> Roofline:
+    """The roofline of `trace` (see Roofline); `overrides` are gpu_peaks rows from a rules file."""
+    ix = TraceIndex.of(trace, index)
+    gpu = trace_gpu(trace)
+    peaks = match_gpu(gpu, overrides)
+    c = ix.gpu_columns()
+    duration = (c.end - c.start).astype(np.int64)
+    total = int(duration.sum())
+    ops = trace.ops
+    rows = np.flatnonzero(ops.select(IS_OPERATOR).to_series().to_numpy()) if ops.height else np.zeros(0, np.int64)
+    if rows.size == 0:
+        return _empty(gpu, peaks, total, NO_OPERATORS)
+    if not {"input_dims", "input_types"} <= set(ops.columns) or ops["input_types"].null_count() == ops.height:
+        return _empty(gpu, peaks, total, NO_SHAPES)
+    mine = ops[rows].with_columns(
+        pl.col(KEYS).cast(pl.String),
+        concrete_inputs=pl.col("concrete_inputs").cast(pl.String) if "concrete_inputs" in ops.columns else pl.lit(None),
+    )
+    distinct = mine.select(*KEYS, "concrete_inputs").unique(maintain_order=True).with_row_index("cost_id")
+    costs = [_cost(*r) for r in distinct.select(*KEYS, "concrete_inputs").iter_rows()]
+    cost_id = mine.join(distinct, on=[*KEYS, "concrete_inputs"], how="left", nulls_equal=True)["cost_id"].to_numpy()
+    modeled = np.array([costs[i] is not None for i in cost_id], bool)
+    owner = _owners(modeled, _parents(ops, rows))
+    position = np.full(ops.height, -1, np.int64)
+    position[rows] = np.arange(rows.size)
+    record_op = operator_of_records(trace, index=ix)
+    record_pos = np.where(record_op >= 0, position[np.maximum(record_op, 0)], -1)
+    record_owner = np.where(record_pos >= 0, owner[np.maximum(record_pos, 0)], -1)
+    owned_ns = np.bincount(record_owner[record_owner >= 0], duration[record_owner >= 0], rows.size).astype(np.int64)
+    outermost = np.flatnonzero(owner == np.arange(rows.size))
+    calls = (
+        mine[outermost]
+        .select(*KEYS, "node", "rank", "start_ns")
+        .with_columns(
+            flops=pl.Series([costs[i].flops for i in cost_id[outermost]], dtype=pl.Int64),
+            bytes=pl.Series([costs[i].bytes for i in cost_id[outermost]], dtype=pl.Int64),
+            dtype=pl.Series([costs[i].precision for i in cost_id[outermost]], dtype=pl.String),
+            gpu_time_ns=pl.Series(owned_ns[outermost], dtype=pl.Int64),
+        )
+    )
+    lost = record_pos >= 0
+    lost &= record_owner < 0
+    no_model = _no_model(mine, record_pos[lost], duration[lost])
+    precision = _dominant(calls)
+    return Roofline(
+        gpu=gpu,
+        peaks=peaks,
+        operators=_per_group(calls, peaks),
+        per_step=_per_step(trace, ix, calls, peaks, precision),
+        precision=precision,
+        no_model=no_model,
+        gpu_time_ns=total,
+    )
+
+
+def _no_model(mine: pl.DataFrame, positions: np.ndarray, duration: np.ndarray) -> pl.DataFrame:
+    found = pl.DataFrame({"pos": positions, "gpu_time_ns": duration}).with_columns(
+        name=mine["name"].cast(pl.String).gather(positions)
+    )
+    return (
+        found.group_by("name")
+        .agg(calls=pl.col("pos").n_unique().cast(pl.Int64), gpu_time_ns=pl.col("gpu_time_ns").sum())
+        .sort(["gpu_time_ns", "name"], descending=[True, False])
+    )
+
+
+def _dominant(calls: pl.DataFrame) -> str | None:
+    by = (
+        calls.filter(pl.col("dtype").is_not_null())
+        .group_by("dtype")
+        .agg(pl.col("flops").sum())
+        .sort(["flops", "dtype"], descending=[True, False])
+    )
+    return by["dtype"][0] if by.height and by["flops"][0] > 0 else None
+
+
+def _peak_of(peaks: GpuPeaks | None, precision: str | None) -> float | None:
+    return None if peaks is None else peaks.tflops(precision)
+
+
+def _per_group(calls: pl.DataFrame, peaks: GpuPeaks | None) -> pl.DataFrame:
+    grouped = calls.group_by(KEYS).agg(
+        pl.col("dtype").first(),
+        calls=pl.len().cast(pl.Int64),
+        flops=pl.col("flops").sum(),
+        bytes=pl.when(pl.col("bytes").null_count() == 0).then(pl.col("bytes").sum()),
+        gpu_time_ns=pl.col("gpu_time_ns").sum(),
+    )
+    peak = pl.Series([_peak_of(peaks, p) for p in grouped["dtype"]], dtype=pl.Float64)
+    hbm = pl.lit(peaks.hbm_tbps if peaks else None, pl.Float64)
+    ns = pl.when(pl.col("gpu_time_ns") > 0).then(pl.col("gpu_time_ns"))
+    intensity = pl.when(pl.col("bytes") > 0).then(pl.col("flops") / pl.col("bytes"))
+    flop_bound = pl.col("flops") > 0
+    attainable = pl.min_horizontal(pl.col("peak"), intensity * hbm)  # TFLOP/s: FLOP/byte x TB/s
+    ideal_ns = pl.max_horizontal(pl.col("flops") / (pl.col("peak") * 1e3), pl.col("bytes") / (hbm * 1e3))
+    return (
+        grouped.with_columns(peak=peak)
+        .with_columns(tflops=pl.col("flops") / ns / 1e3, tbps=pl.col("bytes") / ns / 1e3, intensity=intensity)
+        .with_columns(
+            pct_of_peak=pl.when(flop_bound)
+            .then(100 * pl.col("tflops") / pl.when(intensity.is_not_null()).then(attainable).otherwise(pl.col("peak")))
+            .otherwise(100 * pl.col("tbps") / hbm),
+            bound=pl.when(~flop_bound & pl.col("bytes").is_not_null() & hbm.is_not_null())
+            .then(pl.lit("memory"))
+            .when(flop_bound & intensity.is_not_null() & pl.col("peak").is_not_null() & hbm.is_not_null())
+            .then(pl.when(intensity >= pl.col("peak") / hbm).then(pl.lit("compute")).otherwise(pl.lit("memory"))),
+            lost_ns=(pl.col("gpu_time_ns") - ideal_ns).clip(lower_bound=0).round().cast(pl.Int64),
+        )
+        .select(ROOFLINE_COLUMNS)
+        .sort(["gpu_time_ns", "flops", "name", "input_dims"], descending=[True, True, False, False], nulls_last=True)
+    )
+
+
+def _per_step(
+    trace: Trace, ix: TraceIndex, calls: pl.DataFrame, peaks: GpuPeaks | None, precision: str | None
+) -> pl.DataFrame:
+    steps = detect_steps(trace, index=ix).select(
+        pl.col("node").cast(pl.String), "rank", "step", "start_ns", "end_ns", "duration_ns"
+    )
+    peak = _peak_of(peaks, precision)
+    in_step = (
+        steps.join(
+            calls.select(pl.col("node").cast(pl.String), "rank", pl.col("start_ns").alias("t"), "flops"),
+            on=["node", "rank"],
+        )
+        .filter((pl.col("t") >= pl.col("start_ns")) & (pl.col("t") < pl.col("end_ns")))
+        .group_by("node", "rank", "step")
+        .agg(flops=pl.col("flops").sum())
+    )
+    return (
+        steps.join(in_step, on=["node", "rank", "step"], how="left")
+        .with_columns(pl.col("flops").fill_null(0))
+        .with_columns(mfu=pl.col("flops") / (pl.col("duration_ns") * pl.lit(peak, pl.Float64) * 1e3))
+        .select("node", "rank", "step", "duration_ns", "flops", "mfu")
+        .sort("node", "rank", "step")
+    )
+
+
+TOP_OPERATORS = 50
+"""Roofline rows the summary JSON lists (by GPU time)."""
+Records = Callable[[pl.DataFrame], list[dict[str, Any]] | None]
+
+
+def unknown_gpu_note(gpu: str | None) -> str:
+    """Why a roofline has no percentages."""
+    named = f"GPU {gpu!r} is not" if gpu else "the trace names no GPU, so it is not"
+    return f"roofline: {named} in the peak table (gpu_peaks): FLOPs, bytes and time without percentages or MFU"
+
+
+def roofline_dict(r: Roofline, records: Records) -> dict[str, Any]:
+    """The summary JSON's `roofline` key; `records` turns a frame into rows (summary.frame_records)."""
+    peaks = None if r.peaks is None else {f.name: getattr(r.peaks, f.name) for f in fields(r.peaks)}
+    out: dict[str, Any] = {"gpu": r.gpu, "peaks": peaks}
+    if r.reason is not None:
+        return {**out, "reason": r.reason}
+    mfu = r.per_step["mfu"].drop_nulls()
+    no_model_ns = int(r.no_model["gpu_time_ns"].sum())
+    return {
+        **out,
+        **({"note": unknown_gpu_note(r.gpu)} if r.peaks is None else {}),
+        "precision": r.precision,
+        "operator_rows": r.operators.height,
+        "operators": records(r.operators.head(TOP_OPERATORS)),
+        "mfu": {"per_step": records(r.per_step), "mean": float(mfu.mean()) if mfu.len() else None},  # type: ignore[arg-type]
+        "no_model": {
+            "operators": r.no_model.height,
+            "calls": int(r.no_model["calls"].sum()),
+            "gpu_time_ns": no_model_ns,
+            "share_of_gpu_time": no_model_ns / r.gpu_time_ns if r.gpu_time_ns else 0.0,
+            "top": records(r.no_model.head(10)),
+        },
+    }
