@@ -265,8 +265,8 @@ def alloc_columns(evs: list[Event], args: list[Any]) -> dict[str, pa.Array]:
     return {
         **ts_columns([e.ts for e in evs]),
         "dur": pa.array(np.zeros(len(evs))),
-        "pid": id_array([e.pid for e in evs]),
-        "tid": id_array([e.tid for e in evs]),
+        "pid": int_array([e.pid for e in evs]),  # nullable here: an allocator event may name no process
+        "tid": int_array([e.tid for e in evs]),
         "device_type": int_array([a.device_type for a in args]),
         "device": int_array([a.device for a in args]),
         "address": int_array([a.address for a in args]),
