@@ -71,9 +71,9 @@ def comm_kernels(kernels: pl.DataFrame) -> pl.DataFrame:
     """The NCCL kernels of `kernels` (schema v1's kernel columns): names matching NCCL_KERNEL or a `collective`."""
     if kernels.is_empty():
         return kernels
-    names = kernels["name"].cast(pl.String).unique()
+    names = kernels["name"].unique().cast(pl.String)  # distinct names first: casting every row costs ~0.2 s per M
     nccl = names.filter(names.str.contains(NCCL_KERNEL))
-    is_comm = pl.col("name").cast(pl.String).is_in(nccl.to_list())
+    is_comm = pl.col("name").is_in(nccl.to_list())
     if "collective" in kernels.columns:
         is_comm = is_comm | pl.col("collective").is_not_null()
     return kernels.filter(is_comm)
