@@ -354,6 +354,10 @@ _MODELS: dict[str, Model] = {
 }
 
 
+MODELED = frozenset(_MODELS)
+"""Operator names op_cost has a model for."""
+
+
 def has_model(name: str) -> bool:
     """Whether op_cost has a model for operators named `name`."""
     return name in _MODELS

@@ -23,8 +23,8 @@ import polars as pl
 from ktrace.analysis.columns import dense_ids, node_rank_ids
 from ktrace.analysis.gpu_peaks import GpuPeaks, match_gpu
 from ktrace.analysis.index import TraceIndex
-from ktrace.analysis.op_attribution import IS_OPERATOR
-from ktrace.analysis.op_cost import Call, OpCost, op_cost
+from ktrace.analysis.op_attribution import IS_OPERATOR, THREAD, innermost_at
+from ktrace.analysis.op_cost import MODELED, Call, OpCost, op_cost
 from ktrace.analysis.operators import operator_of_records
 from ktrace.analysis.steps import detect_steps
 from ktrace.model.trace import Trace
@@ -109,17 +109,18 @@ def _parents(ops: pl.DataFrame, rows: np.ndarray) -> np.ndarray:
     return parents
 
 
-def _owners(modeled: np.ndarray, parents: np.ndarray) -> np.ndarray:
-    """The outermost modeled operator enclosing (or being) each operator; -1 where none is modeled. One
-    vectorized step per nesting level (operators nest a few tens deep)."""
-    owner = np.where(modeled, np.arange(modeled.size), -1)
-    above = parents.copy()
-    while (above >= 0).any():
-        up = above >= 0
-        hit = up & modeled[np.maximum(above, 0)]
-        owner[hit] = above[hit]
-        above = np.where(up, parents[np.maximum(above, 0)], -1)
-    return owner
+def _owner_of_records(trace: Trace, record_op: np.ndarray, tops: np.ndarray) -> np.ndarray:
+    """The outermost modeled call (ops row, among `tops`: disjoint on each thread) containing each record's
+    innermost operator (record_op: ops row, -1 for none); -1 where no modeled call contains it."""
+    inner = np.unique(record_op[record_op >= 0])
+    if inner.size == 0 or tops.size == 0:
+        return np.full(record_op.size, -1, np.int64)
+    is_top = np.zeros(trace.ops.height, bool)
+    is_top[tops] = True
+    points = trace.ops.select(*THREAD, "start_ns")[inner]
+    owner = np.full(trace.ops.height, -1, np.int64)
+    owner[inner] = innermost_at(trace, points, "start_ns", pl.lit(pl.Series(is_top)))
+    return np.where(record_op >= 0, owner[np.maximum(record_op, 0)], -1)
 
 
 def _empty(gpu: str | None, peaks: GpuPeaks | None, total: int, reason: str) -> Roofline:
@@ -142,7 +143,8 @@ def roofline(
         return _empty(gpu, peaks, total, NO_OPERATORS)
     if not {"input_dims", "input_types"} <= set(ops.columns) or ops["input_types"].null_count() == ops.height:
         return _empty(gpu, peaks, total, NO_SHAPES)
-    mine = ops[rows].with_columns(
+    named = rows[ops["name"].cast(pl.String).gather(rows).is_in(list(MODELED)).to_numpy()]
+    mine = ops[named].with_columns(
         pl.col(KEYS).cast(pl.String),
         concrete_inputs=pl.col("concrete_inputs").cast(pl.String) if "concrete_inputs" in ops.columns else pl.lit(None),
     )
@@ -150,27 +152,24 @@ def roofline(
     costs = [_cost(*r) for r in distinct.select(*KEYS, "concrete_inputs").iter_rows()]
     cost_id = mine.join(distinct, on=[*KEYS, "concrete_inputs"], how="left", nulls_equal=True)["cost_id"].to_numpy()
     modeled = np.array([costs[i] is not None for i in cost_id], bool)
-    owner = _owners(modeled, _parents(ops, rows))
-    position = np.full(ops.height, -1, np.int64)
-    position[rows] = np.arange(rows.size)
+    top = np.flatnonzero(modeled)[_parents(ops, named[modeled]) < 0]  # positions in `named` of outermost calls
     record_op = operator_of_records(trace, index=ix)
-    record_pos = np.where(record_op >= 0, position[np.maximum(record_op, 0)], -1)
-    record_owner = np.where(record_pos >= 0, owner[np.maximum(record_pos, 0)], -1)
-    owned_ns = np.bincount(record_owner[record_owner >= 0], duration[record_owner >= 0], rows.size).astype(np.int64)
-    outermost = np.flatnonzero(owner == np.arange(rows.size))
+    record_owner = _owner_of_records(trace, record_op, named[top])
+    owned = record_owner >= 0
+    owned_ns = np.bincount(record_owner[owned], duration[owned], ops.height).astype(np.int64)
+    top_costs = [c for c in (costs[i] for i in cost_id[top]) if c is not None]
     calls = (
-        mine[outermost]
+        mine[top]
         .select(*KEYS, "node", "rank", "start_ns")
         .with_columns(
-            flops=pl.Series([costs[i].flops for i in cost_id[outermost]], dtype=pl.Int64),
-            bytes=pl.Series([costs[i].bytes for i in cost_id[outermost]], dtype=pl.Int64),
-            dtype=pl.Series([costs[i].precision for i in cost_id[outermost]], dtype=pl.String),
-            gpu_time_ns=pl.Series(owned_ns[outermost], dtype=pl.Int64),
+            flops=pl.Series([c.flops for c in top_costs], dtype=pl.Int64),
+            bytes=pl.Series([c.bytes for c in top_costs], dtype=pl.Int64),
+            dtype=pl.Series([c.precision for c in top_costs], dtype=pl.String),
+            gpu_time_ns=pl.Series(owned_ns[named[top]], dtype=pl.Int64),
         )
     )
-    lost = record_pos >= 0
-    lost &= record_owner < 0
-    no_model = _no_model(mine, record_pos[lost], duration[lost])
+    lost = (record_op >= 0) & ~owned
+    no_model = _no_model(ops, record_op[lost], duration[lost])
     precision = _dominant(calls)
     return Roofline(
         gpu=gpu,
@@ -183,9 +182,9 @@ def roofline(
     )
 
 
-def _no_model(mine: pl.DataFrame, positions: np.ndarray, duration: np.ndarray) -> pl.DataFrame:
-    found = pl.DataFrame({"pos": positions, "gpu_time_ns": duration}).with_columns(
-        name=mine["name"].cast(pl.String).gather(positions)
+def _no_model(ops: pl.DataFrame, op_rows: np.ndarray, duration: np.ndarray) -> pl.DataFrame:
+    found = pl.DataFrame({"pos": op_rows, "gpu_time_ns": duration}).with_columns(
+        name=ops["name"].cast(pl.String).gather(op_rows)
     )
     return (
         found.group_by("name")
