@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from dataclasses import replace
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -22,7 +24,8 @@ import ktrace
 from ktrace.analysis.gpu_peaks import TABLE
 from ktrace.analysis.roofline import NO_SHAPES, ROOFLINE_COLUMNS, roofline, roofline_dict
 from ktrace.analysis.summary import frame_records
-from ktrace.model import Trace, TraceBuilder
+from ktrace.model import Trace, TraceBuilder, store
+from ktrace.model.trace import frame_from_columns
 
 BF = '"c10::BFloat16"'
 LINEAR_FLOPS = 2 * 64 * 256 * 128 + 64 * 256  # + the bias add
@@ -173,3 +176,14 @@ def test_real_traces_roofline_gpu_and_mfu() -> None:
     assert owl.per_step["mfu"].drop_nulls().len() >= 1
     resnet = roofline(ktrace.open(fixture_path("resnet50")))
     assert resnet.peaks is not None and resnet.peaks.name == "V100 SXM2" and resnet.precision == "fp32"
+
+
+def test_types_survive_the_store_and_an_older_store_says_why_its_roofline_is_empty(tmp_path: Path) -> None:
+    trace = ktrace.open(fixture_path("tracelens"))
+    store.write(trace, tmp_path / "run.ktrace")
+    back = store.read(tmp_path / "run.ktrace")
+    for column in ("input_types", "concrete_inputs"):
+        assert back.ops[column].cast(pl.String).to_list() == trace.ops[column].cast(pl.String).to_list()
+    older = frame_from_columns(trace.ops.drop("input_types", "concrete_inputs").to_arrow(), "ops")
+    assert older["input_types"].null_count() == older.height  # a store written before the columns reads null
+    assert roofline(replace(trace, ops=older)).reason == NO_SHAPES
