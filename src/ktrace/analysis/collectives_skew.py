@@ -1,14 +1,15 @@
 """Arrival skew of NCCL collectives across ranks, split from transfer time as TraceLens splits them.
 
-One collective instance is the same collective on every rank that ran it. Kernels carry no process group or
-sequence number in any trace ktrace imports today, so instances are matched by kernel name and order
-(model.clock_matching.order_keys: the i-th kernel of a name on each rank, each rank's order shifted to fit when
-ranks ran different numbers of it); `matched_by` says so. For an instance:
+One collective instance is the same collective on every rank that ran it. No trace ktrace imports today carries a
+collective's sequence number on its kernels, so instances are matched by order (model.clock_matching.order_keys:
+the i-th kernel of a name on each rank, each rank's order shifted to fit when ranks ran different numbers of it),
+within each process group where the kernels name theirs (Kineto's `Process Group Name`, kernels.process_group: two
+groups running the same kernel are then never mixed); `matched_by` says which. For an instance:
 - arrival skew = last start - first start (the time the first arriver waits for the last);
 - transfer time = the last arriver's kernel time (from its start, everyone is there);
 - each rank suffers last start - its own start.
-The ranks that ran an instance stand for its process group ("[0, 1, 2, 3]", as Kineto writes
-`Process Group Ranks`).
+An instance's process group is the group's name where the kernels carry it, else the ranks that ran it
+("[0, 1, 2, 3]", as Kineto writes `Process Group Ranks`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ NCCL_KERNEL = r"^nccl(Dev)?Kernel_"
 
 NO_COLLECTIVES = "no collectives: no NCCL kernel in this trace"
 MATCHED_BY_ORDER = "kernel name and order"
+MATCHED_BY_GROUP = "process group, kernel name and order"
 ONE_RANK = "one rank: arrival skew needs the same collective on 2 or more ranks"
 NO_SHARED = "no collective ran on 2 or more ranks"
 
@@ -107,16 +109,21 @@ def collective_skew(
     comm = comm_kernels(trace.kernels) if comm is None else comm
     if comm.is_empty():
         return _empty(NO_COLLECTIVES)
+    group = pl.col("process_group") if "process_group" in comm.columns else pl.lit(None)
     calls = comm.select(
         pl.col("node").cast(pl.String),
         pl.col("rank").cast(pl.Int32),
         pl.col("name").cast(pl.String),
         pl.col("start_ns").cast(pl.Int64),
         pl.col("end_ns").cast(pl.Int64),
+        group.cast(pl.String).alias("group"),
     ).sort("node", "rank", "start_ns", maintain_order=True)
     if calls.select("node", "rank").n_unique() < 2:
         return _empty(ONE_RANK)
-    keys, caveat = order_keys(calls)
+    by_group = calls["group"].null_count() < calls.height
+    # within a named process group, the order counts that group's kernels only
+    match = pl.when(pl.col("group").is_not_null()).then(pl.format("pg {}: {}", "group", "name")).otherwise("name")
+    keys, caveat = order_keys(calls.select("node", "rank", match.alias("name"), "end_ns"))
     calls = calls.with_columns(keys["key"])
     instances = _instances(calls)
     if instances.is_empty():
@@ -140,14 +147,15 @@ def collective_skew(
         instances=instances.select([pl.col(c).cast(t) for c, t in INSTANCE_SCHEMA.items()]),
         per_rank=per_rank.select([pl.col(c).cast(t) for c, t in PER_RANK_SCHEMA.items()]),
         per_group=per_group.select([pl.col(c).cast(t) for c, t in PER_GROUP_SCHEMA.items()]),
-        matched_by=MATCHED_BY_ORDER,
+        matched_by=MATCHED_BY_GROUP if by_group else MATCHED_BY_ORDER,
         caveat=caveat,
         reason=None,
     )
 
 
 def _instances(calls: pl.DataFrame) -> pl.DataFrame:
-    """One row per key run by 2+ ranks: first start, last arriver, skew, transfer, the ranks as the group."""
+    """One row per key run by 2+ ranks: first start, last arriver, skew, transfer, and its process group (the
+    group's name, else the ranks that ran it)."""
     return (
         calls.sort("start_ns", "node", "rank")
         .group_by("key", maintain_order=True)
@@ -159,10 +167,11 @@ def _instances(calls: pl.DataFrame) -> pl.DataFrame:
             pl.col("rank").last().alias("last_rank"),
             (pl.col("end_ns") - pl.col("start_ns")).last().alias("transfer_ns"),
             pl.col("rank").sort().cast(pl.String).str.join(", ").alias("process_group"),
+            pl.col("group").drop_nulls().first(),
         )
         .filter(pl.col("ranks") >= 2)
         .with_columns(
-            pl.format("[{}]", "process_group").alias("process_group"),
+            pl.coalesce("group", pl.format("[{}]", "process_group")).alias("process_group"),
             (pl.col("last_start_ns") - pl.col("first_start_ns")).alias("skew_ns"),
         )
         .sort("first_start_ns", "key")

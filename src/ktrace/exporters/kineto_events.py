@@ -133,11 +133,13 @@ def kernel_lines(kernels: pl.DataFrame, base_ns: int) -> pl.Series:
         _num("Out msg nelems", "out_nelems"),
         _num("Group size", "group_size"),
         _arg("dtype", _quoted_col("comm_dtype")),
+        _arg("Process Group Name", _quoted_col("process_group")),
     )
     per_sm, warps = occupancy_args(kernels)
     frame = kernels.with_columns(
         quoted(kernels["collective"]).alias("_q_collective"),
         quoted(kernels["comm_dtype"]).alias("_q_comm_dtype"),
+        quoted(kernels["process_group"]).alias("_q_process_group"),
         per_sm.alias("_blocks_per_sm"),
         warps.alias("_warps_per_sm"),
     )

@@ -209,6 +209,7 @@ def kernel_columns(evs: list[Event], args: list[Args]) -> dict[str, pa.Array]:
         cols["out_nelems"] = int_array([a.out_nelems for a in args])
         cols["comm_dtype"] = str_array([a.dtype for a in args])
         cols["group_size"] = int_array([a.group_size for a in args])
+        cols["process_group"] = str_array([a.process_group for a in args])
     return cols
 
 

@@ -108,6 +108,7 @@ class Args(msgspec.Struct, gc=False):
     in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
     out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
     group_size: Any = msgspec.field(default=None, name="Group size")
+    process_group: Any = msgspec.field(default=None, name="Process Group Name")
     dtype: Any = None
     sequence: Any = msgspec.field(default=None, name="Sequence number")
     name: Any = None

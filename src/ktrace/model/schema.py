@@ -59,6 +59,7 @@ KERNELS_COLUMNS = _fields(
     ("out_nelems", pa.int64(), True),
     ("comm_dtype", _STR, True),
     ("group_size", pa.int32(), True),
+    ("process_group", _STR, True),  # Kineto's `Process Group Name`
 )
 
 MEMORY_COLUMNS = _fields(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from tests.real_traces import fixture_path
 
 import ktrace
-from ktrace.analysis.collectives_skew import MATCHED_BY_ORDER, ONE_RANK, collective_skew
+from ktrace.analysis.collectives_skew import MATCHED_BY_GROUP, MATCHED_BY_ORDER, ONE_RANK, collective_skew
 from ktrace.model.builder import TraceBuilder
 from ktrace.model.trace import Trace
 
@@ -15,8 +15,9 @@ ALLREDUCE = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long
 SENDRECV = "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long)"
 
 
-def _ranks(kernels: dict[int, list[tuple[str, int, int]]]) -> Trace:
-    """A trace of one node: per rank, its kernels as (name, start_ns, duration_ns)."""
+def _ranks(kernels: dict[int, list[tuple[str, int, int]]], groups: dict[int, list[str]] | None = None) -> Trace:
+    """A trace of one node: per rank, its kernels as (name, start_ns, duration_ns) and, if given, their process
+    groups (Kineto's `Process Group Name`)."""
     b = TraceBuilder("n0", 0)
     for rank, rows in kernels.items():
         b.add(
@@ -27,6 +28,7 @@ def _ranks(kernels: dict[int, list[tuple[str, int, int]]]) -> Trace:
                 "device": [rank] * len(rows),
                 "stream": [7] * len(rows),
                 "name": [n for n, _, _ in rows],
+                "process_group": groups[rank] if groups else [None] * len(rows),
             },
             rank=rank,
         )
@@ -73,6 +75,30 @@ def test_ranks_that_ran_a_collective_more_often_are_matched_by_their_shift() -> 
     skew = collective_skew(trace)
     assert skew.caveat.startswith("ranks ran different numbers of")
     assert skew.instances["skew_ns"].to_list() == [7, 7, 7, 7]
+
+
+def test_process_groups_running_one_kernel_are_matched_apart() -> None:
+    # 4 ranks all-reduce in group "dp" (rank r at 1_000 + 10 r, 50 ns each); ranks 0-1 then in "tp01" at 5_000 +
+    # 20 r, ranks 2-3 in "tp23" earlier, at 500 + 20 (r - 2) (30 ns each). By kernel name and order alone rank 2's
+    # first all-reduce (tp23) would pair with rank 0's first (dp).
+    kernels, groups = {}, {}
+    for r in range(4):
+        dp, tp = (ALLREDUCE, 1_000 + 10 * r, 50), (ALLREDUCE, 5_000 + 20 * r if r < 2 else 500 + 20 * (r - 2), 30)
+        kernels[r] = [dp, tp] if r < 2 else [tp, dp]
+        groups[r] = ["dp", "tp01"] if r < 2 else ["tp23", "dp"]
+    skew = collective_skew(_ranks(kernels, groups))
+    assert skew.matched_by == MATCHED_BY_GROUP
+    rows = skew.instances.select("process_group", "ranks", "last_rank", "skew_ns", "transfer_ns").rows()
+    assert rows == [("tp23", 2, 3, 20, 30), ("dp", 4, 3, 30, 50), ("tp01", 2, 1, 20, 30)]
+    assert skew.per_group.select("process_group", "skew_ns").rows() == [("dp", 30), ("tp01", 20), ("tp23", 20)]
+    waited = dict(skew.per_rank.select("rank", "skew_suffered_ns").rows())
+    assert waited == {0: 30 + 20, 1: 20 + 0, 2: 10 + 20, 3: 0 + 0}
+
+
+def test_the_importer_keeps_the_process_group_name() -> None:
+    kernels = ktrace.open(fixture_path("nccl")).kernels
+    named = kernels.filter(kernels["process_group"].is_not_null())
+    assert named.height == 21 and set(named["process_group"].cast(str)) == {"0"}  # as Kineto's args say
 
 
 def test_one_rank_says_why() -> None:
