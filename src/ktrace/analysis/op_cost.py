@@ -222,9 +222,11 @@ def _conv_forward(stride_at: int, padding_at: int, dilation_at: int, transposed_
         rank = len(c.dims[0]) - 2
         stride, padding = _ints(c.value(stride_at), rank), _ints(c.value(padding_at), rank)
         dilation = _ints(c.value(dilation_at), rank)
-        if stride is None or padding is None or dilation is None:
+        if stride is None or padding is None or dilation is None or min(stride) <= 0 or min(dilation) <= 0:
             return None
         out = conv_output(c.dims[0], c.dims[1], stride, padding, dilation)
+        if min(out) <= 0:
+            return None
         bias = numel(c.dims[2]) if c.tensor(2) else 0
         flops = conv_flops(out, c.dims[1]) + (numel(out) if bias else 0)
         return flops, c.nbytes(0) + c.nbytes(1) + (numel(out) + bias) * c.element_bytes(0)

@@ -83,14 +83,28 @@ def trace_gpu(trace: Trace) -> str | None:
     return Counter(names).most_common(1)[0][0] if names else None
 
 
-def _cost(name: str, dims: str | None, types: str | None, concrete: str | None) -> OpCost | None:
+def call_cost(name: str, dims: str | None, types: str | None, concrete: str | None) -> OpCost | None:
+    """op_cost of one call from the ops columns' JSON texts; None for a text that is not the lists Kineto writes
+    (shapes: lists of non-negative ints; types and concrete inputs: strings) or inputs the model cannot use."""
     if dims is None or types is None:
         return None
     try:
-        call = Call(json.loads(dims), json.loads(types), json.loads(concrete) if concrete else ())
-        return op_cost(name, call)
-    except (ValueError, TypeError, IndexError):  # a shape list that does not fit the model: no model
+        shapes, names = json.loads(dims), json.loads(types)
+        values = json.loads(concrete) if concrete else []
+    except ValueError:
         return None
+    if not (_all(shapes, list) and _all(names, str) and _all(values, str)):
+        return None
+    if not all(type(n) is int and n >= 0 for shape in shapes for n in shape):
+        return None
+    try:
+        return op_cost(name, Call(shapes, names, values))
+    except (ValueError, TypeError, IndexError, ArithmeticError):  # inputs that do not fit the model: no model
+        return None
+
+
+def _all(value: Any, kind: type) -> bool:
+    return isinstance(value, list) and all(isinstance(v, kind) for v in value)
 
 
 def _parents(ops: pl.DataFrame, rows: np.ndarray) -> np.ndarray:
@@ -149,7 +163,7 @@ def roofline(
         concrete_inputs=pl.col("concrete_inputs").cast(pl.String) if "concrete_inputs" in ops.columns else pl.lit(None),
     )
     distinct = mine.select(*KEYS, "concrete_inputs").unique(maintain_order=True).with_row_index("cost_id")
-    costs = [_cost(*r) for r in distinct.select(*KEYS, "concrete_inputs").iter_rows()]
+    costs = [call_cost(*r) for r in distinct.select(*KEYS, "concrete_inputs").iter_rows()]
     cost_id = mine.join(distinct, on=[*KEYS, "concrete_inputs"], how="left", nulls_equal=True)["cost_id"].to_numpy()
     modeled = np.array([costs[i] is not None for i in cost_id], bool)
     top = np.flatnonzero(modeled)[_parents(ops, named[modeled]) < 0]  # positions in `named` of outermost calls

@@ -138,3 +138,15 @@ def test_no_model_is_none_not_a_guess() -> None:
     assert op_cost("aten::cat", Call([[], []], ["TensorList", "Int"])) is None
     assert op_cost("my::custom_op", Call([[4, 4]], [F32])) is None
     assert op_cost("aten::mm", Call([[4, 8], [8, 16]], ["", ""])) is None  # no dtypes
+
+
+def test_a_zero_stride_or_an_empty_output_is_no_model_not_a_crash() -> None:
+    dims = [[1, 3, 8, 8], [4, 3, 3, 3], [], [], [], [], [], [], []]
+    types = [F32, F32, "ScalarList", "ScalarList", "ScalarList", "Scalar", "Scalar", "Scalar", "Scalar"]
+    assert op_cost("aten::cudnn_convolution", Call(dims, types, ["", "", "[0, 0]", "[0, 0]", "[1, 1]"])) is None
+    assert (
+        op_cost(
+            "aten::cudnn_convolution", Call([[1, 3, 2, 2], *dims[1:]], types, ["", "", "[0, 0]", "[1, 1]", "[1, 1]"])
+        )
+        is None
+    )

@@ -22,7 +22,7 @@ from tests.real_traces import REPO, fixture_path
 
 import ktrace
 from ktrace.analysis.gpu_peaks import TABLE
-from ktrace.analysis.roofline import NO_SHAPES, ROOFLINE_COLUMNS, roofline, roofline_dict
+from ktrace.analysis.roofline import NO_SHAPES, ROOFLINE_COLUMNS, call_cost, roofline, roofline_dict
 from ktrace.analysis.summary import frame_records
 from ktrace.model import Trace, TraceBuilder, store
 from ktrace.model.trace import frame_from_columns
@@ -187,3 +187,23 @@ def test_types_survive_the_store_and_an_older_store_says_why_its_roofline_is_emp
     older = frame_from_columns(trace.ops.drop("input_types", "concrete_inputs").to_arrow(), "ops")
     assert older["input_types"].null_count() == older.height  # a store written before the columns reads null
     assert roofline(replace(trace, ops=older)).reason == NO_SHAPES
+
+
+@pytest.mark.parametrize(
+    ("dims", "types", "concrete"),
+    [
+        ('{"a": 1}', '["float"]', None),  # not a list
+        ("[[4, 8], [8, 16]]", '{"a": 1}', None),
+        ("[[4, -8], [-8, 16]]", '["float", "float"]', None),  # a negative size
+        ('[[4, "x"], [8, 16]]', '["float", "float"]', None),
+        ("[[4, 8], [8, 16]]", '["float", "float"]', "[1, 2]"),  # concrete inputs are strings
+        ("not json", '["float", "float"]', None),
+    ],
+)
+def test_texts_that_are_not_what_kineto_writes_are_no_model(dims: str, types: str, concrete: str | None) -> None:
+    assert call_cost("aten::mm", dims, types, concrete) is None
+
+
+def test_call_cost_reads_the_columns_texts() -> None:
+    cost = call_cost("aten::mm", "[[4, 8], [8, 16]]", '["float", "float"]', None)
+    assert cost is not None and (cost.flops, cost.bytes, cost.precision) == (1024, 896, "fp32")
