@@ -266,6 +266,7 @@ def _build(
     add_cpu_tables(builder, sink, fix)
     add_allocations(builder, sink, fix)
     trace = builder.build()
+    _release_memory()  # (what building the tables freed: the µs columns, the slices; ~0.3 GB at 20 M kernels)
     used = set(trace.kernels["device"].unique().to_list()) | set(trace.memory["device"].unique().to_list())
     dims = TraceBuilder(node=node, rank=info.rank)
     add_dimension_tables(dims, sink, header, {int(d) for d in used if d is not None})
