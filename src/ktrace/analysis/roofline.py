@@ -284,6 +284,12 @@ TOP_OPERATORS = 50
 Records = Callable[[pl.DataFrame], list[dict[str, Any]] | None]
 
 
+def top_lost(operators: pl.DataFrame, top: int = 10) -> pl.DataFrame:
+    """The `top` roofline rows by GPU time lost against their roofline (lost_ns; rows without it left out)."""
+    found = operators.filter(pl.col("lost_ns") > 0).sort(["lost_ns", "name"], descending=[True, False])
+    return found.select("name", "input_dims", "dtype", "gpu_time_ns", "lost_ns", "pct_of_peak", "bound").head(top)
+
+
 def unknown_gpu_note(gpu: str | None) -> str:
     """Why a roofline has no percentages."""
     named = f"GPU {gpu!r} is not" if gpu else "the trace names no GPU, so it is not"
@@ -304,6 +310,7 @@ def roofline_dict(r: Roofline, records: Records) -> dict[str, Any]:
         "precision": r.precision,
         "operator_rows": r.operators.height,
         "operators": records(r.operators.head(TOP_OPERATORS)),
+        "top_lost": records(top_lost(r.operators)),
         "mfu": {"per_step": records(r.per_step), "mean": float(mfu.mean()) if mfu.len() else None},  # type: ignore[arg-type]
         "no_model": {
             "operators": r.no_model.height,

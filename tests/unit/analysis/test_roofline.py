@@ -207,3 +207,13 @@ def test_texts_that_are_not_what_kineto_writes_are_no_model(dims: str, types: st
 def test_call_cost_reads_the_columns_texts() -> None:
     cost = call_cost("aten::mm", "[[4, 8], [8, 16]]", '["float", "float"]', None)
     assert cost is not None and (cost.flops, cost.bytes, cost.precision) == (1024, 896, "fp32")
+
+
+def test_top_lost_ranks_rows_by_time_lost_against_their_roofline() -> None:
+    out = roofline_dict(roofline(small_trace()), frame_records)
+    # linear: 1000 ns against 115 200 bytes / 3.35 TB/s = 34 ns ideal; relu: 32 ns against 65 536 / 3.35 = 20 ns
+    assert [(row["name"], row["lost_ns"]) for row in out["top_lost"]] == [
+        ("aten::linear", round(1000 - LINEAR_BYTES / 3.35e3)),
+        ("aten::relu", round(32 - RELU_BYTES / 3.35e3)),
+    ]
+    assert roofline_dict(roofline(small_trace(gpu="Mystery")), frame_records)["top_lost"] == []
