@@ -245,19 +245,29 @@ def range_lines(ranges: pl.DataFrame, base_ns: int) -> pl.Series:
 
 
 def op_lines(ops: pl.DataFrame, base_ns: int) -> pl.Series:
-    """`cpu_op` events (External id, Sequence number, Input Dims) and `python_function` frames."""
-    dims = ops["input_dims"].cast(pl.String)
-    uniq = dims.drop_nulls().unique().to_list()
-    frame = ops.with_columns(dims.replace_strict(uniq, [_dims_json(d) for d in uniq], default=None).alias("_dims"))
+    """`cpu_op` events (External id, Sequence number, Input Dims, Input type, Concrete Inputs) and
+    `python_function` frames."""
+    frame = ops.with_columns(_json_texts(ops[c]).alias(f"_{c}") for c in SHAPE_ARGS)
     python = pl.col("category") == "python_function"
     op_args = _args(
         _num("External id", "external_id"),
         _num("Sequence number", "sequence_number"),
-        _arg("Input Dims", pl.col("_dims")),
+        *(_arg(key, pl.col(f"_{c}")) for c, key in SHAPE_ARGS.items()),
     )
     args = pl.when(python.fill_null(False)).then(pl.lit("{}")).otherwise(op_args)
     category = pl.when(python.fill_null(False)).then(pl.lit("python_function")).otherwise(pl.lit("cpu_op"))
     return _lines(frame, _X, category, pl.col("_qname"), _place("pid"), _place("tid"), *_span(base_ns), args)
+
+
+SHAPE_ARGS = {"input_dims": "Input Dims", "input_types": "Input type", "concrete_inputs": "Concrete Inputs"}
+"""ops columns kept as the JSON text of a cpu_op arg, and the arg's name."""
+
+
+def _json_texts(column: pl.Series) -> pl.Series:
+    """An ops column of JSON texts as the args' JSON, computed once per distinct text."""
+    texts = column.cast(pl.String)
+    uniq = texts.drop_nulls().unique().to_list()
+    return texts.replace_strict(uniq, [_dims_json(d) for d in uniq], default=None)
 
 
 def _dims_json(text: str) -> str:
