@@ -14,9 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from ktrace.analysis.columns import dense_ids, node_rank_ids
 from ktrace.analysis.index import Slot, TraceIndex
-from ktrace.analysis.op_attribution import I64, IS_MODULE, MODULE_PREFIX, innermost_of_records
+from ktrace.analysis.op_attribution import I64, IS_MODULE, MODULE_PREFIX, enclosing_on_thread, innermost_of_records
 from ktrace.model.trace import Trace
 
 MODULE_OF_RECORD = Slot[I64]("module_of_record")
@@ -51,22 +50,6 @@ def module_of_records(trace: Trace, *, index: TraceIndex | None = None) -> I64:
     order; -1 where none)."""
     ix = TraceIndex.of(trace, index)
     return ix.get(MODULE_OF_RECORD, lambda: innermost_of_records(ix, IS_MODULE))
-
-
-def _parents(frames: pl.DataFrame) -> I64:
-    """Position (in `frames`) of each frame's innermost enclosing frame on its thread; -1 for outermost."""
-    from ktrace.analysis._kernels.nesting import enclosing_parents
-
-    start = frames["start_ns"].to_numpy().astype(np.int64)
-    end = frames["end_ns"].to_numpy().astype(np.int64)
-    _, (rank_id,) = node_rank_ids([frames])
-    gid, _ = dense_ids([rank_id, frames["pid"].to_numpy().astype(np.int64), frames["tid"].to_numpy().astype(np.int64)])
-    order = np.lexsort((-end, start, gid))
-    parent_sorted = enclosing_parents(gid[order], start[order], end[order])
-    parent = np.full(frames.height, -1, np.int64)
-    has = parent_sorted >= 0
-    parent[order[has]] = order[parent_sorted[has]]
-    return parent
 
 
 def _inclusive(own: I64, parent: I64) -> I64:
@@ -106,7 +89,7 @@ def module_summary(trace: Trace, *, top: int = 15, index: TraceIndex | None = No
         pl.col("name").str.strip_prefix(MODULE_PREFIX).alias("module"),
         (pl.col("end_ns") - pl.col("start_ns")).alias("cpu"),
         pl.Series("gpu", own),
-        pl.Series("inclusive", _inclusive(own, _parents(frames))),
+        pl.Series("inclusive", _inclusive(own, enclosing_on_thread(frames))),
         pl.Series("kernels", np.bincount(at, weights=mine < c.n_kernels, minlength=rows.size).astype(np.int64)),
         pl.Series("records", np.bincount(at, minlength=rows.size).astype(np.int64)),
     )

@@ -8,6 +8,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from ktrace.analysis.columns import dense_ids, node_rank_ids
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.steps import enclosing
 from ktrace.model.trace import Trace
@@ -78,3 +79,20 @@ def innermost_at(trace: Trace, points: pl.DataFrame, time_col: str, rows: pl.Exp
     sorted_rows = ranges["op_row"].to_numpy().astype(np.int64)
     found: I64 = np.where(idx >= 0, sorted_rows[np.maximum(idx, 0)], -1)
     return found
+
+
+def enclosing_on_thread(spans: pl.DataFrame) -> I64:
+    """Position (in `spans`: node, rank, pid, tid, start_ns, end_ns) of each span's innermost enclosing span on
+    its thread; -1 for an outermost one."""
+    from ktrace.analysis._kernels.nesting import enclosing_parents
+
+    start = spans["start_ns"].to_numpy().astype(np.int64)
+    end = spans["end_ns"].to_numpy().astype(np.int64)
+    _, (rank_id,) = node_rank_ids([spans])
+    gid, _ = dense_ids([rank_id, spans["pid"].to_numpy().astype(np.int64), spans["tid"].to_numpy().astype(np.int64)])
+    order = np.lexsort((-end, start, gid))
+    parent_sorted = enclosing_parents(gid[order], start[order], end[order])
+    parent = np.full(spans.height, -1, np.int64)
+    has = parent_sorted >= 0
+    parent[order[has]] = order[parent_sorted[has]]
+    return parent

@@ -17,10 +17,9 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from ktrace.analysis.columns import dense_ids, node_rank_ids
 from ktrace.analysis.index import Slot, TraceIndex
 from ktrace.analysis.modules import ModuleSummary, module_summary
-from ktrace.analysis.op_attribution import I64, IS_OPERATOR, innermost_at, innermost_of_records
+from ktrace.analysis.op_attribution import I64, IS_OPERATOR, enclosing_on_thread, innermost_at, innermost_of_records
 from ktrace.analysis.python_frames import PythonFrameSummary, python_frame_summary
 from ktrace.model.trace import Trace
 
@@ -92,8 +91,6 @@ def operator_self_ns(trace: Trace, *, index: TraceIndex | None = None) -> I64:
 
 
 def _self_ns(ops: pl.DataFrame) -> I64:
-    from ktrace.analysis._kernels.nesting import enclosing_parents
-
     self_ns = np.zeros(ops.height, np.int64)
     rows = np.flatnonzero(ops.select(IS_OPERATOR).to_series().to_numpy())
     if rows.size == 0:
@@ -101,12 +98,9 @@ def _self_ns(ops: pl.DataFrame) -> I64:
     mine = ops.select("node", "rank", "pid", "tid", "start_ns", "end_ns")[rows]
     start = mine["start_ns"].to_numpy().astype(np.int64)
     end = mine["end_ns"].to_numpy().astype(np.int64)
-    _, (rank_id,) = node_rank_ids([mine])
-    gid, _ = dense_ids([rank_id, mine["pid"].to_numpy().astype(np.int64), mine["tid"].to_numpy().astype(np.int64)])
-    order = np.lexsort((-end, start, gid))
-    parent_sorted = enclosing_parents(gid[order], start[order], end[order])
-    has = parent_sorted >= 0
-    child, parent = order[has], order[parent_sorted[has]]
+    enclosing = enclosing_on_thread(mine)
+    child = np.flatnonzero(enclosing >= 0)
+    parent = enclosing[child]
     inside = np.zeros(rows.size, np.int64)
     np.add.at(inside, parent, np.minimum(end[child], end[parent]) - start[child])
     self_ns[rows] = np.maximum(end - start - inside, 0)

@@ -20,10 +20,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from ktrace.analysis.columns import dense_ids, node_rank_ids
 from ktrace.analysis.gpu_peaks import GpuPeaks, match_gpu
 from ktrace.analysis.index import TraceIndex
-from ktrace.analysis.op_attribution import IS_OPERATOR, THREAD, innermost_at
+from ktrace.analysis.op_attribution import IS_OPERATOR, THREAD, enclosing_on_thread, innermost_at
 from ktrace.analysis.op_cost import MODELED, Call, OpCost, op_cost
 from ktrace.analysis.operators import operator_of_records
 from ktrace.analysis.steps import detect_steps
@@ -107,22 +106,6 @@ def _all(value: Any, kind: type) -> bool:
     return isinstance(value, list) and all(isinstance(v, kind) for v in value)
 
 
-def _parents(ops: pl.DataFrame, rows: np.ndarray) -> np.ndarray:
-    """Index (into rows) of each operator's enclosing operator on its thread; -1 at the top."""
-    from ktrace.analysis._kernels.nesting import enclosing_parents
-
-    mine = ops.select("node", "rank", "pid", "tid", "start_ns", "end_ns")[rows]
-    start, end = mine["start_ns"].to_numpy().astype(np.int64), mine["end_ns"].to_numpy().astype(np.int64)
-    _, (rank_id,) = node_rank_ids([mine])
-    gid, _ = dense_ids([rank_id, mine["pid"].to_numpy().astype(np.int64), mine["tid"].to_numpy().astype(np.int64)])
-    order = np.lexsort((-end, start, gid))
-    parent_sorted = enclosing_parents(gid[order], start[order], end[order])
-    parents = np.full(rows.size, -1, np.int64)
-    has = parent_sorted >= 0
-    parents[order[has]] = order[parent_sorted[has]]
-    return parents
-
-
 def _owner_of_records(trace: Trace, record_op: np.ndarray, tops: np.ndarray) -> np.ndarray:
     """The outermost modeled call (ops row, among `tops`: disjoint on each thread) containing each record's
     innermost operator (record_op: ops row, -1 for none); -1 where no modeled call contains it."""
@@ -166,7 +149,9 @@ def roofline(
     costs = [call_cost(*r) for r in distinct.select(*KEYS, "concrete_inputs").iter_rows()]
     cost_id = mine.join(distinct, on=[*KEYS, "concrete_inputs"], how="left", nulls_equal=True)["cost_id"].to_numpy()
     modeled = np.array([costs[i] is not None for i in cost_id], bool)
-    top = np.flatnonzero(modeled)[_parents(ops, named[modeled]) < 0]  # positions in `named` of outermost calls
+    top = np.flatnonzero(modeled)[
+        enclosing_on_thread(ops[named[modeled]]) < 0
+    ]  # positions in `named` of outermost calls
     record_op = operator_of_records(trace, index=ix)
     record_owner = _owner_of_records(trace, record_op, named[top])
     owned = record_owner >= 0
