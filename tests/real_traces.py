@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE_TRACES = REPO / "fixtures" / "traces"
@@ -34,3 +35,16 @@ def real_traces_dir() -> Path:
 def fixture_path(name: str) -> Path:
     """The repository's own copy of real trace `name` (see REAL_TRACES), whatever $KTRACE_SHARED_TRACES says."""
     return FIXTURE_TRACES / REAL_TRACES[name]
+
+
+def benchmark_script(name: str) -> ModuleType:
+    """A script of benchmarks/ (an independent reading of the raw JSON, e.g. check_busbw) loaded as a module."""
+    import importlib.util
+    import sys
+
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses of the script look their module up
+    spec.loader.exec_module(module)
+    return module

@@ -4,14 +4,11 @@ hand-computed values on generated traces and against a reading of the real trace
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
-from tests.real_traces import REPO, fixture_path
+from tests.real_traces import benchmark_script, fixture_path
 
 import ktrace
 from ktrace.analysis.collectives import NO_COLLECTIVES, NO_MESSAGE_SIZES, collective_kind, collectives
@@ -119,21 +116,11 @@ def test_an_empty_section_says_why() -> None:
     assert (result.reason, result.calls, result.by_size.height) == (NO_MESSAGE_SIZES, 1, 0)
 
 
-def _check_script() -> ModuleType:
-    path = REPO / "benchmarks" / "check_busbw.py"
-    spec = importlib.util.spec_from_file_location("check_busbw", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["check_busbw"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("name", ["nccl", "dlrm"])
 def test_busbw_matches_a_reading_of_the_raw_json(name: str) -> None:
     path = fixture_path(name)
     files = sorted(path.glob("*.json.gz")) if path.is_dir() else [Path(path)]
-    expected = _check_script().busbw_rows(files)
+    expected = benchmark_script("check_busbw").busbw_rows(files)
     got = collectives(ktrace.open(path)).by_size
     assert got.height == len(expected)
     for row in got.iter_rows(named=True):

@@ -11,14 +11,12 @@ Timeline (ns), rank 0, pid 1, tid 1, ProfilerStep#1 [0, 2000):
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
 import pytest
-from tests.real_traces import REPO, fixture_path
+from tests.real_traces import benchmark_script, fixture_path
 
 import ktrace
 from ktrace.analysis.gpu_peaks import TABLE
@@ -139,19 +137,10 @@ def test_a_trace_without_dtypes_says_why_its_roofline_is_empty() -> None:
     assert out["reason"] == NO_SHAPES and "operators" not in out
 
 
-def _check_gemm_flops():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("check_gemm_flops", REPO / "benchmarks" / "check_gemm_flops.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["check_gemm_flops"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("name", ["tracelens", "resnet50"])
 def test_gemm_flops_match_a_reading_of_the_raw_json(name: str) -> None:
     path = fixture_path(name)
-    expected = _check_gemm_flops().gemm_flops(path)["total"]
+    expected = benchmark_script("check_gemm_flops").gemm_flops(path)["total"]
     r = roofline(ktrace.open(path))
     gemms = r.operators.filter(
         pl.col("name").is_in(["aten::linear", "aten::matmul", "aten::mm", "aten::addmm", "aten::bmm"])
