@@ -292,6 +292,19 @@ def test_workers_read_damage_alike(share: int) -> None:
     )
 
 
+def test_damaged_keys_after_the_events_are_read_alike_and_keep_the_header() -> None:
+    """hypothesis's example (2026-11-27): the file's closing brace and a byte of an early event made NUL, a long
+    whitespace run before the end. One process took the damaged keys after traceEvents for a damaged header and
+    dropped the metadata (no devices); the workers, holding the damaged event when the file ended, took the file
+    for truncated and dropped its last event too. Both now keep the header and every whole event."""
+    edits = [(1.0, b"\x00"), (0.125, b"\x00")]
+    _workers_alike(SEED, edits, "whitespace", 1.0, False)
+    trace = _import_or_error(TMP / "workers.json", "0")
+    assert isinstance(trace, Trace) and trace.devices.height == 1
+    assert any("keys after traceEvents are damaged" in n for n in trace.meta.notes), trace.meta.notes
+    assert trace.meta.health["dropped_events"] == 1
+
+
 def _workers_alike(seed: bytes, edits: list[tuple[float, bytes]], kind: str, where: float, zipped: bool) -> None:
     data = bytearray(seed if kind == "none" else _structural(seed.decode(), kind, where, 600))
     for at, junk in edits:

@@ -303,7 +303,7 @@ class EventSplitter:
         else:
             suffix = bytes(self.buf[end + 1 :])
             if self.prefix is not None:
-                self.report.header = _decode_header(self.prefix + b"[]" + suffix, self.report)
+                self.report.header = _decode_header(self.prefix + b"[]" + suffix, self.report, self.prefix + b"[]}")
             elif suffix.strip():
                 self.report.notes.append("bytes after the event array ignored")
             del self.buf[end:]
@@ -325,12 +325,16 @@ class EventSplitter:
         return None
 
     def _array_end(self) -> int | None:
-        """Fallback for damaged tails: the rightmost `]` after which the header decodes."""
+        """Fallback for damaged tails: the rightmost `]` after which the header decodes; else, where the keys after
+        traceEvents are damaged themselves, the rightmost `]` followed by a key (`_decode_header` then keeps the
+        header before traceEvents). Whether damage earlier in the buffer made `_closing_bracket` unsure must not
+        matter: the decode workers hold more of the file here than one process does."""
         pos = len(self.buf)
+        damaged_keys: int | None = None
         for _ in range(200):
             pos = self.buf.rfind(b"]", 0, pos)
             if pos < 0:
-                return None
+                break
             before = self.buf[max(0, pos - 4096) : pos].rstrip()
             after = self.buf[pos + 1 : pos + 4097].lstrip()
             if (before and not before.endswith(b"}")) or (after and bytes(after[:1]) not in (b",", b"}")):
@@ -344,10 +348,12 @@ class EventSplitter:
                     _decode_text, self.prefix + b"[]" + bytes(self.buf[pos + 1 :]), DecodeReport()
                 )
             except msgspec.DecodeError:
-                continue
+                header = None
             if isinstance(header, dict):
                 return pos
-        return None
+            if damaged_keys is None and _KEY_AFTER.match(self.buf, pos + 1):
+                damaged_keys = pos
+        return damaged_keys
 
 
 def _decode_text(data: bytes | bytearray | memoryview) -> Any:
@@ -355,10 +361,24 @@ def _decode_text(data: bytes | bytearray | memoryview) -> Any:
     return msgspec.json.decode(valid_utf8(data))
 
 
-def _decode_header(data: bytes, report: DecodeReport) -> dict[str, Any]:
+_KEY_AFTER = re.compile(rb"\s*,\s*\"")
+"""A `]` followed by `, "`: the end of traceEvents when a key follows it."""
+
+
+def _decode_header(data: bytes, report: DecodeReport, before: bytes | None = None) -> dict[str, Any]:
+    """The top-level keys around traceEvents; where they do not decode and `before` (the header before
+    traceEvents, closed) does, that alone: the keys after traceEvents were damaged."""
     try:
         header = decode_shallow_if_deep(_decode_text, data, report)
     except msgspec.DecodeError:
+        if before is not None and before != data:
+            try:
+                header = decode_shallow_if_deep(_decode_text, before, report)
+            except msgspec.DecodeError:
+                header = None
+            if isinstance(header, dict):
+                report.notes.append("the keys after traceEvents are damaged: ignored")
+                return header
         report.notes.append("the header before traceEvents is damaged: metadata ignored")
         return {}
     return header if isinstance(header, dict) else {}
