@@ -35,7 +35,7 @@ MAX_TABLE_BYTES = _env_int("KTRACE_MAX_TABLE_BYTES", 2 << 30)
 """The Arrow columns one file's events make (before the tables are built) may reach this many bytes; reading
 stops there, with a note. The real traces in fixtures/ make 43-52 bytes per event (the largest, 132 k events, 6 MB),
 so 2 GiB is ~40 M events of a real trace; the worst input (benchmarks/worst_input.py: identical small kernel events,
-~50 bytes each) reaches it at ~43 M events, a 38 MB .json.gz, where `ktrace info` would peak near 5 GB."""
+~50 bytes each) reaches it at 41.3 M events of a 40 MB .json.gz, where `ktrace info` peaks at 2.8 GB (RESULTS.md)."""
 MAX_RANK_FILES = _env_int("KTRACE_MAX_RANK_FILES", 1024)
 """A folder of Kineto traces may hold this many .json/.json.gz files (each costs ~50-100 ms and ~0.5 MB to
 import even when tiny: 10,000 took 6.5 minutes and 1.9 GB)."""
