@@ -305,6 +305,13 @@ def test_damaged_keys_after_the_events_are_read_alike_and_keep_the_header() -> N
     assert trace.meta.health["dropped_events"] == 1
 
 
+def test_a_damaged_closing_brace_is_read_alike() -> None:
+    """hypothesis's second example (2026-11-27): the file ends `}]` and a NUL for its closing brace, with no keys
+    after traceEvents, and an event made NUL at 3/4: the workers took the file for truncated (2 events dropped
+    against 1)."""
+    _workers_alike(OLD_ERA, [(1.0, b"\x00"), (0.75, b"\x00")], "none", 0.0, False)
+
+
 def _workers_alike(seed: bytes, edits: list[tuple[float, bytes]], kind: str, where: float, zipped: bool) -> None:
     data = bytearray(seed if kind == "none" else _structural(seed.decode(), kind, where, 600))
     for at, junk in edits:

@@ -326,9 +326,10 @@ class EventSplitter:
 
     def _array_end(self) -> int | None:
         """Fallback for damaged tails: the rightmost `]` after which the header decodes; else, where the keys after
-        traceEvents are damaged themselves, the rightmost `]` followed by a key (`_decode_header` then keeps the
-        header before traceEvents). Whether damage earlier in the buffer made `_closing_bracket` unsure must not
-        matter: the decode workers hold more of the file here than one process does."""
+        traceEvents are damaged themselves, the rightmost `}]` followed by a key or by bytes no JSON has there
+        (`_decode_header` then keeps the header before traceEvents). Whether damage earlier in the buffer made
+        `_closing_bracket` unsure must not matter: the decode workers hold more of the file here than one process
+        does."""
         pos = len(self.buf)
         damaged_keys: int | None = None
         for _ in range(200):
@@ -337,7 +338,10 @@ class EventSplitter:
                 break
             before = self.buf[max(0, pos - 4096) : pos].rstrip()
             after = self.buf[pos + 1 : pos + 4097].lstrip()
-            if (before and not before.endswith(b"}")) or (after and bytes(after[:1]) not in (b",", b"}")):
+            if before and not before.endswith(b"}"):
+                continue
+            if after and bytes(after[:1]) not in (b",", b"}"):  # `}]` then what no JSON has there: damage
+                damaged_keys = pos if damaged_keys is None else damaged_keys
                 continue
             if self.prefix is None:
                 if not self.buf[pos + 1 :].strip():
