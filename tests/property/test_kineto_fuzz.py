@@ -312,6 +312,14 @@ def test_a_damaged_closing_brace_is_read_alike() -> None:
     _workers_alike(OLD_ERA, [(1.0, b"\x00"), (0.75, b"\x00")], "none", 0.0, False)
 
 
+@pytest.mark.parametrize("where", [0.75, 0.875])
+def test_a_damaged_end_of_traceevents_after_nested_args_is_read_alike(where: float) -> None:
+    """hypothesis's third example (2026-11-27): the `]` closing traceEvents made NUL, a damaged deeply nested event
+    at 3/4 still buffered by the workers' reader: it stopped at the damaged event looking for the end of
+    traceEvents (truncated, against one process's damaged keys), and then took a nested `}]]` for that end."""
+    _workers_alike(OLD_ERA, [(0.75, b"\x00"), (0.99999, b"\x00")], "nest_args", where, False)
+
+
 def _workers_alike(seed: bytes, edits: list[tuple[float, bytes]], kind: str, where: float, zipped: bool) -> None:
     data = bytearray(seed if kind == "none" else _structural(seed.decode(), kind, where, 600))
     for at, junk in edits:

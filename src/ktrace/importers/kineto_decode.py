@@ -44,6 +44,8 @@ _RESUME = re.compile(rb"\}\s*(?:,\s*\{|\])")
 """Where skipping an oversized event ends: the next event, or the end of traceEvents."""
 _RESUME_TAIL = 3 * MAX_WHITESPACE_RUN
 _BYTE_POS = re.compile(r"\(byte (\d+)\)")
+MAX_DAMAGE_SKIPS = 64
+"""Damaged events the search for the end of traceEvents steps over before it gives up (then: `_array_end`)."""
 
 
 def _error_pos(exc: msgspec.DecodeError, size: int) -> int:
@@ -310,18 +312,28 @@ class EventSplitter:
         yield from self._drain(final=True)
 
     def _closing_bracket(self) -> int | None:
-        """Offset of the `]` closing traceEvents, found by a syntax-only decode of the rest; None if unsure."""
-        chunk = _bracketed(self.buf)
-        try:
-            decode_shallow_if_deep(RAWS.decode, chunk, DecodeReport())
-        except UnicodeDecodeError:
-            return None
-        except msgspec.DecodeError as exc:
-            if "trailing characters" not in str(exc):
+        """Offset of the `]` closing traceEvents, found by a syntax-only decode of the rest; None if unsure. A damaged
+        event on the way is stepped over to the next event boundary, as reading it slice by slice does, so the
+        answer does not depend on how much of the file is still buffered (decode workers leave more here)."""
+        start = 0
+        for _ in range(MAX_DAMAGE_SKIPS):
+            chunk = _bracketed(memoryview(self.buf)[start:])
+            try:
+                decode_shallow_if_deep(RAWS.decode, chunk, DecodeReport())
+            except UnicodeDecodeError:
                 return None
-            shift = exc.shift if isinstance(exc, DeepJSONError) else 0
-            close = chunk.rfind(b"]", 0, _error_pos(exc, len(chunk)) + shift - 1)
-            return close - 1 if close > 0 else None
+            except msgspec.DecodeError as exc:
+                shift = exc.shift if isinstance(exc, DeepJSONError) else 0
+                err = _error_pos(exc, len(chunk)) + shift
+                if "trailing characters" in str(exc):
+                    close = chunk.rfind(b"]", 0, err - 1)
+                    return start + close - 1 if close > 0 else None
+                m = _BOUNDARY.search(self.buf, start + max(err - 2, 0))
+                if m is None:
+                    return None
+                start = m.start() + 1
+                continue
+            return None
         return None
 
     def _array_end(self) -> int | None:
@@ -340,24 +352,30 @@ class EventSplitter:
             after = self.buf[pos + 1 : pos + 4097].lstrip()
             if before and not before.endswith(b"}"):
                 continue
-            if after and bytes(after[:1]) not in (b",", b"}"):  # `}]` then what no JSON has there: damage
-                damaged_keys = pos if damaged_keys is None else damaged_keys
+            if after and bytes(after[:1]) not in (b",", b"}"):
+                if bytes(after[:1]) != b"]" and damaged_keys is None:  # `}]` then what no JSON has there: damage
+                    damaged_keys = pos
                 continue
             if self.prefix is None:
                 if not self.buf[pos + 1 :].strip():
                     return pos
                 continue
-            try:
-                header = decode_shallow_if_deep(
-                    _decode_text, self.prefix + b"[]" + bytes(self.buf[pos + 1 :]), DecodeReport()
-                )
-            except msgspec.DecodeError:
-                header = None
-            if isinstance(header, dict):
+            if self._header_decodes_after(pos):
                 return pos
             if damaged_keys is None and _KEY_AFTER.match(self.buf, pos + 1):
                 damaged_keys = pos
         return damaged_keys
+
+    def _header_decodes_after(self, pos: int) -> bool:
+        """Whether the header with the keys after `pos` (a candidate end of traceEvents) decodes to an object."""
+        assert self.prefix is not None
+        try:
+            header = decode_shallow_if_deep(
+                _decode_text, self.prefix + b"[]" + bytes(self.buf[pos + 1 :]), DecodeReport()
+            )
+        except msgspec.DecodeError:
+            return False
+        return isinstance(header, dict)
 
 
 def _decode_text(data: bytes | bytearray | memoryview) -> Any:
