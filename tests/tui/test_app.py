@@ -228,7 +228,10 @@ def test_palette_screenshot_without_a_downloads_folder(app, drive, tmp_path, mon
 
     async def scenario(pilot) -> None:  # type: ignore[no-untyped-def]
         monkeypatch.setattr(app, "notify", lambda text, **kw: notices.append(str(text)))
-        command = next(c for c in app.get_system_commands(app.screen) if c.title == "Screenshot")
+        commands = [c for c in app.get_system_commands(app.screen) if c.title == "Screenshot"]
+        if not commands:  # Textual's palette gained Screenshot after 3.2 (the dependency floor)
+            pytest.skip("this Textual's command palette has no Screenshot command")
+        command = commands[0]
         command.callback()
         await pilot.pause(0.5)
         await pilot.pause()
