@@ -229,10 +229,11 @@ def _export(trace: Any, output: str, fmt: str, findings: list[Any], bar: Any) ->
         return f"{c['slices']:,} slices, {c['flows']:,} flows, {c['counters']:,} counter values"
     if fmt == "kineto":
         from ktrace.exporters.kineto_json import export_kineto, left_out
+        from ktrace.model.display_text import printable
 
         lost = left_out(trace)
-        if lost:
-            print(f"ktrace export: note: {lost}", file=sys.stderr)
+        if lost:  # (names the trace's range domains: trace text)
+            print(f"ktrace export: note: {printable(lost)}", file=sys.stderr)
         k = export_kineto(trace, output, progress=bar)
         written = f"{len(k.files)} rank files" if len(k.files) > 1 else "1 rank file"
         return f"{written}, {k.events:,} events, {k.flows:,} flows, {_size(k.bytes)}"
