@@ -298,7 +298,7 @@ class EventSplitter:
                 "the file ends inside traceEvents (truncated?): the last, partial event "
                 "and every key after traceEvents are missing"
             )
-            self.report.header = _decode_header((self.prefix or b'{"traceEvents": ') + b"[]}", self.report)
+            self.report.header = self.header_so_far()
             tail = self.buf.rstrip(b" \t\r\n")
             if tail.endswith(b","):  # cut right after a separator: the last event is whole, not damaged
                 del self.buf[len(tail) - 1 :]
