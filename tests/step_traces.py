@@ -17,6 +17,32 @@ PID, TID = 100, 101
 NCCL = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevComm*, unsigned long, ncclWork*)"
 
 
+def add_launches(
+    b: TraceBuilder,
+    start_ns: np.ndarray,
+    end_ns: np.ndarray,
+    correlation_id: np.ndarray,
+    name: str = "cudaLaunchKernel",
+    *,
+    pid: int = PID,
+    tid: int = TID,
+) -> None:
+    """Adds runtime API calls `name` (one per start) on thread `pid`/`tid` to `b`."""
+    n = len(start_ns)
+    b.add(
+        "api",
+        {
+            "start_ns": start_ns,
+            "end_ns": end_ns,
+            "pid": [pid] * n,
+            "tid": [tid] * n,
+            "correlation_id": correlation_id,
+            "domain": ["runtime"] * n,
+            "name": [name] * n,
+        },
+    )
+
+
 @dataclass(frozen=True)
 class GraphLoop:
     """A loop of `steps` contiguous ProfilerSteps of `step_ns`; each launches one CUDA graph (cudaGraphLaunch at
@@ -62,18 +88,7 @@ def graph_loop(loop: GraphLoop = GraphLoop()) -> Trace:
         },
     )
     corr = np.arange(1, loop.steps + 1, dtype=np.int64)
-    b.add(
-        "api",
-        {
-            "start_ns": t0 + 10_000,
-            "end_ns": t0 + 30_000,
-            "pid": [PID] * loop.steps,
-            "tid": [TID] * loop.steps,
-            "correlation_id": corr,
-            "domain": ["runtime"] * loop.steps,
-            "name": ["cudaGraphLaunch"] * loop.steps,
-        },
-    )
+    add_launches(b, t0 + 10_000, t0 + 30_000, corr, "cudaGraphLaunch")
     node = np.tile(np.arange(loop.nodes, dtype=np.int64), loop.steps)
     start = np.repeat(t0 + loop.graph_start_ns, loop.nodes) + node * (loop.node_ns + loop.gap_ns)
     n = start.size
@@ -152,18 +167,7 @@ def decode_step(step: DecodeStep = DecodeStep(), *, with_range: bool = True) -> 
             "category": ["cpu_op"] * runs,
         },
     )
-    b.add(
-        "api",
-        {
-            "start_ns": calls,
-            "end_ns": calls + 5_000,
-            "pid": [PID] * (2 * runs),
-            "tid": [TID] * (2 * runs),
-            "correlation_id": corr,
-            "domain": ["runtime"] * (2 * runs),
-            "name": ["cudaLaunchKernel"] * (2 * runs),
-        },
-    )
+    add_launches(b, calls, calls + 5_000, corr)
     jitter = step.jitter_ns * (np.arange(runs, dtype=np.int64) % 2)
     kernel_starts = np.concatenate([starts + jitter, starts + 2_000_000])
     b.add(

@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from step_traces import GraphLoop, graph_loop
+from step_traces import GraphLoop, add_launches, graph_loop
 
 from ktrace.analysis.critical_path import CriticalPath, critical_path
 from ktrace.analysis.critical_path_summary import critical_path_notes
@@ -90,18 +90,7 @@ def _enqueued_loop(iterations: int) -> Trace:
     n = 2 * iterations
     calls = 5_000 * np.arange(n, dtype=np.int64)
     starts = 1_000_000 + 1_000_000 * np.arange(n, dtype=np.int64)
-    b.add(
-        "api",
-        {
-            "start_ns": calls,
-            "end_ns": calls + 4_000,
-            "pid": [1] * n,
-            "tid": [1] * n,
-            "correlation_id": np.arange(n),
-            "domain": ["runtime"] * n,
-            "name": ["cudaLaunchKernel"] * n,
-        },
-    )
+    add_launches(b, calls, calls + 4_000, np.arange(n), pid=1, tid=1)
     b.add(
         "kernels",
         {
