@@ -186,7 +186,8 @@ def markdown_lines(cp: CriticalPath | None, md_table: Any, cell: Any) -> list[st
             ["change", "target", "new length", "saved"],
             [[r["kind"], r["name"], format_ns(r["length_ns"]), format_ns(r["saved_ns"])] for r in what_if],
         )
-        out += ["", *what_if_notes(cp)] if what_if_notes(cp) else []
+        notes = what_if_notes(cp)  # trace names (hosts, kernels): escaped as every Markdown cell is
+        out += ["", *(cell(n, 1000) for n in notes)] if notes else []
     return out + [""]
 
 
