@@ -284,15 +284,20 @@ def scrub_strings(values: Sequence[str]) -> tuple[dict[str, str], int]:
     """{value: scrubbed} for those of `values` (distinct names of a column) that held a secret, and how many
     were redacted. One pass over all of them joined tells which rules could match at all; a name is scrubbed
     only if it holds one of those rules' literals, so thousands of kernel names cost a few scans of their text."""
+    scrubbed = _scrub_distinct(values)
+    return {value: clean for value, (clean, _) in scrubbed.items()}, sum(n for _, n in scrubbed.values())
+
+
+def _scrub_distinct(values: Sequence[str]) -> dict[str, tuple[str, int]]:
+    """{value: (scrubbed, how many redacted)} for those of distinct `values` that held a secret (scrub_strings)."""
     blob = "\x00".join(values)
     literals = [lit for lit in _TOKEN_LITERALS if lit in blob]
     folded_blob = _fold(blob)
     folded = [lit for lit in _FOLDED_LITERALS if lit in folded_blob]
     escaped = _ESCAPE.search(blob) is not None
-    changes: dict[str, str] = {}
-    count = 0
+    changes: dict[str, tuple[str, int]] = {}
     if not literals and not folded and not escaped:
-        return changes, 0
+        return changes
     for value in values:
         low = _fold(value) if folded else ""
         if (
@@ -302,9 +307,8 @@ def scrub_strings(values: Sequence[str]) -> tuple[dict[str, str], int]:
         ):
             clean, n = scrub_text(value)
             if n:
-                changes[value] = clean
-                count += n
-    return changes, count
+                changes[value] = (clean, n)
+    return changes
 
 
 _ASSIGNED = re.compile(r"(-{0,2}[A-Za-z_][A-Za-z0-9_.\-]{0,100}=)(.+)", re.DOTALL)
@@ -322,7 +326,7 @@ def scrub_argv(argv: Sequence[str]) -> tuple[list[str], int]:
     out: list[str] = []
     count = 0
     options = {i: (start, end) for i, start, end in option_secrets(args)}
-    changes, _ = scrub_strings(list(dict.fromkeys(args)))
+    changes = _scrub_distinct(list(dict.fromkeys(args)))
     for i, arg in enumerate(args):
         prev = args[i - 1] if i else ""
         if i in options:
@@ -333,7 +337,7 @@ def scrub_argv(argv: Sequence[str]) -> tuple[list[str], int]:
             out.append(REDACTED)
             count += 1
         else:
-            clean, n = (changes[arg], scrub_text(arg)[1]) if arg in changes else (arg, 0)
+            clean, n = changes.get(arg, (arg, 0))
             clean, random = _scrub_random(clean)
             out.append(clean)
             count += n + random
@@ -386,11 +390,11 @@ def scrub_value(key: str, value: Any) -> tuple[Any, int]:
         else:
             parent[slot], n = _scrub_leaf(k, v)
             count += n
-    changes, _ = scrub_strings(list(dict.fromkeys(text for _, _, text in texts)))
+    changes = _scrub_distinct(list(dict.fromkeys(text for _, _, text in texts)))
     for parent, slot, text in texts:
         if text in changes:
-            parent[slot] = changes[text]
-            count += scrub_text(text)[1]
+            parent[slot], n = changes[text]
+            count += n
     return root[0], count
 
 
