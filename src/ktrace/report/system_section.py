@@ -116,13 +116,14 @@ def missing_counters_line(usage: SystemUsage, source: str) -> str:
 def lead(report: Report) -> str:
     """The section's first sentence: what the statistics below are read from."""
     sampled = bool(report.dashboard.summary.counters.height)
-    if not event_tables(report.system_usage):
+    usage = report.system_usage
+    if not (usage.gpu_busy.height or usage.cpu_threads.height or usage.gpu_memory.height):
         if sampled:
             return "Sampled counters; the trace has no GPU, operator or launch events to read usage from."
         return "The trace has no counter samples and no GPU, operator or launch events to read usage from."
     return (
         f"{'Sampled counters first, then w' if sampled else 'W'}hat the trace's events show: percentiles over time "
-        f"bins of {fmt_ns(report.system_usage.bin_ns)} (the utilization plot's bins); GPU busy is the union of its "
+        f"bins of {fmt_ns(usage.bin_ns)} (the utilization plot's bins); GPU busy is the union of its "
         "kernels, copies and memsets, a CPU thread's load the union of its operators and the calls that launched "
         "GPU work."
     )
