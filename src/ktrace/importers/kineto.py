@@ -18,7 +18,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from ktrace.importers.kineto_combine import LeanBuilder
+from ktrace.importers.kineto_combine import LeanBuilder, release_memory
 from ktrace.importers.kineto_decode import EventSplitter
 from ktrace.importers.kineto_events import EventSink, to_int
 from ktrace.importers.kineto_limits import TablesFull, tables_full_note
@@ -36,7 +36,6 @@ from ktrace.importers.kineto_workers import read_in_workers, start_workers, work
 from ktrace.model.builder import TraceBuilder, merge_traces
 from ktrace.model.clock_estimate import align_hosts
 from ktrace.model.errors import ProgressFn, TraceFormatError, no_progress
-from ktrace.model.heap import release_free_memory
 from ktrace.model.scrub import scrub_trace
 from ktrace.model.secrets import scrub_mapping, scrub_text
 from ktrace.model.trace import Trace, TraceMeta
@@ -83,7 +82,7 @@ def import_kineto(path: Path, *, progress: ProgressFn = no_progress, with_ops: b
     if path.is_dir():
         return scrub_trace(_import_folder(path, progress, with_ops))
     trace, _ = _import_file(path, progress, with_ops, 0, 0)
-    _release_memory()
+    release_memory()
     return scrub_trace(trace)
 
 
@@ -109,7 +108,7 @@ def _import_folder(folder: Path, progress: ProgressFn, with_ops: bool) -> Trace:
     for p in files:
         try:
             results.append(_import_file(p, progress, with_ops, done, grand))
-            _release_memory()
+            release_memory()
         except TraceFormatError as exc:
             if len(files) == 1:
                 raise
@@ -266,7 +265,7 @@ def _build(
     add_cpu_tables(builder, sink, fix)
     add_allocations(builder, sink, fix)
     trace = builder.build()
-    _release_memory()  # (what building the tables freed: the µs columns, the slices; ~0.3 GB at 20 M kernels)
+    release_memory()  # (what building the tables freed: the µs columns, the slices; ~0.3 GB at 20 M kernels)
     used = set(trace.kernels["device"].unique().to_list()) | set(trace.memory["device"].unique().to_list())
     dims = TraceBuilder(node=node, rank=info.rank)
     add_dimension_tables(dims, sink, header, {int(d) for d in used if d is not None})
@@ -300,13 +299,6 @@ def _null_columns_as_scalars(frame: pl.DataFrame) -> pl.DataFrame:
     (queued_ns, collective, ...; all but 9 of 28 on the worst input of issue 27 section 3)."""
     empty = [c for c in frame.columns if frame.height and frame[c].null_count() == frame.height]
     return frame.with_columns(pl.lit(None, frame.schema[c]).alias(c) for c in empty) if empty else frame
-
-
-def _release_memory() -> None:
-    """Give the freed heap (glibc's) and Arrow's pool (mimalloc keeps freed pages: ~0.45 GB after 2 M kernel rows)
-    back to the operating system."""
-    release_free_memory()
-    pa.default_memory_pool().release_unused()
 
 
 def _rank_of(path: Path, header: dict[str, Any]) -> RankFile:
