@@ -80,11 +80,10 @@ def heatmap_panel(heat: RankHeatmap, cols: int = HEATMAP_COLS) -> RankPanel:
         labels, shares, first = heat.coarse_rows("time", value, HEATMAP_ROWS, cols)
         text.append(f"{what} share (blank 0 % … █ 100 %) · enter: that rank's timeline\n", style="dim")
         ranks.append(None)
-        shown = distinct_short_names(
-            [printable(label) for label in labels], LABEL, plain=True
-        )  # long host names differ late
-        for label, row, at in zip(labels, shares, first, strict=True):
-            text.append(shown[printable(label)].ljust(LABEL) + " ")
+        printed = [printable(label) for label in labels]
+        shown = distinct_short_names(printed, LABEL, plain=True)  # long host names differ late
+        for label, row, at in zip(printed, shares, first, strict=True):
+            text.append(shown[label].ljust(LABEL) + " ")
             text.append_text(_cells(row, style))
             text.append("\n")
             node, rank = heat.ranks.row(at)
@@ -98,11 +97,10 @@ def straggler_panel(lag: Stragglers) -> RankPanel:
     text.append(f"{'slower %':>8}  {'work/step':>9}  {'rank':<{LABEL}} why (vs the median rank)\n", style="bold")
     ranks: list[tuple[str, int] | None] = [None]
     top = lag.table.head(STRAGGLERS)
-    names = distinct_short_names(
-        [printable(f"{n}/{r}") for n, r in top.select("node", "rank").iter_rows()], LABEL, plain=True
-    )
-    for r in top.iter_rows(named=True):
-        who = names[printable(f"{r['node']}/{r['rank']}")]
+    printed = [printable(f"{n}/{r}") for n, r in top.select("node", "rank").iter_rows()]
+    names = distinct_short_names(printed, LABEL, plain=True)
+    for r, label in zip(top.iter_rows(named=True), printed, strict=True):
+        who = names[label]
         text.append(f"{r['slower_pct']:+8.1f}  {format_ns(r['work_mean_ns']):>9}  {who:<{LABEL}} ")
         text.append(f"{printable(str(r['causes']))}\n", style="dim")
         ranks.append((str(r["node"]), int(r["rank"])))
