@@ -287,7 +287,8 @@ def launch_window(ix: TraceIndex, step: Window, marker: str) -> Window:
     window. The GPU window itself when either record has no launch call."""
     c = ix.gpu_columns()
     codes, names = ix.record_names()
-    code = names.to_list().index(marker) if marker in names.to_list() else -1
+    listed = names.to_list()
+    code = listed.index(marker) if marker in listed else -1
     rank = window_rank_id(c.rank_keys, step)
     launch = ix.launch_rows()
     ends = []
