@@ -279,3 +279,12 @@ def test_nvtx_operators_say_where_they_come_from() -> None:
     panel = operator_panel(summarize(ktrace.open(fixture_path("power_iteration")), top=5))
     assert "NVTX ranges play their part" in panel.note and panel.modules_note == ""
     assert panel.operators[0][0].startswith("Compute ")
+
+
+def test_module_names_are_only_cut_not_read_as_cpp() -> None:
+    """A module's "(MLP)" is no parameter list: the modules pane keeps it (the C++ shortener dropped it)."""
+    from ktrace.tui.operators_model import MODULE_HEADERS
+    from ktrace.tui.screens.operators import _table
+
+    table = _table(MODULE_HEADERS, [("layers.0.mlp (MLP)", "1", "1 ms", "1 ms", "1 ms")], "modules", 120, plain=True)
+    assert [str(c) for c in table.columns[0].cells] == ["layers.0.mlp (MLP)"]

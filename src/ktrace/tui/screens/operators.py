@@ -37,11 +37,14 @@ _SHAPES_SHARE = 0.6
 """In the by-shape table, the shapes column's share of the room the two text columns have."""
 
 
-def _table(headers: tuple[str, ...], cells: list[tuple[str, ...]], title: str, screen_width: int) -> Table:
+def _table(
+    headers: tuple[str, ...], cells: list[tuple[str, ...]], title: str, screen_width: int, *, plain: bool = False
+) -> Table:
     """A rich table whose first column's names are cut to the room the other columns leave, distinct (rich would
-    cut them alike: two kernels of one operator that differ late in the name)."""
+    cut them alike: two kernels of one operator that differ late in the name); `plain`: not C++ names (modules),
+    only cut."""
     width = name_width(cells, screen_width, headers) - _PADDING
-    shown = distinct_short_names([row[0] for row in cells], width)
+    shown = distinct_short_names([row[0] for row in cells], width, plain=plain)
     # rich reads "[...]" in a str as markup: names from the trace go in as Text, or escaped
     table = Table(title=escape(title), title_justify="left", expand=True, show_edge=False, pad_edge=False)
     for i, h in enumerate(headers):
@@ -102,7 +105,9 @@ class OperatorScreen(Screen[None]):
             for row in panel.operators:  # the key keeps the whole name: it picks the kernels shown below
                 table.add_row(escape(names[row[0]]), *row[1:], key=row[0])
         if panel.modules:
-            modules = _table(MODULE_HEADERS, panel.modules, f"modules: {panel.modules_note}", self.app.size.width)
+            modules = _table(
+                MODULE_HEADERS, panel.modules, f"modules: {panel.modules_note}", self.app.size.width, plain=True
+            )
             self.query_one("#op-modules", Static).update(modules)
         else:
             self.query_one("#op-modules", Static).update(panel.modules_note)
