@@ -148,7 +148,7 @@ def roofline(
     distinct = mine.select(*KEYS, "concrete_inputs").unique(maintain_order=True).with_row_index("cost_id")
     costs = [call_cost(*r) for r in distinct.select(*KEYS, "concrete_inputs").iter_rows()]
     cost_id = mine.join(distinct, on=[*KEYS, "concrete_inputs"], how="left", nulls_equal=True)["cost_id"].to_numpy()
-    modeled = np.array([costs[i] is not None for i in cost_id], bool)
+    modeled = np.array([c is not None for c in costs], bool)[cost_id]  # per distinct call, not per call
     top = np.flatnonzero(modeled)[
         enclosing_on_thread(ops[named[modeled]]) < 0
     ]  # positions in `named` of outermost calls
@@ -156,14 +156,16 @@ def roofline(
     record_owner = _owner_of_records(trace, record_op, named[top])
     owned = record_owner >= 0
     owned_ns = np.bincount(record_owner[owned], duration[owned], ops.height).astype(np.int64)
-    top_costs = [c for c in (costs[i] for i in cost_id[top]) if c is not None]
+    per_cost = pl.DataFrame(
+        [(c.flops, c.bytes, c.precision) if c is not None else (None, None, None) for c in costs],
+        schema={"flops": pl.Int64, "bytes": pl.Int64, "dtype": pl.String},
+        orient="row",
+    )
     calls = (
         mine[top]
         .select(*KEYS, "node", "rank", "start_ns")
         .with_columns(
-            flops=pl.Series([c.flops for c in top_costs], dtype=pl.Int64),
-            bytes=pl.Series([c.bytes for c in top_costs], dtype=pl.Int64),
-            dtype=pl.Series([c.precision for c in top_costs], dtype=pl.String),
+            *per_cost.select(pl.all().gather(pl.Series(cost_id[top], dtype=pl.Int64))).get_columns(),
             gpu_time_ns=pl.Series(owned_ns[named[top]], dtype=pl.Int64),
         )
     )
