@@ -1,4 +1,5 @@
-"""The layer contracts of DESIGN.md hold, and import-linter really fails when a layer is crossed."""
+"""The layer contracts of docs/architecture.md hold, and import-linter really fails when a layer is crossed or a
+cycle is planted in any room."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+PACKAGE = REPO / "src" / "ktrace"
+PACKAGES = sorted(str(init.parent.relative_to(PACKAGE.parent)) for init in PACKAGE.rglob("__init__.py"))
+"""ktrace itself (its rooms), every room, and every package inside a room (analysis.rules, tui.widgets...)."""
 
 
 def _lint(root: Path) -> subprocess.CompletedProcess[str]:
@@ -69,7 +73,7 @@ def test_numba_outside_kernels_breaks_a_contract(copy_of_repo: Path) -> None:
         ("exporters/chrome_json.py", "import perfetto", "perfetto (its protobuf descriptors) only in the Perfetto"),
         ("analysis/summary.py", "import plotly", "plotly only in the HTML report"),
         # the cycle launcher <-> finalize came back (through the result type they share)
-        ("tracer/run_result.py", "from ktrace.tracer.launcher import Say", "No import cycles among the tracer's"),
+        ("tracer/run_result.py", "from ktrace.tracer.launcher import Say", "No import cycles among the rooms"),
     ],
 )
 def test_a_direct_import_outside_its_room_breaks_a_contract(
@@ -83,3 +87,39 @@ def test_a_direct_import_outside_its_room_breaks_a_contract(
     finally:
         target.write_text(original)
     assert res.returncode != 0 and f"{contract}" in res.stdout and "BROKEN" in res.stdout
+
+
+def _two_children(package: Path) -> tuple[Path, Path]:
+    """The files of two modules directly inside `package` (a subpackage by its __init__.py), the first by name."""
+    children = sorted(
+        (p / "__init__.py" if p.is_dir() else p)
+        for p in package.iterdir()
+        if (p.suffix == ".py" and p.stem not in ("__init__", "__main__")) or (p / "__init__.py").exists()
+    )
+    assert len(children) >= 2, f"{package} has fewer than two modules: no cycle can be planted in it"
+    return children[0], children[1]
+
+
+def _module_name(root: Path, file: Path) -> str:
+    parts = file.relative_to(root / "src").with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_a_cycle_planted_in_any_room_breaks_the_acyclic_contract(copy_of_repo: Path, package: str) -> None:
+    """Two modules of the room import each other, one of them lazily (inside a function, as engines imported
+    dask_engine): the acyclic contract names the room."""
+    first, second = _two_children(copy_of_repo / "src" / package)
+    originals = {first: first.read_text(), second: second.read_text()}
+    first.write_text(originals[first] + f"\nimport {_module_name(copy_of_repo, second)}  # noqa\n")
+    second.write_text(
+        originals[second] + f"\n\ndef _planted() -> None:\n    import {_module_name(copy_of_repo, first)}  # noqa\n"
+    )
+    try:
+        res = _lint(copy_of_repo)
+    finally:
+        for path, text in originals.items():
+            path.write_text(text)
+    room = package.replace("/", ".")
+    assert res.returncode != 0, res.stdout[-2000:]
+    assert f"No cycles are allowed in {room}." in res.stdout, res.stdout[-2000:]

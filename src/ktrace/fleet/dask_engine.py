@@ -11,7 +11,7 @@ from typing import TypeVar
 
 from distributed import Client, Future, as_completed
 
-from ktrace.fleet.engines import _EngineBase, item_label, task_error
+from ktrace.fleet.engine_base import EngineBase, item_label, task_error
 from ktrace.fleet.scheduler_probe import SchedulerAddress, probe_scheduler
 from ktrace.model.errors import ExitCode, KtraceError
 
@@ -19,7 +19,7 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-class DaskEngine(_EngineBase):
+class DaskEngine(EngineBase):
     """Runs tasks on a Dask cluster through `client.map` / `as_completed`.
 
     `cluster` is a scheduler address ("tcp://host:8786", or a SchedulerAddress with the time allowed to reach it:

@@ -3,7 +3,8 @@
 An `Engine` maps a module-level function over a sequence of picklable items and yields `(index, result)` as the
 tasks complete, in any order. A task's exception comes back as a one-line `KtraceError` naming the item (rank or
 file); Ctrl-C, or the caller dropping the iterator, cancels the tasks not yet started. The Dask engine lives in
-`ktrace.fleet.dask_engine` (the only module that imports dask): `open_engine` imports it only for a cluster.
+`ktrace.fleet.dask_engine` (the only module that imports dask): `open_engine` imports it only for a cluster. What
+every engine shares is in `ktrace.fleet.engine_base`, which both import.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ from concurrent.futures.process import BrokenProcessPool
 from types import TracebackType
 from typing import Protocol, TypeVar
 
+from ktrace.fleet.engine_base import EngineBase, item_label, task_error
 from ktrace.model.errors import ExitCode, KtraceError
 
 T = TypeVar("T")
 R = TypeVar("R")
-_E = TypeVar("_E", bound="_EngineBase")
 
 DASK_HINT = "pip install 'ktrace[dask]'"
 
@@ -60,40 +61,7 @@ def default_workers() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def task_error(label: str, exc: BaseException) -> KtraceError:
-    """The one-line error for a failed task: the item's label, then the error (its exit code kept)."""
-    if isinstance(exc, KtraceError):
-        error = KtraceError(f"{label}: {exc}", exc.exit_code)
-    else:
-        text = " ".join(str(exc).split()) or type(exc).__name__
-        error = KtraceError(f"{label}: {type(exc).__name__}: {text}")
-    error.__cause__ = exc
-    return error
-
-
-def item_label(item: object, describe: Callable[[T], str] | None) -> str:
-    """How a task is named in errors and progress: `describe(item)`, else the item itself (shortened)."""
-    text = describe(item) if describe is not None else str(item)  # type: ignore[arg-type]
-    return text if len(text) <= 200 else text[:197] + "..."
-
-
-class _EngineBase:
-    name = "engine"
-    workers = 1
-
-    def close(self) -> None:
-        """Nothing to release."""
-
-    def __enter__(self: _E) -> _E:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-
-class InProcessEngine(_EngineBase):
+class InProcessEngine(EngineBase):
     """Runs every task in this process, one after the other (one rank, or `--workers 1`)."""
 
     name = "in-process"
@@ -113,7 +81,7 @@ class InProcessEngine(_EngineBase):
             yield index, result
 
 
-class ProcessEngine(_EngineBase):
+class ProcessEngine(EngineBase):
     """Runs tasks in `workers` local processes (concurrent.futures), started by forkserver (spawn off Linux).
 
     Never fork: numba's and polars' thread pools do not survive a fork. At most `workers` tasks are in flight, so a

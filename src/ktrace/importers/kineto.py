@@ -20,9 +20,10 @@ import pyarrow as pa
 
 from ktrace.importers.kineto_combine import LeanBuilder, release_memory
 from ktrace.importers.kineto_decode import EventSplitter
+from ktrace.importers.kineto_decode_report import DecodeReport
 from ktrace.importers.kineto_events import EventSink, to_int
 from ktrace.importers.kineto_limits import TablesFull, tables_full_note
-from ktrace.importers.kineto_schema import DecodeReport, EventSlice
+from ktrace.importers.kineto_schema import EventSlice
 from ktrace.importers.kineto_stream import StreamStatus, byte_blocks, is_gzip, kineto_files
 from ktrace.importers.kineto_tables import (
     TimeFixer,

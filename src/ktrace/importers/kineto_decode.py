@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from ktrace.importers.kineto_decode_report import DecodeReport
 from ktrace.importers.kineto_limits import (
     MAX_EVENT_BYTES,
     MAX_WHITESPACE_RUN,
@@ -26,7 +27,6 @@ from ktrace.importers.kineto_limits import (
 )
 from ktrace.importers.kineto_schema import (
     RAWS,
-    DecodeReport,
     DeepJSONError,
     EventSlice,
     decode_events,

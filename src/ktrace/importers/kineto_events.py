@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from ktrace.importers.kineto_combine import combined, slimmed
+from ktrace.importers.kineto_decode_report import DecodeReport
 from ktrace.importers.kineto_limits import MAX_TABLE_BYTES, TablesFull
 from ktrace.importers.kineto_memory import MEMORY_EVENT, NO_MEM_ARGS, decode_mem_args
 from ktrace.importers.kineto_schema import (
@@ -30,7 +31,6 @@ from ktrace.importers.kineto_schema import (
     SKIPPED,
     SKIPPED_OP,
     Args,
-    DecodeReport,
     Event,
     EventSlice,
     ExactEvent,

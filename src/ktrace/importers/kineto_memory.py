@@ -3,12 +3,11 @@ on the slow path (the fast path decodes them with the event, kineto_schema.tagge
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
-if TYPE_CHECKING:
-    from ktrace.importers.kineto_schema import DecodeReport
+from ktrace.importers.kineto_decode_report import DecodeReport
 
 MEMORY_EVENT = "[memory]"
 """Name of the allocator's instant events (category cpu_instant_event since PyTorch 2, none in 1.9)."""

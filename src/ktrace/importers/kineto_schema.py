@@ -5,12 +5,13 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, TypeVar
 
 import msgspec
 
+from ktrace.importers.kineto_decode_report import DecodeReport
 from ktrace.importers.kineto_limits import MAX_DEPTH, flatten_deep
 from ktrace.importers.kineto_memory import MemArgs
 
@@ -237,21 +238,6 @@ def tagged_decoder(with_ops: bool, exact: bool = False) -> tuple[msgspec.json.De
 def code_of_type(with_ops: bool) -> dict[type, int]:
     """The code of every type the tagged decoders (plain and exact) produce."""
     return tagged_decoder(with_ops, False)[1] | tagged_decoder(with_ops, True)[1]
-
-
-@dataclass
-class DecodeReport:
-    """What decoding found besides events: the header, and what had to be dropped or repaired."""
-
-    header: dict[str, Any] = field(default_factory=dict)
-    events: int = 0
-    dropped_events: int = 0
-    repaired_events: int = 0
-    truncated: bool = False
-    """The text ended before traceEvents was closed."""
-    notes: list[str] = field(default_factory=list)
-    exact_ts: bool = False
-    """A slice had fractional epoch timestamps (see EXACT_FROM_US): the slices after it are decoded exactly."""
 
 
 @dataclass(frozen=True)

@@ -39,8 +39,9 @@ from typing import Any
 
 from ktrace.importers import kineto_decode
 from ktrace.importers.kineto_decode import SETTLE, EventSplitter, PendingSlice
+from ktrace.importers.kineto_decode_report import DecodeReport
 from ktrace.importers.kineto_events import EventSink, Staged
-from ktrace.importers.kineto_schema import DecodeReport, EventSlice, code_of_type, decode_events, tagged_decoder
+from ktrace.importers.kineto_schema import EventSlice, code_of_type, decode_events, tagged_decoder
 
 WORKERS_ENV = "KTRACE_IMPORT_WORKERS"
 MAX_DEFAULT_WORKERS = 4
