@@ -4,8 +4,9 @@ Speed mode (default): tiles the biggest real Kineto trace in ../shared/traces N 
 (benchmarks/tile_kineto.py), then loads it with HTA's TraceAnalysis and with ktrace's importer, each
 in its own subprocess, and prints wall time, peak memory (the process's peak RSS, or while it has child processes
 -- ktrace's decode workers, HTA's parser pool -- their PSS summed with its own, if larger) and the
-ratios. Load time excludes importing the libraries (pandas+HTA, polars+pyarrow+ktrace); peak
-RSS is the whole process's. Goal: ktrace >= 20x faster, <= 1/4 of HTA's peak RSS. The inflate
+ratios. Both are timed as a user runs them, whole process against whole process (the interpreter's start and the
+libraries' imports included: pandas+HTA, polars+pyarrow+ktrace); the load alone, after the imports (the old
+footing), is printed beside it. Peak RSS is the whole process tree's. Goal: ktrace >= 20x faster, <= 1/4 of HTA's peak RSS. The inflate
 library ktrace used (isal if installed, else zlib) is printed.
 
 Ops mode (--ops): for every real Kineto trace (per-rank folders included) and the tiled one, wall and CPU
@@ -37,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -156,11 +158,13 @@ def measure(
 ) -> dict[str, Any]:
     """Run `body` (timed; `setup` before it is not) in a fresh `python` on `target`.
 
-    Returns its wall time, peak memory (whole process, imports included; with child processes, the peak of their
+    Returns its wall time (`wall_s`: `body` alone; `process_s`: the whole process, from its start, through the
+    interpreter's start and every import, to its exit: the footing the speed goals are judged on), peak memory (whole process, imports included; with child processes, the peak of their
     PSS summed with its own when larger: see TreeMemory; not sampled with `sample_memory=False`, for runs timed
     only) and extra results.
     """
     code = _MEASURE.format(setup=setup.strip(), body=body.strip())
+    started = time.perf_counter()
     proc = subprocess.Popen(
         [python, "-c", code, str(target)],
         stdout=subprocess.PIPE,
@@ -170,11 +174,13 @@ def measure(
     )
     tree = TreeMemory(proc.pid) if sample_memory else None  # (sampling costs the measured run ~0.1 s of CPU)
     stdout, stderr = proc.communicate()
+    process_s = time.perf_counter() - started
     tree_mb = tree.peak_mb if tree else 0.0
     for line in stdout.splitlines():
         if line.startswith("RESULT "):
             result: dict[str, Any] = json.loads(line[7:])
             result["peak_rss_mb"] = max(result["peak_rss_mb"], tree_mb)
+            result["process_s"] = process_s
             return result
     raise RuntimeError(f"{python} failed on {target}:\n{stderr[-2000:]}")
 
@@ -223,12 +229,16 @@ def speed(args: argparse.Namespace, hta: Path) -> None:
         runs["hta"].append(measure(str(hta), HTA_LOAD, folder, setup=HTA_SETUP))
         setup = ("import sys; sys.modules['isal'] = None\n" if args.no_isal else "") + KTRACE_SETUP
         runs["ktrace"].append(measure(sys.executable, KTRACE_LOAD, tiled, setup=setup))
-    best = {k: min(v, key=lambda r: r["wall_s"]) for k, v in runs.items()}
+    best = {k: min(v, key=lambda r: r["process_s"]) for k, v in runs.items()}
     for name, r in best.items():
-        print(f"{name:7s} load {r['wall_s']:7.2f} s   peak RSS {r['peak_rss_mb']:7.0f} MB   {r['extra']}")
+        print(
+            f"{name:7s} whole process {r['process_s']:7.2f} s (load alone {r['wall_s']:.2f} s)   "
+            f"peak RSS {r['peak_rss_mb']:7.0f} MB   {r['extra']}"
+        )
     h, k = best["hta"], best["ktrace"]
     print(
-        f"ratio: ktrace is {h['wall_s'] / k['wall_s']:.1f}x faster (goal >= 20x), "
+        f"ratio, whole process against whole process: ktrace is {h['process_s'] / k['process_s']:.1f}x faster "
+        f"(goal >= 20x; the old footing, loads alone after the imports: {h['wall_s'] / k['wall_s']:.1f}x), "
         f"uses {k['peak_rss_mb'] / h['peak_rss_mb']:.2f} of HTA's peak RSS (goal <= 0.25)"
     )
 
