@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
-import types
 from pathlib import Path
 
 import pytest
@@ -57,34 +55,29 @@ def test_tables(stored: Path, tmp_path: Path, fmt: str) -> None:
     assert (out / f"kernels.{fmt}").stat().st_size > 0
 
 
-def test_findings_are_drawn(stored: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = types.ModuleType("ktrace.analysis.rules")
-    fake.run_rules = lambda trace: [
-        {
-            "rule": "R",
-            "severity": "warning",
-            "message": "m",  # type: ignore[attr-defined]
-            "start_ns": trace.span_ns()[0],
-            "end_ns": None,
-            "node": None,
-            "rank": None,
-        }
-    ]
-    monkeypatch.setitem(sys.modules, "ktrace.analysis.rules", fake)
+def test_findings_are_drawn(stored: Path, tmp_path: Path) -> None:
+    from ktrace.analysis.rules import run_rules
+    from ktrace.exporters.findings import finding_rows
+    from ktrace.model import store
+
+    rows = finding_rows(run_rules(store.read(stored)).findings)
+    assert rows  # the synthetic job fires rules (GPUGaps, ...)
     out = tmp_path / "f.pftrace"
     assert main(["export", str(stored), "-o", str(out), "--findings", "--no-progress"]) == 0
-    assert validate_perfetto(out).instants == 1
+    assert validate_perfetto(out).instants == len(rows)
 
 
-def test_findings_without_a_rules_engine_degrade_with_a_note(
+def test_a_failing_rule_costs_the_findings_not_the_export(
     stored: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setitem(sys.modules, "ktrace.analysis.rules", types.ModuleType("ktrace.analysis.rules"))
-    monkeypatch.setitem(sys.modules, "ktrace.analysis.rules.engine", types.ModuleType("ktrace.analysis.rules.engine"))
+    def failing(trace: Trace) -> None:
+        raise ValueError("broken rule")
+
+    monkeypatch.setattr("ktrace.analysis.rules.run_rules", failing)
     out = tmp_path / "f.pftrace"
     assert main(["export", str(stored), "-o", str(out), "--findings", "--no-progress"]) == 0
-    assert "without findings" in capsys.readouterr().err
-    assert validate_perfetto(out).ok
+    assert "the rules failed (ValueError: broken rule); exporting without findings" in capsys.readouterr().err
+    assert validate_perfetto(out).ok and validate_perfetto(out).instants == 0
 
 
 @pytest.mark.parametrize(

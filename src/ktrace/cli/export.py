@@ -114,33 +114,18 @@ def output_format(fmt: str, output: str = "") -> Any:
 
 
 def load_findings(trace: Any) -> list[Any]:
-    """Findings of the rules engine, or [] with a one-line note when this ktrace has none yet."""
-    import importlib
+    """The rules' findings (ktrace.analysis.rules, every rule with its defaults), or [] with a one-line note when a
+    rule fails: a failing rule must not cost the user the export."""
+    from ktrace.analysis.rules import run_rules
 
-    run_rules = None
-    for module in ("ktrace.analysis.rules", "ktrace.analysis.rules.engine"):
-        try:
-            run_rules = getattr(importlib.import_module(module), "run_rules", None)
-        except ImportError:
-            run_rules = None
-        if run_rules is not None:
-            break
-    if run_rules is None:
-        print(
-            "ktrace export: note: --findings needs the rules engine (ktrace.analysis.rules.run_rules), "
-            "which this ktrace does not have; exporting without findings",
-            file=sys.stderr,
-        )
-        return []
     try:
-        result = run_rules(trace)
-    except Exception as exc:  # a failing rule must not cost the user the export
+        return list(run_rules(trace).findings)
+    except Exception as exc:
         print(
             f"ktrace export: note: the rules failed ({type(exc).__name__}: {exc}); exporting without findings",
             file=sys.stderr,
         )
         return []
-    return list(getattr(result, "findings", result))
 
 
 def critical_path_findings(trace: Any) -> list[Any]:
