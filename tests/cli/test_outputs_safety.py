@@ -464,3 +464,38 @@ def test_each_writing_verb_checks_its_target_once(
     assert main(argv(verb, source, out)) == 0
     assert main(argv(verb, source, out, "--force")) == 0
     assert calls == [out, out]
+
+
+@pytest.fixture(scope="module")
+def alexnet_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("store") / "t.ktrace"
+    assert main(["import", str(ALEXNET), "-o", str(out), "-q", "--no-progress"]) == 0
+    return out
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [
+        '{"name": "my dataset", "rows": 3}',  # JSON, not ktrace's
+        '{"schema_version": 1}',  # one of ktrace's two keys only
+        "[1, 2]",
+        "not json at all",
+    ],
+)
+def test_force_keeps_a_store_shaped_folder_whose_meta_json_ktrace_did_not_write(
+    alexnet_store: Path, tmp_path: Path, meta: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every other entry is a store's (node=*/rank=*/<table>.parquet): only the meta.json check in
+    model/outputs.py can tell it is not ktrace's, so --force must refuse it on that alone (a mutation of that
+    check survived the suite: every foreign folder in the tests had some other foreign entry)."""
+    out = tmp_path / "t.ktrace"
+    shutil.copytree(alexnet_store, out)
+    (out / "meta.json").write_text(meta)
+    before = fingerprint(out)
+    code = main(["import", str(ALEXNET), "-o", str(out), "-q", "--no-progress", "--force"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "its meta.json is not one ktrace wrote" in err and err.count("\n") == 1 and "Traceback" not in err
+    assert fingerprint(out) == before
+    (out / "meta.json").write_bytes((alexnet_store / "meta.json").read_bytes())  # ktrace's own again: replaced
+    assert main(["import", str(ALEXNET), "-o", str(out), "-q", "--no-progress", "--force"]) == 0
