@@ -123,12 +123,13 @@ def system_usage_dict(usage: SystemUsage) -> dict[str, Any]:
 
 
 def rule_docs() -> dict[str, Any]:
-    """Every rule's parameters (name, default, doc), source and severity: the JSON reports' "rule_docs"."""
+    """Every rule's parameters (name, default, doc), source, severity and fleet_mode: the JSON reports' "rule_docs"."""
     return {
         r.name: {
             "params": [{"name": p.name, "default": p.default, "doc": p.doc} for p in r.params],
             "source": r.source,
             "severity": r.severity,
+            "fleet_mode": r.fleet_mode,
         }
         for r in all_rules()
     }

@@ -10,6 +10,8 @@ from ktrace.analysis.index import TraceIndex
 from ktrace.model.trace import Trace
 
 Severity = Literal["info", "warning", "error"]
+FleetMode = Literal["exact", "per rank"]
+"""How a rule runs on the rank-by-rank path (analysis.rules.rank_rules): see Rule.fleet_mode."""
 SEVERITIES: tuple[str, ...] = ("info", "warning", "error")
 """Severities from least to most severe; `ktrace check --fail-on` compares against this order."""
 
@@ -128,6 +130,12 @@ class Rule:
     """Severity of a finding unless the configuration or the check says otherwise."""
     source: str = ""
     """Where the rule and its defaults come from (anchor tool, reference section)."""
+    fleet_mode: FleetMode = "per rank"
+    """How the rule runs on a many-rank store analysed rank by rank (analysis.rules.rank_rules):
+    "exact": its check runs once on inputs reduced exactly from every rank (the same verdict, datapoints and
+    findings as on the whole trace in one process); "per rank": its check runs on each rank's own trace and the
+    results are added up (datapoints and triggered summed, each rank's findings kept and named by their rank),
+    so a threshold on a share, percentile or count is judged per rank, not on the job's total."""
 
     def defaults(self) -> dict[str, ParamValue]:
         """Parameter name -> default value."""

@@ -59,6 +59,7 @@ CPU_BOUND_CRITICAL_PATH = Rule(
     ),
     check=_cpu_bound,
     source="HTA critical_path_analysis (cpu_bound share); threshold: ktrace",
+    fleet_mode="per rank",
 )
 
 RULES: tuple[Rule, ...] = (CPU_BOUND_CRITICAL_PATH,)

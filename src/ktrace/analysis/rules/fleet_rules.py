@@ -1,73 +1,130 @@
-"""The rules `ktrace check` runs on a many-rank store's FleetSummary (reduced per-rank tables, analysis.rank_reduce).
+"""The "exact" rules on the rank-by-rank path: their inputs, reduced exactly from every rank, and their checks.
 
-A rule runs there when its input is one the reduce gives exactly (LoadBalancing: the job's LoadBalance;
-CommNotOverlapped: the per-rank temporal breakdown; StepOutlier: every rank's step spans; MaxInitializationTime:
-the job phases); every other rule needs events the client never holds and is reported as skipped with
-NEEDS_ONE_PROCESS, so the output says which rules ran.
+A rule is "exact" (Rule.fleet_mode) when the job-wide input its threshold reads is the reduced Summary's
+(StepOutlier: every rank's step spans; MaxInitializationTime: the job phases; LoadBalancing: the job's
+LoadBalance), or a small per-rank table each rank sends in its ExactInputs and the client adds up
+(CommNotOverlapped: the per-rank temporal breakdown; FP32Matmul: the count and GPU time per kernel name and
+precision, and the GPUs' compute capability). Each check is the one the rule runs on a whole trace, so the
+verdict, datapoints and findings are those of one process.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import partial
+from typing import cast
 
+import polars as pl
+
+from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.rank_reduce import FleetSummary
 from ktrace.analysis.rules.base import Outcome, ParamValue, RuleResult, Skip
 from ktrace.analysis.rules.config import RulesConfig
 from ktrace.analysis.rules.engine import RulesReport, all_rules, evaluate_check
+from ktrace.analysis.rules.inputs import kernel_precisions, temporal_breakdown
 from ktrace.analysis.rules.sagemaker import max_init_outcome, step_outlier_outcome
 from ktrace.analysis.rules.sagemaker_capacity import load_balancing_outcome
 from ktrace.analysis.rules.timeline_gpu import comm_overlap_outcome
+from ktrace.analysis.rules.timeline_latency import compute_major, fp32_matmul_outcome
+from ktrace.analysis.summary import Summary
+
+
+@dataclass(frozen=True)
+class ExactInputs:
+    """What one rank (or a slice of whole ranks) sends for the "exact" rules whose input the Summary lacks; its
+    size grows with ranks and distinct kernel names, not with events."""
+
+    breakdown: pl.DataFrame
+    """breakdown.temporal_breakdown per rank (CommNotOverlapped)."""
+    precisions: pl.DataFrame
+    """precision.kernel_precisions: name, precision, count, time_ns (FP32Matmul)."""
+    compute_major: int | None
+    """The GPUs' highest compute capability major (FP32Matmul), None when the devices table does not say."""
+
+
+def exact_inputs(index: TraceIndex) -> ExactInputs:
+    """The ExactInputs of the trace of `index` (computed through the rules' shared index)."""
+    return ExactInputs(temporal_breakdown(index), kernel_precisions(index), compute_major(index.trace))
+
+
+def merge_exact_inputs(parts: Sequence[ExactInputs]) -> ExactInputs:
+    """The job's ExactInputs from its ranks': breakdown rows by (node, rank), per-name counts and times summed
+    (in kernel_precisions' order: time descending, then name), the highest compute capability."""
+    if not parts:
+        raise ValueError("no rank's inputs to merge")
+    breakdown = pl.concat([p.breakdown for p in parts], how="vertical_relaxed").sort(
+        "node", "rank", maintain_order=True
+    )
+    precisions = (
+        pl.concat([p.precisions for p in parts], how="vertical_relaxed")
+        .group_by("name", "precision")
+        .agg(pl.col("count").sum().cast(pl.Int64), pl.col("time_ns").sum().cast(pl.Int64))
+        .sort(["time_ns", "name"], descending=[True, False])
+    )
+    majors = [p.compute_major for p in parts if p.compute_major is not None]
+    return ExactInputs(breakdown, precisions, max(majors) if majors else None)
+
+
+ExactCheck = Callable[[ExactInputs, Summary, Mapping[str, ParamValue]], Outcome]
+
+
+def _step_outlier(inputs: ExactInputs, summary: Summary, p: Mapping[str, ParamValue]) -> Outcome:
+    return step_outlier_outcome(summary.steps, p)
+
+
+def _max_init(inputs: ExactInputs, summary: Summary, p: Mapping[str, ParamValue]) -> Outcome:
+    return max_init_outcome(summary.phases, p)
+
+
+def _load_balancing(inputs: ExactInputs, summary: Summary, p: Mapping[str, ParamValue]) -> Outcome:
+    if summary.load_balance is None:
+        raise Skip("the trace has fewer than two ranks with GPU utilization")
+    return load_balancing_outcome(summary.load_balance, p)
+
+
+def _comm_overlap(inputs: ExactInputs, summary: Summary, p: Mapping[str, ParamValue]) -> Outcome:
+    return comm_overlap_outcome(inputs.breakdown, p)
+
+
+def _fp32_matmul(inputs: ExactInputs, summary: Summary, p: Mapping[str, ParamValue]) -> Outcome:
+    return fp32_matmul_outcome(inputs.precisions, inputs.compute_major, p)
+
+
+EXACT_CHECKS: dict[str, ExactCheck] = {
+    "StepOutlier": _step_outlier,
+    "MaxInitializationTime": _max_init,
+    "LoadBalancing": _load_balancing,
+    "CommNotOverlapped": _comm_overlap,
+    "FP32Matmul": _fp32_matmul,
+}
+"""Rule name -> its check on the job's reduced inputs (the rules whose fleet_mode is "exact")."""
+
 
 NEEDS_ONE_PROCESS = (
     "needs the single-process path (the whole trace in memory): run ktrace check without --workers/--cluster "
     "on a store of fewer than 16 ranks, or on a cut of it (ktrace export --ranks)"
 )
-
-FleetCheck = Callable[[FleetSummary, Mapping[str, ParamValue]], Outcome]
-
-
-def _load_balancing(fleet: FleetSummary, p: Mapping[str, ParamValue]) -> Outcome:
-    if fleet.load_balance is None:
-        raise Skip("the trace has fewer than two ranks with GPU utilization")
-    return load_balancing_outcome(fleet.load_balance, p)
-
-
-def _comm_overlap(fleet: FleetSummary, p: Mapping[str, ParamValue]) -> Outcome:
-    return comm_overlap_outcome(fleet.breakdown, p)
-
-
-def _step_outlier(fleet: FleetSummary, p: Mapping[str, ParamValue]) -> Outcome:
-    return step_outlier_outcome(fleet.steps, p)
-
-
-def _max_init(fleet: FleetSummary, p: Mapping[str, ParamValue]) -> Outcome:
-    return max_init_outcome(fleet.phases, p)
-
-
-FLEET_CHECKS: dict[str, FleetCheck] = {
-    "StepOutlier": _step_outlier,
-    "MaxInitializationTime": _max_init,
-    "LoadBalancing": _load_balancing,
-    "CommNotOverlapped": _comm_overlap,
-}
-"""Rule name -> its check on a FleetSummary (the same outcome as on the whole trace)."""
+FLEET_CHECKS = ("StepOutlier", "MaxInitializationTime", "LoadBalancing", "CommNotOverlapped")
+"""The rules run_fleet_rules evaluates on a FleetSummary."""
 
 
 def run_fleet_rules(fleet: FleetSummary, config: RulesConfig | None = None) -> RulesReport:
-    """Every enabled rule, in report order: those of FLEET_CHECKS evaluated on `fleet`, the others skipped with
+    """The rules on a FleetSummary alone, until the rank-by-rank summary carries every rank's RuleParts
+    (rank_rules.reduce_rule_parts): the exact rules whose input it holds, the others skipped with
     NEEDS_ONE_PROCESS."""
     config = config or RulesConfig()
+    inputs = ExactInputs(fleet.breakdown, pl.DataFrame(), None)
+    as_summary = cast(Summary, fleet)  # the checks read steps, phases and load_balance, which it has as Summary's
     results = []
     for rule in all_rules():
         if rule.name in config.disabled:
             continue
-        check = FLEET_CHECKS.get(rule.name)
-        if check is None:
+        if rule.name in FLEET_CHECKS:
+            results.append(evaluate_check(rule, config, partial(EXACT_CHECKS[rule.name], inputs, as_summary)))
+        else:
             params = config.params_for(rule)
             results.append(
                 RuleResult(rule.name, rule.family, rule.description, params, 0, 0, (), skipped=NEEDS_ONE_PROCESS)
             )
-        else:
-            results.append(evaluate_check(rule, config, partial(check, fleet)))
     return RulesReport(tuple(results))

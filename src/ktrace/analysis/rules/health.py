@@ -77,6 +77,7 @@ DROPPED_RECORDS = Rule(
     params=(Param("max_dropped", 0, "fire when more than this many records were dropped"),),
     check=_dropped,
     source="analyses.md §11.7 (trace health)",
+    fleet_mode="per rank",
 )
 
 
@@ -136,6 +137,7 @@ ORPHAN_RECORDS = Rule(
     ),
     check=_orphans,
     source="analyses.md §11.7; DESIGN.md (orphans counted in health)",
+    fleet_mode="per rank",
 )
 
 
@@ -199,6 +201,7 @@ CLOCK_PROBLEMS = Rule(
     ),
     check=_clock,
     source="formats.md §1.7 (clock domains); analyses.md §11.7",
+    fleet_mode="per rank",
 )
 
 RULES: tuple[Rule, ...] = (DROPPED_RECORDS, ORPHAN_RECORDS, CLOCK_PROBLEMS)

@@ -154,6 +154,7 @@ MEMORY_GROWTH = Rule(
     ),
     check=_memory_growth,
     source="ktrace (issue #15: memory growing step over step)",
+    fleet_mode="per rank",
 )
 
 RULES: tuple[Rule, ...] = (MEMORY_GROWTH,)

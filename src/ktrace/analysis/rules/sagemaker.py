@@ -66,6 +66,7 @@ STEP_OUTLIER = Rule(
     ),
     check=_step_outlier,
     source="SageMaker Debugger StepOutlier",
+    fleet_mode="exact",
 )
 
 
@@ -148,6 +149,7 @@ DATALOADER = Rule(
     ),
     check=_dataloader,
     source="SageMaker Debugger Dataloader; TB plugin DataLoader recommendation",
+    fleet_mode="per rank",
 )
 
 
@@ -193,6 +195,7 @@ MAX_INITIALIZATION_TIME = Rule(
     params=(Param("threshold", 20.0, "fire when initialization takes more than this many minutes"),),
     check=_max_init,
     source="SageMaker Debugger MaxInitializationTime",
+    fleet_mode="exact",
 )
 
 RULES: tuple[Rule, ...] = (STEP_OUTLIER, DATALOADER, MAX_INITIALIZATION_TIME)

@@ -94,6 +94,7 @@ BATCH_SIZE = Rule(
     ),
     check=_batch_size,
     source="SageMaker Debugger BatchSize",
+    fleet_mode="per rank",
 )
 
 
@@ -171,6 +172,7 @@ GPU_MEMORY_INCREASE = Rule(
     ),
     check=_memory_increase,
     source="SageMaker Debugger GPUMemoryIncrease",
+    fleet_mode="per rank",
 )
 
 
@@ -235,6 +237,7 @@ LOAD_BALANCING = Rule(
     ),
     check=_load_balancing,
     source="SageMaker Debugger LoadBalancing",
+    fleet_mode="exact",
 )
 
 RULES: tuple[Rule, ...] = (BATCH_SIZE, GPU_MEMORY_INCREASE, LOAD_BALANCING)

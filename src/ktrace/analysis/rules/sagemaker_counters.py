@@ -119,6 +119,7 @@ LOW_GPU_UTILIZATION = Rule(
     ),
     check=_low_gpu_all,
     source="SageMaker Debugger LowGPUUtilization",
+    fleet_mode="per rank",
 )
 
 
@@ -177,6 +178,7 @@ CPU_BOTTLENECK = Rule(
     ),
     check=_cpu_bottleneck,
     source="SageMaker Debugger CPUBottleneck",
+    fleet_mode="per rank",
 )
 
 IO_BOTTLENECK = Rule(
@@ -196,6 +198,7 @@ IO_BOTTLENECK = Rule(
     ),
     check=_io_bottleneck,
     source="SageMaker Debugger IOBottleneck",
+    fleet_mode="per rank",
 )
 
 RULES: tuple[Rule, ...] = (LOW_GPU_UTILIZATION, CPU_BOTTLENECK, IO_BOTTLENECK)

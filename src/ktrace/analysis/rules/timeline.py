@@ -72,6 +72,7 @@ PAGEABLE_MEMCPY = Rule(
     ),
     check=_pageable,
     source="nsys analyze cuda_memcpy_async",
+    fleet_mode="per rank",
 )
 
 
@@ -111,6 +112,7 @@ SYNC_MEMCPY = Rule(
     ),
     check=_sync_memops,
     source="nsys analyze cuda_memcpy_sync, cuda_memset_sync",
+    fleet_mode="per rank",
 )
 
 
@@ -176,6 +178,7 @@ EXCESSIVE_SYNC = Rule(
     ),
     check=_sync_apis,
     source="nsys analyze cuda_api_sync",
+    fleet_mode="per rank",
 )
 
 

@@ -116,6 +116,7 @@ GPU_GAPS = Rule(
     ),
     check=_gaps,
     source="nsys analyze gpu_gaps",
+    fleet_mode="per rank",
 )
 
 
@@ -185,6 +186,7 @@ COMM_NOT_OVERLAPPED = Rule(
     ),
     check=_comm_overlap,
     source="TB plugin distributed view; HTA get_comm_comp_overlap",
+    fleet_mode="exact",
 )
 
 RULES: tuple[Rule, ...] = (GPU_GAPS, COMM_NOT_OVERLAPPED)

@@ -89,6 +89,7 @@ LAUNCH_BOUND_KERNELS = Rule(
     ),
     check=_launch_bound,
     source="HTA get_cuda_kernel_launch_stats (short kernels)",
+    fleet_mode="per rank",
 )
 
 
@@ -150,17 +151,27 @@ HIGH_LAUNCH_LATENCY = Rule(
     ),
     check=_launch_latency,
     source="HTA get_cuda_kernel_launch_stats (launch delay); nsys cuda_kern_exec queue time",
+    fleet_mode="per rank",
 )
 
 MATMUL = r"(?i)gemm|conv|matmul|cudnn|wgrad|dgrad|fprop|winograd|cublas|cutlass"
 
 
 def _fp32_matmul(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
-    per_name = kernel_precisions(index)
+    return fp32_matmul_outcome(kernel_precisions(index), compute_major(trace), p)
+
+
+def compute_major(trace: Trace) -> int | None:
+    """The highest compute capability major of the trace's GPUs, None when the devices table does not say."""
+    cc = trace.devices["compute_major"].drop_nulls()
+    return int(cc.max()) if cc.len() else None  # type: ignore[arg-type]
+
+
+def fp32_matmul_outcome(per_name: pl.DataFrame, major: int | None, p: Mapping[str, ParamValue]) -> Outcome:
+    """The FP32Matmul rule on kernel_precisions' per-name table (a trace's, or one summed over a job's ranks) and
+    the GPUs' compute capability major."""
     if not per_name.height:
         raise Skip("the trace has no kernels")
-    cc = trace.devices["compute_major"].drop_nulls()
-    major = int(cc.max()) if cc.len() else None  # type: ignore[arg-type]
     if major is not None and major < 7:
         raise Skip(f"the GPU (compute capability {major}.x) has no tensor cores")
     compute = per_name.filter(~pl.col("precision").is_in(["communication", "memory"]))
@@ -212,6 +223,7 @@ FP32_MATMUL = Rule(
     ),
     check=_fp32_matmul,
     source="TB plugin Tensor-Core recommendation; analyses.md §7",
+    fleet_mode="exact",
 )
 
 RULES: tuple[Rule, ...] = (LAUNCH_BOUND_KERNELS, HIGH_LAUNCH_LATENCY, FP32_MATMUL)

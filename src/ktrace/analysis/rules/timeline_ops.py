@@ -112,6 +112,7 @@ LAUNCH_BOUND_OPERATORS = Rule(
     ),
     check=_launch_bound_ops,
     source="ktrace (issue #15), after HTA get_cuda_kernel_launch_stats (short kernels) per operator",
+    fleet_mode="per rank",
 )
 
 RULES: tuple[Rule, ...] = (LAUNCH_BOUND_OPERATORS,)

@@ -1,0 +1,128 @@
+"""Every rule on the rank-by-rank path: "exact" rules report what run_rules reports on the whole trace, "per rank"
+rules report run_rules' findings on each rank's own trace, named by their rank."""
+
+from __future__ import annotations
+
+import pickle
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from real_traces import fixture_path
+
+from ktrace.analysis.rules.config import RulesConfig
+from ktrace.analysis.rules.engine import RULE_ORDER, RulesReport, all_rules, run_rules
+from ktrace.analysis.rules.rank_rules import NO_RANK, RuleParts, rank_label, rank_rule_part, reduce_rule_parts
+from ktrace.analysis.summary import summarize
+from ktrace.importers import load
+from ktrace.model import store
+from ktrace.model.trace import Trace
+from ktrace.testing.fleet import FleetConfig, generate_fleet
+from ktrace.testing.synthetic import SyntheticConfig, generate
+
+EXACT = {r.name for r in all_rules() if r.fleet_mode == "exact"}
+
+
+def _store(trace: Trace, path: Path) -> Path:
+    store.write(trace, path)
+    return path
+
+
+@pytest.fixture(scope="module", params=["fleet", "synthetic", "dlrm"])
+def job(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A generated multi-host job with a straggler, a multi-node synthetic job with node counters, the real
+    8-rank DLRM trace: each as a store, one partition per rank."""
+    folder = tmp_path_factory.mktemp(request.param)
+    if request.param == "fleet":
+        trace = generate_fleet(FleetConfig(ranks=8, hosts=2, steps=6, kernels_per_step=8)).trace
+    elif request.param == "synthetic":
+        trace = generate(SyntheticConfig(steps=5, kernels_per_step=40, ranks=8, nodes=2, slow_step_every=3))
+    else:
+        trace = load(fixture_path("dlrm"))
+    return _store(trace, folder / "job.ktrace")
+
+
+def _ranks(path: Path) -> list[tuple[str, int]]:
+    return [(n, r) for n, r, _ in store.partitions(path)]
+
+
+def _parts(path: Path, config: RulesConfig | None = None) -> list[RuleParts]:
+    return [rank_rule_part(store.read(path, only={key}), config) for key in _ranks(path)]
+
+
+def _reduced(path: Path, config: RulesConfig | None = None) -> RulesReport:
+    parts = _parts(path, config)
+    return reduce_rule_parts(parts[::-1], summarize(store.read(path)), config)  # the arrival order does not matter
+
+
+def test_every_rule_runs_in_rule_order_and_exact_rules_equal_the_whole_trace(job: Path) -> None:
+    reduced = _reduced(job)
+    whole = run_rules(store.read(job))
+    assert tuple(r.rule for r in reduced.results) == RULE_ORDER
+    for name in EXACT:
+        assert reduced.result(name) == whole.result(name), name
+    assert any(not reduced.result(n).skipped for n in EXACT)
+
+
+def test_per_rank_rules_are_each_ranks_own_findings_named_by_the_rank(job: Path) -> None:
+    reduced = _reduced(job)
+    own = {key: run_rules(store.read(job, only={key})) for key in _ranks(job)}
+    for rule in all_rules():
+        if rule.name in EXACT:
+            continue
+        got = reduced.result(rule.name)
+        ran = [(key, r.result(rule.name)) for key, r in sorted(own.items()) if not r.result(rule.name).skipped]
+        assert got.datapoints == sum(r.datapoints for _, r in ran), rule.name
+        assert got.triggered == sum(r.triggered for _, r in ran), rule.name
+        assert [f.message for f in got.findings] == [
+            f"{rank_label([key])}: {f.message}" for key, r in ran for f in r.findings
+        ], rule.name
+        assert [(f.severity, f.datapoints, len(f.evidence)) for f in got.findings] == [
+            (f.severity, f.datapoints, len(f.evidence)) for _, r in ran for f in r.findings
+        ]
+        assert (got.skipped is None) == bool(ran), rule.name
+        for f in got.findings:
+            assert all(e.node is not None for e in f.evidence), rule.name
+    labels = tuple(f"{rank_label([key])}: " for key in own)
+    assert all(f.message.startswith(labels) for r in reduced.results if r.rule not in EXACT for f in r.findings)
+
+
+def test_the_configuration_reaches_both_kinds_of_rules(job: Path) -> None:
+    config = RulesConfig(
+        params={"StepOutlier": {"stddev": 0.5, "n_outliers": 0}, "ExcessiveSync": {"max_time_pct": 0.0}},
+        disabled=frozenset({"GPUGaps"}),
+        severity={"ExcessiveSync": "error"},
+    )
+    reduced = _reduced(job, config)
+    assert "GPUGaps" not in {r.rule for r in reduced.results} and len(reduced.results) == len(RULE_ORDER) - 1
+    assert reduced.result("StepOutlier") == run_rules(store.read(job), config).result("StepOutlier")
+    sync = reduced.result("ExcessiveSync")
+    assert sync.params["max_time_pct"] == 0.0 and all(f.severity == "error" for f in sync.findings)
+
+
+def test_parts_are_small_and_pickle(job: Path) -> None:
+    for part in _parts(job):
+        data = pickle.dumps(part)
+        assert len(data) < 200_000
+        back = pickle.loads(data)
+        assert back.ranks == part.ranks and back.per_rank == part.per_rank
+        assert len(part.ranks) == 1 and {r.rule for r in part.per_rank} == {
+            r.name for r in all_rules() if r.name not in EXACT
+        }
+
+
+def test_no_rank_skips_every_rule_saying_so(job: Path) -> None:
+    reduced = reduce_rule_parts([], summarize(store.read(job)))
+    assert tuple(r.rule for r in reduced.results) == RULE_ORDER
+    assert {r.skipped for r in reduced.results} == {NO_RANK}
+
+
+def test_a_rule_skipped_on_every_rank_is_skipped_with_their_most_frequent_reason(tmp_path: Path) -> None:
+    path = _store(generate(SyntheticConfig(steps=3, kernels_per_step=4, ranks=2, nodes=1)), tmp_path / "s.ktrace")
+    reduced = _reduced(path)
+    own = [run_rules(store.read(path, only={key})) for key in _ranks(path)]
+    skipped = [n for n in RULE_ORDER if n not in EXACT and all(r.result(n).skipped for r in own)]
+    assert skipped
+    for name in skipped:
+        reasons = Counter(r.result(name).skipped for r in own)
+        assert reduced.result(name).skipped == reasons.most_common(1)[0][0], name
