@@ -4,7 +4,9 @@ Each partial carries its slice's rank_heatmap_part (cut in the job's time bins) 
 concatenates them as they arrive, tagged with the step source its slice found, and at the end keeps the step
 rows of the slices whose source is the one detect_steps picks for the whole job (one process picks one source
 for every rank: a rank without it has no steps there). combine_rank_heatmap / combine_stragglers then run on the
-kept rows, so the result equals rank_heatmap(trace) / stragglers(trace) of the whole job.
+kept rows, so the result equals rank_heatmap(trace) / stragglers(trace) of the whole job. The communication
+kernels' windows (StragglerPart.collectives, for waited_for) do not depend on the step source: every slice's are
+kept.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ktrace.analysis.stragglers import (
     Stragglers,
     combine_stragglers,
 )
+from ktrace.analysis.waited_for import WINDOW_SCHEMA
 
 _SOURCE = "view_step_source"
 """The column the fold tags each row with: the step source of the slice it came from."""
@@ -50,6 +53,7 @@ class ViewFold:
     steps: list[pl.DataFrame] = field(default_factory=list)
     kernels: list[pl.DataFrame] = field(default_factory=list)
     waits: list[pl.DataFrame] = field(default_factory=list)
+    collectives: list[pl.DataFrame] = field(default_factory=list)
     sources: set[str] = field(default_factory=set)
 
     def add(self, p: RankPartial) -> None:
@@ -67,6 +71,7 @@ class ViewFold:
         self.steps.append(_tagged(p.stragglers.steps, source))
         self.kernels.append(_tagged(p.stragglers.kernels, source))
         self.waits.append(_tagged(p.stragglers.waits, source))
+        self.collectives.append(p.stragglers.collectives)
 
     def compact(self) -> None:
         """Concatenate what arrived so far (one frame per table instead of one per partial)."""
@@ -74,6 +79,7 @@ class ViewFold:
         self.steps = [_stack(self.steps, STEP_SCHEMA)]
         self.kernels = [_stack(self.kernels, KERNEL_SCHEMA)]
         self.waits = [_stack(self.waits, WAIT_SCHEMA)]
+        self.collectives = [pl.concat([pl.DataFrame(schema=WINDOW_SCHEMA), *self.collectives])]
 
     def finish(self) -> tuple[RankHeatmap, Stragglers]:
         """The job's heatmap and straggler analysis (after every partial was added)."""
@@ -86,7 +92,7 @@ class ViewFold:
         steps, kernels, waits = (
             frame.filter(keep).drop(_SOURCE) for frame in (self.steps[0], self.kernels[0], self.waits[0])
         )
-        part = StragglerPart(steps, kernels, waits, "span" if source == "none" else "steps")
+        part = StragglerPart(steps, kernels, waits, "span" if source == "none" else "steps", self.collectives[0])
         return combine_rank_heatmap([heat], bins), combine_stragglers([part])
 
 

@@ -6,6 +6,10 @@ API:
 - ``combine_stragglers(parts, top=10) -> Stragglers``: the reduce side.
 - ``stragglers(trace) -> Stragglers``: both over a whole trace (what summarize uses).
 
+Two views of the same ranks. **waited_for** (analysis.waited_for): the ranks the others waited for at the
+collectives, from the communication kernels' start times: what users mean by a straggler. The **step-time view**
+(`table`, `per_step`, `causes`) below: the ranks with the most work per step.
+
 A rank's **work** in a step is the step's duration less the rank's communication time in it. In synchronous
 training every rank leaves a step at the same collective, so step durations barely differ; the ranks that wait
 for a straggler spend the wait inside NCCL kernels. Work removes that wait: the straggler is the rank with the
@@ -21,7 +25,7 @@ GPU record and its API call, or calls on two threads at once, count once).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -33,6 +37,7 @@ from ktrace.analysis.index import Slot, TraceIndex
 from ktrace.analysis.names import short_kernel_name
 from ktrace.analysis.rank_activity import rank_unions, step_activity
 from ktrace.analysis.utilization import busy_time
+from ktrace.analysis.waited_for import WINDOW_SCHEMA, WaitedFor, collective_windows, waited_for
 from ktrace.model.trace import Trace
 from ktrace.model.units import format_ns
 
@@ -75,6 +80,9 @@ class StragglerPart:
     """WAIT_SCHEMA: each rank's waits inside its steps: GPU_IDLE (step time with no GPU record) and SYNC_WAIT."""
     basis: str
     """"steps" (training steps) or "span" (no steps: each rank's GPU span is one step)."""
+    collectives: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=WINDOW_SCHEMA))
+    """waited_for.WINDOW_SCHEMA: each communication kernel's start, end and what its window before it held (a few
+    rows per rank and step)."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +101,14 @@ class Stragglers:
     causes: pl.DataFrame
     """node, rank, kind ("kernel" | "wait"), name, rank_ns_per_step, median_ns_per_step, excess_ns_per_step:
     the top CAUSES causes of each of the `top` slowest ranks slower than the median."""
+    waited: WaitedFor | None = None
+    """The ranks the others waited for at the collectives (waited.table: Stragglers.waited_for)."""
+
+    @property
+    def waited_for(self) -> pl.DataFrame:
+        """waited_for.TABLE_SCHEMA: node, rank, waited_ns_per_step, late_collectives, why, nodes, ranks; the rank
+        the others waited for most first, ties in one row."""
+        return self.waited.table if self.waited is not None else waited_for(pl.DataFrame(), 1).table
 
 
 def stragglers_part(trace: Trace, *, index: TraceIndex | None = None) -> StragglerPart:
@@ -126,7 +142,8 @@ def stragglers_part(trace: Trace, *, index: TraceIndex | None = None) -> Straggl
     waits = pl.concat(
         [idle.cast(WAIT_SCHEMA).select(list(WAIT_SCHEMA)), sync_ns.cast(WAIT_SCHEMA).select(list(WAIT_SCHEMA))]
     )
-    return StragglerPart(steps, kernels.cast(KERNEL_SCHEMA).select(list(KERNEL_SCHEMA)), waits, basis)
+    collectives = collective_windows(trace, steps=steps, index=ix)
+    return StragglerPart(steps, kernels.cast(KERNEL_SCHEMA).select(list(KERNEL_SCHEMA)), waits, basis, collectives)
 
 
 def _waited_ns(trace: Trace, window: pl.DataFrame) -> npt.NDArray[np.int64]:
@@ -181,7 +198,9 @@ def combine_stragglers(parts: Iterable[StragglerPart], *, top: int = 10) -> Stra
         causes=pl.struct("kind", "name", "excess_ns_per_step").map_elements(_cause_text, pl.String).str.join("; ")
     )
     table = table.join(text, on=_KEYS, how="left").with_columns(pl.col("causes").fill_null(""))
-    return Stragglers(basis, per_step, table, causes)
+    windows = pl.concat([pl.DataFrame(schema=WINDOW_SCHEMA), *(p.collectives for p in parts)])
+    n_steps = int(steps.group_by(_KEYS).len()["len"].max() or 1) if steps.height else 1  # type: ignore[arg-type]
+    return Stragglers(basis, per_step, table, causes, waited_for(windows, n_steps))
 
 
 def _cause_text(cause: dict[str, object]) -> str:

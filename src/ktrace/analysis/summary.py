@@ -283,6 +283,9 @@ def _stragglers_dict(s: Stragglers | None) -> dict[str, Any] | None:
         "per_step": frame_records(s.per_step),
         "table": frame_records(s.table),
         "causes": frame_records(s.causes),
+        "waited_for": frame_records(s.waited_for),
+        "waited_for_matched_by": s.waited.matched_by if s.waited else None,
+        "waited_for_reason": s.waited.reason if s.waited else None,
     }
 
 

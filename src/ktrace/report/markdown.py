@@ -23,11 +23,16 @@ from ktrace.report.operator_tables import operator_tables
 from ktrace.report.rank_rows import (
     BASIS_NOTE,
     STEP_HEADERS,
+    STEP_TIME_TITLE,
     STRAGGLER_HEADERS,
+    WAITED_HEADERS,
+    WAITED_TITLE,
     hosts_text,
     rest_note,
     step_cells,
     straggler_cells,
+    waited_cells,
+    waited_note,
 )
 from ktrace.report.rows import evidence_cells, phase_rows, rows
 from ktrace.report.verdicts import finding_counts, param_text, recommendation, verdict
@@ -327,7 +332,10 @@ def rank_views_markdown(heat: RankHeatmap | None, lag: Stragglers | None) -> lis
     if lag is not None:
         ranks, more_ranks = straggler_cells(lag)
         steps, more_steps = step_cells(lag)
-        out += ["### Stragglers", "", f"_{cell(BASIS_NOTE[lag.basis], 400)}_", ""]
+        waited, more_waited = waited_cells(lag)
+        out += [f"### {WAITED_TITLE}", "", f"_{cell(waited_note(lag), 600)}_", ""]
+        out += md_table(WAITED_HEADERS, waited) + ([rest_note(more_waited, "rows"), ""] if more_waited else [])
+        out += [f"### {STEP_TIME_TITLE}", "", f"_{cell(BASIS_NOTE[lag.basis], 400)}_", ""]
         out += md_table(STRAGGLER_HEADERS, ranks) + ([rest_note(more_ranks, "ranks"), ""] if more_ranks else [])
         out += ["### Slowest and fastest rank per step (widest spread first)", ""]
         out += md_table(STEP_HEADERS, steps) + ([rest_note(more_steps, "steps"), ""] if more_steps else [])

@@ -1,8 +1,9 @@
 """The rank-level views' tables as every renderer shows them: the top N rows and a count of the rest.
 
-At 1,000+ ranks a table of every rank or step is unreadable: the report shows the TOP_RANKS ranks that are most
-slower than the median and the TOP_STEPS steps with the widest spread between their slowest and fastest rank,
-then says how many it left out. The JSON document keeps every row.
+At 1,000+ ranks a table of every rank or step is unreadable: the report shows the TOP_RANKS ranks the others
+waited for most (ties in one row), the TOP_RANKS ranks that are most slower than the median (the step-time view)
+and the TOP_STEPS steps with the widest spread between their slowest and fastest rank, then says how many it left
+out. The JSON document keeps every row.
 """
 
 from __future__ import annotations
@@ -37,6 +38,78 @@ BASIS_NOTE = {
     "steps": "work = step time less communication (ranks waiting for a straggler wait inside collectives)",
     "span": "no training steps: each rank's GPU span is one step; work = span less communication",
 }
+
+
+WAITED_TITLE = "Ranks the others waited for"
+STEP_TIME_TITLE = "Stragglers: step-time view"
+WAITED_HEADERS = ("ranks", "the others waited / step", "late collectives", "why (its window before them vs the median)")
+LIST_RANKS = 8
+"""Ranks named in one collapsed row; the rest are counted."""
+
+
+def waited_rows(s: Stragglers, top: int = TOP_RANKS) -> tuple[list[dict[str, Any]], int]:
+    """The `top` rows of waited_for (the rank the others waited for most first, ties in one row) and how many rows
+    are left out."""
+    return rows(s.waited_for.head(top)), max(0, s.waited_for.height - top)
+
+
+def ranks_text(row: dict[str, Any]) -> str:
+    """A waited_for row's ranks: "node001/13", or for tied ranks "ranks 5, 13, 21 (node000, node001)"."""
+    ranks: list[int] = list(row.get("ranks") or [row["rank"]])
+    nodes: list[str] = sorted(set(row.get("nodes") or [row["node"]]))
+    if len(ranks) == 1:
+        return f"{row['node']}/{row['rank']}"
+    named = ", ".join(str(r) for r in ranks[:LIST_RANKS])
+    more = f" and {len(ranks) - LIST_RANKS:,} more" if len(ranks) > LIST_RANKS else ""
+    hosts = ", ".join(nodes[:3]) + (f" and {len(nodes) - 3:,} more hosts" if len(nodes) > 3 else "")
+    return f"ranks {named}{more} ({hosts})"
+
+
+def waited_note(s: Stragglers) -> str:
+    """What the waited_for table is and how its collectives were matched, or why it is empty."""
+    w = s.waited
+    if w is None:
+        return ""
+    if w.reason is not None:
+        return f"nobody waited for a rank at the collectives: {w.reason}"
+    caveat = f"; {w.caveat}" if w.caveat else ""
+    return (
+        "the rank that arrived last at a collective while the others waited inside it; waited = its start less "
+        f"theirs, averaged over them, per step; collectives matched by {w.matched_by}{caveat}"
+    )
+
+
+WAITED_TERMINAL_COLUMNS = ("ranks", "waited_per_step_ns", "late_collectives")
+
+
+def waited_terminal_rows(s: Stragglers, top: int) -> list[dict[str, Any]]:
+    """waited_rows for the terminal's table (WAITED_TERMINAL_COLUMNS, its cells formatted by their unit) and `why`."""
+    return [
+        {
+            "ranks": ranks_text(r),
+            "waited_per_step_ns": r["waited_ns_per_step"],
+            "late_collectives": r["late_collectives"],
+            "why": r["why"],
+        }
+        for r in waited_rows(s, top)[0]
+    ]
+
+
+def waited_title(s: Stragglers) -> str:
+    """The terminal's one-line title of the waited_for table: how the collectives were matched, or why it is empty."""
+    w = s.waited
+    if w is None or w.reason is not None:
+        return f"{WAITED_TITLE.lower()} at the collectives: none ({w.reason if w else 'no collectives'})"
+    return f"{WAITED_TITLE.lower()} at the collectives (matched by {w.matched_by})"
+
+
+def waited_cells(s: Stragglers, top: int = TOP_RANKS) -> tuple[list[list[object]], int]:
+    """waited_rows as table cells under WAITED_HEADERS, and how many rows are left out."""
+    found, rest = waited_rows(s, top)
+    cells: list[list[object]] = [
+        [ranks_text(r), fmt_ns(r["waited_ns_per_step"]), r["late_collectives"], r["why"]] for r in found
+    ]
+    return cells, rest
 
 
 def straggler_rows(s: Stragglers, top: int = TOP_RANKS) -> tuple[list[dict[str, Any]], int]:

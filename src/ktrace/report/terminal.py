@@ -19,7 +19,14 @@ from ktrace.analysis.units import format_bytes
 from ktrace.model.display_text import printable, printable_tree
 from ktrace.report import critical_path_view
 from ktrace.report.format import fmt_ns as format_ns
-from ktrace.report.rank_rows import BASIS_NOTE, rest_note, straggler_rows
+from ktrace.report.rank_rows import (
+    BASIS_NOTE,
+    WAITED_TERMINAL_COLUMNS,
+    rest_note,
+    straggler_rows,
+    waited_terminal_rows,
+    waited_title,
+)
 from ktrace.report.rows import json_float, phase_rows, rows
 from ktrace.report.terminal_operators import module_table, shape_table
 from ktrace.report.terminal_tables import format_cell, print_table
@@ -130,10 +137,14 @@ def print_stragglers(console: Console, lag: Stragglers | None) -> None:
     """The straggler table's top TERMINAL_STRAGGLERS ranks (the single-process and the fleet summary's)."""
     if lag is None:
         return
+    waited = printable_tree(waited_terminal_rows(lag, TERMINAL_STRAGGLERS))
+    print_table(console, waited_title(lag), waited, WAITED_TERMINAL_COLUMNS)
+    for row in waited:  # the why on lines of its own, as the step-time view's causes below
+        console.print(Text(f"  why {row['ranks']}: {row['why']}"))
     found: list[dict[str, Any]] = printable_tree(straggler_rows(lag, TERMINAL_STRAGGLERS)[0])
     rest = lag.table.height - len(found)
     columns = ["node", "rank", "slower_pct", "work_mean_ns", "step_mean_ns", "slowest_steps"]
-    print_table(console, f"stragglers ({BASIS_NOTE[lag.basis]})", found, columns)
+    print_table(console, f"step-time view: stragglers ({BASIS_NOTE[lag.basis]})", found, columns)
     for row in found:  # the causes on lines of their own: kernel names need the width a table column lacks
         if row["causes"]:
             console.print(Text(f"  why {row['node']}/{row['rank']}: {row['causes']}"))
