@@ -161,7 +161,18 @@ def _critical_path(
         return None
     window, scope, label = found
     windows = rank_windows(ix, window, scope, annotation, pattern) if across else [window]
-    job = join_ranks(ix, windows) if len(windows) > 1 else None
+    return path_of_windows(ix, windows, scope, label)
+
+
+def path_of_windows(
+    ix: TraceIndex, windows: list[Window], scope: str, label: str, keys: tuple[I64, list[str]] | None = None
+) -> CriticalPath | None:
+    """The critical path of chosen windows (the first is the chosen rank's; several: joined by their collectives).
+
+    `keys`: critical_path_ranks.collective_keys of the trace's GPU records when the trace holds only a cut of
+    each rank (fleet.critical_path_map), whose order of collectives is not the rank's own."""
+    window = windows[0]
+    job = join_ranks(ix, windows, keys) if len(windows) > 1 else None
     graph = build_graph(ix, window) if job is None else job.graph
     if graph.src.size == 0:
         return None
@@ -261,14 +272,7 @@ def choose_window(
         )
     steps = detect_steps(trace, pattern=steps_pattern, index=ix)
     if steps.height:
-        first = steps.row(0, named=True)
-        mine = steps.filter((pl.col("node") == first["node"]) & (pl.col("rank") == first["rank"]))
-        mine = mine.with_row_index("i").sort("duration_ns", "i")
-        s = mine.row((mine.height - 1) // 2, named=True)
-        chosen = "the only step" if mine.height == 1 else f"median of {mine.height} steps"
-        label = f"{short_kernel_name(s['name'], LABEL_CHARS)} ({chosen})"
-        window = Window(str(s["node"]), int(s["rank"]), s["start_ns"], s["end_ns"])
-        return (launch_window(ix, window, s["name"]) if s["source"] == "periodic" else window), "step", label
+        return median_step(ix, steps)
     operators = trace.ops.filter(IS_OPERATOR)  # the graph's CPU events: operators and runtime calls
     spans = [t.select("node", "rank", "start_ns", "end_ns") for t in (operators, trace.api) if t.height]
     if not spans:
@@ -278,6 +282,19 @@ def choose_window(
     mine = cpu.filter((pl.col("node") == node) & (pl.col("rank") == rank))
     start, end = mine["start_ns"].min(), mine["end_ns"].max()
     return Window(str(node), int(rank), int(start), int(end)), "trace", "whole trace"  # type: ignore[arg-type]
+
+
+def median_step(ix: TraceIndex, steps: pl.DataFrame) -> tuple[Window, str, str]:
+    """(window, "step", label) of the median step of the first rank in `steps` (analysis.steps.detect_steps
+    rows, not empty): an inferred (periodic) step's window is its launch_window."""
+    first = steps.row(0, named=True)
+    mine = steps.filter((pl.col("node") == first["node"]) & (pl.col("rank") == first["rank"]))
+    mine = mine.with_row_index("i").sort("duration_ns", "i")
+    s = mine.row((mine.height - 1) // 2, named=True)
+    chosen = "the only step" if mine.height == 1 else f"median of {mine.height} steps"
+    label = f"{short_kernel_name(s['name'], LABEL_CHARS)} ({chosen})"
+    window = Window(str(s["node"]), int(s["rank"]), s["start_ns"], s["end_ns"])
+    return (launch_window(ix, window, s["name"]) if s["source"] == "periodic" else window), "step", label
 
 
 def launch_window(ix: TraceIndex, step: Window, marker: str) -> Window:

@@ -68,27 +68,37 @@ def rank_windows(
     """`first`, then the window of the same step on every other rank with CPU events, in (node, rank) order: the
     range of the same name whose start is nearest, else (step numbers differ between ranks) the rank's range
     overlapping `first` most; the rank's whole span when scope is "trace". A rank without either is left out."""
-    spans = _rank_spans(ix)
+    spans = rank_spans(ix.trace)
     if spans.height < 2:
         return [first]
-    name = _range_name(ix, first, scope, annotation, pattern)
+    ranges = None if scope == "trace" else _ranges(ix, scope, annotation, pattern)
+    return windows_of_ranks(first, scope, ranges, spans)
+
+
+def windows_of_ranks(first: Window, scope: str, ranges: pl.DataFrame | None, spans: pl.DataFrame) -> list[Window]:
+    """rank_windows from its inputs: `ranges` (node, rank, name, start_ns, end_ns: every rank's steps, or its
+    CPU ranges holding the annotation; None for scope "trace") and `spans` (rank_spans)."""
+    name = None if ranges is None else _range_name(ranges, first)
+    if ranges is not None and scope == "annotation" and name is not None:
+        ranges = ranges.filter(pl.col("name").str.contains(name, literal=True))
     out = [first]
     for node, rank, start, end in spans.iter_rows():
         if (str(node), int(rank)) == (first.node, first.rank):
             continue
-        if scope == "trace":
+        if ranges is None:
             out.append(Window(str(node), int(rank), int(start), int(end)))
             continue
-        found = _nearest_range(ix, str(node), int(rank), name, first, scope, pattern)
+        found = _nearest_range(ranges, str(node), int(rank), name, first)
         if found is not None:
             out.append(found)
     return out
 
 
-def _rank_spans(ix: TraceIndex) -> pl.DataFrame:
+def rank_spans(trace: Trace) -> pl.DataFrame:
+    """node, rank, start_ns, end_ns of every rank's CPU events (ops and api rows), sorted by node and rank."""
     parts = [
         t.select(pl.col("node").cast(pl.String), pl.col("rank").cast(pl.Int64), "start_ns", "end_ns")
-        for t in (ix.trace.ops, ix.trace.api)
+        for t in (trace.ops, trace.api)
         if t.height
     ]
     if not parts:
@@ -110,6 +120,11 @@ def _ranges(ix: TraceIndex, scope: str, annotation: str | None, pattern: str | N
         frame = ix.trace.ranges.filter(
             ~pl.col("on_gpu") & pl.col("name").cast(pl.String).str.contains(text, literal=True)
         )
+    return range_rows(frame)
+
+
+def range_rows(frame: pl.DataFrame) -> pl.DataFrame:
+    """node (String), rank (Int64), name (String), start_ns, end_ns of a frame of ranges (windows_of_ranks' input)."""
     return frame.select(
         pl.col("node").cast(pl.String),
         pl.col("rank").cast(pl.Int64),
@@ -119,10 +134,8 @@ def _ranges(ix: TraceIndex, scope: str, annotation: str | None, pattern: str | N
     )
 
 
-def _range_name(ix: TraceIndex, first: Window, scope: str, annotation: str | None, pattern: str | None) -> str | None:
-    if scope == "trace":
-        return None
-    hit = _ranges(ix, scope, annotation, pattern).filter(
+def _range_name(ranges: pl.DataFrame, first: Window) -> str | None:
+    hit = ranges.filter(
         (pl.col("node") == first.node)
         & (pl.col("rank") == first.rank)
         & (pl.col("start_ns") == first.start_ns)
@@ -131,13 +144,10 @@ def _range_name(ix: TraceIndex, first: Window, scope: str, annotation: str | Non
     return str(hit["name"][0]) if hit.height else None
 
 
-def _nearest_range(
-    ix: TraceIndex, node: str, rank: int, name: str | None, first: Window, scope: str, pattern: str | None
-) -> Window | None:
+def _nearest_range(ranges: pl.DataFrame, node: str, rank: int, name: str | None, first: Window) -> Window | None:
     """The rank's range named `name` whose start is nearest first's, else the one overlapping `first` most."""
-    ranges = _ranges(ix, scope, None if scope == "step" else name, pattern)
     mine = ranges.filter((pl.col("node") == node) & (pl.col("rank") == rank))
-    same = mine.filter(pl.col("name") == name)
+    same = mine.filter(pl.col("name") == name) if name is not None else mine.clear()
     if same.height:
         best = same.with_columns(d=(pl.col("start_ns") - first.start_ns).abs()).sort("d", "start_ns").row(0, named=True)
         return Window(node, rank, int(best["start_ns"]), int(best["end_ns"]))
@@ -149,8 +159,9 @@ def _nearest_range(
     return Window(node, rank, int(best["start_ns"]), int(best["end_ns"]))
 
 
-def join_ranks(ix: TraceIndex, windows: list[Window]) -> JobGraph:
-    """The windows' graphs as one, with the collective edges and the waits (see the module docstring)."""
+def join_ranks(ix: TraceIndex, windows: list[Window], keys: tuple[I64, list[str]] | None = None) -> JobGraph:
+    """The windows' graphs as one, with the collective edges and the waits (see the module docstring); `keys`:
+    collective_keys given (a trace holding a cut of each rank), else collective_keys(ix)."""
     graphs = [build_graph(ix, w) for w in windows]
     sizes = np.array([g.ev_kind.size for g in graphs], np.int64)
     offset = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
@@ -166,7 +177,9 @@ def join_ranks(ix: TraceIndex, windows: list[Window]) -> JobGraph:
     weight, etype = cat("weight"), cat("etype")
     ev_window = np.repeat(np.arange(len(graphs), dtype=np.int64), sizes)
 
-    ev, late, keys = _collective_partners(ix, ev_kind, ev_row, ev_start, ev_window)
+    ev, late, keyed = _collective_partners(
+        collective_keys(ix) if keys is None else keys, ev_kind, ev_row, ev_start, ev_window
+    )
     t_end, s_late = ev_end[ev], ev_start[late]
     forward = s_late <= t_end
     ev, late = ev[forward], late[forward]
@@ -189,15 +202,15 @@ def join_ranks(ix: TraceIndex, windows: list[Window]) -> JobGraph:
         ev_window=ev_window,
         wait_ns=wait_ns,
     )
-    return JobGraph(graph, windows, keys, dict(zip(ev.tolist(), late.tolist(), strict=True)))
+    return JobGraph(graph, windows, keyed, dict(zip(ev.tolist(), late.tolist(), strict=True)))
 
 
 def _collective_partners(
-    ix: TraceIndex, ev_kind: I64, ev_row: I64, ev_start: I64, ev_window: I64
+    key_of: tuple[I64, list[str]], ev_kind: I64, ev_row: I64, ev_start: I64, ev_window: I64
 ) -> tuple[I64, I64, dict[int, str]]:
     """(event, the latest-starting event of its collective) for every collective event of the graph that did
-    not start last, and the key of every collective event with a partner on another rank."""
-    key_of = collective_keys(ix)
+    not start last, and the key of every collective event with a partner on another rank (`key_of`:
+    collective_keys)."""
     gpu = np.flatnonzero(ev_kind == GPU_RECORD)
     code = key_of[0][ev_row[gpu]] if gpu.size else np.zeros(0, np.int64)
     ev, code = gpu[code >= 0], code[code >= 0]
