@@ -4,10 +4,10 @@ Perfetto (.pftrace, .pftrace.gz) is the format to open in https://ui.perfetto.de
 threads (CUDA API calls, NVTX ranges, nested), a GPU group per device with a track per stream (kernels, memcpy,
 memset), an arrow from every launch to the GPU work it caused, a Steps track, and counter tracks (CPU, memory, I/O,
 network, GPU utilization/memory/power). Chrome JSON is for tools that read only JSON. Parquet/CSV write one file per
-table into the output folder (for DuckDB, pandas, spreadsheets). Kineto (-f kineto) writes PyTorch-profiler JSON, one
-file per rank as torch.profiler does, for HTA, TraceLens and scripts written against it: -o run.json (or .json.gz)
-for a trace of one rank, else a folder of rank<N>.json files; what Kineto has no slot for (counters, ...) is left
-out, and the export says what.
+table into the output folder (for DuckDB, pandas, spreadsheets), a multi-host trace's times on one clock. Kineto
+(-f kineto) writes PyTorch-profiler JSON, one file per rank as torch.profiler does, for HTA, TraceLens and scripts
+written against it: -o run.json (or .json.gz) for a trace of one rank, else a folder of rank<N>.json files; what
+Kineto has no slot for (counters, ...) is left out, and the export says what.
 
 The format comes from -f, else from the output's extension (.pftrace[.gz], .json[.gz], a folder: parquet).
 The output appears only once complete (Ctrl-C or a full disk leave an older one as it was); its folder is
@@ -225,4 +225,18 @@ def _export(trace: Any, output: str, fmt: str, findings: list[Any], bar: Any) ->
     from ktrace.exporters.tables import export_tables
 
     files = export_tables(trace, output, fmt, progress=bar)
-    return f"{len(files)} {fmt} files"
+    return f"{len(files)} {fmt} files{_clock_words(trace)}"
+
+
+def _clock_words(trace: Any) -> str:
+    """What clock a multi-host export's times are on (nothing for one host)."""
+    from ktrace.exporters.tables import clock_state
+    from ktrace.model.display_text import printable
+
+    state, alignment = clock_state(trace), trace.meta.clock_alignment
+    if state == "aligned":
+        return f", times on {printable(alignment.reference_host)}'s clock ({len(alignment.hosts)} hosts aligned)"
+    if state == "as_recorded":
+        why = "KTRACE_CLOCK=raw" if alignment is not None and alignment.shifts else "not aligned: ktrace info says why"
+        return f", times as each host recorded them ({why})"
+    return ""

@@ -1,8 +1,15 @@
-"""The trace tables as Parquet or CSV files (one file per table) for DuckDB, pandas, spreadsheets."""
+"""The trace tables as Parquet or CSV files (one file per table) for DuckDB, pandas, spreadsheets.
+
+Times are written on the clock the trace is in: a multi-host store is read aligned (`store.read`, unless
+KTRACE_CLOCK=raw), so the files of `ktrace export -f parquet` hold every host's times on the reference host's clock,
+and other engines compare ranks across hosts without meta.json. Each Parquet file says which clock in its metadata
+(`ktrace.clock`, see `clock_state`; `ktrace.clock_alignment`: meta.json's offsets, when the trace has them)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Literal
 
 import polars as pl
 
@@ -12,6 +19,19 @@ from ktrace.model.schema import TABLES
 from ktrace.model.trace import Trace
 
 FORMATS = ("parquet", "csv")
+CLOCK_KEY = b"ktrace.clock"
+ALIGNMENT_KEY = b"ktrace.clock_alignment"
+ClockState = Literal["aligned", "as_recorded", "one_host"]
+
+
+def clock_state(trace: Trace) -> ClockState:
+    """Which clock the trace's times are on: "aligned" (every host on the reference host's clock), "as_recorded"
+    (each host's own: KTRACE_CLOCK=raw, an alignment that was impossible, or none recorded) or "one_host"."""
+    alignment = trace.meta.clock_alignment
+    if alignment is not None and alignment.shifts:
+        return "aligned" if alignment.applied else "as_recorded"
+    hosts = set(trace.meta.hosts) | {node for node, _ in trace.ranks}
+    return "one_host" if len(hosts) <= 1 else "as_recorded"
 
 
 def export_tables(
@@ -31,13 +51,18 @@ def export_tables(
         raise KtraceError(f"{out}: exists and is not a folder (tables are written one file per table)", ExitCode.USAGE)
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
+    clock = {CLOCK_KEY: clock_state(trace).encode()}
+    if (alignment := trace.meta.clock_alignment) is not None:
+        clock[ALIGNMENT_KEY] = json.dumps(alignment.to_dict(), sort_keys=True).encode()
     for k, name in enumerate(TABLES):
         path = out / f"{name}.{fmt}"
         with atomic_path(path) as tmp:  # each file whole or not at all
             if fmt == "parquet":
                 import pyarrow.parquet as pq
 
-                pq.write_table(trace.to_arrow(name), tmp, compression="zstd")
+                table = trace.to_arrow(name)
+                table = table.replace_schema_metadata({**(table.schema.metadata or {}), **clock})
+                pq.write_table(table, tmp, compression="zstd")
             else:
                 frame = trace.table(name).with_columns(pl.col(pl.Categorical).cast(pl.String))
                 csv_safe(frame).write_csv(tmp)
