@@ -13,6 +13,7 @@ from typing import Any
 from ktrace.analysis.modules import NO_MODULES
 from ktrace.analysis.names import short_kernel_name
 from ktrace.analysis.summary import NO_OPERATORS, NO_SEQUENCES, Summary
+from ktrace.presentation.summary_operators import NVTX_NOTE, OPERATOR_NOTE, SEQUENCE_NAME_WIDTH, SHAPE_NOTE
 from ktrace.report.format import fmt_ns, fmt_num
 from ktrace.report.rows import rows
 
@@ -27,23 +28,7 @@ class Table:
     note: str = ""
 
 
-SEQUENCE_NAME_WIDTH = 36
-"""Characters of each kernel's short name in a sequence (three fit a Markdown cell of 120)."""
 _OPERATOR_HEADERS = ("operator", "calls", "CPU total", "CPU self", "GPU", "kernels", "GPU records", "launch->run")
-OPERATOR_NOTE = (
-    "GPU = time of the kernels, memcpys and memsets whose launch call lies inside the operator (innermost "
-    "operator on the launching thread); launch->run = mean time from the launch call to its kernel's start."
-)
-
-
-SHAPE_NOTE = (
-    "Input shapes as the profiler recorded them (Kineto Input Dims, record_shapes=True), one row per operator "
-    "name and shapes; the rows of a name add up to its row above."
-)
-NVTX_NOTE = (
-    "This trace has no framework operators: its CPU ranges (NVTX, ktrace.annotate; step ranges left out) play "
-    "their part."
-)
 
 
 def _share(value: float) -> str:

@@ -15,11 +15,13 @@ import numpy.typing as npt
 
 from ktrace.analysis.rank_heatmap import RankHeatmap
 from ktrace.analysis.stragglers import Stragglers
+from ktrace.presentation.summary_ranks import BASIS_NOTE as BASIS_NOTE
+from ktrace.presentation.summary_ranks import TOP_RANKS as TOP_RANKS
+from ktrace.presentation.summary_ranks import WAITED_TITLE as WAITED_TITLE
+from ktrace.presentation.summary_ranks import ranks_text, straggler_rows, waited_rows
 from ktrace.report.format import fmt_ns
 from ktrace.report.rows import rows
 
-TOP_RANKS = 10
-"""Straggler rows in the report (the terminal summary shows 5)."""
 TOP_STEPS = 10
 """Steps in the slowest/fastest table."""
 STEP_COLUMNS = (
@@ -34,35 +36,8 @@ STEP_COLUMNS = (
     "fastest_work_ns",
     "spread_pct",
 )
-BASIS_NOTE = {
-    "steps": "work = step time less communication (ranks waiting for a straggler wait inside collectives)",
-    "span": "no training steps: each rank's GPU span is one step; work = span less communication",
-}
-
-
-WAITED_TITLE = "Ranks the others waited for"
 STEP_TIME_TITLE = "Stragglers: step-time view"
 WAITED_HEADERS = ("ranks", "the others waited / step", "late collectives", "why (its window before them vs the median)")
-LIST_RANKS = 8
-"""Ranks named in one collapsed row; the rest are counted."""
-
-
-def waited_rows(s: Stragglers, top: int = TOP_RANKS) -> tuple[list[dict[str, Any]], int]:
-    """The `top` rows of waited_for (the rank the others waited for most first, ties in one row) and how many rows
-    are left out."""
-    return rows(s.waited_for.head(top)), max(0, s.waited_for.height - top)
-
-
-def ranks_text(row: dict[str, Any]) -> str:
-    """A waited_for row's ranks: "node001/13", or for tied ranks "ranks 5, 13, 21 (node000, node001)"."""
-    ranks: list[int] = list(row.get("ranks") or [row["rank"]])
-    nodes: list[str] = sorted(set(row.get("nodes") or [row["node"]]))
-    if len(ranks) == 1:
-        return f"{row['node']}/{row['rank']}"
-    named = ", ".join(str(r) for r in ranks[:LIST_RANKS])
-    more = f" and {len(ranks) - LIST_RANKS:,} more" if len(ranks) > LIST_RANKS else ""
-    hosts = ", ".join(nodes[:3]) + (f" and {len(nodes) - 3:,} more hosts" if len(nodes) > 3 else "")
-    return f"ranks {named}{more} ({hosts})"
 
 
 def waited_note(s: Stragglers) -> str:
@@ -79,30 +54,6 @@ def waited_note(s: Stragglers) -> str:
     )
 
 
-WAITED_TERMINAL_COLUMNS = ("ranks", "waited_per_step_ns", "late_collectives")
-
-
-def waited_terminal_rows(s: Stragglers, top: int) -> list[dict[str, Any]]:
-    """waited_rows for the terminal's table (WAITED_TERMINAL_COLUMNS, its cells formatted by their unit) and `why`."""
-    return [
-        {
-            "ranks": ranks_text(r),
-            "waited_per_step_ns": r["waited_ns_per_step"],
-            "late_collectives": r["late_collectives"],
-            "why": r["why"],
-        }
-        for r in waited_rows(s, top)[0]
-    ]
-
-
-def waited_title(s: Stragglers) -> str:
-    """The terminal's one-line title of the waited_for table: how the collectives were matched, or why it is empty."""
-    w = s.waited
-    if w is None or w.reason is not None:
-        return f"{WAITED_TITLE.lower()} at the collectives: none ({w.reason if w else 'no collectives'})"
-    return f"{WAITED_TITLE.lower()} at the collectives (matched by {w.matched_by})"
-
-
 def waited_cells(s: Stragglers, top: int = TOP_RANKS) -> tuple[list[list[object]], int]:
     """waited_rows as table cells under WAITED_HEADERS, and how many rows are left out."""
     found, rest = waited_rows(s, top)
@@ -110,11 +61,6 @@ def waited_cells(s: Stragglers, top: int = TOP_RANKS) -> tuple[list[list[object]
         [ranks_text(r), fmt_ns(r["waited_ns_per_step"]), r["late_collectives"], r["why"]] for r in found
     ]
     return cells, rest
-
-
-def straggler_rows(s: Stragglers, top: int = TOP_RANKS) -> tuple[list[dict[str, Any]], int]:
-    """The `top` ranks most slower than the median (as in the JSON) and how many ranks are left out."""
-    return rows(s.table.head(top)), max(0, s.table.height - top)
 
 
 def step_rows(s: Stragglers, top: int = TOP_STEPS) -> tuple[list[dict[str, Any]], int]:

@@ -17,16 +17,16 @@ from ktrace.analysis.stragglers import Stragglers
 from ktrace.analysis.summary import ABSENT_DATA, Summary
 from ktrace.analysis.units import format_bytes
 from ktrace.model.display_text import printable, printable_tree
-from ktrace.report import critical_path_view
-from ktrace.report.format import fmt_ns as format_ns
-from ktrace.report.rank_rows import (
+from ktrace.presentation import summary_critical_path as critical_path_view
+from ktrace.presentation.summary_ranks import (
     BASIS_NOTE,
     WAITED_TERMINAL_COLUMNS,
-    rest_note,
     straggler_rows,
     waited_terminal_rows,
     waited_title,
 )
+from ktrace.report.format import fmt_ns as format_ns
+from ktrace.report.rank_rows import rest_note
 from ktrace.report.rows import json_float, phase_rows, rows
 from ktrace.report.terminal_operators import module_table, shape_table
 from ktrace.report.terminal_tables import format_cell, print_table

@@ -1,0 +1,138 @@
+"""How close the work came to the hardware: the roofline of the top operators with the MFU of each rank's steps,
+and the NCCL collectives by message size with nccl-tests' bus bandwidth (and their arrival skew across ranks).
+
+The summary JSON has every row (roofline.operators, mfu.per_step, collectives.by_size); these sections show the
+top ones.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from ktrace.analysis.collectives import Collectives
+from ktrace.analysis.roofline import Roofline, unknown_gpu_note
+from ktrace.model.units import format_ns
+from ktrace.presentation.page import Column, Section, Table, Text
+from ktrace.presentation.summary_tables import frame_rows
+
+ROOFLINE_ROWS = 10
+"""Roofline rows (by GPU time) shown; the JSON lists roofline.TOP_OPERATORS."""
+COLLECTIVE_ROWS = 10
+"""Collective sizes (by total time) shown; the JSON lists every one."""
+ROOFLINE_COLUMNS = (
+    Column("name"),
+    Column("dtype", unit="text"),
+    Column("calls"),
+    Column("gpu_time_ns", "gpu"),
+    Column("tflops", "TFLOP/s"),
+    Column("tbps", "TB/s"),
+    Column("pct_of_peak", "peak %", "pct"),
+    Column("bound", unit="text"),
+    Column("lost_ns", "lost"),
+)
+MFU_COLUMNS = (
+    Column("node"),
+    Column("rank"),
+    Column("steps"),
+    Column("step_mean_ns", "step mean"),
+    Column("mfu_mean", "MFU mean", "share"),
+    Column("mfu_min", "MFU min", "share"),
+    Column("mfu_max", "MFU max", "share"),
+)
+COLLECTIVE_COLUMNS = (
+    Column("collective", unit="text"),
+    Column("dtype", unit="text"),
+    Column("bytes", "message"),
+    Column("group_size", "ranks"),
+    Column("count"),
+    Column("time_ns", "total"),
+    Column("median_ns", "median"),
+    Column("algbw_gbps", "algbw"),
+    Column("busbw_gbps", "busbw"),
+)
+
+
+def mfu_rows(per_step: pl.DataFrame) -> list[dict[str, object]]:
+    """Per rank: its steps, their mean time and the mean, lowest and highest MFU of them (None without the peak)."""
+    if per_step.is_empty():
+        return []
+    per_rank = (
+        per_step.group_by("node", "rank", maintain_order=True)
+        .agg(
+            pl.len().alias("steps"),
+            pl.col("duration_ns").mean().alias("step_mean_ns"),
+            pl.col("mfu").mean().alias("mfu_mean"),
+            pl.col("mfu").min().alias("mfu_min"),
+            pl.col("mfu").max().alias("mfu_max"),
+        )
+        .sort("node", "rank")
+    )
+    return frame_rows(per_rank)
+
+
+def _peak_text(r: Roofline) -> str:
+    peak = None if r.peaks is None else r.peaks.tflops(r.precision)
+    on = r.gpu or "an unnamed GPU"
+    return f"{on}, {r.precision or 'no'} precision" + ("" if peak is None else f", peak {peak:,.0f} TFLOP/s dense")
+
+
+def roofline_section(r: Roofline | None) -> Section | None:
+    """The top operators by GPU time against the GPU's roofline (achieved TFLOP/s and TB/s, % of peak, what bounds
+    them, time lost) and MFU per rank's steps; one line saying why when the trace gives no roofline."""
+    if r is None:
+        return None
+    if r.reason is not None:
+        return Section("roofline", "Roofline", (Text(r.reason, "dim"),))
+    shown = frame_rows(r.operators.head(ROOFLINE_ROWS))
+    rest = max(0, r.operators.height - ROOFLINE_ROWS)
+    title = f"roofline: top operators by GPU time ({_peak_text(r)}; lost = GPU time above the roofline's)"
+    blocks: list[Table | Text] = [
+        Table("roofline", title, ROOFLINE_COLUMNS, tuple(shown), rest=rest, rest_what="operator shapes")
+    ]
+    blocks.append(
+        Table(
+            "mfu", "MFU per rank (model FLOPs of each step / its time x peak)", MFU_COLUMNS, tuple(mfu_rows(r.per_step))
+        )
+    )
+    no_model_ns = int(r.no_model["gpu_time_ns"].sum())
+    if no_model_ns:
+        share = no_model_ns / r.gpu_time_ns if r.gpu_time_ns else 0.0
+        blocks.append(
+            Text(
+                f"{format_ns(no_model_ns)} of GPU time ({100 * share:.1f} %) in {r.no_model.height:,} operators "
+                "without a FLOP model (never guessed)",
+                "dim",
+            )
+        )
+    if r.peaks is None:
+        blocks.append(Text(unknown_gpu_note(r.gpu), "dim"))
+    return Section("roofline", "Roofline", tuple(blocks))
+
+
+def collectives_section(c: Collectives | None) -> Section | None:
+    """NCCL collectives by (collective, dtype, message size, ranks): count, time, nccl-tests' algbw and busbw; the
+    arrival skew across ranks in one line; one line saying why when there are none."""
+    if c is None:
+        return None
+    if c.reason is not None:
+        return Section("collectives", "Collectives", (Text(f"collectives: {c.reason}", "dim"),))
+    rest = max(0, c.by_size.height - COLLECTIVE_ROWS)
+    title = f"NCCL collectives by message size ({c.sized_calls:,} of {c.calls:,} calls sized; busbw as nccl-tests)"
+    table = Table(
+        "collectives",
+        title,
+        COLLECTIVE_COLUMNS,
+        tuple(frame_rows(c.by_size.head(COLLECTIVE_ROWS))),
+        rest=rest,
+        rest_what="sizes",
+    )
+    skew = c.skew
+    if skew.reason is not None:
+        line = f"arrival skew: {skew.reason}"
+    else:
+        line = (
+            f"arrival skew over {skew.instances.height:,} collectives on 2+ ranks: "
+            f"{format_ns(int(skew.instances['skew_ns'].sum()))} against {format_ns(int(skew.instances['transfer_ns'].sum()))} "
+            f"of transfer (matched by {skew.matched_by})" + (f"; {skew.caveat}" if skew.caveat else "")
+        )
+    return Section("collectives", "Collectives", (table, Text(line, "dim")))

@@ -1,0 +1,127 @@
+"""The summary's sections across ranks: load balance (per rank, and its spreads) and the stragglers: the ranks the
+others waited for at the collectives, then the step-time view.
+
+The rank rows (the top N, ties in one row, and how many are left out) are shared by every view: report.rank_rows
+takes them from here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ktrace.analysis.ranks import LoadBalance
+from ktrace.analysis.stragglers import Stragglers
+from ktrace.presentation.cells import format_value
+from ktrace.presentation.page import Section, Table, Text
+from ktrace.presentation.summary_tables import frame_rows, frame_table, json_float, rows_table
+
+TOP_RANKS = 10
+"""Straggler rows in the report (the terminal summary shows TERMINAL_STRAGGLERS; the JSON every rank)."""
+TERMINAL_STRAGGLERS = 5
+"""Straggler rows in the terminal summary."""
+BASIS_NOTE = {
+    "steps": "work = step time less communication (ranks waiting for a straggler wait inside collectives)",
+    "span": "no training steps: each rank's GPU span is one step; work = span less communication",
+}
+WAITED_TITLE = "Ranks the others waited for"
+LIST_RANKS = 8
+"""Ranks named in one collapsed row; the rest are counted."""
+STRAGGLER_COLUMNS = ("node", "rank", "slower_pct", "work_mean_ns", "step_mean_ns", "slowest_steps")
+WAITED_TERMINAL_COLUMNS = ("ranks", "waited_per_step_ns", "late_collectives")
+
+
+def waited_rows(s: Stragglers, top: int = TOP_RANKS) -> tuple[list[dict[str, Any]], int]:
+    """The `top` rows of waited_for (the rank the others waited for most first, ties in one row) and how many rows
+    are left out."""
+    return frame_rows(s.waited_for.head(top)), max(0, s.waited_for.height - top)
+
+
+def ranks_text(row: dict[str, Any]) -> str:
+    """A waited_for row's ranks: "node001/13", or for tied ranks "ranks 5, 13, 21 (node000, node001)"."""
+    ranks: list[int] = list(row.get("ranks") or [row["rank"]])
+    nodes: list[str] = sorted(set(row.get("nodes") or [row["node"]]))
+    if len(ranks) == 1:
+        return f"{row['node']}/{row['rank']}"
+    named = ", ".join(str(r) for r in ranks[:LIST_RANKS])
+    more = f" and {len(ranks) - LIST_RANKS:,} more" if len(ranks) > LIST_RANKS else ""
+    hosts = ", ".join(nodes[:3]) + (f" and {len(nodes) - 3:,} more hosts" if len(nodes) > 3 else "")
+    return f"ranks {named}{more} ({hosts})"
+
+
+def waited_terminal_rows(s: Stragglers, top: int) -> list[dict[str, Any]]:
+    """waited_rows for the terminal's table (WAITED_TERMINAL_COLUMNS) and `why`."""
+    return [
+        {
+            "ranks": ranks_text(r),
+            "waited_per_step_ns": r["waited_ns_per_step"],
+            "late_collectives": r["late_collectives"],
+            "why": r["why"],
+        }
+        for r in waited_rows(s, top)[0]
+    ]
+
+
+def waited_title(s: Stragglers) -> str:
+    """The terminal's one-line title of the waited_for table: how the collectives were matched, or why it is empty."""
+    w = s.waited
+    if w is None or w.reason is not None:
+        return f"{WAITED_TITLE.lower()} at the collectives: none ({w.reason if w else 'no collectives'})"
+    return f"{WAITED_TITLE.lower()} at the collectives (matched by {w.matched_by})"
+
+
+def straggler_rows(s: Stragglers, top: int = TOP_RANKS) -> tuple[list[dict[str, Any]], int]:
+    """The `top` ranks most slower than the median (as in the JSON) and how many ranks are left out."""
+    return frame_rows(s.table.head(top)), max(0, s.table.height - top)
+
+
+def spreads_line(balance: LoadBalance) -> str:
+    """Busy and step spread and the utilization histograms' largest distance, in one line."""
+    distance = json_float(balance.histogram_distance)
+    return (
+        f"busy spread {format_value('share', json_float(balance.busy_spread))}   step spread "
+        f"{format_value('share', json_float(balance.step_spread))}   utilization histogram distance "
+        f"{'-' if distance is None else f'{distance:.3f}'} ({balance.source}; SageMaker flags > 0.5)"
+    )
+
+
+def load_balance_section(balance: LoadBalance | None, *, per_rank: bool = True) -> Section | None:
+    """The load balance across ranks (its per-rank table unless not `per_rank`) and its spreads; None with fewer
+    than 2 ranks."""
+    if balance is None:
+        return None
+    table = (frame_table("load_balance", "load balance across ranks", balance.per_rank),) if per_rank else ()
+    return Section("load_balance", "Load balance across ranks", (*table, Text(spreads_line(balance))))
+
+
+def waited_table(lag: Stragglers, top: int) -> Table:
+    """The `top` ranks the others waited for at the collectives (ties in one row), each one's why on a line of
+    its own."""
+    found = waited_terminal_rows(lag, top)
+    why = tuple(f"  why {r['ranks']}: {r['why']}" for r in found)
+    rest = max(0, lag.waited_for.height - top)
+    return rows_table(
+        "waited_for",
+        waited_title(lag),
+        found,
+        WAITED_TERMINAL_COLUMNS,
+        units={"ranks": "text"},
+        rest=rest,
+        rest_what="ranks",
+        lines=why,
+    )
+
+
+def straggler_table(lag: Stragglers, top: int) -> Table:
+    """The step-time view: the `top` ranks most slower than the median, their causes on lines of their own (kernel
+    names need the width a column lacks), and how many ranks are left out."""
+    found, rest = straggler_rows(lag, top)
+    why = tuple(f"  why {r['node']}/{r['rank']}: {r['causes']}" for r in found if r["causes"])
+    title = f"step-time view: stragglers ({BASIS_NOTE[lag.basis]})"
+    return rows_table("stragglers", title, found, STRAGGLER_COLUMNS, rest=rest, rest_what="ranks", lines=why)
+
+
+def stragglers_section(lag: Stragglers | None, top: int = TERMINAL_STRAGGLERS) -> Section | None:
+    """The ranks the others waited for, then the step-time view; None with fewer than 2 ranks."""
+    if lag is None:
+        return None
+    return Section("stragglers", "Stragglers", (waited_table(lag, top), straggler_table(lag, top)))
