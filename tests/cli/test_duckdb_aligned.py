@@ -17,6 +17,7 @@ import polars as pl
 import pyarrow.parquet as pq
 import pytest
 
+import ktrace
 from ktrace.analysis.ranks import load_balance
 from ktrace.cli import main
 from ktrace.model import store
@@ -92,6 +93,11 @@ def test_readme_duckdb_query_on_the_export_gives_ktraces_aligned_figures(
         assert (node, rank) == (str(raw_node), raw_rank)
         true_ns = int(fleet.true_ns(node, np.array([raw_ns], dtype=np.int64))[0])
         assert abs(first_ns - true_ns) < 20_000, (node, rank, first_ns - true_ns)
+    # polars over the same file, and ktrace.open on the store (README), give the same aligned table
+    exported = pl.read_parquet(tmp_path / "tables" / "kernels.parquet").with_columns(pl.col("node").cast(pl.String))
+    opened = ktrace.open(raw_store).kernels.with_columns(pl.col("node").cast(pl.String))
+    key = ["rank", "start_ns", "end_ns", "correlation_id"]
+    assert exported.select(["node", *key]).sort(key).equals(opened.select(["node", *key]).sort(key))
     kernels = pq.read_schema(tmp_path / "tables" / "kernels.parquet").metadata
     assert kernels[b"ktrace.clock"] == b"aligned"
     assert json.loads(kernels[b"ktrace.clock_alignment"])["applied"] is True
