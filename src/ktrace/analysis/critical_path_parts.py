@@ -1,0 +1,300 @@
+"""The job's critical path from one rank at a time: what each rank's task returns, and how the client chooses the
+windows from it (the map side of fleet.critical_path_map).
+
+critical_path of a whole trace (analysis.critical_path) chooses a step on the first rank with steps, finds the
+same step on every other rank (critical_path_ranks.rank_windows), builds each window's graph and joins them at
+the collectives. Here the same is done from per-rank parts, so no process holds more than one step of a rank:
+
+1. `rank_steps` (per rank): what choosing the windows needs, small: the rank's step ranges under the first step
+   method that finds any on it (steps.detect_steps tries methods in order and the whole trace takes the first
+   that finds steps on any rank), its median step's window as choose_window would take it, its CPU spans, its
+   ranges holding the annotation, and its count of each collective kernel.
+2. `first_window` and `job_windows` (client): the window of the first rank and every rank's, as
+   critical_path.choose_window and rank_windows choose them on the whole trace.
+3. `window_cut` (per rank): the rows of the rank's trace that the window's graph reads (CPU events and runtime
+   calls in the window, the GPU records launched in it or queued during it with their launch calls, the syncs
+   around it and the calls they name), each GPU record's place in the whole job's record order, and each
+   collective's key ("kernel name#i", i its place in the rank's whole order, lag-corrected as
+   model.clock_matching.order_keys does for the whole job: `collective_lags`).
+
+The client concatenates the cuts (fleet.critical_path_map) and runs critical_path.path_of_windows on them with
+those keys: the graphs are the whole trace's, row numbers aside.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from ktrace.analysis.breakdown import communication_names
+from ktrace.analysis.critical_path import median_step
+from ktrace.analysis.critical_path_graph import Window
+from ktrace.analysis.critical_path_ranks import range_rows, windows_of_ranks
+from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.op_attribution import IS_OPERATOR
+from ktrace.analysis.steps import detect_steps
+from ktrace.model.clock_matching import order_keys
+from ktrace.model.trace import Trace
+
+I64 = npt.NDArray[np.int64]
+Span = tuple[int, int]
+_FILLER = "\x00filler"
+"""A kernel name no trace holds: one per rank in collective_lags' frame, so order_keys counts every rank."""
+
+
+def step_methods(pattern: str | None) -> tuple[str, ...]:
+    """detect_steps' sources in the order its "auto" tries them."""
+    tried = ("annotation", "profiler_step") if pattern is not None else ("profiler_step", "annotation")
+    return (*tried, "periodic")
+
+
+@dataclass(frozen=True)
+class RankSteps:
+    """What one rank tells the client for choosing the windows (see the module docstring)."""
+
+    node: str
+    rank: int
+    method: int
+    """Index in step_methods of the first method finding steps on this rank, -1 for none."""
+    steps: pl.DataFrame
+    """node, rank, name, start_ns, end_ns of the rank's steps under `method`."""
+    median: tuple[Window, str, str] | None
+    """critical_path.median_step of those steps (window, "step", label)."""
+    operator_span: Span | None
+    """First start and last end of the rank's operators and runtime calls (choose_window's whole-trace scope)."""
+    cpu_span: Span | None
+    """... of all its ops rows and runtime calls (critical_path_ranks.rank_spans)."""
+    annotated: pl.DataFrame | None
+    """node, rank, name, start_ns, end_ns of its CPU ranges holding the annotation (None without one)."""
+    collectives: dict[str, int]
+    """Communication kernel name -> how many the rank ran."""
+    kernels: int
+    memory: int
+    """Rows of its kernels and memory tables (the job's GPU record order: every rank's kernels, then memory)."""
+
+
+def rank_steps(
+    trace: Trace, node: str, rank: int, *, annotation: str | None = None, steps_pattern: str | None = None
+) -> RankSteps:
+    """The RankSteps of a trace holding one rank, (node, rank) (a store's partition)."""
+    ix = TraceIndex(trace)
+    method, steps = -1, pl.DataFrame()
+    for i, source in enumerate(step_methods(steps_pattern)):
+        found = detect_steps(trace, steps_pattern, source, index=ix)  # type: ignore[arg-type]
+        if found.height:
+            method, steps = i, found
+            break
+    operators = [t for t in (trace.ops.filter(IS_OPERATOR), trace.api) if t.height]
+    annotated = None
+    if annotation is not None:
+        cpu = trace.ranges.filter(
+            ~pl.col("on_gpu") & pl.col("name").cast(pl.String).str.contains(annotation, literal=True)
+        )
+        annotated = range_rows(cpu)
+    return RankSteps(
+        node=node,
+        rank=rank,
+        method=method,
+        steps=range_rows(steps) if steps.height else steps,
+        median=median_step(ix, steps) if steps.height else None,
+        operator_span=_span(operators),
+        cpu_span=_span([t for t in (trace.ops, trace.api) if t.height]),
+        annotated=annotated,
+        collectives=dict(_collective_rows(ix).group_by("name").len().iter_rows()),
+        kernels=trace.kernels.height,
+        memory=trace.memory.height,
+    )
+
+
+def _span(frames: list[pl.DataFrame]) -> Span | None:
+    if not frames:
+        return None
+    return min(int(f["start_ns"].min()) for f in frames), max(int(f["end_ns"].max()) for f in frames)  # type: ignore[arg-type]
+
+
+def _collective_rows(ix: TraceIndex) -> pl.DataFrame:
+    """row (index order), name, end_ns of the trace's communication kernels, in the order
+    critical_path_ranks.collective_keys numbers them (start, then row; the trace holds one rank)."""
+    c = ix.gpu_columns()
+    codes, names = ix.record_names()
+    comm = set(communication_names(ix.trace, index=ix))
+    is_comm = np.array([n in comm for n in names.to_list()], bool) if names.len() else np.zeros(0, bool)
+    rec = np.flatnonzero((c.kind == 0) & is_comm[codes]) if is_comm.size else np.zeros(0, np.int64)
+    rec = rec[np.lexsort((rec, c.start[rec]))]
+    return pl.DataFrame(
+        {"row": rec, "name": names.gather(pl.Series(codes[rec], dtype=pl.Int64)), "end_ns": c.end[rec]},
+        schema={"row": pl.Int64, "name": pl.String, "end_ns": pl.Int64},
+    )
+
+
+def first_window(parts: list[RankSteps], annotation: str | None, instance: int) -> tuple[Window, str, str] | None:
+    """critical_path.choose_window of the whole job from its ranks' parts."""
+    ordered = sorted(parts, key=lambda p: (p.node, p.rank))
+    if annotation is not None:
+        frames = [p.annotated for p in ordered if p.annotated is not None and p.annotated.height]
+        if not frames:
+            return None
+        ranges = pl.concat(frames).sort("node", "rank", "start_ns")
+        if instance >= ranges.height:
+            return None
+        r = ranges.row(instance, named=True)
+        window = Window(str(r["node"]), int(r["rank"]), r["start_ns"], r["end_ns"])
+        return window, "annotation", f"{annotation} #{instance}"
+    method = min((p.method for p in ordered if p.method >= 0), default=-1)
+    for p in ordered:
+        if method >= 0 and p.method == method and p.median is not None:
+            return p.median
+    for p in ordered:
+        if method < 0 and p.operator_span is not None:
+            return Window(p.node, p.rank, *p.operator_span), "trace", "whole trace"
+    return None
+
+
+def job_windows(parts: list[RankSteps], first: Window, scope: str) -> list[Window]:
+    """critical_path_ranks.rank_windows of the whole job from its ranks' parts."""
+    spans = [(p.node, p.rank, *p.cpu_span) for p in parts if p.cpu_span is not None]
+    if len(spans) < 2:
+        return [first]
+    frame = pl.DataFrame(spans, schema=["node", "rank", "start_ns", "end_ns"], orient="row").sort("node", "rank")
+    if scope == "trace":
+        return windows_of_ranks(first, scope, None, frame)
+    if scope == "step":
+        method = min(p.method for p in parts if p.method >= 0)
+        found = [p.steps for p in parts if p.method == method]
+    else:
+        found = [p.annotated for p in parts if p.annotated is not None]
+    ranges = pl.concat([f for f in found if f.height]) if any(f.height for f in found) else _empty_ranges()
+    return windows_of_ranks(first, scope, ranges, frame)
+
+
+def _empty_ranges() -> pl.DataFrame:
+    schema = {"node": pl.String, "rank": pl.Int64, "name": pl.String, "start_ns": pl.Int64, "end_ns": pl.Int64}
+    return pl.DataFrame(schema=schema)
+
+
+def spread_collectives(parts: list[RankSteps]) -> set[str]:
+    """The collective kernels some ranks ran more often than others (order_keys corrects their order by a lag
+    per rank, from their end times)."""
+    counted = [p.collectives for p in parts if p.collectives]
+    names = {n for c in counted for n in c}
+    return {n for n in names if len({c.get(n, 0) for c in counted}) > 1}
+
+
+def collective_ends(trace: Trace, node: str, rank: int, names: set[str]) -> pl.DataFrame:
+    """node, rank, name, end_ns of the collectives of `names` of a trace holding one rank, in its order, and a
+    filler row (for collective_lags)."""
+    rows = _collective_rows(TraceIndex(trace)).filter(pl.col("name").is_in(sorted(names)))
+    filler = pl.DataFrame({"name": [_FILLER], "end_ns": [0]}, schema={"name": pl.String, "end_ns": pl.Int64})
+    return pl.concat([rows.drop("row"), filler]).select(
+        pl.lit(node).alias("node"), pl.lit(rank).cast(pl.Int64).alias("rank"), "name", "end_ns"
+    )
+
+
+def collective_lags(ends: list[pl.DataFrame]) -> dict[tuple[str, int], dict[str, int]]:
+    """(node, rank) -> kernel name -> lag (the rank's i-th collective of that name is the job's i - lag-th), from
+    the collective_ends of every rank that ran a collective."""
+    frame = pl.concat(ends)
+    keyed, _ = order_keys(frame)
+    local = frame.select(pl.int_range(pl.len()).over("node", "rank", "name").alias("i"))
+    lagged = pl.concat([keyed, local, frame.select("name")], how="horizontal").filter(pl.col("name") != _FILLER)
+    lagged = lagged.with_columns(lag=pl.col("i") - pl.col("key").str.extract(r"#(-?\d+)$").cast(pl.Int64)).unique(
+        ["node", "rank", "name"]
+    )
+    out: dict[tuple[str, int], dict[str, int]] = {}
+    for node, rank, name, lag in lagged.select("node", "rank", "name", "lag").iter_rows():
+        if lag:
+            out.setdefault((str(node), int(rank)), {})[str(name)] = int(lag)
+    return out
+
+
+@dataclass(frozen=True)
+class RankCut:
+    """The rows of one rank's trace its window's graph reads (see the module docstring)."""
+
+    tables: dict[str, pl.DataFrame]
+    """ops, api, kernels, memory, syncs: the kept rows, in their order."""
+    kernel_records: I64
+    memory_records: I64
+    """Per kept kernel / memory row: its GPU record's index in the whole job (TraceIndex.gpu_columns order)."""
+    kernel_keys: list[str | None]
+    """Per kept kernel row: its collective's key, None for a kernel that is not a collective."""
+
+
+CUT_TABLES = ("ops", "api", "kernels", "memory", "syncs")
+
+
+def window_cut(trace: Trace, window: Window, lags: dict[str, int], kernel_offset: int, memory_offset: int) -> RankCut:
+    """The RankCut of a trace holding one rank: `lags` from collective_lags, the offsets the index of its first
+    kernel and first memory record among the whole job's GPU records."""
+    ix = TraceIndex(trace)
+    c = ix.gpu_columns()
+    launch = ix.launch_rows()
+    api_start = ix.api_times()[0]
+    lo, hi = window.start_ns, window.end_ns
+    launched = launch >= 0
+    launch_ts = np.zeros(c.size, np.int64)
+    launch_ts[launched] = api_start[launch[launched]]
+    in_window = (launch_ts >= lo) & (launch_ts <= hi)
+    queued = (launch_ts <= hi) & (c.end >= lo)  # critical_path_graph's queue lengths count these
+    rec = np.flatnonzero(launched & (in_window | queued))
+    kernels, memory = rec[rec < trace.kernels.height], rec[rec >= trace.kernels.height] - trace.kernels.height
+    syncs = _window_syncs(trace, lo, hi)
+    needed = pl.concat(
+        [
+            pl.Series(c.correlation_id[rec], dtype=pl.Int64),
+            syncs["correlation_id"].cast(pl.Int64),
+            syncs["wait_correlation_id"].cast(pl.Int64),
+        ]
+    ).drop_nulls()
+    api = trace.api.filter(
+        pl.col("start_ns").is_between(lo, hi) | pl.col("correlation_id").is_in(needed.unique().implode())
+    )
+    ops = trace.ops.filter(
+        pl.col("start_ns").is_between(lo, hi) & (pl.col("end_ns") > pl.col("start_ns")) & IS_OPERATOR
+    )
+    keys = _kernel_keys(ix, kernels, lags)
+    return RankCut(
+        tables={
+            "ops": ops,
+            "api": api,
+            "kernels": trace.kernels[kernels],
+            "memory": trace.memory[memory],
+            "syncs": syncs,
+        },
+        kernel_records=(kernels + kernel_offset).astype(np.int64),
+        memory_records=(memory + memory_offset).astype(np.int64),
+        kernel_keys=keys,
+    )
+
+
+def _window_syncs(trace: Trace, lo: int, hi: int) -> pl.DataFrame:
+    """The sync rows critical_path_syncs.rank_syncs takes for the window: ending at or after lo, their call
+    (the rank's first api row of their correlation id) starting by hi."""
+    calls = trace.api.filter(pl.col("correlation_id").is_not_null()).unique(
+        "correlation_id", keep="first", maintain_order=True
+    )
+    calls = calls.select("correlation_id", call_ns="start_ns")
+    rows = (
+        trace.syncs.with_row_index("_row").filter(pl.col("end_ns") >= lo).join(calls, on="correlation_id", how="inner")
+    )
+    keep = rows.filter(pl.col("call_ns") <= hi)["_row"]
+    return trace.syncs.with_row_index("_row").filter(pl.col("_row").is_in(keep)).drop("_row")
+
+
+def _kernel_keys(ix: TraceIndex, kernels: I64, lags: dict[str, int]) -> list[str | None]:
+    rows = _collective_rows(ix).with_columns(i=pl.int_range(pl.len()).over("name"))
+    key_of = {int(r): f"{n}#{i - lags.get(n, 0)}" for r, n, i in rows.select("row", "name", "i").iter_rows()}
+    return [key_of.get(int(k)) for k in kernels.tolist()]
+
+
+def cut_keys(kernel_keys: list[str | None], records: int) -> tuple[I64, list[str]]:
+    """critical_path_ranks.collective_keys of the concatenated cuts: per GPU record (kernels first, as
+    `kernel_keys`, then the memory records) its key id, -1 for none, and the sorted keys."""
+    named = sorted({k for k in kernel_keys if k is not None})
+    ids = {k: i for i, k in enumerate(named)}
+    out = np.full(records, -1, np.int64)
+    out[: len(kernel_keys)] = [-1 if k is None else ids[k] for k in kernel_keys]
+    return out, named

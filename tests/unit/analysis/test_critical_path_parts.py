@@ -1,0 +1,138 @@
+"""The map side of the rank-by-rank critical path (analysis.critical_path_parts): per-rank parts choose the same
+windows as the whole trace, order collectives as the whole trace does, and cut a rank to one step's graph."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from ktrace.analysis.breakdown import communication_names
+from ktrace.analysis.critical_path import choose_window
+from ktrace.analysis.critical_path_graph import build_graph
+from ktrace.analysis.critical_path_parts import (
+    RankSteps,
+    collective_ends,
+    collective_lags,
+    first_window,
+    job_windows,
+    rank_steps,
+    spread_collectives,
+    step_methods,
+    window_cut,
+)
+from ktrace.analysis.critical_path_ranks import collective_keys, rank_windows
+from ktrace.analysis.index import TraceIndex
+from ktrace.model import store
+from ktrace.model.trace import Trace
+from ktrace.testing.fleet import FleetConfig, generate_fleet
+
+
+@pytest.fixture(scope="module")
+def job() -> Trace:
+    return generate_fleet(FleetConfig(ranks=4, hosts=2, steps=6, kernels_per_step=8)).trace
+
+
+def _parts(trace: Trace, root: Path, **options: str) -> tuple[Trace, dict[tuple[str, int], Trace], list[RankSteps]]:
+    """The store's whole trace, each partition's trace, and each partition's RankSteps."""
+    store.write(trace, root)
+    ranks = {(n, r): store.read(root, only={(n, r)}) for n, r, _ in store.partitions(root)}
+    parts = [rank_steps(t, n, r, **options) for (n, r), t in ranks.items()]
+    return store.read(root), ranks, parts
+
+
+def test_step_methods_follow_detect_steps_order() -> None:
+    assert step_methods(None) == ("profiler_step", "annotation", "periodic")
+    assert step_methods("iter") == ("annotation", "profiler_step", "periodic")
+
+
+def test_a_rank_whose_steps_another_method_finds_is_left_out_as_in_one_process(job: Trace, tmp_path: Path) -> None:
+    """Rank 0's steps are user annotations ("train_step 3"), the others' ProfilerStep#N: one process takes the
+    ProfilerStep ranges for the whole job (rank 0 has none), so the first rank with steps is rank 1."""
+    first_rank = pl.col("rank") == 0
+    renamed = pl.when(first_rank).then(pl.col("name").cast(pl.String).str.replace("ProfilerStep#", "train_step "))
+    ranges = job.ranges.with_columns(
+        renamed.otherwise(pl.col("name").cast(pl.String)).cast(job.ranges.schema["name"]).alias("name"),
+        pl.when(first_rank)
+        .then(pl.lit("user"))
+        .otherwise(pl.col("domain").cast(pl.String))
+        .cast(job.ranges.schema["domain"])
+        .alias("domain"),
+    )
+    whole, _, parts = _parts(dataclasses.replace(job, ranges=ranges), tmp_path / "mixed.ktrace")
+    chosen = choose_window(TraceIndex(whole), None, 0)
+    assert chosen is not None and chosen[0].rank == 1
+    assert first_window(parts, None, 0) == chosen
+    assert {p.rank: p.method for p in parts} == {0: 1, 1: 0, 2: 0, 3: 0}
+    expected = rank_windows(TraceIndex(whole), chosen[0], "step", None, None)
+    assert job_windows(parts, chosen[0], "step") == expected
+    assert [w.rank for w in expected] == [1, 2, 3]  # rank 0 has no ProfilerStep: one process leaves it out
+
+
+def test_annotation_windows_equal_one_process(job: Trace, tmp_path: Path) -> None:
+    whole, _, parts = _parts(job, tmp_path / "job.ktrace", annotation="ProfilerStep")
+    ix = TraceIndex(whole)
+    for instance in (0, 7, 23):
+        chosen = choose_window(ix, "ProfilerStep", instance)
+        assert chosen is not None and first_window(parts, "ProfilerStep", instance) == chosen
+        assert job_windows(parts, chosen[0], "annotation") == rank_windows(
+            ix, chosen[0], "annotation", "ProfilerStep", None
+        )
+    assert first_window(parts, "ProfilerStep", 24) is None and choose_window(ix, "ProfilerStep", 24) is None
+
+
+def test_collective_keys_of_a_cut_are_the_whole_job_order(job: Trace, tmp_path: Path) -> None:
+    """Rank 2 ran two collectives fewer (its first ones): the whole trace's keys shift its order by a lag, and
+    the cut's keys, from collective_lags, are the whole trace's."""
+    comm = communication_names(job)
+    rows = job.kernels.with_row_index("row")
+    mine = rows.filter(pl.col("name").cast(pl.String).is_in(comm) & (pl.col("rank") == 2)).sort("start_ns")
+    dropped = set(mine["row"].head(2).to_list())
+    trace = dataclasses.replace(job, kernels=job.kernels[[i for i in range(job.kernels.height) if i not in dropped]])
+    whole, ranks, parts = _parts(trace, tmp_path / "fewer.ktrace")
+    spread = spread_collectives(parts)
+    assert spread
+    lags = collective_lags([collective_ends(ranks[(p.node, p.rank)], p.node, p.rank, spread) for p in parts])
+    assert set(lags) == {(parts[2].node, 2)} and all(lag < 0 for lag in lags[(parts[2].node, 2)].values())
+    ix = TraceIndex(whole)
+    ids, names = collective_keys(ix)
+    chosen = first_window(parts, None, 0)
+    assert chosen is not None
+    windows = job_windows(parts, chosen[0], "step")
+    assert len(windows) == len(parts)
+    for window in windows:
+        at = [(p.node, p.rank) for p in parts].index((window.node, window.rank))
+        kernel_offset = sum(p.kernels for p in parts[:at])
+        cut = window_cut(
+            ranks[(window.node, window.rank)], window, lags.get((window.node, window.rank), {}), kernel_offset, 0
+        )
+        expected = [names[i] if i >= 0 else None for i in ids[cut.kernel_records].tolist()]
+        assert cut.kernel_keys == expected and any(expected)
+
+
+def test_a_cut_holds_one_step_and_builds_the_same_graph(job: Trace, tmp_path: Path) -> None:
+    whole, ranks, parts = _parts(job, tmp_path / "job.ktrace")
+    chosen = first_window(parts, None, 0)
+    assert chosen is not None
+    window = chosen[0]
+    rank = ranks[(window.node, window.rank)]
+    at = [(p.node, p.rank) for p in parts].index((window.node, window.rank))
+    kernel_offset = sum(p.kernels for p in parts[:at])
+    memory_offset = sum(p.kernels for p in parts) + sum(p.memory for p in parts[:at])
+    cut = window_cut(rank, window, {}, kernel_offset, memory_offset)
+    assert 0 < cut.tables["kernels"].height <= rank.kernels.height // 3  # one step of six, and what it queued behind
+    assert 0 < cut.tables["api"].height <= rank.api.height // 3
+    t = cut.tables
+    small = dataclasses.replace(
+        rank, ops=t["ops"], api=t["api"], kernels=t["kernels"], memory=t["memory"], syncs=t["syncs"]
+    )
+    mine, full = build_graph(TraceIndex(small), window), build_graph(TraceIndex(whole), window)
+    for name in ("ev_kind", "ev_start", "ev_end", "src", "dst", "weight", "etype", "event"):
+        assert np.array_equal(getattr(mine, name), getattr(full, name)), name
+    assert mine.sync_records == full.sync_records
+    records = np.concatenate([cut.kernel_records, cut.memory_records])
+    on_gpu = mine.ev_kind == 2
+    assert np.array_equal(records[mine.ev_row[on_gpu]], full.ev_row[on_gpu])  # the job's record numbers
