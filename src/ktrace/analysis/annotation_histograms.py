@@ -13,6 +13,9 @@ import polars as pl
 
 from ktrace.model.trace import Trace
 
+DEFAULT_ANNOTATION_PATTERNS = (r"^forward$", r"^backward$", r"^optimizer\.step$|^Optimizer\.step")
+"""The ranges histogrammed when the user names none (dashboard.default_annotations: those the trace has)."""
+
 
 @dataclass(frozen=True)
 class AnnotationHistogram:

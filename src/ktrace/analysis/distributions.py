@@ -44,6 +44,11 @@ def activity_distribution(trace: Trace) -> pl.DataFrame:
         },
         schema={"activity": pl.String, "count": pl.Int64, "time_ns": pl.Int64},
     )
+    return with_activity_share(frame)
+
+
+def with_activity_share(frame: pl.DataFrame) -> pl.DataFrame:
+    """activity_distribution's ``share`` added to its activity, count, time_ns (the fleet reduce sums those)."""
     total = max(int(frame["time_ns"].sum()), 1)
     return frame.with_columns(share=pl.col("time_ns") / total)
 
@@ -86,6 +91,12 @@ def memory_distribution(trace: Trace) -> pl.DataFrame:
         )
         .collect()
     )
+    return with_memory_shares(grouped)
+
+
+def with_memory_shares(grouped: pl.DataFrame) -> pl.DataFrame:
+    """memory_distribution's ``time_share`` and ``bandwidth_gbps`` added to its op, copy_kind, host_memory, count,
+    bytes, time_ns (the fleet reduce sums those), sorted as memory_distribution."""
     total = max(int(grouped["time_ns"].sum()), 1)
     return grouped.with_columns(
         time_share=pl.col("time_ns") / total,

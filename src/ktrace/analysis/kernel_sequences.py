@@ -46,11 +46,57 @@ def kernel_sequences(
     Returns:
         KernelSequences (its table empty when nothing repeats); None when no stream has `length` kernels.
     """
+    found = _occurrences(trace, length, TraceIndex.of(trace, index))
+    if found is None:
+        return None
+    per, uniq, names, kernel_time = found
+    repeated = per.filter(pl.col("count") >= 2)
+    best = repeated.sort(["count", "total_ns", "seq"], descending=[True, True, False]).head(top)
+    table = best.select(
+        _labels(best["seq"].to_numpy(), uniq, names),
+        pl.col("count").cast(pl.Int64),
+        pl.col("streams").cast(pl.Int64),
+        pl.col("total_ns").cast(pl.Int64),
+        (pl.col("total_ns") / pl.col("count")).alias("mean_ns"),
+        (pl.col("total_ns") / max(kernel_time, 1)).alias("time_share"),
+    )
+    return KernelSequences(length=length, distinct=repeated.height, top=table)
+
+
+def sequence_counts(
+    trace: Trace, *, length: int = DEFAULT_LENGTH, index: TraceIndex | None = None
+) -> tuple[pl.DataFrame, int] | None:
+    """Every sequence of `length` kernels (repeated or not), for the fleet reduce to add up over ranks (a stream
+    lies in one rank): (``kernels``, ``count``, ``streams``, ``total_ns``; the trace's kernel time), None as
+    kernel_sequences."""
+    found = _occurrences(trace, length, TraceIndex.of(trace, index))
+    if found is None:
+        return None
+    per, uniq, names, kernel_time = found
+    table = per.select(
+        _labels(per["seq"].to_numpy(), uniq, names),
+        pl.col("count").cast(pl.Int64),
+        pl.col("streams").cast(pl.Int64),
+        pl.col("total_ns").cast(pl.Int64),
+    )
+    return table, kernel_time
+
+
+def _labels(ids: np.ndarray, uniq: list[np.ndarray], names: list[str]) -> pl.Series:
+    length = len(uniq)
+    label = [[names[int(uniq[j][i])] if uniq[j][i] >= 0 else "" for j in range(length)] for i in ids]
+    return pl.Series("kernels", label, dtype=pl.List(pl.String))
+
+
+def _occurrences(
+    trace: Trace, length: int, ix: TraceIndex
+) -> tuple[pl.DataFrame, list[np.ndarray], list[str], int] | None:
+    """Per sequence id (lexicographic in its names): non-overlapping occurrences, streams and total time; the
+    ids' name codes, the names, and the kernel time of the trace."""
     from ktrace.analysis._kernels.sequences import first_fit_occurrences
 
     if length < 1:
         raise ValueError(f"kernel sequence length must be >= 1 (got {length})")
-    ix = TraceIndex.of(trace, index)
     c = ix.gpu_columns()
     groups = ix.row_groups("stream")
     gid = np.repeat(np.arange(groups.n_groups, dtype=np.int64), np.diff(groups.bounds))
@@ -72,17 +118,4 @@ def kernel_sequences(
     seq, stream = seq[kept], gid[window[kept]]
     frame = pl.DataFrame({"seq": seq, "stream": stream, "time": time})
     per = frame.group_by("seq").agg(count=pl.len(), streams=pl.col("stream").n_unique(), total_ns=pl.col("time").sum())
-    repeated = per.filter(pl.col("count") >= 2)
-    best = repeated.sort(["count", "total_ns", "seq"], descending=[True, True, False]).head(top)
-    ids = best["seq"].to_numpy()
-    label = [[names[int(uniq[j][i])] if uniq[j][i] >= 0 else "" for j in range(length)] for i in ids]
-    kernel_time = int(dur.sum())
-    table = best.select(
-        pl.Series("kernels", label, dtype=pl.List(pl.String)),
-        pl.col("count").cast(pl.Int64),
-        pl.col("streams").cast(pl.Int64),
-        pl.col("total_ns").cast(pl.Int64),
-        (pl.col("total_ns") / pl.col("count")).alias("mean_ns"),
-        (pl.col("total_ns") / max(kernel_time, 1)).alias("time_share"),
-    )
-    return KernelSequences(length=length, distinct=repeated.height, top=table)
+    return per, uniq, names, int(dur.sum())

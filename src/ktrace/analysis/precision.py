@@ -181,7 +181,12 @@ def precision_distribution(trace: Trace, *, index: TraceIndex | None = None) -> 
         ``precision``, ``excluded`` (bool), ``kernels`` (count), ``time_ns``, ``time_share``,
         ``count_share`` (0-1), one row per class present, in the order of ALL_CLASSES.
     """
-    per_name = kernel_precisions(trace, index=index)
+    return distribution_of(kernel_precisions(trace, index=index))
+
+
+def distribution_of(per_name: pl.DataFrame) -> pl.DataFrame:
+    """precision_distribution from kernel_precisions' frame (``precision``, ``count``, ``time_ns`` per name; the
+    fleet reduce passes the whole job's, summed over ranks)."""
     by_class = per_name.group_by("precision").agg(kernels=pl.col("count").sum(), time_ns=pl.col("time_ns").sum())
     order = pl.DataFrame({"precision": list(ALL_CLASSES), "_order": list(range(len(ALL_CLASSES)))})
     by_class = by_class.join(order, on="precision").sort("_order").drop("_order")

@@ -11,7 +11,9 @@ size grows with distinct kernel names, histogram bins and steps, not with the ra
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -27,6 +29,10 @@ from ktrace.analysis.overlap import comm_compute_overlap
 from ktrace.analysis.phases import normalize_steps
 from ktrace.analysis.rank_activity import HeatmapBins, gpu_bins
 from ktrace.analysis.rank_heatmap import rank_heatmap_part
+from ktrace.analysis.rank_reduce_annotations import AnnotationPart, Extent, annotation_part
+from ktrace.analysis.rank_reduce_operators import OperatorPart, operator_part
+from ktrace.analysis.rank_reduce_sequences import SequencePart, sequence_part
+from ktrace.analysis.rank_reduce_tables import TablesPart, tables_part
 from ktrace.analysis.ranks import load_balance, utilization_histograms, utilization_samples
 from ktrace.analysis.steps import detect_steps, step_stats
 from ktrace.analysis.stragglers import StragglerPart, stragglers_part
@@ -95,6 +101,19 @@ class RankPartial:
     stragglers: StragglerPart
     """stragglers.stragglers_part: this slice's step work, top kernels and waits."""
     notes: tuple[str, ...]
+    source: str = ""
+    """The trace's meta.source (kineto, nsys, ktrace)."""
+    tables: TablesPart | None = None
+    """Active shares, GPU activity, memory operations and counters (rank_reduce_tables)."""
+    sequences: SequencePart | None = None
+    """Every kernel sequence with its counts (rank_reduce_sequences)."""
+    operators: OperatorPart | None = None
+    """The operator view by name (rank_reduce_operators)."""
+    annotations: tuple[AnnotationPart, ...] = ()
+    """One per annotation pattern, cut in the job's bins (rank_reduce_annotations)."""
+    rules: Any = None
+    """rules.rank_rules.RuleParts of the slice (rank_rule_part), set by the driver (fleet.summary_map) when the
+    rules are asked for; None otherwise. Not imported here: the rules import the reduce's modules."""
 
 
 def rank_partial(
@@ -103,6 +122,8 @@ def rank_partial(
     job_span: tuple[int, int] | None = None,
     steps_pattern: str | None = None,
     heatmap_bins: HeatmapBins | None = None,
+    annotations: Mapping[str, Extent] | None = None,
+    by_shape: bool = False,
     index: TraceIndex | None = None,
 ) -> RankPartial:
     """The fleet-summary tables of one rank's trace (see RankPartial).
@@ -113,6 +134,9 @@ def rank_partial(
         steps_pattern: regex of step range names, as summarize's.
         heatmap_bins: the whole job's rank_activity.gpu_bins (driver: rank_activity.job_bins of the partitions'
             spans); default this trace's.
+        annotations: the patterns to histogram with the job's extent of each (rank_reduce_annotations.job_extents);
+            default none.
+        by_shape: the operators by input shape even without shapes (summarize's by_shape).
         index: the trace's TraceIndex.
 
     Returns:
@@ -152,6 +176,11 @@ def rank_partial(
         heatmap=rank_heatmap_part(trace, bins, index=ix),
         stragglers=stragglers_part(trace, index=ix),
         notes=tuple(trace.meta.notes),
+        source=trace.meta.source,
+        tables=tables_part(trace, index=ix),
+        sequences=sequence_part(trace, index=ix),
+        operators=operator_part(trace, by_shape=by_shape, index=ix),
+        annotations=tuple(annotation_part(trace, p, e) for p, e in (annotations or {}).items()),
     )
 
 

@@ -1,17 +1,46 @@
-"""reduce_partials(): one FleetSummary from the RankPartials of every rank of a job (reduce side).
+"""reduce_partials(): the Summary of a many-rank job from the RankPartials of its ranks (reduce side).
 
-Exact (equal to `summarize()` of the whole job in one process): ranks, kernels, job phases, busy and idle per
-device and their causes, kernel counts/sums/min/max/mean and shares, latency counts, queued counts, means and
-maxima, step statistics per rank, comm/compute overlap per rank, load balance (busy and step spreads, the
-utilization-histogram distance), the rank x time / rank x step heatmap and the straggler tables
-(analysis.rank_views_reduce). Within log_histogram.RELATIVE_ERROR (< 0.27 %, see there): the kernel p50/p95
-and the latency percentiles, read back from merged log-bin histograms.
+The Summary is the one `summarize()` gives in one process, field by field (testing.fleet_compare checks it):
+
+=================  =====================================================================================
+field              how it is reduced
+=================  =====================================================================================
+source, ranks,     exact: the store's source; ranks and kernel rows counted.
+kernels
+phases             exact: the job's span and the step spans of the step source the whole job uses.
+active             per rank, concatenated; CPU timeline rows dropped for nodes with a cpu.util counter.
+busy, idle,        per device / per rank, concatenated in (node, rank) order.
+overlap, steps,
+step_stats
+top_by_time,       job-wide: counts, sums, min, max exact, mean = sum / count, shares from the sums;
+top_by_count       p50/p95 from merged log-bin histograms (within log_histogram.RELATIVE_ERROR).
+latency            job-wide: counts, queued, means, maxima exact; percentiles from merged histograms.
+precision          job-wide: the kernel counts and times per name, summed, classed as one process.
+activity, memory   job-wide: counts, bytes, times summed; shares and bandwidth from the sums.
+counters           per (node, metric, instance): exact where one partition holds the key; else counts,
+                   min, max exact, mean = sum / count, percentiles from merged histograms.
+load_balance       job-wide: per-rank rows concatenated, utilization histograms summed (exact).
+operators          job-wide: every name's (operator, shapes, operator x kernel, module, Python frame) sums
+                   added up (exact; mean latency = sum / count); the top tables taken from the sums.
+kernel_sequences   job-wide: every sequence's occurrences, streams and time summed (a stream is one rank's).
+annotations        job-wide: the job's bins (from the first pass's extents), bin counts summed (exact);
+                   per name as top_by_time.
+notes              every rank's notes, once each, and what this path does not compute.
+stragglers         job-wide: analysis.rank_views_reduce (exact).
+critical_path      None: the job's critical path is computed by `ktrace summary --one-process`.
+memory_timeline,   None, with a note: not yet reduced rank by rank (`ktrace summary --one-process`).
+roofline,
+collectives
+=================  =====================================================================================
+
+The client keeps the per-rank rows (a few per rank) and merges the job-wide parts every _COMPACT_EVERY partials,
+so it never holds a frame of events nor every rank's histograms.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -19,79 +48,83 @@ import numpy.typing as npt
 import polars as pl
 
 from ktrace.analysis.kernels import top_of_stats
-from ktrace.analysis.latency import QUANTILES
-from ktrace.analysis.log_histogram import RELATIVE_ERROR, grouped_quantiles, merge_histograms
+from ktrace.analysis.log_histogram import merge_histograms
 from ktrace.analysis.phases import JobPhases, phases_of
+from ktrace.analysis.precision import classify_names, distribution_of
 from ktrace.analysis.rank_heatmap import RankHeatmap
-from ktrace.analysis.rank_partials import LATENCY_METRICS, RankPartial
+from ktrace.analysis.rank_partials import RankPartial
+from ktrace.analysis.rank_reduce_annotations import AnnotationPart, job_annotation, merge_annotation_parts
+from ktrace.analysis.rank_reduce_fleet import (
+    STRAGGLER_RATIO,
+    FleetSummary,
+    fleet_to_dict,
+    idle_causes,
+    rank_idle,
+    rank_table,
+)
+from ktrace.analysis.rank_reduce_kernels import (
+    job_kernel_stats,
+    job_latency,
+    merge_kernel_totals,
+    merge_latency_totals,
+    named_histogram,
+)
+from ktrace.analysis.rank_reduce_operators import OperatorPart, job_operators, merge_operator_parts
+from ktrace.analysis.rank_reduce_sequences import SequencePart, job_sequences, merge_sequences
+from ktrace.analysis.rank_reduce_tables import (
+    TablesPart,
+    merge_tables,
+    merged_active,
+    merged_activity,
+    merged_counters,
+    merged_memory,
+)
 from ktrace.analysis.rank_views_reduce import ViewFold
 from ktrace.analysis.ranks import HIST_BINS, LoadBalance, balance_of
-from ktrace.analysis.stragglers import Stragglers
-from ktrace.analysis.summary import record_to_dict
+from ktrace.analysis.summary import Summary, absent_notes
 
-STRAGGLER_RATIO = 1.10
-"""A rank is a straggler when its mean step time is this many times the median rank's (or, without steps,
-its busy time is): 10 % slower than the typical rank."""
+__all__ = ["STRAGGLER_RATIO", "FleetResult", "FleetSummary", "as_fleet_summary", "fleet_to_dict", "reduce_partials"]
+
+NOT_REDUCED = ("critical_path", "memory_timeline", "roofline", "collectives")
+"""The Summary fields this path leaves None (ONE_PROCESS_NOTES say so)."""
+CRITICAL_PATH_NOTE = (
+    "critical_path: computed on one process only for now: run `ktrace summary --one-process` for the job's "
+    "critical path"
+)
+ONE_PROCESS_NOTES = (
+    CRITICAL_PATH_NOTE,
+    "memory_timeline, roofline, collectives: not yet computed rank by rank: run `ktrace summary --one-process` "
+    "for them",
+)
+"""What the rank-by-rank Summary leaves out, said in its notes."""
+_SUMMARY_ONLY_NOTES = frozenset(ONE_PROCESS_NOTES)
 _SOURCE_ORDER = ("profiler_step", "annotation", "periodic")
 _PATTERN_SOURCE_ORDER = ("annotation", "profiler_step", "periodic")
 _STEP_COLUMNS = ("step_mean_ns", "step_p50_ns")
-_KERNEL_STATS = (
-    "name",
-    "count",
-    "total_ns",
-    "min_ns",
-    "mean_ns",
-    "p50_ns",
-    "p95_ns",
-    "max_ns",
-    "time_share",
-    "count_share",
-)
-"""kernels.kernel_stats' columns, in its order."""
 
 
 @dataclass(frozen=True)
-class FleetSummary:
-    """The summary of a many-rank job reduced from per-rank partials; the frames named as Summary's have its
-    columns (and, but for the stated quantiles, its numbers)."""
+class FleetResult:
+    """The rank-by-rank summary of a job: its Summary, and what the views need beside it."""
 
-    ranks: int
-    kernels: int
-    phases: JobPhases
-    busy: pl.DataFrame
-    """utilization.busy_time per device."""
-    idle: pl.DataFrame
-    """idle.device_idle_breakdown per device and cause."""
-    idle_causes: pl.DataFrame
-    """The job's idle time by cause: idle_category, idle_ns, gaps, idle_share (of the job's idle time)."""
-    top_by_time: pl.DataFrame
-    top_by_count: pl.DataFrame
-    latency: pl.DataFrame
-    """latency_stats by kind, one row per launch call; percentiles within log_histogram.RELATIVE_ERROR."""
-    steps: pl.DataFrame
-    """Step spans per rank (node, rank, step, name, start_ns, end_ns): the rank x step grid of the views."""
-    step_stats: pl.DataFrame
-    overlap: pl.DataFrame
-    breakdown: pl.DataFrame
-    """breakdown.temporal_breakdown per rank."""
-    load_balance: LoadBalance | None
-    """As Summary's: only with 2 or more ranks."""
-    rank_table: pl.DataFrame
-    """One row per rank: node, rank, kernels, kernel_time_ns, busy_ns, busy_share, steps, step_mean_ns,
-    step_p50_ns, comm_ns, overlap_pct, idle_ns (its devices' idle), slowdown (step mean, else busy, / the median
-    rank's), straggler (slowdown >= STRAGGLER_RATIO)."""
-    rank_idle: pl.DataFrame
-    """Idle time per rank and cause: node, rank, idle_category, idle_ns, gaps."""
-    rank_kernels: pl.DataFrame
-    """Each rank's top rank_partials.RANK_KERNELS kernels by time: node, rank, name, count, total_ns (exact;
-    what makes a straggler slow)."""
-    rank_heatmap: RankHeatmap | None = None
-    """rank_heatmap.rank_heatmap of the whole job (time bins over its GPU span); only with 2 or more ranks."""
-    stragglers: Stragglers | None = None
-    """stragglers.stragglers of the whole job; only with 2 or more ranks."""
+    summary: Summary
+    """The Summary summarize() gives of the whole job (see the module docstring)."""
+    rank_heatmap: RankHeatmap | None
+    """rank_heatmap.rank_heatmap of the whole job; only with 2 or more ranks."""
+    rule_parts: tuple[Any, ...] = ()
+    """Every partial's rules.rank_rules.RuleParts, in (node, rank) order (none unless the driver computed them;
+    fleet.summary_map reduces them with rank_rules.reduce_rule_parts). Not imported here: the rules import the
+    reduce's modules."""
+    rules: Any = None
+    """The job's rules.engine.RulesReport (fleet.summary_map sets it from rule_parts); None without rules."""
     engine: str = "in-process"
     """The engine the per-rank work ran on (set by ktrace.fleet's driver)."""
-    notes: tuple[str, ...] = ()
+    breakdown: pl.DataFrame = field(default_factory=pl.DataFrame)
+    """breakdown.temporal_breakdown per rank (FleetSummary's)."""
+    rank_kernels: pl.DataFrame = field(default_factory=pl.DataFrame)
+    """Each rank's top kernels by time (FleetSummary's)."""
+    per_rank_balance: pl.DataFrame = field(default_factory=pl.DataFrame)
+    """load_balance's per-rank rows, also with one rank (FleetSummary's rank table)."""
 
 
 _COMPACT_EVERY = 64
@@ -115,13 +148,20 @@ class _Fold:
     notes: dict[str, None] = field(default_factory=dict)
     pattern: str | None = None
     views: ViewFold = field(default_factory=ViewFold)
+    source: str = ""
+    tables: list[TablesPart] = field(default_factory=list)
+    sequences: list[SequencePart] = field(default_factory=list)
+    operators: list[OperatorPart] = field(default_factory=list)
+    annotations: dict[str, list[AnnotationPart]] = field(default_factory=dict)
+    rules: list[Any] = field(default_factory=list)
+    by_shape: bool = False
 
     def add(self, p: RankPartial) -> None:
         self.per_rank.append(_RankRows.of(p))
         self.kernels += p.kernels
         self.spans += [p.span] if p.span is not None else []
         self.kernel_totals.append(p.kernel_totals)
-        self.kernel_histogram.append(_named(p.kernel_histogram, p.kernel_totals["name"]))
+        self.kernel_histogram.append(named_histogram(p.kernel_histogram, p.kernel_totals["name"]))
         self.latency_totals.append(p.latency_totals)
         self.latency_histogram.append(p.latency_histogram)
         _add_histograms(self.counters, p.counter_histograms)
@@ -129,15 +169,26 @@ class _Fold:
         self.notes.update(dict.fromkeys(p.notes))
         self.pattern = p.steps_pattern
         self.views.add(p)
+        self.source = self.source or p.source
+        self.tables += [p.tables] if p.tables is not None else []
+        self.sequences += [p.sequences] if p.sequences is not None else []
+        self.operators += [p.operators] if p.operators is not None else []
+        for a in p.annotations:
+            self.annotations.setdefault(a.pattern, []).append(a)
+        self.rules += [p.rules] if p.rules is not None else []
         if len(self.kernel_totals) >= _COMPACT_EVERY:
             self.compact()
 
     def compact(self) -> None:
-        self.kernel_totals = [_merge_kernel_totals(self.kernel_totals)]
+        self.kernel_totals = [merge_kernel_totals(self.kernel_totals)]
         self.kernel_histogram = [merge_histograms(self.kernel_histogram, ["name"])]
-        self.latency_totals = [_merge_latency_totals(self.latency_totals)]
+        self.latency_totals = [merge_latency_totals(self.latency_totals)]
         self.latency_histogram = [merge_histograms(self.latency_histogram, ["kind", "metric"])]
         self.views.compact()
+        self.tables = [merge_tables(self.tables)] if self.tables else []
+        self.sequences = [merge_sequences(self.sequences)] if self.sequences else []
+        self.operators = [merge_operator_parts(self.operators, by_shape=self.by_shape)] if self.operators else []
+        self.annotations = {k: [merge_annotation_parts(v)] for k, v in self.annotations.items()}
 
 
 @dataclass(frozen=True)
@@ -176,20 +227,21 @@ class _RankRows:
         )
 
 
-def reduce_partials(partials: Iterable[RankPartial], *, top: int = 15) -> FleetSummary:
-    """Merge the partials of every rank of one job (any order, consumed as they come) into its FleetSummary.
+def reduce_partials(partials: Iterable[RankPartial], *, top: int = 15, by_shape: bool = False) -> FleetResult:
+    """Merge the partials of every rank of one job (any order, consumed as they come) into its Summary.
 
     Args:
         partials: one per partition (rank) of the job.
-        top: kernels listed in the top tables, as summarize's.
+        top: kernels and operators listed in the top tables, as summarize's.
+        by_shape: the operators by input shape even without shapes, as summarize's.
 
     Returns:
-        FleetSummary.
+        FleetResult.
 
     Raises:
         ValueError: no partial.
     """
-    fold = _Fold()
+    fold = _Fold(by_shape=by_shape)
     for p in partials:
         fold.add(p)
     if not fold.per_rank:
@@ -201,32 +253,99 @@ def reduce_partials(partials: Iterable[RankPartial], *, top: int = 15) -> FleetS
     source = _step_source([r.step_source for r in rows], fold.pattern)
     kept = [r for r in rows if r.step_source == source]
     steps = _concat([r.step_spans for r in kept], rows[0].step_spans)
-    stats = _kernel_stats(fold)
+    stats = job_kernel_stats(fold.kernel_totals[0], fold.kernel_histogram[0])
     balance = _balance(rows, source)
-    idle = _concat([r.idle for r in rows])
-    overlap = _concat([r.overlap for r in rows])
     heatmap, lag = fold.views.finish()
-    return FleetSummary(
-        ranks=ranks,
-        kernels=fold.kernels,
+    summary = _summary(fold, rows, stats, ranks, steps, top)
+    summary = replace(
+        summary,
         phases=_phases(fold.spans, steps, source),
-        busy=_concat([r.busy for r in rows]),
-        idle=idle,
-        idle_causes=_idle_causes(idle),
-        top_by_time=top_of_stats(stats, by="time", top=top),
-        top_by_count=top_of_stats(stats, by="count", top=top),
-        latency=_latency(fold),
         steps=steps,
         step_stats=_concat([r.step_stats for r in kept], rows[0].step_stats),
-        overlap=overlap,
-        breakdown=_concat([r.breakdown for r in rows]),
         load_balance=_load_balance(fold, balance) if ranks > 1 else None,
-        rank_table=_rank_table(balance, overlap, idle),
-        rank_idle=_rank_idle(idle),
-        rank_kernels=_concat([r.top_kernels for r in rows]),
-        rank_heatmap=heatmap if ranks > 1 else None,
         stragglers=lag if ranks > 1 else None,
-        notes=tuple(fold.notes),
+    )
+    return FleetResult(
+        summary=summary,
+        rank_heatmap=heatmap if ranks > 1 else None,
+        rule_parts=tuple(sorted(fold.rules, key=lambda r: tuple(r.ranks))),
+        breakdown=_concat([r.breakdown for r in rows]),
+        rank_kernels=_concat([r.top_kernels for r in rows]),
+        per_rank_balance=balance,
+    )
+
+
+def _summary(
+    fold: _Fold, rows: Sequence[_RankRows], stats: pl.DataFrame, ranks: int, steps: pl.DataFrame, top: int
+) -> Summary:
+    """The Summary's fields but the steps' (reduce_partials sets those)."""
+    (tables,) = fold.tables
+    (sequences,) = fold.sequences
+    (operators,) = fold.operators
+    ops = job_operators(operators, top=top)
+    kernel_sequences = job_sequences(sequences)
+    annotations = tuple(job_annotation(parts[0]) for parts in fold.annotations.values())
+    notes = tuple(fold.notes) + absent_notes(ops, kernel_sequences) + ONE_PROCESS_NOTES
+    return Summary(
+        source=fold.source,
+        ranks=ranks,
+        kernels=fold.kernels,
+        phases=JobPhases(0, 0, 0, 0, 0, 0),
+        active=merged_active(tables),
+        busy=_concat([r.busy for r in rows]),
+        idle=_concat([r.idle for r in rows]),
+        top_by_time=top_of_stats(stats, by="time", top=top),
+        top_by_count=top_of_stats(stats, by="count", top=top),
+        latency=job_latency(fold.latency_totals[0], fold.latency_histogram[0]),
+        steps=steps,
+        step_stats=steps,
+        precision=distribution_of(_precisions(stats)),
+        activity=merged_activity(tables),
+        memory=merged_memory(tables),
+        counters=merged_counters(tables),
+        overlap=_concat([r.overlap for r in rows]),
+        load_balance=None,
+        operators=ops,
+        kernel_sequences=kernel_sequences,
+        annotations=annotations,
+        notes=notes,
+    )
+
+
+def _precisions(stats: pl.DataFrame) -> pl.DataFrame:
+    """precision.kernel_precisions of the job from its kernel stats (a name's class is the name's)."""
+    per_name = stats.select("name", "count", time_ns="total_ns")
+    classes = classify_names(per_name["name"])
+    return per_name.join(classes, on="name", how="left").select(
+        "name", "precision", pl.col("count").cast(pl.Int64), pl.col("time_ns").cast(pl.Int64)
+    )
+
+
+def as_fleet_summary(result: FleetResult) -> FleetSummary:
+    """The FleetSummary of a FleetResult (for the views that still read it)."""
+    s = result.summary
+    return FleetSummary(
+        ranks=s.ranks,
+        kernels=s.kernels,
+        phases=s.phases,
+        busy=s.busy,
+        idle=s.idle,
+        idle_causes=idle_causes(s.idle),
+        top_by_time=s.top_by_time,
+        top_by_count=s.top_by_count,
+        latency=s.latency,
+        steps=s.steps,
+        step_stats=s.step_stats,
+        overlap=s.overlap,
+        breakdown=result.breakdown,
+        load_balance=s.load_balance,
+        rank_table=rank_table(result.per_rank_balance, s.overlap, s.idle),
+        rank_idle=rank_idle(s.idle),
+        rank_kernels=result.rank_kernels,
+        rank_heatmap=result.rank_heatmap,
+        stragglers=s.stragglers,
+        engine=result.engine,
+        notes=tuple(n for n in s.notes if n not in _SUMMARY_ONLY_NOTES),
     )
 
 
@@ -237,69 +356,10 @@ def _concat(frames: Sequence[pl.DataFrame], empty: pl.DataFrame | None = None) -
     return pl.concat(found, how="vertical_relaxed")
 
 
-def _named(hist: pl.DataFrame, names: pl.Series) -> pl.DataFrame:
-    """A partial's kernel histogram keyed by name again (it travels keyed by the name's row in kernel_totals)."""
-    lookup = pl.DataFrame({"name": names}).with_row_index("name_id").with_columns(pl.col("name_id").cast(pl.Int32))
-    return hist.join(lookup, on="name_id", how="left").select("name", "bin", "count")
-
-
 def _step_source(sources: Sequence[str], pattern: str | None) -> str:
     """The source detect_steps picks for the whole job: the first of its tries that any rank has."""
     order = _PATTERN_SOURCE_ORDER if pattern is not None else _SOURCE_ORDER
     return next((s for s in order if s in set(sources)), "none")
-
-
-def _merge_kernel_totals(frames: Sequence[pl.DataFrame]) -> pl.DataFrame:
-    return (
-        _concat(frames)
-        .group_by("name")
-        .agg(pl.col("count").sum(), pl.col("total_ns").sum(), pl.col("min_ns").min(), pl.col("max_ns").max())
-    )
-
-
-def _kernel_stats(fold: _Fold) -> pl.DataFrame:
-    """kernels.kernel_stats of the whole job: exact sums, counts, extremes and shares; p50/p95 from the merged
-    duration histograms."""
-    (merged,) = fold.kernel_totals
-    if merged.height == 0:
-        return merged.with_columns(
-            *[pl.lit(None, pl.Float64).alias(c) for c in ("mean_ns", "p50_ns", "p95_ns", "time_share", "count_share")]
-        ).select(_KERNEL_STATS)
-    (hist,) = fold.kernel_histogram
-    q = grouped_quantiles(hist, ["name"], (0.5, 0.95), "d").rename({"d_p50": "p50_ns", "d_p95": "p95_ns"})
-    return (
-        merged.join(q, on="name", how="left", nulls_equal=True)
-        .with_columns(mean_ns=pl.col("total_ns") / pl.col("count").clip(1))
-        .with_columns(
-            time_share=pl.col("total_ns") / pl.col("total_ns").sum(),
-            count_share=pl.col("count") / pl.col("count").sum(),
-        )
-        .select(_KERNEL_STATS)
-        .sort(["total_ns", "name"], descending=[True, False])
-    )
-
-
-def _merge_latency_totals(frames: Sequence[pl.DataFrame]) -> pl.DataFrame:
-    aggs: list[pl.Expr] = [pl.col("count").sum(), pl.col("queued").sum()]
-    for m in LATENCY_METRICS:
-        aggs += [pl.col(f"{m}_total").sum(), pl.col(f"{m}_max").max()]
-    return _concat(frames).group_by("kind").agg(aggs)
-
-
-def _latency(fold: _Fold) -> pl.DataFrame:
-    """latency.latency_stats(by="kind", graph_runs="first") of the whole job."""
-    (merged,) = fold.latency_totals
-    (hist,) = fold.latency_histogram
-    cols: list[pl.Expr | str] = ["kind", pl.col("count").cast(pl.UInt32), "queued"]
-    for m in LATENCY_METRICS:
-        q = grouped_quantiles(hist.filter(pl.col("metric") == m).drop("metric"), ["kind"], QUANTILES, m)
-        merged = merged.join(q, on="kind", how="left")
-        cols += [
-            (pl.col(f"{m}_total") / pl.col("count").clip(1)).cast(pl.Float64).alias(f"{m}_mean"),
-            *q.columns[1:],
-            pl.col(f"{m}_max").cast(pl.Float64),
-        ]
-    return merged.select(cols).sort(["count", "kind"], descending=[True, False])
 
 
 def _phases(spans: Sequence[tuple[int, int]], steps: pl.DataFrame, source: str) -> JobPhases:
@@ -328,41 +388,3 @@ def _load_balance(fold: _Fold, per_rank: pl.DataFrame) -> LoadBalance:
 def _add_histograms(into: dict[str, npt.NDArray[np.int64]], more: dict[str, npt.NDArray[np.int64]]) -> None:
     for key, counts in more.items():
         into[key] = into.get(key, np.zeros(HIST_BINS, np.int64)) + counts
-
-
-def _idle_causes(idle: pl.DataFrame) -> pl.DataFrame:
-    job = idle.group_by("idle_category").agg(pl.col("idle_ns").sum(), pl.col("gaps").sum())
-    total = pl.col("idle_ns").sum()
-    return job.with_columns(idle_share=pl.when(total > 0).then(pl.col("idle_ns") / total).otherwise(0.0)).sort(
-        ["idle_ns", "idle_category"], descending=[True, False]
-    )
-
-
-def _rank_idle(idle: pl.DataFrame) -> pl.DataFrame:
-    keys = [pl.col("node").cast(pl.String), pl.col("rank").cast(pl.Int32), pl.col("idle_category").cast(pl.String)]
-    return idle.group_by(keys).agg(pl.col("idle_ns").sum(), pl.col("gaps").sum()).sort("node", "rank", "idle_category")
-
-
-def _rank_table(balance: pl.DataFrame, overlap: pl.DataFrame, idle: pl.DataFrame) -> pl.DataFrame:
-    keys = ["node", "rank"]
-    comm = overlap.select(pl.col("node").cast(pl.String), pl.col("rank").cast(pl.Int32), "comm_ns", "overlap_pct")
-    rank_idle = idle.group_by(pl.col("node").cast(pl.String), pl.col("rank").cast(pl.Int32)).agg(
-        idle_ns=pl.col("idle_ns").sum()
-    )
-    table = balance.join(comm, on=keys, how="left").join(rank_idle, on=keys, how="left")
-    table = table.with_columns(pl.col("idle_ns").fill_null(0))
-    basis = "step_mean_ns" if table["step_mean_ns"].drop_nulls().len() else "busy_ns"
-    median = table[basis].cast(pl.Float64).median()
-    slowdown = pl.col(basis).cast(pl.Float64) / median if median else pl.lit(None, pl.Float64)
-    return table.with_columns(slowdown=slowdown).with_columns(
-        straggler=pl.col("slowdown").fill_null(0.0) >= STRAGGLER_RATIO
-    )
-
-
-def fleet_to_dict(fleet: FleetSummary) -> dict[str, Any]:
-    """A stable, JSON-ready dict of a FleetSummary, as summary_to_dict (step spans left out, the rank x step
-    grid being long at thousands of ranks; the per-rank step statistics stay; the heatmap too: the report's JSON
-    holds it in whole percent, report.content.rank_heatmap_dict), with the quantiles' bound."""
-    out = record_to_dict(fleet, skip=("steps", "rank_heatmap"))
-    out["quantile_relative_error"] = round(RELATIVE_ERROR, 6)
-    return dict(sorted(out.items()))

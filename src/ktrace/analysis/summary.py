@@ -164,7 +164,7 @@ def summarize(
             collectives=collectives(trace, index=ix),
             annotations=tuple(annotation_histogram(trace, p, bins=annotation_bins) for p in annotations),
             notes=tuple(trace.meta.notes)
-            + _absent_notes(operators, sequences)
+            + absent_notes(operators, sequences)
             + ((NO_MEMORY_TIMELINE,) if memory_use is None else ())
             + critical_path_notes(path),
             stragglers=stragglers(trace, index=ix) if n_ranks > 1 else None,
@@ -184,7 +184,7 @@ ABSENT_DATA = frozenset({NO_OPERATORS, NO_SEQUENCES, NO_MEMORY_TIMELINE, NO_CRIT
 """Notes that only say what a trace does not carry (not how to read its numbers): the terminal lists them last."""
 
 
-def _absent_notes(operators: OperatorSummary | None, sequences: KernelSequences | None) -> tuple[str, ...]:
+def absent_notes(operators: OperatorSummary | None, sequences: KernelSequences | None) -> tuple[str, ...]:
     """Why the operators / kernel_sequences keys are null."""
     return ((NO_OPERATORS,) if operators is None else ()) + ((NO_SEQUENCES,) if sequences is None else ())
 

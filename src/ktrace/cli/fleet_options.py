@@ -1,4 +1,4 @@
-"""--workers / --cluster of `ktrace summary|report|check`, and the fleet summary they ask for (ktrace.fleet)."""
+"""--workers / --cluster of `ktrace summary|report|check`, and the rank-by-rank summary they ask for (ktrace.fleet)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from ktrace.fleet.scheduler_probe import DEFAULT_TIMEOUT_S, SchedulerAddress
 from ktrace.model.errors import ExitCode, KtraceError
 
 if TYPE_CHECKING:
-    from ktrace.analysis.rank_reduce import FleetSummary
+    from ktrace.analysis.rank_reduce import FleetResult, FleetSummary
+    from ktrace.analysis.rules.config import RulesConfig
 
 
 def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
@@ -19,8 +20,8 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "--workers",
         type=int,
         metavar="N",
-        help="analyse a .ktrace store rank by rank in N worker processes (default for stores of 16 ranks or more: "
-        "one per core)",
+        help="analyse a .ktrace store rank by rank in N worker processes: the same summary, for speed and memory "
+        "(default for stores of 16 ranks or more: one per core)",
     )
     parser.add_argument(
         "--cluster",
@@ -32,8 +33,9 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--one-process",
         action="store_true",
-        help="analyse every rank in this process even for a store of 16 ranks or more: every section (critical "
-        "path, operators, memory timeline, every rule), at the cost of holding all ranks in memory at once",
+        help="analyse every rank in this process even for a store of 16 ranks or more, holding all ranks in memory "
+        "at once; the same summary, plus what the rank-by-rank path does not compute yet (the critical path, "
+        "the memory timeline, roofline and collectives)",
     )
 
 
@@ -61,11 +63,17 @@ def cluster_of(args: argparse.Namespace) -> SchedulerAddress | None:
     return SchedulerAddress(args.cluster, timeout)
 
 
-def fleet_summary_of(
-    args: argparse.Namespace, *, top: int = 15, steps_pattern: str | None = None
-) -> FleetSummary | None:
-    """The FleetSummary of `args.trace` when the map-reduce path applies (fleet.summary_map.wants_fleet), else None
-    (the caller takes the single-process path)."""
+def fleet_result_of(
+    args: argparse.Namespace,
+    *,
+    top: int = 15,
+    steps_pattern: str | None = None,
+    annotations: tuple[str, ...] | None = (),
+    by_shape: bool = False,
+    rules_config: RulesConfig | bool = False,
+) -> FleetResult | None:
+    """The rank-by-rank FleetResult of `args.trace` when that path applies (fleet.summary_map.wants_fleet), else
+    None (the caller takes the single-process path); the other arguments as fleet.summary_map.fleet_summary's."""
     one_process = getattr(args, "one_process", False)
     if not one_process and args.workers is None and args.cluster is None and not os.path.isdir(args.trace):
         return None  # a trace file is never a store: no import of the fleet path and model.store (~0.15 s)
@@ -84,5 +92,22 @@ def fleet_summary_of(
             cluster=cluster_of(args),
             top=top,
             steps_pattern=steps_pattern,
+            annotations=annotations,
+            by_shape=by_shape,
+            rules_config=rules_config,
+            skip=("ops",) if getattr(args, "no_ops", False) else (),
             progress=bar,
         )
+
+
+def fleet_summary_of(
+    args: argparse.Namespace, *, top: int = 15, steps_pattern: str | None = None
+) -> FleetSummary | None:
+    """fleet_result_of as the former FleetSummary (rank_reduce.as_fleet_summary), for `ktrace report|check` until
+    they read the FleetResult's Summary."""
+    result = fleet_result_of(args, top=top, steps_pattern=steps_pattern)
+    if result is None:
+        return None
+    from ktrace.analysis.rank_reduce import as_fleet_summary
+
+    return as_fleet_summary(result)

@@ -16,13 +16,12 @@ examples:
   ktrace summary job.ktrace --workers 8                 rank by rank in 8 processes
   ktrace summary job.ktrace --cluster tcp://sched:8786  rank by rank on a Dask cluster
 
-A .ktrace store of 16 ranks or more (or any store with --workers/--cluster) is summarized rank by rank: each
-worker opens only its own partitions and the client merges small per-rank tables (ktrace.fleet). That summary
-has the job phases, busy/idle and idle causes, top kernels, launch latency, step times, overlap, a rank table
-(slowest first, stragglers flagged) and the load balance; its JSON is {"fleet": {...}} ("engine" names the
-engine). Counts, sums, means and maxima equal the single-process ones; percentiles come from merged log-bin
-histograms, within 0.27 % (fleet.quantile_relative_error). --annotation and --by-shape need the single-process
-path.
+A .ktrace store of 16 ranks or more (or any store with --workers/--cluster) is summarized rank by rank, for
+speed and memory only: each worker opens only its own partitions and the client merges small per-rank tables
+(ktrace.fleet). It gives the same summary, JSON keys and all: counts, sums, means and maxima equal the
+single-process ones; percentiles come from merged log-bin histograms, within 0.27 %. The critical path, the
+memory timeline, roofline and collectives are not computed rank by rank yet (a note says so; --one-process
+computes them).
 
 JSON keys are sorted and floats rounded to 6 decimals, so the output diffs cleanly between runs.
 Durations are integer ns, shares are 0-1, *_pct are percentages.
@@ -36,12 +35,12 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
-from ktrace.cli.fleet_options import add_engine_arguments, fleet_summary_of
+from ktrace.cli.fleet_options import add_engine_arguments, fleet_result_of
 from ktrace.cli.options import add_json_flag, add_no_ops_flag, add_trace_argument, open_trace, terminal_console
 from ktrace.model.errors import ExitCode, KtraceError
 
 if TYPE_CHECKING:
-    from ktrace.analysis.rank_reduce import FleetSummary
+    from ktrace.analysis.summary import Summary
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -89,30 +88,17 @@ def _check_regex(value: str | None, option: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Summarize the trace and print tables or JSON."""
-    from ktrace.analysis.summary import summarize, summary_to_dict
+    from ktrace.analysis.summary import summary_to_dict
 
     if args.top < 1:
         raise KtraceError("--top must be at least 1", ExitCode.USAGE)
     _check_regex(args.steps_pattern, "--steps-pattern")
     for pattern in args.annotation:
         _check_regex(pattern, "--annotation")
-    single = [flag for flag, on in (("--annotation", args.annotation), ("--by-shape", args.by_shape)) if on]
-    if single and (args.workers is not None or args.cluster):
-        raise KtraceError(f"{single[0]} needs the single-process path: drop --workers/--cluster", ExitCode.USAGE)
-    fleet = None if single else fleet_summary_of(args, top=args.top, steps_pattern=args.steps_pattern)
-    if fleet is not None:
-        return _print_fleet(fleet, args.json)
-    from ktrace.cli.progress import progress_bar
-
-    trace = open_trace(args.trace, with_ops=not args.no_ops)
-    with progress_bar("analysing"):
-        summary = summarize(
-            trace,
-            top=args.top,
-            steps_pattern=args.steps_pattern,
-            annotations=tuple(args.annotation),
-            by_shape=args.by_shape,
-        )
+    fleet = fleet_result_of(
+        args, top=args.top, steps_pattern=args.steps_pattern, annotations=tuple(args.annotation), by_shape=args.by_shape
+    )
+    summary = fleet.summary if fleet is not None else _one_process(args)
     if args.json:
         json.dump(summary_to_dict(summary), sys.stdout, indent=1, sort_keys=True)
         sys.stdout.write("\n")
@@ -123,14 +109,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_fleet(fleet: FleetSummary, as_json: bool) -> int:
-    if as_json:
-        from ktrace.analysis.rank_reduce import fleet_to_dict
+def _one_process(args: argparse.Namespace) -> Summary:
+    from ktrace.analysis.summary import summarize
+    from ktrace.cli.progress import progress_bar
 
-        json.dump({"fleet": fleet_to_dict(fleet)}, sys.stdout, indent=1, sort_keys=True)
-        sys.stdout.write("\n")
-        return 0
-    from ktrace.report.fleet_terminal import render_fleet_summary
-
-    render_fleet_summary(fleet, terminal_console())
-    return 0
+    trace = open_trace(args.trace, with_ops=not args.no_ops)
+    with progress_bar("analysing"):
+        return summarize(
+            trace,
+            top=args.top,
+            steps_pattern=args.steps_pattern,
+            annotations=tuple(args.annotation),
+            by_shape=args.by_shape,
+        )

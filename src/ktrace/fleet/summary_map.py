@@ -1,32 +1,40 @@
 """Map-reduce summary of a many-rank store: rank_partial on the engine's workers, reduce_partials on the client.
 
 Each task opens only its own partition (`store.read(only=...)`), in two passes: the first returns the partition's
-span and its GPU records' span (the job's spans set the time bins of the load balance and of the rank heatmap, as
-in one process), the second its RankPartial.
-The client keeps the per-rank rows and merges histograms and totals as the partials arrive
-(analysis.rank_reduce), so it never holds a frame of events.
+span, its GPU records' span and its annotation ranges' extents (the job's spans set the time bins of the load
+balance and of the rank heatmap, and the extents the annotation histograms' bins, as in one process), the second
+its RankPartial. The client keeps the per-rank rows and merges histograms and totals as the partials arrive
+(analysis.rank_reduce), so it never holds a frame of events; the result is the Summary `summarize()` gives.
 
-`ktrace summary|report|check STORE` take this path when the store has FLEET_MIN_RANKS ranks or more, or when
-`--workers` / `--cluster` is given.
+`ktrace summary|report|check STORE` take this path, for speed and memory only, when the store has
+FLEET_MIN_RANKS ranks or more, or when `--workers` / `--cluster` is given.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.rank_activity import HeatmapBins, gpu_span, job_bins
 from ktrace.analysis.rank_heatmap import RankHeatmap
 from ktrace.analysis.rank_partials import RankPartial, rank_partial
-from ktrace.analysis.rank_reduce import FleetSummary, fleet_to_dict, reduce_partials
+from ktrace.analysis.rank_reduce import FleetResult, reduce_partials
+from ktrace.analysis.rank_reduce_annotations import Extent, annotation_extent, job_extents
+from ktrace.analysis.rules.rank_rules import rank_rule_part, reduce_rule_parts
+from ktrace.analysis.summary import summary_to_dict
 from ktrace.fleet.engines import Engine, open_engine
 from ktrace.model import store
 from ktrace.model.alignment import clock_mode
 from ktrace.model.errors import ProgressFn, TraceFormatError, no_progress
 from ktrace.model.layout import is_store
+
+if TYPE_CHECKING:
+    from ktrace.analysis.rules.config import RulesConfig
 
 FLEET_MIN_RANKS = 16
 """Stores with this many ranks (partitions of rank >= 0) or more are summarized rank by rank: below it one
@@ -45,27 +53,51 @@ class PartitionTask:
     heatmap_bins: HeatmapBins | None = None
     clock: str = "aligned"
     """The client's clock mode (model.alignment.clock_mode): a Dask worker does not see the client's KTRACE_CLOCK."""
+    annotations: tuple[str, ...] | None = None
+    """The user's annotation patterns (None: the default candidates, those some rank has)."""
+    extents: Mapping[str, Extent] = field(default_factory=dict)
+    """The job's extent per annotation pattern (second pass)."""
+    by_shape: bool = False
+    skip: tuple[str, ...] = ()
+    """Tables not to read (store.read's skip: ("ops",) for --no-ops)."""
+    rules_config: RulesConfig | bool = False
+    """The rules' config (True: the defaults) for the partial's RuleParts; False: no rules."""
 
     def label(self) -> str:
         """How errors and progress name the task."""
         return f"{self.store}: node={self.node}/rank={self.rank}"
 
 
-PartitionSpans = tuple[tuple[int, int] | None, tuple[int, int] | None]
-"""(Trace.span_ns, rank_activity.gpu_span) of one partition."""
+PartitionSpans = tuple[tuple[int, int] | None, tuple[int, int] | None, dict[str, Extent]]
+"""(Trace.span_ns, rank_activity.gpu_span, annotation extent per pattern) of one partition."""
 
 
 def partition_span(task: PartitionTask) -> PartitionSpans:
-    """Map task of the first pass: the (start, end) of one partition as read (Trace.span_ns), and of its GPU
-    records (rank_activity.gpu_span: the job's heatmap bins are cut over their union, as gpu_bins does)."""
-    trace = store.read(task.store, clock=task.clock, only={(task.node, task.rank)})
-    return trace.span_ns(), gpu_span(trace)
+    """Map task of the first pass: the (start, end) of one partition as read (Trace.span_ns), of its GPU
+    records (rank_activity.gpu_span: the job's heatmap bins are cut over their union, as gpu_bins does), and of
+    its ranges' durations per annotation pattern."""
+    trace = store.read(task.store, clock=task.clock, only={(task.node, task.rank)}, skip=task.skip)
+    return trace.span_ns(), gpu_span(trace), annotation_extent(trace, task.annotations)
 
 
 def partition_partial(task: PartitionTask) -> RankPartial:
-    """Map task of the second pass: the RankPartial of one partition."""
-    trace = store.read(task.store, clock=task.clock, only={(task.node, task.rank)})
-    return rank_partial(trace, job_span=task.job_span, steps_pattern=task.steps_pattern, heatmap_bins=task.heatmap_bins)
+    """Map task of the second pass: the RankPartial of one partition, with its RuleParts when the task asks for
+    the rules (rules.rank_rules.rank_rule_part, on the same TraceIndex)."""
+    trace = store.read(task.store, clock=task.clock, only={(task.node, task.rank)}, skip=task.skip)
+    ix = TraceIndex(trace)
+    partial = rank_partial(
+        trace,
+        job_span=task.job_span,
+        steps_pattern=task.steps_pattern,
+        heatmap_bins=task.heatmap_bins,
+        annotations=task.extents,
+        by_shape=task.by_shape,
+        index=ix,
+    )
+    if task.rules_config is False:
+        return partial
+    config = None if task.rules_config is True else task.rules_config
+    return dataclasses.replace(partial, rules=rank_rule_part(trace, config, index=ix))
 
 
 def store_ranks(path: str | os.PathLike[str]) -> int:
@@ -89,9 +121,23 @@ def summarize_store(
     *,
     top: int = 15,
     steps_pattern: str | None = None,
+    annotations: tuple[str, ...] | None = (),
+    by_shape: bool = False,
+    rules_config: RulesConfig | bool = False,
+    skip: tuple[str, ...] = (),
     progress: ProgressFn = no_progress,
-) -> FleetSummary:
-    """The FleetSummary of a store, per-rank work on `engine` (benchmarks/fleet.py compares engines with it).
+) -> FleetResult:
+    """The FleetResult of a store, per-rank work on `engine` (benchmarks/fleet.py compares engines with it).
+
+    Args:
+        path: the store.
+        engine: where the per-partition tasks run.
+        top, steps_pattern, by_shape: as summarize's.
+        annotations: patterns to histogram, as summarize's; None: the report's defaults
+            (dashboard.default_annotations: forward/backward/optimizer ranges some rank has).
+        rules_config: the rules' config (True: the defaults) to reduce the rules with; False: no rules.
+        skip: tables not to read (store.read's: ("ops",) for --no-ops).
+        progress: called with (done, total) as partials arrive.
 
     Raises:
         TraceFormatError: `path` is not a store, or has no partition.
@@ -101,34 +147,49 @@ def summarize_store(
         raise TraceFormatError(f"{root}: the map-reduce summary needs a .ktrace store (import the trace first)")
     clock = clock_mode()  # here, not on the workers: one usage error, and the client's mode wherever they run
     tasks = [
-        PartitionTask(str(root), node, rank, None, steps_pattern, clock=clock)
+        PartitionTask(
+            str(root),
+            node,
+            rank,
+            None,
+            steps_pattern,
+            clock=clock,
+            annotations=annotations,
+            by_shape=by_shape,
+            skip=skip,
+        )
         for node, rank, _ in store.partitions(root)
     ]
     if not tasks:
         raise TraceFormatError(f"{root}: the store has no partition")
     found = [s for _, s in engine.map(partition_span, tasks, describe=PartitionTask.label)]
-    spans = [s for s, _ in found if s is not None]
+    spans = [s for s, _, _ in found if s is not None]
     job_span = (min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
-    bins = job_bins([g for _, g in found], spans)
-    tasks = [dataclasses.replace(t, job_span=job_span, heatmap_bins=bins) for t in tasks]
+    bins = job_bins([g for _, g, _ in found], spans)
+    extents = job_extents([e for _, _, e in found], annotations)
+    tasks = [
+        dataclasses.replace(t, job_span=job_span, heatmap_bins=bins, extents=extents, rules_config=rules_config)
+        for t in tasks
+    ]
 
     def partials() -> Iterator[RankPartial]:
         for done, (_, partial) in enumerate(engine.map(partition_partial, tasks, describe=PartitionTask.label), 1):
             progress(done, len(tasks))
             yield partial
 
-    summary = reduce_partials(partials(), top=top)
-    return dataclasses.replace(summary, engine=engine_label(engine))
+    result = reduce_partials(partials(), top=top, by_shape=by_shape)
+    rules = None
+    if rules_config is not False:
+        config = None if rules_config is True else rules_config
+        rules = reduce_rule_parts(result.rule_parts, result.summary, config)
+    return dataclasses.replace(result, engine=engine_label(engine), rules=rules)
 
 
-def same_results(a: FleetSummary, b: FleetSummary) -> bool:
-    """Whether two fleet summaries of one store (from different engines) hold the same numbers: their JSON
-    (rank_reduce.fleet_to_dict, the straggler tables in it) but for the engine's name, and their rank heatmaps
-    cell by cell. benchmarks/fleet.py prints it as "results identical"."""
-    left, right = fleet_to_dict(a), fleet_to_dict(b)
-    left.pop("engine")
-    right.pop("engine")
-    return left == right and _same_heatmap(a.rank_heatmap, b.rank_heatmap)
+def same_results(a: FleetResult, b: FleetResult) -> bool:
+    """Whether two rank-by-rank results of one store (from different engines) hold the same numbers: their
+    Summary's JSON (summary_to_dict, the straggler tables in it) and their rank heatmaps cell by cell.
+    benchmarks/fleet.py prints it as "results identical"."""
+    return summary_to_dict(a.summary) == summary_to_dict(b.summary) and _same_heatmap(a.rank_heatmap, b.rank_heatmap)
 
 
 def _same_heatmap(a: RankHeatmap | None, b: RankHeatmap | None) -> bool:
@@ -152,10 +213,24 @@ def fleet_summary(
     cluster: str | object | None = None,
     top: int = 15,
     steps_pattern: str | None = None,
+    annotations: tuple[str, ...] | None = (),
+    by_shape: bool = False,
+    rules_config: RulesConfig | bool = False,
+    skip: tuple[str, ...] = (),
     progress: ProgressFn = no_progress,
-) -> FleetSummary:
+) -> FleetResult:
     """summarize_store on the engine `open_engine(workers=, cluster=)` picks for the store's partitions (a Dask
     `Client` or cluster object may be passed as `cluster`); the engine is closed afterwards."""
     n = sum(1 for _ in store.partitions(Path(path))) if Path(path).is_dir() else 1
     with open_engine(workers=workers, cluster=cluster, tasks=n) as engine:
-        return summarize_store(path, engine, top=top, steps_pattern=steps_pattern, progress=progress)
+        return summarize_store(
+            path,
+            engine,
+            top=top,
+            steps_pattern=steps_pattern,
+            annotations=annotations,
+            by_shape=by_shape,
+            rules_config=rules_config,
+            skip=skip,
+            progress=progress,
+        )

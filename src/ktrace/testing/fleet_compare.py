@@ -1,18 +1,23 @@
-"""fleet_differences: where a FleetSummary (map-reduce) departs from the single-process Summary of the same job."""
+"""fleet_differences: where the rank-by-rank (map-reduce) Summary departs from the single-process Summary of the
+same job, field by field; key_paths: the JSON keys of a summary, for the same-shape checks."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import fields
+from typing import Any
 
 import polars as pl
 from polars.testing import assert_frame_equal
 
 from ktrace.analysis.log_histogram import RELATIVE_ERROR
 from ktrace.analysis.rank_heatmap import RankHeatmap
-from ktrace.analysis.rank_reduce import FleetSummary
+from ktrace.analysis.rank_reduce import NOT_REDUCED, ONE_PROCESS_NOTES, FleetResult
 from ktrace.analysis.summary import Summary
 
+MEAN_RTOL = 1e-9
+"""Means (sum / count on the client, a mean of the values in one process) and shares agree within this."""
 _SORTS = {
     "busy": ["node", "rank", "device"],
     "idle": ["node", "rank", "device", "idle_category"],
@@ -20,7 +25,12 @@ _SORTS = {
     "steps": ["node", "rank", "step"],
     "overlap": ["node", "rank"],
 }
-_QUANTILE_COLUMNS = {"top_by_time": ("p50_ns", "p95_ns"), "top_by_count": ("p50_ns", "p95_ns")}
+_QUANTILES: dict[str, tuple[str, ...]] = {
+    "top_by_time": ("p50_ns", "p95_ns"),
+    "top_by_count": ("p50_ns", "p95_ns"),
+    "counters": ("p50", "p95", "p99"),
+}
+_SKIPPED = frozenset({"notes", "load_balance", "stragglers", "operators", "kernel_sequences", "annotations"})
 
 
 def _plain(frame: pl.DataFrame, sort: Sequence[str] | None) -> pl.DataFrame:
@@ -28,12 +38,24 @@ def _plain(frame: pl.DataFrame, sort: Sequence[str] | None) -> pl.DataFrame:
     return frame.sort(list(sort)) if sort and frame.height else frame
 
 
-def _frame_difference(name: str, single: pl.DataFrame, fleet: pl.DataFrame, sort: Sequence[str] | None) -> list[str]:
+def frame_difference(
+    name: str,
+    single: pl.DataFrame,
+    fleet: pl.DataFrame,
+    sort: Sequence[str] | None = None,
+    quantiles: Sequence[str] = (),
+) -> list[str]:
+    """Where two frames differ: integer and text columns exactly, float columns within MEAN_RTOL, the
+    `quantiles` columns within log_histogram.RELATIVE_ERROR."""
+    a, b = _plain(single, sort), _plain(fleet, sort)
+    q = [c for c in quantiles if c in a.columns]
     try:
-        assert_frame_equal(_plain(single, sort), _plain(fleet, sort), check_dtypes=False)
+        assert_frame_equal(
+            a.drop(q), b.drop(q, strict=False), check_dtypes=False, check_exact=False, rel_tol=MEAN_RTOL, abs_tol=1e-12
+        )
     except AssertionError as exc:
         return [f"{name}: {exc}"]
-    return []
+    return _quantile_difference(name, a, b, q) if a.height == b.height else []
 
 
 def _quantile_difference(name: str, single: pl.DataFrame, fleet: pl.DataFrame, columns: Sequence[str]) -> list[str]:
@@ -42,9 +64,8 @@ def _quantile_difference(name: str, single: pl.DataFrame, fleet: pl.DataFrame, c
     out = []
     for col in columns:
         for i, (exact, approx) in enumerate(zip(single[col].to_list(), fleet[col].to_list(), strict=True)):
-            nan = any(isinstance(v, float) and math.isnan(v) for v in (exact, approx))
-            if exact is None or approx is None or nan:
-                if (exact is None or math.isnan(exact)) != (approx is None or math.isnan(approx)):
+            if _missing(exact) or _missing(approx):
+                if _missing(exact) != _missing(approx):
                     out.append(f"{name}.{col}[{i}]: {exact} vs {approx}")
                 continue
             if abs(approx - exact) > RELATIVE_ERROR * abs(exact) + 1e-9:
@@ -52,64 +73,106 @@ def _quantile_difference(name: str, single: pl.DataFrame, fleet: pl.DataFrame, c
     return out
 
 
-def fleet_differences(single: Summary, fleet: FleetSummary, heatmap: RankHeatmap | None = None) -> list[str]:
-    """Every difference between the single-process summary and the fleet summary of one job: exact equality of
-    counts, sums, extremes, means, shares, steps, overlap, load balance, phases and the straggler tables, and,
-    given the single-process `heatmap` (rank_heatmap.rank_heatmap of the job), of the rank heatmap; quantiles
-    within log_histogram.RELATIVE_ERROR of the exact ones. Empty: the results are identical (as stated)."""
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _close(name: str, a: Any, b: Any) -> list[str]:
+    """Plain values: floats within MEAN_RTOL, anything else equal."""
+    if isinstance(a, float) and isinstance(b, float):
+        return [] if math.isclose(a, b, rel_tol=MEAN_RTOL, abs_tol=1e-12) else [f"{name}: {a} vs {b}"]
+    return [] if a == b else [f"{name}: {a} vs {b}"]
+
+
+def record_differences(name: str, single: Any, fleet: Any, quantiles: Sequence[str] = ()) -> list[str]:
+    """Where two records of one dataclass (OperatorSummary, LoadBalance, ...) differ, field by field: frames by
+    frame_difference, nested records recursively, other values by _close."""
+    if single is None or fleet is None:
+        return [] if single is fleet else [f"{name}: {single} vs {fleet}"]
     out: list[str] = []
-    for attr in ("ranks", "kernels", "phases"):
-        if getattr(single, attr) != getattr(fleet, attr):
-            out.append(f"{attr}: {getattr(single, attr)} vs {getattr(fleet, attr)}")
-    for name, sort in _SORTS.items():
-        out += _frame_difference(name, getattr(single, name), getattr(fleet, name), sort)
-    for name, cols in _QUANTILE_COLUMNS.items():
-        a, b = getattr(single, name), getattr(fleet, name)
-        out += _frame_difference(name, a.drop(cols), b.drop(cols), None)
-        if a.height == b.height:
-            out += _quantile_difference(name, a, b, cols)
-    lat_q = [c for c in single.latency.columns if "_p" in c]
-    out += _frame_difference("latency", single.latency.drop(lat_q), fleet.latency.drop(lat_q), None)
-    if single.latency.height == fleet.latency.height:
-        out += _quantile_difference("latency", single.latency, fleet.latency, lat_q)
-    out += _balance_differences(single, fleet)
-    out += _view_differences("stragglers", single.stragglers, fleet.stragglers, ("basis",), _STRAGGLER_FRAMES)
+    for f in fields(single):
+        a, b = getattr(single, f.name), getattr(fleet, f.name)
+        if isinstance(a, pl.DataFrame) and isinstance(b, pl.DataFrame):
+            out += frame_difference(f"{name}.{f.name}", a, b, quantiles=quantiles)
+        elif hasattr(a, "__dataclass_fields__"):
+            out += record_differences(f"{name}.{f.name}", a, b, quantiles)
+        else:
+            out += _close(f"{name}.{f.name}", a, b)
+    return out
+
+
+def fleet_differences(single: Summary, fleet: FleetResult, heatmap: RankHeatmap | None = None) -> list[str]:
+    """Every difference between the single-process Summary and the rank-by-rank result of one job: counts, sums,
+    extremes and frames exact, means and shares within MEAN_RTOL, percentiles within log_histogram.RELATIVE_ERROR;
+    the fields of rank_reduce.NOT_REDUCED must be None there, and the notes those of one process but the ones about
+    those fields, plus rank_reduce.ONE_PROCESS_NOTES. Given the single-process `heatmap`
+    (rank_heatmap.rank_heatmap of the job), the rank heatmap too. Empty: the results agree (as stated)."""
+    s = fleet.summary
+    out: list[str] = []
+    for f in fields(Summary):
+        a, b = getattr(single, f.name), getattr(s, f.name)
+        if f.name in NOT_REDUCED:
+            out += [] if b is None else [f"{f.name}: {b} (not reduced rank by rank: None expected)"]
+        elif f.name in _SKIPPED:
+            continue
+        elif f.name == "latency":
+            out += frame_difference(f.name, a, b, quantiles=[c for c in a.columns if "_p" in c])
+        elif isinstance(a, pl.DataFrame):
+            out += frame_difference(f.name, a, b, _SORTS.get(f.name), _QUANTILES.get(f.name, ()))
+        else:
+            out += record_differences(f.name, a, b) if hasattr(a, "__dataclass_fields__") else _close(f.name, a, b)
+    out += record_differences("load_balance", single.load_balance, s.load_balance)
+    out += record_differences("stragglers", single.stragglers, s.stragglers)
+    out += record_differences("operators", single.operators, s.operators)
+    out += record_differences("kernel_sequences", single.kernel_sequences, s.kernel_sequences)
+    out += _annotation_differences(single, s)
+    out += _note_differences(single.notes, s.notes)
     if heatmap is not None:
         out += heatmap_differences(heatmap, fleet.rank_heatmap)
     return out
 
 
-_STRAGGLER_FRAMES = ("per_step", "table", "causes")
+def _annotation_differences(single: Summary, fleet: Summary) -> list[str]:
+    if len(single.annotations) != len(fleet.annotations):
+        return [f"annotations: {len(single.annotations)} vs {len(fleet.annotations)} patterns"]
+    out: list[str] = []
+    for a, b in zip(single.annotations, fleet.annotations, strict=True):
+        out += record_differences(f"annotations[{a.pattern}]", a, b, ("p50_ns", "p95_ns"))
+    return out
+
+
+def _note_differences(single: Sequence[str], fleet: Sequence[str]) -> list[str]:
+    """The notes of one process, but those about the fields not reduced, then ONE_PROCESS_NOTES."""
+    about = tuple(f"{name}:" for name in NOT_REDUCED)
+    expected = [n for n in single if not n.startswith(about)] + list(ONE_PROCESS_NOTES)
+    return [] if list(fleet) == expected else [f"notes: {list(fleet)} vs {expected}"]
+
+
 _HEATMAP_FRAMES = ("ranks", "by_time", "by_step")
 
 
 def heatmap_differences(single: RankHeatmap | None, fleet: RankHeatmap | None) -> list[str]:
     """Where two rank heatmaps of one job differ: bins, rows and every share (exactly)."""
-    return _view_differences("rank_heatmap", single, fleet, ("bins",), _HEATMAP_FRAMES)
-
-
-def _view_differences(
-    name: str, single: object | None, fleet: object | None, values: Sequence[str], frames: Sequence[str]
-) -> list[str]:
-    """Differences of a rank view (heatmap, stragglers): its `values` compared with ==, its `frames` exactly."""
     if single is None or fleet is None:
-        return [] if single is fleet else [f"{name}: {single} vs {fleet}"]
-    out = [
-        f"{name}.{v}: {getattr(single, v)} vs {getattr(fleet, v)}"
-        for v in values
-        if getattr(single, v) != getattr(fleet, v)
-    ]
-    for frame in frames:
-        out += _frame_difference(f"{name}.{frame}", getattr(single, frame), getattr(fleet, frame), None)
+        return [] if single is fleet else [f"rank_heatmap: {single} vs {fleet}"]
+    out = [] if single.bins == fleet.bins else [f"rank_heatmap.bins: {single.bins} vs {fleet.bins}"]
+    for frame in _HEATMAP_FRAMES:
+        try:
+            assert_frame_equal(getattr(single, frame), getattr(fleet, frame), check_dtypes=False)
+        except AssertionError as exc:
+            out.append(f"rank_heatmap.{frame}: {exc}")
     return out
 
 
-def _balance_differences(single: Summary, fleet: FleetSummary) -> list[str]:
-    a, b = single.load_balance, fleet.load_balance
-    if a is None or b is None:
-        return [] if a is b else [f"load_balance: {a} vs {b}"]
-    out = _frame_difference("load_balance.per_rank", a.per_rank, b.per_rank, ["node", "rank"])
-    for attr in ("busy_spread", "step_spread", "histogram_distance", "worst_pair", "source"):
-        if getattr(a, attr) != getattr(b, attr):
-            out.append(f"load_balance.{attr}: {getattr(a, attr)} vs {getattr(b, attr)}")
-    return out
+def key_paths(value: Any, prefix: str = "") -> set[str]:
+    """Every key path of a JSON-ready value (summary_to_dict's): "a.b" for dict keys, "a[].b" inside lists (every
+    row's keys), so two summaries of one job at different rank counts can be compared by shape."""
+    if isinstance(value, dict):
+        out = set()
+        for k, v in value.items():
+            path = f"{prefix}.{k}" if prefix else str(k)
+            out |= {path} | key_paths(v, path)
+        return out
+    if isinstance(value, list):
+        return set().union(*(key_paths(v, f"{prefix}[]") for v in value)) if value else set()
+    return set()

@@ -1,4 +1,4 @@
-"""reduce_partials over per-partition rank_partials equals summarize() of the whole job (the fleet contract)."""
+"""reduce_partials over per-partition rank_partials gives the Summary summarize() gives of the whole job."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from real_traces import fixture_path
 from ktrace.analysis.rank_activity import gpu_bins
 from ktrace.analysis.rank_heatmap import rank_heatmap
 from ktrace.analysis.rank_partials import RankPartial, rank_partial
-from ktrace.analysis.rank_reduce import FleetSummary, reduce_partials
+from ktrace.analysis.rank_reduce import FleetResult, reduce_partials
 from ktrace.analysis.summary import Summary, summarize
 from ktrace.importers import load
 from ktrace.model import store
@@ -33,7 +33,7 @@ def _store(trace: Trace, path: Path) -> Path:
     return path
 
 
-def _fleet(path: Path) -> FleetSummary:
+def _fleet(path: Path) -> FleetResult:
     """The map side by hand: one partial per partition, each read alone, with the job's span and heatmap bins."""
     return reduce_partials(_partials(path, [{(n, r)} for n, r, _ in store.partitions(path)]))
 
@@ -44,7 +44,7 @@ def _partials(path: Path, slices: list[set[tuple[str, int]]]) -> list[RankPartia
     return [rank_partial(store.read(path, only=c), job_span=span, heatmap_bins=bins) for c in slices]
 
 
-def _differences(path: Path, fleet: FleetSummary) -> list[str]:
+def _differences(path: Path, fleet: FleetResult) -> list[str]:
     """fleet_differences against the one-process summary and rank heatmap of the store."""
     return fleet_differences(_single(path), fleet, rank_heatmap(store.read(path)))
 
@@ -66,24 +66,26 @@ def synthetic_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_dlrm_8_ranks_reduce_to_the_single_process_summary(dlrm_store: Path) -> None:
     fleet = _fleet(dlrm_store)
-    assert fleet.ranks == 8
+    assert fleet.summary.ranks == 8
     assert _differences(dlrm_store, fleet) == []
-    assert fleet.load_balance is not None and fleet.load_balance.histogram_distance is not None
+    assert fleet.summary.load_balance is not None and fleet.summary.load_balance.histogram_distance is not None
 
 
 def test_multi_node_synthetic_reduces_to_the_single_process_summary(synthetic_store: Path) -> None:
     fleet = _fleet(synthetic_store)
-    assert (fleet.ranks, sorted(set(fleet.busy["node"].cast(pl.String)))) == (8, ["node0", "node1"])
-    assert fleet.load_balance is not None and fleet.load_balance.source == "counters"  # node-level gpu.util
+    assert (fleet.summary.ranks, sorted(set(fleet.summary.busy["node"].cast(pl.String)))) == (8, ["node0", "node1"])
+    assert (
+        fleet.summary.load_balance is not None and fleet.summary.load_balance.source == "counters"
+    )  # node-level gpu.util
     assert _differences(synthetic_store, fleet) == []
 
 
 def test_partials_merge_in_any_order(synthetic_store: Path) -> None:
     parts = _partials(synthetic_store, [{(n, r)} for n, r, _ in store.partitions(synthetic_store)])
     forward, backward = reduce_partials(parts), reduce_partials(parts[::-1])
-    assert forward.top_by_time.equals(backward.top_by_time)
-    assert forward.latency.equals(backward.latency)
-    a, b = forward.load_balance, backward.load_balance
+    assert forward.summary.top_by_time.equals(backward.summary.top_by_time)
+    assert forward.summary.latency.equals(backward.summary.latency)
+    a, b = forward.summary.load_balance, backward.summary.load_balance
     assert a is not None and b is not None
     assert a.per_rank.equals(b.per_rank) and (a.histogram_distance, a.worst_pair) == (
         b.histogram_distance,
@@ -99,21 +101,33 @@ def test_a_rank_whose_steps_lose_to_the_jobs_step_source_has_none(tmp_path: Path
     trace = dataclasses.replace(trace, ranges=trace.ranges.filter(~lost))
     path = _store(trace, tmp_path / "mixed.ktrace")
     fleet = _fleet(path)
-    assert set(fleet.step_stats["rank"].to_list()) == {0}
+    assert set(fleet.summary.step_stats["rank"].to_list()) == {0}
     assert _differences(path, fleet) == []
     # the rank views too: rank 1's periodic steps lose to rank 0's ProfilerStep ranges (no step column for it)
-    assert fleet.rank_heatmap is not None and fleet.stragglers is not None
+    assert fleet.rank_heatmap is not None and fleet.summary.stragglers is not None
     assert set(fleet.rank_heatmap.by_step["rank"].to_list()) == {0}
-    assert (fleet.stragglers.basis, fleet.stragglers.table["rank"].to_list()) == ("steps", [0])
+    assert (fleet.summary.stragglers.basis, fleet.summary.stragglers.table["rank"].to_list()) == ("steps", [0])
 
 
 def test_fleet_differences_reports_a_changed_number(dlrm_store: Path) -> None:
     fleet = _fleet(dlrm_store)
     single = summarize(store.read(dlrm_store))
-    bumped = dataclasses.replace(fleet, busy=fleet.busy.with_columns(pl.col("busy_ns") + 1))
+    assert fleet_differences(single, fleet) == []
+    bumped = _with(fleet, busy=fleet.summary.busy.with_columns(pl.col("busy_ns") + 1))
     assert any(d.startswith("busy:") for d in fleet_differences(single, bumped))
-    off = fleet.latency.with_columns(pl.col("launch_latency_ns_p50") * 1.01)
-    assert any("launch_latency_ns_p50" in d for d in fleet_differences(single, dataclasses.replace(fleet, latency=off)))
+    off = fleet.summary.latency.with_columns(pl.col("launch_latency_ns_p50") * 1.01)
+    assert any("launch_latency_ns_p50" in d for d in fleet_differences(single, _with(fleet, latency=off)))
+    mean = fleet.summary.top_by_time.with_columns(pl.col("mean_ns") * (1 + 1e-7))
+    assert any(d.startswith("top_by_time:") for d in fleet_differences(single, _with(fleet, top_by_time=mean)))
+    assert fleet.summary.operators is not None
+    ops = dataclasses.replace(fleet.summary.operators, records=fleet.summary.operators.records + 1)
+    assert any(d.startswith("operators.records") for d in fleet_differences(single, _with(fleet, operators=ops)))
+    notes = fleet.summary.notes[:-1]
+    assert any(d.startswith("notes:") for d in fleet_differences(single, _with(fleet, notes=notes)))
+
+
+def _with(fleet: FleetResult, **changes: object) -> FleetResult:
+    return dataclasses.replace(fleet, summary=dataclasses.replace(fleet.summary, **changes))  # type: ignore[arg-type]
 
 
 def test_a_partial_is_small_and_picklable() -> None:
@@ -121,6 +135,8 @@ def test_a_partial_is_small_and_picklable() -> None:
     one = generate(SyntheticConfig(steps=160, kernels_per_step=40, ranks=1))
     partial = rank_partial(one)
     frames = [v for v in vars(partial).values() if isinstance(v, pl.DataFrame)]
+    for part in (partial.tables, partial.sequences, partial.operators, *partial.annotations):
+        frames += [v for v in vars(part).values() if isinstance(v, pl.DataFrame)]
     assert max(f.height for f in frames) < one.kernels.height / 2
     again = pickle.loads(pickle.dumps(partial))
     assert again.kernel_totals.equals(partial.kernel_totals)
@@ -185,6 +201,6 @@ def test_a_job_without_steps_has_span_stragglers_and_no_step_map(tmp_path: Path)
     trace = dataclasses.replace(trace, ranges=trace.ranges.clear())
     path = _store(trace, tmp_path / "nosteps.ktrace")
     fleet = _fleet(path)
-    assert fleet.stragglers is not None and fleet.stragglers.basis == "span"
+    assert fleet.summary.stragglers is not None and fleet.summary.stragglers.basis == "span"
     assert fleet.rank_heatmap is not None and fleet.rank_heatmap.n_steps == 0
     assert _differences(path, fleet) == []

@@ -1,4 +1,4 @@
-"""The map-reduce summary of a store equals the single-process summary, on every engine."""
+"""The rank-by-rank Summary of a store equals the single-process Summary, on every engine."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 from real_traces import fixture_path
 
 from ktrace.analysis.rank_heatmap import RankHeatmap, rank_heatmap
+from ktrace.analysis.rank_reduce import as_fleet_summary
 from ktrace.analysis.stragglers import Stragglers
 from ktrace.analysis.summary import summarize
 from ktrace.fleet.engines import Engine, InProcessEngine, ProcessEngine, open_engine
@@ -90,11 +91,11 @@ def test_dlrm_store_summarized_rank_by_rank_equals_one_process(kind: str, reques
     with _engine(kind, request) as engine:
         fleet = summarize_store(path, engine)
     assert fleet.engine.startswith(kind)
-    assert fleet.ranks == 8
+    assert fleet.summary.ranks == 8
     whole = store.read(path)
     assert fleet_differences(summarize(whole), fleet, rank_heatmap(whole)) == []
-    assert fleet.rank_heatmap is not None and fleet.stragglers is not None
-    assert fleet.stragglers.basis == "steps" and fleet.stragglers.table.height == 8
+    assert fleet.rank_heatmap is not None and fleet.summary.stragglers is not None
+    assert fleet.summary.stragglers.basis == "steps" and fleet.summary.stragglers.table.height == 8
 
 
 @pytest.mark.parametrize("kind", ["processes", "dask"])
@@ -106,12 +107,14 @@ def test_multi_node_store_equals_one_process(kind: str, request: pytest.FixtureR
     assert fleet_differences(summarize(whole, steps_pattern="ProfilerStep"), fleet, rank_heatmap(whole)) == []
     alone = fleet_summary(path, workers=1, steps_pattern="ProfilerStep")  # the benchmark's hook
     assert alone.engine == "in-process" and same_results(alone, fleet)
-    assert not same_results(alone, dataclasses.replace(fleet, kernels=fleet.kernels + 1))
-    assert fleet.rank_heatmap is not None and fleet.stragglers is not None
+    more = dataclasses.replace(fleet.summary, kernels=fleet.summary.kernels + 1)
+    assert not same_results(alone, dataclasses.replace(fleet, summary=more))
+    assert fleet.rank_heatmap is not None and fleet.summary.stragglers is not None
     other_cell = fleet.rank_heatmap.by_time.with_columns(pl.col("busy_share").reverse())
     assert not same_results(alone, dataclasses.replace(fleet, rank_heatmap=_with(fleet.rank_heatmap, other_cell)))
-    slower = fleet.stragglers.table.with_columns(pl.col("slower_pct") + 1.0)
-    assert not same_results(alone, dataclasses.replace(fleet, stragglers=_with(fleet.stragglers, slower)))
+    slower = fleet.summary.stragglers.table.with_columns(pl.col("slower_pct") + 1.0)
+    lag = dataclasses.replace(fleet.summary, stragglers=_with(fleet.summary.stragglers, slower))
+    assert not same_results(alone, dataclasses.replace(fleet, summary=lag))
 
 
 def _with(view: RankHeatmap | Stragglers, frame: pl.DataFrame) -> Any:
@@ -130,8 +133,8 @@ def test_synthetic_8_host_job_rank_views_equal_one_process(kind: str, request: p
         fleet = summarize_store(path, engine)
     whole = store.read(path)
     assert fleet_differences(summarize(whole), fleet, rank_heatmap(whole)) == []
-    assert fleet.stragglers is not None and fleet.rank_heatmap is not None
-    top = fleet.stragglers.table.row(0, named=True)
+    assert fleet.summary.stragglers is not None and fleet.rank_heatmap is not None
+    top = fleet.summary.stragglers.table.row(0, named=True)
     assert (top["node"], top["rank"]) == request.getfixturevalue("fleet_planted")
     assert len(fleet.rank_heatmap.hosts()) == 8
 
@@ -163,15 +166,15 @@ def test_tiled_dlrm_job_of_16_ranks_on_2_hosts_equals_one_process(
     fleet = fleet_summary(path, workers=2)
     whole = store.read(path)
     assert fleet_differences(summarize(whole), fleet, rank_heatmap(whole)) == []
-    assert fleet.stragglers is not None and fleet.rank_heatmap is not None
+    assert fleet.summary.stragglers is not None and fleet.rank_heatmap is not None
     assert len(fleet.rank_heatmap.hosts()) == 2
     # the job's steps are replayed as recorded, so the planted rank's longer kernels fill its GPU idle time: it
     # stays among the slowest (as rank 5, which it replays), with a compute kernel among its causes
-    lag = {r["rank"]: r for r in fleet.stragglers.table.iter_rows(named=True)}
+    lag = {r["rank"]: r for r in fleet.summary.stragglers.table.iter_rows(named=True)}
     assert lag[13]["slower_pct"] > 10.0 and lag[13]["slower_pct"] == lag[5]["slower_pct"]
-    causes = fleet.stragglers.causes.filter(pl.col("rank") == 13)
+    causes = fleet.summary.stragglers.causes.filter(pl.col("rank") == 13)
     assert "kernel" in causes["kind"].to_list()
-    table = {r["rank"]: r for r in fleet.rank_table.iter_rows(named=True)}
+    table = {r["rank"]: r for r in as_fleet_summary(fleet).rank_table.iter_rows(named=True)}
     # rank 13 replays rank 5's file (13 % 8) with its compute kernels 1.5x longer: more kernel time, the same NCCL
     assert table[13]["kernel_time_ns"] > table[5]["kernel_time_ns"]
     assert table[13]["node"] != table[5]["node"]
