@@ -7,7 +7,7 @@ known amount; one straggler rank has its compute kernels stretched. `fleet_job.j
 was planted, for tests of clock alignment and straggler detection:
 
     {"hosts": {"node000": {"offset_ns": 0, "ranks": [0, ..., 7]}, ...}, "straggler": {"rank": r, "host": ...,
-     "kernel_stretch": 1.5}, "steps": 2, "step_period_ns": ..., "ranks": 256, "ranks_per_host": 8, ...}
+     "kernel_stretch": 1.5, "delay_ms": 0.0}, "steps": 2, "step_period_ns": ..., "ranks": 256, ...}
 
 `offset_ns` is what the host's clock reads minus the reference clock (host node000's, offset 0): every time in
 that host's files is the true time plus its offset, so an aligner subtracts it. Offsets are whole microseconds
@@ -15,6 +15,13 @@ that host's files is the true time plus its offset, so an aligner subtracts it. 
 (not NCCL's) last `stretch` times longer and push the rest of their stream later (no overlap on a stream); its
 collectives therefore end late too, as a straggler's do. The manifest does not open as a trace, so the folder
 imports as it is.
+
+`straggler_delay_ms=D` plants a consistent straggler instead, as a synchronous job has one: in each step (each
+ProfilerStep range of the source), the straggler's compute kernel that ends last before the step's first
+collective runs D ms longer, the other ranks' first collective lasts D ms longer (they wait inside it), and
+everything after (GPU and CPU, on every rank) happens D ms later, so all collectives end together; CPU ranges
+holding that moment (the step, its operator) last D ms longer. Use it with stretch=1.0 for a straggler that is
+late by D and nothing else.
 """
 
 from __future__ import annotations
@@ -51,6 +58,8 @@ class FleetJob:
     stretch: float
     steps: int
     step_period_ns: int
+    delay_ns: int = 0
+    """The planted lateness (straggler_delay_ms) in ns; 0: none."""
 
 
 def host_name(host: int) -> str:
@@ -77,6 +86,7 @@ def generate_fleet_job(
     ranks_per_host: int = 8,
     straggler_rank: int | None = None,
     stretch: float = 1.5,
+    straggler_delay_ms: float = 0.0,
     seed: int = 13,
     compresslevel: int = 1,
 ) -> FleetJob:
@@ -89,23 +99,29 @@ def generate_fleet_job(
         steps: copies of the source's window, back to back, in every rank file.
         straggler_rank: the rank whose kernels are stretched (default: the first rank of the second half).
         stretch: how many times longer the straggler's compute kernels last.
+        straggler_delay_ms: the straggler arrives this much later at each step's first collective, the others wait
+            for it there (see the module doc); 0: no delay.
         seed: the clock offsets' seed. compresslevel: gzip level (1: fast, files ~10 % larger).
     """
     sources = kineto_files(Path(source))
     if not sources or ranks < 1 or steps < 1 or ranks_per_host < 1:
         raise ValueError(f"need Kineto rank files in {source}, ranks >= 1, steps >= 1, ranks_per_host >= 1")
+    straggler = ranks // 2 if straggler_rank is None else straggler_rank
+    delay_us = int(round(straggler_delay_ms * 1000))
     docs = [_load(p) for p in sources]
-    period_us = max(_span_us(doc) for doc in docs) + _STEP_GAP_US
+    late = _planted_delay(docs[straggler % len(docs)], delay_us, late=True)
+    docs = [_planted_delay(doc, delay_us, late=False) for doc in docs]
+    period_us = max(_span_us(doc) for doc in [*docs, late]) + _STEP_GAP_US
     tiled = [_tile_steps(doc, steps, period_us) for doc in docs]
+    tiled_late = _tile_steps(late, steps, period_us)
     hosts = (ranks + ranks_per_host - 1) // ranks_per_host
     offsets = planted_offsets_us(hosts, seed)
-    straggler = ranks // 2 if straggler_rank is None else straggler_rank
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     files = []
     for rank in range(ranks):
         host = rank // ranks_per_host
-        header, events = tiled[rank % len(docs)]
+        header, events = tiled_late if rank == straggler else tiled[rank % len(docs)]
         events = _shifted(events, offsets[host], stretch if rank == straggler else 1.0)
         doc = {
             **header,
@@ -125,6 +141,7 @@ def generate_fleet_job(
         stretch,
         steps,
         period_us * 1000,
+        delay_us * 1000,
     )
     _write_manifest(job, source, ranks_per_host, seed)
     return job
@@ -147,6 +164,7 @@ def _write_manifest(job: FleetJob, source: Path, ranks_per_host: int, seed: int)
             "rank": job.straggler_rank,
             "host": job.host_of_rank[job.straggler_rank] if job.straggler_rank < len(job.files) else None,
             "kernel_stretch": job.stretch,
+            "delay_ms": job.delay_ns / 1e6,
         },
         "files": [p.name for p in job.files],
     }
@@ -216,3 +234,46 @@ def _shifted(events: list[dict[str, Any]], offset_us: int, stretch: float) -> li
                 extra += longer - event.get("dur", 0)
                 event["dur"] = longer
     return out
+
+
+def _planted_delay(doc: dict[str, Any], delay_us: int, *, late: bool) -> dict[str, Any]:
+    """`doc` with a straggler's delay planted in each step (module doc): `late`, its compute before the step's first
+    collective runs `delay_us` longer; else its first collective lasts `delay_us` longer. Either way everything from
+    then on happens `delay_us` later."""
+    if delay_us <= 0:
+        return doc
+    events: list[dict[str, Any]] = [dict(e) for e in doc["traceEvents"]]
+    for kernel in sorted(_delayed_kernels(events, late), key=lambda k: -int(k["ts"])):  # the latest first
+        at = kernel["ts"] + kernel.get("dur", 0) if late else kernel["ts"] + 1
+        for event in events:
+            ts = event.get("ts")
+            if not isinstance(ts, int) or event is kernel:
+                continue
+            if ts >= at:
+                event["ts"] = ts + delay_us
+            elif ts + event.get("dur", 0) > at and event.get("ph") == "X" and event.get("cat") not in _GPU_CATS:
+                event["dur"] = event["dur"] + delay_us  # a CPU range holding the moment: the step, its operator
+        kernel["dur"] = kernel.get("dur", 0) + delay_us
+    return {**doc, "traceEvents": events}
+
+
+def _delayed_kernels(events: list[dict[str, Any]], late: bool) -> list[dict[str, Any]]:
+    """Per step (ProfilerStep range, up to the next one's start), the kernel that runs longer: its first collective,
+    or (`late`) the compute kernel ending last before it."""
+    kernels = sorted((e for e in events if e.get("cat") == "kernel" and e.get("ph") == "X"), key=lambda e: e["ts"])
+    steps = sorted(e["ts"] for e in events if _STEP_NAME.match(str(e.get("name", ""))) and e.get("ph") == "X")
+    found = []
+    for start, end in zip(steps, [*steps[1:], math.inf], strict=True):
+        first = next((k for k in kernels if start <= k["ts"] < end and _is_collective(k)), None)
+        if first is not None and not late:
+            found.append(first)
+        elif first is not None:
+            before = [k for k in kernels if not _is_collective(k) and k["ts"] + k.get("dur", 0) <= first["ts"]]
+            if before:
+                found.append(max(before, key=lambda k: k["ts"] + k.get("dur", 0)))
+    return found
+
+
+def _is_collective(kernel: dict[str, Any]) -> bool:
+    """A NCCL kernel (as the stretch tells them apart from compute)."""
+    return "nccl" in str(kernel.get("name", "")).lower()

@@ -20,7 +20,7 @@ def test_sixteen_ranks_on_two_hosts_with_offsets_and_a_straggler(
     job = generate_fleet_job(real_trace_path("dlrm"), tmp_path / "job", ranks=16, steps=2, straggler_rank=13)
     manifest = json.loads((tmp_path / "job" / MANIFEST).read_text())
     assert manifest["hosts"]["node001"] == {"offset_ns": job.offsets_ns["node001"], "ranks": list(range(8, 16))}
-    assert manifest["straggler"] == {"rank": 13, "host": "node001", "kernel_stretch": 1.5}
+    assert manifest["straggler"] == {"rank": 13, "host": "node001", "kernel_stretch": 1.5, "delay_ms": 0.0}
     offset = job.offsets_ns["node001"]
     assert job.offsets_ns["node000"] == 0 and 1_000_000 <= abs(offset) <= 2_000_000_000
 
