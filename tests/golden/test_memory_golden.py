@@ -21,8 +21,8 @@ def test_memory_timeline_golden(name: str, real_trace_path) -> None:  # type: ig
     import ktrace
     from ktrace.analysis.memory_timeline import peak_line
     from ktrace.analysis.summary import summarize, summary_to_dict
-    from ktrace.report import memory
-    from ktrace.report.markdown import md_table
+    from ktrace.presentation.report_memory import memory_tables
+    from ktrace.report.markdown import MarkdownRenderer
 
     summary = summarize(ktrace.open(real_trace_path(name)), top=8)
     d = summary_to_dict(summary)
@@ -30,8 +30,8 @@ def test_memory_timeline_golden(name: str, real_trace_path) -> None:  # type: ig
     m = summary.memory_timeline
     assert m is not None
     start = summary.phases.start_ns
-    lines = [peak_line(m, start), ""]
-    lines += md_table(memory.DEVICE_HEADERS, memory.device_cells(m, start))
-    lines += md_table(memory.OPERATOR_HEADERS, memory.operator_cells(m))
-    lines += md_table(memory.GROWTH_HEADERS, memory.growth_cells(m))
-    compare_golden(GOLDEN / f"memory_{name}.md", "\n".join(lines))
+    renderer = MarkdownRenderer()
+    renderer.out += [peak_line(m, start), ""]
+    for table in memory_tables(m, start):
+        renderer.table(table)
+    compare_golden(GOLDEN / f"memory_{name}.md", renderer.end())

@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     """Build the report and write it."""
     from ktrace.cli.progress import progress_bar
     from ktrace.report.content import build_report
-    from ktrace.report.verdicts import finding_counts
+    from ktrace.presentation.verdicts import finding_counts
 
     if args.top < 1:
         raise KtraceError("--top must be at least 1", ExitCode.USAGE)

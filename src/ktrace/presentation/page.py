@@ -90,6 +90,10 @@ class Finding:
     end_ns: int | None = None
     node: str | None = None
     rank: int | None = None
+    recommendation: str = ""
+    """What to do about it (the report shows it under the message)."""
+    evidence: Table | None = None
+    """The rows that show it (the report's evidence table)."""
 
 
 @dataclass(frozen=True)

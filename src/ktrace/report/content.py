@@ -8,19 +8,14 @@ Dashboard model, never a second computation: the TUI and the terminal summary re
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from ktrace.analysis.dashboard import MAX_POINTS, Dashboard, build_dashboard, default_annotations, downsample
-from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.dashboard import MAX_POINTS, default_annotations, downsample
 from ktrace.analysis.rank_heatmap import RankHeatmap
-from ktrace.analysis.rules.config import RulesConfig
 from ktrace.analysis.rules.engine import all_rules, report_to_dict
 from ktrace.analysis.summary import frame_records, summary_to_dict
-from ktrace.analysis.system_usage import SystemUsage, system_usage
-from ktrace.model.errors import ProgressFn, no_progress
-from ktrace.model.trace import Trace
-from ktrace.report.identity import TraceIdentity, trace_identity
+from ktrace.analysis.system_usage import SystemUsage
+from ktrace.presentation.report_model import REPORT_VERSION, Report, build_report
 from ktrace.report.rank_rows import percent_matrix
 
 __all__ = [
@@ -32,54 +27,6 @@ __all__ = [
     "downsample",
     "report_document",
 ]
-
-REPORT_VERSION = 1
-"""Bumped when the JSON report's shape changes incompatibly."""
-
-
-@dataclass(frozen=True)
-class Report:
-    """Everything a report shows."""
-
-    dashboard: Dashboard
-    title: str
-    identity: TraceIdentity
-    """The trace's files, hosts and GPUs (the report header)."""
-    system_usage: SystemUsage
-    """GPU busy, CPU thread load and allocator memory per time bin, read from the events (the system usage
-    section beside the counters)."""
-    version: int = REPORT_VERSION
-
-
-def build_report(
-    trace: Trace,
-    *,
-    config: RulesConfig | None = None,
-    annotations: tuple[str, ...] = (),
-    top: int = 15,
-    title: str = "",
-    progress: ProgressFn = no_progress,
-    index: TraceIndex | None = None,
-) -> Report:
-    """Compute what the report of `trace` shows.
-
-    Args:
-        trace: the trace.
-        config: rule thresholds (default: every rule with its defaults).
-        annotations: regexes of ranges to histogram (SageMaker's custom histograms); default: the
-            forward/backward/optimizer ranges when present.
-        top: rows of the top-kernel tables.
-        title: report title (default: the trace's source).
-        progress: (done, total) over the report's stages.
-        index: the trace's TraceIndex.
-
-    Returns:
-        Report.
-    """
-    ix = TraceIndex.of(trace, index)
-    dashboard = build_dashboard(trace, config=config, annotations=annotations, top=top, progress=progress, index=ix)
-    title = title or f"ktrace profiling report ({trace.meta.source})"
-    return Report(dashboard, title, trace_identity(trace), system_usage(trace, index=ix))
 
 
 def report_document(report: Report) -> dict[str, Any]:

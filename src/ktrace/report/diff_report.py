@@ -20,11 +20,11 @@ from ktrace.analysis.summary import frame_records
 from ktrace.analysis.units import format_bytes as fmt_bytes
 from ktrace.model.display_text import printable
 from ktrace.model.trace import Trace
+from ktrace.presentation.report_memory import SOURCE_WORDS
+from ktrace.presentation.verdicts import SEVERITIES
 from ktrace.report.format import fmt_ns
 from ktrace.report.markdown import md_table
-from ktrace.report.memory import SOURCE_WORDS
 from ktrace.report.rows import rows
-from ktrace.report.verdicts import SEVERITIES
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -24,7 +24,7 @@ from ktrace.report.rank_sections import rank_views_section
 from ktrace.report.rows import phase_rows, rows
 from ktrace.report.sections import esc, table
 from ktrace.report.terminal_tables import column_label, format_cell
-from ktrace.report.verdicts import triggered_first, verdict
+from ktrace.presentation.verdicts import triggered_first, verdict
 
 RANK_ROWS = 50
 """Ranks in the report's rank table (slowest first); every rank is in the JSON."""

@@ -1,19 +1,23 @@
-"""The self-contained HTML report: one file, plotly.js inlined once, no network, every trace string escaped."""
+"""The self-contained HTML report: one file, plotly.js inlined once, no network, every trace string escaped.
+
+A renderer of the report's Page (presentation.report_page) through presentation.layout.lay_out: the Markdown
+report lays out the same page, so both show the same sections in the same order with the same numbers.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
-from ktrace.report import critical_path_view
-from ktrace.report.content import Report
-from ktrace.report.identity import identity_line
-from ktrace.report.memory import memory_section
-from ktrace.report.operator_section import operators_section
+from ktrace.presentation.cells import format_value
+from ktrace.presentation.layout import lay_out
+from ktrace.presentation.page import Column, Figure, Page, RuleVerdict, Table, Text
+from ktrace.presentation.page import Section as PageSection
+from ktrace.presentation.report_model import Report
+from ktrace.presentation.report_page import RANKS_KEY, report_page
 from ktrace.report.rank_sections import ranks_section
-from ktrace.report.sections import Section, dashboard, esc, framework_metrics, job_summary, rule_section, rules_summary
-from ktrace.report.system_section import system_section
-from ktrace.report.verdicts import triggered_first
+from ktrace.report.sections import SEVERITY_CLASS, Section, esc, figure_spec, table
 
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d2330;background:#fafbfc}
@@ -66,44 +70,135 @@ def script_json(value: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def all_sections(report: Report) -> list[Section]:
-    """Every section in report order: job, system, framework, rules summary, dashboard, ranks (2+ ranks),
-    operators, memory timeline, one per rule (rules that found something first)."""
-    ordered = triggered_first(report.dashboard.rules.results)
+def cell_text(column: Column, value: Any) -> str:
+    """A cell as the report writes it: the one cell formatter, without the padding of fixed-width views."""
+    return format_value(column.kind, value).strip()
+
+
+def verdict_html(verdict: str) -> str:
+    """A rule's verdict as a coloured word: its worst severity, "ok" or "skipped"."""
+    css = {"ok": "sev-ok", "skipped": "sev-skip"}.get(verdict) or SEVERITY_CLASS.get(verdict, "")
+    return f'<span class="{css}">{esc(verdict)}</span>'
+
+
+def rest_line(rest: int, what: str) -> str:
+    """ "and 12 more ranks (every row is in the JSON report)"."""
+    return f"and {rest:,} more {what} (every row is in the JSON report)"
+
+
+class HtmlRenderer:
+    """Lays out a Page as HTML sections (presentation.layout.Renderer); `end` gives the whole document.
+
+    `prebuilt` holds HTML sections made elsewhere, by section key, laid out in place of the page's (empty) section
+    of that key: the rank views (report.rank_sections) until their rows move into the page.
+    """
+
+    def __init__(self, prebuilt: Mapping[str, Section] | None = None, *, document: bool = True) -> None:
+        self.prebuilt = dict(prebuilt or {})
+        self.document = document
+        """False: `end` gives "" (the sections alone are wanted, without reading plotly.js)."""
+        self.sections: list[Section] = []
+        self.page: Page | None = None
+        self._current = Section("", "")
+
+    def begin(self, page: Page) -> None:
+        """Keep the page for its header."""
+        self.page = page
+
+    def section(self, section: PageSection) -> None:
+        """A new HTML section (or the prebuilt one of its key)."""
+        self._current = self.prebuilt.get(section.key) or Section(section.key, section.title)
+        self.sections.append(self._current)
+
+    def table(self, table_: Table) -> None:
+        """The table's title, its rows (rule names linked, verdicts coloured), what it left out and its lines."""
+        out = [f"<h3>{esc(table_.title)}</h3>"] if table_.title else []
+        if table_.rows:
+            raw = [i for i, c in enumerate(table_.columns) if c.key == "verdict" or table_.key == "rules_summary"]
+            cells = [[self._cell(table_, c, row[c.key]) for c in table_.columns] for row in table_.rows]
+            out.append(table([c.header for c in table_.columns], cells, raw=raw))
+        if table_.rest:
+            out.append(f'<p class="note">{esc(rest_line(table_.rest, table_.rest_what))}</p>')
+        out += [f"<p>{esc(line)}</p>" for line in table_.lines]
+        self._current.body.append("".join(out))
+
+    @staticmethod
+    def _cell(table_: Table, column: Column, value: Any) -> str:
+        if column.key == "verdict":
+            return verdict_html(str(value))
+        text = cell_text(column, value)
+        if table_.key != "rules_summary":
+            return text
+        return f'<a href="#rule-{esc(text)}">{esc(text)}</a>' if column.key == "rule" else esc(text)
+
+    def figure(self, figure: Figure) -> None:
+        """A placeholder where the plot is drawn, and its plotly spec."""
+        self._current.figure(figure_spec(figure))
+
+    def text(self, text: Text) -> None:
+        """A paragraph (notes and dim text greyed)."""
+        css = ' class="note"' if text.style in ("note", "dim") else ""
+        body = f"<b>{esc(text.text)}</b>" if text.style == "headline" else esc(text.text)
+        self._current.body.append(f"<p{css}>{body}</p>")
+
+    def rules(self, verdicts: tuple[RuleVerdict, ...]) -> None:
+        """Each rule's verdict, then its findings with their recommendation and evidence (or why it is quiet)."""
+        for v in verdicts:
+            body = self._current.body
+            body.append(f"<p>Verdict: {verdict_html(v.verdict)}</p>")
+            if v.verdict == "skipped":
+                body.append(f"<p>Skipped: {esc(v.why)}.</p>")
+            for f in v.findings:
+                body.append(
+                    f'<div class="finding {SEVERITY_CLASS[f.severity]}"><b>{esc(f.severity)}</b>: '
+                    f"{esc(f.message)}<br><i>Recommendation:</i> {esc(f.recommendation)}</div>"
+                )
+                if f.evidence is not None:
+                    self.table(f.evidence)
+            if v.verdict == "ok":
+                body.append(f"<p>Did not fire: {v.triggered:,} of {v.datapoints:,} datapoints met the condition.</p>")
+
+    def section_end(self, section: PageSection) -> None:
+        """The section's notes."""
+        self._current.body += [f'<p class="note">{esc(n.line)}</p>' for n in section.notes]
+
+    def end(self) -> str:
+        """The whole report as one HTML document."""
+        if self.page is None or not self.document:
+            return ""
+        sections = self.sections
+        nav = "".join(
+            f'<a href="#{esc(s.anchor)}">{esc(s.title)}</a>' for s in sections if not s.anchor.startswith("rule-")
+        )
+        body = "".join(
+            f'<section id="{esc(s.anchor)}"><h2>{esc(s.title)}</h2>{"".join(s.body)}</section>' for s in sections
+        )
+        figures = {s.anchor: s.figures for s in sections if s.figures}
+        title = esc(self.page.title)
+        about = "".join(f"<span><b>{esc(k)}</b> {esc(v)}</span>" for k, v in self.page.facts)
+        return (
+            f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{STYLE}</style>'
+            f"<script>{plotly_js()}</script></head><body><header><h1>{title}</h1>"
+            f'<div class="trace">{about}</div></header><nav>{nav}</nav>'
+            f"<main>{body}</main>"
+            f'<script type="application/json" id="ktrace-figures">{script_json(figures)}</script>'
+            f"<script>{DRAW}</script></body></html>"
+        )
+
+
+def _renderer(report: Report, *, document: bool = True) -> HtmlRenderer:
     ranks = ranks_section(report)
-    return [
-        job_summary(report),
-        system_section(report),
-        framework_metrics(report),
-        rules_summary(report, ordered),
-        dashboard(report),
-        *([ranks] if ranks else []),
-        critical_path_view.html_section(report),
-        operators_section(report),
-        memory_section(report.dashboard.summary),
-        *(rule_section(r) for r in ordered),
-    ]
+    return HtmlRenderer({RANKS_KEY: ranks} if ranks is not None else {}, document=document)
+
+
+def all_sections(report: Report) -> list[Section]:
+    """Every HTML section of the report, in order (report_page's)."""
+    renderer = _renderer(report, document=False)
+    lay_out(report_page(report), renderer)
+    return renderer.sections
 
 
 def render_html(report: Report) -> str:
-    """The whole report as one HTML document."""
-    sections = all_sections(report)
-    nav = "".join(
-        f'<a href="#{esc(s.anchor)}">{esc(s.title)}</a>' for s in sections if not s.anchor.startswith("rule-")
-    )
-    body = "".join(
-        f'<section id="{esc(s.anchor)}"><h2>{esc(s.title)}</h2>{"".join(s.body)}</section>' for s in sections
-    )
-    figures = {s.anchor: s.figures for s in sections if s.figures}
-    title = esc(report.title)
-    about = "".join(f"<span><b>{esc(k)}</b> {esc(v)}</span>" for k, v in identity_line(report.identity))
-    return (
-        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{title}</title>'
-        f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{STYLE}</style>'
-        f"<script>{plotly_js()}</script></head><body><header><h1>{title}</h1>"
-        f'<div class="trace">{about}</div>'
-        f"<div>report format v{report.version}, made by ktrace</div></header><nav>{nav}</nav>"
-        f"<main>{body}</main>"
-        f'<script type="application/json" id="ktrace-figures">{script_json(figures)}</script>'
-        f"<script>{DRAW}</script></body></html>"
-    )
+    """The whole report as one HTML document: report_page laid out by HtmlRenderer."""
+    return lay_out(report_page(report), _renderer(report))

@@ -1,25 +1,25 @@
-"""The report as Markdown: the same sections and numbers as the HTML report, as tables (no plots), rendered from
-the typed Report."""
+"""The report as Markdown: a renderer of the report's Page (presentation.report_page) through
+presentation.layout.lay_out, as the HTML report is, so both show the same sections in the same order with the same
+numbers; a plot is shown as the table of its numbers (none when a table of the page already shows them)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from ktrace.analysis.dashboard import StepHistogram
 from ktrace.analysis.names import distinct_short_names
-from ktrace.analysis.phases import step_source_note
 from ktrace.analysis.rank_heatmap import RankHeatmap
-from ktrace.analysis.rules.base import Evidence, RuleResult
 from ktrace.analysis.stragglers import Stragglers
 from ktrace.model.display_text import printable, share_glyph
-from ktrace.report import critical_path_view, memory, system_section
-from ktrace.report.content import Report
-from ktrace.report.format import fmt_ns, fmt_num, fmt_time_range
-from ktrace.report.identity import identity_line
-from ktrace.report.operator_tables import operator_tables
+from ktrace.presentation.cells import format_value
+from ktrace.presentation.layout import lay_out
+from ktrace.presentation.page import Column, Figure, Page, RuleVerdict, Section, Table, Text
+from ktrace.presentation.report_model import Report
+from ktrace.presentation.report_page import RANKS_KEY, report_page
+from ktrace.report.format import fmt_ns
 from ktrace.report.rank_rows import (
     BASIS_NOTE,
     STEP_HEADERS,
@@ -34,10 +34,6 @@ from ktrace.report.rank_rows import (
     waited_cells,
     waited_note,
 )
-from ktrace.report.rows import evidence_cells, phase_rows, rows
-from ktrace.report.verdicts import finding_counts, param_text, recommendation, verdict
-
-MAX_EVIDENCE_ROWS = 20
 
 MD_ESCAPES = str.maketrans(
     {
@@ -86,210 +82,6 @@ def md_table(headers: Sequence[str], cells: Sequence[Sequence[object]]) -> list[
             at[i] += 1
         lines.append("| " + " | ".join(shown) + " |")
     return ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "---|" * len(headers), *lines, ""]
-
-
-def _job(report: Report) -> list[str]:
-    summary = report.dashboard.summary
-    phases = summary.phases
-    out = ["## Training job summary", ""]
-    out += md_table(
-        ["", "value"],
-        [
-            ["source", summary.source],
-            ["ranks", summary.ranks],
-            ["kernels", fmt_num(summary.kernels)],
-            ["trace span", fmt_time_range(phases.start_ns, phases.end_ns)],
-            [
-                "steps per rank" if summary.ranks > 1 else "steps",
-                f"{phases.steps}{step_source_note(phases.step_source)}",
-            ],
-        ],
-    )
-    out += md_table(
-        ["phase", "time", "% of job"], [[name, fmt_ns(ns), f"{pct:.1f}"] for name, ns, pct in phase_rows(phases)]
-    )
-    return out + [f"_{cell(n)}_" for n in summary.notes] + [""]
-
-
-def _system(report: Report) -> list[str]:
-    usage = report.system_usage
-    out = [f"## {system_section.TITLE}", "", cell(system_section.lead(report), 2000), ""]
-    counters = system_section.counter_cells(report)
-    if counters:
-        out += ["### Sampled counters", "", *md_table(system_section.COUNTER_HEADERS, counters)]
-    for title, headers, cells in system_section.event_tables(usage):
-        out += [f"### {cell(title)}", "", *md_table(headers, cells)]
-    missing = system_section.missing_counters_line(usage, report.dashboard.summary.source)
-    return out + ([cell(missing, 2000), ""] if missing else [])
-
-
-def _framework(report: Report) -> list[str]:
-    summary = report.dashboard.summary
-    out = ["## Framework metrics", ""]
-    out += md_table(
-        ["node", "rank", "steps", "min", "mean", "p50", "p95", "max"],
-        [
-            [
-                r["node"],
-                r["rank"],
-                r["steps"],
-                *(fmt_ns(r[k]) for k in ("min_ns", "mean_ns", "p50_ns", "p95_ns", "max_ns")),
-            ]
-            for r in rows(summary.step_stats)
-        ],
-    )
-    out += md_table(
-        ["launches", "count", "start→start p50", "p95", "end→start p50", "p95"],
-        [
-            [
-                r["kind"],
-                fmt_num(r["count"]),
-                fmt_ns(r["launch_latency_ns_p50"]),
-                fmt_ns(r["launch_latency_ns_p95"]),
-                fmt_ns(r["queue_delay_ns_p50"]),
-                fmt_ns(r["queue_delay_ns_p95"]),
-            ]
-            for r in rows(summary.latency)
-        ],
-    )
-    return out
-
-
-def _rules_summary(report: Report) -> list[str]:
-    counts = finding_counts(report.dashboard.rules)
-    out = ["## Rules summary", "", f"{counts.error} errors, {counts.warning} warnings, {counts.info} notes.", ""]
-    return out + md_table(
-        ["rule", "verdict", "description", "recommendation", "times triggered", "datapoints", "parameters"],
-        [
-            [
-                r.rule,
-                verdict(r),
-                r.description,
-                recommendation(r),
-                fmt_num(r.triggered),
-                fmt_num(r.datapoints),
-                param_text(r.params),
-            ]
-            for r in report.dashboard.rules.results
-        ],
-    )
-
-
-def _dashboard(report: Report) -> list[str]:
-    summary = report.dashboard.summary
-    out = ["## Dashboard", "", "### Active time", ""]
-    out += md_table(
-        ["resource", "node", "rank", "instance", "method", "active %"],
-        [
-            [r["resource"], r["node"], r["rank"], r["instance"], r["method"], f"{100 * r['active_share']:.1f}"]
-            for r in rows(summary.active)
-        ],
-    )
-    for title, top, share in (
-        ("Top kernels by time", summary.top_by_time, "time_share"),
-        ("Top kernels by launch count", summary.top_by_count, "count_share"),
-    ):
-        out += [f"### {title}", ""] + md_table(
-            ["#", "kernel", "count", "total", "mean", "share %"],
-            [
-                [
-                    r["position"] or "",
-                    r["name"],
-                    fmt_num(r["count"]),
-                    fmt_ns(r["total_ns"]),
-                    fmt_ns(r["mean_ns"]),
-                    f"{100 * r[share]:.1f}",
-                ]
-                for r in rows(top)
-            ],
-        )
-    out += _step_histogram(report.dashboard.step_histogram)
-    out += ["### Kernel precision", ""] + md_table(
-        ["precision", "kernels", "time", "share %"],
-        [
-            [r["precision"], fmt_num(r["kernels"]), fmt_ns(r["time_ns"]), f"{100 * r['time_share']:.1f}"]
-            for r in rows(summary.precision)
-        ],
-    )
-    out += ["### GPU activity", ""] + md_table(
-        ["activity", "count", "time", "share %"],
-        [
-            [r["activity"], fmt_num(r["count"]), fmt_ns(r["time_ns"]), f"{100 * r['share']:.1f}"]
-            for r in rows(summary.activity)
-        ],
-    )
-    out += ["### Memory operations", ""] + md_table(
-        ["op", "copy kind", "host memory", "count", "bytes", "time", "GB/s"],
-        [
-            [
-                r["op"],
-                r["copy_kind"],
-                r["host_memory"],
-                fmt_num(r["count"]),
-                fmt_num(r["bytes"]),
-                fmt_ns(r["time_ns"]),
-                fmt_num(r["bandwidth_gbps"]),
-            ]
-            for r in rows(summary.memory)
-        ],
-    )
-    for h in summary.annotations:
-        out += [f"### Annotation durations: {cell(h.pattern)}", ""] + md_table(
-            ["name", "count", "total", "mean", "p50", "max"],
-            [
-                [
-                    r["name"],
-                    fmt_num(r["count"]),
-                    fmt_ns(r["total_ns"]),
-                    fmt_ns(r["mean_ns"]),
-                    fmt_ns(r["p50_ns"]),
-                    fmt_ns(r["max_ns"]),
-                ]
-                for r in rows(h.stats)
-            ],
-        )
-    return out
-
-
-def _operators(report: Report) -> list[str]:
-    out = ["## Operators and kernel sequences", ""]
-    for t in operator_tables(report.dashboard.summary):
-        out += [f"### {t.title}", ""] + ([cell(t.note, 1000), ""] if t.note else [])
-        out += md_table(t.headers, t.cells)
-    return out
-
-
-def _step_histogram(hist: StepHistogram) -> list[str]:
-    """The non-empty bins of the step-time histogram."""
-    if not hist.counts:
-        return []
-    bins = zip(hist.edges_ms[:-1], hist.edges_ms[1:], hist.counts, strict=True)
-    return ["### Step time distribution", ""] + md_table(
-        ["from (ms)", "to (ms)", "steps"], [[f"{a:.3f}", f"{b:.3f}", n] for a, b, n in bins if n]
-    )
-
-
-def _evidence(evidence: Sequence[Evidence]) -> list[str]:
-    return md_table(
-        ["kind", "when", "node/rank", "device", "stream", "what", "value"],
-        [evidence_cells(e) for e in evidence[:MAX_EVIDENCE_ROWS]],
-    )
-
-
-def _rule(result: RuleResult) -> list[str]:
-    out = [f"### {result.rule}: {verdict(result)}", "", cell(result.description, 1000), ""]
-    out += md_table(["parameter", "value"], [[k, v] for k, v in result.params.items()])
-    if result.skipped:
-        out += [f"Skipped: {cell(result.skipped, 500)}.", ""]
-    for f in result.findings:
-        out += [
-            f"**{f.severity}**: {cell(f.message, 2000)}",
-            "",
-            f"_Recommendation_: {cell(f.recommendation, 2000)}",
-            "",
-        ]
-        out += _evidence(f.evidence)
-    return out
 
 
 TEXT_HEATMAP_ROWS = 64
@@ -342,40 +134,122 @@ def rank_views_markdown(heat: RankHeatmap | None, lag: Stragglers | None) -> lis
     return out
 
 
-def _memory(report: Report) -> list[str]:
-    summary = report.dashboard.summary
-    out = [f"## {memory.TITLE}", "", cell(memory.lead(summary), 2000), ""]
-    m = summary.memory_timeline
-    if m is not None:
-        out += md_table(memory.DEVICE_HEADERS, memory.device_cells(m, summary.phases.start_ns))
-        out += md_table(memory.OPERATOR_HEADERS, memory.operator_cells(m))
-        out += md_table(memory.GROWTH_HEADERS, memory.growth_cells(m) if m.growth.height > 1 else [])
-    return out
+def cell_text(column: Column, value: Any) -> str:
+    """A cell as the report writes it: the one cell formatter, without the padding of fixed-width views."""
+    return format_value(column.kind, value).strip()
 
 
-def _critical_path(report: Report) -> list[str]:
-    return critical_path_view.markdown_lines(report.dashboard.summary.critical_path, md_table, cell)
+def _share_pct(value: float, total: float) -> str:
+    return f"{100 * value / total:.1f} %" if total else "-"
+
+
+def figure_rows(figure: Figure) -> tuple[list[str], list[list[object]]]:
+    """A plot's numbers as (headers, cells): a pie's slices with their share, bars' values, a histogram's non-empty
+    bins, each line's points, mean and max."""
+    d = figure.data
+    if figure.kind == "pie":
+        unit = d.get("unit", "number")
+        values = [float(v) for v in d["values"]]
+        total = sum(values)
+        cells = [
+            [label, format_value(unit, v).strip(), _share_pct(v, total)]
+            for label, v in zip(d["labels"], values, strict=True)
+        ]
+        return ["slice", "value", "share"], cells
+    if figure.kind in ("hbar", "bars"):
+        return ["name", d["unit"]], [[n, f"{float(v):,.3f}"] for n, v in zip(d["names"], d["values"], strict=True)]
+    if figure.kind == "histogram":
+        edges, counts = d["edges"], d["counts"]
+        bins = zip(edges[:-1], edges[1:], counts, strict=True)
+        return [f"from ({d['unit']})", f"to ({d['unit']})", "count"], [
+            [f"{a:.3f}", f"{b:.3f}", n] for a, b, n in bins if n
+        ]
+    if figure.kind == "lines":
+        cells = []
+        for s in d["series"]:
+            ys = [float(y) for y in s["y"] if y is not None]
+            mean, top = (f"{sum(ys) / len(ys):.1f}", f"{max(ys):.1f}") if ys else ("-", "-")
+            cells.append([s["label"], len(s["x"]), mean, top])
+        return ["series", "points", f"mean ({d['y_title']})", f"max ({d['y_title']})"], cells
+    return [], []
+
+
+class MarkdownRenderer:
+    """Lays out a Page as Markdown (presentation.layout.Renderer); `end` gives the document.
+
+    `prebuilt` holds Markdown lines made elsewhere, by section key, laid out in place of the page's (empty) section
+    of that key (its heading included): the rank views (rank_views_markdown) until their rows move into the page.
+    """
+
+    def __init__(self, prebuilt: Mapping[str, list[str]] | None = None) -> None:
+        self.prebuilt = dict(prebuilt or {})
+        self.out: list[str] = []
+
+    def begin(self, page: Page) -> None:
+        """The title and the header facts."""
+        self.out += [f"# {cell(page.title, 200)}", ""]
+        if page.facts:
+            self.out += [" · ".join(f"**{cell(k)}** {cell(v, 400)}" for k, v in page.facts), ""]
+        self.out += [f"_{cell(n.line, 2000)}_" for n in page.notes]
+
+    def section(self, section: Section) -> None:
+        """The section's heading (or the prebuilt lines of its key)."""
+        prebuilt = self.prebuilt.get(section.key)
+        self.out += prebuilt if prebuilt is not None else [f"## {cell(section.title, 200)}", ""]
+
+    def table(self, table: Table) -> None:
+        """The table's title, rows, what it left out and its lines."""
+        if table.title:
+            self.out += [f"### {cell(table.title, 200)}", ""]
+        cells = [[cell_text(c, row[c.key]) for c in table.columns] for row in table.rows]
+        self.out += md_table([c.header for c in table.columns], cells)
+        if table.rest:
+            self.out += [cell(rest_note(table.rest, table.rest_what), 400), ""]
+        self.out += [line for text in table.lines for line in (cell(text, 2000), "")]
+
+    def figure(self, figure: Figure) -> None:
+        """The plot's numbers as a table, unless a table of the page shows them (`shown_in`)."""
+        if figure.data.get("shown_in"):
+            return
+        headers, cells = figure_rows(figure)
+        if cells:
+            self.out += [f"### {cell(figure.title, 200)}", "", *md_table(headers, cells)]
+
+    def text(self, text: Text) -> None:
+        """A paragraph (notes and dim text in italics)."""
+        body = cell(text.text, 2000)
+        self.out += [f"_{body}_" if text.style in ("note", "dim") else body, ""]
+
+    def rules(self, verdicts: tuple[RuleVerdict, ...]) -> None:
+        """Each rule's verdict, then its findings with their recommendation and evidence (or why it is quiet)."""
+        for v in verdicts:
+            self.out += [f"**Verdict**: {cell(v.verdict)}", ""]
+            if v.verdict == "skipped":
+                self.out += [f"Skipped: {cell(v.why, 500)}.", ""]
+            for f in v.findings:
+                self.out += [
+                    f"**{f.severity}**: {cell(f.message, 2000)}",
+                    "",
+                    f"_Recommendation_: {cell(f.recommendation, 2000)}",
+                    "",
+                ]
+                if f.evidence is not None:
+                    self.table(f.evidence)
+            if v.verdict == "ok":
+                self.out += [f"Did not fire: {v.triggered:,} of {v.datapoints:,} datapoints met the condition.", ""]
+
+    def section_end(self, section: Section) -> None:
+        """The section's notes."""
+        self.out += [f"_{cell(n.line, 2000)}_" for n in section.notes]
+        if section.notes:
+            self.out.append("")
+
+    def end(self) -> str:
+        """The document."""
+        return "\n".join(self.out).rstrip() + "\n"
 
 
 def render_markdown(report: Report) -> str:
-    """The report as one Markdown document."""
-    out = [f"# {cell(report.title, 200)}", ""]
-    about = identity_line(report.identity)
-    if about:
-        out += [" · ".join(f"**{cell(k)}** {cell(v, 400)}" for k, v in about), ""]
-    for part in (
-        _job,
-        _system,
-        _framework,
-        _rules_summary,
-        _dashboard,
-        ranks_markdown,
-        _critical_path,
-        _operators,
-        _memory,
-    ):
-        out += part(report)
-    out += ["## Rules", ""]
-    for result in report.dashboard.rules.results:
-        out += _rule(result)
-    return "\n".join(out).rstrip() + "\n"
+    """The report as one Markdown document: report_page laid out by MarkdownRenderer."""
+    ranks = ranks_markdown(report)
+    return lay_out(report_page(report), MarkdownRenderer({RANKS_KEY: ranks} if ranks else {}))

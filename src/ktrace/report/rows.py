@@ -12,12 +12,7 @@ from typing import Any
 import polars as pl
 
 from ktrace.analysis.phases import JobPhases
-from ktrace.analysis.rules.base import Evidence
 from ktrace.analysis.summary import FLOAT_DIGITS, frame_records
-from ktrace.report.format import fmt_num, fmt_time_range
-
-COUNTER_STATS = ("min", "p50", "p95", "p99", "max")
-"""The counter statistics the reports show."""
 
 
 def rows(frame: pl.DataFrame | None) -> list[dict[str, Any]]:
@@ -44,20 +39,3 @@ def phase_rows(phases: JobPhases) -> list[tuple[str, int, float]]:
 def _pct(value: float) -> float:
     rounded = json_float(value)
     return 0.0 if rounded is None else rounded
-
-
-def evidence_cells(e: Evidence) -> list[object]:
-    """One evidence row: kind, when, node/rank, device, stream, what, value (absent fields blank)."""
-    return [
-        e.kind,
-        fmt_time_range(e.start_ns, e.end_ns),
-        "/".join(str(v) for v in (e.node, e.rank) if v is not None),
-        _blank(e.device),
-        _blank(e.stream),
-        _blank(e.name),
-        fmt_num(e.value),
-    ]
-
-
-def _blank(value: object) -> object:
-    return "" if value is None else value

@@ -29,9 +29,9 @@ def test_markdown_lays_out_the_event_tables(report) -> None:  # type: ignore[no-
     from ktrace.report.markdown import render_markdown
 
     sec = _markdown_section(render_markdown(report))
-    assert "| n0/rank0/GPU0 | 4 | 0.0 | 75.0 | 100.0 | 100.0 | 100.0 | 62.5 |" in sec
-    assert "| n0/rank0 main | 2 | 1.50 ms | 3 | 270.00 µs | 58.5 | 50.0 | 95.0 | 99.0 | 100.0 |" in sec
-    assert "| n0/rank0 pid 1 tid 2 | 1 | 500.00 µs | 0 | 0 ns | 100.0 | - | - | - | - |" in sec
+    assert "| n0/rank0/GPU0 | 4 | 0.0 % | 75.0 % | 100.0 % | 100.0 % | 100.0 % | 62.5 % |" in sec
+    assert "| n0/rank0 main | 2 | 1.50 ms | 3 | 270.00 µs | 58.5 % | 50.0 % | 95.0 % | 99.0 % | 100.0 % |" in sec
+    assert "| n0/rank0 pid 1 tid 2 | 1 | 500.00 µs | 0 | 0 ns | 100.0 % | - | - | - | - |" in sec
     assert "| n0/rank0/GPU0 | 3 | 100 B | 370 B | 394 B | 400 B |" in sec
     assert "Sampled counters" not in sec and "bins of 1.00 ms" in sec
     need = re.search(r"Counters only ktrace run records, not in this trace[^\n]*", sec)
@@ -45,7 +45,7 @@ def test_html_has_the_same_tables(report) -> None:  # type: ignore[no-untyped-de
     sec = text.split('<section id="system">', 1)[1].split("</section>", 1)[0]
     assert (
         "<h3>GPU busy per device</h3>" in sec
-        and "<td>n0/<wbr>rank0/<wbr>GPU0</td><td>4</td><td>0.0</td><td>75.0</td>" in sec
+        and "<td>n0/<wbr>rank0/<wbr>GPU0</td><td>4</td><td>0.0&nbsp;%</td><td>75.0&nbsp;%</td>" in sec
     )
     assert "<td>n0/rank0 main</td>" in sec and "<td>394&nbsp;B</td><td>400&nbsp;B</td>" in sec
     assert "Counters only ktrace run records, not in this trace" in sec

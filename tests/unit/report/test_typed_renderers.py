@@ -41,8 +41,8 @@ def test_a_column_the_renderers_read_is_never_rendered_blank(report: Report, fra
 
 
 def test_verdicts_and_counts_match_the_json_document(report: Report) -> None:
+    from ktrace.presentation.verdicts import finding_counts, rule_status, triggered_first, verdict
     from ktrace.report.content import report_document
-    from ktrace.report.verdicts import finding_counts, rule_status, triggered_first, verdict
 
     document = report_document(report)["rules"]
     results = report.dashboard.rules.results
@@ -67,14 +67,14 @@ def test_markdown_shows_the_typed_numbers(report: Report) -> None:
 
     text = render_markdown(report)
     summary = report.dashboard.summary
-    assert f"| training loop | {format_ns(summary.phases.training_ns)} | {summary.phases.training_pct:.1f} |" in text
+    assert f"| training loop | {format_ns(summary.phases.training_ns)} | {summary.phases.training_pct:.1f} % |" in text
     assert f"| kernels | {summary.kernels:,} |" in text
     for result in report.dashboard.rules.results:
-        assert f"### {result.rule}: " in text
+        assert f"## Rule: {result.rule}\n" in text
 
 
 def test_report_header_names_the_trace_from_its_identity(report: Report) -> None:
-    from ktrace.report.identity import TraceIdentity
+    from ktrace.presentation.identity import TraceIdentity
     from ktrace.report.markdown import render_markdown
 
     named = dataclasses.replace(
