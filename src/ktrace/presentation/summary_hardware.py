@@ -115,7 +115,7 @@ def collectives_section(c: Collectives | None) -> Section | None:
     if c is None:
         return None
     if c.reason is not None:
-        return Section("collectives", "Collectives", (Text(f"collectives: {c.reason}", "dim"),))
+        return Section("collectives", "Collectives", (Text(c.reason, "dim"),))
     rest = max(0, c.by_size.height - COLLECTIVE_ROWS)
     title = f"NCCL collectives by message size ({c.sized_calls:,} of {c.calls:,} calls sized; busbw as nccl-tests)"
     table = Table(

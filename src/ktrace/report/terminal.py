@@ -1,4 +1,9 @@
-"""Terminal summary: render a Summary (the dashboard numbers) as rich tables and bars on a Console."""
+"""The terminal renderer of a presentation Page (rich): `ktrace summary` lays out the summary's page here.
+
+A Page's facts make the first line, its notes follow (what the trace lacks comes last, dimmed), then each section's
+blocks: tables laid out to the console's width (report.terminal_tables), paragraphs, rule verdicts. Trace text is
+made printable and never read as markup.
+"""
 
 from __future__ import annotations
 
@@ -7,241 +12,107 @@ from typing import Any
 import polars as pl
 from rich.console import Console
 from rich.markup import escape
-from rich.text import Text
+from rich.text import Text as RichText
 
-from ktrace.analysis.memory_timeline import peak_line
-from ktrace.analysis.operators import OperatorSummary
-from ktrace.analysis.phases import step_source_note
 from ktrace.analysis.ranks import LoadBalance
 from ktrace.analysis.stragglers import Stragglers
-from ktrace.analysis.summary import ABSENT_DATA, Summary
-from ktrace.analysis.units import format_bytes
+from ktrace.analysis.summary import Summary
 from ktrace.model.display_text import printable, printable_tree
-from ktrace.presentation import summary_critical_path as critical_path_view
-from ktrace.presentation.summary_ranks import (
-    BASIS_NOTE,
-    WAITED_TERMINAL_COLUMNS,
-    straggler_rows,
-    waited_terminal_rows,
-    waited_title,
-)
-from ktrace.report.format import fmt_ns as format_ns
-from ktrace.report.rank_rows import rest_note
-from ktrace.report.rows import json_float, phase_rows, rows
-from ktrace.report.terminal_operators import module_table, shape_table
-from ktrace.report.terminal_tables import format_cell, print_table
+from ktrace.presentation.layout import lay_out
+from ktrace.presentation.page import Figure, Page, RuleVerdict, Section, Table, Text
+from ktrace.presentation.summary_gpu import latency_rows as latency_rows
+from ktrace.presentation.summary_page import summary_page
+from ktrace.presentation.summary_ranks import TERMINAL_STRAGGLERS as TERMINAL_STRAGGLERS
+from ktrace.presentation.summary_ranks import load_balance_section, stragglers_section
+from ktrace.presentation.summary_tables import frame_rows
+from ktrace.report.terminal_tables import render_table
 
-TERMINAL_STRAGGLERS = 5
-"""Straggler rows in the terminal summary (the report shows 10; the JSON every rank)."""
+_TEXT_STYLES = {"plain": "", "dim": "dim", "note": "yellow", "headline": "bold"}
 
 
-_LATENCY_METRICS = (
-    ("launch_latency_ns", "API start → run"),
-    ("queue_delay_ns", "API end → run"),
-    ("api_duration_ns", "API call"),
-)
+class TerminalRenderer:
+    """Prints a Page on a rich Console as `lay_out` walks it (presentation.layout.Renderer[None])."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._page: Page | None = None
+
+    def begin(self, page: Page) -> None:
+        """The facts on one line, then the notes that change how to read the tables (before them)."""
+        self._page = page
+        if page.facts:
+            self.console.print("   ".join(f"[bold]{escape(k)}[/] {escape(printable(v))}" for k, v in page.facts))
+        for note in page.notes:
+            if not note.absent:
+                self.console.print(f"[yellow]note:[/] {escape(printable(note.line))}")
+
+    def section(self, section: Section) -> None:
+        """Sections have no heading in the terminal: each table carries its title."""
+
+    def table(self, table: Table) -> None:
+        """A table laid out to the console's width, its lines and the rows it left out."""
+        render_table(self.console, table)
+
+    def figure(self, figure: Figure) -> None:
+        """A figure's title (the terminal draws no plots; its numbers are in the tables)."""
+        self.console.print(RichText(printable(figure.title), style="dim"))
+
+    def text(self, text: Text) -> None:
+        """A paragraph in its style."""
+        self.console.print(RichText(printable(text.text), style=_TEXT_STYLES[text.style]))
+
+    def rules(self, verdicts: tuple[RuleVerdict, ...]) -> None:
+        """One line per rule: verdict, rule and why."""
+        for v in verdicts:
+            self.console.print(RichText(printable(f"{v.verdict:9} {v.rule}: {v.why}")))
+
+    def section_end(self, section: Section) -> None:
+        """The section's notes, dimmed."""
+        for note in section.notes:
+            self.console.print(RichText(printable(note.line), style="dim"))
+
+    def end(self) -> None:
+        """What the trace lacks, last and dimmed."""
+        absent = [n for n in self._page.notes if n.absent] if self._page else []
+        if absent:
+            self.console.print("[dim]not in this trace:[/]")
+            for note in absent:
+                self.console.print(RichText(printable(f"  {note.line}"), style="dim"))
 
 
-def latency_rows(wide: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """latency_stats' wide rows (one per kind) as one row per (kind, definition)."""
-    out = []
-    for row in wide:
-        for prefix, label in _LATENCY_METRICS:
-            stats = {f"{k[len(prefix) + 1 :]}_ns": v for k, v in row.items() if k.startswith(prefix + "_")}
-            out.append({"kind": row["kind"], "definition": label, "count": row["count"], **stats})
-    return out
+def render_page(page: Page, console: Console) -> None:
+    """Print `page` on `console`."""
+    lay_out(page, TerminalRenderer(console))
 
 
-def _counter_rows(stats: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Counter statistics for the terminal: one metric per line with its core/device index (cpu.core.util[3]),
-    byte counters humanized."""
-    out = []
-    for r in stats:
-        instance = r["instance"]
-        metric = f"{r['metric']}[{instance}]" if isinstance(instance, int) and instance >= 0 else r["metric"]
-        fmt = format_bytes if str(r["metric"]).endswith("_bytes") else (lambda v: f"{v:,.2f}")
-        out.append(
-            {
-                "node": r["node"],
-                "metric": metric,
-                "samples": r["samples"],
-                **{k: "-" if r[k] is None else fmt(float(r[k])) for k in ("min", "p50", "p95", "max", "mean")},
-            }
-        )
-    return out
+def render_summary(summary: Summary, console: Console, *, by_shape: bool = False) -> None:
+    """Print the summary's page on `console` (the numbers of summary_to_dict, trace text made printable);
+    `by_shape` adds the operators by input shape (summary.operators.by_shape, when the summary has it)."""
+    render_page(summary_page(summary, by_shape=by_shape), console)
 
 
-OPERATOR_ROWS = (10, 5)
-"""The terminal's operator table: this many top operators by GPU time, then up to this many more by CPU self time."""
-
-
-def _operator_rows(ops: OperatorSummary | None) -> list[dict[str, Any]] | None:
-    """The summary's two top-operator lists as one table: by GPU time, then the CPU-heavy ones not already in it
-    (CPU total time is in the JSON: in 80 columns the names need its room)."""
-    if ops is None:
-        return None
-    by_gpu, by_cpu = OPERATOR_ROWS
-    top = text_rows(ops.top_by_gpu_time)[:by_gpu]
-    shown = {r["name"] for r in top}
-    top += [r for r in text_rows(ops.top_by_cpu_self_time) if r["name"] not in shown][:by_cpu]
-    return [
-        {
-            "name": r["name"],
-            "calls": r["calls"],
-            "cpu_self_ns": r["cpu_self_ns"],
-            "gpu_ns": r["gpu_ns"],
-            "kernels": r["kernels"],
-            "latency_ns": r["launch_latency_mean_ns"],
-        }
-        for r in top
-    ]
-
-
-def text_rows(frame: pl.DataFrame | None) -> list[dict[str, Any]]:
-    """A summary frame's rows (as in the JSON) with every trace string made printable for the terminal."""
-    printable_rows: list[dict[str, Any]] = printable_tree(rows(frame))
-    return printable_rows
-
-
-def _header(console: Console, summary: Summary) -> None:
-    phases = summary.phases
-    console.print(
-        f"[bold]source[/] {escape(printable(summary.source))}   [bold]ranks[/] {summary.ranks}   "
-        f"[bold]kernels[/] {summary.kernels:,}   [bold]job[/] {format_ns(phases.duration_ns)}   "
-        f"[bold]steps[/] {phases.steps}{' per rank' if summary.ranks > 1 else ''}"
-        f"{step_source_note(phases.step_source)}"
-    )
-    for note in summary.notes:  # before the tables: a note (truncated input, lost records) changes how to read them
-        if note not in ABSENT_DATA:  # what the trace lacks comes last (_absent)
-            console.print(f"[yellow]note:[/] {escape(printable(note))}")
-    phase_shares = [{"phase": name, "time_ns": ns, "share": pct / 100.0} for name, ns, pct in phase_rows(phases)]
-    print_table(console, "job phases", phase_shares, share_bar="share")
+def _print_section(console: Console, section: Section | None) -> None:
+    if section is not None:
+        renderer = TerminalRenderer(console)
+        for block in section.blocks:
+            if isinstance(block, Table):
+                renderer.table(block)
+            elif isinstance(block, Text):
+                renderer.text(block)
 
 
 def print_load_balance(console: Console, balance: LoadBalance | None, *, per_rank: bool = True) -> None:
     """The load-balance table (unless not `per_rank`) and its spreads (nothing with fewer than 2 ranks)."""
-    if balance is None:
-        return
-    if per_rank:
-        print_table(console, "load balance across ranks", text_rows(balance.per_rank))
-    distance = json_float(balance.histogram_distance)
-    console.print(
-        f"busy spread {format_cell('busy_share', json_float(balance.busy_spread))}   step spread "
-        f"{format_cell('step_share', json_float(balance.step_spread))}   utilization histogram distance "
-        f"{'-' if distance is None else f'{distance:.3f}'} ({printable(balance.source)}; "
-        "SageMaker flags > 0.5)"
-    )
+    _print_section(console, load_balance_section(balance, per_rank=per_rank))
 
 
 def print_stragglers(console: Console, lag: Stragglers | None) -> None:
-    """The straggler table's top TERMINAL_STRAGGLERS ranks (the single-process and the fleet summary's)."""
-    if lag is None:
-        return
-    waited = printable_tree(waited_terminal_rows(lag, TERMINAL_STRAGGLERS))
-    print_table(console, waited_title(lag), waited, WAITED_TERMINAL_COLUMNS)
-    for row in waited:  # the why on lines of its own, as the step-time view's causes below
-        console.print(Text(f"  why {row['ranks']}: {row['why']}"))
-    found: list[dict[str, Any]] = printable_tree(straggler_rows(lag, TERMINAL_STRAGGLERS)[0])
-    rest = lag.table.height - len(found)
-    columns = ["node", "rank", "slower_pct", "work_mean_ns", "step_mean_ns", "slowest_steps"]
-    print_table(console, f"step-time view: stragglers ({BASIS_NOTE[lag.basis]})", found, columns)
-    for row in found:  # the causes on lines of their own: kernel names need the width a table column lacks
-        if row["causes"]:
-            console.print(Text(f"  why {row['node']}/{row['rank']}: {row['causes']}"))
-    if rest:
-        console.print(f"[dim]{escape(rest_note(rest, 'ranks'))}[/]")
+    """The ranks the others waited for and the step-time stragglers, top TERMINAL_STRAGGLERS of each (the fleet
+    summary's)."""
+    _print_section(console, stragglers_section(lag, TERMINAL_STRAGGLERS))
 
 
-def _critical_path(console: Console, summary: Summary) -> None:
-    cp = summary.critical_path
-    if cp is None:
-        return
-    console.print(Text(printable(critical_path_view.headline(cp))))
-    print_table(console, "critical path: composition", critical_path_view.composition_rows(cp), share_bar="share")
-    items, what_if = critical_path_view.item_rows(cp, 5), critical_path_view.what_if_rows(cp)  # trace names
-    print_table(console, "critical path: top items", printable_tree(items), share_bar="share")
-    crossings = critical_path_view.crossing_rows(cp)
-    if crossings:
-        print_table(
-            console,
-            "critical path: late ranks (crossed: the path runs on the late rank; waited: the wait is on it)",
-            printable_tree(crossings),
-        )
-    print_table(console, "critical path: what if (new longest path)", printable_tree(what_if))
-    for note in critical_path_view.what_if_notes(cp):
-        console.print(Text(printable(note)))
-
-
-def render_summary(summary: Summary, console: Console, *, by_shape: bool = False) -> None:
-    """Print the summary's tables on `console` (the numbers of summary_to_dict, trace text made printable);
-    `by_shape` adds the operators by input shape (summary.operators.by_shape, when the summary has it)."""
-    _header(console, summary)
-    print_table(
-        console,
-        "active time (timeline = busy/span; counter = share of samples > 0 %; mean util = mean "
-        "sample, lower than the active share when the device is partly busy)",
-        text_rows(summary.active),
-        ["resource", "method", "node", "rank", "instance", "active_share", "mean_util"],
-        "active_share",
-    )
-    print_table(
-        console,
-        "GPU busy / idle per device",
-        text_rows(summary.busy),
-        ["node", "rank", "device", "busy_ns", "idle_ns", "span_ns", "busy_pct", "records"],
-    )
-    print_table(
-        console,
-        "GPU idle by cause (per device: each gap takes the cause of the record that ends it)",
-        text_rows(summary.idle),
-        share_bar="idle_share",
-    )
-    kcols = ["name", "count", "total_ns", "mean_ns", "p50_ns", "p95_ns", "max_ns", "time_share"]
-    print_table(console, "top kernels by GPU time", text_rows(summary.top_by_time), kcols, "time_share")
-    print_table(
-        console,
-        "top kernels by launch count",
-        text_rows(summary.top_by_count),
-        ["name", "count", "count_share", "total_ns", "mean_ns"],
-        "count_share",
-    )
-    print_table(
-        console,
-        f"operators: top {OPERATOR_ROWS[0]} by GPU time, then by CPU self time (gpu = work each "
-        "launched, innermost operator; latency = mean launch -> kernel start)",
-        _operator_rows(summary.operators),
-    )
-    for extra in (module_table(summary.operators), shape_table(summary.operators) if by_shape else None):
-        if extra is not None:
-            print_table(console, extra.title, extra.rows)
-            for line in extra.lines:
-                console.print(Text(line))
-    print_table(
-        console,
-        "launch-to-run latency (start->start = launch latency; end->start = queue delay)",
-        latency_rows(text_rows(summary.latency)),
-    )
-    print_table(console, "step time per rank", text_rows(summary.step_stats))
-    print_table(
-        console,
-        "kernel precision (communication/memory shown apart)",
-        text_rows(summary.precision),
-        ["precision", "excluded", "kernels", "time_ns", "time_share", "count_share"],
-        "time_share",
-    )
-    print_table(console, "GPU activity (sum of durations)", text_rows(summary.activity), share_bar="share")
-    print_table(console, "memory operations", text_rows(summary.memory), share_bar="time_share")
-    if summary.memory_timeline is not None:
-        console.print(escape(printable(peak_line(summary.memory_timeline, summary.phases.start_ns))))
-    print_table(console, "communication / compute overlap", text_rows(summary.overlap))
-    print_table(console, "counters", _counter_rows(text_rows(summary.counters)))
-    print_load_balance(console, summary.load_balance)
-    print_stragglers(console, summary.stragglers)
-    _critical_path(console, summary)
-    for h in summary.annotations:
-        print_table(console, f"annotation {printable(h.pattern)!r}: {h.count} ranges", text_rows(h.stats))
-    absent = [note for note in summary.notes if note in ABSENT_DATA]
-    if absent:
-        console.print("[dim]not in this trace:[/]")
-        for note in absent:
-            console.print(f"[dim]  {escape(printable(note))}[/]")
+def text_rows(frame: pl.DataFrame | None) -> list[dict[str, Any]]:
+    """A summary frame's rows (as in the JSON) with every trace string made printable for the terminal."""
+    printable_rows: list[dict[str, Any]] = printable_tree(frame_rows(frame))
+    return printable_rows

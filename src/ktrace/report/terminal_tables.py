@@ -6,18 +6,22 @@ numbers are never cut. The terminal summary (report.terminal), the fleet summary
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich import box
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
+from rich.table import Table as RichTable
 from rich.text import Text
 
 from ktrace.analysis.names import distinct_short_names
-from ktrace.analysis.units import format_bytes
-from ktrace.report.format import fmt_ns as format_ns
+from ktrace.analysis.units import format_bytes as format_bytes
+from ktrace.model.display_text import printable
+from ktrace.presentation.cells import column_label as column_label
+from ktrace.presentation.cells import format_cell as format_cell
+from ktrace.presentation.cells import format_value, is_numeric
+from ktrace.presentation.page import Column, Table, columns
 
 BAR_WIDTH = 12
 NAME_WIDTH = 80
@@ -25,20 +29,6 @@ NAME_WIDTH = 80
 less when the terminal is narrower, but always so that two different kernels read differently."""
 _COMFORTABLE_NAME = 30
 """The share bar and the droppable columns give way before a kernel name is cut below this width."""
-
-_UNIT_SUFFIXES = ("_ns", "_pct", "_gbps", "_bytes")
-
-
-def _label(column: str) -> str:
-    """A column header for people: unit suffixes dropped (cells carry units), underscores as spaces; a share in %
-    keeps its "%", so it never reads like the time beside it (overlap_ns and overlap_pct were both "overlap")."""
-    if column.endswith("_pct"):
-        return column[: -len("_pct")].replace("_", " ") + " %"
-    for suffix in _UNIT_SUFFIXES:
-        if column.endswith(suffix):
-            column = column[: -len(suffix)]
-            break
-    return column.replace("_", " ")
 
 
 def bar(share: float | None, width: int = BAR_WIDTH) -> str:
@@ -49,72 +39,6 @@ def bar(share: float | None, width: int = BAR_WIDTH) -> str:
     return "█" * full + "·" * (width - full)
 
 
-_SUFFIX_FORMATS: tuple[tuple[str, Callable[[Any], str]], ...] = (
-    ("_ns", lambda v: format_ns(float(v))),
-    ("share", lambda v: f"{100 * float(v):5.1f} %"),
-    ("_pct", lambda v: f"{float(v):5.1f} %"),
-    ("_gbps", lambda v: f"{float(v):.2f} GB/s"),
-)
-
-
-_ID_COLUMNS = frozenset({"rank", "device", "instance", "pid", "tid", "stream", "step"})
-"""Identifiers: printed as they are (no thousands separators)."""
-
-
-def _cell(column: str, value: Any) -> str:
-    """One table cell, formatted by the column's unit suffix (_ns, share, _pct, _gbps, bytes)."""
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if column in _ID_COLUMNS:
-        return "-" if isinstance(value, int) and value < 0 else str(value)  # -1: host-wide, not one rank/core
-    for suffix, fmt in _SUFFIX_FORMATS:
-        if column.endswith(suffix):
-            return fmt(value)
-    if column == "bytes" or column.endswith("_bytes"):
-        return format_bytes(float(value))
-    if isinstance(value, float):
-        return f"{value:,.2f}"
-    return f"{value:,}" if isinstance(value, int) else str(value)
-
-
-def format_cell(column: str, value: Any) -> str:
-    """A cell as the terminal tables show it (for other human formats of the same rows: the fleet report)."""
-    return _cell(column, value)
-
-
-def column_label(column: str) -> str:
-    """A column header as the terminal tables show it (unit suffixes dropped, underscores as spaces)."""
-    return _label(column)
-
-
-_TEXT_COLUMNS = frozenset(
-    {
-        "name",
-        "node",
-        "resource",
-        "method",
-        "phase",
-        "kind",
-        "definition",
-        "precision",
-        "idle_cause",
-        "op",
-        "copy_kind",
-        "host_memory",
-        "activity",
-        "metric",
-        "measure",
-        "status",
-        "rule",
-        "a",
-        "b",
-        "causes",
-        "module",
-        "shapes",
-    }
-)
 _FLEXIBLE = frozenset({"name", "node", "metric", "causes", "module"})
 """Text columns that shrink (with an ellipsis) when the terminal is narrow; numbers never do."""
 _DROPPABLE = (
@@ -136,6 +60,8 @@ _DROPPABLE = (
     "p99_ns",
     "count_a",
     "count_b",
+    "tbps",
+    "dtype",
 )
 """Columns given up, in this order, when even shrunk names do not fit the terminal (the diff's launch counts last:
 at 80 columns they left its kernel names 14 characters)."""
@@ -144,9 +70,9 @@ _READABLE_NAME = 24
 _MIN_FLEX = 12
 
 
-def _natural(c: str, col: int, cells: list[list[str]], wrap_label: bool = False) -> int:
-    label = max(_label(c).split(), key=len, default="") if wrap_label else _label(c)
-    return max(len(label), *(len(r[col]) for r in cells))
+def _natural(label: str, col: int, cells: list[list[str]], wrap_label: bool = False) -> int:
+    shown = max(label.split(), key=len, default="") if wrap_label else label
+    return max(len(shown), *(len(r[col]) for r in cells))
 
 
 def _fit(
@@ -187,84 +113,104 @@ _NAMES = ("name", "node", "metric", "module")
 
 
 def _set_names(
-    cols: list[str], cells: list[list[str]], rows: Sequence[dict[str, Any]], widths: dict[str, int] | int
+    cols: list[str], cells: list[list[str]], kernels: list[str] | None, widths: dict[str, int] | int
 ) -> None:
-    """Put each name column's names, shortened to its width (one width for all, or per column) and distinct."""
+    """Put each name column's names, shortened to its width (one width for all, or per column) and distinct;
+    kernel names (column "name") are shortened from their full text each time (`kernels`), the others only cut."""
     for column in _NAMES:
         if column in cols and (isinstance(widths, int) or column in widths):
             at = cols.index(column)
             width = widths if isinstance(widths, int) else widths[column]
-            full = [str(row.get(column)) if column == "name" else r[at] for row, r in zip(rows, cells, strict=True)]
+            full = kernels if column == "name" and kernels is not None else [r[at] for r in cells]
             for r, short in zip(cells, _kernel_names(full, width, plain=column != "name"), strict=True):
                 r[at] = short
 
 
 def _layout(
-    width: int, cols: list[str], cells: list[list[str]], rows: Sequence[dict[str, Any]], share_bar: str | None
+    width: int, cols: list[str], labels: list[str], cells: list[list[str]], share_bar: str | None
 ) -> tuple[dict[str, int], int, bool]:
     """(column widths, bar width, whether number headers wrap) for the table, kernel names set in `cells`."""
-    _set_names(cols, cells, rows, NAME_WIDTH)
-    natural = {c: _natural(c, i, cells) for i, c in enumerate(cols)}
+    kernels = [r[cols.index("name")] for r in cells] if "name" in cols else None
+    _set_names(cols, cells, kernels, NAME_WIDTH)
+    natural = {c: _natural(labels[i], i, cells) for i, c in enumerate(cols)}
     fitted = _fit(width, cols, natural, BAR_WIDTH if share_bar else 0, share_bar)
     wrap_labels = fitted is None  # still too wide: headers wrap at spaces ("comm / only") rather than numbers cut
     if fitted is None:
-        natural = {c: _natural(c, i, cells, wrap_label=True) for i, c in enumerate(cols)}
+        natural = {c: _natural(labels[i], i, cells, wrap_label=True) for i, c in enumerate(cols)}
         fitted = _fit(width, cols, natural, 0)
         while fitted is None and len(cols) > 2:  # last resort: the right-most columns go, none is cut
             cols = cols[:-1]
             fitted = _fit(width, cols, natural, 0)
         fitted = fitted or ({c: natural[c] for c in cols}, 0)
     widths, bar_width = fitted
-    _set_names(cols, cells, rows, {c: w for c, w in widths.items() if w < natural[c]})
+    _set_names(cols, cells, kernels, {c: w for c, w in widths.items() if w < natural[c]})
     return widths, bar_width, wrap_labels
 
 
 def print_table(
     console: Console,
     title: str,
-    rows: Sequence[dict[str, Any]] | None,
-    columns: Sequence[str] | None = None,
+    rows: Sequence[Mapping[str, Any]] | None,
+    keys: Sequence[str] | None = None,
     share_bar: str | None = None,
 ) -> None:
-    """Print `rows` as a table of `columns` (default: all), with an optional bar for column `share_bar`.
+    """Print `rows` as a table of the columns `keys` (default: all; units read from the keys), with an optional
+    bar for column `share_bar` (the diff and the fleet summary; the summary lays out its Page's tables)."""
+    shown = list(keys or (rows[0].keys() if rows else ()))
+    render_table(console, Table("", title, columns(*shown), tuple(rows or ()), bar=share_bar))
+
+
+def rest_line(rest: int, what: str) -> str:
+    """ "and 12 more ranks (every row is in the JSON report)"."""
+    return f"and {rest:,} more {what} (every row is in the JSON report)"
+
+
+def render_table(console: Console, table: Table) -> None:
+    """Print a presentation Table: its title, its rows laid out to the console's width (each cell formatted by its
+    column's unit, trace text made printable), its bar, then its lines and how many rows it left out.
 
     Names shrink first when the terminal is narrow (staying distinct), then the bar and the least useful
-    columns go; numbers are never cut. A column (or `share_bar`) that a row lacks is a KeyError.
+    columns go; numbers are never cut. A column (or the bar) that a row lacks is a KeyError.
     """
-    if not rows:
-        console.print(f"[bold]{escape(title)}[/]: [dim]none[/]")
-        return
-    cols = list(columns or rows[0].keys())
-    cells = [[_cell(c, row[c]) for c in cols] for row in rows]  # row[c]: a renamed column fails, never shows "-"
-    widths, bar_width, wrap_labels = _layout(console.width, cols, cells, rows, share_bar)
-    shown = list(widths)
-    table = Table(
-        title=escape(title),
-        title_justify="left",
-        title_style="bold",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-        pad_edge=False,
+    title = escape(printable(table.title))
+    if not table.rows:
+        console.print(f"[bold]{title}[/]: [dim]none[/]")
+    else:
+        console.print(_rich_table(console.width, title, table))
+    for line in table.lines:
+        console.print(Text(printable(line)))
+    if table.rest:
+        console.print(Text(printable(rest_line(table.rest, table.rest_what)), style="dim"))
+
+
+def _rich_table(width: int, title: str, table: Table) -> RichTable:
+    cols = [c.key for c in table.columns]
+    of: dict[str, Column] = {c.key: c for c in table.columns}
+    # row[c.key]: a renamed column fails, never shows "-"
+    cells = [[printable(format_value(c.kind, row[c.key])) for c in table.columns] for row in table.rows]
+    widths, bar_width, wrap_labels = _layout(width, cols, [c.header for c in table.columns], cells, table.bar)
+    out = RichTable(
+        title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False
     )
-    for c in shown:
-        numeric = c not in _TEXT_COLUMNS
-        table.add_column(
-            _label(c),
+    for key in widths:
+        numeric = is_numeric(of[key].kind)
+        out.add_column(
+            of[key].header,
             no_wrap=not (numeric and wrap_labels),
             overflow="ellipsis",
-            width=widths[c],
-            min_width=widths[c] if numeric else None,
+            width=widths[key],
+            min_width=widths[key] if numeric else None,
             justify="right" if numeric else "left",
         )
     if bar_width:
-        table.add_column("", no_wrap=True, width=bar_width)
-    index = [cols.index(c) for c in shown]
-    for row, cells_of_row in zip(rows, cells, strict=True):
-        out = [cells_of_row[i] for i in index]
-        if bar_width and share_bar:
-            out.append(bar(row[share_bar], bar_width))
-        table.add_row(*(Text(cell) for cell in out))  # Text: trace strings ([memory], <...>) are not markup
-    console.print(table)
+        out.add_column("", no_wrap=True, width=bar_width)
+    index = [cols.index(key) for key in widths]
+    for row, cells_of_row in zip(table.rows, cells, strict=True):
+        shown = [cells_of_row[i] for i in index]
+        if bar_width and table.bar:
+            shown.append(bar(row[table.bar], bar_width))
+        out.add_row(*(Text(cell) for cell in shown))  # Text: trace strings ([memory], <...>) are not markup
+    return out
 
 
 def _kernel_names(names: list[str], width: int, plain: bool = False) -> list[str]:

@@ -92,7 +92,10 @@ def test_bytes_are_humanized() -> None:
 
 
 def test_counters_name_their_core_and_humanize_bytes_at_80_columns() -> None:
-    from ktrace.report.terminal import _counter_rows
+    """Byte counters get a table of their own (one unit a column), humanized; the others keep two decimals."""
+    from ktrace.presentation.summary_gpu import counter_rows
+    from ktrace.presentation.summary_tables import rows_table
+    from ktrace.report.terminal_tables import render_table
 
     stats = {"samples": 2, "min": 0.0, "p50": 50.0, "p95": 95.0, "p99": 99.0, "max": 100.0, "mean": 50.0}
     rows = [
@@ -107,9 +110,15 @@ def test_counters_name_their_core_and_humanize_bytes_at_80_columns() -> None:
             "mean": 2_464_126_976.0,
         },
     ]
-    text = _render(_counter_rows(rows))
-    assert "cpu.core.util[0]" in text and "cpu.core.util[1]" in text
-    assert "2.5 GB" in text and "2,467,532,800" not in text
+    plain, in_bytes = counter_rows(rows)
+    out = io.StringIO()
+    console = Console(file=out, width=80, color_system=None, force_terminal=False)
+    render_table(console, rows_table("counters", "counters", plain))
+    stat_units = {k: "bytes" for k in ("min", "p50", "p95", "max", "mean")}
+    render_table(console, rows_table("counters_bytes", "counters (bytes)", in_bytes, units=stat_units))  # type: ignore[arg-type]
+    text = out.getvalue()
+    assert "cpu.core.util[0]" in text and "cpu.core.util[1]" in text and "95.00" in text
+    assert "2.5 GB" in text and "2,467,532,800" not in text and "95 B" in text
     assert all(len(line) <= 80 for line in text.splitlines()) and "…" not in text
 
 
