@@ -62,6 +62,7 @@ _DROPPABLE = (
     "count_b",
     "tbps",
     "dtype",
+    "algbw_gbps",
 )
 """Columns given up, in this order, when even shrunk names do not fit the terminal (the diff's launch counts last:
 at 80 columns they left its kernel names 14 characters)."""

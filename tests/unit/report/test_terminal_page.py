@@ -86,3 +86,19 @@ def test_roofline_and_mfu_fit_80_columns(real_trace_path) -> None:  # type: igno
     top = summary.roofline.operators.row(0, named=True)
     assert format_ns(top["gpu_time_ns"]) in part and f"{top['tflops']:,.2f}" in part
     assert "MFU mean" in part and "2.4 %" in part  # the README's owlv2 figure: MFU 0.0243
+
+
+def test_collectives_keep_their_bus_bandwidth_at_80_columns(real_trace_path) -> None:  # type: ignore[no-untyped-def]
+    """busbw is the figure to compare with nccl-tests: algbw gives way first (it was cut as the right-most)."""
+    import ktrace
+    from ktrace.analysis.summary import summarize
+    from ktrace.report.terminal import render_summary
+
+    summary = summarize(ktrace.open(real_trace_path("nccl")), top=8)
+    out = io.StringIO()
+    render_summary(summary, _console(out))
+    text = out.getvalue()
+    part = text[text.index("NCCL collectives") : text.index("arrival skew")]
+    assert "busbw" in part and max(len(line.rstrip()) for line in part.splitlines()) <= 80
+    first = summary.collectives.by_size.row(0, named=True)
+    assert f"{first['busbw_gbps']:.2f} GB/s" in part
