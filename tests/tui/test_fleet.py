@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
-import pytest
 from fleet_traces import LAYOUT, STRAGGLER, fleet_trace
 from textual.pilot import Pilot
 
@@ -14,9 +13,9 @@ from ktrace.testing.synthetic import SyntheticConfig, generate
 from ktrace.tui.app import make_app
 from ktrace.tui.index_build import MIN_OVERVIEW_BINS, overview_bins, plan_index
 from ktrace.tui.overview import N_BINS
-from ktrace.tui.rank_panels import HEATMAP_ROWS
 from ktrace.tui.tree_model import RANK_BLOCK, tree_roots
 from ktrace.tui.widgets.host_device_tree import HostDeviceTree
+from ktrace.tui.widgets.rank_heatmap import RankHeatmap
 from ktrace.tui.widgets.rank_lines import RankLines
 from ktrace.tui.widgets.timeline import Timeline
 
@@ -51,8 +50,8 @@ def test_dashboard_rank_line_shows_that_rank_in_the_timeline(drive, settled) -> 
     async def scenario(pilot: Pilot) -> None:  # type: ignore[type-arg]
         await pilot.press("3")
         await settled(pilot)
-        heat, lag = app.query(RankLines)
-        assert heat.panel.title.startswith("ranks:") and lag.panel.title.startswith("stragglers")
+        heat, lag = app.query_one(RankHeatmap), app.query_one(RankLines)
+        assert heat.grid.title.startswith("ranks:") and lag.panel.title.startswith("stragglers")
         assert lag.chosen == STRAGGLER  # the first straggler line is the planted one
         lag.focus()
         await pilot.press("enter")
@@ -62,7 +61,7 @@ def test_dashboard_rank_line_shows_that_rank_in_the_timeline(drive, settled) -> 
         shown = app.index.tracks[timeline.rows[timeline.cursor]]
         assert (shown.node, shown.rank, shown.kind) == (*STRAGGLER, "stream")
         heat.focus()
-        await pilot.press("3", "j", "j", "enter")  # busy block: the third rank line
+        await pilot.press("3", "j", "j", "enter")  # the third rank row
         await settled(pilot)
         shown = app.index.tracks[timeline.rows[timeline.cursor]]
         assert (shown.node, shown.rank) == LAYOUT[2]
@@ -109,18 +108,20 @@ def test_1024_ranks_open_with_a_few_rows_and_collapsed_hosts() -> None:
     asyncio.run(main())
 
 
-@pytest.mark.parametrize("rows", [HEATMAP_ROWS])
-def test_heatmap_lines_stay_few_at_many_ranks(rows: int) -> None:
+def test_heatmap_has_a_row_per_rank_at_many_ranks() -> None:
+    """320 ranks on 40 hosts: one heatmap row per rank (the old panel drew one line per run of hosts), the straggler
+    panel led by the planted rank."""
     from ktrace.analysis.dashboard import build_dashboard
-    from ktrace.tui.rank_panels import rank_panels
+    from ktrace.tui.rank_grid import RankGrid
+    from ktrace.tui.rank_panels import RankPanel, rank_panels
 
     layout = tuple((f"host{h:02d}", 8 * h + r) for h in range(40) for r in range(8))
     heat, lag = rank_panels(build_dashboard(fleet_trace(layout=layout, straggler=layout[100])))
-    rank_lines = [who for who in heat.ranks if who is not None]
-    assert len(rank_lines) == 2 * rows  # busy and communication blocks, runs of hosts past `rows` hosts
-    assert heat.body.plain.splitlines()[2].startswith("host00..host01 (16 ranks)")
-    assert lag.ranks[1] == layout[100]
-    assert "and 315 more ranks" in lag.body.plain
+    assert isinstance(heat, RankGrid) and isinstance(lag, RankPanel)
+    assert heat.ranks == list(layout) and len(set(heat.labels)) == len(layout)
+    assert layout[100] in [(o.node, o.rank) for o in heat.outliers]
+    assert layout[100] in lag.ranks
+    assert "more ranks" in lag.body.plain
 
 
 def test_small_chunks_of_a_large_table_run_compiled(monkeypatch) -> None:  # type: ignore[no-untyped-def]
@@ -153,7 +154,7 @@ def test_rank_lines_answer_keys_as_soon_as_the_dashboard_shows(drive, settled) -
     async def scenario(pilot: Pilot) -> None:  # type: ignore[type-arg]
         await pilot.press("3")
         await settled(pilot)
-        heat, lag = app.query(RankLines)
+        heat, lag = app.query_one(RankHeatmap), app.query_one(RankLines)
         assert heat.has_focus
         await pilot.press("tab")  # the stragglers, as help says
         assert lag.has_focus
@@ -185,20 +186,6 @@ def test_rank_lines_take_the_keys_when_the_dashboard_arrives_on_screen(drive, se
         assert dashboard.has_focus
         dashboard.show(message)
         await settled(pilot)
-        assert app.query(RankLines).first().has_focus
+        assert app.query_one(RankHeatmap).has_focus
 
     drive(app, scenario)
-
-
-def test_the_rank_heatmap_takes_the_width_it_has() -> None:
-    """40 time columns whatever the width: at 160 columns two thirds of the panel were blank. Wider panels get
-    80 or 120 columns, on the same lines (the cursor and clicks count lines)."""
-    from ktrace.analysis.dashboard import build_dashboard
-    from ktrace.tui.rank_panels import LABEL, rank_panels
-
-    heat = rank_panels(build_dashboard(fleet_trace()))[0]
-    narrow, wide = heat.body_for(76).plain.splitlines(), heat.body_for(154).plain.splitlines()
-    assert narrow == heat.body.plain.splitlines() and len(wide) == len(narrow) == len(heat.ranks)
-    rank_line = heat.ranks.index(LAYOUT[0])
-    assert len(narrow[rank_line].rstrip()) <= 76 < len(wide[rank_line].rstrip()) <= 154
-    assert wide[rank_line].startswith(narrow[rank_line][: LABEL + 1])

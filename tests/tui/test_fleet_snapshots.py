@@ -21,6 +21,7 @@ def _dashboard_scenario(settled):  # type: ignore[no-untyped-def]
         await settled(pilot)
         await pilot.press("3")
         await settled(pilot)
+        await pilot.wait_for_scheduled_animations()  # the tab bar's underline slides to the tab
 
     return run_before
 

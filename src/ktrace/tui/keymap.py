@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from textual.binding import Binding
@@ -78,13 +79,23 @@ KEYS: tuple[Key, ...] = (
     Key(
         "j,down",
         "move(1)",
-        "rank heatmap / stragglers: next rank line (the first rank panel has these keys as soon as the dashboard "
-        "shows)",
+        "rank heatmap / stragglers: next rank (`3` lands on the heatmap, one row per rank; its rows scroll with "
+        "the cursor)",
         "ranks",
         False,
         "j / ↓",
     ),
-    Key("k,up", "move(-1)", "rank heatmap / stragglers: previous rank line", "ranks", False, "k / ↑"),
+    Key("k,up", "move(-1)", "rank heatmap / stragglers: previous rank", "ranks", False, "k / ↑"),
+    Key("pagedown", "page(1)", "rank heatmap: a page of ranks down", "ranks", False, "pgdn"),
+    Key("pageup", "page(-1)", "rank heatmap: a page of ranks up", "ranks", False, "pgup"),
+    Key("home", "jump(0)", "rank heatmap: the first rank", "ranks", False, "home"),
+    Key("end", "jump(1)", "rank heatmap: the last rank", "ranks", False, "end"),
+    Key(
+        "plus,equals_sign,z", "zoom(2.0)", "rank heatmap: zoom in (fewer steps / time a column)", "ranks", True, "+ / z"
+    ),
+    Key("minus,Z", "zoom(0.5)", "rank heatmap: zoom out (more steps / time a column)", "ranks", True, "- / Z"),
+    Key("l,right", "pan(0.5)", "rank heatmap: later steps / time (when zoomed in)", "ranks", False, "l / →"),
+    Key("h,left", "pan(-0.5)", "rank heatmap: earlier steps / time", "ranks", False, "h / ←"),
     Key("enter", "choose", "rank heatmap / stragglers: show the rank's tracks in the timeline", "ranks", True, "enter"),
     Key("tab", "app.focus_next", "rank heatmap / stragglers: the next panel (shift+tab: the one before)", "ranks"),
     Key("s", "toggle_shapes", "by input shape", "operators", True),
@@ -99,10 +110,11 @@ MOUSE_HELP: tuple[tuple[str, str], ...] = (
 )
 
 
-def bindings(scope: str) -> list[Binding]:
-    """Textual Bindings of one scope (the tree's own bindings are Textual's and are only documented)."""
+def bindings(scope: str, only: Collection[str] = ()) -> list[Binding]:
+    """Textual Bindings of one scope (the tree's own bindings are Textual's and are only documented); `only`: just
+    the keys of these actions (named without their arguments), for a widget that has a part of the scope's."""
     return [
         Binding(k.keys, k.action, k.description, show=k.show, key_display=k.display or None)
         for k in KEYS
-        if k.scope == scope
+        if k.scope == scope and (not only or k.action.split("(")[0] in only)
     ]

@@ -1,33 +1,26 @@
-"""Dashboard panels of the rank-level views (2 or more ranks): a rank x time heatmap of GPU busy and communication
-share in block characters, one line per rank (per host, or per run of hosts, when there are many), and the
-straggler table. Each heatmap line and straggler row stands for a rank: choosing it shows that rank's timeline."""
+"""Dashboard panels of the rank-level views (2 or more ranks): the rank heatmap, one row per rank
+(tui/rank_grid.py), and the straggler panel: the ranks the others waited for (when the stragglers analysis names
+them), then the ranks slowest in step time. Each straggler line stands for a rank: choosing it shows that rank's
+timeline."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-import numpy as np
+import polars as pl
 from rich.text import Text
 
 from ktrace.analysis.names import distinct_short_names
-from ktrace.model.display_text import printable, share_glyph
+from ktrace.model.display_text import printable
 from ktrace.model.units import format_ns
+from ktrace.tui.rank_grid import LABEL, RankGrid, rank_grid
 
 if TYPE_CHECKING:  # the analyses load in the dashboard worker, not when the TUI starts
     from ktrace.analysis.dashboard import Dashboard
-    from ktrace.analysis.rank_heatmap import RankHeatmap
     from ktrace.analysis.stragglers import Stragglers
 
-HEATMAP_ROWS = 16
-"""Heatmap lines: one per rank up to this many ranks, else per host (or run of hosts)."""
-HEATMAP_COLS = 40
-"""Time columns: with a 26-cell label a line fits an 80-column terminal's panel."""
-WIDER_COLS = (80, 120)
-"""More time columns for wider panels (a 140- and a 160-column terminal): the heatmap takes the width it has."""
-LABEL = 26
 STRAGGLERS = 5
-BUSY_STYLE, COMM_STYLE = "#59a14f", "#e15759"
 
 
 @dataclass
@@ -38,73 +31,51 @@ class RankPanel:
     body: Text
     ranks: list[tuple[str, int] | None] = field(default_factory=list)
     """(node, rank) of each body line, None for a line that is not a rank's."""
-    wider: dict[int, Text] = field(default_factory=dict)
-    """Bodies with the same lines drawn wider, by the panel width they need (the widest that fits is shown)."""
-
-    def body_for(self, width: int) -> Text:
-        """The widest body that fits `width` columns."""
-        fits = [need for need in self.wider if need <= width]
-        return self.wider[max(fits)] if fits else self.body
 
 
-def rank_panels(dashboard: Dashboard | None) -> list[RankPanel]:
-    """The heatmap and straggler panels; none for a trace of one rank."""
-    if dashboard is None or dashboard.rank_heatmap is None:
+def rank_panels(dashboard: Dashboard | None) -> list[RankGrid | RankPanel]:
+    """The heatmap grid and the straggler panel; none for a trace of one rank."""
+    grid = rank_grid(dashboard)
+    if dashboard is None or grid is None:
         return []
-    heat = heatmap_panel(dashboard.rank_heatmap)
-    heat.wider = {LABEL + 1 + cols: heatmap_panel(dashboard.rank_heatmap, cols).body for cols in WIDER_COLS}
-    out = [heat]
+    out: list[RankGrid | RankPanel] = [grid]
     if dashboard.summary.stragglers is not None:
         out.append(straggler_panel(dashboard.summary.stragglers))
     return out
 
 
-def _cells(values: np.ndarray, style: str) -> Text:
-    out = Text()
-    for v in values.tolist():
-        out.append(share_glyph(v), style=style)
-    return out
-
-
-def heatmap_panel(heat: RankHeatmap, cols: int = HEATMAP_COLS) -> RankPanel:
-    """Busy (green) and communication (red) share per rank over the GPU span, one rank (or host group) a line, in
-    at most `cols` time columns."""
-    span = heat.bins.bin_ns * heat.bins.n_bins
-    text = Text(
-        f"{heat.ranks.height:,} ranks on {len(heat.hosts()):,} hosts, {format_ns(span)} of GPU time\n",
-        no_wrap=True,
-        overflow="ellipsis",
-    )
-    ranks: list[tuple[str, int] | None] = [None]
-    for value, what, style in (("busy_share", "GPU busy", BUSY_STYLE), ("comm_share", "communication", COMM_STYLE)):
-        labels, shares, first = heat.coarse_rows("time", value, HEATMAP_ROWS, cols)
-        text.append(f"{what} share (blank 0 % … █ 100 %) · enter: that rank's timeline\n", style="dim")
-        ranks.append(None)
-        printed = [printable(label) for label in labels]
-        shown = distinct_short_names(printed, LABEL, plain=True)  # long host names differ late
-        for label, row, at in zip(printed, shares, first, strict=True):
-            text.append(shown[label].ljust(LABEL) + " ")
-            text.append_text(_cells(row, style))
-            text.append("\n")
-            node, rank = heat.ranks.row(at)
-            ranks.append((str(node), int(rank)))
-    return RankPanel("ranks: GPU busy and communication share over time", text, ranks)
-
-
 def straggler_panel(lag: Stragglers) -> RankPanel:
-    """The ranks most slower than the median (work = step time less communication) and why."""
-    text = Text(no_wrap=True, overflow="ellipsis")  # one line per rank: the cursor and clicks count lines
-    text.append(f"{'slower %':>8}  {'work/step':>9}  {'rank':<{LABEL}} why (vs the median rank)\n", style="bold")
-    ranks: list[tuple[str, int] | None] = [None]
+    """The ranks the others waited for (when the analysis names them: `waited_for`), then the ranks most slower
+    than the median in step time (work = step time less communication) and why."""
+    waited = getattr(lag, "waited_for", None)
+    waited = waited.head(STRAGGLERS) if isinstance(waited, pl.DataFrame) and waited.height else None
     top = lag.table.head(STRAGGLERS)
-    printed = [printable(f"{n}/{r}") for n, r in top.select("node", "rank").iter_rows()]
-    names = distinct_short_names(printed, LABEL, plain=True)
-    for r, label in zip(top.iter_rows(named=True), printed, strict=True):
-        who = names[label]
-        text.append(f"{r['slower_pct']:+8.1f}  {format_ns(r['work_mean_ns']):>9}  {who:<{LABEL}} ")
+    keys = [(str(n), int(r)) for n, r in top.select("node", "rank").iter_rows()]
+    first = [] if waited is None else [(str(n), int(r)) for n, r in waited.select("node", "rank").iter_rows()]
+    printed = {key: printable(f"{key[0]}/{key[1]}") for key in first + keys}
+    names = distinct_short_names(list(printed.values()), LABEL, plain=True)
+    wide = max(4, *(len(n) for n in names.values()))  # the rank column: as wide as its longest label
+    text = Text(no_wrap=True, overflow="ellipsis")  # one line per rank: the cursor and clicks count lines
+    ranks: list[tuple[str, int] | None] = []
+    if waited is not None:
+        text.append("waited for: the rank the others waited for at the collectives\n", style="bold")
+        text.append(f"{'waited/step':>11}  {'late coll.':>10}  {'rank':<{wide}} why\n", style="dim")
+        ranks += [None, None]
+        for r, key in zip(waited.iter_rows(named=True), first, strict=True):
+            text.append(f"{format_ns(r['waited_ns_per_step']):>11}  {r['late_collectives']:>10,}  ")
+            text.append(f"{names[printed[key]]:<{wide}} ")
+            text.append(f"{printable(str(r['why']))}\n", style="dim")
+            ranks.append(key)
+        text.append("step time: the ranks slowest in work per step\n", style="bold")
+        ranks.append(None)
+    text.append(f"{'slower %':>8}  {'work/step':>9}  {'rank':<{wide}} why (vs the median rank)\n", style="bold")
+    ranks.append(None)
+    for r, key in zip(top.iter_rows(named=True), keys, strict=True):
+        text.append(f"{r['slower_pct']:+8.1f}  {format_ns(r['work_mean_ns']):>9}  {names[printed[key]]:<{wide}} ")
         text.append(f"{printable(str(r['causes']))}\n", style="dim")
-        ranks.append((str(r["node"]), int(r["rank"])))
-    rest = lag.table.height - (len(ranks) - 1)
+        ranks.append(key)
+    rest = lag.table.height - len(keys)
     if rest > 0:
         text.append(f"and {rest:,} more ranks (ktrace report has them all)\n", style="dim")
-    return RankPanel(f"stragglers ({'per step' if lag.basis == 'steps' else 'whole GPU span'})", text, ranks)
+    basis = "per step" if lag.basis == "steps" else "whole GPU span"
+    return RankPanel(f"stragglers ({'waited for, then step time, ' if waited is not None else ''}{basis})", text, ranks)

@@ -10,7 +10,8 @@ from textual.widgets import Button, Static
 
 from ktrace.tui.dashboard_data import Panel
 from ktrace.tui.messages import SummaryReady
-from ktrace.tui.widgets.rank_lines import RankLines
+from ktrace.tui.widgets.rank_lines import rank_widget
+from ktrace.tui.widgets.rank_view import RANK_VIEW
 
 
 class Dashboard(VerticalScroll, can_focus=True):
@@ -47,7 +48,7 @@ class Dashboard(VerticalScroll, can_focus=True):
         self.last_shown = message
         had_focus = self.has_focus_within
         self.remove_children()
-        widgets: list[Widget] = [RankLines(p, classes="panel") for p in message.rank_panels]
+        widgets: list[Widget] = [rank_widget(p) for p in message.rank_panels]
         for panel in self.panels:
             static = Static(panel.body, classes="panel" if panel.available else "panel unavailable")
             static.border_title = panel.title
@@ -62,7 +63,7 @@ class Dashboard(VerticalScroll, can_focus=True):
 
     def focus_first(self) -> None:
         """Focus the first rank panel (its lines answer j/k/enter without a tab first), else the dashboard."""
-        lines = self.query(RankLines)
+        lines = self.query(f".{RANK_VIEW}")
         (lines.first() if lines else self).focus()
 
     @on(Button.Pressed)

@@ -1,21 +1,30 @@
-"""A dashboard panel whose lines stand for ranks (the rank heatmap, the stragglers): a cursor moves over the rank
-lines and enter (or a click) shows the chosen rank's tracks in the timeline."""
+"""A dashboard panel whose lines stand for ranks (the stragglers): a cursor moves over the rank lines and enter (or
+a click) shows the chosen rank's tracks in the timeline. `rank_widget` makes the widget of any rank panel (the
+heatmap's is widgets/rank_heatmap.py)."""
 
 from __future__ import annotations
 
 from rich.text import Text
 from textual import events
-from textual.widgets import Static
 
 from ktrace.tui.keymap import bindings
 from ktrace.tui.messages import RankChosen
+from ktrace.tui.rank_grid import RankGrid
 from ktrace.tui.rank_panels import RankPanel
+from ktrace.tui.widgets.rank_heatmap import RankHeatmap
+from ktrace.tui.widgets.rank_view import RANK_VIEW, RankView
 
 
-class RankLines(Static, can_focus=True):
+def rank_widget(panel: RankGrid | RankPanel) -> RankHeatmap | RankLines:
+    """The widget of one of rank_panels()'s panels."""
+    classes = f"panel {RANK_VIEW}"
+    return RankHeatmap(panel, classes=classes) if isinstance(panel, RankGrid) else RankLines(panel, classes=classes)
+
+
+class RankLines(RankView):
     """One RankPanel with a cursor on its rank lines."""
 
-    BINDINGS = bindings("ranks")  # type: ignore[assignment]
+    BINDINGS = bindings("ranks", only=("move", "choose", "app.focus_next"))  # type: ignore[assignment]
     DEFAULT_CSS = "RankLines { height: auto; text-wrap: nowrap; text-overflow: ellipsis; }"
 
     def __init__(self, panel: RankPanel, *, classes: str = "") -> None:
@@ -27,22 +36,13 @@ class RankLines(Static, can_focus=True):
         self._show()
 
     def _show(self) -> None:
-        body = self.panel.body_for(self.content_size.width).copy()  # as many time columns as the width allows
+        body = self.panel.body.copy()
         if self.has_focus and self.lines:
             plain = body.plain.split("\n")
             line = self.lines[self.cursor]
             start = sum(len(x) + 1 for x in plain[:line])
             body.stylize("reverse", start, start + len(plain[line]))
         self.update(body)
-
-    def on_resize(self) -> None:
-        self._show()
-
-    def on_focus(self) -> None:
-        self._show()
-
-    def on_blur(self) -> None:
-        self._show()
 
     def action_move(self, delta: int) -> None:
         """Move the cursor to the next (previous) rank line."""
