@@ -71,18 +71,25 @@ def test_repeated_notes_print_once_with_a_count(synthetic_trace) -> None:  # typ
     assert lines == ["note: rank0.json: 1 kernel(s) have no launch call in the trace (kept) (and 7 more like it)"]
 
 
-def test_roofline_and_mfu_fit_80_columns(real_trace_path) -> None:  # type: ignore[no-untyped-def]
+def _summary_part(path, start: str, end: str):  # type: ignore[no-untyped-def]
+    """The summary of a real trace and its terminal text at 80 columns from `start` to `end`, every line <= 80."""
     import ktrace
     from ktrace.analysis.summary import summarize
-    from ktrace.model.units import format_ns
     from ktrace.report.terminal import render_summary
 
-    summary = summarize(ktrace.open(real_trace_path("tracelens")), top=8)
+    summary = summarize(ktrace.open(path), top=8)
     out = io.StringIO()
     render_summary(summary, _console(out))
     text = out.getvalue()
-    part = text[text.index("roofline: top operators") : text.index("counters")]
+    part = text[text.index(start) : text.index(end)]
     assert max(len(line.rstrip()) for line in part.splitlines()) <= 80
+    return summary, part
+
+
+def test_roofline_and_mfu_fit_80_columns(real_trace_path) -> None:  # type: ignore[no-untyped-def]
+    from ktrace.model.units import format_ns
+
+    summary, part = _summary_part(real_trace_path("tracelens"), "roofline: top operators", "counters")
     top = summary.roofline.operators.row(0, named=True)
     assert format_ns(top["gpu_time_ns"]) in part and f"{top['tflops']:,.2f}" in part
     assert "MFU mean" in part and "2.4 %" in part  # the README's owlv2 figure: MFU 0.0243
@@ -90,15 +97,6 @@ def test_roofline_and_mfu_fit_80_columns(real_trace_path) -> None:  # type: igno
 
 def test_collectives_keep_their_bus_bandwidth_at_80_columns(real_trace_path) -> None:  # type: ignore[no-untyped-def]
     """busbw is the figure to compare with nccl-tests: algbw gives way first (it was cut as the right-most)."""
-    import ktrace
-    from ktrace.analysis.summary import summarize
-    from ktrace.report.terminal import render_summary
-
-    summary = summarize(ktrace.open(real_trace_path("nccl")), top=8)
-    out = io.StringIO()
-    render_summary(summary, _console(out))
-    text = out.getvalue()
-    part = text[text.index("NCCL collectives") : text.index("arrival skew")]
-    assert "busbw" in part and max(len(line.rstrip()) for line in part.splitlines()) <= 80
+    summary, part = _summary_part(real_trace_path("nccl"), "NCCL collectives", "arrival skew")
     first = summary.collectives.by_size.row(0, named=True)
-    assert f"{first['busbw_gbps']:.2f} GB/s" in part
+    assert "busbw" in part and f"{first['busbw_gbps']:.2f} GB/s" in part
