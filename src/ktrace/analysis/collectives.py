@@ -20,7 +20,7 @@ from typing import Any
 
 import polars as pl
 
-from ktrace.analysis.collectives_skew import NO_COLLECTIVES, CollectiveSkew, collective_skew, comm_kernels
+from ktrace.analysis.collectives_skew import NO_COLLECTIVES, CollectiveSkew, comm_kernels, comm_skew
 from ktrace.analysis.index import TraceIndex
 from ktrace.model.trace import Trace
 
@@ -170,15 +170,16 @@ def collectives(trace: Trace, *, index: TraceIndex | None = None) -> Collectives
     Returns:
         Collectives; by_size is empty with a `reason` when the trace has no NCCL kernel or none with a size.
     """
-    comm = comm_kernels(trace.kernels)
+    del index
+    return collectives_of(comm_kernels(trace.kernels))
+
+
+def collectives_of(comm: pl.DataFrame) -> Collectives:
+    """The Collectives of a trace's NCCL kernels (comm_kernels; the fleet reduce passes every rank's)."""
     calls = message_calls(comm)
     reason = NO_COLLECTIVES if comm.is_empty() else (NO_MESSAGE_SIZES if calls.is_empty() else None)
     return Collectives(
-        by_size=by_size(calls),
-        calls=comm.height,
-        sized_calls=calls.height,
-        reason=reason,
-        skew=collective_skew(trace, comm=comm, index=index),
+        by_size=by_size(calls), calls=comm.height, sized_calls=calls.height, reason=reason, skew=comm_skew(comm)
     )
 
 

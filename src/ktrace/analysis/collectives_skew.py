@@ -106,7 +106,12 @@ def collective_skew(
         CollectiveSkew; empty with a `reason` without NCCL kernels, with fewer than 2 ranks or no collective shared by 2 of them.
     """
     del index
-    comm = comm_kernels(trace.kernels) if comm is None else comm
+    return comm_skew(comm_kernels(trace.kernels) if comm is None else comm)
+
+
+def comm_skew(comm: pl.DataFrame) -> CollectiveSkew:
+    """collective_skew of a trace's NCCL kernels (comm_kernels: node, rank, name, start_ns, end_ns and, where the
+    trace has it, process_group; the fleet reduce passes every rank's)."""
     if comm.is_empty():
         return _empty(NO_COLLECTIVES)
     group = pl.col("process_group") if "process_group" in comm.columns else pl.lit(None)

@@ -30,7 +30,9 @@ from ktrace.analysis.phases import normalize_steps
 from ktrace.analysis.rank_activity import HeatmapBins, gpu_bins
 from ktrace.analysis.rank_heatmap import rank_heatmap_part
 from ktrace.analysis.rank_reduce_annotations import AnnotationPart, Extent, annotation_part
+from ktrace.analysis.rank_reduce_collectives import collectives_part
 from ktrace.analysis.rank_reduce_operators import OperatorPart, operator_part
+from ktrace.analysis.rank_reduce_roofline import RooflinePart, roofline_part
 from ktrace.analysis.rank_reduce_sequences import SequencePart, sequence_part
 from ktrace.analysis.rank_reduce_tables import TablesPart, tables_part
 from ktrace.analysis.ranks import load_balance, utilization_histograms, utilization_samples
@@ -109,6 +111,10 @@ class RankPartial:
     """Every kernel sequence with its counts (rank_reduce_sequences)."""
     operators: OperatorPart | None = None
     """The operator view by name (rank_reduce_operators)."""
+    collectives: pl.DataFrame | None = None
+    """The slice's NCCL kernels, a few columns (rank_reduce_collectives)."""
+    roofline: RooflinePart | None = None
+    """Modeled operator calls grouped, steps' FLOPs, unmodeled time, GPU names (rank_reduce_roofline)."""
     annotations: tuple[AnnotationPart, ...] = ()
     """One per annotation pattern, cut in the job's bins (rank_reduce_annotations)."""
     rules: Any = None
@@ -148,6 +154,7 @@ def rank_partial(
     stats = kernel_stats(trace, index=ix)
     bins = heatmap_bins if heatmap_bins is not None else gpu_bins(trace, index=ix)
     view_steps = found if steps_pattern is None else detect_steps(trace, index=ix)
+    view_source = str(view_steps["source"][0]) if view_steps.height else "none"
     return RankPartial(
         span=trace.span_ns(),
         job_span=job_span,
@@ -172,7 +179,7 @@ def rank_partial(
         counter_histograms=utilization_histograms(counters),
         busy_histograms=utilization_histograms(fractions),
         heatmap_bins=bins,
-        view_step_source=str(view_steps["source"][0]) if view_steps.height else "none",
+        view_step_source=view_source,
         heatmap=rank_heatmap_part(trace, bins, index=ix),
         stragglers=stragglers_part(trace, index=ix),
         notes=tuple(trace.meta.notes),
@@ -180,6 +187,8 @@ def rank_partial(
         tables=tables_part(trace, index=ix),
         sequences=sequence_part(trace, index=ix),
         operators=operator_part(trace, by_shape=by_shape, index=ix),
+        roofline=roofline_part(trace, view_source, index=ix),
+        collectives=collectives_part(trace),
         annotations=tuple(annotation_part(trace, p, e) for p, e in (annotations or {}).items()),
     )
 

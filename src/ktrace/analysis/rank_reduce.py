@@ -25,16 +25,18 @@ operators          job-wide: every name's (operator, shapes, operator x kernel, 
 kernel_sequences   job-wide: every sequence's occurrences, streams and time summed (a stream is one rank's).
 annotations        job-wide: the job's bins (from the first pass's extents), bin counts summed (exact);
                    per name as top_by_time.
+collectives        job-wide: every rank's NCCL kernels (a few columns) joined on the client, by_size and the
+                   arrival skew computed on them as one process does (exact).
+roofline           job-wide: modeled calls per (name, shapes, dtypes) summed (exact), the GPU and dominant
+                   precision from the sums; MFU per step per rank (the job's step source).
 notes              every rank's notes, once each, and what this path does not compute.
 stragglers         job-wide: analysis.rank_views_reduce (exact).
 critical_path      None: the job's critical path is computed by `ktrace summary --one-process`.
-memory_timeline,   None, with a note: not yet reduced rank by rank (`ktrace summary --one-process`).
-roofline,
-collectives
+memory_timeline    None, with a note: not yet reduced rank by rank (`ktrace summary --one-process`).
 =================  =====================================================================================
 
 The client keeps the per-rank rows (a few per rank) and merges the job-wide parts every _COMPACT_EVERY partials,
-so it never holds a frame of events nor every rank's histograms.
+so it holds no frame of events but the NCCL kernels' few columns (collectives), nor every rank's histograms.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from ktrace.analysis.precision import classify_names, distribution_of
 from ktrace.analysis.rank_heatmap import RankHeatmap
 from ktrace.analysis.rank_partials import RankPartial
 from ktrace.analysis.rank_reduce_annotations import AnnotationPart, job_annotation, merge_annotation_parts
+from ktrace.analysis.rank_reduce_collectives import job_collectives, merge_collectives_parts
 from ktrace.analysis.rank_reduce_fleet import (
     STRAGGLER_RATIO,
     FleetSummary,
@@ -70,6 +73,7 @@ from ktrace.analysis.rank_reduce_kernels import (
     named_histogram,
 )
 from ktrace.analysis.rank_reduce_operators import OperatorPart, job_operators, merge_operator_parts
+from ktrace.analysis.rank_reduce_roofline import RooflinePart, job_roofline, merge_roofline_parts
 from ktrace.analysis.rank_reduce_sequences import SequencePart, job_sequences, merge_sequences
 from ktrace.analysis.rank_reduce_tables import (
     TablesPart,
@@ -79,13 +83,13 @@ from ktrace.analysis.rank_reduce_tables import (
     merged_counters,
     merged_memory,
 )
-from ktrace.analysis.rank_views_reduce import ViewFold
+from ktrace.analysis.rank_views_reduce import ViewFold, view_step_source
 from ktrace.analysis.ranks import HIST_BINS, LoadBalance, balance_of
 from ktrace.analysis.summary import Summary, absent_notes
 
 __all__ = ["STRAGGLER_RATIO", "FleetResult", "FleetSummary", "as_fleet_summary", "fleet_to_dict", "reduce_partials"]
 
-NOT_REDUCED = ("critical_path", "memory_timeline", "roofline", "collectives")
+NOT_REDUCED = ("critical_path", "memory_timeline")
 """The Summary fields this path leaves None (ONE_PROCESS_NOTES say so)."""
 CRITICAL_PATH_NOTE = (
     "critical_path: computed on one process only for now: run `ktrace summary --one-process` for the job's "
@@ -93,8 +97,7 @@ CRITICAL_PATH_NOTE = (
 )
 ONE_PROCESS_NOTES = (
     CRITICAL_PATH_NOTE,
-    "memory_timeline, roofline, collectives: not yet computed rank by rank: run `ktrace summary --one-process` "
-    "for them",
+    "memory_timeline: not yet computed rank by rank: run `ktrace summary --one-process` for them",
 )
 """What the rank-by-rank Summary leaves out, said in its notes."""
 _SUMMARY_ONLY_NOTES = frozenset(ONE_PROCESS_NOTES)
@@ -152,6 +155,9 @@ class _Fold:
     tables: list[TablesPart] = field(default_factory=list)
     sequences: list[SequencePart] = field(default_factory=list)
     operators: list[OperatorPart] = field(default_factory=list)
+    roofline: list[RooflinePart] = field(default_factory=list)
+    collectives: list[pl.DataFrame] = field(default_factory=list)
+    view_sources: set[str] = field(default_factory=set)
     annotations: dict[str, list[AnnotationPart]] = field(default_factory=dict)
     rules: list[Any] = field(default_factory=list)
     by_shape: bool = False
@@ -173,6 +179,9 @@ class _Fold:
         self.tables += [p.tables] if p.tables is not None else []
         self.sequences += [p.sequences] if p.sequences is not None else []
         self.operators += [p.operators] if p.operators is not None else []
+        self.roofline += [p.roofline] if p.roofline is not None else []
+        self.collectives += [p.collectives] if p.collectives is not None else []
+        self.view_sources.add(p.view_step_source)
         for a in p.annotations:
             self.annotations.setdefault(a.pattern, []).append(a)
         self.rules += [p.rules] if p.rules is not None else []
@@ -189,6 +198,8 @@ class _Fold:
         self.sequences = [merge_sequences(self.sequences)] if self.sequences else []
         self.operators = [merge_operator_parts(self.operators, by_shape=self.by_shape)] if self.operators else []
         self.annotations = {k: [merge_annotation_parts(v)] for k, v in self.annotations.items()}
+        self.roofline = [merge_roofline_parts(self.roofline)] if self.roofline else []
+        self.collectives = [merge_collectives_parts(self.collectives)] if self.collectives else []
 
 
 @dataclass(frozen=True)
@@ -282,6 +293,8 @@ def _summary(
     (tables,) = fold.tables
     (sequences,) = fold.sequences
     (operators,) = fold.operators
+    (roofline,) = fold.roofline
+    (comm,) = fold.collectives
     ops = job_operators(operators, top=top)
     kernel_sequences = job_sequences(sequences)
     annotations = tuple(job_annotation(parts[0]) for parts in fold.annotations.values())
@@ -309,6 +322,8 @@ def _summary(
         kernel_sequences=kernel_sequences,
         annotations=annotations,
         notes=notes,
+        roofline=job_roofline(roofline, view_step_source(sorted(fold.view_sources))),
+        collectives=job_collectives(comm),
     )
 
 

@@ -131,15 +131,44 @@ def roofline(
     ix = TraceIndex.of(trace, index)
     gpu = trace_gpu(trace)
     peaks = match_gpu(gpu, overrides)
+    found = modeled_calls(trace, ix)
+    if found.reason is not None:
+        return _empty(gpu, peaks, found.gpu_time_ns, found.reason)
+    precision = dominant_precision(dtype_flops(found.calls))
+    return Roofline(
+        gpu=gpu,
+        peaks=peaks,
+        operators=roofline_rows(group_calls(found.calls), peaks),
+        per_step=with_mfu(step_flops(trace, ix, found.calls), peaks, precision),
+        precision=precision,
+        no_model=found.no_model,
+        gpu_time_ns=found.gpu_time_ns,
+    )
+
+
+@dataclass(frozen=True)
+class ModeledCalls:
+    """The outermost modeled operator calls of a trace (KEYS, node, rank, start_ns, flops, bytes, dtype,
+    gpu_time_ns), the GPU time no modeled call owns (Roofline.no_model), the GPU time of all records, and why
+    there is no roofline (NO_OPERATORS, NO_SHAPES; None when there is one)."""
+
+    calls: pl.DataFrame
+    no_model: pl.DataFrame
+    gpu_time_ns: int
+    reason: str | None
+
+
+def modeled_calls(trace: Trace, ix: TraceIndex) -> ModeledCalls:
+    """The ModeledCalls of `trace` (roofline's first half; the fleet reduce adds them up over ranks)."""
     c = ix.gpu_columns()
     duration = (c.end - c.start).astype(np.int64)
     total = int(duration.sum())
     ops = trace.ops
     rows = np.flatnonzero(ops.select(IS_OPERATOR).to_series().to_numpy()) if ops.height else np.zeros(0, np.int64)
     if rows.size == 0:
-        return _empty(gpu, peaks, total, NO_OPERATORS)
+        return ModeledCalls(pl.DataFrame(), pl.DataFrame(), total, NO_OPERATORS)
     if not {"input_dims", "input_types"} <= set(ops.columns) or ops["input_types"].null_count() == ops.height:
-        return _empty(gpu, peaks, total, NO_SHAPES)
+        return ModeledCalls(pl.DataFrame(), pl.DataFrame(), total, NO_SHAPES)
     named = rows[ops["name"].cast(pl.String).gather(rows).is_in(list(MODELED)).to_numpy()]
     mine = ops[named].with_columns(
         pl.col(KEYS).cast(pl.String),
@@ -170,17 +199,7 @@ def roofline(
         )
     )
     lost = (record_op >= 0) & ~owned
-    no_model = _no_model(ops, record_op[lost], duration[lost])
-    precision = _dominant(calls)
-    return Roofline(
-        gpu=gpu,
-        peaks=peaks,
-        operators=_per_group(calls, peaks),
-        per_step=_per_step(trace, ix, calls, peaks, precision),
-        precision=precision,
-        no_model=no_model,
-        gpu_time_ns=total,
-    )
+    return ModeledCalls(calls, _no_model(ops, record_op[lost], duration[lost]), total, None)
 
 
 def _no_model(ops: pl.DataFrame, op_rows: np.ndarray, duration: np.ndarray) -> pl.DataFrame:
@@ -194,13 +213,14 @@ def _no_model(ops: pl.DataFrame, op_rows: np.ndarray, duration: np.ndarray) -> p
     )
 
 
-def _dominant(calls: pl.DataFrame) -> str | None:
-    by = (
-        calls.filter(pl.col("dtype").is_not_null())
-        .group_by("dtype")
-        .agg(pl.col("flops").sum())
-        .sort(["flops", "dtype"], descending=[True, False])
-    )
+def dtype_flops(calls: pl.DataFrame) -> pl.DataFrame:
+    """FLOPs per dtype of modeled calls (dtype, flops)."""
+    return calls.filter(pl.col("dtype").is_not_null()).group_by("dtype").agg(pl.col("flops").sum())
+
+
+def dominant_precision(per_dtype: pl.DataFrame) -> str | None:
+    """The dtype with the most FLOPs (dtype_flops' frame, a trace's or a job's summed), None without FLOPs."""
+    by = per_dtype.sort(["flops", "dtype"], descending=[True, False])
     return by["dtype"][0] if by.height and by["flops"][0] > 0 else None
 
 
@@ -208,14 +228,22 @@ def _peak_of(peaks: GpuPeaks | None, precision: str | None) -> float | None:
     return None if peaks is None else peaks.tflops(precision)
 
 
-def _per_group(calls: pl.DataFrame, peaks: GpuPeaks | None) -> pl.DataFrame:
-    grouped = calls.group_by(KEYS).agg(
+def group_calls(calls: pl.DataFrame) -> pl.DataFrame:
+    """Modeled calls per KEYS: dtype (the first call's), calls, flops, bytes_sum, bytes_nulls (calls without a
+    byte count), gpu_time_ns; the groups of several ranks add up."""
+    return calls.group_by(KEYS, maintain_order=True).agg(
         pl.col("dtype").first(),
         calls=pl.len().cast(pl.Int64),
         flops=pl.col("flops").sum(),
-        bytes=pl.when(pl.col("bytes").null_count() == 0).then(pl.col("bytes").sum()),
+        bytes_sum=pl.col("bytes").sum(),
+        bytes_nulls=pl.col("bytes").null_count().cast(pl.Int64),
         gpu_time_ns=pl.col("gpu_time_ns").sum(),
     )
+
+
+def roofline_rows(grouped: pl.DataFrame, peaks: GpuPeaks | None) -> pl.DataFrame:
+    """Roofline.operators (ROOFLINE_COLUMNS) of group_calls' frame."""
+    grouped = grouped.with_columns(bytes=pl.when(pl.col("bytes_nulls") == 0).then(pl.col("bytes_sum")))
     peak = pl.Series([_peak_of(peaks, p) for p in grouped["dtype"]], dtype=pl.Float64)
     hbm = pl.lit(peaks.hbm_tbps if peaks else None, pl.Float64)
     ns = pl.when(pl.col("gpu_time_ns") > 0).then(pl.col("gpu_time_ns"))
@@ -241,13 +269,11 @@ def _per_group(calls: pl.DataFrame, peaks: GpuPeaks | None) -> pl.DataFrame:
     )
 
 
-def _per_step(
-    trace: Trace, ix: TraceIndex, calls: pl.DataFrame, peaks: GpuPeaks | None, precision: str | None
-) -> pl.DataFrame:
+def step_flops(trace: Trace, ix: TraceIndex, calls: pl.DataFrame) -> pl.DataFrame:
+    """node, rank, step, duration_ns, flops: the model FLOPs of the calls started in each step (detect_steps')."""
     steps = detect_steps(trace, index=ix).select(
         pl.col("node").cast(pl.String), "rank", "step", "start_ns", "end_ns", "duration_ns"
     )
-    peak = _peak_of(peaks, precision)
     in_step = (
         steps.join(
             calls.select(pl.col("node").cast(pl.String), "rank", pl.col("start_ns").alias("t"), "flops"),
@@ -260,7 +286,15 @@ def _per_step(
     return (
         steps.join(in_step, on=["node", "rank", "step"], how="left")
         .with_columns(pl.col("flops").fill_null(0))
-        .with_columns(mfu=pl.col("flops") / (pl.col("duration_ns") * pl.lit(peak, pl.Float64) * 1e3))
+        .select("node", "rank", "step", "duration_ns", "flops")
+    )
+
+
+def with_mfu(per_step: pl.DataFrame, peaks: GpuPeaks | None, precision: str | None) -> pl.DataFrame:
+    """Roofline.per_step: step_flops' frame with the MFU against the peak at `precision`."""
+    peak = _peak_of(peaks, precision)
+    return (
+        per_step.with_columns(mfu=pl.col("flops") / (pl.col("duration_ns") * pl.lit(peak, pl.Float64) * 1e3))
         .select("node", "rank", "step", "duration_ns", "flops", "mfu")
         .sort("node", "rank", "step")
     )
