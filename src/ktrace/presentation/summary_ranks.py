@@ -24,8 +24,8 @@ BASIS_NOTE = {
     "span": "no training steps: each rank's GPU span is one step; work = span less communication",
 }
 WAITED_TITLE = "Ranks the others waited for"
-LIST_RANKS = 8
-"""Ranks named in one collapsed row; the rest are counted."""
+LIST_RANKS = 5
+"""Ranks named in one collapsed row; the rest are counted (every rank is in the JSON)."""
 STRAGGLER_COLUMNS = ("node", "rank", "slower_pct", "work_mean_ns", "step_mean_ns", "slowest_steps")
 WAITED_TERMINAL_COLUMNS = ("ranks", "waited_per_step_ns", "late_collectives")
 
@@ -37,15 +37,16 @@ def waited_rows(s: Stragglers, top: int = TOP_RANKS) -> tuple[list[dict[str, Any
 
 
 def ranks_text(row: dict[str, Any]) -> str:
-    """A waited_for row's ranks: "node001/13", or for tied ranks "ranks 5, 13, 21 (node000, node001)"."""
+    """A waited_for row's ranks, short enough for an 80-column table: "node001/13"; tied ranks "ranks 5, 13
+    (node000)" or "ranks 5, 13, 21, 29, 37 +3 on 8 hosts"."""
     ranks: list[int] = list(row.get("ranks") or [row["rank"]])
-    nodes: list[str] = sorted(set(row.get("nodes") or [row["node"]]))
+    nodes = sorted(set(row.get("nodes") or [row["node"]]))
     if len(ranks) == 1:
         return f"{row['node']}/{row['rank']}"
     named = ", ".join(str(r) for r in ranks[:LIST_RANKS])
-    more = f" and {len(ranks) - LIST_RANKS:,} more" if len(ranks) > LIST_RANKS else ""
-    hosts = ", ".join(nodes[:3]) + (f" and {len(nodes) - 3:,} more hosts" if len(nodes) > 3 else "")
-    return f"ranks {named}{more} ({hosts})"
+    more = f" +{len(ranks) - LIST_RANKS:,}" if len(ranks) > LIST_RANKS else ""
+    where = f" ({nodes[0]})" if len(nodes) == 1 else f" on {len(nodes):,} hosts"
+    return f"ranks {named}{more}{where}"
 
 
 def waited_terminal_rows(s: Stragglers, top: int) -> list[dict[str, Any]]:
