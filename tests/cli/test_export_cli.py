@@ -10,6 +10,7 @@ from reference.perfetto_validate import validate_perfetto
 
 from ktrace.cli import main
 from ktrace.model.trace import Trace
+from ktrace.presentation.page import Window
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +66,43 @@ def test_findings_are_drawn(stored: Path, tmp_path: Path) -> None:
     out = tmp_path / "f.pftrace"
     assert main(["export", str(stored), "-o", str(out), "--findings", "--no-progress"]) == 0
     assert validate_perfetto(out).instants == len(rows)
+
+
+def _instants(path: Path) -> list[tuple[str, str, str, int, int]]:
+    """(rule, severity, message, start_ns, end_ns) of every instant event of a .pftrace."""
+    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket, TrackEvent
+    from reference.perfetto_validate import iter_packets, read_bytes
+
+    out = []
+    for raw in iter_packets(read_bytes(path)):
+        packet = TracePacket.FromString(raw)
+        event = packet.track_event
+        if event.type == TrackEvent.TYPE_INSTANT:
+            args = {a.name: a.string_value or a.int_value for a in event.debug_annotations}
+            out.append((args["rule"], args["severity"], args["message"], packet.timestamp, args["end_ns"]))
+    return out
+
+
+def test_findings_markers_are_the_reports_findings(stored: Path, tmp_path: Path) -> None:
+    """Each finding `ktrace report` lists (its report page's rule sections) is marked once per evidence window, at
+    its times, with its rule, severity and message; a finding without timed evidence once, at the trace start."""
+    from ktrace.model import store
+    from ktrace.presentation.findings import page_findings
+    from ktrace.presentation.report_model import build_report
+    from ktrace.presentation.report_page import report_page
+
+    trace = store.read(stored)
+    listed = page_findings(report_page(build_report(trace)))
+    t0 = trace.span_ns()[0]  # type: ignore[index]
+    expected = [
+        (f.rule, f.severity, f.message, w.start_ns, w.start_ns if w.end_ns is None else w.end_ns)
+        for f in listed
+        for w in (f.windows or (Window(t0, None, None, None),))
+    ]
+    assert len(expected) > len(listed) > 1  # findings with several windows among them
+    out = tmp_path / "f.pftrace"
+    assert main(["export", str(stored), "-o", str(out), "--findings", "--no-progress"]) == 0
+    assert _instants(out) == expected
 
 
 def test_a_failing_rule_costs_the_findings_not_the_export(

@@ -114,18 +114,21 @@ def output_format(fmt: str, output: str = "") -> Any:
 
 
 def load_findings(trace: Any) -> list[Any]:
-    """The rules' findings (ktrace.analysis.rules, every rule with its defaults), or [] with a one-line note when a
-    rule fails: a failing rule must not cost the user the export."""
+    """The findings `ktrace report` lists (every rule with its defaults, laid out by presentation.findings), one
+    mark per evidence window; or [] with a one-line note when a rule fails: a failing rule must not cost the user
+    the export."""
     from ktrace.analysis.rules import run_rules
+    from ktrace.presentation.findings import marks, rules_findings
 
     try:
-        return list(run_rules(trace).findings)
+        rules = run_rules(trace)
     except Exception as exc:
         print(
             f"ktrace export: note: the rules failed ({type(exc).__name__}: {exc}); exporting without findings",
             file=sys.stderr,
         )
         return []
+    return list(marks(rules_findings(rules)))
 
 
 def critical_path_findings(trace: Any) -> list[Any]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from ktrace.presentation.cells import Unit, column_label, unit_of
 
@@ -77,6 +77,15 @@ class Figure:
     data: Mapping[str, Any]
 
 
+class Window(NamedTuple):
+    """A time window a finding's evidence points at (epoch ns), and where (node/rank None: job-wide)."""
+
+    start_ns: int
+    end_ns: int | None
+    node: str | None
+    rank: int | None
+
+
 @dataclass(frozen=True)
 class Finding:
     """One rule finding as views show it (and as the Perfetto exporter marks it: rule, severity, message, times,
@@ -94,6 +103,8 @@ class Finding:
     """What to do about it (the report shows it under the message)."""
     evidence: Table | None = None
     """The rows that show it (the report's evidence table)."""
+    windows: tuple[Window, ...] = ()
+    """Its evidence's time windows: what the TUI jumps to and the Perfetto export marks (presentation.findings)."""
 
 
 @dataclass(frozen=True)

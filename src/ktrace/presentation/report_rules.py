@@ -10,7 +10,7 @@ from typing import Any
 from ktrace.analysis.rules.base import Evidence, RuleResult
 from ktrace.analysis.rules.engine import RulesReport
 from ktrace.model.units import format_ns
-from ktrace.presentation.page import Column, Figure, Finding, RuleVerdict, Section, Table, Text
+from ktrace.presentation.page import Column, Figure, Finding, RuleVerdict, Section, Table, Text, Window
 from ktrace.presentation.verdicts import finding_counts, param_text, recommendation, rule_doc, verdict
 
 MAX_EVIDENCE_ROWS = 20
@@ -93,11 +93,23 @@ def evidence_table(evidence: Sequence[Evidence]) -> Table | None:
     return Table("evidence", "", EVIDENCE_COLUMNS, found, rest=rest, rest_what="evidence rows")
 
 
+def evidence_windows(evidence: Sequence[Evidence]) -> tuple[Window, ...]:
+    """The time windows of a finding's evidence (every timed item, not only the rows the table shows)."""
+    return tuple(Window(e.start_ns, e.end_ns, e.node, e.rank) for e in evidence if e.start_ns is not None)
+
+
 def rule_verdict(result: RuleResult) -> RuleVerdict:
     """One rule's verdict with its findings (recommendation and evidence each)."""
     why = result.skipped or (result.findings[0].message if result.findings else result.description)
     findings = tuple(
-        Finding(f.rule, f.severity, f.message, recommendation=f.recommendation, evidence=evidence_table(f.evidence))
+        Finding(
+            f.rule,
+            f.severity,
+            f.message,
+            recommendation=f.recommendation,
+            evidence=evidence_table(f.evidence),
+            windows=evidence_windows(f.evidence),
+        )
         for f in result.findings
     )
     return RuleVerdict(
