@@ -87,7 +87,7 @@ def _check_regex(value: str | None, option: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Summarize the trace and print tables or JSON."""
-    from ktrace.analysis.summary import summary_to_dict
+    from ktrace.presentation.summary_page import summary_page
 
     if args.top < 1:
         raise KtraceError("--top must be at least 1", ExitCode.USAGE)
@@ -98,13 +98,14 @@ def run(args: argparse.Namespace) -> int:
         args, top=args.top, steps_pattern=args.steps_pattern, annotations=tuple(args.annotation), by_shape=args.by_shape
     )
     summary = fleet.summary if fleet is not None else _one_process(args)
-    if args.json:
-        json.dump(summary_to_dict(summary), sys.stdout, indent=1, sort_keys=True)
+    page = summary_page(summary, by_shape=args.by_shape)
+    if args.json:  # the document the page stands for: summary_to_dict
+        json.dump(dict(page.document), sys.stdout, indent=1, sort_keys=True)
         sys.stdout.write("\n")
         return 0
-    from ktrace.report.terminal import render_summary
+    from ktrace.report.terminal import render_page
 
-    render_summary(summary, terminal_console(), by_shape=args.by_shape)
+    render_page(page, terminal_console())
     return 0
 
 
