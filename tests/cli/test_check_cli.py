@@ -46,5 +46,5 @@ def test_json_and_list(store, capsys):  # type: ignore[no-untyped-def]
     assert len(doc["rules"]) == len(RULE_ORDER) and doc["worst"] == "warning"
     assert main(["check", "--list-rules"]) == 0
     listing = capsys.readouterr().out
-    assert "StepOutlier [sagemaker, warning]" in listing and "    gap_ms = 500.0" in listing
+    assert "StepOutlier [sagemaker, warning; rank by rank: exact]" in listing and "    gap_ms = 500.0" in listing
     assert main(["check"]) == 2

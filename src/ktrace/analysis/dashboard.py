@@ -171,7 +171,11 @@ def utilization_series(index: TraceIndex, t0_ns: int) -> tuple[UtilizationSeries
 
 def step_histogram(index: TraceIndex, bins: int = STEP_BINS) -> StepHistogram:
     """Histogram of step durations in ms (all ranks; as many bins as steps when there are fewer)."""
-    found = steps(index)
+    return steps_histogram(steps(index), bins)
+
+
+def steps_histogram(found: pl.DataFrame, bins: int = STEP_BINS) -> StepHistogram:
+    """step_histogram of step spans (start_ns, end_ns): a trace's, or a Summary's `steps` reduced rank by rank."""
     if not found.height:
         return StepHistogram((), ())
     dur = ((found["end_ns"] - found["start_ns"]) / 1e6).to_numpy()

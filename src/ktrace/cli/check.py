@@ -11,10 +11,10 @@ examples:
   ktrace check run.ktrace --json                       findings as JSON
   ktrace check job.ktrace --workers 8                  a many-rank store, rank by rank
 
-On a .ktrace store of 16 ranks or more (or with --workers/--cluster) the rules run on the tables reduced from
-every rank (ktrace.fleet): those that can (StepOutlier, MaxInitializationTime, LoadBalancing, CommNotOverlapped)
-run, every other rule is reported as skipped with the reason (it needs the single-process path); the tally line
-names the engine.
+On a .ktrace store of 16 ranks or more (or with --workers/--cluster) every rule runs rank by rank
+(ktrace.fleet): an "exact" rule on inputs reduced from every rank (the verdict one process gives), a "per rank"
+rule on each rank's own trace, its findings named by their rank (`--list-rules` says which is which); the tally
+line names the engine.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import argparse
 import json
 import sys
 
-from ktrace.cli.fleet_options import add_engine_arguments, fleet_summary_of
+from ktrace.cli.fleet_options import add_engine_arguments, fleet_result_of
 from ktrace.cli.options import add_json_flag, add_no_ops_flag, add_trace_argument, open_trace
 from ktrace.cli.rules_options import add_rules_arguments, rules_config
 from ktrace.model.errors import ExitCode, KtraceError
@@ -52,7 +52,9 @@ def list_rules() -> str:
 
     lines = []
     for rule in all_rules():
-        lines.append(f"{rule.name} [{rule.family}, {rule.severity}]: {rule.description}")
+        lines.append(
+            f"{rule.name} [{rule.family}, {rule.severity}; rank by rank: {rule.fleet_mode}]: {rule.description}"
+        )
         lines.extend(f"    {p.name} = {p.default!r}  # {p.doc}" for p in rule.params)
     return "\n".join(lines) + "\n"
 
@@ -75,11 +77,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.trace:
         raise KtraceError("a TRACE is required (or --list-rules)", ExitCode.USAGE)
     config = rules_config(args)
-    fleet = fleet_summary_of(args)
-    if fleet is not None:
-        from ktrace.analysis.rules.fleet_rules import run_fleet_rules
-
-        report = run_fleet_rules(fleet, config)
+    fleet = fleet_result_of(args, rules_config=config)
+    if fleet is not None and fleet.rules is not None:
+        report = fleet.rules
     else:
         from ktrace.cli.progress import progress_bar
 
@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"{len(report.results)} rules: {n['error']} errors, {n['warning']} warnings, {n['info']} notes"
         + (f"; failing (--fail-on {args.fail_on})" if fail else "")
-        + (f"; rank by rank on {fleet.engine} (rules on events skipped)" if fleet is not None else ""),
+        + (f"; rank by rank on {fleet.engine}" if fleet is not None else ""),
         file=sys.stderr,
     )
     return int(ExitCode.FINDINGS) if fail else 0

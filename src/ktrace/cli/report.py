@@ -14,10 +14,10 @@ examples:
   ktrace report run.ktrace -o r.html --rules rules.toml --set GPUGaps.gap_ms=50 --annotate 'backward'
   ktrace report job.ktrace -o fleet.html --workers 8   a many-rank store, rank by rank
 
-A .ktrace store of 16 ranks or more (or with --workers/--cluster) is analysed rank by rank (ktrace.fleet): the
-report then has the fleet's tables (phases, idle causes, top kernels, latency, ranks slowest first, load balance)
-and the rules that run on reduced tables; the others are listed as needing the single-process path. Its JSON has
-"fleet" where the single-process report has "summary".
+A .ktrace store of 16 ranks or more (or with --workers/--cluster) is analysed rank by rank (ktrace.fleet), for
+speed and memory: the report has the same sections, rules and JSON keys as one process's (each rule says in
+rule_docs whether it is "exact" or judged "per rank"); the events' system usage and utilization curves are left
+out there (a note says so). The default title names the trace, its hosts, ranks and GPUs.
 """
 
 from __future__ import annotations
@@ -25,17 +25,18 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ktrace.cli.fleet_options import add_engine_arguments, fleet_summary_of
+from ktrace.cli.fleet_options import add_engine_arguments, fleet_result_of
 from ktrace.cli.options import add_no_ops_flag, add_trace_argument, open_trace
 from ktrace.cli.rules_options import add_rules_arguments, rules_config
 from ktrace.model.errors import ExitCode, KtraceError
 
 if TYPE_CHECKING:
-    from ktrace.analysis.rank_reduce import FleetSummary
-    from ktrace.analysis.rules.engine import RulesReport
+    from ktrace.analysis.rank_reduce import FleetResult
+    from ktrace.presentation.identity import TraceIdentity
     from ktrace.report.content import Report
 
 FORMATS = ("html", "md", "json")
@@ -81,17 +82,6 @@ def output_format(args: argparse.Namespace) -> str:
     return {".md": "md", ".markdown": "md", ".json": "json"}.get(suffix, "html")
 
 
-def render_fleet(fleet: FleetSummary, rules: RulesReport, fmt: str, title: str) -> str:
-    """The fleet report (a many-rank store analysed rank by rank) in format `fmt`."""
-    from ktrace.report.fleet_report import render_fleet_html, render_fleet_json, render_fleet_markdown
-
-    if fmt == "md":
-        return render_fleet_markdown(fleet, rules, title)
-    if fmt == "json":
-        return render_fleet_json(fleet, rules, title)
-    return render_fleet_html(fleet, rules, title)
-
-
 def render(report: Report, fmt: str) -> str:
     """The report text in format `fmt`."""
     if fmt == "md":
@@ -107,11 +97,62 @@ def render(report: Report, fmt: str) -> str:
     return render_html(report)
 
 
+NO_SYSTEM_USAGE = (
+    "system usage and utilization over time: not computed rank by rank (they bin every rank's events on the job's "
+    "timeline); run `ktrace report --one-process` for them"
+)
+
+
+def report_title(trace: str, identity: TraceIdentity, ranks: int) -> str:
+    """The default title: the trace's file or store name, its hosts (named up to 3, else counted), ranks and GPUs."""
+    hosts = ", ".join(identity.hosts) if len(identity.hosts) <= 3 else f"{len(identity.hosts)} hosts"
+    about = [hosts, f"{ranks} rank{'s' if ranks != 1 else ''}", ", ".join(identity.gpus)]
+    return f"ktrace profiling report: {Path(trace).name} ({'; '.join(a for a in about if a)})"
+
+
+def store_identity(path: str) -> TraceIdentity:
+    """The files, hosts and GPUs of a store, from its meta.json and devices tables alone (no events are read)."""
+    from ktrace.model import store
+    from ktrace.model.schema import TABLES
+    from ktrace.presentation.identity import trace_identity
+
+    return trace_identity(store.read(path, skip=[t for t in TABLES if t != "devices"]))
+
+
+def fleet_report(result: FleetResult, identity: TraceIdentity, title: str) -> Report:
+    """The Report of a store analysed rank by rank: the Dashboard one process builds, from the reduced Summary,
+    rules and rank heatmap; without the system usage and utilization curves (NO_SYSTEM_USAGE in the notes)."""
+    import polars as pl
+
+    from ktrace.analysis.dashboard import Dashboard, steps_histogram
+    from ktrace.analysis.rules.engine import RulesReport
+    from ktrace.analysis.rules.inputs import bin_ns_of
+    from ktrace.analysis.system_usage import SystemUsage
+    from ktrace.model.schema import COUNTER_METRICS
+    from ktrace.report.content import Report
+
+    summary = replace(result.summary, notes=(*result.summary.notes, NO_SYSTEM_USAGE))
+    bin_ns = bin_ns_of(summary.busy)
+    present = set(summary.counters["metric"].cast(pl.String).to_list()) if summary.counters.height else set()
+    dashboard = Dashboard(
+        summary=summary,
+        step_histogram=steps_histogram(summary.steps),
+        utilization_bin_ms=round(bin_ns / 1e6, 6),
+        utilization=(),
+        rules=result.rules or RulesReport(()),
+        annotations=tuple(h.pattern for h in summary.annotations),
+        rank_heatmap=result.rank_heatmap,
+    )
+    empty = pl.DataFrame()
+    usage = SystemUsage(bin_ns, empty, empty, empty, tuple(m for m in COUNTER_METRICS if m not in present))
+    return Report(dashboard, title, identity, usage)
+
+
 def run(args: argparse.Namespace) -> int:
     """Build the report and write it."""
     from ktrace.cli.progress import progress_bar
-    from ktrace.report.content import build_report
     from ktrace.presentation.verdicts import finding_counts
+    from ktrace.report.content import build_report
 
     if args.top < 1:
         raise KtraceError("--top must be at least 1", ExitCode.USAGE)
@@ -124,20 +165,23 @@ def run(args: argparse.Namespace) -> int:
     # Checked and locked before the analysis, not after it.
     output = None if target is None else outputs.Output(target, kind, force=args.force, inputs=[Path(args.trace)])
     with output.preparing() if output else contextlib.nullcontext():
-        fleet = None if args.annotate else fleet_summary_of(args, top=args.top)
-        if fleet is not None:
-            from ktrace.analysis.rules.fleet_rules import run_fleet_rules
-
-            rules = run_fleet_rules(fleet, config)
-            text = render_fleet(fleet, rules, fmt, args.title)
+        result = fleet_result_of(args, top=args.top, annotations=tuple(args.annotate) or None, rules_config=config)
+        if result is not None:
+            identity = store_identity(args.trace)
+            title = args.title or report_title(args.trace, identity, result.summary.ranks)
+            report = fleet_report(result, identity, title)
         else:
             trace = open_trace(args.trace, with_ops=not args.no_ops)
             with progress_bar("analysing") as bar:
                 report = build_report(
                     trace, config=config, annotations=tuple(args.annotate), top=args.top, title=args.title, progress=bar
                 )
-            text = render(report, fmt)
-            rules = report.dashboard.rules
+            if not args.title:
+                report = replace(
+                    report, title=report_title(args.trace, report.identity, report.dashboard.summary.ranks)
+                )
+        text = render(report, fmt)
+        rules = report.dashboard.rules
     if output is None:
         sys.stdout.write(text)
         return 0

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from real_traces import fixture_path
 
+from ktrace.analysis.rules.base import SEVERITIES
 from ktrace.analysis.rules.config import RulesConfig
 from ktrace.analysis.rules.engine import RULE_ORDER, RulesReport, all_rules, run_rules
 from ktrace.analysis.rules.rank_rules import NO_RANK, RuleParts, rank_label, rank_rule_part, reduce_rule_parts
@@ -74,17 +75,30 @@ def test_per_rank_rules_are_each_ranks_own_findings_named_by_the_rank(job: Path)
         ran = [(key, r.result(rule.name)) for key, r in sorted(own.items()) if not r.result(rule.name).skipped]
         assert got.datapoints == sum(r.datapoints for _, r in ran), rule.name
         assert got.triggered == sum(r.triggered for _, r in ran), rule.name
-        assert [f.message for f in got.findings] == [
-            f"{rank_label([key])}: {f.message}" for key, r in ran for f in r.findings
+        fired = [(key, r) for key, r in ran if r.findings]
+        verdict, *findings = got.findings or (None,)
+        assert (verdict is not None) == bool(fired), rule.name
+        assert [f.message for f in findings] == [
+            f"{rank_label([key])}: {f.message}" for key, r in fired for f in r.findings
         ], rule.name
-        assert [(f.severity, f.datapoints, len(f.evidence)) for f in got.findings] == [
-            (f.severity, f.datapoints, len(f.evidence)) for _, r in ran for f in r.findings
+        assert [(f.severity, f.datapoints, len(f.evidence)) for f in findings] == [
+            (f.severity, f.datapoints, len(f.evidence)) for _, r in fired for f in r.findings
         ]
+        if verdict is not None:  # the job-wide verdict: which ranks it fired on, at their worst severity
+            assert verdict.message.startswith(f"fired on {len(fired)} of the {len(ran)} ranks it ran on"), rule.name
+            assert [(e.node, e.rank, e.value) for e in verdict.evidence] == [
+                (n, r if r >= 0 else None, float(res.triggered)) for (n, r), res in fired
+            ]
+            worst = max((f.severity for f in findings), key=SEVERITIES.index)
+            assert verdict.severity == worst and (verdict.datapoints, verdict.triggered) == (
+                got.datapoints,
+                got.triggered,
+            )
         assert (got.skipped is None) == bool(ran), rule.name
         for f in got.findings:
             assert all(e.node is not None for e in f.evidence), rule.name
     labels = tuple(f"{rank_label([key])}: " for key in own)
-    assert all(f.message.startswith(labels) for r in reduced.results if r.rule not in EXACT for f in r.findings)
+    assert all(f.message.startswith(labels) for r in reduced.results if r.rule not in EXACT for f in r.findings[1:])
 
 
 def test_the_configuration_reaches_both_kinds_of_rules(job: Path) -> None:

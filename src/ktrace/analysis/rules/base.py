@@ -134,7 +134,8 @@ class Rule:
     """How the rule runs on a many-rank store analysed rank by rank (analysis.rules.rank_rules):
     "exact": its check runs once on inputs reduced exactly from every rank (the same verdict, datapoints and
     findings as on the whole trace in one process); "per rank": its check runs on each rank's own trace and the
-    results are added up (datapoints and triggered summed, each rank's findings kept and named by their rank),
+    results are added up (datapoints and triggered summed, a job-wide verdict naming the ranks it fired on, then
+    each rank's findings named by their rank),
     so a threshold on a share, percentile or count is judged per rank, not on the job's total."""
 
     def defaults(self) -> dict[str, ParamValue]:

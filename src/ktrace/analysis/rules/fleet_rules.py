@@ -12,16 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
-from typing import cast
 
 import polars as pl
 
 from ktrace.analysis.index import TraceIndex
-from ktrace.analysis.rank_reduce import FleetSummary
-from ktrace.analysis.rules.base import Outcome, ParamValue, RuleResult, Skip
-from ktrace.analysis.rules.config import RulesConfig
-from ktrace.analysis.rules.engine import RulesReport, all_rules, evaluate_check
+from ktrace.analysis.rules.base import Outcome, ParamValue, Skip
 from ktrace.analysis.rules.inputs import kernel_precisions, temporal_breakdown
 from ktrace.analysis.rules.sagemaker import max_init_outcome, step_outlier_outcome
 from ktrace.analysis.rules.sagemaker_capacity import load_balancing_outcome
@@ -99,32 +94,3 @@ EXACT_CHECKS: dict[str, ExactCheck] = {
     "FP32Matmul": _fp32_matmul,
 }
 """Rule name -> its check on the job's reduced inputs (the rules whose fleet_mode is "exact")."""
-
-
-NEEDS_ONE_PROCESS = (
-    "needs the single-process path (the whole trace in memory): run ktrace check without --workers/--cluster "
-    "on a store of fewer than 16 ranks, or on a cut of it (ktrace export --ranks)"
-)
-FLEET_CHECKS = ("StepOutlier", "MaxInitializationTime", "LoadBalancing", "CommNotOverlapped")
-"""The rules run_fleet_rules evaluates on a FleetSummary."""
-
-
-def run_fleet_rules(fleet: FleetSummary, config: RulesConfig | None = None) -> RulesReport:
-    """The rules on a FleetSummary alone, until the rank-by-rank summary carries every rank's RuleParts
-    (rank_rules.reduce_rule_parts): the exact rules whose input it holds, the others skipped with
-    NEEDS_ONE_PROCESS."""
-    config = config or RulesConfig()
-    inputs = ExactInputs(fleet.breakdown, pl.DataFrame(), None)
-    as_summary = cast(Summary, fleet)  # the checks read steps, phases and load_balance, which it has as Summary's
-    results = []
-    for rule in all_rules():
-        if rule.name in config.disabled:
-            continue
-        if rule.name in FLEET_CHECKS:
-            results.append(evaluate_check(rule, config, partial(EXACT_CHECKS[rule.name], inputs, as_summary)))
-        else:
-            params = config.params_for(rule)
-            results.append(
-                RuleResult(rule.name, rule.family, rule.description, params, 0, 0, (), skipped=NEEDS_ONE_PROCESS)
-            )
-    return RulesReport(tuple(results))

@@ -92,10 +92,15 @@ def busy_time(index: TraceIndex) -> pl.DataFrame:
 
 def auto_bin_ns(index: TraceIndex, bin_ms: float) -> int:
     """`bin_ms` in ns, or for 0 the GPU span / 100 clamped to 1-500 ms."""
+    return bin_ns_of(busy_time(index) if bin_ms <= 0 else None, bin_ms)
+
+
+def bin_ns_of(busy: pl.DataFrame | None, bin_ms: float = 0.0) -> int:
+    """auto_bin_ns from a busy_time per device frame (a trace's, or a Summary's `busy`, also reduced rank by rank):
+    `bin_ms` in ns, or for 0 the longest device span / 100 clamped to 1-500 ms."""
     if bin_ms > 0:
         return int(bin_ms * 1e6)
-    busy = busy_time(index)
-    span = int(busy["span_ns"].max() or 0) if busy.height else 0  # type: ignore[arg-type]
+    span = int(busy["span_ns"].max() or 0) if busy is not None and busy.height else 0  # type: ignore[arg-type]
     return int(min(500e6, max(1e6, span / 100)))
 
 

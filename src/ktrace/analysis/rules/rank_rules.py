@@ -6,9 +6,10 @@ Each rule says how it runs there (Rule.fleet_mode):
   holds the input; the client runs the rule's check once on the job's inputs, so it reports what run_rules
   reports on the whole trace.
 - "per rank": the rule runs on each rank's own trace in the worker; the client adds the results up: datapoints
-  and triggered summed, findings kept in rank order, each named by its rank ("node/rankR: ..."). A threshold
-  on a share, percentile or count is then judged per rank: the rule fires when it fires on some rank, and a
-  condition that only the job's total would meet does not fire.
+  and triggered summed, a job-wide verdict (job_verdict: fired on K of N ranks, which) followed by the ranks'
+  findings in rank order, each named by its rank ("node/rankR: ..."). A threshold on a share, percentile or
+  count is then judged per rank: the rule fires when it fires on some rank, and a condition that only the job's
+  total would meet does not fire.
 
 A RuleParts holds no frame of events: per-rank results (findings with at most max_evidence evidence rows each)
 and tables that grow with ranks and kernel names.
@@ -23,7 +24,7 @@ from functools import partial
 from typing import Any
 
 from ktrace.analysis.index import TraceIndex
-from ktrace.analysis.rules.base import Evidence, Finding, Rule, RuleResult
+from ktrace.analysis.rules.base import Evidence, Finding, Rule, RuleResult, severity_rank
 from ktrace.analysis.rules.config import RulesConfig
 from ktrace.analysis.rules.engine import RulesReport, all_rules, evaluate_check, run_rules
 from ktrace.analysis.rules.fleet_rules import EXACT_CHECKS, ExactInputs, exact_inputs, merge_exact_inputs
@@ -33,6 +34,10 @@ from ktrace.model.trace import Trace
 MAX_DETAIL_ITEMS = 200
 """Longest list a per-rank rule's reduced details keep (the report plots at most that many bars)."""
 NO_RANK = "no rank of the job has the data this rule needs"
+MAX_RANK_FINDINGS = 64
+"""Ranks whose own findings a "per rank" rule's job result keeps (the verdict counts them all)."""
+MAX_NAMED = 8
+"""Ranks the job-wide verdict names in its message (its evidence has one row per rank)."""
 
 
 @dataclass(frozen=True)
@@ -105,30 +110,64 @@ def reduce_rule_parts(parts: Sequence[RuleParts], summary: Summary, config: Rule
         if rule.fleet_mode == "exact" and inputs is not None:
             results.append(evaluate_check(rule, config, partial(EXACT_CHECKS[rule.name], inputs, summary)))
         else:
-            found = [r for p in ordered for r in p.per_rank if r.rule == rule.name]
+            found = [(p.ranks, r) for p in ordered for r in p.per_rank if r.rule == rule.name]
             results.append(_added_up(rule, config, found))
     return RulesReport(tuple(results))
 
 
-def _added_up(rule: Rule, config: RulesConfig, per_rank: Sequence[RuleResult]) -> RuleResult:
+RankResult = tuple[tuple[tuple[str, int], ...], RuleResult]
+"""A "per rank" rule's result on one slice, with the slice's (node, rank) pairs."""
+
+
+def _added_up(rule: Rule, config: RulesConfig, per_rank: Sequence[RankResult]) -> RuleResult:
     """One "per rank" rule's job result from its result on each rank: skipped when it ran on no rank (with the
-    most frequent reason)."""
+    most frequent reason); else the job-wide verdict (job_verdict) when it fired on some rank, then the findings of
+    the first MAX_RANK_FINDINGS ranks it fired on."""
     params = config.params_for(rule)
-    ran = [r for r in per_rank if r.skipped is None]
+    ran = [(ranks, r) for ranks, r in per_rank if r.skipped is None]
     if not ran:
-        reasons = Counter(r.skipped for r in per_rank if r.skipped)
+        reasons = Counter(r.skipped for _, r in per_rank if r.skipped)
         reason = reasons.most_common(1)[0][0] if reasons else NO_RANK
         return RuleResult(rule.name, rule.family, rule.description, params, 0, 0, (), skipped=reason)
+    fired = [(ranks, r) for ranks, r in ran if r.findings]
+    datapoints, triggered = sum(r.datapoints for _, r in ran), sum(r.triggered for _, r in ran)
+    verdict = (job_verdict(rule, fired, len(ran), datapoints, triggered),) if fired else ()
     return RuleResult(
         rule.name,
         rule.family,
         rule.description,
         params,
-        sum(r.datapoints for r in ran),
-        sum(r.triggered for r in ran),
-        tuple(f for r in ran for f in r.findings),
-        details=_details(ran, len(per_rank) - len(ran)),
+        datapoints,
+        triggered,
+        verdict + tuple(f for _, r in fired[:MAX_RANK_FINDINGS] for f in r.findings),
+        details=_details([r for _, r in ran], len(per_rank) - len(ran)),
     )
+
+
+def job_verdict(rule: Rule, fired: Sequence[RankResult], ran: int, datapoints: int, triggered: int) -> Finding:
+    """The job-wide finding of a "per rank" rule that fired on some ranks: on how many of the ranks it ran on, which
+    (evidence: one per rank, value = the data points that met the condition there), at the worst severity of
+    theirs; the ranks' own findings follow it."""
+    labels = [rank_label(ranks) for ranks, _ in fired]
+    shown = ", ".join(labels[:MAX_NAMED]) + (f" +{len(labels) - MAX_NAMED} more" if len(labels) > MAX_NAMED else "")
+    follow = (
+        "each rank's findings follow"
+        if len(fired) <= MAX_RANK_FINDINGS
+        else (f"the findings of the first {MAX_RANK_FINDINGS} follow")
+    )
+    severity = max((f.severity for _, r in fired for f in r.findings), key=severity_rank)
+    evidence = tuple(
+        Evidence(
+            kind="rank",
+            node=ranks[0][0] if len(ranks) == 1 else None,
+            rank=ranks[0][1] if len(ranks) == 1 and ranks[0][1] >= 0 else None,
+            name=rank_label(ranks),
+            value=float(r.triggered),
+        )
+        for ranks, r in fired[:MAX_RANK_FINDINGS]
+    )
+    message = f"fired on {len(fired)} of the {ran} ranks it ran on ({shown}); {follow}"
+    return Finding(rule.name, severity, message, rule.recommendation, evidence, datapoints, triggered)
 
 
 def _details(ran: Sequence[RuleResult], skipped: int) -> dict[str, Any]:
