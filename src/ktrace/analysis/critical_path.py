@@ -165,15 +165,22 @@ def _critical_path(
 
 
 def path_of_windows(
-    ix: TraceIndex, windows: list[Window], scope: str, label: str, keys: tuple[I64, list[str]] | None = None
+    ix: TraceIndex,
+    windows: list[Window],
+    scope: str,
+    label: str,
+    keys: tuple[I64, list[str]] | None = None,
+    graphs: list[Graph] | None = None,
 ) -> CriticalPath | None:
     """The critical path of chosen windows (the first is the chosen rank's; several: joined by their collectives).
 
-    `keys`: critical_path_ranks.collective_keys of the trace's GPU records when the trace holds only a cut of
-    each rank (fleet.critical_path_map), whose order of collectives is not the rank's own."""
-    window = windows[0]
-    job = join_ranks(ix, windows, keys) if len(windows) > 1 else None
-    graph = build_graph(ix, window) if job is None else job.graph
+    `graphs` and `keys` (critical_path_ranks.join_ranks): the windows' graphs and collective keys, built rank by
+    rank, when the trace holds only their events (fleet.critical_path_map)."""
+    job = join_ranks(ix, windows, keys, graphs) if len(windows) > 1 else None
+    if job is None:
+        graph = build_graph(ix, windows[0]) if graphs is None else graphs[0]
+    else:
+        graph = job.graph
     if graph.src.size == 0:
         return None
     found_dag = acyclic(graph)

@@ -11,18 +11,20 @@ the collectives. Here the same is done from per-rank parts, so no process holds 
    ranges holding the annotation, and its count of each collective kernel.
 2. `first_window` and `job_windows` (client): the window of the first rank and every rank's, as
    critical_path.choose_window and rank_windows choose them on the whole trace.
-3. `window_cut` (per rank): the rows of the rank's trace that the window's graph reads (CPU events and runtime
-   calls in the window, the GPU records launched in it or queued during it with their launch calls, the syncs
-   around it and the calls they name), each GPU record's place in the whole job's record order, and each
-   collective's key ("kernel name#i", i its place in the rank's whole order, lag-corrected as
-   model.clock_matching.order_keys does for the whole job: `collective_lags`).
+3. `rank_graph` (per rank): the window's graph, built on the rank's own trace (every input of build_graph is
+   the rank's: the graph is the one the whole trace gives), with the rows of its events only (names, kinds),
+   each GPU record's place in the whole job's record order, and each collective's key ("kernel name#i", i its
+   place in the rank's whole order, lag-corrected as model.clock_matching.order_keys does for the whole job:
+   `collective_lags`).
+4. `join_rank_graphs` (client): the events as one small trace, the graphs renumbered into it; the client
+   (fleet.critical_path_map) joins them at the collectives and takes the path (critical_path.path_of_windows).
 
-The client concatenates the cuts (fleet.critical_path_map) and runs critical_path.path_of_windows on them with
-those keys: the graphs are the whole trace's, row numbers aside.
+The client holds the chosen step's graph of every rank and the rows of its events, never a rank's trace.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +33,7 @@ import polars as pl
 
 from ktrace.analysis.breakdown import communication_names
 from ktrace.analysis.critical_path import median_step
-from ktrace.analysis.critical_path_graph import Window
+from ktrace.analysis.critical_path_graph import GPU_RECORD, OPERATOR, RUNTIME, Graph, Window, build_graph
 from ktrace.analysis.critical_path_ranks import range_rows, windows_of_ranks
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.op_attribution import IS_OPERATOR
@@ -211,77 +213,48 @@ def collective_lags(ends: list[pl.DataFrame]) -> dict[tuple[str, int], dict[str,
 
 
 @dataclass(frozen=True)
-class RankCut:
-    """The rows of one rank's trace its window's graph reads (see the module docstring)."""
+class RankGraph:
+    """One rank's graph of its window (critical_path_graph.build_graph on the rank's trace) and the rows of its
+    events: ev_row points into `tables` (operators: ops, runtime calls: api, GPU records: kernels then memory)."""
 
+    graph: Graph
     tables: dict[str, pl.DataFrame]
-    """ops, api, kernels, memory, syncs: the kept rows, in their order."""
+    """ops, api, kernels, memory: the rows of the graph's events, in event order."""
     kernel_records: I64
     memory_records: I64
-    """Per kept kernel / memory row: its GPU record's index in the whole job (TraceIndex.gpu_columns order)."""
+    """Per row of tables["kernels"] / ["memory"]: its GPU record's index in the whole job's order (TraceIndex
+    gpu_columns: every rank's kernels, then every rank's memory records)."""
     kernel_keys: list[str | None]
-    """Per kept kernel row: its collective's key, None for a kernel that is not a collective."""
+    """Per row of tables["kernels"]: its collective's key, None for a kernel that is not a collective."""
 
 
-CUT_TABLES = ("ops", "api", "kernels", "memory", "syncs")
+GRAPH_TABLES = ("ops", "api", "kernels", "memory")
 
 
-def window_cut(trace: Trace, window: Window, lags: dict[str, int], kernel_offset: int, memory_offset: int) -> RankCut:
-    """The RankCut of a trace holding one rank: `lags` from collective_lags, the offsets the index of its first
-    kernel and first memory record among the whole job's GPU records."""
+def rank_graph(trace: Trace, window: Window, lags: dict[str, int], kernel_offset: int, memory_offset: int) -> RankGraph:
+    """The RankGraph of `window` on a trace holding its rank: `lags` from collective_lags, the offsets the index of
+    the rank's first kernel and first memory record among the whole job's GPU records."""
     ix = TraceIndex(trace)
-    c = ix.gpu_columns()
-    launch = ix.launch_rows()
-    api_start = ix.api_times()[0]
-    lo, hi = window.start_ns, window.end_ns
-    launched = launch >= 0
-    launch_ts = np.zeros(c.size, np.int64)
-    launch_ts[launched] = api_start[launch[launched]]
-    in_window = (launch_ts >= lo) & (launch_ts <= hi)
-    queued = (launch_ts <= hi) & (c.end >= lo)  # critical_path_graph's queue lengths count these
-    rec = np.flatnonzero(launched & (in_window | queued))
-    kernels, memory = rec[rec < trace.kernels.height], rec[rec >= trace.kernels.height] - trace.kernels.height
-    syncs = _window_syncs(trace, lo, hi)
-    needed = pl.concat(
-        [
-            pl.Series(c.correlation_id[rec], dtype=pl.Int64),
-            syncs["correlation_id"].cast(pl.Int64),
-            syncs["wait_correlation_id"].cast(pl.Int64),
-        ]
-    ).drop_nulls()
-    api = trace.api.filter(
-        pl.col("start_ns").is_between(lo, hi) | pl.col("correlation_id").is_in(needed.unique().implode())
-    )
-    ops = trace.ops.filter(
-        pl.col("start_ns").is_between(lo, hi) & (pl.col("end_ns") > pl.col("start_ns")) & IS_OPERATOR
-    )
-    keys = _kernel_keys(ix, kernels, lags)
-    return RankCut(
+    graph = build_graph(ix, window)
+    rows = {kind: graph.ev_row[graph.ev_kind == kind] for kind in (OPERATOR, RUNTIME, GPU_RECORD)}
+    n_kernels = trace.kernels.height
+    gpu = rows[GPU_RECORD]
+    kernels, memory = gpu[gpu < n_kernels], gpu[gpu >= n_kernels] - n_kernels
+    ev_row = np.zeros(graph.ev_row.size, np.int64)  # each kind's events are in row order: their rank in it
+    for kind, found in rows.items():
+        ev_row[graph.ev_kind == kind] = np.arange(found.size, dtype=np.int64)
+    return RankGraph(
+        graph=dataclasses.replace(graph, ev_row=ev_row),
         tables={
-            "ops": ops,
-            "api": api,
+            "ops": trace.ops[rows[OPERATOR]],
+            "api": trace.api[rows[RUNTIME]],
             "kernels": trace.kernels[kernels],
             "memory": trace.memory[memory],
-            "syncs": syncs,
         },
         kernel_records=(kernels + kernel_offset).astype(np.int64),
         memory_records=(memory + memory_offset).astype(np.int64),
-        kernel_keys=keys,
+        kernel_keys=_kernel_keys(ix, kernels, lags),
     )
-
-
-def _window_syncs(trace: Trace, lo: int, hi: int) -> pl.DataFrame:
-    """The sync rows critical_path_syncs.rank_syncs takes for the window: ending at or after lo, their call
-    (the rank's first api row of their correlation id) starting by hi."""
-    calls = trace.api.filter(pl.col("correlation_id").is_not_null()).unique(
-        "correlation_id", keep="first", maintain_order=True
-    )
-    calls = calls.select("correlation_id", call_ns="start_ns")
-    rows = (
-        trace.syncs.with_row_index("_row").filter(pl.col("end_ns") >= lo).join(calls, on="correlation_id", how="inner")
-    )
-    keep = rows.filter(pl.col("call_ns") <= hi)["_row"]
-    return trace.syncs.with_row_index("_row").filter(pl.col("_row").is_in(keep)).drop("_row")
 
 
 def _kernel_keys(ix: TraceIndex, kernels: I64, lags: dict[str, int]) -> list[str | None]:
@@ -290,11 +263,37 @@ def _kernel_keys(ix: TraceIndex, kernels: I64, lags: dict[str, int]) -> list[str
     return [key_of.get(int(k)) for k in kernels.tolist()]
 
 
-def cut_keys(kernel_keys: list[str | None], records: int) -> tuple[I64, list[str]]:
-    """critical_path_ranks.collective_keys of the concatenated cuts: per GPU record (kernels first, as
-    `kernel_keys`, then the memory records) its key id, -1 for none, and the sorted keys."""
+@dataclass(frozen=True)
+class JoinedGraphs:
+    """Every rank's RankGraph put together: one trace of their events, each graph's ev_row pointing into it."""
+
+    trace: Trace
+    graphs: list[Graph]
+    keys: tuple[I64, list[str]]
+    """critical_path_ranks.collective_keys of the trace's GPU records."""
+    records: I64
+    """Per GPU record of the trace (index order): its index in the whole job."""
+
+
+def join_rank_graphs(parts: list[RankGraph], empty: Trace) -> JoinedGraphs:
+    """The parts' events as one trace (`empty`'s meta and other tables), their graphs renumbered into it."""
+    frames = {name: pl.concat([p.tables[name] for p in parts], how="vertical") for name in GRAPH_TABLES}
+    trace = dataclasses.replace(
+        empty, ops=frames["ops"], api=frames["api"], kernels=frames["kernels"], memory=frames["memory"]
+    )
+    starts = {name: np.cumsum([0] + [p.tables[name].height for p in parts]) for name in GRAPH_TABLES}
+    graphs = []
+    for i, p in enumerate(parts):
+        g, n_kernels = p.graph, p.tables["kernels"].height
+        base = {OPERATOR: starts["ops"][i], RUNTIME: starts["api"][i], GPU_RECORD: starts["kernels"][i]}
+        ev_row = g.ev_row + np.array([base[OPERATOR], base[RUNTIME], base[GPU_RECORD]], np.int64)[g.ev_kind]
+        on_memory = (g.ev_kind == GPU_RECORD) & (g.ev_row >= n_kernels)
+        ev_row[on_memory] = starts["kernels"][-1] + starts["memory"][i] + g.ev_row[on_memory] - n_kernels
+        graphs.append(dataclasses.replace(g, ev_row=ev_row))
+    kernel_keys = [k for p in parts for k in p.kernel_keys]
+    records = np.concatenate([p.kernel_records for p in parts] + [p.memory_records for p in parts]).astype(np.int64)
     named = sorted({k for k in kernel_keys if k is not None})
     ids = {k: i for i, k in enumerate(named)}
-    out = np.full(records, -1, np.int64)
-    out[: len(kernel_keys)] = [-1 if k is None else ids[k] for k in kernel_keys]
-    return out, named
+    key_ids = np.full(records.size, -1, np.int64)
+    key_ids[: len(kernel_keys)] = [-1 if k is None else ids[k] for k in kernel_keys]
+    return JoinedGraphs(trace, graphs, (key_ids, named), records)

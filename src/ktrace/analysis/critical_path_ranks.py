@@ -159,10 +159,14 @@ def _nearest_range(ranges: pl.DataFrame, node: str, rank: int, name: str | None,
     return Window(node, rank, int(best["start_ns"]), int(best["end_ns"]))
 
 
-def join_ranks(ix: TraceIndex, windows: list[Window], keys: tuple[I64, list[str]] | None = None) -> JobGraph:
-    """The windows' graphs as one, with the collective edges and the waits (see the module docstring); `keys`:
-    collective_keys given (a trace holding a cut of each rank), else collective_keys(ix)."""
-    graphs = [build_graph(ix, w) for w in windows]
+def join_ranks(
+    ix: TraceIndex, windows: list[Window], keys: tuple[I64, list[str]] | None = None, graphs: list[Graph] | None = None
+) -> JobGraph:
+    """The windows' graphs as one, with the collective edges and the waits (see the module docstring).
+
+    A trace holding only each rank's graph events (fleet.critical_path_map) gives the windows' `graphs`, built
+    on each rank's trace with ev_row pointing into this one, and their collective_keys as `keys`."""
+    graphs = [build_graph(ix, w) for w in windows] if graphs is None else graphs
     sizes = np.array([g.ev_kind.size for g in graphs], np.int64)
     offset = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
 

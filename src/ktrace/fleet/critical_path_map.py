@@ -5,10 +5,10 @@ Each task opens only its own partition (as summary_map's do). A first pass retur
 and collective counts (analysis.critical_path_parts.rank_steps: small); the client chooses the step and every
 rank's window as one process would. When ranks ran different numbers of some collective, a pass over the ranks
 that ran collectives returns those kernels' end times, from which the client corrects each rank's order as
-clock alignment does (collective_lags). The last pass cuts each rank's trace to what its window's graph reads
-(window_cut: one step of one rank); the client concatenates the cuts, builds every rank's graph, joins them at
-the collectives and takes the longest path (critical_path.path_of_windows). Its memory is bounded by one step of
-every rank, not by the job.
+clock alignment does (collective_lags). The last pass builds each rank's graph of its window on its own trace
+(rank_graph: one step of one rank) and returns it with the rows of its events; the client puts them together
+(join_rank_graphs), joins them at the collectives and takes the longest path (critical_path.path_of_windows). It
+holds the chosen step's graph of every rank and the rows of its events, never a rank's trace.
 """
 
 from __future__ import annotations
@@ -23,17 +23,17 @@ import polars as pl
 from ktrace.analysis.critical_path import CriticalPath, path_of_windows
 from ktrace.analysis.critical_path_graph import Window
 from ktrace.analysis.critical_path_parts import (
-    CUT_TABLES,
-    RankCut,
+    GRAPH_TABLES,
+    RankGraph,
     RankSteps,
     collective_ends,
     collective_lags,
-    cut_keys,
     first_window,
     job_windows,
+    join_rank_graphs,
+    rank_graph,
     rank_steps,
     spread_collectives,
-    window_cut,
 )
 from ktrace.analysis.index import TraceIndex
 from ktrace.fleet.engines import Engine
@@ -64,7 +64,7 @@ class RankTask:
     window: Window | None = None
     lags: tuple[tuple[str, int], ...] = ()
     offsets: tuple[int, int] = (0, 0)
-    """window_cut: the index of the rank's first kernel and first memory record among the job's GPU records."""
+    """rank_graph: the index of the rank's first kernel and first memory record among the job's GPU records."""
 
     def label(self) -> str:
         """How errors and progress name the task."""
@@ -88,10 +88,10 @@ def ends_task(task: RankTask) -> pl.DataFrame:
     return collective_ends(task.read(("kernels",)), task.node, task.rank, set(task.collectives))
 
 
-def cut_task(task: RankTask) -> RankCut:
-    """Last pass: the rank's window cut."""
+def graph_task(task: RankTask) -> RankGraph:
+    """Last pass: the rank's graph of its window."""
     assert task.window is not None
-    return window_cut(task.read(CUT_TABLES), task.window, dict(task.lags), *task.offsets)
+    return rank_graph(task.read(GRAPH_TABLES + ("syncs",)), task.window, dict(task.lags), *task.offsets)
 
 
 def job_critical_path(
@@ -131,17 +131,23 @@ def job_critical_path(
     kernel_offsets = np.cumsum([0] + [p.kernels for p in parts])
     memory_offsets = np.cumsum([0] + [p.memory for p in parts]) + int(kernel_offsets[-1])
     at = {(t.node, t.rank): i for i, t in enumerate(tasks)}
-    cuts = []
+    graph_tasks = []
     for w in windows:
         i = at[(w.node, w.rank)]
         offsets = (int(kernel_offsets[i]), int(memory_offsets[i]))
         rank_lags = tuple(sorted(lags.get((w.node, w.rank), {}).items()))
-        cuts.append(dataclasses.replace(tasks[i], window=w, lags=rank_lags, offsets=offsets))
-    done: dict[int, RankCut] = {}
-    for n, (i, cut) in enumerate(engine.map(cut_task, cuts, describe=RankTask.label), 1):
-        done[i] = cut
-        progress(n, len(cuts))
-    return _joined_path(root, clock, [done[i] for i in range(len(cuts))], windows, scope, label)
+        graph_tasks.append(dataclasses.replace(tasks[i], window=w, lags=rank_lags, offsets=offsets))
+    done: dict[int, RankGraph] = {}
+    for n, (i, graph) in enumerate(engine.map(graph_task, graph_tasks, describe=RankTask.label), 1):
+        done[i] = graph
+        progress(n, len(graph_tasks))
+    joined = join_rank_graphs(
+        [done[i] for i in range(len(graph_tasks))], store.read(root, clock=clock, only=(), skip=TABLES)
+    )
+    result = path_of_windows(TraceIndex(joined.trace), windows, scope, label, joined.keys, joined.graphs)
+    if result is None:
+        return None
+    return dataclasses.replace(result, path_records=np.sort(joined.records[result.path_records]))
 
 
 def _lags(engine: Engine, tasks: list[RankTask], parts: list[RankSteps]) -> dict[tuple[str, int], dict[str, int]]:
@@ -155,25 +161,3 @@ def _lags(engine: Engine, tasks: list[RankTask], parts: list[RankSteps]) -> dict
     ]
     ends = [e for _, e in engine.map(ends_task, asked, describe=RankTask.label)]
     return collective_lags(ends)
-
-
-def _joined_path(
-    root: Path, clock: str, cuts: list[RankCut], windows: list[Window], scope: str, label: str
-) -> CriticalPath | None:
-    """The path of the concatenated cuts, its GPU records renumbered as the whole job's."""
-    empty = store.read(root, clock=clock, only=(), skip=TABLES)
-    frames = {name: pl.concat([c.tables[name] for c in cuts], how="vertical") for name in CUT_TABLES}
-    trace = dataclasses.replace(
-        empty,
-        ops=frames["ops"],
-        api=frames["api"],
-        kernels=frames["kernels"],
-        memory=frames["memory"],
-        syncs=frames["syncs"],
-    )
-    records = np.concatenate([c.kernel_records for c in cuts] + [c.memory_records for c in cuts])
-    keys = cut_keys([k for c in cuts for k in c.kernel_keys], int(records.size))
-    result = path_of_windows(TraceIndex(trace), windows, scope, label, keys)
-    if result is None:
-        return None
-    return dataclasses.replace(result, path_records=np.sort(records[result.path_records]))

@@ -12,17 +12,18 @@ import pytest
 
 from ktrace.analysis.breakdown import communication_names
 from ktrace.analysis.critical_path import choose_window
-from ktrace.analysis.critical_path_graph import build_graph
+from ktrace.analysis.critical_path_graph import GPU_RECORD, OPERATOR, RUNTIME, build_graph
 from ktrace.analysis.critical_path_parts import (
     RankSteps,
     collective_ends,
     collective_lags,
     first_window,
     job_windows,
+    join_rank_graphs,
+    rank_graph,
     rank_steps,
     spread_collectives,
     step_methods,
-    window_cut,
 )
 from ktrace.analysis.critical_path_ranks import collective_keys, rank_windows
 from ktrace.analysis.index import TraceIndex
@@ -86,7 +87,7 @@ def test_annotation_windows_equal_one_process(job: Trace, tmp_path: Path) -> Non
 
 def test_collective_keys_of_a_cut_are_the_whole_job_order(job: Trace, tmp_path: Path) -> None:
     """Rank 2 ran two collectives fewer (its first ones): the whole trace's keys shift its order by a lag, and
-    the cut's keys, from collective_lags, are the whole trace's."""
+    the keys of a rank's graph, from collective_lags, are the whole trace's."""
     comm = communication_names(job)
     rows = job.kernels.with_row_index("row")
     mine = rows.filter(pl.col("name").cast(pl.String).is_in(comm) & (pl.col("rank") == 2)).sort("start_ns")
@@ -106,33 +107,37 @@ def test_collective_keys_of_a_cut_are_the_whole_job_order(job: Trace, tmp_path: 
     for window in windows:
         at = [(p.node, p.rank) for p in parts].index((window.node, window.rank))
         kernel_offset = sum(p.kernels for p in parts[:at])
-        cut = window_cut(
+        part = rank_graph(
             ranks[(window.node, window.rank)], window, lags.get((window.node, window.rank), {}), kernel_offset, 0
         )
-        expected = [names[i] if i >= 0 else None for i in ids[cut.kernel_records].tolist()]
-        assert cut.kernel_keys == expected and any(expected)
+        expected = [names[i] if i >= 0 else None for i in ids[part.kernel_records].tolist()]
+        assert part.kernel_keys == expected and any(expected)
 
 
-def test_a_cut_holds_one_step_and_builds_the_same_graph(job: Trace, tmp_path: Path) -> None:
+def test_rank_graphs_joined_are_the_whole_trace_graphs_of_one_step(job: Trace, tmp_path: Path) -> None:
     whole, ranks, parts = _parts(job, tmp_path / "job.ktrace")
     chosen = first_window(parts, None, 0)
     assert chosen is not None
-    window = chosen[0]
-    rank = ranks[(window.node, window.rank)]
-    at = [(p.node, p.rank) for p in parts].index((window.node, window.rank))
-    kernel_offset = sum(p.kernels for p in parts[:at])
-    memory_offset = sum(p.kernels for p in parts) + sum(p.memory for p in parts[:at])
-    cut = window_cut(rank, window, {}, kernel_offset, memory_offset)
-    assert 0 < cut.tables["kernels"].height <= rank.kernels.height // 3  # one step of six, and what it queued behind
-    assert 0 < cut.tables["api"].height <= rank.api.height // 3
-    t = cut.tables
-    small = dataclasses.replace(
-        rank, ops=t["ops"], api=t["api"], kernels=t["kernels"], memory=t["memory"], syncs=t["syncs"]
-    )
-    mine, full = build_graph(TraceIndex(small), window), build_graph(TraceIndex(whole), window)
-    for name in ("ev_kind", "ev_start", "ev_end", "src", "dst", "weight", "etype", "event"):
-        assert np.array_equal(getattr(mine, name), getattr(full, name)), name
-    assert mine.sync_records == full.sync_records
-    records = np.concatenate([cut.kernel_records, cut.memory_records])
-    on_gpu = mine.ev_kind == 2
-    assert np.array_equal(records[mine.ev_row[on_gpu]], full.ev_row[on_gpu])  # the job's record numbers
+    windows = job_windows(parts, chosen[0], "step")
+    order = [(p.node, p.rank) for p in parts]
+    found = []
+    for window in windows:
+        at = order.index((window.node, window.rank))
+        kernel_offset = sum(p.kernels for p in parts[:at])
+        memory_offset = sum(p.kernels for p in parts) + sum(p.memory for p in parts[:at])
+        found.append(rank_graph(ranks[(window.node, window.rank)], window, {}, kernel_offset, memory_offset))
+    joined = join_rank_graphs(found, whole)
+    assert 0 < joined.trace.kernels.height <= whole.kernels.height // 3  # one step of six
+    assert 0 < joined.trace.api.height <= whole.api.height // 3
+    ix = TraceIndex(whole)
+    for window, mine in zip(windows, joined.graphs, strict=True):
+        full = build_graph(ix, window)
+        for name in ("ev_kind", "ev_start", "ev_end", "src", "dst", "weight", "etype", "event"):
+            assert np.array_equal(getattr(mine, name), getattr(full, name)), name
+        assert mine.sync_records == full.sync_records
+        for kind, table in ((OPERATOR, "ops"), (RUNTIME, "api")):
+            hit = mine.ev_kind == kind
+            ours = joined.trace.table(table)[mine.ev_row[hit]].select("name", "start_ns", "end_ns")
+            assert ours.equals(whole.table(table)[full.ev_row[hit]].select("name", "start_ns", "end_ns"))
+        on_gpu = mine.ev_kind == GPU_RECORD
+        assert on_gpu.any() and np.array_equal(joined.records[mine.ev_row[on_gpu]], full.ev_row[on_gpu])
