@@ -29,6 +29,7 @@ exactly that rank's rows, and `waited_for` over the rows of every rank equals th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -196,15 +197,14 @@ def collective_windows(
     ).cast(WINDOW_SCHEMA)
 
 
-def _covered_spans(found: tuple[object, I64], qg: I64, a: I64, b: I64) -> I64:
-    """Time inside each window [a, b) of rank group qg during which a sync call was in progress."""
+def _covered_spans(found: tuple[Any, I64], qg: I64, a: I64, b: I64) -> I64:
+    """Time inside each window [a, b) of rank qg during which a sync call was in progress (found: idle.sync_spans'
+    spans over its own rank groups, and the group of each rank qg)."""
     spans, group_of = found
-    bounds: I64 = spans.bounds  # type: ignore[attr-defined]
-    start: I64 = spans.start  # type: ignore[attr-defined]
-    end: I64 = spans.end  # type: ignore[attr-defined]
+    bounds: I64 = spans.bounds
     mg = np.repeat(np.arange(bounds.size - 1, dtype=np.int64), np.diff(bounds))
     sg = np.where(qg >= 0, group_of[np.maximum(qg, 0)], -1).astype(np.int64)
-    return covered_between(mg, start, end, bounds.size - 1, sg, a, b)
+    return covered_between(mg, spans.start, spans.end, bounds.size - 1, sg, a, b)
 
 
 def _covered_ranges(trace: Trace, keys: pl.DataFrame, qg: I64, a: I64, b: I64) -> I64:
