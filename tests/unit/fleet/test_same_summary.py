@@ -1,0 +1,108 @@
+"""One Summary at every rank count (issue 25): rank by rank, the Summary equals summarize() of the whole job (counts
+exact, means within 1e-9, percentiles within log_histogram.RELATIVE_ERROR) at 8, 15, 16 and 64 ranks on the
+in-process and local-process engines, and `ktrace summary --json` has the same keys at 8, 15, 16, 64 and 256 ranks
+(one process below 16 ranks, rank by rank from 16 on)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ktrace.analysis.annotation_histograms import DEFAULT_ANNOTATION_PATTERNS
+from ktrace.analysis.rank_heatmap import rank_heatmap
+from ktrace.analysis.rank_reduce import NOT_REDUCED, ONE_PROCESS_NOTES
+from ktrace.analysis.summary import summarize
+from ktrace.cli import main
+from ktrace.fleet.engines import InProcessEngine, ProcessEngine
+from ktrace.fleet.summary_map import FLEET_MIN_RANKS, summarize_store
+from ktrace.model import store
+from ktrace.testing.fleet_compare import fleet_differences, key_paths
+from ktrace.testing.synthetic import SyntheticConfig, generate
+
+NODES = {8: 2, 15: 3, 16: 4, 64: 8, 256: 32}
+ANNOTATIONS = ("forward", "^backward$|optimizer")
+
+
+def _job(ranks: int, root: Path, kernels_per_step: int = 12) -> Path:
+    """A small synthetic job: operators (its CPU ranges), counters, memory copies, NCCL kernels, step ranges."""
+    path = root / f"job{ranks}.ktrace"
+    config = SyntheticConfig(steps=2, kernels_per_step=kernels_per_step, ranks=ranks, nodes=NODES[ranks], seed=ranks)
+    trace = generate(config)
+    store.write(trace, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    root = tmp_path_factory.mktemp("jobs")
+    return {n: _job(n, root) for n in (8, 15, 16, 64)}
+
+
+@pytest.mark.parametrize("ranks", [8, 15, 16, 64])
+@pytest.mark.parametrize("kind", ["in-process", "processes"])
+def test_rank_by_rank_summary_equals_one_process(jobs: dict[int, Path], ranks: int, kind: str) -> None:
+    path = jobs[ranks]
+    with InProcessEngine() if kind == "in-process" else ProcessEngine(2) as engine:
+        fleet = summarize_store(path, engine, annotations=ANNOTATIONS, by_shape=True)
+    whole = store.read(path)
+    single = summarize(whole, annotations=ANNOTATIONS, by_shape=True)
+    assert fleet_differences(single, fleet, rank_heatmap(whole)) == []
+    s = fleet.summary
+    assert s.ranks == ranks and s.operators is not None and s.counters.height and s.kernel_sequences is not None
+    assert [a.count for a in s.annotations] == [a.count for a in single.annotations] and s.annotations[0].count
+    assert s.collectives is not None and s.roofline is not None and s.critical_path is None
+    assert set(ONE_PROCESS_NOTES) <= set(s.notes)
+
+
+def test_without_patterns_the_reports_default_annotations_are_histogrammed(jobs: dict[int, Path]) -> None:
+    """annotations=None: the patterns dashboard.default_annotations picks (forward, backward, optimizer.step)."""
+    with InProcessEngine() as engine:
+        fleet = summarize_store(jobs[16], engine, annotations=None)
+    single = summarize(store.read(jobs[16]), annotations=DEFAULT_ANNOTATION_PATTERNS)
+    assert [a.pattern for a in fleet.summary.annotations] == list(DEFAULT_ANNOTATION_PATTERNS)
+    assert fleet_differences(single, fleet) == []
+
+
+def test_fleet_differences_sees_a_wrong_field_of_the_new_ones(jobs: dict[int, Path]) -> None:
+    """The comparison is not blind to the fields added to the rank-by-rank Summary."""
+    import dataclasses
+
+    import polars as pl
+
+    with InProcessEngine() as engine:
+        fleet = summarize_store(jobs[8], engine, annotations=ANNOTATIONS)
+    single = summarize(store.read(jobs[8]), annotations=ANNOTATIONS)
+    s = fleet.summary
+    assert s.kernel_sequences is not None and s.annotations
+    changed = {
+        "counters": s.counters.with_columns(pl.col("samples") + 1),
+        "precision": s.precision.with_columns(pl.col("kernels") + 1),
+        "kernel_sequences": dataclasses.replace(s.kernel_sequences, distinct=s.kernel_sequences.distinct + 1),
+        "annotations": (dataclasses.replace(s.annotations[0], counts=s.annotations[0].counts[::-1]),),
+        "memory_timeline": single.memory_timeline,
+    }
+    for name, value in changed.items():
+        wrong = dataclasses.replace(fleet, summary=dataclasses.replace(s, **{name: value}))
+        assert any(d.startswith(name) for d in fleet_differences(single, wrong)), name
+
+
+def _json_keys(path: Path, capsys: pytest.CaptureFixture[str]) -> set[str]:
+    assert main(["summary", str(path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    return {k for k in key_paths(doc) if k.split(".")[0].split("[")[0] not in NOT_REDUCED}
+
+
+def test_summary_json_has_the_same_keys_at_every_rank_count(
+    jobs: dict[int, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """8 and 15 ranks are summarized in one process, 16, 64 and 256 rank by rank (the default path): the JSON
+    has the same keys, nested ones included, but under the fields that path does not compute yet (NOT_REDUCED,
+    null there)."""
+    assert FLEET_MIN_RANKS == 16
+    paths = {**jobs, 256: _job(256, tmp_path, kernels_per_step=4)}
+    keys = {n: _json_keys(p, capsys) for n, p in paths.items()}
+    assert {"operators.top_by_gpu_time[].gpu_ns", "roofline.reason", "collectives.skew.per_rank[].rank"} <= keys[8]
+    for n, found in keys.items():
+        assert found == keys[8], (n, sorted(found ^ keys[8]))
