@@ -13,7 +13,7 @@ from ktrace.model.units import format_ns
 from ktrace.presentation.page import Column, Figure, Finding, RuleVerdict, Section, Table, Text, Window
 from ktrace.presentation.verdicts import finding_counts, param_text, recommendation, rule_doc, verdict
 
-MAX_EVIDENCE_ROWS = 20
+MAX_EVIDENCE_ROWS = 50
 """Evidence rows under a finding (the JSON report has them all)."""
 MAX_GAP_BARS = 50
 
