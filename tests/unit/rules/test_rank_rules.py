@@ -3,6 +3,8 @@ rules report run_rules' findings on each rank's own trace, named by their rank."
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import pickle
 from collections import Counter
 from pathlib import Path
@@ -17,6 +19,8 @@ from ktrace.analysis.rules.rank_rules import NO_RANK, RuleParts, rank_label, ran
 from ktrace.analysis.summary import summarize
 from ktrace.importers import load
 from ktrace.model import store
+from ktrace.model.layout import PARTITION_META_FILE
+from ktrace.model.schema import TABLES
 from ktrace.model.trace import Trace
 from ktrace.testing.fleet import FleetConfig, generate_fleet
 from ktrace.testing.synthetic import SyntheticConfig, generate
@@ -140,3 +144,31 @@ def test_a_rule_skipped_on_every_rank_is_skipped_with_their_most_frequent_reason
     for name in skipped:
         reasons = Counter(r.result(name).skipped for r in own)
         assert reduced.result(name).skipped == reasons.most_common(1)[0][0], name
+
+
+def _with_health(path: Path, own: list[int]) -> None:
+    """Each partition's own cupti_dropped_records count (partition.json, as `ktrace run` writes it)."""
+    for (_, _, folder), n in zip(store.partitions(path), own, strict=True):
+        (folder / PARTITION_META_FILE).write_text(json.dumps({"health": {"cupti_dropped_records": n}, "notes": []}))
+
+
+def test_dropped_records_count_the_stores_health_once(tmp_path: Path) -> None:
+    """An import keeps the job's health in meta.json, which every rank read alone carries: counted once."""
+    trace = generate(SyntheticConfig(steps=3, kernels_per_step=4, ranks=4, nodes=1))
+    trace = dataclasses.replace(trace, meta=trace.meta.with_health({"cupti_dropped_records": 7}))
+    path = _store(trace, tmp_path / "s.ktrace")
+    got, whole = _reduced(path).result("DroppedRecords"), run_rules(store.read(path)).result("DroppedRecords")
+    assert got == whole and got.triggered == 7 and len(got.findings) == 1 and got.findings[0].severity == "error"
+
+
+@pytest.mark.parametrize("own", [[0, 2, 3, 5, 1], [4, 2, 3, 5, 1]])
+def test_dropped_records_add_each_ranks_own_counts(tmp_path: Path, own: list[int]) -> None:
+    path = _store(generate(SyntheticConfig(steps=3, kernels_per_step=4, ranks=4, nodes=1)), tmp_path / "s.ktrace")
+    _with_health(path, own)
+    whole = run_rules(store.read(path)).result("DroppedRecords")
+    assert whole.triggered == sum(own)
+    parts, summary = _parts(path), summarize(store.read(path))
+    job_health = store.read(path, skip=TABLES).meta.health
+    assert reduce_rule_parts(parts, summary, job_health=job_health).result("DroppedRecords") == whole
+    rebuilt = reduce_rule_parts(parts, summary).result("DroppedRecords")  # from the ranks' counts alone
+    assert rebuilt.triggered == (sum(own) if min(own) == 0 else sum(own) - (len(own) - 1) * min(own))

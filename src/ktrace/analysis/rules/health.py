@@ -36,32 +36,41 @@ START_MS = (pl.col("end_ns") - pl.col("start_ns")) / 1e6
 
 
 def _health_keys(index: TraceIndex, words: tuple[str, ...]) -> dict[str, int]:
-    health = index.trace.meta.health
+    return health_keys(index.trace.meta.health, words)
+
+
+def health_keys(health: Mapping[str, int], words: tuple[str, ...]) -> dict[str, int]:
+    """The non-zero counts of `health` whose name holds one of `words`, by name."""
     return {k: int(v) for k, v in sorted(health.items()) if v and any(w in k.lower() for w in words)}
 
 
-def _records(index: TraceIndex) -> int:
-    t = index.trace
-    return t.kernels.height + t.memory.height + t.syncs.height + t.api.height + t.ranges.height
+def records(trace: Trace) -> int:
+    """Rows of the event tables DroppedRecords weighs the lost records against."""
+    return trace.kernels.height + trace.memory.height + trace.syncs.height + trace.api.height + trace.ranges.height
 
 
 def _dropped(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
-    lost = _health_keys(index, LOSS_WORDS + WINDOW_WORDS)
+    return dropped_outcome(trace.meta.health, records(trace), p)
+
+
+def dropped_outcome(health: Mapping[str, int], n_records: int, p: Mapping[str, ParamValue]) -> Outcome:
+    """The DroppedRecords rule on a trace's health counts and its number of records (a trace's, or a job's read
+    rank by rank)."""
+    lost = health_keys(health, LOSS_WORDS + WINDOW_WORDS)
     total = sum(lost.values())
-    severity: Severity = "error" if _health_keys(index, LOSS_WORDS) else "warning"
-    records = _records(index)
+    severity: Severity = "error" if health_keys(health, LOSS_WORDS) else "warning"
     evidence = tuple(Evidence(kind="health", name=k, value=float(v)) for k, v in lost.items())
     message = (
         f"{total:,} records were lost or dropped while recording or importing "
         f"({', '.join(f'{k}={v:,}' for k, v in lost.items())}); totals and gaps may be understated"
     )
     return Outcome(
-        records + total,
+        n_records + total,
         total,
         total > int(p["max_dropped"]),
         message,
         evidence,
-        details={"health": dict(trace.meta.health)},
+        details={"health": dict(health)},
         severity=severity,
     )
 
@@ -77,7 +86,7 @@ DROPPED_RECORDS = Rule(
     params=(Param("max_dropped", 0, "fire when more than this many records were dropped"),),
     check=_dropped,
     source="analyses.md §11.7 (trace health)",
-    fleet_mode="per rank",
+    fleet_mode="exact",
 )
 
 

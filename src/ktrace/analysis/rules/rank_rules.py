@@ -18,7 +18,7 @@ and tables that grow with ranks and kernel names.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -98,13 +98,20 @@ def _on_rank(e: Evidence, at: tuple[str, int]) -> Evidence:
     return replace(e, node=node, rank=rank)
 
 
-def reduce_rule_parts(parts: Sequence[RuleParts], summary: Summary, config: RulesConfig | None = None) -> RulesReport:
+def reduce_rule_parts(
+    parts: Sequence[RuleParts],
+    summary: Summary,
+    config: RulesConfig | None = None,
+    *,
+    job_health: Mapping[str, int] | None = None,
+) -> RulesReport:
     """The job's RulesReport from every rank's RuleParts and the reduced Summary: every enabled rule in
     RULE_ORDER, as run_rules reports them ("exact" rules on the job's inputs, "per rank" rules added up over the
-    ranks in (node, rank) order; see the module docstring)."""
+    ranks in (node, rank) order; see the module docstring). `job_health`: the whole store's health counts
+    (model.store.read's meta.health; without them fleet_rules.merge_health rebuilds them from the ranks')."""
     config = config or RulesConfig()
     ordered = sorted(parts, key=lambda p: p.ranks)
-    inputs = merge_exact_inputs([p.exact for p in ordered]) if ordered else None
+    inputs = merge_exact_inputs([p.exact for p in ordered], job_health) if ordered else None
     results = []
     for rule in _enabled(config):
         if rule.fleet_mode == "exact" and inputs is not None:
