@@ -161,14 +161,17 @@ def test_dashboard_top_kernels_read_differently() -> None:
     import polars as pl
     from rich.console import Console
 
-    from ktrace.tui.dashboard_panels import _top
+    from ktrace.presentation.page import Table, columns
+    from ktrace.tui.dashboard_panels import PanelRenderer
 
     gemm = "void cutlass::Kernel2<cutlass_75_wmma_tensorop_bf16_s161616gemm_bf16_32x32_32x1_{t}_align1>(Params)"
     names = [gemm.format(t=t) for t in ("tn", "nn", "nt", "tt")]  # owlv2's: equal for 59 characters
     top = pl.DataFrame(
         {"name": names, "total_ns": [4, 3, 2, 1], "time_share": [0.4, 0.3, 0.2, 0.1], "count": [1, 1, 1, 1]}
     )
-    body = _top(top, "time").body  # drawn to the panel's width: here an 80-column terminal's
+    renderer = PanelRenderer()
+    renderer.table(Table("top_kernels_by_time", "", columns(*top.columns), tuple(top.iter_rows(named=True))))
+    body = renderer.end()[2].body  # drawn to the panel's width: here an 80-column terminal's
     console = Console(width=76, record=True, color_system=None, file=io.StringIO())
     console.print(body)
     labels = [line.split("█")[0].strip() for line in console.export_text().splitlines() if line.strip()]

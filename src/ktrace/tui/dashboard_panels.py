@@ -1,38 +1,42 @@
-"""Dashboard panels drawn from the dashboard model (ktrace.analysis.dashboard: SageMaker Profiler's panels and the
-rule findings), with the report's definitions, names and duration format (ktrace.model.units.format_ns)."""
+"""The dashboard tab as a renderer of the report's Page (presentation.layout.Renderer): each panel is one of the
+page's figures or tables drawn in block characters, under the report's title, with the report's cells
+(presentation.cells); the findings panel lists the page's rule verdicts with their evidence windows to jump to.
+So the TUI, HTML and Markdown show the same numbers under the same titles."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.text import Text
 
 from ktrace.analysis.distributions import memory_op_label
 from ktrace.analysis.names import distinct_short_names
-from ktrace.analysis.phases import step_source_note
-from ktrace.model.units import format_ns
+from ktrace.presentation.cells import format_value
 from ktrace.tui.charts import hbars, histogram, shares, sparkline
 
-if TYPE_CHECKING:  # the analyses load in the dashboard worker, not when the TUI starts
-    from ktrace.analysis.dashboard import Dashboard, StepHistogram, UtilizationSeries
-    from ktrace.analysis.rules.base import Finding
-    from ktrace.analysis.summary import Summary
+if TYPE_CHECKING:  # the page is built and laid out in the dashboard worker, not when the TUI starts
+    from ktrace.presentation.page import Figure, Page, RuleVerdict, Section, Table
+    from ktrace.presentation.page import Text as PageText
 
 ACTIVE_BAR = 20
-"""Cells of an active-share bar: a timeline row (label 33 + bar + " 98.7% active") fits an 80-column terminal."""
+"""Cells of an active-share bar: a timeline row (label 33 + bar + " 98.7 % active") fits an 80-column terminal."""
 PANEL_TITLES = (
-    "GPU / CPU active share",
-    "utilization over time",
-    "top 15 kernels by time",
-    "top 15 kernels by count",
-    "step time histogram",
-    "precision",
-    "activity share",
-    "memory-op share",
+    "Active time",
+    "Utilization over time",
+    "Top kernels by total time",
+    "Top kernels by launch count",
+    "Step time distribution",
+    "Kernel precision",
+    "GPU activity",
+    "GPU memory operations",
 )
+"""The panels in order, by the report's titles (a figure's own title, when the page has it, is the panel's)."""
+FINDINGS_TITLE = "Rule findings"
+RULES_SECTION = "rules"
+"""The report's rules summary section (report_rules.rules_summary_section): its lead heads the findings panel."""
 ACTIVE_MEANING = {
     "timeline": "timeline: % active = share of the time from the first to the last record with any kernel or copy "
     "running (CPU: any API call, operator or range)\n",
@@ -50,6 +54,17 @@ NAME_COLUMNS = 60
 """The most columns a kernel name takes in the top-kernel bars."""
 SPARK_WIDTH = 160
 """The most columns of the utilization time axis (fewer when the panel is narrower)."""
+EMPTY = {
+    "Active time": "no GPU or CPU activity in this trace",
+    "Utilization over time": "no GPU records and no utilization counters",
+    "Top kernels by total time": "no kernels in this trace",
+    "Top kernels by launch count": "no kernels in this trace",
+    "Step time distribution": "no steps found (no ProfilerStep or step annotations)",
+    "Kernel precision": "no kernels",
+    "GPU activity": "no GPU activity",
+    "GPU memory operations": "no memcpy or memset in this trace",
+}
+"""Why a panel is empty when the page has nothing for it."""
 
 
 @dataclass
@@ -67,60 +82,161 @@ def unavailable(title: str, why: str) -> Panel:
     return Panel(title, Text(why, style="italic dim"), available=False)
 
 
-def summary_panels(dashboard: Dashboard | None, error: str, summary: Summary | None = None) -> list[Panel]:
-    """All summary panels; unavailable ones say why. Without a dashboard (its analyses failed) the panels of
-    `summary` alone, when summarize() itself succeeded."""
-    s = dashboard.summary if dashboard is not None else summary
-    if s is None:
-        return [unavailable(t, error or "no summary") for t in PANEL_TITLES]
-    util = (
-        _utilization(dashboard.utilization, dashboard.utilization_bin_ms)
-        if dashboard is not None
-        else unavailable(PANEL_TITLES[1], error)
-    )
-    steps = _steps(dashboard.step_histogram, s) if dashboard is not None else unavailable(PANEL_TITLES[4], error)
-    return [
-        _active(s.active),
-        util,
-        _top(s.top_by_time, "time"),
-        _top(s.top_by_count, "count"),
-        steps,
-        _precision(s.precision),
-        _activity(s.activity),
-        _memory(s.memory),
-    ]
+class PanelRenderer:
+    """A Renderer[list[Panel]] of the dashboard's page: it gathers the blocks by key, then draws the panels in
+    PANEL_TITLES order and the findings panel. `error` says why a panel the page lacks is empty when the analyses
+    behind it failed."""
+
+    def __init__(self, error: str = "") -> None:
+        self.error = error
+        self.tables: dict[str, Table] = {}
+        self.figures: dict[str, Figure] = {}
+        self.verdicts: list[RuleVerdict] = []
+        self.rules_lead = ""
+        self._section = ""
+
+    def begin(self, page: Page) -> None:
+        """Nothing to draw: the tab has no page title."""
+
+    def section(self, section: Section) -> None:
+        """Nothing to draw: panels are titled by their blocks."""
+        self._section = section.key
+
+    def table(self, table: Table) -> None:
+        """Kept for the panel that shows it (first of a key wins: the dashboard's own tables)."""
+        self.tables.setdefault(table.key, table)
+
+    def figure(self, figure: Figure) -> None:
+        """Kept for the panel that draws it."""
+        self.figures.setdefault(figure.key, figure)
+
+    def text(self, text: PageText) -> None:
+        """The rules summary's lead ("2 errors, 3 warnings, ... from 23 rules") heads the findings panel."""
+        if self._section == RULES_SECTION and not self.rules_lead:
+            self.rules_lead = text.text
+
+    def rules(self, verdicts: tuple[RuleVerdict, ...]) -> None:
+        """Kept for the findings panel."""
+        self.verdicts += verdicts
+
+    def section_end(self, section: Section) -> None:
+        """Notes are the summary's (the terminal and the job section show them)."""
+
+    def end(self) -> list[Panel]:
+        """The panels, in PANEL_TITLES order, then the findings."""
+        return [
+            self._active(),
+            self._utilization(),
+            self._top("top_kernels_by_time", PANEL_TITLES[2]),
+            self._top("top_kernels_by_count", PANEL_TITLES[3]),
+            self._steps(),
+            self._pie("precision", PANEL_TITLES[5]),
+            self._pie("activity", PANEL_TITLES[6]),
+            self._memory(),
+            findings_panel(self.verdicts, self.rules_lead, self.error),
+        ]
+
+    def _missing(self, title: str) -> Panel:
+        return unavailable(title, self.error or EMPTY[title])
+
+    def _active(self) -> Panel:
+        table = self.tables.get("active_time")
+        if table is None or not table.rows:
+            return self._missing(PANEL_TITLES[0])
+        lines = Text()
+        for key in ("active_gpu", "active_cpu"):  # the report's pies: the mean over the devices
+            pie = self.figures.get(key)
+            if pie is not None:
+                lines.append(f"{pie.title}: {format_value('share', pie.data['values'][0]).strip()} active\n")
+        order = ("resource", "method", "node", "rank", "instance")
+        for r in sorted(table.rows, key=lambda r: tuple(str(r[k]) for k in order)):
+            who = f"{r['resource'].upper()} {r['instance'] if r['instance'] >= 0 else 'all'}"
+            where = f"{r['node']}" + (f" rank {r['rank']}" if r["rank"] >= 0 else "")
+            share = r["active_share"] or 0.0
+            util = f"  mean util {r['mean_util']:.1f}%" if r.get("mean_util") is not None else ""
+            lines.append(f"{who:<7} {where:<16} {r['method']:<8} ")
+            lines.append(("█" * round(share * ACTIVE_BAR)).ljust(ACTIVE_BAR), style=_colour(r["resource"]))
+            lines.append(f" {format_value('share', share)} active{util}\n")
+        for method in sorted({r["method"] for r in table.rows}, reverse=True):
+            lines.append(ACTIVE_MEANING.get(method, ""), style="dim")
+        return Panel(PANEL_TITLES[0], lines)
+
+    def _utilization(self) -> Panel:
+        figure = self.figures.get("utilization")
+        series = figure.data["series"] if figure is not None else []
+        if figure is None or not series:
+            return self._missing(PANEL_TITLES[1])
+        return Panel(figure.title, UtilizationChart(tuple(_series(s) for s in series)))
+
+    def _top(self, key: str, title: str) -> Panel:
+        table = self.tables.get(key)
+        if table is None or not table.rows:
+            return self._missing(title)
+        share = next(c.key for c in table.columns if c.key.endswith("share"))
+        by_time = key.endswith("time")
+        names, values, texts = [], [], []
+        for r in table.rows:
+            total, count, part = format_value("ns", r["total_ns"]), r["count"], format_value("share", r[share])
+            names.append(str(r["name"]))
+            values.append(float(r["total_ns"] if by_time else count))
+            texts.append(f"{total:>9} {part}  ×{count:,}" if by_time else f"{count:>9,} {part}  {total}")
+        return Panel(table.title or title, KernelBars(tuple(names), tuple(values), tuple(texts)))
+
+    def _steps(self) -> Panel:
+        figure = self.figures.get("step_histogram")
+        if figure is None or not figure.data["counts"]:
+            return self._missing(PANEL_TITLES[4])
+        data = figure.data
+        body: list[RenderableType] = [histogram(data["edges"], data["counts"], height=6, unit=" ms")]
+        facts = {r["item"]: r["value"] for r in self.tables["job_facts"].rows} if "job_facts" in self.tables else {}
+        steps = next(((k, v) for k, v in facts.items() if k.startswith("steps")), None)
+        if steps is not None:
+            body.insert(0, Text(f"{steps[0]}: {steps[1]}"))
+        stats = self.tables.get("step_time")
+        for r in stats.rows if stats is not None else ():
+            ns = {k: format_value("ns", r[k]) for k in ("mean_ns", "p50_ns", "p95_ns", "max_ns")}
+            body.append(
+                Text(
+                    f"{r['node']} rank {r['rank']}: {r['steps']} steps, mean {ns['mean_ns']}, p50 {ns['p50_ns']},"
+                    f" p95 {ns['p95_ns']}, max {ns['max_ns']}"
+                )
+            )
+        return Panel(figure.title, Group(*body))
+
+    def _pie(self, key: str, title: str) -> Panel:
+        figure = self.figures.get(key)
+        if figure is None or not figure.data["labels"]:
+            return self._missing(title)
+        return Panel(figure.title, shares([str(x) for x in figure.data["labels"]], figure.data["values"]))
+
+    def _memory(self) -> Panel:
+        panel = self._pie("memory_operations", PANEL_TITLES[7])
+        table = self.tables.get("memory_operations")
+        if not panel.available or table is None:
+            return panel
+        lines = "\n".join(
+            f"{memory_op_label(r['op'], r['copy_kind'], r['host_memory'])}: {r['count']:,} ops,"
+            f" {format_value('bytes', r['bytes'])}, {format_value('gbps', r['bandwidth_gbps'] or 0)}"
+            for r in table.rows
+        )
+        return Panel(panel.title, Group(panel.body, Text(lines)))
 
 
-def _empty(frame: pl.DataFrame | None) -> bool:
-    return frame is None or frame.height == 0
+def _colour(resource: str) -> str:
+    return "#59a14f" if resource == "gpu" else "#4e79a7"
 
 
-def _active(active: pl.DataFrame) -> Panel:
-    title = PANEL_TITLES[0]
-    if _empty(active):
-        return unavailable(title, "no GPU or CPU activity in this trace")
-    lines = Text()
-    for r in active.sort("resource", "method", "node", "rank", "instance").iter_rows(named=True):
-        who = f"{r['resource'].upper()} {r['instance'] if r['instance'] >= 0 else 'all'}"
-        where = f"{r['node']}" + (f" rank {r['rank']}" if r["rank"] >= 0 else "")
-        share = r["active_share"] or 0.0
-        bar = "█" * int(round(share * ACTIVE_BAR))
-        util = f"  mean util {r['mean_util']:.1f}%" if r.get("mean_util") is not None else ""
-        lines.append(f"{who:<7} {where:<16} {r['method']:<8} ")
-        lines.append(bar.ljust(ACTIVE_BAR), style="#59a14f" if r["resource"] == "gpu" else "#4e79a7")
-        lines.append(f" {100 * share:5.1f}% active{util}\n")
-    for method in sorted(set(active["method"].to_list()), reverse=True):
-        lines.append(ACTIVE_MEANING.get(method, ""), style="dim")
-    return Panel(title, lines)
+@dataclass(frozen=True)
+class Series:
+    """One utilization curve of the page's figure: label, seconds since the trace start, % busy."""
+
+    label: str
+    x_s: tuple[float, ...]
+    y_pct: tuple[float, ...]
 
 
-def _utilization(series: tuple[UtilizationSeries, ...], bin_ms: float) -> Panel:
-    """The report's utilization series: timeline bins per GPU (whole bins inside its first..last record), then
-    gpu.util / cpu.util counters as sampled."""
-    title = PANEL_TITLES[1]
-    if not series:
-        return unavailable(title, "no GPU records and no utilization counters")
-    return Panel(title, UtilizationChart(series, bin_ms))
+def _series(data: Mapping[str, Any]) -> Series:
+    return Series(str(data["label"]), tuple(data["x"]), tuple(data["y"]))
 
 
 @dataclass(frozen=True)
@@ -128,8 +244,7 @@ class UtilizationChart:
     """The utilization series on one time axis, as wide as the panel allows (at most SPARK_WIDTH columns): drawn
     when rich knows the width, so that an 80-column terminal gets one line per series instead of two."""
 
-    series: tuple[UtilizationSeries, ...]
-    bin_ms: float
+    series: tuple[Series, ...]
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         series = self.series
@@ -139,21 +254,23 @@ class UtilizationChart:
         steps = [b - a for s in series for a, b in zip(s.x_s, s.x_s[1:], strict=False) if b > a]
         room = max(10, min(SPARK_WIDTH, options.max_width - width - len(" mean 100.0%")))
         columns = min(room, round((x1 - x0) / min(steps)) + 1) if steps else 1  # one column per bin if fewer
-        lines = Text(f"timeline bins of {self.bin_ms:g} ms; counters as sampled; {x0:g} s to {x1:g} s\n", style="dim")
+        lines = Text(f"{x0:g} s to {x1:g} s after the trace start\n", style="dim")
         lines.append(UTILIZATION_MEAN, style="dim")
         labels = distinct_short_names([s.label for s in series], width - 1, plain=True)  # long hosts differ late
         for s in series:
             mean = sum(s.y_pct) / max(1, len(s.y_pct))
             lines.append(labels[s.label].ljust(width))
-            lines.append(
-                _on_time_axis(s, x0, x1, columns).ljust(columns),
-                style="#59a14f" if s.source != "counter cpu.util" else "#4e79a7",
-            )
+            lines.append(_on_time_axis(s, x0, x1, columns).ljust(columns), style=_colour(_resource(s.label)))
             lines.append(f" mean {mean:.1f}%\n")
         yield lines
 
 
-def _on_time_axis(s: UtilizationSeries, x0: float, x1: float, width: int) -> str:
+def _resource(label: str) -> str:
+    """ "cpu" for a CPU counter's series ("node/CPU"), else "gpu"."""
+    return "cpu" if label.endswith("/CPU") else "gpu"
+
+
+def _on_time_axis(s: Series, x0: float, x1: float, width: int) -> str:
     """The series as block glyphs on one time axis shared by every series (max per column; blank where the series
     has no point: before a GPU's first or after its last record), so the rows line up in time."""
     cols: list[float | None] = [None] * width
@@ -162,26 +279,6 @@ def _on_time_axis(s: UtilizationSeries, x0: float, x1: float, width: int) -> str
         c = min(width - 1, round((x - x0) * scale))
         cols[c] = y if cols[c] is None else max(y, cols[c] or 0.0)
     return "".join(" " if v is None else sparkline([v], width=1, top=100.0) for v in cols)
-
-
-def _top(top: pl.DataFrame, by: str) -> Panel:
-    title = PANEL_TITLES[2 if by == "time" else 3]
-    if _empty(top):
-        return unavailable(title, "no kernels in this trace")
-    names = top["name"].cast(pl.String).to_list()
-    if by == "time":
-        values = top["total_ns"].to_list()
-        texts = [
-            f"{format_ns(v):>9} {100 * s:5.1f}%  ×{c:,}"
-            for v, s, c in zip(values, top["time_share"].to_list(), top["count"].to_list(), strict=False)
-        ]
-    else:
-        values = top["count"].to_list()
-        texts = [
-            f"{v:>9,} {100 * s:5.1f}%  {format_ns(t)}"
-            for v, s, t in zip(values, top["count_share"].to_list(), top["total_ns"].to_list(), strict=False)
-        ]
-    return Panel(title, KernelBars(tuple(names), tuple(values), tuple(texts)))
 
 
 @dataclass(frozen=True)
@@ -202,78 +299,36 @@ class KernelBars:
         yield hbars(labels, self.values, self.texts, width=max(8, room - label), label_width=label)
 
 
-def _steps(hist: StepHistogram, s: Summary) -> Panel:
-    """The report's step-time histogram (training steps of every rank) and the step statistics per rank."""
-    title = PANEL_TITLES[4]
-    if not hist.counts:
-        return unavailable(title, "no steps found (no ProfilerStep or step annotations)")
-    body: list[RenderableType] = [histogram(list(hist.edges_ms), list(hist.counts), height=6, unit=" ms")]
-    if s.phases.steps_inferred:
-        body.insert(0, Text(f"steps{step_source_note(s.phases.step_source)}: no step ranges in the trace"))
-    for r in s.step_stats.iter_rows(named=True):
-        body.append(
-            Text(
-                f"{r['node']} rank {r['rank']}: {r['steps']} steps, mean {format_ns(r['mean_ns'])},"
-                f" p50 {format_ns(r['p50_ns'])}, p95 {format_ns(r['p95_ns'])},"
-                f" max {format_ns(r['max_ns'])}"
-            )
-        )
-    return Panel(title, Group(*body))
+def findings_panel(verdicts: Sequence[RuleVerdict], lead: str = "", error: str = "") -> Panel:
+    """The page's findings in its order (rules whose worst finding is an error first), grouped by rule: each
+    finding's line, then the rule's recommendation once (a rule that fires per GPU or per rank gives the same advice
+    each time), with each finding's first evidence window to jump to. `error`: why there are no verdicts."""
+    from ktrace.presentation.findings import first_window
 
-
-def _precision(frame: pl.DataFrame) -> Panel:
-    if _empty(frame):
-        return unavailable(PANEL_TITLES[5], "no kernels")
-    kept = frame.filter(~pl.col("excluded")) if "excluded" in frame.columns else frame
-    return Panel(PANEL_TITLES[5], shares(kept["precision"].cast(pl.String).to_list(), kept["time_ns"].to_list()))
-
-
-def _activity(frame: pl.DataFrame) -> Panel:
-    if _empty(frame) or frame["time_ns"].sum() == 0:
-        return unavailable(PANEL_TITLES[6], "no GPU activity")
-    return Panel(PANEL_TITLES[6], shares(frame["activity"].cast(pl.String).to_list(), frame["time_ns"].to_list()))
-
-
-def _memory(frame: pl.DataFrame) -> Panel:
-    if _empty(frame):
-        return unavailable(PANEL_TITLES[7], "no memcpy or memset in this trace")
-    labels = [memory_op_label(r["op"], r["copy_kind"], r["host_memory"]) for r in frame.iter_rows(named=True)]
-    bw = Text(
-        "\n".join(
-            f"{lab}: {r['count']:,} ops, {r['bytes'] / 1e9:.2f} GB, {r['bandwidth_gbps'] or 0:.1f} GB/s"
-            for lab, r in zip(labels, frame.iter_rows(named=True), strict=False)
-        )
-    )
-    return Panel(PANEL_TITLES[7], Group(shares(labels, frame["time_ns"].to_list()), bw))
-
-
-def findings_panel(dashboard: Dashboard | None, error: str) -> Panel:
-    """The rules' findings, most severe first, grouped by rule: each finding's line, then the rule's
-    recommendation once (a rule that fires per GPU or per rank gives the same advice each time), with the evidence
-    windows to jump to."""
-    title = "rule findings"
-    if dashboard is None:
-        return unavailable(title, error or "rules not available")
-    findings = list(dashboard.rules.findings)
-    if not findings:
-        return Panel(title, Text("no rule fired", style="green"))
-    text = Text()
+    if not verdicts and error:
+        return unavailable(FINDINGS_TITLE, error)
+    fired = [v for v in verdicts if v.findings]
+    total = sum(len(v.findings) for v in fired)
+    if not fired:
+        return Panel(FINDINGS_TITLE, Text(f"{lead + ' ' if lead else ''}No rule fired.", style="green"))
+    text = Text(f"{lead}\n" if lead else "", style="dim")
     evidence: list[tuple[str, int, int]] = []
     colours = {"error": "red", "warning": "yellow", "info": "cyan"}
-    by_rule: dict[str, list[Finding]] = {}
-    for f in findings[:MAX_FINDINGS]:
-        by_rule.setdefault(f.rule, []).append(f)
-    for rule, group in by_rule.items():
-        for f in group:
+    left = MAX_FINDINGS
+    for v in fired:
+        shown = v.findings[:left]
+        left -= len(shown)
+        for f in shown:
             text.append(f"{f.severity.upper():<8}", style=f"bold {colours.get(f.severity, 'white')}")
-            text.append(f"{rule}: {f.message}\n")
-            window = next(
-                ((e.start_ns, e.end_ns) for e in f.evidence if e.start_ns is not None and e.end_ns is not None), None
-            )
+            text.append(f"{v.rule}: {f.message}\n")
+            window = first_window(f)
             if window is not None:
-                evidence.append((f"{rule} evidence", int(window[0]), int(window[1])))
-        for advice in dict.fromkeys(f.recommendation for f in group if f.recommendation):
+                end = window.start_ns if window.end_ns is None else window.end_ns
+                evidence.append((f"{v.rule} evidence", window.start_ns, end))
+        for advice in dict.fromkeys(f.recommendation for f in shown if f.recommendation):
             text.append(f"        → {advice}\n", style="dim")
-    if len(findings) > MAX_FINDINGS:
-        text.append(f"… and {len(findings) - MAX_FINDINGS} more (ktrace report lists all)\n", style="dim")
-    return Panel(title, text, evidence)
+        if not left:
+            break
+    if total > MAX_FINDINGS:
+        text.append(f"… and {total - MAX_FINDINGS} more (ktrace report lists all)\n", style="dim")
+    return Panel(FINDINGS_TITLE, text, evidence)
