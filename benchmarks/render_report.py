@@ -77,7 +77,7 @@ def render(html: Path, outdir: Path) -> tuple[int, int, list[str]]:
 def main() -> int:
     """Make the report, render it, print what was seen."""
     import ktrace
-    from ktrace.report.content import build_report
+    from ktrace.presentation.report_model import build_report
     from ktrace.report.html import render_html
 
     parser = argparse.ArgumentParser()

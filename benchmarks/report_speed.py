@@ -74,7 +74,7 @@ def _warm(tmp: Path) -> Path:
     """Load imports and numba caches on a small trace; returns its store (the CLI's fixed-cost probe)."""
     import ktrace
     from ktrace.analysis.rules.engine import run_rules
-    from ktrace.report.content import build_report
+    from ktrace.presentation.report_model import build_report
     from ktrace.report.html import render_html
 
     small = tmp / "small.ktrace"
@@ -89,7 +89,7 @@ def main() -> None:
     import ktrace
     from ktrace.analysis.rules.engine import run_rules
     from ktrace.analysis.summary import summarize
-    from ktrace.report.content import build_report
+    from ktrace.presentation.report_model import build_report
     from ktrace.report.html import render_html
 
     parser = argparse.ArgumentParser()

@@ -17,7 +17,7 @@ GOLDEN = Path(__file__).parent
 
 @pytest.fixture(scope="module")
 def content():  # type: ignore[no-untyped-def]
-    from ktrace.report.content import build_report
+    from ktrace.presentation.report_model import build_report
     from ktrace.testing import SyntheticConfig, generate
 
     trace = generate(SyntheticConfig(steps=6, kernels_per_step=30, ranks=2, seed=3, counter_interval_ns=100_000_000))

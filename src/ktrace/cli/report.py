@@ -37,7 +37,7 @@ from ktrace.model.errors import ExitCode, KtraceError
 if TYPE_CHECKING:
     from ktrace.analysis.rank_reduce import FleetResult
     from ktrace.presentation.identity import TraceIdentity
-    from ktrace.report.content import Report
+    from ktrace.presentation.report_model import Report
 
 FORMATS = ("html", "md", "json")
 
@@ -129,7 +129,7 @@ def fleet_report(result: FleetResult, identity: TraceIdentity, title: str) -> Re
     from ktrace.analysis.rules.inputs import bin_ns_of
     from ktrace.analysis.system_usage import SystemUsage
     from ktrace.model.schema import COUNTER_METRICS
-    from ktrace.report.content import Report
+    from ktrace.presentation.report_model import Report
 
     summary = replace(result.summary, notes=(*result.summary.notes, NO_SYSTEM_USAGE))
     bin_ns = bin_ns_of(summary.busy)
@@ -152,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     """Build the report and write it."""
     from ktrace.cli.progress import progress_bar
     from ktrace.presentation.verdicts import finding_counts
-    from ktrace.report.content import build_report
+    from ktrace.presentation.report_model import build_report
 
     if args.top < 1:
         raise KtraceError("--top must be at least 1", ExitCode.USAGE)

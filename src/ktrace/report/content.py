@@ -1,32 +1,22 @@
-"""What `ktrace report` shows: the Report (the dashboard model, a title and the trace it is about), and its JSON
-document.
-
-Every renderer takes the typed Report: HTML (report.html), Markdown (report.markdown) and JSON
-(report.json_report, through report_document, the stable contract). The document is a serialization of the one
-Dashboard model, never a second computation: the TUI and the terminal summary render the same model.
+"""The JSON document of a report (presentation.report_model.Report): report_document, the stable contract that
+report.json_report prints. It serializes the one Dashboard model, never a second computation; the HTML and Markdown
+reports lay out the same Report as a Page (presentation.report_page).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ktrace.analysis.dashboard import MAX_POINTS, default_annotations, downsample
 from ktrace.analysis.rank_heatmap import RankHeatmap
 from ktrace.analysis.rules.engine import all_rules, report_to_dict
 from ktrace.analysis.summary import frame_records, summary_to_dict
 from ktrace.analysis.system_usage import SystemUsage
-from ktrace.presentation.report_model import REPORT_VERSION, Report, build_report
+from ktrace.presentation.report_model import Report, build_report
 from ktrace.report.rank_rows import percent_matrix
 
-__all__ = [
-    "MAX_POINTS",
-    "REPORT_VERSION",
-    "Report",
-    "build_report",
-    "default_annotations",
-    "downsample",
-    "report_document",
-]
+__all__ = ["Report", "build_report", "rank_heatmap_dict", "report_document", "rule_docs", "system_usage_dict"]
+"""Report and build_report live in presentation.report_model; they are named here only for the modules that still
+import them from here (report.rank_sections, report.critical_path_view and their tests)."""
 
 
 def report_document(report: Report) -> dict[str, Any]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from ktrace.report.content import Report
+from ktrace.presentation.report_model import Report
 
 
 @pytest.fixture(scope="module")
 def report(real_trace_path) -> Report:  # type: ignore[no-untyped-def]
     import ktrace
-    from ktrace.report.content import build_report
+    from ktrace.presentation.report_model import build_report
 
     return build_report(ktrace.open(real_trace_path("tracelens")), top=5)
 

@@ -15,7 +15,7 @@ BENCHMARKS = Path(__file__).resolve().parents[3] / "benchmarks"
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium (apt-get install chromium)")
 def test_real_report_draws_every_plot(real_trace_path, tmp_path):  # type: ignore[no-untyped-def]
     import ktrace
-    from ktrace.report.content import build_report
+    from ktrace.presentation.report_model import build_report
     from ktrace.report.html import render_html
 
     sys.path.insert(0, str(BENCHMARKS))
@@ -36,7 +36,7 @@ def test_report_layout_at_1400_and_900_pixels(real_trace_path, tmp_path, trace):
     """DOM checks in a real browser: no sideways overflow, rules headers whole and wide enough for their words,
     bar-chart names all different, no text over a plot title. Screenshots are left in tmp_path for review."""
     import ktrace
-    from ktrace.report.content import build_report
+    from ktrace.presentation.report_model import build_report
     from ktrace.report.html import render_html
 
     sys.path.insert(0, str(BENCHMARKS))

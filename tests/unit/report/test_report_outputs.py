@@ -16,7 +16,7 @@ T0 = 1_700_000_000_000_000_000
 
 @pytest.fixture(scope="module")
 def evil_content():  # type: ignore[no-untyped-def]
-    from ktrace.report.content import build_report
+    from ktrace.presentation.report_model import build_report
 
     b = TraceBuilder(node="host<b>", rank=0, meta=TraceMeta(source="synthetic"))
     n = 150
@@ -111,7 +111,7 @@ def test_json_is_stable_and_complete(evil_content):  # type: ignore[no-untyped-d
 
 def test_sections_in_the_order_of_the_seed_reports(synthetic_trace):  # type: ignore[no-untyped-def]
     from ktrace.analysis.rules.engine import RULE_ORDER
-    from ktrace.report.content import build_report
+    from ktrace.presentation.report_model import build_report
     from ktrace.report.html import all_sections
 
     sections = all_sections(build_report(synthetic_trace))
@@ -140,14 +140,14 @@ def test_sections_in_the_order_of_the_seed_reports(synthetic_trace):  # type: ig
 
 
 def test_downsample_bounds_points():
-    from ktrace.report.content import downsample
+    from ktrace.analysis.dashboard import downsample
 
     x, y = downsample(np.arange(10_000, dtype=np.int64) * 1_000_000, np.ones(10_000), max_points=100)
     assert len(x) == len(y) == 100 and all(v == 1.0 for v in y)
 
 
 def test_html_names_the_trace_and_puts_triggered_rules_first(synthetic_trace):  # type: ignore[no-untyped-def]
-    from ktrace.report.content import build_report
+    from ktrace.presentation.report_model import build_report
     from ktrace.report.html import all_sections, render_html
 
     report = build_report(synthetic_trace)
@@ -164,7 +164,7 @@ def test_html_names_the_trace_and_puts_triggered_rules_first(synthetic_trace):  
 
 
 def test_markdown_names_the_trace(synthetic_trace):  # type: ignore[no-untyped-def]
-    from ktrace.report.content import build_report
+    from ktrace.presentation.report_model import build_report
     from ktrace.report.markdown import render_markdown
 
     head = render_markdown(build_report(synthetic_trace)).split("## ", 1)[0]

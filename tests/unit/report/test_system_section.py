@@ -16,7 +16,7 @@ from ktrace.model.schema import COUNTER_METRICS
 
 @pytest.fixture(scope="module")
 def report():  # type: ignore[no-untyped-def]
-    from ktrace.report.content import build_report
+    from ktrace.presentation.report_model import build_report
 
     return build_report(system_usage_trace(counters=False))
 
@@ -62,7 +62,7 @@ def test_json_keys(report) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_a_capture_says_its_missing_counters_were_not_recorded() -> None:
-    from ktrace.report.content import build_report
+    from ktrace.presentation.report_model import build_report
     from ktrace.report.markdown import render_markdown
 
     sec = _markdown_section(render_markdown(build_report(system_usage_trace(source="ktrace"))))
@@ -73,7 +73,7 @@ def test_a_capture_says_its_missing_counters_were_not_recorded() -> None:
 
 def test_the_lead_names_only_what_is_shown() -> None:
     from ktrace.model import TraceBuilder
-    from ktrace.report.content import build_report
+    from ktrace.presentation.report_model import build_report
     from ktrace.report.markdown import render_markdown
 
     b = TraceBuilder("n0", 0)

@@ -8,12 +8,12 @@ import io
 import pytest
 from rich.console import Console
 
-from ktrace.report.content import Report
+from ktrace.presentation.report_model import Report
 
 
 @pytest.fixture(scope="module")
 def report(synthetic_trace) -> Report:  # type: ignore[no-untyped-def]
-    from ktrace.report.content import build_report
+    from ktrace.presentation.report_model import build_report
 
     return build_report(synthetic_trace, annotations=("forward",))
 
