@@ -63,6 +63,7 @@ _DROPPABLE = (
     "tbps",
     "dtype",
     "algbw_gbps",
+    "samples",
 )
 """Columns given up, in this order, when even shrunk names do not fit the terminal (the diff's launch counts last:
 at 80 columns they left its kernel names 14 characters)."""
@@ -89,10 +90,12 @@ def _fit(
         widths = {c: natural[c] for c in cs}
         # Each column costs its width plus 3 (padding and the divider); the outer edges are not drawn.
         fixed = sum(w + 3 for c, w in widths.items() if c not in _FLEXIBLE) + (bw + 3 if bw else 0) - 1
-        flex = [c for c in cs if c in _FLEXIBLE]
-        room = (width - fixed) // max(1, len(flex)) - 3
-        for c in flex:
+        flex = sorted((c for c in cs if c in _FLEXIBLE), key=lambda c: natural[c])
+        left = width - fixed
+        for i, c in enumerate(flex):  # narrowest first: the room a short one (a host) leaves goes to the next
+            room = left // (len(flex) - i) - 3
             widths[c] = max(min(widths[c], floor), min(widths[c], room))
+            left -= widths[c] + 3
         return widths, fixed + sum(widths[c] + 3 for c in flex)
 
     for floor, bw in ((_COMFORTABLE_NAME, bar_width), (_COMFORTABLE_NAME, 0), (_READABLE_NAME, 0), (_MIN_FLEX, 0)):

@@ -175,3 +175,23 @@ def test_a_column_the_rows_lack_is_an_error_not_a_dash() -> None:
         _render(rows, ["node", "rank", "busy_ns", "idle_ns"])
     with pytest.raises(KeyError, match="busy_share"):
         _render(rows, share_bar="busy_share")
+
+
+def test_a_short_host_column_leaves_its_room_to_the_names() -> None:
+    """Flexible columns split the room left evenly: a 5-character host kept half of it and byte counters read
+    "gpu…bytes[0]" at 80 columns; the narrowest now takes what it needs and the rest goes to the next."""
+    stats = {"samples": 24, **{k: 32_000_000_000.0 for k in ("min", "p50", "p95", "max", "mean")}}
+    rows = [{"node": "node0", "metric": f"gpu.mem_used_bytes[{i}]", **stats} for i in range(2)]
+    from ktrace.presentation.summary_tables import rows_table
+    from ktrace.report.terminal_tables import render_table
+
+    out = io.StringIO()
+    units = {k: "bytes" for k in ("min", "p50", "p95", "max", "mean")}
+    render_table(
+        Console(file=out, width=80, color_system=None, force_terminal=False), rows_table("c", "c", rows, units=units)
+    )  # type: ignore[arg-type]
+    text = out.getvalue()
+    shown = [line.split()[1] for line in text.splitlines()[3:]]
+    assert [len(m) for m in shown] == [20, 20] and shown[0].endswith("used_bytes[0]"), shown  # 12 before
+    assert "32.0 GB" in text
+    assert all(len(line) <= 80 for line in text.splitlines())
