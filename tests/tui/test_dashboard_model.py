@@ -124,7 +124,7 @@ def test_top_kernel_bars_take_the_panels_width(synthetic_trace) -> None:  # type
 
 def test_utilization_labels_of_long_host_names_stay_apart() -> None:
     """The series labels were cut to 27 characters: every GPU of a long host name read the same."""
-    from ktrace.tui.dashboard_panels import Series, UtilizationChart
+    from ktrace.tui.charts import Series, UtilizationChart
 
     host = "ip-10-0-12-34.us-west-2.compute.internal"
     series = tuple(Series(f"{host}/rank{g}/GPU{g}", (0.0, 1.0), (50.0, 60.0)) for g in range(2))

@@ -67,3 +67,39 @@ def test_top_kernels_are_the_markdown_reports(size: tuple[int, int], tmp_path: P
         first = re.match(r"\w+", label)
         assert first is not None and first.group() in row["kernel"], (label, row["kernel"])
         assert len(line) <= size[0] - 4
+
+
+def test_findings_panel_lists_the_reports_findings_in_its_order(synthetic_trace) -> None:  # type: ignore[no-untyped-def]
+    """Each finding of the report's page, in the page's order, with a jump to its first evidence window."""
+    from rich.console import Console
+
+    from ktrace.presentation.findings import first_window, page_findings
+    from ktrace.presentation.report_model import build_report
+    from ktrace.presentation.report_page import report_page
+    from ktrace.tui.dashboard_data import compute_dashboard
+    from ktrace.tui.dashboard_panels import FINDINGS_TITLE
+
+    listed = page_findings(report_page(build_report(synthetic_trace)))
+    panel = next(p for p in compute_dashboard(synthetic_trace).panels if p.title == FINDINGS_TITLE)
+    console = Console(width=400, record=True, color_system=None, file=open("/dev/null", "w"))  # noqa: SIM115
+    console.print(panel.body)
+    lines = [line.split(None, 1) for line in console.export_text().splitlines() if line.strip()]
+    shown = [(word.lower(), rest) for word, *rest in lines[1:] if word in ("ERROR", "WARNING", "INFO")]
+    assert shown == [(f.severity, [f"{f.rule}: {f.message}"]) for f in listed]
+    assert " ".join(lines[0]).endswith(f"from {len(build_report(synthetic_trace).dashboard.rules.results)} rules.")
+    windows = [first_window(f) for f in listed]
+    assert [(s, e) for _, s, e in panel.evidence] == [(w.start_ns, w.end_ns) for w in windows if w is not None]
+
+
+def test_a_failed_dashboard_still_shows_the_summarys_panels(synthetic_trace, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The series, histogram and rules failed: the summary's panels are drawn, the others say why."""
+    from ktrace.tui.dashboard_data import compute_dashboard
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise ValueError("broken")
+
+    monkeypatch.setattr("ktrace.analysis.dashboard.build_dashboard", failing)
+    panels = {p.title: p for p in compute_dashboard(synthetic_trace).panels}
+    assert panels["Active time"].available and panels["Top kernels by total time"].available
+    for title in ("Utilization over time", "Step time distribution", "Rule findings"):
+        assert not panels[title].available and "ValueError: broken" in str(panels[title].body), title

@@ -1,15 +1,28 @@
-"""Terminal charts as rich Text: horizontal bars, share bars, sparklines and histograms (pure, no textual)."""
+"""Terminal charts as rich Text: horizontal bars, share bars, sparklines and histograms (pure, no textual), and the
+dashboard's charts of a page's figures and tables drawn to the panel's width (utilization lines, kernel bars)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 
 from ktrace.analysis.names import distinct_short_names
 from ktrace.tui.viewmodel import LEVELS
 
 BAR_COLOURS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7")
+NAME_COLUMNS = 60
+"""The most columns a kernel name takes in the top-kernel bars."""
+SPARK_WIDTH = 160
+"""The most columns of the utilization time axis (fewer when the panel is narrower)."""
+UTILIZATION_MEAN = (
+    "mean = mean of the points drawn: a GPU's busy % per whole bin between its first and last record "
+    "(≈ its timeline % active), or a counter's samples\n"
+)
+"""What the utilization panel's `mean` is, so that it is not read as a second, different active share."""
 
 
 def hbars(
@@ -71,3 +84,82 @@ def histogram(edges: Sequence[float], counts: Sequence[int], height: int = 6, un
         right = f"{edges[-1]:.3g}{unit}"
         out.append(left + right.rjust(max(1, 2 * len(counts) - len(left))))
     return out
+
+
+def colour(resource: str) -> str:
+    """A GPU's colour (green) or a CPU's (blue)."""
+    return "#59a14f" if resource == "gpu" else "#4e79a7"
+
+
+@dataclass(frozen=True)
+class Series:
+    """One utilization curve of the page's figure: label, seconds since the trace start, % busy."""
+
+    label: str
+    x_s: tuple[float, ...]
+    y_pct: tuple[float, ...]
+
+
+def series_of(data: Mapping[str, Any]) -> Series:
+    """A series of a "lines" Figure's data ({label, x, y})."""
+    return Series(str(data["label"]), tuple(data["x"]), tuple(data["y"]))
+
+
+@dataclass(frozen=True)
+class UtilizationChart:
+    """The utilization series on one time axis, as wide as the panel allows (at most SPARK_WIDTH columns): drawn
+    when rich knows the width, so that an 80-column terminal gets one line per series instead of two."""
+
+    series: tuple[Series, ...]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        series = self.series
+        width = min(28, max(len(s.label) for s in series) + 1)
+        x0 = min(s.x_s[0] for s in series if s.x_s)
+        x1 = max(s.x_s[-1] for s in series if s.x_s)
+        steps = [b - a for s in series for a, b in zip(s.x_s, s.x_s[1:], strict=False) if b > a]
+        room = max(10, min(SPARK_WIDTH, options.max_width - width - len(" mean 100.0%")))
+        columns = min(room, round((x1 - x0) / min(steps)) + 1) if steps else 1  # one column per bin if fewer
+        lines = Text(f"{x0:g} s to {x1:g} s after the trace start\n", style="dim")
+        lines.append(UTILIZATION_MEAN, style="dim")
+        labels = distinct_short_names([s.label for s in series], width - 1, plain=True)  # long hosts differ late
+        for s in series:
+            mean = sum(s.y_pct) / max(1, len(s.y_pct))
+            lines.append(labels[s.label].ljust(width))
+            lines.append(_on_time_axis(s, x0, x1, columns).ljust(columns), style=colour(_resource(s.label)))
+            lines.append(f" mean {mean:.1f}%\n")
+        yield lines
+
+
+def _resource(label: str) -> str:
+    """ "cpu" for a CPU counter's series ("node/CPU"), else "gpu"."""
+    return "cpu" if label.endswith("/CPU") else "gpu"
+
+
+def _on_time_axis(s: Series, x0: float, x1: float, width: int) -> str:
+    """The series as block glyphs on one time axis shared by every series (max per column; blank where the series
+    has no point: before a GPU's first or after its last record), so the rows line up in time."""
+    cols: list[float | None] = [None] * width
+    scale = (width - 1) / (x1 - x0) if x1 > x0 else 0.0
+    for x, y in zip(s.x_s, s.y_pct, strict=True):
+        c = min(width - 1, round((x - x0) * scale))
+        cols[c] = y if cols[c] is None else max(y, cols[c] or 0.0)
+    return "".join(" " if v is None else sparkline([v], width=1, top=100.0) for v in cols)
+
+
+@dataclass(frozen=True)
+class KernelBars:
+    """Top kernels as bars as wide as the panel: names get up to 60 columns (cut where they differ, never alike),
+    the bar the rest, so an 80-column terminal gets one line per kernel and a 160-column one longer bars."""
+
+    names: tuple[str, ...]
+    values: tuple[float, ...]
+    texts: tuple[str, ...]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        room = options.max_width - max(map(len, self.texts), default=0) - 2
+        label = max(12, min(NAME_COLUMNS, max(map(len, self.names), default=0), room * 3 // 5))
+        full = list(self.names)
+        shown = distinct_short_names([n for n in full if n != "other"], label)  # "other" keeps its word
+        labels = [shown.get(n, n) for n in full]
+        yield hbars(labels, self.values, self.texts, width=max(8, room - label), label_width=label)
