@@ -31,10 +31,9 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from ktrace.analysis.breakdown import communication_names
 from ktrace.analysis.critical_path import median_step
 from ktrace.analysis.critical_path_graph import GPU_RECORD, OPERATOR, RUNTIME, Graph, Window, build_graph
-from ktrace.analysis.critical_path_ranks import range_rows, windows_of_ranks
+from ktrace.analysis.critical_path_ranks import communication_records, range_rows, windows_of_ranks
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.op_attribution import IS_OPERATOR
 from ktrace.analysis.steps import detect_steps
@@ -122,10 +121,7 @@ def _collective_rows(ix: TraceIndex) -> pl.DataFrame:
     critical_path_ranks.collective_keys numbers them (start, then row; the trace holds one rank)."""
     c = ix.gpu_columns()
     codes, names = ix.record_names()
-    comm = set(communication_names(ix.trace, index=ix))
-    is_comm = np.array([n in comm for n in names.to_list()], bool) if names.len() else np.zeros(0, bool)
-    rec = np.flatnonzero((c.kind == 0) & is_comm[codes]) if is_comm.size else np.zeros(0, np.int64)
-    rec = rec[np.lexsort((rec, c.start[rec]))]
+    rec = communication_records(ix)
     return pl.DataFrame(
         {"row": rec, "name": names.gather(pl.Series(codes[rec], dtype=pl.Int64)), "end_ns": c.end[rec]},
         schema={"row": pl.Int64, "name": pl.String, "end_ns": pl.Int64},

@@ -240,13 +240,10 @@ def collective_keys(ix: TraceIndex) -> tuple[I64, list[str]]:
     kernel), and the keys ("kernel name#i", i from 0 in each rank's order of that kernel)."""
     c = ix.gpu_columns()
     codes, names = ix.record_names()
-    comm = set(communication_names(ix.trace, index=ix))
-    is_comm = np.array([n in comm for n in names.to_list()], bool) if names.len() else np.zeros(0, bool)
     out = np.full(c.size, -1, np.int64)
-    rec = np.flatnonzero((c.kind == 0) & is_comm[codes]) if is_comm.size else np.zeros(0, np.int64)
+    rec = communication_records(ix)
     if rec.size == 0:
         return out, []
-    rec = rec[np.lexsort((rec, c.start[rec], c.rank_id[rec]))]
     ranks = c.rank_keys.with_row_index("rank_id").select(
         pl.col("rank_id").cast(pl.Int64), pl.col("node").cast(pl.String), pl.col("rank").cast(pl.Int64)
     )
@@ -256,6 +253,17 @@ def collective_keys(ix: TraceIndex) -> tuple[I64, list[str]]:
     ids, inverse = np.unique(keyed["key"].to_numpy().astype(str), return_inverse=True)
     out[rec] = inverse.astype(np.int64)
     return out, [str(k) for k in ids.tolist()]
+
+
+def communication_records(ix: TraceIndex) -> I64:
+    """The GPU records (index order ids) that are communication kernels, in each rank's order: by rank, start,
+    then id (the order collective_keys numbers them in)."""
+    c = ix.gpu_columns()
+    codes, names = ix.record_names()
+    comm = set(communication_names(ix.trace, index=ix))
+    is_comm = np.array([n in comm for n in names.to_list()], bool) if names.len() else np.zeros(0, bool)
+    rec = np.flatnonzero((c.kind == 0) & is_comm[codes]) if is_comm.size else np.zeros(0, np.int64)
+    return rec[np.lexsort((rec, c.start[rec], c.rank_id[rec]))]
 
 
 def crossings(job: JobGraph, path: I64, labels: tuple[list[str], list[str]]) -> pl.DataFrame:
