@@ -157,67 +157,89 @@ def bars(title: str, names: list[Any], values: list[float], unit: str) -> Figure
 
 MAX_INT_TICKS = 12
 """Most ticks on a whole-number (step) axis: every step up to 12 steps, every 2nd up to 24, ..."""
-MAX_ROW_LABELS = 64
-"""Up to this many ranks, every heatmap row is labelled "host/rank"; above, only the first row of each host."""
+ROW_PX = 14
+"""Pixels per heatmap row: one label a row, never overlapping."""
+MAX_PLOT_PX = 30_000
+"""Tallest heatmap drawn (browsers cap a canvas near 32,767 px): past ~2,100 ranks the rows get thinner and every
+few rows is labelled (the hover names each)."""
+MAX_HOST_LINES = 128
+"""Hosts are separated by lines up to this many hosts (past it the lines would hide the rows)."""
+SCROLL_PX = 900
+"""A heatmap taller than this scrolls inside its section (about 60 rows)."""
 
 
 def heatmap(
     title: str,
-    z: list[list[int | None]],
-    hosts: Sequence[tuple[str, int, int]],
+    busy: list[list[int | None]],
+    comm: list[list[int | None]],
     ranks: Sequence[tuple[str, int]],
-    x: list[float],
+    x: list[float] | list[int],
     x_title: str,
-    value: str,
 ) -> Figure:
-    """A rank x time (or step) heatmap in %, one row per rank sorted by (host, rank), hosts separated by lines.
+    """One rank x step (or time) heatmap: a row per rank sorted by (host, rank), coloured by the share of the time
+    the GPU was busy outside communication (busy % - communication %: a straggler computes while the others wait inside
+    their collectives), the hover giving node/rank, the step (or time), busy %, communication % and that difference.
 
-    Every row is named "host/rank" (the hover shows it); the axis labels every row up to MAX_ROW_LABELS ranks and
-    only the first rank of each host (of every few hosts past MAX_ROW_LABELS hosts) above, so that 4,096 ranks stay
-    one readable image; the left margin grows to the longest label. Whole-number x (steps) gets whole-number ticks.
-    """
+    Every row is labelled with its whole "node/rank" (HTML-escaped, never cut: the left margin grows to the
+    longest) and the figure grows ROW_PX a row, so it is taller than SCROLL_PX past ~60 ranks and the report lets it
+    scroll inside its section. Whole-number x (steps) gets whole-number ticks."""
     n = len(ranks)
-    names = safe_labels([f"{h}/{r}" for h, r in ranks], 40)
-    if n <= MAX_ROW_LABELS:
-        tickvals, ticktext = names, names
-    else:
-        step = max(1, -(-len(hosts) // MAX_ROW_LABELS))
-        shown = hosts[::step]
-        tickvals = [names[a] for _, a, _ in shown]
-        ticktext = safe_labels([f"{h} ({c} ranks)" for h, _, c in shown], 40)
-    xaxis: dict[str, Any] = {"title": {"text": x_title}}
-    if x and all(isinstance(v, int) for v in x):  # steps: whole-number ticks, never -0.4 ... 0.4
+    names = [html.escape(f"{h}/{r}") for h, r in ranks]
+    row_px = max(1.0, min(ROW_PX, MAX_PLOT_PX / max(n, 1)))
+    every = max(1, round(ROW_PX / row_px))
+    xaxis: dict[str, Any] = {"title": {"text": x_title}, "side": "top"}
+    steps = bool(x) and all(isinstance(v, int) for v in x)
+    if steps:  # whole-number ticks, never -0.4 ... 0.4
         xaxis.update(tickmode="linear", tick0=x[0], dtick=max(1, -(-len(x) // MAX_INT_TICKS)), tickformat="d")
+    where = "step %{x}" if steps else "%{x} s"
+    outside = [
+        [None if b is None or c is None else max(0, b - c) for b, c in zip(brow, crow, strict=True)]
+        for brow, crow in zip(busy, comm, strict=True)
+    ]
+    height = int(max(300, row_px * n + 140))
+    starts = [i for i in range(1, n) if ranks[i][0] != ranks[i - 1][0]]  # a line between hosts
     lines = [
-        {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": a - 0.5, "y1": a - 0.5, "line": {"width": 1}}
-        for _, a, _ in hosts[1:]
-        if len(hosts) <= MAX_ROW_LABELS
+        {"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": i - 0.5, "y1": i - 0.5, "line": {"width": 1}}
+        for i in starts
+        if len(starts) < MAX_HOST_LINES
     ]
     return {
         "data": [
             {
                 "type": "heatmap",
-                "z": z,
+                "z": outside,
+                "customdata": busy,
+                "text": comm,
                 "x": x,
                 "y": names,
                 "zmin": 0,
                 "zmax": 100,
                 "colorscale": "Viridis",
-                "colorbar": {"title": {"text": html.escape(value)}},
-                "hovertemplate": "%{y}<br>%{x}<br>%{z} %<extra></extra>",
+                "colorbar": {
+                    "title": {"text": "busy outside<br>communication %"},
+                    "lenmode": "pixels",
+                    "len": min(300, height - 140),
+                    "y": 1,
+                    "yanchor": "top",
+                },
+                "hovertemplate": "node/rank %{y}<br>"
+                + where
+                + "<br>GPU busy %{customdata} %<br>communication %{text} %<br>busy outside communication %{z} %"
+                "<extra></extra>",
             }
         ],
         "layout": _layout(
             title,
-            height=min(900, max(300, 14 * n + 120)),
+            height=height,
+            margin={"l": 60, "r": 20, "t": 90, "b": 20},
             xaxis=xaxis,
             yaxis={
                 "automargin": True,  # room for the longest "host/rank" (a fixed margin cut them on the left)
                 "autorange": "reversed",
                 "type": "category",
                 "tickmode": "array",
-                "tickvals": tickvals,
-                "ticktext": ticktext,
+                "tickvals": names[::every],
+                "ticktext": names[::every],
             },
             shapes=lines,
         ),

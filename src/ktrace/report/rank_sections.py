@@ -1,5 +1,6 @@
-"""The HTML report's "Ranks" section (2 or more ranks): rank x time and rank x step heatmaps of GPU busy and
-communication share, the slowest and fastest rank of each step, and the straggler table."""
+"""The HTML report's "Ranks" section (2 or more ranks): one heatmap with a row per rank (rank x step, rank x time
+bin without steps) of GPU busy share with the communication share in its hover, scrolling inside the section past
+~60 ranks; the slowest and fastest rank of each step, and the straggler table."""
 
 from __future__ import annotations
 
@@ -20,8 +21,6 @@ from ktrace.report.rank_rows import (
 )
 from ktrace.report.sections import Section, esc, table
 
-SHARES = (("busy_share", "GPU busy"), ("comm_share", "communication"))
-
 
 def ranks_section(report: Report) -> Section | None:
     """The section, or None for a trace of one rank."""
@@ -34,46 +33,44 @@ def rank_views_section(heat: RankHeatmap | None, lag: Stragglers | None) -> Sect
         return None
     sec = Section("ranks", "Ranks")
     if heat is not None:
+        per = "step" if heat.n_steps else f"time bin of {fmt_ns(heat.bins.bin_ns)}"
         sec.body.append(
-            f"<p>{heat.ranks.height:,} ranks on {hosts_text(heat)}, sorted by host and rank; "
-            f"time bins of {esc(fmt_ns(heat.bins.bin_ns))}.</p>"
+            f"<p>{heat.ranks.height:,} ranks on {hosts_text(heat)}: one row per rank, sorted by host and rank, one "
+            f"column per {esc(per)}. The colour is the share of the time the GPU was busy outside communication: a "
+            "rank the others wait for computes while they wait inside their collectives. The hover gives busy and "
+            "communication % too.</p>"
         )
-        for figure in _heatmaps(heat):
-            sec.figure(figure)
+        figure = _heatmap(heat)
+        tall = figure["layout"]["height"] > plots.SCROLL_PX
+        if tall:
+            style = f"max-height:{plots.SCROLL_PX}px;overflow-y:auto;overflow-x:hidden;scrollbar-gutter:stable"
+            sec.body.append(f'<div class="heatmap-scroll" style="{style}">')
+        sec.figure(figure)
+        if tall:
+            sec.body.append("</div>")
     if lag is not None:
         sec.body += _straggler_tables(lag)
     return sec
 
 
-def _heatmaps(heat: RankHeatmap) -> list[plots.Figure]:
-    hosts, ranks = heat.hosts(), [(str(n), int(r)) for n, r in heat.ranks.iter_rows()]
-    x_time = [round((i + 0.5) * heat.bins.bin_ns / 1e9, 6) for i in range(heat.bins.n_bins)]
-    out = [
-        plots.heatmap(
-            f"{what} share per rank over time (%)",
-            percent_matrix(heat, "time", value),
-            hosts,
-            ranks,
-            x_time,
-            "seconds since the first GPU record",
-            "%",
+def _heatmap(heat: RankHeatmap) -> plots.Figure:
+    """Rank x step when the ranks have steps, else rank x time bin."""
+    ranks = [(str(n), int(r)) for n, r in heat.ranks.iter_rows()]
+    axis = "step" if heat.n_steps else "time"
+    busy, comm = percent_matrix(heat, axis, "busy_share"), percent_matrix(heat, axis, "comm_share")
+    if axis == "step":
+        return plots.heatmap(
+            "GPU busy outside communication % per rank and step", busy, comm, ranks, list(range(heat.n_steps)), "step"
         )
-        for value, what in SHARES
-    ]
-    if heat.n_steps:
-        out += [
-            plots.heatmap(
-                f"{what} share per rank and step (%)",
-                percent_matrix(heat, "step", value),
-                hosts,
-                ranks,
-                list(range(heat.n_steps)),
-                "step",
-                "%",
-            )
-            for value, what in SHARES
-        ]
-    return out
+    x = [round((i + 0.5) * heat.bins.bin_ns / 1e9, 6) for i in range(heat.bins.n_bins)]
+    return plots.heatmap(
+        "GPU busy outside communication % per rank over time",
+        busy,
+        comm,
+        ranks,
+        x,
+        "seconds since the first GPU record",
+    )
 
 
 def _straggler_tables(lag: Stragglers) -> list[str]:

@@ -42,7 +42,7 @@ def test_one_bin_histogram_is_a_bar_from_zero() -> None:
 def _heatmap(x: list[float] | list[int], x_title: str) -> plots.Figure:
     ranks = [("localhost", r) for r in range(8)]
     z: list[list[int | None]] = [[50] * len(x) for _ in ranks]
-    return plots.heatmap("busy", z, [("localhost", 0, 8)], ranks, list(x), x_title, "%")
+    return plots.heatmap("busy", z, z, ranks, list(x), x_title)
 
 
 def test_step_heatmaps_have_whole_step_ticks_and_room_for_the_rank_labels() -> None:
@@ -57,14 +57,24 @@ def test_step_heatmaps_have_whole_step_ticks_and_room_for_the_rank_labels() -> N
     assert "dtick" not in timed and "tickformat" not in timed  # a time axis keeps plotly's own ticks
 
 
-def test_heatmap_rows_of_long_host_names_stay_apart() -> None:
+def test_heatmap_rows_of_long_host_names_stay_apart_and_whole() -> None:
     """Hosts whose names share their first 40 characters: cut at the end, every rank of both hosts read the same
-    "host…" and plotly's category axis merged their rows. Fails on the old code (one label per host pair)."""
-    hosts = [f"{'gpu-node-in-a-very-long-cluster-domain-name-'}{h}.example.org" for h in ("east", "west")]
+    "host…" and plotly's category axis merged their rows; cut where they differ, a user could not read the host.
+    Each row is labelled with its whole (escaped) name."""
+    hosts = [f"{'gpu-node-in-a-very-long-cluster-domain-name-'}<{h}>.example.org" for h in ("east", "west")]
     ranks = [(h, 0) for h in hosts]
-    fig = plots.heatmap("busy", [[50], [60]], [(hosts[0], 0, 1), (hosts[1], 1, 1)], ranks, [0], "step", "%")
+    fig = plots.heatmap("busy", [[50], [60]], [[1], [2]], ranks, [0], "step")
     names = fig["data"][0]["y"]
-    assert len(set(names)) == 2 and all(len(html.unescape(n)) <= 40 for n in names), names
+    assert names == [html.escape(f"{h}/0") for h in hosts] == fig["layout"]["yaxis"]["ticktext"]
+
+
+def test_thousands_of_ranks_stay_under_the_canvas_limit_and_keep_labels_apart() -> None:
+    ranks = [(f"node{r // 8:03d}", r) for r in range(4096)]
+    z: list[list[int | None]] = [[50] for _ in ranks]
+    fig = plots.heatmap("busy", z, z, ranks, [0], "step")
+    assert fig["layout"]["height"] <= plots.MAX_PLOT_PX + 200
+    ticks = fig["layout"]["yaxis"]["tickvals"]
+    assert len(fig["data"][0]["y"]) == 4096 and fig["layout"]["height"] / len(ticks) >= plots.ROW_PX - 1
 
 
 def test_line_names_that_differ_at_the_end_stay_apart() -> None:

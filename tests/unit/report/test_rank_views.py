@@ -14,7 +14,7 @@ from ktrace.report.content import Report, build_report
 from ktrace.report.json_report import render_json
 from ktrace.report.markdown import TEXT_HEATMAP_ROWS, render_markdown
 from ktrace.report.rank_rows import TOP_RANKS
-from ktrace.report.rank_sections import ranks_section
+from ktrace.report.rank_sections import rank_views_section, ranks_section
 from ktrace.report.terminal import TERMINAL_STRAGGLERS, render_summary
 
 MANY = tuple((f"host{h:02d}", h * 15 + r) for h in range(10) for r in range(15))
@@ -39,16 +39,53 @@ def _terminal(report: Report) -> str:
     return out.getvalue()
 
 
-def test_html_section_has_four_heatmaps_and_the_straggler_first(fleet: Report) -> None:
+def test_html_section_has_one_heatmap_with_a_row_per_rank_and_the_straggler_first(fleet: Report) -> None:
+    """One rank x step figure (there were four: busy and communication, per time bin and per step), the
+    communication share in its hover."""
     sec = ranks_section(fleet)
     assert sec is not None
-    assert [f["data"][0]["type"] for f in sec.figures] == ["heatmap"] * 4
-    by_step = sec.figures[3]  # communication share per rank and step
-    assert by_step["data"][0]["y"] == [f"{h}/{r}" for h, r in LAYOUT]
-    assert by_step["data"][0]["z"] == [[30 if key == STRAGGLER else 70] * STEPS for key in LAYOUT]
+    assert [f["data"][0]["type"] for f in sec.figures] == ["heatmap"]
+    trace = sec.figures[0]["data"][0]
+    assert trace["y"] == [f"{h}/{r}" for h, r in LAYOUT] and trace["x"] == list(range(STEPS))
+    assert trace["text"] == [[30 if key == STRAGGLER else 70] * STEPS for key in LAYOUT]  # communication %
+    busy = trace["customdata"]
+    assert trace["z"] == [[b - c for b, c in zip(*rows, strict=True)] for rows in zip(busy, trace["text"], strict=True)]
+    hover = trace["hovertemplate"]
+    parts = ("node/rank %{y}", "step %{x}", "GPU busy %{customdata} %", "communication %{text} %", "%{z} %")
+    assert all(part in hover for part in parts)
     body = "".join(sec.body)
     assert body.index("<td>b</td><td>2</td><td>+133.3</td>") < body.index("<td>a</td><td>0</td>")
     assert "gemm +400&nbsp;ns/step" in body  # the unit stays on the line of its number
+
+
+def test_64_ranks_have_64_uncut_row_labels_and_the_figure_scrolls() -> None:
+    """64 ranks on 8 hosts (testing.fleet): every rank a labelled row named "node/rank" in full, the figure grown
+    to hold them and scrolling inside its section. Fails on the old code (4 figures of 900 px at most)."""
+    from ktrace.analysis.dashboard import build_dashboard
+    from ktrace.report import plots
+    from ktrace.testing.fleet import FleetConfig, generate_fleet
+
+    trace = generate_fleet(FleetConfig(ranks=64, hosts=8, steps=4, kernels_per_step=4)).trace
+    dashboard = build_dashboard(trace)
+    assert dashboard.rank_heatmap is not None
+    sec = rank_views_section(dashboard.rank_heatmap, dashboard.summary.stragglers)
+    assert sec is not None and len(sec.figures) == 1
+    labels = [f"{n}/{r}" for n, r in trace.kernels.select("node", "rank").unique().sort("node", "rank").iter_rows()]
+    figure = sec.figures[0]
+    assert len(labels) == 64 and figure["data"][0]["y"] == labels
+    assert figure["layout"]["yaxis"]["tickvals"] == labels == figure["layout"]["yaxis"]["ticktext"]
+    assert figure["layout"]["height"] >= 64 * plots.ROW_PX and figure["layout"]["height"] > plots.SCROLL_PX
+    body = "".join(sec.body)
+    wrapped = body[body.index('<div class="heatmap-scroll"') :]
+    assert wrapped.index('<div class="plot" data-fig="0"></div>') < wrapped.index("</div>", wrapped.index("plot"))
+
+
+def test_long_host_names_are_never_cut() -> None:
+    hosts = [f"gpu-node-in-a-very-long-cluster-domain-name-{h}.example.org" for h in ("east", "west")]
+    report = build_report(fleet_trace(layout=((hosts[0], 0), (hosts[0], 1), (hosts[1], 2), (hosts[1], 3))))
+    sec = ranks_section(report)
+    assert sec is not None
+    assert sec.figures[0]["data"][0]["y"] == [f"{h}/{r}" for h, r in zip(sorted(hosts * 2), range(4), strict=True)]
 
 
 def test_json_holds_the_same_matrices(fleet: Report) -> None:
@@ -90,7 +127,7 @@ def test_many_ranks_show_top_rows_host_lines_and_counts(many: Report) -> None:
     sec = ranks_section(many)
     assert sec is not None
     y = sec.figures[0]["layout"]["yaxis"]
-    assert y["ticktext"] == [f"host{h:02d} (15 ranks)" for h in range(10)]
+    assert y["ticktext"] == [f"{h}/{r}" for h, r in MANY]  # every rank, not a line per host
     assert len(sec.figures[0]["data"][0]["z"]) == len(MANY)
     text = _terminal(many)
     assert f"and {len(MANY) - TERMINAL_STRAGGLERS} more ranks" in text

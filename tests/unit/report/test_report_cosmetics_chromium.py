@@ -4,20 +4,12 @@ and narrow table columns broke short words ("localhos t")."""
 
 from __future__ import annotations
 
-import html as html_lib
-import json
-import re
 import shutil
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
-from typing import Any
 
 import pytest
+from chromium_page import page_facts
 
 pytestmark = pytest.mark.slow
-BENCHMARKS = Path(__file__).resolve().parents[3] / "benchmarks"
 
 MEASURE = """
 <script>
@@ -53,33 +45,6 @@ setTimeout(function(){
 """
 
 
-def _measure(page: Path, width: int) -> dict[str, Any]:
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        from render_report import FLAGS, chromium
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    with tempfile.TemporaryDirectory() as profile:
-        dump = subprocess.run(
-            [
-                chromium(),
-                *FLAGS,
-                f"--user-data-dir={profile}",
-                f"--window-size={width},3000",
-                "--dump-dom",
-                page.as_uri(),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=240,
-            check=False,
-        )
-    found = re.search(r'data-cosmetics="([^"]*)"', dump.stdout)
-    assert found, f"the page recorded nothing: {dump.stderr[-500:]}"
-    facts: dict[str, Any] = json.loads(html_lib.unescape(found.group(1)))
-    return facts
-
-
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium (apt-get install chromium)")
 def test_dlrm_report_labels_axes_and_words_at_1280_and_600_pixels(real_trace_path, tmp_path):  # type: ignore[no-untyped-def]
     import ktrace
@@ -90,8 +55,8 @@ def test_dlrm_report_labels_axes_and_words_at_1280_and_600_pixels(real_trace_pat
     text = render_html(build_report(ktrace.open(real_trace_path("dlrm"))))
     page.write_text(text.replace("</body>", MEASURE + "</body>"), encoding="utf-8")
     for width in (1280, 600):
-        facts = _measure(page, width)
-        assert facts["labels"] >= 32, facts  # 4 heatmaps x 8 ranks
+        facts = page_facts(page, width, "data-cosmetics")
+        assert facts["labels"] >= 8, facts  # one heatmap x 8 ranks
         assert facts["cut"] == [], f"heatmap labels cut on the left at {width} px"
         assert facts["steps"] and all(ticks == ["0"] for ticks in facts["steps"]), facts["steps"]  # one step
         assert facts["broken"] == [], f"words broken in table cells at {width} px"
