@@ -10,7 +10,7 @@ from typing import Any
 from ktrace.analysis.dashboard import Dashboard
 from ktrace.analysis.distributions import memory_op_label
 from ktrace.analysis.phases import step_source_note
-from ktrace.analysis.summary import Summary
+from ktrace.analysis.summary import ABSENT_DATA, Summary
 from ktrace.presentation.notes import grouped_notes
 from ktrace.presentation.page import Column, Figure, Section, Table, Text, columns
 from ktrace.presentation.report_rules import fmt_time_range
@@ -55,7 +55,8 @@ def _kernel_columns(share: str) -> tuple[Column, ...]:
 
 
 def job_section(summary: Summary) -> Section:
-    """Source, ranks, kernels, span and steps; the initialization / training loop / finalization split; notes."""
+    """Source, ranks, kernels, span and steps; the initialization / training loop / finalization split; the notes
+    (repeats grouped, what the trace lacks last)."""
     phases = summary.phases
     facts = (
         {"item": "source", "value": summary.source},
@@ -72,7 +73,7 @@ def job_section(summary: Summary) -> Section:
         Table("job_facts", "", (Column("item", unit="text"), Column("value", unit="text")), facts),
         Table("job_phases", "", phase_columns, tuple(phase_rows(phases))),
     )
-    return Section("job", "Training job summary", blocks, grouped_notes(summary.notes))
+    return Section("job", "Training job summary", blocks, grouped_notes(summary.notes, ABSENT_DATA))
 
 
 def framework_section(summary: Summary) -> Section:

@@ -138,3 +138,24 @@ def test_the_header_names_the_hosts_ranks_and_gpus_in_both(report: Report, synth
     header = page[page.index("<header>") : page.index("</header>")]
     assert f"<b>ranks</b> {ranks}" in header
     assert all(h in head and h in header for h in synthetic_trace.meta.hosts)
+
+
+def test_repeated_notes_are_one_line_in_both(report: Report) -> None:
+    """64 ranks lacking sync records are one note with a count, not 64 lines (the old reports printed each)."""
+    import dataclasses
+
+    from ktrace.analysis.summary import NO_OPERATORS
+    from ktrace.report.html import render_html
+    from ktrace.report.markdown import render_markdown
+
+    said = tuple(f"rank {r}: the trace has no sync records" for r in range(64))
+    summary = dataclasses.replace(report.dashboard.summary, notes=(NO_OPERATORS, *said))
+    noted = dataclasses.replace(report, dashboard=dataclasses.replace(report.dashboard, summary=summary))
+    md = render_markdown(noted)
+    job = md[md.index("## Training job summary") : md.index("\n## ", md.index("## Training job summary") + 1)]
+    assert job.count("the trace has no sync records") == 1
+    assert "_rank 0: the trace has no sync records (and 63 more like it)_" in job
+    assert job.index("no sync records") < job.index(NO_OPERATORS.split(":")[0].replace("_", "\\_"))  # absent last
+    page = render_html(noted)
+    section = page[page.index('<section id="job">') : page.index("</section>", page.index('<section id="job">'))]
+    assert section.count("the trace has no sync records") == 1 and "(and 63 more like it)" in section
