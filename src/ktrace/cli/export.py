@@ -23,7 +23,7 @@ examples:
   ktrace export run.ktrace -f kineto -o rank1.json.gz --ranks 1
   ktrace export run.ktrace -o cut.pftrace --window 1.5:3 --ranks 0,1
                                                               seconds 1.5 to 3 after the trace start, ranks 0 and 1
-  ktrace export run.ktrace -o run.pftrace --findings          rule findings as instant events
+  ktrace export run.ktrace -o run.pftrace --findings          the report's rule findings as instant events
   ktrace export run.ktrace -o run.pftrace --critical-path     the median step's critical path as markers
 """
 
@@ -63,7 +63,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--ranks", metavar="LIST", help="keep only these ranks, e.g. 0,1,3 or 0-3")
     parser.add_argument(
-        "--findings", action="store_true", help="run the rules and draw their findings as instant events (perfetto)"
+        "--findings",
+        action="store_true",
+        help="run the rules and draw the findings `ktrace report` lists as instant events, one per evidence window "
+        "(perfetto)",
     )
     parser.add_argument(
         "--critical-path",
