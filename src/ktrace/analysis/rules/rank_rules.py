@@ -34,8 +34,11 @@ from ktrace.model.trace import Trace
 MAX_DETAIL_ITEMS = 200
 """Longest list a per-rank rule's reduced details keep (the report plots at most that many bars)."""
 NO_RANK = "no rank of the job has the data this rule needs"
-MAX_RANK_FINDINGS = 64
-"""Ranks whose own findings a "per rank" rule's job result keeps (the verdict counts them all)."""
+MAX_RANK_FINDINGS = 8
+"""Ranks whose own findings a "per rank" rule's job result keeps after its verdict, in rank order (a rule that
+fires on every one of 4,096 ranks gives the verdict and 8 ranks' findings, not 4,096 lines)."""
+MAX_VERDICT_RANKS = 64
+"""Ranks the job-wide verdict lists as evidence (it counts them all)."""
 MAX_NAMED = 8
 """Ranks the job-wide verdict names in its message (its evidence has one row per rank)."""
 
@@ -171,7 +174,7 @@ def job_verdict(rule: Rule, fired: Sequence[RankResult], ran: int, datapoints: i
             name=rank_label(ranks),
             value=float(r.triggered),
         )
-        for ranks, r in fired[:MAX_RANK_FINDINGS]
+        for ranks, r in fired[:MAX_VERDICT_RANKS]
     )
     message = f"fired on {len(fired)} of the {ran} ranks it ran on ({shown}); {follow}"
     return Finding(rule.name, severity, message, rule.recommendation, evidence, datapoints, triggered)
