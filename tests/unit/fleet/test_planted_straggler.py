@@ -89,8 +89,17 @@ def test_the_manifest_records_the_delay_and_the_collectives_end_together(job16: 
     assert (first.gather([0, 8]) > job.delay_ns).all()
 
 
-@pytest.mark.parametrize("kind", ["in-process", "processes", "dask", "one process"])
-@pytest.mark.parametrize("ranks", [16, 64])
+ENGINES = [
+    *(pytest.param(16, kind, id=f"16-{kind}") for kind in ("in-process", "processes", "dask", "one process")),
+    pytest.param(64, "processes", id="64-processes"),
+    pytest.param(64, "dask", id="64-dask"),
+    # one process's analysis of the whole job and the in-process engine at 64 ranks: 30-60 s more on 2 cores
+    pytest.param(64, "in-process", id="64-in-process", marks=pytest.mark.slow),
+    pytest.param(64, "one process", id="64-one-process", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize(("ranks", "kind"), ENGINES)
 def test_the_planted_rank_is_first_in_waited_for(
     ranks: int, kind: str, request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str]
 ) -> None:
