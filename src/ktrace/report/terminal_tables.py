@@ -21,7 +21,8 @@ from ktrace.model.display_text import printable
 from ktrace.presentation.cells import column_label as column_label
 from ktrace.presentation.cells import format_cell as format_cell
 from ktrace.presentation.cells import format_value, is_numeric
-from ktrace.presentation.page import Column, Table, columns
+from ktrace.presentation.page import Column, Table
+from ktrace.presentation.page import columns as key_columns
 
 BAR_WIDTH = 12
 NAME_WIDTH = 80
@@ -155,13 +156,13 @@ def print_table(
     console: Console,
     title: str,
     rows: Sequence[Mapping[str, Any]] | None,
-    keys: Sequence[str] | None = None,
+    columns: Sequence[str] | None = None,
     share_bar: str | None = None,
 ) -> None:
-    """Print `rows` as a table of the columns `keys` (default: all; units read from the keys), with an optional
-    bar for column `share_bar` (the diff and the fleet summary; the summary lays out its Page's tables)."""
-    shown = list(keys or (rows[0].keys() if rows else ()))
-    render_table(console, Table("", title, columns(*shown), tuple(rows or ()), bar=share_bar))
+    """Print `rows` as a table of `columns` (keys; default: all, units read from the keys), with an optional bar
+    for column `share_bar` (the diff and the fleet summary; the summary lays out its Page's tables)."""
+    shown = list(columns or (rows[0].keys() if rows else ()))
+    render_table(console, Table("", title, key_columns(*shown), tuple(rows or ()), bar=share_bar))
 
 
 def rest_line(rest: int, what: str) -> str:
