@@ -8,6 +8,7 @@ one section per rule (rules that found something first).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ktrace.presentation.identity import identity_line
@@ -95,8 +96,9 @@ RANKS_KEY = "ranks"
 report.rank_sections and report.rank_rows (a later step moves those rows here)."""
 
 
-def report_page(report: Report) -> Page:
-    """The report as a Page (see the module doc)."""
+def report_page(report: Report, document: Mapping[str, Any] | None = None) -> Page:
+    """The report as a Page (see the module doc) standing for `document`, the JSON report's dict (report.content
+    gives it, made when first read)."""
     model = report.dashboard
     has_ranks = model.rank_heatmap is not None or model.summary.stragglers is not None
     ranks = Section(RANKS_KEY, "Ranks") if has_ranks else None
@@ -113,4 +115,4 @@ def report_page(report: Report) -> Page:
         memory_section(model.summary),
         *(rule_section(r) for r in ordered),
     )
-    return Page(report.title, report_facts(report), sections)
+    return Page(report.title, report_facts(report), sections, document=document if document is not None else {})

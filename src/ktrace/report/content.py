@@ -11,12 +11,21 @@ from ktrace.analysis.rank_heatmap import RankHeatmap
 from ktrace.analysis.rules.engine import all_rules, report_to_dict
 from ktrace.analysis.summary import frame_records, summary_to_dict
 from ktrace.analysis.system_usage import SystemUsage
+from ktrace.presentation.page import Page
 from ktrace.presentation.report_model import Report, build_report
+from ktrace.presentation.report_page import report_page
+from ktrace.presentation.summary_page import LazyDocument
 from ktrace.report.rank_rows import percent_matrix
 
-__all__ = ["Report", "build_report", "rank_heatmap_dict", "report_document", "rule_docs", "system_usage_dict"]
+__all__ = ["Report", "build_report", "page", "rank_heatmap_dict", "report_document", "rule_docs", "system_usage_dict"]
 """Report and build_report live in presentation.report_model; they are named here only for the modules that still
 import them from here (report.rank_sections, report.critical_path_view and their tests)."""
+
+
+def page(report: Report) -> Page:
+    """The report's Page (presentation.report_page) standing for its JSON document (report_document, made only
+    when read): what the HTML and Markdown reports lay out and the JSON report prints."""
+    return report_page(report, LazyDocument(lambda: report_document(report)))
 
 
 def report_document(report: Report) -> dict[str, Any]:

@@ -15,7 +15,8 @@ from ktrace.presentation.layout import lay_out
 from ktrace.presentation.page import Column, Figure, Page, RuleVerdict, Table, Text
 from ktrace.presentation.page import Section as PageSection
 from ktrace.presentation.report_model import Report
-from ktrace.presentation.report_page import RANKS_KEY, report_page
+from ktrace.presentation.report_page import RANKS_KEY
+from ktrace.report.content import page
 from ktrace.report.rank_sections import ranks_section
 from ktrace.report.sections import SEVERITY_CLASS, Section, esc, figure_spec, table
 
@@ -195,10 +196,10 @@ def _renderer(report: Report, *, document: bool = True) -> HtmlRenderer:
 def all_sections(report: Report) -> list[Section]:
     """Every HTML section of the report, in order (report_page's)."""
     renderer = _renderer(report, document=False)
-    lay_out(report_page(report), renderer)
+    lay_out(page(report), renderer)
     return renderer.sections
 
 
 def render_html(report: Report) -> str:
     """The whole report as one HTML document: report_page laid out by HtmlRenderer."""
-    return lay_out(report_page(report), _renderer(report))
+    return lay_out(page(report), _renderer(report))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ktrace.report.content import Report, report_document
+from ktrace.report.content import Report, page
 
 
 def dump_json(document: dict[str, Any]) -> str:
@@ -14,5 +14,5 @@ def dump_json(document: dict[str, Any]) -> str:
 
 
 def render_json(report: Report) -> str:
-    """The report as JSON (report_document, dumped by dump_json)."""
-    return dump_json(report_document(report))
+    """The report as JSON: its Page's document (report_document), dumped by dump_json."""
+    return dump_json(dict(page(report).document))

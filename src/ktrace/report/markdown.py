@@ -18,7 +18,8 @@ from ktrace.presentation.cells import format_value
 from ktrace.presentation.layout import lay_out
 from ktrace.presentation.page import Column, Figure, Page, RuleVerdict, Section, Table, Text
 from ktrace.presentation.report_model import Report
-from ktrace.presentation.report_page import RANKS_KEY, report_page
+from ktrace.presentation.report_page import RANKS_KEY
+from ktrace.report.content import page
 from ktrace.report.format import fmt_ns
 from ktrace.report.rank_rows import (
     BASIS_NOTE,
@@ -252,4 +253,4 @@ class MarkdownRenderer:
 def render_markdown(report: Report) -> str:
     """The report as one Markdown document: report_page laid out by MarkdownRenderer."""
     ranks = ranks_markdown(report)
-    return lay_out(report_page(report), MarkdownRenderer({RANKS_KEY: ranks} if ranks else {}))
+    return lay_out(page(report), MarkdownRenderer({RANKS_KEY: ranks} if ranks else {}))

@@ -159,3 +159,13 @@ def test_repeated_notes_are_one_line_in_both(report: Report) -> None:
     page = render_html(noted)
     section = page[page.index('<section id="job">') : page.index("</section>", page.index('<section id="job">'))]
     assert section.count("the trace has no sync records") == 1 and "(and 63 more like it)" in section
+
+
+def test_the_json_report_prints_the_page_document_byte_for_byte(report: Report) -> None:
+    """The page every report format comes from stands for the JSON document (made only when read)."""
+    from ktrace.report.content import page, report_document
+    from ktrace.report.json_report import dump_json, render_json
+
+    the_page = page(report)
+    assert [s.key for s in the_page.sections][:3] == ["job", "system", "framework"]
+    assert render_json(report) == dump_json(report_document(report)) == dump_json(dict(the_page.document))
