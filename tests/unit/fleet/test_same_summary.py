@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
+from real_traces import fixture_path
 
 from ktrace.analysis.annotation_histograms import DEFAULT_ANNOTATION_PATTERNS
 from ktrace.analysis.rank_heatmap import rank_heatmap
@@ -17,6 +18,7 @@ from ktrace.analysis.summary import summarize
 from ktrace.cli import main
 from ktrace.fleet.engines import InProcessEngine, ProcessEngine
 from ktrace.fleet.summary_map import FLEET_MIN_RANKS, summarize_store
+from ktrace.importers import load
 from ktrace.model import store
 from ktrace.testing.fleet_compare import fleet_differences, key_paths
 from ktrace.testing.synthetic import SyntheticConfig, generate
@@ -106,3 +108,16 @@ def test_summary_json_has_the_same_keys_at_every_rank_count(
     assert {"operators.top_by_gpu_time[].gpu_ns", "roofline.reason", "collectives.skew.per_rank[].rank"} <= keys[8]
     for n, found in keys.items():
         assert found == keys[8], (n, sorted(found ^ keys[8]))
+
+
+def test_no_ops_reaches_the_workers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--no-ops: the workers read no ops table, as one process reads none: the DLRM job (Kineto) then has no
+    operators and no roofline on both paths."""
+    path = tmp_path / "dlrm.ktrace"
+    store.write(load(fixture_path("dlrm")), path)
+    docs = []
+    for extra in ([], ["--workers", "1"]):
+        assert main(["summary", str(path), "--json", "--no-ops", *extra]) == 0
+        docs.append(json.loads(capsys.readouterr().out))
+    assert docs[0]["operators"] is None and docs[1]["operators"] is None
+    assert docs[0]["roofline"] == docs[1]["roofline"]
