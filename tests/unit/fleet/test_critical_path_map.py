@@ -16,7 +16,7 @@ from real_traces import fixture_path
 from ktrace.analysis.breakdown import communication_names
 from ktrace.analysis.critical_path import CriticalPath, critical_path
 from ktrace.fleet.critical_path_map import job_critical_path
-from ktrace.fleet.engines import Engine, InProcessEngine, ProcessEngine
+from ktrace.fleet.engines import Engine, InProcessEngine, ProcessEngine, open_engine
 from ktrace.fleet.folder_import import import_folder
 from ktrace.importers import load
 from ktrace.model import store
@@ -141,6 +141,22 @@ def test_step_choices_and_collective_orders_match_one_process(variant: str, flee
         "no CPU events": None,
     }
     assert (None if fleet is None else fleet.scope) == expected[variant]
+
+
+def test_the_dask_engine_gives_the_same_path_and_progress_counts_the_ranks(dlrm_store: Path) -> None:
+    distributed = pytest.importorskip(
+        "distributed",
+        reason="LOUD SKIP: dask[distributed] (the ktrace[dask] extra) is missing; the Dask path is untested",
+    )
+    seen: list[tuple[int, int]] = []
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster,
+        distributed.Client(cluster) as client,
+        open_engine(cluster=client) as engine,
+    ):
+        fleet = job_critical_path(dlrm_store, engine, progress=lambda done, total: seen.append((done, total)))
+    assert differences(critical_path(store.read(dlrm_store)), fleet) == []
+    assert seen == [(i, 8) for i in range(1, 9)]
 
 
 def test_a_path_that_is_not_a_store_is_one_line_error(tmp_path: Path) -> None:
