@@ -62,7 +62,9 @@ class RankTask:
     collectives: frozenset[str] = frozenset()
     """collective_ends: the kernels whose end times the client needs."""
     window: Window | None = None
+    """rank_graph: the rank's window of the chosen step."""
     lags: tuple[tuple[str, int], ...] = ()
+    """rank_graph: (kernel name, lag) of the rank's collectives whose order collective_lags corrects."""
     offsets: tuple[int, int] = (0, 0)
     """rank_graph: the index of the rank's first kernel and first memory record among the job's GPU records."""
 
