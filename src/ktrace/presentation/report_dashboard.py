@@ -5,12 +5,15 @@ show that table instead of the plot)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ktrace.analysis.dashboard import Dashboard
 from ktrace.analysis.distributions import memory_op_label
 from ktrace.analysis.phases import step_source_note
 from ktrace.analysis.summary import ABSENT_DATA, Summary
+from ktrace.presentation import summary_gpu as gpu
 from ktrace.presentation.notes import grouped_notes
 from ktrace.presentation.page import Column, Figure, Section, Table, Text, columns
 from ktrace.presentation.report_rules import fmt_time_range
@@ -41,17 +44,6 @@ IDLE_COLUMNS = (
     Column("idle_category", "cause", "text"),
     *columns("idle_ns", "gaps"),
 )
-
-
-def _kernel_columns(share: str) -> tuple[Column, ...]:
-    return (
-        Column("position", "#", "id"),
-        Column("name", "kernel"),
-        Column("count"),
-        Column("total_ns", "total"),
-        Column("mean_ns", "mean"),
-        Column(share, "share"),
-    )
 
 
 def job_section(summary: Summary) -> Section:
@@ -103,7 +95,26 @@ def _pie(key: str, title: str, labels: list[Any], values: list[Any], unit: str, 
     return Figure(key, title, "pie", {"labels": labels, "values": values, "unit": unit, "shown_in": shown_in})
 
 
-def _active(summary: Summary) -> list[Figure | Table]:
+def summary_tables(summary: Summary) -> dict[str, Table]:
+    """The summary page's tables the dashboard shows beside its plots (active time, top kernels, precision,
+    activity, memory operations, annotations), by key: one definition of their columns for every view."""
+    annotations = gpu.annotations_section(summary)
+    sections = (
+        *gpu.utilization_sections(summary),
+        *gpu.kernel_sections(summary),
+        *gpu.kernel_mix_sections(summary),
+        *((annotations,) if annotations is not None else ()),
+    )
+    return {b.key: b for s in sections for b in s.blocks if isinstance(b, Table)}
+
+
+def _titled(tables: Mapping[str, Table], key: str, title: str) -> list[Table]:
+    """The summary's table of that key under the report's heading ([] when it has no rows)."""
+    table = tables[key]
+    return [replace(table, title=title)] if table.rows else []
+
+
+def _active(summary: Summary, tables: Mapping[str, Table]) -> list[Figure | Table]:
     """One pie per resource (GPU, CPU): the mean active share over its devices; the table of every device."""
     active = frame_rows(summary.active)
     out: list[Figure | Table] = []
@@ -116,11 +127,7 @@ def _active(summary: Summary) -> list[Figure | Table]:
         title = f"{resource.upper()} active time ({method}, mean of {len(shares)})"
         values = [round(share, 6), round(1 - share, 6)]
         out.append(_pie(f"active_{resource}", title, ["active", "idle"], values, "share", "active_time"))
-    if active:
-        keys = columns("resource", "node", "rank", "instance", "method")
-        cols = (*keys, Column("active_share", "active"))
-        out.append(Table("active_time", "Active time", cols, tuple(active)))
-    return out
+    return out + _titled(tables, "active_time", "Active time")
 
 
 def _utilization(model: Dashboard) -> list[Figure]:
@@ -131,18 +138,18 @@ def _utilization(model: Dashboard) -> list[Figure]:
     return [Figure("utilization", title, "lines", {"series": series, "y_title": "%", "y_range": [0, 105]})]
 
 
-def _top_kernels(summary: Summary) -> list[Figure | Table]:
+def _top_kernels(summary: Summary, tables: Mapping[str, Table]) -> list[Figure | Table]:
     out: list[Figure | Table] = []
-    for key, title, frame, value, share, unit in (
-        ("top_kernels_by_time", "Top kernels by total time", summary.top_by_time, "total_ns", "time_share", "ms"),
-        ("top_kernels_by_count", "Top kernels by launch count", summary.top_by_count, "count", "count_share", ""),
+    for key, title, frame, value, unit in (
+        ("top_kernels_by_time", "Top kernels by total time", summary.top_by_time, "total_ns", "ms"),
+        ("top_kernels_by_count", "Top kernels by launch count", summary.top_by_count, "count", "launches"),
     ):
         found = frame_rows(frame)
         if not found:
             continue
         values = [r[value] / 1e6 if unit == "ms" else float(r[value]) for r in found]
-        data = {"names": [r["name"] for r in found], "values": values, "unit": unit or "launches", "shown_in": key}
-        out += [Figure(key, title, "hbar", data), Table(key, title, _kernel_columns(share), tuple(found))]
+        data = {"names": [r["name"] for r in found], "values": values, "unit": unit, "shown_in": key}
+        out += [Figure(key, title, "hbar", data), *_titled(tables, key, title)]
     return out
 
 
@@ -154,38 +161,27 @@ def _step_histogram(model: Dashboard) -> list[Figure]:
     return [Figure("step_histogram", "Step time distribution", "histogram", data)]
 
 
-def _distributions(summary: Summary) -> list[Figure | Table]:
+def _distributions(summary: Summary, tables: Mapping[str, Table]) -> list[Figure | Table]:
     """Kernel precision and GPU activity (excluded rows left out of the pie), memory operations: a pie of the
     non-empty slices and the table of every row."""
     out: list[Figure | Table] = []
-    precision = frame_rows(summary.precision)
-    shown = [r for r in precision if r["time_ns"] and not r["excluded"]]
+    shown = [r for r in frame_rows(summary.precision) if r["time_ns"] and not r["excluded"]]
     if shown:
         title = "Kernel precision (share of compute time)"
         labels, values = [r["precision"] for r in shown], [r["time_ns"] for r in shown]
         out.append(_pie("precision", title, labels, values, "ns", "precision"))
-    cols = (*columns("precision", "kernels"), Column("time_ns", "time"), Column("time_share", "share"))
-    out += [Table("precision", "Kernel precision", cols, tuple(precision))] if precision else []
-    activity = frame_rows(summary.activity)
-    shown = [r for r in activity if r["time_ns"]]
+    out += _titled(tables, "precision", "Kernel precision")
+    shown = [r for r in frame_rows(summary.activity) if r["time_ns"]]
     if shown:
         labels, values = [r["activity"] for r in shown], [r["time_ns"] for r in shown]
         out.append(_pie("activity", "GPU activity", labels, values, "ns", "activity"))
-    cols = (*columns("activity", "count"), Column("time_ns", "time"), Column("share"))
-    out += [Table("activity", "GPU activity", cols, tuple(activity))] if activity else []
-    memory = frame_rows(summary.memory)
-    shown = [r for r in memory if r["time_ns"]]
+    out += _titled(tables, "activity", "GPU activity")
+    shown = [r for r in frame_rows(summary.memory) if r["time_ns"]]
     if shown:
         labels = [memory_op_label(r["op"], r["copy_kind"], r["host_memory"]) for r in shown]
         values = [r["time_ns"] for r in shown]
         out.append(_pie("memory_operations", "GPU memory operations", labels, values, "ns", "memory_operations"))
-    cols = (
-        *columns("op", "copy_kind", "host_memory", "count", "bytes"),
-        Column("time_ns", "time"),
-        Column("bandwidth_gbps", "bandwidth"),
-    )
-    out += [Table("memory_operations", "Memory operations", cols, tuple(memory))] if memory else []
-    return out
+    return out + _titled(tables, "memory_operations", "Memory operations")
 
 
 def _ms(ns: float) -> float:
@@ -193,32 +189,33 @@ def _ms(ns: float) -> float:
     return 0.0 if rounded is None else rounded / 1e6
 
 
-def _annotations(summary: Summary) -> list[Figure | Table]:
+def _annotations(summary: Summary, tables: Mapping[str, Table]) -> list[Figure | Table]:
     out: list[Figure | Table] = []
-    cols = (Column("name"), Column("count"), *columns("total_ns", "mean_ns", "p50_ns", "max_ns"))
     for i, h in enumerate(summary.annotations):
-        title = f"Annotation durations: {h.pattern}"
+        key, title = f"annotation_{i}", f"Annotation durations: {h.pattern}"
         if h.count:
             data = {
                 "edges": [_ms(e) for e in h.edges_ns],
                 "counts": list(h.counts),
                 "unit": "ms",
                 "x_title": "duration (ms)",
+                "shown_in": key,
             }
-            out.append(Figure(f"annotation_{i}", title, "histogram", {**data, "shown_in": f"annotation_{i}"}))
-        out.append(Table(f"annotation_{i}", title, cols, tuple(frame_rows(h.stats))))
+            out.append(Figure(key, title, "histogram", data))
+        out += _titled(tables, key, title)
     return out
 
 
 def dashboard_section(model: Dashboard) -> Section:
     """The SageMaker Profiler dashboard panels, each plot beside the table of its numbers."""
     summary = model.summary
+    tables = summary_tables(summary)
     blocks = (
-        *_active(summary),
+        *_active(summary, tables),
         *_utilization(model),
-        *_top_kernels(summary),
+        *_top_kernels(summary, tables),
         *_step_histogram(model),
-        *_distributions(summary),
-        *_annotations(summary),
+        *_distributions(summary, tables),
+        *_annotations(summary, tables),
     )
     return Section("dashboard", "Dashboard", blocks)
