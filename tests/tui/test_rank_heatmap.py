@@ -13,7 +13,7 @@ import pytest
 from ktrace.model.trace import Trace
 from ktrace.testing.fleet import FleetConfig, generate_fleet
 from ktrace.tui.app import make_app
-from ktrace.tui.rank_grid import GridView, draw, grid_of, outlier_line
+from ktrace.tui.rank_grid import HEADER_LINES, GridView, draw, grid_of, outlier_line
 from ktrace.tui.widgets.rank_heatmap import RankHeatmap
 from ktrace.tui.widgets.timeline import Timeline
 
@@ -112,5 +112,63 @@ def test_enter_on_a_heatmap_row_shows_that_ranks_streams(settled) -> None:  # ty
             assert app.index is not None and timeline.has_focus
             shown = app.index.tracks[timeline.rows[timeline.cursor]]
             assert (shown.node, shown.rank, shown.kind) == ("node1", PLANTED, "stream")
+            await pilot.press("3")
+            await settled(pilot)
+            heat = app.query_one(RankHeatmap)
+            row = heat.view.top + 2
+            await pilot.click(RankHeatmap, offset=(4, 1 + HEADER_LINES + 2))  # the border, the header, 3rd row
+            await settled(pilot)
+            shown = app.index.tracks[timeline.rows[timeline.cursor]]
+            assert (shown.node, shown.rank) == heat.grid.ranks[row] and timeline.has_focus
 
     asyncio.run(main())
+
+
+def test_the_straggler_panel_shows_who_was_waited_for_first_then_step_time() -> None:
+    """stragglers.waited_for (the rank the others waited for) leads, tied ranks on one line, and today's table
+    follows labelled "step time"; enter on a waited-for line shows its (first) rank."""
+    from types import SimpleNamespace
+
+    import polars as pl
+
+    from ktrace.analysis.dashboard import build_dashboard
+    from ktrace.tui.rank_panels import straggler_panel
+
+    lag = build_dashboard(fleet64()).summary.stragglers
+    assert lag is not None
+    waited = pl.DataFrame(
+        {
+            "node": ["node0", "node1"],
+            "rank": [5, PLANTED],
+            "waited_ns_per_step": [2_000_000.0, 1_000_000.0],
+            "late_collectives": [12, 3],
+            "why": ["compute kernels +2 ms/step", "sync calls +1 ms/step"],
+            "nodes": [["node0", "node2"], ["node1"]],
+            "ranks": [[5, 21, 29, 37, 45, 53], [PLANTED]],
+        }
+    )
+    panel = straggler_panel(SimpleNamespace(table=lag.table, basis=lag.basis, waited_for=waited))  # type: ignore[arg-type]
+    lines = panel.body.plain.splitlines()
+    assert panel.title.startswith("stragglers (waited for, then step time")
+    assert lines[0].startswith("waited for:") and "ranks 5, 21, 29, 37 +2" in lines[2]
+    assert f"node1/{PLANTED}" in lines[3] and lines[4].startswith("step time:")
+    assert panel.ranks[2:4] == [("node0", 5), ("node1", PLANTED)]
+
+
+def test_without_steps_the_columns_are_time_bins_that_zoom() -> None:
+    from dataclasses import replace
+
+    from ktrace.analysis.dashboard import build_dashboard
+    from ktrace.model.units import format_ns
+    from ktrace.tui.rank_grid import cell_columns, fit_group
+
+    heat = build_dashboard(fleet64()).rank_heatmap
+    assert heat is not None
+    grid = grid_of(replace(heat, by_step=heat.by_step.clear()), None)
+    assert grid.axis == "time" and grid.n_bins == heat.bins.n_bins and grid.title.endswith("over time")
+    fit = fit_group(grid, 78)
+    assert -(-grid.n_bins // fit) <= cell_columns(grid, 78)  # every bin fits the width
+    whole, half = (draw(grid, GridView(rows=3, group=g), 78).plain.splitlines() for g in (fit, max(1, fit // 2)))
+    span = format_ns(grid.bin_ns * grid.n_bins)
+    assert whole[1].startswith(f"0 ns-{span} of {span}, {format_ns(grid.bin_ns * fit)} a column")
+    assert half[1].startswith("0 ns-") and f" of {span}, {format_ns(grid.bin_ns * (fit // 2))} a column" in half[1]

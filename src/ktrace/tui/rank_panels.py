@@ -6,7 +6,7 @@ timeline."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 from rich.text import Text
@@ -54,16 +54,21 @@ def straggler_panel(lag: Stragglers) -> RankPanel:
     first = [] if waited is None else [(str(n), int(r)) for n, r in waited.select("node", "rank").iter_rows()]
     printed = {key: printable(f"{key[0]}/{key[1]}") for key in first + keys}
     names = distinct_short_names(list(printed.values()), LABEL, plain=True)
-    wide = max(4, *(len(n) for n in names.values()))  # the rank column: as wide as its longest label
+    tied = (
+        []
+        if waited is None
+        else [_tie_label(r, names[printed[key]]) for r, key in zip(waited.iter_rows(named=True), first, strict=True)]
+    )
+    wide = max(4, *(len(n) for n in [*names.values(), *tied]))  # the rank column: as wide as its longest label
     text = Text(no_wrap=True, overflow="ellipsis")  # one line per rank: the cursor and clicks count lines
     ranks: list[tuple[str, int] | None] = []
     if waited is not None:
         text.append("waited for: the rank the others waited for at the collectives\n", style="bold")
         text.append(f"{'waited/step':>11}  {'late coll.':>10}  {'rank':<{wide}} why\n", style="dim")
         ranks += [None, None]
-        for r, key in zip(waited.iter_rows(named=True), first, strict=True):
+        for r, key, label in zip(waited.iter_rows(named=True), first, tied, strict=True):
             text.append(f"{format_ns(r['waited_ns_per_step']):>11}  {r['late_collectives']:>10,}  ")
-            text.append(f"{names[printed[key]]:<{wide}} ")
+            text.append(f"{label:<{wide}} ")
             text.append(f"{printable(str(r['why']))}\n", style="dim")
             ranks.append(key)
         text.append("step time: the ranks slowest in work per step\n", style="bold")
@@ -79,3 +84,16 @@ def straggler_panel(lag: Stragglers) -> RankPanel:
         text.append(f"and {rest:,} more ranks (ktrace report has them all)\n", style="dim")
     basis = "per step" if lag.basis == "steps" else "whole GPU span"
     return RankPanel(f"stragglers ({'waited for, then step time, ' if waited is not None else ''}{basis})", text, ranks)
+
+
+TIED = 4
+"""Tied ranks named in one waited-for line; the rest are counted."""
+
+
+def _tie_label(row: dict[str, Any], label: str) -> str:
+    """A waited_for row's rank label, or for ranks tied in one row "ranks 5, 13, 21, 29 +1" (enter: the first)."""
+    tied = list(row.get("ranks") or [])
+    if len(tied) <= 1:
+        return label
+    more = f" +{len(tied) - TIED}" if len(tied) > TIED else ""
+    return "ranks " + ", ".join(str(r) for r in tied[:TIED]) + more
