@@ -13,7 +13,7 @@ from ktrace.analysis.phases import JobPhases
 from ktrace.analysis.summary import Summary
 from ktrace.presentation.cells import Unit
 from ktrace.presentation.page import Section, Table, Text
-from ktrace.presentation.summary_tables import frame_rows, frame_table, json_float, rows_table
+from ktrace.presentation.summary_tables import capped, frame_rows, frame_table, json_float, rows_table
 
 
 def phase_rows(phases: JobPhases) -> list[dict[str, Any]]:
@@ -59,9 +59,9 @@ def utilization_sections(summary: Summary) -> tuple[Section, ...]:
         units={"idle_category": "text"},
     )
     return (
-        Section("active", "Active time", (active,)),
-        Section("busy", "GPU busy / idle", (busy,)),
-        Section("idle", "GPU idle by cause", (idle,)),
+        Section("active", "Active time", (capped(active, "active_share", descending=False, first="least active"),)),
+        Section("busy", "GPU busy / idle", (capped(busy, "busy_pct", descending=False, first="least busy"),)),
+        Section("idle", "GPU idle by cause", (capped(idle, "idle_ns", descending=True, first="longest idle"),)),
     )
 
 
@@ -118,7 +118,14 @@ def steps_section(summary: Summary) -> Section:
     return Section(
         "steps",
         "Step time per rank",
-        (frame_table("step_time", "step time per rank", summary.step_stats, units={"source": "text"}),),
+        (
+            capped(
+                frame_table("step_time", "step time per rank", summary.step_stats, units={"source": "text"}),
+                "mean_ns",
+                descending=True,
+                first="slowest",
+            ),
+        ),
     )
 
 
@@ -137,7 +144,12 @@ def kernel_mix_sections(summary: Summary) -> tuple[Section, ...]:
     )
     if summary.memory_timeline is not None:
         memory += (Text(peak_line(summary.memory_timeline, summary.phases.start_ns)),)
-    overlap = frame_table("overlap", "communication / compute overlap", summary.overlap)
+    overlap = capped(
+        frame_table("overlap", "communication / compute overlap", summary.overlap),
+        "comm_only_ns",
+        descending=True,
+        first="most communication not hidden",
+    )
     return (
         Section("precision", "Kernel precision", (precision,)),
         Section("activity", "GPU activity", (activity,)),

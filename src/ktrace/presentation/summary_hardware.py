@@ -13,7 +13,7 @@ from ktrace.analysis.collectives import Collectives
 from ktrace.analysis.roofline import Roofline, unknown_gpu_note
 from ktrace.model.units import format_ns
 from ktrace.presentation.page import Column, Section, Table, Text
-from ktrace.presentation.summary_tables import frame_rows
+from ktrace.presentation.summary_tables import capped, frame_rows
 
 ROOFLINE_ROWS = 10
 """Roofline rows (by GPU time) shown; the JSON lists roofline.TOP_OPERATORS."""
@@ -89,11 +89,9 @@ def roofline_section(r: Roofline | None) -> Section | None:
     blocks: list[Table | Text] = [
         Table("roofline", title, ROOFLINE_COLUMNS, tuple(shown), rest=rest, rest_what="operator shapes")
     ]
-    blocks.append(
-        Table(
-            "mfu", "MFU per rank (model FLOPs of each step / its time x peak)", MFU_COLUMNS, tuple(mfu_rows(r.per_step))
-        )
-    )
+    mfu_title = "MFU per rank (model FLOPs of each step / its time x peak)"
+    mfu = Table("mfu", mfu_title, MFU_COLUMNS, tuple(mfu_rows(r.per_step)))
+    blocks.append(capped(mfu, "mfu_mean", descending=False, first="lowest MFU"))
     no_model_ns = int(r.no_model["gpu_time_ns"].sum())
     if no_model_ns:
         share = no_model_ns / r.gpu_time_ns if r.gpu_time_ns else 0.0

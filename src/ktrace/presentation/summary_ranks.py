@@ -11,9 +11,9 @@ from typing import Any
 
 from ktrace.analysis.ranks import LoadBalance
 from ktrace.analysis.stragglers import Stragglers
-from ktrace.presentation.cells import format_value
+from ktrace.presentation.cells import Unit, format_value
 from ktrace.presentation.page import Section, Table, Text
-from ktrace.presentation.summary_tables import frame_rows, frame_table, json_float, rows_table
+from ktrace.presentation.summary_tables import capped, frame_rows, frame_table, json_float, rows_table
 
 TOP_RANKS = 10
 """Straggler rows in the report (the terminal summary shows TERMINAL_STRAGGLERS; the JSON every rank)."""
@@ -26,7 +26,7 @@ BASIS_NOTE = {
 WAITED_TITLE = "Ranks the others waited for"
 LIST_RANKS = 5
 """Ranks named in one collapsed row; the rest are counted (every rank is in the JSON)."""
-STRAGGLER_COLUMNS = ("node", "rank", "slower_pct", "work_mean_ns", "step_mean_ns", "slowest_steps")
+STRAGGLER_COLUMNS = ("ranks", "slower_pct", "work_mean_ns", "step_mean_ns", "slowest_steps")
 WAITED_TERMINAL_COLUMNS = ("ranks", "waited_per_step_ns", "late_collectives")
 
 
@@ -71,8 +71,10 @@ def waited_title(s: Stragglers) -> str:
 
 
 def straggler_rows(s: Stragglers, top: int = TOP_RANKS) -> tuple[list[dict[str, Any]], int]:
-    """The `top` ranks most slower than the median (as in the JSON) and how many ranks are left out."""
-    return frame_rows(s.table.head(top)), max(0, s.table.height - top)
+    """The `top` rows of the step-time view (Stragglers.step_time: ranks of equal figures in one row, `ranks` its
+    ranks_text), most slower than the median first, and how many rows are left out."""
+    found = [{**r, "ranks": ranks_text(r)} for r in frame_rows(s.step_time.head(top))]
+    return found, max(0, s.step_time.height - top)
 
 
 def spreads_line(balance: LoadBalance) -> str:
@@ -90,7 +92,8 @@ def load_balance_section(balance: LoadBalance | None, *, per_rank: bool = True) 
     than 2 ranks."""
     if balance is None:
         return None
-    table = (frame_table("load_balance", "load balance across ranks", balance.per_rank),) if per_rank else ()
+    found = frame_table("load_balance", "load balance across ranks", balance.per_rank)
+    table = (capped(found, "busy_ns", descending=False, first="least busy"),) if per_rank else ()
     return Section("load_balance", "Load balance across ranks", (*table, Text(spreads_line(balance))))
 
 
@@ -116,9 +119,12 @@ def straggler_table(lag: Stragglers, top: int) -> Table:
     """The step-time view: the `top` ranks most slower than the median, their causes on lines of their own (kernel
     names need the width a column lacks), and how many ranks are left out."""
     found, rest = straggler_rows(lag, top)
-    why = tuple(f"  why {r['node']}/{r['rank']}: {r['causes']}" for r in found if r["causes"])
+    why = tuple(f"  why {r['ranks']}: {r['causes']}" for r in found if r["causes"])
     title = f"step-time view: stragglers ({BASIS_NOTE[lag.basis]})"
-    return rows_table("stragglers", title, found, STRAGGLER_COLUMNS, rest=rest, rest_what="ranks", lines=why)
+    units: dict[str, Unit] = {"ranks": "text"}
+    return rows_table(
+        "stragglers", title, found, STRAGGLER_COLUMNS, units=units, rest=rest, rest_what="ranks", lines=why
+    )
 
 
 def stragglers_section(lag: Stragglers | None, top: int = TERMINAL_STRAGGLERS) -> Section | None:

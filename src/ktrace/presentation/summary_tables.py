@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import polars as pl
@@ -72,3 +73,18 @@ def frame_table(
 ) -> Table:
     """A Table of a summary frame's rows (as in the JSON) under the columns `keys` (default: all of them)."""
     return rows_table(key, title, frame_rows(frame), keys, bar=bar, units=units)
+
+
+RANK_TABLE_ROWS = 32
+"""Rows a per-rank or per-device table shows (at 64 ranks the idle table alone had 256); the JSON has them all."""
+
+
+def capped(table: Table, by: str, *, descending: bool, first: str, limit: int = RANK_TABLE_ROWS) -> Table:
+    """`table` as it is up to `limit` rows; above, its `limit` rows first by column `by` (nulls last; `first` says
+    which come first: "most idle"), and how many it left out."""
+    if len(table.rows) <= limit:
+        return table
+    known = [r for r in table.rows if r[by] is not None]
+    ordered = sorted(known, key=lambda r: r[by], reverse=descending) + [r for r in table.rows if r[by] is None]
+    title = f"{table.title}; {limit} of {len(table.rows):,} rows, {first} first"
+    return replace(table, title=title, rows=tuple(ordered[:limit]), rest=len(table.rows) - limit)

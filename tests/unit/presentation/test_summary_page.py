@@ -172,3 +172,34 @@ def test_no_operators_gives_one_empty_table_saying_why(summaries) -> None:  # ty
     bare = dataclasses.replace(summaries("power_iteration"), operators=None)
     tables = operator_report_tables(bare)
     assert tables[0].rows == () and tables[0].lines == (NO_OPERATORS,)
+
+
+def test_a_long_rank_table_shows_its_extremes_and_counts_the_rest() -> None:
+    from ktrace.presentation.summary_tables import capped, rows_table
+
+    rows = [{"node": "n", "rank": r, "busy_pct": float(r % 7), "mean_ns": None if r == 3 else r} for r in range(40)]
+    table = rows_table("t", "busy", rows)
+    busy = capped(table, "busy_pct", descending=False, first="least busy", limit=10)
+    assert [r["busy_pct"] for r in busy.rows] == [0.0] * 6 + [1.0] * 4 and busy.rest == 30
+    assert busy.title == "busy; 10 of 40 rows, least busy first"
+    slow = capped(table, "mean_ns", descending=True, first="slowest", limit=10)
+    assert [r["rank"] for r in slow.rows][:2] == [39, 38] and slow.rest == 30  # the row without a value last
+    assert capped(table, "busy_pct", descending=False, first="x", limit=40) is table
+
+
+def test_64_ranks_give_bounded_tables_with_the_planted_straggler_first() -> None:
+    """At 64 ranks the idle table alone had 256 rows; every per-rank table now shows 32 and counts the rest."""
+    from ktrace.analysis.summary import summarize
+    from ktrace.presentation.summary_page import summary_page
+    from ktrace.presentation.summary_tables import RANK_TABLE_ROWS
+    from ktrace.testing.fleet import FleetConfig, generate_fleet
+
+    fleet = generate_fleet(FleetConfig(ranks=64, hosts=8, steps=4, max_offset_ns=0))
+    page = summary_page(summarize(fleet.trace, top=8))
+    tables = {t.key: t for t in page.tables()}
+    for key in ("active_time", "gpu_busy", "gpu_idle_by_cause", "step_time", "overlap", "load_balance"):
+        assert len(tables[key].rows) == RANK_TABLE_ROWS and tables[key].rest > 0, key
+    steps = tables["step_time"].rows
+    assert [r["mean_ns"] for r in steps] == sorted((r["mean_ns"] for r in steps), reverse=True)
+    first = tables["stragglers"].rows[0]
+    assert (first["node"], first["rank"]) == fleet.straggler
