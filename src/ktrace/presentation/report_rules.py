@@ -33,7 +33,7 @@ EVIDENCE_COLUMNS = (
     Column("device", unit="id"),
     Column("stream", unit="id"),
     Column("what", unit="text"),
-    Column("value", unit="number"),
+    Column("value", unit="text"),
 )
 PARAMETER_COLUMNS = (Column("parameter", unit="text"), Column("value", unit="text"), Column("meaning", unit="text"))
 
@@ -52,6 +52,16 @@ def fmt_time_range(start_ns: int | None, end_ns: int | None) -> str:
     if end_ns is None:
         return fmt_time(start_ns)
     return f"{fmt_time(start_ns)} (+{format_ns(end_ns - start_ns)})"
+
+
+def evidence_value(value: float | int | None) -> str:
+    """An evidence value (ms, counts, % or bytes: each rule's own) with 4 significant digits, thousands separated
+    from 10,000 on: 2 decimals would show a 0.004 ms gap as 0.00."""
+    if value is None:
+        return "-"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:,.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
 
 
 def rules_summary_section(rules: RulesReport, ordered: Sequence[RuleResult]) -> Section:
@@ -85,7 +95,7 @@ def evidence_table(evidence: Sequence[Evidence]) -> Table | None:
             "device": e.device,
             "stream": e.stream,
             "what": e.name,
-            "value": e.value,
+            "value": evidence_value(e.value),
         }
         for e in evidence[:MAX_EVIDENCE_ROWS]
     )

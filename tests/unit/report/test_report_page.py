@@ -169,3 +169,20 @@ def test_the_json_report_prints_the_page_document_byte_for_byte(report: Report) 
     the_page = page(report)
     assert [s.key for s in the_page.sections][:3] == ["job", "system", "framework"]
     assert render_json(report) == dump_json(report_document(report)) == dump_json(dict(the_page.document))
+
+
+def test_evidence_values_keep_four_significant_digits() -> None:
+    """An evidence value is each rule's own quantity (ms, %, counts): 0.004 ms must not read "0.00", nor 1.951 ms
+    "1.95" (the previous commit wrote them with the 2 decimals of a number column)."""
+    from ktrace.analysis.rules.base import Evidence
+    from ktrace.presentation.report_rules import evidence_table
+    from ktrace.report.markdown import MarkdownRenderer
+
+    table = evidence_table(
+        [Evidence("gap", value=0.004123), Evidence("gap", value=1.9514), Evidence("gap", value=123456.7)]
+    )
+    assert table is not None
+    renderer = MarkdownRenderer()
+    renderer.table(table)
+    text = renderer.end()
+    assert "| 0.004123 |" in text and "| 1.951 |" in text and "| 123,457 |" in text
