@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import pickle
+import random
 from collections import Counter
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from ktrace.analysis.rules.rank_rules import (
     rank_rule_part,
     reduce_rule_parts,
 )
+from ktrace.analysis.rules.rank_rules_fold import COMPACT_EVERY, RuleFold
 from ktrace.analysis.summary import summarize
 from ktrace.importers import load
 from ktrace.model import store
@@ -180,3 +182,27 @@ def test_dropped_records_add_each_ranks_own_counts(tmp_path: Path, own: list[int
     assert reduce_rule_parts(parts, summary, job_health=job_health).result("DroppedRecords") == whole
     rebuilt = reduce_rule_parts(parts, summary).result("DroppedRecords")  # from the ranks' counts alone
     assert rebuilt.triggered == (sum(own) if min(own) == 0 else sum(own) - (len(own) - 1) * min(own))
+
+
+def test_the_fold_holds_a_bounded_state_and_ignores_the_arrival_order(tmp_path: Path) -> None:
+    """77 partitions (past COMPACT_EVERY): the exact inputs are merged as they come, a rule that fires on every
+    rank keeps 8 ranks' findings, and any arrival order gives the report of the ordered parts."""
+    path = _store(generate(SyntheticConfig(steps=3, kernels_per_step=4, ranks=70, nodes=7)), tmp_path / "s.ktrace")
+    config = RulesConfig(params={"ExcessiveSync": {"max_time_pct": 0.0}})
+    parts = _parts(path, config)
+    assert len(parts) > COMPACT_EVERY
+    summary = summarize(store.read(path))
+    fold = RuleFold(config)
+    for part in random.Random(7).sample(parts, len(parts)):
+        fold.add(part)
+        assert len(fold.exact) < COMPACT_EVERY
+        assert all(len(t.findings) <= 2 * MAX_RANK_FINDINGS for t in fold.tallies.values())
+    shuffled = fold.finish(summary)
+    assert shuffled == reduce_rule_parts(parts, summary, config)
+    whole = run_rules(store.read(path), config)
+    for name in EXACT:
+        assert shuffled.result(name) == whole.result(name), name
+    sync = shuffled.result("ExcessiveSync")
+    assert sync.triggered == 70 and len(sync.findings) == 1 + MAX_RANK_FINDINGS
+    assert sync.findings[0].message.startswith("fired on 70 of the 70 ranks it ran on (node0/rank0, node0/rank1")
+    assert [f.message.split(":")[0] for f in sync.findings[1:]] == [f"node0/rank{r}" for r in range(8)]
