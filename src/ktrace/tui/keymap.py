@@ -91,9 +91,14 @@ KEYS: tuple[Key, ...] = (
     Key("home", "jump(0)", "rank heatmap: the first rank", "ranks", False, "home"),
     Key("end", "jump(1)", "rank heatmap: the last rank", "ranks", False, "end"),
     Key(
-        "plus,equals_sign,z", "zoom(2.0)", "rank heatmap: zoom in (fewer steps / time a column)", "ranks", True, "+ / z"
+        "plus,equals_sign,z",
+        "zoom(2.0)",
+        "rank heatmap: zoom in (fewer steps / time a column)",
+        "ranks",
+        False,
+        "+ / z",
     ),
-    Key("minus,Z", "zoom(0.5)", "rank heatmap: zoom out (more steps / time a column)", "ranks", True, "- / Z"),
+    Key("minus,Z", "zoom(0.5)", "rank heatmap: zoom out (more steps / time a column)", "ranks", False, "- / Z"),
     Key("l,right", "pan(0.5)", "rank heatmap: later steps / time (when zoomed in)", "ranks", False, "l / →"),
     Key("h,left", "pan(-0.5)", "rank heatmap: earlier steps / time", "ranks", False, "h / ←"),
     Key("enter", "choose", "rank heatmap / stragglers: show the rank's tracks in the timeline", "ranks", True, "enter"),
