@@ -50,12 +50,12 @@ def _json(args: list[str], capsys: pytest.CaptureFixture[str]) -> dict[str, obje
     return data
 
 
-def test_check_of_16_ranks_runs_all_23_rules(counters_store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_of_16_ranks_runs_all_25_rules(counters_store: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", str(counters_store), "-v", "--fail-on", "never"]) == 0
     out, err = capsys.readouterr()
     assert OLD_SKIP not in out and "rank by rank on" in err and err.startswith(f"{len(RULE_ORDER)} rules:")
     listed = [line.split()[1].rstrip(":") for line in out.splitlines()]
-    assert set(listed) == set(RULE_ORDER) and len(RULE_ORDER) == 23
+    assert set(listed) == set(RULE_ORDER) and len(RULE_ORDER) == 25
     doc = _json(["check", str(counters_store), "--json", "--fail-on", "never"], capsys)
     rules = {r["rule"]: r for r in doc["rules"]}  # type: ignore[attr-defined]
     assert list(rules) == list(RULE_ORDER)

@@ -152,3 +152,72 @@ def top_of_stats(
         if keys
         else pl.concat([head, other_rows])
     )
+
+
+EFFICIENCY_COLUMNS = ("blocks_per_sm", "est_occupancy_pct", "registers_per_thread", "shared_bytes")
+"""kernel_efficiency's launch figures, each a time-weighted mean per kernel name (as TensorBoard's profiler showed
+them): blocks per SM (grid blocks / the device's SM count, Kineto's `blocks per SM`), estimated achieved occupancy
+(%, Kineto's `est. achieved occupancy %`), registers per thread, shared memory per block (static + dynamic bytes)."""
+_EFFICIENCY = Slot[pl.DataFrame]("kernel_efficiency")
+
+
+def kernel_efficiency(trace: Trace, *, index: TraceIndex | None = None) -> pl.DataFrame:
+    """Per kernel name: the time-weighted mean of each of EFFICIENCY_COLUMNS and occupancy_ns.
+
+    Each mean weighs a kernel by its duration and counts only the kernels that carry the figure (blocks per SM
+    needs the device's SM count; occupancy comes from Kineto; nsys and `ktrace run` give registers and shared
+    memory); null where none does. An occupancy of 0 counts as none: Kineto writes 0 where it could not estimate
+    one (NCCL kernels, cluster-launched sm90 GEMMs), and a kernel that ran had a block resident. occupancy_ns is
+    the GPU time of the kernels with an occupancy.
+
+    Returns:
+        name (String), EFFICIENCY_COLUMNS (Float64), occupancy_ns (Int64); one row per name, in name order.
+    """
+    ix = TraceIndex.of(trace, index)
+    return ix.get(_EFFICIENCY, lambda: _kernel_efficiency(ix.trace))
+
+
+def _kernel_efficiency(trace: Trace) -> pl.DataFrame:
+    k = trace.kernels
+    keys = ["node", "rank", "device"]
+    devices = trace.devices
+    sm = (
+        devices.select(pl.col("node").cast(pl.String), "rank", "device", "sm_count").unique(keys, keep="first")
+        if {"sm_count", *keys} <= set(devices.columns)
+        else pl.DataFrame(schema={"node": pl.String, "rank": pl.Int32, "device": pl.Int32, "sm_count": pl.Int32})
+    )
+    blocks = pl.col("grid_x").cast(pl.Float64) * pl.col("grid_y") * pl.col("grid_z")
+    figures = k.select(
+        pl.col("node").cast(pl.String),
+        "rank",
+        "device",
+        pl.col("name").cast(pl.String),
+        (pl.col("end_ns") - pl.col("start_ns")).alias("w"),
+        blocks.alias("blocks"),
+        pl.when(pl.col("est_occupancy_pct") > 0)
+        .then(pl.col("est_occupancy_pct").cast(pl.Float64))
+        .alias("est_occupancy_pct"),
+        pl.col("registers_per_thread").cast(pl.Float64),
+        (pl.col("static_shared_bytes").fill_null(0) + pl.col("dynamic_shared_bytes").fill_null(0))
+        .cast(pl.Float64)
+        .alias("shared_bytes"),
+        (pl.col("static_shared_bytes").is_null() & pl.col("dynamic_shared_bytes").is_null()).alias("no_shared"),
+    ).join(sm, on=keys, how="left")
+    figures = figures.with_columns(
+        blocks_per_sm=pl.when(pl.col("sm_count") > 0).then(pl.col("blocks") / pl.col("sm_count")),
+        shared_bytes=pl.when(~pl.col("no_shared")).then(pl.col("shared_bytes")),
+    )
+    w = pl.col("w").cast(pl.Float64)
+
+    def weighted(c: str) -> pl.Expr:
+        weight = pl.when(pl.col(c).is_not_null()).then(w).sum()
+        return pl.when(weight > 0).then((pl.col(c) * w).sum() / weight).alias(c)
+
+    return (
+        figures.group_by("name")
+        .agg(
+            *[weighted(c) for c in EFFICIENCY_COLUMNS],
+            occupancy_ns=pl.when(pl.col("est_occupancy_pct").is_not_null()).then(pl.col("w")).sum().cast(pl.Int64),
+        )
+        .sort("name", nulls_last=True)
+    )

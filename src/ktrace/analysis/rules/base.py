@@ -6,6 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ktrace.analysis.gpu_peaks import GpuPeaks
 from ktrace.analysis.index import TraceIndex
 from ktrace.model.trace import Trace
 
@@ -113,6 +114,8 @@ class Skip(Exception):
 
 CheckFn = Callable[[Trace, TraceIndex, Mapping[str, ParamValue]], Outcome]
 """A rule's check: the trace, its TraceIndex (analysis results shared by every rule) and the rule's parameters."""
+PeaksCheckFn = Callable[[Trace, TraceIndex, Mapping[str, ParamValue], Mapping[str, GpuPeaks]], Outcome]
+"""A check that also reads the rules file's GPU peaks (RulesConfig.gpu_peaks: name -> peaks)."""
 
 
 @dataclass(frozen=True)
@@ -121,7 +124,7 @@ class Rule:
 
     name: str
     family: str
-    """"sagemaker", "timeline" or "health"."""
+    """"sagemaker", "timeline", "hardware" or "health"."""
     description: str
     recommendation: str
     params: tuple[Param, ...]
@@ -130,6 +133,9 @@ class Rule:
     """Severity of a finding unless the configuration or the check says otherwise."""
     source: str = ""
     """Where the rule and its defaults come from (anchor tool, reference section)."""
+    peaks_check: PeaksCheckFn | None = None
+    """The check with the rules file's `[gpu_peaks."NAME"]` rows, for a rule that measures against the GPU's peak
+    (run_rules calls it instead of `check`, which is the same with the built-in table alone)."""
     fleet_mode: FleetMode = "per rank"
     """How the rule runs on a many-rank store analysed rank by rank (analysis.rules.rank_rules):
     "exact": its check runs once on inputs reduced exactly from every rank (the same verdict, datapoints and

@@ -9,6 +9,15 @@ A rules file names each rule as a table; `enabled` and `severity` are accepted f
     severity = "error"                       # info | warning | error
 
 The same tables may sit under `[rules]` or, in a pyproject.toml, under `[tool.ktrace.rules]`.
+
+A `[gpu_peaks."NAME"]` table overrides a row of the GPU peak table (analysis.gpu_peaks) or adds a GPU: it applies
+to every GPU whose name contains NAME (case-insensitive), in TFLOP/s (dense) and TB/s::
+
+    [gpu_peaks."H100"]                       # override: fields left out keep the built-in row's
+    bf16 = 700
+    [gpu_peaks."MI300X"]                     # a GPU the table lacks: hbm_tbps is needed
+    hbm_tbps = 5.3
+    bf16 = 1307.4
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ktrace.analysis.gpu_peaks import GpuPeaks, peaks_from_table
 from ktrace.analysis.rules.base import SEVERITIES, ParamValue, Rule
 from ktrace.model.errors import ExitCode, KtraceError
 
@@ -34,6 +44,8 @@ class RulesConfig:
     disabled: frozenset[str] = frozenset()
     severity: Mapping[str, str] = field(default_factory=dict)
     """Rule name -> severity replacing the rule's default."""
+    gpu_peaks: Mapping[str, GpuPeaks] = field(default_factory=dict)
+    """The rules file's [gpu_peaks."NAME"] rows: NAME -> peaks (gpu_peaks.match_gpu's overrides)."""
 
     def params_for(self, rule: Rule) -> dict[str, ParamValue]:
         """The rule's defaults merged with this configuration."""
@@ -97,7 +109,11 @@ def config_from_mapping(doc: Mapping[str, Any], rules: Iterable[Rule]) -> RulesC
     params: dict[str, dict[str, ParamValue]] = {}
     severity: dict[str, str] = {}
     disabled: set[str] = set()
+    peaks: dict[str, GpuPeaks] = {}
     for key, value in doc.items():
+        if key == "gpu_peaks":
+            peaks = _gpu_peaks(value)
+            continue
         if key == "disable":
             if not isinstance(value, list):
                 raise _config_error("`disable` must be a list of rule names")
@@ -106,7 +122,17 @@ def config_from_mapping(doc: Mapping[str, Any], rules: Iterable[Rule]) -> RulesC
         if not isinstance(value, Mapping):
             raise _config_error(f"{key!r} must be a table of parameters, e.g. [{key}] threshold = 1")
         _rule_table(_find_rule(index, key), value, params, severity, disabled)
-    return RulesConfig(params=params, disabled=frozenset(disabled), severity=severity)
+    return RulesConfig(params=params, disabled=frozenset(disabled), severity=severity, gpu_peaks=peaks)
+
+
+def _gpu_peaks(tables: Any) -> dict[str, GpuPeaks]:
+    """The [gpu_peaks."NAME"] tables as peaks rows (gpu_peaks.peaks_from_table), each checked."""
+    if not isinstance(tables, Mapping) or not all(isinstance(t, Mapping) for t in tables.values()):
+        raise _config_error('gpu_peaks must hold one table per GPU, e.g. [gpu_peaks."H100"] bf16 = 700')
+    try:
+        return {str(name): peaks_from_table(str(name), table) for name, table in tables.items()}
+    except ValueError as exc:
+        raise _config_error(str(exc)) from None
 
 
 def _rule_table(

@@ -33,17 +33,20 @@ RULE_ORDER: tuple[str, ...] = (
     "FP32Matmul",
     "CommNotOverlapped",
     "CPUBoundCriticalPath",
+    "RooflineGap",
+    "LowOccupancy",
     "DroppedRecords",
     "OrphanRecords",
     "ClockProblems",
 )
-"""Every built-in rule, in report order: SageMaker Debugger's, timeline rules, trace health."""
+"""Every built-in rule, in report order: SageMaker Debugger's, timeline rules, hardware rules, trace health."""
 
 
 def all_rules() -> tuple[Rule, ...]:
-    """Every built-in rule, in report order: SageMaker Debugger's, then timeline rules, then trace health."""
+    """Every built-in rule, in report order: SageMaker Debugger's, then timeline rules, hardware rules, trace health."""
     from ktrace.analysis.rules import (
         critical_path,
+        hardware,
         health,
         memory,
         sagemaker,
@@ -67,6 +70,7 @@ def all_rules() -> tuple[Rule, ...]:
             timeline_latency,
             critical_path,
             timeline_ops,
+            hardware,
             health,
         )
         for r in m.RULES
@@ -125,7 +129,11 @@ def _finding(rule: Rule, outcome: Outcome, severity: str) -> Finding:
 
 
 def evaluate(rule: Rule, trace: Trace, index: TraceIndex, config: RulesConfig) -> RuleResult:
-    """Run one rule on (trace, index); a rule whose data is absent comes back `skipped` with the reason."""
+    """Run one rule on (trace, index); a rule whose data is absent comes back `skipped` with the reason. A rule
+    measured against the GPU's peak gets the configuration's gpu_peaks rows (Rule.peaks_check)."""
+    peaks_check = rule.peaks_check
+    if peaks_check is not None:
+        return evaluate_check(rule, config, lambda params: peaks_check(trace, index, params, config.gpu_peaks))
     return evaluate_check(rule, config, lambda params: rule.check(trace, index, params))
 
 
