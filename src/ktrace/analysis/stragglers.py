@@ -37,7 +37,7 @@ from ktrace.analysis.index import Slot, TraceIndex
 from ktrace.analysis.names import short_kernel_name
 from ktrace.analysis.rank_activity import rank_unions, step_activity
 from ktrace.analysis.utilization import busy_time
-from ktrace.analysis.waited_for import WINDOW_SCHEMA, WaitedFor, collective_windows, waited_for
+from ktrace.analysis.waited_for import WINDOW_SCHEMA, WaitedFor, collapse_ties, collective_windows, waited_for
 from ktrace.model.trace import Trace
 from ktrace.model.units import format_ns
 
@@ -103,6 +103,21 @@ class Stragglers:
     the top CAUSES causes of each of the `top` slowest ranks slower than the median."""
     waited: WaitedFor | None = None
     """The ranks the others waited for at the collectives (waited.table: Stragglers.waited_for)."""
+
+    @property
+    def step_time(self) -> pl.DataFrame:
+        """`table` with the ranks of equal figures (slower % to 0.1, work and step time as format_ns shows them) in
+        one row, `nodes` and `ranks` naming them, slowest_steps summed (on a tie the first rank is the slowest),
+        the first rank's causes (only the `top` slowest have theirs named): a job tiled from a few ranks' files
+        shows each file's ranks once."""
+        shown = [
+            pl.col("slower_pct").round(1).alias("shown_pct"),
+            pl.col("work_mean_ns").map_elements(format_ns, pl.String).alias("shown_work"),
+            pl.col("step_mean_ns").map_elements(format_ns, pl.String).alias("shown_step"),
+        ]
+        same = ["shown_pct", "shown_work", "shown_step"]
+        found = collapse_ties(self.table.with_columns(*shown), same, summed=("slowest_steps",))
+        return found.select(*self.table.columns, "nodes", "ranks")
 
     @property
     def waited_for(self) -> pl.DataFrame:

@@ -338,16 +338,17 @@ def _collapsed(per_rank: pl.DataFrame) -> pl.DataFrame:
     """per_rank with the ranks of equal figures (waited per step as format_ns shows it, late count, why) in one
     row, in per_rank's order."""
     shown = pl.Series([format_ns(v) for v in per_rank["waited_ns_per_step"].to_list()], dtype=pl.String)
-    return (
-        per_rank.with_columns(shown=shown)
-        .group_by("shown", "late_collectives", "why", maintain_order=True)
-        .agg(
-            pl.col("node").first(),
-            pl.col("rank").first(),
-            pl.col("waited_ns_per_step").first(),
-            nodes=pl.col("node"),
-            ranks=pl.col("rank"),
-        )
-        .cast(TABLE_SCHEMA)
-        .select(list(TABLE_SCHEMA))
+    found = collapse_ties(per_rank.with_columns(shown=shown), ["shown", "late_collectives", "why"])
+    return found.cast(TABLE_SCHEMA).select(list(TABLE_SCHEMA))
+
+
+def collapse_ties(frame: pl.DataFrame, same: list[str], summed: tuple[str, ...] = ()) -> pl.DataFrame:
+    """`frame` (node, rank and figures, one row per rank, in the order to show) with the ranks whose `same` columns
+    are equal in one row, where `frame` first has one of them: that first rank's columns (`summed` ones summed over
+    the tied ranks), plus `nodes` and `ranks` (List) naming all of them."""
+    rest = [c for c in frame.columns if c not in same]
+    return frame.group_by(same, maintain_order=True).agg(
+        *(pl.col(c).sum() if c in summed else pl.col(c).first() for c in rest),
+        nodes=pl.col("node"),
+        ranks=pl.col("rank"),
     )

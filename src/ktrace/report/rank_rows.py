@@ -91,17 +91,17 @@ def percent_matrix(h: RankHeatmap, axis: str, value: str) -> list[list[int | Non
     return ints
 
 
-STRAGGLER_HEADERS = ("host", "rank", "slower %", "work / step", "step", "slowest in steps", "why (vs the median rank)")
+STRAGGLER_HEADERS = ("ranks", "slower %", "work / step", "step", "slowest in steps", "why (vs the median rank)")
 STEP_HEADERS = ("step", "ranks", "median work", "slowest", "its work", "fastest", "its work", "spread %")
 
 
 def straggler_cells(s: Stragglers, top: int = TOP_RANKS) -> tuple[list[list[object]], int]:
-    """straggler_rows as table cells under STRAGGLER_HEADERS, and how many ranks are left out."""
-    found, rest = straggler_rows(s, top)
+    """The step-time view's top rows as table cells under STRAGGLER_HEADERS (Stragglers.step_time: ranks of equal
+    figures in one row), and how many rows are left out."""
+    found, rest = straggler_rows(s, top)  # each row's `ranks`: its ranks_text
     cells: list[list[object]] = [
         [
-            r["node"],
-            r["rank"],
+            r["ranks"],
             f"{r['slower_pct']:+.1f}",
             fmt_ns(r["work_mean_ns"]),
             fmt_ns(r["step_mean_ns"]),

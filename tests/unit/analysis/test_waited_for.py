@@ -104,6 +104,19 @@ def test_ranks_equally_late_for_the_same_reason_are_one_row() -> None:
     assert row["why"] == "compute kernels +400 ns/step" and row["waited_ns_per_step"] == SLOW_GEMM_NS - GEMM_NS
 
 
+def test_the_step_time_view_shows_equal_ranks_once() -> None:
+    """The old straggler table listed five identical copies of one slow rank; its step-time view keeps every rank in
+    `table` (the JSON) and shows them as one row."""
+    gemm = {r: GEMM_NS for r in range(16)} | {r: SLOW_GEMM_NS for r in (5, 13, 21, 29, 37)}
+    s = stragglers(_job(gemm))
+    assert s.table.height == 19
+    view = s.step_time
+    assert view["ranks"].to_list() == [[5, 13, 21, 29, 37], [r for r in range(16) if r not in (5, 13)]]
+    first = view.row(0, named=True)
+    assert first["slower_pct"] == pytest.approx(100 * (SLOW_GEMM_NS / GEMM_NS - 1))
+    assert first["slowest_steps"] == STEPS and first["causes"].startswith("gemm +400 ns/step")
+
+
 def test_late_after_data_loading_says_so() -> None:
     s = stragglers(_job({0: GEMM_NS, 1: GEMM_NS, 2: GEMM_NS}, loader={2: 250}))
     row = s.waited_for.row(0, named=True)

@@ -134,8 +134,13 @@ def test_terminal_and_markdown_name_the_planted_rank_first(
     report = tmp_path / "report.md"
     assert main(["report", str(path), "--workers", "2", "-o", str(report)]) == 0
     markdown = report.read_text()
-    section = markdown[markdown.index("### Ranks the others waited for") :]
+    section = markdown[markdown.index("### Ranks the others waited for") : markdown.index("### Stragglers: step-time")]
     rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line]
     assert rows[1].startswith(f"| {node}/{rank} |") and "compute kernels +4.9" in rows[1]
     copies = "ranks 7, 15, 23, 31, 39 +3 on 8 hosts" if ranks == 64 else "ranks 7, 15 on 2 hosts"  # fits 80 columns
     assert rows[2].startswith(f"| {copies} |") and "ranks 7, 15" not in "".join(rows[3:])
+    # the step-time view too: the planted rank, then the naturally slowest template rank's copies in one row
+    step_time = markdown[markdown.index("### Stragglers: step-time view") :].splitlines()
+    rows = [line for line in step_time if line.startswith("| ") and "---" not in line]
+    copies = "ranks 5, 13, 21, 29, 37 +3 on 8 hosts" if ranks == 64 else "ranks 5, 13 on 2 hosts"
+    assert rows[1].startswith(f"| {node}/{rank} |") and rows[2].startswith(f"| {copies} | +21.0 |")

@@ -13,9 +13,8 @@ from rich.console import Console
 from ktrace.report.content import Report, build_report
 from ktrace.report.json_report import render_json
 from ktrace.report.markdown import TEXT_HEATMAP_ROWS, render_markdown
-from ktrace.report.rank_rows import TOP_RANKS
 from ktrace.report.rank_sections import rank_views_section, ranks_section
-from ktrace.report.terminal import TERMINAL_STRAGGLERS, render_summary
+from ktrace.report.terminal import render_summary
 
 MANY = tuple((f"host{h:02d}", h * 15 + r) for h in range(10) for r in range(15))
 """150 ranks on 10 hosts (more than TEXT_HEATMAP_ROWS): the straggler is host03's 5th rank."""
@@ -54,7 +53,7 @@ def test_html_section_has_one_heatmap_with_a_row_per_rank_and_the_straggler_firs
     parts = ("node/rank %{y}", "step %{x}", "GPU busy %{customdata} %", "communication %{text} %", "%{z} %")
     assert all(part in hover for part in parts)
     body = "".join(sec.body)
-    assert body.index("<td>b</td><td>2</td><td>+133.3</td>") < body.index("<td>a</td><td>0</td>")
+    assert body.index("<td>b/2</td><td>+133.3</td>") < body.index("<td>ranks 0, 1, 3 on 2 hosts</td><td>+0.0</td>")
     assert "gemm +400&nbsp;ns/step" in body  # the unit stays on the line of its number
 
 
@@ -100,11 +99,12 @@ def test_json_holds_the_same_matrices(fleet: Report) -> None:
 
 def test_markdown_and_terminal_name_the_straggler(fleet: Report) -> None:
     md = render_markdown(fleet)
-    assert "## Ranks" in md and "| b | 2 | +133.3 |" in md
+    assert "## Ranks" in md and "| b/2 | +133.3 |" in md
+    assert "| ranks 0, 1, 3 on 2 hosts | +0.0 |" in md  # the step-time view's ties: one row
     text = _terminal(fleet)
-    lines = text[text.index("stragglers") :].splitlines()
+    lines = text[text.index("step-time view: stragglers") :].splitlines()
     first = next(i for i, line in enumerate(lines) if line.startswith("─")) + 1
-    assert lines[first].split()[:3] == ["b", "2", "133.3"]
+    assert lines[first].split()[:2] == ["b/2", "133.3"]
     assert "  why b/2: gemm +400 ns/step; slow_copy_kernel +100 ns/step" in text
 
 
@@ -122,12 +122,13 @@ def test_many_ranks_show_top_rows_host_lines_and_counts(many: Report) -> None:
     ranks = md[md.index("## Ranks") :]
     heat_lines = ranks[ranks.index("```") + 4 : ranks.index("```", ranks.index("```") + 3)].splitlines()
     assert [line.split(" |")[0].strip() for line in heat_lines] == [f"host{h:02d} (15 ranks)" for h in range(10)]
-    assert f"and {len(MANY) - TOP_RANKS} more ranks" in ranks
-    assert f"| {MANY_STRAGGLER[0]} | {MANY_STRAGGLER[1]} | +133.3 |" in ranks
+    # the step-time view: the straggler, then the 149 ranks of equal figures in one row (no rest to count)
+    assert f"| {MANY_STRAGGLER[0]}/{MANY_STRAGGLER[1]} | +133.3 |" in ranks
+    assert f"| ranks 0, 1, 2, 3, 4 +{len(MANY) - 6} on 10 hosts | +0.0 |" in ranks and "more ranks" not in ranks
     sec = ranks_section(many)
     assert sec is not None
     y = sec.figures[0]["layout"]["yaxis"]
     assert y["ticktext"] == [f"{h}/{r}" for h, r in MANY]  # every rank, not a line per host
     assert len(sec.figures[0]["data"][0]["z"]) == len(MANY)
     text = _terminal(many)
-    assert f"and {len(MANY) - TERMINAL_STRAGGLERS} more ranks" in text
+    assert f"ranks 0, 1, 2, 3, 4 +{len(MANY) - 6} on 10 hosts" in text
