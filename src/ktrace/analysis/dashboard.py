@@ -100,7 +100,8 @@ def build_dashboard(
     ix = TraceIndex.of(trace, index)
     progress(0, 3)
     patterns = annotations or default_annotations(trace)
-    summary = summarize(trace, top=top, annotations=patterns, index=ix)
+    peaks = config.gpu_peaks if config is not None else None
+    summary = summarize(trace, top=top, annotations=patterns, gpu_peaks=peaks, index=ix)
     progress(1, 3)
     rules = run_rules(trace, config, index=ix)
     progress(2, 3)

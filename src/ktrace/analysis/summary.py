@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from typing import Any
@@ -16,6 +16,7 @@ from ktrace.analysis.counters import counter_stats
 from ktrace.analysis.critical_path import CriticalPath, critical_path
 from ktrace.analysis.critical_path_summary import NO_CRITICAL_PATH, critical_path_dict, critical_path_notes
 from ktrace.analysis.distributions import activity_distribution, memory_distribution
+from ktrace.analysis.gpu_peaks import GpuPeaks
 from ktrace.analysis.idle import device_idle_breakdown
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.kernel_sequences import DEFAULT_LENGTH, KernelSequences, kernel_sequences
@@ -101,6 +102,7 @@ def summarize(
     annotations: tuple[str, ...] = (),
     annotation_bins: int = 20,
     by_shape: bool = False,
+    gpu_peaks: Mapping[str, GpuPeaks] | None = None,
     index: TraceIndex | None = None,
 ) -> Summary:
     """Compose every analysis the dashboard shows.
@@ -114,6 +116,7 @@ def summarize(
         annotation_bins: bins of those histograms.
         by_shape: add the operators by input shape (operators.by_shape) even when the trace records no shapes
             (with shapes it is always there).
+        gpu_peaks: the rules file's [gpu_peaks."NAME"] rows (RulesConfig.gpu_peaks) for the roofline.
         index: the trace's TraceIndex (the rules and the report reuse what the summary computed).
 
     Returns:
@@ -160,7 +163,7 @@ def summarize(
             kernel_sequences=sequences,
             memory_timeline=memory_use,
             critical_path=path,
-            roofline=roofline(trace, index=ix),
+            roofline=roofline(trace, index=ix, overrides=dict(gpu_peaks or {})),
             collectives=collectives(trace, index=ix),
             annotations=tuple(annotation_histogram(trace, p, bins=annotation_bins) for p in annotations),
             notes=tuple(trace.meta.notes)

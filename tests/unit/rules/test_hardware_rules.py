@@ -177,3 +177,22 @@ def test_low_occupancy_skips_a_trace_without_occupancy() -> None:
 
 def test_hardware_rules_run_per_rank() -> None:
     assert {rule_by_name(n).fleet_mode for n in ("RooflineGap", "LowOccupancy")} == {"per rank"}
+
+
+def test_the_reports_roofline_reads_the_rules_files_gpu_peaks(owlv2: Trace, tmp_path: Path) -> None:
+    """build_dashboard (ktrace report --rules) hands the rules file's peaks to the summary's roofline: an unknown GPU
+    has FLOPs and time without percentages until the file adds it."""
+    from ktrace.analysis.dashboard import build_dashboard
+    from ktrace.analysis.roofline import roofline_dict
+    from ktrace.analysis.summary import frame_records
+
+    unknown = _renamed_gpu(owlv2, "Imaginary GPU 9000")
+    bare = build_dashboard(unknown).summary.roofline
+    assert bare is not None and bare.peaks is None
+    assert bare.operators["pct_of_peak"].null_count() == bare.operators.height
+    assert bare.operators["flops"].sum() > 0 and bare.operators["gpu_time_ns"].sum() > 0
+    assert "'Imaginary GPU 9000' is not in the peak table" in roofline_dict(bare, frame_records)["note"]
+    added = config_file(tmp_path, '[gpu_peaks."Imaginary GPU"]\nhbm_tbps = 3.35\nbf16 = 989.5\n')
+    known = build_dashboard(unknown, config=added).summary.roofline
+    assert known is not None and known.peaks is not None and known.peaks.source == "rules file"
+    assert known.operators["pct_of_peak"].to_list() == roofline(owlv2).operators["pct_of_peak"].to_list()
