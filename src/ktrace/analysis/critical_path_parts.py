@@ -33,7 +33,7 @@ import polars as pl
 
 from ktrace.analysis.critical_path import median_step
 from ktrace.analysis.critical_path_graph import GPU_RECORD, OPERATOR, RUNTIME, Graph, Window, build_graph
-from ktrace.analysis.critical_path_ranks import communication_records, range_rows, windows_of_ranks
+from ktrace.analysis.critical_path_ranks import communication_records, nearest_range, range_rows, windows_of_ranks
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.op_attribution import IS_OPERATOR
 from ktrace.analysis.steps import detect_steps
@@ -166,6 +166,31 @@ def job_windows(parts: list[RankSteps], first: Window, scope: str) -> list[Windo
         found = [p.annotated for p in parts if p.annotated is not None]
     ranges = pl.concat([f for f in found if f.height]) if any(f.height for f in found) else _empty_ranges()
     return windows_of_ranks(first, scope, ranges, frame)
+
+
+def own_window(part: RankSteps, first: Window, name: str | None, method: int) -> Window | None:
+    """The rank's window of a step chosen on another rank (`first`, the range `name`, found by step method
+    `method`), as job_windows gives it when `method` is the job's: the rank's step of that name nearest `first`,
+    else the one overlapping it most; None for a rank without CPU events or steps under `method`."""
+    if (part.node, part.rank) == (first.node, first.rank):
+        return first
+    if part.cpu_span is None or part.method != method:
+        return None
+    return nearest_range(part.steps, part.node, part.rank, name, first)
+
+
+def relagged(keys: list[str | None], lags: dict[str, int]) -> list[str | None]:
+    """Collective keys made without lags ("name#i"), with the rank's `lags` (collective_lags) applied."""
+    if not lags:
+        return keys
+    out: list[str | None] = []
+    for key in keys:
+        if key is None:
+            out.append(None)
+            continue
+        name, _, i = key.rpartition("#")
+        out.append(f"{name}#{int(i) - lags.get(name, 0)}")
+    return out
 
 
 def _empty_ranges() -> pl.DataFrame:

@@ -78,7 +78,7 @@ def rank_windows(
 def windows_of_ranks(first: Window, scope: str, ranges: pl.DataFrame | None, spans: pl.DataFrame) -> list[Window]:
     """rank_windows from its inputs: `ranges` (node, rank, name, start_ns, end_ns: every rank's steps, or its
     CPU ranges holding the annotation; None for scope "trace") and `spans` (rank_spans)."""
-    name = None if ranges is None else _range_name(ranges, first)
+    name = None if ranges is None else range_name(ranges, first)
     if ranges is not None and scope == "annotation" and name is not None:
         ranges = ranges.filter(pl.col("name").str.contains(name, literal=True))
     out = [first]
@@ -88,7 +88,7 @@ def windows_of_ranks(first: Window, scope: str, ranges: pl.DataFrame | None, spa
         if ranges is None:
             out.append(Window(str(node), int(rank), int(start), int(end)))
             continue
-        found = _nearest_range(ranges, str(node), int(rank), name, first)
+        found = nearest_range(ranges, str(node), int(rank), name, first)
         if found is not None:
             out.append(found)
     return out
@@ -134,7 +134,8 @@ def range_rows(frame: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _range_name(ranges: pl.DataFrame, first: Window) -> str | None:
+def range_name(ranges: pl.DataFrame, first: Window) -> str | None:
+    """The name of the range that is `first` (None: `first` is no range of `ranges`, e.g. a launch window)."""
     hit = ranges.filter(
         (pl.col("node") == first.node)
         & (pl.col("rank") == first.rank)
@@ -144,7 +145,7 @@ def _range_name(ranges: pl.DataFrame, first: Window) -> str | None:
     return str(hit["name"][0]) if hit.height else None
 
 
-def _nearest_range(ranges: pl.DataFrame, node: str, rank: int, name: str | None, first: Window) -> Window | None:
+def nearest_range(ranges: pl.DataFrame, node: str, rank: int, name: str | None, first: Window) -> Window | None:
     """The rank's range named `name` whose start is nearest first's, else the one overlapping `first` most."""
     mine = ranges.filter((pl.col("node") == node) & (pl.col("rank") == rank))
     same = mine.filter(pl.col("name") == name) if name is not None else mine.clear()

@@ -31,10 +31,13 @@ from ktrace.analysis.critical_path_parts import (
     first_window,
     job_windows,
     join_rank_graphs,
+    own_window,
     rank_graph,
     rank_steps,
+    relagged,
     spread_collectives,
 )
+from ktrace.analysis.critical_path_ranks import range_name
 from ktrace.analysis.index import TraceIndex
 from ktrace.fleet.engines import Engine
 from ktrace.model import store
@@ -61,12 +64,11 @@ class RankTask:
     steps_pattern: str | None = None
     collectives: frozenset[str] = frozenset()
     """collective_ends: the kernels whose end times the client needs."""
+    guess: tuple[Window, str | None, int] | None = None
+    """steps_task: the first rank's median step (window, range name, step method): build the rank's graph of the
+    same step in the same pass (own_window), kept when the job's choice is the same."""
     window: Window | None = None
-    """rank_graph: the rank's window of the chosen step."""
-    lags: tuple[tuple[str, int], ...] = ()
-    """rank_graph: (kernel name, lag) of the rank's collectives whose order collective_lags corrects."""
-    offsets: tuple[int, int] = (0, 0)
-    """rank_graph: the index of the rank's first kernel and first memory record among the job's GPU records."""
+    """graph_task: the rank's window of the chosen step."""
 
     def label(self) -> str:
         """How errors and progress name the task."""
@@ -78,11 +80,16 @@ class RankTask:
         return store.read(self.store, clock=self.clock, only={(self.node, self.rank)}, skip=skip)
 
 
-def steps_task(task: RankTask) -> RankSteps:
-    """First pass: the rank's RankSteps."""
-    return rank_steps(
-        task.read(_STEP_TABLES), task.node, task.rank, annotation=task.annotation, steps_pattern=task.steps_pattern
-    )
+RankPass = tuple[RankSteps, Window | None, RankGraph | None]
+"""A rank's RankSteps, and the window and graph of the guessed step (None, None without a guess or a window)."""
+
+
+def steps_task(task: RankTask) -> RankPass:
+    """First pass: the rank's RankSteps, and its graph of the guessed step."""
+    trace = task.read(_STEP_TABLES + (("syncs",) if task.guess is not None else ()))
+    part = rank_steps(trace, task.node, task.rank, annotation=task.annotation, steps_pattern=task.steps_pattern)
+    window = None if task.guess is None else own_window(part, *task.guess)
+    return part, window, None if window is None else rank_graph(trace, window, {}, 0, 0)
 
 
 def ends_task(task: RankTask) -> pl.DataFrame:
@@ -91,9 +98,9 @@ def ends_task(task: RankTask) -> pl.DataFrame:
 
 
 def graph_task(task: RankTask) -> RankGraph:
-    """Last pass: the rank's graph of its window."""
+    """Last pass, for the ranks whose guessed window was not the job's: the rank's graph of its window."""
     assert task.window is not None
-    return rank_graph(task.read(GRAPH_TABLES + ("syncs",)), task.window, dict(task.lags), *task.offsets)
+    return rank_graph(task.read(GRAPH_TABLES + ("syncs",)), task.window, {}, 0, 0)
 
 
 def job_critical_path(
@@ -122,34 +129,56 @@ def job_critical_path(
     ]
     if not tasks:
         raise TraceFormatError(f"{root}: the store has no partition")
-    found_parts = dict(engine.map(steps_task, tasks, describe=RankTask.label))
-    parts = [found_parts[i] for i in range(len(tasks))]
+    # the job's first rank with steps is the first (node, rank) most often: partitions sort rank=10 before rank=2
+    ranked = [t for t in tasks if t.rank >= 0] or tasks
+    guess = _guess(engine, min(ranked, key=lambda t: (t.node, t.rank))) if annotation is None else None
+    passes: dict[int, RankPass] = {}
+    guessed = [dataclasses.replace(t, guess=guess) for t in tasks]
+    for done, (i, found_pass) in enumerate(engine.map(steps_task, guessed, describe=RankTask.label), 1):
+        passes[i] = found_pass
+        progress(done, len(tasks))
+    parts = [passes[i][0] for i in range(len(tasks))]
     found = first_window(parts, annotation, instance)
     if found is None:
         return None
     first, scope, label = found
     windows = job_windows(parts, first, scope)
+    at = {(t.node, t.rank): i for i, t in enumerate(tasks)}
+    graphs = {i: graph for i, (_, _, graph) in passes.items() if graph is not None}
+    again = [(at[(w.node, w.rank)], w) for w in windows if passes[at[(w.node, w.rank)]][1] != w]
+    redo = [dataclasses.replace(tasks[i], window=w) for i, w in again]
+    for j, graph in engine.map(graph_task, redo, describe=RankTask.label):
+        graphs[again[j][0]] = graph
     lags = _lags(engine, tasks, parts)
     kernel_offsets = np.cumsum([0] + [p.kernels for p in parts])
     memory_offsets = np.cumsum([0] + [p.memory for p in parts]) + int(kernel_offsets[-1])
-    at = {(t.node, t.rank): i for i, t in enumerate(tasks)}
-    graph_tasks = []
+    ordered = []
     for w in windows:
         i = at[(w.node, w.rank)]
-        offsets = (int(kernel_offsets[i]), int(memory_offsets[i]))
-        rank_lags = tuple(sorted(lags.get((w.node, w.rank), {}).items()))
-        graph_tasks.append(dataclasses.replace(tasks[i], window=w, lags=rank_lags, offsets=offsets))
-    done: dict[int, RankGraph] = {}
-    for n, (i, graph) in enumerate(engine.map(graph_task, graph_tasks, describe=RankTask.label), 1):
-        done[i] = graph
-        progress(n, len(graph_tasks))
-    joined = join_rank_graphs(
-        [done[i] for i in range(len(graph_tasks))], store.read(root, clock=clock, only=(), skip=TABLES)
-    )
+        g = graphs[i]
+        ordered.append(
+            dataclasses.replace(
+                g,
+                kernel_records=g.kernel_records + int(kernel_offsets[i]),
+                memory_records=g.memory_records + int(memory_offsets[i]),
+                kernel_keys=relagged(g.kernel_keys, lags.get((w.node, w.rank), {})),
+            )
+        )
+    joined = join_rank_graphs(ordered, store.read(root, clock=clock, only=(), skip=TABLES))
     result = path_of_windows(TraceIndex(joined.trace), windows, scope, label, joined.keys, joined.graphs)
     if result is None:
         return None
     return dataclasses.replace(result, path_records=np.sort(joined.records[result.path_records]))
+
+
+def _guess(engine: Engine, first: RankTask) -> tuple[Window, str | None, int] | None:
+    """The first partition's median step, its range name and step method (the job's choice when the first rank
+    has steps under the method the job takes), None when it has no steps."""
+    (_, (part, _, _)), *_ = engine.map(steps_task, [first], describe=RankTask.label)
+    if part.median is None:
+        return None
+    window = part.median[0]
+    return window, range_name(part.steps, window), part.method
 
 
 def _lags(engine: Engine, tasks: list[RankTask], parts: list[RankSteps]) -> dict[tuple[str, int], dict[str, int]]:

@@ -110,6 +110,25 @@ def _without_first_collectives(trace: Trace, rank: int, count: int) -> Trace:
     return dataclasses.replace(trace, kernels=trace.kernels[keep])
 
 
+def _user_steps_on_rank_0(trace: Trace) -> Trace:
+    """`trace` with rank 0's ProfilerStep#N ranges renamed "train_step N" (steps only a user annotation names)."""
+    first_rank = pl.col("rank") == 0
+    name = pl.col("name").cast(pl.String)
+    ranges = trace.ranges.with_columns(
+        pl.when(first_rank)
+        .then(name.str.replace("ProfilerStep#", "train_step "))
+        .otherwise(name)
+        .cast(trace.ranges.schema["name"])
+        .alias("name"),
+        pl.when(first_rank)
+        .then(pl.lit("user"))
+        .otherwise(pl.col("domain").cast(pl.String))
+        .cast(trace.ranges.schema["domain"])
+        .alias("domain"),
+    )
+    return dataclasses.replace(trace, ranges=ranges)
+
+
 @pytest.mark.parametrize(
     "variant",
     [
@@ -117,6 +136,9 @@ def _without_first_collectives(trace: Trace, rank: int, count: int) -> Trace:
         "no step ranges",  # periodic steps: the first rank's window is its launch window
         "no steps and no kernels",  # the whole first rank
         "no CPU events",
+        # the graphs built in the first pass for rank 0's step are not the job's (one process takes the other
+        # ranks' ProfilerStep ranges): every rank's graph is built again for the right step
+        "the first rank's steps are user annotations",
     ],
 )
 def test_step_choices_and_collective_orders_match_one_process(variant: str, fleet_trace: Trace, tmp_path: Path) -> None:
@@ -127,6 +149,7 @@ def test_step_choices_and_collective_orders_match_one_process(variant: str, flee
         "no step ranges": lambda: dataclasses.replace(t, ranges=t.ranges.clear()),
         "no steps and no kernels": lambda: dataclasses.replace(t, ranges=t.ranges.clear(), kernels=t.kernels.clear()),
         "no CPU events": lambda: dataclasses.replace(t, ops=t.ops.clear(), api=t.api.clear()),
+        "the first rank's steps are user annotations": lambda: _user_steps_on_rank_0(t),
     }
     trace = variants[variant]()
     path = _write(trace, tmp_path / "job.ktrace")
@@ -139,6 +162,7 @@ def test_step_choices_and_collective_orders_match_one_process(variant: str, flee
         "no step ranges": "step",
         "no steps and no kernels": "trace",
         "no CPU events": None,
+        "the first rank's steps are user annotations": "step",
     }
     assert (None if fleet is None else fleet.scope) == expected[variant]
 
