@@ -16,6 +16,8 @@ the collectives. Here the same is done from per-rank parts, so no process holds 
    each GPU record's place in the whole job's record order, and each collective's key ("kernel name#i", i its
    place in the rank's whole order, lag-corrected as model.clock_matching.order_keys does for the whole job:
    `collective_lags`).
+   fleet.critical_path_map builds it in the pass of step 1 for a guessed step (`own_window`: the first rank's
+   median step), keyed without lags (`relagged` applies them on the client), and again where the guess was wrong.
 4. `join_rank_graphs` (client): the events as one small trace, the graphs renumbered into it; the client
    (fleet.critical_path_map) joins them at the collectives and takes the path (critical_path.path_of_windows).
 

@@ -1,14 +1,17 @@
 """The job's critical path of a many-rank store, rank by rank: the same CriticalPath as
 `critical_path(store.read(STORE))`, without one process holding the job.
 
-Each task opens only its own partition (as summary_map's do). A first pass returns each rank's step ranges, spans
-and collective counts (analysis.critical_path_parts.rank_steps: small); the client chooses the step and every
-rank's window as one process would. When ranks ran different numbers of some collective, a pass over the ranks
-that ran collectives returns those kernels' end times, from which the client corrects each rank's order as
-clock alignment does (collective_lags). The last pass builds each rank's graph of its window on its own trace
-(rank_graph: one step of one rank) and returns it with the rows of its events; the client puts them together
-(join_rank_graphs), joins them at the collectives and takes the longest path (critical_path.path_of_windows). It
-holds the chosen step's graph of every rank and the rows of its events, never a rank's trace.
+Each task opens only its own partition (as summary_map's do), once in the common case. The first (node, rank)'s
+median step is read first (the guess); then one pass returns each rank's step ranges, spans and collective counts
+(analysis.critical_path_parts.rank_steps: small) and its graph of the guessed step (rank_graph: one step of one
+rank, with the rows of its events only). The client chooses the step and every rank's window as one process
+would (first_window, job_windows); a rank whose guessed window is not its window (the first rank's steps were
+not the kind the job's are) has its graph built again (graph_task). When ranks ran different numbers of some
+collective, a pass over the ranks that ran collectives returns those kernels' end times, from which the client
+corrects each rank's order as clock alignment does (collective_lags, relagged). The client puts the graphs
+together (join_rank_graphs), joins them at the collectives and takes the longest path
+(critical_path.path_of_windows). It holds the chosen step's graph of every rank and the rows of its events, never
+a rank's trace.
 """
 
 from __future__ import annotations
