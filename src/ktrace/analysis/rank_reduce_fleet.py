@@ -67,6 +67,7 @@ class FleetSummary:
 
 
 def idle_causes(idle: pl.DataFrame) -> pl.DataFrame:
+    """FleetSummary.idle_causes: the job's idle time by cause, from idle.device_idle_breakdown's rows."""
     job = idle.group_by("idle_category").agg(pl.col("idle_ns").sum(), pl.col("gaps").sum())
     total = pl.col("idle_ns").sum()
     return job.with_columns(idle_share=pl.when(total > 0).then(pl.col("idle_ns") / total).otherwise(0.0)).sort(
@@ -75,11 +76,13 @@ def idle_causes(idle: pl.DataFrame) -> pl.DataFrame:
 
 
 def rank_idle(idle: pl.DataFrame) -> pl.DataFrame:
+    """FleetSummary.rank_idle: idle time per rank and cause."""
     keys = [pl.col("node").cast(pl.String), pl.col("rank").cast(pl.Int32), pl.col("idle_category").cast(pl.String)]
     return idle.group_by(keys).agg(pl.col("idle_ns").sum(), pl.col("gaps").sum()).sort("node", "rank", "idle_category")
 
 
 def rank_table(balance: pl.DataFrame, overlap: pl.DataFrame, idle: pl.DataFrame) -> pl.DataFrame:
+    """FleetSummary.rank_table from load_balance's per-rank rows, the overlap and the idle rows."""
     keys = ["node", "rank"]
     comm = overlap.select(pl.col("node").cast(pl.String), pl.col("rank").cast(pl.Int32), "comm_ns", "overlap_pct")
     rank_idle = idle.group_by(pl.col("node").cast(pl.String), pl.col("rank").cast(pl.Int32)).agg(
