@@ -36,10 +36,19 @@ def kernel_stats(trace: Trace, *, per_rank: bool = False, index: TraceIndex | No
         [``node``, ``rank``,] ``name`` (String), ``count``, ``total_ns``, ``min_ns``, ``mean_ns`` (float),
         ``p50_ns``, ``p95_ns`` (float, linear interpolation), ``max_ns``, ``time_share`` and
         ``count_share`` (0-1, of all kernel time/launches in the same group: the rank, or the trace),
+        and per name (not per rank) EFFICIENCY_COLUMNS (kernel_efficiency's time-weighted means),
         sorted by total time descending then name.
     """
     ix = TraceIndex.of(trace, index)
-    return ix.get(_STATS, lambda: _kernel_stats(ix, per_rank), per_rank)
+    return ix.get(_STATS, lambda: _with_efficiency(ix, _kernel_stats(ix, per_rank), per_rank), per_rank)
+
+
+def _with_efficiency(ix: TraceIndex, stats: pl.DataFrame, per_rank: bool) -> pl.DataFrame:
+    """Per name (not per rank): kernel_stats with EFFICIENCY_COLUMNS joined on the name."""
+    if per_rank:
+        return stats
+    means = efficiency_means(efficiency_sums(ix.trace, index=ix)).select("name", *EFFICIENCY_COLUMNS)
+    return stats.join(means, on="name", how="left", nulls_equal=True, maintain_order="left")
 
 
 def _kernel_stats(ix: TraceIndex, per_rank: bool) -> pl.DataFrame:
@@ -108,7 +117,7 @@ def top_kernels(
 
     Returns:
         The columns of kernel_stats plus ``position`` (1-based; the "other" row has null). The "other"
-        row has count/total/min/max over the rest, mean = total / count and null percentiles.
+        row has count/total/min/max over the rest, mean = total / count and null percentiles and efficiency.
     """
     base = stats if stats is not None else kernel_stats(trace, per_rank=per_rank, index=index)
     return top_of_stats(base, by=by, top=top, per_rank=per_rank, other=other)
@@ -144,6 +153,7 @@ def top_of_stats(
         pl.col("time_share").sum(),
         pl.col("count_share").sum(),
         pl.lit(None, pl.Int64).alias("position"),
+        *[pl.lit(None, pl.Float64).alias(c) for c in EFFICIENCY_COLUMNS if c in base.columns],
     ]
     other_rows = agg.agg(exprs) if agg is not None else rest.select(exprs)
     other_rows = other_rows.select(head.columns)
@@ -158,7 +168,9 @@ EFFICIENCY_COLUMNS = ("blocks_per_sm", "est_occupancy_pct", "registers_per_threa
 """kernel_efficiency's launch figures, each a time-weighted mean per kernel name (as TensorBoard's profiler showed
 them): blocks per SM (grid blocks / the device's SM count, Kineto's `blocks per SM`), estimated achieved occupancy
 (%, Kineto's `est. achieved occupancy %`), registers per thread, shared memory per block (static + dynamic bytes)."""
-_EFFICIENCY = Slot[pl.DataFrame]("kernel_efficiency")
+_EFFICIENCY = Slot[pl.DataFrame]("kernel_efficiency_sums")
+WSUM_SCALE = 1_000_000
+"""efficiency_sums keeps figure x ns in millionths, as Int128: exact in any order of ranks, 6 decimals kept."""
 
 
 def kernel_efficiency(trace: Trace, *, index: TraceIndex | None = None) -> pl.DataFrame:
@@ -173,11 +185,30 @@ def kernel_efficiency(trace: Trace, *, index: TraceIndex | None = None) -> pl.Da
     Returns:
         name (String), EFFICIENCY_COLUMNS (Float64), occupancy_ns (Int64); one row per name, in name order.
     """
+    sums = efficiency_sums(trace, index=index)
+    return efficiency_means(sums).select(
+        "name", *EFFICIENCY_COLUMNS, pl.col("est_occupancy_pct_w").alias("occupancy_ns")
+    )
+
+
+def efficiency_sums(trace: Trace, *, index: TraceIndex | None = None) -> pl.DataFrame:
+    """Per kernel name, for each of EFFICIENCY_COLUMNS: ``{c}_wsum`` (the figure x duration in ns x WSUM_SCALE,
+    each rounded to an Int128, summed) and ``{c}_w`` (the duration of the kernels carrying it): integers, so they
+    add up over ranks exactly in any order (efficiency_means reads them)."""
     ix = TraceIndex.of(trace, index)
-    return ix.get(_EFFICIENCY, lambda: _kernel_efficiency(ix.trace))
+    return ix.get(_EFFICIENCY, lambda: _efficiency_sums(ix.trace))
 
 
-def _kernel_efficiency(trace: Trace) -> pl.DataFrame:
+def efficiency_means(sums: pl.DataFrame) -> pl.DataFrame:
+    """efficiency_sums' frame (a trace's, or several ranks' added up) with EFFICIENCY_COLUMNS: each wsum / w,
+    null where no kernel carried the figure."""
+    return sums.with_columns(
+        pl.when(pl.col(f"{c}_w") > 0).then(pl.col(f"{c}_wsum") / WSUM_SCALE / pl.col(f"{c}_w")).alias(c)
+        for c in EFFICIENCY_COLUMNS
+    )
+
+
+def _efficiency_sums(trace: Trace) -> pl.DataFrame:
     k = trace.kernels
     keys = ["node", "rank", "device"]
     devices = trace.devices
@@ -187,6 +218,8 @@ def _kernel_efficiency(trace: Trace) -> pl.DataFrame:
         else pl.DataFrame(schema={"node": pl.String, "rank": pl.Int32, "device": pl.Int32, "sm_count": pl.Int32})
     )
     blocks = pl.col("grid_x").cast(pl.Float64) * pl.col("grid_y") * pl.col("grid_z")
+    shared = pl.col("static_shared_bytes").fill_null(0) + pl.col("dynamic_shared_bytes").fill_null(0)
+    no_shared = pl.col("static_shared_bytes").is_null() & pl.col("dynamic_shared_bytes").is_null()
     figures = k.select(
         pl.col("node").cast(pl.String),
         "rank",
@@ -198,26 +231,18 @@ def _kernel_efficiency(trace: Trace) -> pl.DataFrame:
         .then(pl.col("est_occupancy_pct").cast(pl.Float64))
         .alias("est_occupancy_pct"),
         pl.col("registers_per_thread").cast(pl.Float64),
-        (pl.col("static_shared_bytes").fill_null(0) + pl.col("dynamic_shared_bytes").fill_null(0))
-        .cast(pl.Float64)
-        .alias("shared_bytes"),
-        (pl.col("static_shared_bytes").is_null() & pl.col("dynamic_shared_bytes").is_null()).alias("no_shared"),
+        pl.when(~no_shared).then(shared.cast(pl.Float64)).alias("shared_bytes"),
     ).join(sm, on=keys, how="left")
     figures = figures.with_columns(
-        blocks_per_sm=pl.when(pl.col("sm_count") > 0).then(pl.col("blocks") / pl.col("sm_count")),
-        shared_bytes=pl.when(~pl.col("no_shared")).then(pl.col("shared_bytes")),
+        blocks_per_sm=pl.when(pl.col("sm_count") > 0).then(pl.col("blocks") / pl.col("sm_count"))
     )
-    w = pl.col("w").cast(pl.Float64)
-
-    def weighted(c: str) -> pl.Expr:
-        weight = pl.when(pl.col(c).is_not_null()).then(w).sum()
-        return pl.when(weight > 0).then((pl.col(c) * w).sum() / weight).alias(c)
-
-    return (
-        figures.group_by("name")
-        .agg(
-            *[weighted(c) for c in EFFICIENCY_COLUMNS],
-            occupancy_ns=pl.when(pl.col("est_occupancy_pct").is_not_null()).then(pl.col("w")).sum().cast(pl.Int64),
+    w = pl.col("w")
+    sums = [
+        e
+        for c in EFFICIENCY_COLUMNS
+        for e in (
+            (pl.col(c) * w * WSUM_SCALE).round().cast(pl.Int128).sum().alias(f"{c}_wsum"),
+            pl.when(pl.col(c).is_not_null()).then(w).sum().cast(pl.Int64).alias(f"{c}_w"),
         )
-        .sort("name", nulls_last=True)
-    )
+    ]
+    return figures.group_by("name").agg(sums).sort("name", nulls_last=True)

@@ -22,7 +22,7 @@ import polars as pl
 from ktrace.analysis.breakdown import temporal_breakdown
 from ktrace.analysis.idle import device_idle_breakdown
 from ktrace.analysis.index import TraceIndex
-from ktrace.analysis.kernels import kernel_stats, top_kernels
+from ktrace.analysis.kernels import efficiency_sums, kernel_stats, top_kernels
 from ktrace.analysis.latency import launch_latency
 from ktrace.analysis.log_histogram import histogram
 from ktrace.analysis.overlap import comm_compute_overlap
@@ -66,7 +66,8 @@ class RankPartial:
     idle: pl.DataFrame
     """idle.device_idle_breakdown."""
     kernel_totals: pl.DataFrame
-    """kernels.kernel_stats' exact columns per name: name, count, total_ns, min_ns, max_ns."""
+    """kernels.kernel_stats' exact columns per name: name, count, total_ns, min_ns, max_ns, and the launch figures'
+    time-weighted sums (kernels.efficiency_sums: ``{figure}_wsum``, ``{figure}_w``)."""
     kernel_histogram: pl.DataFrame
     """Kernel durations per name on log bins (log_histogram.histogram): name_id (the row of the name in
     kernel_totals: a long name travels once, not once per bin), bin, count."""
@@ -163,7 +164,9 @@ def rank_partial(
         kernels=trace.kernels.height,
         busy=busy_time(trace, per="device", index=ix),
         idle=device_idle_breakdown(trace, index=ix),
-        kernel_totals=stats.select("name", "count", "total_ns", "min_ns", "max_ns"),
+        kernel_totals=stats.select("name", "count", "total_ns", "min_ns", "max_ns").join(
+            efficiency_sums(trace, index=ix), on="name", how="left", nulls_equal=True, maintain_order="left"
+        ),
         kernel_histogram=_kernel_histogram(trace, stats["name"]),
         rank_kernels=top_kernels(trace, top=RANK_KERNELS, per_rank=True, other=False, index=ix).select(
             "node", "rank", "name", "count", "total_ns"

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from ktrace.analysis.kernels import EFFICIENCY_COLUMNS, efficiency_means
 from ktrace.analysis.latency import QUANTILES
 from ktrace.analysis.log_histogram import grouped_quantiles
 from ktrace.analysis.rank_partials import LATENCY_METRICS
@@ -26,8 +27,10 @@ _KERNEL_STATS = (
     "max_ns",
     "time_share",
     "count_share",
+    *EFFICIENCY_COLUMNS,
 )
 """kernels.kernel_stats' columns, in its order."""
+_EFFICIENCY_SUMS = tuple(f"{c}_{part}" for c in EFFICIENCY_COLUMNS for part in ("wsum", "w"))
 
 
 def named_histogram(hist: pl.DataFrame, names: pl.Series) -> pl.DataFrame:
@@ -40,7 +43,13 @@ def merge_kernel_totals(frames: Sequence[pl.DataFrame]) -> pl.DataFrame:
     return (
         _concat(frames)
         .group_by("name")
-        .agg(pl.col("count").sum(), pl.col("total_ns").sum(), pl.col("min_ns").min(), pl.col("max_ns").max())
+        .agg(
+            pl.col("count").sum(),
+            pl.col("total_ns").sum(),
+            pl.col("min_ns").min(),
+            pl.col("max_ns").max(),
+            pl.col(_EFFICIENCY_SUMS).sum(),
+        )
     )
 
 
@@ -49,11 +58,14 @@ def job_kernel_stats(merged: pl.DataFrame, hist: pl.DataFrame) -> pl.DataFrame:
     exact sums, counts, extremes and shares; p50/p95 from the histograms."""
     if merged.height == 0:
         return merged.with_columns(
-            *[pl.lit(None, pl.Float64).alias(c) for c in ("mean_ns", "p50_ns", "p95_ns", "time_share", "count_share")]
+            *[
+                pl.lit(None, pl.Float64).alias(c)
+                for c in ("mean_ns", "p50_ns", "p95_ns", "time_share", "count_share", *EFFICIENCY_COLUMNS)
+            ]
         ).select(_KERNEL_STATS)
     q = grouped_quantiles(hist, ["name"], (0.5, 0.95), "d").rename({"d_p50": "p50_ns", "d_p95": "p95_ns"})
     return (
-        merged.join(q, on="name", how="left", nulls_equal=True)
+        efficiency_means(merged.join(q, on="name", how="left", nulls_equal=True))
         .with_columns(mean_ns=pl.col("total_ns") / pl.col("count").clip(1))
         .with_columns(
             time_share=pl.col("total_ns") / pl.col("total_ns").sum(),
