@@ -170,8 +170,7 @@ def collectives(trace: Trace, *, index: TraceIndex | None = None) -> Collectives
     Returns:
         Collectives; by_size is empty with a `reason` when the trace has no NCCL kernel or none with a size.
     """
-    del index
-    return collectives_of(comm_kernels(trace.kernels))
+    return collectives_of(comm_kernels(trace, index=index))
 
 
 def collectives_of(comm: pl.DataFrame) -> Collectives:

@@ -1,10 +1,13 @@
 """Arrival skew of NCCL collectives across ranks, split from transfer time as TraceLens splits them.
 
-One collective instance is the same collective on every rank that ran it. No trace ktrace imports today carries a
-collective's sequence number on its kernels, so instances are matched by order (model.clock_matching.order_keys:
-the i-th kernel of a name on each rank, each rank's order shifted to fit when ranks ran different numbers of it),
-within each process group where the kernels name theirs (Kineto's `Process Group Name`, kernels.process_group: two
-groups running the same kernel are then never mixed); `matched_by` says which. For an instance:
+One collective instance is the same collective on every rank that ran it. TraceLens matches instances by process
+group and the collective's sequence number; no trace ktrace imports carries that number on its kernels (Kineto's
+`record_param_comms` args name the group, its ranks and sizes, not a sequence: see hta-a100-nccl-rank0of2), so the
+fallback is order, said in `matched_by`: the i-th kernel of a name on each rank (model.clock_matching.order_keys,
+each rank's order shifted to fit when ranks ran different numbers of it), counted within each process group where
+the kernels name theirs (Kineto's `Process Group Name`, kernels.process_group: two groups running the same kernel
+are then never mixed). The communication kernels are those every other view counts (breakdown.communication_names:
+NCCL/RCCL and custom all-reduce kernels) and any kernel with a `collective` arg. For an instance:
 - arrival skew = last start - first start (the time the first arriver waits for the last);
 - transfer time = the last arriver's kernel time (from its start, everyone is there);
 - each rank suffers last start - its own start.
@@ -18,16 +21,15 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from ktrace.analysis.breakdown import communication_names
 from ktrace.analysis.index import TraceIndex
 from ktrace.model.clock_matching import order_keys
 from ktrace.model.trace import Trace
 
-NCCL_KERNEL = r"^nccl(Dev)?Kernel_"
-"""A NCCL kernel's name (as the clock estimator finds collectives); a kernel with a `collective` arg is one too."""
-
 NO_COLLECTIVES = "no collectives: no NCCL kernel in this trace"
-MATCHED_BY_ORDER = "kernel name and order"
-MATCHED_BY_GROUP = "process group, kernel name and order"
+NO_SEQUENCE = "no collective sequence number in the trace"
+MATCHED_BY_ORDER = f"kernel name and order ({NO_SEQUENCE}, no process group)"
+MATCHED_BY_GROUP = f"process group, kernel name and order ({NO_SEQUENCE})"
 ONE_RANK = "one rank: arrival skew needs the same collective on 2 or more ranks"
 NO_SHARED = "no collective ran on 2 or more ranks"
 
@@ -69,13 +71,12 @@ class CollectiveSkew:
     """Why there are no instances (ONE_RANK, NO_SHARED), None when there are."""
 
 
-def comm_kernels(kernels: pl.DataFrame) -> pl.DataFrame:
-    """The NCCL kernels of `kernels` (schema v1's kernel columns): names matching NCCL_KERNEL or a `collective`."""
+def comm_kernels(trace: Trace, *, index: TraceIndex | None = None) -> pl.DataFrame:
+    """The communication kernels of `trace`: breakdown.communication_names' names, or a `collective` arg."""
+    kernels = trace.kernels
     if kernels.is_empty():
         return kernels
-    names = kernels["name"].unique().cast(pl.String)  # distinct names first: casting every row costs ~0.2 s per M
-    nccl = names.filter(names.str.contains(NCCL_KERNEL))
-    is_comm = pl.col("name").is_in(nccl.to_list())
+    is_comm = pl.col("name").cast(pl.String).is_in(communication_names(trace, index=index))
     if "collective" in kernels.columns:
         is_comm = is_comm | pl.col("collective").is_not_null()
     return kernels.filter(is_comm)
@@ -100,13 +101,12 @@ def collective_skew(
     Args:
         trace: the trace.
         comm: its NCCL kernels (comm_kernels), if the caller has them.
-        index: the trace's TraceIndex, if one exists (unused: the NCCL kernels are few).
+        index: the trace's TraceIndex, if one exists (communication_names is shared through it).
 
     Returns:
         CollectiveSkew; empty with a `reason` without NCCL kernels, with fewer than 2 ranks or no collective shared by 2 of them.
     """
-    del index
-    return comm_skew(comm_kernels(trace.kernels) if comm is None else comm)
+    return comm_skew(comm_kernels(trace, index=index) if comm is None else comm)
 
 
 def comm_skew(comm: pl.DataFrame) -> CollectiveSkew:

@@ -35,7 +35,7 @@ _COLUMNS = (
 
 def collectives_part(trace: Trace) -> pl.DataFrame:
     """The slice's NCCL kernels, only the columns collectives_of reads, categoricals as strings."""
-    comm = comm_kernels(trace.kernels)
+    comm = comm_kernels(trace)
     return comm.select([c for c in _COLUMNS if c in comm.columns]).with_columns(pl.col(pl.Categorical).cast(pl.String))
 
 

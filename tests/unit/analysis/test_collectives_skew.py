@@ -112,3 +112,39 @@ def test_the_dlrm_ranks_share_every_collective() -> None:
     assert skew.per_rank.height == 8
     assert skew.per_group["skew_suffered_ns"].sum() == skew.per_rank["skew_suffered_ns"].sum()
     assert (skew.instances["skew_ns"] >= 0).all() and (skew.instances["transfer_ns"] > 0).all()
+
+
+def test_the_nccl_fixture_on_two_ranks_matches_within_its_process_group() -> None:
+    """hta-a100-nccl-rank0of2 with a copy of its rank as rank 1, whose i-th collective starts i x 1 µs later: every
+    one of its 21 collectives (15 all-reduce, 6 broadcast, all in group "0") is one instance, its skew that delay."""
+    import polars as pl
+
+    trace = ktrace.open(fixture_path("nccl"))
+    k = trace.kernels
+    comm = (pl.col("collective").is_not_null()).cast(pl.Int64)
+    late = (comm.cum_sum() - 1).clip(lower_bound=0) * comm * 1_000  # order by start: the i-th collective i µs late
+    ordered = k.sort("start_ns")
+    copy = ordered.with_columns(
+        pl.lit(1, pl.Int32).alias("rank"),
+        (pl.col("start_ns") + late).alias("start_ns"),
+        (pl.col("end_ns") + late).alias("end_ns"),
+    )
+    from dataclasses import replace
+
+    skew = collective_skew(replace(trace, kernels=pl.concat([ordered, copy])))
+    assert skew.matched_by == MATCHED_BY_GROUP and "no collective sequence number" in skew.matched_by
+    assert skew.instances.height == 21 and set(skew.instances["process_group"]) == {"0"}
+    by_start = skew.instances.sort("first_start_ns")
+    assert by_start["skew_ns"].to_list() == [1_000 * i for i in range(21)]
+    assert by_start["last_rank"].to_list()[1:] == [1] * 20
+    durations = ordered.filter(pl.col("collective").is_not_null()).select(pl.col("end_ns") - pl.col("start_ns"))
+    assert by_start["transfer_ns"].to_list() == durations.to_series().to_list()
+    assert skew.per_rank.select("rank", "skew_suffered_ns").rows() == [(0, sum(1_000 * i for i in range(21))), (1, 0)]
+
+
+def test_custom_all_reduce_kernels_are_collectives_as_everywhere_else() -> None:
+    """breakdown.communication_names counts vLLM's custom all-reduce; an NCCL-only name pattern missed it."""
+    custom = "void vllm::cross_device_reduce_1stage<half, 8>(vllm::RankData*, vllm::RankSignals, int)"
+    skew = collective_skew(_ranks({0: [(custom, 1_000, 50)], 1: [(custom, 1_040, 30)]}))
+    assert skew.instances.select("name", "skew_ns", "transfer_ns").rows() == [(custom, 40, 30)]
+    assert skew.matched_by == MATCHED_BY_ORDER and "no collective sequence number" in skew.matched_by
