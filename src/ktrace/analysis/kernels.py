@@ -196,7 +196,7 @@ def efficiency_sums(trace: Trace, *, index: TraceIndex | None = None) -> pl.Data
     each rounded to an Int128, summed) and ``{c}_w`` (the duration of the kernels carrying it): integers, so they
     add up over ranks exactly in any order (efficiency_means reads them)."""
     ix = TraceIndex.of(trace, index)
-    return ix.get(_EFFICIENCY, lambda: _efficiency_sums(ix.trace))
+    return ix.get(_EFFICIENCY, lambda: _efficiency_sums(ix))
 
 
 def efficiency_means(sums: pl.DataFrame) -> pl.DataFrame:
@@ -208,7 +208,37 @@ def efficiency_means(sums: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _efficiency_sums(trace: Trace) -> pl.DataFrame:
+_FIGURES = Slot[pl.DataFrame]("kernel_figures")
+
+
+def kernel_figures(trace: Trace, *, index: TraceIndex | None = None) -> pl.DataFrame:
+    """Per kernel (trace.kernels row order): w (its duration, ns) and EFFICIENCY_COLUMNS (Float64, null where the
+    kernel does not carry the figure; an occupancy of 0 is Kineto's "not estimated")."""
+    ix = TraceIndex.of(trace, index)
+    return ix.get(_FIGURES, lambda: _kernel_figures(ix.trace))
+
+
+def efficiency_sum_exprs() -> list[pl.Expr]:
+    """The aggregations of efficiency_sums (``{c}_wsum``, ``{c}_w`` per figure) over rows of kernel_figures' columns
+    (w and EFFICIENCY_COLUMNS): a group_by of kernels by name here, of an operator's kernels in operators.py."""
+    w = pl.col("w")
+    return [
+        e
+        for c in EFFICIENCY_COLUMNS
+        for e in (
+            (pl.col(c) * w * WSUM_SCALE).round().cast(pl.Int128).sum().alias(f"{c}_wsum"),
+            pl.when(pl.col(c).is_not_null()).then(w).sum().cast(pl.Int64).alias(f"{c}_w"),
+        )
+    ]
+
+
+def _efficiency_sums(ix: TraceIndex) -> pl.DataFrame:
+    names = ix.trace.kernels.select(pl.col("name").cast(pl.String))
+    figures = pl.concat([names, kernel_figures(ix.trace, index=ix)], how="horizontal")
+    return figures.group_by("name").agg(efficiency_sum_exprs()).sort("name", nulls_last=True)
+
+
+def _kernel_figures(trace: Trace) -> pl.DataFrame:
     k = trace.kernels
     keys = ["node", "rank", "device"]
     devices = trace.devices
@@ -224,7 +254,6 @@ def _efficiency_sums(trace: Trace) -> pl.DataFrame:
         pl.col("node").cast(pl.String),
         "rank",
         "device",
-        pl.col("name").cast(pl.String),
         (pl.col("end_ns") - pl.col("start_ns")).alias("w"),
         blocks.alias("blocks"),
         pl.when(pl.col("est_occupancy_pct") > 0)
@@ -232,17 +261,6 @@ def _efficiency_sums(trace: Trace) -> pl.DataFrame:
         .alias("est_occupancy_pct"),
         pl.col("registers_per_thread").cast(pl.Float64),
         pl.when(~no_shared).then(shared.cast(pl.Float64)).alias("shared_bytes"),
-    ).join(sm, on=keys, how="left")
-    figures = figures.with_columns(
-        blocks_per_sm=pl.when(pl.col("sm_count") > 0).then(pl.col("blocks") / pl.col("sm_count"))
-    )
-    w = pl.col("w")
-    sums = [
-        e
-        for c in EFFICIENCY_COLUMNS
-        for e in (
-            (pl.col(c) * w * WSUM_SCALE).round().cast(pl.Int128).sum().alias(f"{c}_wsum"),
-            pl.when(pl.col(c).is_not_null()).then(w).sum().cast(pl.Int64).alias(f"{c}_w"),
-        )
-    ]
-    return figures.group_by("name").agg(sums).sort("name", nulls_last=True)
+    ).join(sm, on=keys, how="left", maintain_order="left")
+    blocks_per_sm = pl.when(pl.col("sm_count") > 0).then(pl.col("blocks") / pl.col("sm_count")).alias("blocks_per_sm")
+    return figures.select("w", blocks_per_sm, "est_occupancy_pct", "registers_per_thread", "shared_bytes")

@@ -15,8 +15,9 @@ from dataclasses import replace
 import polars as pl
 
 from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.kernels import efficiency_means
 from ktrace.analysis.op_attribution import IS_OPERATOR
-from ktrace.analysis.operators import OPERATOR_COLUMNS, OperatorSummary, operator_table
+from ktrace.analysis.operators import EFFICIENCY_SUMS, OPERATOR_COLUMNS, OperatorSummary, operator_table
 from ktrace.model.trace import Trace
 
 SHAPE_COLUMNS = ("name", "input_dims", *OPERATOR_COLUMNS[1:])
@@ -35,10 +36,12 @@ def has_shapes(trace: Trace) -> bool:
     return bool(ops.select((IS_OPERATOR & pl.col("input_dims").is_not_null()).any()).item())
 
 
-def operators_by_shape(trace: Trace, *, index: TraceIndex | None = None) -> pl.DataFrame | None:
+def operators_by_shape(trace: Trace, *, sums: bool = False, index: TraceIndex | None = None) -> pl.DataFrame | None:
     """Per (operator name, input shapes) (SHAPE_COLUMNS): calls, CPU total and self time, the GPU time, kernel
     and record counts of what those calls launched, and the mean launch -> run latency of their kernels (null
-    without kernels). By GPU time, then CPU self time, descending, then name and shapes. None without operators."""
+    without kernels), and the time-weighted launch figures of their kernels (with `sums`, also the EFFICIENCY_SUMS
+    behind them, which add up over ranks). By GPU time, then CPU self time, descending, then name and shapes.
+    None without operators."""
     if "input_dims" not in trace.ops.columns:  # (a store written before ops.input_dims)
         trace = replace(trace, ops=trace.ops.with_columns(input_dims=pl.lit(None, pl.String)))
         index = None
@@ -46,8 +49,8 @@ def operators_by_shape(trace: Trace, *, index: TraceIndex | None = None) -> pl.D
     if found is None:
         return None
     return (
-        found[0]
-        .select(SHAPE_COLUMNS)
+        efficiency_means(found[0])
+        .select(*SHAPE_COLUMNS, *(EFFICIENCY_SUMS if sums else ()))
         .sort(["gpu_ns", "cpu_self_ns", "name", "input_dims"], descending=[True, True, False, False], nulls_last=True)
     )
 

@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from ktrace.analysis.index import Slot, TraceIndex
+from ktrace.analysis.kernels import EFFICIENCY_COLUMNS, efficiency_means, efficiency_sum_exprs, kernel_figures
 from ktrace.analysis.modules import ModuleSummary, module_summary
 from ktrace.analysis.op_attribution import I64, IS_OPERATOR, enclosing_on_thread, innermost_at, innermost_of_records
 from ktrace.analysis.python_frames import PythonFrameSummary, python_frame_summary
@@ -34,8 +35,11 @@ OPERATOR_COLUMNS = (
     "kernels",
     "gpu_records",
     "launch_latency_mean_ns",
+    *EFFICIENCY_COLUMNS,
 )
 """Columns of OperatorView.per_name, in order."""
+EFFICIENCY_SUMS = tuple(f"{c}_{part}" for c in EFFICIENCY_COLUMNS for part in ("wsum", "w"))
+"""operator_table's sums behind EFFICIENCY_COLUMNS (kernels.efficiency_sums; kernels.efficiency_means reads them)."""
 
 
 @dataclass(frozen=True)
@@ -45,8 +49,10 @@ class OperatorView:
     per_name: pl.DataFrame
     """One row per operator name (OPERATOR_COLUMNS): calls; CPU total (sum of spans) and self time; GPU time
     (sum of durations) of the kernels, memcpys and memsets it launched, their count and kernel count; mean
-    launch -> run latency (kernel start - launch call start) of its kernels (null without kernels).
-    Sorted by GPU time, then CPU self time, descending."""
+    launch -> run latency (kernel start - launch call start) of its kernels (null without kernels); the
+    time-weighted blocks per SM, est. achieved occupancy, registers per thread and shared memory of its kernels
+    (kernels.EFFICIENCY_COLUMNS, null where none carries the figure). Sorted by GPU time, then CPU self time,
+    descending."""
     records: int
     """GPU records in the trace (kernels + memory operations)."""
     attributed: int
@@ -113,7 +119,11 @@ def operator_view(trace: Trace, *, index: TraceIndex | None = None) -> OperatorV
     if found is None:
         return None
     per_name, attributed, attributed_gpu_ns = found
-    per_name = per_name.select(OPERATOR_COLUMNS).sort(["gpu_ns", "cpu_self_ns", "name"], descending=[True, True, False])
+    per_name = (
+        efficiency_means(per_name)
+        .select(OPERATOR_COLUMNS)
+        .sort(["gpu_ns", "cpu_self_ns", "name"], descending=[True, True, False])
+    )
     c = TraceIndex.of(trace, index).gpu_columns()
     total = int((c.end - c.start).sum())
     return OperatorView(
@@ -129,7 +139,8 @@ def operator_table(
 ) -> tuple[pl.DataFrame, int, float] | None:
     """Per group of framework operators with the same `keys` (ops columns: the name, or the name and the input
     shapes): calls, CPU total and self time, and the GPU time, kernel and record counts and mean launch -> run
-    latency of the GPU records they launched (operator_of_records). Unsorted; key columns as String.
+    latency of the GPU records they launched (operator_of_records), and their kernels' EFFICIENCY_SUMS (the
+    means: kernels.efficiency_means). Unsorted; key columns as String.
 
     Returns (the frame, GPU records attributed to an operator, their GPU time in ns); None without operators."""
     if trace.ops.height == 0:
@@ -155,22 +166,33 @@ def operator_table(
     mine = np.flatnonzero(op_of >= 0)
     is_kernel = mine < c.n_kernels
     at = pl.Series(op_of[mine])
-    records = pl.DataFrame(
-        {
-            **{k: ops[k].gather(at) for k in keys},
-            "dur": c.end[mine] - c.start[mine],
-            "kernel": is_kernel,
-            "latency": np.where(is_kernel, c.start[mine] - api_start[launch[mine]], 0),
-        }
+    figures = kernel_figures(trace, index=ix).drop("w").gather(pl.Series(np.where(is_kernel, mine, 0)))
+    records = pl.concat(
+        [
+            pl.DataFrame(
+                {
+                    **{k: ops[k].gather(at) for k in keys},
+                    "dur": c.end[mine] - c.start[mine],
+                    "kernel": is_kernel,
+                    "latency": np.where(is_kernel, c.start[mine] - api_start[launch[mine]], 0),
+                }
+            ),
+            figures,
+        ],
+        how="horizontal",
+    ).with_columns(
+        pl.col("dur").alias("w"), *[pl.when(pl.col("kernel")).then(pl.col(f)).alias(f) for f in EFFICIENCY_COLUMNS]
     )
     gpu = records.group_by(keys).agg(
-        gpu_ns=pl.col("dur").sum(),
-        kernels=pl.col("kernel").sum().cast(pl.Int64),
-        gpu_records=pl.len(),
-        launch_latency_mean_ns=pl.col("latency").filter(pl.col("kernel")).mean(),
+        pl.col("dur").sum().alias("gpu_ns"),
+        pl.col("kernel").sum().cast(pl.Int64).alias("kernels"),
+        pl.len().alias("gpu_records"),
+        pl.col("latency").filter(pl.col("kernel")).mean().alias("launch_latency_mean_ns"),
+        *efficiency_sum_exprs(),
     )
     frame = cpu.join(gpu, on=list(keys), how="left", nulls_equal=True).with_columns(
         pl.col("gpu_ns", "kernels", "gpu_records").fill_null(0).cast(pl.Int64),
+        pl.col([f"{f}_w" for f in EFFICIENCY_COLUMNS]).fill_null(0),
         pl.col("calls").cast(pl.Int64),
         pl.col(*keys).cast(pl.String),
     )

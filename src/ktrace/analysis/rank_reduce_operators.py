@@ -16,10 +16,12 @@ from dataclasses import dataclass, replace
 import polars as pl
 
 from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.kernels import EFFICIENCY_COLUMNS, efficiency_means
 from ktrace.analysis.modules import MODULE_COLUMNS, ModuleSummary, module_summary
 from ktrace.analysis.op_attribution import IS_PYTHON_FRAME
 from ktrace.analysis.operator_shapes import SHAPE_COLUMNS, has_shapes, operators_by_shape, top_by_shape
 from ktrace.analysis.operators import (
+    EFFICIENCY_SUMS,
     KERNEL_COLUMNS,
     OPERATOR_COLUMNS,
     OperatorSummary,
@@ -62,7 +64,7 @@ class OperatorPart:
     gpu_ns: int
     """All GPU records' time (the attribution shares' denominator)."""
     per_name: pl.DataFrame
-    """OPERATOR_COLUMNS less the mean latency, plus launch_latency_sum_ns."""
+    """OPERATOR_COLUMNS less the means (latency, launch figures), plus launch_latency_sum_ns and EFFICIENCY_SUMS."""
     attributed: int
     attributed_gpu_ns: float
     kernels: pl.DataFrame
@@ -77,7 +79,7 @@ class OperatorPart:
 def _with_latency_sum(frame: pl.DataFrame) -> pl.DataFrame:
     mean = pl.col("launch_latency_mean_ns")
     return frame.with_columns((mean * pl.col("kernels")).fill_null(0.0).alias(_LATENCY_SUM)).drop(
-        mean.meta.output_name()
+        mean.meta.output_name(), *EFFICIENCY_COLUMNS, strict=False
     )
 
 
@@ -101,12 +103,12 @@ def operator_part(trace: Trace, *, by_shape: bool = False, index: TraceIndex | N
     frame, attributed, attributed_ns = found
     names = frame["name"].to_list()
     shaped = source == "cpu_op" and has_shapes(trace)
-    shapes = operators_by_shape(trace, index=ix) if source == "cpu_op" and (shaped or by_shape) else None
+    shapes = operators_by_shape(trace, sums=True, index=ix) if source == "cpu_op" and (shaped or by_shape) else None
     return OperatorPart(
         source=source,
         records=c.size,
         gpu_ns=total,
-        per_name=_with_latency_sum(frame.select(OPERATOR_COLUMNS)),
+        per_name=_with_latency_sum(frame.select(*OPERATOR_COLUMNS[: -len(EFFICIENCY_COLUMNS)], *EFFICIENCY_SUMS)),
         attributed=attributed,
         attributed_gpu_ns=attributed_ns,
         kernels=operator_kernels(t, names, per_operator=_ALL, index=tix),
@@ -192,7 +194,7 @@ def job_operators(part: OperatorPart, *, top: int = 15) -> OperatorSummary | Non
     if part.source is None:
         return None
     per_name = (
-        _with_mean_latency(part.per_name)
+        _with_mean_latency(efficiency_means(part.per_name))
         .select(OPERATOR_COLUMNS)
         .sort(["gpu_ns", "cpu_self_ns", "name"], descending=[True, True, False])
     )
@@ -214,7 +216,7 @@ def job_operators(part: OperatorPart, *, top: int = 15) -> OperatorSummary | Non
     if part.shapes is None:
         return summary
     shapes = (
-        _with_mean_latency(part.shapes)
+        _with_mean_latency(efficiency_means(part.shapes))
         .select(SHAPE_COLUMNS)
         .sort(["gpu_ns", "cpu_self_ns", "name", "input_dims"], descending=[True, True, False, False], nulls_last=True)
     )

@@ -50,3 +50,34 @@ def test_figures_match_kinetos_own_per_kernel_args(resnet50: ktrace.Trace) -> No
     row = kernel_efficiency(resnet50).filter(pl.col("name") == name).row(0, named=True)
     assert row["blocks_per_sm"] == pytest.approx(blocks, rel=1e-3)  # Kineto writes blocks per SM as a C float
     assert row["est_occupancy_pct"] == pytest.approx(occupancy, rel=1e-3)  # µs durations in the file vs ns
+
+
+def test_operators_carry_their_kernels_time_weighted_figures(resnet50: ktrace.Trace) -> None:
+    """Each operator's figures are the duration-weighted means over the kernels it launched (innermost operator),
+    computed here by hand from the records, for every operator of the summary's top table and by shape."""
+    import numpy as np
+
+    from ktrace.analysis.index import TraceIndex
+    from ktrace.analysis.operators import operator_of_records
+
+    ix = TraceIndex(resnet50)
+    summary = summarize(resnet50, by_shape=True, index=ix)
+    assert summary.operators is not None and summary.operators.by_shape is not None
+    k = resnet50.kernels
+    op = operator_of_records(resnet50, index=ix)[: k.height]
+    names = resnet50.ops["name"].cast(pl.String).to_numpy()
+    dur = (k["end_ns"] - k["start_ns"]).to_numpy().astype(float)
+    occ = k["est_occupancy_pct"].fill_null(0).to_numpy().astype(float)
+    regs = k["registers_per_thread"].to_numpy().astype(float)
+    for row in summary.operators.top_by_gpu_time.iter_rows(named=True):
+        mine = (op >= 0) & (names[np.maximum(op, 0)] == row["name"])
+        if not mine.any():
+            assert row["registers_per_thread"] is None
+            continue
+        assert row["registers_per_thread"] == pytest.approx(np.average(regs[mine], weights=dur[mine]), rel=1e-9)
+        est = mine & (occ > 0)
+        expected = np.average(occ[est], weights=dur[est]) if est.any() else None
+        assert row["est_occupancy_pct"] == (pytest.approx(expected, rel=1e-9) if expected is not None else None)
+    shaped = summary.operators.by_shape.filter(pl.col("kernels") > 0)
+    assert shaped["est_occupancy_pct"].null_count() < shaped.height
+    assert set(EFFICIENCY_COLUMNS) <= set(summary_to_dict(summary)["operators"]["top_by_gpu_time"][0])
