@@ -9,10 +9,11 @@ times (the kernels `breakdown.record_types` calls COMMUNICATION):
   by kernel name and order (model.clock_matching.order_keys, as clock alignment matches collectives); else by
   kernel name and order alone. `matched_by` says which. No trace ktrace imports carries a collective's sequence
   number on its kernels, so order stands for it.
-- **Last arriver.** The ranks whose kernel starts last (ties: every rank starting at that time). The others wait
-  `last start - their start`; the instance's `waited_ns` is that wait averaged over the others, its `lateness_ns`
-  the last start less the median rank's start. An instance nobody waited at (every rank started together) has
-  no last arriver.
+- **Last arriver.** The ranks that entered last, read against the instance's end on each rank's own clock
+  (arrival = kernel start - kernel end: a collective ends together on every rank, so no clock alignment is needed;
+  ties: every rank arriving at that time). The others wait `last arrival - their arrival`; the instance's
+  `waited_ns` is that wait averaged over the others, its `lateness_ns` the last arrival less the median rank's. An
+  instance nobody waited at (every rank arrived together) has no last arriver.
 - **Per rank.** waited_ns_per_step: the waited_ns of the instances it arrived last at, summed and divided by the
   job's steps; late_collectives: how many. Why it was late: its window before each of those collectives (from the
   end of its previous communication kernel, or its first step's start or GPU record, to the late start) against the median over
@@ -260,19 +261,26 @@ def waited_for(windows: pl.DataFrame, steps: int) -> WaitedFor:
 
 
 def _late_arrivals(calls: pl.DataFrame) -> pl.DataFrame:
-    """One row per (instance, rank starting last) where some rank started earlier: INSTANCE_SCHEMA's columns."""
-    last = pl.col("start_ns").max().over("key")
+    """One row per (instance, rank arriving last) where some rank arrived earlier: INSTANCE_SCHEMA's columns.
+
+    A rank's arrival is read against the instance's end on its own clock (`start - end`, the time it spent inside
+    the collective before everyone left it), not as a start time compared across hosts: a collective ends at the
+    same moment on every rank, so this needs no clock alignment, and hosts whose clocks are seconds apart (a store
+    written without alignment) or microseconds apart (what alignment leaves) rank their arrivals alike."""
+    arrival = pl.col("start_ns") - pl.col("end_ns")
+    last = arrival.max().over("key")
     stats = calls.with_columns(
-        last_start_ns=last,
-        is_last=pl.col("start_ns") == last,
+        arrival_ns=arrival,
+        last_arrival_ns=last,
+        is_last=arrival == last,
         ranks=pl.len().over("key").cast(pl.UInt32),
-        lateness_ns=(last - pl.col("start_ns").median().over("key")).cast(pl.Float64),
+        lateness_ns=(last - arrival.median().over("key")).cast(pl.Float64),
         end_max=pl.col("end_ns").max().over("key"),
     )
     waited = (
         stats.filter(~pl.col("is_last"))
         .group_by("key")
-        .agg(waited_ns=(pl.col("last_start_ns") - pl.col("start_ns")).mean().cast(pl.Float64))
+        .agg(waited_ns=(pl.col("last_arrival_ns") - pl.col("arrival_ns")).mean().cast(pl.Float64))
     )
     return (
         stats.filter(pl.col("is_last"))
@@ -283,7 +291,7 @@ def _late_arrivals(calls: pl.DataFrame) -> pl.DataFrame:
             "ranks",
             pl.col("node").alias("last_node"),
             pl.col("rank").alias("last_rank"),
-            "last_start_ns",
+            pl.col("start_ns").alias("last_start_ns"),
             "lateness_ns",
             "waited_ns",
             pl.col("end_max").alias("end_ns"),

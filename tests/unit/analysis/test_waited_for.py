@@ -164,3 +164,17 @@ def test_the_summary_json_lists_waited_for_worst_first() -> None:
             "ranks": [STRAGGLER[1]],
         }
     ]
+
+
+def test_the_planted_straggler_is_found_on_hosts_whose_clocks_are_seconds_apart() -> None:
+    """A store written without clock alignment (generate_fleet's hosts are up to 2 s apart): arrivals are read
+    against each collective's end on the rank's own clock, so the planted rank is first, not a rank of the host
+    whose clock runs latest (node5/47 at 1.45 s per step, when starts were compared across hosts)."""
+    from ktrace.testing.fleet import FleetConfig, generate_fleet
+
+    job = generate_fleet(FleetConfig(ranks=16, hosts=4, steps=4))
+    assert job.straggler is not None and max(abs(v) for v in job.offsets_ns.values()) > 100_000_000
+    found = stragglers(job.trace).waited_for
+    first = found.row(0, named=True)
+    assert (first["node"], first["rank"]) == job.straggler
+    assert first["waited_ns_per_step"] < 10_000_000  # a step's worth, not the hosts' clock offsets
