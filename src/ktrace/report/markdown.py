@@ -85,8 +85,6 @@ def md_table(headers: Sequence[str], cells: Sequence[Sequence[object]]) -> list[
     return ["| " + " | ".join(cell(h) for h in headers) + " |", "|" + "---|" * len(headers), *lines, ""]
 
 
-TEXT_HEATMAP_ROWS = 64
-"""Rows of the Markdown heatmap: one per rank up to this many ranks, else one per host."""
 TEXT_HEATMAP_COLS = 60
 
 
@@ -114,12 +112,12 @@ def rank_views_markdown(heat: RankHeatmap | None, lag: Stragglers | None) -> lis
     if heat is not None:
         out += [
             f"{heat.ranks.height:,} ranks on {hosts_text(heat)}; time bins of {fmt_ns(heat.bins.bin_ns)}, "
-            f"shown {TEXT_HEATMAP_COLS} to a line at most; one line per rank up to {TEXT_HEATMAP_ROWS} ranks, "
-            "else one per host (the mean of its ranks); blocks from empty (0 %) to full (100 %).",
+            f"shown {TEXT_HEATMAP_COLS} to a line at most; one line per rank; blocks from empty (0 %) to full "
+            "(100 %).",
             "",
         ]
         for value, what in (("busy_share", "GPU busy"), ("comm_share", "Communication")):
-            labels, m = heat.coarse("time", value, TEXT_HEATMAP_ROWS, TEXT_HEATMAP_COLS)
+            labels, m = heat.coarse("time", value, heat.ranks.height, TEXT_HEATMAP_COLS)
             safe = [printable(label).replace("`", "'") for label in labels]
             out += [f"### {what} share per rank over time", "", "```", *text_heatmap(safe, m), "```", ""]
     if lag is not None:

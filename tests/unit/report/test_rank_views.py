@@ -12,12 +12,12 @@ from rich.console import Console
 
 from ktrace.report.content import Report, build_report
 from ktrace.report.json_report import render_json
-from ktrace.report.markdown import TEXT_HEATMAP_ROWS, render_markdown
+from ktrace.report.markdown import render_markdown
 from ktrace.report.rank_sections import rank_views_section, ranks_section
 from ktrace.report.terminal import render_summary
 
 MANY = tuple((f"host{h:02d}", h * 15 + r) for h in range(10) for r in range(15))
-"""150 ranks on 10 hosts (more than TEXT_HEATMAP_ROWS): the straggler is host03's 5th rank."""
+"""150 ranks on 10 hosts (more than a screen): the straggler is host03's 5th rank."""
 MANY_STRAGGLER = MANY[49]
 
 
@@ -28,7 +28,6 @@ def fleet() -> Report:
 
 @pytest.fixture(scope="module")
 def many() -> Report:
-    assert len(MANY) > TEXT_HEATMAP_ROWS
     return build_report(fleet_trace(layout=MANY, straggler=MANY_STRAGGLER))
 
 
@@ -117,11 +116,13 @@ def test_one_rank_has_no_rank_views() -> None:
     assert "stragglers" not in _terminal(report)
 
 
-def test_many_ranks_show_top_rows_host_lines_and_counts(many: Report) -> None:
+def test_many_ranks_show_top_rows_a_line_per_rank_and_counts(many: Report) -> None:
+    """The Markdown heatmap has a line per rank at any rank count (it had one per host past 64 ranks: identical
+    lines that hid the straggler)."""
     md = render_markdown(many)
     ranks = md[md.index("## Ranks") :]
     heat_lines = ranks[ranks.index("```") + 4 : ranks.index("```", ranks.index("```") + 3)].splitlines()
-    assert [line.split(" |")[0].strip() for line in heat_lines] == [f"host{h:02d} (15 ranks)" for h in range(10)]
+    assert [line.split(" |")[0].strip() for line in heat_lines] == [f"{h}/{r}" for h, r in MANY]
     # the step-time view: the straggler, then the 149 ranks of equal figures in one row (no rest to count)
     assert f"| {MANY_STRAGGLER[0]}/{MANY_STRAGGLER[1]} | +133.3 |" in ranks
     assert f"| ranks 0, 1, 2, 3, 4 +{len(MANY) - 6} on 10 hosts | +0.0 |" in ranks and "more ranks" not in ranks
