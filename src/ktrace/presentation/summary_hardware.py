@@ -1,8 +1,9 @@
 """How close the work came to the hardware: the roofline of the top operators with the MFU of each rank's steps,
-and the NCCL collectives by message size with nccl-tests' bus bandwidth (and their arrival skew across ranks).
+the NCCL collectives by message size with nccl-tests' bus bandwidth (and their arrival skew across ranks), and the
+launch figures of the top kernels (blocks per SM, est. achieved occupancy, registers, shared memory).
 
-The summary JSON has every row (roofline.operators, mfu.per_step, collectives.by_size); these sections show the
-top ones.
+The summary JSON has every row (roofline.operators, mfu.per_step, collectives.by_size, the figures in top_by_time
+and the operators' tables); these sections show the top ones.
 """
 
 from __future__ import annotations
@@ -10,7 +11,9 @@ from __future__ import annotations
 import polars as pl
 
 from ktrace.analysis.collectives import Collectives
+from ktrace.analysis.kernels import EFFICIENCY_COLUMNS, OTHER
 from ktrace.analysis.roofline import Roofline, unknown_gpu_note
+from ktrace.analysis.summary import Summary
 from ktrace.model.units import format_ns
 from ktrace.presentation.page import Column, Section, Table, Text
 from ktrace.presentation.summary_tables import capped, frame_rows
@@ -134,3 +137,29 @@ def collectives_section(c: Collectives | None) -> Section | None:
             f"of transfer (matched by {skew.matched_by})" + (f"; {skew.caveat}" if skew.caveat else "")
         )
     return Section("collectives", "Collectives", (table, Text(line, "dim")))
+
+
+EFFICIENCY_ROWS = 10
+"""Top kernels (by GPU time) whose launch figures are shown; the JSON has them on every top kernel."""
+EFFICIENCY_TABLE_COLUMNS = (
+    Column("name"),
+    Column("total_ns", "gpu"),
+    Column("blocks_per_sm", "blocks/SM", "number"),
+    Column("est_occupancy_pct", "occupancy", "pct"),
+    Column("registers_per_thread", "regs", "number"),
+    Column("shared_bytes", "shared", "bytes"),
+)
+
+
+def efficiency_section(summary: Summary) -> Section | None:
+    """The top kernels by GPU time with their time-weighted launch figures (kernels.EFFICIENCY_COLUMNS), as the
+    TensorBoard profiler's kernel view showed them; None when no kernel carries any (or the top table lacks them)."""
+    top = summary.top_by_time
+    if not set(EFFICIENCY_COLUMNS) <= set(top.columns):
+        return None
+    named = top.filter(pl.col("name") != OTHER).head(EFFICIENCY_ROWS)
+    if named.select(pl.all_horizontal(pl.col(EFFICIENCY_COLUMNS).is_null()).all()).item():
+        return None
+    title = "launch figures of the top kernels (time-weighted; occupancy: Kineto's estimate, none in nsys)"
+    table = Table("kernel_efficiency", title, EFFICIENCY_TABLE_COLUMNS, tuple(frame_rows(named)))
+    return Section("kernel_efficiency", "Kernel efficiency", (table,))

@@ -16,7 +16,7 @@ from ktrace.presentation import summary_gpu as gpu
 from ktrace.presentation.notes import grouped_notes
 from ktrace.presentation.page import Page, Section
 from ktrace.presentation.summary_critical_path import critical_path_section
-from ktrace.presentation.summary_hardware import collectives_section, roofline_section
+from ktrace.presentation.summary_hardware import collectives_section, efficiency_section, roofline_section
 from ktrace.presentation.summary_operators import operators_section
 from ktrace.presentation.summary_ranks import load_balance_section, stragglers_section
 
@@ -68,6 +68,7 @@ def summary_sections(summary: Summary, *, by_shape: bool = False) -> tuple[Secti
         *gpu.kernel_mix_sections(summary),
         collectives_section(summary.collectives),
         roofline_section(summary.roofline),
+        efficiency_section(summary),
         gpu.counters_section(summary),
         load_balance_section(summary.load_balance),
         stragglers_section(summary.stragglers),
