@@ -41,7 +41,7 @@ so it holds no frame of events but the NCCL kernels' few columns (collectives), 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -49,6 +49,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from ktrace.analysis.gpu_peaks import GpuPeaks
 from ktrace.analysis.kernels import top_of_stats
 from ktrace.analysis.log_histogram import merge_histograms
 from ktrace.analysis.phases import JobPhases, phases_of
@@ -238,13 +239,20 @@ class _RankRows:
         )
 
 
-def reduce_partials(partials: Iterable[RankPartial], *, top: int = 15, by_shape: bool = False) -> FleetResult:
+def reduce_partials(
+    partials: Iterable[RankPartial],
+    *,
+    top: int = 15,
+    by_shape: bool = False,
+    gpu_peaks: Mapping[str, GpuPeaks] | None = None,
+) -> FleetResult:
     """Merge the partials of every rank of one job (any order, consumed as they come) into its Summary.
 
     Args:
         partials: one per partition (rank) of the job.
         top: kernels and operators listed in the top tables, as summarize's.
         by_shape: the operators by input shape even without shapes, as summarize's.
+        gpu_peaks: gpu_peaks rows from a rules file, as summarize's (the roofline's peaks).
 
     Returns:
         FleetResult.
@@ -267,7 +275,7 @@ def reduce_partials(partials: Iterable[RankPartial], *, top: int = 15, by_shape:
     stats = job_kernel_stats(fold.kernel_totals[0], fold.kernel_histogram[0])
     balance = _balance(rows, source)
     heatmap, lag = fold.views.finish()
-    summary = _summary(fold, rows, stats, ranks, steps, top)
+    summary = _summary(fold, rows, stats, ranks, steps, top, gpu_peaks)
     summary = replace(
         summary,
         phases=_phases(fold.spans, steps, source),
@@ -287,7 +295,13 @@ def reduce_partials(partials: Iterable[RankPartial], *, top: int = 15, by_shape:
 
 
 def _summary(
-    fold: _Fold, rows: Sequence[_RankRows], stats: pl.DataFrame, ranks: int, steps: pl.DataFrame, top: int
+    fold: _Fold,
+    rows: Sequence[_RankRows],
+    stats: pl.DataFrame,
+    ranks: int,
+    steps: pl.DataFrame,
+    top: int,
+    gpu_peaks: Mapping[str, GpuPeaks] | None,
 ) -> Summary:
     """The Summary's fields but the steps' (reduce_partials sets those)."""
     (tables,) = fold.tables
@@ -322,7 +336,7 @@ def _summary(
         kernel_sequences=kernel_sequences,
         annotations=annotations,
         notes=notes,
-        roofline=job_roofline(roofline, view_step_source(sorted(fold.view_sources))),
+        roofline=job_roofline(roofline, view_step_source(sorted(fold.view_sources)), gpu_peaks),
         collectives=job_collectives(comm),
     )
 

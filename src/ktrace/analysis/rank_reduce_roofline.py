@@ -10,12 +10,12 @@ one process does. Steps are those of the step source the whole job uses (rank_vi
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import polars as pl
 
-from ktrace.analysis.gpu_peaks import match_gpu
+from ktrace.analysis.gpu_peaks import GpuPeaks, match_gpu
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.roofline import (
     KEYS,
@@ -91,11 +91,11 @@ def merge_roofline_parts(parts: Sequence[RooflinePart]) -> RooflinePart:
     )
 
 
-def job_roofline(part: RooflinePart, step_source: str) -> Roofline:
+def job_roofline(part: RooflinePart, step_source: str, overrides: Mapping[str, GpuPeaks] | None = None) -> Roofline:
     """roofline.roofline of the whole job from the merge of every rank's part; `step_source` is the job's
-    (rank_views_reduce.view_step_source)."""
+    (rank_views_reduce.view_step_source), `overrides` gpu_peaks rows from a rules file (summarize's gpu_peaks)."""
     gpu = Counter(dict(part.gpus)).most_common(1)[0][0] if part.gpus else None
-    peaks = match_gpu(gpu)
+    peaks = match_gpu(gpu, dict(overrides) if overrides else None)
     if part.reason is not None:
         empty = pl.DataFrame()
         return Roofline(gpu, peaks, empty, empty, None, empty, part.gpu_time_ns, part.reason)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ktrace.analysis.gpu_peaks import GpuPeaks
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.rank_activity import HeatmapBins, gpu_span, job_bins
 from ktrace.analysis.rank_heatmap import RankHeatmap
@@ -125,6 +126,7 @@ def summarize_store(
     by_shape: bool = False,
     rules_config: RulesConfig | bool = False,
     skip: tuple[str, ...] = (),
+    gpu_peaks: Mapping[str, GpuPeaks] | None = None,
     progress: ProgressFn = no_progress,
 ) -> FleetResult:
     """The FleetResult of a store, per-rank work on `engine` (benchmarks/fleet.py compares engines with it).
@@ -137,6 +139,7 @@ def summarize_store(
             (dashboard.default_annotations: forward/backward/optimizer ranges some rank has).
         rules_config: the rules' config (True: the defaults) to reduce the rules with; False: no rules.
         skip: tables not to read (store.read's: ("ops",) for --no-ops).
+        gpu_peaks: gpu_peaks rows from a rules file, as summarize's.
         progress: called with (done, total) as partials arrive.
 
     Raises:
@@ -177,7 +180,7 @@ def summarize_store(
             progress(done, len(tasks))
             yield partial
 
-    result = reduce_partials(partials(), top=top, by_shape=by_shape)
+    result = reduce_partials(partials(), top=top, by_shape=by_shape, gpu_peaks=gpu_peaks)
     rules = None
     if rules_config is not False:
         config = None if rules_config is True else rules_config
@@ -217,6 +220,7 @@ def fleet_summary(
     by_shape: bool = False,
     rules_config: RulesConfig | bool = False,
     skip: tuple[str, ...] = (),
+    gpu_peaks: Mapping[str, GpuPeaks] | None = None,
     progress: ProgressFn = no_progress,
 ) -> FleetResult:
     """summarize_store on the engine `open_engine(workers=, cluster=)` picks for the store's partitions (a Dask
@@ -232,5 +236,6 @@ def fleet_summary(
             by_shape=by_shape,
             rules_config=rules_config,
             skip=skip,
+            gpu_peaks=gpu_peaks,
             progress=progress,
         )

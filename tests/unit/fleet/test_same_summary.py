@@ -121,3 +121,17 @@ def test_no_ops_reaches_the_workers(tmp_path: Path, capsys: pytest.CaptureFixtur
         docs.append(json.loads(capsys.readouterr().out))
     assert docs[0]["operators"] is None and docs[1]["operators"] is None
     assert docs[0]["roofline"] == docs[1]["roofline"]
+
+
+def test_a_rules_files_gpu_peaks_reach_the_rank_by_rank_roofline(tmp_path: Path) -> None:
+    """summarize(gpu_peaks=) (a rules file's [gpu_peaks."NAME"] rows): the same peaks rank by rank."""
+    from ktrace.analysis.gpu_peaks import GpuPeaks
+
+    path = tmp_path / "dlrm.ktrace"
+    store.write(load(fixture_path("dlrm")), path)
+    peaks = {"V100": GpuPeaks("test V100", 1.0, 2.0, 3.0, None, None, 4.0, None, "test")}
+    with InProcessEngine() as engine:
+        fleet = summarize_store(path, engine, gpu_peaks=peaks)
+    single = summarize(store.read(path), gpu_peaks=peaks)
+    assert fleet.summary.roofline is not None and fleet.summary.roofline.peaks == peaks["V100"]
+    assert fleet_differences(single, fleet) == []
