@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gzip
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,10 +32,12 @@ from ktrace.exporters import perfetto_encoder as enc
 from ktrace.exporters.background_writes import BackgroundWriter, background_writes
 from ktrace.exporters.findings import Finding, finding_rows
 from ktrace.exporters.perfetto_layout import TrackTree
-from ktrace.exporters.perfetto_slice_rows import COMPILED_MIN_ROWS, FlowChunks, IntArg, SliceRows, StrArg, encode_slices
-from ktrace.exporters.perfetto_slices import ARG_INT_COLUMNS, ARG_KEYS, launch_pairs, rank_slices
-from ktrace.exporters.perfetto_tracks import assign_tracks, process_name, process_order
-from ktrace.exporters.track_layout import allocation_counters, overlap_lanes
+from ktrace.exporters.perfetto_rank_layout import RankLayout
+from ktrace.exporters.perfetto_slice_rows import COMPILED_MIN_ROWS, IntArg, SliceRows, StrArg, encode_slices
+from ktrace.exporters.perfetto_slice_windows import RankSlices
+from ktrace.exporters.perfetto_slices import ARG_INT_COLUMNS, ARG_KEYS
+from ktrace.exporters.perfetto_tracks import process_name, process_order
+from ktrace.exporters.track_layout import allocation_counters
 from ktrace.model.errors import ProgressFn, no_progress
 from ktrace.model.outputs import atomic_file
 from ktrace.model.schema import NODE_RANK
@@ -45,6 +46,9 @@ from ktrace.model.trace import Trace
 SEQ_CLEARED_AND_NEEDS = 3
 CHUNK_ROWS = 200_000
 """Slices encoded per batch: bounds memory and paces the progress callback."""
+WINDOW_ROWS = 50_000
+"""Rows each span table gives at most to a window of a rank's slices (perfetto_slice_windows), ties at one start
+aside: a window holds at most 8 such runs (one per table)."""
 
 
 @dataclass
@@ -112,8 +116,8 @@ def export_perfetto(
     span = trace.span_ns()
     t0 = span[0] if span else 0
     order = process_order(trace)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ktrace-perfetto") as pool, _open_output(path) as out:
-        writer = _Writer(trace, progress, chunk_rows, pool)
+    with _open_output(path) as out:
+        writer = _Writer(trace, progress, chunk_rows)
         writer.out = out
         out.write(frame_packet(_clock_snapshot(t0)))
         for seq, (node, rank) in enumerate(order, start=1):
@@ -128,8 +132,8 @@ def export_perfetto(
 class _Writer:
     """One export in progress: the track tree, the output, counts and the progress callback."""
 
-    def __init__(self, trace: Trace, progress: ProgressFn, chunk_rows: int, pool: ThreadPoolExecutor) -> None:
-        self.trace, self.progress, self.chunk_rows, self.pool = trace, progress, chunk_rows, pool
+    def __init__(self, trace: Trace, progress: ProgressFn, chunk_rows: int) -> None:
+        self.trace, self.progress, self.chunk_rows = trace, progress, chunk_rows
         self.tree = TrackTree()
         self.stats = PerfettoStats()
         self.out: BackgroundWriter | None = None
@@ -148,47 +152,37 @@ class _Writer:
         assert self.out is not None
         trace, tree = self.trace, self.tree
         proc = tree.process(("process", node, rank), process_name(trace, node, rank), seq)
-        slices = rank_slices(trace, node, rank) if rank != NODE_RANK else None
-        if slices is not None and not slices.height:
-            slices = None
-        track = np.zeros(0, np.int64)
-        beside: Future[tuple[pl.DataFrame, _StringColumns]] | None = None
-        if slices is not None:  # launch pairs and string codes in a thread while the tracks are laid out here
-            beside = self.pool.submit(_pairs_and_strings, slices)
-            track = assign_tracks(tree, proc, trace, node, rank, slices)
-            lanes = overlap_lanes(track, slices["start_ns"].to_numpy(), slices["end_ns"].to_numpy())
-            self.stats.overlap_slices += int((lanes > 0).sum())
-            track = _apply_lanes(tree, track, lanes)
+        slices = RankSlices(trace, node, rank, WINDOW_ROWS) if rank != NODE_RANK else None
+        layout = RankLayout(trace, node, rank, slices, tree, proc) if slices is not None and slices.height else None
+        if layout is not None:
+            self.stats.overlap_slices += int(layout.lane_rows.shape[0])
         counters = _counter_events(tree, proc, trace, node, rank)
         for p in tree.take_packets():
             self.out.write(frame_packet(p))
         self.out.write(frame_packet(_sequence_start(seq)))
-        if slices is not None and beside is not None:
-            pairs, strings = beside.result()
-            # Encoding reads only these; the others (names and string args are coded in `strings`) are let go.
-            slices = slices.select("start_ns", "end_ns", *ARG_INT_COLUMNS)
-            self._slices(_Sequence(seq), slices, track, pairs, strings)
+        if slices is not None and layout is not None:
+            self._slices(_Sequence(seq), slices, layout)
         if counters is not None:
             ts, ctrack, values = counters
             self.out.write(enc.encode(enc.counter_rows(seq, ts, ctrack, values), ts.shape[0]))
             self.stats.counters += ts.shape[0]
             self._advance(ts.shape[0])
 
-    def _slices(
-        self, state: _Sequence, slices: pl.DataFrame, track: np.ndarray, pairs: pl.DataFrame, strings: _StringColumns
-    ) -> None:
+    def _slices(self, state: _Sequence, slices: RankSlices, layout: RankLayout) -> None:
+        """The rank's slices, chunk by chunk in file order: each chunk's frame is let go once encoded."""
         assert self.out is not None
-        flows = FlowChunks(pairs, self.next_flow)
-        self.next_flow += pairs.height
-        self.stats.flows += pairs.height
+        first_id = self.next_flow
+        self.next_flow += layout.pairs
+        self.stats.flows += layout.pairs
         compiled = slices.height >= COMPILED_MIN_ROWS
-        for a in range(0, slices.height, self.chunk_rows):
-            b = min(slices.height, a + self.chunk_rows)
-            for part in _encode_chunk(
-                state, slices.slice(a, b - a), track[a:b], flows.chunk(a, b), compiled, strings, a
-            ):
+        row = 0
+        for chunk in slices.chunks(self.chunk_rows):
+            track = layout.tracks(chunk, row)
+            flows = layout.flows(chunk, first_id)
+            for part in _encode_chunk(state, chunk, track, flows, compiled):
                 self.out.write(part)
-            self._advance(b - a)
+            row += chunk.height
+            self._advance(chunk.height)
         self.stats.slices += slices.height
 
 
@@ -207,18 +201,6 @@ def _sequence_start(seq: int) -> TracePacket:
         sequence_flags=SEQ_CLEARED_AND_NEEDS,
         interned_data=InternedData(debug_annotation_names=names),
     )
-
-
-def _apply_lanes(tree: TrackTree, track: np.ndarray, lanes: np.ndarray) -> np.ndarray:
-    if not lanes.any():
-        return track
-    out = track.copy()
-    moved = np.flatnonzero(lanes)
-    pairs = np.unique(np.stack([track[moved], lanes[moved]], axis=1), axis=0)
-    for base, lane in pairs.tolist():
-        sel = moved[(track[moved] == base) & (lanes[moved] == lane)]
-        out[sel] = tree.lane(int(base), int(lane))
-    return out
 
 
 def dense_codes(series: pl.Series) -> tuple[np.ndarray, list[str]]:
@@ -257,20 +239,13 @@ def dense_codes(series: pl.Series) -> tuple[np.ndarray, list[str]]:
     return codes, uniq["s"].to_list()
 
 
-def _pairs_and_strings(slices: pl.DataFrame) -> tuple[pl.DataFrame, _StringColumns]:
-    return launch_pairs(slices), _StringColumns(slices)
-
-
-class _StringColumns:
-    """A rank's names and string args as codes into sorted tables, made once for all its chunks (a null name is
-    "?", after every real one)."""
-
-    def __init__(self, slices: pl.DataFrame) -> None:
-        self.names, self.name_table = dense_codes(slices["name"])
-        if (self.names < 0).any():
-            self.names = np.where(self.names < 0, len(self.name_table), self.names)
-            self.name_table = [*self.name_table, "?"]
-        self.args = {col: dense_codes(slices[col]) for col in ARG_KEYS if col not in ARG_INT_COLUMNS}
+def _name_codes(names: pl.Series) -> tuple[np.ndarray, list[str]]:
+    """dense_codes of slice names, a null name coded as "?" after every real one."""
+    codes, table = dense_codes(names)
+    if (codes < 0).any():
+        codes = np.where(codes < 0, len(table), codes)
+        table = [*table, "?"]
+    return codes, table
 
 
 def _encode_chunk(
@@ -279,12 +254,9 @@ def _encode_chunk(
     track: np.ndarray,
     flows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     compiled: bool,
-    strings: _StringColumns,
-    first_row: int,
 ) -> tuple[bytes, bytes | memoryview]:
     """The chunk's packets: the names it interns first, then its slices."""
-    rows = slice(first_row, first_row + chunk.height)
-    codes, table = strings.names[rows], strings.name_table
+    codes, table = _name_codes(chunk["name"])
     used = np.flatnonzero(np.bincount(codes, minlength=len(table)))  # sorted codes = sorted names, "?" last
     new = [table[c] for c in used.tolist() if table[c] not in state.names]
     for s in new:
@@ -312,9 +284,9 @@ def _encode_chunk(
             elif nulls < values.len():
                 ints.append(IntArg(key_iid, values.fill_null(0).to_numpy(), values.is_not_null().to_numpy()))
         else:
-            arg_codes, arg_table = strings.args[col]
-            if (arg_codes[rows] >= 0).any():
-                str_args.append(StrArg(key_iid, arg_codes[rows], arg_table))
+            arg_codes, arg_table = dense_codes(chunk[col])
+            if (arg_codes >= 0).any():
+                str_args.append(StrArg(key_iid, arg_codes, arg_table))
     f_rows, f_ids, t_rows, t_ids = flows
     batch = SliceRows(
         state.seq,

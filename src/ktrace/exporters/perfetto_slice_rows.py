@@ -97,8 +97,8 @@ def _csr(rows: I64, ids: U64, n: int) -> tuple[I64, U64]:
 
 
 def encode_compiled(rows: SliceRows) -> memoryview:
-    """The packets of `rows` by the numba kernel (perfetto_kernel.slice_packets), as a view of its buffer (written to
-    the file without a copy)."""
+    """The packets of `rows` by the numba kernel (perfetto_kernel.slice_packets), as a view of an array that holds
+    just them."""
     from ktrace.exporters.perfetto_kernel import slice_packets  # noqa: PLC0415 - numba only for large exports
 
     n = rows.start.shape[0]
@@ -153,7 +153,9 @@ def encode_compiled(rows: SliceRows) -> memoryview:
         term_off,
         term_ids,
     )
-    return out.data
+    # The kernel's buffer is sized for the longest possible rows (~10x the bytes written): a copy of the bytes
+    # lets it go at once, rather than while the chunk waits in the writer's queue.
+    return out.copy().data
 
 
 class FlowChunks:

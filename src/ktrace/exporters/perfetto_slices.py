@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import numpy as np
 import polars as pl
 
@@ -22,63 +25,96 @@ THREAD_KINDS = ("range", "op", "api")
 STREAM_KINDS = ("kernel", "memory")
 
 
-def _base(frame: pl.DataFrame, kind: str, name: pl.Expr, extra: list[str]) -> pl.DataFrame:
+def _base(kind: str, name: pl.Expr, extra: Sequence[str]) -> list[pl.Expr]:
     cols = [
         pl.col("start_ns"),
         pl.col("end_ns"),
         name.cast(pl.Categorical).alias("name"),
         pl.lit(kind, KIND_DTYPE).alias("kind"),
     ]
-    cols += [pl.col(c).cast(pl.Categorical) if c in ARG_STR_COLUMNS else pl.col(c).cast(pl.Int64) for c in extra]
-    return frame.filter(pl.col("end_ns") >= pl.col("start_ns")).select(cols)
+    return cols + [pl.col(c).cast(pl.Categorical) if c in ARG_STR_COLUMNS else pl.col(c).cast(pl.Int64) for c in extra]
 
 
-def rank_slices(trace: Trace, node: str, rank: int) -> pl.DataFrame:
-    """Every slice of one rank, sorted by (start, -duration): the file order that keeps nesting intact.
+@dataclass(frozen=True)
+class SlicePart:
+    """One span table's share of a rank's slices: `rows` of `table` become slices of `kind` named by `name`, with
+    the `extra` columns (cast as in rank_slices)."""
 
-    Columns: start_ns, end_ns, name, kind (see KINDS), pid, tid, device, stream, the ARG_KEYS columns, and `row`
-    (0..n-1 in sorted order).
-    """
+    table: pl.DataFrame
+    rows: pl.Expr
+    kind: str
+    name: pl.Expr
+    extra: tuple[str, ...]
 
-    def mine(frame: pl.DataFrame) -> pl.DataFrame:
-        return frame.filter((pl.col("rank") == rank) & (pl.col("node") == node))
+    def exprs(self, columns: Sequence[str] | None = None) -> list[pl.Expr]:
+        """The slice columns (start_ns, end_ns, name, kind and the extra columns; only `columns` if given) as
+        expressions over `table`."""
+        out = _base(self.kind, self.name, self.extra)
+        return out if columns is None else [e for e in out if e.meta.output_name() in columns]
 
-    ranges = mine(trace.ranges)
+    def select(self, frame: pl.DataFrame) -> pl.DataFrame:
+        """`frame` (rows of `table`) as slice columns."""
+        return frame.select(self.exprs())
+
+
+def rank_parts(trace: Trace, node: str, rank: int) -> list[SlicePart]:
+    """The parts of a rank's slices in the order rank_slices concatenates them (the order ties keep)."""
+    mine = (pl.col("rank") == rank) & (pl.col("node") == node) & (pl.col("end_ns") >= pl.col("start_ns"))
     is_step = pl.col("domain") == "profiler_step"
-    thread_cols = ["pid", "tid"]
-    gpu_cols = ["device", "stream"]
-    parts = [
-        _base(ranges.filter(is_step & ~pl.col("on_gpu")), "step", pl.col("name"), thread_cols),
-        _base(ranges.filter(~is_step & ~pl.col("on_gpu")), "range", pl.col("name"), [*thread_cols, "domain"]),
-        _base(ranges.filter(pl.col("on_gpu")), "gpu_range", pl.col("name"), gpu_cols),
-        _base(mine(trace.ops), "op", pl.col("name"), thread_cols),
-        _base(mine(trace.api), "api", pl.col("name"), [*thread_cols, "correlation_id"]),
-        _base(mine(trace.kernels), "kernel", pl.col("name"), [*gpu_cols, *ARG_INT_COLUMNS[:9], "correlation_id"]),
-        _base(
-            mine(trace.memory),
+    thread_cols = ("pid", "tid")
+    gpu_cols = ("device", "stream")
+    name = pl.col("name")
+    return [
+        SlicePart(trace.ranges, mine & is_step & ~pl.col("on_gpu"), "step", name, thread_cols),
+        SlicePart(trace.ranges, mine & ~is_step & ~pl.col("on_gpu"), "range", name, (*thread_cols, "domain")),
+        SlicePart(trace.ranges, mine & pl.col("on_gpu"), "gpu_range", name, gpu_cols),
+        SlicePart(trace.ops, mine, "op", name, thread_cols),
+        SlicePart(trace.api, mine, "api", name, (*thread_cols, "correlation_id")),
+        SlicePart(trace.kernels, mine, "kernel", name, (*gpu_cols, *ARG_INT_COLUMNS[:9], "correlation_id")),
+        SlicePart(
+            trace.memory,
+            mine,
             "memory",
             _memory_name(),
-            [*gpu_cols, "bytes", "correlation_id", "copy_kind", "src_kind", "dst_kind"],
+            (*gpu_cols, "bytes", "correlation_id", "copy_kind", "src_kind", "dst_kind"),
         ),
-        _base(
-            mine(trace.syncs),
+        SlicePart(
+            trace.syncs,
+            mine,
             "sync",
             pl.concat_str(pl.lit("Sync "), pl.col("sync_type").cast(pl.String)),
-            [*gpu_cols, "sync_type", "correlation_id"],
+            (*gpu_cols, "sync_type", "correlation_id"),
         ),
     ]
-    frame = (
-        pl.concat([p for p in parts if p.height], how="diagonal_relaxed")
-        if any(p.height for p in parts)
-        else _base(ranges, "range", pl.col("name"), [])
-    )
+
+
+SLICE_COLUMNS = ("start_ns", "end_ns", "name", "kind", "pid", "tid", "device", "stream", *ARG_KEYS)
+"""The columns of a rank's slices (rank_slices adds `row`)."""
+
+
+def slice_frame(parts: list[pl.DataFrame]) -> pl.DataFrame:
+    """Slice columns of some parts (from SlicePart.select) as one frame with every rank_slices column but `row`,
+    in the parts' order (not sorted)."""
+    present = [p for p in parts if p.height]
+    frame = pl.concat(present, how="diagonal_relaxed") if present else parts[0]
     for col in ("pid", "tid", "device", "stream", *ARG_INT_COLUMNS):
         if col not in frame.columns:
             frame = frame.with_columns(pl.lit(None, pl.Int64).alias(col))
     for col in ARG_STR_COLUMNS:
         if col not in frame.columns:
             frame = frame.with_columns(pl.lit(None, pl.Categorical).alias(col))
-    frame = frame.with_columns(pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1))
+    return frame.with_columns(pl.col("device").fill_null(-1), pl.col("stream").fill_null(-1))
+
+
+def rank_slices(trace: Trace, node: str, rank: int) -> pl.DataFrame:
+    """Every slice of one rank, sorted by (start, -duration): the file order that keeps nesting intact.
+
+    Columns: start_ns, end_ns, name, kind (see KINDS), pid, tid, device, stream, the ARG_KEYS columns, and `row`
+    (0..n-1 in sorted order). The whole rank in one frame: the Perfetto export reads it window by window instead
+    (perfetto_slice_windows).
+    """
+    parts = [p.select(p.table.filter(p.rows)) for p in rank_parts(trace, node, rank)]
+    frame = slice_frame(parts)
     frame = frame[file_order(frame["start_ns"].to_numpy(), frame["end_ns"].to_numpy())]
     return frame.with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))
 

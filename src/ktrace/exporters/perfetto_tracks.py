@@ -48,7 +48,12 @@ _GROUPS = ("gpu_range", "step", "stream", "sync", "thread")
 """Track groups, coded by their place here (alphabetical: the order tracks are created in)."""
 
 
-def _slice_keys(slices: pl.DataFrame) -> pl.DataFrame:
+TRACK_KEYS = ["group", "device", "stream", "pid", "tid"]
+"""What puts two slices on one track (before overlap lanes): `slice_keys` columns."""
+
+
+def slice_keys(slices: pl.DataFrame) -> pl.DataFrame:
+    """The TRACK_KEYS of every slice (group: its place in _GROUPS)."""
     kind = pl.col("kind")
     code = {g: pl.lit(k, pl.Int8) for k, g in enumerate(_GROUPS)}
     group = (
@@ -75,9 +80,18 @@ def _slice_keys(slices: pl.DataFrame) -> pl.DataFrame:
 
 def assign_tracks(tree: TrackTree, proc: int, trace: Trace, node: str, rank: int, slices: pl.DataFrame) -> np.ndarray:
     """Track uuid of every row of `slices` (creating the tracks in `tree`, in display order)."""
-    keys = _slice_keys(slices)
-    cols = ["group", "device", "stream", "pid", "tid"]
-    groups = keys.with_row_index("row").group_by(cols).agg(pl.col("row")).sort(cols)
+    keys = slice_keys(slices)
+    groups = keys.with_row_index("row").group_by(TRACK_KEYS).agg(pl.col("row")).sort(TRACK_KEYS)
+    uuids = track_uuids(tree, proc, trace, node, rank, list(groups.select(TRACK_KEYS).iter_rows()))
+    track = np.empty(slices.height, np.int64)
+    track[groups["row"].explode().to_numpy()] = np.repeat(uuids, groups["row"].list.len().to_numpy())
+    return track
+
+
+def track_uuids(
+    tree: TrackTree, proc: int, trace: Trace, node: str, rank: int, keys: list[tuple[int, int, int, int, int]]
+) -> list[int]:
+    """The uuid of the track of each key (TRACK_KEYS values, sorted: the order tracks are created in)."""
     threads = {
         (int(p), int(t)): str(n)
         for p, t, n in _mine(trace.threads, node, rank)
@@ -92,7 +106,7 @@ def assign_tracks(tree: TrackTree, proc: int, trace: Trace, node: str, rank: int
         .drop_nulls()
         .iter_rows()
     }
-    uniq = [(_GROUPS[g], d, s, p, t) for g, d, s, p, t in groups.select(cols).iter_rows()]
+    uniq = [(_GROUPS[g], d, s, p, t) for g, d, s, p, t in keys]
     thread_rows = sorted(((p, t) for g, _, _, p, t in uniq if g == "thread"), key=lambda pt: (pt[1] != pt[0], pt[1]))
     thread_order = {pt: k for k, pt in enumerate(thread_rows, start=1)}
     uuids = []
@@ -108,9 +122,7 @@ def assign_tracks(tree: TrackTree, proc: int, trace: Trace, node: str, rank: int
             uuids.append(tree.thread(("thread", node, rank, pid, tid), proc, name, thread_order[(pid, tid)]))
         else:
             uuids.append(_gpu_track(tree, proc, node, rank, group, device, stream, devices))
-    track = np.empty(slices.height, np.int64)
-    track[groups["row"].explode().to_numpy()] = np.repeat(uuids, groups["row"].list.len().to_numpy())
-    return track
+    return uuids
 
 
 def _gpu_track(

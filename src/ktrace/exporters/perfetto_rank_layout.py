@@ -1,0 +1,206 @@
+"""What a rank's Perfetto slices need from the whole rank before its first event is written, found in one pass
+over its windows (perfetto_slice_windows) that keeps no per-slice column: the tracks (created in display order),
+the overlap lanes of the slices that break nesting on their track, and the flow ids of every launch.
+
+Then `tracks` and `flows` give each chunk its track uuids and flow ids, as assign_tracks + overlap_lanes and
+launch_pairs + FlowChunks give them for the whole rank at once (the same numbers).
+
+What stays per slice: nothing on the tracks where slices never overlap (GPU streams, flat API calls); on a track
+where they do (nested operators), start, end and row from the slice before its first overlap on (24 bytes a
+slice); per launch->run pair, its correlation id's place (4 bytes) and flow id (8 bytes); per distinct launch
+correlation id, the id and the launch's start (16 bytes).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from numpy.typing import NDArray
+
+from ktrace.exporters.perfetto_layout import TrackTree
+from ktrace.exporters.perfetto_slice_windows import RankSlices
+from ktrace.exporters.perfetto_slices import STREAM_KINDS, rank_parts
+from ktrace.exporters.perfetto_tracks import TRACK_KEYS, slice_keys, track_uuids
+from ktrace.model.nesting import nesting_lanes
+from ktrace.model.trace import Trace
+
+I64 = NDArray[np.int64]
+LAYOUT_COLUMNS = ("start_ns", "end_ns", "kind", "pid", "tid", "device", "stream", "correlation_id")
+"""The columns the layout pass reads."""
+_NEVER = np.iinfo(np.int64).min
+
+Key = tuple[int, int, int, int, int]
+
+
+class _TrackCodes:
+    """A code per track key, in the order keys are first seen."""
+
+    def __init__(self) -> None:
+        self.codes: dict[Key, int] = {}
+
+    def of(self, frame: pl.DataFrame) -> I64:
+        """The code of every row of `frame` (slice columns)."""
+        groups = slice_keys(frame).with_row_index("row").group_by(TRACK_KEYS).agg(pl.col("row"))
+        codes = [self.codes.setdefault(k, len(self.codes)) for k in groups.select(TRACK_KEYS).iter_rows()]
+        out = np.empty(frame.height, np.int64)
+        out[groups["row"].explode().to_numpy()] = np.repeat(
+            np.array(codes, np.int64), groups["row"].list.len().to_numpy()
+        )
+        return out
+
+
+class _Overlaps:
+    """Finds the tracks where a slice starts before the one before it on the track ended (overlap_lanes' test),
+    window by window, and lays out their slices from the one before the first overlap on: earlier slices each
+    stand alone (nothing overlaps them), so their lane is 0 and the others' lanes do not depend on them.
+
+    Lanes are worked out cluster by cluster (slices linked by overlaps; nesting_lanes' own unit): a cluster is
+    laid out once a later slice starts after all of it ended, so only each track's open cluster is held."""
+
+    def __init__(self) -> None:
+        self.last: dict[int, tuple[int, int, int]] = {}  # code -> (row, start, end) of its last slice so far
+        self.open: dict[int, tuple[I64, I64, I64]] = {}  # busy track -> (rows, starts, ends) of its open cluster
+        self.moved: list[tuple[I64, I64, I64]] = []  # (rows, codes, lanes) of slices off their track
+
+    def add(self, first_row: int, code: I64, start: I64, end: I64) -> None:
+        """The next window's slices (in file order; rows first_row, first_row + 1, ...)."""
+        order = np.argsort(code, kind="stable")
+        c, s, e = code[order], start[order], end[order]
+        heads = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
+        tails = np.r_[heads[1:], c.shape[0]]
+        prev = np.empty(c.shape[0], np.int64)
+        prev[1:] = e[:-1]
+        prev[heads] = [self.last[k][2] if k in self.last else _NEVER for k in c[heads].tolist()]
+        over = s < prev
+        for k, h, t in zip(c[heads].tolist(), heads.tolist(), tails.tolist(), strict=True):
+            if k not in self.open and over[h:t].any():
+                row, s0, e0 = self.last.get(k, (-1, 0, 0))
+                keep = [0] if row >= 0 else []
+                self.open[k] = (np.array([row], np.int64)[keep], np.array([s0], np.int64)[keep], np.array([e0])[keep])
+            if k in self.open:
+                rows, starts, ends = self.open[k]
+                self._lay_out(
+                    k,
+                    np.concatenate([rows, first_row + order[h:t]]),
+                    np.concatenate([starts, s[h:t]]),
+                    np.concatenate([ends, e[h:t]]),
+                )
+            j = t - 1
+            self.last[k] = (first_row + int(order[j]), int(s[j]), int(e[j]))
+
+    def _lay_out(self, code: int, rows: I64, starts: I64, ends: I64, *, final: bool = False) -> None:
+        """Lay out the closed clusters of a track's held slices; hold its open one (none when final)."""
+        reach = np.maximum.accumulate(ends)
+        cut = rows.shape[0] if final else int(np.flatnonzero(np.r_[True, starts[1:] >= reach[:-1]])[-1])
+        if cut > 1:
+            lanes = nesting_lanes(np.zeros(cut, np.int64), starts[:cut], ends[:cut])
+            moved = np.flatnonzero(lanes)
+            if moved.size:
+                self.moved.append((rows[moved], np.full(moved.size, code, np.int64), lanes[moved]))
+        self.open[code] = (rows[cut:], starts[cut:], ends[cut:])
+
+    def lanes(self) -> tuple[I64, I64, I64]:
+        """(row, code, lane) of every slice off its track (lane >= 1), by row."""
+        for code, (rows, starts, ends) in list(self.open.items()):
+            self._lay_out(code, rows, starts, ends, final=True)
+        if not self.moved:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        rows, codes, lanes = (np.concatenate(col) for col in zip(*self.moved, strict=True))
+        by_row = np.argsort(rows)
+        return rows[by_row], codes[by_row], lanes[by_row]
+
+
+class _Launches:
+    """The rank's launch correlation ids (sorted) with their launch's start, and which launch->run pairs each
+    correlation id has (pair k, in file order of its GPU record, gets flow id first_id + k)."""
+
+    def __init__(self, trace: Trace, node: str, rank: int) -> None:
+        api = next(p for p in rank_parts(trace, node, rank) if p.kind == "api")
+        calls = api.table.filter(api.rows & pl.col("correlation_id").is_not_null())
+        corr = calls["correlation_id"].cast(pl.Int64).to_numpy()
+        start = calls["start_ns"].to_numpy()
+        del calls
+        order = np.argsort(corr, kind="stable")
+        corr, start = corr[order], start[order]
+        firsts = np.flatnonzero(np.r_[True, corr[1:] != corr[:-1]]) if corr.size else np.zeros(0, np.int64)
+        self.ids: I64 = corr[firsts]
+        self.launch_start: I64 = np.minimum.reduceat(start, firsts) if firsts.size else start[:0]
+        self.pair_parts: list[NDArray[np.int32]] = []
+
+    def match(self, corr: pl.Series) -> tuple[I64, NDArray[np.bool_]]:
+        """Place of each correlation id among the launches', and whether it is one."""
+        values = corr.fill_null(0).to_numpy()
+        at = np.searchsorted(self.ids, values).clip(0, max(self.ids.size - 1, 0))
+        found = corr.is_not_null().to_numpy() & (self.ids[at] == values if self.ids.size else False)
+        return at, found
+
+    def add(self, window: pl.DataFrame) -> None:
+        """Count the next window's launched GPU records (file order)."""
+        at, found = self.match(window["correlation_id"])
+        gpu = window["kind"].is_in(STREAM_KINDS).to_numpy()
+        self.pair_parts.append(at[gpu & found].astype(np.int32))
+
+
+class RankLayout:
+    """Tracks, lanes and flow ids of one rank's slices (after the layout pass over `slices`)."""
+
+    def __init__(self, trace: Trace, node: str, rank: int, slices: RankSlices, tree: TrackTree, proc: int) -> None:
+        codes, overlaps, self.launches = _TrackCodes(), _Overlaps(), _Launches(trace, node, rank)
+        row = 0
+        for window in slices.windows(LAYOUT_COLUMNS):
+            code = codes.of(window)
+            overlaps.add(row, code, window["start_ns"].to_numpy(), window["end_ns"].to_numpy())
+            self.launches.add(window)
+            row += window.height
+        self.codes = codes
+        keys = sorted(codes.codes)
+        made = track_uuids(tree, proc, trace, node, rank, keys)
+        self.uuid_of: I64 = np.zeros(len(keys), np.int64)
+        self.uuid_of[[codes.codes[k] for k in keys]] = made
+        self.lane_rows, lane_codes, lanes = overlaps.lanes()
+        base = self.uuid_of[lane_codes]
+        pairs = np.unique(np.stack([base, lanes], axis=1), axis=0) if lanes.size else np.zeros((0, 2), np.int64)
+        lane_uuid = {(b, k): tree.lane(b, k) for b, k in pairs.tolist()}
+        self.lane_uuids: I64 = np.array(
+            [lane_uuid[(b, k)] for b, k in zip(base.tolist(), lanes.tolist(), strict=True)], np.int64
+        )
+        pair_corr = np.concatenate(self.launches.pair_parts) if self.launches.pair_parts else np.zeros(0, np.int32)
+        self.launches.pair_parts = []
+        self.pairs = int(pair_corr.shape[0])
+        self.pairs_by_corr: I64 = np.argsort(pair_corr, kind="stable")
+        bounds = np.searchsorted(pair_corr[self.pairs_by_corr], np.arange(self.launches.ids.size + 1))
+        self.corr_pairs: I64 = bounds.astype(np.int64)
+        self.launched = np.zeros(self.launches.ids.size, np.bool_)
+        self.next_pair = 0
+
+    def tracks(self, chunk: pl.DataFrame, first_row: int) -> I64:
+        """Track uuid of each slice of the chunk (rows first_row, first_row + 1, ... in file order)."""
+        track = self.uuid_of[self.codes.of(chunk)]
+        a, b = np.searchsorted(self.lane_rows, [first_row, first_row + chunk.height])
+        track[self.lane_rows[a:b] - first_row] = self.lane_uuids[a:b]
+        return track
+
+    def flows(self, chunk: pl.DataFrame, first_id: int) -> tuple[I64, NDArray[np.uint64], I64, NDArray[np.uint64]]:
+        """(flow_rows, flow_ids, terminating_rows, terminating_ids) of the next chunk, rows relative to it.
+
+        A launch (the first API call of its correlation id, in file order) starts a flow to each GPU record it
+        caused; the record ends it (terminating), or starts it too where it began before its launch (clock skew).
+        """
+        at, found = self.launches.match(chunk["correlation_id"])
+        kind = chunk["kind"]
+        gpu = np.flatnonzero(kind.is_in(STREAM_KINDS).to_numpy() & found)
+        gpu_ids = (first_id + self.next_pair + np.arange(gpu.size)).astype(np.uint64)
+        self.next_pair += gpu.size
+        term = chunk["start_ns"].to_numpy()[gpu] >= self.launches.launch_start[at[gpu]]
+        calls = np.flatnonzero((kind == "api").to_numpy() & found)
+        corr, first = np.unique(at[calls], return_index=True)
+        fresh = ~self.launched[corr]
+        corr, launch = corr[fresh], calls[first[fresh]]
+        self.launched[corr] = True
+        lo, hi = self.corr_pairs[corr], self.corr_pairs[corr + 1]
+        counts = hi - lo
+        pick = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+        launch_ids = (first_id + self.pairs_by_corr[pick]).astype(np.uint64)
+        flow_rows = np.concatenate([np.repeat(launch, counts), gpu[~term]]).astype(np.int64)
+        flow_ids = np.concatenate([launch_ids, gpu_ids[~term]])
+        return flow_rows, flow_ids, gpu[term].astype(np.int64), gpu_ids[term]
