@@ -1,16 +1,21 @@
-"""`ktrace export -f perfetto` end to end on a synthetic store: slices per second (wall and CPU), peak RSS, stages.
+"""`ktrace export -f perfetto` (or -f chrome) end to end on a synthetic store: slices per second (wall and CPU), peak
+RSS above the opened store, stages.
 
 The store (ktrace.testing's generator: --kernels kernels in steps of 2,000 on 4 streams, one rank; about two
 slices per kernel with the API calls) is written once under --workdir and reused. Each run is a fresh subprocess:
-it opens the store (not timed), then times export_perfetto to a .pftrace in the same folder. CPU time is the
-process's user + system time (every thread), so a loaded machine inflates wall time far more than CPU time; the
-load average before and after is printed. `--stages` adds the wall and CPU time of each step of the export.
+it opens the store (not timed), then times the export to a file in the same folder. CPU time is the process's
+user + system time (every thread), so a loaded machine inflates wall time far more than CPU time; the load average
+before and after is printed. Memory: RSS sampled every 10 ms from a thread; "above the opened store" is the peak
+during the export minus the RSS once the store is open (issue 29's goal: <= 1 GB at any size). `--stages` adds the
+wall and CPU time of each step of the Perfetto export.
 
     python benchmarks/perfetto_export.py                        # 10,000,000 kernels
+    python benchmarks/perfetto_export.py --kernels 3000000 --format both
     python benchmarks/perfetto_export.py --kernels 1000000 --repeat 3 --stages
     python benchmarks/perfetto_export.py --kernels 1000000 --numpy   # the numpy encoder on every rank
 
-The last line reads `perfetto_export: <M> M slices/s wall, <M> M slices/s per CPU second on <n> kernels (...)`.
+The last line (one per format) reads `perfetto_export: <M> M slices/s wall, <M> M slices/s per CPU second on <n>
+kernels (...; peak RSS <MB> MB, <MB> MB above the opened store)`.
 """
 
 from __future__ import annotations
@@ -32,9 +37,11 @@ store.write(generate(SyntheticConfig(steps=max(1, n // 2000), kernels_per_step=2
 """
 
 EXPORT = """
-import collections, functools, json, resource, sys, time
+import collections, functools, json, resource, sys, threading, time
+import psutil
 import ktrace
 import ktrace.exporters.perfetto as P
+from ktrace.exporters.chrome_json import export_chrome_json
 
 stages = collections.defaultdict(lambda: [0.0, 0.0])
 def timed(owner, name):
@@ -49,18 +56,34 @@ def timed(owner, name):
             stages[name][1] += time.process_time() - c
     setattr(owner, name, wrapper)
 if sys.argv[2] == "1":
-    for name in ("rank_slices", "assign_tracks", "overlap_lanes", "launch_pairs", "dense_codes", "encode_slices"):
+    for name in ("RankLayout", "_encode_chunk", "encode_slices", "_counter_events"):
         timed(P, name)
 trace = ktrace.open(sys.argv[1])
-opened_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+me = psutil.Process()
+opened = me.memory_info().rss
+peak = [opened]
+done = threading.Event()
+def sample():
+    while not done.wait(0.01):
+        peak[0] = max(peak[0], me.memory_info().rss)
+sampler = threading.Thread(target=sample, daemon=True)
+sampler.start()
 r0 = resource.getrusage(resource.RUSAGE_SELF)
 t = time.perf_counter()
-stats = P.export_perfetto(trace, sys.argv[1] + ".pftrace")
+if sys.argv[3] == "chrome":
+    counts = export_chrome_json(trace, sys.argv[1] + ".json")
+    slices, flows, size = counts["slices"], counts["flows"], 0
+else:
+    stats = P.export_perfetto(trace, sys.argv[1] + ".pftrace")
+    slices, flows, size = stats.slices, stats.flows, stats.bytes
 wall = time.perf_counter() - t
 r1 = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({"slices": stats.slices, "flows": stats.flows, "bytes": stats.bytes, "wall_s": wall,
+done.set()
+sampler.join()
+peak[0] = max(peak[0], me.memory_info().rss)
+print(json.dumps({"slices": slices, "flows": flows, "bytes": size, "wall_s": wall,
                   "cpu_s": (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime),
-                  "opened_rss_mb": opened_rss / 1024, "peak_rss_mb": r1.ru_maxrss / 1024,
+                  "opened_rss_mb": opened / 2**20, "peak_rss_mb": peak[0] / 2**20,
                   "stages": {k: v for k, v in stages.items()}}))
 """
 
@@ -74,19 +97,41 @@ def ensure_store(n_kernels: int, workdir: Path) -> Path:
     return path
 
 
-def export_once(store: Path, stages: bool, numpy_only: bool) -> dict[str, object]:
-    """One export in a fresh process: its figures as a dict."""
+def export_once(store: Path, stages: bool, numpy_only: bool, fmt: str) -> dict[str, object]:
+    """One export (perfetto or chrome) in a fresh process: its figures as a dict."""
     env = {**os.environ, **({"KTRACE_PERFETTO_COMPILED_ROWS": str(2**62)} if numpy_only else {})}
     done = subprocess.run(
-        [sys.executable, "-c", EXPORT, str(store), "1" if stages else "0"],
+        [sys.executable, "-c", EXPORT, str(store), "1" if stages else "0", fmt],
         env=env,
         capture_output=True,
         text=True,
         check=True,
     )
     out: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
-    Path(str(store) + ".pftrace").unlink(missing_ok=True)
+    Path(str(store) + (".json" if fmt == "chrome" else ".pftrace")).unlink(missing_ok=True)
     return out
+
+
+def report(fmt: str, runs: list[dict[str, object]], args: argparse.Namespace) -> None:
+    """Each run's figures, then the fastest run's summary line."""
+    for r in runs:
+        above = float(r["peak_rss_mb"]) - float(r["opened_rss_mb"])  # type: ignore[arg-type]
+        print(
+            f"  {fmt}: {r['slices']:,} slices ({r['flows']:,} flows, {r['bytes'] / 1e6:.0f} MB): wall "  # type: ignore[operator]
+            f"{r['wall_s']:.2f} s, CPU {r['cpu_s']:.2f} s; peak RSS {r['peak_rss_mb']:.0f} MB, {above:.0f} MB above "
+            f"the opened store ({r['opened_rss_mb']:.0f} MB)"
+        )
+        for name, (wall, cpu) in sorted(r["stages"].items(), key=lambda kv: -kv[1][1]):  # type: ignore[attr-defined]
+            print(f"    {name:14s} wall {wall:6.2f} s  CPU {cpu:6.2f} s")
+    best = min(runs, key=lambda r: r["wall_s"])  # type: ignore[arg-type, return-value]
+    slices, wall, cpu = float(best["slices"]), float(best["wall_s"]), float(best["cpu_s"])  # type: ignore[arg-type]
+    peak, opened = float(best["peak_rss_mb"]), float(best["opened_rss_mb"])  # type: ignore[arg-type]
+    print(f"machine load after {os.getloadavg()[0]:.1f}")
+    print(
+        f"{fmt}_export: {slices / wall / 1e6:.2f} M slices/s wall, {slices / cpu / 1e6:.2f} M slices/s per CPU "
+        f"second on {args.kernels:,} kernels ({'numpy encoder' if args.numpy else 'default encoders'}; "
+        f"goal >= 1 M/s wall; peak RSS {peak:.0f} MB, {peak - opened:.0f} MB above the opened store, goal <= 1024)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,28 +140,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="exports (fresh processes); the fastest is kept")
     parser.add_argument("--stages", action="store_true", help="time each step of the export too")
     parser.add_argument("--numpy", action="store_true", help="encode with numpy columns only (no numba kernel)")
+    parser.add_argument("--format", choices=("perfetto", "chrome", "both"), default="perfetto", help="what to export")
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "ktrace-bench")
     args = parser.parse_args(argv)
     args.workdir.mkdir(parents=True, exist_ok=True)
     store = ensure_store(args.kernels, args.workdir)
     print(f"machine: {os.cpu_count()} cores, load before {os.getloadavg()[0]:.1f}; python {sys.version.split()[0]}")
-    runs = [export_once(store, args.stages, args.numpy) for _ in range(args.repeat)]
-    for r in runs:
-        print(
-            f"  {r['slices']:,} slices ({r['flows']:,} flows, {r['bytes'] / 1e6:.0f} MB): wall {r['wall_s']:.2f} s, "
-            f"CPU {r['cpu_s']:.2f} s; peak RSS {r['peak_rss_mb']:.0f} MB ({r['opened_rss_mb']:.0f} MB after "
-            "opening the store)"
-        )
-        for name, (wall, cpu) in sorted(r["stages"].items(), key=lambda kv: -kv[1][1]):  # type: ignore[attr-defined]
-            print(f"    {name:14s} wall {wall:6.2f} s  CPU {cpu:6.2f} s")
-    best = min(runs, key=lambda r: r["wall_s"])  # type: ignore[arg-type, return-value]
-    slices, wall, cpu = float(best["slices"]), float(best["wall_s"]), float(best["cpu_s"])  # type: ignore[arg-type]
-    print(f"machine load after {os.getloadavg()[0]:.1f}")
-    print(
-        f"perfetto_export: {slices / wall / 1e6:.2f} M slices/s wall, {slices / cpu / 1e6:.2f} M slices/s per CPU "
-        f"second on {args.kernels:,} kernels ({'numpy encoder' if args.numpy else 'default encoders'}; "
-        f"goal >= 1 M/s wall; peak RSS {float(best['peak_rss_mb']):.0f} MB)"
-    )  # type: ignore[arg-type]
+    for fmt in ("perfetto", "chrome") if args.format == "both" else (args.format,):
+        report(fmt, [export_once(store, args.stages, args.numpy, fmt) for _ in range(args.repeat)], args)
     return 0
 
 

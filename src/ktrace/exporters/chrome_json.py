@@ -25,6 +25,8 @@ from ktrace.model.outputs import atomic_file
 from ktrace.model.schema import LAUNCH_CONFIG, NODE_RANK
 from ktrace.model.trace import Trace
 
+CHUNK_ROWS = 200_000
+"""Event lines turned into one string at a time (a rank's lines at once took ~3x their size in memory)."""
 LANE_TID = 100_000_000
 """tid offset of an overflow pseudo-thread for slices that overlap without nesting."""
 _SPECIAL_TIDS = {
@@ -167,7 +169,30 @@ def _slice_lines(placed: pl.DataFrame, t0: int) -> pl.Series:
     )[:, 0]
 
 
-def _flow_lines(placed: pl.DataFrame, t0: int, first_id: int) -> tuple[pl.Series, int]:
+class _Lines:
+    """Writes groups of event lines, ",\n" between lines: the same bytes as the groups joined as one."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self.out = out
+        self.sep = b""
+
+    def write(self, lines: pl.Series) -> None:
+        """Append these lines (none: nothing)."""
+        if lines.len():
+            self.out.write(self.sep + lines.str.join(",\n").item().encode())
+            self.sep = b",\n"
+
+
+def _write_flows(lines: _Lines, placed: pl.DataFrame, t0: int, first_id: int) -> int:
+    """The rank's flow lines (all `s`, then all `f`), a chunk at a time; returns the flows written."""
+    s, f, n = _flow_lines(placed, t0, first_id)
+    for half in (s, f):
+        for a in range(0, half.len(), CHUNK_ROWS):
+            lines.write(half.slice(a, CHUNK_ROWS))
+    return n
+
+
+def _flow_lines(placed: pl.DataFrame, t0: int, first_id: int) -> tuple[pl.Series, pl.Series, int]:
     """s/f pairs; a GPU record that starts before its launch (clock skew) gets none: JSON flows need f.ts >= s.ts."""
     pairs = launch_pairs(placed).filter(pl.col("gpu_start") >= pl.col("launch_start"))
     ids = pl.int_range(first_id, first_id + pairs.height, dtype=pl.Int64, eager=True)
@@ -195,7 +220,7 @@ def _flow_lines(placed: pl.DataFrame, t0: int, first_id: int) -> tuple[pl.Series
             _us(pl.col("gpu_start") - t0),
         )
     )[:, 0]
-    return pl.concat([s, f]), pairs.height
+    return s, f, pairs.height
 
 
 def _counter_lines(trace: Trace, node: str, rank: int, pid: int, t0: int) -> pl.Series:
@@ -232,7 +257,8 @@ def _open(path: str | Path) -> Iterator[IO[bytes]]:
 def export_chrome_json(trace: Trace, path: str | Path, *, progress: ProgressFn = no_progress) -> dict[str, int]:
     """Write `trace` as Chrome trace-event JSON (gzip when `path` ends in .gz); returns event counts.
 
-    Streamed one process at a time: memory holds one rank's events, not the whole file.
+    Streamed one process at a time: memory holds one rank's slices (not yet its lines: those are made and written
+    CHUNK_ROWS at a time), not the whole file.
     """
     span = trace.span_ns()
     t0 = min(span[0], int(trace.counters["ts_ns"].min() or span[0])) if span else 0  # type: ignore[arg-type]
@@ -241,23 +267,24 @@ def export_chrome_json(trace: Trace, path: str | Path, *, progress: ProgressFn =
     order = process_order(trace)
     with _open(path) as out:
         out.write(b'{"traceEvents":[\n')
-        sep = b""
+        lines = _Lines(out)
         for k, (node, rank) in enumerate(order):
             pid = pids.process(process_name(trace, node, rank))
-            chunks = [_counter_lines(trace, node, rank, pid, t0)]
-            counts["counters"] += chunks[0].len()
+            counters = _counter_lines(trace, node, rank, pid, t0)
+            counts["counters"] += counters.len()
             slices = rank_slices(trace, node, rank) if rank != NODE_RANK else None
-            if slices is not None and slices.height:
+            if slices is None or not slices.height:
+                lines.write(pl.Series(pids.take_meta(), dtype=pl.String))
+                lines.write(counters)
+            else:
                 placed = _places(pids, trace, node, rank, pid, slices)
-                flows, n = _flow_lines(placed, t0, counts["flows"] + 1)
-                chunks += [_slice_lines(placed, t0), flows]
+                del slices
+                lines.write(pl.Series(pids.take_meta(), dtype=pl.String))
+                lines.write(counters)
+                for a in range(0, placed.height, CHUNK_ROWS):  # never the rank's lines in one string
+                    lines.write(_slice_lines(placed.slice(a, CHUNK_ROWS), t0))
+                counts["flows"] += _write_flows(lines, placed, t0, counts["flows"] + 1)
                 counts["slices"] += placed.height
-                counts["flows"] += n
-            lines = [pl.Series(pids.take_meta(), dtype=pl.String), *chunks]
-            text = pl.concat(lines).str.join(",\n").item()
-            if text:
-                out.write(sep + text.encode())
-                sep = b",\n"
             progress(k + 1, len(order))
         meta = json.dumps({"source": trace.meta.source, "trace_start_ns": t0, "exporter": "ktrace"})
         out.write(f'\n],"displayTimeUnit":"ns","metadata":{meta}}}\n'.encode())

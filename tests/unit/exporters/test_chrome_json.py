@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from ktrace.exporters import chrome_json
 from ktrace.exporters.chrome_json import export_chrome_json
 from ktrace.model.trace import Trace
 from ktrace.testing import SyntheticConfig, generate
@@ -172,3 +173,16 @@ def test_allocator_memory_is_a_counter_track(tmp_path: Path) -> None:
     assert counts["counters"] == 2 * len(EVENTS)
     allocated = [int(e["args"]["value"]) for e in events if e["ph"] == "C" and e["name"] == "GPU 0 memory allocated"]
     assert allocated == [164, 464, 964, 664, 164, 364, 414, 350]
+
+
+def test_lines_written_a_chunk_at_a_time_are_the_same_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rank's event lines are made and written CHUNK_ROWS at a time (never the rank's lines as one string, ~3x
+    their size in memory): any chunk size writes the bytes of the lines joined at once."""
+    trace = generate(SyntheticConfig(steps=3, kernels_per_step=40, streams=2, ranks=2))
+    whole = tmp_path / "whole.json"
+    export_chrome_json(trace, whole)
+    monkeypatch.setattr(chrome_json, "CHUNK_ROWS", 7)
+    chunked = tmp_path / "chunked.json"
+    export_chrome_json(trace, chunked)
+    assert chunked.read_bytes() == whole.read_bytes()
+    assert len(json.loads(whole.read_text())["traceEvents"]) > 7 * 20
