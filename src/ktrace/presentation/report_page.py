@@ -2,8 +2,9 @@
 so both show the same sections in the same order with the same numbers; the JSON report prints its document.
 
 Sections in the order of SageMaker Debugger's report plus the Profiler dashboard panels: job summary, system usage,
-framework metrics, rules summary, dashboard, ranks (2+ ranks), critical path, operators, GPU memory timeline, then
-one section per rule (rules that found something first).
+framework metrics, rules summary, dashboard, ranks (2+ ranks), critical path, operators, how close to the hardware
+(roofline, collectives, kernel efficiency), GPU memory timeline, then one section per rule (rules that found
+something first).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from ktrace.presentation.identity import identity_line
 from ktrace.presentation.page import Block, Figure, Page, Section, Text
 from ktrace.presentation.report_dashboard import dashboard_section, framework_section, job_section
+from ktrace.presentation.report_hardware import hardware_sections
 from ktrace.presentation.report_memory import memory_section
 from ktrace.presentation.report_model import Report
 from ktrace.presentation.report_rules import rule_section, rules_summary_section
@@ -112,6 +114,7 @@ def report_page(report: Report, document: Mapping[str, Any] | None = None) -> Pa
         *((ranks,) if ranks is not None else ()),
         critical_path_section(report),
         operators_section(report),
+        *hardware_sections(model.summary),
         memory_section(model.summary),
         *(rule_section(r) for r in ordered),
     )

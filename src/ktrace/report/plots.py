@@ -7,7 +7,7 @@ subset of HTML in labels, and a C++ kernel name full of `<...>` must show as tex
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ktrace.analysis.dashboard import UtilizationSeries
@@ -265,5 +265,50 @@ def xy_lines(
             height=380,
             xaxis={"title": {"text": "seconds since trace start"}},
             yaxis={"title": {"text": y_title}, **(yaxis or {"rangemode": "tozero"})},
+        ),
+    }
+
+
+MARKER_PX = (6.0, 40.0)
+"""Smallest and largest marker of a scatter whose points are sized (by GPU time: area grows with the value)."""
+
+
+def marker_sizes(values: Sequence[float]) -> list[float]:
+    """Marker diameters in px whose areas follow `values` (the largest MARKER_PX[1], none under MARKER_PX[0])."""
+    top = max((v for v in values if v > 0), default=0.0)
+    low, high = MARKER_PX
+    return [max(low, high * (max(v, 0.0) / top) ** 0.5) if top else low for v in values]
+
+
+def scatter(title: str, series: Sequence[Mapping[str, Any]], x_title: str, y_title: str, *, log: bool) -> Figure:
+    """Points and lines on shared axes (log-log when `log`): each series {label, x, y, mode ("markers", "lines" or
+    "lines+markers"), sizes (optional: one value a point, markers' areas follow them), hover (optional: a text a
+    point, from the trace, escaped)}."""
+    data = []
+    for s in series:
+        trace: dict[str, Any] = {
+            "type": "scatter",
+            "mode": s["mode"],
+            "name": safe_labels([s["label"]])[0],
+            "x": list(s["x"]),
+            "y": list(s["y"]),
+        }
+        if s.get("sizes") is not None:
+            trace["marker"] = {"size": marker_sizes(list(s["sizes"])), "sizemode": "diameter", "opacity": 0.7}
+        if s.get("hover") is not None:
+            trace["text"] = safe_labels(list(s["hover"]), 4000)
+            trace["hovertemplate"] = "%{text}<extra></extra>"
+        data.append(trace)
+    axis_type = {"type": "log"} if log else {"rangemode": "tozero"}
+    return {
+        "data": data,
+        "layout": _layout(
+            title,
+            height=420,
+            showlegend=True,
+            legend={"orientation": "h", "y": -0.2},
+            margin={"l": 70, "r": 20, "t": 50, "b": 90},
+            xaxis={"title": {"text": x_title}, **axis_type},
+            yaxis={"title": {"text": y_title}, **axis_type},
         ),
     }

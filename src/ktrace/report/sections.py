@@ -84,4 +84,6 @@ def figure_spec(figure: page.Figure) -> plots.Figure:
         series = [(s["label"], list(s["x"]), list(s["y"])) for s in d["series"]]
         y_range = d.get("y_range")
         return plots.xy_lines(figure.title, series, d["y_title"], {"range": list(y_range)} if y_range else None)
+    if figure.kind == "scatter":
+        return plots.scatter(figure.title, list(d["series"]), d["x_title"], d["y_title"], log=bool(d.get("log")))
     raise ValueError(f"no HTML view of a {figure.kind} figure")
