@@ -81,9 +81,9 @@ def views(ranks: int, hosts: int) -> dict[str, float]:
     from ktrace.analysis.rank_heatmap import rank_heatmap
     from ktrace.analysis.ranks import load_balance
     from ktrace.analysis.stragglers import stragglers
+    from ktrace.presentation.report_ranks import percent_matrix
     from ktrace.report.content import rank_heatmap_dict
     from ktrace.report.plots import heatmap
-    from ktrace.report.rank_rows import percent_matrix
 
     trace = _trace(ranks, hosts)
     ix = TraceIndex(trace)

@@ -147,7 +147,7 @@ def test_the_straggler_panel_shows_who_was_waited_for_first_then_step_time() -> 
             "ranks": [[5, 21, 29, 37, 45, 53], [PLANTED]],
         }
     )
-    panel = straggler_panel(SimpleNamespace(table=lag.table, basis=lag.basis, waited_for=waited))  # type: ignore[arg-type]
+    panel = straggler_panel(SimpleNamespace(step_time=lag.step_time, basis=lag.basis, waited_for=waited))  # type: ignore[arg-type]
     lines = panel.body.plain.splitlines()
     assert panel.title.startswith("stragglers (waited for, then step time")
     assert lines[0].startswith("waited for:") and "ranks 5, 21, 29, 37 +2" in lines[2]

@@ -18,6 +18,7 @@ from ktrace.presentation.report_dashboard import dashboard_section, framework_se
 from ktrace.presentation.report_hardware import hardware_sections
 from ktrace.presentation.report_memory import memory_section
 from ktrace.presentation.report_model import Report
+from ktrace.presentation.report_ranks import ranks_section
 from ktrace.presentation.report_rules import rule_section, rules_summary_section
 from ktrace.presentation.report_system import system_section
 from ktrace.presentation.summary_critical_path import (
@@ -93,17 +94,11 @@ def operators_section(report: Report) -> Section:
     return Section("operators", "Operators and kernel sequences", blocks)
 
 
-RANKS_KEY = "ranks"
-"""The rank views' section: on this page without blocks for now; the HTML and Markdown renderers fill it from
-report.rank_sections and report.rank_rows (a later step moves those rows here)."""
-
-
 def report_page(report: Report, document: Mapping[str, Any] | None = None) -> Page:
     """The report as a Page (see the module doc) standing for `document`, the JSON report's dict (report.content
     gives it, made when first read)."""
     model = report.dashboard
-    has_ranks = model.rank_heatmap is not None or model.summary.stragglers is not None
-    ranks = Section(RANKS_KEY, "Ranks") if has_ranks else None
+    ranks = ranks_section(model.rank_heatmap, model.summary.stragglers)
     ordered = triggered_first(model.rules.results)
     sections = (
         job_section(model.summary),

@@ -1,12 +1,14 @@
 """The summary's sections across ranks: load balance (per rank, and its spreads) and the stragglers: the ranks the
 others waited for at the collectives, then the step-time view.
 
-The rank rows (the top N, ties in one row, and how many are left out) are shared by every view: report.rank_rows
-takes them from here.
+The rank tables (the top N, ties in one row, and how many are left out) are defined here once: the terminal
+summary shows them with each rank's why on a line of its own, the report (presentation.report_ranks) with a why
+column.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ktrace.analysis.ranks import LoadBalance
@@ -97,34 +99,63 @@ def load_balance_section(balance: LoadBalance | None, *, per_rank: bool = True) 
     return Section("load_balance", "Load balance across ranks", (*table, Text(spreads_line(balance))))
 
 
-def waited_table(lag: Stragglers, top: int) -> Table:
-    """The `top` ranks the others waited for at the collectives (ties in one row), each one's why on a line of
-    its own."""
+def waited_note(s: Stragglers) -> str:
+    """What the waited_for table is and how its collectives were matched (the report's line under it)."""
+    w = s.waited
+    if w is None or w.reason is not None:
+        return ""
+    caveat = f"; {w.caveat}" if w.caveat else ""
+    return (
+        "the rank that arrived last at a collective while the others waited inside it; waited = its start less "
+        f"theirs, averaged over them, per step; collectives matched by {w.matched_by}{caveat}"
+    )
+
+
+def waited_table(lag: Stragglers, top: int, *, why_column: bool = False) -> Table:
+    """The `top` ranks the others waited for at the collectives (ties in one row); each one's why on a line of its
+    own (a terminal lacks the width), or as a last column (`why_column`: the report, with a line saying what the
+    table is)."""
     found = waited_terminal_rows(lag, top)
-    why = tuple(f"  why {r['ranks']}: {r['why']}" for r in found)
+    title = waited_title(lag)
+    if why_column:
+        note = waited_note(lag)
+        why: tuple[str, ...] = (note,) if note else ()
+        keys: tuple[str, ...] = (*WAITED_TERMINAL_COLUMNS, "why")
+        title = title[0].upper() + title[1:]
+    else:
+        why, keys = tuple(f"  why {r['ranks']}: {r['why']}" for r in found), WAITED_TERMINAL_COLUMNS
     rest = max(0, lag.waited_for.height - top)
     return rows_table(
         "waited_for",
-        waited_title(lag),
+        title,
         found,
-        WAITED_TERMINAL_COLUMNS,
-        units={"ranks": "text"},
+        keys,
+        units={"ranks": "text", "why": "text"},
         rest=rest,
         rest_what="ranks",
         lines=why,
     )
 
 
-def straggler_table(lag: Stragglers, top: int) -> Table:
-    """The step-time view: the `top` ranks most slower than the median, their causes on lines of their own (kernel
-    names need the width a column lacks), and how many ranks are left out."""
+STEP_TIME_LABELS = {"work_mean_ns": "work / step", "step_mean_ns": "step time"}
+
+
+def straggler_table(lag: Stragglers, top: int, *, why_column: bool = False) -> Table:
+    """The step-time view: the `top` ranks most slower than the median (ties in one row), their causes on lines of
+    their own (kernel names need the width a terminal's column lacks) or as a last column (`why_column`: the
+    report, with what the view is on a line under it), and how many ranks are left out."""
     found, rest = straggler_rows(lag, top)
-    why = tuple(f"  why {r['ranks']}: {r['causes']}" for r in found if r["causes"])
-    title = f"step-time view: stragglers ({BASIS_NOTE[lag.basis]})"
-    units: dict[str, Unit] = {"ranks": "text"}
-    return rows_table(
-        "stragglers", title, found, STRAGGLER_COLUMNS, units=units, rest=rest, rest_what="ranks", lines=why
-    )
+    if why_column:
+        title = "Stragglers: step-time view"
+        why: tuple[str, ...] = (f"{BASIS_NOTE[lag.basis]}; slower % = mean work / the median rank's - 1",)
+        keys: tuple[str, ...] = (*STRAGGLER_COLUMNS, "causes")
+    else:
+        title = f"step-time view: stragglers ({BASIS_NOTE[lag.basis]})"
+        why, keys = tuple(f"  why {r['ranks']}: {r['causes']}" for r in found if r["causes"]), STRAGGLER_COLUMNS
+    units: dict[str, Unit] = {"ranks": "text", "causes": "text"}
+    table = rows_table("stragglers", title, found, keys, units=units, rest=rest, rest_what="ranks", lines=why)
+    labelled = tuple(replace(c, label=STEP_TIME_LABELS.get(c.key, c.label)) for c in table.columns)
+    return replace(table, columns=labelled)
 
 
 def stragglers_section(lag: Stragglers | None, top: int = TERMINAL_STRAGGLERS) -> Section | None:

@@ -7,7 +7,6 @@ report lays out the same page, so both show the same sections in the same order 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from typing import Any
 
 from ktrace.presentation.cells import format_value
@@ -15,10 +14,9 @@ from ktrace.presentation.layout import lay_out
 from ktrace.presentation.page import Column, Figure, Page, RuleVerdict, Table, Text
 from ktrace.presentation.page import Section as PageSection
 from ktrace.presentation.report_model import Report
-from ktrace.presentation.report_page import RANKS_KEY
+from ktrace.report import plots
 from ktrace.report.content import page
-from ktrace.report.rank_sections import ranks_section
-from ktrace.report.sections import SEVERITY_CLASS, Section, esc, figure_spec, table
+from ktrace.report.sections import SEVERITY_CLASS, Section, esc, figure_spec, rest_line, table
 
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d2330;background:#fafbfc}
@@ -82,20 +80,10 @@ def verdict_html(verdict: str) -> str:
     return f'<span class="{css}">{esc(verdict)}</span>'
 
 
-def rest_line(rest: int, what: str) -> str:
-    """ "and 12 more ranks (every row is in the JSON report)"."""
-    return f"and {rest:,} more {what} (every row is in the JSON report)"
-
-
 class HtmlRenderer:
-    """Lays out a Page as HTML sections (presentation.layout.Renderer); `end` gives the whole document.
+    """Lays out a Page as HTML sections (presentation.layout.Renderer); `end` gives the whole document."""
 
-    `prebuilt` holds HTML sections made elsewhere, by section key, laid out in place of the page's (empty) section
-    of that key: the rank views (report.rank_sections) until their rows move into the page.
-    """
-
-    def __init__(self, prebuilt: Mapping[str, Section] | None = None, *, document: bool = True) -> None:
-        self.prebuilt = dict(prebuilt or {})
+    def __init__(self, *, document: bool = True) -> None:
         self.document = document
         """False: `end` gives "" (the sections alone are wanted, without reading plotly.js)."""
         self.sections: list[Section] = []
@@ -107,8 +95,8 @@ class HtmlRenderer:
         self.page = page
 
     def section(self, section: PageSection) -> None:
-        """A new HTML section (or the prebuilt one of its key)."""
-        self._current = self.prebuilt.get(section.key) or Section(section.key, section.title)
+        """A new HTML section."""
+        self._current = Section(section.key, section.title)
         self.sections.append(self._current)
 
     def table(self, table_: Table) -> None:
@@ -133,8 +121,16 @@ class HtmlRenderer:
         return f'<a href="#rule-{esc(text)}">{esc(text)}</a>' if column.key == "rule" else esc(text)
 
     def figure(self, figure: Figure) -> None:
-        """A placeholder where the plot is drawn, and its plotly spec."""
-        self._current.figure(figure_spec(figure))
+        """A placeholder where the plot is drawn, and its plotly spec; a figure taller than plots.SCROLL_PX (a
+        heatmap of 60+ ranks) scrolls inside its section."""
+        spec = figure_spec(figure)
+        tall = spec["layout"].get("height", 0) > plots.SCROLL_PX
+        if tall:
+            style = f"max-height:{plots.SCROLL_PX}px;overflow-y:auto;overflow-x:hidden;scrollbar-gutter:stable"
+            self._current.body.append(f'<div class="heatmap-scroll" style="{style}">')
+        self._current.figure(spec)
+        if tall:
+            self._current.body.append("</div>")
 
     def text(self, text: Text) -> None:
         """A paragraph (notes and dim text greyed)."""
@@ -188,18 +184,13 @@ class HtmlRenderer:
         )
 
 
-def _renderer(report: Report, *, document: bool = True) -> HtmlRenderer:
-    ranks = ranks_section(report)
-    return HtmlRenderer({RANKS_KEY: ranks} if ranks is not None else {}, document=document)
-
-
 def all_sections(report: Report) -> list[Section]:
     """Every HTML section of the report, in order (report_page's)."""
-    renderer = _renderer(report, document=False)
+    renderer = HtmlRenderer(document=False)
     lay_out(page(report), renderer)
     return renderer.sections
 
 
 def render_html(report: Report) -> str:
     """The whole report as one HTML document: report_page laid out by HtmlRenderer."""
-    return lay_out(page(report), _renderer(report))
+    return lay_out(page(report), HtmlRenderer())

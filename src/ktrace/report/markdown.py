@@ -4,37 +4,20 @@ numbers; a plot is shown as the table of its numbers (none when a table of the p
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from ktrace.analysis.names import distinct_short_names
-from ktrace.analysis.rank_heatmap import RankHeatmap
-from ktrace.analysis.stragglers import Stragglers
 from ktrace.model.display_text import printable, share_glyph
 from ktrace.presentation.cells import format_value
 from ktrace.presentation.layout import lay_out
 from ktrace.presentation.page import Column, Figure, Page, RuleVerdict, Section, Table, Text
 from ktrace.presentation.report_model import Report
-from ktrace.presentation.report_page import RANKS_KEY
 from ktrace.report.content import page
-from ktrace.report.format import fmt_ns
-from ktrace.report.rank_rows import (
-    BASIS_NOTE,
-    STEP_HEADERS,
-    STEP_TIME_TITLE,
-    STRAGGLER_HEADERS,
-    WAITED_HEADERS,
-    WAITED_TITLE,
-    hosts_text,
-    rest_note,
-    step_cells,
-    straggler_cells,
-    waited_cells,
-    waited_note,
-)
+from ktrace.report.sections import rest_line
 
 MD_ESCAPES = str.maketrans(
     {
@@ -98,39 +81,46 @@ def text_heatmap(labels: Sequence[str], matrix: npt.NDArray[np.float64]) -> list
     return out
 
 
-def ranks_markdown(report: Report) -> list[str]:
-    """The Ranks section (2 or more ranks): text heatmaps, the straggler table and the slowest/fastest ranks per
-    step, each table the top rows with a count of the rest."""
-    return rank_views_markdown(report.dashboard.rank_heatmap, report.dashboard.summary.stragglers)
-
-
-def rank_views_markdown(heat: RankHeatmap | None, lag: Stragglers | None) -> list[str]:
-    """ranks_markdown of these rank views (the single-process report's and the fleet report's)."""
-    if heat is None and lag is None:
-        return []
-    out = ["## Ranks", ""]
-    if heat is not None:
-        out += [
-            f"{heat.ranks.height:,} ranks on {hosts_text(heat)}; time bins of {fmt_ns(heat.bins.bin_ns)}, "
-            f"shown {TEXT_HEATMAP_COLS} to a line at most; one line per rank; blocks from empty (0 %) to full "
-            "(100 %).",
-            "",
-        ]
-        for value, what in (("busy_share", "GPU busy"), ("comm_share", "Communication")):
-            labels, m = heat.coarse("time", value, heat.ranks.height, TEXT_HEATMAP_COLS)
-            safe = [printable(label).replace("`", "'") for label in labels]
-            out += [f"### {what} share per rank over time", "", "```", *text_heatmap(safe, m), "```", ""]
-    if lag is not None:
-        ranks, more_ranks = straggler_cells(lag)
-        steps, more_steps = step_cells(lag)
-        waited, more_waited = waited_cells(lag)
-        out += [f"### {WAITED_TITLE}", "", f"_{cell(waited_note(lag), 600)}_", ""]
-        out += md_table(WAITED_HEADERS, waited) + ([rest_note(more_waited, "rows"), ""] if more_waited else [])
-        out += [f"### {STEP_TIME_TITLE}", "", f"_{cell(BASIS_NOTE[lag.basis], 400)}_", ""]
-        out += md_table(STRAGGLER_HEADERS, ranks) + ([rest_note(more_ranks, "ranks"), ""] if more_ranks else [])
-        out += ["### Slowest and fastest rank per step (widest spread first)", ""]
-        out += md_table(STEP_HEADERS, steps) + ([rest_note(more_steps, "steps"), ""] if more_steps else [])
+def coarse_columns(z: Sequence[Sequence[float | None]], max_cols: int = TEXT_HEATMAP_COLS) -> npt.NDArray[np.float64]:
+    """A heatmap's 0-100 matrix as 0-1 shares, columns averaged in runs so that at most `max_cols` remain (a
+    missing cell is NaN and left out of its run's mean; a run of none is drawn empty)."""
+    m = np.array([[np.nan if v is None else float(v) / 100.0 for v in row] for row in z], dtype=np.float64)
+    if m.ndim != 2 or m.shape[1] <= max_cols:
+        return m
+    group = -(-m.shape[1] // max_cols)
+    out = np.full((m.shape[0], -(-m.shape[1] // group)), np.nan)
+    for j in range(out.shape[1]):
+        run = m[:, j * group : (j + 1) * group]
+        known = ~np.isnan(run)
+        counts = known.sum(axis=1)
+        sums = np.where(known, run, 0.0).sum(axis=1)
+        out[:, j] = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
     return out
+
+
+def heatmap_lines(figure: Figure) -> list[str]:
+    """A heatmap Figure as text: a line per row (its label, then a block a column, from empty for 0 % to full for
+    100 %; at most TEXT_HEATMAP_COLS columns, runs of columns averaged), in a code block."""
+    d = figure.data
+    m = coarse_columns(d["z"])
+    safe = [printable(str(label)).replace("`", "'") for label in d["rows"]]
+    shown = np.nan_to_num(m, nan=0.0)
+    group = -(-len(d["columns"]) // max(1, m.shape[1])) if m.size else 1
+    what = d.get("column_what", "column")
+    per = f"{group} columns, each a {what}" if group > 1 else what
+    note = (
+        f"one line per {d.get('row_what', 'row')}, a block per {per}; {d['z_title']} from empty (0 %) to full (100 %)"
+    )
+    return [
+        f"### {cell(figure.title, 200)}",
+        "",
+        f"_{cell(note, 400)}_",
+        "",
+        "```",
+        *text_heatmap(safe, shown),
+        "```",
+        "",
+    ]
 
 
 def cell_text(column: Column, value: Any) -> str:
@@ -174,14 +164,9 @@ def figure_rows(figure: Figure) -> tuple[list[str], list[list[object]]]:
 
 
 class MarkdownRenderer:
-    """Lays out a Page as Markdown (presentation.layout.Renderer); `end` gives the document.
+    """Lays out a Page as Markdown (presentation.layout.Renderer); `end` gives the document."""
 
-    `prebuilt` holds Markdown lines made elsewhere, by section key, laid out in place of the page's (empty) section
-    of that key (its heading included): the rank views (rank_views_markdown) until their rows move into the page.
-    """
-
-    def __init__(self, prebuilt: Mapping[str, list[str]] | None = None) -> None:
-        self.prebuilt = dict(prebuilt or {})
+    def __init__(self) -> None:
         self.out: list[str] = []
 
     def begin(self, page: Page) -> None:
@@ -192,9 +177,8 @@ class MarkdownRenderer:
         self.out += [f"_{cell(n.line, 2000)}_" for n in page.notes]
 
     def section(self, section: Section) -> None:
-        """The section's heading (or the prebuilt lines of its key)."""
-        prebuilt = self.prebuilt.get(section.key)
-        self.out += prebuilt if prebuilt is not None else [f"## {cell(section.title, 200)}", ""]
+        """The section's heading."""
+        self.out += [f"## {cell(section.title, 200)}", ""]
 
     def table(self, table: Table) -> None:
         """The table's title, rows, what it left out and its lines."""
@@ -203,12 +187,16 @@ class MarkdownRenderer:
         cells = [[cell_text(c, row[c.key]) for c in table.columns] for row in table.rows]
         self.out += md_table([c.header for c in table.columns], cells)
         if table.rest:
-            self.out += [cell(rest_note(table.rest, table.rest_what), 400), ""]
+            self.out += [cell(rest_line(table.rest, table.rest_what), 400), ""]
         self.out += [line for text in table.lines for line in (cell(text, 2000), "")]
 
     def figure(self, figure: Figure) -> None:
-        """The plot's numbers as a table, unless a table of the page shows them (`shown_in`)."""
+        """The plot's numbers as a table, unless a table of the page shows them (`shown_in`); a heatmap as block
+        characters, a line per row."""
         if figure.data.get("shown_in"):
+            return
+        if figure.kind == "heatmap":
+            self.out += heatmap_lines(figure)
             return
         headers, cells = figure_rows(figure)
         if cells:
@@ -250,5 +238,4 @@ class MarkdownRenderer:
 
 def render_markdown(report: Report) -> str:
     """The report as one Markdown document: report_page laid out by MarkdownRenderer."""
-    ranks = ranks_markdown(report)
-    return lay_out(page(report), MarkdownRenderer({RANKS_KEY: ranks} if ranks else {}))
+    return lay_out(page(report), MarkdownRenderer())

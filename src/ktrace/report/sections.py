@@ -69,6 +69,12 @@ def table(headers: Sequence[str], cells: Sequence[Sequence[object]], *, raw: Seq
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def rest_line(rest: int, what: str) -> str:
+    """ "and 12 more ranks (every row is in the JSON report)": a table's left-out rows, in the HTML and Markdown
+    reports."""
+    return f"and {rest:,} more {what} (every row is in the JSON report)"
+
+
 def figure_spec(figure: page.Figure) -> plots.Figure:
     """The plotly spec of a page Figure (its data by kind, as page.Figure documents it)."""
     d = figure.data
@@ -84,6 +90,10 @@ def figure_spec(figure: page.Figure) -> plots.Figure:
         series = [(s["label"], list(s["x"]), list(s["y"])) for s in d["series"]]
         y_range = d.get("y_range")
         return plots.xy_lines(figure.title, series, d["y_title"], {"range": list(y_range)} if y_range else None)
+    if figure.kind == "heatmap":
+        ranks = [(str(n), int(r)) for n, r in d["ranks"]]
+        hover = d["hover"]
+        return plots.heatmap(figure.title, hover["busy"], hover["comm"], ranks, list(d["columns"]), d["x_title"])
     if figure.kind == "scatter":
         return plots.scatter(figure.title, list(d["series"]), d["x_title"], d["y_title"], log=bool(d.get("log")))
     raise ValueError(f"no HTML view of a {figure.kind} figure")

@@ -45,11 +45,13 @@ def rank_panels(dashboard: Dashboard | None) -> list[RankGrid | RankPanel]:
 
 
 def straggler_panel(lag: Stragglers) -> RankPanel:
-    """The ranks the others waited for (when the analysis names them: `waited_for`), then the ranks most slower
-    than the median in step time (work = step time less communication) and why."""
+    """The ranks the others waited for (when the analysis names them: `waited_for`), then the step-time view: the
+    ranks most slower than the median in work per step (work = step time less communication) and why, ranks of
+    equal figures on one line (`Stragglers.step_time`, as the terminal summary shows them)."""
     waited = getattr(lag, "waited_for", None)
     waited = waited.head(STRAGGLERS) if isinstance(waited, pl.DataFrame) and waited.height else None
-    top = lag.table.head(STRAGGLERS)
+    step_time = lag.step_time
+    top = step_time.head(STRAGGLERS)
     keys = [(str(n), int(r)) for n, r in top.select("node", "rank").iter_rows()]
     first = [] if waited is None else [(str(n), int(r)) for n, r in waited.select("node", "rank").iter_rows()]
     printed = {key: printable(f"{key[0]}/{key[1]}") for key in first + keys}
@@ -59,7 +61,8 @@ def straggler_panel(lag: Stragglers) -> RankPanel:
         if waited is None
         else [_tie_label(r, names[printed[key]]) for r, key in zip(waited.iter_rows(named=True), first, strict=True)]
     )
-    wide = max(4, *(len(n) for n in [*names.values(), *tied]))  # the rank column: as wide as its longest label
+    slow = [_tie_label(r, names[printed[key]]) for r, key in zip(top.iter_rows(named=True), keys, strict=True)]
+    wide = max(4, *(len(n) for n in [*names.values(), *tied, *slow]))  # the rank column: as wide as its longest
     text = Text(no_wrap=True, overflow="ellipsis")  # one line per rank: the cursor and clicks count lines
     ranks: list[tuple[str, int] | None] = []
     if waited is not None:
@@ -75,11 +78,11 @@ def straggler_panel(lag: Stragglers) -> RankPanel:
         ranks.append(None)
     text.append(f"{'slower %':>8}  {'work/step':>9}  {'rank':<{wide}} why (vs the median rank)\n", style="bold")
     ranks.append(None)
-    for r, key in zip(top.iter_rows(named=True), keys, strict=True):
-        text.append(f"{r['slower_pct']:+8.1f}  {format_ns(r['work_mean_ns']):>9}  {names[printed[key]]:<{wide}} ")
+    for r, key, label in zip(top.iter_rows(named=True), keys, slow, strict=True):
+        text.append(f"{r['slower_pct']:+8.1f}  {format_ns(r['work_mean_ns']):>9}  {label:<{wide}} ")
         text.append(f"{printable(str(r['causes']))}\n", style="dim")
         ranks.append(key)
-    rest = lag.table.height - len(keys)
+    rest = int(step_time.slice(len(keys))["ranks"].list.len().sum())  # the ranks of the rows left out
     if rest > 0:
         text.append(f"and {rest:,} more ranks (ktrace report has them all)\n", style="dim")
     basis = "per step" if lag.basis == "steps" else "whole GPU span"
@@ -87,11 +90,12 @@ def straggler_panel(lag: Stragglers) -> RankPanel:
 
 
 TIED = 4
-"""Tied ranks named in one waited-for line; the rest are counted."""
+"""Tied ranks named in one waited-for or step-time line; the rest are counted."""
 
 
 def _tie_label(row: dict[str, Any], label: str) -> str:
-    """A waited_for row's rank label, or for ranks tied in one row "ranks 5, 13, 21, 29 +1" (enter: the first)."""
+    """A waited_for or step_time row's rank label, or for ranks tied in one row "ranks 5, 13, 21, 29 +1" (enter:
+    the first)."""
     tied = list(row.get("ranks") or [])
     if len(tied) <= 1:
         return label

@@ -1,11 +1,12 @@
 """A planted straggler the tools must find: testing.fleet_job's straggler_delay_ms makes one rank of a tiled DLRM job
 late at each step's first collective while the others wait inside it. At 16 and 64 ranks it is first in
-stragglers.waited_for (summary JSON, terminal, Markdown report), rank by rank on the in-process, local-process and
+stragglers.waited_for (summary JSON, terminal, Markdown and HTML reports), rank by rank on the in-process, local-process and
 Dask engines and in one process; the template ranks that replay one source file are one row, not one row each."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -143,4 +144,12 @@ def test_terminal_and_markdown_name_the_planted_rank_first(
     step_time = markdown[markdown.index("### Stragglers: step-time view") :].splitlines()
     rows = [line for line in step_time if line.startswith("| ") and "---" not in line]
     copies = "ranks 5, 13, 21, 29, 37 +3 on 8 hosts" if ranks == 64 else "ranks 5, 13 on 2 hosts"
-    assert rows[1].startswith(f"| {node}/{rank} |") and rows[2].startswith(f"| {copies} | +21.0 |")
+    assert rows[1].startswith(f"| {node}/{rank} |") and rows[2].startswith(f"| {copies} | 21.0 % |")
+    # and the HTML report: its Ranks section shows who was waited for too (it had only the step-time view)
+    page = tmp_path / "report.html"
+    assert main(["report", str(path), "--workers", "2", "-o", str(page)]) == 0
+    text = page.read_text()
+    ranks = text[text.index('<section id="ranks">') :]
+    waited = ranks[ranks.index("<h3>Ranks the others waited for") : ranks.index("<h3>Stragglers: step-time")]
+    cells = [re.sub(r"<[^>]+>", "", c) for c in waited.split("<td>")[1:]]
+    assert cells[0] == f"{node}/{rank}" and any("compute kernels +4.9" in c for c in cells[:4])

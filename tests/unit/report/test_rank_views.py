@@ -11,9 +11,10 @@ from fleet_traces import LAYOUT, STEPS, STRAGGLER, fleet_trace
 from rich.console import Console
 
 from ktrace.report.content import Report, build_report
+from ktrace.report.html import all_sections
 from ktrace.report.json_report import render_json
 from ktrace.report.markdown import render_markdown
-from ktrace.report.rank_sections import rank_views_section, ranks_section
+from ktrace.report.sections import Section
 from ktrace.report.terminal import render_summary
 
 MANY = tuple((f"host{h:02d}", h * 15 + r) for h in range(10) for r in range(15))
@@ -29,6 +30,11 @@ def fleet() -> Report:
 @pytest.fixture(scope="module")
 def many() -> Report:
     return build_report(fleet_trace(layout=MANY, straggler=MANY_STRAGGLER))
+
+
+def ranks_section(report: Report) -> Section | None:
+    """The HTML report's Ranks section, laid out from the report's page."""
+    return next((s for s in all_sections(report) if s.anchor == "ranks"), None)
 
 
 def _terminal(report: Report) -> str:
@@ -52,21 +58,41 @@ def test_html_section_has_one_heatmap_with_a_row_per_rank_and_the_straggler_firs
     parts = ("node/rank %{y}", "step %{x}", "GPU busy %{customdata} %", "communication %{text} %", "%{z} %")
     assert all(part in hover for part in parts)
     body = "".join(sec.body)
-    assert body.index("<td>b/2</td><td>+133.3</td>") < body.index("<td>ranks 0, 1, 3 on 2 hosts</td><td>+0.0</td>")
+    step_time = body[body.index("<h3>Stragglers: step-time view") :]
+    assert step_time.index("<td>b/2</td><td>133.3&nbsp;%</td>") < step_time.index(
+        "<td>ranks 0, 1, 3 on 2 hosts</td><td>0.0&nbsp;%</td>"
+    )
     assert "gemm +400&nbsp;ns/step" in body  # the unit stays on the line of its number
+
+
+def test_html_shows_who_was_waited_for_before_the_step_time_view(fleet: Report) -> None:
+    """The HTML Ranks section had no waited-for table (the Markdown and the terminal had): now the ranks the
+    others waited for come first, the planted rank in the first row with its why, then the step-time view, then
+    the slowest and fastest rank per step. Fails on the old code (no such table in the HTML)."""
+    sec = ranks_section(fleet)
+    assert sec is not None
+    body = "".join(sec.body)
+    titles = [t.split("<")[0] for t in body.split("<h3>")[1:]]
+    assert [t.split(" (")[0].split(":")[0] for t in titles] == [
+        "Ranks the others waited for at the collectives",
+        "Stragglers",
+        "Slowest and fastest rank per step",
+    ]
+    waited = body[body.index("<h3>Ranks the others waited for") : body.index("<h3>Stragglers")]
+    first_row = waited[waited.index("<tbody><tr>") :].split("</tr>")[0]
+    node, rank = STRAGGLER
+    assert first_row.startswith(f"<tbody><tr><td>{node}/{rank}</td>") and "compute kernels" in first_row
+    assert "matched by kernel name and order" in waited
 
 
 def test_64_ranks_have_64_uncut_row_labels_and_the_figure_scrolls() -> None:
     """64 ranks on 8 hosts (testing.fleet): every rank a labelled row named "node/rank" in full, the figure grown
     to hold them and scrolling inside its section. Fails on the old code (4 figures of 900 px at most)."""
-    from ktrace.analysis.dashboard import build_dashboard
     from ktrace.report import plots
     from ktrace.testing.fleet import FleetConfig, generate_fleet
 
     trace = generate_fleet(FleetConfig(ranks=64, hosts=8, steps=4, kernels_per_step=4)).trace
-    dashboard = build_dashboard(trace)
-    assert dashboard.rank_heatmap is not None
-    sec = rank_views_section(dashboard.rank_heatmap, dashboard.summary.stragglers)
+    sec = ranks_section(build_report(trace))
     assert sec is not None and len(sec.figures) == 1
     labels = [f"{n}/{r}" for n, r in trace.kernels.select("node", "rank").unique().sort("node", "rank").iter_rows()]
     figure = sec.figures[0]
@@ -98,8 +124,8 @@ def test_json_holds_the_same_matrices(fleet: Report) -> None:
 
 def test_markdown_and_terminal_name_the_straggler(fleet: Report) -> None:
     md = render_markdown(fleet)
-    assert "## Ranks" in md and "| b/2 | +133.3 |" in md
-    assert "| ranks 0, 1, 3 on 2 hosts | +0.0 |" in md  # the step-time view's ties: one row
+    assert "## Ranks" in md and "| b/2 | 133.3 % |" in md
+    assert "| ranks 0, 1, 3 on 2 hosts | 0.0 % |" in md  # the step-time view's ties: one row
     text = _terminal(fleet)
     lines = text[text.index("step-time view: stragglers") :].splitlines()
     first = next(i for i, line in enumerate(lines) if line.startswith("─")) + 1
@@ -124,8 +150,8 @@ def test_many_ranks_show_top_rows_a_line_per_rank_and_counts(many: Report) -> No
     heat_lines = ranks[ranks.index("```") + 4 : ranks.index("```", ranks.index("```") + 3)].splitlines()
     assert [line.split(" |")[0].strip() for line in heat_lines] == [f"{h}/{r}" for h, r in MANY]
     # the step-time view: the straggler, then the 149 ranks of equal figures in one row (no rest to count)
-    assert f"| {MANY_STRAGGLER[0]}/{MANY_STRAGGLER[1]} | +133.3 |" in ranks
-    assert f"| ranks 0, 1, 2, 3, 4 +{len(MANY) - 6} on 10 hosts | +0.0 |" in ranks and "more ranks" not in ranks
+    assert f"| {MANY_STRAGGLER[0]}/{MANY_STRAGGLER[1]} | 133.3 % |" in ranks
+    assert f"| ranks 0, 1, 2, 3, 4 +{len(MANY) - 6} on 10 hosts | 0.0 % |" in ranks and "more ranks" not in ranks
     sec = ranks_section(many)
     assert sec is not None
     y = sec.figures[0]["layout"]["yaxis"]
@@ -133,3 +159,22 @@ def test_many_ranks_show_top_rows_a_line_per_rank_and_counts(many: Report) -> No
     assert len(sec.figures[0]["data"][0]["z"]) == len(MANY)
     text = _terminal(many)
     assert f"ranks 0, 1, 2, 3, 4 +{len(MANY) - 6} on 10 hosts" in text
+
+
+def test_the_tui_straggler_panel_shows_the_step_time_view_with_ties_in_one_line(many: Report) -> None:
+    """The TUI's step-time lines come from Stragglers.step_time as the terminal's do: the planted rank, then the
+    149 ranks of equal figures on one line (enter: its first rank), nothing left to count. Fails on the old code
+    (it read Stragglers.table: five lines of identical figures, one rank each, then "and 145 more ranks")."""
+    from ktrace.tui.rank_panels import straggler_panel
+
+    lag = many.dashboard.summary.stragglers
+    assert lag is not None
+    panel = straggler_panel(lag)
+    lines = panel.body.plain.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("slower %"))
+    shown = lines[header + 1 :]
+    node, rank = MANY_STRAGGLER
+    assert len(shown) == 2 and shown[0].split()[0] == "+133.3" and f" {node}/{rank} " in shown[0]
+    assert shown[1].split()[0] == "+0.0" and f"ranks 0, 1, 2, 3 +{len(MANY) - 5} " in shown[1]
+    assert panel.ranks[header + 1 :] == [MANY_STRAGGLER, MANY[0]]
+    assert "more ranks" not in panel.body.plain

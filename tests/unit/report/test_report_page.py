@@ -91,15 +91,12 @@ def test_html_and_markdown_show_the_same_sections_in_the_same_order_with_the_sam
             pass
 
     from ktrace.presentation.layout import lay_out
-    from ktrace.report.markdown import ranks_markdown
 
-    tables_md = lay_out(page, TablesOnly({"ranks": ranks_markdown(report)}))
+    tables_md = lay_out(page, TablesOnly())
     md_cells = {title: _numbers(cells) for title, cells in _markdown_sections(tables_md)}
     compared = 0
     for key, title, cells in parser.sections:
         numbers = _numbers([html.unescape(c) for c in cells])
-        if key == "ranks":  # laid out by rank_sections and rank_rows, not from the page yet
-            continue
         assert numbers == md_cells[html.unescape(title)], key
         compared += len(numbers)
     assert compared > 200
@@ -115,8 +112,6 @@ def test_every_figure_is_drawn_in_html_and_its_numbers_are_in_markdown(report: R
     drawn = {s.anchor: len(s.figures) for s in all_sections(report)}
     md = render_markdown(report)
     for section in page.sections:
-        if section.key == "ranks":  # laid out by rank_sections, not from the page yet
-            continue
         figures = [b for b in section.blocks if isinstance(b, Figure)]
         assert drawn.get(section.key, 0) == len(figures), section.key
         for f in figures:
