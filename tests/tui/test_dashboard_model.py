@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from ktrace.analysis.distributions import memory_op_label
 from ktrace.model.units import format_ns
+from ktrace.presentation.labels import memory_op_label
 from ktrace.report.content import build_report, report_document
 from ktrace.tui.dashboard_data import compute_dashboard
 

@@ -105,9 +105,3 @@ def with_memory_shares(grouped: pl.DataFrame) -> pl.DataFrame:
         .otherwise(None)
         .cast(pl.Float64),
     ).sort(["time_ns", "op", "copy_kind", "host_memory"], descending=[True, False, False, False])
-
-
-def memory_op_label(op: object, copy_kind: object, host_memory: object) -> str:
-    """The one name of a memory-operation row in every view: op, copy kind and host memory, e.g.
-    "memcpy HtoD pageable", "memset - -" (memory_distribution writes "-" for what does not apply)."""
-    return f"{op} {copy_kind} {host_memory}"

@@ -121,11 +121,6 @@ def job_phases(
     return _job_phases(trace, steps, given[0] if len(given) == 1 else "given")
 
 
-def step_source_note(source: str) -> str:
-    """What every view appends to a step count: " (inferred from a periodic kernel)" for inferred steps, else ""."""
-    return " (inferred from a periodic kernel)" if source == "periodic" else ""
-
-
 def step_source(trace: Trace, *, pattern: str | None = None, index: TraceIndex | None = None) -> str:
     """Where step_spans' steps come from (see JobPhases.step_source): "none" when there are none."""
     found = detect_steps(trace, pattern=pattern, index=index)

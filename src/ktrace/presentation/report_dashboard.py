@@ -10,10 +10,9 @@ from dataclasses import replace
 from typing import Any
 
 from ktrace.analysis.dashboard import Dashboard
-from ktrace.analysis.distributions import memory_op_label
-from ktrace.analysis.phases import step_source_note
 from ktrace.analysis.summary import ABSENT_DATA, Summary
 from ktrace.presentation import summary_gpu as gpu
+from ktrace.presentation.labels import memory_op_label, step_source_note
 from ktrace.presentation.notes import grouped_notes
 from ktrace.presentation.page import Column, Figure, Section, Table, Text, columns
 from ktrace.presentation.report_rules import fmt_time_range

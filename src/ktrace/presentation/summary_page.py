@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ktrace.analysis.phases import step_source_note
 from ktrace.analysis.summary import ABSENT_DATA, Summary, summary_to_dict
 from ktrace.model.units import format_ns
 from ktrace.presentation import summary_gpu as gpu
+from ktrace.presentation.labels import step_source_note
 from ktrace.presentation.notes import grouped_notes
 from ktrace.presentation.page import Page, Section
 from ktrace.presentation.summary_critical_path import critical_path_section

@@ -14,8 +14,9 @@ from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPan
 from textual.worker import get_current_worker
 
 from ktrace.analysis.index import TraceIndex
-from ktrace.analysis.phases import step_source_note, steps_per_rank
+from ktrace.analysis.phases import steps_per_rank
 from ktrace.model.trace import Trace
+from ktrace.presentation.labels import step_source_note
 from ktrace.tui.app_actions import AppActions
 from ktrace.tui.details import describe
 from ktrace.tui.keymap import bindings

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from ktrace.analysis.distributions import memory_op_label
 from ktrace.presentation.cells import format_value
+from ktrace.presentation.labels import memory_op_label
 from ktrace.tui.charts import KernelBars, UtilizationChart, colour, histogram, series_of, shares
 
 if TYPE_CHECKING:  # the page is built and laid out in the dashboard worker, not when the TUI starts
