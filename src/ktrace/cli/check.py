@@ -69,7 +69,8 @@ def finding_line(f: object) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate the rules and print the findings."""
-    from ktrace.analysis.rules.engine import report_to_dict, run_rules
+    from ktrace.analysis.rules.engine import run_rules
+    from ktrace.presentation.rules_json import report_to_dict
 
     if args.list_rules:
         sys.stdout.write(list_rules())

@@ -19,7 +19,6 @@ NOT_YET_MOVED = {
     "memory_timeline.py": {"memory_timeline_dict"},
     "rank_reduce_fleet.py": {"fleet_to_dict"},
     "roofline.py": {"roofline_dict"},
-    "rules/engine.py": {"evidence_to_dict", "finding_to_dict", "report_to_dict"},
     "summary.py": {
         "_histogram_dict",
         "_load_balance_dict",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ktrace.analysis.rules.base import SEVERITIES, Evidence, Finding, Param, Rule, RuleResult
 from ktrace.analysis.rules.config import RulesConfig, apply_overrides, load_config
-from ktrace.analysis.rules.engine import RULE_ORDER, RulesReport, all_rules, report_to_dict, rule_by_name, run_rules
+from ktrace.analysis.rules.engine import RULE_ORDER, RulesReport, all_rules, rule_by_name, run_rules
 
 __all__ = [
     "RULE_ORDER",
@@ -19,7 +19,6 @@ __all__ = [
     "all_rules",
     "apply_overrides",
     "load_config",
-    "report_to_dict",
     "rule_by_name",
     "run_rules",
 ]

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ktrace.analysis.index import TraceIndex
-from ktrace.analysis.rules.base import Evidence, Finding, Outcome, ParamValue, Rule, RuleResult, Skip, severity_rank
+from ktrace.analysis.rules.base import Finding, Outcome, ParamValue, Rule, RuleResult, Skip, severity_rank
 from ktrace.analysis.rules.config import RulesConfig
 from ktrace.model.errors import ProgressFn, no_progress
 from ktrace.model.trace import Trace
@@ -195,49 +194,3 @@ def run_rules(
         results.append(evaluate(rule, trace, ix, config))
         progress(i + 1, len(chosen))
     return RulesReport(tuple(results))
-
-
-def evidence_to_dict(e: Evidence) -> dict[str, Any]:
-    """Evidence as a JSON-ready dict without the fields it does not have."""
-    return {k: v for k, v in e.__dict__.items() if v is not None}
-
-
-def finding_to_dict(f: Finding) -> dict[str, Any]:
-    """A finding as a JSON-ready dict (stable keys)."""
-    return {
-        "rule": f.rule,
-        "severity": f.severity,
-        "message": f.message,
-        "recommendation": f.recommendation,
-        "datapoints": f.datapoints,
-        "triggered": f.triggered,
-        "evidence": [evidence_to_dict(e) for e in f.evidence],
-    }
-
-
-def report_to_dict(report: RulesReport, rules: Iterable[Rule] | None = None) -> dict[str, Any]:
-    """The whole RulesReport as a JSON-ready dict: one entry per rule with its parameters and findings."""
-    docs = {r.name: r for r in (rules if rules is not None else all_rules())}
-    out = []
-    for r in report.results:
-        rule = docs.get(r.rule)
-        out.append(
-            {
-                "rule": r.rule,
-                "family": r.family,
-                "description": r.description,
-                "recommendation": rule.recommendation if rule else "",
-                "params": dict(r.params),
-                "datapoints": r.datapoints,
-                "triggered": r.triggered,
-                "status": "skipped" if r.skipped else ("fired" if r.fired else "ok"),
-                "skipped": r.skipped,
-                "findings": [finding_to_dict(f) for f in r.findings],
-                "details": dict(r.details),
-            }
-        )
-    return {
-        "rules": out,
-        "worst": report.worst(),
-        "counts": {s: sum(1 for f in report.findings if f.severity == s) for s in ("error", "warning", "info")},
-    }
