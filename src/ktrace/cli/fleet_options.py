@@ -10,6 +10,9 @@ from ktrace.fleet.scheduler_probe import DEFAULT_TIMEOUT_S, SchedulerAddress
 from ktrace.model.errors import ExitCode, KtraceError
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from ktrace.analysis.gpu_peaks import GpuPeaks
     from ktrace.analysis.rank_reduce import FleetResult, FleetSummary
     from ktrace.analysis.rules.config import RulesConfig
 
@@ -71,9 +74,11 @@ def fleet_result_of(
     annotations: tuple[str, ...] | None = (),
     by_shape: bool = False,
     rules_config: RulesConfig | bool = False,
+    gpu_peaks: Mapping[str, GpuPeaks] | None = None,
 ) -> FleetResult | None:
     """The rank-by-rank FleetResult of `args.trace` when that path applies (fleet.summary_map.wants_fleet), else
-    None (the caller takes the single-process path); the other arguments as fleet.summary_map.fleet_summary's."""
+    None (the caller takes the single-process path); the other arguments as fleet.summary_map.fleet_summary's
+    (gpu_peaks default: the rules config's)."""
     one_process = getattr(args, "one_process", False)
     if not one_process and args.workers is None and args.cluster is None and not os.path.isdir(args.trace):
         return None  # a trace file is never a store: no import of the fleet path and model.store (~0.15 s)
@@ -95,6 +100,7 @@ def fleet_result_of(
             annotations=annotations,
             by_shape=by_shape,
             rules_config=rules_config,
+            gpu_peaks=gpu_peaks if gpu_peaks is not None or isinstance(rules_config, bool) else rules_config.gpu_peaks,
             skip=("ops",) if getattr(args, "no_ops", False) else (),
             progress=bar,
         )

@@ -15,6 +15,7 @@ examples:
   ktrace summary resnet.pt.trace.json.gz --by-shape   operators per (name, input shapes)
   ktrace summary job.ktrace --workers 8                 rank by rank in 8 processes
   ktrace summary job.ktrace --cluster tcp://sched:8786  rank by rank on a Dask cluster
+  ktrace summary trace.json.gz --rules rules.toml       the roofline with the file's [gpu_peaks."NAME"] rows
 
 A .ktrace store of 16 ranks or more (or any store with --workers/--cluster) is summarized rank by rank, for
 speed and memory only: each worker opens only its own partitions and the client merges small per-rank tables
@@ -32,10 +33,11 @@ import argparse
 import json
 import re
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ktrace.cli.fleet_options import add_engine_arguments, fleet_result_of
 from ktrace.cli.options import add_json_flag, add_no_ops_flag, add_trace_argument, open_trace, terminal_console
+from ktrace.cli.rules_options import add_rules_file_argument, rules_config
 from ktrace.model.errors import ExitCode, KtraceError
 
 if TYPE_CHECKING:
@@ -73,6 +75,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also list the top operators per (name, input shapes) (Kineto record_shapes=True); the JSON has "
         "operators.by_shape whenever the trace records shapes",
     )
+    add_rules_file_argument(
+        parser,
+        'a rules TOML file (as check and report take) whose [gpu_peaks."NAME"] rows add a GPU to the roofline\'s peak '
+        "table or override one of its rows; the summary runs no rules",
+    )
     add_engine_arguments(parser)
 
 
@@ -94,10 +101,9 @@ def run(args: argparse.Namespace) -> int:
     _check_regex(args.steps_pattern, "--steps-pattern")
     for pattern in args.annotation:
         _check_regex(pattern, "--annotation")
-    fleet = fleet_result_of(
-        args, top=args.top, steps_pattern=args.steps_pattern, annotations=tuple(args.annotation), by_shape=args.by_shape
-    )
-    summary = fleet.summary if fleet is not None else _one_process(args)
+    options = _summary_options(args)
+    fleet = fleet_result_of(args, **options)
+    summary = fleet.summary if fleet is not None else _one_process(args, options)
     page = summary_page(summary, by_shape=args.by_shape)
     if args.json:  # the document the page stands for: summary_to_dict
         json.dump(dict(page.document), sys.stdout, indent=1, sort_keys=True)
@@ -109,16 +115,22 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _one_process(args: argparse.Namespace) -> Summary:
+def _summary_options(args: argparse.Namespace) -> dict[str, Any]:
+    """What summarize and the rank-by-rank summary both take: --top, --steps-pattern, --annotation, --by-shape and
+    the --rules file's gpu_peaks."""
+    return {
+        "top": args.top,
+        "steps_pattern": args.steps_pattern,
+        "annotations": tuple(args.annotation),
+        "by_shape": args.by_shape,
+        "gpu_peaks": rules_config(args).gpu_peaks if args.rules else None,
+    }
+
+
+def _one_process(args: argparse.Namespace, options: dict[str, Any]) -> Summary:
     from ktrace.analysis.summary import summarize
     from ktrace.cli.progress import progress_bar
 
     trace = open_trace(args.trace, with_ops=not args.no_ops)
     with progress_bar("analysing"):
-        return summarize(
-            trace,
-            top=args.top,
-            steps_pattern=args.steps_pattern,
-            annotations=tuple(args.annotation),
-            by_shape=args.by_shape,
-        )
+        return summarize(trace, **options)
