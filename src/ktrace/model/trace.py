@@ -9,8 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ktrace.model.clock import ClockAlignment
 from ktrace.model.schema import ENUMS, SCHEMA_VERSION, SCHEMAS, SPAN_TABLES, TABLES
@@ -147,14 +149,33 @@ def frame_to_arrow(frame: pl.DataFrame, name: str) -> pa.Table:
         if f.name in table.column_names:
             col = table.column(f.name)
             if pa.types.is_dictionary(f.type) and pa.types.is_dictionary(col.type):
-                col = col.cast(pa.string()).dictionary_encode()
-                col = col.cast(f.type)
+                col = _first_use_dictionary(col, f.type)
             else:
                 col = col.cast(f.type)
         else:
             col = pa.nulls(table.num_rows, f.type)
         columns.append(col)
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _first_use_dictionary(col: pa.ChunkedArray, typ: pa.DictionaryType) -> pa.ChunkedArray:
+    """The dictionary column `col` (polars' export: a dictionary per chunk) as `typ`, every chunk sharing one
+    dictionary of the strings its rows use in the order of their first use: what casting to strings and
+    dictionary-encoding gives, without a string per row (that was ~100 MB at every store write of 0.9 M operator
+    rows with shapes, issue 29). Only the chunks' indices (4 bytes a row) are remapped."""
+    used = []
+    for chunk in col.chunks:
+        codes = pc.unique(chunk.indices).drop_null()
+        used.append((codes, chunk.dictionary.take(codes).cast(pa.string())))
+    first_use = pa.concat_arrays([values for _, values in used] or [pa.array([], pa.string())]).dictionary_encode()
+    chunks, start = [], 0
+    for chunk, (codes, values) in zip(col.chunks, used, strict=True):
+        lookup = np.zeros(len(chunk.dictionary), np.int32)
+        lookup[codes.to_numpy()] = first_use.indices.to_numpy()[start : start + len(values)]
+        start += len(values)
+        indices = pc.take(pa.array(lookup), chunk.indices).cast(typ.index_type)
+        chunks.append(pa.DictionaryArray.from_arrays(indices, first_use.dictionary.cast(typ.value_type)))
+    return pa.chunked_array(chunks, typ)
 
 
 @dataclass(frozen=True)
