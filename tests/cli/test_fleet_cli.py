@@ -137,7 +137,7 @@ def test_report_rank_views_rank_by_rank_are_the_single_process_ones(dlrm_store: 
     assert main(["report", str(dlrm_store), "--workers", "2", "-o", str(fleet)]) == 0
     section = _ranks_part(fleet.read_text())
     assert section == _ranks_part(single.read_text())
-    assert "### Stragglers" in section and "### GPU busy share per rank over time" in section
+    assert "### Stragglers" in section and "### GPU busy outside communication % per rank" in section
     page = tmp_path / "fleet.html"
     assert main(["report", str(dlrm_store), "--workers", "2", "-o", str(page)]) == 0
     html = page.read_text()

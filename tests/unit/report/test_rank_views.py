@@ -178,3 +178,27 @@ def test_the_tui_straggler_panel_shows_the_step_time_view_with_ties_in_one_line(
     assert shown[1].split()[0] == "+0.0" and f"ranks 0, 1, 2, 3 +{len(MANY) - 5} " in shown[1]
     assert panel.ranks[header + 1 :] == [MANY_STRAGGLER, MANY[0]]
     assert "more ranks" not in panel.body.plain
+
+
+def test_markdown_draws_a_wide_heatmap_figure_in_at_most_60_blocks_a_line() -> None:
+    """A rank x time-bin heatmap (200 bins) as text: a line per rank, runs of 4 bins averaged into a block, a rank
+    without data drawn empty, and the note saying how many bins a block holds."""
+    from ktrace.presentation.page import Figure
+    from ktrace.report.markdown import TEXT_HEATMAP_COLS, heatmap_lines
+
+    z: list[list[int | None]] = [[100 if i < 100 else 0 for i in range(200)], [None] * 200]
+    data = {
+        "rows": ["a/0", "a/1"],
+        "row_what": "rank",
+        "columns": list(range(200)),
+        "column_what": "time bin of 5 ms",
+        "z": z,
+        "z_title": "busy %",
+        "x_title": "s",
+    }
+    lines = heatmap_lines(Figure("rank_heatmap", "busy", "heatmap", data))
+    drawn = lines[lines.index("```") + 1 : -2]
+    assert [line.split(" |")[0] for line in drawn] == ["a/0", "a/1"]
+    blocks = [line.split("|")[1] for line in drawn]
+    assert len(blocks[0]) == 50 <= TEXT_HEATMAP_COLS and blocks[0] == "█" * 25 + " " * 25 and blocks[1] == " " * 50
+    assert "a block per 4 columns, each a time bin of 5 ms" in lines[2]
