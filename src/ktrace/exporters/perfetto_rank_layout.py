@@ -7,8 +7,9 @@ launch_pairs + FlowChunks give them for the whole rank at once (the same numbers
 
 What stays per slice: nothing on the tracks where slices never overlap (GPU streams, flat API calls); on a track
 where they do (nested operators), start, end and row from the slice before its first overlap on (24 bytes a
-slice); per launch->run pair, its correlation id's place (4 bytes) and flow id (8 bytes); per distinct launch
-correlation id, the id and the launch's start (16 bytes).
+slice); per launch->run pair, its order by correlation id (4 bytes) and whether it ends its flow (1 byte); per
+distinct launch correlation id, the id and whether its launch was written (9 bytes); the layout pass holds the
+launch's start too (8 bytes).
 """
 
 from __future__ import annotations
@@ -116,7 +117,12 @@ class _Launches:
 
     def __init__(self, trace: Trace, node: str, rank: int) -> None:
         api = next(p for p in rank_parts(trace, node, rank) if p.kind == "api")
-        calls = api.table.filter(api.rows & pl.col("correlation_id").is_not_null())
+        calls = (  # the two columns only: filtering the table itself would copy all of its rank's rows
+            api.table.lazy()
+            .filter(api.rows & pl.col("correlation_id").is_not_null())
+            .select("correlation_id", "start_ns")
+            .collect()
+        )
         corr = calls["correlation_id"].cast(pl.Int64).to_numpy()
         start = calls["start_ns"].to_numpy()
         del calls
@@ -126,6 +132,7 @@ class _Launches:
         self.ids: I64 = corr[firsts]
         self.launch_start: I64 = np.minimum.reduceat(start, firsts) if firsts.size else start[:0]
         self.pair_parts: list[NDArray[np.int32]] = []
+        self.term_parts: list[NDArray[np.bool_]] = []
 
     def match(self, corr: pl.Series) -> tuple[I64, NDArray[np.bool_]]:
         """Place of each correlation id among the launches', and whether it is one."""
@@ -137,8 +144,9 @@ class _Launches:
     def add(self, window: pl.DataFrame) -> None:
         """Count the next window's launched GPU records (file order)."""
         at, found = self.match(window["correlation_id"])
-        gpu = window["kind"].is_in(STREAM_KINDS).to_numpy()
-        self.pair_parts.append(at[gpu & found].astype(np.int32))
+        gpu = np.flatnonzero(window["kind"].is_in(STREAM_KINDS).to_numpy() & found)
+        self.pair_parts.append(at[gpu].astype(np.int32))
+        self.term_parts.append(window["start_ns"].to_numpy()[gpu] >= self.launch_start[at[gpu]])
 
 
 class RankLayout:
@@ -165,9 +173,14 @@ class RankLayout:
             [lane_uuid[(b, k)] for b, k in zip(base.tolist(), lanes.tolist(), strict=True)], np.int64
         )
         pair_corr = np.concatenate(self.launches.pair_parts) if self.launches.pair_parts else np.zeros(0, np.int32)
-        self.launches.pair_parts = []
+        self.term = np.concatenate(self.launches.term_parts) if self.launches.term_parts else np.zeros(0, np.bool_)
+        """Per pair: does the GPU record start at or after its launch (then it ends the flow)."""
+        self.launches.pair_parts, self.launches.term_parts = [], []
+        self.launches.launch_start = self.launches.launch_start[:0]  # the pairs' `term` says all it was for
         self.pairs = int(pair_corr.shape[0])
-        self.pairs_by_corr: I64 = np.argsort(pair_corr, kind="stable")
+        self.pairs_by_corr: NDArray[np.int32] | I64 = np.argsort(pair_corr, kind="stable")
+        if self.pairs < 2**31:
+            self.pairs_by_corr = self.pairs_by_corr.astype(np.int32)
         bounds = np.searchsorted(pair_corr[self.pairs_by_corr], np.arange(self.launches.ids.size + 1))
         self.corr_pairs: I64 = bounds.astype(np.int64)
         self.launched = np.zeros(self.launches.ids.size, np.bool_)
@@ -190,8 +203,8 @@ class RankLayout:
         kind = chunk["kind"]
         gpu = np.flatnonzero(kind.is_in(STREAM_KINDS).to_numpy() & found)
         gpu_ids = (first_id + self.next_pair + np.arange(gpu.size)).astype(np.uint64)
+        term = self.term[self.next_pair : self.next_pair + gpu.size]
         self.next_pair += gpu.size
-        term = chunk["start_ns"].to_numpy()[gpu] >= self.launches.launch_start[at[gpu]]
         calls = np.flatnonzero((kind == "api").to_numpy() & found)
         corr, first = np.unique(at[calls], return_index=True)
         fresh = ~self.launched[corr]
@@ -200,7 +213,7 @@ class RankLayout:
         lo, hi = self.corr_pairs[corr], self.corr_pairs[corr + 1]
         counts = hi - lo
         pick = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
-        launch_ids = (first_id + self.pairs_by_corr[pick]).astype(np.uint64)
+        launch_ids = (first_id + self.pairs_by_corr[pick].astype(np.int64)).astype(np.uint64)
         flow_rows = np.concatenate([np.repeat(launch, counts), gpu[~term]]).astype(np.int64)
         flow_ids = np.concatenate([launch_ids, gpu_ids[~term]])
         return flow_rows, flow_ids, gpu[term].astype(np.int64), gpu_ids[term]

@@ -28,15 +28,16 @@ class _PartRows:
     def __init__(self, part: SlicePart) -> None:
         self.part = part
         mask = part.table.select(part.rows.fill_null(False)).to_series().to_numpy()
-        idx = np.flatnonzero(mask)
-        del mask
-        if idx.size == part.table.height:
+        count = int(mask.sum())
+        first = int(np.argmax(mask)) if count else 0
+        last = mask.shape[0] - 1 - int(np.argmax(mask[::-1])) if count else -1
+        if count == part.table.height:
             self.rows = part.table
-        elif idx.size and int(idx[-1]) - int(idx[0]) + 1 == idx.size:
-            self.rows = part.table.slice(int(idx[0]), idx.size)
+        elif last - first + 1 == count:  # a rank's rows together (as the store reads them): a view
+            self.rows = part.table.slice(first, count)
         else:  # a rank's rows spread among other ranks' rows: its own copy
-            self.rows = part.table[idx]
-        del idx
+            self.rows = part.table.filter(pl.Series(mask))
+        del mask
         self.start: NDArray[np.int64] = self.rows["start_ns"].to_numpy()
         self.order: NDArray[np.int32] | NDArray[np.int64] | None = None  # None: already sorted by start
         if self.start.size > 1 and not bool((self.start[1:] >= self.start[:-1]).all()):
