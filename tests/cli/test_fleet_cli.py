@@ -52,7 +52,8 @@ def test_summary_text_rank_by_rank_is_the_one_process_text(
     assert main(["summary", str(dlrm_store), "--workers", "1"]) == 0
     out = " ".join(capsys.readouterr().out.split())  # the terminal wraps long lines
     assert "ranks, slowest first" not in out and "GPU busy / idle per device" in out and "job phases" in out
-    assert "stragglers (work = step time less communication" in out and "critical_path: computed on one" in out
+    assert "stragglers (work = step time less communication" in out and "critical_path: computed on one" not in out
+    assert "critical path of ProfilerStep#10 (the only step) on 8 ranks" in out  # the job's, rank by rank
 
 
 def test_a_store_of_many_ranks_is_summarized_rank_by_rank_by_default(
@@ -61,11 +62,13 @@ def test_a_store_of_many_ranks_is_summarized_rank_by_rank_by_default(
     path = tmp_path / "wide.ktrace"
     store.write(generate(SyntheticConfig(steps=2, kernels_per_step=4, ranks=FLEET_MIN_RANKS, nodes=4)), path)
     fleet = _json(["summary", str(path), "--json", "--workers", "1"], capsys)
-    assert fleet["ranks"] == FLEET_MIN_RANKS and fleet["critical_path"] is None
+    assert fleet["ranks"] == FLEET_MIN_RANKS and fleet["critical_path"] is not None
     assert _json(["summary", str(path), "--json"], capsys).keys() == fleet.keys()
-    # --one-process: the whole store in this process, with every section the rank-by-rank path leaves out
+    # --one-process: the whole store in this process, the same critical path
     whole = _json(["summary", str(path), "--json", "--one-process"], capsys)
-    assert "fleet" not in whole and whole["ranks"] == FLEET_MIN_RANKS and "critical_path" in whole
+    assert (
+        "fleet" not in whole and whole["ranks"] == FLEET_MIN_RANKS and whole["critical_path"] == fleet["critical_path"]
+    )
     assert main(["summary", str(path), "--one-process", "--workers", "2"]) == ExitCode.USAGE
     assert "--one-process contradicts" in capsys.readouterr().err
 

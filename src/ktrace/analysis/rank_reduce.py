@@ -31,7 +31,8 @@ roofline           job-wide: modeled calls per (name, shapes, dtypes) summed (ex
                    precision from the sums; MFU per step per rank (the job's step source).
 notes              every rank's notes, once each, and what this path does not compute.
 stragglers         job-wide: analysis.rank_views_reduce (exact).
-critical_path      None: the job's critical path is computed by `ktrace summary --one-process`.
+critical_path      None here: fleet.summary_map sets the job's (fleet.critical_path_map: per-rank graphs
+                   joined at the collectives on the client, equal to one process's) and its notes.
 memory_timeline    None, with a note: not yet reduced rank by rank (`ktrace summary --one-process`).
 =================  =====================================================================================
 
@@ -90,16 +91,9 @@ from ktrace.analysis.summary import Summary, absent_notes
 
 __all__ = ["STRAGGLER_RATIO", "FleetResult", "FleetSummary", "as_fleet_summary", "fleet_to_dict", "reduce_partials"]
 
-NOT_REDUCED = ("critical_path", "memory_timeline")
+NOT_REDUCED = ("memory_timeline",)
 """The Summary fields this path leaves None (ONE_PROCESS_NOTES say so)."""
-CRITICAL_PATH_NOTE = (
-    "critical_path: computed on one process only for now: run `ktrace summary --one-process` for the job's "
-    "critical path"
-)
-ONE_PROCESS_NOTES = (
-    CRITICAL_PATH_NOTE,
-    "memory_timeline: not yet computed rank by rank: run `ktrace summary --one-process` for them",
-)
+ONE_PROCESS_NOTES = ("memory_timeline: not yet computed rank by rank: run `ktrace summary --one-process` for them",)
 """What the rank-by-rank Summary leaves out, said in its notes."""
 _SUMMARY_ONLY_NOTES = frozenset(ONE_PROCESS_NOTES)
 _SOURCE_ORDER = ("profiler_step", "annotation", "periodic")

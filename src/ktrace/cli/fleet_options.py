@@ -37,8 +37,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "--one-process",
         action="store_true",
         help="analyse every rank in this process even for a store of 16 ranks or more, holding all ranks in memory "
-        "at once; the same summary, plus what the rank-by-rank path does not compute yet (the critical path, "
-        "the memory timeline)",
+        "at once; the same summary, plus what the rank-by-rank path does not compute yet (the memory timeline)",
     )
 
 

@@ -20,8 +20,9 @@ examples:
 A .ktrace store of 16 ranks or more (or any store with --workers/--cluster) is summarized rank by rank, for
 speed and memory only: each worker opens only its own partitions and the client merges small per-rank tables
 (ktrace.fleet). It gives the same summary, JSON keys and all: counts, sums, means and maxima equal the
-single-process ones; percentiles come from merged log-bin histograms, within 0.27 %. The critical path and the
-memory timeline are not computed rank by rank yet (a note says so; --one-process computes them).
+single-process ones; percentiles come from merged log-bin histograms, within 0.27 %; the job's critical path is
+one process's (each rank's graph of the chosen step, joined at the collectives on the client). The memory timeline
+is not computed rank by rank yet (a note says so; --one-process computes it).
 
 JSON keys are sorted and floats rounded to 6 decimals, so the output diffs cleanly between runs.
 Durations are integer ns, shares are 0-1, *_pct are percentages.

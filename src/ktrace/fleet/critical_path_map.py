@@ -72,6 +72,8 @@ class RankTask:
     same step in the same pass (own_window), kept when the job's choice is the same."""
     window: Window | None = None
     """graph_task: the rank's window of the chosen step."""
+    skip: tuple[str, ...] = ()
+    """Tables the user left out (store.read's skip: ("ops",) for --no-ops), never read."""
 
     def label(self) -> str:
         """How errors and progress name the task."""
@@ -79,7 +81,7 @@ class RankTask:
 
     def read(self, tables: tuple[str, ...]) -> Trace:
         """The partition's trace, holding `tables` only."""
-        skip = [t for t in TABLES if t not in tables]
+        skip = [t for t in TABLES if t not in tables or t in self.skip]
         return store.read(self.store, clock=self.clock, only={(self.node, self.rank)}, skip=skip)
 
 
@@ -113,9 +115,11 @@ def job_critical_path(
     annotation: str | None = None,
     instance: int = 0,
     steps_pattern: str | None = None,
+    skip: tuple[str, ...] = (),
     progress: ProgressFn = no_progress,
 ) -> CriticalPath | None:
-    """critical_path(store.read(path)) (the whole job's, across ranks) computed rank by rank on `engine`.
+    """critical_path(store.read(path)) (the whole job's, across ranks) computed rank by rank on `engine`; with
+    `skip` (tables not read, as store.read's), critical_path(store.read(path, skip=skip)).
 
     Returns:
         None where critical_path returns None (no CPU events, no such annotation instance, a cycle).
@@ -128,7 +132,8 @@ def job_critical_path(
         raise TraceFormatError(f"{root}: the rank-by-rank critical path needs a .ktrace store (import the trace first)")
     clock = clock_mode()
     tasks = [
-        RankTask(str(root), node, rank, clock, annotation, steps_pattern) for node, rank, _ in store.partitions(root)
+        RankTask(str(root), node, rank, clock, annotation, steps_pattern, skip=tuple(skip))
+        for node, rank, _ in store.partitions(root)
     ]
     if not tasks:
         raise TraceFormatError(f"{root}: the store has no partition")

@@ -3,7 +3,8 @@
 Each task opens only its own partition (`store.read(only=...)`), in two passes: the first returns the partition's
 span, its GPU records' span and its annotation ranges' extents (the job's spans set the time bins of the load
 balance and of the rank heatmap, and the extents the annotation histograms' bins, as in one process), the second
-its RankPartial. The client keeps the per-rank rows and merges histograms and totals as the partials arrive
+its RankPartial; then the job's critical path is computed rank by rank (fleet.critical_path_map) on the same
+engine. The client keeps the per-rank rows and merges histograms and totals as the partials arrive
 (analysis.rank_reduce), so it never holds a frame of events; the result is the Summary `summarize()` gives.
 
 `ktrace summary|report|check STORE` take this path, for speed and memory only, when the store has
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ktrace.analysis.critical_path_summary import critical_path_notes
 from ktrace.analysis.gpu_peaks import GpuPeaks
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.rank_activity import HeatmapBins, gpu_span, job_bins
@@ -28,6 +30,7 @@ from ktrace.analysis.rank_reduce import FleetResult, reduce_partials
 from ktrace.analysis.rank_reduce_annotations import Extent, annotation_extent, job_extents
 from ktrace.analysis.rules.rank_rules import rank_rule_part, reduce_rule_parts
 from ktrace.analysis.summary import summary_to_dict
+from ktrace.fleet.critical_path_map import job_critical_path
 from ktrace.fleet.engines import Engine, open_engine
 from ktrace.model import store
 from ktrace.model.alignment import clock_mode
@@ -175,17 +178,29 @@ def summarize_store(
         for t in tasks
     ]
 
+    total = 2 * len(tasks)  # the partials, then the critical path's pass over every rank
+
     def partials() -> Iterator[RankPartial]:
         for done, (_, partial) in enumerate(engine.map(partition_partial, tasks, describe=PartitionTask.label), 1):
-            progress(done, len(tasks))
+            progress(done, total)
             yield partial
 
     result = reduce_partials(partials(), top=top, by_shape=by_shape, gpu_peaks=gpu_peaks)
+    critical = job_critical_path(
+        root,
+        engine,
+        steps_pattern=steps_pattern,
+        skip=skip,
+        progress=lambda done, _: progress(len(tasks) + min(done, len(tasks)), total),
+    )
+    summary = dataclasses.replace(
+        result.summary, critical_path=critical, notes=result.summary.notes + critical_path_notes(critical)
+    )
     rules = None
     if rules_config is not False:
         config = None if rules_config is True else rules_config
-        rules = reduce_rule_parts(result.rule_parts, result.summary, config)
-    return dataclasses.replace(result, engine=engine_label(engine), rules=rules)
+        rules = reduce_rule_parts(result.rule_parts, summary, config)
+    return dataclasses.replace(result, summary=summary, engine=engine_label(engine), rules=rules)
 
 
 def same_results(a: FleetResult, b: FleetResult) -> bool:

@@ -8,9 +8,11 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
+import numpy as np
 import polars as pl
 from polars.testing import assert_frame_equal
 
+from ktrace.analysis.critical_path import CriticalPath
 from ktrace.analysis.log_histogram import RELATIVE_ERROR
 from ktrace.analysis.rank_heatmap import RankHeatmap
 from ktrace.analysis.rank_reduce import NOT_REDUCED, ONE_PROCESS_NOTES, FleetResult
@@ -115,6 +117,8 @@ def fleet_differences(single: Summary, fleet: FleetResult, heatmap: RankHeatmap 
             out += [] if b is None else [f"{f.name}: {b} (not reduced rank by rank: None expected)"]
         elif f.name in _SKIPPED:
             continue
+        elif f.name == "critical_path":
+            out += critical_path_differences(a, b)
         elif f.name == "latency":
             out += frame_difference(f.name, a, b, quantiles=[c for c in a.columns if "_p" in c])
         elif isinstance(a, pl.DataFrame):
@@ -142,10 +146,29 @@ def _annotation_differences(single: Summary, fleet: Summary) -> list[str]:
 
 
 def _note_differences(single: Sequence[str], fleet: Sequence[str]) -> list[str]:
-    """The notes of one process, but those about the fields not reduced, then ONE_PROCESS_NOTES."""
+    """The notes of one process, but those about the fields not reduced, in order; and ONE_PROCESS_NOTES."""
     about = tuple(f"{name}:" for name in NOT_REDUCED)
-    expected = [n for n in single if not n.startswith(about)] + list(ONE_PROCESS_NOTES)
-    return [] if list(fleet) == expected else [f"notes: {list(fleet)} vs {expected}"]
+    expected = [n for n in single if not n.startswith(about)]
+    found = [n for n in fleet if n not in ONE_PROCESS_NOTES]
+    missing = [n for n in ONE_PROCESS_NOTES if n not in fleet]
+    return [] if found == expected and not missing else [f"notes: {list(fleet)} vs {expected} + {ONE_PROCESS_NOTES}"]
+
+
+def critical_path_differences(single: CriticalPath | None, fleet: CriticalPath | None) -> list[str]:
+    """The fields of two critical paths that differ, each compared exactly (frames and arrays whole)."""
+    if single is None or fleet is None:
+        return [] if single is fleet else [f"critical_path: {single} vs {fleet}"]
+    out = []
+    for f in fields(single):
+        a, b = getattr(single, f.name), getattr(fleet, f.name)
+        if isinstance(a, pl.DataFrame) or isinstance(b, pl.DataFrame):
+            same = isinstance(a, pl.DataFrame) and isinstance(b, pl.DataFrame) and a.equals(b)
+        elif isinstance(a, np.ndarray):
+            same = np.array_equal(a, b)
+        else:
+            same = a == b
+        out += [] if same else [f"critical_path.{f.name}: {a} vs {b}"]
+    return out
 
 
 _HEATMAP_FRAMES = ("ranks", "by_time", "by_step")

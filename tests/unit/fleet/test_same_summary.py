@@ -54,7 +54,7 @@ def test_rank_by_rank_summary_equals_one_process(jobs: dict[int, Path], ranks: i
     s = fleet.summary
     assert s.ranks == ranks and s.operators is not None and s.counters.height and s.kernel_sequences is not None
     assert [a.count for a in s.annotations] == [a.count for a in single.annotations] and s.annotations[0].count
-    assert s.collectives is not None and s.roofline is not None and s.critical_path is None
+    assert s.collectives is not None and s.roofline is not None and s.critical_path is not None
     assert set(ONE_PROCESS_NOTES) <= set(s.notes)
 
 
@@ -135,3 +135,20 @@ def test_a_rules_files_gpu_peaks_reach_the_rank_by_rank_roofline(tmp_path: Path)
     single = summarize(store.read(path), gpu_peaks=peaks)
     assert fleet.summary.roofline is not None and fleet.summary.roofline.peaks == peaks["V100"]
     assert fleet_differences(single, fleet) == []
+
+
+@pytest.mark.parametrize("kind", ["in-process", "processes"])
+def test_the_critical_path_rule_is_exact_from_the_jobs_critical_path(tmp_path: Path, kind: str) -> None:
+    """Rank by rank, the Summary holds the job's critical path (fleet.critical_path_map, one process's) and
+    CPUBoundCriticalPath reads it: its result is run_rules' on the whole store, not a per-rank tally."""
+    from ktrace.analysis.rules.engine import run_rules
+    from ktrace.testing.fleet_compare import critical_path_differences
+
+    path = tmp_path / "job.ktrace"
+    store.write(generate(SyntheticConfig(steps=3, kernels_per_step=8, ranks=4, nodes=2)), path)
+    with InProcessEngine() if kind == "in-process" else ProcessEngine(2) as engine:
+        fleet = summarize_store(path, engine, rules_config=True)
+    whole = store.read(path)
+    assert critical_path_differences(summarize(whole).critical_path, fleet.summary.critical_path) == []
+    got, alone = fleet.rules.result("CPUBoundCriticalPath"), run_rules(whole).result("CPUBoundCriticalPath")
+    assert got == alone and got.skipped is None and "on 4 ranks" in got.details["window"]

@@ -4,6 +4,7 @@ When most of the longest chain of dependent work is CPU operators and runtime ca
 shorten the step: the GPU waits for the host. The share is the critical path's "cpu" category
 (analysis.critical_path, HTA's "cpu_bound") over its length. The threshold is ktrace's own choice (HTA
 reports the breakdown without a verdict): at 70 % even an infinitely fast GPU would save under a third.
+Rank by rank the rule is exact: it reads the job's critical path the reduced Summary holds.
 """
 
 from __future__ import annotations
@@ -12,14 +13,19 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from ktrace.analysis.critical_path import critical_path
+from ktrace.analysis.critical_path import CriticalPath, critical_path
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.rules.base import Evidence, Outcome, Param, ParamValue, Rule, Skip
 from ktrace.model.trace import Trace
 
 
 def _cpu_bound(trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue]) -> Outcome:
-    cp = critical_path(trace, index=index)
+    return cpu_bound_outcome(critical_path(trace, index=index), p)
+
+
+def cpu_bound_outcome(cp: CriticalPath | None, p: Mapping[str, ParamValue]) -> Outcome:
+    """The rule's verdict on a critical path: the trace's, or the job's the rank-by-rank Summary holds (the same
+    CriticalPath, fleet.critical_path_map), which makes the rule exact there."""
     if cp is None:
         raise Skip("no CPU operators or runtime calls to build a dependency graph from")
     if cp.sync_records == 0:
@@ -59,7 +65,7 @@ CPU_BOUND_CRITICAL_PATH = Rule(
     ),
     check=_cpu_bound,
     source="HTA critical_path_analysis (cpu_bound share); threshold: ktrace",
-    fleet_mode="per rank",
+    fleet_mode="exact",
 )
 
 RULES: tuple[Rule, ...] = (CPU_BOUND_CRITICAL_PATH,)

@@ -3,7 +3,7 @@
 A rule is "exact" (Rule.fleet_mode) when the job-wide input its threshold reads is the reduced Summary's
 (StepOutlier: every rank's step spans; MaxInitializationTime: the job phases; LoadBalancing: the job's
 LoadBalance), or a small per-rank table each rank sends in its ExactInputs and the client adds up
-(CommNotOverlapped: the per-rank temporal breakdown; FP32Matmul: the count and GPU time per kernel name and
+(CPUBoundCriticalPath: the job's critical path; CommNotOverlapped: the per-rank temporal breakdown; FP32Matmul: the count and GPU time per kernel name and
 precision, and the GPUs' compute capability; DroppedRecords: the records and the health counts). Each check is the
 one the rule runs on a whole trace, so the verdict, datapoints and findings are those of one process.
 
@@ -21,6 +21,7 @@ import polars as pl
 
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.rules.base import Outcome, ParamValue, Skip
+from ktrace.analysis.rules.critical_path import cpu_bound_outcome
 from ktrace.analysis.rules.health import dropped_outcome, records
 from ktrace.analysis.rules.inputs import kernel_precisions, temporal_breakdown
 from ktrace.analysis.rules.sagemaker import max_init_outcome, step_outlier_outcome
@@ -118,6 +119,10 @@ def _dropped(inputs: ExactInputs, summary: Summary, p: Mapping[str, ParamValue])
     return dropped_outcome(inputs.health, inputs.records, p)
 
 
+def _cpu_bound(inputs: ExactInputs, summary: Summary, p: Mapping[str, ParamValue]) -> Outcome:
+    return cpu_bound_outcome(summary.critical_path, p)
+
+
 EXACT_CHECKS: dict[str, ExactCheck] = {
     "StepOutlier": _step_outlier,
     "MaxInitializationTime": _max_init,
@@ -125,5 +130,6 @@ EXACT_CHECKS: dict[str, ExactCheck] = {
     "CommNotOverlapped": _comm_overlap,
     "FP32Matmul": _fp32_matmul,
     "DroppedRecords": _dropped,
+    "CPUBoundCriticalPath": _cpu_bound,
 }
 """Rule name -> its check on the job's reduced inputs (the rules whose fleet_mode is "exact")."""
