@@ -242,7 +242,7 @@ class KtraceApp(AppActions):
         self.query_one(HostDeviceTree).set_index(message.index)
         timeline = self.query_one(Timeline)
         timeline.set_index(message.index, default_rows(message.index, self._rows_that_fit()), self.steps)
-        self.query_one(KernelTable).set_kernels(message.trace.kernels, message.index.t0)
+        self.query_one(KernelTable).set_kernels(message.trace.kernels, message.index.t0, message.trace.devices)
         self.query_one("#tabs").loading = False
         timeline.focus()
         self._show_counts()

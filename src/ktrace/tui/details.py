@@ -14,6 +14,7 @@ import polars as pl
 
 from ktrace.analysis.units import format_bytes
 from ktrace.tui.steps import StepSpans
+from ktrace.tui.table_model import SmCounts, blocks_per_sm, sm_counts
 from ktrace.tui.tracks import TrackIndex
 from ktrace.tui.viewmodel import format_duration, format_signed_offset
 
@@ -34,7 +35,7 @@ def describe(index: TrackIndex, steps: StepSpans, table: str, row: int) -> Field
         ("duration", format_duration(end - start)),
     ]
     if table in ("kernels", "memory"):  # the launch configuration before the times: a short pane still shows it
-        out += _gpu_fields(rec)
+        out += _gpu_fields(rec, sm_counts(index.trace.devices))
     out += [
         ("start", f"{format_signed_offset(start - t0)}  (end {format_signed_offset(end - t0)})"),
         ("where", f"{rec['node']} rank {rec['rank']}" + _place(rec)),
@@ -60,7 +61,7 @@ def _place(rec: dict[str, Any]) -> str:
     return ""
 
 
-def _gpu_fields(rec: dict[str, Any]) -> Fields:
+def _gpu_fields(rec: dict[str, Any], sms: SmCounts) -> Fields:
     if "grid_x" not in rec:
         nbytes = rec.get("bytes") or 0
         dur = max(1, rec["end_ns"] - rec["start_ns"])
@@ -77,9 +78,23 @@ def _gpu_fields(rec: dict[str, Any]) -> Fields:
             f"static {format_bytes(rec['static_shared_bytes'])}, dynamic {format_bytes(rec['dynamic_shared_bytes'])}",
         ),
     ]
+    figures = launch_figures(rec, sms)
+    if figures:
+        out.append(("efficiency", figures))
     if rec.get("collective"):
         out.append(("collective", f"{rec['collective']} ({rec.get('in_nelems')} elements)"))
     return out
+
+
+def launch_figures(rec: dict[str, Any], sms: SmCounts) -> str:
+    """Grid blocks per SM and Kineto's est. achieved occupancy, where the trace has them ("" where it has neither)."""
+    parts = []
+    per_sm = blocks_per_sm(rec, sms)
+    if per_sm is not None:
+        parts.append(f"{per_sm[0]:,.2f} blocks per SM ({per_sm[1]} SMs)")
+    if rec.get("est_occupancy_pct"):  # 0: Kineto's "not estimated"
+        parts.append(f"est. achieved occupancy {rec['est_occupancy_pct']} %")
+    return " · ".join(parts)
 
 
 def _dims(rec: dict[str, Any], what: str) -> str:

@@ -104,6 +104,7 @@ KEYS: tuple[Key, ...] = (
     Key("enter", "choose", "rank heatmap / stragglers: show the rank's tracks in the timeline", "ranks", True, "enter"),
     Key("tab", "app.focus_next", "rank heatmap / stragglers: the next panel (shift+tab: the one before)", "ranks"),
     Key("s", "toggle_shapes", "by input shape", "operators", True),
+    Key("r", "toggle_roofline", "roofline", "operators", True),
     Key("escape,q,o", "dismiss", "close", "operators", True),
 )
 """The single source of truth for keys."""

@@ -12,14 +12,29 @@ from typing import Any
 import polars as pl
 
 from ktrace.analysis.modules import NO_MODULES
+from ktrace.analysis.roofline import Roofline, unknown_gpu_note
 from ktrace.analysis.summary import NO_OPERATORS, Summary
 from ktrace.model.display_text import printable
 from ktrace.model.units import format_ns
+from ktrace.presentation.cells import format_value
+from ktrace.presentation.page import Column
+from ktrace.presentation.summary_hardware import ROOFLINE_COLUMNS
 
 OPERATOR_HEADERS = ("operator", "calls", "CPU self", "GPU", "kernels", "launch->run")
 KERNEL_HEADERS = ("kernel", "launches", "GPU")
 MODULE_HEADERS = ("module", "calls", "CPU", "GPU own", "GPU nested")
 SHAPE_HEADERS = ("operator", "input shapes", "calls", "CPU self", "GPU", "kernels")
+_ROOFLINE_KEYS = ("name", "input_dims", "dtype", "tflops", "pct_of_peak", "bound")
+TUI_ROOFLINE_COLUMNS: tuple[Column, ...] = tuple(
+    Column("input_dims", "input shapes", "text")
+    if key == "input_dims"
+    else next(c for c in ROOFLINE_COLUMNS if c.key == key)
+    for key in _ROOFLINE_KEYS
+)
+"""The roofline view's columns: summary_hardware's (one definition of each header and unit) with the shapes."""
+ROOFLINE_HEADERS = ("operator", *(c.header for c in TUI_ROOFLINE_COLUMNS[1:]))
+ROOFLINE_ROWS = 50
+"""Roofline rows (by GPU time) the view lists; the summary JSON has roofline.TOP_OPERATORS."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +53,10 @@ class OperatorPanel:
     modules_note: str = ""
     shapes: list[tuple[str, ...]] = field(default_factory=list)
     """SHAPE_HEADERS cells of the top (operator, input shapes) rows by GPU time (empty without the by-shape view)."""
+    roofline: list[tuple[str, ...]] = field(default_factory=list)
+    """ROOFLINE_HEADERS cells of the top (operator, input shapes, dtype) rows of the roofline by GPU time."""
+    roofline_note: str = ""
+    """One line: the GPU and its peak, or why there is no roofline."""
 
 
 def rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
@@ -49,11 +68,29 @@ def _count(value: object) -> str:
     return f"{value:,}" if isinstance(value, int) else "-"
 
 
+def roofline_cells(r: Roofline | None) -> tuple[list[tuple[str, ...]], str]:
+    """The roofline view's rows (TUI_ROOFLINE_COLUMNS cells, the top ROOFLINE_ROWS by GPU time) and its note."""
+    if r is None:
+        return [], "roofline: not computed for this trace"
+    if r.reason is not None:
+        return [], r.reason
+    cells = [
+        tuple(printable(format_value(c.kind, row[c.key]).strip()) for c in TUI_ROOFLINE_COLUMNS)
+        for row in rows(r.operators.head(ROOFLINE_ROWS))
+    ]
+    peak = None if r.peaks is None else r.peaks.tflops(r.precision)
+    note = f"roofline, top by GPU time: {r.gpu or 'an unnamed GPU'}" + (
+        f", {r.precision} peak {peak:,.0f} TFLOP/s" if peak is not None else ""
+    )  # one line at 80 columns
+    return cells, note if r.peaks is not None else unknown_gpu_note(r.gpu)
+
+
 def operator_panel(summary: Summary) -> OperatorPanel:
     """The panel of a summary (see OperatorPanel)."""
     ops = summary.operators
+    roofline, roofline_note = roofline_cells(summary.roofline)
     if ops is None:
-        return OperatorPanel(note=NO_OPERATORS)
+        return OperatorPanel(note=NO_OPERATORS, roofline=roofline, roofline_note=roofline_note)
     listed: dict[str, tuple[str, ...]] = {}
     for r in rows(ops.top_by_gpu_time) + rows(ops.top_by_cpu_self_time):
         listed.setdefault(
@@ -105,4 +142,4 @@ def operator_panel(summary: Summary) -> OperatorPanel:
     if ops.source == "nvtx":
         note += " (no framework operators: the CPU NVTX ranges play their part)"
         modules_note = ""
-    return OperatorPanel(note, list(listed.values()), kernels, modules, modules_note, shapes)
+    return OperatorPanel(note, list(listed.values()), kernels, modules, modules_note, shapes, roofline, roofline_note)

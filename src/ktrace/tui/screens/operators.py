@@ -1,6 +1,7 @@
 """The operator screen (`o`): operators by GPU and CPU self time -> the kernels of the highlighted one, and the
 nn.Module table where the trace has module frames; `s` switches the table to operators by input shape (where the
-trace records shapes). Reads the dashboard worker's summary (tui.operators_model)."""
+trace records shapes), `r` to the roofline (per operator, shapes and dtype: achieved TFLOP/s, % of the GPU's peak,
+compute- or memory-bound). Reads the dashboard worker's summary (tui.operators_model)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,14 @@ from textual.widgets import DataTable, Footer, Static
 from ktrace.analysis.names import distinct_short_names
 from ktrace.analysis.operator_shapes import NO_SHAPES
 from ktrace.tui.keymap import bindings
-from ktrace.tui.operators_model import KERNEL_HEADERS, MODULE_HEADERS, OPERATOR_HEADERS, SHAPE_HEADERS, OperatorPanel
+from ktrace.tui.operators_model import (
+    KERNEL_HEADERS,
+    MODULE_HEADERS,
+    OPERATOR_HEADERS,
+    ROOFLINE_HEADERS,
+    SHAPE_HEADERS,
+    OperatorPanel,
+)
 
 PENDING = "operators: computing the summary in the background…"
 _NAME_MIN = 16
@@ -69,6 +77,8 @@ class OperatorScreen(Screen[None]):
         super().__init__()
         self.panel = panel
         self.by_shape = False
+        self.roofline = False
+        """The roofline view (`r`); by_shape and roofline are never both on."""
         self._operator_of_row: dict[str, str] = {}
         self._shapes_of_row: dict[str, str] = {}
         """By-shape rows: the whole shapes text (the table cell may be cut), shown above the kernels."""
@@ -91,10 +101,12 @@ class OperatorScreen(Screen[None]):
         self.panel = panel
         shapes = self.by_shape and bool(panel.shapes)
         note = f"{panel.note}; {NO_SHAPES}" if self.by_shape and not panel.shapes else panel.note
-        self.query_one("#op-note", Static).update(Text(note))
+        self.query_one("#op-note", Static).update(Text(panel.roofline_note if self.roofline else note))
         table = self.query_one(DataTable)
         table.clear(columns=True)
-        if shapes:
+        if self.roofline:
+            self._fill_shapes(table, panel.roofline, ROOFLINE_HEADERS)
+        elif shapes:
             self._fill_shapes(table, panel.shapes)
         else:
             table.add_columns(*OPERATOR_HEADERS)
@@ -114,10 +126,13 @@ class OperatorScreen(Screen[None]):
         first = next(iter(self._operator_of_row), None)
         self._show_kernels(None if first is None else self._operator_of_row[first], first)
 
-    def _fill_shapes(self, table: DataTable[str], rows: list[tuple[str, ...]]) -> None:
-        """The by-shape rows: the operator and shapes columns share the room the number columns leave."""
-        table.add_columns(*SHAPE_HEADERS)
-        numbers = (SHAPE_HEADERS[0], *SHAPE_HEADERS[2:])
+    def _fill_shapes(
+        self, table: DataTable[str], rows: list[tuple[str, ...]], headers: tuple[str, ...] = SHAPE_HEADERS
+    ) -> None:
+        """The by-shape (or roofline) rows: the operator and shapes columns share the room the other columns
+        leave."""
+        table.add_columns(*headers)
+        numbers = (headers[0], *headers[2:])
         room = name_width([(r[0], *r[2:]) for r in rows], self.app.size.width, numbers) - 2  # 2: the shapes' padding
         shape_width = max(_NAME_MIN, min(int(room * _SHAPES_SHARE), room - _NAME_MIN))
         width = max(_NAME_MIN, room - shape_width)
@@ -131,7 +146,13 @@ class OperatorScreen(Screen[None]):
 
     def action_toggle_shapes(self) -> None:
         """Operators by name <-> by (name, input shapes)."""
-        self.by_shape = not self.by_shape
+        self.by_shape, self.roofline = not self.by_shape, False
+        if self.panel is not None:
+            self.show(self.panel)
+
+    def action_toggle_roofline(self) -> None:
+        """Operators <-> the roofline of each (operator, input shapes, dtype)."""
+        self.roofline, self.by_shape = not self.roofline, False
         if self.panel is not None:
             self.show(self.panel)
 
@@ -146,7 +167,7 @@ class OperatorScreen(Screen[None]):
             out.update("")
             return
         cells = self.panel.kernels.get(name)
-        shapes = self._shapes_of_row.get(key or "") if self.by_shape else None
+        shapes = self._shapes_of_row.get(key or "") if self.by_shape or self.roofline else None
         title = f"kernels of {name}" + (f" (all its shapes; this row's: {shapes})" if shapes else "")
         out.update(
             _table(KERNEL_HEADERS, cells, title, self.app.size.width)

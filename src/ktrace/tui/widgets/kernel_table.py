@@ -15,7 +15,7 @@ from textual.strip import Strip
 from ktrace.analysis.names import distinct_short_names
 from ktrace.tui.keymap import bindings
 from ktrace.tui.messages import KernelOrderReady, SliceSelected
-from ktrace.tui.table_model import COLUMNS, NAME, NAME_MIN, SORTABLE, format_page, kernel_order
+from ktrace.tui.table_model import COLUMNS, NAME, NAME_MIN, SORTABLE, SmCounts, format_page, kernel_order, sm_counts
 
 _HEADER = Style(bold=True, color="black", bgcolor="#4e79a7")
 _CURSOR = Style(bgcolor="#3a3a5a", bold=True)
@@ -41,6 +41,7 @@ class KernelTable(ScrollView, can_focus=True):
         super().__init__(id=id)
         self.kernels = pl.DataFrame()
         self.t0 = 0
+        self.sms: SmCounts = {}
         self.order = np.empty(0, np.int64)
         self.sort, self.descending, self.text = 0, True, ""
         self.cursor = 0
@@ -51,9 +52,11 @@ class KernelTable(ScrollView, can_focus=True):
         self._generation = 0
         self._ordered = True
 
-    def set_kernels(self, kernels: pl.DataFrame, t0: int) -> None:
-        """Show a trace's kernels (ordered by duration, longest first); sorting waits until the table is shown."""
+    def set_kernels(self, kernels: pl.DataFrame, t0: int, devices: pl.DataFrame | None = None) -> None:
+        """Show a trace's kernels (ordered by duration, longest first); sorting waits until the table is shown.
+        `devices` (the trace's) gives the SM counts of the blocks/SM column."""
         self.kernels, self.t0 = kernels, t0
+        self.sms = sm_counts(devices) if devices is not None else {}
         self._names.clear()
         self._ordered = False
         if self.display and self.is_on_screen:
@@ -99,7 +102,8 @@ class KernelTable(ScrollView, can_focus=True):
 
     def _widths(self) -> list[int]:
         """Column widths: each at least its header and sort arrow; the name takes what is left (>= NAME_MIN), and
-        where the columns after it do not fit anyway (80 columns: grid, block, regs), up to the screen's edge."""
+        where the columns after it do not fit anyway (80 columns: grid, block and the other launch figures), up to the
+        screen's edge."""
         fixed = [max(c.width, len(c.header) + 2) if c.width else 0 for c in COLUMNS]
         room = self.scrollable_content_region.width  # the vertical scrollbar's columns left out
         rest = room - sum(w + 1 for w in fixed if w)
@@ -124,7 +128,7 @@ class KernelTable(ScrollView, can_focus=True):
         key = (self._generation, first)
         page = self._pages.get(key)
         if page is None:
-            page = format_page(self.kernels, self.order[first : first + PAGE], self.t0)
+            page = format_page(self.kernels, self.order[first : first + PAGE], self.t0, self.sms)
             self._pages[key] = page
         return page[i - first]
 
