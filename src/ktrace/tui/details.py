@@ -61,7 +61,7 @@ def _place(rec: dict[str, Any]) -> str:
     return ""
 
 
-def _gpu_fields(rec: dict[str, Any], sms: SmCounts) -> Fields:
+def _gpu_fields(rec: dict[str, Any], sms: SmCounts | None = None) -> Fields:
     if "grid_x" not in rec:
         nbytes = rec.get("bytes") or 0
         dur = max(1, rec["end_ns"] - rec["start_ns"])
@@ -78,7 +78,7 @@ def _gpu_fields(rec: dict[str, Any], sms: SmCounts) -> Fields:
             f"static {format_bytes(rec['static_shared_bytes'])}, dynamic {format_bytes(rec['dynamic_shared_bytes'])}",
         ),
     ]
-    figures = launch_figures(rec, sms)
+    figures = launch_figures(rec, sms or {})
     if figures:
         out.append(("efficiency", figures))
     if rec.get("collective"):

@@ -128,7 +128,7 @@ def format_page(
 def blocks_per_sm(rec: Mapping[str, Any], sms: SmCounts) -> tuple[float, int] | None:
     """(grid blocks / the GPU's SM count, that count) of a kernel row (Kineto's `blocks per SM`); None without
     either."""
-    sm = sms.get((str(rec["node"]), int(rec["rank"]), int(rec["device"])))
+    sm = sms.get((str(rec["node"]), int(rec["rank"]), int(rec["device"]))) if sms else None
     if sm is None or rec.get("grid_x") is None:
         return None
     return int(rec["grid_x"]) * int(rec.get("grid_y") or 1) * int(rec.get("grid_z") or 1) / sm, sm
