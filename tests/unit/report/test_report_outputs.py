@@ -117,11 +117,12 @@ def test_sections_in_the_order_of_the_seed_reports(synthetic_trace):  # type: ig
     sections = all_sections(build_report(synthetic_trace))
     anchors = [s.anchor for s in sections]
 
-    assert anchors[:9] == [
+    assert anchors[:12] == [
         *("job", "system", "framework", "rules", "dashboard"),
-        *("ranks", "critical-path", "operators", "memory"),  # ranks: 2+ ranks
+        *("ranks", "critical-path", "operators"),  # ranks: 2+ ranks
+        *("roofline", "collectives", "kernel_efficiency", "memory"),  # how close to the hardware (issue 28)
     ]
-    assert len(anchors) == 9 + len(RULE_ORDER)
+    assert len(anchors) == 12 + len(RULE_ORDER)
     dashboard = sections[4]
     titles = [f["layout"]["title"]["text"] for f in dashboard.figures]
     for wanted in (
