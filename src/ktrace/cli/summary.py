@@ -15,7 +15,7 @@ examples:
   ktrace summary resnet.pt.trace.json.gz --by-shape   operators per (name, input shapes)
   ktrace summary job.ktrace --workers 8                 rank by rank in 8 processes
   ktrace summary job.ktrace --cluster tcp://sched:8786  rank by rank on a Dask cluster
-  ktrace summary trace.json.gz --rules rules.toml       the roofline with the file's [gpu_peaks."NAME"] rows
+  ktrace summary run.ktrace --rules rules.toml          the roofline with the file's gpu_peaks
 
 A .ktrace store of 16 ranks or more (or any store with --workers/--cluster) is summarized rank by rank, for
 speed and memory only: each worker opens only its own partitions and the client merges small per-rank tables
