@@ -12,7 +12,7 @@ import polars as pl
 
 from ktrace.analysis.collectives import Collectives
 from ktrace.analysis.kernels import EFFICIENCY_COLUMNS, OTHER
-from ktrace.analysis.roofline import Roofline, unknown_gpu_note
+from ktrace.analysis.roofline import Roofline, top_lost, unknown_gpu_note
 from ktrace.analysis.summary import Summary
 from ktrace.model.units import format_ns
 from ktrace.presentation.page import Column, Section, Table, Text
@@ -32,6 +32,16 @@ ROOFLINE_COLUMNS = (
     Column("pct_of_peak", "peak %", "pct"),
     Column("bound", unit="text"),
     Column("lost_ns", "lost"),
+)
+LOST_ROWS = 5
+"""Operator shapes shown by GPU time lost against their roofline (the JSON's roofline.top_lost has 10)."""
+LOST_COLUMNS = (
+    Column("name"),
+    Column("dtype", unit="text"),
+    Column("gpu_time_ns", "gpu"),
+    Column("lost_ns", "lost"),
+    Column("pct_of_peak", "peak %", "pct"),
+    Column("bound", unit="text"),
 )
 MFU_COLUMNS = (
     Column("node"),
@@ -73,6 +83,13 @@ def mfu_rows(per_step: pl.DataFrame) -> list[dict[str, object]]:
     return frame_rows(per_rank)
 
 
+def shape_named(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Rows whose operator name repeats (one name, several input shapes) named with their shapes, so the views tell
+    them apart ("aten::bmm [[16, 5185, 64], ...]"); the JSON keeps name and input_dims apart."""
+    names = [r["name"] for r in rows]
+    return [{**r, "name": f"{r['name']} {r['input_dims']}"} if names.count(r["name"]) > 1 else r for r in rows]
+
+
 def _peak_text(r: Roofline) -> str:
     peak = None if r.peaks is None else r.peaks.tflops(r.precision)
     on = r.gpu or "an unnamed GPU"
@@ -92,6 +109,10 @@ def roofline_section(r: Roofline | None) -> Section | None:
     blocks: list[Table | Text] = [
         Table("roofline", title, ROOFLINE_COLUMNS, tuple(shown), rest=rest, rest_what="operator shapes")
     ]
+    lost = top_lost(r.operators, LOST_ROWS)
+    if lost.height:
+        lost_title = "roofline: where the most time is lost (GPU time above each operator shape's roofline)"
+        blocks.append(Table("roofline_lost", lost_title, LOST_COLUMNS, tuple(shape_named(frame_rows(lost)))))
     mfu_title = "MFU per rank (model FLOPs of each step / its time x peak)"
     mfu = Table("mfu", mfu_title, MFU_COLUMNS, tuple(mfu_rows(r.per_step)))
     blocks.append(capped(mfu, "mfu_mean", descending=False, first="lowest MFU"))

@@ -92,7 +92,11 @@ def test_roofline_tables_are_the_terminals_with_the_shapes(owlv2: Summary) -> No
     assert terminal is not None
     report = _by_key(hardware_sections(owlv2))["roofline"]
     tables = [b for b in report.blocks if isinstance(b, Table)]
-    assert [t.key for t in tables] == [t.key for t in terminal.blocks if isinstance(t, Table)] == ["roofline", "mfu"]
+    assert (
+        [t.key for t in tables]
+        == [t.key for t in terminal.blocks if isinstance(t, Table)]
+        == ["roofline", "roofline_lost", "mfu"]
+    )
     term_roofline = next(b for b in terminal.blocks if isinstance(b, Table) and b.key == "roofline")
     assert tables[0].rows == term_roofline.rows
     assert [c.header for c in tables[0].columns][:3] == ["name", "shapes", "dtype"]

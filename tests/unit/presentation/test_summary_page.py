@@ -89,6 +89,20 @@ def test_roofline_and_mfu_on_an_h100_trace(summaries) -> None:  # type: ignore[n
     assert format_value("share", mfu.rows[0]["mfu_mean"]).strip() == f"{100 * mean:.1f} %"
 
 
+def test_the_roofline_names_where_the_most_time_is_lost(summaries) -> None:  # type: ignore[no-untyped-def]
+    """The issue's "top operators by time lost against their roofline": the JSON's top_lost, as a table, the shapes
+    of an operator that has several named so its rows read apart (two "aten::bmm" rows did)."""
+    from ktrace.analysis.roofline import top_lost
+    from ktrace.presentation.summary_page import summary_page
+
+    summary = summaries("tracelens")
+    lost = _table(summary_page(summary), "roofline_lost")
+    expected = top_lost(summary.roofline.operators, 5)
+    assert [r["lost_ns"] for r in lost.rows] == expected["lost_ns"].to_list()
+    names = [r["name"] for r in lost.rows]
+    assert len(set(names)) == len(names) and any(n.startswith("aten::bmm [[") for n in names)
+
+
 def test_collectives_by_size_with_busbw(summaries) -> None:  # type: ignore[no-untyped-def]
     from ktrace.presentation.summary_page import summary_page
 
