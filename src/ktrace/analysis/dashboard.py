@@ -141,33 +141,42 @@ def downsample(
 
 def utilization_series(index: TraceIndex, t0_ns: int) -> tuple[UtilizationSeries, ...]:
     """GPU (timeline and counters) and CPU (counters) utilization over time, one series per node/GPU."""
-    out: list[UtilizationSeries] = []
-    util = timeline_utilization(index, 0.0)
+    timeline = timeline_series(timeline_utilization(index, 0.0), t0_ns)
+    return tuple(s for _, s in timeline) + tuple(s for _, s in counter_series(index.trace.counters, t0_ns))
+
+
+def timeline_series(util: pl.DataFrame, t0_ns: int) -> list[tuple[tuple[str, int, int], UtilizationSeries]]:
+    """The GPU timeline's series of rules.inputs.timeline_utilization's frame, each with its (node, rank,
+    device), in that order."""
+    out = []
     for key, part in util.sort("node", "rank", "device", "ts_ns").group_by(
         ["node", "rank", "device"], maintain_order=True
     ):
         node, rank, device = key
         x, y = downsample(part["ts_ns"].to_numpy(), part["value"].to_numpy())
         offset = (int(part["ts_ns"][0]) - t0_ns) / 1e9
-        out.append(
-            UtilizationSeries(
-                f"{node}/rank{rank}/GPU{device}", "timeline", tuple(round(v + offset, FLOAT_DIGITS) for v in x), y
-            )
-        )
-    counters = index.trace.counters.filter(pl.col("metric").cast(pl.String).is_in(["gpu.util", "cpu.util"]))
-    for key, part in counters.sort("node", "metric", "instance", "ts_ns").group_by(
+        label = f"{node}/rank{rank}/GPU{device}"
+        series = UtilizationSeries(label, "timeline", tuple(round(v + offset, FLOAT_DIGITS) for v in x), y)
+        out.append(((str(node), int(rank), int(device)), series))
+    return out
+
+
+def counter_series(counters: pl.DataFrame, t0_ns: int) -> list[tuple[tuple[str, str, int], UtilizationSeries]]:
+    """The gpu.util and cpu.util counters' series, each with its (node, metric, instance), in that order."""
+    out = []
+    util = counters.filter(pl.col("metric").cast(pl.String).is_in(["gpu.util", "cpu.util"]))
+    for key, part in util.sort("node", "metric", "instance", "ts_ns").group_by(
         [pl.col("node").cast(pl.String), pl.col("metric").cast(pl.String), "instance"], maintain_order=True
     ):
         node, metric, instance = key
         x, y = downsample(part["ts_ns"].to_numpy(), part["value"].to_numpy())
         offset = (int(part["ts_ns"][0]) - t0_ns) / 1e9
         what = f"GPU{instance}" if metric == "gpu.util" else "CPU"
-        out.append(
-            UtilizationSeries(
-                f"{node}/{what}", f"counter {metric}", tuple(round(v + offset, FLOAT_DIGITS) for v in x), y
-            )
+        series = UtilizationSeries(
+            f"{node}/{what}", f"counter {metric}", tuple(round(v + offset, FLOAT_DIGITS) for v in x), y
         )
-    return tuple(out)
+        out.append(((str(node), str(metric), -1 if instance is None else int(instance)), series))
+    return out
 
 
 def step_histogram(index: TraceIndex, bins: int = STEP_BINS) -> StepHistogram:

@@ -16,7 +16,7 @@ frame there where the trace has them (Kineto with_modules: `op_attribution.inner
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -95,16 +95,36 @@ class MemoryTimeline:
     """Allocated bytes at the end of each training step (phases.step_spans) per device: ``node``, ``rank``,
     ``device``, ``step``, ``end_ns``, ``allocated_bytes``, ``growth_bytes`` (vs the previous step; null first).
     Empty without steps. NVML series use the steps of the node's first rank."""
+    events: int | None = None
+    """Events or samples the timeline was built from, where `series` holds fewer (the rank-by-rank timeline ships
+    each device's series thinned, analysis.rank_reduce_memory); None: series.height."""
+
+    def event_count(self) -> int:
+        """Events or samples the timeline was built from."""
+        return self.series.height if self.events is None else self.events
 
 
 MEMORY_TIMELINE = Slot[MemoryTimeline | None]("memory_timeline")
+_EVERY_OPERATOR = Slot[MemoryTimeline | None]("memory_timeline_every_operator")
 
 
 def memory_timeline(trace: Trace, *, index: TraceIndex | None = None) -> MemoryTimeline | None:
     """The memory timeline of a trace (see MemoryTimeline); None when it has neither allocator events nor NVML
     memory counters."""
     ix = TraceIndex.of(trace, index)
-    return ix.get(MEMORY_TIMELINE, lambda: _timeline(ix))
+
+    def top() -> MemoryTimeline | None:
+        found = every_operator_timeline(ix.trace, index=ix)
+        return None if found is None else replace(found, by_operator=found.by_operator.head(TOP_OPERATORS))
+
+    return ix.get(MEMORY_TIMELINE, top)
+
+
+def every_operator_timeline(trace: Trace, *, index: TraceIndex | None = None) -> MemoryTimeline | None:
+    """memory_timeline with every allocating operator in `by_operator`, not its top TOP_OPERATORS (the rank-by-rank
+    reduce adds them up over the ranks)."""
+    ix = TraceIndex.of(trace, index)
+    return ix.get(_EVERY_OPERATOR, lambda: _timeline(ix))
 
 
 def _timeline(ix: TraceIndex) -> MemoryTimeline | None:
@@ -170,7 +190,6 @@ def _from_allocator(ix: TraceIndex) -> MemoryTimeline:
             never_freed_bytes=pl.col("bytes").filter(nf).sum() if addresses else pl.lit(None, pl.Int64),
         )
         .sort(["allocated_bytes", "operator"], descending=[True, False], nulls_last=True)
-        .head(TOP_OPERATORS)
     )
     series = events.select(*_SERIES_SCHEMA)
     return MemoryTimeline(
@@ -262,8 +281,14 @@ def _from_nvml(ix: TraceIndex, used: pl.DataFrame) -> MemoryTimeline:
 
 
 def _growth(ix: TraceIndex, series: pl.DataFrame, *, nvml: bool) -> pl.DataFrame:
-    """Allocated bytes at each step's end (the last event or sample at or before it) per device of its rank."""
-    steps = step_spans(ix.trace, index=ix).select("node", "rank", "step", "end_ns")
+    return growth_at_steps(step_spans(ix.trace, index=ix), series, nvml=nvml)
+
+
+def growth_at_steps(steps: pl.DataFrame, series: pl.DataFrame, *, nvml: bool) -> pl.DataFrame:
+    """MemoryTimeline.growth: allocated bytes at each step's end (the last event or sample at or before it) per
+    device of its rank; `steps` as phases.step_spans gives them (node, rank, step, end_ns), `series` the
+    timeline's."""
+    steps = steps.select(pl.col("node").cast(pl.String), "rank", "step", "end_ns")
     if nvml:  # node-wide samples: the steps of each node's first rank
         first = steps.group_by("node").agg(pl.col("rank").min())
         steps = steps.join(first, on=["node", "rank"]).with_columns(pl.lit(NODE_RANK, pl.Int32).alias("rank"))
@@ -322,7 +347,7 @@ def memory_timeline_dict(
         "source": timeline.source,
         "running_sum": timeline.running_sum,
         "addresses": timeline.addresses,
-        "events": timeline.series.height,
+        "events": timeline.event_count(),
         "per_device": records(timeline.per_device),
         "by_operator": records(timeline.by_operator),
         "growth": records(timeline.growth),

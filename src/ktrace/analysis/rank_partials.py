@@ -19,22 +19,24 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from ktrace.analysis.breakdown import temporal_breakdown
 from ktrace.analysis.idle import device_idle_breakdown
 from ktrace.analysis.index import TraceIndex
-from ktrace.analysis.kernels import efficiency_sums, kernel_stats, top_kernels
+from ktrace.analysis.kernels import efficiency_sums, kernel_stats
 from ktrace.analysis.latency import launch_latency
 from ktrace.analysis.log_histogram import histogram
+from ktrace.analysis.memory_timeline import MemoryTimeline
 from ktrace.analysis.overlap import comm_compute_overlap
 from ktrace.analysis.phases import normalize_steps
 from ktrace.analysis.rank_activity import HeatmapBins, gpu_bins
 from ktrace.analysis.rank_heatmap import rank_heatmap_part
 from ktrace.analysis.rank_reduce_annotations import AnnotationPart, Extent, annotation_part
 from ktrace.analysis.rank_reduce_collectives import collectives_part
+from ktrace.analysis.rank_reduce_memory import memory_part
 from ktrace.analysis.rank_reduce_operators import OperatorPart, operator_part
 from ktrace.analysis.rank_reduce_roofline import RooflinePart, roofline_part
 from ktrace.analysis.rank_reduce_sequences import SequencePart, sequence_part
 from ktrace.analysis.rank_reduce_tables import TablesPart, tables_part
+from ktrace.analysis.rank_reduce_usage import UsageBins, UsagePart, usage_part
 from ktrace.analysis.ranks import load_balance, utilization_histograms, utilization_samples
 from ktrace.analysis.steps import detect_steps, step_stats
 from ktrace.analysis.stragglers import StragglerPart, stragglers_part
@@ -43,8 +45,6 @@ from ktrace.model.trace import Trace
 
 LATENCY_METRICS = ("launch_latency_ns", "queue_delay_ns", "api_duration_ns")
 """The launch-latency columns the summary's latency table reports (latency.latency_stats)."""
-RANK_KERNELS = 5
-"""Kernels per rank in RankPartial.rank_kernels (its top by time: what makes a straggler slow)."""
 
 
 @dataclass(frozen=True)
@@ -71,8 +71,6 @@ class RankPartial:
     kernel_histogram: pl.DataFrame
     """Kernel durations per name on log bins (log_histogram.histogram): name_id (the row of the name in
     kernel_totals: a long name travels once, not once per bin), bin, count."""
-    rank_kernels: pl.DataFrame
-    """kernels.top_kernels(per_rank=True, top=RANK_KERNELS, other=False): node, rank, name, count, total_ns."""
     latency_totals: pl.DataFrame
     """Per kind, one row per launch call (graph_run 0): kind, count, queued, and per latency metric
     ``{metric}_total`` (Int64 sum) and ``{metric}_max``."""
@@ -86,8 +84,6 @@ class RankPartial:
     """steps.step_stats per rank."""
     overlap: pl.DataFrame
     """overlap.comm_compute_overlap per rank."""
-    breakdown: pl.DataFrame
-    """breakdown.temporal_breakdown per rank (the CommNotOverlapped rule's input)."""
     balance: pl.DataFrame
     """ranks.load_balance(span=job_span).per_rank."""
     counter_histograms: dict[str, npt.NDArray[np.int64]]
@@ -118,6 +114,10 @@ class RankPartial:
     """Modeled operator calls grouped, steps' FLOPs, unmodeled time, GPU names (rank_reduce_roofline)."""
     annotations: tuple[AnnotationPart, ...] = ()
     """One per annotation pattern, cut in the job's bins (rank_reduce_annotations)."""
+    memory: MemoryTimeline | None = None
+    """The slice's memory timeline, every allocating operator kept, its series thinned (rank_reduce_memory)."""
+    usage: UsagePart | None = None
+    """The slice's system usage and utilization curves in the job's bins (rank_reduce_usage), when asked for."""
     rules: Any = None
     """rules.rank_rules.RuleParts of the slice (rank_rule_part), set by the driver (fleet.summary_map) when the
     rules are asked for; None otherwise. Not imported here: the rules import the reduce's modules."""
@@ -131,6 +131,7 @@ def rank_partial(
     heatmap_bins: HeatmapBins | None = None,
     annotations: Mapping[str, Extent] | None = None,
     by_shape: bool = False,
+    usage_bins: UsageBins | None = None,
     index: TraceIndex | None = None,
 ) -> RankPartial:
     """The fleet-summary tables of one rank's trace (see RankPartial).
@@ -144,6 +145,7 @@ def rank_partial(
         annotations: the patterns to histogram with the job's extent of each (rank_reduce_annotations.job_extents);
             default none.
         by_shape: the operators by input shape even without shapes (summarize's by_shape).
+        usage_bins: the job's time bins for the system usage and utilization curves (the report's); None: none.
         index: the trace's TraceIndex.
 
     Returns:
@@ -168,16 +170,12 @@ def rank_partial(
             efficiency_sums(trace, index=ix), on="name", how="left", nulls_equal=True, maintain_order="left"
         ),
         kernel_histogram=_kernel_histogram(trace, stats["name"]),
-        rank_kernels=top_kernels(trace, top=RANK_KERNELS, per_rank=True, other=False, index=ix).select(
-            "node", "rank", "name", "count", "total_ns"
-        ),
         latency_totals=_latency_totals(ix),
         latency_histogram=_latency_histogram(ix),
         step_source=str(found["source"][0]) if found.height else "none",
         step_spans=normalize_steps(found),
         step_stats=step_stats(trace, steps=found),
         overlap=comm_compute_overlap(trace, index=ix),
-        breakdown=temporal_breakdown(trace, index=ix),
         balance=load_balance(trace, pattern=steps_pattern, span=job_span, index=ix).per_rank,
         counter_histograms=utilization_histograms(counters),
         busy_histograms=utilization_histograms(fractions),
@@ -193,6 +191,8 @@ def rank_partial(
         roofline=roofline_part(trace, view_source, index=ix),
         collectives=collectives_part(trace),
         annotations=tuple(annotation_part(trace, p, e) for p, e in (annotations or {}).items()),
+        memory=memory_part(trace, index=ix),
+        usage=None if usage_bins is None else usage_part(trace, usage_bins, index=ix),
     )
 
 

@@ -33,7 +33,8 @@ notes              every rank's notes, once each, and what this path does not co
 stragglers         job-wide: analysis.rank_views_reduce (exact).
 critical_path      None here: fleet.summary_map sets the job's (fleet.critical_path_map: per-rank graphs
                    joined at the collectives on the client, equal to one process's) and its notes.
-memory_timeline    None, with a note: not yet reduced rank by rank (`ktrace summary --one-process`).
+memory_timeline    per device (a rank's allocations are its device's), operators' sums added up, churn over the
+                   job's span (analysis.rank_reduce_memory: the series thinned per device, growth per rank's steps).
 =================  =====================================================================================
 
 The client keeps the per-rank rows (a few per rank) and merges the job-wide parts every _COMPACT_EVERY partials,
@@ -50,23 +51,17 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from ktrace.analysis.dashboard import UtilizationSeries
 from ktrace.analysis.gpu_peaks import GpuPeaks
 from ktrace.analysis.kernels import top_of_stats
 from ktrace.analysis.log_histogram import merge_histograms
+from ktrace.analysis.memory_timeline import MemoryTimeline
 from ktrace.analysis.phases import JobPhases, phases_of
 from ktrace.analysis.precision import classify_names, distribution_of
 from ktrace.analysis.rank_heatmap import RankHeatmap
 from ktrace.analysis.rank_partials import RankPartial
 from ktrace.analysis.rank_reduce_annotations import AnnotationPart, job_annotation, merge_annotation_parts
 from ktrace.analysis.rank_reduce_collectives import job_collectives, merge_collectives_parts
-from ktrace.analysis.rank_reduce_fleet import (
-    STRAGGLER_RATIO,
-    FleetSummary,
-    fleet_to_dict,
-    idle_causes,
-    rank_idle,
-    rank_table,
-)
 from ktrace.analysis.rank_reduce_kernels import (
     job_kernel_stats,
     job_latency,
@@ -74,6 +69,7 @@ from ktrace.analysis.rank_reduce_kernels import (
     merge_latency_totals,
     named_histogram,
 )
+from ktrace.analysis.rank_reduce_memory import job_memory_timeline, merge_memory_parts
 from ktrace.analysis.rank_reduce_operators import OperatorPart, job_operators, merge_operator_parts
 from ktrace.analysis.rank_reduce_roofline import RooflinePart, job_roofline, merge_roofline_parts
 from ktrace.analysis.rank_reduce_sequences import SequencePart, job_sequences, merge_sequences
@@ -85,17 +81,14 @@ from ktrace.analysis.rank_reduce_tables import (
     merged_counters,
     merged_memory,
 )
+from ktrace.analysis.rank_reduce_usage import UsagePart, job_usage
 from ktrace.analysis.rank_views_reduce import ViewFold, view_step_source
 from ktrace.analysis.ranks import HIST_BINS, LoadBalance, balance_of
-from ktrace.analysis.summary import Summary, absent_notes
+from ktrace.analysis.summary import NO_MEMORY_TIMELINE, Summary, absent_notes
+from ktrace.analysis.system_usage import SystemUsage
 
-__all__ = ["STRAGGLER_RATIO", "FleetResult", "FleetSummary", "as_fleet_summary", "fleet_to_dict", "reduce_partials"]
+__all__ = ["FleetResult", "reduce_partials"]
 
-NOT_REDUCED = ("memory_timeline",)
-"""The Summary fields this path leaves None (ONE_PROCESS_NOTES say so)."""
-ONE_PROCESS_NOTES = ("memory_timeline: not yet computed rank by rank: run `ktrace summary --one-process` for them",)
-"""What the rank-by-rank Summary leaves out, said in its notes."""
-_SUMMARY_ONLY_NOTES = frozenset(ONE_PROCESS_NOTES)
 _SOURCE_ORDER = ("profiler_step", "annotation", "periodic")
 _PATTERN_SOURCE_ORDER = ("annotation", "profiler_step", "periodic")
 _STEP_COLUMNS = ("step_mean_ns", "step_p50_ns")
@@ -109,20 +102,16 @@ class FleetResult:
     """The Summary summarize() gives of the whole job (see the module docstring)."""
     rank_heatmap: RankHeatmap | None
     """rank_heatmap.rank_heatmap of the whole job; only with 2 or more ranks."""
-    rule_parts: tuple[Any, ...] = ()
-    """Every partial's rules.rank_rules.RuleParts, in (node, rank) order (none unless the driver computed them;
-    fleet.summary_map reduces them with rank_rules.reduce_rule_parts). Not imported here: the rules import the
-    reduce's modules."""
     rules: Any = None
-    """The job's rules.engine.RulesReport (fleet.summary_map sets it from rule_parts); None without rules."""
+    """The job's rules.engine.RulesReport (fleet.summary_map folds the partials' RuleParts as they arrive,
+    rules.rank_rules.RuleFold, and sets it); None without rules. Not imported here: the rules import the reduce's
+    modules."""
     engine: str = "in-process"
     """The engine the per-rank work ran on (set by ktrace.fleet's driver)."""
-    breakdown: pl.DataFrame = field(default_factory=pl.DataFrame)
-    """breakdown.temporal_breakdown per rank (FleetSummary's)."""
-    rank_kernels: pl.DataFrame = field(default_factory=pl.DataFrame)
-    """Each rank's top kernels by time (FleetSummary's)."""
-    per_rank_balance: pl.DataFrame = field(default_factory=pl.DataFrame)
-    """load_balance's per-rank rows, also with one rank (FleetSummary's rank table)."""
+    system_usage: SystemUsage | None = None
+    """system_usage.system_usage of the whole job (rank_reduce_usage), when the partials carry it (the report's)."""
+    utilization: tuple[UtilizationSeries, ...] = ()
+    """dashboard.utilization_series of the whole job, with system_usage."""
 
 
 _COMPACT_EVERY = 64
@@ -154,7 +143,8 @@ class _Fold:
     collectives: list[pl.DataFrame] = field(default_factory=list)
     view_sources: set[str] = field(default_factory=set)
     annotations: dict[str, list[AnnotationPart]] = field(default_factory=dict)
-    rules: list[Any] = field(default_factory=list)
+    memory: list[MemoryTimeline] = field(default_factory=list)
+    usage: list[UsagePart] = field(default_factory=list)
     by_shape: bool = False
 
     def add(self, p: RankPartial) -> None:
@@ -179,7 +169,8 @@ class _Fold:
         self.view_sources.add(p.view_step_source)
         for a in p.annotations:
             self.annotations.setdefault(a.pattern, []).append(a)
-        self.rules += [p.rules] if p.rules is not None else []
+        self.memory += [p.memory] if p.memory is not None else []
+        self.usage += [p.usage] if p.usage is not None else []
         if len(self.kernel_totals) >= _COMPACT_EVERY:
             self.compact()
 
@@ -195,6 +186,8 @@ class _Fold:
         self.annotations = {k: [merge_annotation_parts(v)] for k, v in self.annotations.items()}
         self.roofline = [merge_roofline_parts(self.roofline)] if self.roofline else []
         self.collectives = [merge_collectives_parts(self.collectives)] if self.collectives else []
+        merged = merge_memory_parts(self.memory)
+        self.memory = [merged] if merged is not None else []
 
 
 @dataclass(frozen=True)
@@ -208,9 +201,7 @@ class _RankRows:
     step_spans: pl.DataFrame
     step_stats: pl.DataFrame
     overlap: pl.DataFrame
-    breakdown: pl.DataFrame
     balance: pl.DataFrame
-    top_kernels: pl.DataFrame
 
     def order(self) -> tuple[str, int]:
         """The first (node, rank) of the partial (partials arrive in any order)."""
@@ -219,18 +210,7 @@ class _RankRows:
 
     @staticmethod
     def of(p: RankPartial) -> _RankRows:
-        return _RankRows(
-            p.rank_pairs,
-            p.busy,
-            p.idle,
-            p.step_source,
-            p.step_spans,
-            p.step_stats,
-            p.overlap,
-            p.breakdown,
-            p.balance,
-            p.rank_kernels,
-        )
+        return _RankRows(p.rank_pairs, p.busy, p.idle, p.step_source, p.step_spans, p.step_stats, p.overlap, p.balance)
 
 
 def reduce_partials(
@@ -278,13 +258,12 @@ def reduce_partials(
         load_balance=_load_balance(fold, balance) if ranks > 1 else None,
         stragglers=lag if ranks > 1 else None,
     )
+    usage = job_usage(fold.usage)
     return FleetResult(
+        system_usage=usage[0] if usage is not None else None,
+        utilization=usage[1] if usage is not None else (),
         summary=summary,
         rank_heatmap=heatmap if ranks > 1 else None,
-        rule_parts=tuple(sorted(fold.rules, key=lambda r: tuple(r.ranks))),
-        breakdown=_concat([r.breakdown for r in rows]),
-        rank_kernels=_concat([r.top_kernels for r in rows]),
-        per_rank_balance=balance,
     )
 
 
@@ -306,7 +285,8 @@ def _summary(
     ops = job_operators(operators, top=top)
     kernel_sequences = job_sequences(sequences)
     annotations = tuple(job_annotation(parts[0]) for parts in fold.annotations.values())
-    notes = tuple(fold.notes) + absent_notes(ops, kernel_sequences) + ONE_PROCESS_NOTES
+    memory = job_memory_timeline(merge_memory_parts(fold.memory), _span(fold.spans), steps)
+    notes = tuple(fold.notes) + absent_notes(ops, kernel_sequences) + ((NO_MEMORY_TIMELINE,) if memory is None else ())
     return Summary(
         source=fold.source,
         ranks=ranks,
@@ -332,6 +312,7 @@ def _summary(
         notes=notes,
         roofline=job_roofline(roofline, view_step_source(sorted(fold.view_sources)), gpu_peaks),
         collectives=job_collectives(comm),
+        memory_timeline=memory,
     )
 
 
@@ -341,34 +322,6 @@ def _precisions(stats: pl.DataFrame) -> pl.DataFrame:
     classes = classify_names(per_name["name"])
     return per_name.join(classes, on="name", how="left").select(
         "name", "precision", pl.col("count").cast(pl.Int64), pl.col("time_ns").cast(pl.Int64)
-    )
-
-
-def as_fleet_summary(result: FleetResult) -> FleetSummary:
-    """The FleetSummary of a FleetResult (for the views that still read it)."""
-    s = result.summary
-    return FleetSummary(
-        ranks=s.ranks,
-        kernels=s.kernels,
-        phases=s.phases,
-        busy=s.busy,
-        idle=s.idle,
-        idle_causes=idle_causes(s.idle),
-        top_by_time=s.top_by_time,
-        top_by_count=s.top_by_count,
-        latency=s.latency,
-        steps=s.steps,
-        step_stats=s.step_stats,
-        overlap=s.overlap,
-        breakdown=result.breakdown,
-        load_balance=s.load_balance,
-        rank_table=rank_table(result.per_rank_balance, s.overlap, s.idle),
-        rank_idle=rank_idle(s.idle),
-        rank_kernels=result.rank_kernels,
-        rank_heatmap=result.rank_heatmap,
-        stragglers=s.stragglers,
-        engine=result.engine,
-        notes=tuple(n for n in s.notes if n not in _SUMMARY_ONLY_NOTES),
     )
 
 
@@ -385,10 +338,14 @@ def _step_source(sources: Sequence[str], pattern: str | None) -> str:
     return next((s for s in order if s in set(sources)), "none")
 
 
+def _span(spans: Sequence[tuple[int, int]]) -> tuple[int, int] | None:
+    """The whole job's Trace.span_ns from its partials'."""
+    return (min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
+
+
 def _phases(spans: Sequence[tuple[int, int]], steps: pl.DataFrame, source: str) -> JobPhases:
     """phases.job_phases of the whole job."""
-    span = (min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
-    return phases_of(span, steps, source)
+    return phases_of(_span(spans), steps, source)
 
 
 def _balance(rows: Sequence[_RankRows], source: str) -> pl.DataFrame:

@@ -88,7 +88,11 @@ def _stats(value: pl.Expr, suffix: str) -> list[pl.Expr]:
 
 def gpu_busy_stats(ix: TraceIndex) -> pl.DataFrame:
     """GPU busy % per device over the dashboard's time bins (SystemUsage.gpu_busy)."""
-    util = timeline_utilization(ix, 0.0)
+    return gpu_busy_of(timeline_utilization(ix, 0.0))
+
+
+def gpu_busy_of(util: pl.DataFrame) -> pl.DataFrame:
+    """SystemUsage.gpu_busy from rules.inputs.timeline_utilization's frame (or a rank's, in the job's bins)."""
     value = pl.col("value")
     return (
         util.group_by(_DEVICE)

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from ktrace.analysis.gpu_peaks import GpuPeaks
-    from ktrace.analysis.rank_reduce import FleetResult, FleetSummary
+    from ktrace.analysis.rank_reduce import FleetResult
     from ktrace.analysis.rules.config import RulesConfig
 
 
@@ -37,7 +37,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "--one-process",
         action="store_true",
         help="analyse every rank in this process even for a store of 16 ranks or more, holding all ranks in memory "
-        "at once; the same summary, plus what the rank-by-rank path does not compute yet (the memory timeline)",
+        "at once; the same summary (for comparison, or where memory is plenty)",
     )
 
 
@@ -74,6 +74,7 @@ def fleet_result_of(
     by_shape: bool = False,
     rules_config: RulesConfig | bool = False,
     gpu_peaks: Mapping[str, GpuPeaks] | None = None,
+    system_usage: bool = False,
 ) -> FleetResult | None:
     """The rank-by-rank FleetResult of `args.trace` when that path applies (fleet.summary_map.wants_fleet), else
     None (the caller takes the single-process path); the other arguments as fleet.summary_map.fleet_summary's
@@ -101,18 +102,6 @@ def fleet_result_of(
             rules_config=rules_config,
             gpu_peaks=gpu_peaks if gpu_peaks is not None or isinstance(rules_config, bool) else rules_config.gpu_peaks,
             skip=("ops",) if getattr(args, "no_ops", False) else (),
+            system_usage=system_usage,
             progress=bar,
         )
-
-
-def fleet_summary_of(
-    args: argparse.Namespace, *, top: int = 15, steps_pattern: str | None = None
-) -> FleetSummary | None:
-    """fleet_result_of as the former FleetSummary (rank_reduce.as_fleet_summary), for `ktrace report|check` until
-    they read the FleetResult's Summary."""
-    result = fleet_result_of(args, top=top, steps_pattern=steps_pattern)
-    if result is None:
-        return None
-    from ktrace.analysis.rank_reduce import as_fleet_summary
-
-    return as_fleet_summary(result)

@@ -16,8 +16,8 @@ examples:
 
 A .ktrace store of 16 ranks or more (or with --workers/--cluster) is analysed rank by rank (ktrace.fleet), for
 speed and memory: the report has the same sections, rules and JSON keys as one process's (each rule says in
-rule_docs whether it is "exact" or judged "per rank"); the events' system usage and utilization curves are left
-out there (a note says so). The default title names the trace, its hosts, ranks and GPUs.
+rule_docs whether it is "exact" or judged "per rank"), system usage, utilization curves and critical path
+included. The default title names the trace, its hosts, ranks and GPUs.
 """
 
 from __future__ import annotations
@@ -97,12 +97,6 @@ def render(report: Report, fmt: str) -> str:
     return render_html(report)
 
 
-NO_SYSTEM_USAGE = (
-    "system usage and utilization over time: not computed rank by rank (they bin every rank's events on the job's "
-    "timeline); run `ktrace report --one-process` for them"
-)
-
-
 def report_title(trace: str, identity: TraceIdentity, ranks: int) -> str:
     """The default title: the trace's file or store name, its hosts (named up to 3, else counted), ranks and GPUs."""
     hosts = ", ".join(identity.hosts) if len(identity.hosts) <= 3 else f"{len(identity.hosts)} hosts"
@@ -121,38 +115,31 @@ def store_identity(path: str) -> TraceIdentity:
 
 def fleet_report(result: FleetResult, identity: TraceIdentity, title: str) -> Report:
     """The Report of a store analysed rank by rank: the Dashboard one process builds, from the reduced Summary,
-    rules and rank heatmap; without the system usage and utilization curves (NO_SYSTEM_USAGE in the notes)."""
-    import polars as pl
-
+    rules, rank heatmap, system usage and utilization curves (summarize_store(system_usage=True))."""
     from ktrace.analysis.dashboard import Dashboard, steps_histogram
     from ktrace.analysis.rules.engine import RulesReport
-    from ktrace.analysis.rules.inputs import bin_ns_of
-    from ktrace.analysis.system_usage import SystemUsage
-    from ktrace.model.schema import COUNTER_METRICS
     from ktrace.presentation.report_model import Report
 
-    summary = replace(result.summary, notes=(*result.summary.notes, NO_SYSTEM_USAGE))
-    bin_ns = bin_ns_of(summary.busy)
-    present = set(summary.counters["metric"].cast(pl.String).to_list()) if summary.counters.height else set()
+    summary, usage = result.summary, result.system_usage
+    if usage is None:
+        raise ValueError("fleet_report needs the result's system usage (summarize_store(system_usage=True))")
     dashboard = Dashboard(
         summary=summary,
         step_histogram=steps_histogram(summary.steps),
-        utilization_bin_ms=round(bin_ns / 1e6, 6),
-        utilization=(),
+        utilization_bin_ms=round(usage.bin_ns / 1e6, 6),
+        utilization=result.utilization,
         rules=result.rules or RulesReport(()),
         annotations=tuple(h.pattern for h in summary.annotations),
         rank_heatmap=result.rank_heatmap,
     )
-    empty = pl.DataFrame()
-    usage = SystemUsage(bin_ns, empty, empty, empty, tuple(m for m in COUNTER_METRICS if m not in present))
     return Report(dashboard, title, identity, usage)
 
 
 def run(args: argparse.Namespace) -> int:
     """Build the report and write it."""
     from ktrace.cli.progress import progress_bar
-    from ktrace.presentation.verdicts import finding_counts
     from ktrace.presentation.report_model import build_report
+    from ktrace.presentation.verdicts import finding_counts
 
     if args.top < 1:
         raise KtraceError("--top must be at least 1", ExitCode.USAGE)
@@ -165,7 +152,9 @@ def run(args: argparse.Namespace) -> int:
     # Checked and locked before the analysis, not after it.
     output = None if target is None else outputs.Output(target, kind, force=args.force, inputs=[Path(args.trace)])
     with output.preparing() if output else contextlib.nullcontext():
-        result = fleet_result_of(args, top=args.top, annotations=tuple(args.annotate) or None, rules_config=config)
+        result = fleet_result_of(
+            args, top=args.top, annotations=tuple(args.annotate) or None, rules_config=config, system_usage=True
+        )
         if result is not None:
             identity = store_identity(args.trace)
             title = args.title or report_title(args.trace, identity, result.summary.ranks)

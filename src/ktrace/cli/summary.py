@@ -21,8 +21,8 @@ A .ktrace store of 16 ranks or more (or any store with --workers/--cluster) is s
 speed and memory only: each worker opens only its own partitions and the client merges small per-rank tables
 (ktrace.fleet). It gives the same summary, JSON keys and all: counts, sums, means and maxima equal the
 single-process ones; percentiles come from merged log-bin histograms, within 0.27 %; the job's critical path is
-one process's (each rank's graph of the chosen step, joined at the collectives on the client). The memory timeline
-is not computed rank by rank yet (a note says so; --one-process computes it).
+one process's (each rank's graph of the chosen step, joined at the collectives on the client), and so is the
+memory timeline (each device's from its rank; the series behind its plot is thinned per device).
 
 JSON keys are sorted and floats rounded to 6 decimals, so the output diffs cleanly between runs.
 Durations are integer ns, shares are 0-1, *_pct are percentages.

@@ -18,7 +18,8 @@ import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+import polars as pl
 
 from ktrace.analysis.critical_path_summary import critical_path_notes
 from ktrace.analysis.gpu_peaks import GpuPeaks
@@ -28,17 +29,19 @@ from ktrace.analysis.rank_heatmap import RankHeatmap
 from ktrace.analysis.rank_partials import RankPartial, rank_partial
 from ktrace.analysis.rank_reduce import FleetResult, reduce_partials
 from ktrace.analysis.rank_reduce_annotations import Extent, annotation_extent, job_extents
-from ktrace.analysis.rules.rank_rules import rank_rule_part, reduce_rule_parts
+from ktrace.analysis.rank_reduce_usage import UsageBins
+from ktrace.analysis.rules.config import RulesConfig
+from ktrace.analysis.rules.inputs import bin_ns_of
+from ktrace.analysis.rules.rank_rules import RuleFold, rank_rule_part
 from ktrace.analysis.summary import summary_to_dict
+from ktrace.analysis.utilization import MAX_BINS, busy_time
 from ktrace.fleet.critical_path_map import job_critical_path
 from ktrace.fleet.engines import Engine, open_engine
 from ktrace.model import store
 from ktrace.model.alignment import clock_mode
 from ktrace.model.errors import ProgressFn, TraceFormatError, no_progress
 from ktrace.model.layout import is_store
-
-if TYPE_CHECKING:
-    from ktrace.analysis.rules.config import RulesConfig
+from ktrace.model.schema import TABLES
 
 FLEET_MIN_RANKS = 16
 """Stores with this many ranks (partitions of rank >= 0) or more are summarized rank by rank: below it one
@@ -66,22 +69,48 @@ class PartitionTask:
     """Tables not to read (store.read's skip: ("ops",) for --no-ops)."""
     rules_config: RulesConfig | bool = False
     """The rules' config (True: the defaults) for the partial's RuleParts; False: no rules."""
+    usage_bins: UsageBins | None = None
+    """The job's bins of the system usage and utilization curves (second pass, when asked for: the report's)."""
 
     def label(self) -> str:
         """How errors and progress name the task."""
         return f"{self.store}: node={self.node}/rank={self.rank}"
 
 
-PartitionSpans = tuple[tuple[int, int] | None, tuple[int, int] | None, dict[str, Extent]]
-"""(Trace.span_ns, rank_activity.gpu_span, annotation extent per pattern) of one partition."""
+@dataclass(frozen=True)
+class PartitionSpans:
+    """What the first pass returns of one partition."""
+
+    span: tuple[int, int] | None
+    """Trace.span_ns."""
+    gpu: tuple[int, int] | None
+    """rank_activity.gpu_span: the job's heatmap bins are cut over their union, as gpu_bins does."""
+    extents: dict[str, Extent]
+    """Its ranges' durations per annotation pattern."""
+    device_span: int
+    """The longest first-to-last GPU record span of its devices (utilization.busy_time's span_ns; 0: none)."""
+    devices: int
+    """Its devices with GPU records."""
 
 
 def partition_span(task: PartitionTask) -> PartitionSpans:
-    """Map task of the first pass: the (start, end) of one partition as read (Trace.span_ns), of its GPU
-    records (rank_activity.gpu_span: the job's heatmap bins are cut over their union, as gpu_bins does), and of
-    its ranges' durations per annotation pattern."""
+    """Map task of the first pass: the spans of one partition (PartitionSpans)."""
     trace = store.read(task.store, clock=task.clock, only={(task.node, task.rank)}, skip=task.skip)
-    return trace.span_ns(), gpu_span(trace), annotation_extent(trace, task.annotations)
+    ix = TraceIndex(trace)
+    busy = busy_time(trace, per="device", index=ix)
+    longest = int(busy["span_ns"].max() or 0) if busy.height else 0  # type: ignore[arg-type]
+    extents = annotation_extent(trace, task.annotations)
+    return PartitionSpans(trace.span_ns(), gpu_span(trace, index=ix), extents, longest, busy.height)
+
+
+def usage_bins(found: list[PartitionSpans], job_span: tuple[int, int] | None) -> UsageBins:
+    """The job's UsageBins from its partitions' first pass: rules.inputs.auto_bin_ns of the whole job (its longest
+    device span / 100, 1-500 ms) from its first GPU record, and timeline_utilization's guard on the bin count."""
+    bin_ns = bin_ns_of(pl.DataFrame({"span_ns": [max((f.device_span for f in found), default=0)]}))
+    gpus = [f.gpu for f in found if f.gpu is not None]
+    start, end = (min(a for a, _ in gpus), max(b for _, b in gpus)) if gpus else (0, 0)
+    too_many = (end - start) // bin_ns * sum(f.devices for f in found) > MAX_BINS
+    return UsageBins(bin_ns, start, job_span[0] if job_span else 0, too_many)
 
 
 def partition_partial(task: PartitionTask) -> RankPartial:
@@ -96,6 +125,7 @@ def partition_partial(task: PartitionTask) -> RankPartial:
         heatmap_bins=task.heatmap_bins,
         annotations=task.extents,
         by_shape=task.by_shape,
+        usage_bins=task.usage_bins,
         index=ix,
     )
     if task.rules_config is False:
@@ -130,6 +160,7 @@ def summarize_store(
     rules_config: RulesConfig | bool = False,
     skip: tuple[str, ...] = (),
     gpu_peaks: Mapping[str, GpuPeaks] | None = None,
+    system_usage: bool = False,
     progress: ProgressFn = no_progress,
 ) -> FleetResult:
     """The FleetResult of a store, per-rank work on `engine` (benchmarks/fleet.py compares engines with it).
@@ -143,6 +174,7 @@ def summarize_store(
         rules_config: the rules' config (True: the defaults) to reduce the rules with; False: no rules.
         skip: tables not to read (store.read's: ("ops",) for --no-ops).
         gpu_peaks: gpu_peaks rows from a rules file, as summarize's.
+        system_usage: also the job's system usage and utilization curves (FleetResult.system_usage, the report's).
         progress: called with (done, total) as partials arrive.
 
     Raises:
@@ -169,20 +201,29 @@ def summarize_store(
     if not tasks:
         raise TraceFormatError(f"{root}: the store has no partition")
     found = [s for _, s in engine.map(partition_span, tasks, describe=PartitionTask.label)]
-    spans = [s for s, _, _ in found if s is not None]
+    spans = [f.span for f in found if f.span is not None]
     job_span = (min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
-    bins = job_bins([g for _, g, _ in found], spans)
-    extents = job_extents([e for _, _, e in found], annotations)
+    bins = job_bins([f.gpu for f in found], spans)
+    extents = job_extents([f.extents for f in found], annotations)
+    usage = usage_bins(found, job_span) if system_usage else None
     tasks = [
-        dataclasses.replace(t, job_span=job_span, heatmap_bins=bins, extents=extents, rules_config=rules_config)
+        dataclasses.replace(
+            t, job_span=job_span, heatmap_bins=bins, extents=extents, rules_config=rules_config, usage_bins=usage
+        )
         for t in tasks
     ]
 
     total = 2 * len(tasks)  # the partials, then the critical path's pass over every rank
 
+    config = None if rules_config is False else RulesConfig() if rules_config is True else rules_config
+    fold = None if config is None else RuleFold(config)
+
     def partials() -> Iterator[RankPartial]:
         for done, (_, partial) in enumerate(engine.map(partition_partial, tasks, describe=PartitionTask.label), 1):
             progress(done, total)
+            if fold is not None and partial.rules is not None:  # folded as it comes, not kept per rank
+                fold.add(partial.rules)
+                partial = dataclasses.replace(partial, rules=None)
             yield partial
 
     result = reduce_partials(partials(), top=top, by_shape=by_shape, gpu_peaks=gpu_peaks)
@@ -197,9 +238,8 @@ def summarize_store(
         result.summary, critical_path=critical, notes=result.summary.notes + critical_path_notes(critical)
     )
     rules = None
-    if rules_config is not False:
-        config = None if rules_config is True else rules_config
-        rules = reduce_rule_parts(result.rule_parts, summary, config)
+    if fold is not None:  # DroppedRecords counts the store's own health once (fleet_rules.merge_health)
+        rules = fold.finish(summary, store.read(root, clock=clock, skip=TABLES).meta.health)
     return dataclasses.replace(result, summary=summary, engine=engine_label(engine), rules=rules)
 
 
@@ -236,6 +276,7 @@ def fleet_summary(
     rules_config: RulesConfig | bool = False,
     skip: tuple[str, ...] = (),
     gpu_peaks: Mapping[str, GpuPeaks] | None = None,
+    system_usage: bool = False,
     progress: ProgressFn = no_progress,
 ) -> FleetResult:
     """summarize_store on the engine `open_engine(workers=, cluster=)` picks for the store's partitions (a Dask
@@ -252,5 +293,6 @@ def fleet_summary(
             rules_config=rules_config,
             skip=skip,
             gpu_peaks=gpu_peaks,
+            system_usage=system_usage,
             progress=progress,
         )

@@ -14,8 +14,9 @@ from polars.testing import assert_frame_equal
 
 from ktrace.analysis.critical_path import CriticalPath
 from ktrace.analysis.log_histogram import RELATIVE_ERROR
+from ktrace.analysis.memory_timeline import MemoryTimeline
 from ktrace.analysis.rank_heatmap import RankHeatmap
-from ktrace.analysis.rank_reduce import NOT_REDUCED, ONE_PROCESS_NOTES, FleetResult
+from ktrace.analysis.rank_reduce import FleetResult
 from ktrace.analysis.summary import Summary
 
 MEAN_RTOL = 1e-9
@@ -106,19 +107,18 @@ def record_differences(name: str, single: Any, fleet: Any, quantiles: Sequence[s
 def fleet_differences(single: Summary, fleet: FleetResult, heatmap: RankHeatmap | None = None) -> list[str]:
     """Every difference between the single-process Summary and the rank-by-rank result of one job: counts, sums,
     extremes and frames exact, means and shares within MEAN_RTOL, percentiles within log_histogram.RELATIVE_ERROR;
-    the fields of rank_reduce.NOT_REDUCED must be None there, and the notes those of one process but the ones about
-    those fields, plus rank_reduce.ONE_PROCESS_NOTES. Given the single-process `heatmap`
+    the critical path exactly, the memory timeline as memory_timeline_differences says, the notes alike. Given the single-process `heatmap`
     (rank_heatmap.rank_heatmap of the job), the rank heatmap too. Empty: the results agree (as stated)."""
     s = fleet.summary
     out: list[str] = []
     for f in fields(Summary):
         a, b = getattr(single, f.name), getattr(s, f.name)
-        if f.name in NOT_REDUCED:
-            out += [] if b is None else [f"{f.name}: {b} (not reduced rank by rank: None expected)"]
-        elif f.name in _SKIPPED:
+        if f.name in _SKIPPED:
             continue
         elif f.name == "critical_path":
             out += critical_path_differences(a, b)
+        elif f.name == "memory_timeline":
+            out += memory_timeline_differences(a, b)
         elif f.name == "latency":
             out += frame_difference(f.name, a, b, quantiles=[c for c in a.columns if "_p" in c])
         elif isinstance(a, pl.DataFrame):
@@ -146,12 +146,27 @@ def _annotation_differences(single: Summary, fleet: Summary) -> list[str]:
 
 
 def _note_differences(single: Sequence[str], fleet: Sequence[str]) -> list[str]:
-    """The notes of one process, but those about the fields not reduced, in order; and ONE_PROCESS_NOTES."""
-    about = tuple(f"{name}:" for name in NOT_REDUCED)
-    expected = [n for n in single if not n.startswith(about)]
-    found = [n for n in fleet if n not in ONE_PROCESS_NOTES]
-    missing = [n for n in ONE_PROCESS_NOTES if n not in fleet]
-    return [] if found == expected and not missing else [f"notes: {list(fleet)} vs {expected} + {ONE_PROCESS_NOTES}"]
+    """The notes of one process, in order."""
+    return [] if list(fleet) == list(single) else [f"notes: {list(fleet)} vs {list(single)}"]
+
+
+def memory_timeline_differences(single: MemoryTimeline | None, fleet: MemoryTimeline | None) -> list[str]:
+    """Where two memory timelines differ: every table and figure exactly (rates within MEAN_RTOL), the events
+    counted alike; the series, which the rank-by-rank path ships thinned per device, only by each device's
+    highest allocated bytes (the plot keeps each bin's peak)."""
+    if single is None or fleet is None:
+        return [] if single is fleet else [f"memory_timeline: {single} vs {fleet}"]
+    out = []
+    for f in ("source", "running_sum", "addresses"):
+        out += _close(f"memory_timeline.{f}", getattr(single, f), getattr(fleet, f))
+    out += _close("memory_timeline.events", single.event_count(), fleet.event_count())
+    for f in ("per_device", "by_operator", "growth"):
+        out += frame_difference(f"memory_timeline.{f}", getattr(single, f), getattr(fleet, f))
+    a, b = (
+        t.series.group_by("node", "rank", "device").agg(pl.col("allocated_bytes").max()).sort("node", "rank", "device")
+        for t in (single, fleet)
+    )
+    return out + frame_difference("memory_timeline.series (peaks)", a, b)
 
 
 def critical_path_differences(single: CriticalPath | None, fleet: CriticalPath | None) -> list[str]:

@@ -12,7 +12,6 @@ import pytest
 from real_traces import fixture_path
 
 from ktrace.analysis.rank_heatmap import RankHeatmap, rank_heatmap
-from ktrace.analysis.rank_reduce import as_fleet_summary
 from ktrace.analysis.stragglers import Stragglers
 from ktrace.analysis.summary import summarize
 from ktrace.fleet.engines import Engine, InProcessEngine, ProcessEngine, open_engine
@@ -174,10 +173,10 @@ def test_tiled_dlrm_job_of_16_ranks_on_2_hosts_equals_one_process(
     assert lag[13]["slower_pct"] > 10.0 and lag[13]["slower_pct"] == lag[5]["slower_pct"]
     causes = fleet.summary.stragglers.causes.filter(pl.col("rank") == 13)
     assert "kernel" in causes["kind"].to_list()
-    table = {r["rank"]: r for r in as_fleet_summary(fleet).rank_table.iter_rows(named=True)}
-    # rank 13 replays rank 5's file (13 % 8) with its compute kernels 1.5x longer: more kernel time, the same NCCL
-    assert table[13]["kernel_time_ns"] > table[5]["kernel_time_ns"]
-    assert table[13]["node"] != table[5]["node"]
+    busy = {r["rank"]: r for r in fleet.summary.busy.iter_rows(named=True)}
+    # rank 13 replays rank 5's file (13 % 8) with its compute kernels 1.5x longer: more GPU time, the same NCCL
+    assert busy[13]["busy_ns"] > busy[5]["busy_ns"]
+    assert busy[13]["node"] != busy[5]["node"]
 
 
 def test_the_clients_clock_mode_travels_with_each_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -192,7 +191,7 @@ def test_the_clients_clock_mode_travels_with_each_task(tmp_path: Path, monkeypat
     alignment = align_trace(raw)
     root = store.write(raw.with_meta(dataclasses.replace(raw.meta, clock_alignment=alignment)), tmp_path / "t")
     node, rank = next((n, r) for n, r, _ in store.partitions(root) if n != alignment.reference_host)
-    spans = {mode: partition_span(PartitionTask(str(root), node, rank, clock=mode))[0] for mode in ("raw", "aligned")}
+    spans = {mode: partition_span(PartitionTask(str(root), node, rank, clock=mode)).span for mode in ("raw", "aligned")}
     assert spans["raw"] == store.read(root, clock="raw", only={(node, rank)}).span_ns() != spans["aligned"]
     monkeypatch.setenv("KTRACE_CLOCK", "bogus")
     with pytest.raises(KtraceError, match="^KTRACE_CLOCK='bogus': expected one of aligned, raw$"):

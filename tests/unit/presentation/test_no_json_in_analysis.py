@@ -17,7 +17,6 @@ NOT_YET_MOVED = {
     "collectives.py": {"collectives_dict"},
     "critical_path_summary.py": {"critical_path_dict"},
     "memory_timeline.py": {"memory_timeline_dict"},
-    "rank_reduce_fleet.py": {"fleet_to_dict"},
     "roofline.py": {"roofline_dict"},
     "summary.py": {
         "_histogram_dict",

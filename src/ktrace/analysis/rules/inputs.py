@@ -114,33 +114,41 @@ def timeline_utilization(index: TraceIndex, bin_ms: float) -> pl.DataFrame:
 
         bin_ns = auto_bin_ns(index, bin_ms)
         span = busy_time(index)
-        empty = pl.DataFrame(
-            schema={"node": pl.String, "rank": pl.Int32, "device": pl.Int32, "ts_ns": pl.Int64, "value": pl.Float64}
-        )
-        if not span.height:
-            return empty
-        whole = int(span["last_ns"].max() or 0) - int(span["first_ns"].min() or 0)  # type: ignore[arg-type]
-        if whole // bin_ns * span.height > MAX_BINS:  # clocks days apart (traces of two runs in one folder):
-            return empty  # no common timeline to bin; the rules that need one say the data is missing
-        util = utilization_over_time(index.trace, bin_ns, per="device", index=index).with_columns(
-            pl.col("node").cast(pl.String)
-        )
-        span = span.select(pl.col("node").cast(pl.String), "rank", "device", "first_ns", "last_ns")
-        return (
-            util.join(span, on=["node", "rank", "device"], how="inner")
-            .filter(
-                (pl.col("bin_start_ns") >= pl.col("first_ns")) & (pl.col("bin_start_ns") + bin_ns <= pl.col("last_ns"))
-            )
-            .select(
-                pl.col("node").cast(pl.String),
-                "rank",
-                "device",
-                pl.col("bin_start_ns").alias("ts_ns"),
-                (100.0 * pl.col("utilization")).alias("value"),
-            )
-        )
+        whole = int(span["last_ns"].max() or 0) - int(span["first_ns"].min() or 0) if span.height else 0  # type: ignore[arg-type]
+        # clocks days apart (traces of two runs in one folder): no common timeline to bin; the rules that need
+        # one say the data is missing
+        too_many = whole // bin_ns * span.height > MAX_BINS
+        return device_utilization(index, bin_ns, empty=too_many)
 
     return index.get(_TIMELINE_UTIL, compute, bin_ms)
+
+
+def device_utilization(
+    index: TraceIndex, bin_ns: int, t0_ns: int | None = None, *, empty: bool = False
+) -> pl.DataFrame:
+    """timeline_utilization's frame in bins of `bin_ns` from `t0_ns` (default: the first GPU record's start): the
+    rank-by-rank path cuts each rank in the job's bins (fleet.summary_map). `empty`: no rows (the job has too many
+    bins to cut), with the frame's columns."""
+    span = busy_time(index)
+    if empty or not span.height:
+        return pl.DataFrame(
+            schema={"node": pl.String, "rank": pl.Int32, "device": pl.Int32, "ts_ns": pl.Int64, "value": pl.Float64}
+        )
+    util = utilization_over_time(index.trace, bin_ns, per="device", t0_ns=t0_ns, index=index).with_columns(
+        pl.col("node").cast(pl.String)
+    )
+    span = span.select(pl.col("node").cast(pl.String), "rank", "device", "first_ns", "last_ns")
+    return (
+        util.join(span, on=["node", "rank", "device"], how="inner")
+        .filter((pl.col("bin_start_ns") >= pl.col("first_ns")) & (pl.col("bin_start_ns") + bin_ns <= pl.col("last_ns")))
+        .select(
+            pl.col("node").cast(pl.String),
+            "rank",
+            "device",
+            pl.col("bin_start_ns").alias("ts_ns"),
+            (100.0 * pl.col("utilization")).alias("value"),
+        )
+    )
 
 
 def load_balance(index: TraceIndex) -> LoadBalance:
