@@ -20,8 +20,9 @@ GOLDEN = Path(__file__).parent
 def test_memory_timeline_golden(name: str, real_trace_path) -> None:  # type: ignore[no-untyped-def]
     import ktrace
     from ktrace.analysis.memory_timeline import peak_line
-    from ktrace.analysis.summary import summarize, summary_to_dict
+    from ktrace.analysis.summary import summarize
     from ktrace.presentation.report_memory import memory_tables
+    from ktrace.presentation.summary_json import summary_to_dict
     from ktrace.report.markdown import MarkdownRenderer
 
     summary = summarize(ktrace.open(real_trace_path(name)), top=8)

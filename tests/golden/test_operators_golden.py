@@ -22,7 +22,8 @@ def test_operators_golden(name: str, real_trace_path) -> None:  # type: ignore[n
     from rich.console import Console
 
     import ktrace
-    from ktrace.analysis.summary import summarize, summary_to_dict
+    from ktrace.analysis.summary import summarize
+    from ktrace.presentation.summary_json import summary_to_dict
     from ktrace.report.terminal import render_summary
 
     summary = summarize(ktrace.open(real_trace_path(name)), top=8)

@@ -25,7 +25,7 @@ def summary(real_trace_path):  # type: ignore[no-untyped-def]
 
 
 def test_json_golden(summary) -> None:  # type: ignore[no-untyped-def]
-    from ktrace.analysis.summary import summary_to_dict
+    from ktrace.presentation.summary_json import summary_to_dict
 
     compare_golden(
         GOLDEN / "summary_power_iteration.json", json.dumps(summary_to_dict(summary), indent=1, sort_keys=True) + "\n"

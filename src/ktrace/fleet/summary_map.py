@@ -33,7 +33,6 @@ from ktrace.analysis.rank_reduce_usage import UsageBins
 from ktrace.analysis.rules.config import RulesConfig
 from ktrace.analysis.rules.inputs import bin_ns_of
 from ktrace.analysis.rules.rank_rules import RuleFold, rank_rule_part
-from ktrace.analysis.summary import summary_to_dict
 from ktrace.analysis.utilization import MAX_BINS, busy_time
 from ktrace.fleet.critical_path_map import job_critical_path
 from ktrace.fleet.engines import Engine, open_engine
@@ -42,6 +41,7 @@ from ktrace.model.alignment import clock_mode
 from ktrace.model.errors import ProgressFn, TraceFormatError, no_progress
 from ktrace.model.layout import is_store
 from ktrace.model.schema import TABLES
+from ktrace.presentation.summary_json import summary_to_dict
 
 FLEET_MIN_RANKS = 16
 """Stores with this many ranks (partitions of rank >= 0) or more are summarized rank by rank: below it one

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ktrace.analysis.summary import ABSENT_DATA, Summary, summary_to_dict
+from ktrace.analysis.summary import ABSENT_DATA, Summary
 from ktrace.model.units import format_ns
 from ktrace.presentation import summary_gpu as gpu
 from ktrace.presentation.labels import step_source_note
@@ -17,6 +17,7 @@ from ktrace.presentation.notes import grouped_notes
 from ktrace.presentation.page import Page, Section
 from ktrace.presentation.summary_critical_path import critical_path_section
 from ktrace.presentation.summary_hardware import collectives_section, efficiency_section, roofline_section
+from ktrace.presentation.summary_json import summary_to_dict
 from ktrace.presentation.summary_operators import operators_section
 from ktrace.presentation.summary_ranks import load_balance_section, stragglers_section
 

@@ -12,8 +12,9 @@ from typing import Any
 
 import polars as pl
 
-from ktrace.analysis.summary import FLOAT_DIGITS, frame_records
+from ktrace.analysis.summary import FLOAT_DIGITS
 from ktrace.presentation.cells import Unit
+from ktrace.presentation.json_rows import frame_records
 from ktrace.presentation.page import Column, Table
 
 

@@ -9,13 +9,14 @@ from typing import Any
 
 from ktrace.analysis.rank_heatmap import RankHeatmap
 from ktrace.analysis.rules.engine import all_rules
-from ktrace.analysis.summary import frame_records, summary_to_dict
 from ktrace.analysis.system_usage import SystemUsage
+from ktrace.presentation.json_rows import frame_records
 from ktrace.presentation.page import Page
 from ktrace.presentation.report_model import Report, build_report
 from ktrace.presentation.report_page import report_page
-from ktrace.presentation.rules_json import report_to_dict
 from ktrace.presentation.report_ranks import percent_matrix
+from ktrace.presentation.rules_json import report_to_dict
+from ktrace.presentation.summary_json import summary_to_dict
 from ktrace.presentation.summary_page import LazyDocument
 
 __all__ = ["Report", "build_report", "page", "rank_heatmap_dict", "report_document", "rule_docs", "system_usage_dict"]

@@ -16,10 +16,10 @@ from ktrace.analysis.memory_diff import MemoryDiff, diff_memory
 from ktrace.analysis.memory_timeline import memory_timeline
 from ktrace.analysis.rules.config import RulesConfig
 from ktrace.analysis.rules.engine import run_rules
-from ktrace.analysis.summary import frame_records
 from ktrace.analysis.units import format_bytes as fmt_bytes
 from ktrace.model.display_text import printable
 from ktrace.model.trace import Trace
+from ktrace.presentation.json_rows import frame_records
 from ktrace.presentation.report_memory import SOURCE_WORDS
 from ktrace.presentation.verdicts import SEVERITIES
 from ktrace.report.format import fmt_ns

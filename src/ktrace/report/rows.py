@@ -1,6 +1,6 @@
 """Rows and numbers of the dashboard model as the JSON report has them, for the renderers that show them as text.
 
-Every view prints the same numbers as the JSON document: frame rows come from summary.frame_records
+Every view prints the same numbers as the JSON document: frame rows come from presentation.json_rows.frame_records
 (categoricals as text, floats rounded to FLOAT_DIGITS, NaN as None) and scalar floats are rounded the same way.
 """
 
@@ -12,7 +12,8 @@ from typing import Any
 import polars as pl
 
 from ktrace.analysis.phases import JobPhases
-from ktrace.analysis.summary import FLOAT_DIGITS, frame_records
+from ktrace.analysis.summary import FLOAT_DIGITS
+from ktrace.presentation.json_rows import frame_records
 
 
 def rows(frame: pl.DataFrame | None) -> list[dict[str, Any]]:

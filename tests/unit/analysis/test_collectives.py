@@ -132,7 +132,8 @@ def test_busbw_matches_a_reading_of_the_raw_json(name: str) -> None:
 
 
 def test_the_summary_json_has_the_collectives_key() -> None:
-    from ktrace.analysis.summary import summarize, summary_to_dict
+    from ktrace.analysis.summary import summarize
+    from ktrace.presentation.summary_json import summary_to_dict
 
     got = summary_to_dict(summarize(ktrace.open(fixture_path("nccl"))))["collectives"]
     assert (got["definition"], got["calls"], got["sized_calls"], len(got["by_size"])) == ("nccl-tests", 21, 21, 7)

@@ -261,7 +261,8 @@ def test_alexnet_path_crosses_streams_through_a_sync() -> None:
 
 def test_summary_carries_the_critical_path() -> None:
     """summary JSON: the critical_path key with the numbers above; null and a note without CPU events."""
-    from ktrace.analysis.summary import summarize, summary_to_dict
+    from ktrace.analysis.summary import summarize
+    from ktrace.presentation.summary_json import summary_to_dict
 
     doc = summary_to_dict(summarize(_two_streams()))
     cp = doc["critical_path"]

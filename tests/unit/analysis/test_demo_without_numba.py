@@ -14,7 +14,8 @@ from real_traces import fixture_path
 DEMO = fixture_path("tracelens")
 SCRIPT = """
 import sys
-from ktrace.analysis.summary import summarize, summary_to_dict
+from ktrace.analysis.summary import summarize
+from ktrace.presentation.summary_json import summary_to_dict
 from ktrace.importers import load
 d = summary_to_dict(summarize(load(sys.argv[1])))
 assert d["critical_path"] is not None and d["operators"]["python_frames"] is not None

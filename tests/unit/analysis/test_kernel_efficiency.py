@@ -9,7 +9,8 @@ from tests.real_traces import fixture_path
 
 import ktrace
 from ktrace.analysis.kernels import EFFICIENCY_COLUMNS, OTHER, kernel_efficiency
-from ktrace.analysis.summary import summarize, summary_to_dict
+from ktrace.analysis.summary import summarize
+from ktrace.presentation.summary_json import summary_to_dict
 
 
 @pytest.fixture(scope="module")

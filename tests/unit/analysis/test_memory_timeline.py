@@ -8,8 +8,9 @@ import pytest
 from reference.memory_trace import EVENTS, T, memory_trace
 
 from ktrace.analysis.memory_timeline import PER_DEVICE_COLUMNS, memory_timeline, plot_series
-from ktrace.analysis.summary import NO_MEMORY_TIMELINE, summarize, summary_to_dict
+from ktrace.analysis.summary import NO_MEMORY_TIMELINE, summarize
 from ktrace.model import Trace, TraceBuilder
+from ktrace.presentation.summary_json import summary_to_dict
 
 
 def _device(trace: Trace, device: int) -> dict[str, object]:

@@ -111,7 +111,8 @@ def test_kernels_of_each_operator() -> None:
 
 def test_summary_json_has_modules_or_says_why_not() -> None:
     from ktrace.analysis.modules import NO_MODULES
-    from ktrace.analysis.summary import summarize, summary_to_dict
+    from ktrace.analysis.summary import summarize
+    from ktrace.presentation.summary_json import summary_to_dict
 
     ops = summary_to_dict(summarize(with_frames(nested_ops_trace())))["operators"]
     assert [r["module"] for r in ops["modules"]["top_by_gpu_time"]] == ["Net_0", "Linear_0", "Linear_1", "ReLU_0"]

@@ -104,7 +104,8 @@ def test_the_summary_has_by_shape_when_asked_or_when_the_trace_has_shapes() -> N
 
 
 def test_summary_json_by_shape_only_with_shapes_or_when_asked() -> None:
-    from ktrace.analysis.summary import summarize, summary_to_dict
+    from ktrace.analysis.summary import summarize
+    from ktrace.presentation.summary_json import summary_to_dict
 
     assert "by_shape" not in summary_to_dict(summarize(shaped_trace(shapes=False)))["operators"]
     asked = summary_to_dict(summarize(shaped_trace(shapes=False), by_shape=True))["operators"]

@@ -125,7 +125,8 @@ def test_ops_of_another_rank_never_claim_a_launch() -> None:
 
 
 def test_summary_carries_operators_or_says_why_not() -> None:
-    from ktrace.analysis.summary import NO_OPERATORS, summarize, summary_to_dict
+    from ktrace.analysis.summary import NO_OPERATORS, summarize
+    from ktrace.presentation.summary_json import summary_to_dict
 
     d = summary_to_dict(summarize(nested_ops_trace()))
     ops = d["operators"]

@@ -19,9 +19,10 @@ from rich.console import Console
 import ktrace
 from ktrace.analysis import steps
 from ktrace.analysis.phases import job_phases
-from ktrace.analysis.summary import Summary, summarize, summary_to_dict
+from ktrace.analysis.summary import Summary, summarize
 from ktrace.model import TraceBuilder
 from ktrace.model.trace import Trace
+from ktrace.presentation.summary_json import summary_to_dict
 from ktrace.report.terminal import render_summary
 
 

@@ -10,8 +10,9 @@ from test_operators import nested_ops_trace
 
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.python_frames import FRAME_COLUMNS, NO_PYTHON_FRAMES, python_frame_of_records, python_frame_summary
-from ktrace.analysis.summary import summarize, summary_to_dict
+from ktrace.analysis.summary import summarize
 from ktrace.model import Trace
+from ktrace.presentation.summary_json import summary_to_dict
 
 DEMO = fixture_path("tracelens")
 

@@ -20,8 +20,9 @@ import polars as pl
 import ktrace
 from ktrace.analysis.kernels import EFFICIENCY_COLUMNS
 from ktrace.analysis.range_operators import NVTX_SOURCE, range_operator_summary, range_ops
-from ktrace.analysis.summary import summarize, summary_to_dict
+from ktrace.analysis.summary import summarize
 from ktrace.model import Trace, TraceBuilder, TraceMeta
+from ktrace.presentation.summary_json import summary_to_dict
 from ktrace.testing.synthetic import SyntheticConfig, generate
 
 

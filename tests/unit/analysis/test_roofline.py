@@ -21,9 +21,9 @@ from tests.real_traces import benchmark_script, fixture_path
 import ktrace
 from ktrace.analysis.gpu_peaks import TABLE
 from ktrace.analysis.roofline import NO_SHAPES, ROOFLINE_COLUMNS, call_cost, roofline, roofline_dict
-from ktrace.analysis.summary import frame_records
 from ktrace.model import Trace, TraceBuilder, store
 from ktrace.model.trace import frame_from_columns
+from ktrace.presentation.json_rows import frame_records
 
 BF = '"c10::BFloat16"'
 LINEAR_FLOPS = 2 * 64 * 256 * 128 + 64 * 256  # + the bias add

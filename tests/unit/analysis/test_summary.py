@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from ktrace.analysis.summary import summarize, summary_to_dict
+from ktrace.analysis.summary import summarize
 from ktrace.model.trace import Trace
+from ktrace.presentation.summary_json import summary_to_dict
 
 
 def test_summary_of_a_synthetic_job(synthetic_trace: Trace) -> None:

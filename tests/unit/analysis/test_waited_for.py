@@ -9,7 +9,7 @@ from fleet_traces import GEMM_NS, LAYOUT, NCCL, SLOW_GEMM_NS, STEP_NS, STEPS, ST
 from polars.testing import assert_frame_equal
 
 from ktrace.analysis.stragglers import combine_stragglers, stragglers, stragglers_part
-from ktrace.analysis.summary import summarize, summary_to_dict
+from ktrace.analysis.summary import summarize
 from ktrace.analysis.waited_for import (
     MATCHED_BY_GROUP,
     MATCHED_BY_ORDER,
@@ -20,6 +20,7 @@ from ktrace.analysis.waited_for import (
 )
 from ktrace.model.builder import TraceBuilder
 from ktrace.model.trace import Trace
+from ktrace.presentation.summary_json import summary_to_dict
 
 
 def _job(

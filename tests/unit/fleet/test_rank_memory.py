@@ -9,13 +9,14 @@ import pyarrow as pa
 import pytest
 from reference.memory_trace import memory_trace
 
-from ktrace.analysis.summary import summarize, summary_to_dict
+from ktrace.analysis.summary import summarize
 from ktrace.fleet.engines import InProcessEngine, ProcessEngine
 from ktrace.fleet.summary_map import summarize_store
 from ktrace.model import store
 from ktrace.model.builder import merge_traces
 from ktrace.model.schema import TABLES
 from ktrace.model.trace import Trace
+from ktrace.presentation.summary_json import summary_to_dict
 from ktrace.testing.fleet_compare import memory_timeline_differences
 
 

@@ -18,18 +18,6 @@ NOT_YET_MOVED = {
     "critical_path_summary.py": {"critical_path_dict"},
     "memory_timeline.py": {"memory_timeline_dict"},
     "roofline.py": {"roofline_dict"},
-    "summary.py": {
-        "_histogram_dict",
-        "_load_balance_dict",
-        "_modules_dict",
-        "_operators_dict",
-        "_phases_dict",
-        "_python_frames_dict",
-        "_sequences_dict",
-        "_stragglers_dict",
-        "record_to_dict",
-        "summary_to_dict",
-    },
 }
 """Shaping still in analysis, by module (emptied as each moves)."""
 

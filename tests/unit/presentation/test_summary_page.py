@@ -29,7 +29,7 @@ def _table(page, key: str) -> Table:  # type: ignore[no-untyped-def]
 
 
 def test_facts_and_document(summaries) -> None:  # type: ignore[no-untyped-def]
-    from ktrace.analysis.summary import summary_to_dict
+    from ktrace.presentation.summary_json import summary_to_dict
     from ktrace.presentation.summary_page import summary_page
 
     summary = summaries("power_iteration")
