@@ -14,9 +14,7 @@ the JSON keeps nccl-tests' numbers and says so (`definition`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import polars as pl
 
@@ -26,9 +24,6 @@ from ktrace.model.trace import Trace
 
 DEFINITION = "nccl-tests"
 """Which algbw/busbw definition the tables hold (NVIDIA/nccl-tests doc/PERFORMANCE.md)."""
-
-TOP_INSTANCES = 10
-"""Collective instances the JSON lists, largest arrival skew first."""
 
 NO_MESSAGE_SIZES = (
     "no message sizes: the NCCL kernels carry no `Collective name`, `In/Out msg nelems` and `dtype` args "
@@ -180,30 +175,3 @@ def collectives_of(comm: pl.DataFrame) -> Collectives:
     return Collectives(
         by_size=by_size(calls), calls=comm.height, sized_calls=calls.height, reason=reason, skew=comm_skew(comm)
     )
-
-
-Records = Callable[[pl.DataFrame], list[dict[str, Any]] | None]
-
-
-def collectives_dict(c: Collectives, records: Records) -> dict[str, Any]:
-    """The summary JSON's `collectives` key; `records` turns a frame into rows (summary.frame_records)."""
-    skew = c.skew
-    top = skew.instances.sort("skew_ns", "first_start_ns", descending=[True, False]).head(TOP_INSTANCES)
-    return {
-        "definition": c.definition,
-        "calls": c.calls,
-        "sized_calls": c.sized_calls,
-        "by_size": records(c.by_size),
-        **({} if c.reason is None else {"reason": c.reason}),
-        "skew": {
-            "matched_by": skew.matched_by,
-            **({"caveat": skew.caveat} if skew.caveat else {}),
-            "instances": skew.instances.height,
-            "skew_ns": int(skew.instances["skew_ns"].sum()),
-            "transfer_ns": int(skew.instances["transfer_ns"].sum()),
-            "per_rank": records(skew.per_rank),
-            "per_process_group": records(skew.per_group),
-            "top_instances": records(top.drop("key")),
-            **({} if skew.reason is None else {"reason": skew.reason}),
-        },
-    }

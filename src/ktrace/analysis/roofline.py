@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -300,11 +299,6 @@ def with_mfu(per_step: pl.DataFrame, peaks: GpuPeaks | None, precision: str | No
     )
 
 
-TOP_OPERATORS = 50
-"""Roofline rows the summary JSON lists (by GPU time)."""
-Records = Callable[[pl.DataFrame], list[dict[str, Any]] | None]
-
-
 def top_lost(operators: pl.DataFrame, top: int = 10) -> pl.DataFrame:
     """The `top` roofline rows by GPU time lost against their roofline (lost_ns; rows without it left out)."""
     found = operators.filter(pl.col("lost_ns") > 0).sort(["lost_ns", "name"], descending=[True, False])
@@ -315,29 +309,3 @@ def unknown_gpu_note(gpu: str | None) -> str:
     """Why a roofline has no percentages."""
     named = f"GPU {gpu!r} is not" if gpu else "the trace names no GPU, so it is not"
     return f"roofline: {named} in the peak table (gpu_peaks): FLOPs, bytes and time without percentages or MFU"
-
-
-def roofline_dict(r: Roofline, records: Records) -> dict[str, Any]:
-    """The summary JSON's `roofline` key; `records` turns a frame into rows (summary.frame_records)."""
-    peaks = None if r.peaks is None else {f.name: getattr(r.peaks, f.name) for f in fields(r.peaks)}
-    out: dict[str, Any] = {"gpu": r.gpu, "peaks": peaks}
-    if r.reason is not None:
-        return {**out, "reason": r.reason}
-    mfu = r.per_step["mfu"].drop_nulls()
-    no_model_ns = int(r.no_model["gpu_time_ns"].sum())
-    return {
-        **out,
-        **({"note": unknown_gpu_note(r.gpu)} if r.peaks is None else {}),
-        "precision": r.precision,
-        "operator_rows": r.operators.height,
-        "operators": records(r.operators.head(TOP_OPERATORS)),
-        "top_lost": records(top_lost(r.operators)),
-        "mfu": {"per_step": records(r.per_step), "mean": float(mfu.mean()) if mfu.len() else None},  # type: ignore[arg-type]
-        "no_model": {
-            "operators": r.no_model.height,
-            "calls": int(r.no_model["calls"].sum()),
-            "gpu_time_ns": no_model_ns,
-            "share_of_gpu_time": no_model_ns / r.gpu_time_ns if r.gpu_time_ns else 0.0,
-            "top": records(r.no_model.head(10)),
-        },
-    }

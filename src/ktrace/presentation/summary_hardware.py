@@ -19,7 +19,7 @@ from ktrace.presentation.page import Column, Section, Table, Text
 from ktrace.presentation.summary_tables import capped, frame_rows
 
 ROOFLINE_ROWS = 10
-"""Roofline rows (by GPU time) shown; the JSON lists roofline.TOP_OPERATORS."""
+"""Roofline rows (by GPU time) shown; the JSON lists hardware_json.TOP_OPERATORS."""
 COLLECTIVE_ROWS = 10
 """Collective sizes (by total time) shown; the JSON lists every one."""
 ROOFLINE_COLUMNS = (

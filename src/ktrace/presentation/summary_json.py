@@ -10,7 +10,6 @@ from typing import Any
 import polars as pl
 
 from ktrace.analysis.annotation_histograms import AnnotationHistogram
-from ktrace.analysis.collectives import collectives_dict
 from ktrace.analysis.critical_path_summary import critical_path_dict
 from ktrace.analysis.kernel_sequences import KernelSequences
 from ktrace.analysis.memory_timeline import memory_timeline_dict
@@ -19,9 +18,9 @@ from ktrace.analysis.operators import OperatorSummary
 from ktrace.analysis.phases import JobPhases
 from ktrace.analysis.python_frames import NO_PYTHON_FRAMES, PythonFrameSummary
 from ktrace.analysis.ranks import LoadBalance
-from ktrace.analysis.roofline import roofline_dict
 from ktrace.analysis.stragglers import Stragglers
 from ktrace.analysis.summary import Summary
+from ktrace.presentation.hardware_json import collectives_dict, roofline_dict
 from ktrace.presentation.json_rows import clean, frame_records
 
 

@@ -20,9 +20,10 @@ from tests.real_traces import benchmark_script, fixture_path
 
 import ktrace
 from ktrace.analysis.gpu_peaks import TABLE
-from ktrace.analysis.roofline import NO_SHAPES, ROOFLINE_COLUMNS, call_cost, roofline, roofline_dict
+from ktrace.analysis.roofline import NO_SHAPES, ROOFLINE_COLUMNS, call_cost, roofline
 from ktrace.model import Trace, TraceBuilder, store
 from ktrace.model.trace import frame_from_columns
+from ktrace.presentation.hardware_json import roofline_dict
 from ktrace.presentation.json_rows import frame_records
 
 BF = '"c10::BFloat16"'

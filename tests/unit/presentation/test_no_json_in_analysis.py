@@ -14,10 +14,8 @@ LABELS = frozenset({"step_source_note", "memory_op_label"})
 """View labels that presentation.labels holds."""
 
 NOT_YET_MOVED = {
-    "collectives.py": {"collectives_dict"},
     "critical_path_summary.py": {"critical_path_dict"},
     "memory_timeline.py": {"memory_timeline_dict"},
-    "roofline.py": {"roofline_dict"},
 }
 """Shaping still in analysis, by module (emptied as each moves)."""
 

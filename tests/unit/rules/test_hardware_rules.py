@@ -183,7 +183,7 @@ def test_the_reports_roofline_reads_the_rules_files_gpu_peaks(owlv2: Trace, tmp_
     """build_dashboard (ktrace report --rules) hands the rules file's peaks to the summary's roofline: an unknown GPU
     has FLOPs and time without percentages until the file adds it."""
     from ktrace.analysis.dashboard import build_dashboard
-    from ktrace.analysis.roofline import roofline_dict
+    from ktrace.presentation.hardware_json import roofline_dict
     from ktrace.presentation.json_rows import frame_records
 
     unknown = _renamed_gpu(owlv2, "Imaginary GPU 9000")
