@@ -10,7 +10,6 @@ from typing import Any
 import polars as pl
 
 from ktrace.analysis.annotation_histograms import AnnotationHistogram
-from ktrace.analysis.critical_path_summary import critical_path_dict
 from ktrace.analysis.kernel_sequences import KernelSequences
 from ktrace.analysis.memory_timeline import memory_timeline_dict
 from ktrace.analysis.modules import NO_MODULES, ModuleSummary
@@ -20,6 +19,7 @@ from ktrace.analysis.python_frames import NO_PYTHON_FRAMES, PythonFrameSummary
 from ktrace.analysis.ranks import LoadBalance
 from ktrace.analysis.stragglers import Stragglers
 from ktrace.analysis.summary import Summary
+from ktrace.presentation.critical_path_json import critical_path_dict
 from ktrace.presentation.hardware_json import collectives_dict, roofline_dict
 from ktrace.presentation.json_rows import clean, frame_records
 

@@ -10,10 +10,11 @@ import pytest
 
 from ktrace.analysis.critical_path import RANK_WAIT, critical_path
 from ktrace.analysis.critical_path_ranks import collective_keys
-from ktrace.analysis.critical_path_summary import critical_path_dict, critical_path_notes
+from ktrace.analysis.critical_path_summary import critical_path_notes
 from ktrace.analysis.index import TraceIndex
 from ktrace.model import Trace, TraceBuilder
 from ktrace.model.builder import merge_traces
+from ktrace.presentation.critical_path_json import critical_path_dict
 
 DLRM = Path(__file__).resolve().parents[3] / "fixtures" / "traces" / "param-dlrm-v100-8rank"
 NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"

@@ -13,10 +13,7 @@ ANALYSIS = Path(ktrace.analysis.__file__).parent
 LABELS = frozenset({"step_source_note", "memory_op_label"})
 """View labels that presentation.labels holds."""
 
-NOT_YET_MOVED = {
-    "critical_path_summary.py": {"critical_path_dict"},
-    "memory_timeline.py": {"memory_timeline_dict"},
-}
+NOT_YET_MOVED = {"memory_timeline.py": {"memory_timeline_dict"}}
 """Shaping still in analysis, by module (emptied as each moves)."""
 
 
