@@ -19,8 +19,8 @@ GOLDEN = Path(__file__).parent
 @pytest.mark.parametrize("name", ["tracelens", "resnet50"])
 def test_memory_timeline_golden(name: str, real_trace_path) -> None:  # type: ignore[no-untyped-def]
     import ktrace
-    from ktrace.analysis.memory_timeline import peak_line
     from ktrace.analysis.summary import summarize
+    from ktrace.presentation.labels import peak_line
     from ktrace.presentation.report_memory import memory_tables
     from ktrace.presentation.summary_json import summary_to_dict
     from ktrace.report.markdown import MarkdownRenderer

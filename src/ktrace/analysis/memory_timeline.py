@@ -15,9 +15,7 @@ frame there where the trace has them (Kineto with_modules: `op_attribution.inner
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 import polars as pl
@@ -337,46 +335,3 @@ def plot_series(timeline: MemoryTimeline, max_points: int = 2000) -> pl.DataFram
         .sort(*_DEVICE, "ts_ns")
         .drop("bin")
     )
-
-
-def memory_timeline_dict(
-    timeline: MemoryTimeline, records: Callable[[pl.DataFrame], list[dict[str, Any]] | None]
-) -> dict[str, Any]:
-    """The summary JSON's `memory_timeline` (frames as `records` rows; the series is left out: it can be long)."""
-    return {
-        "source": timeline.source,
-        "running_sum": timeline.running_sum,
-        "addresses": timeline.addresses,
-        "events": timeline.event_count(),
-        "per_device": records(timeline.per_device),
-        "by_operator": records(timeline.by_operator),
-        "growth": records(timeline.growth),
-    }
-
-
-def peak_line(timeline: MemoryTimeline, start_ns: int) -> str:
-    """One line for people (terminal summary, report, TUI): the highest peak over the devices, when (after
-    `start_ns`, the trace's start), who allocated it, and the never-freed and churn figures of that device."""
-    from ktrace.analysis.units import format_bytes
-    from ktrace.model.units import format_ns
-
-    row = timeline.per_device.sort("peak_allocated_bytes", descending=True, nulls_last=True).row(0, named=True)
-    rank = "" if row["rank"] == NODE_RANK else f"/rank{row['rank']}"
-    what = "used (NVML)" if timeline.source == "nvml" else "allocated"
-    if timeline.running_sum:
-        what += " since the trace start"
-    reserved = row["peak_reserved_bytes"]
-    line = (
-        f"GPU memory peak {format_bytes(row['peak_allocated_bytes'])} {what}"
-        f"{'' if reserved is None else f' (reserved {format_bytes(reserved)})'} on {row['node']}{rank}/GPU{row['device']}"
-        f" at {format_ns(row['peak_ns'] - start_ns)}"
-    )
-    if timeline.source == "nvml":
-        return line
-    line += f", allocated by {row['peak_operator'] or 'no operator'}"
-    line += f" in {row['peak_module']}" if row["peak_module"] else ""
-    line += f"; {row['allocations']:,} allocations"
-    if row["never_freed"] is not None:
-        line += f", {row['never_freed']:,} never freed ({format_bytes(row['never_freed_bytes'])})"
-    rate = row["allocations_per_s"]
-    return line + ("" if rate is None else f", {rate:,.0f}/s")

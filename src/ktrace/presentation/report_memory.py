@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ktrace.analysis.memory_timeline import MemoryTimeline, peak_line, plot_series
+from ktrace.analysis.memory_timeline import MemoryTimeline, plot_series
 from ktrace.analysis.summary import Summary
 from ktrace.model.schema import NODE_RANK
+from ktrace.presentation.labels import peak_line
 from ktrace.presentation.page import Column, Figure, Section, Table, Text
 from ktrace.presentation.summary_tables import frame_rows
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ktrace.analysis.memory_timeline import peak_line
 from ktrace.analysis.phases import JobPhases
 from ktrace.analysis.summary import Summary
 from ktrace.presentation.cells import Unit
+from ktrace.presentation.labels import peak_line
 from ktrace.presentation.page import Section, Table, Text
 from ktrace.presentation.summary_tables import capped, frame_rows, frame_table, json_float, rows_table
 

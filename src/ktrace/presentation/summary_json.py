@@ -11,7 +11,7 @@ import polars as pl
 
 from ktrace.analysis.annotation_histograms import AnnotationHistogram
 from ktrace.analysis.kernel_sequences import KernelSequences
-from ktrace.analysis.memory_timeline import memory_timeline_dict
+from ktrace.analysis.memory_timeline import MemoryTimeline
 from ktrace.analysis.modules import NO_MODULES, ModuleSummary
 from ktrace.analysis.operators import OperatorSummary
 from ktrace.analysis.phases import JobPhases
@@ -61,6 +61,21 @@ def _sequences_dict(k: KernelSequences | None) -> dict[str, Any] | None:
     if k is None:
         return None
     return {"length": k.length, "distinct_repeated": k.distinct, "top": frame_records(k.top)}
+
+
+def memory_timeline_dict(
+    timeline: MemoryTimeline, records: Callable[[pl.DataFrame], list[dict[str, Any]] | None]
+) -> dict[str, Any]:
+    """The summary JSON's `memory_timeline` (frames as `records` rows; the series is left out: it can be long)."""
+    return {
+        "source": timeline.source,
+        "running_sum": timeline.running_sum,
+        "addresses": timeline.addresses,
+        "events": timeline.event_count(),
+        "per_device": records(timeline.per_device),
+        "by_operator": records(timeline.by_operator),
+        "growth": records(timeline.growth),
+    }
 
 
 def _phases_dict(p: JobPhases) -> dict[str, Any]:

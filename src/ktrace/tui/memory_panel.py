@@ -7,9 +7,10 @@ import polars as pl
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.text import Text
 
-from ktrace.analysis.memory_timeline import peak_line, plot_series
+from ktrace.analysis.memory_timeline import plot_series
 from ktrace.analysis.summary import Summary
 from ktrace.model.display_text import printable
+from ktrace.presentation.labels import peak_line
 from ktrace.tui.charts import sparkline
 from ktrace.tui.dashboard_panels import Panel
 

@@ -10,11 +10,8 @@ import ktrace.analysis
 
 ANALYSIS = Path(ktrace.analysis.__file__).parent
 
-LABELS = frozenset({"step_source_note", "memory_op_label"})
+LABELS = frozenset({"step_source_note", "memory_op_label", "peak_line"})
 """View labels that presentation.labels holds."""
-
-NOT_YET_MOVED = {"memory_timeline.py": {"memory_timeline_dict"}}
-"""Shaping still in analysis, by module (emptied as each moves)."""
 
 
 def presentation_functions(module: Path) -> set[str]:
@@ -27,7 +24,7 @@ def test_analysis_defines_no_json_shaping_nor_labels() -> None:
     found = {
         str(p.relative_to(ANALYSIS)): names
         for p in sorted(ANALYSIS.rglob("*.py"))
-        if (names := presentation_functions(p) - NOT_YET_MOVED.get(str(p.relative_to(ANALYSIS)), set()))
+        if (names := presentation_functions(p))
     }
     assert found == {}
 
