@@ -7,7 +7,7 @@ Regenerate only after looking at the result: pytest tests/tui/test_rank_heatmap_
 from __future__ import annotations
 
 import pytest
-from test_rank_heatmap import fleet64
+from test_rank_heatmap_panel import fleet64
 from textual.pilot import Pilot
 
 from ktrace.tui.app import make_app
