@@ -62,10 +62,10 @@ def test_top_kernels_are_the_markdown_reports(size: tuple[int, int], tmp_path: P
     assert len(lines) == len(rows), lines
     for row, line in zip(rows, lines, strict=True):
         total = line.index(f" {row['total']} ")
-        assert line[total:].split() == [*row["total"].split(), *row["share"].split(), f"×{row['count']}"], line
+        assert line[total:].split() == [*row["total"].split(), *row["time share"].split(), f"×{row['count']}"], line
         label = line[:total].rstrip(" █▏▎▍▌▋▊▉")
         first = re.match(r"\w+", label)
-        assert first is not None and first.group() in row["kernel"], (label, row["kernel"])
+        assert first is not None and first.group() in row["name"], (label, row["name"])
         assert len(line) <= size[0] - 4
 
 
