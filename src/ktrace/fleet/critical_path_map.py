@@ -137,14 +137,29 @@ def job_critical_path(
     ]
     if not tasks:
         raise TraceFormatError(f"{root}: the store has no partition")
-    # the job's first rank with steps is the first (node, rank) most often: partitions sort rank=10 before rank=2
-    ranked = [t for t in tasks if t.rank >= 0] or tasks
-    guess = _guess(engine, min(ranked, key=lambda t: (t.node, t.rank))) if annotation is None else None
+    guess = _guess(engine, tasks[first_task(tasks)]) if annotation is None else None
     passes: dict[int, RankPass] = {}
     guessed = [dataclasses.replace(t, guess=guess) for t in tasks]
     for done, (i, found_pass) in enumerate(engine.map(steps_task, guessed, describe=RankTask.label), 1):
         passes[i] = found_pass
         progress(done, len(tasks))
+    return path_of_passes(root, engine, tasks, passes, annotation=annotation, instance=instance)
+
+
+def path_of_passes(
+    root: Path,
+    engine: Engine,
+    tasks: list[RankTask],
+    passes: dict[int, RankPass],
+    *,
+    annotation: str | None = None,
+    instance: int = 0,
+) -> CriticalPath | None:
+    """The job's critical path from every partition's first pass (`passes[i]`: tasks[i]'s RankPass, its graph
+    that of the guessed step where there was a guess): the windows chosen, the graphs not of them built again on
+    `engine`, the collective lags applied, the graphs joined. fleet.summary_map computes the passes inside its own
+    (one read of each partition for both)."""
+    clock = tasks[0].clock
     parts = [passes[i][0] for i in range(len(tasks))]
     found = first_window(parts, annotation, instance)
     if found is None:
@@ -179,14 +194,25 @@ def job_critical_path(
     return dataclasses.replace(result, path_records=np.sort(joined.records[result.path_records]))
 
 
-def _guess(engine: Engine, first: RankTask) -> tuple[Window, str | None, int] | None:
+def first_task(tasks: list[RankTask]) -> int:
+    """The index of the task whose median step is the guess: the job's first rank with steps is the first
+    (node, rank) most often (partitions sort rank=10 before rank=2)."""
+    ranked = [i for i, t in enumerate(tasks) if t.rank >= 0] or list(range(len(tasks)))
+    return min(ranked, key=lambda i: (tasks[i].node, tasks[i].rank))
+
+
+def guess_of(part: RankSteps) -> tuple[Window, str | None, int] | None:
     """The first partition's median step, its range name and step method (the job's choice when the first rank
     has steps under the method the job takes), None when it has no steps."""
-    (_, (part, _, _)), *_ = engine.map(steps_task, [first], describe=RankTask.label)
     if part.median is None:
         return None
     window = part.median[0]
     return window, range_name(part.steps, window), part.method
+
+
+def _guess(engine: Engine, first: RankTask) -> tuple[Window, str | None, int] | None:
+    (_, (part, _, _)), *_ = engine.map(steps_task, [first], describe=RankTask.label)
+    return guess_of(part)
 
 
 def _lags(engine: Engine, tasks: list[RankTask], parts: list[RankSteps]) -> dict[tuple[str, int], dict[str, int]]:

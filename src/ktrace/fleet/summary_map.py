@@ -3,8 +3,9 @@
 Each task opens only its own partition (`store.read(only=...)`), in two passes: the first returns the partition's
 span, its GPU records' span and its annotation ranges' extents (the job's spans set the time bins of the load
 balance and of the rank heatmap, and the extents the annotation histograms' bins, as in one process), the second
-its RankPartial; then the job's critical path is computed rank by rank (fleet.critical_path_map) on the same
-engine. The client keeps the per-rank rows and merges histograms and totals as the partials arrive
+its RankPartial. The job's critical path rides along (fleet.critical_path_map): the first pass also returns each
+rank's steps, the second its graph of the first rank's median step, and the client joins them (path_of_passes,
+building again the few graphs of another step). The client keeps the per-rank rows and merges histograms and totals as the partials arrive
 (analysis.rank_reduce), so it never holds a frame of events; the result is the Summary `summarize()` gives.
 
 `ktrace summary|report|check STORE` take this path, for speed and memory only, when the store has
@@ -21,6 +22,8 @@ from pathlib import Path
 
 import polars as pl
 
+from ktrace.analysis.critical_path_graph import Window
+from ktrace.analysis.critical_path_parts import RankGraph, RankSteps, own_window, rank_graph, rank_steps
 from ktrace.analysis.critical_path_summary import critical_path_notes
 from ktrace.analysis.gpu_peaks import GpuPeaks
 from ktrace.analysis.index import TraceIndex
@@ -34,7 +37,7 @@ from ktrace.analysis.rules.config import RulesConfig
 from ktrace.analysis.rules.inputs import bin_ns_of
 from ktrace.analysis.rules.rank_rules import RuleFold, rank_rule_part
 from ktrace.analysis.utilization import MAX_BINS, busy_time
-from ktrace.fleet.critical_path_map import job_critical_path
+from ktrace.fleet.critical_path_map import RankPass, RankTask, first_task, guess_of, path_of_passes
 from ktrace.fleet.engines import Engine, open_engine
 from ktrace.model import store
 from ktrace.model.alignment import clock_mode
@@ -71,6 +74,9 @@ class PartitionTask:
     """The rules' config (True: the defaults) for the partial's RuleParts; False: no rules."""
     usage_bins: UsageBins | None = None
     """The job's bins of the system usage and utilization curves (second pass, when asked for: the report's)."""
+    path_window: Window | None = None
+    """The rank's window of the critical path's guessed step (critical_path_map.guess_of the first rank's steps,
+    critical_path_parts.own_window): the second pass builds the rank's graph of it beside its partial."""
 
     def label(self) -> str:
         """How errors and progress name the task."""
@@ -91,6 +97,8 @@ class PartitionSpans:
     """The longest first-to-last GPU record span of its devices (utilization.busy_time's span_ns; 0: none)."""
     devices: int
     """Its devices with GPU records."""
+    steps: RankSteps
+    """critical_path_parts.rank_steps: the critical path's first pass, in the same read."""
 
 
 def partition_span(task: PartitionTask) -> PartitionSpans:
@@ -100,7 +108,8 @@ def partition_span(task: PartitionTask) -> PartitionSpans:
     busy = busy_time(trace, per="device", index=ix)
     longest = int(busy["span_ns"].max() or 0) if busy.height else 0  # type: ignore[arg-type]
     extents = annotation_extent(trace, task.annotations)
-    return PartitionSpans(trace.span_ns(), gpu_span(trace, index=ix), extents, longest, busy.height)
+    steps = rank_steps(trace, task.node, task.rank, steps_pattern=task.steps_pattern)
+    return PartitionSpans(trace.span_ns(), gpu_span(trace, index=ix), extents, longest, busy.height, steps)
 
 
 def usage_bins(found: list[PartitionSpans], job_span: tuple[int, int] | None) -> UsageBins:
@@ -113,9 +122,14 @@ def usage_bins(found: list[PartitionSpans], job_span: tuple[int, int] | None) ->
     return UsageBins(bin_ns, start, job_span[0] if job_span else 0, too_many)
 
 
-def partition_partial(task: PartitionTask) -> RankPartial:
+PartialPass = tuple[RankPartial, Window | None, RankGraph | None]
+"""A partition's RankPartial, and its window and graph of the critical path's guessed step (critical_path_map's
+RankPass but the steps, which the first pass returned)."""
+
+
+def partition_partial(task: PartitionTask) -> PartialPass:
     """Map task of the second pass: the RankPartial of one partition, with its RuleParts when the task asks for
-    the rules (rules.rank_rules.rank_rule_part, on the same TraceIndex)."""
+    the rules (rules.rank_rules.rank_rule_part, on the same TraceIndex), and its graph of the guessed step."""
     trace = store.read(task.store, clock=task.clock, only={(task.node, task.rank)}, skip=task.skip)
     ix = TraceIndex(trace)
     partial = rank_partial(
@@ -128,10 +142,11 @@ def partition_partial(task: PartitionTask) -> RankPartial:
         usage_bins=task.usage_bins,
         index=ix,
     )
-    if task.rules_config is False:
-        return partial
-    config = None if task.rules_config is True else task.rules_config
-    return dataclasses.replace(partial, rules=rank_rule_part(trace, config, index=ix))
+    if task.rules_config is not False:
+        config = None if task.rules_config is True else task.rules_config
+        partial = dataclasses.replace(partial, rules=rank_rule_part(trace, config, index=ix))
+    window = task.path_window
+    return partial, window, None if window is None else rank_graph(trace, window, {}, 0, 0)
 
 
 def store_ranks(path: str | os.PathLike[str]) -> int:
@@ -200,40 +215,43 @@ def summarize_store(
     ]
     if not tasks:
         raise TraceFormatError(f"{root}: the store has no partition")
-    found = [s for _, s in engine.map(partition_span, tasks, describe=PartitionTask.label)]
+    found = [s for _, s in sorted(engine.map(partition_span, tasks, describe=PartitionTask.label), key=lambda x: x[0])]
     spans = [f.span for f in found if f.span is not None]
     job_span = (min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
     bins = job_bins([f.gpu for f in found], spans)
     extents = job_extents([f.extents for f in found], annotations)
     usage = usage_bins(found, job_span) if system_usage else None
+    path_tasks = [RankTask(str(root), t.node, t.rank, clock, None, steps_pattern, skip=skip) for t in tasks]
+    guess = guess_of(found[first_task(path_tasks)].steps)
     tasks = [
         dataclasses.replace(
-            t, job_span=job_span, heatmap_bins=bins, extents=extents, rules_config=rules_config, usage_bins=usage
+            t,
+            job_span=job_span,
+            heatmap_bins=bins,
+            extents=extents,
+            rules_config=rules_config,
+            usage_bins=usage,
+            path_window=None if guess is None else own_window(f.steps, *guess),
         )
-        for t in tasks
+        for t, f in zip(tasks, found, strict=True)
     ]
-
-    total = 2 * len(tasks)  # the partials, then the critical path's pass over every rank
+    passes: dict[int, RankPass] = {}
 
     config = None if rules_config is False else RulesConfig() if rules_config is True else rules_config
     fold = None if config is None else RuleFold(config)
 
     def partials() -> Iterator[RankPartial]:
-        for done, (_, partial) in enumerate(engine.map(partition_partial, tasks, describe=PartitionTask.label), 1):
-            progress(done, total)
+        mapped = engine.map(partition_partial, tasks, describe=PartitionTask.label)
+        for done, (i, (partial, window, graph)) in enumerate(mapped, 1):
+            progress(done, len(tasks))
+            passes[i] = (found[i].steps, window, graph)
             if fold is not None and partial.rules is not None:  # folded as it comes, not kept per rank
                 fold.add(partial.rules)
                 partial = dataclasses.replace(partial, rules=None)
             yield partial
 
     result = reduce_partials(partials(), top=top, by_shape=by_shape, gpu_peaks=gpu_peaks)
-    critical = job_critical_path(
-        root,
-        engine,
-        steps_pattern=steps_pattern,
-        skip=skip,
-        progress=lambda done, _: progress(len(tasks) + min(done, len(tasks)), total),
-    )
+    critical = path_of_passes(root, engine, path_tasks, passes)
     summary = dataclasses.replace(
         result.summary, critical_path=critical, notes=result.summary.notes + critical_path_notes(critical)
     )
