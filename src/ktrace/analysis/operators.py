@@ -166,7 +166,7 @@ def operator_table(
     mine = np.flatnonzero(op_of >= 0)
     is_kernel = mine < c.n_kernels
     at = pl.Series(op_of[mine])
-    figures = kernel_figures(trace, index=ix).drop("w").gather(pl.Series(np.where(is_kernel, mine, 0)))
+    figures = kernel_figures(trace, index=ix).drop("w").select(pl.all().gather(pl.Series(np.where(is_kernel, mine, 0))))
     records = pl.concat(
         [
             pl.DataFrame(
