@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from real_traces import fixture_path
 
+from ktrace.analysis.critical_path_summary import critical_path_notes
 from ktrace.analysis.rank_activity import gpu_bins
 from ktrace.analysis.rank_heatmap import rank_heatmap
 from ktrace.analysis.rank_partials import RankPartial, rank_partial
@@ -49,9 +50,17 @@ def _differences(path: Path, fleet: FleetResult) -> list[str]:
     return fleet_differences(_single(path), fleet, rank_heatmap(store.read(path)))
 
 
+def _reduced_part(whole: Summary) -> Summary:
+    """The one-process summary less what the rank-by-rank driver adds after the reduce (the job's critical path,
+    computed by fleet.critical_path_map, and its notes): reduce_partials alone is compared here; the driver's
+    whole result is in tests/unit/fleet/test_same_summary.py."""
+    added = set(critical_path_notes(whole.critical_path))
+    return dataclasses.replace(whole, critical_path=None, notes=tuple(n for n in whole.notes if n not in added))
+
+
 @functools.cache
 def _single(path: Path) -> Summary:
-    return summarize(store.read(path))
+    return _reduced_part(summarize(store.read(path)))
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +120,7 @@ def test_a_rank_whose_steps_lose_to_the_jobs_step_source_has_none(tmp_path: Path
 
 def test_fleet_differences_reports_a_changed_number(dlrm_store: Path) -> None:
     fleet = _fleet(dlrm_store)
-    single = summarize(store.read(dlrm_store))
+    single = _reduced_part(summarize(store.read(dlrm_store)))
     assert fleet_differences(single, fleet) == []
     bumped = _with(fleet, busy=fleet.summary.busy.with_columns(pl.col("busy_ns") + 1))
     assert any(d.startswith("busy:") for d in fleet_differences(single, bumped))
@@ -146,7 +155,7 @@ def test_folding_in_batches_gives_the_same_summary(synthetic_store: Path, monkey
     """The client merges histograms and totals every few partials (bounded memory at thousands of ranks)."""
     import ktrace.analysis.rank_reduce as rank_reduce
 
-    single = summarize(store.read(synthetic_store))
+    single = _reduced_part(summarize(store.read(synthetic_store)))
     monkeypatch.setattr(rank_reduce, "_COMPACT_EVERY", 3)
     assert fleet_differences(single, _fleet(synthetic_store), rank_heatmap(store.read(synthetic_store))) == []
 
@@ -164,7 +173,10 @@ def test_ranks_without_gpu_work_reduce_like_one_process(tmp_path: Path) -> None:
     no_gpu = dataclasses.replace(trace, kernels=trace.kernels.clear(), memory=trace.memory.clear())
     for name, job in (("mixed", mixed), ("no_gpu", no_gpu)):
         path = _store(job, tmp_path / f"{name}.ktrace")
-        assert fleet_differences(summarize(store.read(path)), _fleet(path), rank_heatmap(store.read(path))) == [], name
+        assert (
+            fleet_differences(_reduced_part(summarize(store.read(path))), _fleet(path), rank_heatmap(store.read(path)))
+            == []
+        ), name
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
