@@ -6,7 +6,8 @@ from rich.console import Console
 
 from ktrace.model.units import format_ns
 from ktrace.presentation.labels import memory_op_label
-from ktrace.report.content import build_report, report_document
+from ktrace.presentation.report_model import build_report
+from ktrace.report.content import report_document
 from ktrace.tui.dashboard_data import compute_dashboard
 
 

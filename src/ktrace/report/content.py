@@ -12,16 +12,12 @@ from ktrace.analysis.rules.engine import all_rules
 from ktrace.analysis.system_usage import SystemUsage
 from ktrace.presentation.json_rows import frame_records
 from ktrace.presentation.page import Page
-from ktrace.presentation.report_model import Report, build_report
+from ktrace.presentation.report_model import Report
 from ktrace.presentation.report_page import report_page
 from ktrace.presentation.report_ranks import percent_matrix
 from ktrace.presentation.rules_json import report_to_dict
 from ktrace.presentation.summary_json import summary_to_dict
 from ktrace.presentation.summary_page import LazyDocument
-
-__all__ = ["Report", "build_report", "page", "rank_heatmap_dict", "report_document", "rule_docs", "system_usage_dict"]
-"""Report and build_report live in presentation.report_model; they are named here only for the modules that still
-import them from here (report.critical_path_view and the tests)."""
 
 
 def page(report: Report) -> Page:

@@ -19,12 +19,12 @@ from ktrace.analysis.rules.engine import run_rules
 from ktrace.analysis.units import format_bytes as fmt_bytes
 from ktrace.model.display_text import printable
 from ktrace.model.trace import Trace
+from ktrace.model.units import format_ns as fmt_ns
 from ktrace.presentation.json_rows import frame_records
 from ktrace.presentation.report_memory import SOURCE_WORDS
+from ktrace.presentation.summary_tables import frame_rows as rows
 from ktrace.presentation.verdicts import SEVERITIES
-from ktrace.report.format import fmt_ns
 from ktrace.report.markdown import md_table
-from ktrace.report.rows import rows
 
 if TYPE_CHECKING:
     from rich.console import Console

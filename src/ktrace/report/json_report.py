@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ktrace.report.content import Report, page
+from ktrace.presentation.report_model import Report
+from ktrace.report.content import page
 
 
 def dump_json(document: dict[str, Any]) -> str:

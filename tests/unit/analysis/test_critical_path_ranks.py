@@ -129,7 +129,7 @@ def test_late_rank_idle_leaves_the_wait_on_the_path() -> None:
     row = cp.crossings.row(0, named=True)
     assert cp.crossings.height == 1 and (row["on_path"], row["late_rank"], row["waiting_rank"]) == ("waited", 2, 0)
     assert (row["waited_ns"], row["cause_name"], row["cause_ns"]) == (290 * US, "", 0)
-    from ktrace.report.critical_path_view import crossing_rows
+    from ktrace.presentation.summary_critical_path import crossing_rows
 
     shown = crossing_rows(cp)[0]  # a wait has no cause: "-" in the tables, not a blank and "0 ns"
     assert (shown["cause"], shown["cause_time_ns"], shown["waited_ns"]) == (None, None, 290 * US)

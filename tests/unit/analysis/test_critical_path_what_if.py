@@ -16,8 +16,9 @@ from ktrace.analysis.critical_path import critical_path
 from ktrace.analysis.summary import summarize
 from ktrace.model import Trace, TraceBuilder
 from ktrace.model.builder import merge_traces
-from ktrace.report.critical_path_view import NOTE_SHORTFALL, markdown_lines, what_if_notes
-from ktrace.report.markdown import cell, md_table
+from ktrace.presentation.report_model import build_report
+from ktrace.presentation.summary_critical_path import NOTE_SHORTFALL, what_if_notes
+from ktrace.report.markdown import cell, render_markdown
 from ktrace.report.terminal import render_summary
 
 NCCL = "ncclKernel_AllReduce_RING_LL_Sum_float(ncclDevComm*, unsigned long, ncclWork*)"
@@ -91,7 +92,8 @@ def test_dlrm_rank_on_time_saves_most_of_the_wait_and_the_summary_says_why_not_a
     out = io.StringIO()
     render_summary(summary, Console(file=out, width=300, color_system=None, force_terminal=False))
     assert notes[0] in out.getvalue()
-    assert cell(notes[0], 1000) in markdown_lines(cp, md_table, cell)  # escaped: host and kernel names are trace text
+    markdown = render_markdown(build_report(trace))
+    assert cell(notes[0], 1000) in markdown  # escaped: host and kernel names are trace text
 
 
 def test_a_note_only_where_the_saving_falls_short() -> None:

@@ -18,7 +18,7 @@ from ktrace.analysis.critical_path import CriticalPath, critical_path
 from ktrace.analysis.critical_path_summary import critical_path_notes
 from ktrace.analysis.steps import detect_steps
 from ktrace.model import Trace, TraceBuilder
-from ktrace.report.critical_path_view import headline
+from ktrace.presentation.summary_critical_path import headline
 
 GPU_BOUND = GraphLoop(nodes=77, graph_start_ns=100_000)
 """Each step's graph runs 1.0 ms, starting 100 µs into the 1 ms step: the GPU is never idle, and the path through

@@ -11,8 +11,8 @@ from ktrace.presentation.page import Figure, Section, Table, Text
 
 @pytest.fixture(scope="module")
 def section() -> Section:
+    from ktrace.presentation.report_model import build_report
     from ktrace.presentation.report_page import report_page
-    from ktrace.report.content import build_report
 
     found = report_page(build_report(fleet_trace())).section("ranks")
     assert found is not None
@@ -44,7 +44,7 @@ def test_the_figure_has_a_row_per_rank_and_busy_outside_communication(section: S
 
 
 def test_one_rank_has_no_ranks_section() -> None:
+    from ktrace.presentation.report_model import build_report
     from ktrace.presentation.report_page import report_page
-    from ktrace.report.content import build_report
 
     assert report_page(build_report(fleet_trace(layout=(("a", 0),)))).section("ranks") is None

@@ -33,7 +33,7 @@ setTimeout(function(){
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium (apt-get install chromium)")
 def test_64_ranks_heatmap_labels_every_rank_uncut_and_scrolls(tmp_path: Path) -> None:
-    from ktrace.report.content import build_report
+    from ktrace.presentation.report_model import build_report
     from ktrace.report.html import render_html
     from ktrace.testing.fleet import FleetConfig, generate_fleet
 

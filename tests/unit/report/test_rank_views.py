@@ -10,7 +10,7 @@ import pytest
 from fleet_traces import LAYOUT, STEPS, STRAGGLER, fleet_trace
 from rich.console import Console
 
-from ktrace.report.content import Report, build_report
+from ktrace.presentation.report_model import Report, build_report
 from ktrace.report.html import all_sections
 from ktrace.report.json_report import render_json
 from ktrace.report.markdown import render_markdown

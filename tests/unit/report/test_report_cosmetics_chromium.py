@@ -48,7 +48,7 @@ setTimeout(function(){
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="needs Debian's chromium (apt-get install chromium)")
 def test_dlrm_report_labels_axes_and_words_at_1280_and_600_pixels(real_trace_path, tmp_path):  # type: ignore[no-untyped-def]
     import ktrace
-    from ktrace.report.content import build_report
+    from ktrace.presentation.report_model import build_report
     from ktrace.report.html import render_html
 
     page = tmp_path / "report.html"

@@ -8,7 +8,7 @@ import io
 import polars as pl
 from rich.console import Console
 
-from ktrace.report.format import fmt_ns
+from ktrace.model.units import format_ns as fmt_ns
 from ktrace.report.terminal_tables import format_bytes, print_table
 
 _CLOVER = (
