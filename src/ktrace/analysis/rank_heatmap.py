@@ -82,44 +82,6 @@ class RankHeatmap:
                 out.append((node, i, 1))
         return out
 
-    def coarse(self, axis: str, value: str, max_rows: int, max_cols: int) -> tuple[list[str], npt.NDArray[np.float64]]:
-        """A small matrix for text views: one row per rank ("host/rank") when there are at most `max_rows`
-        ranks, else one per host ("host (N ranks)", the mean of its ranks), or past `max_rows` hosts one per run
-        of consecutive hosts ("first..last (N ranks)"); columns averaged in equal groups down to at most `max_cols`.
-        NaN (a rank without that step) is left out of the means."""
-        labels, rows, _ = self.coarse_rows(axis, value, max_rows, max_cols)
-        return labels, rows
-
-    def coarse_rows(
-        self, axis: str, value: str, max_rows: int, max_cols: int
-    ) -> tuple[list[str], npt.NDArray[np.float64], list[int]]:
-        """coarse() and the first matrix row (rank in `ranks`) of each coarse row."""
-        full = self.matrix(axis, value)
-        if self.ranks.height <= max_rows:
-            labels = [f"{n}/{r}" for n, r in self.ranks.iter_rows()]
-            rows, first = full, list(range(self.ranks.height))
-        else:
-            hosts = self.hosts()
-            cuts = np.linspace(0, len(hosts), min(max_rows, len(hosts)) + 1).astype(np.int64)
-            groups = [hosts[a:b] for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
-            labels = [
-                f"{g[0][0]}{'' if len(g) == 1 else '..' + g[-1][0]} ({sum(n for _, _, n in g)} ranks)" for g in groups
-            ]
-            first = [g[0][1] for g in groups]
-            rows = np.stack([_nanmean(full[g[0][1] : g[-1][1] + g[-1][2]], axis=0) for g in groups])
-        width = rows.shape[1]
-        if width > max_cols:
-            edges = np.linspace(0, width, max_cols + 1).astype(np.int64)
-            rows = np.stack([_nanmean(rows[:, a:b], axis=1) for a, b in zip(edges[:-1], edges[1:], strict=True)], 1)
-        return labels, rows, first
-
-
-def _nanmean(values: npt.NDArray[np.float64], axis: int) -> npt.NDArray[np.float64]:
-    """Mean ignoring NaN; NaN where every value is NaN (without numpy's warning)."""
-    count = np.sum(~np.isnan(values), axis=axis)
-    total = np.nansum(values, axis=axis)
-    return np.where(count > 0, total / np.maximum(count, 1), np.nan)
-
 
 def rank_heatmap_part(trace: Trace, bins: HeatmapBins, *, index: TraceIndex | None = None) -> pl.DataFrame:
     """The per-rank rows of the heatmap (see the module docstring); one rank's trace gives that rank's rows."""

@@ -70,15 +70,8 @@ def test_a_window_between_steps_counts_partial_intervals() -> None:
     assert part["comm_ns"].to_list() == [0, 50, 100]
 
 
-def test_coarse_rows_are_ranks_or_host_means() -> None:
-    h = rank_heatmap(fleet_trace())
-    labels, rows = h.coarse("step", "comm_share", max_rows=8, max_cols=2)
-    assert labels == ["a/0", "a/1", "b/2", "b/3"] and rows.shape == (4, 2)
-    assert rows[0].tolist() == pytest.approx([0.7, 0.7])
-    labels, rows = h.coarse("step", "comm_share", max_rows=3, max_cols=10)
-    assert labels == ["a (2 ranks)", "b (2 ranks)"] and rows.shape == (2, STEPS)
-    assert rows[1].tolist() == pytest.approx([(0.3 + 0.7) / 2] * STEPS)
-    assert h.hosts() == [("a", 0, 2), ("b", 2, 2)]
+def test_hosts_are_runs_of_rows() -> None:
+    assert rank_heatmap(fleet_trace()).hosts() == [("a", 0, 2), ("b", 2, 2)]
 
 
 def test_fleet_job_heatmap_shows_the_straggler_communicating_least() -> None:
