@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 
 from ktrace.analysis.gpu_peaks import GpuPeaks, match_gpu
-from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.index import Slot, TraceIndex
 from ktrace.analysis.op_attribution import IS_OPERATOR, THREAD, enclosing_on_thread, innermost_at
 from ktrace.analysis.op_cost import MODELED, Call, OpCost, op_cost
 from ktrace.analysis.operators import operator_of_records
@@ -157,8 +157,18 @@ class ModeledCalls:
     reason: str | None
 
 
+MODELED_CALLS = Slot[ModeledCalls]("modeled_calls")
+"""The trace's ModeledCalls, computed once per index: the summary's roofline, the RooflineGap rule and a rank's
+roofline part read the same one."""
+
+
 def modeled_calls(trace: Trace, ix: TraceIndex) -> ModeledCalls:
-    """The ModeledCalls of `trace` (roofline's first half; the fleet reduce adds them up over ranks)."""
+    """The ModeledCalls of `trace` (roofline's first half; the fleet reduce adds them up over ranks), shared
+    through the index (MODELED_CALLS)."""
+    return ix.get(MODELED_CALLS, lambda: _modeled_calls(trace, ix))
+
+
+def _modeled_calls(trace: Trace, ix: TraceIndex) -> ModeledCalls:
     c = ix.gpu_columns()
     duration = (c.end - c.start).astype(np.int64)
     total = int(duration.sum())

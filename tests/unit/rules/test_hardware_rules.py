@@ -196,3 +196,15 @@ def test_the_reports_roofline_reads_the_rules_files_gpu_peaks(owlv2: Trace, tmp_
     known = build_dashboard(unknown, config=added).summary.roofline
     assert known is not None and known.peaks is not None and known.peaks.source == "rules file"
     assert known.operators["pct_of_peak"].to_list() == roofline(owlv2).operators["pct_of_peak"].to_list()
+
+
+def test_the_summary_and_the_rule_share_one_modeled_calls_per_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    """report and check computed the roofline's operator calls twice (the rule kept its own slot); now once."""
+    from ktrace.analysis import roofline as roofline_module
+    from ktrace.analysis.dashboard import build_dashboard
+
+    computed = []
+    original = roofline_module._modeled_calls
+    monkeypatch.setattr(roofline_module, "_modeled_calls", lambda *a: computed.append(1) or original(*a))
+    build_dashboard(ktrace.open(fixture_path("tracelens")))
+    assert len(computed) == 1

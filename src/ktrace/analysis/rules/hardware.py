@@ -23,20 +23,18 @@ import polars as pl
 
 from ktrace.analysis.breakdown import communication_names
 from ktrace.analysis.gpu_peaks import GpuPeaks, match_gpu
-from ktrace.analysis.index import Slot, TraceIndex
+from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.kernels import kernel_efficiency, kernel_stats
-from ktrace.analysis.roofline import KEYS, ModeledCalls, group_calls, modeled_calls, roofline_rows, trace_gpu
+from ktrace.analysis.roofline import KEYS, group_calls, modeled_calls, roofline_rows, trace_gpu
 from ktrace.analysis.rules.base import Evidence, Outcome, Param, ParamValue, Rule, Skip
 from ktrace.analysis.rules.frames import evidence_rows, fmt_names
 from ktrace.model.trace import Trace
-
-_CALLS = Slot[ModeledCalls]("rules.modeled_calls")
 
 
 def _roofline_gap(
     trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue], overrides: Mapping[str, GpuPeaks]
 ) -> Outcome:
-    found = index.get(_CALLS, lambda: modeled_calls(trace, index))
+    found = modeled_calls(trace, index)
     if found.reason is not None:
         raise Skip(found.reason)
     gpu = trace_gpu(trace)
