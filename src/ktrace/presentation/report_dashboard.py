@@ -130,10 +130,19 @@ def _active(summary: Summary, tables: Mapping[str, Table]) -> list[Figure | Tabl
 
 
 def _utilization(model: Dashboard) -> list[Figure]:
+    """The utilization curves; past MAX_SERIES the least busy ones (by mean), in their order, and the title says
+    how many of how many (the first 32 of 64 ranks' curves were drawn, the rest dropped unsaid)."""
     if not model.utilization:
         return []
-    series = [{"label": s.label, "x": list(s.x_s), "y": list(s.y_pct)} for s in model.utilization[:MAX_SERIES]]
-    title = f"Utilization over time (timeline bins of {model.utilization_bin_ms:g} ms; counters as sampled)"
+    shown = model.utilization
+    title = f"Utilization over time (timeline bins of {model.utilization_bin_ms:g} ms; counters as sampled"
+    if len(shown) > MAX_SERIES:
+        means = [sum(s.y_pct) / len(s.y_pct) if s.y_pct else 0.0 for s in shown]
+        keep = set(sorted(range(len(shown)), key=lambda i: (means[i], i))[:MAX_SERIES])
+        shown = tuple(s for i, s in enumerate(shown) if i in keep)
+        title += f"; the {MAX_SERIES} least busy of {len(model.utilization)} curves"
+    title += ")"
+    series = [{"label": s.label, "x": list(s.x_s), "y": list(s.y_pct)} for s in shown]
     return [Figure("utilization", title, "lines", {"series": series, "y_title": "%", "y_range": [0, 105]})]
 
 
