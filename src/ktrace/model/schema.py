@@ -153,6 +153,14 @@ ALLOCATIONS_COLUMNS = _fields(
 < 0 frees the block at `address`; the allocator's totals after the event where the source records them (null
 otherwise); the calling thread where known (pid/tid, for the operator context). Instants, not spans."""
 
+SAMPLES_COLUMNS = _fields(*_PARTITION, ("ts_ns", pa.int64(), False), *_CPU_PLACE, ("stack", _STR, False))
+"""Python stack samples (`ktrace run --python-sample MS`): one row per sampled thread and tick. `stack` is the
+thread's Python frames, outermost first, one `file:first_line function` per frame joined by STACK_SEPARATOR;
+dictionary encoding stores each distinct stack once. Instants, read as empty from stores without the table."""
+
+STACK_SEPARATOR = "\n"
+"""Between the frames of samples.stack (a frame's file name and function name hold no newline)."""
+
 THREADS_COLUMNS = _fields(*_PARTITION, *_CPU_PLACE, ("name", _STR, True))
 
 DEVICES_COLUMNS = _fields(
@@ -205,6 +213,7 @@ SCHEMAS: dict[str, pa.Schema] = {
     "threads": _schema(THREADS_COLUMNS, "threads"),
     "devices": _schema(DEVICES_COLUMNS, "devices"),
     "allocations": _schema(ALLOCATIONS_COLUMNS, "allocations"),
+    "samples": _schema(SAMPLES_COLUMNS, "samples"),
 }
 """Table name -> Arrow schema. Column order is the order on disk."""
 

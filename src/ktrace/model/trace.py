@@ -196,6 +196,11 @@ class Trace:
     threads: pl.DataFrame
     devices: pl.DataFrame
     allocations: pl.DataFrame
+    samples: pl.DataFrame = field(
+        default_factory=lambda: frame_from_columns(SCHEMAS["samples"].empty_table(), "samples")
+    )
+    """Python stack samples (schema.SAMPLES_COLUMNS); a default so that code building a Trace table by table
+    before the table existed still works."""
     meta: TraceMeta = field(default_factory=TraceMeta)
     scrubbed: bool = field(default=False, init=False, repr=False, compare=False)
     """True only on a Trace that `scrub.scrub_trace` or `store.read` returned (set by `scrub.mark_scrubbed`): its

@@ -185,6 +185,7 @@ def test_tables_from_a_hand_made_export(export: Path) -> None:
         "threads": 1,
         "devices": 1,
         "allocations": 0,
+        "samples": 0,
     }
     assert trace.ranks == [("gpu-node-7", NODE_RANK), ("gpu-node-7", 3)]  # RANK=3 from the environment
     assert trace.kernels["start_ns"].to_list() == [EPOCH + s for s in (1600, 2600, 4200, 6000)]
