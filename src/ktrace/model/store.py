@@ -6,6 +6,7 @@ The capture side (ktrace.model.capture.CaptureWriter) appends Arrow IPC streams;
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -213,16 +214,41 @@ def read(
             meta.json and not a `ktrace run` capture), or anything malformed in it (meta.json, partition.json,
             rank names, columns and their types).
     """
+    return _read(path, clock, only, skip)[0]
+
+
+def read_each(
+    path: str | os.PathLike[str],
+    only: Collection[tuple[str, int]],
+    *,
+    clock: str | None = None,
+    skip: Collection[str] = (),
+) -> tuple[Trace, list[Trace]]:
+    """read(path, only=only) and that trace cut into one Trace per partition of `only` present in the store (in
+    store.partitions order), each equal to read(path, only={partition}): its rows in order, its meta (meta.json's
+    with its own partition.json's health and notes). One read and one clock shift for all of them: a fleet task
+    covering several ranks (fleet.summary_map) runs the analyses that need one rank's trace on these."""
+    return _read(path, clock, only, skip, each=True)
+
+
+def _read(
+    path: str | os.PathLike[str],
+    clock: str | None,
+    only: Collection[tuple[str, int]] | None,
+    skip: Collection[str],
+    *,
+    each: bool = False,
+) -> tuple[Trace, list[Trace]]:
     root = Path(path)
     mode = clock_mode(clock)
     if not root.exists():
         raise TraceNotFoundError(f"{root}: no such file or directory")
     if not is_store(root):
         raise TraceFormatError(f"{root}: not a .ktrace folder (no meta.json, no node=* partitions)")
-    meta = _read_meta(root)
+    store_meta = _read_meta(root)
     parts = [p for p in partitions(root) if only is None or (p[0], p[1]) in only]
     pieces: dict[str, list[pl.DataFrame]] = {name: [] for name in TABLES}
-    recovered: list[str] = []
+    recovered: dict[tuple[str, int], list[str]] = {(node, rank): [] for node, rank, _ in parts}
 
     def load(job: tuple[str, int, Path, str]) -> tuple[str, pl.DataFrame | None, bool]:
         node, rank, folder, name = job
@@ -241,21 +267,43 @@ def read(
             if table is not None:
                 pieces[name].append(table)
             if was_recovered:
-                recovered.append(f"node={node}/rank={rank}/{name}")
+                recovered[(node, rank)].append(f"node={node}/rank={rank}/{name}")
+    meta = store_meta
     for _, _, folder in parts:
         meta = _merge_partition_meta(meta, folder)
-    if recovered:
-        meta = meta.with_health(
-            {"recovered_tables": len(recovered)},
-            (
-                f"recovered {len(recovered)} un-finalized capture table(s) "
-                f"(the process did not finish writing): {', '.join(recovered[:5])}"
-                + (" ..." if len(recovered) > 5 else ""),
-            ),
-        )
+    meta = _with_recovered(meta, [t for found in recovered.values() for t in found])
     frames = {name: _concat_frames(p, name) for name, p in pieces.items()}
     # every table is scrubbed now (here, or when written under today's rules); meta always (partition notes)
-    return with_clock(mark_scrubbed(Trace(**frames, meta=scrub_meta(meta)[0])), mode)
+    whole = with_clock(mark_scrubbed(Trace(**frames, meta=scrub_meta(meta)[0])), mode)
+    return whole, _cut(whole, parts, store_meta, recovered) if each else []
+
+
+def _cut(
+    whole: Trace, parts: list[tuple[str, int, Path]], store_meta: TraceMeta, recovered: dict[tuple[str, int], list[str]]
+) -> list[Trace]:
+    """read_each's traces: `whole`'s rows of each partition, each with its own meta."""
+    cut = {name: {(n, r): f for n, r, f in _partition_pieces(whole.table(name))} for name in TABLES}
+    slices = []
+    for node, rank, folder in parts:
+        own = _with_recovered(_merge_partition_meta(store_meta, folder), recovered[(node, rank)])
+        own = dataclasses.replace(own, clock_alignment=whole.meta.clock_alignment)  # with_clock's, as read() marks it
+        tables = {name: cut[name].get((node, rank), whole.table(name).clear()) for name in TABLES}
+        slices.append(mark_scrubbed(Trace(**tables, meta=scrub_meta(own)[0])))
+    return slices
+
+
+def _with_recovered(meta: TraceMeta, recovered: list[str]) -> TraceMeta:
+    """`meta` with the health count and note of the un-finalized capture tables read."""
+    if not recovered:
+        return meta
+    return meta.with_health(
+        {"recovered_tables": len(recovered)},
+        (
+            f"recovered {len(recovered)} un-finalized capture table(s) "
+            f"(the process did not finish writing): {', '.join(recovered[:5])}"
+            + (" ..." if len(recovered) > 5 else ""),
+        ),
+    )
 
 
 def _scrubbed(table: pa.Table, trusted: bool) -> pa.Table:

@@ -108,3 +108,26 @@ def test_an_unknown_clock_mode_is_a_usage_error(tmp_path: Path, monkeypatch: pyt
     with pytest.raises(KtraceError, match="KTRACE_CLOCK='utc': expected one of aligned, raw") as exc:
         store.read(root)
     assert exc.value.exit_code == ExitCode.USAGE
+
+
+@pytest.mark.parametrize("clock", ["aligned", "raw"])
+def test_read_each_cuts_one_read_into_the_partitions_read_alone(tmp_path: Path, clock: str) -> None:
+    """A fleet task covering several ranks reads them once (one clock shift) and gets each rank's trace as
+    store.read(only={rank}) gives it: rows in order, meta with its own partition.json's health and notes."""
+    from ktrace.testing import assert_trace_equal
+
+    raw = generate_fleet(FleetConfig(ranks=8, hosts=2, steps=3, step_gap_ns=1_000_000_000)).trace
+    root = store.write(raw.with_meta(dataclasses.replace(raw.meta, clock_alignment=align_trace(raw))), tmp_path / "r")
+    part = root / "node=node1" / "rank=5" / "partition.json"  # one partition's own health and note
+    part.write_text(json.dumps({"health": {"dropped_events": 3}, "notes": ["rank 5 lost 3 events"]}))
+    parts = [(n, r) for n, r, _ in store.partitions(root)]
+    assert len(parts) == 8
+    chosen = {parts[1], parts[4], parts[5], parts[7]}
+    whole, each = store.read_each(root, chosen, clock=clock)
+    assert_trace_equal(whole, store.read(root, only=chosen, clock=clock))
+    assert [t.ranks for t in each] == [[p] for p in parts if p in chosen]
+    for (node, rank), alone in zip(sorted(chosen), each, strict=True):
+        reference = store.read(root, only={(node, rank)}, clock=clock)
+        assert_trace_equal(alone, reference)
+        assert alone.meta == reference.meta
+    assert [t.meta.health.get("dropped_events", 0) for t in each] == [0, 0, 3, 0]
