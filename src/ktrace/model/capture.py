@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from ktrace.model.layout import PARTITION_META_FILE, partition_dir
+from ktrace.model.live import PUBLISHED_KEY, Published
 from ktrace.model.outputs import CAPTURE_MARKER, write_atomically
 from ktrace.model.schema import SCHEMAS
 
@@ -30,13 +33,15 @@ def stream_schema(name: str) -> pa.Schema:
     return pa.schema(fields, metadata=SCHEMAS[name].metadata)
 
 
-def read_stream(path: Path) -> pa.Table:
-    """Every complete batch of an Arrow IPC stream file, even one cut short by a killed writer."""
+def read_stream(path: Path, limit: int | None = None) -> pa.Table:
+    """Every complete batch of an Arrow IPC stream file, even one cut short by a killed writer; with `limit`,
+    only its first `limit` bytes (what a live capture published: complete batches only)."""
     name = path.name.removesuffix(".arrows")
     batches: list[pa.RecordBatch] = []
     try:
         with pa.OSFile(str(path), "rb") as f:
-            reader = ipc.open_stream(f)
+            source = f if limit is None else pa.BufferReader(f.read_buffer(limit))
+            reader = ipc.open_stream(source)
             while True:
                 try:
                     batches.append(reader.read_next_batch())
@@ -63,6 +68,12 @@ class CaptureWriter:
         self.folder.mkdir(parents=True, exist_ok=True)
         (Path(root) / CAPTURE_MARKER).touch()  # a capture: readable (recovered) before it is finalized
         self._writers: dict[str, tuple[pa.OSFile, ipc.RecordBatchStreamWriter]] = {}
+        self._first_ns: int | None = None
+        self._last_ns: int | None = None
+        self.published: Published | None = None
+        """What the last publish() made readable (kept in partition.json by write_partition_meta)."""
+        self.bytes_written = 0
+        """Bytes appended to the streams so far (the cost of publishing, for the benchmark)."""
 
     def append(self, name: str, batch: pa.RecordBatch | pa.Table) -> None:
         """Write rows of table `name`; columns are cast to the stream schema (strings undictionaried)."""
@@ -80,15 +91,38 @@ class CaptureWriter:
             sink = pa.OSFile(str(self.folder / f"{name}.arrows"), "wb")
             self._writers[name] = (sink, ipc.new_stream(sink, schema))
         sink, writer = self._writers[name]
+        before = sink.tell()
         for b in table.to_batches():
             writer.write_batch(b)
         sink.flush()
+        self.bytes_written += sink.tell() - before
+        self._widen_span(table)
+
+    def _widen_span(self, table: pa.Table) -> None:
+        """Keep the earliest and latest timestamp appended (the span a live reader is told)."""
+        for column, earliest in (("start_ns", True), ("ts_ns", True), ("end_ns", False)):
+            if column not in table.column_names:
+                continue
+            lo, hi = (v.as_py() for v in pc.min_max(table.column(column)).values())
+            if lo is None:
+                continue
+            if earliest:
+                self._first_ns = lo if self._first_ns is None else min(self._first_ns, lo)
+            self._last_ns = hi if self._last_ns is None else max(self._last_ns, hi)
+
+    def publish(self) -> Published:
+        """Make what was appended so far readable by live readers: the streams' lengths now (each append ends on
+        a complete batch) go into `published`, written out by the next write_partition_meta."""
+        streams = {name: sink.tell() for name, (sink, _) in self._writers.items()}
+        self.published = Published(streams, self._first_ns, self._last_ns, time.time_ns())
+        return self.published
 
     def write_partition_meta(
         self, health: dict[str, int], notes: list[str], extra: dict[str, Any] | None = None
     ) -> None:
         """Record this process's health counts and notes (and `extra` keys: clock_pairs) beside its tables."""
-        text = json.dumps({**(extra or {}), "health": health, "notes": notes}, indent=1, sort_keys=True)
+        published = {PUBLISHED_KEY: self.published.to_dict()} if self.published is not None else {}
+        text = json.dumps({**(extra or {}), **published, "health": health, "notes": notes}, indent=1, sort_keys=True)
         write_atomically(self.folder / PARTITION_META_FILE, text.encode())
 
     def close(self) -> None:

@@ -11,7 +11,7 @@ import datetime as dt
 import json
 import os
 import re
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -25,6 +25,7 @@ from ktrace.model.builder import constant_column
 from ktrace.model.capture import PARTITION_META_FILE, CaptureWriter, partition_dir, read_stream, stream_schema
 from ktrace.model.errors import TraceFormatError, TraceNotFoundError
 from ktrace.model.layout import META_FILE, is_store
+from ktrace.model.live import LiveStatus, live_status, published
 from ktrace.model.outputs import CAPTURE_MARKER, atomic_path, remove_stale_temporaries, write_atomically, writer_pid
 from ktrace.model.schema import SCHEMAS, TABLES, TIME_COLUMNS
 from ktrace.model.scrub import mark_scrubbed, rules_fingerprint, scrub_meta, scrub_table
@@ -245,14 +246,40 @@ def _read(
         raise TraceNotFoundError(f"{root}: no such file or directory")
     if not is_store(root):
         raise TraceFormatError(f"{root}: not a .ktrace folder (no meta.json, no node=* partitions)")
-    store_meta = _read_meta(root)
+    live = live_status(root)
+    if live is None:
+        return _read_parts(root, mode, only, skip, each, None)
+    try:
+        read = _read_parts(root, mode, only, skip, each, live)
+    except (TraceFormatError, OSError):
+        if not (root / META_FILE).exists():
+            raise
+        read = None
+    if (root / META_FILE).exists():  # `ktrace run` finalized it while this read: read the finished store
+        return _read_parts(root, mode, only, skip, each, None)
+    assert read is not None
+    return read
+
+
+def _read_parts(
+    root: Path,
+    mode: str,
+    only: Collection[tuple[str, int]] | None,
+    skip: Collection[str],
+    each: bool,
+    live: LiveStatus | None,
+) -> tuple[Trace, list[Trace]]:
+    """_read's work; `live` for a capture still recording: each stream up to what its process published (complete
+    batches only), and none of the marks of an unfinished capture (recovered tables, processes not closed)."""
+    store_meta = TraceMeta(notes=(live.note,)) if live is not None else _read_meta(root)
     parts = [p for p in partitions(root) if only is None or (p[0], p[1]) in only]
+    limits = {folder: _published_bytes(folder) for _, _, folder in parts} if live is not None else {}
     pieces: dict[str, list[pl.DataFrame]] = {name: [] for name in TABLES}
     recovered: dict[tuple[str, int], list[str]] = {(node, rank): [] for node, rank, _ in parts}
 
     def load(job: tuple[str, int, Path, str]) -> tuple[str, pl.DataFrame | None, bool]:
         node, rank, folder, name = job
-        table, constants, was_recovered = _read_partition_table(folder, name)
+        table, constants, was_recovered = _read_partition_table(folder, name, limits.get(folder))
         if table is None:
             return name, None, False
         table = _scrubbed(
@@ -268,24 +295,30 @@ def _read(
                 pieces[name].append(table)
             if was_recovered:
                 recovered[(node, rank)].append(f"node={node}/rank={rank}/{name}")
+    if live is not None:
+        recovered = {part: [] for part in recovered}
     meta = store_meta
     for _, _, folder in parts:
-        meta = _merge_partition_meta(meta, folder)
+        meta = _merge_partition_meta(meta, folder, live is not None)
     meta = _with_recovered(meta, [t for found in recovered.values() for t in found])
     frames = {name: _concat_frames(p, name) for name, p in pieces.items()}
     # every table is scrubbed now (here, or when written under today's rules); meta always (partition notes)
     whole = with_clock(mark_scrubbed(Trace(**frames, meta=scrub_meta(meta)[0])), mode)
-    return whole, _cut(whole, parts, store_meta, recovered) if each else []
+    return whole, _cut(whole, parts, store_meta, recovered, live is not None) if each else []
 
 
 def _cut(
-    whole: Trace, parts: list[tuple[str, int, Path]], store_meta: TraceMeta, recovered: dict[tuple[str, int], list[str]]
+    whole: Trace,
+    parts: list[tuple[str, int, Path]],
+    store_meta: TraceMeta,
+    recovered: dict[tuple[str, int], list[str]],
+    live: bool,
 ) -> list[Trace]:
     """read_each's traces: `whole`'s rows of each partition, each with its own meta."""
     cut = {name: {(n, r): f for n, r, f in _partition_pieces(whole.table(name))} for name in TABLES}
     slices = []
     for node, rank, folder in parts:
-        own = _with_recovered(_merge_partition_meta(store_meta, folder), recovered[(node, rank)])
+        own = _with_recovered(_merge_partition_meta(store_meta, folder, live), recovered[(node, rank)])
         own = dataclasses.replace(own, clock_alignment=whole.meta.clock_alignment)  # with_clock's, as read() marks it
         tables = {name: cut[name].get((node, rank), whole.table(name).clear()) for name in TABLES}
         slices.append(mark_scrubbed(Trace(**tables, meta=scrub_meta(own)[0])))
@@ -348,17 +381,30 @@ def _read_meta(root: Path) -> TraceMeta:
     return TraceMeta.from_dict(data)
 
 
-def _merge_partition_meta(meta: TraceMeta, folder: Path) -> TraceMeta:
+def _merge_partition_meta(meta: TraceMeta, folder: Path, live: bool = False) -> TraceMeta:
+    """`meta` with a partition.json's health and notes (`live`: without "processes_not_closed", which every
+    process still recording says until it closes)."""
     path = folder / PARTITION_META_FILE
     if not path.exists():
         return meta
     part = load_json_object(path, PARTITION_META_FILE)
     check_partition_meta(part, path)
-    return meta.with_health(dict(part.get("health", {})), tuple(part.get("notes", ())))
+    health = {k: v for k, v in dict(part.get("health", {})).items() if not (live and k == "processes_not_closed")}
+    return meta.with_health(health, tuple(part.get("notes", ())))
 
 
-def _read_partition_table(folder: Path, name: str) -> tuple[pa.Table | None, dict[str, object], bool]:
-    """(table, constant columns, recovered) of one partition's table; (None, {}, False) if it has none."""
+def _published_bytes(folder: Path) -> dict[str, int]:
+    """Stream name -> bytes a live capture's process has published ({} before its first publish), read once per
+    partition so that its tables are read as of one publish."""
+    done = published(folder)
+    return dict(done.stream_bytes) if done is not None else {}
+
+
+def _read_partition_table(
+    folder: Path, name: str, limits: Mapping[str, int] | None = None
+) -> tuple[pa.Table | None, dict[str, object], bool]:
+    """(table, constant columns, recovered) of one partition's table; (None, {}, False) if it has none. `limits`
+    (a live capture's published bytes): a capture stream is read only that far (not at all when not named)."""
     parquet = folder / f"{name}.parquet"
     stream = folder / f"{name}.arrows"
     if parquet.exists():
@@ -378,7 +424,7 @@ def _read_partition_table(folder: Path, name: str) -> tuple[pa.Table | None, dic
         except (pa.ArrowInvalid, OSError) as exc:
             raise TraceFormatError(f"{parquet}: unreadable Parquet ({exc})") from exc
     if stream.exists():
-        table = read_stream(stream)
+        table = read_stream(stream, None if limits is None else limits.get(name, 0))
         check_columns(table.schema, name, stream)
         check_values(table, name, stream)
         return table, {}, True
