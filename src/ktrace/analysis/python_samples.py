@@ -9,6 +9,7 @@ MS ms between ticks, a count times MS is roughly the time spent there.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -168,7 +169,7 @@ def samples_per_step(samples: pl.DataFrame, steps: pl.DataFrame) -> pl.DataFrame
     return out.select(list(_STEP_SCHEMA)).cast(_STEP_SCHEMA).sort("node", "rank", "step")  # type: ignore[arg-type]
 
 
-def slowest_step(steps: pl.DataFrame) -> dict[str, object] | None:
+def slowest_step(steps: pl.DataFrame) -> dict[str, Any] | None:
     """The row of the longest step that holds samples (samples_per_step), None without one."""
     if steps.height == 0:
         return None

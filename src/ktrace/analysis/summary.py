@@ -26,6 +26,7 @@ from ktrace.analysis.operators import OperatorSummary, operator_summary
 from ktrace.analysis.overlap import comm_compute_overlap
 from ktrace.analysis.phases import JobPhases, job_phases, step_spans
 from ktrace.analysis.precision import precision_distribution
+from ktrace.analysis.python_samples import PythonProfile, python_profile
 from ktrace.analysis.range_operators import range_operator_summary
 from ktrace.analysis.ranks import LoadBalance, load_balance
 from ktrace.analysis.roofline import Roofline, roofline
@@ -88,6 +89,8 @@ class Summary:
     """roofline.roofline: FLOPs, bytes, achieved TFLOP/s and TB/s per (operator, shapes, dtype), MFU per step."""
     collectives: Collectives | None = None
     """collectives.collectives: NCCL calls by message size (nccl-tests' busbw) and their arrival skew across ranks."""
+    python_profile: PythonProfile | None = None
+    """python_samples.python_profile: the Python sampling profile (`ktrace run --python-sample`); None without."""
 
 
 def summarize(
@@ -161,6 +164,7 @@ def summarize(
             critical_path=path,
             roofline=roofline(trace, index=ix, overrides=dict(gpu_peaks or {})),
             collectives=collectives(trace, index=ix),
+            python_profile=python_profile(trace, index=ix),
             annotations=tuple(annotation_histogram(trace, p, bins=annotation_bins) for p in annotations),
             notes=tuple(trace.meta.notes)
             + absent_notes(operators, sequences)

@@ -13,7 +13,7 @@ from typing import Any, Literal, NamedTuple
 
 from ktrace.presentation.cells import Unit, column_label, unit_of
 
-FigureKind = Literal["pie", "hbar", "bars", "histogram", "lines", "heatmap", "scatter"]
+FigureKind = Literal["pie", "hbar", "bars", "histogram", "lines", "heatmap", "scatter", "icicle"]
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,8 @@ class Figure:
     `data` by kind: pie {labels, values}; hbar/bars {names, values, unit}; histogram {edges, counts, unit};
     lines {series: [{label, x, y}], x_title, y_title}; heatmap {rows (labels), columns (labels), z (rows x columns
     of 0-100 or None), hover (optional, same shape), z_title}; scatter {series: [{label, x, y, mode, sizes (optional),
-    hover (optional)}], x_title, y_title, log (both axes)} (report.plots.scatter says what each key means).
+    hover (optional)}], x_title, y_title, log (both axes)} (report.plots.scatter says what each key means); icicle {ids,
+    parents ("" at a root), labels, values (a node holds its children's values)}.
     """
 
     key: str

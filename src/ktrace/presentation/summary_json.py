@@ -22,6 +22,7 @@ from ktrace.analysis.summary import Summary
 from ktrace.presentation.critical_path_json import critical_path_dict
 from ktrace.presentation.hardware_json import collectives_dict, roofline_dict
 from ktrace.presentation.json_rows import clean, frame_records
+from ktrace.presentation.summary_python import python_profile_dict
 
 
 def _operators_dict(o: OperatorSummary | None) -> dict[str, Any] | None:
@@ -141,6 +142,7 @@ _FIELD_DICTS: dict[str, Callable[[Any], Any]] = {
     "annotations": lambda hs: [_histogram_dict(h) for h in hs],
     "roofline": lambda r: None if r is None else roofline_dict(r, frame_records),
     "collectives": lambda c: None if c is None else collectives_dict(c, frame_records),
+    "python_profile": python_profile_dict,
 }
 """Summary fields with their own JSON form (the rest: frames as rows, tuples as lists, values as they are)."""
 

@@ -19,6 +19,7 @@ from ktrace.presentation.summary_critical_path import critical_path_section
 from ktrace.presentation.summary_hardware import collectives_section, efficiency_section, roofline_section
 from ktrace.presentation.summary_json import summary_to_dict
 from ktrace.presentation.summary_operators import operators_section
+from ktrace.presentation.summary_python import python_section
 from ktrace.presentation.summary_ranks import load_balance_section, stragglers_section
 
 
@@ -64,6 +65,7 @@ def summary_sections(summary: Summary, *, by_shape: bool = False) -> tuple[Secti
         *gpu.utilization_sections(summary),
         *gpu.kernel_sections(summary),
         operators_section(summary, by_shape=by_shape),
+        python_section(summary.python_profile),
         gpu.latency_section(summary),
         gpu.steps_section(summary),
         *gpu.kernel_mix_sections(summary),
