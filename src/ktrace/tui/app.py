@@ -17,9 +17,10 @@ from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.phases import steps_per_rank
 from ktrace.model.trace import Trace
 from ktrace.presentation.labels import step_source_note
-from ktrace.tui.app_actions import AppActions
+from ktrace.tui.app_live import LiveFollowing
 from ktrace.tui.details import describe
 from ktrace.tui.keymap import bindings
+from ktrace.tui.live_follow import FOLLOW_EVERY_S, FollowState, Rerun, is_capture_in_progress
 from ktrace.tui.loading_mode import LoadingMode
 from ktrace.tui.messages import (
     CriticalPathReady,
@@ -56,8 +57,9 @@ DETAILS_SHORT, DETAILS_TALL = 5, 14
 """Lines the timeline's details pane may always take (below 32 rows, from 32 rows); more when the rows leave more."""
 
 
-class KtraceApp(AppActions):
-    """Browse one trace: host/device tree + timeline, kernel table, dashboard (keys and palette: AppActions)."""
+class KtraceApp(LiveFollowing):
+    """Browse one trace: host/device tree + timeline, kernel table, dashboard (keys and palette: AppActions; a
+    capture in progress is followed: LiveFollowing)."""
 
     CSS_PATH = "app.tcss"
     BINDINGS = bindings("app")  # type: ignore[assignment]
@@ -74,8 +76,9 @@ class KtraceApp(AppActions):
         *,
         analyses: bool = True,
         with_ops: bool = True,
+        follow_every_s: float = FOLLOW_EVERY_S,
     ) -> None:
-        super().__init__()
+        super().__init__(follow_every_s)
         self.load_options = {} if with_ops else {"with_ops": False}
         if path is None and trace is None:
             raise ValueError("give a path or a Trace")
@@ -96,6 +99,8 @@ class KtraceApp(AppActions):
         self._first_drawn = threading.Event()
         """Set once the first screen is drawn: the loader waits for it so that drawing gets the GIL to itself."""
         self.operator_panel: OperatorPanel | None = None
+        self._steps_run, self._summary_run = Rerun(), Rerun()
+        """The steps and dashboard workers: one at a time, again on the newest trace of a growing capture."""
         self.timings: dict[str, float] = {}
         """Seconds spent reading, indexing and until the first screen (for the benchmark)."""
         self.sub_title = self.path.name if self.path else (trace.meta.source if trace else "")
@@ -146,6 +151,7 @@ class KtraceApp(AppActions):
         from ktrace.tui.index_build import build_links, build_tracks, plan_index
 
         t_read = time.perf_counter()
+        live = self.given_trace is None and self.path is not None and is_capture_in_progress(self.path)
         try:  # printable: no control character in a name reaches the screen
             trace = printable_trace(self.given_trace if self.given_trace is not None else self._read())
         except KtraceError as exc:
@@ -157,7 +163,7 @@ class KtraceApp(AppActions):
         t_index = time.perf_counter()
         self.post_message(LoadProgress("indexing tracks"))
         index, plan = plan_index(trace)
-        self.post_message(TraceLoaded(trace, index, t_index - t_read, time.perf_counter() - t_index))
+        self.post_message(TraceLoaded(trace, index, t_index - t_read, time.perf_counter() - t_index, live))
         self._first_drawn.wait(timeout=2.0)
         t_tracks = time.perf_counter()
         built = build_tracks(plan)
@@ -241,11 +247,13 @@ class KtraceApp(AppActions):
         self.timings.update(read_s=message.read_s, index_s=message.index_s)
         self.query_one(HostDeviceTree).set_index(message.index)
         timeline = self.query_one(Timeline)
-        timeline.set_index(message.index, default_rows(message.index, self._rows_that_fit()), self.steps)
+        if message.live:
+            self.follow = FollowState(live=True).grown(message.index, ended=False)
+        timeline.set_index(message.index, default_rows(message.index, self.rows_that_fit()), self.steps)
         self.query_one(KernelTable).set_kernels(message.trace.kernels, message.index.t0, message.trace.devices)
         self.query_one("#tabs").loading = False
         timeline.focus()
-        self._show_counts()
+        self.show_counts()
         self.call_after_refresh(self._first_screen)
         if self.analyses:
             self.query_one(Dashboard).set_pending()
@@ -253,7 +261,7 @@ class KtraceApp(AppActions):
             self.query_one(Dashboard).set_unavailable("analyses disabled")
             self.operator_panel = OperatorPanel("operators: analyses disabled")
 
-    def _rows_that_fit(self) -> int:
+    def rows_that_fit(self) -> int:
         """Timeline rows the first screen has below the ruler with the details pane at its floor: the first rows
         are chosen to fit, so the GPU rows among them are on screen (and a tall terminal gets more of them)."""
         from ktrace.tui.first_rows import DEFAULT_LIMIT
@@ -271,7 +279,7 @@ class KtraceApp(AppActions):
         self.timings["first_screen"] = time.perf_counter()
         self._first_drawn.set()
 
-    def _show_counts(self) -> None:
+    def show_counts(self) -> None:
         """The status line's summary of the trace (steps say when they are still being detected)."""
         if self.trace is None or self.index is None:
             return
@@ -286,7 +294,7 @@ class KtraceApp(AppActions):
             else "detecting steps…"
         )
         self._status_counts = True
-        self.query_one("#status", Static).update(
+        self.set_status(
             f"{counts['kernels']:,} kernels · {counts['api']:,} API calls · {steps} · "
             f"{len(self.index.tracks)} tracks · press ? for keys"
         )
@@ -295,9 +303,11 @@ class KtraceApp(AppActions):
     def _steps_ready(self, message: StepsReady) -> None:
         self.steps = message.steps
         self.timings.update(steps_s=message.seconds, steps_ready=time.perf_counter())
+        if self._steps_run.done() and self.trace is not None and self._steps_run.start():
+            self._detect_steps(self.trace)
         self.query_one(Timeline).set_steps(message.steps)
         if self._status_counts:
-            self._show_counts()
+            self.show_counts()
         self._describe_selection()
 
     @on(TracksReady)
@@ -320,9 +330,17 @@ class KtraceApp(AppActions):
         self._describe_selection()
         self._loading_done()
         if self.trace is not None:  # after the first screen, sorted tracks and links, which matter more
-            self._detect_steps(self.trace)
-            if self.analyses:
-                self._load_summary(self.trace)
+            self.analyse(self.trace)
+        if self.follow.live:
+            self.start_following()
+
+    def analyse(self, trace: Trace) -> None:
+        """Detect the steps and build the dashboard of `trace` in workers (for a growing capture: after the runs in
+        flight, on the newest trace then)."""
+        if self._steps_run.start():
+            self._detect_steps(trace)
+        if self.analyses and self._summary_run.start():
+            self._load_summary(trace)
 
     def _loading_done(self) -> None:
         self._loading.leave()
@@ -333,6 +351,8 @@ class KtraceApp(AppActions):
 
     @on(SummaryReady)
     def _summary(self, message: SummaryReady) -> None:
+        if self._summary_run.done() and self.trace is not None and self._summary_run.start():
+            self._load_summary(self.trace)
         self.query_one(Dashboard).show(message)
         summary = message.dashboard.summary if message.dashboard is not None else message.summary
         self.operator_panel = operator_panel(summary) if summary is not None else OperatorPanel(message.error)
@@ -406,7 +426,8 @@ class KtraceApp(AppActions):
             return
         t0 = self.index.t0
         self._status_counts = False
-        self.query_one("#status", Static).update(
+        self.hold_or_follow(message)
+        self.set_status(
             f"window {format_signed_offset(message.start_ns - t0)} … {format_signed_offset(message.end_ns - t0)}"
             f" ({format_duration(message.end_ns - message.start_ns)}) · ? for keys"
         )
@@ -428,7 +449,13 @@ def _warm_kernels() -> None:
 
 
 def make_app(
-    path: str | Path | None = None, trace: Trace | None = None, *, analyses: bool = True, with_ops: bool = True
+    path: str | Path | None = None,
+    trace: Trace | None = None,
+    *,
+    analyses: bool = True,
+    with_ops: bool = True,
+    follow_every_s: float = FOLLOW_EVERY_S,
 ) -> KtraceApp:
-    """The one app factory used by `ktrace view` and the tests (`with_ops=False`: --no-ops, see open_trace)."""
-    return KtraceApp(path, trace, analyses=analyses, with_ops=with_ops)
+    """The one app factory used by `ktrace view` and the tests (`with_ops=False`: --no-ops, see open_trace;
+    `follow_every_s`: seconds between two looks at a capture in progress)."""
+    return KtraceApp(path, trace, analyses=analyses, with_ops=with_ops, follow_every_s=follow_every_s)

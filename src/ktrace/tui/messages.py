@@ -35,6 +35,8 @@ class TraceLoaded(Message):
     index: TrackIndex
     read_s: float
     index_s: float
+    live: bool = False
+    """The store is a capture still being recorded: the view follows it (ktrace.tui.live_follow)."""
 
 
 @dataclass
@@ -176,3 +178,22 @@ class CriticalPathReady(Message):
     text: str
     window: tuple[int, int] | None = None
     """The path's window (start_ns, end_ns), fitted in the timeline; None without a path."""
+
+
+@dataclass
+class CaptureGrew(Message):
+    """The follow worker re-read a live capture: a new trace and its whole track index (tracks and links built)."""
+
+    trace: Trace
+    index: TrackIndex
+    reload_s: float
+    """Seconds the re-read and the index took."""
+    ended: bool
+    """It was the finalized capture: the follow stops."""
+
+
+@dataclass
+class FollowFailed(Message):
+    """A re-read of a live capture failed (the view keeps what it shows; the next look retries)."""
+
+    text: str

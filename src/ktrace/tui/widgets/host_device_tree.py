@@ -47,6 +47,30 @@ class HostDeviceTree(Tree[TreeItem]):
                 node.expand()
         self.root.expand()
 
+    def regrow(self, index: TrackIndex) -> None:
+        """Show a newer index of the same capture (new ranks, threads and tracks), with the nodes that were
+        expanded expanded again (found by their item keys) and the cursor on the same item when it is still there."""
+        expanded: set[str] = set()
+        stack = list(self.root.children)
+        while stack:
+            node = stack.pop()
+            if node.is_expanded and node.data is not None:
+                expanded.add(node.data.key)
+                stack.extend(node.children)
+        cursor = self.cursor_node.data.key if self.cursor_node is not None and self.cursor_node.data else None
+        self.set_index(index)
+        stack = list(self.root.children)
+        while stack:
+            node = stack.pop()
+            if node.data is not None and node.data.key in expanded:
+                self._fill(node)
+                node.expand()
+                stack.extend(node.children)
+        found = self.find(cursor) if cursor is not None else None
+        if found is not None:
+            _ = self._tree_lines  # Textual numbers the lines of nodes just added when they are built
+            self.move_cursor(found)
+
     def _label(self, item: TreeItem) -> Text:
         if item.expand is not None or len(item.track_ids) != 1:
             return Text(item.label)

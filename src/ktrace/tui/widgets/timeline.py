@@ -18,38 +18,7 @@ from ktrace.tui.overview import paint_overview
 from ktrace.tui.steps import PENDING_STEPS, STEPS_PENDING, StepSpans
 from ktrace.tui.tracks import TrackIndex
 from ktrace.tui.viewmodel import RowPaint, Viewport, label_cap, paint_track, row_labels, ruler, slice_at, slice_columns
-
-PALETTE = (
-    "#4e79a7",
-    "#f28e2b",
-    "#e15759",
-    "#76b7b2",
-    "#59a14f",
-    "#edc948",
-    "#b07aa1",
-    "#ff9da7",
-    "#9c755f",
-    "#86bcb6",
-    "#d37295",
-    "#8cd17d",
-)
-_SELECTED = Style(bgcolor="white", color="black", bold=True)
-_LINKED = Style(bgcolor="magenta", color="white", bold=True)
-_CRITICAL = Style(bgcolor="red", color="white", bold=True)
-_EMPTY = Style()
-_HEAD = Style(color="grey70")
-_HEAD_CURSOR = Style(color="black", bgcolor="grey70", bold=True)
-_RULER = Style(color="grey50")
-_COUNTER = Style(color="#59a14f")
-
-
-def _styles() -> tuple[list[Style], list[Style]]:
-    solid = [Style(bgcolor=c, color="black") for c in PALETTE]
-    glyph = [Style(color=c) for c in PALETTE]
-    return solid, glyph
-
-
-_SOLID, _GLYPH = _styles()
+from ktrace.tui.widgets.timeline_style import CRITICAL, HEAD, HEAD_CURSOR, LINKED, RULER, SELECTED, cell_style
 
 
 class Timeline(Widget, can_focus=True):
@@ -70,7 +39,7 @@ class Timeline(Widget, can_focus=True):
         self.selection: tuple[int, int] | None = None
         self.linked: list[tuple[int, int]] = []
         self.critical: list[tuple[int, int]] = []
-        """Slices on the critical path (the `c` key), painted in _CRITICAL under the selection's marks."""
+        """Slices on the critical path (the `c` key), painted in CRITICAL under the selection's marks."""
         self.labels: list[str] = []
         """Label of each shown row (viewmodel.row_labels: full titles, or short distinct ones when narrow)."""
         self.label_w = label_cap(80)
@@ -85,6 +54,18 @@ class Timeline(Widget, can_focus=True):
         self._relabel()
         self.viewport = Viewport(index.t0, index.t1, self._body_width()).show(index.t0, index.t1)
         self.cursor, self.top, self.selection, self.linked, self.critical = 0, 0, None, [], []
+        self._paint_cache.clear()
+        self._changed()
+
+    def regrow(self, index: TrackIndex, rows: list[int], viewport: Viewport, selection: tuple[int, int] | None) -> None:
+        """Show a newer index of the same capture (ktrace.tui.live_follow): these rows, this window, the selection
+        found again in it (None drops it); the cursor stays on its track when that is still a row."""
+        cursor_key = self.index.tracks[self.rows[self.cursor]].key if self.index is not None and self.rows else None
+        self.index, self.rows, self.selection, self.critical = index, rows, selection, []
+        keys = [index.tracks[r].key for r in rows]
+        self.cursor = keys.index(cursor_key) if cursor_key in keys else min(self.cursor, max(0, len(rows) - 1))
+        self.linked = self._links(selection) if selection is not None else []
+        self.viewport = viewport.with_width(self._body_width())
         self._paint_cache.clear()
         self._changed()
 
@@ -174,13 +155,13 @@ class Timeline(Widget, can_focus=True):
         lw = self.label_w
         if y == 0:
             header = ("time since start" if lw > 17 else "time").ljust(lw - 1)[: lw - 1] + "│"
-            return Strip([Segment(header, _HEAD), Segment(ruler(self.viewport, self.index.t0), _RULER)]).crop(0, width)
+            return Strip([Segment(header, HEAD), Segment(ruler(self.viewport, self.index.t0), RULER)]).crop(0, width)
         row = self.top + y - 1
         if row >= len(self.rows):
             return Strip.blank(width)
         track_id = self.rows[row]
         label = self.labels[row] if row < len(self.labels) else self.index.title(track_id)
-        head = Segment(label[: lw - 1].ljust(lw - 1) + "│", _HEAD_CURSOR if row == self.cursor else _HEAD)
+        head = Segment(label[: lw - 1].ljust(lw - 1) + "│", HEAD_CURSOR if row == self.cursor else HEAD)
         return Strip([head, *self._body(track_id)]).crop(0, width)
 
     def paint(self, track_id: int) -> tuple[RowPaint, dict[int, str]]:
@@ -205,7 +186,7 @@ class Timeline(Widget, can_focus=True):
         paint, names = self.paint(track_id)
         chars = list(paint.glyphs)
         counter = self.index.tracks[track_id].kind == "counter"
-        styles = [_cell_style(c, s, counter) for c, s in zip(paint.colour.tolist(), paint.solid.tolist(), strict=False)]
+        styles = [cell_style(c, s, counter) for c, s in zip(paint.colour.tolist(), paint.solid.tolist(), strict=False)]
         written = 0
         for c0, c1, pos in paint.labels:
             first = max(c0 + 1, written)
@@ -218,8 +199,8 @@ class Timeline(Widget, can_focus=True):
 
     def _overlay(self, track_id: int, styles: list[Style]) -> None:
         assert self.index is not None
-        marks: list[tuple[tuple[int, int] | None, Style]] = [(c, _CRITICAL) for c in self.critical]
-        marks += [(self.selection, _SELECTED)] + [(link, _LINKED) for link in self.linked]
+        marks: list[tuple[tuple[int, int] | None, Style]] = [(c, CRITICAL) for c in self.critical]
+        marks += [(self.selection, SELECTED)] + [(link, LINKED) for link in self.linked]
         for mark, style in marks:
             if mark is None or mark[0] != track_id:
                 continue
@@ -401,11 +382,3 @@ class Timeline(Widget, can_focus=True):
         else:
             anchor = max(0, event.x - self.label_w)
             self.set_viewport(self.viewport.zoom(1.5 if direction > 0 else 1 / 1.5, anchor))
-
-
-def _cell_style(colour: int, solid: bool, counter: bool) -> Style:
-    if colour < 0:
-        return _EMPTY
-    if counter:
-        return _COUNTER
-    return (_SOLID if solid else _GLYPH)[colour % len(PALETTE)]
