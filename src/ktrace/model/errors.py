@@ -22,6 +22,8 @@ class ExitCode(IntEnum):
     """`ktrace check`/`ktrace diff` found problems at or above the --fail-on level."""
     MISSING_DEPENDENCY = 6
     """An optional dependency (e.g. cupti-python) is needed and missing."""
+    STOPPED = 7
+    """`ktrace run --on-finding RULE=stop` ended the command because RULE fired (the trace says so)."""
     INTERRUPTED = 130
 
 
