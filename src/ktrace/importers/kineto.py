@@ -10,10 +10,9 @@ values are scrubbed. See shared/reference/formats.md §1 for the format.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import polars as pl
 import pyarrow as pa
@@ -21,7 +20,8 @@ import pyarrow as pa
 from ktrace.importers.kineto_combine import LeanBuilder, release_memory
 from ktrace.importers.kineto_decode import EventSplitter
 from ktrace.importers.kineto_decode_report import DecodeReport
-from ktrace.importers.kineto_events import EventSink, to_int
+from ktrace.importers.kineto_events import EventSink
+from ktrace.importers.kineto_file_meta import FileRead, RankFile, base_time, file_meta, place_of
 from ktrace.importers.kineto_limits import TablesFull, tables_full_note
 from ktrace.importers.kineto_schema import EventSlice
 from ktrace.importers.kineto_stream import StreamStatus, byte_blocks, is_gzip, kineto_files
@@ -38,30 +38,10 @@ from ktrace.model.builder import TraceBuilder, merge_traces
 from ktrace.model.clock_estimate import align_hosts
 from ktrace.model.errors import ProgressFn, TraceFormatError, no_progress
 from ktrace.model.scrub import scrub_trace
-from ktrace.model.secrets import scrub_mapping, scrub_text
 from ktrace.model.trace import Trace, TraceMeta
 
-MAX_BASE_NS = 4 * 10**18
-"""A baseTimeNanoseconds past 2096 is damage (and would overflow int64 ns once ts is added)."""
 SCHEMA_VERSIONS = (0, 1)
 """Kineto `schemaVersion` values this importer understands."""
-_RANK_IN_NAME = re.compile(r"(?:worker|rank)[_\-.]?(\d+)", re.IGNORECASE)
-_RECORD_COUNTS = re.compile(r"([A-Za-z][A-Za-z \-]*?\??)\s*=\s*(\d+)")
-_KINETO_KEYS = (
-    "schemaVersion",
-    "displayTimeUnit",
-    "baseTimeNanoseconds",
-    "cupti_version",
-    "cuda_runtime_version",
-    "cuda_driver_version",
-    "record_shapes",
-    "profile_memory",
-    "with_stack",
-    "with_flops",
-    "with_modules",
-    "trace_id",
-)
-_BULKY_KEYS = ("traceEvents", "deviceProperties", "INFO")
 
 
 def import_kineto(path: Path, *, progress: ProgressFn = no_progress, with_ops: bool = True) -> Trace:
@@ -85,17 +65,6 @@ def import_kineto(path: Path, *, progress: ProgressFn = no_progress, with_ops: b
     trace, _ = _import_file(path, progress, with_ops, 0, 0)
     release_memory()
     return scrub_trace(trace)
-
-
-@dataclass
-class RankFile:
-    """What one rank file says of its place in the job: its rank (and where that came from), the world size, and
-    the job description kept in meta (secrets scrubbed)."""
-
-    rank: int
-    rank_from: str
-    world_size: int | None
-    job: dict[str, Any] = field(default_factory=dict)
 
 
 def _import_folder(folder: Path, progress: ProgressFn, with_ops: bool) -> Trace:
@@ -182,9 +151,26 @@ def _workers_for(path: Path) -> int:
 def _import_file(
     path: Path, progress: ProgressFn, with_ops: bool, done_before: int, grand_total: int, parallel: bool = True
 ) -> tuple[Trace, RankFile]:
-    report = DecodeReport()
+    read = read_file(path, EventSink(with_ops=with_ops), progress, done_before, grand_total, parallel)
+    return arrow_errors(path, lambda: _build(read))
+
+
+def read_file(
+    path: Path,
+    sink: EventSink,
+    progress: ProgressFn = no_progress,
+    done_before: int = 0,
+    grand_total: int = 0,
+    parallel: bool = True,
+) -> FileRead:
+    """Read every event of `path` into `sink` (in decode workers where the file is big enough and `parallel`),
+    and check that it is a Kineto trace.
+
+    Raises:
+        TraceFormatError: the file is not a readable Kineto trace (one line, exit code 3)."""
+    report = sink.report
+    with_ops = sink.with_ops
     status = StreamStatus()
-    sink = EventSink(with_ops=with_ops, report=report)
     stopped = False
     count = _workers_for(path) if parallel else 0
     workers = start_workers(count, with_ops) if count else None
@@ -211,12 +197,19 @@ def _import_file(
         raise TraceFormatError(f"{path.name}: {exc}") from None
     except MemoryError:
         raise TraceFormatError(f"{path.name}: out of memory while decoding") from None
-    header = report.header
-    _check_is_kineto(path, header, sink, report, status)
+    _check_is_kineto(path, report.header, sink, report, status)
+    return FileRead(path, report.header, sink, report, status, stopped)
+
+
+_T = TypeVar("_T")
+
+
+def arrow_errors(path: Path, build: Callable[[], _T]) -> _T:
+    """`build()`, a value the decoder let through but Arrow cannot hold (seen once in ~1,000 fuzz runs) raised as
+    one line, exit 3."""
     try:
-        return _build(path, header, sink, report, status, stopped)
+        return build()
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
-        # A value the decoder let through but Arrow cannot hold (seen once in ~1,000 fuzz runs): one line, exit 3.
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise TraceFormatError(f"{path.name}: a value has the wrong type or is out of range ({detail})") from None
 
@@ -250,27 +243,25 @@ def _check_is_kineto(
         )
 
 
-def _build(
-    path: Path, header: dict[str, Any], sink: EventSink, report: DecodeReport, status: StreamStatus, stopped: bool
-) -> tuple[Trace, RankFile]:
-    raw_base = header.get("baseTimeNanoseconds")
-    base = to_int(raw_base) or 0
-    if raw_base is not None and not (0 <= base < MAX_BASE_NS and base == raw_base):
-        report.notes.append(f"baseTimeNanoseconds {str(raw_base)[:40]} is not a plausible epoch time: ignored")
-        base = 0
-    info = _rank_of(path, header)
-    node = _node_of(header)
+def dimension_trace(read: FileRead, node: str, rank: int, used_devices: set[int]) -> Trace:
+    """A trace holding only the file's threads and devices tables (the `used_devices` of its GPU rows)."""
+    dims = TraceBuilder(node=node, rank=rank)
+    add_dimension_tables(dims, read.sink, read.header, used_devices)
+    return dims.build()
+
+
+def _build(read: FileRead) -> tuple[Trace, RankFile]:
+    base = base_time(read)
+    info, node = place_of(read)
     builder = LeanBuilder(node, info.rank)
     fix = TimeFixer(base)
-    no_stream = add_gpu_tables(builder, sink, fix)
-    add_cpu_tables(builder, sink, fix)
-    add_allocations(builder, sink, fix)
+    no_stream = add_gpu_tables(builder, read.sink, fix)
+    add_cpu_tables(builder, read.sink, fix)
+    add_allocations(builder, read.sink, fix)
     trace = builder.build()
     release_memory()  # (what building the tables freed: the µs columns, the slices; ~0.3 GB at 20 M kernels)
     used = set(trace.kernels["device"].unique().to_list()) | set(trace.memory["device"].unique().to_list())
-    dims = TraceBuilder(node=node, rank=info.rank)
-    add_dimension_tables(dims, sink, header, {int(d) for d in used if d is not None})
-    dim_trace = dims.build()
+    dim_trace = dimension_trace(read, node, info.rank, {int(d) for d in used if d is not None})
     trace = Trace(
         **{
             **{n: _null_columns_as_scalars(trace.table(n)) for n in trace.counts()},
@@ -279,18 +270,8 @@ def _build(
         },
         meta=trace.meta,
     )
-    job, scrubbed = _job_of(path, header)
-    job["rank_from"] = info.rank_from
-    if no_stream is not None:
-        job["kineto_no_stream"] = no_stream  # the file's stream of a sync on no stream, for the Kineto export
-    info.job = job
-    health, notes = _health(header, trace, report, status, fix)
-    health["secrets_scrubbed"] = scrubbed
-    if (status.truncated or report.truncated or stopped) and not base and "baseTimeNanoseconds" not in header:
-        notes.append("baseTimeNanoseconds may have been lost with the end of the file: times may be relative")
-    meta = TraceMeta(
-        source="kineto", job=job, hosts=(node,), health=health, notes=tuple(f"{path.name}: {n}" for n in notes)
-    )
+    joins = join_health(trace.kernels, trace.memory, trace.syncs, trace.api)
+    meta = file_meta(read, info, node, fix, no_stream, joins, base)
     return trace.with_meta(meta), info
 
 
@@ -300,85 +281,3 @@ def _null_columns_as_scalars(frame: pl.DataFrame) -> pl.DataFrame:
     (queued_ns, collective, ...; all but 9 of 28 on the worst input of issue 27 section 3)."""
     empty = [c for c in frame.columns if frame.height and frame[c].null_count() == frame.height]
     return frame.with_columns(pl.lit(None, frame.schema[c]).alias(c) for c in empty) if empty else frame
-
-
-def _rank_of(path: Path, header: dict[str, Any]) -> RankFile:
-    dist = header.get("distributedInfo")
-    dist = dist if isinstance(dist, dict) else {}
-    world = to_int(dist.get("world_size"))
-    rank = to_int(dist.get("rank"))
-    if rank is not None and 0 <= rank < 2**31:
-        return RankFile(rank, "distributedInfo", world)
-    m = _RANK_IN_NAME.search(path.name)
-    if m and len(m.group(1)) < 9:
-        return RankFile(int(m.group(1)), "file name", world)
-    return RankFile(0, "default", world)
-
-
-def _node_of(header: dict[str, Any]) -> str:
-    for key in ("hostname", "host", "node"):
-        if isinstance(header.get(key), str) and header[key]:
-            return str(header[key])
-    meta = header.get("metadata")
-    if isinstance(meta, dict):
-        system = meta.get("system")
-        uname = system.get("uname") if isinstance(system, dict) else None
-        for cand in (meta.get("hostname"), uname.get("node") if isinstance(uname, dict) else None):
-            if isinstance(cand, str) and cand:
-                return cand
-    return "localhost"
-
-
-def _job_of(path: Path, header: dict[str, Any]) -> tuple[dict[str, Any], int]:
-    """The job description kept in meta (secrets scrubbed), and how many values were scrubbed."""
-    keep = {k: v for k, v in header.items() if k not in _BULKY_KEYS}
-    clean, scrubbed = scrub_mapping(keep)
-    for line in header.get("INFO", []) if isinstance(header.get("INFO"), list) else []:
-        scrubbed += scrub_text(line)[1] if isinstance(line, str) else 0
-    job: dict[str, Any] = {"files": [path.name], "kineto": {k: clean.pop(k) for k in _KINETO_KEYS if k in clean}}
-    dist = clean.pop("distributedInfo", None)
-    if isinstance(dist, dict):
-        job["distributedInfo"] = dist
-        if to_int(dist.get("world_size")):
-            job["world_size"] = to_int(dist.get("world_size"))
-    for key in ("traceName", "metadata"):
-        if key in clean:
-            job[key] = clean.pop(key)
-    if clean:
-        job["other"] = clean
-    return job, scrubbed
-
-
-def _record_counts(header: dict[str, Any]) -> dict[str, int]:
-    """Kineto's `Record counts:` INFO line(s) -> health counts (kineto_out_of_range, ...)."""
-    counts: dict[str, int] = {}
-    lines = header.get("INFO")
-    for line in lines if isinstance(lines, list) else []:
-        if not isinstance(line, str) or "Record counts:" not in line:
-            continue
-        for name, value in _RECORD_COUNTS.findall(line.split("Record counts:", 1)[1]):
-            key = "kineto_" + re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
-            counts[key] = counts.get(key, 0) + int(value)
-    return counts
-
-
-def _health(
-    header: dict[str, Any], trace: Trace, report: DecodeReport, status: StreamStatus, fix: TimeFixer
-) -> tuple[dict[str, int], list[str]]:
-    health = join_health(trace.kernels, trace.memory, trace.syncs, trace.api)
-    health.update(_record_counts(header))
-    health["dropped_events"] = report.dropped_events + fix.bad_time
-    health["repaired_events"] = report.repaired_events
-    health["truncated_input"] = int(bool(status.truncated))
-    notes = list(report.notes)
-    if status.truncated:
-        notes.append(f"{status.truncated}: imported the events before the damage")
-    if report.dropped_events:
-        notes.append(f"{report.dropped_events:,} unreadable event(s) dropped")
-    if fix.bad_time:
-        notes.append(f"{fix.bad_time:,} event(s) with impossible times dropped (negative, >7 days or overflow)")
-    if report.repaired_events:
-        notes.append(f"{report.repaired_events:,} event(s) had wrongly typed fields; coerced")
-    if health["kernels_without_launch"]:
-        notes.append(f"{health['kernels_without_launch']:,} kernel(s) have no launch call in the trace (kept)")
-    return health, notes

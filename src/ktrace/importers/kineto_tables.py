@@ -77,6 +77,8 @@ class TimeFixer:
     def __init__(self, base_ns: int) -> None:
         self.base_ns = base_ns
         self.bad_time = 0
+        self.sync_on_na = False
+        """A sync on no stream was written as CUPTI's NA_STREAM (see add_gpu_tables)."""
 
     def spans(self, table: _TableOrNone) -> _TableOrNone:
         """Replace ts/dur (µs) by start_ns/end_ns; drop non-finite, negative or overlong rows (None: None).
@@ -118,44 +120,104 @@ def _stream_na(col: pa.Array | pa.ChunkedArray) -> pa.Array:
     return pc.if_else(pc.fill_null(bad, False), pa.scalar(None, pa.int64()), arr)
 
 
+KIND_TABLE = {
+    "kernel": "kernels",
+    "memcpy": "memory",
+    "memset": "memory",
+    "sync": "syncs",
+    "runtime": "api",
+    "driver": "api",
+    "op": "ops",
+    "python": "ops",
+    "alloc": "allocations",
+}
+"""The table each kind's rows go to, in the order a table's kinds follow each other (memcpy rows before memset
+rows, runtime before driver, operators before Python frames). Annotations go to `ranges` (range_frames)."""
+_API_DOMAIN = {"runtime": "runtime", "driver": "driver"}
+_OPS_CATEGORY = {"op": "cpu_op", "python": "python_function"}
+CUDA_DEVICE_TYPE = 1
+"""c10::DeviceType::CUDA, the `Device Type` of GPU allocator events (0 is the CPU allocator, not imported)."""
+
+
+def kind_rows(kind: str, raw: pa.Table, fix: TimeFixer) -> pa.Table | None:
+    """The rows of `raw` (one kind's columns, µs; see KIND_TABLE) as its table's columns, without node and rank;
+    None where no row is kept (allocator events of the CPU). Sets `fix.sync_on_na` as add_gpu_tables says."""
+    rows = fix.spans(raw)  # (spans frees the µs columns when nothing else holds the table)
+    if kind in ("memcpy", "memset"):
+        copy_kind, src, dst = _map_names(rows.column("name").combine_chunks(), memcpy_kinds)
+        rows = rows.drop_columns(["name"])
+        for col, values in (("copy_kind", copy_kind), ("src_kind", src), ("dst_kind", dst)):
+            rows = rows.append_column(col, values)
+        return rows.append_column("op", pa.array([kind] * rows.num_rows, type=pa.string()).dictionary_encode())
+    if kind == "sync":
+        return _sync_rows(rows, fix)
+    if kind in _API_DOMAIN:
+        return rows.append_column("domain", pa.array([_API_DOMAIN[kind]] * rows.num_rows, pa.string()))
+    if kind in _OPS_CATEGORY:
+        label = pa.DictionaryArray.from_arrays(np.zeros(rows.num_rows, np.int32), [_OPS_CATEGORY[kind]])
+        return rows.append_column("category", label)
+    if kind == "alloc":
+        return _allocation_rows(rows)
+    return rows
+
+
+def _sync_rows(syncs: pa.Table, fix: TimeFixer) -> pa.Table:
+    (sync_type,) = _map_names(
+        syncs.column("sync_kind").combine_chunks(), lambda k: (SYNC_KIND.get(str(k).strip().lower(), "unknown"),)
+    )
+    syncs = syncs.drop_columns(["sync_kind", "name", "external_id"])
+    fix.sync_on_na = fix.sync_on_na or bool(pc.any(pc.equal(syncs["stream"], NA_STREAM)).as_py())
+    for col in ("stream", "wait_stream", "wait_correlation_id"):  # Kineto writes -1 for "none"
+        syncs = syncs.set_column(syncs.schema.get_field_index(col), col, _stream_na(syncs[col]))
+    return syncs.append_column("sync_type", sync_type)
+
+
+def _allocation_rows(rows: pa.Table) -> pa.Table | None:
+    """The GPU caching allocator's `[memory]` events (CPU-allocator ones are not imported)."""
+    frame = _frame(rows)
+    gpu = (pl.col("device_type") == CUDA_DEVICE_TYPE) & (pl.col("device") >= 0) & pl.col("bytes").is_not_null()
+    kept = frame.filter(gpu.fill_null(False))
+    if not kept.height:
+        return None
+    return kept.select(
+        pl.col("start_ns").alias("ts_ns"),
+        pl.col("device").cast(pl.Int32),
+        "pid",
+        "tid",
+        "address",
+        "bytes",
+        "total_allocated",
+        "total_reserved",
+    ).to_arrow()
+
+
+def add_kind_tables(builder: LeanBuilder, sink: EventSink, fix: TimeFixer, kinds: tuple[str, ...]) -> None:
+    """Add the rows of each of `kinds` that `sink` holds (handed over) to their tables, in order."""
+    for kind in kinds:
+        raw = sink.table(kind)
+        rows = kind_rows(kind, raw, fix) if raw is not None else None
+        if rows is not None:
+            builder.add(KIND_TABLE[kind], rows)
+
+
 def add_gpu_tables(builder: LeanBuilder, sink: EventSink, fix: TimeFixer) -> int | None:
     """kernels, memory (memcpy + memset) and syncs; NA_STREAM when the file writes a sync on no stream as CUPTI's
     4294967295 (Kineto of 2023; today's writes -1), which the Kineto export writes back, else None."""
-    kernels = fix.spans(sink.table("kernel"))  # (spans frees the µs columns when nothing else holds the table)
-    if kernels is not None:
-        builder.add("kernels", kernels)
-    for op in ("memcpy", "memset"):
-        mem = fix.spans(sink.table(op))
-        if mem is None:
-            continue
-        copy_kind, src, dst = _map_names(mem.column("name").combine_chunks(), memcpy_kinds)
-        mem = mem.drop_columns(["name"])
-        for col, values in (("copy_kind", copy_kind), ("src_kind", src), ("dst_kind", dst)):
-            mem = mem.append_column(col, values)
-        n = mem.num_rows
-        mem = mem.append_column("op", pa.array([op] * n, type=pa.string()).dictionary_encode())
-        builder.add("memory", mem)
-    syncs = sink.table("sync")
-    if syncs is not None:
-        syncs = fix.spans(syncs)
-        (sync_type,) = _map_names(
-            syncs.column("sync_kind").combine_chunks(), lambda k: (SYNC_KIND.get(str(k).strip().lower(), "unknown"),)
-        )
-        syncs = syncs.drop_columns(["sync_kind", "name", "external_id"])
-        cupti_na = pc.any(pc.equal(syncs["stream"], NA_STREAM)).as_py()
-        for col in ("stream", "wait_stream", "wait_correlation_id"):  # Kineto writes -1 for "none"
-            syncs = syncs.set_column(syncs.schema.get_field_index(col), col, _stream_na(syncs[col]))
-        builder.add("syncs", syncs.append_column("sync_type", sync_type))
-        return NA_STREAM if cupti_na else None
-    return None
+    add_kind_tables(builder, sink, fix, ("kernel", "memcpy", "memset", "sync"))
+    return NA_STREAM if fix.sync_on_na else None
 
 
 def add_cpu_tables(builder: LeanBuilder, sink: EventSink, fix: TimeFixer) -> None:
     """api (runtime + driver), ranges (CPU and GPU annotations, with depth) and ops."""
-    for kind, domain in (("runtime", "runtime"), ("driver", "driver")):
-        api = fix.spans(sink.table(kind))
-        if api is not None:
-            builder.add("api", api.append_column("domain", pa.array([domain] * api.num_rows, pa.string())))
+    add_kind_tables(builder, sink, fix, ("runtime", "driver"))
+    frames = range_frames(sink, fix)
+    if frames:
+        builder.add("ranges", ranges_table(frames))
+    add_ops_tables(builder, sink, fix)
+
+
+def range_frames(sink: EventSink, fix: TimeFixer) -> list[pl.DataFrame]:
+    """The CPU and GPU annotations `sink` holds (handed over), as ranges rows without domain and depth."""
     frames = []
     cpu = sink.table("annotation")
     if cpu is not None:
@@ -179,49 +241,22 @@ def add_cpu_tables(builder: LeanBuilder, sink: EventSink, fix: TimeFixer) -> Non
                 device=pl.col("device").cast(pl.Int32),
             )
         )
-    if frames:
-        ranges = pl.concat(
-            [f.select("start_ns", "end_ns", "pid", "tid", "name", "on_gpu", "device", "stream") for f in frames]
-        )
-        builder.add("ranges", _with_depth(ranges).to_arrow())
-    add_ops_tables(builder, sink, fix)
+    return [f.select("start_ns", "end_ns", "pid", "tid", "name", "on_gpu", "device", "stream") for f in frames]
+
+
+def ranges_table(frames: list[pl.DataFrame]) -> pa.Table:
+    """The ranges table of `frames` (range_frames, in file order): domain and nesting depth per track."""
+    return _with_depth(pl.concat(frames)).to_arrow()
 
 
 def add_ops_tables(builder: LeanBuilder, sink: EventSink, fix: TimeFixer) -> None:
     """ops: framework operators (cpu_op) and Python frames (python_function), told apart by `category`."""
-    for kind, category in (("op", "cpu_op"), ("python", "python_function")):
-        ops = fix.spans(sink.table(kind))
-        if ops is not None:
-            label = pa.DictionaryArray.from_arrays(np.zeros(ops.num_rows, np.int32), [category])
-            builder.add("ops", ops.append_column("category", label))
-
-
-CUDA_DEVICE_TYPE = 1
-"""c10::DeviceType::CUDA, the `Device Type` of GPU allocator events (0 is the CPU allocator, not imported)."""
+    add_kind_tables(builder, sink, fix, ("op", "python"))
 
 
 def add_allocations(builder: LeanBuilder, sink: EventSink, fix: TimeFixer) -> None:
     """allocations: the GPU caching allocator's `[memory]` events (CPU-allocator ones are not imported)."""
-    table = sink.table("alloc")
-    if table is None:
-        return
-    frame = _frame(fix.spans(table))
-    gpu = (pl.col("device_type") == CUDA_DEVICE_TYPE) & (pl.col("device") >= 0) & pl.col("bytes").is_not_null()
-    kept = frame.filter(gpu.fill_null(False))
-    if kept.height:
-        builder.add(
-            "allocations",
-            kept.select(
-                pl.col("start_ns").alias("ts_ns"),
-                pl.col("device").cast(pl.Int32),
-                "pid",
-                "tid",
-                "address",
-                "bytes",
-                "total_allocated",
-                "total_reserved",
-            ).to_arrow(),
-        )
+    add_kind_tables(builder, sink, fix, ("alloc",))
 
 
 def _with_depth(ranges: pl.DataFrame) -> pl.DataFrame:
