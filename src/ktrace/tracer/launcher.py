@@ -22,6 +22,7 @@ from ktrace.tracer.run_result import RunResult
 
 if TYPE_CHECKING:
     from ktrace.tracer.counters import CounterSampler
+    from ktrace.tracer.job_watch import JobWatch
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 SI_KERNEL = 0x80
@@ -103,7 +104,9 @@ def _spawn(cmd: Sequence[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
         raise KtraceError(f"command not executable: {cmd[0]}", ExitCode.FAILURE) from None
 
 
-def run_command(cmd: Sequence[str], config: CaptureConfig, root: Path, say: Say, wait_s: float = 30.0) -> RunResult:
+def run_command(
+    cmd: Sequence[str], config: CaptureConfig, root: Path, say: Say, wait_s: float = 30.0, watch: JobWatch | None = None
+) -> RunResult:
     """Record `cmd` into the run folder `root` (created here) and finalize it.
 
     Args:
@@ -112,6 +115,7 @@ def run_command(cmd: Sequence[str], config: CaptureConfig, root: Path, say: Say,
         root: the .ktrace folder to create.
         say: prints one line for the user.
         wait_s: how long to wait, once the command ended, for traced processes it left running.
+        watch: started with the command, finished when it ended; its notes join the trace's (--on-finding).
     """
     from ktrace.tracer.preflight import driver_cuda_version, gpu_capture_problem
 
@@ -131,11 +135,15 @@ def run_command(cmd: Sequence[str], config: CaptureConfig, root: Path, say: Say,
     started = time.monotonic()
     try:
         child = _spawn(cmd, env)
+        if watch is not None:
+            watch.start(child)
         if config.counters:
             gpu = config.gpu and driver_cuda_version() is not None  # no driver: the line above said so
             sampler = _start_sampler(root, node, config.interval_ms, child.pid, gpu, notes)
         code = wait_forwarding(child, say)
     finally:
+        if watch is not None:
+            notes += watch.finish()
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         if sampler is not None:
             _stop_sampler(sampler, root, notes)
