@@ -14,6 +14,8 @@ examples:
   ktrace run --delay 30 --duration 10 -- python -m mypkg.train
   ktrace run --capture-range=cudaProfilerApi -- python train.py   (torch.cuda.profiler.start/stop)
   ktrace run --kinds kernel,memcpy,nvtx --interval 100 -- ./train.sh
+  ktrace run -o job.ktrace --publish 2 -- python train.py   (then, while it runs: ktrace summary job.ktrace,
+                                                        ktrace ctl job.ktrace --steps 100:110)
 
 in the program (works without ktrace run too, as NVTX):
   import ktrace
@@ -90,6 +92,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     what.add_argument("--ranks", metavar="LIST", help="trace only these ranks, e.g. 0 or 0,4-7")
     what.add_argument("--buffer-mb", type=int, default=8, metavar="MB", help="CUPTI buffer size (default: 8)")
+    parser.add_argument(
+        "--publish",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="make what was recorded readable at least every S seconds while the command runs, 0.5 to 3600 "
+        "(default: 5): `ktrace info/summary/view PATH` then read the capture so far and say 'live'",
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="print only errors")
     parser.add_argument(
         "command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...", help="the command to record, after --"
@@ -98,7 +108,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def parse_config(args: argparse.Namespace) -> Any:
     """Build the CaptureConfig from parsed arguments (KtraceError with a usage code when invalid)."""
-    from ktrace.tracer.config import CaptureConfig, ConfigError, check_interval, parse_kinds, parse_ranks, parse_steps
+    from ktrace.tracer.config import (
+        CaptureConfig,
+        ConfigError,
+        check_interval,
+        check_publish,
+        parse_kinds,
+        parse_ranks,
+        parse_steps,
+    )
 
     try:
         if args.delay < 0 or (args.duration is not None and args.duration <= 0):
@@ -117,6 +135,7 @@ def parse_config(args: argparse.Namespace) -> Any:
             trace_children=args.trace_children,
             ranks=parse_ranks(args.ranks) if args.ranks else None,
             buffer_mb=args.buffer_mb,
+            publish_s=check_publish(args.publish),
         )
     except ConfigError as exc:
         raise KtraceError(str(exc), ExitCode.USAGE) from None

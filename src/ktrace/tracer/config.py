@@ -32,6 +32,7 @@ ACTIVITY_GROUPS: dict[str, tuple[str, ...]] = {
 DEFAULT_KINDS = tuple(ACTIVITY_GROUPS)
 CAPTURE_RANGES = ("none", "cudaProfilerApi")
 MIN_INTERVAL_MS, MAX_INTERVAL_MS = 100, 60_000
+MIN_PUBLISH_S, MAX_PUBLISH_S = 0.5, 3600.0
 
 
 class ConfigError(ValueError):
@@ -66,6 +67,8 @@ class CaptureConfig:
     """Size of each CUPTI activity buffer."""
     flush_s: float = 1.0
     """The writer thread flushes CUPTI and appends rows at least this often."""
+    publish_s: float = 5.0
+    """What was appended is published (readable by `ktrace` verbs while the job runs) at least this often."""
     t0_ns: int = 0
     """Launch time (time.time_ns() in the launcher): the origin of --delay and --duration."""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -144,6 +147,13 @@ def parse_ranks(text: str) -> tuple[int, ...]:
         return parse_rank_list(text)
     except ValueError as exc:
         raise ConfigError(f"--ranks {text!r}: {exc}") from None
+
+
+def check_publish(seconds: float) -> float:
+    """Validate --publish (0.5 s to 1 hour)."""
+    if not MIN_PUBLISH_S <= seconds <= MAX_PUBLISH_S:
+        raise ConfigError(f"--publish {seconds:g}: must be between {MIN_PUBLISH_S:g} and {MAX_PUBLISH_S:g} seconds")
+    return seconds
 
 
 def check_interval(ms: int) -> int:

@@ -192,6 +192,8 @@ class CounterSampler:
                 }
             ),
         )
+        self.writer.publish()  # readable while the job runs (ktrace.model.live), about once a second
+        self.writer.write_partition_meta({}, [])
 
     def stop(self) -> None:
         """Take a last sample, write everything and close the sources."""

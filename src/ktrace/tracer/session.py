@@ -1,7 +1,9 @@
 """CaptureSession: one traced process's recording: GPU records, Python-API ranges, threads, health.
 
 A writer thread drains what the CUPTI callbacks copied out, decodes it to Arrow and appends it to this
-process's partition at least every `flush_s` seconds, so a SIGKILL loses at most one interval.
+process's partition at least every `flush_s` seconds, so a SIGKILL loses at most one interval. At least every
+`publish_s` seconds it publishes what it appended (ktrace.model.live: readable while the job runs), and about
+every second it applies the requests `ktrace ctl` left for the capture (ktrace.tracer.live_control).
 """
 
 from __future__ import annotations
@@ -10,11 +12,14 @@ import contextlib
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
 from ktrace.tracer.background import start_background
 from ktrace.tracer.config import CaptureConfig
+from ktrace.tracer.cpu_rows import ranges_table, thread_names
+from ktrace.tracer.live_control import ControlPoller
 from ktrace.tracer.windows import Windows, initially_open, time_window_timers
 
 
@@ -78,6 +83,12 @@ class CaptureSession:
         self._closing = False
         self._dead = False
         self._timers = time_window_timers(config, self.windows)
+        self._recording_listeners: list[Callable[[bool], None]] = []
+        self._control = ControlPoller(root)
+        self._next_publish = 0.0
+        """time.monotonic() at which the next publish is due (0: at the first flush)."""
+        self.step_window = config.steps
+        """Steps [A, B) to record (run --steps, or `ktrace ctl --steps`); None: no step window."""
         self.step_index = -1
         self._step_start: int | None = None
         self._step_tid = 0
@@ -109,7 +120,7 @@ class CaptureSession:
         self.end_step(now)
         self.step_index += 1
         self._step_start, self._step_tid, self._step_work_end = now, threading.get_native_id(), None
-        steps = self.config.steps
+        steps = self.step_window
         if steps is not None:
             if self.step_index == steps[0]:
                 self.windows.open(now)
@@ -134,9 +145,38 @@ class CaptureSession:
         """How many levels a range opened now on thread `tid` sits below the step range (1 inside a step)."""
         return 1 if self._step_start is not None and tid == self._step_tid else 0
 
+    def add_recording_listener(self, listener: Callable[[bool], None]) -> None:
+        """Call `listener(True/False)` whenever detailed recording starts/stops (a window opens or closes: --delay,
+        --steps, the profiler API, `ktrace ctl`), after the GPU kinds are switched. For recorders beside CUPTI."""
+        self._recording_listeners.append(listener)
+
     def _recording_changed(self, on: bool) -> None:
-        if self.backend is not None and self.alive:
+        if not self.alive:
+            return
+        if self.backend is not None:
             self.backend.set_recording(on)
+        for listener in list(self._recording_listeners):
+            try:
+                listener(on)
+            except Exception as exc:  # a recorder's bug must not kill the job
+                self.note(f"ktrace: a recorder failed to switch ({type(exc).__name__}: {exc})")
+
+    # ----- `ktrace ctl` requests (writer thread) -----
+
+    def record_from_now(self) -> None:
+        """Open the capture window now, forgetting any step window."""
+        self.step_window = None
+        self.windows.open()
+
+    def stop_recording(self) -> None:
+        """Close the capture window now, forgetting any step window."""
+        self.step_window = None
+        self.windows.close()
+
+    def record_steps(self, steps: tuple[int, int]) -> None:
+        """Record steps [A, B) counted by ktrace.step(): nothing until step A begins (step() opens the window)."""
+        self.step_window = steps
+        self.windows.close()
 
     def record_clock_pair(self) -> None:
         """Read CLOCK_REALTIME and the GPU records' clock together (at GPU start and at close); never raises."""
@@ -167,12 +207,24 @@ class CaptureSession:
             self._ensure_writer()  # import pyarrow/polars now, not at interpreter shutdown
         except Exception as exc:
             self.note(f"ktrace writer could not start: {type(exc).__name__}: {exc}")
-        while not self._stop.wait(self.config.flush_s):
+        while not self._stop.wait(self._wait_s()):
             try:
+                self._control.poll(self)
                 self.flush_once()
             except Exception as exc:  # the job must never die because of the tracer
                 self.note(f"ktrace writer error: {type(exc).__name__}: {exc}")
                 self.health["writer_errors"] = self.health.get("writer_errors", 0) + 1
+
+    def _wait_s(self) -> float:
+        """Until the next flush: flush_s, or less when a publish falls due sooner."""
+        until_publish = self._next_publish - time.monotonic() if self._next_publish else self.config.flush_s
+        return max(0.0, min(self.config.flush_s, until_publish))
+
+    def _publish_if_due(self, forced: bool) -> None:
+        now = time.monotonic()
+        if forced or now >= self._next_publish:
+            self._writer.publish()
+            self._next_publish = now + self.config.publish_s
 
     def flush_once(self, forced: bool = False) -> None:
         """Drain, decode and append everything recorded so far (writer thread, or close())."""
@@ -194,10 +246,11 @@ class CaptureSession:
         with self._lock:
             ranges, self._ranges = self._ranges, []
         if ranges:
-            self._append("ranges", _ranges_table(ranges, self.pid))
+            self._append("ranges", ranges_table(ranges, self.pid))
         threads = self._new_threads()
         if threads is not None:
             self._writer.append("threads", threads)
+        self._publish_if_due(forced)
         self._write_meta()
         if self._finalized():  # finalized while this flush ran: take back what it wrote after the finalize
             self._withdraw()
@@ -244,7 +297,7 @@ class CaptureSession:
         self._decoder = RecordDecoder(name_of, self.pid)
 
     def _new_threads(self) -> Any:
-        names = _thread_names(self.pid)
+        names = thread_names(self.pid)
         fresh = {tid: n for tid, n in names.items() if tid not in self._seen_tids}
         if not fresh:
             return None
@@ -269,8 +322,12 @@ class CaptureSession:
         if self.backend is not None:
             for k, v in self.backend.health().items():
                 health[k] = health.get(k, 0) + int(v)
-        pairs = [p.to_dict() for p in self.clock_pairs]
-        self._writer.write_partition_meta(health, list(self.notes), {"clock_pairs": pairs} if pairs else None)
+        from ktrace.model.control import CONTROL_KEY
+
+        extra: dict[str, Any] = {"clock_pairs": [p.to_dict() for p in self.clock_pairs]} if self.clock_pairs else {}
+        if self._control.answer is not None:
+            extra[CONTROL_KEY] = self._control.answer.to_dict()
+        self._writer.write_partition_meta(health, list(self.notes), extra)
 
     # ----- end -----
 
@@ -317,40 +374,3 @@ class CaptureSession:
     def abandon(self) -> None:
         """Forget the session without touching files or CUPTI (in a forked child)."""
         self._dead = True
-
-
-def _ranges_table(ranges: list[tuple[int, int, int, str, str, int]], pid: int) -> Any:
-    import pyarrow as pa
-
-    c = list(zip(*ranges, strict=False))
-    n = len(ranges)
-    return pa.table(
-        {
-            "start_ns": pa.array(c[0], pa.int64()),
-            "end_ns": pa.array(c[1], pa.int64()),
-            "pid": pa.array([pid] * n, pa.int64()),
-            "tid": pa.array(c[2], pa.int64()),
-            "name": pa.array(c[3], pa.string()),
-            "domain": pa.array(c[4], pa.string()),
-            "depth": pa.array(c[5], pa.int32()),
-            "on_gpu": pa.array([False] * n, pa.bool_()),
-        }
-    )
-
-
-def _thread_names(pid: int) -> dict[int, str]:
-    """tid -> name of every thread of this process: Python names where known, else the kernel's comm."""
-    names: dict[int, str] = {}
-    task = Path(f"/proc/{pid}/task")
-    try:
-        for entry in task.iterdir():
-            try:
-                names[int(entry.name)] = (entry / "comm").read_text().strip()
-            except (OSError, ValueError):
-                continue
-    except OSError:
-        pass
-    for t in threading.enumerate():
-        if t.native_id is not None:
-            names[t.native_id] = t.name
-    return names
