@@ -15,11 +15,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
+import numpy as np
 import polars as pl
 
-from ktrace.exporters.perfetto_slices import STREAM_KINDS, THREAD_KINDS, launch_pairs, rank_slices
+from ktrace.exporters.chrome_layout import LANE_TID, SPECIAL_TIDS, ChromeLayout
+from ktrace.exporters.perfetto_slice_windows import RankSlices
+from ktrace.exporters.perfetto_slices import STREAM_KINDS
 from ktrace.exporters.perfetto_tracks import process_name, process_order
-from ktrace.exporters.track_layout import allocation_counters, counter_title, overlap_lanes
+from ktrace.exporters.track_layout import allocation_counters, counter_title
 from ktrace.model.errors import ProgressFn, no_progress
 from ktrace.model.outputs import atomic_file
 from ktrace.model.schema import LAUNCH_CONFIG, NODE_RANK
@@ -27,13 +30,8 @@ from ktrace.model.trace import Trace
 
 CHUNK_ROWS = 200_000
 """Event lines turned into one string at a time (a rank's lines at once took ~3x their size in memory)."""
-LANE_TID = 100_000_000
-"""tid offset of an overflow pseudo-thread for slices that overlap without nesting."""
-_SPECIAL_TIDS = {
-    "step": (0, "Steps"),
-    "sync": (1_000_000, "Synchronization"),
-    "gpu_range": (1_000_001, "GPU annotations"),
-}
+WINDOW_ROWS = 50_000
+"""Rows each span table gives at most to a window of a rank's slices (perfetto_slice_windows)."""
 
 
 def _fmt(template: str, *exprs: pl.Expr | str) -> pl.Expr:
@@ -111,48 +109,6 @@ class _Pids:
         )
 
 
-def _places(pids: _Pids, trace: Trace, node: str, rank: int, cpu_pid: int, slices: pl.DataFrame) -> pl.DataFrame:
-    """pid/tid of every slice (GPU work on a per-device pseudo-process), with overflow lanes for bad nesting."""
-    kind = pl.col("kind")
-    devices = sorted(set(slices.filter(~kind.is_in([*THREAD_KINDS, "step"]))["device"].to_list()))
-    gpu_pid = {d: pids.process(f"rank {rank} · GPU {d}" if d >= 0 else f"rank {rank} · GPU") for d in devices}
-    tid = pl.col("tid").fill_null(0)
-    for k, (t, _) in _SPECIAL_TIDS.items():
-        tid = pl.when(kind == k).then(pl.lit(t, pl.Int64)).otherwise(tid)
-    tid = pl.when(kind.is_in(STREAM_KINDS)).then(pl.col("stream")).otherwise(tid)
-    pid = (
-        pl.when(kind.is_in([*THREAD_KINDS, "step"]))
-        .then(pl.lit(cpu_pid, pl.Int64))
-        .otherwise(pl.col("device").replace_strict(gpu_pid, default=cpu_pid, return_dtype=pl.Int64))
-    )
-    placed = slices.with_columns(pid.alias("out_pid"), tid.alias("out_tid"))
-    key = placed.select(pl.struct("out_pid", "out_tid").rank("dense").cast(pl.Int64))[:, 0].to_numpy()
-    lanes = overlap_lanes(key, placed["start_ns"].to_numpy(), placed["end_ns"].to_numpy())
-    placed = placed.with_columns((pl.col("out_tid") + pl.Series(lanes) * LANE_TID).alias("out_tid"))
-    threads = {
-        (int(p), int(t)): str(nm)
-        for p, t, nm in trace.threads.filter((pl.col("rank") == rank) & (pl.col("node") == node))
-        .select("pid", "tid", pl.col("name").cast(pl.String))
-        .drop_nulls()
-        .iter_rows()
-    }
-    names = (
-        placed.select("out_pid", "out_tid", "kind", "pid", "tid")
-        .unique(["out_pid", "out_tid"])
-        .sort(["out_pid", "out_tid"])
-    )
-    for order, (p, t, k, real_pid, real_tid) in enumerate(names.iter_rows()):
-        base, lane = t % LANE_TID, t // LANE_TID
-        if k in _SPECIAL_TIDS:
-            label = _SPECIAL_TIDS[k][1]
-        elif k in STREAM_KINDS:
-            label = f"Stream {base}"
-        else:
-            label = f"{threads.get((real_pid, real_tid), 'thread')} [{real_tid}]"
-        pids.thread(p, t, label + (f" (overlap {lane})" if lane else ""), order)
-    return placed
-
-
 def _slice_lines(placed: pl.DataFrame, t0: int) -> pl.Series:
     rel = pl.col("start_ns") - t0
     return placed.with_columns(_quoted(placed["name"]).alias("qname")).select(
@@ -183,44 +139,72 @@ class _Lines:
             self.sep = b",\n"
 
 
-def _write_flows(lines: _Lines, placed: pl.DataFrame, t0: int, first_id: int) -> int:
-    """The rank's flow lines (all `s`, then all `f`), a chunk at a time; returns the flows written."""
-    s, f, n = _flow_lines(placed, t0, first_id)
-    for half in (s, f):
-        for a in range(0, half.len(), CHUNK_ROWS):
-            lines.write(half.slice(a, CHUNK_ROWS))
-    return n
+def _flow_lines(kind: str, fid: np.ndarray, pid: np.ndarray, tid: np.ndarray, rel_ns: np.ndarray) -> pl.Series:
+    """The `s` (launch) or `f` (GPU record) ends of some flows; `rel_ns`: times after the trace start."""
+    head = '{"ph":"s","cat":"launch"' if kind == "s" else '{"ph":"f","bp":"e","cat":"launch"'
+    frame = pl.DataFrame({"fid": fid, "pid": pid, "tid": tid, "ts": rel_ns})
+    return frame.select(
+        _fmt(head + ',"name":"launch","id":%s,"pid":%s,"tid":%s,"ts":%s}', "fid", "pid", "tid", _us(pl.col("ts")))
+    )[:, 0]
 
 
-def _flow_lines(placed: pl.DataFrame, t0: int, first_id: int) -> tuple[pl.Series, pl.Series, int]:
-    """s/f pairs; a GPU record that starts before its launch (clock skew) gets none: JSON flows need f.ts >= s.ts."""
-    pairs = launch_pairs(placed).filter(pl.col("gpu_start") >= pl.col("launch_start"))
-    ids = pl.int_range(first_id, first_id + pairs.height, dtype=pl.Int64, eager=True)
-    where = placed.select("row", "out_pid", "out_tid")
-    pairs = (
-        pairs.with_columns(ids.alias("fid"))
-        .join(where.rename({"row": "launch_row", "out_pid": "lp", "out_tid": "lt"}), on="launch_row")
-        .join(where.rename({"row": "gpu_row", "out_pid": "gp", "out_tid": "gt"}), on="gpu_row")
-    )
-    s = pairs.select(
-        _fmt(
-            '{"ph":"s","cat":"launch","name":"launch","id":%s,"pid":%s,"tid":%s,"ts":%s}',
-            "fid",
-            "lp",
-            "lt",
-            _us(pl.col("launch_start") - t0),
-        )
-    )[:, 0]
-    f = pairs.select(
-        _fmt(
-            '{"ph":"f","bp":"e","cat":"launch","name":"launch","id":%s,"pid":%s,"tid":%s,"ts":%s}',
-            "fid",
-            "gp",
-            "gt",
-            _us(pl.col("gpu_start") - t0),
-        )
-    )[:, 0]
-    return s, f, pairs.height
+class _Export:
+    """One Chrome JSON export in progress: its lines, process ids and counts."""
+
+    def __init__(self, trace: Trace, lines: _Lines, t0: int) -> None:
+        self.trace, self.lines, self.t0 = trace, lines, t0
+        self.pids = _Pids()
+        self.counts = {"slices": 0, "flows": 0, "counters": 0}
+
+    def process(self, node: str, rank: int) -> None:
+        """A rank's (or a node's) metadata, counters, slices (a chunk at a time, in file order), then flows."""
+        trace, lines, t0 = self.trace, self.lines, self.t0
+        pid = self.pids.process(process_name(trace, node, rank))
+        counters = _counter_lines(trace, node, rank, pid, t0)
+        self.counts["counters"] += counters.len()
+        slices = RankSlices(trace, node, rank, WINDOW_ROWS) if rank != NODE_RANK else None
+        layout = ChromeLayout(trace, node, rank, slices) if slices is not None and slices.height else None
+        if layout is not None:
+            devices = layout.devices
+            gpu_pid = {
+                d: self.pids.process(f"rank {rank} · GPU {d}" if d >= 0 else f"rank {rank} · GPU") for d in devices
+            }
+            layout.place(pid, gpu_pid)
+            self._name_threads(node, rank, layout)
+        lines.write(pl.Series(self.pids.take_meta(), dtype=pl.String))
+        lines.write(counters)
+        if slices is None or layout is None:
+            return
+        row = 0
+        for chunk in slices.chunks(CHUNK_ROWS):  # never the rank's lines in one string
+            out_pid, out_tid = layout.pids_tids(chunk, row)
+            lines.write(_slice_lines(chunk.with_columns(out_pid=out_pid, out_tid=out_tid), t0))
+            row += chunk.height
+        first = self.counts["flows"] + 1
+        for kind, k, f_pid, f_tid, ts in layout.flows(CHUNK_ROWS):
+            lines.write(_flow_lines(kind, first + k + np.arange(f_pid.shape[0]), f_pid, f_tid, ts - t0))
+        self.counts["slices"] += slices.height
+        self.counts["flows"] += layout.flow_count
+
+    def _name_threads(self, node: str, rank: int, layout: ChromeLayout) -> None:
+        """thread_name and thread_sort_index of every thread with slices, in (pid, tid) order."""
+        mine = (pl.col("rank") == rank) & (pl.col("node") == node)
+        threads = {
+            (int(p), int(t)): str(nm)
+            for p, t, nm in self.trace.threads.filter(mine)
+            .select("pid", "tid", pl.col("name").cast(pl.String))
+            .drop_nulls()
+            .iter_rows()
+        }
+        for order, (p, t, (k, real_pid, real_tid)) in enumerate(layout.threads()):
+            base, lane = t % LANE_TID, t // LANE_TID
+            if k in SPECIAL_TIDS:
+                label = SPECIAL_TIDS[k][1]
+            elif k in STREAM_KINDS:
+                label = f"Stream {base}"
+            else:
+                label = f"{threads.get((real_pid, real_tid), 'thread')} [{real_tid}]"  # type: ignore[arg-type]
+            self.pids.thread(p, t, label + (f" (overlap {lane})" if lane else ""), order)
 
 
 def _counter_lines(trace: Trace, node: str, rank: int, pid: int, t0: int) -> pl.Series:
@@ -257,35 +241,19 @@ def _open(path: str | Path) -> Iterator[IO[bytes]]:
 def export_chrome_json(trace: Trace, path: str | Path, *, progress: ProgressFn = no_progress) -> dict[str, int]:
     """Write `trace` as Chrome trace-event JSON (gzip when `path` ends in .gz); returns event counts.
 
-    Streamed one process at a time: memory holds one rank's slices (not yet its lines: those are made and written
-    CHUNK_ROWS at a time), not the whole file.
+    Streamed: a rank's slices are read window by window (perfetto_slice_windows) twice, once to place them
+    (chrome_layout: pids, tids, lanes, flows) and once to write them CHUNK_ROWS lines at a time; what stays per
+    slice is a few bytes per launch->run pair, never a frame of the whole rank.
     """
     span = trace.span_ns()
     t0 = min(span[0], int(trace.counters["ts_ns"].min() or span[0])) if span else 0  # type: ignore[arg-type]
-    pids = _Pids()
-    counts = {"slices": 0, "flows": 0, "counters": 0}
-    order = process_order(trace)
     with _open(path) as out:
         out.write(b'{"traceEvents":[\n')
-        lines = _Lines(out)
+        export = _Export(trace, _Lines(out), t0)
+        order = process_order(trace)
         for k, (node, rank) in enumerate(order):
-            pid = pids.process(process_name(trace, node, rank))
-            counters = _counter_lines(trace, node, rank, pid, t0)
-            counts["counters"] += counters.len()
-            slices = rank_slices(trace, node, rank) if rank != NODE_RANK else None
-            if slices is None or not slices.height:
-                lines.write(pl.Series(pids.take_meta(), dtype=pl.String))
-                lines.write(counters)
-            else:
-                placed = _places(pids, trace, node, rank, pid, slices)
-                del slices
-                lines.write(pl.Series(pids.take_meta(), dtype=pl.String))
-                lines.write(counters)
-                for a in range(0, placed.height, CHUNK_ROWS):  # never the rank's lines in one string
-                    lines.write(_slice_lines(placed.slice(a, CHUNK_ROWS), t0))
-                counts["flows"] += _write_flows(lines, placed, t0, counts["flows"] + 1)
-                counts["slices"] += placed.height
+            export.process(node, rank)
             progress(k + 1, len(order))
         meta = json.dumps({"source": trace.meta.source, "trace_start_ns": t0, "exporter": "ktrace"})
         out.write(f'\n],"displayTimeUnit":"ns","metadata":{meta}}}\n'.encode())
-    return counts
+    return export.counts

@@ -14,16 +14,20 @@ launch's start too (8 bytes).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
-from ktrace.exporters.perfetto_layout import TrackTree
 from ktrace.exporters.perfetto_slice_windows import RankSlices
 from ktrace.exporters.perfetto_slices import STREAM_KINDS, rank_parts
 from ktrace.exporters.perfetto_tracks import TRACK_KEYS, slice_keys, track_uuids
 from ktrace.model.nesting import nesting_lanes
 from ktrace.model.trace import Trace
+
+if TYPE_CHECKING:  # the Chrome JSON export uses Overlaps and Launches without loading protobuf
+    from ktrace.exporters.perfetto_layout import TrackTree
 
 I64 = NDArray[np.int64]
 LAYOUT_COLUMNS = ("start_ns", "end_ns", "kind", "pid", "tid", "device", "stream", "correlation_id")
@@ -50,7 +54,7 @@ class _TrackCodes:
         return out
 
 
-class _Overlaps:
+class Overlaps:
     """Finds the tracks where a slice starts before the one before it on the track ended (overlap_lanes' test),
     window by window, and lays out their slices from the one before the first overlap on: earlier slices each
     stand alone (nothing overlaps them), so their lane is 0 and the others' lanes do not depend on them.
@@ -59,14 +63,16 @@ class _Overlaps:
     laid out once a later slice starts after all of it ended, so only each track's open cluster is held."""
 
     def __init__(self) -> None:
-        self.last: dict[int, tuple[int, int, int]] = {}  # code -> (row, start, end) of its last slice so far
-        self.open: dict[int, tuple[I64, I64, I64]] = {}  # busy track -> (rows, starts, ends) of its open cluster
-        self.moved: list[tuple[I64, I64, I64]] = []  # (rows, codes, lanes) of slices off their track
+        self.last: dict[int, tuple[int, int, int, int]] = {}  # code -> (row, start, end, tag) of its last slice
+        self.open: dict[int, tuple[I64, I64, I64, I64]] = {}  # busy track -> (rows, starts, ends, tags), open cluster
+        self.moved: list[tuple[I64, I64, I64, I64]] = []  # (rows, codes, lanes, tags) of slices off their track
 
-    def add(self, first_row: int, code: I64, start: I64, end: I64) -> None:
-        """The next window's slices (in file order; rows first_row, first_row + 1, ...)."""
+    def add(self, first_row: int, code: I64, start: I64, end: I64, tag: I64 | None = None) -> None:
+        """The next window's slices (in file order; rows first_row, first_row + 1, ...); `tag`: a number per slice
+        that lanes() hands back with each slice moved off its track (the Chrome export's thread label)."""
         order = np.argsort(code, kind="stable")
         c, s, e = code[order], start[order], end[order]
+        g = np.zeros(c.shape[0], np.int64) if tag is None else tag[order]
         heads = np.flatnonzero(np.r_[True, c[1:] != c[:-1]])
         tails = np.r_[heads[1:], c.shape[0]]
         prev = np.empty(c.shape[0], np.int64)
@@ -75,21 +81,22 @@ class _Overlaps:
         over = s < prev
         for k, h, t in zip(c[heads].tolist(), heads.tolist(), tails.tolist(), strict=True):
             if k not in self.open and over[h:t].any():
-                row, s0, e0 = self.last.get(k, (-1, 0, 0))
-                keep = [0] if row >= 0 else []
-                self.open[k] = (np.array([row], np.int64)[keep], np.array([s0], np.int64)[keep], np.array([e0])[keep])
+                last = self.last.get(k)
+                held = [np.array([v] if last else [], np.int64) for v in (last or (0, 0, 0, 0))]
+                self.open[k] = (held[0], held[1], held[2], held[3])
             if k in self.open:
-                rows, starts, ends = self.open[k]
+                rows, starts, ends, tags = self.open[k]
                 self._lay_out(
                     k,
                     np.concatenate([rows, first_row + order[h:t]]),
                     np.concatenate([starts, s[h:t]]),
                     np.concatenate([ends, e[h:t]]),
+                    np.concatenate([tags, g[h:t]]),
                 )
             j = t - 1
-            self.last[k] = (first_row + int(order[j]), int(s[j]), int(e[j]))
+            self.last[k] = (first_row + int(order[j]), int(s[j]), int(e[j]), int(g[j]))
 
-    def _lay_out(self, code: int, rows: I64, starts: I64, ends: I64, *, final: bool = False) -> None:
+    def _lay_out(self, code: int, rows: I64, starts: I64, ends: I64, tags: I64, *, final: bool = False) -> None:
         """Lay out the closed clusters of a track's held slices; hold its open one (none when final)."""
         reach = np.maximum.accumulate(ends)
         cut = rows.shape[0] if final else int(np.flatnonzero(np.r_[True, starts[1:] >= reach[:-1]])[-1])
@@ -97,21 +104,22 @@ class _Overlaps:
             lanes = nesting_lanes(np.zeros(cut, np.int64), starts[:cut], ends[:cut])
             moved = np.flatnonzero(lanes)
             if moved.size:
-                self.moved.append((rows[moved], np.full(moved.size, code, np.int64), lanes[moved]))
-        self.open[code] = (rows[cut:], starts[cut:], ends[cut:])
+                self.moved.append((rows[moved], np.full(moved.size, code, np.int64), lanes[moved], tags[moved]))
+        self.open[code] = (rows[cut:], starts[cut:], ends[cut:], tags[cut:])
 
-    def lanes(self) -> tuple[I64, I64, I64]:
-        """(row, code, lane) of every slice off its track (lane >= 1), by row."""
-        for code, (rows, starts, ends) in list(self.open.items()):
-            self._lay_out(code, rows, starts, ends, final=True)
+    def lanes(self) -> tuple[I64, I64, I64, I64]:
+        """(row, code, lane, tag) of every slice off its track (lane >= 1), by row."""
+        for code, held in list(self.open.items()):
+            self._lay_out(code, *held, final=True)
         if not self.moved:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
-        rows, codes, lanes = (np.concatenate(col) for col in zip(*self.moved, strict=True))
+            none = np.zeros(0, np.int64)
+            return none, none, none, none
+        rows, codes, lanes, tags = (np.concatenate(col) for col in zip(*self.moved, strict=True))
         by_row = np.argsort(rows)
-        return rows[by_row], codes[by_row], lanes[by_row]
+        return rows[by_row], codes[by_row], lanes[by_row], tags[by_row]
 
 
-class _Launches:
+class Launches:
     """The rank's launch correlation ids (sorted) with their launch's start, and which launch->run pairs each
     correlation id has (pair k, in file order of its GPU record, gets flow id first_id + k)."""
 
@@ -153,7 +161,7 @@ class RankLayout:
     """Tracks, lanes and flow ids of one rank's slices (after the layout pass over `slices`)."""
 
     def __init__(self, trace: Trace, node: str, rank: int, slices: RankSlices, tree: TrackTree, proc: int) -> None:
-        codes, overlaps, self.launches = _TrackCodes(), _Overlaps(), _Launches(trace, node, rank)
+        codes, overlaps, self.launches = _TrackCodes(), Overlaps(), Launches(trace, node, rank)
         row = 0
         for window in slices.windows(LAYOUT_COLUMNS):
             code = codes.of(window)
@@ -165,7 +173,7 @@ class RankLayout:
         made = track_uuids(tree, proc, trace, node, rank, keys)
         self.uuid_of: I64 = np.zeros(len(keys), np.int64)
         self.uuid_of[[codes.codes[k] for k in keys]] = made
-        self.lane_rows, lane_codes, lanes = overlaps.lanes()
+        self.lane_rows, lane_codes, lanes, _ = overlaps.lanes()
         base = self.uuid_of[lane_codes]
         pairs = np.unique(np.stack([base, lanes], axis=1), axis=0) if lanes.size else np.zeros((0, 2), np.int64)
         lane_uuid = {(b, k): tree.lane(b, k) for b, k in pairs.tolist()}

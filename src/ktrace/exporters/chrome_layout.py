@@ -1,0 +1,197 @@
+"""Where a rank's Chrome JSON slices go (pid, tid and overflow lane), the threads to name, and its launch->run
+flows, found in one pass over the rank's windows (perfetto_slice_windows) that keeps no per-slice column.
+
+A slice's place before lanes is its process (the rank's, or its GPU's pseudo-process) and a tid: API calls,
+ranges and ops keep their thread's tid, kernels and memory copies go on their stream, steps, syncs and GPU
+annotations on a pseudo-thread each. Where slices on one place overlap without nesting, the later ones move to an
+"(overlap n)" pseudo-thread (LANE_TID * n above), laid out cluster by cluster as the Perfetto export does
+(perfetto_rank_layout.Overlaps), so the lanes are track_layout.overlap_lanes' of the whole rank.
+
+What stays per slice: nothing where slices nest (GPU streams, flat API calls); on a place where they overlap, the
+held cluster's start, end, row and thread label. Per launch->run pair: its launch (4 bytes), whether its GPU
+record starts after the launch (1 byte, dropped after the layout pass), then the record's place and start (12
+bytes); per distinct launch correlation id: the id, its launch's start and place (20 bytes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import polars as pl
+from numpy.typing import NDArray
+
+from ktrace.exporters.perfetto_rank_layout import LAYOUT_COLUMNS, Launches, Overlaps
+from ktrace.exporters.perfetto_slice_windows import RankSlices
+from ktrace.exporters.perfetto_slices import STREAM_KINDS, THREAD_KINDS
+from ktrace.model.trace import Trace
+
+I64 = NDArray[np.int64]
+I32 = NDArray[np.int32]
+
+LANE_TID = 100_000_000
+"""tid offset of an overflow pseudo-thread for slices that overlap without nesting."""
+SPECIAL_TIDS = {
+    "step": (0, "Steps"),
+    "sync": (1_000_000, "Synchronization"),
+    "gpu_range": (1_000_001, "GPU annotations"),
+}
+"""Pseudo-thread (tid, name) of the slice kinds that have no thread or stream of their own."""
+
+Place = tuple[int | None, int]
+"""(GPU device, or None for the rank's own process; tid before lanes)."""
+Label = tuple[str, int | None, int | None]
+"""(kind, pid, tid) of the first slice on a thread: what its name is made of."""
+_KEY = ("device_key", "out_tid")
+_LABEL = ("kind", "pid", "tid")
+
+
+def _places(frame: pl.DataFrame) -> pl.DataFrame:
+    """Place (device_key, out_tid) and label columns (kind as text, pid, tid) of each slice, and its row."""
+    kind = pl.col("kind")
+    tid = pl.col("tid").fill_null(0)
+    for k, (t, _) in SPECIAL_TIDS.items():
+        tid = pl.when(kind == k).then(pl.lit(t, pl.Int64)).otherwise(tid)
+    tid = pl.when(kind.is_in(STREAM_KINDS)).then(pl.col("stream")).otherwise(tid)
+    on_gpu = ~kind.is_in([*THREAD_KINDS, "step"])
+    return frame.select(
+        pl.when(on_gpu).then(pl.col("device")).alias("device_key"),
+        tid.alias("out_tid"),
+        kind.cast(pl.String),
+        "pid",
+        "tid",
+    ).with_row_index("row")
+
+
+class _PlaceCodes:
+    """A code per place in the order places are first met, with the label and row of the first slice there."""
+
+    def __init__(self) -> None:
+        self.codes: dict[Place, int] = {}
+        self.labels: dict[Label, int] = {}
+        self.first: list[tuple[int, int]] = []  # per code: (row, label) of its first slice
+
+    def of(self, frame: pl.DataFrame, first_row: int, *, labels: bool = False) -> tuple[I64, I64]:
+        """Code of each slice of `frame` (rows first_row, ... in file order) and its label (with `labels`)."""
+        keys = [*_KEY, *_LABEL] if labels else list(_KEY)
+        groups = _places(frame).group_by(keys).agg(pl.col("row"), pl.col("row").min().alias("first"))
+        groups = groups.sort("first")
+        code = np.empty(frame.height, np.int64)
+        tag = np.zeros(frame.height if labels else 0, np.int64)
+        at = groups["row"].explode().to_numpy()
+        sizes = groups["row"].list.len().to_numpy()
+        group_codes, group_tags = [], []
+        for values, first in zip(groups.select(keys).iter_rows(), groups["first"].to_list(), strict=True):
+            place = (values[0], values[1])
+            label = self.labels.setdefault(values[2:], len(self.labels)) if labels else 0
+            if place not in self.codes:
+                self.codes[place] = len(self.codes)
+                self.first.append((first_row + first, label))
+            group_codes.append(self.codes[place])
+            group_tags.append(label)
+        code[at] = np.repeat(np.array(group_codes, np.int64), sizes)
+        if labels:
+            tag[at] = np.repeat(np.array(group_tags, np.int64), sizes)
+        return code, tag
+
+
+class ChromeLayout:
+    """Places, lanes, thread names and flows of one rank's Chrome JSON slices.
+
+    Made by one layout pass over `slices`; `place` the rank's GPU processes (`devices` first) before `threads`
+    and `pids_tids`; `pids_tids` each chunk in file order (it notes the flows' ends), then `flows`.
+    """
+
+    def __init__(self, trace: Trace, node: str, rank: int, slices: RankSlices) -> None:
+        self.places, overlaps, self.launches = _PlaceCodes(), Overlaps(), Launches(trace, node, rank)
+        row = 0
+        for window in slices.windows(LAYOUT_COLUMNS):
+            code, tag = self.places.of(window, row, labels=True)
+            overlaps.add(row, code, window["start_ns"].to_numpy(), window["end_ns"].to_numpy(), tag)
+            self.launches.add(window)
+            row += window.height
+        self.lane_rows, lane_codes, lanes, lane_tags = overlaps.lanes()
+        base = len(self.places.codes)
+        lane_keys = lane_codes * (int(lanes.max(initial=0)) + 1) + lanes
+        uniq, first, self.lane_code = np.unique(lane_keys, return_index=True, return_inverse=True)
+        self.lane_code += base
+        self.lane_of: list[tuple[int, int]] = [(int(lane_codes[j]), int(lanes[j])) for j in first.tolist()]
+        self.lane_first = [(int(self.lane_rows[j]), int(lane_tags[j])) for j in first.tolist()]
+        del uniq
+        pair_corr = np.concatenate(self.launches.pair_parts) if self.launches.pair_parts else np.zeros(0, np.int32)
+        term = np.concatenate(self.launches.term_parts) if self.launches.term_parts else np.zeros(0, np.bool_)
+        self.launches.pair_parts, self.launches.term_parts = [], []
+        self.flow_corr: I32 = pair_corr[term]  # JSON flows need f.ts >= s.ts: a record before its launch gets none
+        self.pair_term = term
+        self.launch_code: I32 = np.full(self.launches.ids.size, -1, np.int32)
+        self.gpu_code: list[I32] = []
+        self.gpu_start: list[I64] = []
+        self.next_pair = 0
+        self.pid: I64 = np.zeros(0, np.int64)
+        self.tid: I64 = np.zeros(0, np.int64)
+
+    @property
+    def devices(self) -> list[int]:
+        """The GPUs the rank's slices run on, sorted (each a pseudo-process)."""
+        return sorted({d for d, _ in self.places.codes if d is not None})
+
+    def place(self, cpu_pid: int, gpu_pid: dict[int, int]) -> None:
+        """Give every place its pid (the rank's `cpu_pid`, or its GPU's) and every lane its tid."""
+        pid = [cpu_pid if d is None else gpu_pid[d] for d, _ in self.places.codes]
+        tid = [t for _, t in self.places.codes]
+        pid += [pid[c] for c, _ in self.lane_of]
+        tid += [tid[c] + lane * LANE_TID for c, lane in self.lane_of]
+        self.pid, self.tid = np.array(pid, np.int64), np.array(tid, np.int64)
+
+    def threads(self) -> list[tuple[int, int, Label]]:
+        """(pid, tid, label of its first slice) of every thread with slices, sorted by (pid, tid)."""
+        labels = list(self.places.labels)
+        first: dict[tuple[int, int], tuple[int, int]] = {}
+        for code, (row, tag) in enumerate([*self.places.first, *self.lane_first]):
+            key = (int(self.pid[code]), int(self.tid[code]))
+            if key not in first or row < first[key][0]:
+                first[key] = (row, tag)
+        return [(p, t, labels[first[(p, t)][1]]) for p, t in sorted(first)]
+
+    def pids_tids(self, chunk: pl.DataFrame, first_row: int) -> tuple[I64, I64]:
+        """pid and tid of each slice of the chunk (rows first_row, ... in file order); notes its flows' ends."""
+        code, _ = self.places.of(chunk, first_row)
+        a, b = np.searchsorted(self.lane_rows, [first_row, first_row + chunk.height])
+        code[self.lane_rows[a:b] - first_row] = self.lane_code[a:b]
+        self._flow_ends(chunk, code)
+        return self.pid[code], self.tid[code]
+
+    def _flow_ends(self, chunk: pl.DataFrame, code: I64) -> None:
+        at, found = self.launches.match(chunk["correlation_id"])
+        kind = chunk["kind"]
+        gpu = np.flatnonzero(kind.is_in(STREAM_KINDS).to_numpy() & found)  # in file order: the pairs' order
+        term = self.pair_term[self.next_pair : self.next_pair + gpu.size]
+        self.next_pair += gpu.size
+        gpu = gpu[term]
+        self.gpu_code.append(code[gpu].astype(np.int32))
+        self.gpu_start.append(chunk["start_ns"].to_numpy()[gpu])
+        calls = np.flatnonzero((kind == "api").to_numpy() & found)
+        corr, first = np.unique(at[calls], return_index=True)
+        fresh = self.launch_code[corr] < 0
+        self.launch_code[corr[fresh]] = code[calls[first[fresh]]]
+
+    def flows(self, chunk_rows: int) -> Iterator[tuple[str, int, I64, I64, I64]]:
+        """The flows' ends once every chunk was placed, `chunk_rows` at a time: ("s", k, pid, tid, ts) of the
+        launches of flows k, k + 1, ..., then ("f", ...) of their GPU records; flow k is the k-th GPU record (in
+        file order) that starts at or after its launch."""
+        launch_code, launch_start = self.launch_code[self.flow_corr], self.launches.launch_start[self.flow_corr]
+        for a in range(0, launch_code.shape[0], chunk_rows):
+            code = launch_code[a : a + chunk_rows]
+            yield "s", a, self.pid[code], self.tid[code], launch_start[a : a + chunk_rows]
+        del launch_code, launch_start
+        gpu_code = np.concatenate(self.gpu_code) if self.gpu_code else np.zeros(0, np.int32)
+        gpu_start = np.concatenate(self.gpu_start) if self.gpu_start else np.zeros(0, np.int64)
+        self.gpu_code, self.gpu_start = [], []
+        for a in range(0, gpu_code.shape[0], chunk_rows):
+            code = gpu_code[a : a + chunk_rows]
+            yield "f", a, self.pid[code], self.tid[code], gpu_start[a : a + chunk_rows]
+
+    @property
+    def flow_count(self) -> int:
+        """Flows the rank writes."""
+        return int(self.flow_corr.shape[0])
