@@ -130,6 +130,9 @@ def _run_verb(verb: str, rest: list[str]) -> int:
     try:
         parser, module = verb_parser(verb)
         ns = parser.parse_args(rest)
+        from ktrace.cli.live_line import say_if_live
+
+        say_if_live(verb, ns)
         code = module.run(ns)  # type: ignore[attr-defined]
         sys.stdout.flush()  # a closed pipe (`ktrace summary | head`) or a full disk shows here, not at exit
     except ModuleNotFoundError as exc:

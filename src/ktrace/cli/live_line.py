@@ -1,0 +1,32 @@
+"""The line a reading verb prints on a capture `ktrace run` is still recording: "ktrace VERB: live, N s recorded".
+
+Printed on stderr before the verb reads (stdout stays the verb's: tables, JSON); the trace's notes say it too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+TRACE_ARGUMENTS = ("trace", "a", "b")
+"""The verbs' names of their TRACE arguments (diff has two)."""
+
+
+def say_if_live(verb: str, args: argparse.Namespace) -> None:
+    """Print one line per TRACE argument of `args` that is a live capture (none for anything else)."""
+    from ktrace.model.live import live_status
+
+    for name in TRACE_ARGUMENTS:
+        path = getattr(args, name, None)
+        if not isinstance(path, str) or not path:
+            continue
+        try:
+            status = live_status(path)
+        except OSError:
+            continue  # the verb says what is wrong with the path
+        if status is not None:
+            print(
+                f"ktrace {verb}: {path}: {status.line} (`ktrace run` is still recording: this is what it has "
+                "published so far)",
+                file=sys.stderr,
+            )
