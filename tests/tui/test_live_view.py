@@ -7,6 +7,7 @@ training loop's threads, ktrace.step/annotate ranges and counters, one batch of 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ from textual.widgets import Static
 
 from ktrace.model import store
 from ktrace.model.capture import CaptureWriter
+from ktrace.model.output_lock import OutputLock
 from ktrace.model.outputs import CAPTURE_MARKER
 from ktrace.model.trace import TraceMeta
 from ktrace.tui.app import KtraceApp, make_app
@@ -33,7 +35,11 @@ class CpuLoop:
     CPU counters, and (from `add_loader`) a data-loader thread with ranges of its own."""
 
     def __init__(self, root: Path) -> None:
+        root.mkdir()
+        self.lock = OutputLock(root)  # held by the launcher while it records
+        self.lock.acquire()
         self.writer = CaptureWriter(root, "host-a", 0)
+        (self.writer.folder / ".owner").write_text(str(os.getpid()))  # the traced process's claim
         self.counters = CaptureWriter(root, "host-a", -1)
         self.start_ns = time.time_ns() - 60 * STEP_NS
         self.steps = 0
@@ -88,14 +94,20 @@ class CpuLoop:
             ),
         )
         self.steps += n
+        for writer in (self.writer, self.counters):  # what the writer thread does every --publish seconds
+            writer.publish()
+            writer.write_partition_meta({"processes_not_closed": 1}, [])
 
     def finish(self, root: Path) -> None:
-        """What the launcher's finalize does to the store: streams to Parquet, meta.json, marker gone."""
-        self.writer.close()
-        self.counters.close()
+        """What the end of `ktrace run` does to the store: the processes close, the launcher finalizes (streams to
+        Parquet, meta.json, marker gone) and lets go of its lock."""
+        for writer in (self.writer, self.counters):
+            writer.close()
+            writer.write_partition_meta({}, [])
         store.finalize(root)
         store.write_meta(root, TraceMeta(source="ktrace run"))
         (root / CAPTURE_MARKER).unlink()
+        self.lock.release()
 
 
 async def until(pilot: Pilot, done: Callable[[], bool], what: str) -> None:  # type: ignore[type-arg]

@@ -11,6 +11,7 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from ktrace.analysis.index import TraceIndex
+from ktrace.model.errors import KtraceError
 from ktrace.model.trace import Trace
 from ktrace.tui.app_actions import AppActions
 from ktrace.tui.live_follow import (
@@ -90,7 +91,7 @@ class LiveFollowing(AppActions):
             started = time.perf_counter()
             try:
                 trace, index = read_capture(path, self.load_options)
-            except (OSError, ValueError) as exc:  # KtraceError included: a finalize under way, a torn rename
+            except (KtraceError, OSError, ValueError) as exc:  # the store changed under the read: retry
                 self.post_message(FollowFailed(str(exc).splitlines()[0] if str(exc) else type(exc).__name__))
                 continue
             seen = signature

@@ -3,7 +3,8 @@
 `ktrace view` on a store that `ktrace run` is still writing re-reads it every few seconds in a worker (the whole
 store: the track index is rebuilt whole anyway, and reading is under half of a refresh; benchmarks/live_view.py) and
 swaps the new trace in. The view follows the newest records while they are in view; panning or zooming away holds
-it (no more re-reads), `End` resumes. No textual here.
+it (no more re-reads), `End` resumes. Live means ktrace.model.live.live_status says so; a re-read sees what the
+traced processes published (complete batches). No textual here.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ktrace.model.layout import META_FILE
-from ktrace.model.outputs import CAPTURE_MARKER
+from ktrace.model.errors import KtraceError
+from ktrace.model.live import live_status, published
+from ktrace.model.store import partitions
 from ktrace.model.trace import Trace
 from ktrace.tui.tracks import TrackIndex
 from ktrace.tui.viewmodel import Viewport, format_duration
@@ -31,22 +33,23 @@ showing all of it as the capture grows (else it keeps its span and slides to the
 
 
 def is_capture_in_progress(path: Path) -> bool:
-    """True when `path` is a `ktrace run` capture not yet finalized: its capture marker is there and its meta.json
-    (written last, by the finalize) is not."""
-    return path.is_dir() and (path / CAPTURE_MARKER).exists() and not (path / META_FILE).exists()
+    """True when `path` is a capture `ktrace run` is still recording (ktrace.model.live.live_status)."""
+    return live_status(path) is not None
 
 
-def store_signature(path: Path) -> tuple[tuple[str, int, int], ...]:
-    """(name, size, mtime) of every file of the store's partitions and its top level: it changes when a traced
-    process appends a batch, and when the capture is finalized (a few stat calls, no read)."""
-    found: list[tuple[str, int, int]] = []
+def store_signature(path: Path) -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
+    """What each partition of a live capture has published (stream name -> bytes of complete batches): it changes
+    when a traced process publishes new batches, and only then is a re-read worth it (a few small reads)."""
     try:
-        for entry in sorted(path.glob("*")) + sorted(path.glob("node=*/rank=*/*")):
-            stat = entry.stat()
-            found.append((str(entry.relative_to(path)), stat.st_size, stat.st_mtime_ns))
-    except OSError:  # a file renamed or removed between glob and stat: the next look sees the new state
+        folders = [folder for _, _, folder in partitions(path)]
+    except (OSError, KtraceError):  # a partition appearing or a bad name: the re-read says what is wrong
         return ()
-    return tuple(found)
+    signature = []
+    for folder in folders:
+        done = published(folder)
+        streams = tuple(sorted(done.stream_bytes.items())) if done is not None else ()
+        signature.append((f"{folder.parent.name}/{folder.name}", streams))
+    return tuple(signature)
 
 
 def rest_after(reload_s: float, every_s: float = FOLLOW_EVERY_S) -> float:
