@@ -14,6 +14,8 @@ examples:
   ktrace run --delay 30 --duration 10 -- python -m mypkg.train
   ktrace run --capture-range=cudaProfilerApi -- python train.py   (torch.cuda.profiler.start/stop)
   ktrace run --kinds kernel,memcpy,nvtx --interval 100 -- ./train.sh
+  ktrace run --rules rules.toml --on-finding Dataloader=stop -- python train.py
+                               (ends the job when the rule fires in the last 60 s: exit code 7)
   ktrace run -o job.ktrace --publish 2 -- python train.py   (then, while it runs: ktrace summary job.ktrace,
                                                         ktrace ctl job.ktrace --steps 100:110)
 
@@ -100,6 +102,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="make what was recorded readable at least every S seconds while the command runs, 0.5 to 3600 "
         "(default: 5): `ktrace info/summary/view PATH` then read the capture so far and say 'live'",
     )
+    from ktrace.cli.follow_rules import add_on_finding_arguments
+
+    add_on_finding_arguments(parser)
     parser.add_argument("-q", "--quiet", action="store_true", help="print only errors")
     parser.add_argument(
         "command", nargs=argparse.REMAINDER, metavar="-- COMMAND ...", help="the command to record, after --"
@@ -160,6 +165,9 @@ def run(args: argparse.Namespace) -> int:
     from ktrace.model.outputs import STORE, Output
 
     config = parse_config(args)
+    from ktrace.cli.follow_rules import on_finding, stopped_exit
+
+    stop = on_finding(args, config.publish_s)  # checked before anything is written
     if args.wait < 0:
         raise KtraceError("--wait must be >= 0 (seconds)", ExitCode.USAGE)
     quiet = args.quiet
@@ -167,8 +175,9 @@ def run(args: argparse.Namespace) -> int:
 
     # A new PATH is recorded in place; an existing trace (--force) stays until the new one is complete.
     out = Output(output_path(args), STORE, force=args.force, in_place=True)
+    watch = stop.watch(out.staging) if stop is not None else None
     try:
-        result = run_command(python_command(command), config, out.staging, say, args.wait)
+        result = run_command(python_command(command), config, out.staging, say, args.wait, watch)
     except KtraceError:
         if any(out.staging.glob("node=*")):  # a failure after recording (finalize): the capture stays readable
             out.keep()
@@ -178,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
     except BaseException:
         out.keep()  # whatever was recorded stays readable
         raise
-    return _finish(out, result, say, quiet)
+    return stopped_exit(watch, _finish(out, result, say, quiet))
 
 
 def _sayer(quiet: bool) -> Callable[[str], None]:
