@@ -24,6 +24,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "diff": ("ktrace.cli.diff", "compare two traces: steps, top kernels, rules"),
     "export": ("ktrace.cli.export", "write Perfetto, Chrome JSON, Parquet or CSV"),
     "view": ("ktrace.cli.view", "browse a trace in the terminal (Textual TUI)"),
+    "ctl": ("ktrace.cli.ctl", "change what a running capture records: --start, --stop, --steps A:B"),
 }
 
 ANALYSIS_EXTRA = frozenset({"numba", "llvmlite", "plotly", "textual", "perfetto", "google"})

@@ -25,7 +25,7 @@ from typing import Any, TypeGuard
 from ktrace.model.layout import META_FILE, PARTITION_META_FILE
 from ktrace.model.outputs import CAPTURE_MARKER, writer_pid
 
-__all__ = ["PUBLISHED_KEY", "LiveStatus", "Published", "live_status", "published"]
+__all__ = ["PUBLISHED_KEY", "LiveStatus", "Published", "live_status", "published", "recording_partitions"]
 
 PUBLISHED_KEY = "published"
 """The key of partition.json that holds what its process has published."""
@@ -147,6 +147,11 @@ def live_status(path: str | os.PathLike[str]) -> LiveStatus | None:
         recording=recording,
         writer_pid=pid,
     )
+
+
+def recording_partitions(root: Path) -> list[Path]:
+    """The partition folders whose traced process runs on this host and has not closed its partition yet."""
+    return [folder for folder in _partition_folders(root) if _owner_recording(folder)]
 
 
 def _partition_folders(root: Path) -> Iterator[Path]:
