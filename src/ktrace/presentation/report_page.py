@@ -31,6 +31,7 @@ from ktrace.presentation.summary_critical_path import (
     what_if_notes,
 )
 from ktrace.presentation.summary_operators import operator_report_tables
+from ktrace.presentation.summary_python import python_report_section
 from ktrace.presentation.summary_tables import frame_rows
 from ktrace.presentation.verdicts import triggered_first
 
@@ -100,6 +101,7 @@ def report_page(report: Report, document: Mapping[str, Any] | None = None) -> Pa
     model = report.dashboard
     ranks = ranks_section(model.rank_heatmap, model.summary.stragglers)
     ordered = triggered_first(model.rules.results)
+    python = python_report_section(model.summary.python_profile)
     sections = (
         job_section(model.summary),
         system_section(model.summary, report.system_usage),
@@ -109,6 +111,7 @@ def report_page(report: Report, document: Mapping[str, Any] | None = None) -> Pa
         *((ranks,) if ranks is not None else ()),
         critical_path_section(report),
         operators_section(report),
+        *((python,) if python is not None else ()),
         *hardware_sections(model.summary),
         memory_section(model.summary),
         *(rule_section(r) for r in ordered),

@@ -96,6 +96,7 @@ def icicle_figure(profile: PythonProfile) -> Figure:
             "parents": ["" if p is None else str(p) for p in tree["parent"]],
             "labels": [short_function(f) for f in tree["function"]],
             "values": tree["samples"].to_list(),
+            "shown_in": "python_top_functions",
         },
     )
 

@@ -312,3 +312,20 @@ def scatter(title: str, series: Sequence[Mapping[str, Any]], x_title: str, y_tit
             yaxis={"title": {"text": y_title}, **axis_type},
         ),
     }
+
+
+def icicle(title: str, ids: list[str], parents: list[str], labels: list[str], values: list[int]) -> Figure:
+    """A tree of samples drawn top down, each node as wide as its samples (a flame graph upside down); a click on a
+    node zooms into it. `parents` is "" at a root; a node's value holds its children's."""
+    hover = "%{label}<br>%{value:,} samples, %{percentRoot:.1%} of all<extra></extra>"
+    trace = {
+        "type": "icicle",
+        "ids": ids,
+        "parents": parents,
+        "labels": safe_labels(labels),
+        "values": values,
+        "branchvalues": "total",
+        "tiling": {"orientation": "v"},
+        "hovertemplate": hover,
+    }
+    return {"data": [trace], "layout": _layout(title, height=520, margin={"l": 10, "r": 10, "t": 50, "b": 10})}

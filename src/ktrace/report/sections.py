@@ -96,4 +96,6 @@ def figure_spec(figure: page.Figure) -> plots.Figure:
         return plots.heatmap(figure.title, hover["busy"], hover["comm"], ranks, list(d["columns"]), d["x_title"])
     if figure.kind == "scatter":
         return plots.scatter(figure.title, list(d["series"]), d["x_title"], d["y_title"], log=bool(d.get("log")))
+    if figure.kind == "icicle":
+        return plots.icicle(figure.title, list(d["ids"]), list(d["parents"]), list(d["labels"]), list(d["values"]))
     raise ValueError(f"no HTML view of a {figure.kind} figure")
