@@ -14,6 +14,8 @@ examples:
   ktrace run --delay 30 --duration 10 -- python -m mypkg.train
   ktrace run --capture-range=cudaProfilerApi -- python train.py   (torch.cuda.profiler.start/stop)
   ktrace run --kinds kernel,memcpy,nvtx --interval 100 -- ./train.sh
+  ktrace run --python-sample 10 -- python train.py   (Python stacks every 10 ms: ktrace summary shows the top
+                                                    functions, ktrace report an icicle of the stacks)
   ktrace run --rules rules.toml --on-finding Dataloader=stop -- python train.py
                                (ends the job when the rule fires in the last 60 s: exit code 7)
   ktrace run -o job.ktrace --publish 2 -- python train.py   (then, while it runs: ktrace summary job.ktrace,
@@ -94,6 +96,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     what.add_argument("--ranks", metavar="LIST", help="trace only these ranks, e.g. 0 or 0,4-7")
     what.add_argument("--buffer-mb", type=int, default=8, metavar="MB", help="CUPTI buffer size (default: 8)")
+    what.add_argument(
+        "--python-sample",
+        type=int,
+        metavar="MS",
+        help="sample the Python stack of every thread of the traced processes every MS ms (1 to 1000; 10 costs "
+        "~1 %%) while recording: a sampler thread, no tracing hook; off by default",
+    )
     parser.add_argument(
         "--publish",
         type=float,
@@ -122,6 +131,7 @@ def parse_config(args: argparse.Namespace) -> Any:
         parse_ranks,
         parse_steps,
     )
+    from ktrace.tracer.python_sampler import check_sample_interval
 
     try:
         if args.delay < 0 or (args.duration is not None and args.duration <= 0):
@@ -141,6 +151,7 @@ def parse_config(args: argparse.Namespace) -> Any:
             ranks=parse_ranks(args.ranks) if args.ranks else None,
             buffer_mb=args.buffer_mb,
             publish_s=check_publish(args.publish),
+            python_sample_ms=None if args.python_sample is None else check_sample_interval(args.python_sample),
         )
     except ConfigError as exc:
         raise KtraceError(str(exc), ExitCode.USAGE) from None

@@ -69,6 +69,8 @@ class CaptureConfig:
     """The writer thread flushes CUPTI and appends rows at least this often."""
     publish_s: float = 5.0
     """What was appended is published (readable by `ktrace` verbs while the job runs) at least this often."""
+    python_sample_ms: int | None = None
+    """Sample every thread's Python stack this often, in ms (ktrace.tracer.python_sampler; None: off)."""
     t0_ns: int = 0
     """Launch time (time.time_ns() in the launcher): the origin of --delay and --duration."""
     extra: dict[str, Any] = field(default_factory=dict)

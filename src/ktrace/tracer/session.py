@@ -20,6 +20,7 @@ from ktrace.tracer.background import start_background
 from ktrace.tracer.config import CaptureConfig
 from ktrace.tracer.cpu_rows import ranges_table, thread_names
 from ktrace.tracer.live_control import ControlPoller
+from ktrace.tracer.python_sampler import PythonSampler
 from ktrace.tracer.windows import Windows, initially_open, time_window_timers
 
 
@@ -85,6 +86,9 @@ class CaptureSession:
         self._timers = time_window_timers(config, self.windows)
         self._recording_listeners: list[Callable[[bool], None]] = []
         self._control = ControlPoller(root)
+        ms = config.python_sample_ms
+        self.sampler = PythonSampler(ms, lambda: self.windows.active, self.pid) if ms else None
+        """The Python stack sampler (run --python-sample): samples while a window is open, from start() to close()."""
         self._next_publish = 0.0
         """time.monotonic() at which the next publish is due (0: at the first flush)."""
         self.step_window = config.steps
@@ -201,6 +205,8 @@ class CaptureSession:
         if self._thread is None and self.alive:
             self._thread = threading.Thread(target=self._loop, name="ktrace-writer", daemon=True)
             start_background(self._thread)
+            if self.sampler is not None:
+                self.sampler.start()
 
     def _loop(self) -> None:
         try:
@@ -250,6 +256,9 @@ class CaptureSession:
         threads = self._new_threads()
         if threads is not None:
             self._writer.append("threads", threads)
+        samples = self.sampler.drain() if self.sampler is not None else None
+        if samples is not None:
+            self._writer.append("samples", samples)
         self._publish_if_due(forced)
         self._write_meta()
         if self._finalized():  # finalized while this flush ran: take back what it wrote after the finalize
@@ -349,6 +358,8 @@ class CaptureSession:
         # The last step has no next step() to end it: it ends with the last range recorded inside it, else now.
         self.end_step(self._step_work_end)
         self._stop.set()
+        if self.sampler is not None:
+            self.sampler.stop()
         for t in self._timers:
             t.cancel()
         if self._thread is not None and self._thread is not threading.current_thread():
