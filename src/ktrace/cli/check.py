@@ -10,6 +10,16 @@ examples:
   ktrace check --list-rules                            every rule with its parameters and defaults
   ktrace check run.ktrace --json                       findings as JSON
   ktrace check job.ktrace --workers 8                  a many-rank store, rank by rank
+  ktrace check --follow run.ktrace                     while `ktrace run` records: each finding of the last
+                                                       60 s once when it fires and once when it clears
+  ktrace check --follow run.ktrace --window 10steps --json    the last 10 steps, as JSON lines
+
+--follow reads the store every --every seconds (default 5) as `ktrace run` has published it, runs the rules on the
+window (--window: the last 60 s recorded by default, or the last N steps) and prints a line when a rule fires and
+when it clears: `TIME FIRED|CLEARED SEVERITY RULE: message (window)`, or with --json one object per line
+{"event": "fired"|"cleared", "rule", "severity", "message", "window": {"last", "start_ns", "end_ns"}}. It ends
+when the capture is finalized (exit 5 if a finding at --fail-on or above fired meanwhile, else 0) or on Ctrl-C
+(exit 0). `ktrace run --on-finding RULE=stop` follows the same way and ends the job when RULE fires.
 
 On a .ktrace store of 16 ranks or more (or with --workers/--cluster) every rule runs rank by rank
 (ktrace.fleet): an "exact" rule on inputs reduced from every rank (the verdict one process gives), a "per rank"
@@ -22,11 +32,18 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ktrace.cli.fleet_options import add_engine_arguments, fleet_result_of
+from ktrace.cli.follow_rules import DEFAULT_WINDOW, EVERY_S, WINDOW_HELP
 from ktrace.cli.options import add_json_flag, add_no_ops_flag, add_trace_argument, open_trace
 from ktrace.cli.rules_options import add_rules_arguments, rules_config
 from ktrace.model.errors import ExitCode, KtraceError
+
+if TYPE_CHECKING:
+    from ktrace.analysis.rules.follow import FollowEvent
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,6 +61,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--list-rules", action="store_true", help="list every rule with its parameters and exit")
     parser.add_argument("--verbose", "-v", action="store_true", help="also print rules that passed or were skipped")
     add_engine_arguments(parser)
+    live = parser.add_argument_group("following a capture while it records")
+    live.add_argument(
+        "--follow", action="store_true", help="judge a `ktrace run` store while it grows, until it is finalized"
+    )
+    live.add_argument("--window", default=DEFAULT_WINDOW, metavar="60s|Nsteps", help=WINDOW_HELP)
+    live.add_argument(
+        "--every", type=float, default=EVERY_S, metavar="S", help="seconds between two looks (default: 5)"
+    )
 
 
 def list_rules() -> str:
@@ -78,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.trace:
         raise KtraceError("a TRACE is required (or --list-rules)", ExitCode.USAGE)
     config = rules_config(args)
+    if args.follow:
+        return follow(args, config)
     fleet = fleet_result_of(args, rules_config=config)
     if fleet is not None and fleet.rules is not None:
         report = fleet.rules
@@ -87,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
         trace = open_trace(args.trace, with_ops=not args.no_ops)
         with progress_bar("checking"):
             report = run_rules(trace, config)
+        _say_stop(trace.meta.notes)
     from ktrace.model.display_text import printable
 
     if args.json:
@@ -108,3 +136,48 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return int(ExitCode.FINDINGS) if fail else 0
+
+
+def _say_stop(notes: Sequence[str]) -> None:
+    """`stopped by RULE: message` on stderr when a rule stopped the recorded job (`ktrace run --on-finding`)."""
+    from ktrace.analysis.rules.follow import stopped_by
+    from ktrace.model.display_text import printable
+
+    stop = stopped_by(notes)
+    if stop is not None:
+        print(f"ktrace check: the job was {printable(stop)}", file=sys.stderr)
+
+
+def follow(args: argparse.Namespace, config: object) -> int:
+    """`check --follow`: print each finding of the window once when it fires and once when it clears."""
+    from ktrace.analysis.rules.base import severity_rank
+    from ktrace.cli.follow_rules import WindowJudge, check_every, event_json, event_line, follow_store, follow_window
+
+    judge = WindowJudge(Path(args.trace), follow_window(args.window), config, skip_ops=args.no_ops)  # type: ignore[arg-type]
+    every = check_every(args.every, "--every")
+    floor = severity_rank(args.fail_on) if args.fail_on != "never" else None
+    failing = False
+
+    def emit(event: FollowEvent) -> None:
+        nonlocal failing
+        print(event_json(event) if args.json else event_line(event), flush=True)
+        failing = failing or (event.event == "fired" and floor is not None and severity_rank(event.severity) >= floor)
+
+    print(
+        f"ktrace check: following {args.trace}, judging the {judge.follower.window.label} every {every:g} s "
+        "(Ctrl-C ends)",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        ended = follow_store(judge, every, emit)
+    except KeyboardInterrupt:
+        print("ktrace check: stopped following (Ctrl-C)", file=sys.stderr)
+        return 0
+    standing = ", ".join(judge.follower.standing) or "none"
+    print(
+        f"ktrace check: {ended}; firing at the end: {standing}"
+        + (f"; failing (--fail-on {args.fail_on})" if failing else ""),
+        file=sys.stderr,
+    )
+    return int(ExitCode.FINDINGS) if failing else 0

@@ -1,0 +1,166 @@
+"""Rules on a capture while it records, end to end with real `ktrace run --no-gpu` jobs (issue 31): `ktrace check
+--follow` tells a planted data-loader stall once when it fires and once when it clears; `ktrace run --on-finding
+Dataloader=stop` ends the job on it, says so, keeps it in the trace and exits 7, the trace complete.
+
+The job is a CPU loop of steps (a 1 ms data load, 40 ms of compute) with one data load stalled for 2 s; the
+Dataloader rule fires when data loading holds more than 50 % of the window (3 s): with the stall in it, about
+2/3; without, a few %. Margins are wide for a loaded machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ktrace.analysis.rules.follow import stopped_by
+from ktrace.model import store
+from ktrace.model.errors import ExitCode
+
+PY = sys.executable
+LOOP = """
+import signal, sys, time
+import ktrace
+before, stall, after = (float(a) for a in sys.argv[1:4])
+if len(sys.argv) > 4:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a job deaf to SIGTERM: only SIGKILL ends it
+def step(load_s):
+    ktrace.step()
+    with ktrace.annotate("dataloader"):
+        time.sleep(load_s)
+    with ktrace.annotate("forward"):
+        end = time.perf_counter() + 0.04
+        while time.perf_counter() < end:
+            pass
+def loop(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        step(0.001)
+loop(before)
+step(stall)
+loop(after)
+ktrace.step()
+"""
+RULES = "[Dataloader]\nmax_step_pct = 50\n"
+FOLLOW = ("--window", "3s")
+
+
+def _job(tmp_path: Path, seconds: tuple[float, float, float], *args: str) -> list[str]:
+    (tmp_path / "loop.py").write_text(LOOP)
+    (tmp_path / "rules.toml").write_text(RULES)
+    command = [PY, "-m", "ktrace", "run", "--no-gpu", "--no-counters", "--publish", "0.5", "-o", "job.ktrace"]
+    return [*command, *args, "--", PY, "loop.py", *(str(s) for s in seconds)]
+
+
+def _ktrace(tmp_path: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PY, "-m", "ktrace", *args], capture_output=True, text=True, timeout=timeout, cwd=tmp_path, env=os.environ
+    )
+
+
+def test_check_follow_fires_on_a_stall_and_clears_after_it(tmp_path: Path) -> None:
+    job = subprocess.Popen(
+        _job(tmp_path, (1.5, 2.0, 5.0)), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "job.ktrace").is_dir() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        follow = _ktrace(tmp_path, "check", "--follow", "job.ktrace", "--rules", "rules.toml", *FOLLOW,
+                         "--every", "0.5", "--json")  # fmt: skip
+    finally:
+        job.wait(timeout=60)
+    assert job.returncode == 0, job.stderr.read() if job.stderr else ""
+    assert follow.returncode == 0, follow.stderr
+    events = [json.loads(line) for line in follow.stdout.splitlines()]
+    assert [(e["event"], e["rule"]) for e in events] == [("fired", "Dataloader"), ("cleared", "Dataloader")]
+    fired = events[0]
+    assert fired["severity"] == "warning" and "data loading took" in fired["message"]
+    assert fired["window"]["last"] == "3 s" and fired["window"]["end_ns"] - fired["window"]["start_ns"] <= 3e9
+    assert "the capture is finalized" in follow.stderr
+
+
+def test_on_finding_stops_the_job_keeps_the_finding_and_exits_7(tmp_path: Path) -> None:
+    started = time.monotonic()
+    run = subprocess.run(
+        _job(
+            tmp_path,
+            (1.5, 2.0, 120.0),
+            "--rules",
+            "rules.toml",
+            "--on-finding",
+            "Dataloader=stop",
+            "--finding-window",
+            "3s",
+        ),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == ExitCode.STOPPED == 7, run.stderr
+    assert time.monotonic() - started < 60  # not the job's two minutes
+    assert "stopping the command: Dataloader fired: data loading took" in run.stderr
+    assert "exit code 7: --on-finding Dataloader=stop ended the command" in run.stderr
+    trace = store.read(tmp_path / "job.ktrace")  # finalized: meta.json, Parquet, no capture stream left
+    assert (tmp_path / "job.ktrace" / "meta.json").is_file()
+    assert not list((tmp_path / "job.ktrace").rglob("*.arrows"))
+    note = stopped_by(trace.meta.notes)
+    assert note is not None and note.startswith("stopped by Dataloader: data loading took")
+    assert trace.ranges.filter(trace.ranges["name"] == "dataloader").height > 10
+    info = _ktrace(tmp_path, "info", "job.ktrace")
+    assert "stopped by Dataloader" in info.stdout
+    check = _ktrace(tmp_path, "check", "job.ktrace")
+    assert "the job was stopped by Dataloader" in check.stderr
+
+
+def test_a_job_deaf_to_sigterm_is_killed_after_the_grace(tmp_path: Path) -> None:
+    run = subprocess.run(
+        [
+            *_job(
+                tmp_path,
+                (1.5, 2.0, 120.0),
+                "--rules",
+                "rules.toml",
+                "--on-finding",
+                "dataloader=stop",
+                "--finding-window",
+                "3s",
+                "--grace",
+                "1",
+            ),
+            "deaf",
+        ],  # fmt: skip
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 7, run.stderr
+    assert "still ran 1 s after SIGTERM: SIGKILL" in run.stderr
+    trace = store.read(tmp_path / "job.ktrace")
+    assert stopped_by(trace.meta.notes) is not None and trace.ranges.height > 10
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--on-finding", "NoSuchRule=stop"), "unknown rule 'NoSuchRule'"),
+        (("--on-finding", "Dataloader=pause"), "expected RULE=stop"),
+        (("--rules", "rules.toml"), "--rules and --set are read only with --on-finding"),
+        (("--on-finding", "Dataloader=stop", "--grace", "-1"), "--grace must be >= 0"),
+        (("--on-finding", "Dataloader=stop", "--finding-window", "ten"), "expected seconds or steps"),
+    ],
+)
+def test_on_finding_usage_errors_are_one_line_and_run_nothing(
+    tmp_path: Path, args: tuple[str, ...], message: str
+) -> None:
+    run = subprocess.run(_job(tmp_path, (0, 0, 0), *args), cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert run.returncode == ExitCode.USAGE, run.stderr
+    assert message in run.stderr and len(run.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "job.ktrace").exists()
