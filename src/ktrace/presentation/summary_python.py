@@ -5,11 +5,12 @@ the step join (the slowest step's top function), and the icicle figure of the re
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ktrace.analysis.python_samples import TOP_FUNCTIONS, PythonProfile, slowest_step
 from ktrace.model.units import format_ns
-from ktrace.presentation.page import Figure, Section, Table, Text
+from ktrace.presentation.page import Column, Figure, Section, Table, Text
 from ktrace.presentation.summary_tables import frame_rows, rows_table
 
 JSON_FUNCTIONS = 50
@@ -58,16 +59,18 @@ def step_line(profile: PythonProfile) -> str | None:
 
 def functions_table(profile: PythonProfile, top: int = TOP_FUNCTIONS) -> Table:
     """The top functions by self samples: function, self and total samples with their % of every sample."""
-    rows = [{**r, "function": short_function(r["function"])} for r in frame_rows(profile.functions.head(top))]
-    return rows_table(
+    # keyed "name": the terminal shortens a name column to fit rather than dropping the numbers
+    rows = [{**r, "name": short_function(r["function"])} for r in frame_rows(profile.functions.head(top))]
+    table = rows_table(
         "python_top_functions",
         "Top Python functions (samples)",
         rows,
-        ("function", "self_samples", "self_pct", "total_samples", "total_pct"),
-        units={"function": "text", "self_samples": "number", "total_samples": "number"},
+        ("name", "self_samples", "self_pct", "total_samples", "total_pct"),
+        units={"name": "text", "self_samples": "number", "total_samples": "number"},
         rest=max(0, profile.functions.height - top),
         rest_what="functions",
     )
+    return replace(table, columns=(Column("name", "function", "text"), *table.columns[1:]))
 
 
 def python_section(profile: PythonProfile | None) -> Section | None:

@@ -50,7 +50,7 @@ def test_the_summary_shows_the_top_function_and_its_json() -> None:
     section = summary_page(summary).section("python-samples")
     assert section is not None
     table = next(b for b in section.blocks if getattr(b, "key", "") == "python_top_functions")
-    assert table.rows[0]["function"] == "project/train.py:20 hot_loop" and table.rows[0]["self_samples"] == 24
+    assert table.rows[0]["name"] == "project/train.py:20 hot_loop" and table.rows[0]["self_samples"] == 24
     doc = json.loads(json.dumps(summary_to_dict(summary)))["python_profile"]
     assert doc["samples"] == 30 and doc["functions"][0]["function"] == HOT
     assert doc["steps"]["with_samples"] > 0 and doc["steps"]["slowest"]["top_function"] in (HOT, STACK[-1])
