@@ -78,8 +78,10 @@ class WindowJudge:
         """Why the last look could not read the capture (empty when it could)."""
 
     def look(self, live: bool) -> list[FollowEvent]:
-        """The events of one look. While the capture is `live`, a store not readable yet (nothing recorded, a
-        partition just created) is no error: `unreadable` says why and the next look tries again."""
+        """The events of one look. While the capture is `live`, only a whole window is judged (not the job's
+        first seconds as if they were one), and a store not readable yet (nothing recorded, a partition just
+        created) is no error: `unreadable` says why and the next look tries again. The last look (not `live`)
+        judges what the finished capture holds, even if shorter than the window."""
         from ktrace.analysis.index import TraceIndex
         from ktrace.analysis.rules.engine import run_rules
         from ktrace.analysis.rules.follow import window_bounds
@@ -96,7 +98,7 @@ class WindowJudge:
             return []
         self.unreadable = ""
         index = TraceIndex(trace)
-        bounds = window_bounds(trace, self.follower.window, index=index)
+        bounds = window_bounds(trace, self.follower.window, index=index, partial=not live)
         if bounds is None:
             return []
         report = run_rules(select(trace, window=bounds), self.config, rules=self.rules)
@@ -131,10 +133,6 @@ def follow_store(judge: WindowJudge, every_s: float, emit: Callable[[FollowEvent
     from ktrace.model.layout import META_FILE
     from ktrace.model.live import live_status
 
-    if not judge.path.is_dir():
-        raise KtraceError(
-            f"{judge.path}: no .ktrace folder there (--follow reads a `ktrace run` store)", ExitCode.NOT_FOUND
-        )
     waiting_said = ""
     while True:
         status = live_status(judge.path)
@@ -193,7 +191,7 @@ class RuleStop:
         while not self._done.wait(self.every_s):
             try:
                 events = self.judge.look(live=True)
-            except KtraceError as exc:
+            except (KtraceError, OSError) as exc:
                 self.error = f"--on-finding: the capture could not be judged ({exc}); the command runs on unwatched"
                 self._say(self.error)
                 return

@@ -95,12 +95,17 @@ def test_the_events_carry_the_finding_and_the_window() -> None:
     assert list(follower.standing) == ["StepOutlier"]
 
 
-def test_window_bounds_of_nothing_and_of_fewer_steps_than_the_window() -> None:
+def test_window_bounds_of_nothing_and_of_a_capture_shorter_than_the_window() -> None:
     empty = TraceBuilder(meta=TraceMeta(source="ktrace")).build()
     assert window_bounds(empty, FollowWindow(seconds=60)) is None
     trace = _steps([20.0] * 4)
     assert window_bounds(trace, FollowWindow(steps=10)) == trace.span_ns()  # the whole capture
     assert window_bounds(trace, FollowWindow(seconds=60)) == trace.span_ns()
+    # while the job records (partial=False), a capture shorter than the window is not judged yet
+    assert window_bounds(trace, FollowWindow(steps=10), partial=False) is None
+    assert window_bounds(trace, FollowWindow(seconds=60), partial=False) is None
+    assert window_bounds(trace, FollowWindow(steps=3), partial=False) == (T0 + 20 * MS + 1, T0 + 80 * MS)
+    assert window_bounds(trace, FollowWindow(seconds=0.05), partial=False) == (T0 + 30 * MS, T0 + 80 * MS)
 
 
 @pytest.mark.parametrize(

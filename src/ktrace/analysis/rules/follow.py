@@ -62,25 +62,29 @@ def parse_window(text: str) -> FollowWindow:
     return FollowWindow(seconds=float(number))
 
 
-def window_bounds(trace: Trace, window: FollowWindow, *, index: TraceIndex | None = None) -> tuple[int, int] | None:
+def window_bounds(
+    trace: Trace, window: FollowWindow, *, index: TraceIndex | None = None, partial: bool = True
+) -> tuple[int, int] | None:
     """(start, end) ns of the window ending at the last thing recorded; None when nothing is recorded yet.
 
     A steps window starts where the earliest rank's `steps`-th last step starts (ktrace.step() or step-named
-    ranges, as analysis.steps finds them); before every rank has done that many it is the whole capture.
+    ranges, as analysis.steps finds them). A capture shorter than the window (fewer seconds, or a rank with fewer
+    steps) is judged whole when `partial`, else not at all (None): while a job records, its first seconds are
+    not judged as if they were a whole window.
     """
     span = trace.span_ns()
     if span is None:
         return None
     first, last = span
+    whole = (first, last) if partial else None
     if window.seconds is not None:
-        return max(first, last - round(window.seconds * 1e9)), last
+        start = last - round(window.seconds * 1e9)
+        return (start, last) if start >= first else whole
     steps = detect_steps(trace, index=index)
-    if steps.height == 0:
-        return first, last
     n = window.steps or 1
     by_rank = steps.sort("start_ns").group_by("node", "rank").agg(pl.col("start_ns").tail(n).first(), pl.len())
-    if int(by_rank["len"].min()) < n:  # type: ignore[arg-type]
-        return first, last  # a rank has not done that many steps yet: all of it
+    if steps.height == 0 or int(by_rank["len"].min()) < n:  # type: ignore[arg-type]
+        return whole  # a rank has not done that many steps yet
     # + 1 ns: the step before it ends where it starts, and the cutter keeps rows that end at the window's start
     return int(by_rank["start_ns"].min()) + 1, last  # type: ignore[arg-type]
 
