@@ -17,6 +17,7 @@ from typing import IO
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from ktrace.exporters.chrome_layout import LANE_TID, SPECIAL_TIDS, ChromeLayout
 from ktrace.exporters.perfetto_slice_windows import RankSlices
@@ -28,10 +29,17 @@ from ktrace.model.outputs import atomic_file
 from ktrace.model.schema import LAUNCH_CONFIG, NODE_RANK
 from ktrace.model.trace import Trace
 
+SEP = ",\n"
+"""Between two event lines."""
 CHUNK_ROWS = 200_000
 """Event lines turned into one string at a time (a rank's lines at once took ~3x their size in memory)."""
 WINDOW_ROWS = 50_000
 """Rows each span table gives at most to a window of a rank's slices (perfetto_slice_windows)."""
+
+
+def _line(template: str, *exprs: pl.Expr | str) -> pl.Expr:
+    """An event line (SEP first) by _fmt."""
+    return _fmt(SEP + template, *exprs)
 
 
 def _fmt(template: str, *exprs: pl.Expr | str) -> pl.Expr:
@@ -112,7 +120,7 @@ class _Pids:
 def _slice_lines(placed: pl.DataFrame, t0: int) -> pl.Series:
     rel = pl.col("start_ns") - t0
     return placed.with_columns(_quoted(placed["name"]).alias("qname")).select(
-        _fmt(
+        _line(
             '{"ph":"X","cat":"%s","name":%s,"pid":%s,"tid":%s,"ts":%s,"dur":%s,"args":%s}',
             pl.col("kind"),
             pl.col("qname"),
@@ -126,17 +134,31 @@ def _slice_lines(placed: pl.DataFrame, t0: int) -> pl.Series:
 
 
 class _Lines:
-    """Writes groups of event lines, ",\n" between lines: the same bytes as the groups joined as one."""
+    """Writes event lines that each begin with SEP, but the file's first: the same bytes as the lines joined by SEP.
+
+    A batch of lines goes out from its Arrow buffer (the lines back to back), never joined into one str, encoded
+    and copied again: ~4 copies of ~60 MB per chunk of slices saved, and ~0.1 s CPU.
+    """
 
     def __init__(self, out: IO[bytes]) -> None:
         self.out = out
-        self.sep = b""
+        self.skip = len(SEP)
 
     def write(self, lines: pl.Series) -> None:
         """Append these lines (none: nothing)."""
-        if lines.len():
-            self.out.write(self.sep + lines.str.join(",\n").item().encode())
-            self.sep = b",\n"
+        if not lines.len():
+            return
+        text = lines.to_arrow()
+        if text.type != pa.large_string():
+            text = text.cast(pa.large_string())
+        _, offsets, data = text.buffers()
+        bounds = np.frombuffer(offsets, np.int64)[[text.offset, text.offset + len(text)]]
+        self.out.write(memoryview(data)[int(bounds[0]) + self.skip : int(bounds[1])])
+        self.skip = 0
+
+    def write_texts(self, lines: list[str]) -> None:
+        """Append a few lines given as str (without SEP)."""
+        self.write(pl.Series([SEP + line for line in lines], dtype=pl.String))
 
 
 def _flow_lines(kind: str, fid: np.ndarray, pid: np.ndarray, tid: np.ndarray, rel_ns: np.ndarray) -> pl.Series:
@@ -144,7 +166,7 @@ def _flow_lines(kind: str, fid: np.ndarray, pid: np.ndarray, tid: np.ndarray, re
     head = '{"ph":"s","cat":"launch"' if kind == "s" else '{"ph":"f","bp":"e","cat":"launch"'
     frame = pl.DataFrame({"fid": fid, "pid": pid, "tid": tid, "ts": rel_ns})
     return frame.select(
-        _fmt(head + ',"name":"launch","id":%s,"pid":%s,"tid":%s,"ts":%s}', "fid", "pid", "tid", _us(pl.col("ts")))
+        _line(head + ',"name":"launch","id":%s,"pid":%s,"tid":%s,"ts":%s}', "fid", "pid", "tid", _us(pl.col("ts")))
     )[:, 0]
 
 
@@ -171,7 +193,7 @@ class _Export:
             }
             layout.place(pid, gpu_pid)
             self._name_threads(node, rank, layout)
-        lines.write(pl.Series(self.pids.take_meta(), dtype=pl.String))
+        lines.write_texts(self.pids.take_meta())
         lines.write(counters)
         if slices is None or layout is None:
             return
@@ -218,7 +240,7 @@ def _counter_lines(trace: Trace, node: str, rank: int, pid: int, t0: int) -> pl.
     rows = rows.join(keys.with_columns(pl.Series("title", titles, pl.String)), on=["metric", "instance"])
     value = pl.when(pl.col("value").is_finite()).then(pl.col("value").cast(pl.String)).otherwise(pl.lit("null"))
     return rows.sort("ts_ns").select(
-        _fmt(
+        _line(
             '{"ph":"C","name":%s,"pid":%s,"ts":%s,"args":{"value":%s}}',
             "title",
             pl.lit(pid),

@@ -122,6 +122,8 @@ class ChromeLayout:
         term = np.concatenate(self.launches.term_parts) if self.launches.term_parts else np.zeros(0, np.bool_)
         self.launches.pair_parts, self.launches.term_parts = [], []
         self.flow_corr: I32 = pair_corr[term]  # JSON flows need f.ts >= s.ts: a record before its launch gets none
+        self.flow_count = int(self.flow_corr.shape[0])
+        """Flows the rank writes."""
         self.pair_term = term
         self.launch_code: I32 = np.full(self.launches.ids.size, -1, np.int32)
         self.gpu_code: list[I32] = []
@@ -179,19 +181,19 @@ class ChromeLayout:
         """The flows' ends once every chunk was placed, `chunk_rows` at a time: ("s", k, pid, tid, ts) of the
         launches of flows k, k + 1, ..., then ("f", ...) of their GPU records; flow k is the k-th GPU record (in
         file order) that starts at or after its launch."""
-        launch_code, launch_start = self.launch_code[self.flow_corr], self.launches.launch_start[self.flow_corr]
-        for a in range(0, launch_code.shape[0], chunk_rows):
-            code = launch_code[a : a + chunk_rows]
-            yield "s", a, self.pid[code], self.tid[code], launch_start[a : a + chunk_rows]
-        del launch_code, launch_start
-        gpu_code = np.concatenate(self.gpu_code) if self.gpu_code else np.zeros(0, np.int32)
-        gpu_start = np.concatenate(self.gpu_start) if self.gpu_start else np.zeros(0, np.int64)
-        self.gpu_code, self.gpu_start = [], []
-        for a in range(0, gpu_code.shape[0], chunk_rows):
-            code = gpu_code[a : a + chunk_rows]
-            yield "f", a, self.pid[code], self.tid[code], gpu_start[a : a + chunk_rows]
-
-    @property
-    def flow_count(self) -> int:
-        """Flows the rank writes."""
-        return int(self.flow_corr.shape[0])
+        self.launches.ids, self.pair_term = self.launches.ids[:0], self.pair_term[:0]  # done with: let go
+        launch_start = self.launches.launch_start
+        for a in range(0, self.flow_corr.shape[0], chunk_rows):
+            corr = self.flow_corr[a : a + chunk_rows]
+            code = self.launch_code[corr]
+            yield "s", a, self.pid[code], self.tid[code], launch_start[corr]
+        del launch_start
+        self.launches.launch_start, self.launch_code = self.launches.launch_start[:0], self.launch_code[:0]
+        self.flow_corr = self.flow_corr[:0]
+        self.gpu_code.reverse()
+        self.gpu_start.reverse()
+        k = 0
+        while self.gpu_code:  # each chunk's records, let go once written
+            code, start = self.gpu_code.pop(), self.gpu_start.pop()
+            yield "f", k, self.pid[code], self.tid[code], start
+            k += code.shape[0]
