@@ -1,0 +1,151 @@
+"""The Chrome JSON export reads a rank window by window (chrome_layout): every slice on the pid and tid (overlap lane
+included) the whole-rank placement gives it, the flows of launch_pairs, and the same bytes at any window or chunk
+size."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+from ktrace.exporters import chrome_json
+from ktrace.exporters.chrome_json import export_chrome_json
+from ktrace.exporters.chrome_layout import LANE_TID, SPECIAL_TIDS
+from ktrace.exporters.perfetto_slices import STREAM_KINDS, THREAD_KINDS, launch_pairs, rank_slices
+from ktrace.exporters.track_layout import overlap_lanes
+from ktrace.model.builder import TraceBuilder
+from ktrace.model.trace import Trace, TraceMeta
+from ktrace.testing import SyntheticConfig, generate
+
+
+def _tangled() -> Trace:
+    """Ranges overlapping without nesting on two threads, ties in start, shared and early launches, two GPUs."""
+    b = TraceBuilder("n", 0, TraceMeta(source="synthetic", hosts=("n",)))
+    rng = np.random.default_rng(11)
+    n = 300
+    start = np.sort(rng.integers(0, 20_000, n)).astype(np.int64)
+    start[40:48] = start[40]
+    b.add(
+        "ranges",
+        {
+            "start_ns": start.tolist(),
+            "end_ns": (start + rng.integers(0, 900, n)).tolist(),
+            "pid": [1] * n,
+            "tid": [1 + (k % 2) for k in range(n)],
+            "name": [f"r{k % 5}" for k in range(n)],
+            "domain": ["nvtx"] * n,
+            "depth": [0] * n,
+            "on_gpu": [False] * n,
+        },
+    )
+    m = 100
+    api_start = np.sort(rng.integers(0, 20_000, m)).astype(np.int64)
+    b.add(
+        "api",
+        {
+            "start_ns": api_start.tolist(),
+            "end_ns": (api_start + 50).tolist(),
+            "pid": [1] * m,
+            "tid": [1] * m,
+            "correlation_id": [k // 2 for k in range(m)],  # two calls share each id: the first launches
+            "domain": ["runtime"] * m,
+            "name": ["cudaLaunchKernel"] * m,
+        },
+    )
+    k_start = api_start[::2] + rng.integers(-100, 400, m // 2)  # some kernels start before their launch
+    kernels = m // 2 + 8
+    b.add(
+        "kernels",
+        {
+            "start_ns": np.concatenate([k_start, k_start[:8]]).tolist(),  # eight ids launch two kernels each
+            "end_ns": np.concatenate([k_start + 300, k_start[:8] + 90]).tolist(),  # overlapping on a stream
+            "device": [k % 2 for k in range(kernels)],
+            "stream": [7] * kernels,
+            "correlation_id": list(range(m // 2)) + list(range(8)),
+            "name": [f"k{k % 3}" for k in range(kernels)],
+        },
+    )
+    return b.build()
+
+
+def _traces() -> list[Trace]:
+    return [_tangled(), generate(SyntheticConfig(steps=3, kernels_per_step=120, streams=3, ranks=2, seed=7))]
+
+
+def _export(trace: Trace, path: Path) -> dict[str, Any]:
+    export_chrome_json(trace, path)
+    doc: dict[str, Any] = json.loads(path.read_text())
+    return doc
+
+
+def _pids(events: list[dict[str, Any]]) -> dict[str, int]:
+    return {e["args"]["name"]: e["pid"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+
+
+def _whole_rank_places(trace: Trace, node: str, rank: int, pids: dict[str, int]) -> tuple[pl.DataFrame, list[Any]]:
+    """The rank's slices (file order) with the pid and tid the whole-rank export gave them, and its kept flows."""
+    slices = rank_slices(trace, node, rank)
+    cpu_pid = next(p for name, p in pids.items() if name.startswith(f"rank {rank} · {node}"))
+    kind = pl.col("kind")
+    tid = pl.col("tid").fill_null(0)
+    for k, (t, _) in SPECIAL_TIDS.items():
+        tid = pl.when(kind == k).then(pl.lit(t, pl.Int64)).otherwise(tid)
+    tid = pl.when(kind.is_in(STREAM_KINDS)).then(pl.col("stream")).otherwise(tid)
+    gpu_pid = {d: p for name, p in pids.items() if name.startswith(f"rank {rank} · GPU") for d in [int(name[-1])]}
+    pid = (
+        pl.when(kind.is_in([*THREAD_KINDS, "step"]))
+        .then(pl.lit(cpu_pid, pl.Int64))
+        .otherwise(pl.col("device").replace_strict(gpu_pid, default=cpu_pid, return_dtype=pl.Int64))
+    )
+    placed = slices.with_columns(pid.alias("out_pid"), tid.alias("out_tid"))
+    key = placed.select(pl.struct("out_pid", "out_tid").rank("dense").cast(pl.Int64))[:, 0].to_numpy()
+    lanes = overlap_lanes(key, placed["start_ns"].to_numpy(), placed["end_ns"].to_numpy())
+    placed = placed.with_columns(pl.col("out_tid") + pl.Series(lanes) * LANE_TID)
+    pairs = launch_pairs(placed).filter(pl.col("gpu_start") >= pl.col("launch_start"))
+    return placed, list(pairs.select("launch_row", "gpu_row").iter_rows())
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_windowed_export_places_slices_and_flows_as_the_whole_rank(which: int, tmp_path: Path) -> None:
+    trace = _traces()[which]
+    events = _export(trace, tmp_path / "t.json")["traceEvents"]
+    pids = _pids(events)
+    xs = [e for e in events if e["ph"] == "X"]
+    starts = {e["id"]: e for e in events if e["ph"] == "s"}
+    ends = {e["id"]: e for e in events if e["ph"] == "f"}
+    at, fid = 0, 1
+    for node, rank in sorted({(str(n), int(r)) for n, r in trace.ranks if r >= 0}):
+        placed, pairs = _whole_rank_places(trace, node, rank, pids)
+        mine = xs[at : at + placed.height]
+        assert [(e["pid"], e["tid"]) for e in mine] == list(placed.select("out_pid", "out_tid").iter_rows())
+        if which == 0:
+            assert any(e["tid"] >= LANE_TID for e in mine) and any(e["pid"] != mine[0]["pid"] for e in mine)
+        for launch_row, gpu_row in pairs:
+            assert (starts[fid]["pid"], starts[fid]["tid"]) == (mine[launch_row]["pid"], mine[launch_row]["tid"])
+            assert (ends[fid]["pid"], ends[fid]["tid"], ends[fid]["ts"]) == (
+                mine[gpu_row]["pid"],
+                mine[gpu_row]["tid"],
+                mine[gpu_row]["ts"],
+            )
+            fid += 1
+        at += placed.height
+    assert at == len(xs) and fid - 1 == len(starts) == len(ends)
+    named = {(e["pid"], e["tid"]) for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {(e["pid"], e["tid"]) for e in xs} == named
+
+
+@pytest.mark.parametrize(("window_rows", "chunk_rows"), [(1, 3), (5, 7), (50_000, 2)])
+def test_any_window_and_chunk_size_writes_the_same_bytes(
+    window_rows: int, chunk_rows: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for k, trace in enumerate(_traces()):
+        export_chrome_json(trace, tmp_path / f"default{k}.json")
+        with monkeypatch.context() as patch:
+            patch.setattr(chrome_json, "WINDOW_ROWS", window_rows)
+            patch.setattr(chrome_json, "CHUNK_ROWS", chunk_rows)
+            export_chrome_json(trace, tmp_path / f"small{k}.json")
+        assert (tmp_path / f"small{k}.json").read_bytes() == (tmp_path / f"default{k}.json").read_bytes()
