@@ -254,7 +254,7 @@ def test_a_failure_after_recording_keeps_the_capture(tmp_path: Path, monkeypatch
     from ktrace.model.errors import TraceFormatError
     from ktrace.tracer import launcher
 
-    def records_then_fails(cmd, config, root, say, wait):  # type: ignore[no-untyped-def]
+    def records_then_fails(cmd, config, root, say, wait, watch):  # type: ignore[no-untyped-def]
         part = Path(root) / "node=h" / "rank=0"
         part.mkdir(parents=True)
         (part / "kernels.arrows").write_bytes(b"recorded")
