@@ -9,10 +9,12 @@ from textual.app import App, SystemCommand
 from textual.screen import Screen
 from textual.widgets import Input, TabbedContent
 
+from ktrace.model.trace import Trace
 from ktrace.tui.keymap import KEYS
 from ktrace.tui.operators_model import OperatorPanel
 from ktrace.tui.screens.help import HelpScreen
 from ktrace.tui.screens.operators import OperatorScreen
+from ktrace.tui.screens.python_samples import PythonSamplesScreen
 from ktrace.tui.screens.step_prompt import StepPrompt
 from ktrace.tui.steps import STEPS_PENDING, StepSpans, find_step
 from ktrace.tui.widgets.dashboard import Dashboard
@@ -28,6 +30,9 @@ class AppActions(App[None]):
     steps: StepSpans
     """The trace's steps (KtraceApp sets them; pending until detected)."""
 
+    trace: Trace | None
+    """The trace once loaded (KtraceApp sets it)."""
+
     operator_panel: OperatorPanel | None
     """The operator screen's model once the summary is computed (KtraceApp sets it)."""
 
@@ -39,6 +44,11 @@ class AppActions(App[None]):
         """Show the operator screen (filled when the summary arrives, if it has not yet)."""
         if not isinstance(self.screen, OperatorScreen):
             self.push_screen(OperatorScreen(self.operator_panel))
+
+    def action_python_samples(self) -> None:
+        """Show the Python samples screen (the top functions of `ktrace run --python-sample`)."""
+        if not isinstance(self.screen, PythonSamplesScreen):
+            self.push_screen(PythonSamplesScreen(self.trace))
 
     def action_show_tab(self, tab: str) -> None:
         """Switch to a tab and focus its main widget."""

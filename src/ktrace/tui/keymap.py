@@ -31,6 +31,7 @@ KEYS: tuple[Key, ...] = (
     Key("2", "show_tab('kernels')", "Kernels tab", "app", True),
     Key("3", "show_tab('dashboard')", "Dashboard tab", "app", True),
     Key("o", "operators", "operators: top by GPU / CPU self time, their kernels, nn.Modules", "app", False),
+    Key("P", "python_samples", "Python samples: top functions by self / total samples (run --python-sample)", "app"),
     Key("ctrl+p", "command_palette", "command palette (every action)", "app", False, "ctrl+p"),
     Key("q", "quit", "quit", "app", True),
     Key(
