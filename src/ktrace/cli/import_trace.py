@@ -17,6 +17,7 @@ examples:
   ktrace import ./ranks/ -o job.ktrace --workers 8        8 ranks at a time, one partition per rank
   ktrace import ./ranks/ -o job.ktrace --cluster tcp://sched:8786   on a Dask cluster (pip install 'ktrace[dask]')
 
+One Kineto file is written as it is read, its tables in chunks: memory stays under ~1 GB whatever its size.
 A folder is imported rank by rank: each rank's partition is written as soon as it is decoded (memory: one rank
 per worker). Interrupted, the ranks already written wait in .ktrace-resume-OUT beside OUT; the same command
 resumes from them, --force starts over. On a cluster, SRC and OUT must be on a filesystem every worker sees.
@@ -100,12 +101,26 @@ def run(args: argparse.Namespace) -> int:
     enabled = False if args.no_progress else None
     if kind == "kineto" and src.is_dir():
         return _import_folder(args, src, output, enabled)
+    if kind == "kineto":
+        return _import_kineto_file(args, src, output, enabled)
     with output.preparing(), progress_bar(f"importing {src.name}", enabled=enabled) as bar:
         trace = load(src, progress=bar, **options)
     with output as staged:
         write(trace, staged.staging)
     if not args.quiet:
         _print_summary(trace.counts(), trace.meta, len(trace.ranks), out)
+    return int(ExitCode.OK)
+
+
+def _import_kineto_file(args: argparse.Namespace, src: Path, output: Output, enabled: bool | None) -> int:
+    """One Kineto file, its tables written as it is read (memory does not grow with the file)."""
+    from ktrace.cli.progress import progress_bar
+    from ktrace.importers.kineto_streaming import import_to_store
+
+    with output as staged, progress_bar(f"importing {src.name}", enabled=enabled) as bar:
+        result = import_to_store(src, staged.staging, progress=bar, with_ops=not args.no_ops)
+    if not args.quiet:
+        _print_summary(result.counts, result.meta, result.ranks, Path(args.output))
     return int(ExitCode.OK)
 
 

@@ -152,7 +152,7 @@ def _import_file(
     path: Path, progress: ProgressFn, with_ops: bool, done_before: int, grand_total: int, parallel: bool = True
 ) -> tuple[Trace, RankFile]:
     read = read_file(path, EventSink(with_ops=with_ops), progress, done_before, grand_total, parallel)
-    return arrow_errors(path, lambda: _build(read))
+    return arrow_errors(path, lambda: build_trace(read))
 
 
 def read_file(
@@ -250,7 +250,8 @@ def dimension_trace(read: FileRead, node: str, rank: int, used_devices: set[int]
     return dims.build()
 
 
-def _build(read: FileRead) -> tuple[Trace, RankFile]:
+def build_trace(read: FileRead) -> tuple[Trace, RankFile]:
+    """The trace of a file read (not yet scrubbed), built in memory, and its place in the job."""
     base = base_time(read)
     info, node = place_of(read)
     builder = LeanBuilder(node, info.rank)

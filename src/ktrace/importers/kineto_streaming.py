@@ -1,0 +1,238 @@
+"""`ktrace import FILE -o OUT.ktrace` of one Kineto file in bounded memory: tables written as the file is read.
+
+The events' columns are built and written every FLUSH_BYTES of them (EventSink's tables): each kind's rows go, in
+the schema of their table, to an Arrow IPC stream of their own in the staging folder, with times counted from 0,
+because `baseTimeNanoseconds` (and the node and rank) usually follow `traceEvents`. Once the file is read, each
+table is written from its kinds' streams in the order the in-memory import gives (memcpy rows before memset rows,
+...), times shifted by the base, strings scrubbed (store_append.TableAppender), row group by row group. What needs
+the whole table is computed on compact columns: the launch joins (correlation ids and API names), the devices used;
+the CPU and GPU annotations (a few per step) are kept in memory for their nesting depth.
+
+A file whose tables stay under FLUSH_BYTES never flushes: it is built in memory and written by `store.write`, as
+before (no cost for small files). Either way the store is the one `store.write(import_kineto(FILE))` writes.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ktrace.importers.kineto import arrow_errors, build_trace, dimension_trace, read_file
+from ktrace.importers.kineto_combine import release_memory
+from ktrace.importers.kineto_events import EventSink, Staged
+from ktrace.importers.kineto_file_meta import FileRead, base_time, file_meta, place_of
+from ktrace.importers.kineto_tables import KIND_TABLE, NA_STREAM, TimeFixer, join_health, kind_rows, range_frames
+from ktrace.importers.kineto_tables import ranges_table as build_ranges
+from ktrace.model.errors import ProgressFn, no_progress
+from ktrace.model.schema import TABLES
+from ktrace.model.scrub import scrub_frame, scrub_meta, scrub_trace
+from ktrace.model.secrets import scrub_strings
+from ktrace.model.store import partition_dir, write, write_meta, write_table
+from ktrace.model.store_append import ColumnStats, TableAppender, file_schema
+from ktrace.model.trace import TraceMeta, frame_from_columns, frame_to_arrow
+
+FLUSH_BYTES = 48 << 20
+"""Build and write the tables once the sink holds this many bytes of columns (~1 M kernel rows)."""
+CONFORM_ROWS = 1 << 18
+"""Rows made into a table's full schema at a time (its columns of nulls are arrays there: ~200 bytes a row)."""
+_CHUNKS = ".kineto-chunks"
+_IPC = pa.ipc.IpcWriteOptions(compression="lz4")
+_TIMES = ("start_ns", "end_ns", "ts_ns")
+_JOIN_COLUMNS = {"kernels": ("correlation_id",), "memory": ("correlation_id",), "syncs": ("correlation_id",)}
+
+
+@dataclass
+class Imported:
+    """What `ktrace import` prints of the store written."""
+
+    counts: dict[str, int]
+    meta: TraceMeta
+    ranks: int
+
+
+@dataclass
+class _Chunks:
+    """The kinds' rows written so far (IPC streams under `folder`), and what the whole tables need of them."""
+
+    folder: Path
+    fix: TimeFixer = field(default_factory=lambda: TimeFixer(0))
+    writers: dict[str, pa.ipc.RecordBatchStreamWriter] = field(default_factory=dict)
+    devices: set[int] = field(default_factory=set)
+    stats: dict[str, ColumnStats] = field(default_factory=dict)
+    """Per table: what its file's metadata says of its columns (times from 0)."""
+    cpu_ranges: list[pl.DataFrame] = field(default_factory=list)
+    gpu_ranges: list[pl.DataFrame] = field(default_factory=list)
+
+    def write(self, kind: str, rows: pa.Table) -> None:
+        name = KIND_TABLE[kind]
+        frame = frame_from_columns(rows, name, {"node": "", "rank": 0})
+        schema = file_schema(name)
+        if kind not in self.writers:
+            self.writers[kind] = pa.ipc.new_stream(self.folder / f"{kind}.arrows", schema, options=_IPC)
+        stats = self.stats.setdefault(name, ColumnStats(schema.names))
+        for lo in range(0, frame.height, CONFORM_ROWS):
+            table = frame_to_arrow(frame.slice(lo, CONFORM_ROWS), name).select(schema.names)
+            if "device" in schema.names and name in ("kernels", "memory"):
+                self.devices.update(d for d in pc.unique(table.column("device")).to_pylist() if d is not None)
+            stats.add(table)
+            self.writers[kind].write_table(table)
+
+    def close(self) -> None:
+        for writer in self.writers.values():
+            writer.close()
+
+
+class StreamingSink(EventSink):
+    """An EventSink that builds and writes its tables every FLUSH_BYTES (see the module docstring)."""
+
+    def __init__(self, with_ops: bool, folder: Path) -> None:
+        super().__init__(with_ops=with_ops)
+        self.folder = folder
+        self.chunks: _Chunks | None = None
+        self.flushed_bytes = 0
+
+    def merge(self, staged: Staged) -> None:
+        """EventSink.merge, then a flush when the columns held reach FLUSH_BYTES."""
+        super().merge(staged)
+        if self.table_bytes - self.flushed_bytes >= FLUSH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        """Build every kind's rows held and write them (times from 0) to their streams."""
+        if self.chunks is None:
+            self.folder.mkdir()
+            self.chunks = _Chunks(self.folder)
+        chunks = self.chunks
+        for kind in KIND_TABLE:
+            raw = self.table(kind)
+            rows = kind_rows(kind, raw, chunks.fix) if raw is not None else None
+            del raw
+            if rows is not None and rows.num_rows:
+                chunks.write(kind, rows)
+        for frame in range_frames(self, chunks.fix):
+            if frame.height:
+                (chunks.gpu_ranges if frame["on_gpu"][0] else chunks.cpu_ranges).append(frame)
+        self.flushed_bytes = self.table_bytes
+        release_memory()
+
+
+def import_to_store(path: Path, root: Path, *, progress: ProgressFn = no_progress, with_ops: bool = True) -> Imported:
+    """Import the Kineto file `path` into the empty store folder `root` (what `store.write(import_kineto(path))`
+    writes), in bounded memory: see the module docstring.
+
+    Raises:
+        TraceFormatError: the file is not a readable Kineto trace (one line, exit code 3).
+    """
+    sink = StreamingSink(with_ops, root / _CHUNKS)
+    try:
+        read = read_file(path, sink, progress)
+        if sink.chunks is None:  # small: in memory, as before
+            trace, info = arrow_errors(path, lambda: build_trace(read))
+            release_memory()
+            trace = scrub_trace(trace)
+            write(trace, root)
+            return Imported(trace.counts(), trace.meta, len(trace.ranks))
+        return arrow_errors(path, lambda: _finish(read, sink, root))
+    finally:
+        if sink.chunks is not None:
+            sink.chunks.close()
+        shutil.rmtree(root / _CHUNKS, ignore_errors=True)
+
+
+def _finish(read: FileRead, sink: StreamingSink, root: Path) -> Imported:
+    sink.flush()
+    assert sink.chunks is not None
+    chunks = sink.chunks
+    chunks.close()
+    base = base_time(read)
+    info, node = place_of(read)
+    clean_node, node_secrets = scrub_strings([node])  # (the partition's name; scrub_meta scrubs the hosts)
+    folder = partition_dir(root, clean_node.get(node, node), info.rank)
+    folder.mkdir(parents=True)
+    counts = dict.fromkeys(TABLES, 0)
+    joins: dict[str, list[pa.Table]] = {}
+    secrets = 0
+    for name, stats in chunks.stats.items():
+        if not stats.rows:
+            continue
+        constants = {c: _shift(v, base) if c in _TIMES else v for c, v in stats.constants().items()}
+        appender = TableAppender(folder / f"{name}.parquet", name, stats.nulls(), constants)
+        for kind in (k for k, t in KIND_TABLE.items() if t == name and k in chunks.writers):
+            for batch in _shifted(chunks.folder / f"{kind}.arrows", base):
+                join = ("correlation_id", "name") if name == "api" else _JOIN_COLUMNS.get(name)
+                if join:
+                    joins.setdefault(name, []).append(batch.select(join))
+                appender.append(batch)
+            (chunks.folder / f"{kind}.arrows").unlink()
+        counts[name] = appender.close()
+        secrets += appender.scrubber.count + (node_secrets if counts[name] else 0)
+    small = _small_tables(read, sink, node, info.rank, base)
+    for name, frame in small.items():
+        frame, n = scrub_frame(frame)
+        secrets += n
+        counts[name] = frame.height
+        if frame.height:
+            write_table(frame_to_arrow(frame, name), folder / f"{name}.parquet", scrubbed=True)
+    health = join_health(*(_join_frame(joins.get(n, []), n) for n in ("kernels", "memory", "syncs", "api")))
+    no_stream = NA_STREAM if chunks.fix.sync_on_na else None
+    meta = _scrubbed_meta(file_meta(read, info, node, chunks.fix, no_stream, health, base), secrets)
+    write_meta(root, meta, {clean_node.get(node, node)})
+    return Imported(counts, meta, 1)
+
+
+def _shift(value: object, base: int) -> object:
+    """A time `value` (ns from 0) plus `base`, wrapping in int64 as the columns' sum does."""
+    assert isinstance(value, int)
+    return (value + base + 2**63) % 2**64 - 2**63
+
+
+def _shifted(stream: Path, base: int) -> Iterator[pa.Table]:
+    """The batches of a kind's stream, their times shifted by `base` ns (int64, wrapping as numpy's sum does)."""
+    with pa.memory_map(str(stream)) as source:
+        for batch in pa.ipc.open_stream(source):
+            table = pa.Table.from_batches([batch])
+            if base:
+                for name in (c for c in _TIMES if c in table.column_names):
+                    i = table.schema.get_field_index(name)
+                    table = table.set_column(
+                        i, table.schema.field(i), pc.add(table.column(i), pa.scalar(base, pa.int64()))
+                    )
+            yield table
+
+
+def _small_tables(read: FileRead, sink: StreamingSink, node: str, rank: int, base: int) -> dict[str, pl.DataFrame]:
+    """ranges (kept in memory), threads and devices, as frames of the trace."""
+    assert sink.chunks is not None
+    chunks = sink.chunks
+    frames = [f.with_columns(pl.col("start_ns") + base, pl.col("end_ns") + base) for f in chunks.cpu_ranges]
+    frames += [f.with_columns(pl.col("start_ns") + base, pl.col("end_ns") + base) for f in chunks.gpu_ranges]
+    out = {}
+    if frames:
+        out["ranges"] = frame_from_columns(build_ranges(frames), "ranges", {"node": node, "rank": rank})
+    dims = dimension_trace(read, node, rank, chunks.devices)
+    out["threads"], out["devices"] = dims.threads, dims.devices
+    return out
+
+
+def _join_frame(parts: list[pa.Table], name: str) -> pl.DataFrame:
+    if not parts:
+        empty = pl.DataFrame(schema={"correlation_id": pl.Int64, "name": pl.String})
+        return empty if name == "api" else empty.drop("name")
+    frame = pl.from_arrow(pa.concat_tables(parts))
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+def _scrubbed_meta(meta: TraceMeta, secrets: int) -> TraceMeta:
+    """`meta` scrubbed, with the tables' `secrets` counted, as `scrub.scrub_trace` leaves a trace's."""
+    meta, n_meta = scrub_meta(meta)
+    if not secrets + n_meta:
+        return meta
+    notes = (f"{secrets} secret-looking value(s) redacted from names in the tables",) if secrets else ()
+    return meta.with_health({"secrets_scrubbed": secrets + n_meta}, notes)
