@@ -76,6 +76,8 @@ class WindowJudge:
         self.follower: RuleFollower = RuleFollower(window)
         self.unreadable = ""
         """Why the last look could not read the capture (empty when it could)."""
+        self.judged = 0
+        """How many looks judged a window (a live capture shorter than the window is not judged)."""
 
     def look(self, live: bool) -> list[FollowEvent]:
         """The events of one look. While the capture is `live`, only a whole window is judged (not the job's
@@ -101,6 +103,7 @@ class WindowJudge:
         bounds = window_bounds(trace, self.follower.window, index=index, partial=not live)
         if bounds is None:
             return []
+        self.judged += 1
         report = run_rules(select(trace, window=bounds), self.config, rules=self.rules)
         return self.follower.update(report, bounds)
 
@@ -179,6 +182,9 @@ class RuleStop:
         self._done.set()
         if self._thread is not None:
             self._thread.join()
+        if self._thread is not None and not self.judge.judged and not self.error:
+            window = self.judge.follower.window.label
+            self._say(f"--on-finding: the command ended before the capture held a whole window ({window}): not judged")
         return [stop_note(self.stopped)] if self.stopped is not None else []
 
     def _say(self, line: str) -> None:
