@@ -164,3 +164,23 @@ def test_on_finding_usage_errors_are_one_line_and_run_nothing(
     assert run.returncode == ExitCode.USAGE, run.stderr
     assert message in run.stderr and len(run.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "job.ktrace").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (("nope.ktrace",), ExitCode.NOT_FOUND, "no such .ktrace folder"),
+        (("rules.toml",), ExitCode.USAGE, "--follow reads a `ktrace run` store"),
+        (("job.ktrace", "--window", "5min"), ExitCode.USAGE, "expected seconds or steps"),
+        (("job.ktrace", "--every", "0"), ExitCode.USAGE, "--every must be between 0 and 3600"),
+        (("job.ktrace", "--workers", "2"), ExitCode.USAGE, "drop --workers/--cluster"),
+    ],
+)
+def test_check_follow_usage_errors_are_one_line(
+    tmp_path: Path, args: tuple[str, ...], code: ExitCode, message: str
+) -> None:
+    (tmp_path / "rules.toml").write_text(RULES)
+    (tmp_path / "job.ktrace").mkdir()
+    check = _ktrace(tmp_path, "check", "--follow", *args, timeout=60)
+    assert check.returncode == code, check.stderr
+    assert message in check.stderr and len(check.stderr.strip().splitlines()) == 1

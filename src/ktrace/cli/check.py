@@ -153,11 +153,14 @@ def follow(args: argparse.Namespace, config: object) -> int:
     from ktrace.analysis.rules.base import severity_rank
     from ktrace.cli.follow_rules import WindowJudge, check_every, event_json, event_line, follow_store, follow_window
 
-    if not Path(args.trace).is_dir():
-        raise KtraceError(
-            f"{args.trace}: no .ktrace folder there (--follow reads a `ktrace run` store)", ExitCode.NOT_FOUND
-        )
-    judge = WindowJudge(Path(args.trace), follow_window(args.window), config, skip_ops=args.no_ops)  # type: ignore[arg-type]
+    root = Path(args.trace)
+    if not root.exists():
+        raise KtraceError(f"{root}: no such .ktrace folder (--follow reads a `ktrace run` store)", ExitCode.NOT_FOUND)
+    if not root.is_dir():
+        raise KtraceError(f"{root}: --follow reads a `ktrace run` store (a .ktrace folder)", ExitCode.USAGE)
+    if args.workers is not None or args.cluster:
+        raise KtraceError("--follow judges the window in this process: drop --workers/--cluster", ExitCode.USAGE)
+    judge = WindowJudge(root, follow_window(args.window), config, skip_ops=args.no_ops)  # type: ignore[arg-type]
     every = check_every(args.every, "--every")
     floor = severity_rank(args.fail_on) if args.fail_on != "never" else None
     failing = False
