@@ -119,7 +119,8 @@ def test_read_each_cuts_one_read_into_the_partitions_read_alone(tmp_path: Path, 
     raw = generate_fleet(FleetConfig(ranks=8, hosts=2, steps=3, step_gap_ns=1_000_000_000)).trace
     root = store.write(raw.with_meta(dataclasses.replace(raw.meta, clock_alignment=align_trace(raw))), tmp_path / "r")
     part = root / "node=node1" / "rank=5" / "partition.json"  # one partition's own health and note
-    part.write_text(json.dumps({"health": {"dropped_events": 3}, "notes": ["rank 5 lost 3 events"]}))
+    secret = "HF_TOKEN=hf_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3z"
+    part.write_text(json.dumps({"health": {"dropped_events": 3}, "notes": [f"rank 5 lost 3 events ({secret})"]}))
     parts = [(n, r) for n, r, _ in store.partitions(root)]
     assert len(parts) == 8
     chosen = {parts[1], parts[4], parts[5], parts[7]}
@@ -131,3 +132,4 @@ def test_read_each_cuts_one_read_into_the_partitions_read_alone(tmp_path: Path, 
         assert_trace_equal(alone, reference)
         assert alone.meta == reference.meta
     assert [t.meta.health.get("dropped_events", 0) for t in each] == [0, 0, 3, 0]
+    assert "rank 5 lost 3 events" in each[2].meta.notes[-1] and secret not in each[2].meta.notes[-1]
