@@ -245,7 +245,7 @@ def reduce_partials(
     ranks = int((pairs["rank"] >= 0).sum()) if pairs.height else 0
     source = _step_source([r.step_source for r in rows], fold.pattern)
     kept = [r for r in rows if r.step_source == source]
-    steps = _concat([r.step_spans for r in kept], rows[0].step_spans)
+    steps = _rank_rows([r.step_spans for r in kept], rows[0].step_spans)
     stats = job_kernel_stats(fold.kernel_totals[0], fold.kernel_histogram[0])
     balance = _balance(rows, source)
     heatmap, lag = fold.views.finish()
@@ -254,7 +254,7 @@ def reduce_partials(
         summary,
         phases=_phases(fold.spans, steps, source),
         steps=steps,
-        step_stats=_concat([r.step_stats for r in kept], rows[0].step_stats),
+        step_stats=_rank_rows([r.step_stats for r in kept], rows[0].step_stats),
         load_balance=_load_balance(fold, balance) if ranks > 1 else None,
         stragglers=lag if ranks > 1 else None,
     )
@@ -293,8 +293,8 @@ def _summary(
         kernels=fold.kernels,
         phases=JobPhases(0, 0, 0, 0, 0, 0),
         active=merged_active(tables),
-        busy=_concat([r.busy for r in rows]),
-        idle=_concat([r.idle for r in rows]),
+        busy=_rank_rows([r.busy for r in rows]),
+        idle=_rank_rows([r.idle for r in rows]),
         top_by_time=top_of_stats(stats, by="time", top=top),
         top_by_count=top_of_stats(stats, by="count", top=top),
         latency=job_latency(fold.latency_totals[0], fold.latency_histogram[0]),
@@ -304,7 +304,7 @@ def _summary(
         activity=merged_activity(tables),
         memory=merged_memory(tables),
         counters=merged_counters(tables),
-        overlap=_concat([r.overlap for r in rows]),
+        overlap=_rank_rows([r.overlap for r in rows]),
         load_balance=None,
         operators=ops,
         kernel_sequences=kernel_sequences,
@@ -330,6 +330,16 @@ def _concat(frames: Sequence[pl.DataFrame], empty: pl.DataFrame | None = None) -
     if not found:
         return (frames[0] if frames else (empty if empty is not None else pl.DataFrame())).clear()
     return pl.concat(found, how="vertical_relaxed")
+
+
+def _rank_rows(frames: Sequence[pl.DataFrame], empty: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The partials' per-rank frames as one, in (node, rank) order and each rank's rows in their order: a partial
+    of several ranks holds them in its partitions' order (rank=10 before rank=8), so the job's frame does not
+    depend on how the ranks were cut into tasks."""
+    found = _concat(frames, empty)
+    if not found.height or "node" not in found.columns:
+        return found
+    return found.sort(pl.col("node").cast(pl.String), "rank", maintain_order=True)
 
 
 def _step_source(sources: Sequence[str], pattern: str | None) -> str:

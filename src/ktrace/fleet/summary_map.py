@@ -1,11 +1,14 @@
 """Map-reduce summary of a many-rank store: rank_partial on the engine's workers, reduce_partials on the client.
 
-Each task opens only its own partition (`store.read(only=...)`), in two passes: the first returns the partition's
-span, its GPU records' span and its annotation ranges' extents (the job's spans set the time bins of the load
-balance and of the rank heatmap, and the extents the annotation histograms' bins, as in one process), the second
-its RankPartial. The job's critical path rides along (fleet.critical_path_map): the first pass also returns each
-rank's steps, the second its graph of the first rank's median step, and the client joins them (path_of_passes,
-building again the few graphs of another step). The client keeps the per-rank rows and merges histograms and totals as the partials arrive
+A task covers a few consecutive partitions (partition_groups: a few tasks per worker, at most TASK_BYTES of
+Parquet each) and reads them once (store.read_each), in two passes: the first returns the partitions' span, their
+GPU records' span and their annotation ranges' extents (the job's spans set the time bins of the load balance and
+of the rank heatmap, and the extents the annotation histograms' bins, as in one process), the second their
+RankPartial, computed over the task's ranks at once (a partial may hold any whole ranks). What judges one rank
+alone runs on each partition's own trace: the "per rank" rules and the critical path's parts. The job's critical
+path rides along (fleet.critical_path_map): the first pass also returns each rank's steps, the second its graph of
+the first rank's median step, and the client joins them (path_of_passes, building again the few graphs of another
+step). The client keeps the per-rank rows and merges histograms and totals as the partials arrive
 (analysis.rank_reduce), so it never holds a frame of events; the result is the Summary `summarize()` gives.
 
 `ktrace summary|report|check STORE` take this path, for speed and memory only, when the store has
@@ -44,6 +47,7 @@ from ktrace.model.alignment import clock_mode
 from ktrace.model.errors import ProgressFn, TraceFormatError, no_progress
 from ktrace.model.layout import is_store
 from ktrace.model.schema import TABLES
+from ktrace.model.trace import Trace
 from ktrace.presentation.summary_json import summary_to_dict
 
 FLEET_MIN_RANKS = 16
@@ -51,13 +55,23 @@ FLEET_MIN_RANKS = 16
 process holds the whole job easily (the 8-rank DLRM folder: 2,104 kernels)."""
 
 
+TASK_BYTES = 64 * 2**20
+"""Parquet bytes one task reads at most: a task covers several partitions (one read, one clock shift and one pass
+of the analyses for all of them; on the 256-rank DLRM job a task per partition spent 0.2 s a rank on fixed costs)
+but never more than this, so a worker's memory stays that of a few ranks of big traces."""
+TASKS_PER_WORKER = 4
+"""Tasks per worker when the partitions are small: enough for the engine to balance uneven ranks."""
+
+Parts = tuple[tuple[str, int], ...]
+"""The (node, rank) partitions a task covers, in store.partitions order."""
+
+
 @dataclass(frozen=True)
 class PartitionTask:
-    """One partition of a store, and what its partial needs from the job (picklable: it travels to workers)."""
+    """Some partitions of a store, and what their partial needs from the job (picklable: it travels to workers)."""
 
     store: str
-    node: str
-    rank: int
+    parts: Parts
     job_span: tuple[int, int] | None = None
     steps_pattern: str | None = None
     heatmap_bins: HeatmapBins | None = None
@@ -74,18 +88,42 @@ class PartitionTask:
     """The rules' config (True: the defaults) for the partial's RuleParts; False: no rules."""
     usage_bins: UsageBins | None = None
     """The job's bins of the system usage and utilization curves (second pass, when asked for: the report's)."""
-    path_window: Window | None = None
-    """The rank's window of the critical path's guessed step (critical_path_map.guess_of the first rank's steps,
-    critical_path_parts.own_window): the second pass builds the rank's graph of it beside its partial."""
+    path_windows: tuple[Window | None, ...] = ()
+    """Per partition, its window of the critical path's guessed step (critical_path_map.guess_of the first rank's
+    steps, critical_path_parts.own_window): the second pass builds each rank's graph of it beside the partial."""
 
     def label(self) -> str:
         """How errors and progress name the task."""
-        return f"{self.store}: node={self.node}/rank={self.rank}"
+        (node, rank), more = self.parts[0], len(self.parts) - 1
+        return f"{self.store}: node={node}/rank={rank}" + (f" (and {more} more partitions)" if more else "")
+
+    def read(self) -> tuple[Trace, list[Trace]]:
+        """The task's partitions as one trace, and each alone (store.read_each)."""
+        return store.read_each(self.store, set(self.parts), clock=self.clock, skip=self.skip)
+
+
+def partition_groups(root: Path, workers: int, ranks_per_task: int | None = None) -> list[Parts]:
+    """The store's partitions cut into tasks: consecutive partitions (one host's ranks together), at most
+    `ranks_per_task` (default: enough for TASKS_PER_WORKER tasks per worker) and TASK_BYTES of Parquet a task."""
+    found = [
+        (node, rank, sum(f.stat().st_size for f in folder.iterdir())) for node, rank, folder in store.partitions(root)
+    ]
+    per_task = ranks_per_task or max(1, -(-len(found) // (max(1, workers) * TASKS_PER_WORKER)))
+    groups: list[Parts] = []
+    current: list[tuple[str, int]] = []
+    held = 0
+    for node, rank, size in found:
+        if current and (len(current) >= per_task or held + size > TASK_BYTES):
+            groups.append(tuple(current))
+            current, held = [], 0
+        current.append((node, rank))
+        held += size
+    return [*groups, tuple(current)] if current else groups
 
 
 @dataclass(frozen=True)
 class PartitionSpans:
-    """What the first pass returns of one partition."""
+    """What the first pass returns of a task's partitions."""
 
     span: tuple[int, int] | None
     """Trace.span_ns."""
@@ -97,18 +135,22 @@ class PartitionSpans:
     """The longest first-to-last GPU record span of its devices (utilization.busy_time's span_ns; 0: none)."""
     devices: int
     """Its devices with GPU records."""
-    steps: RankSteps
-    """critical_path_parts.rank_steps: the critical path's first pass, in the same read."""
+    steps: tuple[RankSteps, ...]
+    """critical_path_parts.rank_steps of each partition (the task's parts order): the critical path's first pass,
+    in the same read."""
 
 
 def partition_span(task: PartitionTask) -> PartitionSpans:
-    """Map task of the first pass: the spans of one partition (PartitionSpans)."""
-    trace = store.read(task.store, clock=task.clock, only={(task.node, task.rank)}, skip=task.skip)
+    """Map task of the first pass: the spans of a task's partitions (PartitionSpans)."""
+    trace, each = task.read()
     ix = TraceIndex(trace)
     busy = busy_time(trace, per="device", index=ix)
     longest = int(busy["span_ns"].max() or 0) if busy.height else 0  # type: ignore[arg-type]
     extents = annotation_extent(trace, task.annotations)
-    steps = rank_steps(trace, task.node, task.rank, steps_pattern=task.steps_pattern)
+    steps = tuple(
+        rank_steps(alone, node, rank, steps_pattern=task.steps_pattern)
+        for (node, rank), alone in zip(task.parts, each, strict=True)
+    )
     return PartitionSpans(trace.span_ns(), gpu_span(trace, index=ix), extents, longest, busy.height, steps)
 
 
@@ -122,16 +164,17 @@ def usage_bins(found: list[PartitionSpans], job_span: tuple[int, int] | None) ->
     return UsageBins(bin_ns, start, job_span[0] if job_span else 0, too_many)
 
 
-PartialPass = tuple[RankPartial, Window | None, RankGraph | None]
-"""A partition's RankPartial, and its window and graph of the critical path's guessed step (critical_path_map's
-RankPass but the steps, which the first pass returned)."""
+PartialPass = tuple[RankPartial, tuple[tuple[Window | None, RankGraph | None], ...]]
+"""A task's RankPartial (its rules: a RuleParts per partition), and per partition its window and graph of the
+critical path's guessed step (critical_path_map's RankPass but the steps, which the first pass returned)."""
 
 
 def partition_partial(task: PartitionTask) -> PartialPass:
-    """Map task of the second pass: the RankPartial of one partition, with its RuleParts when the task asks for
-    the rules (rules.rank_rules.rank_rule_part, on the same TraceIndex), and its graph of the guessed step."""
-    trace = store.read(task.store, clock=task.clock, only={(task.node, task.rank)}, skip=task.skip)
-    ix = TraceIndex(trace)
+    """Map task of the second pass: the RankPartial of a task's partitions (one pass of the analyses over all of
+    them: rank_partial takes whole ranks), with a RuleParts per partition when the task asks for the rules
+    ("per rank" rules judge each rank alone: rules.rank_rules.rank_rule_part on each), and each partition's graph
+    of the guessed step."""
+    trace, each = task.read()
     partial = rank_partial(
         trace,
         job_span=task.job_span,
@@ -140,13 +183,16 @@ def partition_partial(task: PartitionTask) -> PartialPass:
         annotations=task.extents,
         by_shape=task.by_shape,
         usage_bins=task.usage_bins,
-        index=ix,
+        index=TraceIndex(trace),
     )
     if task.rules_config is not False:
         config = None if task.rules_config is True else task.rules_config
-        partial = dataclasses.replace(partial, rules=rank_rule_part(trace, config, index=ix))
-    window = task.path_window
-    return partial, window, None if window is None else rank_graph(trace, window, {}, 0, 0)
+        partial = dataclasses.replace(partial, rules=tuple(rank_rule_part(alone, config) for alone in each))
+    windows = task.path_windows or (None,) * len(each)
+    graphs = tuple(
+        (w, None if w is None else rank_graph(alone, w, {}, 0, 0)) for w, alone in zip(windows, each, strict=True)
+    )
+    return partial, graphs
 
 
 def store_ranks(path: str | os.PathLike[str]) -> int:
@@ -177,6 +223,7 @@ def summarize_store(
     gpu_peaks: Mapping[str, GpuPeaks] | None = None,
     system_usage: bool = False,
     progress: ProgressFn = no_progress,
+    ranks_per_task: int | None = None,
 ) -> FleetResult:
     """The FleetResult of a store, per-rank work on `engine` (benchmarks/fleet.py compares engines with it).
 
@@ -190,7 +237,8 @@ def summarize_store(
         skip: tables not to read (store.read's: ("ops",) for --no-ops).
         gpu_peaks: gpu_peaks rows from a rules file, as summarize's.
         system_usage: also the job's system usage and utilization curves (FleetResult.system_usage, the report's).
-        progress: called with (done, total) as partials arrive.
+        progress: called with (ranks done, ranks) as partials arrive.
+        ranks_per_task: partitions a task covers at most (partition_groups; default a few tasks per worker).
 
     Raises:
         TraceFormatError: `path` is not a store, or has no partition.
@@ -199,19 +247,12 @@ def summarize_store(
     if not root.is_dir() or not is_store(root):
         raise TraceFormatError(f"{root}: the map-reduce summary needs a .ktrace store (import the trace first)")
     clock = clock_mode()  # here, not on the workers: one usage error, and the client's mode wherever they run
+    groups = partition_groups(root, engine.workers, ranks_per_task)
     tasks = [
         PartitionTask(
-            str(root),
-            node,
-            rank,
-            None,
-            steps_pattern,
-            clock=clock,
-            annotations=annotations,
-            by_shape=by_shape,
-            skip=skip,
+            str(root), parts, None, steps_pattern, clock=clock, annotations=annotations, by_shape=by_shape, skip=skip
         )
-        for node, rank, _ in store.partitions(root)
+        for parts in groups
     ]
     if not tasks:
         raise TraceFormatError(f"{root}: the store has no partition")
@@ -221,8 +262,12 @@ def summarize_store(
     bins = job_bins([f.gpu for f in found], spans)
     extents = job_extents([f.extents for f in found], annotations)
     usage = usage_bins(found, job_span) if system_usage else None
-    path_tasks = [RankTask(str(root), t.node, t.rank, clock, None, steps_pattern, skip=skip) for t in tasks]
-    guess = guess_of(found[first_task(path_tasks)].steps)
+    path_tasks = [
+        RankTask(str(root), n, r, clock, None, steps_pattern, skip=skip) for parts in groups for n, r in parts
+    ]
+    steps = [s for f in found for s in f.steps]  # per partition, path_tasks' order
+    first = [sum(len(g) for g in groups[:i]) for i in range(len(groups))]  # each task's first partition
+    guess = guess_of(steps[first_task(path_tasks)])
     tasks = [
         dataclasses.replace(
             t,
@@ -231,7 +276,7 @@ def summarize_store(
             extents=extents,
             rules_config=rules_config,
             usage_bins=usage,
-            path_window=None if guess is None else own_window(f.steps, *guess),
+            path_windows=tuple(None if guess is None else own_window(s, *guess) for s in f.steps),
         )
         for t, f in zip(tasks, found, strict=True)
     ]
@@ -239,14 +284,18 @@ def summarize_store(
 
     config = None if rules_config is False else RulesConfig() if rules_config is True else rules_config
     fold = None if config is None else RuleFold(config)
+    total = len(path_tasks)
 
     def partials() -> Iterator[RankPartial]:
-        mapped = engine.map(partition_partial, tasks, describe=PartitionTask.label)
-        for done, (i, (partial, window, graph)) in enumerate(mapped, 1):
-            progress(done, len(tasks))
-            passes[i] = (found[i].steps, window, graph)
+        done = 0
+        for i, (partial, graphs) in engine.map(partition_partial, tasks, describe=PartitionTask.label):
+            done += len(graphs)
+            progress(done, total)
+            for j, (window, graph) in enumerate(graphs):
+                passes[first[i] + j] = (steps[first[i] + j], window, graph)
             if fold is not None and partial.rules is not None:  # folded as it comes, not kept per rank
-                fold.add(partial.rules)
+                for part in partial.rules:
+                    fold.add(part)
                 partial = dataclasses.replace(partial, rules=None)
             yield partial
 

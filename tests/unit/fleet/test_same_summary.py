@@ -57,6 +57,30 @@ def test_rank_by_rank_summary_equals_one_process(jobs: dict[int, Path], ranks: i
     assert not any("--one-process" in n for n in s.notes)
 
 
+@pytest.mark.parametrize("ranks_per_task", [1, 3, 16])
+def test_any_cut_of_the_ranks_into_tasks_gives_the_same_summary_and_rules(
+    jobs: dict[int, Path], ranks_per_task: int
+) -> None:
+    """A task reads several partitions at once and runs the analyses over all of them; where a task's cut falls
+    (one rank a task, 3 across a host's boundary, the whole job in one) changes no number, no rule verdict and no
+    rank's finding: the "per rank" rules and the critical path's parts still judge each rank alone."""
+    from ktrace.fleet.summary_map import partition_groups, same_results
+    from ktrace.presentation.rules_json import report_to_dict
+
+    path = jobs[16]
+    n = len(list(store.partitions(path)))  # the 16 ranks and each host's own partition (its counters)
+    cut_at = [len(g) for g in partition_groups(path, 1, ranks_per_task)]
+    assert cut_at == [ranks_per_task] * (n // ranks_per_task) + ([n % ranks_per_task] if n % ranks_per_task else [])
+    with InProcessEngine() as engine:
+        cut = summarize_store(path, engine, annotations=ANNOTATIONS, rules_config=True, ranks_per_task=ranks_per_task)
+        alone = summarize_store(path, engine, annotations=ANNOTATIONS, rules_config=True, ranks_per_task=1)
+    whole = store.read(path)
+    assert fleet_differences(summarize(whole, annotations=ANNOTATIONS), cut, rank_heatmap(whole)) == []
+    assert same_results(cut, alone)
+    assert cut.rules is not None and alone.rules is not None
+    assert report_to_dict(cut.rules) == report_to_dict(alone.rules)
+
+
 def test_without_patterns_the_reports_default_annotations_are_histogrammed(jobs: dict[int, Path]) -> None:
     """annotations=None: the patterns dashboard.default_annotations picks (forward, backward, optimizer.step)."""
     with InProcessEngine() as engine:

@@ -191,7 +191,9 @@ def test_the_clients_clock_mode_travels_with_each_task(tmp_path: Path, monkeypat
     alignment = align_trace(raw)
     root = store.write(raw.with_meta(dataclasses.replace(raw.meta, clock_alignment=alignment)), tmp_path / "t")
     node, rank = next((n, r) for n, r, _ in store.partitions(root) if n != alignment.reference_host)
-    spans = {mode: partition_span(PartitionTask(str(root), node, rank, clock=mode)).span for mode in ("raw", "aligned")}
+    spans = {
+        mode: partition_span(PartitionTask(str(root), ((node, rank),), clock=mode)).span for mode in ("raw", "aligned")
+    }
     assert spans["raw"] == store.read(root, clock="raw", only={(node, rank)}).span_ns() != spans["aligned"]
     monkeypatch.setenv("KTRACE_CLOCK", "bogus")
     with pytest.raises(KtraceError, match="^KTRACE_CLOCK='bogus': expected one of aligned, raw$"):
