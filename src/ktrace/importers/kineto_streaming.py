@@ -5,7 +5,7 @@ the schema of their table, to an Arrow IPC stream of their own in the staging fo
 because `baseTimeNanoseconds` (and the node and rank) usually follow `traceEvents`. Once the file is read, each
 table is written from its kinds' streams in the order the in-memory import gives (memcpy rows before memset rows,
 ...), times shifted by the base, strings scrubbed (store_append.TableAppender), row group by row group. What needs
-the whole table is computed on compact columns: the launch joins (correlation ids and API names), the devices used;
+the whole table is computed on compact columns: the launch joins (correlation ids: kineto_joins), the devices used;
 the CPU and GPU annotations (a few per step) are kept in memory for their nesting depth.
 
 A file whose tables stay under FLUSH_BYTES never flushes: it is built in memory and written by `store.write`, as
@@ -27,7 +27,8 @@ from ktrace.importers.kineto import arrow_errors, build_trace, dimension_trace, 
 from ktrace.importers.kineto_combine import release_memory
 from ktrace.importers.kineto_events import EventSink, Staged
 from ktrace.importers.kineto_file_meta import FileRead, base_time, file_meta, place_of
-from ktrace.importers.kineto_tables import KIND_TABLE, NA_STREAM, TimeFixer, join_health, kind_rows, range_frames
+from ktrace.importers.kineto_joins import JoinCounter
+from ktrace.importers.kineto_tables import KIND_TABLE, NA_STREAM, TimeFixer, kind_rows, range_frames
 from ktrace.importers.kineto_tables import ranges_table as build_ranges
 from ktrace.model.errors import ProgressFn, no_progress
 from ktrace.model.schema import TABLES
@@ -44,7 +45,6 @@ CONFORM_ROWS = 1 << 18
 _CHUNKS = ".kineto-chunks"
 _IPC = pa.ipc.IpcWriteOptions(compression="lz4")
 _TIMES = ("start_ns", "end_ns", "ts_ns")
-_JOIN_COLUMNS = {"kernels": ("correlation_id",), "memory": ("correlation_id",), "syncs": ("correlation_id",)}
 
 
 @dataclass
@@ -156,7 +156,7 @@ def _finish(read: FileRead, sink: StreamingSink, root: Path) -> Imported:
     folder = partition_dir(root, clean_node.get(node, node), info.rank)
     folder.mkdir(parents=True)
     counts = dict.fromkeys(TABLES, 0)
-    joins: dict[str, list[pa.Table]] = {}
+    joins = JoinCounter()
     secrets = 0
     for name, stats in chunks.stats.items():
         if not stats.rows:
@@ -165,9 +165,7 @@ def _finish(read: FileRead, sink: StreamingSink, root: Path) -> Imported:
         appender = TableAppender(folder / f"{name}.parquet", name, stats.nulls(), constants)
         for kind in (k for k, t in KIND_TABLE.items() if t == name and k in chunks.writers):
             for batch in _shifted(chunks.folder / f"{kind}.arrows", base):
-                join = ("correlation_id", "name") if name == "api" else _JOIN_COLUMNS.get(name)
-                if join:
-                    joins.setdefault(name, []).append(batch.select(join))
+                joins.add(name, batch)
                 appender.append(batch)
             (chunks.folder / f"{kind}.arrows").unlink()
         counts[name] = appender.close()
@@ -179,7 +177,7 @@ def _finish(read: FileRead, sink: StreamingSink, root: Path) -> Imported:
         counts[name] = frame.height
         if frame.height:
             write_table(frame_to_arrow(frame, name), folder / f"{name}.parquet", scrubbed=True)
-    health = join_health(*(_join_frame(joins.get(n, []), n) for n in ("kernels", "memory", "syncs", "api")))
+    health = joins.counts()
     no_stream = NA_STREAM if chunks.fix.sync_on_na else None
     meta = _scrubbed_meta(file_meta(read, info, node, chunks.fix, no_stream, health, base), secrets)
     write_meta(root, meta, {clean_node.get(node, node)})
@@ -218,15 +216,6 @@ def _small_tables(read: FileRead, sink: StreamingSink, node: str, rank: int, bas
     dims = dimension_trace(read, node, rank, chunks.devices)
     out["threads"], out["devices"] = dims.threads, dims.devices
     return out
-
-
-def _join_frame(parts: list[pa.Table], name: str) -> pl.DataFrame:
-    if not parts:
-        empty = pl.DataFrame(schema={"correlation_id": pl.Int64, "name": pl.String})
-        return empty if name == "api" else empty.drop("name")
-    frame = pl.from_arrow(pa.concat_tables(parts))
-    assert isinstance(frame, pl.DataFrame)
-    return frame
 
 
 def _scrubbed_meta(meta: TraceMeta, secrets: int) -> TraceMeta:

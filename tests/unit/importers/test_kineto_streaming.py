@@ -10,13 +10,18 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from real_traces import FIXTURE_TRACES
 
 from ktrace.importers import kineto_decode, kineto_streaming
 from ktrace.importers.kineto import import_kineto
+from ktrace.importers.kineto_joins import JoinCounter
 from ktrace.importers.kineto_streaming import import_to_store
+from ktrace.importers.kineto_tables import join_health
 from ktrace.importers.kineto_workers import WORKERS_ENV
 from ktrace.model import store
 from ktrace.testing import assert_trace_equal
@@ -146,3 +151,33 @@ def test_secrets_are_scrubbed_and_counted_once_per_value(tmp_path: Path, monkeyp
     assert not any("ghp_" in str(n) for n in trace.kernels["name"].unique().to_list())
     assert trace.kernels["start_ns"].min() == 1_700_000_000_000_000_000 + 10_000
     assert [p.parent.name for p in streamed.glob("node=*/rank=*")] and "ghp_" not in os.listdir(streamed)[0]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_join_counts_of_batches_are_join_health(seed: int) -> None:
+    """kineto_joins.JoinCounter over batches gives kineto_tables.join_health of the whole tables: null ids,
+    fan-out, launches recorded only as memory ops, syncs, names matched case-sensitively as polars does."""
+    rng = np.random.default_rng(seed)
+
+    def ids(n: int) -> pa.Array:
+        values = rng.integers(0, 60, n)
+        return pa.array(values, pa.int64(), mask=rng.random(n) < 0.1)
+
+    names = ["cudaLaunchKernel", "cudaMemcpyAsync", "CUDALAUNCHKERNEL", "cudaStreamSynchronize", "cudaFree"]
+    tables = {
+        "kernels": pa.table({"correlation_id": ids(300)}),
+        "memory": pa.table({"correlation_id": ids(40)}),
+        "syncs": pa.table({"correlation_id": ids(20)}),
+        "api": pa.table(
+            {
+                "correlation_id": ids(200),
+                "name": pa.array([names[i] for i in rng.integers(0, len(names), 200)]).dictionary_encode(),
+            }
+        ),
+    }
+    counter = JoinCounter()
+    for name, table in tables.items():
+        for lo in range(0, table.num_rows, 37):
+            counter.add(name, table.slice(lo, 37))
+    frames = {name: pl.from_arrow(table) for name, table in tables.items()}
+    assert counter.counts() == join_health(frames["kernels"], frames["memory"], frames["syncs"], frames["api"])
