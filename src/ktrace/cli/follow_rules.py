@@ -135,13 +135,15 @@ def follow_store(judge: WindowJudge, every_s: float, emit: Callable[[FollowEvent
     it ended, for the user (the last look is of the finished store)."""
     from ktrace.model.layout import META_FILE
     from ktrace.model.live import live_status
+    from ktrace.model.outputs import writer_pid
 
     waiting_said = ""
     while True:
-        status = live_status(judge.path)
-        for event in judge.look(live=status is not None):
+        # live: recording, or `ktrace run` holds the folder before its first traced process wrote anything
+        live = live_status(judge.path) is not None or writer_pid(judge.path) is not None
+        for event in judge.look(live=live):
             emit(event)
-        if status is None:
+        if not live:
             break
         if judge.unreadable and judge.unreadable != waiting_said:
             print(f"ktrace check: waiting for the capture: {judge.unreadable}", file=sys.stderr, flush=True)
