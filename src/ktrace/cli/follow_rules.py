@@ -199,8 +199,9 @@ class RuleStop:
         while not self._done.wait(self.every_s):
             try:
                 events = self.judge.look(live=True)
-            except (KtraceError, OSError) as exc:
-                self.error = f"--on-finding: the capture could not be judged ({exc}); the command runs on unwatched"
+            except Exception as exc:  # noqa: BLE001 - said in one line: a watch must not end, nor flood, the job's log
+                why = str(exc) if isinstance(exc, (KtraceError, OSError)) else f"{type(exc).__name__}: {exc}"
+                self.error = f"--on-finding: the capture could not be judged ({why}); the command runs on unwatched"
                 self._say(self.error)
                 return
             for event in events:
