@@ -9,7 +9,10 @@ the whole table is computed on compact columns: the launch joins (correlation id
 the CPU and GPU annotations (a few per step) are kept in memory for their nesting depth.
 
 A file whose tables stay under FLUSH_BYTES never flushes: it is built in memory and written by `store.write`, as
-before (no cost for small files). Either way the store is the one `store.write(import_kineto(FILE))` writes.
+before (no cost for small files). Either way the store is the one `store.write(import_kineto(FILE))` writes, but
+for KTRACE_MAX_TABLE_BYTES, which caps the tables held in memory, here those not yet written: a file of any size
+is read to its end (its text is still capped: KTRACE_MAX_INFLATE_RATIO), where the in-memory import stops at 2 GiB
+of columns (~40 M events), with a note.
 """
 
 from __future__ import annotations
@@ -96,11 +99,13 @@ class StreamingSink(EventSink):
         self.folder = folder
         self.chunks: _Chunks | None = None
         self.flushed_bytes = 0
+        self.held_cap = self.max_table_bytes
+        """kineto_limits.MAX_TABLE_BYTES caps the tables held in memory: here, those not yet flushed."""
 
     def merge(self, staged: Staged) -> None:
-        """EventSink.merge, then a flush when the columns held reach FLUSH_BYTES."""
+        """EventSink.merge, then a flush when the columns held reach FLUSH_BYTES (or half the cap on them)."""
         super().merge(staged)
-        if self.table_bytes - self.flushed_bytes >= FLUSH_BYTES:
+        if self.table_bytes - self.flushed_bytes >= min(FLUSH_BYTES, self.held_cap // 2):
             self.flush()
 
     def flush(self) -> None:
@@ -119,6 +124,7 @@ class StreamingSink(EventSink):
             if frame.height:
                 (chunks.gpu_ranges if frame["on_gpu"][0] else chunks.cpu_ranges).append(frame)
         self.flushed_bytes = self.table_bytes
+        self.max_table_bytes = self.flushed_bytes + self.held_cap
         release_memory()
 
 
