@@ -71,8 +71,6 @@ class CaptureSession:
         self.clock_pairs: list[Any] = []
         """ktrace.model.clock.ClockPair read when the GPU backend started and when it stops."""
         self.windows = Windows(not config.windowed, on_change=self._recording_changed)
-        if config.windowed and initially_open(config):
-            self.windows.open()
         self._lock = threading.Lock()
         self._ranges: list[tuple[int, int, int, str, str, int]] = []
         self._seen_tids: set[int] = set()
@@ -97,6 +95,8 @@ class CaptureSession:
         self._step_start: int | None = None
         self._step_tid = 0
         self._step_work_end: int | None = None
+        if config.windowed and initially_open(config):  # last: opening calls _recording_changed
+            self.windows.open()
 
     # ----- recording (called from application threads) -----
 
