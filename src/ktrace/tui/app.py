@@ -20,7 +20,7 @@ from ktrace.presentation.labels import step_source_note
 from ktrace.tui.app_live import LiveFollowing
 from ktrace.tui.details import describe
 from ktrace.tui.keymap import bindings
-from ktrace.tui.live_follow import FOLLOW_EVERY_S, FollowState, Rerun, is_capture_in_progress
+from ktrace.tui.live_follow import FOLLOW_EVERY_S, FollowState, Rerun, is_capture_in_progress, store_signature
 from ktrace.tui.loading_mode import LoadingMode
 from ktrace.tui.messages import (
     CriticalPathReady,
@@ -152,6 +152,8 @@ class KtraceApp(LiveFollowing):
 
         t_read = time.perf_counter()
         live = self.given_trace is None and self.path is not None and is_capture_in_progress(self.path)
+        # taken before the read: what is published during it is read again by the follow worker
+        seen = store_signature(self.path) if live and self.path is not None else ()
         try:  # printable: no control character in a name reaches the screen
             trace = printable_trace(self.given_trace if self.given_trace is not None else self._read())
         except KtraceError as exc:
@@ -163,7 +165,7 @@ class KtraceApp(LiveFollowing):
         t_index = time.perf_counter()
         self.post_message(LoadProgress("indexing tracks"))
         index, plan = plan_index(trace)
-        self.post_message(TraceLoaded(trace, index, t_index - t_read, time.perf_counter() - t_index, live))
+        self.post_message(TraceLoaded(trace, index, t_index - t_read, time.perf_counter() - t_index, live, seen))
         self._first_drawn.wait(timeout=2.0)
         t_tracks = time.perf_counter()
         built = build_tracks(plan)
@@ -249,6 +251,7 @@ class KtraceApp(LiveFollowing):
         timeline = self.query_one(Timeline)
         if message.live:
             self.follow = FollowState(live=True).grown(message.index, ended=False)
+            self.follow_seen = message.seen
         timeline.set_index(message.index, default_rows(message.index, self.rows_that_fit()), self.steps)
         self.query_one(KernelTable).set_kernels(message.trace.kernels, message.index.t0, message.trace.devices)
         self.query_one("#tabs").loading = False

@@ -17,6 +17,7 @@ from ktrace.tui.app_actions import AppActions
 from ktrace.tui.live_follow import (
     FOLLOW_EVERY_S,
     FollowState,
+    Signature,
     carried_rows,
     carried_slice,
     followed_viewport,
@@ -54,6 +55,8 @@ class LiveFollowing(AppActions):
         """The status line after its live lead (the counts, or the window shown)."""
         self._following = threading.Event()
         """Set while the view follows: the worker re-reads only then."""
+        self.follow_seen: Signature = ()
+        """The capture's published batches when the loader began reading it (TraceLoaded.seen)."""
         self._look_now = threading.Event()
         """Set by `End`: the worker looks at once instead of finishing its rest."""
 
@@ -67,14 +70,13 @@ class LiveFollowing(AppActions):
         self._following.set()
         self.set_interval(1.0, self.set_status)  # the lag grows between two re-reads
         assert self.path is not None
-        self._follow_capture(self.path, self.follow_every_s)
+        self._follow_capture(self.path, self.follow_every_s, self.follow_seen)
 
     @work(thread=True, exclusive=True, group="follow")
-    def _follow_capture(self, path: Path, every_s: float) -> None:
+    def _follow_capture(self, path: Path, every_s: float, seen: Signature) -> None:
         """Look at the capture every `every_s` (longer after a slow re-read); re-read it whole when its files
-        changed; stop once the finalized capture was read."""
+        changed since `seen`; stop once the finalized capture was read."""
         worker = get_current_worker()
-        seen = store_signature(path)
         rest = every_s
         while not worker.is_cancelled:
             if self._look_now.wait(rest):

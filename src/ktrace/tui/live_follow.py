@@ -37,14 +37,18 @@ def is_capture_in_progress(path: Path) -> bool:
     return live_status(path) is not None
 
 
-def store_signature(path: Path) -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
+Signature = tuple[tuple[str, tuple[tuple[str, int], ...]], ...]
+"""Per partition (node=…/rank=…), the published length of each of its capture streams."""
+
+
+def store_signature(path: Path) -> Signature:
     """What each partition of a live capture has published (stream name -> bytes of complete batches): it changes
     when a traced process publishes new batches, and only then is a re-read worth it (a few small reads)."""
     try:
         folders = [folder for _, _, folder in partitions(path)]
     except (OSError, KtraceError):  # a partition appearing or a bad name: the re-read says what is wrong
         return ()
-    signature = []
+    signature: list[tuple[str, tuple[tuple[str, int], ...]]] = []
     for folder in folders:
         done = published(folder)
         streams = tuple(sorted(done.stream_bytes.items())) if done is not None else ()

@@ -37,6 +37,8 @@ class TraceLoaded(Message):
     index_s: float
     live: bool = False
     """The store is a capture still being recorded: the view follows it (ktrace.tui.live_follow)."""
+    seen: tuple[Any, ...] = ()
+    """A live capture's published batches when the read began (live_follow.store_signature)."""
 
 
 @dataclass
