@@ -156,6 +156,8 @@ class TableAppender:
         self.writer.write_table(head, row_group_size=self.ROW_GROUP_ROWS)
         self.waiting = [rest] if rest.num_rows else []
         self.waiting_rows = rest.num_rows
+        del table, head
+        pa.default_memory_pool().release_unused()  # (the row group's columns: ~200 MB of 1 Mi kernel rows)
 
     def close(self) -> int:
         """Write what is left; returns the rows written."""
