@@ -17,7 +17,7 @@ examples:
 --follow reads the store every --every seconds (default 5) as `ktrace run` has published it, runs the rules on the
 window (--window: the last 60 s recorded by default, or the last N steps) and prints a line when a rule fires and
 when it clears: `TIME FIRED|CLEARED SEVERITY RULE: message (window)`, or with --json one object per line
-{"event": "fired"|"cleared", "rule", "severity", "message", "window": {"last", "start_ns", "end_ns"}}. It ends
+{"event": "fired"|"cleared", "rule", "severity", "message", "window": {"seconds"|"steps", "start_ns", "end_ns"}}. It ends
 when the capture is finalized (exit 5 if a finding at --fail-on or above fired meanwhile, else 0) or on Ctrl-C
 (exit 0). `ktrace run --on-finding RULE=stop` follows the same way and ends the job when RULE fires.
 

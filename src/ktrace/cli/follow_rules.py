@@ -114,12 +114,18 @@ def event_line(event: FollowEvent) -> str:
 
     at = dt.datetime.fromtimestamp(event.end_ns / 1e9).strftime("%H:%M:%S")
     message = printable(" ".join(event.message.split()))
-    return f"{at} {event.event.upper():7} {event.severity.upper():7} {event.rule}: {message} ({event.window})"
+    return f"{at} {event.event.upper():7} {event.severity.upper():7} {event.rule}: {message} ({event.window.label})"
 
 
 def event_json(event: FollowEvent) -> str:
-    """One JSON object on one line: event, rule, severity, message, window {last, start_ns, end_ns}."""
-    window = {"last": event.window.removeprefix("last "), "start_ns": event.start_ns, "end_ns": event.end_ns}
+    """One JSON object on one line: event, rule, severity, message and window {seconds or steps (the other null),
+    start_ns, end_ns}."""
+    window = {
+        "seconds": event.window.seconds,
+        "steps": event.window.steps,
+        "start_ns": event.start_ns,
+        "end_ns": event.end_ns,
+    }
     doc = {
         "event": event.event,
         "rule": event.rule,

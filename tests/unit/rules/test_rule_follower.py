@@ -84,7 +84,7 @@ def test_the_events_carry_the_finding_and_the_window() -> None:
     assert bounds is not None and bounds[1] == trace.span_ns()[1]  # type: ignore[index]
     report = run_rules(select(trace, window=bounds), config, rules=[rule_by_name("StepOutlier")])
     (event,) = follower.update(report, bounds)
-    assert (event.event, event.rule, event.severity, event.window) == (
+    assert (event.event, event.rule, event.severity, event.window.label) == (
         "fired",
         "StepOutlier",
         "warning",

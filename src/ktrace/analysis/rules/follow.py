@@ -98,11 +98,11 @@ class FollowEvent:
     severity: str
     message: str
     """The finding's message (for "cleared": the one told when it fired)."""
-    window: str
-    """FollowWindow.label of the window judged."""
+    window: FollowWindow
+    """What was judged (the last N s or N steps) ..."""
     start_ns: int
     end_ns: int
-    """The window judged when the event happened."""
+    """... and where that window lay when the event happened (ns)."""
 
 
 class RuleFollower:
@@ -123,7 +123,7 @@ class RuleFollower:
         return events
 
     def _event(self, kind: Literal["fired", "cleared"], finding: Finding, bounds: tuple[int, int]) -> FollowEvent:
-        return FollowEvent(kind, finding.rule, finding.severity, finding.message, self.window.label, *bounds)
+        return FollowEvent(kind, finding.rule, finding.severity, finding.message, self.window, *bounds)
 
 
 def parse_actions(specs: Sequence[str], rule_names: Iterable[str]) -> dict[str, str]:
