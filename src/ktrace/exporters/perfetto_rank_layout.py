@@ -8,8 +8,9 @@ launch_pairs + FlowChunks give them for the whole rank at once (the same numbers
 What stays per slice: nothing on the tracks where slices never overlap (GPU streams, flat API calls); on a track
 where they do (nested operators), start, end and row from the slice before its first overlap on (24 bytes a
 slice); per launch->run pair, its order by correlation id (4 bytes) and whether it ends its flow (1 byte); per
-distinct launch correlation id, the id and whether its launch was written (9 bytes); the layout pass holds the
-launch's start too (8 bytes).
+distinct launch correlation id, the id, where its pairs start among them (4 bytes) and whether its launch was
+written (13 bytes); the layout pass holds the launch's start too (8 bytes). The Chrome JSON export
+(chrome_layout) lays out its lanes and finds its launches with the same Overlaps and Launches.
 """
 
 from __future__ import annotations
@@ -189,8 +190,9 @@ class RankLayout:
         self.pairs_by_corr: NDArray[np.int32] | I64 = np.argsort(pair_corr, kind="stable")
         if self.pairs < 2**31:
             self.pairs_by_corr = self.pairs_by_corr.astype(np.int32)
-        bounds = np.searchsorted(pair_corr[self.pairs_by_corr], np.arange(self.launches.ids.size + 1))
-        self.corr_pairs: I64 = bounds.astype(np.int64)
+        bounds = np.searchsorted(pair_corr[self.pairs_by_corr], np.arange(self.launches.ids.size + 1, dtype=np.int32))
+        self.corr_pairs: NDArray[np.int32] | I64 = bounds.astype(np.int32) if self.pairs < 2**31 else bounds
+        """Per distinct launch correlation id k, its pairs are pairs_by_corr[corr_pairs[k]:corr_pairs[k + 1]]."""
         self.launched = np.zeros(self.launches.ids.size, np.bool_)
         self.next_pair = 0
 
@@ -218,7 +220,7 @@ class RankLayout:
         fresh = ~self.launched[corr]
         corr, launch = corr[fresh], calls[first[fresh]]
         self.launched[corr] = True
-        lo, hi = self.corr_pairs[corr], self.corr_pairs[corr + 1]
+        lo, hi = self.corr_pairs[corr].astype(np.int64), self.corr_pairs[corr + 1].astype(np.int64)
         counts = hi - lo
         pick = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
         launch_ids = (first_id + self.pairs_by_corr[pick].astype(np.int64)).astype(np.uint64)
