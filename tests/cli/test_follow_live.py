@@ -186,3 +186,16 @@ def test_check_follow_usage_errors_are_one_line(
     check = _ktrace(tmp_path, "check", "--follow", *args, timeout=60)
     assert check.returncode == code, check.stderr
     assert message in check.stderr and len(check.stderr.strip().splitlines()) == 1
+
+
+def test_a_stop_rule_that_cannot_judge_the_capture_is_named_and_stops_nothing(tmp_path: Path) -> None:
+    run = subprocess.run(
+        _job(tmp_path, (2.5, 0.001, 0.5), "--on-finding", "LowGPUUtilization=stop", "--finding-window", "1s"),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "--on-finding: LowGPUUtilization could not judge the last window: the trace has no GPU" in run.stderr
+    assert stopped_by(store.read(tmp_path / "job.ktrace").meta.notes) is None

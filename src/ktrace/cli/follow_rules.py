@@ -78,6 +78,8 @@ class WindowJudge:
         """Why the last look could not read the capture (empty when it could)."""
         self.judged = 0
         """How many looks judged a window (a live capture shorter than the window is not judged)."""
+        self.skipped: dict[str, str] = {}
+        """Rule -> why it could not run on the last window judged (the data it needs is not in it)."""
 
     def look(self, live: bool) -> list[FollowEvent]:
         """The events of one look. While the capture is `live`, only a whole window is judged (not the job's
@@ -105,6 +107,7 @@ class WindowJudge:
             return []
         self.judged += 1
         report = run_rules(select(trace, window=bounds), self.config, rules=self.rules)
+        self.skipped = {r.rule: r.skipped for r in report.results if r.skipped}
         return self.follower.update(report, bounds)
 
 
@@ -193,6 +196,8 @@ class RuleStop:
         if self._thread is not None and not self.judge.judged and not self.error:
             window = self.judge.follower.window.label
             self._say(f"--on-finding: the command ended before the capture held a whole window ({window}): not judged")
+        for rule in sorted(self.stop_rules & self.judge.skipped.keys()):
+            self._say(f"--on-finding: {rule} could not judge the last window: {self.judge.skipped[rule]}")
         return [stop_note(self.stopped)] if self.stopped is not None else []
 
     def _say(self, line: str) -> None:
