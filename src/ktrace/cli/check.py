@@ -43,6 +43,7 @@ from ktrace.cli.rules_options import add_rules_arguments, rules_config
 from ktrace.model.errors import ExitCode, KtraceError
 
 if TYPE_CHECKING:
+    from ktrace.analysis.rules.config import RulesConfig
     from ktrace.analysis.rules.follow import FollowEvent
 
 
@@ -148,7 +149,7 @@ def _say_stop(notes: Sequence[str]) -> None:
         print(f"ktrace check: the job was {printable(stop)}", file=sys.stderr)
 
 
-def follow(args: argparse.Namespace, config: object) -> int:
+def follow(args: argparse.Namespace, config: RulesConfig) -> int:
     """`check --follow`: print each finding of the window once when it fires and once when it clears."""
     from ktrace.analysis.rules.base import severity_rank
     from ktrace.cli.follow_rules import WindowJudge, check_every, event_json, event_line, follow_store, follow_window
@@ -160,7 +161,7 @@ def follow(args: argparse.Namespace, config: object) -> int:
         raise KtraceError(f"{root}: --follow reads a `ktrace run` store (a .ktrace folder)", ExitCode.USAGE)
     if args.workers is not None or args.cluster:
         raise KtraceError("--follow judges the window in this process: drop --workers/--cluster", ExitCode.USAGE)
-    judge = WindowJudge(root, follow_window(args.window), config, skip_ops=args.no_ops)  # type: ignore[arg-type]
+    judge = WindowJudge(root, follow_window(args.window), config, skip_ops=args.no_ops)
     every = check_every(args.every, "--every")
     floor = severity_rank(args.fail_on) if args.fail_on != "never" else None
     failing = False
