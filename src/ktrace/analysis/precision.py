@@ -23,6 +23,7 @@ Rules, in order (shared/reference/analyses.md §7):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 import polars as pl
@@ -131,6 +132,12 @@ def _class_expr() -> pl.Expr:
     return expr
 
 
+MEMO_NAMES = 4096
+"""Distinct-name sets up to this size are classified once per process (classify_names_memo): a fleet task runs the
+per-rank analyses on each of its ranks' traces, which hold the same few hundred names, and building the classifier's
+expression costs ~4 ms a call."""
+
+
 def classify_names(names: Iterable[str] | pl.Series) -> pl.DataFrame:
     """Classify kernel names; each distinct name is classified once.
 
@@ -142,7 +149,18 @@ def classify_names(names: Iterable[str] | pl.Series) -> pl.DataFrame:
         sorted by name.
     """
     series = names if isinstance(names, pl.Series) else pl.Series("name", list(names), dtype=pl.String)
-    frame = pl.DataFrame({"name": series.cast(pl.String)}).unique().sort("name")
+    distinct = series.cast(pl.String).unique().sort()
+    if distinct.len() <= MEMO_NAMES:
+        return _classified(tuple(distinct.to_list()))
+    return _classify(pl.DataFrame({"name": distinct}))
+
+
+@functools.lru_cache(maxsize=64)
+def _classified(names: tuple[str | None, ...]) -> pl.DataFrame:
+    return _classify(pl.DataFrame({"name": pl.Series("name", names, dtype=pl.String)}))
+
+
+def _classify(frame: pl.DataFrame) -> pl.DataFrame:
     lower = pl.col("name").str.to_lowercase()
     return (
         frame.with_columns(_lower=lower)
