@@ -97,9 +97,9 @@ class PartitionTask:
         (node, rank), more = self.parts[0], len(self.parts) - 1
         return f"{self.store}: node={node}/rank={rank}" + (f" (and {more} more partitions)" if more else "")
 
-    def read(self) -> tuple[Trace, list[Trace]]:
-        """The task's partitions as one trace, and each alone (store.read_each)."""
-        return store.read_each(self.store, set(self.parts), clock=self.clock, skip=self.skip)
+    def read(self, unused: tuple[str, ...] = ()) -> tuple[Trace, list[Trace]]:
+        """The task's partitions as one trace, and each alone (store.read_each), without the `unused` tables."""
+        return store.read_each(self.store, set(self.parts), clock=self.clock, skip=(*self.skip, *unused))
 
 
 def partition_groups(root: Path, workers: int, ranks_per_task: int | None = None) -> list[Parts]:
@@ -119,6 +119,10 @@ def partition_groups(root: Path, workers: int, ranks_per_task: int | None = None
         current.append((node, rank))
         held += size
     return [*groups, tuple(current)] if current else groups
+
+
+_SPANS_UNUSED = ("threads", "devices")
+"""Tables the first pass does not read: nothing it computes looks at them (2 of a DLRM rank's 7 files)."""
 
 
 @dataclass(frozen=True)
@@ -142,7 +146,7 @@ class PartitionSpans:
 
 def partition_span(task: PartitionTask) -> PartitionSpans:
     """Map task of the first pass: the spans of a task's partitions (PartitionSpans)."""
-    trace, each = task.read()
+    trace, each = task.read(_SPANS_UNUSED)
     ix = TraceIndex(trace)
     busy = busy_time(trace, per="device", index=ix)
     longest = int(busy["span_ns"].max() or 0) if busy.height else 0  # type: ignore[arg-type]
