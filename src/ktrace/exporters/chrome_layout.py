@@ -9,8 +9,8 @@ annotations on a pseudo-thread each. Where slices on one place overlap without n
 
 What stays per slice: nothing where slices nest (GPU streams, flat API calls); on a place where they overlap, the
 held cluster's start, end, row and thread label. Per launch->run pair: its launch (4 bytes), whether its GPU
-record starts after the launch (1 byte, dropped after the layout pass), then the record's place and start (12
-bytes); per distinct launch correlation id: the id, its launch's start and place (20 bytes).
+record starts after the launch (1 byte), then the record's place and start (10 bytes); per distinct launch
+correlation id: the id, its launch's start and place (18 bytes). ~35 bytes a kernel in all.
 """
 
 from __future__ import annotations
@@ -125,8 +125,11 @@ class ChromeLayout:
         self.flow_count = int(self.flow_corr.shape[0])
         """Flows the rank writes."""
         self.pair_term = term
-        self.launch_code: I32 = np.full(self.launches.ids.size, -1, np.int32)
-        self.gpu_code: list[I32] = []
+        codes = len(self.places.codes) + len(self.lane_of)
+        self.code_type = np.uint16 if codes < 2**16 - 1 else np.int32  # a place per thread or stream: few
+        self.unset = np.iinfo(self.code_type).max
+        self.launch_code: NDArray[np.integer] = np.full(self.launches.ids.size, self.unset, self.code_type)
+        self.gpu_code: list[NDArray[np.integer]] = []
         self.gpu_start: list[I64] = []
         self.next_pair = 0
         self.pid: I64 = np.zeros(0, np.int64)
@@ -170,11 +173,11 @@ class ChromeLayout:
         term = self.pair_term[self.next_pair : self.next_pair + gpu.size]
         self.next_pair += gpu.size
         gpu = gpu[term]
-        self.gpu_code.append(code[gpu].astype(np.int32))
+        self.gpu_code.append(code[gpu].astype(self.code_type))
         self.gpu_start.append(chunk["start_ns"].to_numpy()[gpu])
         calls = np.flatnonzero((kind == "api").to_numpy() & found)
         corr, first = np.unique(at[calls], return_index=True)
-        fresh = self.launch_code[corr] < 0
+        fresh = self.launch_code[corr] == self.unset
         self.launch_code[corr[fresh]] = code[calls[first[fresh]]]
 
     def flows(self, chunk_rows: int) -> Iterator[tuple[str, int, I64, I64, I64]]:
