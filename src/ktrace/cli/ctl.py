@@ -5,7 +5,7 @@
 (recording stops until step A begins). The launcher's counters keep running whatever ctl says. Every traced
 process applies the request within about a second and answers; ctl waits up to --timeout for the answers and
 says how many processes applied it. It works on the capture folder `ktrace run -o PATH` is writing, from any
-shell on the same host.
+shell on the same host (also while `ktrace run --force` records the replacement of an older PATH).
 
 examples:
   ktrace run -o job.ktrace --steps 0:1 -- python train.py &   (record step 0 only, to begin with)
@@ -51,11 +51,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Send the request, wait for the answers, say who applied it; exit 1 when none did."""
     from ktrace.model.control import send_request
+    from ktrace.model.live import live_capture_of
 
-    root = Path(args.store)
     action, steps = _action(args)
     if not 0 < args.timeout <= 3600:
         raise KtraceError("--timeout must be between 0 and 3600 seconds", ExitCode.USAGE)
+    root = live_capture_of(args.store) or Path(args.store)  # under `run --force`, the folder it records into
     _check_live(root)
     request = send_request(root, action, steps)
     _check_live(root)  # finalized as the request went in: nothing will answer it

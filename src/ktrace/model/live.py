@@ -25,7 +25,15 @@ from typing import Any, TypeGuard
 from ktrace.model.layout import META_FILE, PARTITION_META_FILE
 from ktrace.model.outputs import CAPTURE_MARKER, writer_pid
 
-__all__ = ["PUBLISHED_KEY", "LiveStatus", "Published", "live_status", "published", "recording_partitions"]
+__all__ = [
+    "PUBLISHED_KEY",
+    "LiveStatus",
+    "Published",
+    "live_capture_of",
+    "live_status",
+    "published",
+    "recording_partitions",
+]
 
 PUBLISHED_KEY = "published"
 """The key of partition.json that holds what its process has published."""
@@ -147,6 +155,21 @@ def live_status(path: str | os.PathLike[str]) -> LiveStatus | None:
         recording=recording,
         writer_pid=pid,
     )
+
+
+def live_capture_of(path: str | os.PathLike[str]) -> Path | None:
+    """The live capture that `ktrace run -o PATH` records: PATH itself, or, under `--force` (the old store stays in
+    place until the new one is complete), the temporary folder beside it that it records into. None: neither."""
+    target = Path(path)
+    if live_status(target) is not None:
+        return target
+    if not (target / META_FILE).exists() or writer_pid(target) is None:
+        return None
+    try:
+        staged = sorted(target.parent.glob(f".ktrace-tmp-*-{target.name}"))
+    except OSError:
+        return None
+    return next((folder for folder in staged if live_status(folder) is not None), None)
 
 
 def recording_partitions(root: Path) -> list[Path]:
