@@ -3,7 +3,7 @@
 A synthetic trace (ktrace.testing.synthetic, its kernels, launches, memory ops and ranges; no counters, whose
 samples span the whole job) is written as a live capture by the real writer (model.capture.CaptureWriter, with the
 launcher's lock and the process's claim, as `ktrace run` holds it): all but the last `--growths` chunks of
-`--grow-steps` steps first, then one chunk at a time, each published like the writer thread does. The app follows
+`--grow-steps` steps first, then one chunk every `--publish` seconds, published like the writer thread does. The app follows
 it at its default pace. Per growth:
 
 - lag: from the publish to the grown trace swapped into the view (the worker's wait for its next look + the
@@ -15,7 +15,7 @@ it at its default pace. Per growth:
 Anchor (same run, same store): a cold `ktrace view` of the capture, from mount to the complete index (what quitting
 and opening the view again would cost).
 
-usage: python benchmarks/live_view.py [--kernels 1000000] [--growths 3] [--grow-steps 50] [--dir DIR]
+usage: python benchmarks/live_view.py [--kernels 1000000] [--growths 3] [--grow-steps 50] [--publish 5] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class Ticks:
         self.last = now
 
 
-async def follow(root: Path, writers, chunks, width: int, height: int) -> list[dict[str, float]]:  # type: ignore[no-untyped-def]
+async def follow(root: Path, writers, chunks, width: int, height: int, publish_s: float) -> list[dict[str, float]]:  # type: ignore[no-untyped-def]
     from ktrace.tui.app import make_app
     from ktrace.tui.widgets.timeline import Timeline
 
@@ -117,7 +117,7 @@ async def follow(root: Path, writers, chunks, width: int, height: int) -> list[d
                     "rows_drawn": float(min(len(timeline.rows), timeline.size.height - 1)),
                 }
             )
-            await pilot.pause(0.5)
+            await asyncio.sleep(max(0.0, published + publish_s - time.perf_counter()))  # the next publish
         await pilot.press("q")
     return out
 
@@ -139,6 +139,7 @@ def main() -> None:
     parser.add_argument("--kernels", type=int, default=1_000_000)
     parser.add_argument("--growths", type=int, default=3)
     parser.add_argument("--grow-steps", type=int, default=50, help="steps per growth (200 kernels a step)")
+    parser.add_argument("--publish", type=float, default=5.0, help="seconds between two growths (ktrace run's default)")
     parser.add_argument("--width", type=int, default=160)
     parser.add_argument("--height", type=int, default=45)
     parser.add_argument("--dir", help="where to write the capture (default: a temporary folder)")
@@ -149,7 +150,7 @@ def main() -> None:
     t0 = time.perf_counter()
     writers, chunks, lock = write_capture(root, args.kernels, args.grow_steps, args.growths)
     print(f"capture of {args.kernels:,} kernels written in {time.perf_counter() - t0:.1f} s ({args.growths} held)")
-    rows = asyncio.run(follow(root, writers, chunks, args.width, args.height))
+    rows = asyncio.run(follow(root, writers, chunks, args.width, args.height, args.publish))
     anchor = asyncio.run(cold_open(root, args.width, args.height))
     for i, row in enumerate(rows, 1):
         print(

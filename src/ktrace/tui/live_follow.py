@@ -24,9 +24,10 @@ from ktrace.tui.viewmodel import Viewport, format_duration
 
 FOLLOW_EVERY_S = 2.0
 """Seconds between two looks at a followed capture (a look is a few stat calls; a re-read only when it grew)."""
-BUSY_SHARE = 3.0
+BUSY_SHARE = 1.0
 """A re-read that took c seconds is followed by at least BUSY_SHARE * c seconds of rest: on a big capture the view
-spends at most a quarter of a core re-reading, and the UI keeps the GIL most of the time."""
+spends at most half a core re-reading (the job it watches may share the host), and the lag stays under about twice
+a re-read (at 3.0, a quarter of a core, a 1 M-kernel capture lagged 20 s on a loaded 2-core VM)."""
 FIT_SLACK = 0.05
 """A window whose start is within this share of its span from the trace's start shows the whole capture: it keeps
 showing all of it as the capture grows (else it keeps its span and slides to the newest records)."""
