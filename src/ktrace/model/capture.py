@@ -23,14 +23,24 @@ from ktrace.model.schema import SCHEMAS
 __all__ = ["PARTITION_META_FILE", "CaptureWriter", "partition_dir", "read_stream", "stream_schema"]
 
 
+STREAM_DICTIONARIES = frozenset({("samples", "stack")})
+"""Columns a capture stream keeps dictionary-encoded, each batch's dictionary extending the last (IPC dictionary
+deltas: only new entries are written): a Python stack, kilobytes of text, repeats in most samples."""
+
+
 def stream_schema(name: str) -> pa.Schema:
-    """The schema of a capture stream: the table's schema with plain strings (no per-batch dictionaries)."""
+    """The schema of a capture stream: the table's schema with plain strings (no per-batch dictionaries), but for
+    STREAM_DICTIONARIES."""
     fields = [
-        pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type, f.nullable)
+        pa.field(f.name, f.type.value_type if _plain(f.type, (name, f.name)) else f.type, f.nullable)
         for f in SCHEMAS[name]
         if f.name not in ("node", "rank")
     ]
     return pa.schema(fields, metadata=SCHEMAS[name].metadata)
+
+
+def _plain(typ: pa.DataType, column: tuple[str, str]) -> bool:
+    return pa.types.is_dictionary(typ) and column not in STREAM_DICTIONARIES
 
 
 def read_stream(path: Path, limit: int | None = None) -> pa.Table:
@@ -89,7 +99,8 @@ class CaptureWriter:
         table = pa.Table.from_arrays(arrays, schema=schema)
         if name not in self._writers:
             sink = pa.OSFile(str(self.folder / f"{name}.arrows"), "wb")
-            self._writers[name] = (sink, ipc.new_stream(sink, schema))
+            deltas = ipc.IpcWriteOptions(emit_dictionary_deltas=True)
+            self._writers[name] = (sink, ipc.new_stream(sink, schema, options=deltas))
         sink, writer = self._writers[name]
         before = sink.tell()
         for b in table.to_batches():

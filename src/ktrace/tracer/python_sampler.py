@@ -24,7 +24,7 @@ MIN_SAMPLE_MS, MAX_SAMPLE_MS = 1, 1000
 THREAD_PREFIX = "ktrace-"
 """Threads whose name starts with this are ktrace's own and are never sampled."""
 MAX_CACHED_STACKS = 20_000
-"""Distinct stacks whose text is kept between ticks (the cache starts over past this)."""
+"""Distinct stacks kept with their id (the stream's dictionary); past this, both start over at the next drain."""
 _REFRESH_THREADS_NS = 1_000_000_000
 """How often the thread ident -> (native id, name) map is read again (a thread id can be reused)."""
 
@@ -62,9 +62,14 @@ class PythonSampler:
         self.pid = pid
         self.ticks = 0
         """Ticks that sampled (a window was open)."""
-        self._rows: list[tuple[int, int, str]] = []
+        self._rows: list[tuple[int, int, int]] = []
+        """(ts_ns, tid, stack id) taken since the last drain."""
         self._lock = threading.Lock()
-        self._stacks: dict[tuple[CodeType, ...], str] = {}
+        self._stacks: dict[tuple[CodeType, ...], int] = {}
+        """A stack's code objects -> its id: its index in `_texts`."""
+        self._texts: list[str] = []
+        """Every stack's text so far, by id: the dictionary of the stream's stack column, which only grows (the
+        capture stream writes only its new entries: a stack's text is written once, not once per sample)."""
         self._threads: dict[int, tuple[int, str]] = {}
         self._threads_read_ns = 0
         self._stop = threading.Event()
@@ -98,16 +103,14 @@ class PythonSampler:
         frames = sys._current_frames()
         now = time.time_ns()
         try:
-            rows = []
-            for ident, frame in frames.items():
-                tid = self._native_id(ident, now)
-                if tid is not None:
-                    rows.append((now, tid, self._stack_of(frame)))
+            with self._lock:  # (drain takes the rows and may start the stack ids over)
+                for ident, frame in frames.items():
+                    tid = self._native_id(ident, now)
+                    if tid is not None:
+                        self._rows.append((now, tid, self._stack_of(frame)))
         finally:
             del frames  # never keep another thread's frames (and their locals) alive past the tick
         self.ticks += 1
-        with self._lock:
-            self._rows.extend(rows)
 
     def _native_id(self, ident: int, now: int) -> int | None:
         """The kernel thread id of Python thread `ident`; None for ktrace's own threads."""
@@ -120,7 +123,8 @@ class PythonSampler:
             return ident
         return None if known[1].startswith(THREAD_PREFIX) else known[0]
 
-    def _stack_of(self, frame: FrameType) -> str:
+    def _stack_of(self, frame: FrameType) -> int:
+        """The id of the frame's stack (its text made the first time it is seen)."""
         codes = []
         f: FrameType | None = frame
         while f is not None:
@@ -129,9 +133,8 @@ class PythonSampler:
         key = tuple(codes)
         stack = self._stacks.get(key)
         if stack is None:
-            if len(self._stacks) >= MAX_CACHED_STACKS:
-                self._stacks.clear()
-            stack = self._stacks[key] = SEPARATOR.join(frame_label(code) for code in reversed(codes))
+            stack = self._stacks[key] = len(self._texts)
+            self._texts.append(SEPARATOR.join(frame_label(code) for code in reversed(codes)))
         return stack
 
     def drain(self) -> Any:
@@ -139,6 +142,9 @@ class PythonSampler:
         the writer thread calls this, so pyarrow is imported there."""
         with self._lock:
             rows, self._rows = self._rows, []
+            texts = list(self._texts)
+            if len(self._texts) >= MAX_CACHED_STACKS:  # start over: the stream then writes a new dictionary whole
+                self._stacks, self._texts = {}, []
         if not rows:
             return None
         import pyarrow as pa
@@ -149,6 +155,6 @@ class PythonSampler:
                 "ts_ns": pa.array(ts, pa.int64()),
                 "pid": pa.array([self.pid] * len(rows), pa.int64()),
                 "tid": pa.array(tids, pa.int64()),
-                "stack": pa.array(stacks, pa.string()),
+                "stack": pa.DictionaryArray.from_arrays(pa.array(stacks, pa.int32()), pa.array(texts, pa.string())),
             }
         )
