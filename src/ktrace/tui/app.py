@@ -14,9 +14,7 @@ from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPan
 from textual.worker import get_current_worker
 
 from ktrace.analysis.index import TraceIndex
-from ktrace.analysis.phases import steps_per_rank
 from ktrace.model.trace import Trace
-from ktrace.presentation.labels import step_source_note
 from ktrace.tui.app_live import LiveFollowing
 from ktrace.tui.details import describe
 from ktrace.tui.keymap import bindings
@@ -41,7 +39,7 @@ from ktrace.tui.messages import (
 )
 from ktrace.tui.operators_model import OperatorPanel, operator_panel
 from ktrace.tui.screens.operators import OperatorScreen
-from ktrace.tui.steps import PENDING_STEPS, StepSpans
+from ktrace.tui.steps import PENDING_STEPS, StepSpans, counts_line
 from ktrace.tui.tracks import TrackIndex
 from ktrace.tui.tree_model import device_busy
 from ktrace.tui.viewmodel import format_duration, format_signed_offset
@@ -286,21 +284,8 @@ class KtraceApp(LiveFollowing):
         """The status line's summary of the trace (steps say when they are still being detected)."""
         if self.trace is None or self.index is None:
             return
-        counts = self.trace.counts()
-        whole = self.steps.frame  # every rank's steps (a small frame); the step keys walk the first rank's
-        n = steps_per_rank(whole) if whole is not None else len(self.steps)
-        n_ranks = whole.select("node", "rank").n_unique() if whole is not None and "rank" in whole.columns else 1
-        source = str(whole["source"][0]) if whole is not None and whole.height and "source" in whole.columns else ""
-        steps = (
-            f"{n} step{'' if n == 1 else 's'}{' per rank' if n_ranks > 1 else ''}{step_source_note(source)}"
-            if self.steps.ready
-            else "detecting steps…"
-        )
         self._status_counts = True
-        self.set_status(
-            f"{counts['kernels']:,} kernels · {counts['api']:,} API calls · {steps} · "
-            f"{len(self.index.tracks)} tracks · press ? for keys"
-        )
+        self.set_status(f"{counts_line(self.trace, self.steps)} · {len(self.index.tracks)} tracks · press ? for keys")
 
     @on(StepsReady)
     def _steps_ready(self, message: StepsReady) -> None:

@@ -95,3 +95,22 @@ def find_step(steps: StepSpans, text: str) -> int | None:
     if text.isdigit() and 1 <= int(text) <= len(steps):
         return int(text) - 1
     return None
+
+
+def counts_line(trace: Trace, steps: StepSpans) -> str:
+    """The status line's counts: kernels, API calls and steps (per rank, with their source; "detecting steps…"
+    until they are)."""
+    from ktrace.analysis.phases import steps_per_rank
+    from ktrace.presentation.labels import step_source_note
+
+    counts = trace.counts()
+    whole = steps.frame  # every rank's steps (a small frame); the step keys walk the first rank's
+    n = steps_per_rank(whole) if whole is not None else len(steps)
+    n_ranks = whole.select("node", "rank").n_unique() if whole is not None and "rank" in whole.columns else 1
+    source = str(whole["source"][0]) if whole is not None and whole.height and "source" in whole.columns else ""
+    text = (
+        f"{n} step{'' if n == 1 else 's'}{' per rank' if n_ranks > 1 else ''}{step_source_note(source)}"
+        if steps.ready
+        else "detecting steps…"
+    )
+    return f"{counts['kernels']:,} kernels · {counts['api']:,} API calls · {text}"
