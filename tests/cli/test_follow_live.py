@@ -98,7 +98,7 @@ def test_on_finding_stops_the_job_keeps_the_finding_and_exits_7(tmp_path: Path) 
             "--on-finding",
             "Dataloader=stop",
             "--finding-window",
-            "3s",
+            "4s",
         ),
         cwd=tmp_path,
         capture_output=True,
@@ -119,6 +119,8 @@ def test_on_finding_stops_the_job_keeps_the_finding_and_exits_7(tmp_path: Path) 
     assert "stopped by Dataloader" in info.stdout
     check = _ktrace(tmp_path, "check", "job.ktrace")
     assert "the job was stopped by Dataloader" in check.stderr
+    follow = _ktrace(tmp_path, "check", "--follow", "job.ktrace")  # a finished store: one look, then the stop
+    assert follow.returncode == 0 and "the job was stopped by Dataloader" in follow.stderr
 
 
 def test_a_job_deaf_to_sigterm_is_killed_after_the_grace(tmp_path: Path) -> None:
@@ -132,7 +134,7 @@ def test_a_job_deaf_to_sigterm_is_killed_after_the_grace(tmp_path: Path) -> None
                 "--on-finding",
                 "dataloader=stop",
                 "--finding-window",
-                "3s",
+                "4s",
                 "--grace",
                 "1",
             ),
@@ -190,7 +192,7 @@ def test_check_follow_usage_errors_are_one_line(
 
 def test_a_stop_rule_that_cannot_judge_the_capture_is_named_and_stops_nothing(tmp_path: Path) -> None:
     run = subprocess.run(
-        _job(tmp_path, (2.5, 0.001, 0.5), "--on-finding", "LowGPUUtilization=stop", "--finding-window", "1s"),
+        _job(tmp_path, (5.0, 0.001, 0.5), "--on-finding", "LowGPUUtilization=stop", "--finding-window", "1s"),
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -182,6 +182,7 @@ def follow(args: argparse.Namespace, config: RulesConfig) -> int:
     except KeyboardInterrupt:
         print("ktrace check: stopped following (Ctrl-C)", file=sys.stderr)
         return 0
+    _say_stop(judge.notes)
     standing = ", ".join(judge.follower.standing) or "none"
     print(
         f"ktrace check: {ended}; firing at the end: {standing}"

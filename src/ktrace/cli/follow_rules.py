@@ -80,6 +80,8 @@ class WindowJudge:
         """How many looks judged a window (a live capture shorter than the window is not judged)."""
         self.skipped: dict[str, str] = {}
         """Rule -> why it could not run on the last window judged (the data it needs is not in it)."""
+        self.notes: tuple[str, ...] = ()
+        """The notes of the capture as last read (a stop by `ktrace run --on-finding` is one)."""
 
     def look(self, live: bool) -> list[FollowEvent]:
         """The events of one look. While the capture is `live`, only a whole window is judged (not the job's
@@ -101,6 +103,7 @@ class WindowJudge:
             self.unreadable = str(exc)
             return []
         self.unreadable = ""
+        self.notes = trace.meta.notes
         index = TraceIndex(trace)
         bounds = window_bounds(trace, self.follower.window, index=index, partial=not live)
         if bounds is None:
