@@ -99,7 +99,7 @@ def select(
         # allocator events lacking the allocator's totals (PyTorch 1.9) are summed from the trace start: the sum
         # before the window is carried in as totals, so a cut's memory counter does not restart at 0
         frames["allocations"] = _with_totals(frames["allocations"])
-        for name in ("counters", "allocations"):  # instants: kept inside the window
+        for name in ("counters", "allocations", "samples"):  # instants: kept inside the window
             frames[name] = _within(frames[name], "ts_ns", "ts_ns", lo, hi)
     return dataclasses.replace(trace, **frames)  # type: ignore[arg-type]
 
