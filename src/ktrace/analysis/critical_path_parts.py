@@ -254,10 +254,19 @@ class RankGraph:
 GRAPH_TABLES = ("ops", "api", "kernels", "memory")
 
 
-def rank_graph(trace: Trace, window: Window, lags: dict[str, int], kernel_offset: int, memory_offset: int) -> RankGraph:
+def rank_graph(
+    trace: Trace,
+    window: Window,
+    lags: dict[str, int],
+    kernel_offset: int,
+    memory_offset: int,
+    *,
+    index: TraceIndex | None = None,
+) -> RankGraph:
     """The RankGraph of `window` on a trace holding its rank: `lags` from collective_lags, the offsets the index of
-    the rank's first kernel and first memory record among the whole job's GPU records."""
-    ix = TraceIndex(trace)
+    the rank's first kernel and first memory record among the whole job's GPU records; `index` the trace's
+    TraceIndex when another analysis of the rank has one (the fleet's rules)."""
+    ix = TraceIndex.of(trace, index)
     graph = build_graph(ix, window)
     rows = {kind: graph.ev_row[graph.ev_kind == kind] for kind in (OPERATOR, RUNTIME, GPU_RECORD)}
     n_kernels = trace.kernels.height

@@ -189,12 +189,15 @@ def partition_partial(task: PartitionTask) -> PartialPass:
         usage_bins=task.usage_bins,
         index=TraceIndex(trace),
     )
+    indexes = [TraceIndex(alone) for alone in each]  # a rank's rules and graph share its index
     if task.rules_config is not False:
         config = None if task.rules_config is True else task.rules_config
-        partial = dataclasses.replace(partial, rules=tuple(rank_rule_part(alone, config) for alone in each))
+        rules = tuple(rank_rule_part(alone, config, index=ix) for alone, ix in zip(each, indexes, strict=True))
+        partial = dataclasses.replace(partial, rules=rules)
     windows = task.path_windows or (None,) * len(each)
     graphs = tuple(
-        (w, None if w is None else rank_graph(alone, w, {}, 0, 0)) for w, alone in zip(windows, each, strict=True)
+        (w, None if w is None else rank_graph(alone, w, {}, 0, 0, index=ix))
+        for w, alone, ix in zip(windows, each, indexes, strict=True)
     )
     return partial, graphs
 
