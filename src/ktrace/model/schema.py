@@ -158,8 +158,9 @@ SAMPLES_COLUMNS = _fields(*_PARTITION, ("ts_ns", pa.int64(), False), *_CPU_PLACE
 thread's Python frames, outermost first, one `file:first_line function` per frame joined by STACK_SEPARATOR;
 dictionary encoding stores each distinct stack once. Instants, read as empty from stores without the table."""
 
-STACK_SEPARATOR = "\n"
-"""Between the frames of samples.stack (a frame's file name and function name hold no newline)."""
+STACK_SEPARATOR = ";"
+"""Between the frames of samples.stack, as in the collapsed stacks of flamegraph.pl and py-spy (the sampler writes a
+";" in a file name as ","; a newline would be escaped wherever a trace is made printable for a terminal)."""
 
 THREADS_COLUMNS = _fields(*_PARTITION, *_CPU_PLACE, ("name", _STR, True))
 

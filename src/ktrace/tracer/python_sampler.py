@@ -28,7 +28,7 @@ MAX_CACHED_STACKS = 20_000
 _REFRESH_THREADS_NS = 1_000_000_000
 """How often the thread ident -> (native id, name) map is read again (a thread id can be reused)."""
 
-SEPARATOR = "\n"
+SEPARATOR = ";"
 """Between the frames of a stack; the same as ktrace.model.schema.STACK_SEPARATOR (the model is not imported
 here: the hook stays cheap until the writer thread loads pyarrow)."""
 
@@ -44,7 +44,7 @@ def frame_label(code: CodeType) -> str:
     """One frame of a stored stack: `file:first_line function` (the function's first line, so that every sample
     of a function has one label whatever line it runs)."""
     name = getattr(code, "co_qualname", code.co_name)
-    return f"{code.co_filename}:{code.co_firstlineno} {name}"
+    return f"{code.co_filename}:{code.co_firstlineno} {name}".replace(SEPARATOR, ",")
 
 
 class PythonSampler:

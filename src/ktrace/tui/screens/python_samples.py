@@ -11,11 +11,13 @@ from textual.containers import Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from ktrace.analysis.names import distinct_short_names
 from ktrace.analysis.python_samples import python_profile
 from ktrace.model.display_text import printable
 from ktrace.model.trace import Trace
 from ktrace.presentation.cells import format_value
 from ktrace.presentation.summary_python import READING_NOTE, functions_table, headline, step_line
+from ktrace.tui.screens.operators import name_width
 
 NO_SAMPLES = (
     "no Python samples in this trace: record them with `ktrace run --python-sample 10 -- python train.py` "
@@ -54,13 +56,18 @@ class PythonSamplesScreen(Screen[None]):
             return
         self.query_one("#py-headline", Static).update(Text(printable(headline(profile))))
         found = functions_table(profile, TOP)
-        table.add_columns(*(c.header for c in found.columns))
-        for row in found.rows:
-            table.add_row(
-                Text(printable(str(row["name"]))),
-                *(Text(format_value(c.kind, row[c.key]).strip(), justify="right") for c in found.columns[1:]),
-            )
+        headers = tuple(c.header for c in found.columns)
+        cells = [
+            (printable(str(row["name"])), *(format_value(c.kind, row[c.key]).strip() for c in found.columns[1:]))
+            for row in found.rows
+        ]
+        # the names are cut (distinct) to the room the numbers leave, so that every number shows at 80 columns
+        width = name_width(cells, self.app.size.width, headers) if cells else 16
+        names = distinct_short_names([row[0] for row in cells], width, plain=True)
+        table.add_columns(*headers)
+        for row in cells:
+            table.add_row(Text(names[row[0]]), *(Text(cell, justify="right") for cell in row[1:]))
         steps = step_line(profile)
-        below = f"{steps}\n{READING_NOTE}" if steps else READING_NOTE
-        self.query_one("#py-steps", Static).update(Text(printable(below), style="dim"))
+        lines = [printable(line) for line in (steps, READING_NOTE) if line]
+        self.query_one("#py-steps", Static).update(Text("\n".join(lines), style="dim"))
         table.focus()
