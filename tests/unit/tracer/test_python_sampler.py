@@ -14,6 +14,7 @@ import pyarrow as pa
 import pytest
 
 from ktrace.model.capture import CaptureWriter, read_stream
+from ktrace.model.display_text import printable
 from ktrace.model.schema import STACK_SEPARATOR
 from ktrace.tracer import python_sampler
 from ktrace.tracer.python_sampler import SEPARATOR, PythonSampler
@@ -77,6 +78,8 @@ def test_the_sampler_thread_samples_only_while_recording() -> None:
 
 def test_the_sampler_joins_frames_as_the_schema_says() -> None:
     assert SEPARATOR == STACK_SEPARATOR  # (the hook does not import the schema: pyarrow)
+    stack = SEPARATOR.join(["/a/train.py:1 <module>", "/a/train.py:9 hot"])
+    assert printable(stack) == stack  # ktrace view reads its traces made printable: a stack must stay whole
     code = compile("def f(): pass", "/odd;dir/x.py", "exec").co_consts[0]
     assert python_sampler.frame_label(code) == "/odd,dir/x.py:1 f"
 
