@@ -15,7 +15,8 @@ examples:
   ktrace check --follow run.ktrace --window 10steps --json    the last 10 steps, as JSON lines
 
 --follow reads the store every --every seconds (default 5) as `ktrace run` has published it, runs the rules on the
-window (--window: the last 60 s recorded by default, or the last N steps) and prints a line when a rule fires and
+window (--window: the last 60 s recorded by default, or the last N steps; judged once the capture holds that much,
+in this process at any rank count) and prints a line when a rule fires and
 when it clears: `TIME FIRED|CLEARED SEVERITY RULE: message (window)`, or with --json one object per line
 {"event": "fired"|"cleared", "rule", "severity", "message", "window": {"seconds"|"steps", "start_ns", "end_ns"}}. It ends
 when the capture is finalized (exit 5 if a finding at --fail-on or above fired meanwhile, else 0) or on Ctrl-C
