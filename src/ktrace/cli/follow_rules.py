@@ -242,7 +242,8 @@ def add_on_finding_arguments(parser: argparse.ArgumentParser) -> None:
 
     group = parser.add_argument_group(
         "acting on the rules while recording",
-        "With --on-finding, the capture is judged as it is published, the way `ktrace check --follow` does; when "
+        "With --on-finding, the capture is judged each time it is published (--publish), the way `ktrace check "
+        "--follow` does, once it holds a whole --finding-window; when "
         f"RULE fires, the finding is printed and kept in the trace (meta.json: 'stopped by RULE: message'), the "
         f"command gets SIGTERM, then SIGKILL after --grace, the trace is finalized and ktrace exits "
         f"{int(ExitCode.STOPPED)}. Nothing is stopped unless asked.",
