@@ -87,18 +87,22 @@ def python_section(profile: PythonProfile | None) -> Section | None:
     return Section("python-samples", "Python samples", blocks)
 
 
+ICICLE_ROOT = "all samples"
+
+
 def icicle_figure(profile: PythonProfile) -> Figure:
-    """The stacks as an icicle (page.Figure kind "icicle": ids, parents ("" at a root), labels, values)."""
+    """The stacks as an icicle (page.Figure kind "icicle": ids, parents, labels, values) under one root holding every
+    sample (plotly draws nothing for a hierarchy of several roots: threads' stacks start in different frames)."""
     tree = profile.tree
     return Figure(
         "python_icicle",
         "Python stacks (samples; click a frame to zoom)",
         "icicle",
         {
-            "ids": [str(i) for i in tree["id"]],
-            "parents": ["" if p is None else str(p) for p in tree["parent"]],
-            "labels": [short_function(f) for f in tree["function"]],
-            "values": tree["samples"].to_list(),
+            "ids": ["root", *(str(i) for i in tree["id"])],
+            "parents": ["", *("root" if p is None else str(p) for p in tree["parent"])],
+            "labels": [ICICLE_ROOT, *(short_function(f) for f in tree["function"])],
+            "values": [profile.samples, *tree["samples"].to_list()],
             "shown_in": "python_top_functions",
         },
     )
