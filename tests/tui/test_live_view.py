@@ -23,6 +23,7 @@ from ktrace.model.output_lock import OutputLock
 from ktrace.model.outputs import CAPTURE_MARKER
 from ktrace.model.trace import TraceMeta
 from ktrace.tui.app import KtraceApp, make_app
+from ktrace.tui.widgets.dashboard import Dashboard
 from ktrace.tui.widgets.host_device_tree import HostDeviceTree
 from ktrace.tui.widgets.timeline import Timeline
 
@@ -166,6 +167,13 @@ def test_view_extends_twice_as_the_capture_grows(capture: tuple[Path, CpuLoop]) 
         assert any(loader in n.data.track_ids for n in tree.root.children if n.data is not None)
         await until(pilot, lambda: app.steps.ready and len(app.steps) == 7, "the steps of the grown capture")
         await until(pilot, lambda: _dashboard_steps(app) == 7, "the dashboard of the grown capture")
+        await pilot.press("3", "pagedown")  # the reader's place in the dashboard survives its next refresh
+        dashboard = app.query_one(Dashboard)
+        await until(pilot, lambda: dashboard.scroll_y > 0, "the dashboard's scroll")
+        place = dashboard.scroll_y
+        loop.append_steps(1)
+        await until(pilot, lambda: _dashboard_steps(app) == 8, "the dashboard of the grown capture")
+        await until(pilot, lambda: dashboard.scroll_y == place, "the dashboard at the same place")
         loop.finish(root)
         await until(pilot, lambda: app.follow.ended, "the end of the capture")
         assert "capture ended" in status(app)
@@ -213,8 +221,6 @@ def test_a_finished_store_is_not_followed(capture: tuple[Path, CpuLoop]) -> None
 
 
 def _dashboard_steps(app: KtraceApp) -> int:
-    from ktrace.tui.widgets.dashboard import Dashboard
-
     shown = app.query_one(Dashboard).last_shown
     if shown is None or shown.dashboard is None:
         return -1
