@@ -236,20 +236,23 @@ def test_writer_killed_at_random_points_leaves_old_or_complete_output(verb: str,
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".ktrace-")] == []  # the next one cleaned up
 
 
-def test_store_being_recorded_is_not_opened_as_valid(tmp_path: Path) -> None:
-    from ktrace.model.outputs import OutputLock
+def test_store_being_recorded_opens_as_live_and_one_being_imported_does_not(tmp_path: Path) -> None:
+    from ktrace.model.outputs import CAPTURE_MARKER, OutputLock
 
     root = tmp_path / "live.ktrace"
     w = store.CaptureWriter(root, "h", 0)
     w.close()
     lock = OutputLock(root)
     lock.acquire()
-    try:
+    try:  # `ktrace run` records it: read as published so far, and said to be live (issue 31)
+        assert any(n.startswith("live, 0 s recorded") for n in store.read(root).meta.notes)
+        (root / CAPTURE_MARKER).unlink()  # no capture marker: a store an import is writing
         with pytest.raises(TraceFormatError, match="being written by ktrace"):
             store.read(root)
     finally:
         lock.release()
-    store.read(root)  # the writer is gone: a capture, recovered
+    (root / CAPTURE_MARKER).touch()
+    assert "meta.json missing: the capture did not finish" in store.read(root).meta.notes  # writer gone: recovered
 
 
 # ----- two writers of one output -----
