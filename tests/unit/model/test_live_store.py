@@ -128,3 +128,35 @@ def test_read_stream_with_a_limit_stops_at_complete_batches(tmp_path: Path) -> N
     assert read_stream(path, first + 40).num_rows == ROWS  # a torn batch after it is left out
     assert read_stream(path).num_rows == 2 * ROWS
     assert read_stream(path, 0).num_rows == 0
+
+
+def test_a_reader_racing_the_finalize_gets_the_live_or_the_finished_capture(tmp_path: Path) -> None:
+    from ktrace.tracer.config import CaptureConfig
+    from ktrace.tracer.finalize import finalize_run
+
+    root, lock, writer = begin_capture(tmp_path)
+    for i in range(20):
+        writer.append("ranges", ranges(1_000_000_000 + i * ROWS * 1000))
+    publish(writer)
+    writer.append("ranges", ranges(5_000_000_000))  # never published: only the finished store holds it
+    writer.close()
+    (writer.folder / ".owner").unlink()
+    finished = threading.Event()
+
+    def finalize() -> None:
+        finalize_run(root, ["train.py"], CaptureConfig(gpu=False), 0, [], "host", 0)
+        finished.set()
+
+    thread = threading.Thread(target=finalize)
+    thread.start()
+    seen = set()
+    try:
+        while not finished.is_set() or not seen:
+            trace = store.read(root)  # never an error, never a half-converted store
+            seen.add(trace.ranges.height)
+            assert trace.ranges.height in (20 * ROWS, 21 * ROWS)
+        thread.join()
+    finally:
+        lock.release()
+    assert store.read(root).ranges.height == 21 * ROWS
+    assert live_status(root) is None
