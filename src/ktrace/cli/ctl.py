@@ -8,9 +8,9 @@ says how many processes applied it. It works on the capture folder `ktrace run -
 shell on the same host (also while `ktrace run --force` records the replacement of an older PATH).
 
 examples:
-  ktrace run -o job.ktrace --steps 0:1 -- python train.py &   (record step 0 only, to begin with)
-  ktrace ctl job.ktrace --steps 100:110                        (then steps 100 to 109)
-  ktrace ctl job.ktrace --start                                (record from now on)
+  ktrace run -o job.ktrace --steps 0:1 -- python train.py &   (step 0 only)
+  ktrace ctl job.ktrace --steps 100:110      (then steps 100 to 109)
+  ktrace ctl job.ktrace --start              (record from now on)
   ktrace ctl job.ktrace --stop
 """
 

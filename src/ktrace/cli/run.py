@@ -18,8 +18,8 @@ examples:
                                                     functions, ktrace report an icicle of the stacks)
   ktrace run --rules rules.toml --on-finding Dataloader=stop -- python train.py
                                (ends the job when the rule fires in the last 60 s: exit code 7)
-  ktrace run -o job.ktrace --publish 2 -- python train.py   (then, while it runs: ktrace summary job.ktrace,
-                                                        ktrace ctl job.ktrace --steps 100:110)
+  ktrace run -o job.ktrace --publish 2 -- python train.py
+      (while it runs: ktrace summary job.ktrace, ktrace ctl job.ktrace --stop)
 
 in the program (works without ktrace run too, as NVTX):
   import ktrace
