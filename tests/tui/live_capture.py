@@ -20,7 +20,8 @@ PID, MAIN, LOADER = 4242, 4242, 4250
 
 class CpuLoop:
     """A CPU training loop's capture written batch by batch: steps with forward/backward ranges on the main thread,
-    CPU counters, and (from `add_loader`) a data-loader thread with ranges of its own."""
+    CPU counters, (from `add_loader`) a data-loader thread with ranges of its own, and (from `add_rank`) a second
+    rank, a traced process of its own, doing the same."""
 
     def __init__(self, root: Path) -> None:
         root.mkdir()
@@ -32,6 +33,8 @@ class CpuLoop:
         self.start_ns = time.time_ns() - 60 * STEP_NS
         self.steps = 0
         self.loader = False
+        self.ranks: list[CaptureWriter] = []
+        """The writers of the ranks added after rank 0 (process PID + rank)."""
         self.writer.append("threads", pa.table({"pid": [PID], "tid": [MAIN], "name": ["MainThread"]}))
 
     @staticmethod
@@ -41,6 +44,11 @@ class CpuLoop:
     def add_loader(self) -> None:
         self.loader = True
         self.writer.append("threads", self.thread_row(LOADER, "loader"))
+
+    def add_rank(self) -> None:
+        writer = CaptureWriter(self.writer.folder.parent.parent, "host-a", len(self.ranks) + 1)
+        (writer.folder / ".owner").write_text(str(os.getpid()))
+        self.ranks.append(writer)
 
     def append_steps(self, n: int) -> None:
         """Write n more steps (one batch per table, as the writer thread's flush does)."""
@@ -59,21 +67,23 @@ class CpuLoop:
                 tids.append(LOADER)
             samples.append(t), values.append(50.0 + i % 7)
         rows = len(starts)
-        self.writer.append(
-            "ranges",
-            pa.table(
-                {
-                    "start_ns": starts,
-                    "end_ns": ends,
-                    "pid": [PID] * rows,
-                    "tid": tids,
-                    "name": names,
-                    "domain": ["ktrace"] * rows,
-                    "depth": pa.array(depths, pa.int32()),
-                    "on_gpu": [False] * rows,
-                }
-            ),
-        )
+        for rank, writer in enumerate([self.writer, *self.ranks]):
+            pid = PID + rank
+            writer.append(
+                "ranges",
+                pa.table(
+                    {
+                        "start_ns": starts,
+                        "end_ns": ends,
+                        "pid": [pid] * rows,
+                        "tid": [tid + rank for tid in tids],
+                        "name": names,
+                        "domain": ["ktrace"] * rows,
+                        "depth": pa.array(depths, pa.int32()),
+                        "on_gpu": [False] * rows,
+                    }
+                ),
+            )
         self.counters.append(
             "counters",
             pa.table(
@@ -86,14 +96,14 @@ class CpuLoop:
             ),
         )
         self.steps += n
-        for writer in (self.writer, self.counters):  # what the writer thread does every --publish seconds
+        for writer in (self.writer, *self.ranks, self.counters):  # what each writer thread does every --publish s
             writer.publish()
             writer.write_partition_meta({"processes_not_closed": 1}, [])
 
     def finish(self, root: Path) -> None:
         """What the end of `ktrace run` does to the store: the processes close, the launcher finalizes (streams to
         Parquet, meta.json, marker gone) and lets go of its lock."""
-        for writer in (self.writer, self.counters):
+        for writer in (self.writer, *self.ranks, self.counters):
             writer.close()
             writer.write_partition_meta({}, [])
         store.finalize(root)
