@@ -31,6 +31,8 @@ __all__ = [
     "Published",
     "live_capture_of",
     "live_status",
+    "owner_pid",
+    "pid_alive",
     "published",
     "recording_partitions",
 ]
@@ -188,20 +190,28 @@ def _partition_folders(root: Path) -> Iterator[Path]:
         return
 
 
+def owner_pid(folder: Path) -> int | None:
+    """The pid of the traced process that claimed the partition folder (None: no owner recorded)."""
+    try:
+        return int((folder / OWNER_FILE).read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
 def _owner_recording(folder: Path) -> bool:
     """True when the partition's owner runs on this host and has not closed its partition."""
-    try:
-        pid = int((folder / OWNER_FILE).read_text().strip())
-    except (OSError, ValueError):
+    pid = owner_pid(folder)
+    if pid is None:
         return False
     meta = _json_object(folder / PARTITION_META_FILE)
     health = meta.get("health") if meta is not None else None
     if isinstance(health, dict) and not health.get("processes_not_closed"):
         return False  # closed (a final partition.json), or none written yet: then its pid decides
-    return _pid_alive(pid)
+    return pid_alive(pid)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """True while `pid` runs on this host (a zombie waiting for its parent counts as ended)."""
     if pid <= 0:
         return False
     try:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ktrace.model.live import owner_pid, pid_alive, recording_partitions
 from ktrace.tracer.config import CaptureConfig
 from ktrace.tracer.run_result import RunResult
 
@@ -29,22 +30,6 @@ KEPT_ENVIRONMENT = (
 """The only environment variables recorded (values scrubbed): never the whole environment."""
 
 
-def _pid_alive(pid: int) -> bool:
-    """True while `pid` runs (a zombie waiting for its parent counts as ended)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            state = f.read().rpartition(b")")[2].split()[:1]
-    except OSError:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    return state not in ([b"Z"], [b"X"])
-
-
 _STARTUP_GRACE_S = 2.0
 """How long a process of the run that has not started its tracer yet gets to start it (Python's startup)."""
 
@@ -52,11 +37,7 @@ _STARTUP_GRACE_S = 2.0
 def _owners(root: Path) -> set[int]:
     from ktrace.model.store import partitions
 
-    pids = set()
-    for _, _, folder in partitions(root):
-        with contextlib.suppress(OSError, ValueError):
-            pids.add(int((folder / ".owner").read_text().strip()))
-    return pids
+    return {pid for _, _, folder in partitions(root) if (pid := owner_pid(folder)) is not None}
 
 
 def _processes_of_run(root: Path) -> set[int]:
@@ -74,7 +55,7 @@ def _processes_of_run(root: Path) -> set[int]:
                     environ = b"\0" + f.read()
             except OSError:
                 continue
-            if needle in environ and _pid_alive(int(entry.name)):
+            if needle in environ and pid_alive(int(entry.name)):
                 pids.add(int(entry.name))
     return pids
 
@@ -87,27 +68,13 @@ def _let_tracers_start(root: Path) -> None:
     while pending and time.monotonic() < deadline:
         time.sleep(0.1)
         owners = _owners(root)
-        pending = {p for p in pending if p not in owners and _pid_alive(p)}
+        pending = {p for p in pending if p not in owners and pid_alive(p)}
 
 
 def running_traced(root: Path) -> list[int]:
     """Pids of traced processes that are still running and have not closed their partition."""
-    from ktrace.model.capture import PARTITION_META_FILE
-    from ktrace.model.store import partitions
-
-    pids = []
-    for _, _, folder in partitions(root):
-        try:
-            pid = int((folder / ".owner").read_text().strip())
-        except (OSError, ValueError):
-            continue
-        try:
-            closed = not json.loads((folder / PARTITION_META_FILE).read_text())["health"].get("processes_not_closed")
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            closed = False
-        if not closed and pid != os.getpid() and _pid_alive(pid):
-            pids.append(pid)
-    return pids
+    pids = [owner_pid(folder) for folder in recording_partitions(root)]
+    return [pid for pid in pids if pid is not None and pid != os.getpid()]
 
 
 def wait_for_traced(root: Path, timeout_s: float, say: Any) -> list[int]:
