@@ -168,19 +168,25 @@ class CaptureSession:
     # ----- `ktrace ctl` requests (writer thread) -----
 
     def record_from_now(self) -> None:
-        """Open the capture window now, forgetting any step window."""
-        self.step_window = None
+        """Open the capture window now, forgetting any step window and --delay/--duration timer."""
+        self._take_over_window(None)
         self.windows.open()
 
     def stop_recording(self) -> None:
-        """Close the capture window now, forgetting any step window."""
-        self.step_window = None
+        """Close the capture window now, forgetting any step window and --delay/--duration timer."""
+        self._take_over_window(None)
         self.windows.close()
 
     def record_steps(self, steps: tuple[int, int]) -> None:
         """Record steps [A, B) counted by ktrace.step(): nothing until step A begins (step() opens the window)."""
-        self.step_window = steps
+        self._take_over_window(steps)
         self.windows.close()
+
+    def _take_over_window(self, steps: tuple[int, int] | None) -> None:
+        """From now on `ktrace ctl` decides the window: the run's --delay/--duration timers no longer fire."""
+        for timer in self._timers:
+            timer.cancel()
+        self.step_window = steps
 
     def record_clock_pair(self) -> None:
         """Read CLOCK_REALTIME and the GPU records' clock together (at GPU start and at close); never raises."""
