@@ -137,7 +137,7 @@ def import_to_store(path: Path, root: Path, *, progress: ProgressFn = no_progres
     """
     sink = StreamingSink(with_ops, root / _CHUNKS)
     try:
-        read = read_file(path, sink, progress)
+        read = arrow_errors(path, lambda: read_file(path, sink, progress))  # (flushes build tables as it reads)
         if sink.chunks is None:  # small: in memory, as before
             trace, info = arrow_errors(path, lambda: build_trace(read))
             release_memory()

@@ -201,3 +201,16 @@ def test_the_cap_on_tables_in_memory_does_not_stop_the_streaming_import(tmp_path
     streamed, whole = store.read(out), import_kineto(FIXTURE_TRACES / name)
     assert streamed.counts() == whole.counts()
     assert not any("KTRACE_MAX_TABLE_BYTES" in n for n in streamed.meta.notes)
+
+
+def test_a_truncated_file_written_in_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file cut inside traceEvents: no header after it (no base time), the events before the cut kept, noted."""
+    monkeypatch.setenv(WORKERS_ENV, "0")
+    _small_chunks(monkeypatch, slice_bytes=1 << 20, flush_bytes=1)
+    name = "tracelens-h100-hf-inference/google_owlv2-large-patch14-ensemble__1016001.json.gz"
+    text = gzip.decompress((FIXTURE_TRACES / name).read_bytes())
+    path = tmp_path / "cut.json"
+    path.write_bytes(text[: len(text) * 3 // 5])
+    streamed, reference = _both(path, tmp_path)
+    assert_same_store(streamed, reference)
+    assert any("truncated" in n for n in store.read(streamed).meta.notes)
