@@ -153,6 +153,8 @@ class _Lines:
         if text.type != pa.large_string():
             text = text.cast(pa.large_string())
         _, offsets, data = text.buffers()
+        if data is None:  # every line null: nothing to write
+            return
         bounds = np.frombuffer(offsets, np.int64)[[text.offset, text.offset + len(text)]]
         self.out.write(memoryview(data)[int(bounds[0]) + self.skip : int(bounds[1])])
         self.skip = 0
