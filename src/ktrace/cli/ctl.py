@@ -59,6 +59,7 @@ def run(args: argparse.Namespace) -> int:
     root = live_capture_of(args.store) or Path(args.store)  # under `run --force`, the folder it records into
     _check_live(root)
     request = send_request(root, action, steps)
+    _take_back_if_finalized(root)
     _check_live(root)  # finalized as the request went in: nothing will answer it
     answers = _wait_for_answers(root, request, args.timeout)
     return _report(root, request, answers, args.timeout)
@@ -95,6 +96,16 @@ def _check_live(root: Path) -> None:
         raise KtraceError(
             f"{root}: nothing records this capture any more (its `ktrace run` was interrupted)", ExitCode.FAILURE
         )
+
+
+def _take_back_if_finalized(root: Path) -> None:
+    """Remove the capture marker the request left if `ktrace run` finalized the store meanwhile (its clean-up, which
+    removes the marker, may have run before the request went in): a finished store keeps no marker."""
+    from ktrace.model.layout import META_FILE
+    from ktrace.model.outputs import CAPTURE_MARKER
+
+    if (root / META_FILE).is_file():
+        (root / CAPTURE_MARKER).unlink(missing_ok=True)
 
 
 def _wait_for_answers(root: Path, request: ControlRequest, timeout_s: float) -> dict[Path, ControlAnswer]:
