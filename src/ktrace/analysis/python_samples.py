@@ -8,6 +8,7 @@ MS ms between ticks, a count times MS is roughly the time spent there.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,29 +67,80 @@ class PythonProfile:
     step), top_function (the most samples' innermost frame) and top_samples; by node, rank, step."""
 
 
+@dataclass(frozen=True)
+class PythonProfilePart:
+    """What one rank (or any slice of a job with whole ranks) adds to the job's PythonProfile (the many-rank
+    summary sums these, rank by rank: analysis.rank_partials)."""
+
+    samples: int
+    threads: int
+    """Distinct (node, pid, tid) sampled."""
+    interval_ns: int | None
+    stacks: pl.DataFrame
+    """Samples per distinct stack: stack (String), samples."""
+    steps: pl.DataFrame
+    """samples_per_step of the slice."""
+
+
 def python_profile(trace: Trace, *, index: TraceIndex | None = None) -> PythonProfile | None:
     """The Python sampling profile of `trace`; None when it holds no samples."""
+    return reduce_python_profiles([python_profile_part(trace, index=index)])
+
+
+def python_profile_part(trace: Trace, *, index: TraceIndex | None = None) -> PythonProfilePart | None:
+    """The samples of `trace` summed by stack and by step; None when it holds none."""
     samples = trace.samples
     if samples.height == 0:
         return None
-    ix = TraceIndex.of(trace, index)
-    counts = stack_counts(samples)
-    return PythonProfile(
+    return PythonProfilePart(
         samples=samples.height,
-        threads=samples.select("pid", "tid").n_unique(),
+        threads=samples.select("node", "pid", "tid").n_unique(),
         interval_ns=_median_interval(samples),
-        functions=top_functions(counts, samples.height),
+        stacks=samples.group_by(pl.col("stack").cast(pl.String)).agg(samples=pl.len().cast(pl.Int64)),
+        steps=samples_per_step(samples, detect_steps(trace, index=TraceIndex.of(trace, index))),
+    )
+
+
+def reduce_python_profiles(parts: Iterable[PythonProfilePart | None]) -> PythonProfile | None:
+    """The job's PythonProfile from its slices' parts (None where a slice has no samples; None if none has)."""
+    job = merge_python_parts(p for p in parts if p is not None)
+    if job is None:
+        return None
+    counts = _with_frames(job.stacks)
+    return PythonProfile(
+        samples=job.samples,
+        threads=job.threads,
+        interval_ns=job.interval_ns,
+        functions=top_functions(counts, job.samples),
         tree=stack_tree(counts),
-        steps=samples_per_step(samples, detect_steps(trace, index=ix)),
+        steps=job.steps.sort("node", "rank", "step"),
+    )
+
+
+def merge_python_parts(parts: Iterable[PythonProfilePart]) -> PythonProfilePart | None:
+    """Several slices' parts as one (stacks summed, steps kept; the interval: the median of theirs), so that a
+    reduce holds one part however many ranks it folded; None for none."""
+    found = list(parts)
+    if not found:
+        return None
+    intervals = [p.interval_ns for p in found if p.interval_ns is not None]
+    return PythonProfilePart(
+        samples=sum(p.samples for p in found),
+        threads=sum(p.threads for p in found),
+        interval_ns=int(np.median(intervals)) if intervals else None,
+        stacks=pl.concat([p.stacks for p in found]).group_by("stack").agg(pl.col("samples").sum()),
+        steps=pl.concat([p.steps for p in found]),
     )
 
 
 def stack_counts(samples: pl.DataFrame) -> pl.DataFrame:
     """Samples per distinct stack: stack (String), frames (list of String, outermost first), samples."""
-    counts = samples.group_by(pl.col("stack").cast(pl.String)).agg(samples=pl.len())
-    return counts.with_columns(frames=pl.col("stack").str.split(STACK_SEPARATOR)).sort(
-        "samples", "stack", descending=True
-    )
+    return _with_frames(samples.group_by(pl.col("stack").cast(pl.String)).agg(samples=pl.len()))
+
+
+def _with_frames(counts: pl.DataFrame) -> pl.DataFrame:
+    framed = counts.with_columns(frames=pl.col("stack").str.split(STACK_SEPARATOR))
+    return framed.sort("samples", "stack", descending=True)
 
 
 def top_functions(counts: pl.DataFrame, total: int, top: int | None = None) -> pl.DataFrame:

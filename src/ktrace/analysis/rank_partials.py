@@ -27,6 +27,7 @@ from ktrace.analysis.log_histogram import histogram
 from ktrace.analysis.memory_timeline import MemoryTimeline
 from ktrace.analysis.overlap import comm_compute_overlap
 from ktrace.analysis.phases import normalize_steps
+from ktrace.analysis.python_samples import PythonProfilePart, python_profile_part
 from ktrace.analysis.rank_activity import HeatmapBins, gpu_bins
 from ktrace.analysis.rank_heatmap import rank_heatmap_part
 from ktrace.analysis.rank_reduce_annotations import AnnotationPart, Extent, annotation_part
@@ -118,6 +119,8 @@ class RankPartial:
     """The slice's memory timeline, every allocating operator kept, its series thinned (rank_reduce_memory)."""
     usage: UsagePart | None = None
     """The slice's system usage and utilization curves in the job's bins (rank_reduce_usage), when asked for."""
+    python: PythonProfilePart | None = None
+    """The slice's Python samples by stack and by step (python_samples); None without samples."""
     rules: Any = None
     """rules.rank_rules.RuleParts of the slice (rank_rule_part), set by the driver (fleet.summary_map) when the
     rules are asked for; None otherwise. Not imported here: the rules import the reduce's modules."""
@@ -193,6 +196,7 @@ def rank_partial(
         annotations=tuple(annotation_part(trace, p, e) for p, e in (annotations or {}).items()),
         memory=memory_part(trace, index=ix),
         usage=None if usage_bins is None else usage_part(trace, usage_bins, index=ix),
+        python=python_profile_part(trace, index=ix),
     )
 
 

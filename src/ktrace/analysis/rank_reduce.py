@@ -58,6 +58,7 @@ from ktrace.analysis.log_histogram import merge_histograms
 from ktrace.analysis.memory_timeline import MemoryTimeline
 from ktrace.analysis.phases import JobPhases, phases_of
 from ktrace.analysis.precision import classify_names, distribution_of
+from ktrace.analysis.python_samples import PythonProfilePart, merge_python_parts, reduce_python_profiles
 from ktrace.analysis.rank_heatmap import RankHeatmap
 from ktrace.analysis.rank_partials import RankPartial
 from ktrace.analysis.rank_reduce_annotations import AnnotationPart, job_annotation, merge_annotation_parts
@@ -145,6 +146,7 @@ class _Fold:
     annotations: dict[str, list[AnnotationPart]] = field(default_factory=dict)
     memory: list[MemoryTimeline] = field(default_factory=list)
     usage: list[UsagePart] = field(default_factory=list)
+    python: list[PythonProfilePart] = field(default_factory=list)
     by_shape: bool = False
 
     def add(self, p: RankPartial) -> None:
@@ -171,6 +173,7 @@ class _Fold:
             self.annotations.setdefault(a.pattern, []).append(a)
         self.memory += [p.memory] if p.memory is not None else []
         self.usage += [p.usage] if p.usage is not None else []
+        self.python += [p.python] if p.python is not None else []
         if len(self.kernel_totals) >= _COMPACT_EVERY:
             self.compact()
 
@@ -188,6 +191,8 @@ class _Fold:
         self.collectives = [merge_collectives_parts(self.collectives)] if self.collectives else []
         merged = merge_memory_parts(self.memory)
         self.memory = [merged] if merged is not None else []
+        python = merge_python_parts(self.python)
+        self.python = [python] if python is not None else []
 
 
 @dataclass(frozen=True)
@@ -313,6 +318,7 @@ def _summary(
         roofline=job_roofline(roofline, view_step_source(sorted(fold.view_sources)), gpu_peaks),
         collectives=job_collectives(comm),
         memory_timeline=memory,
+        python_profile=reduce_python_profiles(fold.python),
     )
 
 

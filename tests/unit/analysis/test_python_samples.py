@@ -3,7 +3,9 @@ samples and on random stacks against a naive count."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
+from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
@@ -11,8 +13,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ktrace.analysis.python_samples import python_profile, samples_per_step, stack_counts, stack_tree, top_functions
+from ktrace.analysis.rank_activity import gpu_bins
+from ktrace.analysis.rank_partials import rank_partial
+from ktrace.analysis.rank_reduce import reduce_partials
+from ktrace.analysis.steps import detect_steps
+from ktrace.analysis.summary import summarize
+from ktrace.model import store
 from ktrace.model.schema import STACK_SEPARATOR
 from ktrace.model.trace import Trace
+from ktrace.testing.fleet_compare import fleet_differences
+from ktrace.testing.synthetic import SyntheticConfig, generate
 
 MAIN = "train.py:1 <module>"
 LOOP = "train.py:10 train"
@@ -117,3 +127,33 @@ def test_steps_without_samples_are_left_out() -> None:
         schema_overrides={"rank": pl.Int32},
     )
     assert samples_per_step(samples, steps).height == 0
+
+
+def test_rank_by_rank_the_profile_is_the_one_process_profile(tmp_path: Path) -> None:
+    trace = generate(SyntheticConfig(steps=4, kernels_per_step=20, ranks=4, nodes=2))
+    steps = detect_steps(trace)
+    lo, hi = int(steps["start_ns"].min()), int(steps["end_ns"].max())  # type: ignore[arg-type]
+    parts = []
+    for k, (node, rank) in enumerate(p for p in trace.ranks if p[1] >= 0):
+        stacks = [[MAIN, LOOP, HOT if (i + k) % 3 else COLD] for i in range(30)]
+        t0 = lo + k * 1000
+        parts.append(
+            pl.from_arrow(samples_table(stacks, t0=t0, tid=k)).with_columns(node=pl.lit(node), rank=pl.lit(rank))
+        )
+    frame = pl.concat(parts).with_columns(
+        (lo + (pl.col("ts_ns") - lo) * (hi - lo) // (40 * MS)).alias("ts_ns")  # spread over the job's steps
+    )
+    samples = frame.cast({"node": pl.Categorical, "rank": pl.Int32, "stack": pl.Categorical})
+    path = tmp_path / "job.ktrace"
+    store.write(dataclasses.replace(trace, samples=samples), path)
+    whole = store.read(path)
+    span, bins = whole.span_ns(), gpu_bins(whole)
+    partials = [
+        rank_partial(store.read(path, only={(n, r)}), job_span=span, heatmap_bins=bins)
+        for n, r, _ in store.partitions(path)
+    ]
+    fleet = reduce_partials(partials)
+    single = summarize(whole)
+    assert fleet.summary.python_profile is not None and fleet.summary.python_profile.samples == 120
+    assert fleet.summary.python_profile.steps.height > 4  # joined to the steps of every rank
+    assert [d for d in fleet_differences(single, fleet) if "python_profile" in d] == []
