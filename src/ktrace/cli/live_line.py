@@ -14,19 +14,26 @@ TRACE_ARGUMENTS = ("trace", "a", "b")
 
 def say_if_live(verb: str, args: argparse.Namespace) -> None:
     """Print one line per TRACE argument of `args` that is a live capture (none for anything else)."""
-    from ktrace.model.live import live_status
+    from ktrace.model.live import live_capture_of, live_status
 
     for name in TRACE_ARGUMENTS:
         path = getattr(args, name, None)
         if not isinstance(path, str) or not path:
             continue
         try:
-            status = live_status(path)
+            status, capture = live_status(path), live_capture_of(path)
         except OSError:
             continue  # the verb says what is wrong with the path
         if status is not None:
             print(
                 f"ktrace {verb}: {path}: {status.line} (`ktrace run` is still recording: this is what it has "
                 "published so far)",
+                file=sys.stderr,
+            )
+        elif capture is not None:  # `ktrace run --force -o PATH` records the replacement beside it
+            now = live_status(capture)
+            print(
+                f"ktrace {verb}: {path}: the previous trace; `ktrace run --force` is recording its replacement in "
+                f"{capture} ({now.line if now else 'live'})",
                 file=sys.stderr,
             )
