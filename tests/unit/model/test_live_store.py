@@ -160,3 +160,23 @@ def test_a_reader_racing_the_finalize_gets_the_live_or_the_finished_capture(tmp_
         lock.release()
     assert store.read(root).ranges.height == 21 * ROWS
     assert live_status(root) is None
+
+
+def test_the_live_capture_of_a_store_run_force_replaces_is_found_beside_it(tmp_path: Path) -> None:
+    from ktrace.model.live import live_capture_of
+    from ktrace.testing import generate
+
+    target = store.write(generate(), tmp_path / "run.ktrace")
+    assert live_capture_of(target) is None  # a finished store nobody writes
+    staged = tmp_path / ".ktrace-tmp-0123abcd-run.ktrace"  # where `ktrace run --force` records
+    writer = CaptureWriter(staged, "host", 0)
+    (writer.folder / ".owner").write_text(str(os.getpid()))
+    lock = OutputLock(target)
+    lock.acquire()
+    try:
+        assert live_capture_of(target) == staged and live_capture_of(staged) == staged
+        assert live_status(target) is None
+    finally:
+        lock.release()
+        writer.close()
+    assert live_capture_of(target) is None
