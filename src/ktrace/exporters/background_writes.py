@@ -7,11 +7,15 @@ queue holds a few buffers at most (each an encoded chunk, ~20 MB), which bounds 
 
 from __future__ import annotations
 
+import gzip
 import queue
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import IO
+
+from ktrace.model.outputs import atomic_file
 
 Buffer = bytes | bytearray | memoryview
 
@@ -65,3 +69,20 @@ def background_writes(out: IO[bytes]) -> Iterator[BackgroundWriter]:
         yield writer
     finally:
         writer.close()
+
+
+@contextmanager
+def streamed_output(path: str | Path) -> Iterator[BackgroundWriter]:
+    """An export's output, written (and gzipped when `path` ends in .gz) in a second thread while the next batch is
+    encoded; the file appears whole or not at all (Ctrl-C, disk full)."""
+    p = Path(path)
+    with atomic_file(p) as f:
+        if p.suffix == ".gz":
+            with (
+                gzip.GzipFile(filename=str(p), mode="wb", compresslevel=6, fileobj=f) as gz,
+                background_writes(gz) as out,  # type: ignore[arg-type]
+            ):
+                yield out
+        else:
+            with background_writes(f) as out:
+                yield out

@@ -8,24 +8,20 @@ is a pseudo-process placed after it with one pseudo-thread per stream. Launch->r
 
 from __future__ import annotations
 
-import gzip
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from ktrace.exporters.background_writes import BackgroundWriter, streamed_output
 from ktrace.exporters.chrome_layout import LANE_TID, SPECIAL_TIDS, ChromeLayout
 from ktrace.exporters.perfetto_slice_windows import RankSlices
 from ktrace.exporters.perfetto_slices import STREAM_KINDS
 from ktrace.exporters.perfetto_tracks import process_name, process_order
 from ktrace.exporters.track_layout import allocation_counters, counter_title
 from ktrace.model.errors import ProgressFn, no_progress
-from ktrace.model.outputs import atomic_file
 from ktrace.model.schema import LAUNCH_CONFIG, NODE_RANK
 from ktrace.model.trace import Trace
 
@@ -141,7 +137,7 @@ class _Lines:
     and copied again: ~4 copies of ~60 MB per chunk of slices saved, and ~0.1 s CPU.
     """
 
-    def __init__(self, out: IO[bytes]) -> None:
+    def __init__(self, out: BackgroundWriter) -> None:
         self.out = out
         self.skip = len(SEP)
 
@@ -253,16 +249,6 @@ def _counter_lines(trace: Trace, node: str, rank: int, pid: int, t0: int) -> pl.
     )[:, 0]  # JSON has no inf or nan
 
 
-@contextmanager
-def _open(path: str | Path) -> Iterator[IO[bytes]]:
-    with atomic_file(path) as f:  # the file appears whole or not at all (Ctrl-C, disk full)
-        if str(path).endswith(".gz"):
-            with gzip.GzipFile(filename=str(path), mode="wb", compresslevel=6, fileobj=f) as gz:
-                yield gz  # type: ignore[misc]
-        else:
-            yield f
-
-
 def export_chrome_json(trace: Trace, path: str | Path, *, progress: ProgressFn = no_progress) -> dict[str, int]:
     """Write `trace` as Chrome trace-event JSON (gzip when `path` ends in .gz); returns event counts.
 
@@ -272,7 +258,7 @@ def export_chrome_json(trace: Trace, path: str | Path, *, progress: ProgressFn =
     """
     span = trace.span_ns()
     t0 = min(span[0], int(trace.counters["ts_ns"].min() or span[0])) if span else 0  # type: ignore[arg-type]
-    with _open(path) as out:
+    with streamed_output(path) as out:  # formatting the next lines overlaps writing (and gzip)
         out.write(b'{"traceEvents":[\n')
         export = _Export(trace, _Lines(out), t0)
         order = process_order(trace)

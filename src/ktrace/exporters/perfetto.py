@@ -9,9 +9,7 @@ each GPU record it caused. Descriptors are pb2 objects; events are encoded colum
 
 from __future__ import annotations
 
-import gzip
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +27,7 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
 )
 
 from ktrace.exporters import perfetto_encoder as enc
-from ktrace.exporters.background_writes import BackgroundWriter, background_writes
+from ktrace.exporters.background_writes import BackgroundWriter, streamed_output
 from ktrace.exporters.findings import Finding, finding_rows
 from ktrace.exporters.perfetto_layout import TrackTree
 from ktrace.exporters.perfetto_rank_layout import RankLayout
@@ -39,7 +37,6 @@ from ktrace.exporters.perfetto_slices import ARG_INT_COLUMNS, ARG_KEYS
 from ktrace.exporters.perfetto_tracks import process_name, process_order
 from ktrace.exporters.track_layout import allocation_counters
 from ktrace.model.errors import ProgressFn, no_progress
-from ktrace.model.outputs import atomic_file
 from ktrace.model.schema import NODE_RANK
 from ktrace.model.trace import Trace
 
@@ -77,22 +74,6 @@ def frame_packet(packet: TracePacket) -> bytes:
     return b"\x0a" + enc.varint_bytes(len(body)) + body
 
 
-@contextmanager
-def _open_output(path: str | Path) -> Iterator[BackgroundWriter]:
-    """The output, written (and gzipped) in a second thread while the next chunk is encoded."""
-    p = Path(path)
-    with atomic_file(p) as f:  # the file appears whole or not at all (Ctrl-C, disk full)
-        if p.suffix == ".gz":
-            with (
-                gzip.GzipFile(filename=str(p), mode="wb", compresslevel=6, fileobj=f) as gz,
-                background_writes(gz) as out,  # type: ignore[arg-type]
-            ):
-                yield out
-        else:
-            with background_writes(f) as out:
-                yield out
-
-
 def export_perfetto(
     trace: Trace,
     path: str | Path,
@@ -116,7 +97,7 @@ def export_perfetto(
     span = trace.span_ns()
     t0 = span[0] if span else 0
     order = process_order(trace)
-    with _open_output(path) as out:
+    with streamed_output(path) as out:
         writer = _Writer(trace, progress, chunk_rows)
         writer.out = out
         out.write(frame_packet(_clock_snapshot(t0)))
