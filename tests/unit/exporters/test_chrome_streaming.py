@@ -1,10 +1,11 @@
 """The Chrome JSON export reads a rank window by window (chrome_layout): every slice on the pid and tid (overlap lane
 included) the whole-rank placement gives it, the flows of launch_pairs, and the same bytes at any window or chunk
-size."""
+size, with numpy memory that grows far less with the trace."""
 
 from __future__ import annotations
 
 import json
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -149,3 +150,20 @@ def test_any_window_and_chunk_size_writes_the_same_bytes(
             patch.setattr(chrome_json, "CHUNK_ROWS", chunk_rows)
             export_chrome_json(trace, tmp_path / f"small{k}.json")
         assert (tmp_path / f"small{k}.json").read_bytes() == (tmp_path / f"default{k}.json").read_bytes()
+
+
+def test_export_memory_does_not_grow_with_the_trace(tmp_path: Path) -> None:
+    """numpy's peak during the export (tracemalloc) grew by ~260 B per added slice on the whole-rank path (the
+    flow join, the lanes of every slice); read window by window only by what the layout keeps per launch (~23 B)."""
+    sizes, peaks = [], []
+    for steps in (20, 60):
+        trace = generate(SyntheticConfig(steps=steps, kernels_per_step=2500, streams=4))
+        sizes.append(trace.counts()["kernels"] + trace.counts()["api"])
+        tracemalloc.start()
+        try:
+            export_chrome_json(trace, tmp_path / f"{steps}.json")
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+    growth = (peaks[1] - peaks[0]) / (sizes[1] - sizes[0])
+    assert growth < 40, f"{growth:.0f} B per added slice"
