@@ -113,11 +113,10 @@ class ChromeLayout:
         self.lane_rows, lane_codes, lanes, lane_tags = overlaps.lanes()
         base = len(self.places.codes)
         lane_keys = lane_codes * (int(lanes.max(initial=0)) + 1) + lanes
-        uniq, first, self.lane_code = np.unique(lane_keys, return_index=True, return_inverse=True)
+        _, first, self.lane_code = np.unique(lane_keys, return_index=True, return_inverse=True)
         self.lane_code += base
         self.lane_of: list[tuple[int, int]] = [(int(lane_codes[j]), int(lanes[j])) for j in first.tolist()]
         self.lane_first = [(int(self.lane_rows[j]), int(lane_tags[j])) for j in first.tolist()]
-        del uniq
         pair_corr = np.concatenate(self.launches.pair_parts) if self.launches.pair_parts else np.zeros(0, np.int32)
         term = np.concatenate(self.launches.term_parts) if self.launches.term_parts else np.zeros(0, np.bool_)
         self.launches.pair_parts, self.launches.term_parts = [], []
