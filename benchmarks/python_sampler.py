@@ -2,6 +2,7 @@
 
     python benchmarks/python_sampler.py                 # 5 rounds, a ~1-2 s loop, 30 frames deep
     python benchmarks/python_sampler.py --rounds 9 --work 4000000 --depth 60
+    python benchmarks/python_sampler.py --analysis-only 1000000   # the summary's cost of 1 M samples
 
 Each round runs, in turn: the bare loop (python, no ktrace), the anchor (`ktrace run --no-gpu --no-counters`, no
 sampling) and `--python-sample 10` and `--python-sample 1`. It prints, per mode, the median over the rounds of the
@@ -107,13 +108,64 @@ def sample_cost_us(depth: int, n: int = 20_000) -> float:
     return cost
 
 
+def analysis_cost(n: int, stacks: int = 200, depth: int = 40) -> tuple[float, float]:
+    """(seconds, MB of peak RSS added) of analysis.python_samples.python_profile on `n` samples of `stacks` distinct
+    stacks `depth` frames deep (~2 kB each), one a 10 ms tick, 100 ticks a step."""
+    import numpy as np
+    import pyarrow as pa
+
+    from ktrace.analysis.python_samples import python_profile
+    from ktrace.model.trace import Trace
+
+    texts = [
+        ";".join(f"/site-packages/pkg/module_{d}.py:{d * 10} function_{d}_{s}" for d in range(depth))
+        for s in range(stacks)
+    ]
+    t0, tick = 1_700_000_000_000_000_000, 10_000_000
+    codes = np.random.default_rng(0).integers(0, stacks, n).astype(np.int32)
+    samples = {
+        "node": pa.array(["h"] * n).dictionary_encode(),
+        "rank": pa.array(np.zeros(n, np.int32)),
+        "ts_ns": pa.array(t0 + np.arange(n, dtype=np.int64) * tick),
+        "pid": pa.array(np.ones(n, np.int64)),
+        "tid": pa.array(np.ones(n, np.int64)),
+        "stack": pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(texts)),
+    }
+    k = n // 100
+    starts = t0 + np.arange(k, dtype=np.int64) * 100 * tick
+    ranges = {
+        "node": ["h"] * k,
+        "rank": pa.array(np.zeros(k, np.int32)),
+        "start_ns": pa.array(starts),
+        "end_ns": pa.array(starts + 100 * tick - 1),
+        "pid": pa.array(np.ones(k, np.int64)),
+        "tid": pa.array(np.ones(k, np.int64)),
+        "name": [f"ProfilerStep#{i}" for i in range(k)],
+        "domain": ["profiler_step"] * k,
+        "depth": pa.array(np.zeros(k, np.int32)),
+        "on_gpu": [False] * k,
+    }
+    trace = Trace.from_arrow({"samples": pa.table(samples), "ranges": pa.table(ranges)})
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t = time.perf_counter()
+    python_profile(trace)
+    return time.perf_counter() - t, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5, help="runs of each mode (default: 5)")
     parser.add_argument("--work", type=int, default=15_000_000, help="loop iterations (default: 15,000,000)")
     parser.add_argument("--depth", type=int, default=30, help="extra frames above the hot loop (default: 30)")
     parser.add_argument("--json", action="store_true", help="print the medians as JSON too")
+    parser.add_argument(
+        "--analysis-only", type=int, metavar="N", help="only time the analysis of N samples (e.g. 1000000)"
+    )
     args = parser.parse_args()
+    if args.analysis_only:
+        seconds, mb = analysis_cost(args.analysis_only)
+        print(f"python_profile of {args.analysis_only:,} samples (200 stacks of ~2 kB): {seconds:.2f} s, +{mb:.0f} MB")
+        return
     results: dict[str, list[dict[str, float]]] = {mode: [] for mode in MODES}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
