@@ -236,9 +236,10 @@ def _counter_lines(trace: Trace, node: str, rank: int, pid: int, t0: int) -> pl.
     rows = pl.concat([rows, memory.drop("node", "rank")]) if memory.height else rows
     keys = rows.select("metric", "instance").unique()
     titles = [json.dumps(counter_title(m, i)) for m, i in keys.iter_rows()]
-    rows = rows.join(keys.with_columns(pl.Series("title", titles, pl.String)), on=["metric", "instance"])
+    titled = keys.with_columns(pl.Series("title", titles, pl.String))
+    rows = rows.join(titled, on=["metric", "instance"], maintain_order="left")
     value = pl.when(pl.col("value").is_finite()).then(pl.col("value").cast(pl.String)).otherwise(pl.lit("null"))
-    return rows.sort("ts_ns").select(
+    return rows.sort("ts_ns", maintain_order=True).select(  # values at one time in table order, every run
         _line(
             '{"ph":"C","name":%s,"pid":%s,"ts":%s,"args":{"value":%s}}',
             "title",

@@ -17,6 +17,7 @@ from ktrace.exporters import chrome_json
 from ktrace.exporters.chrome_json import export_chrome_json
 from ktrace.exporters.chrome_layout import LANE_TID, SPECIAL_TIDS
 from ktrace.exporters.perfetto_slices import STREAM_KINDS, THREAD_KINDS, launch_pairs, rank_slices
+from ktrace.exporters.selection import select
 from ktrace.exporters.track_layout import overlap_lanes
 from ktrace.model.builder import TraceBuilder
 from ktrace.model.trace import Trace, TraceMeta
@@ -167,3 +168,18 @@ def test_export_memory_does_not_grow_with_the_trace(tmp_path: Path) -> None:
             tracemalloc.stop()
     growth = (peaks[1] - peaks[0]) / (sizes[1] - sizes[0])
     assert growth < 40, f"{growth:.0f} B per added slice"
+
+
+def test_counter_values_at_one_time_keep_the_table_order(tmp_path: Path) -> None:
+    """C events sort by time, and values at one time keep the counters table's order: the same file every run
+    (a hash join then an unstable sort shuffled them on a cut of a 2-node trace)."""
+    whole = generate(SyntheticConfig(steps=3, kernels_per_step=30, ranks=4, nodes=2, seed=9))
+    start = whole.span_ns()[0]
+    trace = select(whole, window=(start + 10**8, start + 6 * 10**8), ranks=[1, 2])
+    events = _export(trace, tmp_path / "t.json")["traceEvents"]
+    pid = _pids(events)
+    for node in ("node0", "node1"):  # the generator's counters are the hosts' (rank -1)
+        got = [e["args"]["value"] for e in events if e["ph"] == "C" and e["pid"] == pid[f"{node} (host)"]]
+        rows = trace.counters.filter(pl.col("node") == node)
+        want = rows.with_row_index("at").sort("ts_ns", "at")["value"].to_list()
+        assert got == want and len(set(rows["ts_ns"].to_list())) < len(want)  # ties at one time
