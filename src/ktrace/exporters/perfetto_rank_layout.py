@@ -8,9 +8,10 @@ launch_pairs + FlowChunks give them for the whole rank at once (the same numbers
 What stays per slice: nothing on the tracks where slices never overlap (GPU streams, flat API calls); on a track
 where they do (nested operators), start, end and row from the slice before its first overlap on (24 bytes a
 slice); per launch->run pair, its order by correlation id (4 bytes) and whether it ends its flow (1 byte); per
-distinct launch correlation id, the id, where its pairs start among them (4 bytes) and whether its launch was
-written (13 bytes); the layout pass holds the launch's start too (8 bytes). The Chrome JSON export
-(chrome_layout) lays out its lanes and finds its launches with the same Overlaps and Launches.
+distinct launch correlation id, the id (an offset from the first, 4 bytes, where they span under 2**32), where its
+pairs start among them (4 bytes) and whether its launch was written (9 bytes); the layout pass holds the launch's
+start too (8 bytes). The Chrome JSON export (chrome_layout) lays out its lanes and finds its launches with the same
+Overlaps and Launches.
 """
 
 from __future__ import annotations
@@ -138,7 +139,13 @@ class Launches:
         order = np.argsort(corr, kind="stable")
         corr, start = corr[order], start[order]
         firsts = np.flatnonzero(np.r_[True, corr[1:] != corr[:-1]]) if corr.size else np.zeros(0, np.int64)
-        self.ids: I64 = corr[firsts]
+        ids = corr[firsts]
+        self.base = int(ids[0]) if ids.size else 0
+        if ids.size and int(ids[-1]) - self.base < 2**32 and int(ids[-1]) < 2**63 - 2**32:
+            self.ids: NDArray[np.uint32] | I64 = (ids - self.base).astype(np.uint32)  # ids past the first: 4 B
+        else:
+            self.ids, self.base = ids, 0
+        del ids
         self.launch_start: I64 = np.minimum.reduceat(start, firsts) if firsts.size else start[:0]
         self.pair_parts: list[NDArray[np.int32]] = []
         self.term_parts: list[NDArray[np.bool_]] = []
@@ -146,8 +153,12 @@ class Launches:
     def match(self, corr: pl.Series) -> tuple[I64, NDArray[np.bool_]]:
         """Place of each correlation id among the launches', and whether it is one."""
         values = corr.fill_null(0).to_numpy()
+        present = corr.is_not_null().to_numpy()
+        if self.ids.dtype == np.uint32:  # ids as offsets from the first: one outside its 2**32 is no launch
+            present &= (values >= self.base) & (values < self.base + 2**32)
+            values = np.where(present, values - self.base, 0).astype(np.uint32)
         at = np.searchsorted(self.ids, values).clip(0, max(self.ids.size - 1, 0))
-        found = corr.is_not_null().to_numpy() & (self.ids[at] == values if self.ids.size else False)
+        found = present & (self.ids[at] == values if self.ids.size else False)
         return at, found
 
     def add(self, window: pl.DataFrame) -> None:

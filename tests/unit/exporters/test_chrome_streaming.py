@@ -16,6 +16,7 @@ import pytest
 from ktrace.exporters import chrome_json
 from ktrace.exporters.chrome_json import export_chrome_json
 from ktrace.exporters.chrome_layout import LANE_TID, SPECIAL_TIDS
+from ktrace.exporters.perfetto_rank_layout import Launches
 from ktrace.exporters.perfetto_slices import STREAM_KINDS, THREAD_KINDS, launch_pairs, rank_slices
 from ktrace.exporters.selection import select
 from ktrace.exporters.track_layout import overlap_lanes
@@ -183,3 +184,29 @@ def test_counter_values_at_one_time_keep_the_table_order(tmp_path: Path) -> None
         rows = trace.counters.filter(pl.col("node") == node)
         want = rows.with_row_index("at").sort("ts_ns", "at")["value"].to_list()
         assert got == want and len(set(rows["ts_ns"].to_list())) < len(want)  # ties at one time
+
+
+@pytest.mark.parametrize("ids", [[9, 5, 7, 5], [5, 7, 2**40], [-3, 4_000_000_000, 12]])
+def test_launch_ids_match_as_a_plain_search(ids: list[int]) -> None:
+    """Launches keeps ids as 4-byte offsets from the first where they span under 2**32: a lookup finds exactly
+    the launches' ids (nulls, ids between them, outside the span and far past it find none)."""
+    b = TraceBuilder("n", 0, TraceMeta(source="synthetic", hosts=("n",)))
+    n = len(ids)
+    b.add(
+        "api",
+        {
+            "start_ns": list(range(n)),
+            "end_ns": list(range(1, n + 1)),
+            "pid": [1] * n,
+            "tid": [1] * n,
+            "correlation_id": ids,
+            "domain": ["runtime"] * n,
+            "name": ["cudaLaunchKernel"] * n,
+        },
+    )
+    launches = Launches(b.build(), "n", 0)
+    asked = [None, *ids, 6, -4, 2**33 + 5, 2**40, 2**40 + 1, 2**62]
+    at, found = launches.match(pl.Series(asked, dtype=pl.Int64))
+    distinct = sorted(set(ids))
+    assert found.tolist() == [v in distinct for v in asked]
+    assert at[found].tolist() == [distinct.index(v) for v in asked if v in distinct]
