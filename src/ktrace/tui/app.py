@@ -334,8 +334,9 @@ class KtraceApp(LiveFollowing):
         self._loading.leave()
 
     def on_unmount(self) -> None:
-        """Leave the loading mode if loading did not finish."""
+        """Leave the loading mode if loading did not finish; end the follow of a live capture."""
         self._loading_done()
+        self.stop_following()
 
     @on(SummaryReady)
     def _summary(self, message: SummaryReady) -> None:

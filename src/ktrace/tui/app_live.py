@@ -53,12 +53,14 @@ class LiveFollowing(AppActions):
         """Seconds between two looks at the capture."""
         self.status_tail = ""
         """The status line after its live lead (the counts, or the window shown)."""
-        self._following = threading.Event()
+        self._follow_on = threading.Event()
         """Set while the view follows: the worker re-reads only then."""
         self.follow_seen: Signature = ()
         """The capture's published batches when the loader began reading it (TraceLoaded.seen)."""
-        self._look_now = threading.Event()
+        self._follow_wake = threading.Event()
         """Set by `End`: the worker looks at once instead of finishing its rest."""
+        self._follow_stop = threading.Event()
+        """Set when the app closes: the worker ends now rather than after its rest (which held the exit)."""
 
     def set_status(self, text: str | None = None) -> None:
         """Show `text` (None: the last one) after the live lead (lag, held, ended) in the status line."""
@@ -67,7 +69,7 @@ class LiveFollowing(AppActions):
 
     def start_following(self) -> None:
         """The trace loaded is a capture in progress (self.follow is live): follow it, from the index complete."""
-        self._following.set()
+        self._follow_on.set()
         self.set_interval(1.0, self.set_status)  # the lag grows between two re-reads
         assert self.path is not None
         self._follow_capture(self.path, self.follow_every_s, self.follow_seen)
@@ -78,13 +80,13 @@ class LiveFollowing(AppActions):
         changed since `seen`; stop once the finalized capture was read."""
         worker = get_current_worker()
         rest = every_s
-        while not worker.is_cancelled:
-            if self._look_now.wait(rest):
-                self._look_now.clear()
+        while not (worker.is_cancelled or self._follow_stop.is_set()):
+            if self._follow_wake.wait(rest):
+                self._follow_wake.clear()
             rest = every_s
-            if worker.is_cancelled:
+            if worker.is_cancelled or self._follow_stop.is_set():
                 return
-            if not self._following.is_set():
+            if not self._follow_on.is_set():
                 continue  # held: the view shows what the user chose; End resumes
             ended = not is_capture_in_progress(path)
             signature = store_signature(path)
@@ -114,7 +116,7 @@ class LiveFollowing(AppActions):
         new = message.index
         timeline = self.query_one(Timeline)
         rows = carried_rows(old, timeline.rows, new, default_rows(new, self.rows_that_fit()))
-        following = self._following.is_set()
+        following = self._follow_on.is_set()
         viewport = followed_viewport(timeline.viewport, old, new) if following else timeline.viewport
         selection = carried_slice(old, timeline.selection, new) if timeline.selection is not None else None
         self.trace, self.index = message.trace, new
@@ -136,12 +138,17 @@ class LiveFollowing(AppActions):
         self.follow = replace(self.follow, trouble=message.text[:60])
         self.set_status()
 
+    def stop_following(self) -> None:
+        """The app closes: wake the follow worker so that it ends (a re-read under way finishes first)."""
+        self._follow_stop.set()
+        self._follow_wake.set()
+
     def hold_or_follow(self, message: ViewportChanged) -> None:
         """A window the user set: one that leaves the newest records holds the view (no more re-reads)."""
         if not self.follow.live or self.follow.ended or self.index is None:
             return
-        if self._following.is_set() and holds(message.end_ns, self.index.t1):
-            self._following.clear()
+        if self._follow_on.is_set() and holds(message.end_ns, self.index.t1):
+            self._follow_on.clear()
             self._set_following(False)
 
     def action_follow_live(self) -> None:
@@ -157,8 +164,8 @@ class LiveFollowing(AppActions):
         if self.follow.ended:
             self.notify("capture ended: showing its end", timeout=3)
             return
-        self._following.set()
-        self._look_now.set()
+        self._follow_on.set()
+        self._follow_wake.set()
         self._set_following(True)
 
     def _set_following(self, following: bool) -> None:
