@@ -234,6 +234,7 @@ def _print_summary(result: Any) -> None:
         for table, n in proc["rows"].items():
             totals[table] = totals.get(table, 0) + n
     shown = ", ".join(f"{totals.get(t, 0):,} {t}" for t in ("kernels", "memory", "api", "ranges", "threads"))
+    shown += f", {totals['samples']:,} Python samples" if totals.get("samples") else ""
     procs = len(result.processes)
     print(
         f"ktrace: trace written to {result.root} ({procs} process{'es' if procs != 1 else ''}: {shown}; "
