@@ -137,3 +137,22 @@ def _dashboard_steps(app: KtraceApp) -> int:
     if shown is None or shown.dashboard is None:
         return -1
     return int(shown.dashboard.summary.steps.height)
+
+
+def test_a_held_view_stays_put_and_says_when_the_capture_ended(capture: tuple[Path, CpuLoop]) -> None:
+    root, loop = capture
+    app = make_app(root, follow_every_s=0.02, analyses=False)
+
+    async def scenario(pilot: Pilot) -> None:  # type: ignore[type-arg]
+        await until(pilot, lambda: app.index is not None and app.index.links_ready, "the first load")
+        timeline = app.query_one(Timeline)
+        timeline.focus()
+        await pilot.press("plus", "h")
+        window = timeline.viewport
+        loop.append_steps(2)
+        loop.finish(root)
+        await until(pilot, lambda: app.follow.ended, "the end of the capture")
+        assert "capture ended" in status(app) and timeline.viewport == window
+        assert app.index.t1 > window.end_ns  # type: ignore[union-attr]  # the whole capture, the window kept
+
+    run(app, scenario)

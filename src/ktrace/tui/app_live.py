@@ -86,9 +86,9 @@ class LiveFollowing(AppActions):
             rest = every_s
             if worker.is_cancelled or self._follow_stop.is_set():
                 return
-            if not self._follow_on.is_set():
-                continue  # held: the view shows what the user chose; End resumes
             ended = not is_capture_in_progress(path)
+            if not (ended or self._follow_on.is_set()):
+                continue  # held: the view shows what the user chose; End resumes (the end is read all the same)
             signature = store_signature(path)
             if signature == seen and not ended:
                 continue
