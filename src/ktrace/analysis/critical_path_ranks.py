@@ -28,6 +28,7 @@ single-rank trace, which this module never changes).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -333,25 +334,25 @@ def _collective_label(job: JobGraph, event: int) -> str:
     return f"{name} #{number}"
 
 
-def on_time_changes(job: JobGraph, path: I64, limit: int) -> list[tuple[str, I64]]:
+def on_time_changes(job: JobGraph, path: I64, limit: int) -> Iterator[tuple[str, I64]]:
     """(target, edge weights) for the `limit` collectives with the largest waits on the path: every rank's wait
-    for that collective removed (target: "node/rank into <collective>", the late rank)."""
+    for that collective removed (target: "node/rank into <collective>", the late rank). One at a time: each is a
+    copy of every edge's weight."""
     g = job.graph
     assert g.wait_ns is not None
     waits = path[(g.etype[path] == GPU) & (g.wait_ns[path] > 0)]
     waits = waits[np.argsort(-g.wait_ns[waits], kind="stable")][:limit]
-    key_of = np.array([job.collective_keys.get(int(e), "") for e in g.event.tolist()], dtype=object)
-    out = []
     for e in waits.tolist():
         event = int(g.event[e])
-        hit = (g.etype == GPU) & (key_of == job.collective_keys[event])
+        key = job.collective_keys[event]
+        events = np.fromiter((ev for ev, k in job.collective_keys.items() if k == key), np.int64)
+        hit = (g.etype == GPU) & np.isin(g.event, events)  # the edges of every rank's instance of the collective
         weight = g.weight.copy()
         weight[hit] -= g.wait_ns[hit]
         weight -= _idle_during_waits(g, np.flatnonzero(hit & (g.wait_ns > 0)))
         assert g.ev_window is not None
         late = job.windows[int(g.ev_window[job.late_of[event]])]
-        out.append((f"{late.node}/{late.rank} into {_collective_label(job, event)}", weight))
-    return out
+        yield f"{late.node}/{late.rank} into {_collective_label(job, event)}", weight
 
 
 def _idle_during_waits(g: Graph, waits: I64) -> I64:
