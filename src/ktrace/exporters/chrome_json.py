@@ -55,14 +55,17 @@ def _quoted(series: pl.Series) -> pl.Series:
     return series.replace_strict(uniq, [json.dumps(s) for s in uniq], default="null", return_dtype=pl.String)
 
 
-def _args(frame: pl.DataFrame) -> pl.Expr:
+def _args(frame: pl.DataFrame) -> pl.Series:
+    """Each slice's args object: each kind's formatted on its own rows only (a when/then chain formatted every
+    kind's on every row: ~2x the CPU)."""
+
     def num(c: str) -> pl.Expr:
         return pl.col(c).cast(pl.String).fill_null("null")
 
     def text(c: str) -> pl.Expr:
         return pl.concat_str(pl.lit('"'), pl.col(c), pl.lit('"')).fill_null("null")
 
-    kind = pl.col("kind")
+    kind = frame["kind"]
     kernel = _fmt(
         '{"grid":[%s,%s,%s],"block":[%s,%s,%s],"registers_per_thread":%s,"static_shared_bytes":%s,'
         '"dynamic_shared_bytes":%s,"correlation_id":%s}',
@@ -77,15 +80,13 @@ def _args(frame: pl.DataFrame) -> pl.Expr:
         num("correlation_id"),
     )
     corr = _fmt('{"correlation_id":%s}', num("correlation_id"))
-    return (
-        pl.when(kind == "kernel")
-        .then(kernel)
-        .when(kind == "memory")
-        .then(memory)
-        .when(kind.is_in(["api", "sync"]))
-        .then(corr)
-        .otherwise(pl.lit("{}"))
-    )
+    out = pl.select(pl.repeat("{}", frame.height, dtype=pl.String)).to_series()
+    for rows, args in ((kind == "kernel", kernel), (kind == "memory", memory), (kind.is_in(["api", "sync"]), corr)):
+        at = np.flatnonzero(rows.to_numpy())
+        if at.size:
+            used = frame.select(sorted(set(args.meta.root_names())))  # gather only the columns it reads
+            out = out.scatter(at, used[at].select(args).to_series())
+    return out
 
 
 class _Pids:
@@ -116,7 +117,7 @@ class _Pids:
 
 def _slice_lines(placed: pl.DataFrame, t0: int) -> pl.Series:
     rel = pl.col("start_ns") - t0
-    return placed.with_columns(_quoted(placed["name"]).alias("qname")).select(
+    return placed.with_columns(_quoted(placed["name"]).alias("qname"), _args(placed).alias("args")).select(
         _line(
             '{"ph":"X","cat":"%s","name":%s,"pid":%s,"tid":%s,"ts":%s,"dur":%s,"args":%s}',
             pl.col("kind"),
@@ -125,7 +126,7 @@ def _slice_lines(placed: pl.DataFrame, t0: int) -> pl.Series:
             pl.col("out_tid"),
             _us(rel),
             _us(pl.col("end_ns") - pl.col("start_ns")),
-            _args(placed),
+            pl.col("args"),
         )
     )[:, 0]
 
