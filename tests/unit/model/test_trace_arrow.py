@@ -8,7 +8,7 @@ import textwrap
 
 import polars as pl
 import pyarrow as pa
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ktrace.model import SCHEMAS
@@ -40,6 +40,7 @@ def ops_frame(chunks: list[list[str | None]]) -> pl.DataFrame:
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.lists(st.none() | NAMES, max_size=12), min_size=1, max_size=4))
+@example(chunks=[[None], [""], [], []])
 def test_string_columns_are_the_dictionary_encoding_of_their_rows(chunks: list[list[str | None]]) -> None:
     frame = ops_frame(chunks)
     table = frame_to_arrow(frame, "ops")
@@ -47,10 +48,11 @@ def test_string_columns_are_the_dictionary_encoding_of_their_rows(chunks: list[l
     expected = naive_dictionary(frame.select("input_dims").to_arrow().column(0), typ)
     got = table.column("input_dims")
     assert got.type == typ and got.equals(expected)
-    used = [c for c in got.chunks if len(c)]
-    want = [c for c in expected.chunks if len(c)]
-    assert [c.dictionary.to_pylist() for c in used] == [c.dictionary.to_pylist() for c in want]
-    assert [c.indices.to_pylist() for c in used] == [c.indices.to_pylist() for c in want]
+    # every chunk shares one dictionary: the strings in the order of their first use. How many chunks there are is
+    # polars' choice (selecting every column or one may split rows differently: [[None], [""], [], []] gave one
+    # chunk in the table and two in the one-column reference), so the chunks are not compared one by one.
+    first_use = list(dict.fromkeys(v for rows in chunks for v in rows if v is not None))
+    assert all(c.dictionary.to_pylist() == first_use for c in got.chunks if len(c))
     assert table.column("input_dims").to_pylist() == [v for rows in chunks for v in rows]
 
 
