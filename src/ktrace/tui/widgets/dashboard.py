@@ -43,13 +43,17 @@ class Dashboard(VerticalScroll, can_focus=True):
         self.mount(Static(why, classes="panel unavailable"))
 
     def show(self, message: SummaryReady) -> None:
-        """Mount the panels of a finished summary (built by the worker: only widgets are made here)."""
+        """Mount the panels of a finished summary (built by the worker: only widgets are made here). The old panels
+        are removed first, and the new ones mounted once they are gone: a live capture's re-read (app_live) shows
+        a new summary while the last one's widgets, evidence buttons and their ids included, may still be there."""
         self.panels = list(message.panels)
         self.last_shown = message
-        had_focus = self.has_focus_within
-        self.remove_children()
+        self.call_later(self._replace, message, self.has_focus_within)
+
+    async def _replace(self, message: SummaryReady, had_focus: bool) -> None:
+        await self.remove_children()
         widgets: list[Widget] = [rank_widget(p) for p in message.rank_panels]
-        for panel in self.panels:
+        for panel in message.panels:
             static = Static(panel.body, classes="panel" if panel.available else "panel unavailable")
             static.border_title = panel.title
             widgets.append(static)
@@ -57,7 +61,7 @@ class Dashboard(VerticalScroll, can_focus=True):
                 button = Button(Text(f"show: {label}"), id=f"evidence-{len(widgets)}-{i}", compact=True)
                 button.evidence = (start, end)  # type: ignore[attr-defined]
                 widgets.append(button)
-        self.mount_all(widgets)
+        await self.mount_all(widgets)
         if had_focus:  # the user is on the dashboard: the rank lines answer j/k/enter at once
             self.call_after_refresh(self.focus_first)
 
