@@ -33,6 +33,7 @@ from ktrace.analysis.roofline import Roofline, roofline
 from ktrace.analysis.steps import detect_steps, step_stats
 from ktrace.analysis.stragglers import Stragglers, stragglers
 from ktrace.analysis.utilization import active_time_share, busy_time
+from ktrace.model.heap import release_free_memory
 from ktrace.model.trace import Trace
 
 FLOAT_DIGITS = 6
@@ -136,8 +137,10 @@ def summarize(
         n_ranks = int((ix.rank_pairs()["rank"] >= 0).sum())
         operators = operator_summary(trace, top=top, index=ix) or range_operator_summary(trace, top=top, index=ix)
         operators = with_shapes(trace, operators, asked=by_shape, top=top, index=ix)
+        release_free_memory()
         sequences = kernel_sequences(trace, index=ix)
         memory_use = memory_timeline(trace, index=ix)
+        release_free_memory()
         path = path_job.result()
         return Summary(
             source=trace.meta.source,
