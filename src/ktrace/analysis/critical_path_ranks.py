@@ -36,6 +36,7 @@ import numpy.typing as npt
 import polars as pl
 
 from ktrace.analysis.breakdown import communication_names
+from ktrace.analysis.columns import local_rank_ids
 from ktrace.analysis.critical_path_graph import COLLECTIVE, GPU, GPU_RECORD, KERNEL_GAP, Graph, Window, build_graph
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.steps import detect_steps
@@ -96,12 +97,25 @@ def windows_of_ranks(first: Window, scope: str, ranges: pl.DataFrame | None, spa
 
 
 def rank_spans(trace: Trace) -> pl.DataFrame:
-    """node, rank, start_ns, end_ns of every rank's CPU events (ops and api rows), sorted by node and rank."""
-    parts = [
-        t.select(pl.col("node").cast(pl.String), pl.col("rank").cast(pl.Int64), "start_ns", "end_ns")
-        for t in (trace.ops, trace.api)
-        if t.height
-    ]
+    """node, rank, start_ns, end_ns of every rank's CPU events (ops and api rows), sorted by node and rank.
+
+    Each table is reduced per rank id (columns.local_rank_ids) before any node is a string: casting the node of
+    every row first held ~100 B a row (+1.3 GB on the 13 M operator rows of a 20 M-event trace)."""
+    parts = []
+    for t in (trace.ops, trace.api):
+        if not t.height:
+            continue
+        keys, ids = local_rank_ids(t)
+        spans = (
+            t.select("start_ns", "end_ns")
+            .with_columns(id=pl.Series(ids))
+            .group_by("id")
+            .agg(pl.col("start_ns").min(), pl.col("end_ns").max())
+            .sort("id")
+        )
+        parts.append(
+            pl.concat([keys.select("node", pl.col("rank").cast(pl.Int64)), spans.drop("id")], how="horizontal")
+        )
     if not parts:
         return pl.DataFrame()
     return (
