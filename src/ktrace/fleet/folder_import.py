@@ -21,7 +21,8 @@ from pathlib import Path
 
 from ktrace.fleet.engines import check_engine_options, default_workers, open_engine
 from ktrace.fleet.rank_import import RankImport, RankTask, import_rank, read_entry
-from ktrace.importers.kineto import RankFile, assign_ranks, folder_meta, skip_reason
+from ktrace.importers.kineto import assign_ranks, folder_meta, skip_reason
+from ktrace.importers.kineto_file_meta import RankFile
 from ktrace.importers.kineto_limits import file_caps
 from ktrace.importers.kineto_stream import kineto_files
 from ktrace.model.clock_estimate import estimate_offsets
