@@ -9,9 +9,9 @@ import tracemalloc
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import polars as pl
 import pytest
+from tangled_traces import tangled_trace
 
 from ktrace.exporters import chrome_json
 from ktrace.exporters.chrome_json import export_chrome_json
@@ -27,52 +27,17 @@ from ktrace.testing import SyntheticConfig, generate
 
 def _tangled() -> Trace:
     """Ranges overlapping without nesting on two threads, ties in start, shared and early launches, two GPUs."""
-    b = TraceBuilder("n", 0, TraceMeta(source="synthetic", hosts=("n",)))
-    rng = np.random.default_rng(11)
-    n = 300
-    start = np.sort(rng.integers(0, 20_000, n)).astype(np.int64)
-    start[40:48] = start[40]
-    b.add(
-        "ranges",
-        {
-            "start_ns": start.tolist(),
-            "end_ns": (start + rng.integers(0, 900, n)).tolist(),
-            "pid": [1] * n,
-            "tid": [1 + (k % 2) for k in range(n)],
-            "name": [f"r{k % 5}" for k in range(n)],
-            "domain": ["nvtx"] * n,
-            "depth": [0] * n,
-            "on_gpu": [False] * n,
-        },
+    return tangled_trace(
+        seed=11,
+        ranges=300,
+        range_names=5,
+        ties=slice(40, 48),
+        calls=100,
+        shared=8,
+        kernel_ns=300,
+        two_gpus=True,
+        two_streams=False,
     )
-    m = 100
-    api_start = np.sort(rng.integers(0, 20_000, m)).astype(np.int64)
-    b.add(
-        "api",
-        {
-            "start_ns": api_start.tolist(),
-            "end_ns": (api_start + 50).tolist(),
-            "pid": [1] * m,
-            "tid": [1] * m,
-            "correlation_id": [k // 2 for k in range(m)],  # two calls share each id: the first launches
-            "domain": ["runtime"] * m,
-            "name": ["cudaLaunchKernel"] * m,
-        },
-    )
-    k_start = api_start[::2] + rng.integers(-100, 400, m // 2)  # some kernels start before their launch
-    kernels = m // 2 + 8
-    b.add(
-        "kernels",
-        {
-            "start_ns": np.concatenate([k_start, k_start[:8]]).tolist(),  # eight ids launch two kernels each
-            "end_ns": np.concatenate([k_start + 300, k_start[:8] + 90]).tolist(),  # overlapping on a stream
-            "device": [k % 2 for k in range(kernels)],
-            "stream": [7] * kernels,
-            "correlation_id": list(range(m // 2)) + list(range(8)),
-            "name": [f"k{k % 3}" for k in range(kernels)],
-        },
-    )
-    return b.build()
 
 
 def _traces() -> list[Trace]:

@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
+from tangled_traces import tangled_trace
 
 from ktrace.exporters.perfetto import export_perfetto
 from ktrace.exporters.perfetto_layout import TrackTree
@@ -20,59 +21,23 @@ from ktrace.exporters.perfetto_slice_windows import RankSlices
 from ktrace.exporters.perfetto_slices import SLICE_COLUMNS, launch_pairs, rank_slices
 from ktrace.exporters.perfetto_tracks import assign_tracks
 from ktrace.exporters.track_layout import overlap_lanes
-from ktrace.model.builder import TraceBuilder
-from ktrace.model.trace import Trace, TraceMeta
+from ktrace.model.trace import Trace
 from ktrace.testing import SyntheticConfig, generate
 
 
 def _tangled() -> Trace:
     """Ranges that overlap without nesting, across many clusters, ties in start, a launch after its kernel."""
-    b = TraceBuilder("n", 0, TraceMeta(source="synthetic", hosts=("n",)))
-    rng = np.random.default_rng(3)
-    n = 400
-    start = np.sort(rng.integers(0, 20_000, n)).astype(np.int64)
-    start[50:60] = start[50]  # a run of ties
-    end = start + rng.integers(0, 900, n)
-    b.add(
-        "ranges",
-        {
-            "start_ns": start.tolist(),
-            "end_ns": end.tolist(),
-            "pid": [1] * n,
-            "tid": [1 + (k % 2) for k in range(n)],
-            "name": [f"r{k % 7}" for k in range(n)],
-            "domain": ["nvtx"] * n,
-            "depth": [0] * n,
-            "on_gpu": [False] * n,
-        },
+    return tangled_trace(
+        seed=3,
+        ranges=400,
+        range_names=7,
+        ties=slice(50, 60),
+        calls=120,
+        shared=10,
+        kernel_ns=80,
+        two_gpus=False,
+        two_streams=True,
     )
-    m = 120
-    api_start = np.sort(rng.integers(0, 20_000, m)).astype(np.int64)
-    b.add(
-        "api",
-        {
-            "start_ns": api_start.tolist(),
-            "end_ns": (api_start + 50).tolist(),
-            "pid": [1] * m,
-            "tid": [1] * m,
-            "correlation_id": [k // 2 for k in range(m)],  # two calls share each id: the first launches
-            "domain": ["runtime"] * m,
-            "name": ["cudaLaunchKernel"] * m,
-        },
-    )
-    k_start = api_start[::2] + rng.integers(-100, 400, m // 2)  # some kernels start before their launch
-    b.add(
-        "kernels",
-        {
-            "start_ns": np.concatenate([k_start, k_start[:10]]).tolist(),  # ten ids launch two kernels each
-            "end_ns": np.concatenate([k_start + 80, k_start[:10] + 90]).tolist(),
-            "device": [0] * (m // 2 + 10),
-            "stream": [7 + (k % 2) for k in range(m // 2 + 10)],
-            "correlation_id": list(range(m // 2)) + list(range(10)),
-            "name": [f"k{k % 3}" for k in range(m // 2 + 10)],
-        },
-    )
-    return b.build()
 
 
 def _traces() -> list[Trace]:
