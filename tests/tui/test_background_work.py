@@ -20,6 +20,7 @@ from ktrace.analysis.utilization import busy_time
 from ktrace.tui.app import make_app
 from ktrace.tui.details import INDEXING, LINKING, describe, enclosing_ranges
 from ktrace.tui.index_build import build_index, build_links, build_tracks, plan_index
+from ktrace.tui.messages import StepsReady
 from ktrace.tui.screens.step_prompt import StepPrompt
 from ktrace.tui.steps import PENDING_STEPS, STEPS_PENDING, step_spans
 from ktrace.tui.table_model import format_page
@@ -300,3 +301,21 @@ def test_status_says_inferred_steps_are_inferred(drive, settled) -> None:  # typ
         assert "43 steps (inferred from a periodic kernel)" in str(app.query_one("#status").render())
 
     drive(app, scenario)
+
+
+def test_results_queued_when_the_app_exits_are_dropped_not_handled_without_screens(
+    synthetic_trace,
+    drive,  # type: ignore[no-untyped-def]
+) -> None:
+    """A worker's result already queued when the app exits is dispatched after run_test closed the screens (seen
+    in CI on the Textual floor, 3.2: StepsReady from a live view's last re-read found no Timeline); it must be dropped,
+    not crash the app. (Textual 8 drains the queue before closing the screens, so there it passed before too.)"""
+    app = make_app(trace=synthetic_trace, analyses=False)
+
+    async def scenario(pilot) -> None:  # type: ignore[no-untyped-def]
+        assert app.trace is not None and app.index is not None
+        app.exit()
+        app.post_message(StepsReady(PENDING_STEPS, 0.0))
+
+    drive(app, scenario)
+    assert app.return_code == 0

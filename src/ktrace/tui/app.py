@@ -36,6 +36,7 @@ from ktrace.tui.messages import (
     TracksReady,
     TrackToggled,
     ViewportChanged,
+    while_open,
 )
 from ktrace.tui.operators_model import OperatorPanel, operator_panel
 from ktrace.tui.screens.operators import OperatorScreen
@@ -210,6 +211,7 @@ class KtraceApp(LiveFollowing):
         self.post_message(critical_marks(trace, self.analysis_index, index))
 
     @on(CriticalPathReady)
+    @while_open
     def _critical_ready(self, message: CriticalPathReady) -> None:
         timeline = self.query_one(Timeline)
         timeline.set_critical(message.marks)
@@ -225,6 +227,7 @@ class KtraceApp(LiveFollowing):
             self.post_message(DetailsReady(table, row, fields, asked))
 
     @on(LoadProgress)
+    @while_open
     def _progress(self, message: LoadProgress) -> None:
         pct = f" {100 * message.done / message.total:.0f}%" if message.total else ""
         self.query_one("#status", Static).update(f"{message.stage}…{pct}")
@@ -239,6 +242,7 @@ class KtraceApp(LiveFollowing):
         self.exit(return_code=message.exit_code, message=Text(f"ktrace view: error: {printable(message.text)}"))
 
     @on(TraceLoaded)
+    @while_open
     def _loaded(self, message: TraceLoaded) -> None:
         from ktrace.tui.first_rows import default_rows
 
@@ -288,6 +292,7 @@ class KtraceApp(LiveFollowing):
         self.set_status(f"{counts_line(self.trace, self.steps)} · {len(self.index.tracks)} tracks · press ? for keys")
 
     @on(StepsReady)
+    @while_open
     def _steps_ready(self, message: StepsReady) -> None:
         self.steps = message.steps
         self.timings.update(steps_s=message.seconds, steps_ready=time.perf_counter())
@@ -299,6 +304,7 @@ class KtraceApp(LiveFollowing):
         self._describe_selection()
 
     @on(TracksReady)
+    @while_open
     def _tracks_ready(self, message: TracksReady) -> None:
         if self.index is None:
             return
@@ -309,6 +315,7 @@ class KtraceApp(LiveFollowing):
         self._describe_selection()
 
     @on(LinksReady)
+    @while_open
     def _links_ready(self, message: LinksReady) -> None:
         if self.index is None:
             return
@@ -339,6 +346,7 @@ class KtraceApp(LiveFollowing):
         self.stop_following()
 
     @on(SummaryReady)
+    @while_open
     def _summary(self, message: SummaryReady) -> None:
         if self._summary_run.done() and self.trace is not None and self._summary_run.start():
             self._load_summary(self.trace)
@@ -365,6 +373,7 @@ class KtraceApp(LiveFollowing):
             self._describe(self._details_asked, self.index, self.steps, *self.selected)
 
     @on(DetailsReady)
+    @while_open
     def _details_ready(self, message: DetailsReady) -> None:
         if message.asked != self._details_asked:
             return  # a later request's details are on their way

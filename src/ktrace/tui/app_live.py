@@ -27,7 +27,7 @@ from ktrace.tui.live_follow import (
     rest_after,
     store_signature,
 )
-from ktrace.tui.messages import CaptureGrew, FollowFailed, ViewportChanged
+from ktrace.tui.messages import CaptureGrew, FollowFailed, ViewportChanged, while_open
 from ktrace.tui.tracks import TrackIndex
 from ktrace.tui.widgets.host_device_tree import HostDeviceTree
 from ktrace.tui.widgets.kernel_table import KernelTable
@@ -106,6 +106,7 @@ class LiveFollowing(AppActions):
             rest = rest_after(reload_s, every_s)
 
     @on(CaptureGrew)
+    @while_open
     def _grew(self, message: CaptureGrew) -> None:
         """Swap the grown trace in: tree, timeline rows and window, kernels; then its steps and dashboard."""
         from ktrace.tui.first_rows import default_rows
@@ -132,6 +133,7 @@ class LiveFollowing(AppActions):
         self.analyse(message.trace)
 
     @on(FollowFailed)
+    @while_open
     def _follow_failed(self, message: FollowFailed) -> None:
         from dataclasses import replace
 

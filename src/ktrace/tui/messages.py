@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from textual.message import Message
 
@@ -11,8 +13,24 @@ from ktrace.model.trace import Trace
 from ktrace.tui.tracks import TrackIndex
 
 if TYPE_CHECKING:  # the analyses are imported by the worker that runs them, not at start-up
+    from textual.app import App
+
     from ktrace.analysis.dashboard import Dashboard
     from ktrace.analysis.summary import Summary
+
+M = TypeVar("M", bound=Message)
+
+
+def while_open(handler: Callable[[Any, M], None]) -> Callable[[Any, M], None]:
+    """A worker's result handled only until exit is asked for: a result already queued when the app exits (the
+    user's q, a test's app.exit()) can be dispatched after the screens are closed, where its widgets are gone."""
+
+    @functools.wraps(handler)
+    def handle(app: App[Any], message: M) -> None:
+        if app.return_code is None:
+            handler(app, message)
+
+    return handle
 
 
 @dataclass
