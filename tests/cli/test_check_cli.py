@@ -48,3 +48,20 @@ def test_json_and_list(store, capsys):  # type: ignore[no-untyped-def]
     listing = capsys.readouterr().out
     assert "StepOutlier [sagemaker, warning; rank by rank: exact]" in listing and "    gap_ms = 500.0" in listing
     assert main(["check"]) == 2
+
+
+def test_findings_fold_to_the_terminal_and_stay_one_line_in_a_pipe(store, capsys, monkeypatch):  # type: ignore[no-untyped-def]
+    from ktrace.cli.check import FOLD_INDENT, folded
+
+    assert main(["check", store]) == 0  # captured: not a terminal, so one line per finding
+    piped = capsys.readouterr().out.splitlines()
+    assert piped and all(line.split()[0] in ("ERROR", "WARNING", "INFO") for line in piped)
+    assert max(map(len, piped)) > 80
+    monkeypatch.setattr("sys.stdout.isatty", lambda: True)
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["check", store]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert max(map(len, shown)) <= 80 and len(shown) > len(piped)
+    assert " ".join(" ".join(shown).split()) == " ".join(" ".join(piped).split())  # nothing lost, nothing added
+    assert all(line.startswith(" " * FOLD_INDENT) or line.split()[0] in ("WARNING", "ERROR", "INFO") for line in shown)
+    assert folded("WARNING X: " + "a" * 100, 40) == "WARNING X:\n        " + "a" * 100  # a long word is never cut

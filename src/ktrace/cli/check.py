@@ -94,6 +94,29 @@ def finding_line(f: object) -> str:
     return f"{f.severity.upper():7} {f.rule}: {message}"  # type: ignore[attr-defined]
 
 
+FOLD_INDENT = 8
+"""A folded finding's next lines start under its rule name (after `SEVERITY `)."""
+
+
+def folded(line: str, width: int | None) -> str:
+    """`line` folded at spaces to `width` columns, the next lines indented under the rule; unchanged without a width
+    (output to a pipe or file keeps one line per finding, for grep)."""
+    import textwrap
+
+    if width is None or len(line) <= width:
+        return line
+    return textwrap.fill(
+        line, width, subsequent_indent=" " * FOLD_INDENT, break_long_words=False, break_on_hyphens=False
+    )
+
+
+def terminal_width() -> int | None:
+    """The terminal's width when stdout is one (COLUMNS wins, as for the summary), else None."""
+    import shutil
+
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+
+
 def run(args: argparse.Namespace) -> int:
     """Evaluate the rules and print the findings."""
     from ktrace.analysis.rules.engine import run_rules
@@ -123,12 +146,14 @@ def run(args: argparse.Namespace) -> int:
         json.dump(report_to_dict(report), sys.stdout, indent=1, sort_keys=True, default=str)
         sys.stdout.write("\n")
     else:
+        width = terminal_width()
         for f in report.findings:
-            print(finding_line(f))
+            print(folded(finding_line(f), width))
         if args.verbose:
             for r in report.results:
                 if not r.findings:
-                    print(f"{'SKIPPED' if r.skipped else 'OK':7} {r.rule}: {printable(r.skipped or 'did not fire')}")
+                    passed = f"{'SKIPPED' if r.skipped else 'OK':7} {r.rule}: {printable(r.skipped or 'did not fire')}"
+                    print(folded(passed, width))
     fail = args.fail_on != "never" and report.count(args.fail_on) > 0
     n = {s: sum(1 for f in report.findings if f.severity == s) for s in ("error", "warning", "info")}
     print(
