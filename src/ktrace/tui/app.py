@@ -15,7 +15,7 @@ from textual.worker import get_current_worker
 
 from ktrace.analysis.index import TraceIndex
 from ktrace.model.trace import Trace
-from ktrace.tui.app_live import LiveFollowing
+from ktrace.tui.app_routing import WidgetRouting
 from ktrace.tui.details import describe
 from ktrace.tui.keymap import bindings
 from ktrace.tui.live_follow import FOLLOW_EVERY_S, FollowState, Rerun, is_capture_in_progress, store_signature
@@ -26,15 +26,11 @@ from ktrace.tui.messages import (
     LinksReady,
     LoadFailed,
     LoadProgress,
-    RankChosen,
-    RowsShown,
     SliceSelected,
     StepsReady,
     SummaryReady,
     TraceLoaded,
-    TrackHighlighted,
     TracksReady,
-    TrackToggled,
     ViewportChanged,
     while_open,
 )
@@ -52,13 +48,11 @@ from ktrace.tui.widgets.timeline import Timeline
 
 TIMELINE_CHROME = 5
 """Lines of the screen that are not the timeline pane: header, tab bar and its rule, status line, footer."""
-DETAILS_SHORT, DETAILS_TALL = 5, 14
-"""Lines the timeline's details pane may always take (below 32 rows, from 32 rows); more when the rows leave more."""
 
 
-class KtraceApp(LiveFollowing):
+class KtraceApp(WidgetRouting):
     """Browse one trace: host/device tree + timeline, kernel table, dashboard (keys and palette: AppActions; a
-    capture in progress is followed: LiveFollowing)."""
+    capture in progress is followed: LiveFollowing; messages one widget sends another: WidgetRouting)."""
 
     CSS_PATH = "app.tcss"
     BINDINGS = bindings("app")  # type: ignore[assignment]
@@ -276,8 +270,7 @@ class KtraceApp(LiveFollowing):
             pane = self.size.height - TIMELINE_CHROME
         if pane <= 0:  # no screen (yet)
             return DEFAULT_LIMIT
-        floor = DETAILS_SHORT if self.screen.has_class("-short") else DETAILS_TALL
-        return max(3, pane - 1 - floor)
+        return max(3, pane - 1 - self.details_floor())
 
     def _first_screen(self) -> None:
         """The first screen is drawn: let the loader go on."""
@@ -380,44 +373,6 @@ class KtraceApp(LiveFollowing):
         for details in self.query(Details):
             details.show(message.fields)
 
-    @on(RankChosen)
-    def _rank_chosen(self, message: RankChosen) -> None:
-        """Show a rank chosen in the dashboard: its streams (else any of its tracks) in the timeline, its tree leaf."""
-        if self.index is None:
-            return
-        ids = self.index.tracks_of(message.node, message.rank, "stream") or [
-            i for i, t in enumerate(self.index.tracks) if (t.node, t.rank) == (message.node, message.rank)
-        ]
-        if not ids:
-            from ktrace.model.display_text import printable
-
-            self.notify(f"no tracks for {printable(message.node)}/{message.rank}", severity="warning", markup=False)
-            return
-        self.action_show_tab("timeline")
-        self.query_one(Timeline).show_rows(ids)
-        self.query_one(HostDeviceTree).reveal(ids[0])
-
-    @on(TrackToggled)
-    def _toggle(self, message: TrackToggled) -> None:
-        self.query_one(Timeline).toggle_tracks(message.track_ids)
-
-    @on(RowsShown)
-    def _rows_shown(self, message: RowsShown) -> None:
-        """Mark the shown tracks in the tree and highlight the cursor's leaf (unless the user is in the tree); give
-        the details pane the lines the timeline's rows leave free."""
-        tree = self.query_one(HostDeviceTree)
-        tree.mark_shown(message.rows)
-        if message.cursor is not None and not tree.has_focus:
-            tree.reveal(message.cursor)
-        pane = self.query_one("#timeline-right").size.height
-        details = self.query_one("#timeline-details", Details)
-        floor = DETAILS_SHORT if self.screen.has_class("-short") else DETAILS_TALL
-        details.styles.max_height = max(floor, pane - len(message.rows) - 1)
-
-    @on(TrackHighlighted)
-    def _track_highlighted(self, message: TrackHighlighted) -> None:
-        self.query_one(Timeline).show_track(message.track_id)
-
     @on(ViewportChanged)
     def _viewport(self, message: ViewportChanged) -> None:
         if self.index is None:
@@ -429,14 +384,6 @@ class KtraceApp(LiveFollowing):
             f"window {format_signed_offset(message.start_ns - t0)} … {format_signed_offset(message.end_ns - t0)}"
             f" ({format_duration(message.end_ns - message.start_ns)}) · ? for keys"
         )
-
-    @on(Input.Submitted, "#kernel-filter")
-    @on(Input.Changed, "#kernel-filter")
-    def _filter(self, event: Input.Changed | Input.Submitted) -> None:
-        table = self.query_one(KernelTable)
-        table.request_order(text=event.value.strip())
-        if isinstance(event, Input.Submitted):
-            table.focus()
 
 
 def _warm_kernels() -> None:
