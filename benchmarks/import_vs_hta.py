@@ -1,13 +1,15 @@
 """Kineto import: ktrace vs Holistic Trace Analysis (HTA) on the same trace, in the same run.
 
 Speed mode (default): tiles the biggest real Kineto trace in ../shared/traces N times in time
-(benchmarks/tile_kineto.py), then loads it with HTA's TraceAnalysis and with ktrace's importer, each
-in its own subprocess, and prints wall time, peak memory (the process's peak RSS, or while it has child processes
--- ktrace's decode workers, HTA's parser pool -- their PSS summed with its own, if larger) and the
-ratios. Both are timed as a user runs them, whole process against whole process (the interpreter's start and the
-libraries' imports included: pandas+HTA, polars+pyarrow+ktrace); the load alone, after the imports (the old
-footing), is printed beside it. Peak RSS is the whole process tree's. Goal: ktrace >= 20x faster, <= 1/4 of HTA's peak RSS. The inflate
-library ktrace used (isal if installed, else zlib) is printed.
+(benchmarks/tile_kineto.py), then times both tools on issue 29's footing, whole process against whole process on the
+same file in one run: HTA's process (the interpreter starts, imports hta, builds TraceAnalysis(trace_dir) and runs
+get_temporal_breakdown, get_gpu_kernel_breakdown, get_cuda_kernel_launch_stats and get_idle_time_breakdown) against
+the whole `ktrace summary FILE --json` command with a warm numba cache (its first run, on an empty cache, is timed
+apart). Peak memory counts every process of each tool: the process's peak RSS (VmHWM), or while it has children
+(ktrace's decode workers, HTA's parser pool) their PSS summed with its own, sampled every 200 ms, if larger. The
+loads alone follow (HTA to TraceAnalysis, ktrace to import_kineto, each a whole process), with the old footing
+(after the imports) printed beside. The inflate library ktrace used (isal if installed, else zlib) is printed. The
+last line reads `import_vs_hta: <N> events, HTA <s> s <MB> MB, ktrace summary <s> s <MB> MB: <x>x, RSS <r>; ...`.
 
 Ops mode (--ops): for every real Kineto trace (per-rank folders included) and the tiled one, wall and CPU
 time of ktrace's import with operators (cpu_op, the default since issue #15) and without (`with_ops=False`,
@@ -19,11 +21,11 @@ kernel durations per rank as HTA parses them and as ktrace imports them; they mu
 0.1 %. HTA rounds ns-resolution traces inward (ceil start, floor end) unless HTA_DISABLE_NS_ROUNDING=1,
 which this mode sets so both sides use the trace's own durations.
 
-HTA runs in a throwaway venv (default /tmp/htavenv, created with `pip install holistictraceanalysis`
-when missing). Not part of the test suite.
+HTA runs in a throwaway venv: --hta-python names its python, else --venv (default /tmp/htavenv) is created with
+`pip install holistictraceanalysis` when missing. Not part of the test suite.
 
 examples:
-  python benchmarks/import_vs_hta.py
+  python benchmarks/import_vs_hta.py --hta-python /tmp/hta-venv/bin/python
   python benchmarks/import_vs_hta.py --copies 10 --repeat 2
   python benchmarks/import_vs_hta.py --kernel-time
   python benchmarks/import_vs_hta.py --ops --repeat 3
@@ -56,7 +58,8 @@ def _children_cpu():
 t, c, cc = time.perf_counter(), time.process_time(), _children_cpu()
 {body}
 wall, cpu = time.perf_counter() - t, time.process_time() - c + _children_cpu() - cc
-rss = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+hwm = [int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:")]  # (see measure)
+rss = max(hwm[0] if hwm else 0, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 print("RESULT " + json.dumps({{"wall_s": wall, "cpu_s": cpu, "peak_rss_mb": rss / 1024, "extra": extra}}))
 """
 HTA_SETUP = """
@@ -159,9 +162,13 @@ def measure(
     """Run `body` (timed; `setup` before it is not) in a fresh `python` on `target`.
 
     Returns its wall time (`wall_s`: `body` alone; `process_s`: the whole process, from its start, through the
-    interpreter's start and every import, to its exit: the footing the speed goals are judged on), peak memory (whole process, imports included; with child processes, the peak of their
-    PSS summed with its own when larger: see TreeMemory; not sampled with `sample_memory=False`, for runs timed
-    only) and extra results.
+    interpreter's start and every import, to its exit: the footing the speed goals are judged on), peak memory
+    (whole process, imports included; with child processes, the peak of their PSS summed with its own when larger:
+    see TreeMemory; not sampled with `sample_memory=False`, for runs timed only) and extra results.
+
+    The process's own peak is its VmHWM, not getrusage's ru_maxrss: Linux carries ru_maxrss across exec, so a child
+    of this (v)forked script reported this script's peak when that was larger (a script that had just tiled owlv2
+    in memory gave every small trace's HTA run its ~0.8 GB).
     """
     code = _MEASURE.format(setup=setup.strip(), body=body.strip())
     started = time.perf_counter()
@@ -199,48 +206,78 @@ def biggest_kineto_trace(shared: Path) -> Path:
     return best[1]
 
 
-def speed(args: argparse.Namespace, hta: Path) -> None:
-    """Tile, then time both loaders (alternating, best of --repeat) and print the ratios."""
-    src = biggest_kineto_trace(args.traces)
-    work = Path(args.workdir)
-    folder = work / f"tiled{args.copies}"
-    folder.mkdir(parents=True, exist_ok=True)
-    tiled = folder / f"{src.name.split('.json')[0]}_x{args.copies}.json.gz"
-    if not tiled.exists():
-        sys.path.insert(0, str(HERE))
-        from tile_kineto import tile
+def speed(args: argparse.Namespace, hta: str) -> None:
+    """Tile, then time both tools on issue 29's footing and their loads alone (alternating, best of --repeat)."""
+    from end_to_end_vs_hta import HTA_BODY  # (both import this module: imported here, not at the top)
+    from end_to_end_vs_hta import HTA_SETUP as HTA_ANALYSES_SETUP
+    from speed_everywhere import goal_of, ktrace_cmd, run_command
+    from tile_kineto import tiled_copy
 
-        print(f"tiling {src.name} x{args.copies} ...", file=sys.stderr)
-        tile(src, tiled, args.copies)
-    print(f"trace: {tiled} ({tiled.stat().st_size / 1e6:.1f} MB gz), from {src.parent.name}/{src.name}")
-    block = "import sys; sys.modules['isal'] = None;" if args.no_isal else ""
+    src = biggest_kineto_trace(args.traces)
+    tiled = tiled_copy(src, args.copies, args.workdir)
+    events = events_in(src) * args.copies
+    print(f"trace: {tiled} ({tiled.stat().st_size / 1e6:.1f} MB gz, {events:,} events), from {src.parent.name}")
+    block = "import sys; sys.modules['isal'] = None\n" if args.no_isal else ""
     inflate = subprocess.run(
         [
             sys.executable,
             "-c",
-            block + "from ktrace.importers.kineto_stream import inflate_module;print(inflate_module().__name__)",
+            block + "from ktrace.importers.kineto_stream import inflate_module as m;print(m().__name__)",
         ],
         capture_output=True,
         text=True,
     ).stdout.strip()
-    print(f"ktrace inflate: {inflate}; machine load before: {os.getloadavg()[0]:.1f}")
-    runs: dict[str, list[dict[str, Any]]] = {"hta": [], "ktrace": []}
-    for _ in range(args.repeat):
-        runs["hta"].append(measure(str(hta), HTA_LOAD, folder, setup=HTA_SETUP))
-        setup = ("import sys; sys.modules['isal'] = None\n" if args.no_isal else "") + KTRACE_SETUP
-        runs["ktrace"].append(measure(sys.executable, KTRACE_LOAD, tiled, setup=setup))
+    isal_note = " for the import alone (the summary command inflates with isal when installed)" if args.no_isal else ""
+    print(f"ktrace inflate: {inflate}{isal_note}; machine load before: {os.getloadavg()[0]:.1f}")
+    summary_cmd = ktrace_cmd("summary", str(tiled), "--json")
+    with tempfile.TemporaryDirectory(prefix="ktrace-numba-") as cache:  # empty: the first run after install
+        env = {"NUMBA_CACHE_DIR": cache}
+        first = run_command(summary_cmd, env)
+        runs: dict[str, list[dict[str, Any]]] = {"hta": [], "ktrace": [], "hta load": [], "ktrace import": []}
+        for _ in range(args.repeat):  # the cache the first run filled: warm, and compiled from this very tree
+            runs["hta"].append(measure(hta, HTA_BODY, tiled.parent, setup=HTA_ANALYSES_SETUP))
+            c = run_command(summary_cmd, env)
+            runs["ktrace"].append({"process_s": c.wall_s, "peak_rss_mb": c.peak_rss_mb})
+            runs["hta load"].append(measure(hta, HTA_LOAD, tiled.parent, setup=HTA_SETUP))
+            runs["ktrace import"].append(measure(sys.executable, KTRACE_LOAD, tiled, setup=block + KTRACE_SETUP))
     best = {k: min(v, key=lambda r: r["process_s"]) for k, v in runs.items()}
-    for name, r in best.items():
-        print(
-            f"{name:7s} whole process {r['process_s']:7.2f} s (load alone {r['wall_s']:.2f} s)   "
-            f"peak RSS {r['peak_rss_mb']:7.0f} MB   {r['extra']}"
-        )
-    h, k = best["hta"], best["ktrace"]
+    h, k, hl, kl = best["hta"], best["ktrace"], best["hta load"], best["ktrace import"]
+    print("issue 29's footing: whole process against whole process, the same file, this run; peak memory of every")
+    print("process of each tool (PSS summed while it has children)")
     print(
-        f"ratio, whole process against whole process: ktrace is {h['process_s'] / k['process_s']:.1f}x faster "
-        f"(goal >= 20x; the old footing, loads alone after the imports: {h['wall_s'] / k['wall_s']:.1f}x), "
-        f"uses {k['peak_rss_mb'] / h['peak_rss_mb']:.2f} of HTA's peak RSS (goal <= 0.25)"
+        f"  HTA     interpreter + import hta + TraceAnalysis + its 4 analyses {h['process_s']:7.2f} s "
+        f"(after its imports {h['wall_s']:.2f} s)  peak {h['peak_rss_mb']:6.0f} MB"
     )
+    print(
+        f"  ktrace  `ktrace summary FILE --json`, numba cache warm           {k['process_s']:7.2f} s  "
+        f"peak {k['peak_rss_mb']:6.0f} MB; first run (empty numba cache) {first.wall_s:.2f} s, "
+        f"{first.peak_rss_mb:.0f} MB"
+    )
+    print(
+        f"  ratio {h['process_s'] / k['process_s']:.1f}x (goal at {events:,} events: {goal_of(events)[0]}), "
+        f"peak memory {k['peak_rss_mb'] / h['peak_rss_mb']:.2f} of HTA's"
+    )
+    print(
+        f"load alone, whole processes: HTA to TraceAnalysis {hl['process_s']:.2f} s (after imports "
+        f"{hl['wall_s']:.2f} s) {hl['peak_rss_mb']:.0f} MB; ktrace import_kineto {kl['process_s']:.2f} s (after "
+        f"imports {kl['wall_s']:.2f} s) {kl['peak_rss_mb']:.0f} MB {kl['extra']}"
+    )
+    print(
+        f"load ratio: {hl['process_s'] / kl['process_s']:.1f}x whole process against whole process (the old footing, "
+        f"loads alone after the imports: {hl['wall_s'] / kl['wall_s']:.1f}x); machine load after: "
+        f"{os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"import_vs_hta: {events:,} events, HTA {h['process_s']:.2f} s {h['peak_rss_mb']:.0f} MB, ktrace summary "
+        f"{k['process_s']:.2f} s {k['peak_rss_mb']:.0f} MB: {h['process_s'] / k['process_s']:.1f}x, RSS "
+        f"{k['peak_rss_mb'] / h['peak_rss_mb']:.2f}; first run {first.wall_s:.2f} s; load alone "
+        f"{hl['process_s'] / kl['process_s']:.1f}x"
+    )
+
+
+def events_in(trace: Path) -> int:
+    """The events of a real trace file, from its folder's STATS.json."""
+    return int(json.loads((trace.parent / "STATS.json").read_text())[trace.name]["n_events"])
 
 
 def _kineto_sets(shared: Path) -> list[tuple[str, list[Path]]]:
@@ -258,14 +295,14 @@ def _kineto_sets(shared: Path) -> list[tuple[str, list[Path]]]:
     return sets
 
 
-def kernel_time(args: argparse.Namespace, hta: Path) -> int:
+def kernel_time(args: argparse.Namespace, hta: str) -> int:
     """Per trace and rank: kernel count and total kernel time, HTA vs ktrace; non-zero exit if > 0.1 % apart."""
     worst = 0.0
     for name, files in _kineto_sets(args.traces):
         with tempfile.TemporaryDirectory() as tmp:
             for f in files:
                 (Path(tmp) / f.name).symlink_to(f)
-            h = measure(str(hta), HTA_KERNEL_TIME, Path(tmp), env={"HTA_DISABLE_NS_ROUNDING": "1"})["extra"]
+            h = measure(hta, HTA_KERNEL_TIME, Path(tmp), env={"HTA_DISABLE_NS_ROUNDING": "1"})["extra"]
             k = measure(sys.executable, KTRACE_KERNEL_TIME, Path(tmp))["extra"]
         for rank in sorted(h, key=int):
             (hn, hus), (kn, kus) = h[rank], k.get(rank, [0, 0.0])
@@ -279,12 +316,12 @@ def kernel_time(args: argparse.Namespace, hta: Path) -> int:
     return 0 if worst <= 0.001 else 1
 
 
-def ops_cost(args: argparse.Namespace, hta: Path) -> None:
+def ops_cost(args: argparse.Namespace, hta: str) -> None:
     """Per Kineto trace: HTA load, ktrace import with ops and without; wall and CPU seconds, best of --repeat."""
     sets = _kineto_sets(args.traces)
-    tiled = Path(args.workdir) / f"tiled{args.copies}"
-    if tiled.is_dir():
-        sets.append((f"tiled x{args.copies}", sorted(tiled.glob("*.json.gz"))))
+    from tile_kineto import tiled_copy
+
+    sets.append((f"tiled x{args.copies}", [tiled_copy(biggest_kineto_trace(args.traces), args.copies, args.workdir)]))
     sets = [s for s in sets if args.only in s[0]]
     print(f"machine load before: {os.getloadavg()[0]:.1f}")
     print(
@@ -299,7 +336,7 @@ def ops_cost(args: argparse.Namespace, hta: Path) -> None:
             target = Path(tmp) if len(files) > 1 else Path(tmp) / files[0].name
             runs: dict[str, list[dict[str, Any]]] = {"hta": [], "on": [], "off": []}
             for _ in range(args.repeat):
-                runs["hta"].append(measure(str(hta), HTA_LOAD, Path(tmp), setup=HTA_SETUP, sample_memory=False))
+                runs["hta"].append(measure(hta, HTA_LOAD, Path(tmp), setup=HTA_SETUP, sample_memory=False))
                 runs["on"].append(measure(sys.executable, KTRACE_LOAD, target, setup=KTRACE_SETUP, sample_memory=False))
                 runs["off"].append(
                     measure(sys.executable, KTRACE_LOAD_LEAN, target, setup=KTRACE_SETUP, sample_memory=False)
@@ -320,8 +357,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--traces", type=Path, default=SHARED, help="folder of real traces (shared/traces)")
     parser.add_argument("--copies", type=int, default=10, help="how many times to tile the trace in time")
     parser.add_argument("--repeat", type=int, default=1, help="runs per loader; the best is kept")
+    parser.add_argument("--hta-python", help="python of a venv with HTA (default: --venv's, made when missing)")
     parser.add_argument("--venv", type=Path, default=Path("/tmp/htavenv"), help="throwaway venv with HTA")
-    parser.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "ktrace-bench"))
+    parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "ktrace-bench")
     parser.add_argument("--kernel-time", action="store_true", help="check kernel time vs HTA on every trace")
     parser.add_argument("--ops", action="store_true", help="import time with ops vs --no-ops vs HTA, every trace")
     parser.add_argument("--only", default="", help="--ops: only the traces whose name contains this")
@@ -329,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         "--no-isal", action="store_true", help="make ktrace inflate with zlib even if isal is installed"
     )
     args = parser.parse_args(argv)
-    hta = ensure_hta(args.venv)
+    hta = args.hta_python or str(ensure_hta(args.venv))
     if args.kernel_time:
         return kernel_time(args, hta)
     if args.ops:

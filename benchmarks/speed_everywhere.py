@@ -9,10 +9,12 @@ What it measures (each side in its own fresh subprocess, HTA from a venv it is g
 2. Small traces, warm: the same commands again (cache now warm), best of --repeat, with peak RSS, against
    HTA's load + temporal/kernel breakdown + launch stats + idle breakdown on the same trace.
 3. Every real Kineto trace in shared/traces, tiled --copies times in time (benchmarks/tile_kineto.py), once with an
-   empty numba cache (the first run after install) and then warm, whole process against whole process: HTA's
-   process (the interpreter starts, imports hta, builds TraceAnalysis and runs the four analyses) against the whole
-   `ktrace summary --json` command; peak memory counts every process of each (decode workers too). HTA's time
-   after its imports (the old footing) is printed beside it. Goals by size: >= 1 M events: 20x and
+   empty numba cache (the first run after install) and then warm on the cache that run filled (so never a stale
+   one), whole process against whole process (issue 29's footing): HTA's process (the interpreter starts, imports
+   hta, builds TraceAnalysis(trace_dir) and runs the four analyses) against the whole `ktrace summary FILE --json`
+   command (the `ktrace` script beside this python); peak memory counts every process of each (decode workers and
+   HTA's pool too; each process's own peak is its VmHWM: import_vs_hta.measure). HTA's time after its imports (the
+   old footing) is printed beside it. Goals by size: >= 1 M events: 20x and
    <= 0.25 of HTA's peak RSS; >= 300 k events: 10x and <= 0.25; smaller: <= 1.0 s and no more RSS than HTA.
    The decode floor is measured in the same run: gunzip + msgspec decoding of the file's events into a
    minimal struct and nothing else; ktrace's import time is reported as a multiple of it.
@@ -157,7 +159,9 @@ def run_command(argv: list[str], env: dict[str, str] | None = None, timeout: flo
 
 
 def ktrace_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "ktrace", *args]
+    """The `ktrace` command a user runs: the console script beside this python (else `python -m ktrace`)."""
+    script = Path(sys.executable).parent / "ktrace"
+    return [str(script), *args] if script.is_file() else [sys.executable, "-m", "ktrace", *args]
 
 
 def first_and_warm(repeat: int) -> dict[str, dict[str, Command]]:
@@ -204,11 +208,14 @@ def compare_traces(args: argparse.Namespace, hta: str | None) -> list[dict[str, 
         path = tiled_copy(src, args.copies, args.workdir)
         n = events * args.copies
         with tempfile.TemporaryDirectory(prefix="ktrace-numba-") as cache:  # the first run after install
-            cold = run_command(ktrace_cmd("summary", "--json", str(path)), {"NUMBA_CACHE_DIR": cache})
-        summary = min(
-            (run_command(ktrace_cmd("summary", "--json", str(path))) for _ in range(args.repeat)),
-            key=lambda c: c.wall_s,
-        )
+            cold = run_command(ktrace_cmd("summary", str(path), "--json"), {"NUMBA_CACHE_DIR": cache})
+            summary = min(  # on the cache the first run filled: warm, and compiled from this very source tree
+                (
+                    run_command(ktrace_cmd("summary", str(path), "--json"), {"NUMBA_CACHE_DIR": cache})
+                    for _ in range(args.repeat)
+                ),
+                key=lambda c: c.wall_s,
+            )
         info = min((run_command(ktrace_cmd("info", str(path))) for _ in range(args.repeat)), key=lambda c: c.wall_s)
         floor = measure(sys.executable, DECODE_FLOOR, path, setup=DECODE_SETUP)
         imported = measure(sys.executable, KTRACE_IMPORT, path, setup=KTRACE_IMPORT_SETUP)
