@@ -251,6 +251,7 @@ def _trace_line(row: dict[str, Any]) -> str:
         text += (
             f"  HTA {row['hta_s']:6.2f} s (after imports {row['hta_after_imports_s']:.2f} s) "
             f"{row['hta_rss_mb']:6.0f} MB  ratio {row['hta_s'] / s.wall_s:5.1f}x "
+            f"(old footing {row['hta_after_imports_s'] / s.wall_s:.1f}x) "
             f"RSS {s.peak_rss_mb / row['hta_rss_mb']:.2f}  goal {goal_of(row['events'])[0]}"
         )
     return text
