@@ -80,10 +80,17 @@ class RankSteps:
 
 
 def rank_steps(
-    trace: Trace, node: str, rank: int, *, annotation: str | None = None, steps_pattern: str | None = None
+    trace: Trace,
+    node: str,
+    rank: int,
+    *,
+    annotation: str | None = None,
+    steps_pattern: str | None = None,
+    index: TraceIndex | None = None,
 ) -> RankSteps:
-    """The RankSteps of a trace holding one rank, (node, rank) (a store's partition)."""
-    ix = TraceIndex(trace)
+    """The RankSteps of a trace holding one rank, (node, rank) (a store's partition); `index` its TraceIndex when
+    another analysis of the rank has one."""
+    ix = TraceIndex.of(trace, index)
     method, steps = -1, pl.DataFrame()
     for i, source in enumerate(step_methods(steps_pattern)):
         found = detect_steps(trace, steps_pattern, source, index=ix)  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ size grows with distinct kernel names, histogram bins and steps, not with the ra
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +30,7 @@ from ktrace.analysis.phases import normalize_steps
 from ktrace.analysis.python_samples import PythonProfilePart, python_profile_part
 from ktrace.analysis.rank_activity import HeatmapBins, gpu_bins
 from ktrace.analysis.rank_heatmap import rank_heatmap_part
-from ktrace.analysis.rank_reduce_annotations import AnnotationPart, Extent, annotation_part
+from ktrace.analysis.rank_reduce_annotations import AnnotationPart, annotation_part
 from ktrace.analysis.rank_reduce_collectives import collectives_part
 from ktrace.analysis.rank_reduce_memory import memory_part
 from ktrace.analysis.rank_reduce_operators import OperatorPart, operator_part
@@ -114,7 +114,7 @@ class RankPartial:
     roofline: RooflinePart | None = None
     """Modeled operator calls grouped, steps' FLOPs, unmodeled time, GPU names (rank_reduce_roofline)."""
     annotations: tuple[AnnotationPart, ...] = ()
-    """One per annotation pattern, cut in the job's bins (rank_reduce_annotations)."""
+    """One per annotation pattern: its ranges' durations and totals (rank_reduce_annotations)."""
     memory: MemoryTimeline | None = None
     """The slice's memory timeline, every allocating operator kept, its series thinned (rank_reduce_memory)."""
     usage: UsagePart | None = None
@@ -132,7 +132,7 @@ def rank_partial(
     job_span: tuple[int, int] | None = None,
     steps_pattern: str | None = None,
     heatmap_bins: HeatmapBins | None = None,
-    annotations: Mapping[str, Extent] | None = None,
+    annotations: Sequence[str] = (),
     by_shape: bool = False,
     usage_bins: UsageBins | None = None,
     index: TraceIndex | None = None,
@@ -145,8 +145,7 @@ def rank_partial(
         steps_pattern: regex of step range names, as summarize's.
         heatmap_bins: the whole job's rank_activity.gpu_bins (driver: rank_activity.job_bins of the partitions'
             spans); default this trace's.
-        annotations: the patterns to histogram with the job's extent of each (rank_reduce_annotations.job_extents);
-            default none.
+        annotations: the patterns to histogram (their ranges' durations: the client cuts the job's bins).
         by_shape: the operators by input shape even without shapes (summarize's by_shape).
         usage_bins: the job's time bins for the system usage and utilization curves (the report's); None: none.
         index: the trace's TraceIndex.
@@ -193,7 +192,7 @@ def rank_partial(
         operators=operator_part(trace, by_shape=by_shape, index=ix),
         roofline=roofline_part(trace, view_source, index=ix),
         collectives=collectives_part(trace),
-        annotations=tuple(annotation_part(trace, p, e) for p, e in (annotations or {}).items()),
+        annotations=tuple(annotation_part(trace, p) for p in annotations),
         memory=memory_part(trace, index=ix),
         usage=None if usage_bins is None else usage_part(trace, usage_bins, index=ix),
         python=python_profile_part(trace, index=ix),

@@ -23,7 +23,7 @@ load_balance       job-wide: per-rank rows concatenated, utilization histograms 
 operators          job-wide: every name's (operator, shapes, operator x kernel, module, Python frame) sums
                    added up (exact; mean latency = sum / count); the top tables taken from the sums.
 kernel_sequences   job-wide: every sequence's occurrences, streams and time summed (a stream is one rank's).
-annotations        job-wide: the job's bins (from the first pass's extents), bin counts summed (exact);
+annotations        job-wide: every rank's range durations, cut in the job's bins on the client (exact);
                    per name as top_by_time.
 collectives        job-wide: every rank's NCCL kernels (a few columns) joined on the client, by_size and the
                    arrival skew computed on them as one process does (exact).
@@ -61,7 +61,7 @@ from ktrace.analysis.precision import classify_names, distribution_of
 from ktrace.analysis.python_samples import PythonProfilePart, merge_python_parts, reduce_python_profiles
 from ktrace.analysis.rank_heatmap import RankHeatmap
 from ktrace.analysis.rank_partials import RankPartial
-from ktrace.analysis.rank_reduce_annotations import AnnotationPart, job_annotation, merge_annotation_parts
+from ktrace.analysis.rank_reduce_annotations import AnnotationPart, job_annotations, merge_annotation_parts
 from ktrace.analysis.rank_reduce_collectives import job_collectives, merge_collectives_parts
 from ktrace.analysis.rank_reduce_kernels import (
     job_kernel_stats,
@@ -148,6 +148,8 @@ class _Fold:
     usage: list[UsagePart] = field(default_factory=list)
     python: list[PythonProfilePart] = field(default_factory=list)
     by_shape: bool = False
+    user_patterns: bool = True
+    """False: the annotation patterns are the default candidates (only those some rank has are shown)."""
 
     def add(self, p: RankPartial) -> None:
         self.per_rank.append(_RankRows.of(p))
@@ -224,6 +226,7 @@ def reduce_partials(
     top: int = 15,
     by_shape: bool = False,
     gpu_peaks: Mapping[str, GpuPeaks] | None = None,
+    default_annotations: bool = False,
 ) -> FleetResult:
     """Merge the partials of every rank of one job (any order, consumed as they come) into its Summary.
 
@@ -232,6 +235,8 @@ def reduce_partials(
         top: kernels and operators listed in the top tables, as summarize's.
         by_shape: the operators by input shape even without shapes, as summarize's.
         gpu_peaks: gpu_peaks rows from a rules file, as summarize's (the roofline's peaks).
+        default_annotations: the partials' annotation patterns are the default candidates
+            (dashboard.default_annotations): only those some rank has are histogrammed.
 
     Returns:
         FleetResult.
@@ -239,7 +244,7 @@ def reduce_partials(
     Raises:
         ValueError: no partial.
     """
-    fold = _Fold(by_shape=by_shape)
+    fold = _Fold(by_shape=by_shape, user_patterns=not default_annotations)
     for p in partials:
         fold.add(p)
     if not fold.per_rank:
@@ -289,7 +294,7 @@ def _summary(
     (comm,) = fold.collectives
     ops = job_operators(operators, top=top)
     kernel_sequences = job_sequences(sequences)
-    annotations = tuple(job_annotation(parts[0]) for parts in fold.annotations.values())
+    annotations = job_annotations([parts[0] for parts in fold.annotations.values()], fold.user_patterns)
     memory = job_memory_timeline(merge_memory_parts(fold.memory), _span(fold.spans), steps)
     notes = tuple(fold.notes) + absent_notes(ops, kernel_sequences) + ((NO_MEMORY_TIMELINE,) if memory is None else ())
     return Summary(

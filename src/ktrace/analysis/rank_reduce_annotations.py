@@ -1,80 +1,58 @@
 """Annotation histograms (annotation_histograms.annotation_histogram) of a many-rank job, rank by rank.
 
-The first pass finds each pattern's shortest and longest matching range on every rank (annotation_extent); the
-client takes the job's, so every rank cuts its durations in the job's bins (annotation_part) and the bins' counts
-add exactly. Per range name, counts, sums, minima and maxima add exactly (mean = sum / count); p50 and p95 are
-read back from merged log-bin histograms (log_histogram.RELATIVE_ERROR). Without patterns from the user, the
-patterns are those of DEFAULT_ANNOTATION_PATTERNS that some rank has (dashboard.default_annotations).
+Each slice ships its matching ranges' durations per pattern (annotation_part: a few per step and rank); the client
+concatenates them and cuts the job's bins over the job's shortest and longest range (job_annotation), so the
+bins' counts are those of one process exactly, with no pass over the ranks to find the job's extent first. Per
+range name, counts, sums, minima and maxima add exactly (mean = sum / count); p50 and p95 are read back from merged
+log-bin histograms (log_histogram.RELATIVE_ERROR). Without patterns from the user, the patterns are those of
+DEFAULT_ANNOTATION_PATTERNS that some rank has (dashboard.default_annotations: job_annotations drops the others).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 import polars as pl
 
-from ktrace.analysis.annotation_histograms import DEFAULT_ANNOTATION_PATTERNS, AnnotationHistogram, matching_ranges
+from ktrace.analysis.annotation_histograms import AnnotationHistogram, matching_ranges
 from ktrace.analysis.log_histogram import grouped_quantiles, histogram, merge_histograms
 from ktrace.model.trace import Trace
 
 ANNOTATION_BINS = 20
 """summarize's annotation_bins default."""
-Extent = tuple[int, int] | None
-"""(shortest, longest) duration of a pattern's ranges; None without a match."""
-
-
-def annotation_extent(trace: Trace, patterns: Sequence[str] | None) -> dict[str, Extent]:
-    """First pass: per pattern (the user's, or every default candidate when None), its ranges' extent."""
-    out: dict[str, Extent] = {}
-    for p in DEFAULT_ANNOTATION_PATTERNS if patterns is None else patterns:
-        dur = matching_ranges(trace, p)["dur_ns"]
-        out[p] = (int(dur.min()), int(dur.max())) if dur.len() else None  # type: ignore[arg-type]
-    return out
-
-
-def job_extents(found: Sequence[Mapping[str, Extent]], patterns: Sequence[str] | None) -> dict[str, Extent]:
-    """The job's extent per pattern from every rank's; without user patterns, only the defaults some rank has."""
-    names = list(DEFAULT_ANNOTATION_PATTERNS if patterns is None else patterns)
-    out: dict[str, Extent] = {}
-    for p in names:
-        seen = [e for f in found if (e := f.get(p)) is not None]
-        out[p] = (min(lo for lo, _ in seen), max(hi for _, hi in seen)) if seen else None
-    return {p: e for p, e in out.items() if patterns is not None or e is not None}
 
 
 @dataclass(frozen=True)
 class AnnotationPart:
-    """One pattern on one slice (or merged slices): counts in the job's bins, per-name totals and histograms."""
+    """One pattern on one slice (or merged slices): its ranges' durations, per-name totals and histograms."""
 
     pattern: str
-    extent: Extent
-    counts: tuple[int, ...]
+    durations: npt.NDArray[np.int64]
+    """Every matching range's duration (the job's bins are cut once all are in: job_annotation)."""
     stats: pl.DataFrame
     """name, count, total_ns, min_ns, max_ns."""
     histogram: pl.DataFrame
     """name, bin, count (log bins of the durations)."""
 
 
-def annotation_part(trace: Trace, pattern: str, extent: Extent, bins: int = ANNOTATION_BINS) -> AnnotationPart:
-    """Second pass: the slice's ranges of `pattern` cut in the job's bins (`extent`: job_extents')."""
+def annotation_part(trace: Trace, pattern: str) -> AnnotationPart:
+    """The slice's ranges of `pattern`: their durations, per-name totals and histograms."""
     found = matching_ranges(trace, pattern)
-    dur = found["dur_ns"].to_numpy()
-    counts: tuple[int, ...] = ()
-    if extent is not None:
-        counts = tuple(int(c) for c in np.histogram(dur, bins=bins, range=_range(extent))[0])
+    dur = found["dur_ns"].to_numpy().astype(np.int64, copy=False)
     d = pl.col("dur_ns")
     stats = found.group_by("name").agg(
         count=pl.len().cast(pl.Int64), total_ns=d.sum().cast(pl.Int64), min_ns=d.min(), max_ns=d.max()
     )
-    return AnnotationPart(pattern, extent, counts, stats, histogram(found, ["name"], "dur_ns"))
+    return AnnotationPart(pattern, dur, stats, histogram(found, ["name"], "dur_ns"))
 
 
 def merge_annotation_parts(parts: Sequence[AnnotationPart]) -> AnnotationPart:
-    """The parts of one pattern as one: bin counts and per-name totals summed, histograms merged."""
+    """The parts of one pattern as one: durations concatenated, per-name totals summed, histograms merged."""
     first = parts[0]
-    counts = tuple(int(c) for c in np.sum([p.counts for p in parts], axis=0)) if first.counts else ()
+    durations = np.concatenate([p.durations for p in parts]).astype(np.int64, copy=False)
     frames = [p.stats for p in parts if p.stats.height]
     stats = (
         pl.concat(frames, how="vertical_relaxed")
@@ -83,9 +61,7 @@ def merge_annotation_parts(parts: Sequence[AnnotationPart]) -> AnnotationPart:
         if frames
         else first.stats
     )
-    return AnnotationPart(
-        first.pattern, first.extent, counts, stats, merge_histograms([p.histogram for p in parts], ["name"])
-    )
+    return AnnotationPart(first.pattern, durations, stats, merge_histograms([p.histogram for p in parts], ["name"]))
 
 
 def job_annotation(part: AnnotationPart, bins: int = ANNOTATION_BINS) -> AnnotationHistogram:
@@ -105,13 +81,17 @@ def job_annotation(part: AnnotationPart, bins: int = ANNOTATION_BINS) -> Annotat
         )
         .sort(["total_ns", "name"], descending=[True, False])
     )
-    if part.extent is None:
+    dur = part.durations
+    if dur.size == 0:
         return AnnotationHistogram(part.pattern, 0, (), (), stats)
-    edges = np.histogram_bin_edges(np.zeros(0), bins=bins, range=_range(part.extent))
-    return AnnotationHistogram(part.pattern, int(sum(part.counts)), tuple(float(e) for e in edges), part.counts, stats)
+    lo, hi = int(dur.min()), int(dur.max())  # annotation_histogram's range: at least 1 ns wide
+    counts, edges = np.histogram(dur, bins=bins, range=(float(lo), float(max(hi, lo + 1))))
+    return AnnotationHistogram(
+        part.pattern, int(dur.size), tuple(float(e) for e in edges), tuple(int(c) for c in counts), stats
+    )
 
 
-def _range(extent: tuple[int, int]) -> tuple[float, float]:
-    """annotation_histogram's histogram range: (shortest, longest), at least 1 ns wide."""
-    lo, hi = extent
-    return float(lo), float(max(hi, lo + 1))
+def job_annotations(parts: Sequence[AnnotationPart], user_patterns: bool) -> tuple[AnnotationHistogram, ...]:
+    """job_annotation of each pattern's merged part; without `user_patterns` (the default candidates), only the
+    patterns some rank has."""
+    return tuple(job_annotation(p) for p in parts if user_patterns or p.durations.size)

@@ -67,7 +67,7 @@ class RankTask:
     steps_pattern: str | None = None
     collectives: frozenset[str] = frozenset()
     """collective_ends: the kernels whose end times the client needs."""
-    guess: tuple[Window, str | None, int] | None = None
+    guess: Guess | None = None
     """steps_task: the first rank's median step (window, range name, step method): build the rank's graph of the
     same step in the same pass (own_window), kept when the job's choice is the same."""
     window: Window | None = None
@@ -85,6 +85,8 @@ class RankTask:
         return store.read(self.store, clock=self.clock, only={(self.node, self.rank)}, skip=skip)
 
 
+Guess = tuple[Window, str | None, int]
+"""The first rank's median step: its window, range name and step method (guess_of)."""
 RankPass = tuple[RankSteps, Window | None, RankGraph | None]
 """A rank's RankSteps, and the window and graph of the guessed step (None, None without a guess or a window)."""
 
@@ -137,7 +139,7 @@ def job_critical_path(
     ]
     if not tasks:
         raise TraceFormatError(f"{root}: the store has no partition")
-    guess = _guess(engine, tasks[first_task(tasks)]) if annotation is None else None
+    guess = guess_task(engine, tasks[first_task(tasks)]) if annotation is None else None
     passes: dict[int, RankPass] = {}
     guessed = [dataclasses.replace(t, guess=guess) for t in tasks]
     for done, (i, found_pass) in enumerate(engine.map(steps_task, guessed, describe=RankTask.label), 1):
@@ -201,7 +203,7 @@ def first_task(tasks: list[RankTask]) -> int:
     return min(ranked, key=lambda i: (tasks[i].node, tasks[i].rank))
 
 
-def guess_of(part: RankSteps) -> tuple[Window, str | None, int] | None:
+def guess_of(part: RankSteps) -> Guess | None:
     """The first partition's median step, its range name and step method (the job's choice when the first rank
     has steps under the method the job takes), None when it has no steps."""
     if part.median is None:
@@ -210,7 +212,8 @@ def guess_of(part: RankSteps) -> tuple[Window, str | None, int] | None:
     return window, range_name(part.steps, window), part.method
 
 
-def _guess(engine: Engine, first: RankTask) -> tuple[Window, str | None, int] | None:
+def guess_task(engine: Engine, first: RankTask) -> Guess | None:
+    """guess_of the first task's steps, read on `engine` (a worker reads the partition, not the client)."""
     (_, (part, _, _)), *_ = engine.map(steps_task, [first], describe=RankTask.label)
     return guess_of(part)
 

@@ -1,15 +1,17 @@
 """Map-reduce summary of a many-rank store: rank_partial on the engine's workers, reduce_partials on the client.
 
 A task covers a few consecutive partitions (partition_groups: a few tasks per worker, at most TASK_BYTES of
-Parquet each) and reads them once (store.read_each), in two passes: the first returns the partitions' span, their
-GPU records' span and their annotation ranges' extents (the job's spans set the time bins of the load balance and
-of the rank heatmap, and the extents the annotation histograms' bins, as in one process), the second their
-RankPartial, computed over the task's ranks at once (a partial may hold any whole ranks). What judges one rank
-alone runs on each partition's own trace: the "per rank" rules and the critical path's parts. The job's critical
-path rides along (fleet.critical_path_map): the first pass also returns each rank's steps, the second its graph of
-the first rank's median step, and the client joins them (path_of_passes, building again the few graphs of another
-step). The client keeps the per-rank rows and merges histograms and totals as the partials arrive
-(analysis.rank_reduce), so it never holds a frame of events; the result is the Summary `summarize()` gives.
+Parquet each) and reads them once (store.read_each), in one pass: the job's spans, which set the time bins of the
+load balance and of the rank heatmap as in one process, come from the partitions' Parquet footers
+(model.partition_spans; where the footers cannot say exactly, and for the report's usage bins, a first pass reads
+the partitions for them), and the annotation histograms' bins are cut on the client from every rank's range
+durations. Each task returns its RankPartial, computed over the task's ranks at once (a partial may hold any whole
+ranks). What judges one rank alone runs on each partition's own trace: the "per rank" rules and the critical
+path's parts. The job's critical path rides along (fleet.critical_path_map): a worker first reads the first rank's
+steps (the guessed step, its median), then each task returns every rank's steps and graph of its own window of that
+step, and the client joins them (path_of_passes, building again the few graphs of another step). The client keeps
+the per-rank rows and merges histograms and totals as the partials arrive (analysis.rank_reduce), so it never holds
+a frame of events; the result is the Summary `summarize()` gives.
 
 `ktrace summary|report|check STORE` take this path, for speed and memory only, when the store has
 FLEET_MIN_RANKS ranks or more, or when `--workers` / `--cluster` is given.
@@ -20,13 +22,13 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
-from ktrace.analysis.critical_path_graph import Window
-from ktrace.analysis.critical_path_parts import RankGraph, RankSteps, own_window, rank_graph, rank_steps
+from ktrace.analysis.annotation_histograms import DEFAULT_ANNOTATION_PATTERNS
+from ktrace.analysis.critical_path_parts import own_window, rank_graph, rank_steps
 from ktrace.analysis.critical_path_summary import critical_path_notes
 from ktrace.analysis.gpu_peaks import GpuPeaks
 from ktrace.analysis.index import TraceIndex
@@ -34,18 +36,18 @@ from ktrace.analysis.rank_activity import HeatmapBins, gpu_span, job_bins
 from ktrace.analysis.rank_heatmap import RankHeatmap
 from ktrace.analysis.rank_partials import RankPartial, rank_partial
 from ktrace.analysis.rank_reduce import FleetResult, reduce_partials
-from ktrace.analysis.rank_reduce_annotations import Extent, annotation_extent, job_extents
 from ktrace.analysis.rank_reduce_usage import UsageBins
 from ktrace.analysis.rules.config import RulesConfig
 from ktrace.analysis.rules.inputs import bin_ns_of
 from ktrace.analysis.rules.rank_rules import RuleFold, rank_rule_part
 from ktrace.analysis.utilization import MAX_BINS, busy_time
-from ktrace.fleet.critical_path_map import RankPass, RankTask, first_task, guess_of, path_of_passes
+from ktrace.fleet.critical_path_map import Guess, RankPass, RankTask, first_task, guess_task, path_of_passes
 from ktrace.fleet.engines import Engine, open_engine
 from ktrace.model import store
 from ktrace.model.alignment import clock_mode
 from ktrace.model.errors import ProgressFn, TraceFormatError, no_progress
 from ktrace.model.layout import is_store
+from ktrace.model.partition_spans import footer_spans
 from ktrace.model.schema import TABLES
 from ktrace.model.trace import Trace
 from ktrace.presentation.summary_json import summary_to_dict
@@ -77,20 +79,18 @@ class PartitionTask:
     heatmap_bins: HeatmapBins | None = None
     clock: str = "aligned"
     """The client's clock mode (model.alignment.clock_mode): a Dask worker does not see the client's KTRACE_CLOCK."""
-    annotations: tuple[str, ...] | None = None
-    """The user's annotation patterns (None: the default candidates, those some rank has)."""
-    extents: Mapping[str, Extent] = field(default_factory=dict)
-    """The job's extent per annotation pattern (second pass)."""
+    annotations: tuple[str, ...] = ()
+    """The annotation patterns to histogram (the user's, or every default candidate)."""
     by_shape: bool = False
     skip: tuple[str, ...] = ()
     """Tables not to read (store.read's skip: ("ops",) for --no-ops)."""
     rules_config: RulesConfig | bool = False
     """The rules' config (True: the defaults) for the partial's RuleParts; False: no rules."""
     usage_bins: UsageBins | None = None
-    """The job's bins of the system usage and utilization curves (second pass, when asked for: the report's)."""
-    path_windows: tuple[Window | None, ...] = ()
-    """Per partition, its window of the critical path's guessed step (critical_path_map.guess_of the first rank's
-    steps, critical_path_parts.own_window): the second pass builds each rank's graph of it beside the partial."""
+    """The job's bins of the system usage and utilization curves (when asked for: the report's)."""
+    path_guess: Guess | None = None
+    """The first rank's median step (critical_path_map.guess_task): each partition's graph of its own window of that
+    step (critical_path_parts.own_window) is built beside the partial."""
 
     def label(self) -> str:
         """How errors and progress name the task."""
@@ -122,44 +122,35 @@ def partition_groups(root: Path, workers: int, ranks_per_task: int | None = None
 
 
 _SPANS_UNUSED = ("threads", "devices")
-"""Tables the first pass does not read: nothing it computes looks at them (2 of a DLRM rank's 7 files)."""
+"""Tables the spans' pass does not read: nothing it computes looks at them (2 of a DLRM rank's 7 files)."""
 
 
 @dataclass(frozen=True)
-class PartitionSpans:
-    """What the first pass returns of a task's partitions."""
+class TaskSpans:
+    """What the spans' pass returns of a task's partitions (only where the footers cannot say, or for the
+    report's usage bins)."""
 
     span: tuple[int, int] | None
     """Trace.span_ns."""
     gpu: tuple[int, int] | None
     """rank_activity.gpu_span: the job's heatmap bins are cut over their union, as gpu_bins does."""
-    extents: dict[str, Extent]
-    """Its ranges' durations per annotation pattern."""
     device_span: int
     """The longest first-to-last GPU record span of its devices (utilization.busy_time's span_ns; 0: none)."""
     devices: int
     """Its devices with GPU records."""
-    steps: tuple[RankSteps, ...]
-    """critical_path_parts.rank_steps of each partition (the task's parts order): the critical path's first pass,
-    in the same read."""
 
 
-def partition_span(task: PartitionTask) -> PartitionSpans:
-    """Map task of the first pass: the spans of a task's partitions (PartitionSpans)."""
-    trace, each = task.read(_SPANS_UNUSED)
+def partition_span(task: PartitionTask) -> TaskSpans:
+    """Map task of the spans' pass: the spans of a task's partitions (TaskSpans)."""
+    trace, _ = task.read(_SPANS_UNUSED)
     ix = TraceIndex(trace)
     busy = busy_time(trace, per="device", index=ix)
     longest = int(busy["span_ns"].max() or 0) if busy.height else 0  # type: ignore[arg-type]
-    extents = annotation_extent(trace, task.annotations)
-    steps = tuple(
-        rank_steps(alone, node, rank, steps_pattern=task.steps_pattern)
-        for (node, rank), alone in zip(task.parts, each, strict=True)
-    )
-    return PartitionSpans(trace.span_ns(), gpu_span(trace, index=ix), extents, longest, busy.height, steps)
+    return TaskSpans(trace.span_ns(), gpu_span(trace, index=ix), longest, busy.height)
 
 
-def usage_bins(found: list[PartitionSpans], job_span: tuple[int, int] | None) -> UsageBins:
-    """The job's UsageBins from its partitions' first pass: rules.inputs.auto_bin_ns of the whole job (its longest
+def usage_bins(found: list[TaskSpans], job_span: tuple[int, int] | None) -> UsageBins:
+    """The job's UsageBins from its partitions' spans: rules.inputs.auto_bin_ns of the whole job (its longest
     device span / 100, 1-500 ms) from its first GPU record, and timeline_utilization's guard on the bin count."""
     bin_ns = bin_ns_of(pl.DataFrame({"span_ns": [max((f.device_span for f in found), default=0)]}))
     gpus = [f.gpu for f in found if f.gpu is not None]
@@ -168,38 +159,58 @@ def usage_bins(found: list[PartitionSpans], job_span: tuple[int, int] | None) ->
     return UsageBins(bin_ns, start, job_span[0] if job_span else 0, too_many)
 
 
-PartialPass = tuple[RankPartial, tuple[tuple[Window | None, RankGraph | None], ...]]
-"""A task's RankPartial (its rules: a RuleParts per partition), and per partition its window and graph of the
-critical path's guessed step (critical_path_map's RankPass but the steps, which the first pass returned)."""
+PartialPass = tuple[RankPartial, tuple[RankPass, ...]]
+"""A task's RankPartial (its rules: a RuleParts per partition), and per partition its critical path's RankPass:
+its steps, and its window and graph of the guessed step."""
 
 
 def partition_partial(task: PartitionTask) -> PartialPass:
-    """Map task of the second pass: the RankPartial of a task's partitions (one pass of the analyses over all of
-    them: rank_partial takes whole ranks), with a RuleParts per partition when the task asks for the rules
-    ("per rank" rules judge each rank alone: rules.rank_rules.rank_rule_part on each), and each partition's graph
-    of the guessed step."""
+    """Map task: the RankPartial of a task's partitions (one pass of the analyses over all of them: rank_partial
+    takes whole ranks), with a RuleParts per partition when the task asks for the rules ("per rank" rules judge each
+    rank alone: rules.rank_rules.rank_rule_part on each), and each partition's steps and graph of the guessed
+    step."""
     trace, each = task.read()
     partial = rank_partial(
         trace,
         job_span=task.job_span,
         steps_pattern=task.steps_pattern,
         heatmap_bins=task.heatmap_bins,
-        annotations=task.extents,
+        annotations=task.annotations,
         by_shape=task.by_shape,
         usage_bins=task.usage_bins,
         index=TraceIndex(trace),
     )
-    indexes = [TraceIndex(alone) for alone in each]  # a rank's rules and graph share its index
+    indexes = [TraceIndex(alone) for alone in each]  # a rank's rules, steps and graph share its index
     if task.rules_config is not False:
         config = None if task.rules_config is True else task.rules_config
         rules = tuple(rank_rule_part(alone, config, index=ix) for alone, ix in zip(each, indexes, strict=True))
         partial = dataclasses.replace(partial, rules=rules)
-    windows = task.path_windows or (None,) * len(each)
-    graphs = tuple(
-        (w, None if w is None else rank_graph(alone, w, {}, 0, 0, index=ix))
-        for w, alone, ix in zip(windows, each, indexes, strict=True)
-    )
-    return partial, graphs
+    passes = []
+    for (node, rank), alone, ix in zip(task.parts, each, indexes, strict=True):
+        steps = rank_steps(alone, node, rank, steps_pattern=task.steps_pattern, index=ix)
+        window = None if task.path_guess is None else own_window(steps, *task.path_guess)
+        passes.append((steps, window, None if window is None else rank_graph(alone, window, {}, 0, 0, index=ix)))
+    return partial, tuple(passes)
+
+
+def _job_bins(
+    root: Path, engine: Engine, tasks: list[PartitionTask], system_usage: bool
+) -> tuple[tuple[int, int] | None, HeatmapBins, UsageBins | None]:
+    """The job's span, heatmap bins and (with `system_usage`) usage bins: from the partitions' Parquet footers
+    (model.partition_spans), else (or for the usage bins, which need every device's span) from a pass reading
+    them."""
+    listed = {(node, rank): folder for node, rank, folder in store.partitions(root)}
+    parts = [(node, listed[(node, rank)]) for t in tasks for node, rank in t.parts]
+    footers = None if system_usage else footer_spans(root, parts, clock=tasks[0].clock, skip=tasks[0].skip)
+    if footers is not None:
+        spans, gpus = [f.span for f in footers], [f.gpu for f in footers]
+    else:
+        found = [s for _, s in sorted(engine.map(partition_span, tasks, describe=PartitionTask.label))]
+        spans, gpus = [f.span for f in found], [f.gpu for f in found]
+    known = [s for s in spans if s is not None]
+    job_span = (min(s for s, _ in known), max(e for _, e in known)) if known else None
+    usage = usage_bins(found, job_span) if footers is None and system_usage else None
+    return job_span, job_bins(gpus, known), usage
 
 
 def store_ranks(path: str | os.PathLike[str]) -> int:
@@ -255,38 +266,34 @@ def summarize_store(
         raise TraceFormatError(f"{root}: the map-reduce summary needs a .ktrace store (import the trace first)")
     clock = clock_mode()  # here, not on the workers: one usage error, and the client's mode wherever they run
     groups = partition_groups(root, engine.workers, ranks_per_task)
+    if not groups:
+        raise TraceFormatError(f"{root}: the store has no partition")
+    patterns = DEFAULT_ANNOTATION_PATTERNS if annotations is None else annotations
     tasks = [
         PartitionTask(
-            str(root), parts, None, steps_pattern, clock=clock, annotations=annotations, by_shape=by_shape, skip=skip
+            str(root),
+            parts,
+            None,
+            steps_pattern,
+            clock=clock,
+            annotations=tuple(patterns),
+            by_shape=by_shape,
+            skip=skip,
         )
         for parts in groups
     ]
-    if not tasks:
-        raise TraceFormatError(f"{root}: the store has no partition")
-    found = [s for _, s in sorted(engine.map(partition_span, tasks, describe=PartitionTask.label), key=lambda x: x[0])]
-    spans = [f.span for f in found if f.span is not None]
-    job_span = (min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
-    bins = job_bins([f.gpu for f in found], spans)
-    extents = job_extents([f.extents for f in found], annotations)
-    usage = usage_bins(found, job_span) if system_usage else None
     path_tasks = [
         RankTask(str(root), n, r, clock, None, steps_pattern, skip=skip) for parts in groups for n, r in parts
     ]
-    steps = [s for f in found for s in f.steps]  # per partition, path_tasks' order
-    first = [sum(len(g) for g in groups[:i]) for i in range(len(groups))]  # each task's first partition
-    guess = guess_of(steps[first_task(path_tasks)])
+    guess = guess_task(engine, path_tasks[first_task(path_tasks)])
+    job_span, bins, usage = _job_bins(root, engine, tasks, system_usage)
     tasks = [
         dataclasses.replace(
-            t,
-            job_span=job_span,
-            heatmap_bins=bins,
-            extents=extents,
-            rules_config=rules_config,
-            usage_bins=usage,
-            path_windows=tuple(None if guess is None else own_window(s, *guess) for s in f.steps),
+            t, job_span=job_span, heatmap_bins=bins, rules_config=rules_config, usage_bins=usage, path_guess=guess
         )
-        for t, f in zip(tasks, found, strict=True)
+        for t in tasks
     ]
+    first = [sum(len(g) for g in groups[:i]) for i in range(len(groups))]  # each task's first partition
     passes: dict[int, RankPass] = {}
 
     config = None if rules_config is False else RulesConfig() if rules_config is True else rules_config
@@ -298,15 +305,17 @@ def summarize_store(
         for i, (partial, graphs) in engine.map(partition_partial, tasks, describe=PartitionTask.label):
             done += len(graphs)
             progress(done, total)
-            for j, (window, graph) in enumerate(graphs):
-                passes[first[i] + j] = (steps[first[i] + j], window, graph)
+            for j, found in enumerate(graphs):
+                passes[first[i] + j] = found
             if fold is not None and partial.rules is not None:  # folded as it comes, not kept per rank
                 for part in partial.rules:
                     fold.add(part)
                 partial = dataclasses.replace(partial, rules=None)
             yield partial
 
-    result = reduce_partials(partials(), top=top, by_shape=by_shape, gpu_peaks=gpu_peaks)
+    result = reduce_partials(
+        partials(), top=top, by_shape=by_shape, gpu_peaks=gpu_peaks, default_annotations=annotations is None
+    )
     critical = path_of_passes(root, engine, path_tasks, passes)
     summary = dataclasses.replace(
         result.summary, critical_path=critical, notes=result.summary.notes + critical_path_notes(critical)
