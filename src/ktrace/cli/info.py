@@ -11,9 +11,12 @@ import argparse
 import datetime as dt
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
-from ktrace.cli.options import add_json_flag, add_trace_argument, open_trace, terminal_console
+from ktrace.cli.options import add_json_flag, add_trace_argument, open_trace, reading, terminal_console
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,6 +62,28 @@ def describe(trace: Any, *, validate: bool = False) -> dict[str, Any]:
     return info
 
 
+@contextmanager
+def _opened(path: str, *, validate: bool) -> Iterator[Any]:
+    """What `describe` reads: a store's footers (model.store_footers: its rows are not read), also those of the
+    temporary store a big Kineto file is read through (importers.kineto_spill); the whole trace where the footers
+    cannot answer, for --validate and for other formats."""
+    from ktrace.importers import locate
+    from ktrace.model.store_footers import store_facts
+
+    kind, found = locate(Path(path))
+    if validate or not (kind == "ktrace" or (kind == "kineto" and found.is_file())):
+        yield open_trace(path)
+        return
+    if kind == "ktrace":
+        yield store_facts(found) or open_trace(path)
+        return
+    from ktrace.importers.kineto_spill import kineto_opened
+    from ktrace.model.store import read
+
+    with reading(path) as bar, kineto_opened(found, progress=bar) as opened:
+        yield opened if not isinstance(opened, Path) else (store_facts(opened) or read(opened))
+
+
 def _ranks(trace: Any) -> list[dict[str, Any]]:
     """The traced processes: {"node", "rank"} each ("pid" too for a `ktrace run` capture). The node-wide counters'
     partition (NODE_RANK) is no rank; a capture's process that `ktrace run` filed under its pid (no RANK in its
@@ -98,8 +123,8 @@ def _clock(trace: Any) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     """Print the description as text or JSON."""
-    trace = open_trace(args.trace)
-    info = describe(trace, validate=args.validate)
+    with _opened(args.trace, validate=args.validate) as trace:
+        info = describe(trace, validate=args.validate)
     if args.json:
         json.dump(info, sys.stdout, indent=1, default=str)
         sys.stdout.write("\n")

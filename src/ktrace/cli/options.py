@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ktrace.model.errors import ProgressFn
     from ktrace.model.trace import Trace
 
 
@@ -40,15 +43,24 @@ def add_no_ops_flag(parser: argparse.ArgumentParser) -> None:
 
 def open_trace(path: str, *, progress: bool = True, with_ops: bool = True) -> Trace:
     """Open a trace for a CLI verb, with a progress bar while importing foreign formats; `with_ops=False`
-    leaves its ops table empty (--no-ops)."""
-    from ktrace.cli.progress import progress_bar, show_kernel_compiles
+    leaves its ops table empty (--no-ops). One big Kineto file is read through a temporary store
+    (importers.kineto_spill), in bounded memory."""
     from ktrace.importers import load
+
+    with reading(path, progress=progress) as bar:
+        return load(path, progress=bar, **({} if with_ops else {"with_ops": False}))
+
+
+@contextmanager
+def reading(path: str, *, progress: bool = True) -> Iterator[ProgressFn]:
+    """The progress bar (on stderr, on a terminal) of a verb reading the trace at `path`, Arrow's allocator chosen
+    and numba's first compiles shown."""
+    from ktrace.cli.progress import progress_bar, show_kernel_compiles
 
     use_system_allocator_for_arrow()
     show_kernel_compiles()
-
     with progress_bar(f"reading {path}", enabled=None if progress else False) as bar:
-        return load(path, progress=bar, **({} if with_ops else {"with_ops": False}))
+        yield bar
 
 
 def use_system_allocator_for_arrow() -> None:

@@ -74,7 +74,8 @@ def _nsys_export_in(folder: Path) -> Path | None:
 def load(path: str | os.PathLike[str], *, progress: ProgressFn = no_progress, **options: Any) -> Trace:
     """Open any supported trace as a Trace (foreign formats are imported on the fly); a folder holding one
     nsys .sqlite export (and no Kineto trace) opens that export. `with_ops=False` leaves the ops table empty
-    (Kineto: cpu_op and python_function not decoded; a store: its ops files not read)."""
+    (Kineto: cpu_op and python_function not decoded; a store: its ops files not read). One big Kineto file is read
+    through a temporary store, in bounded memory (importers.kineto_spill)."""
     kind, p = locate(Path(path))
     if kind == "ktrace":
         from ktrace.model.store import read
@@ -84,6 +85,10 @@ def load(path: str | os.PathLike[str], *, progress: ProgressFn = no_progress, **
         from ktrace.importers.nsys import import_nsys
 
         return import_nsys(p, progress=progress, **options)
-    from ktrace.importers.kineto import import_kineto
+    if p.is_dir():
+        from ktrace.importers.kineto import import_kineto
 
-    return import_kineto(p, progress=progress, **options)
+        return import_kineto(p, progress=progress, **options)
+    from ktrace.importers.kineto_spill import load_kineto_file  # (a big file through a temporary store)
+
+    return load_kineto_file(p, progress=progress, **options)

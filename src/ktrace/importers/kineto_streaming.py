@@ -39,7 +39,7 @@ from ktrace.model.scrub import scrub_frame, scrub_meta, scrub_trace
 from ktrace.model.secrets import scrub_strings
 from ktrace.model.store import partition_dir, write, write_meta, write_table
 from ktrace.model.store_append import ColumnStats, TableAppender, file_schema
-from ktrace.model.trace import TraceMeta, frame_from_columns, frame_to_arrow
+from ktrace.model.trace import Trace, TraceMeta, frame_from_columns, frame_to_arrow
 
 FLUSH_BYTES = 48 << 20
 """Build and write the tables once the sink holds this many bytes of columns (~1 M kernel rows)."""
@@ -94,23 +94,31 @@ class _Chunks:
 class StreamingSink(EventSink):
     """An EventSink that builds and writes its tables every FLUSH_BYTES (see the module docstring)."""
 
-    def __init__(self, with_ops: bool, folder: Path) -> None:
+    def __init__(self, with_ops: bool, folder: Path, first_flush: int | None = None) -> None:
         super().__init__(with_ops=with_ops)
         self.folder = folder
         self.chunks: _Chunks | None = None
         self.flushed_bytes = 0
         self.held_cap = self.max_table_bytes
         """kineto_limits.MAX_TABLE_BYTES caps the tables held in memory: here, those not yet flushed."""
+        self.first_flush = first_flush
+        """Bytes of columns held before the first flush (None: FLUSH_BYTES); until then the file is read as the
+        in-memory import reads it."""
 
     def merge(self, staged: Staged) -> None:
-        """EventSink.merge, then a flush when the columns held reach FLUSH_BYTES (or half the cap on them)."""
+        """EventSink.merge, then a flush when the columns held reach FLUSH_BYTES (the first time: `first_flush`),
+        or half the cap on them."""
         super().merge(staged)
-        if self.table_bytes - self.flushed_bytes >= min(FLUSH_BYTES, self.held_cap // 2):
+        every = FLUSH_BYTES if self.chunks is not None or self.first_flush is None else self.first_flush
+        if self.table_bytes - self.flushed_bytes >= min(every, self.held_cap // 2):
             self.flush()
 
     def flush(self) -> None:
-        """Build every kind's rows held and write them (times from 0) to their streams."""
+        """Build every kind's rows held and write them (times from 0) to their streams (the store folder is made
+        here, private, if it does not exist yet)."""
         if self.chunks is None:
+            if not self.folder.parent.exists():
+                self.folder.parent.mkdir(mode=0o700)
             self.folder.mkdir()
             self.chunks = _Chunks(self.folder)
         chunks = self.chunks
@@ -135,15 +143,30 @@ def import_to_store(path: Path, root: Path, *, progress: ProgressFn = no_progres
     Raises:
         TraceFormatError: the file is not a readable Kineto trace (one line, exit code 3).
     """
-    sink = StreamingSink(with_ops, root / _CHUNKS)
+    result = import_or_spill(path, root, progress=progress, with_ops=with_ops)
+    if isinstance(result, Imported):
+        return result
+    write(result, root)  # small: built in memory, as before
+    return Imported(result.counts(), result.meta, len(result.ranks))
+
+
+def import_or_spill(
+    path: Path, root: Path, *, progress: ProgressFn = no_progress, with_ops: bool = True, spill_above: int | None = None
+) -> Trace | Imported:
+    """The Kineto file `path` as the Trace `import_kineto(path)` returns, built in memory, while its columns stay
+    under `spill_above` bytes (None: FLUSH_BYTES); once they pass it, written as it is read into the store folder
+    `root` (empty, or not there yet: then made, private, at the first write), in bounded memory.
+
+    Raises:
+        TraceFormatError: the file is not a readable Kineto trace (one line, exit code 3).
+    """
+    sink = StreamingSink(with_ops, root / _CHUNKS, spill_above)
     try:
         read = arrow_errors(path, lambda: read_file(path, sink, progress))  # (flushes build tables as it reads)
-        if sink.chunks is None:  # small: in memory, as before
-            trace, info = arrow_errors(path, lambda: build_trace(read))
+        if sink.chunks is None:  # small: in memory
+            trace, _ = arrow_errors(path, lambda: build_trace(read))
             release_memory()
-            trace = scrub_trace(trace)
-            write(trace, root)
-            return Imported(trace.counts(), trace.meta, len(trace.ranks))
+            return scrub_trace(trace)
         return arrow_errors(path, lambda: _finish(read, sink, root))
     finally:
         if sink.chunks is not None:
