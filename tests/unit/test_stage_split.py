@@ -144,3 +144,27 @@ def test_the_inline_executor_hands_back_results_and_exceptions_like_a_pool(secti
         failed = pool.submit(divmod, 1, 0)
     with pytest.raises(ZeroDivisionError):
         failed.result()
+
+
+def test_a_tile_repeats_every_event_but_the_once_ones_pytorch_1_9_memory_events_included(tmp_path: Path) -> None:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        from tile_kineto import tile
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    events = [
+        {"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "python"}},
+        {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler", "ts": 0, "dur": 100},
+        {"ph": "i", "name": "Record Window End", "ts": 100},
+        {"ph": "i", "name": "[memory]", "ts": 10, "pid": 1, "tid": 1, "args": {"Bytes": 512, "Addr": 1}},
+        {"ph": "X", "cat": "Kernel", "name": "k", "ts": 20, "dur": 5, "args": {"correlation": 7}},
+        {"ph": "X", "cat": "Runtime", "name": "cudaLaunchKernel", "ts": 15, "dur": 2, "args": {"correlation": 7}},
+    ]
+    src, out = tmp_path / "t.json", tmp_path / "t_x3.json"
+    src.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    assert tile(src, out, 3) == 3 + 3 * 3
+    tiled = json.loads(out.read_text())["traceEvents"]
+    memory = [e for e in tiled if e["name"] == "[memory]"]
+    assert [e["ts"] for e in memory] == [10, 1110, 2210]  # each copy shifted by the span (100 us) + 1 ms
+    assert sum(e["name"] == "Record Window End" for e in tiled) == 1
+    assert sorted(e["args"]["correlation"] for e in tiled if e.get("cat") == "Kernel") == [7, 15, 23]
