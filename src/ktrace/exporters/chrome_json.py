@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from ktrace.exporters.background_writes import BackgroundWriter, streamed_output
 from ktrace.exporters.chrome_layout import LANE_TID, SPECIAL_TIDS, ChromeLayout
+from ktrace.exporters.chrome_slice_lines import NameTokens, flow_lines, slice_lines
 from ktrace.exporters.perfetto_slice_windows import RankSlices
 from ktrace.exporters.perfetto_slices import STREAM_KINDS
 from ktrace.exporters.perfetto_tracks import process_name, process_order
@@ -156,6 +157,13 @@ class _Lines:
         self.out.write(memoryview(data)[int(bounds[0]) + self.skip : int(bounds[1])])
         self.skip = 0
 
+    def write_bytes(self, data: bytes | bytearray | memoryview) -> None:
+        """Append lines already encoded, each SEP first (none: nothing)."""
+        if not len(data):
+            return
+        self.out.write(memoryview(data)[self.skip :] if self.skip else data)
+        self.skip = 0
+
     def write_texts(self, lines: list[str]) -> None:
         """Append a few lines given as str (without SEP)."""
         self.write(pl.Series([SEP + line for line in lines], dtype=pl.String))
@@ -177,6 +185,7 @@ class _Export:
         self.trace, self.lines, self.t0 = trace, lines, t0
         self.pids = _Pids()
         self.counts = {"slices": 0, "flows": 0, "counters": 0}
+        self.names = NameTokens()
 
     def process(self, node: str, rank: int) -> None:
         """A rank's (or a node's) metadata, counters, slices (a chunk at a time, in file order), then flows."""
@@ -200,11 +209,15 @@ class _Export:
         row = 0
         for chunk in slices.chunks(CHUNK_ROWS):  # never the rank's lines in one string
             out_pid, out_tid = layout.pids_tids(chunk, row)
-            lines.write(_slice_lines(chunk.with_columns(out_pid=out_pid, out_tid=out_tid), t0))
+            placed = chunk.with_columns(out_pid=out_pid, out_tid=out_tid)
+            fast = slice_lines(placed, t0, self.names)
+            lines.write(_slice_lines(placed, t0)) if fast is None else lines.write_bytes(fast)
             row += chunk.height
         first = self.counts["flows"] + 1
         for kind, k, f_pid, f_tid, ts in layout.flows(CHUNK_ROWS):
-            lines.write(_flow_lines(kind, first + k + np.arange(f_pid.shape[0]), f_pid, f_tid, ts - t0))
+            fid = first + k + np.arange(f_pid.shape[0])
+            flows = flow_lines(kind, fid, f_pid, f_tid, ts - t0)
+            lines.write(_flow_lines(kind, fid, f_pid, f_tid, ts - t0)) if flows is None else lines.write_bytes(flows)
         self.counts["slices"] += slices.height
         self.counts["flows"] += layout.flow_count
 

@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 
 from ktrace.exporters.perfetto_rank_layout import LAYOUT_COLUMNS, Launches, Overlaps
 from ktrace.exporters.perfetto_slice_windows import RankSlices
-from ktrace.exporters.perfetto_slices import STREAM_KINDS, THREAD_KINDS
+from ktrace.exporters.perfetto_slices import KINDS, STREAM_KINDS, THREAD_KINDS
 from ktrace.model.trace import Trace
 
 I64 = NDArray[np.int64]
@@ -42,6 +42,7 @@ Place = tuple[int | None, int]
 """(GPU device, or None for the rank's own process; tid before lanes)."""
 Label = tuple[str, int | None, int | None]
 """(kind, pid, tid) of the first slice on a thread: what its name is made of."""
+_KIND = {k: i for i, k in enumerate(KINDS)}
 _KEY = ("device_key", "out_tid")
 _LABEL = ("kind", "pid", "tid")
 
@@ -73,6 +74,23 @@ class _PlaceCodes:
 
     def of(self, frame: pl.DataFrame, first_row: int, *, labels: bool = False) -> tuple[I64, I64]:
         """Code of each slice of `frame` (rows first_row, ... in file order) and its label (with `labels`)."""
+        keys = _numpy_keys(frame, labels)
+        if keys is None:  # a hash collision: polars' group-by
+            return self._of_polars(frame, first_row, labels=labels)
+        key_rows, first, inverse = keys
+        code = np.empty(len(key_rows), np.int64)
+        tag = np.zeros(len(key_rows), np.int64)
+        for g in np.argsort(first, kind="stable").tolist():
+            values = key_rows[g]
+            place = (values[0], values[1])
+            label = self.labels.setdefault(values[2:], len(self.labels)) if labels else 0
+            if place not in self.codes:
+                self.codes[place] = len(self.codes)
+                self.first.append((first_row + int(first[g]), label))
+            code[g], tag[g] = self.codes[place], label
+        return code[inverse], (tag[inverse] if labels else tag[:0])
+
+    def _of_polars(self, frame: pl.DataFrame, first_row: int, *, labels: bool) -> tuple[I64, I64]:
         keys = [*_KEY, *_LABEL] if labels else list(_KEY)
         groups = _places(frame).group_by(keys).agg(pl.col("row"), pl.col("row").min().alias("first"))
         groups = groups.sort("first")
@@ -93,6 +111,52 @@ class _PlaceCodes:
         if labels:
             tag[at] = np.repeat(np.array(group_tags, np.int64), sizes)
         return code, tag
+
+
+_MIX = [
+    np.uint64(m)
+    for m in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93, 0x27D4EB2F165667C5)
+]
+_KIND_NAMES = np.array(KINDS, dtype=object)
+
+
+def _numpy_keys(frame: pl.DataFrame, labels: bool) -> tuple[list[tuple[object, ...]], I64, I64] | None:
+    """The distinct (device_key, out_tid[, kind, pid, tid]) of the slices as _places gives them (None for null),
+    the first row of each and each row's index among them; found by numpy (one sort of a 64-bit mix of the
+    columns, checked row by row: None on a collision)."""
+    kind = frame["kind"].to_physical().to_numpy().astype(np.int64)
+    tid_col = frame["tid"]
+    tid = tid_col.fill_null(0).to_numpy().astype(np.int64, copy=False)
+    out_tid = tid.copy()
+    for k, (t, _) in SPECIAL_TIDS.items():
+        out_tid[kind == _KIND[k]] = t
+    on_stream = np.isin(kind, [_KIND[k] for k in STREAM_KINDS])
+    out_tid[on_stream] = frame["stream"].to_numpy()[on_stream]
+    on_gpu = ~np.isin(kind, [_KIND[k] for k in (*THREAD_KINDS, "step")])
+    device = np.where(on_gpu, frame["device"].to_numpy(), 0)
+    columns = [device, on_gpu.astype(np.int64), out_tid]
+    if labels:
+        pid_col = frame["pid"]
+        pid = pid_col.fill_null(0).to_numpy().astype(np.int64, copy=False)
+        columns += [kind, pid, pid_col.is_null().to_numpy().astype(np.int64), tid, tid_col.is_null().to_numpy()]
+    mixed = np.zeros(kind.shape[0], np.uint64)
+    for j, column in enumerate(columns):
+        mixed = (mixed ^ column.astype(np.int64).view(np.uint64)) * _MIX[j % len(_MIX)] + np.uint64(j)
+    _, first, inverse = np.unique(mixed, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if not all(np.array_equal(c[first][inverse], c) for c in columns):
+        return None
+    rows: list[tuple[object, ...]] = []
+    for r in first.tolist():
+        place: tuple[object, ...] = (int(device[r]) if on_gpu[r] else None, int(out_tid[r]))
+        if labels:
+            place += (
+                str(_KIND_NAMES[kind[r]]),
+                None if columns[5][r] else int(pid[r]),
+                None if columns[7][r] else int(tid[r]),
+            )
+        rows.append(place)
+    return rows, first.astype(np.int64), inverse.astype(np.int64)
 
 
 class ChromeLayout:
