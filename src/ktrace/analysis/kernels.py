@@ -233,9 +233,12 @@ def efficiency_sum_exprs() -> list[pl.Expr]:
 
 
 def _efficiency_sums(ix: TraceIndex) -> pl.DataFrame:
-    names = ix.trace.kernels.select(pl.col("name").cast(pl.String))
+    # grouped by the Categorical names, made Strings once per name: a String per kernel cost ~300 MB at 650 k
+    # kernels (owlv2 x150: CUDA kernel names run to hundreds of characters)
+    names = ix.trace.kernels.select(pl.col("name").cast(pl.Categorical))
     figures = pl.concat([names, kernel_figures(ix.trace, index=ix)], how="horizontal")
-    return figures.group_by("name").agg(efficiency_sum_exprs()).sort("name", nulls_last=True)
+    sums = figures.group_by("name").agg(efficiency_sum_exprs())
+    return sums.with_columns(pl.col("name").cast(pl.String)).sort("name", nulls_last=True)
 
 
 def _kernel_figures(trace: Trace) -> pl.DataFrame:

@@ -91,7 +91,7 @@ def _per_operator(timeline: MemoryTimeline, side: str) -> pl.DataFrame:
     return allocs.group_by("operator").agg(
         pl.len().cast(pl.Int64).alias(f"allocations_{side}"),
         pl.col("bytes").sum().cast(pl.Int64).alias(f"allocated_{side}"),
-    )
+    ).with_columns(pl.col("operator").cast(pl.String))  # the series' names are Categorical
 
 
 def _operators(ta: MemoryTimeline, tb: MemoryTimeline, top: int) -> pl.DataFrame:

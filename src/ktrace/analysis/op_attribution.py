@@ -64,14 +64,10 @@ def innermost_at(trace: Trace, points: pl.DataFrame, time_col: str, rows: pl.Exp
     """
     if trace.ops.height == 0 or points.height == 0:
         return np.full(points.height, -1, np.int64)
-    candidates = np.flatnonzero(trace.ops.select(rows.fill_null(False)).to_series().to_numpy())
     # Only a range holding some point's time (on any thread) can be a point's innermost: one sorted search drops
     # the others before any frame is built (owlv2 x10: 332 k Python frames -> 115 k, 244 k operators -> 78 k).
     # Leaving out ranges that hold no point changes no answer (nesting.innermost_enclosing says why).
-    times = np.sort(points[time_col].to_numpy())
-    start = trace.ops["start_ns"].to_numpy()[candidates]
-    end = trace.ops["end_ns"].to_numpy()[candidates]
-    op_row = candidates[np.searchsorted(times, end, "left") > np.searchsorted(times, start, "left")]
+    op_row = _rows_holding(trace.ops, rows, np.sort(points[time_col].to_numpy()))
     if op_row.size == 0:
         return np.full(points.height, -1, np.int64)
     ops = trace.ops.select(*THREAD, "start_ns", "end_ns")[op_row].with_columns(op_row=pl.Series(op_row))
@@ -79,6 +75,26 @@ def innermost_at(trace: Trace, points: pl.DataFrame, time_col: str, rows: pl.Exp
     sorted_rows = ranges["op_row"].to_numpy().astype(np.int64)
     found: I64 = np.where(idx >= 0, sorted_rows[np.maximum(idx, 0)], -1)
     return found
+
+
+SLICE_ROWS = 1 << 20
+"""ops rows tested at once by _rows_holding."""
+
+
+def _rows_holding(ops: pl.DataFrame, rows: pl.Expr, times: I64) -> I64:
+    """The ops rows selected by `rows` whose [start, end) holds one of the sorted `times`, in table order; slice
+    by slice, so that no whole-table array is built (13.4 M ops rows at owlv2 x150: the Python frames' candidates,
+    their times and two searches were ~400 MB at once)."""
+    found = [np.zeros(0, np.int64)]
+    table = ops.select(rows.fill_null(False).alias("selected"), "start_ns", "end_ns")  # a bitmask and two views
+    for lo in range(0, table.height, SLICE_ROWS):
+        part = table.slice(lo, SLICE_ROWS)
+        candidates = np.flatnonzero(part["selected"].to_numpy())
+        start = part["start_ns"].to_numpy()[candidates]
+        end = part["end_ns"].to_numpy()[candidates]
+        holds = np.searchsorted(times, end, "left") > np.searchsorted(times, start, "left")
+        found.append(candidates[holds] + lo)
+    return np.concatenate(found)
 
 
 def enclosing_on_thread(spans: pl.DataFrame) -> I64:
