@@ -157,6 +157,7 @@ def test_a_job_deaf_to_sigterm_is_killed_after_the_grace(tmp_path: Path) -> None
         (("--rules", "rules.toml"), "--rules and --set are read only with --on-finding"),
         (("--on-finding", "Dataloader=stop", "--grace", "-1"), "--grace must be >= 0"),
         (("--on-finding", "Dataloader=stop", "--finding-window", "ten"), "expected seconds or steps"),
+        (("--stall", "60"), "--stall is read only with --on-finding StalledTraining=stop"),
     ],
 )
 def test_on_finding_usage_errors_are_one_line_and_run_nothing(
@@ -199,3 +200,50 @@ def test_a_stop_rule_that_cannot_judge_the_capture_is_named_and_stops_nothing(tm
     assert run.returncode == 0, run.stderr
     assert "--on-finding: LowGPUUtilization could not judge the last window: the trace has no GPU" in run.stderr
     assert stopped_by(store.read(tmp_path / "job.ktrace").meta.notes) is None
+
+
+def test_check_follow_tells_a_stalled_job_and_its_recovery(tmp_path: Path) -> None:
+    """No step begins during the 5 s data load: StalledTraining (--stall 2) fires, then clears once steps resume."""
+    job = subprocess.Popen(
+        _job(tmp_path, (1.0, 5.0, 2.0)), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "job.ktrace").is_dir() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        follow = _ktrace(tmp_path, "check", "--follow", "job.ktrace", "--stall", "2", "--every", "0.5", "--json")
+    finally:
+        job.wait(timeout=60)
+    assert job.returncode == 0, job.stderr.read() if job.stderr else ""
+    assert follow.returncode == ExitCode.FINDINGS, follow.stderr  # an error fired meanwhile (--fail-on error)
+    events = [e for line in follow.stdout.splitlines() if (e := json.loads(line))["rule"] == "StalledTraining"]
+    assert [e["event"] for e in events] == ["fired", "cleared"]
+    assert events[0]["severity"] == "error" and "no progress for" in events[0]["message"]
+    assert "the last was step ProfilerStep#" in events[0]["message"]
+    assert events[0]["window"]["seconds"] == 2.0
+
+
+def test_on_finding_stalled_training_stops_a_hung_job(tmp_path: Path) -> None:
+    started = time.monotonic()
+    run = subprocess.run(
+        _job(tmp_path, (1.0, 60.0, 0.0), "--on-finding", "StalledTraining=stop", "--stall", "2", "--grace", "2"),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == ExitCode.STOPPED, run.stderr
+    assert time.monotonic() - started < 50  # stopped, not waited out
+    assert "stopping the command: StalledTraining fired: no progress for" in run.stderr
+    assert "not judged" not in run.stderr  # no window rule was asked for
+    note = stopped_by(store.read(tmp_path / "job.ktrace").meta.notes)
+    assert note is not None and note.startswith("stopped by StalledTraining: no progress for")
+
+
+def test_a_negative_stall_is_a_usage_error(tmp_path: Path) -> None:
+    run = subprocess.run(
+        _job(tmp_path, (0, 0, 0), "--on-finding", "StalledTraining=stop", "--stall", "-1"),
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert run.returncode == ExitCode.USAGE and "--stall must be >= 0" in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1 and not (tmp_path / "job.ktrace").exists()

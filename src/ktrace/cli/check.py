@@ -13,6 +13,7 @@ examples:
   ktrace check --follow run.ktrace                     while `ktrace run` records: each finding of the last
                                                        60 s once when it fires and once when it clears
   ktrace check --follow run.ktrace --window 10steps --json    the last 10 steps, as JSON lines
+  ktrace check --follow run.ktrace --stall 600         also an error when no step began for 10 minutes
 
 --follow reads the store every --every seconds (default 5) as `ktrace run` has published it, runs the rules on the
 window (--window: the last 60 s recorded by default, or the last N steps; judged once the capture holds that much,
@@ -20,7 +21,10 @@ in this process at any rank count) and prints a line when a rule fires and
 when it clears: `TIME FIRED|CLEARED SEVERITY RULE: message (window)`, or with --json one object per line
 {"event": "fired"|"cleared", "rule", "severity", "message", "window": {"seconds"|"steps", "start_ns", "end_ns"}}. It ends
 when the capture is finalized (exit 5 if a finding at --fail-on or above fired meanwhile, else 0) or on Ctrl-C
-(exit 0). `ktrace run --on-finding RULE=stop` follows the same way and ends the job when RULE fires.
+(exit 0). While the capture records it also tells StalledTraining (an error, as SageMaker Debugger's
+StalledTrainingRule): no training step began, or without steps no kernel, operator, range or API call, for --stall
+seconds of the clock (default 1800; 0: never) - a job that hangs while its counters go on. `ktrace run
+--on-finding RULE=stop` follows the same way and ends the job when RULE fires (StalledTraining=stop included).
 
 On a .ktrace store of 16 ranks or more (or with --workers/--cluster) every rule runs rank by rank
 (ktrace.fleet): an "exact" rule on inputs reduced from every rank (the verdict one process gives), a "per rank"
@@ -38,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ktrace.cli.fleet_options import add_engine_arguments, fleet_result_of
-from ktrace.cli.follow_rules import DEFAULT_WINDOW, EVERY_S, WINDOW_HELP
+from ktrace.cli.follow_rules import DEFAULT_WINDOW, EVERY_S, STALL_HELP, STALL_S, WINDOW_HELP
 from ktrace.cli.options import add_json_flag, add_no_ops_flag, add_trace_argument, open_trace
 from ktrace.cli.rules_options import add_rules_arguments, rules_config
 from ktrace.model.errors import ExitCode, KtraceError
@@ -71,6 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     live.add_argument(
         "--every", type=float, default=EVERY_S, metavar="S", help="seconds between two looks (default: 5)"
     )
+    live.add_argument("--stall", type=float, default=STALL_S, metavar="S", help=STALL_HELP)
 
 
 def list_rules() -> str:
@@ -178,7 +183,15 @@ def _say_stop(notes: Sequence[str]) -> None:
 def follow(args: argparse.Namespace, config: RulesConfig) -> int:
     """`check --follow`: print each finding of the window once when it fires and once when it clears."""
     from ktrace.analysis.rules.base import severity_rank
-    from ktrace.cli.follow_rules import WindowJudge, check_every, event_json, event_line, follow_store, follow_window
+    from ktrace.cli.follow_rules import (
+        WindowJudge,
+        check_every,
+        check_stall,
+        event_json,
+        event_line,
+        follow_store,
+        follow_window,
+    )
 
     root = Path(args.trace)
     if not root.exists():
@@ -187,7 +200,7 @@ def follow(args: argparse.Namespace, config: RulesConfig) -> int:
         raise KtraceError(f"{root}: --follow reads a `ktrace run` store (a .ktrace folder)", ExitCode.USAGE)
     if args.workers is not None or args.cluster:
         raise KtraceError("--follow judges the window in this process: drop --workers/--cluster", ExitCode.USAGE)
-    judge = WindowJudge(root, follow_window(args.window), config, skip_ops=args.no_ops)
+    judge = WindowJudge(root, follow_window(args.window), config, skip_ops=args.no_ops, stall_s=check_stall(args.stall))
     every = check_every(args.every, "--every")
     floor = severity_rank(args.fail_on) if args.fail_on != "never" else None
     failing = False

@@ -3,7 +3,8 @@
 
 Every few seconds the store is read as published so far, the window (analysis.rules.follow.window_bounds) is cut
 out of it by the exporters' cutter (exporters.selection.select), the rules run on that, and
-analysis.rules.follow.RuleFollower says which findings fired or cleared since the last look.
+analysis.rules.follow.RuleFollower says which findings fired or cleared since the last look. While the capture
+records, analysis.rules.follow.StallWatch also tells StalledTraining: no progress for --stall seconds of the clock.
 """
 
 from __future__ import annotations
@@ -32,6 +33,13 @@ WINDOW_HELP = (
     "what the rules judge, ending at the newest record: the last N seconds (60s, the default) or the last N "
     "steps counted by ktrace.step() or step-named ranges (10steps)"
 )
+STALL_S = 1800.0
+"""--stall's default: SageMaker Debugger's StalledTrainingRule threshold (30 min)."""
+STALL_HELP = (
+    "tell StalledTraining (an error) when no training step began (without steps: no kernel, operator, range or "
+    "API call) for S seconds of the clock while the capture still records, as SageMaker Debugger's "
+    "StalledTrainingRule does (default: 1800; 0: never)"
+)
 DEFAULT_WINDOW = "60s"
 """--window when none is given: the last 60 seconds recorded."""
 EVERY_S = 5.0
@@ -46,6 +54,13 @@ def follow_window(text: str) -> FollowWindow:
         return parse_window(text)
     except ValueError as exc:
         raise KtraceError(str(exc), ExitCode.USAGE) from None
+
+
+def check_stall(seconds: float) -> float:
+    """--stall's seconds (0 turns it off); a one-line usage error when negative."""
+    if seconds < 0:
+        raise KtraceError(f"--stall must be >= 0 seconds (0: never; got {seconds:g})", ExitCode.USAGE)
+    return seconds
 
 
 def check_every(seconds: float, option: str) -> float:
@@ -66,14 +81,17 @@ class WindowJudge:
         *,
         rules: Sequence[Rule] | None = None,
         skip_ops: bool = False,
+        stall_s: float = 0.0,
     ) -> None:
-        from ktrace.analysis.rules.follow import RuleFollower
+        from ktrace.analysis.rules.follow import RuleFollower, StallWatch
 
         self.path = path
         self.config = config
         self.rules = rules
         self.skip = ("ops",) if skip_ops else ()
         self.follower: RuleFollower = RuleFollower(window)
+        self.stall = StallWatch(stall_s)
+        """StalledTraining, judged at each look while the capture records (stall_s 0: never)."""
         self.unreadable = ""
         """Why the last look could not read the capture (empty when it could)."""
         self.judged = 0
@@ -87,10 +105,11 @@ class WindowJudge:
         """The events of one look. While the capture is `live`, only a whole window is judged (not the job's
         first seconds as if they were one), and a store not readable yet (nothing recorded, a partition just
         created) is no error: `unreadable` says why and the next look tries again. The last look (not `live`)
-        judges what the finished capture holds, even if shorter than the window."""
+        judges what the finished capture holds, even if shorter than the window. StalledTraining is judged on
+        the whole capture, while it is `live` only (its events come after the rules')."""
         from ktrace.analysis.index import TraceIndex
         from ktrace.analysis.rules.engine import run_rules
-        from ktrace.analysis.rules.follow import window_bounds
+        from ktrace.analysis.rules.follow import last_progress, window_bounds
         from ktrace.exporters.selection import select
         from ktrace.model import store
         from ktrace.model.errors import TraceFormatError
@@ -105,13 +124,14 @@ class WindowJudge:
         self.unreadable = ""
         self.notes = trace.meta.notes
         index = TraceIndex(trace)
+        stalled = self.stall.update(last_progress(trace, index), time.time_ns()) if live else []
         bounds = window_bounds(trace, self.follower.window, index=index, partial=not live)
-        if bounds is None:
-            return []
+        if bounds is None or self.rules == []:
+            return stalled
         self.judged += 1
         report = run_rules(select(trace, window=bounds), self.config, rules=self.rules)
         self.skipped = {r.rule: r.skipped for r in report.results if r.skipped}
-        return self.follower.update(report, bounds)
+        return self.follower.update(report, bounds) + stalled
 
 
 def event_line(event: FollowEvent) -> str:
@@ -196,7 +216,7 @@ class RuleStop:
         self._done.set()
         if self._thread is not None:
             self._thread.join()
-        if self._thread is not None and not self.judge.judged and not self.error:
+        if self._thread is not None and self.judge.rules != [] and not self.judge.judged and not self.error:
             window = self.judge.follower.window.label
             self._say(f"--on-finding: the command ended before the capture held a whole window ({window}): not judged")
         for rule in sorted(self.stop_rules & self.judge.skipped.keys()):
@@ -264,6 +284,14 @@ def add_on_finding_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds between SIGTERM and SIGKILL when a rule stops the command (default: 10)",
     )
     group.add_argument("--finding-window", default=DEFAULT_WINDOW, metavar="60s|Nsteps", help=WINDOW_HELP)
+    group.add_argument(
+        "--stall",
+        type=float,
+        metavar="S",
+        help="with --on-finding StalledTraining=stop: end the command when no training step began (without steps: "
+        "no kernel, operator, range or API call) for S seconds while it still runs, a job that hangs "
+        "(default: 1800)",
+    )
 
 
 @dataclass(frozen=True)
@@ -275,15 +303,17 @@ class OnFinding:
     window: FollowWindow
     every_s: float
     grace_s: float
+    stall_s: float = STALL_S
 
     def watch(self, root: Path) -> RuleStop:
         """The watch the launcher runs on the capture being written at `root`."""
         from ktrace.analysis.rules.engine import rule_by_name
+        from ktrace.analysis.rules.follow import STALLED
 
-        rules = [rule_by_name(name) for name in self.stops]
-        return RuleStop(
-            WindowJudge(root, self.window, self.config, rules=rules), self.stops, self.every_s, self.grace_s
-        )
+        rules = [rule_by_name(name) for name in self.stops if name != STALLED]
+        stall_s = self.stall_s if STALLED in self.stops else 0.0
+        judge = WindowJudge(root, self.window, self.config, rules=rules, stall_s=stall_s)
+        return RuleStop(judge, self.stops, self.every_s, self.grace_s)
 
 
 def on_finding(args: argparse.Namespace, every_s: float) -> OnFinding | None:
@@ -296,6 +326,8 @@ def on_finding(args: argparse.Namespace, every_s: float) -> OnFinding | None:
     if not args.on_finding:
         if args.rules or args.set_params:
             raise KtraceError("--rules and --set are read only with --on-finding RULE=stop", ExitCode.USAGE)
+        if args.stall is not None:
+            raise KtraceError("--stall is read only with --on-finding StalledTraining=stop", ExitCode.USAGE)
         return None
     try:
         stops = parse_actions(args.on_finding, (r.name for r in all_rules()))
@@ -307,7 +339,9 @@ def on_finding(args: argparse.Namespace, every_s: float) -> OnFinding | None:
     off = sorted(set(stops) & config.disabled)
     if off:
         raise KtraceError(f"--on-finding {off[0]}=stop: the rules file disables {off[0]}", ExitCode.USAGE)
-    return OnFinding(tuple(stops), config, follow_window(args.finding_window), every_s, args.grace)
+    window = follow_window(args.finding_window)
+    stall_s = check_stall(STALL_S if args.stall is None else args.stall)
+    return OnFinding(tuple(stops), config, window, every_s, args.grace, stall_s)
 
 
 def stopped_exit(watch: RuleStop | None, code: int) -> int:

@@ -7,8 +7,12 @@ import pytest
 from ktrace.analysis.rules.config import RulesConfig, apply_overrides
 from ktrace.analysis.rules.engine import all_rules, rule_by_name, run_rules
 from ktrace.analysis.rules.follow import (
+    STALLED,
     FollowWindow,
+    Progress,
     RuleFollower,
+    StallWatch,
+    last_progress,
     parse_actions,
     parse_window,
     stop_note,
@@ -148,3 +152,36 @@ def test_stop_note_round_trip() -> None:
     assert note.startswith("stopped by StepOutlier: ") and "\n" not in note
     assert stopped_by(("recovered 1 table", note)) == note
     assert stopped_by(("nothing",)) is None
+
+
+def test_stalled_training_fires_once_past_the_threshold_and_clears_when_the_job_moves_on() -> None:
+    watch = StallWatch(2.0)
+    step = Progress(T0, "step step 3 on n0 rank 0")
+    assert watch.update(step, T0 + 2 * 10**9) == []  # exactly the threshold: not yet
+    (fired,) = watch.update(step, T0 + 2 * 10**9 + 1)
+    assert (fired.event, fired.rule, fired.severity) == ("fired", STALLED, "error")
+    assert "no progress for 2 s" in fired.message and "the last was step step 3 on n0 rank 0" in fired.message
+    assert (fired.start_ns, fired.window.seconds) == (T0, 2.0)
+    assert watch.update(step, T0 + 60 * 10**9) == []  # told once
+    later = Progress(T0 + 61 * 10**9, "step step 4 on n0 rank 0")
+    (cleared,) = watch.update(later, T0 + 61 * 10**9 + MS)
+    assert (cleared.event, cleared.message) == ("cleared", fired.message)
+    assert watch.update(later, T0 + 62 * 10**9) == []
+    assert StallWatch(0).update(step, T0 + 10**12) == []  # --stall 0: never
+    assert StallWatch(2.0).update(None, T0 + 10**12) == []  # nothing recorded yet: not judged
+
+
+def test_last_progress_is_the_newest_step_start_else_the_newest_activity_never_a_counter() -> None:
+    progress = last_progress(_steps(DURATIONS_MS))
+    assert progress is not None
+    assert progress.at_ns == T0 + int(sum(DURATIONS_MS[:-1]) * MS) and progress.what.startswith("step step ")
+    b = TraceBuilder(node="n0", rank=0, meta=TraceMeta(source="ktrace"))
+    b.add("api", {"start_ns": [T0, T0 + 5 * MS], "end_ns": [T0 + MS, T0 + 6 * MS], "pid": [1, 1], "tid": [1, 1],
+                  "name": ["cudaLaunchKernel"] * 2, "domain": ["cuda"] * 2, "correlation_id": [1, 2]})  # fmt: skip
+    b.add("counters", {"ts_ns": [T0 + 10**12], "metric": ["cpu.util"], "instance": [0], "value": [1.0]})
+    assert last_progress(b.build()) == Progress(T0 + 5 * MS, "API call")
+    assert last_progress(TraceBuilder(node="n0", rank=0, meta=TraceMeta(source="ktrace")).build()) is None
+
+
+def test_stalled_training_is_an_action_target() -> None:
+    assert parse_actions(["stalledtraining=stop"], [r.name for r in all_rules()]) == {STALLED: "stop"}

@@ -1,5 +1,6 @@
 """Rules on a growing capture: the sliding window they judge, and each rule's finding told once when it fires and
-once when it clears (`ktrace check --follow`, `ktrace run --on-finding RULE=stop`).
+once when it clears (`ktrace check --follow`, `ktrace run --on-finding RULE=stop`); and StalledTraining, a job
+that stopped making progress while its capture still records (StallWatch: judged against the clock).
 
 Pure: the caller reads the store, cuts the window (`window_bounds` says where; exporters.selection.select cuts) and
 runs the rules on it; `RuleFollower.update` turns each new report into events. A rule is one finding here: it fires
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import polars as pl
@@ -22,6 +23,9 @@ from ktrace.analysis.rules.engine import RulesReport
 from ktrace.analysis.steps import detect_steps
 from ktrace.model.trace import Trace
 
+STALLED = "StalledTraining"
+"""The follow-only finding of a job that stopped making progress while its capture still records (SageMaker
+Debugger's StalledTrainingRule): judged against the clock, not on a window, so it is no rule of the registry."""
 ACTIONS = ("stop",)
 """What `--on-finding RULE=ACTION` may ask for."""
 STOP_NOTE_PREFIX = "stopped by "
@@ -126,13 +130,68 @@ class RuleFollower:
         return FollowEvent(kind, finding.rule, finding.severity, finding.message, self.window, *bounds)
 
 
+@dataclass(frozen=True)
+class Progress:
+    """The newest sign that a job moved on: its last step's start, else its newest activity record's."""
+
+    at_ns: int
+    what: str
+    """`step ProfilerStep#12 on node rank 0`, or `kernel` / `operator` / `range` / `API call` (the record kind)."""
+
+
+_ACTIVITY = (("kernels", "kernel"), ("ops", "operator"), ("ranges", "range"), ("api", "API call"))
+
+
+def last_progress(trace: Trace, index: TraceIndex | None = None) -> Progress | None:
+    """Where the job last moved on: the newest step start of any rank (ktrace.step(), step-named ranges, as
+    analysis.steps finds them); without steps, the newest start of a kernel, operator, range or API call (never a
+    counter: counters go on while a job hangs). None when the capture holds none of these."""
+    steps = detect_steps(trace, index=index)
+    if steps.height:
+        last = steps.sort("start_ns").row(-1, named=True)
+        return Progress(int(last["start_ns"]), f"step {last['name']} on {last['node']} rank {last['rank']}")
+    found = [
+        (int(frame["start_ns"].max()), kind) for table, kind in _ACTIVITY if (frame := getattr(trace, table)).height
+    ]
+    return Progress(*max(found)) if found else None
+
+
+class StallWatch:
+    """StalledTraining, told once when it fires and once when it clears: fires when no progress (last_progress)
+    was made for `seconds` of the clock while the capture still records; clears when the job moves on."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.fired: FollowEvent | None = None
+        """The event told when it fired (None: not stalled)."""
+
+    def update(self, progress: Progress | None, now_ns: int) -> list[FollowEvent]:
+        """The event of one look at `now_ns` (wall clock, as the records' times), if the state changed."""
+        if self.seconds <= 0 or progress is None:
+            return []
+        idle_ns = now_ns - progress.at_ns
+        window = FollowWindow(seconds=self.seconds)
+        if idle_ns > self.seconds * 1e9 and self.fired is None:
+            message = (
+                f"no progress for {idle_ns / 1e9:,.0f} s while the capture still records: the last was {progress.what} "
+                f"(the job may hang: a collective waiting for a rank, a deadlock, a stuck data loader)"
+            )
+            self.fired = FollowEvent("fired", STALLED, "error", message, window, progress.at_ns, now_ns)
+            return [self.fired]
+        if idle_ns <= self.seconds * 1e9 and self.fired is not None:
+            cleared = replace(self.fired, event="cleared", start_ns=progress.at_ns, end_ns=now_ns)
+            self.fired = None
+            return [cleared]
+        return []
+
+
 def parse_actions(specs: Sequence[str], rule_names: Iterable[str]) -> dict[str, str]:
     """`RULE=stop` strings -> {rule name as registered: action}; nothing given, nothing acts.
 
     Raises:
         ValueError: a malformed spec, an unknown rule or action (the message is one line for the user).
     """
-    names = {name.lower(): name for name in rule_names}
+    names = {name.lower(): name for name in (*rule_names, STALLED)}
     actions: dict[str, str] = {}
     for spec in specs:
         rule, sep, action = spec.partition("=")
