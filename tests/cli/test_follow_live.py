@@ -64,19 +64,25 @@ def _ktrace(tmp_path: Path, *args: str, timeout: float = 120) -> subprocess.Comp
     )
 
 
-def test_check_follow_fires_on_a_stall_and_clears_after_it(tmp_path: Path) -> None:
+def _follow_a_job(tmp_path: Path, seconds: tuple[float, float, float], *args: str) -> subprocess.CompletedProcess[str]:
+    """`ktrace check --follow job.ktrace ARGS --every 0.5 --json` on the loop while `ktrace run` records it (the
+    job must end well)."""
     job = subprocess.Popen(
-        _job(tmp_path, (1.5, 4.0, 5.0)), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        _job(tmp_path, seconds), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     )
     try:
         deadline = time.monotonic() + 30
         while not (tmp_path / "job.ktrace").is_dir() and time.monotonic() < deadline:
             time.sleep(0.05)
-        follow = _ktrace(tmp_path, "check", "--follow", "job.ktrace", "--rules", "rules.toml", *FOLLOW,
-                         "--every", "0.5", "--json")  # fmt: skip
+        follow = _ktrace(tmp_path, "check", "--follow", "job.ktrace", *args, "--every", "0.5", "--json")
     finally:
         job.wait(timeout=60)
     assert job.returncode == 0, job.stderr.read() if job.stderr else ""
+    return follow
+
+
+def test_check_follow_fires_on_a_stall_and_clears_after_it(tmp_path: Path) -> None:
+    follow = _follow_a_job(tmp_path, (1.5, 4.0, 5.0), "--rules", "rules.toml", *FOLLOW)
     assert follow.returncode == 0, follow.stderr
     events = [json.loads(line) for line in follow.stdout.splitlines()]
     assert [(e["event"], e["rule"]) for e in events] == [("fired", "Dataloader"), ("cleared", "Dataloader")]
@@ -204,17 +210,7 @@ def test_a_stop_rule_that_cannot_judge_the_capture_is_named_and_stops_nothing(tm
 
 def test_check_follow_tells_a_stalled_job_and_its_recovery(tmp_path: Path) -> None:
     """No step begins during the 5 s data load: StalledTraining (--stall 2) fires, then clears once steps resume."""
-    job = subprocess.Popen(
-        _job(tmp_path, (1.0, 5.0, 2.0)), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while not (tmp_path / "job.ktrace").is_dir() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        follow = _ktrace(tmp_path, "check", "--follow", "job.ktrace", "--stall", "2", "--every", "0.5", "--json")
-    finally:
-        job.wait(timeout=60)
-    assert job.returncode == 0, job.stderr.read() if job.stderr else ""
+    follow = _follow_a_job(tmp_path, (1.0, 5.0, 2.0), "--stall", "2")
     assert follow.returncode == ExitCode.FINDINGS, follow.stderr  # an error fired meanwhile (--fail-on error)
     events = [e for line in follow.stdout.splitlines() if (e := json.loads(line))["rule"] == "StalledTraining"]
     assert [e["event"] for e in events] == ["fired", "cleared"]
