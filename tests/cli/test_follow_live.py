@@ -215,7 +215,7 @@ def test_check_follow_tells_a_stalled_job_and_its_recovery(tmp_path: Path) -> No
     events = [e for line in follow.stdout.splitlines() if (e := json.loads(line))["rule"] == "StalledTraining"]
     assert [e["event"] for e in events] == ["fired", "cleared"]
     assert events[0]["severity"] == "error" and "no progress for" in events[0]["message"]
-    assert "the last was step ProfilerStep#" in events[0]["message"]
+    assert "the last was the end of step ProfilerStep#" in events[0]["message"]
     assert events[0]["window"]["seconds"] == 2.0
 
 

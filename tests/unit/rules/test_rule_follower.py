@@ -171,15 +171,15 @@ def test_stalled_training_fires_once_past_the_threshold_and_clears_when_the_job_
     assert StallWatch(2.0).update(None, T0 + 10**12) == []  # nothing recorded yet: not judged
 
 
-def test_last_progress_is_the_newest_step_start_else_the_newest_activity_never_a_counter() -> None:
+def test_last_progress_is_the_newest_step_end_else_the_newest_activity_never_a_counter() -> None:
     progress = last_progress(_steps(DURATIONS_MS))
     assert progress is not None
-    assert progress.at_ns == T0 + int(sum(DURATIONS_MS[:-1]) * MS) and progress.what.startswith("step step ")
+    assert progress.at_ns == T0 + int(sum(DURATIONS_MS) * MS) and progress.what.startswith("the end of step step ")
     b = TraceBuilder(node="n0", rank=0, meta=TraceMeta(source="ktrace"))
     b.add("api", {"start_ns": [T0, T0 + 5 * MS], "end_ns": [T0 + MS, T0 + 6 * MS], "pid": [1, 1], "tid": [1, 1],
                   "name": ["cudaLaunchKernel"] * 2, "domain": ["cuda"] * 2, "correlation_id": [1, 2]})  # fmt: skip
     b.add("counters", {"ts_ns": [T0 + 10**12], "metric": ["cpu.util"], "instance": [0], "value": [1.0]})
-    assert last_progress(b.build()) == Progress(T0 + 5 * MS, "API call")
+    assert last_progress(b.build()) == Progress(T0 + 6 * MS, "the end of an API call")
     assert last_progress(TraceBuilder(node="n0", rank=0, meta=TraceMeta(source="ktrace")).build()) is None
 
 

@@ -132,26 +132,30 @@ class RuleFollower:
 
 @dataclass(frozen=True)
 class Progress:
-    """The newest sign that a job moved on: its last step's start, else its newest activity record's."""
+    """The newest sign that a job moved on: the end of its last step, else of its newest activity record."""
 
     at_ns: int
     what: str
-    """`step ProfilerStep#12 on node rank 0`, or `kernel` / `operator` / `range` / `API call` (the record kind)."""
+    """`the end of step ProfilerStep#12 on node rank 0`, or of a `kernel` / `operator` / `range` / `API call`."""
 
 
 _ACTIVITY = (("kernels", "kernel"), ("ops", "operator"), ("ranges", "range"), ("api", "API call"))
 
 
 def last_progress(trace: Trace, index: TraceIndex | None = None) -> Progress | None:
-    """Where the job last moved on: the newest step start of any rank (ktrace.step(), step-named ranges, as
-    analysis.steps finds them); without steps, the newest start of a kernel, operator, range or API call (never a
-    counter: counters go on while a job hangs). None when the capture holds none of these."""
+    """Where the job last moved on: the newest end of a step of any rank (ktrace.step(), step-named ranges, as
+    analysis.steps finds them: a step is recorded once it ends, when the next one begins); without steps, the newest
+    end of a kernel, operator, range or API call (never a counter: counters go on while a job hangs). None when the
+    capture holds none of these."""
     steps = detect_steps(trace, index=index)
     if steps.height:
-        last = steps.sort("start_ns").row(-1, named=True)
-        return Progress(int(last["start_ns"]), f"step {last['name']} on {last['node']} rank {last['rank']}")
+        last = steps.sort("end_ns").row(-1, named=True)
+        where = f"the end of step {last['name']} on {last['node']} rank {last['rank']}"
+        return Progress(int(last["end_ns"]), where)
     found = [
-        (int(frame["start_ns"].max()), kind) for table, kind in _ACTIVITY if (frame := getattr(trace, table)).height
+        (int(frame["end_ns"].max()), f"the end of a{'n' if kind[0] in 'aeiouAEIOU' else ''} {kind}")
+        for table, kind in _ACTIVITY
+        if (frame := getattr(trace, table)).height
     ]
     return Progress(*max(found)) if found else None
 
