@@ -53,7 +53,7 @@ def test_p_lists_the_top_functions_and_escape_closes(drive) -> None:  # type: ig
         seen["closed"] = not isinstance(pilot.app.screen, PythonSamplesScreen)
 
     drive(make_app(trace=with_samples(generate(SyntheticConfig(seed=5)))), scenario)
-    assert seen["first"][:2] == ["project/train.py:20 hot_loop", "30"] and seen["closed"]
+    assert seen["first"][:2] == ["hot_loop (project/train.py:20)", "30"] and seen["closed"]
     assert "40 Python samples" in seen["headline"]
 
 

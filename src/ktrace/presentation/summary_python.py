@@ -24,13 +24,14 @@ READING_NOTE = (
 
 
 def short_function(label: str) -> str:
-    """`/a/b/c/train.py:10 loop` -> `c/train.py:10 loop` (the file's last PATH_PARTS parts)."""
+    """`/a/b/c/train.py:10 loop` -> `loop (c/train.py:10)`: the function first, so a column too narrow cuts its
+    place rather than its name, then the file's last PATH_PARTS parts (as py-spy shows a frame)."""
     where, _, name = label.rpartition(" ")
     path, colon, line = where.rpartition(":")
     if not colon:
         return label
     short = "/".join(path.replace("\\", "/").split("/")[-PATH_PARTS:])
-    return f"{short}:{line} {name}"
+    return f"{name} ({short}:{line})"
 
 
 def headline(profile: PythonProfile) -> str:

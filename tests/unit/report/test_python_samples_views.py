@@ -50,7 +50,7 @@ def test_the_summary_shows_the_top_function_and_its_json() -> None:
     section = summary_page(summary).section("python-samples")
     assert section is not None
     table = next(b for b in section.blocks if getattr(b, "key", "") == "python_top_functions")
-    assert table.rows[0]["name"] == "project/train.py:20 hot_loop" and table.rows[0]["self_samples"] == 24
+    assert table.rows[0]["name"] == "hot_loop (project/train.py:20)" and table.rows[0]["self_samples"] == 24
     doc = json.loads(json.dumps(summary_to_dict(summary)))["python_profile"]
     assert doc["samples"] == 30 and doc["functions"][0]["function"] == HOT
     assert doc["steps"]["with_samples"] > 0 and doc["steps"]["slowest"]["top_function"] in (HOT, STACK[-1])
@@ -66,7 +66,7 @@ def test_the_report_draws_an_icicle_and_markdown_keeps_the_table() -> None:
     assert "&lt;module&gt;" in spec["labels"][1]  # trace text is escaped for plotly
     assert '"type":"icicle"' in render_html(report)  # the figure's spec, drawn by the inlined plotly.js
     markdown = render_markdown(report)
-    assert "## Python samples" in markdown and "train.py:20 hot\\_loop | 24 |" in markdown
+    assert "## Python samples" in markdown and "hot\\_loop (project/train.py:20) | 24 |" in markdown
 
 
 def test_a_trace_without_samples_has_no_python_section() -> None:
