@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from ktrace.exporters.background_writes import BackgroundWriter, streamed_output
 from ktrace.exporters.chrome_layout import LANE_TID, SPECIAL_TIDS, ChromeLayout
-from ktrace.exporters.chrome_slice_lines import NameTokens, flow_lines, slice_lines
+from ktrace.exporters.chrome_slice_lines import COLUMNS, NameTokens, flow_lines, slice_lines
 from ktrace.exporters.perfetto_slice_windows import RankSlices
 from ktrace.exporters.perfetto_slices import STREAM_KINDS
 from ktrace.exporters.perfetto_tracks import process_name, process_order
@@ -31,6 +31,8 @@ SEP = ",\n"
 CHUNK_ROWS = 50_000
 """Event lines formatted at a time: polars' intermediates cost ~1.2 KB a line in flight (200,000 a chunk: 370 MB
 above the opened store on 1 M kernels, 50,000: 194 MB, no slower). The bytes do not depend on it."""
+FLOW_ROWS = 16_384
+"""Flow ends formatted at a time: each batch's lines (~100 B each) wait in the writer's queue, ~1.6 MB."""
 WINDOW_ROWS = 50_000
 """Rows each span table gives at most to a window of a rank's slices (perfetto_slice_windows)."""
 
@@ -207,14 +209,14 @@ class _Export:
         if slices is None or layout is None:
             return
         row = 0
-        for chunk in slices.chunks(CHUNK_ROWS):  # never the rank's lines in one string
+        for chunk in slices.chunks(CHUNK_ROWS, COLUMNS):  # never the rank's lines in one string
             out_pid, out_tid = layout.pids_tids(chunk, row)
             placed = chunk.with_columns(out_pid=out_pid, out_tid=out_tid)
             fast = slice_lines(placed, t0, self.names)
             lines.write(_slice_lines(placed, t0)) if fast is None else lines.write_bytes(fast)
             row += chunk.height
         first = self.counts["flows"] + 1
-        for kind, k, f_pid, f_tid, ts in layout.flows(CHUNK_ROWS):
+        for kind, k, f_pid, f_tid, ts in layout.flows(FLOW_ROWS):
             fid = first + k + np.arange(f_pid.shape[0])
             flows = flow_lines(kind, fid, f_pid, f_tid, ts - t0)
             lines.write(_flow_lines(kind, fid, f_pid, f_tid, ts - t0)) if flows is None else lines.write_bytes(flows)

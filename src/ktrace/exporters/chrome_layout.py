@@ -21,6 +21,7 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
+from ktrace.exporters.chrome_lines import distinct_rows
 from ktrace.exporters.perfetto_rank_layout import LAYOUT_COLUMNS, Launches, Overlaps
 from ktrace.exporters.perfetto_slice_windows import RankSlices
 from ktrace.exporters.perfetto_slices import KINDS, STREAM_KINDS, THREAD_KINDS
@@ -122,8 +123,7 @@ _KIND_NAMES = np.array(KINDS, dtype=object)
 
 def _numpy_keys(frame: pl.DataFrame, labels: bool) -> tuple[list[tuple[object, ...]], I64, I64] | None:
     """The distinct (device_key, out_tid[, kind, pid, tid]) of the slices as _places gives them (None for null),
-    the first row of each and each row's index among them; found by numpy (one sort of a 64-bit mix of the
-    columns, checked row by row: None on a collision)."""
+    the first row of each and each row's index among them (chrome_lines.distinct_rows: None on a collision)."""
     kind = frame["kind"].to_physical().to_numpy().astype(np.int64)
     tid_col = frame["tid"]
     tid = tid_col.fill_null(0).to_numpy().astype(np.int64, copy=False)
@@ -139,13 +139,10 @@ def _numpy_keys(frame: pl.DataFrame, labels: bool) -> tuple[list[tuple[object, .
         pid_col = frame["pid"]
         pid = pid_col.fill_null(0).to_numpy().astype(np.int64, copy=False)
         columns += [kind, pid, pid_col.is_null().to_numpy().astype(np.int64), tid, tid_col.is_null().to_numpy()]
-    mixed = np.zeros(kind.shape[0], np.uint64)
-    for j, column in enumerate(columns):
-        mixed = (mixed ^ column.astype(np.int64).view(np.uint64)) * _MIX[j % len(_MIX)] + np.uint64(j)
-    _, first, inverse = np.unique(mixed, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    if not all(np.array_equal(c[first][inverse], c) for c in columns):
+    distinct = distinct_rows(columns)
+    if distinct is None:
         return None
+    first, inverse = distinct
     rows: list[tuple[object, ...]] = []
     for r in first.tolist():
         place: tuple[object, ...] = (int(device[r]) if on_gpu[r] else None, int(out_tid[r]))
@@ -156,7 +153,7 @@ def _numpy_keys(frame: pl.DataFrame, labels: bool) -> tuple[list[tuple[object, .
                 None if columns[7][r] else int(tid[r]),
             )
         rows.append(place)
-    return rows, first.astype(np.int64), inverse.astype(np.int64)
+    return rows, first, inverse
 
 
 class ChromeLayout:

@@ -194,3 +194,20 @@ def format_lines(pieces: Sequence[Piece], rows: int) -> tuple[bytearray, I64] | 
         else:
             matrix[:, at] = _FRACTION[fill]
     return buffer.translate(None, _NUL), lengths
+
+
+_MIX = [np.uint64(m) for m in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93)]
+
+
+def distinct_rows(columns: Sequence[NDArray[np.integer] | BoolArr]) -> tuple[I64, I64] | None:
+    """The first row of each distinct tuple of the columns' values (in sorted order of a 64-bit mix of them) and
+    each row's index among those: one numpy sort, each row checked against its tuple's first (None where two
+    tuples share a mix: the caller groups another way)."""
+    mixed = np.zeros(columns[0].shape[0], np.uint64)
+    for j, column in enumerate(columns):
+        mixed = (mixed ^ column.astype(np.int64).view(np.uint64)) * _MIX[j % len(_MIX)] + np.uint64(j)
+    _, first, inverse = np.unique(mixed, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    if not all(np.array_equal(c[first][inverse], c) for c in columns):
+        return None
+    return first.astype(np.int64), inverse.astype(np.int64)

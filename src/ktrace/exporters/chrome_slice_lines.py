@@ -17,7 +17,7 @@ import polars as pl
 import pyarrow as pa
 from numpy.typing import NDArray
 
-from ktrace.exporters.chrome_lines import Ints, Micros, Piece, Tokens, TokenTable, format_lines
+from ktrace.exporters.chrome_lines import Ints, Micros, Piece, Tokens, TokenTable, distinct_rows, format_lines
 from ktrace.exporters.perfetto_slices import KINDS
 from ktrace.model.schema import LAUNCH_CONFIG
 
@@ -25,6 +25,11 @@ I64 = NDArray[np.int64]
 
 SEP = b",\n"
 """Before each event line (chrome_json's SEP)."""
+COLUMNS = (
+    *("start_ns", "end_ns", "name", "kind", "pid", "tid", "device", "stream", "correlation_id", *LAUNCH_CONFIG),
+    *("bytes", "copy_kind", "src_kind", "dst_kind"),
+)
+"""The slice columns a chunk needs to be placed (chrome_layout) and written (not sync_type, domain)."""
 _KIND_HEADS = [SEP + b'{"ph":"X","cat":"' + k.encode() + b'","name":' for k in KINDS]
 """Each slice kind's line up to its name; all in the first data buffer of the lines' views."""
 _BLOCKS = 16
@@ -103,11 +108,16 @@ class _Columns:
         names += ["bytes"] if "memory" in kinds else []
         nullable = [c for c in names if frame[c].null_count()]
         done = frame.select(
-            *(pl.col(c).fill_null(0).cast(pl.Int64) for c in names),
+            *(pl.col(c).fill_null(0).cast(pl.Int64) for c in nullable),
             *(pl.col(c).is_not_null().alias(f"valid {c}") for c in nullable),
         )
-        self.values = {c: done[c].to_numpy() for c in names}
+        names += ["start_ns", "end_ns", "out_pid", "out_tid"]
+        self.values = {c: (done if c in nullable else frame)[c].to_numpy().astype(np.int64, copy=False) for c in names}
         self.valid = {c: done[f"valid {c}"].to_numpy() for c in nullable}
+
+    def micros(self, rows: I64) -> Micros:
+        """The durations of the slices at `rows`."""
+        return Micros(self.values["end_ns"][rows] - self.values["start_ns"][rows])
 
     def ints(self, column: str, rows: I64) -> Ints:
         """The column's values at `rows`."""
@@ -117,11 +127,10 @@ class _Columns:
 
 def _quoted_text(series: pl.Series) -> Tokens:
     """'"value"' (as written, not escaped: the polars formatter's concat_str) or null, per row."""
-    physical = series.to_physical().fill_null(2**32 - 1).to_numpy()
-    _, first, inverse = np.unique(physical, return_index=True, return_inverse=True)
-    texts = series.gather(first).cast(pl.String).to_list()
-    table = TokenTable([b"null" if t is None else b'"' + t.encode() + b'"' for t in texts])
-    return Tokens(inverse.astype(np.int64).reshape(-1), table)
+    index: dict[str | None, int] = {}
+    codes = np.array([index.setdefault(t, len(index)) for t in series.cast(pl.String).to_list()], np.int64)
+    table = TokenTable([b"null" if t is None else b'"' + t.encode() + b'"' for t in index])
+    return Tokens(codes, table)
 
 
 def _args(kind: str, frame: _Columns, rows: I64) -> list[Piece]:
@@ -150,8 +159,9 @@ def slice_lines(placed: pl.DataFrame, t0: int, names: NameTokens) -> memoryview 
     """The chunk's slice lines (each SEP first), in its row order; `placed` has out_pid and out_tid. None where
     chrome_lines refuses a value (the caller uses the polars formatter).
 
-    Each line is three Arrow binary views: its kind's head, its name, and the rest, formatted kind by kind; one
-    cast of the views to a binary array writes the lines back to back.
+    Each line is up to five Arrow binary views, written back to back by one cast of the views to a binary array:
+    its kind's head, its name, the rest formatted kind by kind; a kernel's rest stops before its args, which are
+    a token per distinct launch configuration, then its correlation id.
     """
     n = placed.height
     if n == 0:
@@ -159,42 +169,65 @@ def slice_lines(placed: pl.DataFrame, t0: int, names: NameTokens) -> memoryview 
     kind = placed["kind"].to_physical().to_numpy().astype(np.int64)
     order = np.argsort(kind, kind="stable")
     edges = [0, *(np.flatnonzero(np.diff(kind[order])) + 1).tolist(), n]
-    start, end = placed["start_ns"].to_numpy(), placed["end_ns"].to_numpy()
-    pid, tid = placed["out_pid"].to_numpy(), placed["out_tid"].to_numpy()
     columns = _Columns(placed, {KINDS[k] for k in np.unique(kind).tolist()})
     tokens = names.codes(placed["name"])  # first: it may add names
     buffers: list[bytes | bytearray] = [*names.buffers()]
-    views = np.empty((n, 3, 4), np.int32)  # per line: head, name, rest
+    views = np.zeros((n, 5, 4), np.int32)  # per line: head, name, rest and two more for kernels (else empty)
     views[:, 0] = _HEAD_VIEWS[kind]
     views[:, 1] = names.views[tokens]
     for a, b in itertools.pairwise(edges):
         rows = order[a:b]
         k = KINDS[int(kind[rows[0]])]
-        pieces: list[Piece] = [
-            *(b',"pid":', Ints(pid[rows]), b',"tid":', Ints(tid[rows]), b',"ts":', Micros(start[rows] - t0)),
-            *(b',"dur":', Micros(end[rows] - start[rows]), b',"args":', *_args(k, columns, rows), b"}"),
+        times: list[Piece] = [
+            *(b',"pid":', columns.ints("out_pid", rows), b',"tid":', columns.ints("out_tid", rows)),
+            *(b',"ts":', Micros(columns.values["start_ns"][rows] - t0), b',"dur":', columns.micros(rows)),
         ]
-        done = format_lines(pieces, rows.size)
-        if done is None:
-            return None
-        blob, lengths = done
-        at = np.zeros(rows.size, np.int64)
-        np.cumsum(lengths[:-1], out=at[1:])
-        views[rows, 2, 0] = lengths
-        views[rows, 2, 1] = _REST_PREFIX
-        views[rows, 2, 2] = len(buffers)
-        views[rows, 2, 3] = at
-        buffers.append(blob)
+        configs = _launch_configs(columns, rows) if k == "kernel" else None
+        segments: list[tuple[I64, I64 | None, list[Piece]]]  # (rows formatted, which one each row takes, pieces)
+        if configs is None:
+            segments = [(rows, None, [*times, b',"args":', *_args(k, columns, rows), b"}"])]
+        else:  # the args up to the correlation id: formatted once per distinct configuration
+            firsts, taken = configs
+            args = _args(k, columns, firsts)[:-3]  # but the correlation id and "}"
+            correlation: list[Piece] = [b'"correlation_id":', columns.ints("correlation_id", rows), b"}}"]
+            segments = [(rows, None, times), (firsts, taken, [b',"args":', *args, b","]), (rows, None, correlation)]
+        for j, (at, which, pieces) in enumerate(segments, 2):  # views 2, 3, 4 of each line
+            done = format_lines(pieces, at.size)
+            if done is None:
+                return None
+            blob, lengths = done
+            segment = _segment_views(pieces[0], lengths, len(buffers))
+            views[rows, j] = segment if which is None else segment[which]
+            buffers.append(blob)
     lines = pa.Array.from_buffers(
-        pa.binary_view(), 3 * n, [None, pa.py_buffer(views), *(pa.py_buffer(b) for b in buffers)]
+        pa.binary_view(), 5 * n, [None, pa.py_buffer(views), *(pa.py_buffer(b) for b in buffers)]
     ).cast(pa.large_binary())
     _, offsets, data = lines.buffers()
     assert offsets is not None and data is not None
-    return memoryview(data)[: int(np.frombuffer(offsets, np.int64)[3 * n])]
+    return memoryview(data)[: int(np.frombuffer(offsets, np.int64)[5 * n])]
 
 
-_REST_PREFIX = np.frombuffer(b',"pi', np.int32)[0]
-"""The first 4 bytes of a line after its name."""
+def _segment_views(first: Piece, lengths: I64, buffer: int) -> NDArray[np.int32]:
+    """Views of lines formatted back to back into data buffer `buffer`; each starts with the literal `first` and
+    is over 12 bytes long (never inline)."""
+    assert isinstance(first, bytes) and len(first) >= 4
+    out = np.empty((lengths.shape[0], 4), np.int32)
+    out[:, 0] = lengths
+    out[:, 1] = np.frombuffer(first[:4], np.int32)[0]
+    out[:, 2] = buffer
+    out[0, 3] = 0
+    np.cumsum(lengths[:-1], out=out[1:, 3])
+    return out
+
+
+def _launch_configs(columns: _Columns, rows: I64) -> tuple[I64, I64] | None:
+    """Kernels' launch configurations repeat: the first of `rows` with each distinct one, and each row's index
+    among those. None where they hardly repeat (or on a mix collision): each row's args are formatted."""
+    ints = [columns.ints(c, rows) for c in LAUNCH_CONFIG]
+    distinct = distinct_rows([i.values for i in ints] + [i.valid for i in ints if i.valid is not None])
+    if distinct is None or distinct[0].shape[0] > max(64, rows.shape[0] // 16):
+        return None
+    return rows[distinct[0]], distinct[1]
 
 
 def flow_lines(kind: str, fid: I64, pid: I64, tid: I64, rel_ns: I64) -> bytearray | None:

@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from ktrace.exporters import chrome_json
+from ktrace.exporters import chrome_json, chrome_slice_lines
 from ktrace.exporters.chrome_lines import Ints, Micros, Tokens, TokenTable, format_lines
 from ktrace.exporters.chrome_slice_lines import NameTokens, flow_lines, slice_lines
 from ktrace.exporters.perfetto_slice_windows import RankSlices
@@ -127,3 +127,22 @@ def test_flow_lines_match_the_polars_formatter(kind: str) -> None:
     fast = flow_lines(kind, fid, pid, tid, ts)
     assert fast is not None
     assert bytes(fast) == "".join(chrome_json._flow_lines(kind, fid, pid, tid, ts).to_list()).encode()
+
+
+@pytest.mark.parametrize("distinct", [False, True])
+def test_kernel_args_by_configuration_token_or_formatted(distinct: bool) -> None:
+    """Repeated launch configurations: one args token each; all distinct: every row's args formatted."""
+    kernels = pl.concat([c.filter(pl.col("kind") == "kernel") for c in _chunks(8_000)])
+    row = pl.int_range(pl.len(), dtype=pl.Int64)
+    if distinct:
+        kernels = kernels.with_columns(grid_x=row * 7 - 50)
+    else:  # five configurations, one with a null
+        kernels = kernels.with_columns(*(((row % 5) * (j + 1)).alias(c) for j, c in enumerate(LAUNCH_CONFIG)))
+        kernels = kernels.with_columns(registers_per_thread=pl.when(row % 5 == 3).then(None).otherwise(row % 5 + 32))
+    placed = _placed(kernels, np.random.default_rng(2))
+    rows = np.arange(placed.height)
+    columns = chrome_slice_lines._Columns(placed, {"kernel"})
+    assert (chrome_slice_lines._launch_configs(columns, rows) is None) == distinct
+    fast = slice_lines(placed, 0, NameTokens())
+    assert fast is not None
+    assert bytes(fast) == "".join(chrome_json._slice_lines(placed, 0).to_list()).encode()
