@@ -36,7 +36,7 @@ import polars as pl
 from ktrace.analysis.critical_path import median_step
 from ktrace.analysis.critical_path_graph import GPU_RECORD, OPERATOR, RUNTIME, Graph, Window, build_graph
 from ktrace.analysis.critical_path_ranks import communication_records, nearest_range, range_rows, windows_of_ranks
-from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.index import Slot, TraceIndex
 from ktrace.analysis.op_attribution import IS_OPERATOR
 from ktrace.analysis.steps import detect_steps
 from ktrace.model.clock_matching import order_keys
@@ -44,6 +44,7 @@ from ktrace.model.trace import Trace
 
 I64 = npt.NDArray[np.int64]
 Span = tuple[int, int]
+_COLLECTIVE_ROWS = Slot[pl.DataFrame]("critical_path_parts.collective_rows")
 _FILLER = "\x00filler"
 """A kernel name no trace holds: one per rank in collective_lags' frame, so order_keys counts every rank."""
 
@@ -127,7 +128,12 @@ def _span(frames: list[pl.DataFrame]) -> Span | None:
 
 def _collective_rows(ix: TraceIndex) -> pl.DataFrame:
     """row (index order), name, end_ns of the trace's communication kernels, in the order
-    critical_path_ranks.collective_keys numbers them (start, then row; the trace holds one rank)."""
+    critical_path_ranks.collective_keys numbers them (start, then row; the trace holds one rank); once per index
+    (rank_steps and rank_graph of a rank both use them)."""
+    return ix.get(_COLLECTIVE_ROWS, lambda: _find_collective_rows(ix))
+
+
+def _find_collective_rows(ix: TraceIndex) -> pl.DataFrame:
     c = ix.gpu_columns()
     codes, names = ix.record_names()
     rec = communication_records(ix)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +48,7 @@ from ktrace.model import store
 from ktrace.model.alignment import clock_mode
 from ktrace.model.errors import ProgressFn, TraceFormatError, no_progress
 from ktrace.model.layout import is_store
-from ktrace.model.partition_spans import footer_spans
+from ktrace.model.partition_spans import PartitionSpans, footer_spans
 from ktrace.model.schema import TABLES
 from ktrace.model.trace import Trace
 from ktrace.presentation.summary_json import summary_to_dict
@@ -193,23 +194,32 @@ def partition_partial(task: PartitionTask) -> PartialPass:
     return partial, tuple(passes)
 
 
-def _job_bins(
-    root: Path, engine: Engine, tasks: list[PartitionTask], system_usage: bool
-) -> tuple[tuple[int, int] | None, HeatmapBins, UsageBins | None]:
-    """The job's span, heatmap bins and (with `system_usage`) usage bins: from the partitions' Parquet footers
-    (model.partition_spans), else (or for the usage bins, which need every device's span) from a pass reading
-    them."""
+def _footers(root: Path, tasks: list[PartitionTask], system_usage: bool) -> list[PartitionSpans] | None:
+    """Every partition's spans from its Parquet footers (model.partition_spans), in the tasks' order; None where
+    they cannot say, or with `system_usage` (its bins need every device's span: a pass reads the partitions)."""
+    if system_usage:
+        return None
     listed = {(node, rank): folder for node, rank, folder in store.partitions(root)}
     parts = [(node, listed[(node, rank)]) for t in tasks for node, rank in t.parts]
-    footers = None if system_usage else footer_spans(root, parts, clock=tasks[0].clock, skip=tasks[0].skip)
-    if footers is not None:
-        spans, gpus = [f.span for f in footers], [f.gpu for f in footers]
-    else:
-        found = [s for _, s in sorted(engine.map(partition_span, tasks, describe=PartitionTask.label))]
+    return footer_spans(root, parts, clock=tasks[0].clock, skip=tasks[0].skip)
+
+
+def _job_bins(
+    engine: Engine, tasks: list[PartitionTask], footers: list[PartitionSpans] | None, system_usage: bool
+) -> tuple[tuple[int, int] | None, HeatmapBins, UsageBins | None]:
+    """The job's span, heatmap bins and (with `system_usage`) usage bins: from the partitions' `footers`, else
+    from a pass reading them (partition_span)."""
+    found = None
+    if footers is None:
+        found = [
+            s for _, s in sorted(engine.map(partition_span, tasks, describe=PartitionTask.label), key=lambda x: x[0])
+        ]
         spans, gpus = [f.span for f in found], [f.gpu for f in found]
+    else:
+        spans, gpus = [f.span for f in footers], [f.gpu for f in footers]
     known = [s for s in spans if s is not None]
     job_span = (min(s for s, _ in known), max(e for _, e in known)) if known else None
-    usage = usage_bins(found, job_span) if footers is None and system_usage else None
+    usage = usage_bins(found, job_span) if found is not None and system_usage else None
     return job_span, job_bins(gpus, known), usage
 
 
@@ -285,8 +295,10 @@ def summarize_store(
     path_tasks = [
         RankTask(str(root), n, r, clock, None, steps_pattern, skip=skip) for parts in groups for n, r in parts
     ]
-    guess = guess_task(engine, path_tasks[first_task(path_tasks)])
-    job_span, bins, usage = _job_bins(root, engine, tasks, system_usage)
+    with ThreadPoolExecutor(1) as pool:  # the footers are read while a worker reads the first rank's steps
+        footers = pool.submit(_footers, root, tasks, system_usage)
+        guess = guess_task(engine, path_tasks[first_task(path_tasks)])
+        job_span, bins, usage = _job_bins(engine, tasks, footers.result(), system_usage)
     tasks = [
         dataclasses.replace(
             t, job_span=job_span, heatmap_bins=bins, rules_config=rules_config, usage_bins=usage, path_guess=guess
