@@ -21,7 +21,7 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
-from ktrace.exporters.chrome_lines import distinct_rows
+from ktrace.exporters.chrome_lines import distinct_rows, int_column
 from ktrace.exporters.perfetto_rank_layout import LAYOUT_COLUMNS, Launches, Overlaps
 from ktrace.exporters.perfetto_slice_windows import RankSlices
 from ktrace.exporters.perfetto_slices import KINDS, STREAM_KINDS, THREAD_KINDS
@@ -121,24 +121,26 @@ _MIX = [
 _KIND_NAMES = np.array(KINDS, dtype=object)
 
 
+def _nulls(valid: NDArray[np.bool_] | None, like: I64) -> I64:
+    return np.zeros_like(like) if valid is None else (~valid).astype(np.int64)
+
+
 def _numpy_keys(frame: pl.DataFrame, labels: bool) -> tuple[list[tuple[object, ...]], I64, I64] | None:
     """The distinct (device_key, out_tid[, kind, pid, tid]) of the slices as _places gives them (None for null),
     the first row of each and each row's index among them (chrome_lines.distinct_rows: None on a collision)."""
     kind = frame["kind"].to_physical().to_numpy().astype(np.int64)
-    tid_col = frame["tid"]
-    tid = tid_col.fill_null(0).to_numpy().astype(np.int64, copy=False)
+    tid, tid_valid = int_column(frame["tid"])
     out_tid = tid.copy()
     for k, (t, _) in SPECIAL_TIDS.items():
         out_tid[kind == _KIND[k]] = t
     on_stream = np.isin(kind, [_KIND[k] for k in STREAM_KINDS])
-    out_tid[on_stream] = frame["stream"].to_numpy()[on_stream]
+    out_tid[on_stream] = int_column(frame["stream"])[0][on_stream]
     on_gpu = ~np.isin(kind, [_KIND[k] for k in (*THREAD_KINDS, "step")])
-    device = np.where(on_gpu, frame["device"].to_numpy(), 0)
+    device = np.where(on_gpu, int_column(frame["device"])[0], 0)
     columns = [device, on_gpu.astype(np.int64), out_tid]
     if labels:
-        pid_col = frame["pid"]
-        pid = pid_col.fill_null(0).to_numpy().astype(np.int64, copy=False)
-        columns += [kind, pid, pid_col.is_null().to_numpy().astype(np.int64), tid, tid_col.is_null().to_numpy()]
+        pid, pid_valid = int_column(frame["pid"])
+        columns += [kind, pid, _nulls(pid_valid, pid), tid, _nulls(tid_valid, tid)]
     distinct = distinct_rows(columns)
     if distinct is None:
         return None

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import polars as pl
+import pyarrow as pa
 from numpy.typing import NDArray
 
 I64 = NDArray[np.int64]
@@ -194,6 +196,21 @@ def format_lines(pieces: Sequence[Piece], rows: int) -> tuple[bytearray, I64] | 
         else:
             matrix[:, at] = _FRACTION[fill]
     return buffer.translate(None, _NUL), lengths
+
+
+def int_column(series: pl.Series) -> tuple[I64, BoolArr | None]:
+    """An integer column as int64 numpy values (0 where null) and where it is not null (None: nowhere null), from
+    its Arrow buffers (no polars expression per column)."""
+    array = series.to_arrow()
+    if array.type != pa.int64():
+        array = array.cast(pa.int64())
+    validity, data = array.buffers()
+    n, at = len(array), array.offset
+    values = np.frombuffer(data, np.int64)[at : at + n] if data is not None else np.zeros(n, np.int64)
+    if validity is None or not array.null_count:
+        return values, None
+    valid = np.unpackbits(np.frombuffer(validity, np.uint8), count=at + n, bitorder="little")[at:].astype(np.bool_)
+    return np.where(valid, values, 0), valid
 
 
 _MIX = [np.uint64(m) for m in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93)]

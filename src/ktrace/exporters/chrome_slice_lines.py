@@ -17,7 +17,16 @@ import polars as pl
 import pyarrow as pa
 from numpy.typing import NDArray
 
-from ktrace.exporters.chrome_lines import Ints, Micros, Piece, Tokens, TokenTable, distinct_rows, format_lines
+from ktrace.exporters.chrome_lines import (
+    Ints,
+    Micros,
+    Piece,
+    Tokens,
+    TokenTable,
+    distinct_rows,
+    format_lines,
+    int_column,
+)
 from ktrace.exporters.perfetto_slices import KINDS
 from ktrace.model.schema import LAUNCH_CONFIG
 
@@ -99,21 +108,21 @@ class NameTokens:
 
 
 class _Columns:
-    """A chunk's integer columns as numpy (values, and where not null), converted once, by one polars select."""
+    """A chunk's integer columns as numpy (values, and where not null), each converted once (chrome_lines.int_column)."""
 
     def __init__(self, frame: pl.DataFrame, kinds: set[str]) -> None:
         self.frame = frame
         names = ["correlation_id"] if kinds & {"api", "sync", "kernel", "memory"} else []
         names += [*LAUNCH_CONFIG] if "kernel" in kinds else []
         names += ["bytes"] if "memory" in kinds else []
-        nullable = [c for c in names if frame[c].null_count()]
-        done = frame.select(
-            *(pl.col(c).fill_null(0).cast(pl.Int64) for c in nullable),
-            *(pl.col(c).is_not_null().alias(f"valid {c}") for c in nullable),
-        )
         names += ["start_ns", "end_ns", "out_pid", "out_tid"]
-        self.values = {c: (done if c in nullable else frame)[c].to_numpy().astype(np.int64, copy=False) for c in names}
-        self.valid = {c: done[f"valid {c}"].to_numpy() for c in nullable}
+        self.values: dict[str, I64] = {}
+        self.valid: dict[str, NDArray[np.bool_]] = {}
+        for c in names:
+            values, valid = int_column(frame[c])
+            self.values[c] = values
+            if valid is not None:
+                self.valid[c] = valid
 
     def micros(self, rows: I64) -> Micros:
         """The durations of the slices at `rows`."""
