@@ -74,9 +74,9 @@ class Split:
     sections: list[tuple[str, float, float]] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)
 
-    def wall(self, name: str) -> float:
-        """The wall seconds of stage `name` (0.0 if it did not run)."""
-        return next((w for n, w, _ in self.stages if n == name), 0.0)
+    def wall(self, name: str, *, cpu: bool = False) -> float:
+        """The wall seconds of stage `name` (its CPU seconds with `cpu`; 0.0 if it did not run)."""
+        return next((c if cpu else w for n, w, c in self.stages if n == name), 0.0)
 
 
 def issue_traces(folder: Path) -> tuple[list[tuple[str, Path, int]], list[str]]:
@@ -93,18 +93,20 @@ def issue_traces(folder: Path) -> tuple[list[tuple[str, Path, int]], list[str]]:
     return found, missing
 
 
-def decode_seconds(split: Split) -> float:
+def decode_seconds(split: Split, *, cpu: bool = False) -> float:
     """Decode and columns as the command runs them: in its workers when it has them, else in one process."""
-    workers = split.wall("decode + columns in workers")
-    return workers if workers else split.wall("decode (msgspec)") + split.wall("columns (EventSink.add)")
+    workers = split.wall("decode + columns in workers", cpu=cpu)
+    one = split.wall("decode (msgspec)", cpu=cpu) + split.wall("columns (EventSink.add)", cpu=cpu)
+    return workers if "workers" in split.facts else one
 
 
-def command_seconds(split: Split) -> float:
-    """The sum of the stages `ktrace summary FILE --json` runs (no store), each alone: the command overlaps some."""
+def command_seconds(split: Split, *, cpu: bool = False) -> float:
+    """The sum of the stages `ktrace summary FILE --json` runs (no store), each alone: the command overlaps some.
+    Wall seconds, or CPU seconds with `cpu`."""
     spilled = ("store write", "store read") if split.facts.get("spills") else ()
     numba = ("import numba",) if split.facts.get("numba_used", True) else ()
-    fixed = sum(split.wall(n) for n in (*COMMAND_STAGES, *numba, *spilled))
-    return fixed + decode_seconds(split) + sum(w for _, w, _ in split.sections)
+    fixed = sum(split.wall(n, cpu=cpu) for n in (*COMMAND_STAGES, *numba, *spilled))
+    return fixed + decode_seconds(split, cpu=cpu) + sum(c if cpu else w for _, w, c in split.sections)
 
 
 def floor_seconds(start_s: float, imports_s: float, json_bytes: int, bytes_per_cpu_s: float, cores: int) -> float:
@@ -124,7 +126,8 @@ def summary_line(label: str, events: int, command_s: float, split: Split) -> str
     used = split.facts.get("numba_used", True)
     numba = f" + numba {split.wall('import numba'):.2f}" if used else " (numba not loaded)"
     return (
-        f"stage_split: {label} {events:,} events: command {command_s:.2f} s, stages {command_seconds(split):.2f} s = "
+        f"stage_split: {label} {events:,} events: command {command_s:.2f} s, stages {command_seconds(split):.2f} s "
+        f"({command_seconds(split, cpu=True):.1f} CPU s) = "
         f"start {split.wall('start'):.2f} + imports {split.wall('imports'):.2f}{numba} + inflate "
         f"{split.wall('inflate'):.2f} + decode and columns "
         f"{decode_seconds(split):.2f} + build {split.wall('table build') + split.wall('scrub'):.2f} + analyses "
@@ -325,7 +328,7 @@ def print_split(label: str, events: int, commands: list[float], split: Split) ->
         print(f"| analysis: {name} | {wall:.3f} | {cpu:.3f} |")
     analyses = sum(w for _, w, _ in split.sections)
     print(f"| analyses, all sections | {analyses:.3f} | {sum(c for _, _, c in split.sections):.3f} |")
-    print(f"| the command's stages, summed | {command_seconds(split):.3f} | |")
+    print(f"| the command's stages, summed | {command_seconds(split):.3f} | {command_seconds(split, cpu=True):.3f} |")
     print(f"| the command, whole (runs: {', '.join(f'{c:.2f}' for c in commands)}) | {min(commands):.3f} | |")
     print(f"| floor (msgspec {f['msgspec_mb_per_cpu_s']:.0f} MB/CPU s, {f['cores']} cores) | {f['floor_s']:.3f} | |")
 

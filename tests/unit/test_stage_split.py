@@ -42,9 +42,10 @@ def _split(module: ModuleType, *, workers: bool, spills: bool = False, numba: bo
         ("render", 0.03, 0.03),
     ]
     if workers:
-        stages.insert(6, ("decode + columns in workers", 0.9, 1.8))
+        stages.insert(6, ("decode + columns in workers", 0.9, 1.75))
     sections = [("latency_stats", 0.2, 0.2), ("critical_path", 0.5, 0.5), ("roofline", 0.1, 0.1), ("x", 0.0, 0.0)]
     facts = {"floor_s": 0.8, "msgspec_mb_per_cpu_s": 410.0, "cores": 2, "spills": spills, "numba_used": numba}
+    facts.update({"workers": 2} if workers else {})
     return module.Split(stages, sections, facts)
 
 
@@ -64,6 +65,7 @@ def test_an_empty_folder_finds_nothing(stage_split: ModuleType, tmp_path: Path) 
 def test_the_command_decodes_in_its_workers_when_it_has_them_else_in_one_process(stage_split: ModuleType) -> None:
     assert stage_split.decode_seconds(_split(stage_split, workers=True)) == pytest.approx(0.9)
     assert stage_split.decode_seconds(_split(stage_split, workers=False)) == pytest.approx(1.5)
+    assert stage_split.decode_seconds(_split(stage_split, workers=True), cpu=True) == pytest.approx(1.75)
 
 
 def test_the_commands_stages_leave_the_store_and_numba_out_unless_it_pays_them(stage_split: ModuleType) -> None:
@@ -76,6 +78,9 @@ def test_the_commands_stages_leave_the_store_and_numba_out_unless_it_pays_them(s
     assert stage_split.command_seconds(spilled) == pytest.approx(fixed + numba + 0.9 + analyses + 1.0)
     small = _split(stage_split, workers=False, numba=False)
     assert stage_split.command_seconds(small) == pytest.approx(fixed + 1.5 + analyses)
+    assert stage_split.command_seconds(_split(stage_split, workers=True), cpu=True) == pytest.approx(
+        fixed + numba + 1.75 + analyses
+    )
     assert "(numba not loaded)" in stage_split.summary_line("t", 1, 1.0, small)
 
 
@@ -87,7 +92,9 @@ def test_the_floor_is_the_start_and_imports_plus_the_decode_over_the_cores(stage
 def test_one_line_per_trace_names_each_stage_and_the_ratio_to_the_floor(stage_split: ModuleType) -> None:
     line = stage_split.summary_line("owlv2 x10", 1_321_520, 3.2, _split(stage_split, workers=True))
     assert "\n" not in line
-    assert line.startswith("stage_split: owlv2 x10 1,321,520 events: command 3.20 s, stages 2.95 s = start 0.02")
+    assert line.startswith(
+        "stage_split: owlv2 x10 1,321,520 events: command 3.20 s, stages 2.95 s (3.8 CPU s) = start 0.02"
+    )
     assert "imports 0.30 + numba 0.20 + inflate 0.40" in line
     assert "decode and columns 0.90" in line and "build 0.30" in line and "render 0.03" in line
     assert "analyses 0.80 (critical_path 0.50, latency_stats 0.20, roofline 0.10)" in line
