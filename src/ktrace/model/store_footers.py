@@ -22,9 +22,9 @@ from ktrace.model.errors import TraceFormatError
 from ktrace.model.layout import META_FILE
 from ktrace.model.live import live_status
 from ktrace.model.partition_spans import footer_spans
-from ktrace.model.schema import TABLES
+from ktrace.model.schema import SCHEMAS, TABLES
 from ktrace.model.store import partitions, read
-from ktrace.model.store_checks import check_columns
+from ktrace.model.store_checks import MAX_TIME_NS, check_columns
 from ktrace.model.trace import TraceMeta
 
 
@@ -80,10 +80,41 @@ def store_facts(path: str | os.PathLike[str]) -> StoreFacts | None:
 
 
 def _rows(file: Path, name: str) -> int:
-    """The rows of a partition's table `name` from its footer, its columns checked as `store.read` checks them."""
+    """The rows of a partition's table `name` from its footer, its columns checked as `store.read` checks them
+    (their values as far as the footer's statistics tell: `_check_statistics`)."""
     try:
         with pq.ParquetFile(file) as parquet:
             check_columns(parquet.schema_arrow, name, file)
-            return int(parquet.metadata.num_rows)
+            footer = parquet.metadata
     except (pa.ArrowInvalid, OSError) as exc:
         raise TraceFormatError(f"{file}: unreadable Parquet ({exc})") from exc
+    _check_statistics(footer, name, file)
+    return int(footer.num_rows)
+
+
+def _check_statistics(footer: pq.FileMetaData, name: str, file: Path) -> None:
+    """store_checks.check_values on what the statistics say: a required column with nulls, a time beyond
+    MAX_TIME_NS. ktrace records statistics only for the times `info` uses (a time without them makes
+    partition_spans give up, and the store is read whole); a crafted file's, for every column."""
+    schema = SCHEMAS[name]
+    for index in range(footer.num_columns):
+        column = footer.schema.column(index).name
+        if column not in schema.names:
+            continue
+        nulls, extremes = 0, []
+        for group in range(footer.num_row_groups):
+            stats = footer.row_group(group).column(index).statistics
+            if stats is None:
+                continue
+            nulls += stats.null_count if stats.has_null_count else 0
+            if stats.has_min_max and isinstance(stats.min, int) and isinstance(stats.max, int):
+                extremes += [stats.min, stats.max]
+        if nulls and not schema.field(column).nullable:
+            raise TraceFormatError(
+                f"{file}: column {column} is empty in {nulls:,} row(s); table {name} needs it in all"
+            )
+        worst = max(extremes, key=abs, default=0)
+        if column.endswith("_ns") and abs(worst) > MAX_TIME_NS:
+            raise TraceFormatError(
+                f"{file}: column {column} holds {worst}, not a time in ns (within +/-{MAX_TIME_NS:.3g})"
+            )
