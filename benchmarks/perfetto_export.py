@@ -9,7 +9,7 @@ before and after is printed. Memory: RSS sampled every 10 ms from a thread; "abo
 during the export minus the RSS once the store is open and every column of it has been read (a store's columns
 become resident when first read, which would otherwise count against the export; the RSS
 right after ktrace.open is printed too). Issue 29's goal: <= 1 GB above the opened store at any size. `--stages` adds the
-wall and CPU time of each step of the Perfetto export.
+wall and CPU time of each step of the Perfetto export, and of the Chrome one (`__init__`: its layout pass).
 
     python benchmarks/perfetto_export.py                        # 10,000,000 kernels
     python benchmarks/perfetto_export.py --kernels 3000000 --format both
@@ -61,6 +61,12 @@ def timed(owner, name):
 if sys.argv[2] == "1":
     for name in ("RankLayout", "_encode_chunk", "encode_slices", "_counter_events"):
         timed(P, name)
+    import ktrace.exporters.chrome_json as C
+    from ktrace.exporters.chrome_layout import ChromeLayout
+    for name in ("slice_lines", "flow_lines", "_counter_lines"):  # numpy line formatters, counters by polars
+        timed(C, name)
+    timed(ChromeLayout, "__init__")  # the layout pass: windows, places, lanes, launches
+    timed(ChromeLayout, "pids_tids")  # the second pass's placing of each chunk
 trace = ktrace.open(sys.argv[1])
 me = psutil.Process()
 opened_lazy = me.memory_info().rss
