@@ -156,11 +156,13 @@ def path_of_passes(
     *,
     annotation: str | None = None,
     instance: int = 0,
+    empty: Trace | None = None,
 ) -> CriticalPath | None:
     """The job's critical path from every partition's first pass (`passes[i]`: tasks[i]'s RankPass, its graph
     that of the guessed step where there was a guess): the windows chosen, the graphs not of them built again on
     `engine`, the collective lags applied, the graphs joined. fleet.summary_map computes the passes inside its own
-    (one read of each partition for both)."""
+    (one read of each partition for both). `empty`: the store read without partitions (its meta), when the caller
+    has it."""
     clock = tasks[0].clock
     parts = [passes[i][0] for i in range(len(tasks))]
     found = first_window(parts, annotation, instance)
@@ -189,7 +191,7 @@ def path_of_passes(
                 kernel_keys=relagged(g.kernel_keys, lags.get((w.node, w.rank), {})),
             )
         )
-    joined = join_rank_graphs(ordered, store.read(root, clock=clock, only=(), skip=TABLES))
+    joined = join_rank_graphs(ordered, empty or store.read(root, clock=clock, only=(), skip=TABLES))
     result = path_of_windows(TraceIndex(joined.trace), windows, scope, label, joined.keys, joined.graphs)
     if result is None:
         return None

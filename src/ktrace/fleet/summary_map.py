@@ -295,8 +295,9 @@ def summarize_store(
     path_tasks = [
         RankTask(str(root), n, r, clock, None, steps_pattern, skip=skip) for parts in groups for n, r in parts
     ]
-    with ThreadPoolExecutor(1) as pool:  # the footers are read while a worker reads the first rank's steps
+    with ThreadPoolExecutor(1) as pool:  # the footers (and meta) are read while a worker reads the first rank's steps
         footers = pool.submit(_footers, root, tasks, system_usage)
+        empty = pool.submit(store.read, root, clock=clock, only=(), skip=TABLES)
         guess = guess_task(engine, path_tasks[first_task(path_tasks)])
         job_span, bins, usage = _job_bins(engine, tasks, footers.result(), system_usage)
     tasks = [
@@ -328,7 +329,7 @@ def summarize_store(
     result = reduce_partials(
         partials(), top=top, by_shape=by_shape, gpu_peaks=gpu_peaks, default_annotations=annotations is None
     )
-    critical = path_of_passes(root, engine, path_tasks, passes)
+    critical = path_of_passes(root, engine, path_tasks, passes, empty=empty.result())
     summary = dataclasses.replace(
         result.summary, critical_path=critical, notes=result.summary.notes + critical_path_notes(critical)
     )
