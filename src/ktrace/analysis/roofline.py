@@ -114,9 +114,8 @@ def _owner_of_records(trace: Trace, record_op: np.ndarray, tops: np.ndarray) -> 
     is_top = np.zeros(trace.ops.height, bool)
     is_top[tops] = True
     points = trace.ops.select(*THREAD, "start_ns")[inner]
-    owner = np.full(trace.ops.height, -1, np.int64)
-    owner[inner] = innermost_at(trace, points, "start_ns", pl.lit(pl.Series(is_top)))
-    return np.where(record_op >= 0, owner[np.maximum(record_op, 0)], -1)
+    owner = innermost_at(trace, points, "start_ns", pl.lit(pl.Series(is_top)))  # per `inner` row, not per ops row
+    return np.where(record_op >= 0, owner[np.searchsorted(inner, np.maximum(record_op, 0))], -1)
 
 
 def _empty(gpu: str | None, peaks: GpuPeaks | None, total: int, reason: str) -> Roofline:
@@ -196,7 +195,8 @@ def _modeled_calls(trace: Trace, ix: TraceIndex) -> ModeledCalls:
     record_op = operator_of_records(trace, index=ix)
     record_owner = _owner_of_records(trace, record_op, named[top])
     owned = record_owner >= 0
-    owned_ns = np.bincount(record_owner[owned], duration[owned], ops.height).astype(np.int64)
+    # per outermost call (named[top] is sorted), not per ops row: two whole-table arrays were ~215 MB at x150
+    owned_ns = np.bincount(np.searchsorted(named[top], record_owner[owned]), duration[owned], top.size)
     per_cost = pl.DataFrame(
         [(c.flops, c.bytes, c.precision) if c is not None else (None, None, None) for c in costs],
         schema={"flops": pl.Int64, "bytes": pl.Int64, "dtype": pl.String},
@@ -205,7 +205,7 @@ def _modeled_calls(trace: Trace, ix: TraceIndex) -> ModeledCalls:
     calls = ops.select(*KEYS, "node", "rank", "start_ns")[named[top]].with_columns(
         pl.col(KEYS).cast(pl.String),
         *per_cost.select(pl.all().gather(pl.Series(cost_id[top], dtype=pl.Int64))).get_columns(),
-        gpu_time_ns=pl.Series(owned_ns[named[top]], dtype=pl.Int64),
+        gpu_time_ns=pl.Series(owned_ns.astype(np.int64), dtype=pl.Int64),
     )
     lost = (record_op >= 0) & ~owned
     return ModeledCalls(calls, _no_model(ops, record_op[lost], duration[lost]), total, None)
