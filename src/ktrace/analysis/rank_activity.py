@@ -71,8 +71,8 @@ def gpu_span(trace: Trace, *, index: TraceIndex | None = None) -> tuple[int, int
 def job_bins(
     gpu_spans: Iterable[tuple[int, int] | None], spans: Iterable[tuple[int, int] | None], max_bins: int = MAX_TIME_BINS
 ) -> HeatmapBins:
-    """gpu_bins of a job from the gpu_span and Trace.span_ns of each of its parts (the fleet driver's first
-    pass): bins over the union of the GPU spans, else over the union of the spans, else over [0, 1]."""
+    """gpu_bins of a job from the gpu_span and Trace.span_ns of each of its parts (the fleet driver reads them from
+    the partitions' Parquet footers, model.partition_spans, or in a pass over them): bins over the union of the GPU spans, else over the union of the spans, else over [0, 1]."""
     for found in ([s for s in gpu_spans if s is not None], [s for s in spans if s is not None]):
         if found:
             return HeatmapBins.over(min(a for a, _ in found), max(b for _, b in found), max_bins)
