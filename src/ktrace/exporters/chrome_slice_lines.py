@@ -181,9 +181,9 @@ def slice_lines(placed: pl.DataFrame, t0: int, names: NameTokens) -> memoryview 
     columns = _Columns(placed, {KINDS[k] for k in np.unique(kind).tolist()})
     tokens = names.codes(placed["name"])  # first: it may add names
     buffers: list[bytes | bytearray] = [*names.buffers()]
-    views = np.zeros((n, 5, 4), np.int32)  # per line: head, name, rest and two more for kernels (else empty)
-    views[:, 0] = _HEAD_VIEWS[kind]
-    views[:, 1] = names.views[tokens]
+    grouped = np.zeros((n, 5, 4), np.int32)  # per line, kind by kind: head, name, rest, two more for kernels
+    grouped[:, 0] = _HEAD_VIEWS[kind[order]]
+    grouped[:, 1] = names.views[tokens[order]]
     for a, b in itertools.pairwise(edges):
         rows = order[a:b]
         k = KINDS[int(kind[rows[0]])]
@@ -206,8 +206,10 @@ def slice_lines(placed: pl.DataFrame, t0: int, names: NameTokens) -> memoryview 
                 return None
             blob, lengths = done
             segment = _segment_views(pieces[0], lengths, len(buffers))
-            views[rows, j] = segment if which is None else segment[which]
+            grouped[a:b, j] = segment if which is None else segment[which]
             buffers.append(blob)
+    views = np.empty_like(grouped)
+    views[order] = grouped  # the lines back in row order
     lines = pa.Array.from_buffers(
         pa.binary_view(), 5 * n, [None, pa.py_buffer(views), *(pa.py_buffer(b) for b in buffers)]
     ).cast(pa.large_binary())
