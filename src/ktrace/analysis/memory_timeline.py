@@ -179,7 +179,7 @@ def _from_allocator(ix: TraceIndex) -> MemoryTimeline:
         .with_columns(allocations_per_s=pl.col("allocations") / seconds, frees_per_s=pl.col("frees") / seconds)
         .select(PER_DEVICE_COLUMNS)
     )
-    allocs = events.filter(alloc)
+    allocs = events.select("operator", "bytes", "never_freed").filter(alloc)  # not every column of half the events
     by_operator = (
         allocs.group_by("operator")
         .agg(
