@@ -12,12 +12,17 @@ import pytest
 from real_traces import fixture_path
 
 from ktrace.analysis.rank_activity import gpu_span
+from ktrace.analysis.rank_heatmap import rank_heatmap
+from ktrace.analysis.summary import summarize
+from ktrace.fleet.engines import InProcessEngine
+from ktrace.fleet.summary_map import summarize_store
 from ktrace.importers import load
 from ktrace.model import store
 from ktrace.model.clock_estimate import align_trace
 from ktrace.model.partition_spans import PartitionSpans, footer_spans
 from ktrace.model.trace import Trace
 from ktrace.testing.fleet import FleetConfig, generate_fleet
+from ktrace.testing.fleet_compare import fleet_differences
 from ktrace.testing.synthetic import SyntheticConfig, generate
 
 
@@ -67,3 +72,19 @@ def test_footers_say_nothing_where_they_cannot_be_exact(tmp_path: Path) -> None:
     folder = _folders(streamed)[0][1]
     (folder / "kernels.arrows").write_bytes(b"")
     assert footer_spans(streamed, _folders(streamed)) is None  # a capture stream beside the Parquet
+
+
+@pytest.mark.parametrize("clock", ["aligned", "raw"])
+def test_summaries_from_the_footers_or_a_spans_pass_equal_one_process(
+    tmp_path: Path, clock: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A drifting job rank by rank equals one process in either clock: from the footers (written unaligned), and
+    from a pass reading the partitions (written aligned, read raw: the footers cannot say)."""
+    drifting = generate_fleet(FleetConfig(ranks=4, hosts=2, steps=3, max_drift_ppm=40.0)).trace
+    unaligned = store.write(_aligned(drifting, applied=False), tmp_path / "a")
+    applied = store.write(store.read(unaligned), tmp_path / "b")
+    monkeypatch.setenv("KTRACE_CLOCK", clock)
+    for root in (unaligned, applied):
+        whole = store.read(root, clock=clock)
+        fleet = summarize_store(root, InProcessEngine())
+        assert fleet_differences(summarize(whole), fleet, rank_heatmap(whole)) == [], (root.name, clock)
