@@ -1,5 +1,9 @@
 """Show what a trace holds: source, time span, ranks, devices, rows per table, host clocks and its health.
 
+A .ktrace store is described from its meta.json and Parquet footers: no rows are read, whatever its size. A Kineto
+file past 96 MiB of columns (~2 M events) is first written, as it is read, into a temporary store under $TMPDIR,
+removed afterwards (KTRACE_SPILL_BYTES sets the point; every reading verb does the same).
+
 examples:
   ktrace info run.ktrace
   ktrace info worker0.pt.trace.json.gz --json
