@@ -33,15 +33,14 @@ from ktrace.analysis.roofline import Roofline, roofline
 from ktrace.analysis.steps import detect_steps, step_stats
 from ktrace.analysis.stragglers import Stragglers, stragglers
 from ktrace.analysis.utilization import active_time_share, busy_time
-from ktrace.model.heap import release_free_memory
-from ktrace.model.heap_blocks import map_large_blocks
+from ktrace.model.heap import map_large_blocks, release_free_memory
 from ktrace.model.schema import TABLES
 from ktrace.model.trace import Trace
 
 FLOAT_DIGITS = 6
 """Floats in the JSON documents (presentation.json_rows) are rounded to this many decimals (stable JSON across platforms)."""
 LARGE_TRACE_ROWS = 1_000_000
-"""From this many rows (every table), summarize maps large C heap blocks on their own (model.heap_blocks): the
+"""From this many rows (every table), summarize maps large C heap blocks on their own (model.heap): the
 analyses' freed numpy temporaries then leave the process instead of staying resident under the next analyses."""
 
 

@@ -17,7 +17,7 @@ from ktrace.analysis.memory_timeline import memory_timeline
 from ktrace.analysis.op_attribution import IS_MODULE, IS_OPERATOR, IS_PYTHON_FRAME, THREAD, innermost_at
 from ktrace.analysis.operators import operator_self_ns, self_ns_of_operators
 from ktrace.importers import load
-from ktrace.model.heap_blocks import map_large_blocks
+from ktrace.model.heap import map_large_blocks
 from ktrace.model.trace import Trace
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import platform
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +22,7 @@ def _rss_anon_kb() -> int:
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
 def test_free_heap_pages_are_returned() -> None:
-    assert heap._malloc_trim() is not None
+    assert heap._glibc("malloc_trim", ctypes.c_size_t) is not None
     # 40 MB of 1 KB blocks (malloc'd, below the mmap threshold), then free all but every 64th: the survivors pin the
     # heap's top, so glibc keeps the freed pages until malloc_trim hands them back.
     blocks = [bytearray(1024) for _ in range(40_000)]
