@@ -42,9 +42,12 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from ktrace.analysis.breakdown import communication_names
 from ktrace.analysis.columns import dense_ids, node_rank_ids, time_order
 from ktrace.analysis.index import Slot, TraceIndex
+from ktrace.analysis.periodic_steps import PERIODIC_MAX_CV as PERIODIC_MAX_CV
+from ktrace.analysis.periodic_steps import PERIODIC_MIN_COVER as PERIODIC_MIN_COVER
+from ktrace.analysis.periodic_steps import PERIODIC_MIN_STEPS as PERIODIC_MIN_STEPS
+from ktrace.analysis.periodic_steps import periodic_steps
 from ktrace.model.trace import Trace
 
 PROFILER_STEP_RE = r"^ProfilerStep\s*#\s*(\d+)$"
@@ -63,12 +66,6 @@ _STEP_SCHEMA = {
     "source": pl.String,
 }
 _STEPS = Slot[pl.DataFrame]("detect_steps")
-PERIODIC_MIN_STEPS = 5
-"""Inferred (periodic) steps: at least this many per rank (intervals between the marker kernel's runs)."""
-PERIODIC_MAX_CV = 0.1
-"""... whose durations vary by at most this coefficient of variation (std / mean) ..."""
-PERIODIC_MIN_COVER = 0.5
-"""... and that together cover at least this share of the rank's kernel span."""
 STEP_SOURCES = ("profiler_step", "annotation", "periodic")
 """Where detected steps come from: ProfilerStep ranges, step-named ranges, or inferred from a periodic kernel."""
 
@@ -120,7 +117,7 @@ def _detect_steps(trace: Trace, pattern: str | None, source: str, index: TraceIn
         if found.height:
             return found
     if source in ("auto", "periodic"):
-        return _periodic_steps(trace, index, _annotated_ranks(cpu, pattern))
+        return periodic_steps(index, _annotated_ranks(cpu, pattern), _STEP_SCHEMA)
     return pl.DataFrame(schema=_STEP_SCHEMA)
 
 
@@ -155,58 +152,6 @@ def _steps_from_ranges(cpu: pl.DataFrame, regex: str, source: str) -> pl.DataFra
         step=pl.coalesce(number, order), duration_ns=pl.col("end_ns") - pl.col("start_ns"), source=pl.lit(source)
     )
     return hits.select(list(_STEP_SCHEMA)).cast(_STEP_SCHEMA)  # type: ignore[arg-type]
-
-
-def _periodic_steps(trace: Trace, index: TraceIndex, annotated: pl.DataFrame) -> pl.DataFrame:
-    k = trace.kernels.select(
-        pl.col("node").cast(pl.String),
-        "rank",
-        pl.col("name").cast(pl.String),
-        "start_ns",
-        "end_ns",
-        communication=pl.col("collective").is_not_null(),
-    )
-    k = k.join(annotated.cast({"rank": k.schema["rank"]}), on=["node", "rank"], how="anti")
-    if k.height == 0:
-        return pl.DataFrame(schema=_STEP_SCHEMA)
-    span = k.group_by("node", "rank").agg(span=pl.col("end_ns").max() - pl.col("start_ns").min())
-    # A collective is not a step marker: it runs as often as the program communicates (several per step, or one
-    # per layer), and a rank that waits for another starts it late, so its period is the job's, not the step's.
-    comm = communication_names(trace, index=index)
-    k = k.filter(~pl.col("communication") & ~pl.col("name").is_in(comm)).drop("communication")
-    gaps = k.sort("node", "rank", "name", "start_ns").with_columns(
-        gap=pl.col("start_ns").diff().over("node", "rank", "name")
-    )
-    score = (
-        gaps.group_by("node", "rank", "name")
-        .agg(
-            n=pl.len(),
-            cv=pl.col("gap").std() / pl.col("gap").mean(),
-            covered=pl.col("start_ns").max() - pl.col("start_ns").min(),
-        )
-        .join(span, on=["node", "rank"])
-        .filter(
-            (pl.col("n") > PERIODIC_MIN_STEPS)
-            & (pl.col("cv") <= PERIODIC_MAX_CV)
-            & (pl.col("covered") >= PERIODIC_MIN_COVER * pl.col("span"))
-        )
-        .sort("cv", "n", "name")
-        .unique(["node", "rank"], keep="first")
-    )
-    marks = (
-        k.drop("end_ns")
-        .join(score.select("node", "rank", "name"), on=["node", "rank", "name"])
-        .sort("node", "rank", "start_ns")
-    )
-    steps = marks.with_columns(end_ns=pl.col("start_ns").shift(-1).over("node", "rank")).drop_nulls("end_ns")
-    steps = steps.with_columns(
-        step=pl.int_range(pl.len(), dtype=pl.Int64).over("node", "rank"),
-        duration_ns=pl.col("end_ns") - pl.col("start_ns"),
-        pid=pl.lit(None, pl.Int64),
-        tid=pl.lit(None, pl.Int64),
-        source=pl.lit("periodic"),
-    )
-    return steps.select(list(_STEP_SCHEMA)).cast(_STEP_SCHEMA)  # type: ignore[arg-type]
 
 
 def _steps(trace: Trace, steps: pl.DataFrame | None, index: TraceIndex | None) -> pl.DataFrame:
