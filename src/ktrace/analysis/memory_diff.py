@@ -88,10 +88,11 @@ def _devices(timeline: MemoryTimeline, side: str) -> pl.DataFrame:
 
 def _per_operator(timeline: MemoryTimeline, side: str) -> pl.DataFrame:
     allocs = timeline.series.filter(pl.col("bytes") > 0)
-    return allocs.group_by("operator").agg(
+    by_operator = allocs.group_by("operator").agg(
         pl.len().cast(pl.Int64).alias(f"allocations_{side}"),
         pl.col("bytes").sum().cast(pl.Int64).alias(f"allocated_{side}"),
-    ).with_columns(pl.col("operator").cast(pl.String))  # the series' names are Categorical
+    )
+    return by_operator.with_columns(pl.col("operator").cast(pl.String))  # the series' names are Categorical
 
 
 def _operators(ta: MemoryTimeline, tb: MemoryTimeline, top: int) -> pl.DataFrame:
