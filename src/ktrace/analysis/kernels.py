@@ -215,7 +215,7 @@ def kernel_figures(trace: Trace, *, index: TraceIndex | None = None) -> pl.DataF
     """Per kernel (trace.kernels row order): w (its duration, ns) and EFFICIENCY_COLUMNS (Float64, null where the
     kernel does not carry the figure; an occupancy of 0 is Kineto's "not estimated")."""
     ix = TraceIndex.of(trace, index)
-    return ix.get(_FIGURES, lambda: _kernel_figures(ix.trace))
+    return ix.get(_FIGURES, lambda: _kernel_figures(ix))
 
 
 def efficiency_sum_exprs() -> list[pl.Expr]:
@@ -241,29 +241,43 @@ def _efficiency_sums(ix: TraceIndex) -> pl.DataFrame:
     return sums.with_columns(pl.col("name").cast(pl.String)).sort("name", nulls_last=True)
 
 
-def _kernel_figures(trace: Trace) -> pl.DataFrame:
-    k = trace.kernels
-    keys = ["node", "rank", "device"]
-    devices = trace.devices
-    sm = (
-        devices.select(pl.col("node").cast(pl.String), "rank", "device", "sm_count").unique(keys, keep="first")
-        if {"sm_count", *keys} <= set(devices.columns)
-        else pl.DataFrame(schema={"node": pl.String, "rank": pl.Int32, "device": pl.Int32, "sm_count": pl.Int32})
-    )
+def _kernel_figures(ix: TraceIndex) -> pl.DataFrame:
+    k = ix.trace.kernels
     blocks = pl.col("grid_x").cast(pl.Float64) * pl.col("grid_y") * pl.col("grid_z")
     shared = pl.col("static_shared_bytes").fill_null(0) + pl.col("dynamic_shared_bytes").fill_null(0)
     no_shared = pl.col("static_shared_bytes").is_null() & pl.col("dynamic_shared_bytes").is_null()
-    figures = k.select(
-        pl.col("node").cast(pl.String),
-        "rank",
-        "device",
+    sm_count = _sm_count_per_kernel(ix)
+    return k.select(
         (pl.col("end_ns") - pl.col("start_ns")).alias("w"),
-        blocks.alias("blocks"),
+        pl.when(sm_count > 0).then(blocks / sm_count).alias("blocks_per_sm"),
         pl.when(pl.col("est_occupancy_pct") > 0)
         .then(pl.col("est_occupancy_pct").cast(pl.Float64))
         .alias("est_occupancy_pct"),
         pl.col("registers_per_thread").cast(pl.Float64),
         pl.when(~no_shared).then(shared.cast(pl.Float64)).alias("shared_bytes"),
-    ).join(sm, on=keys, how="left", maintain_order="left")
-    blocks_per_sm = pl.when(pl.col("sm_count") > 0).then(pl.col("blocks") / pl.col("sm_count")).alias("blocks_per_sm")
-    return figures.select("w", blocks_per_sm, "est_occupancy_pct", "registers_per_thread", "shared_bytes")
+    )
+
+
+def _sm_count_per_kernel(ix: TraceIndex) -> pl.Expr:
+    """The SM count of each kernel's device (trace.devices' first row of its node, rank, device; null without).
+
+    Matched through the few distinct (rank id, device) pairs of the kernels, not by a join of every kernel row
+    on its node string (at 20 M small kernels the node strings and the join's frame held ~2 GB)."""
+    trace = ix.trace
+    devices = trace.devices
+    keys = ["node", "rank", "device"]
+    if not {"sm_count", *keys} <= set(devices.columns) or devices["sm_count"].null_count() == devices.height:
+        return pl.lit(None, pl.Int32)
+    sm = devices.select(pl.col("node").cast(pl.String), "rank", "device", "sm_count").unique(keys, keep="first")
+    rank_keys, rank_id = ix.table_rank_ids("kernels")
+    device = trace.kernels["device"].to_numpy().astype(np.int64)  # never null (schema)
+    gid, (pair_rank, pair_device) = dense_ids([rank_id, device])
+    pairs = pl.DataFrame(
+        {
+            "node": rank_keys["node"].gather(pair_rank),
+            "rank": rank_keys["rank"].gather(pair_rank),
+            "device": pl.Series(pair_device).cast(devices.schema["device"]),
+        }
+    )
+    per_pair = pairs.join(sm.cast({"rank": pl.Int32}), on=keys, how="left", maintain_order="left")["sm_count"]
+    return pl.lit(per_pair.gather(gid))
