@@ -155,7 +155,8 @@ class TraceIndex:
         if per in FINER and self.row_groups(FINER[per]).perm is perm:
             return self.sorted_times(FINER[per])
         c = self.gpu_columns()
-        return self._once(("sorted_start", per), lambda: c.start[perm]), c.end[perm]
+        start: I64 = self._once(("sorted_start", per), lambda: c.start[perm])
+        return start, c.end if start is c.start else c.end[perm]  # perm is the identity: no copies
 
     def sorted_intervals(self, per: Per) -> tuple[RowGroups, I64, I64, I64]:
         """(row groups, group id, start, end) of the GPU records in (group, start) order."""
