@@ -218,13 +218,14 @@ def kernel_figures(trace: Trace, *, index: TraceIndex | None = None) -> pl.DataF
     return ix.get(_FIGURES, lambda: _kernel_figures(ix))
 
 
-def efficiency_sum_exprs() -> list[pl.Expr]:
-    """The aggregations of efficiency_sums (``{c}_wsum``, ``{c}_w`` per figure) over rows of kernel_figures' columns
-    (w and EFFICIENCY_COLUMNS): a group_by of kernels by name here, of an operator's kernels in operators.py."""
+def efficiency_sum_exprs(columns: tuple[str, ...] = EFFICIENCY_COLUMNS) -> list[pl.Expr]:
+    """The aggregations of efficiency_sums (``{c}_wsum``, ``{c}_w`` per figure of `columns`) over rows of
+    kernel_figures' columns (w and EFFICIENCY_COLUMNS): a group_by of kernels by name here, of an operator's kernels
+    in operators.py."""
     w = pl.col("w")
     return [
         e
-        for c in EFFICIENCY_COLUMNS
+        for c in columns
         for e in (
             (pl.col(c) * w * WSUM_SCALE).round().cast(pl.Int128).sum().alias(f"{c}_wsum"),
             pl.when(pl.col(c).is_not_null()).then(w).sum().cast(pl.Int64).alias(f"{c}_w"),
@@ -233,12 +234,27 @@ def efficiency_sum_exprs() -> list[pl.Expr]:
 
 
 def _efficiency_sums(ix: TraceIndex) -> pl.DataFrame:
-    # grouped by the Categorical names, made Strings once per name: a String per kernel cost ~300 MB at 650 k
-    # kernels (owlv2 x150: CUDA kernel names run to hundreds of characters)
-    names = ix.trace.kernels.select(pl.col("name").cast(pl.Categorical))
-    figures = pl.concat([names, kernel_figures(ix.trace, index=ix)], how="horizontal")
-    sums = figures.group_by("name").agg(efficiency_sum_exprs())
-    return sums.with_columns(pl.col("name").cast(pl.String)).sort("name", nulls_last=True)
+    figures = kernel_figures(ix.trace, index=ix)
+    carried = tuple(c for c in EFFICIENCY_COLUMNS if figures[c].null_count() < figures.height)
+    if carried:
+        # grouped by the Categorical names, made Strings once per name: a String per kernel cost ~300 MB at 650 k
+        # kernels (owlv2 x150: CUDA kernel names run to hundreds of characters)
+        names = ix.trace.kernels.select(pl.col("name").cast(pl.Categorical))
+        parts = [names, figures.select("w", *carried)]
+        sums = pl.concat(parts, how="horizontal").group_by("name").agg(efficiency_sum_exprs(carried))
+        sums = sums.with_columns(pl.col("name").cast(pl.String))
+    else:  # no kernel carries a figure: every sum is 0, the names are the index's (no grouping of every kernel)
+        _, distinct = ix.kernel_name_codes()
+        nulls = [None] if ix.trace.kernels["name"].null_count() else []
+        sums = pl.DataFrame({"name": [*distinct, *nulls]}, schema={"name": pl.String})
+    zeros = [
+        e
+        for c in EFFICIENCY_COLUMNS
+        if c not in carried
+        for e in (pl.lit(0, pl.Int128).alias(f"{c}_wsum"), pl.lit(0, pl.Int64).alias(f"{c}_w"))
+    ]
+    order = ["name", *(f"{c}_{part}" for c in EFFICIENCY_COLUMNS for part in ("wsum", "w"))]
+    return sums.with_columns(zeros).select(order).sort("name", nulls_last=True)
 
 
 def _kernel_figures(ix: TraceIndex) -> pl.DataFrame:

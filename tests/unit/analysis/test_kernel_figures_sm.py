@@ -4,15 +4,17 @@ former join of every kernel row on its node string did (that join held ~2 GB at 
 from __future__ import annotations
 
 import polars as pl
+import pytest
 
 from ktrace.analysis.index import TraceIndex
-from ktrace.analysis.kernels import kernel_figures
+from ktrace.analysis.kernels import efficiency_sum_exprs, efficiency_sums, kernel_figures
 from ktrace.model import TraceBuilder
 from ktrace.model.trace import Trace
 
 
-def two_rank_trace(devices: bool = True) -> Trace:
-    """Two ranks of two devices each; rank 1's device 1 has no SM count, rank 0's device 0 is listed twice."""
+def two_rank_trace(devices: bool = True, grids: bool = True) -> Trace:
+    """Two ranks of two devices each; rank 1's device 1 has no SM count, rank 0's device 0 is listed twice
+    (`devices`); launch grids (`grids`)."""
     n = 40
     b = TraceBuilder()
     b.add(
@@ -24,9 +26,7 @@ def two_rank_trace(devices: bool = True) -> Trace:
             "device": [(i // 2) % 2 for i in range(n)],
             "stream": [7] * n,
             "name": ["k"] * n,
-            "grid_x": [i + 1 for i in range(n)],
-            "grid_y": [2] * n,
-            "grid_z": [1] * n,
+            **({"grid_x": [i + 1 for i in range(n)], "grid_y": [2] * n, "grid_z": [1] * n} if grids else {}),
         },
     )
     if devices:
@@ -55,3 +55,19 @@ def test_blocks_per_sm_use_each_kernels_own_device() -> None:
 def test_no_sm_counts_give_null_blocks_per_sm() -> None:
     bare = two_rank_trace(devices=False)
     assert kernel_figures(bare, index=TraceIndex(bare))["blocks_per_sm"].null_count() == bare.kernels.height
+
+
+@pytest.mark.parametrize("devices", [True, False])
+def test_efficiency_sums_equal_grouping_every_kernel(devices: bool) -> None:
+    """With and without figures to sum (no SM counts: blocks per SM and every other figure null), the sums
+    per name are those of a group_by of every kernel's figures (the former path, kept as the naive twin)."""
+    trace = two_rank_trace(devices, grids=devices)
+    figures = kernel_figures(trace, index=TraceIndex(trace))
+    naive = (
+        pl.concat([trace.kernels.select(pl.col("name").cast(pl.Categorical)), figures], how="horizontal")
+        .group_by("name")
+        .agg(efficiency_sum_exprs())
+        .with_columns(pl.col("name").cast(pl.String))
+        .sort("name", nulls_last=True)
+    )
+    assert efficiency_sums(trace, index=TraceIndex(trace)).equals(naive)
