@@ -200,6 +200,9 @@ def concat_i64(frames: list[pl.DataFrame], col: str, null_value: int = 0) -> I64
     n = sum(f.height for f in frames)
     if n and all(_single_valued(f[col]) and f[col][0] == 0 for f in frames if f.height):
         return np.zeros(n, np.int64)  # calloc'd: nothing written (one device 0, one rank, ...)
+    filled = [f[col] for f in frames if f.height]
+    if len(filled) == 1 and filled[0].dtype == pl.Int64 and filled[0].n_chunks() == 1 and not filled[0].null_count():
+        return filled[0].to_numpy()  # the table's own buffer, read-only: no copy (160 MB at 20 M kernels a column)
     out = np.empty(n, np.int64)
     at = 0
     for f in frames:

@@ -121,16 +121,17 @@ def _occurrences(
     seq, uniq = dense_ids([code[j : j + n] if every else code[window + j] for j in range(length)])
     del code
     kept = first_fit_occurrences(seq, window, length, int(uniq[0].size))
-    cum = np.empty(rows.size + 1, np.int64)
+    first = window[kept]  # the first kernel of each counted occurrence
+    del window
+    cum = np.empty(rows.size + 1, np.int64)  # cumulative kernel time, built in place: no duration array
     cum[0] = 0
-    dur = c.end[rows]
-    dur -= c.start[rows]
-    np.cumsum(dur, out=cum[1:])
-    del dur
-    time = (cum[window + length] - cum[window])[kept]
+    np.take(c.end, rows, out=cum[1:])
+    cum[1:] -= c.start[rows]
+    np.cumsum(cum[1:], out=cum[1:])
+    time = cum[first + length] - cum[first]
     kernel_time = int(cum[-1])
     del cum
-    seq, stream = seq[kept], gid[window[kept]]
+    seq, stream = seq[kept], gid[first]
     frame = pl.DataFrame({"seq": seq, "stream": stream, "time": time})
     per = frame.group_by("seq").agg(count=pl.len(), streams=pl.col("stream").n_unique(), total_ns=pl.col("time").sum())
     return per, uniq, names, kernel_time
