@@ -40,7 +40,7 @@ def _glibc(name: str, *argtypes: Any) -> Callable[..., int] | None:
         return None
     function.argtypes = list(argtypes)
     function.restype = ctypes.c_int
-    return function  # type: ignore[no-any-return]
+    return function
 
 
 def release_free_memory() -> bool:
