@@ -9,6 +9,7 @@ in its class's table for the whole export; rows gather it by the name's categori
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 
@@ -43,6 +44,18 @@ _KIND_HEADS = [SEP + b'{"ph":"X","cat":"' + k.encode() + b'","name":' for k in K
 """Each slice kind's line up to its name; all in the first data buffer of the lines' views."""
 _BLOCKS = 16
 """Name blocks kept apart at most (then joined into one): each is a data buffer of every chunk's views."""
+
+
+@functools.cache
+def arrow_builds_views() -> bool:
+    """Whether this pyarrow builds a binary-view array from buffers with its data buffers (pyarrow 16 refuses the
+    variadic buffers: the export then writes every slice line with the polars formatter, as before)."""
+    view = np.array([[13, int.from_bytes(b"abcd", "little"), 0, 0]], np.int32)
+    try:
+        built = pa.Array.from_buffers(pa.binary_view(), 1, [None, pa.py_buffer(view), pa.py_buffer(b"abcd" * 4)])
+        return bool(built.cast(pa.large_binary())[0].as_py() == b"abcd" * 3 + b"a")
+    except (ValueError, NotImplementedError, pa.ArrowException):
+        return False
 
 
 def _views(texts: list[bytes], buffer: int, offsets: I64) -> NDArray[np.int32]:
@@ -166,7 +179,7 @@ def _args(kind: str, frame: _Columns, rows: I64) -> list[Piece]:
 
 def slice_lines(placed: pl.DataFrame, t0: int, names: NameTokens) -> memoryview | None:
     """The chunk's slice lines (each SEP first), in its row order; `placed` has out_pid and out_tid. None where
-    chrome_lines refuses a value (the caller uses the polars formatter).
+    chrome_lines refuses a value, or this pyarrow cannot build binary views (the caller uses the polars formatter).
 
     Each line is up to five Arrow binary views, written back to back by one cast of the views to a binary array:
     its kind's head, its name, the rest formatted kind by kind; a kernel's rest stops before its args, which are
@@ -175,6 +188,8 @@ def slice_lines(placed: pl.DataFrame, t0: int, names: NameTokens) -> memoryview 
     n = placed.height
     if n == 0:
         return memoryview(b"")
+    if not arrow_builds_views():
+        return None
     kind = placed["kind"].to_physical().to_numpy().astype(np.int64)
     order = np.argsort(kind, kind="stable")
     edges = [0, *(np.flatnonzero(np.diff(kind[order])) + 1).tolist(), n]
