@@ -51,6 +51,7 @@ class Dashboard(VerticalScroll, can_focus=True):
         self.call_later(self._replace, message, self.has_focus_within)
 
     async def _replace(self, message: SummaryReady, had_focus: bool) -> None:
+        place = self.scroll_y
         await self.remove_children()
         widgets: list[Widget] = [rank_widget(p) for p in message.rank_panels]
         for panel in message.panels:
@@ -62,13 +63,19 @@ class Dashboard(VerticalScroll, can_focus=True):
                 button.evidence = (start, end)  # type: ignore[attr-defined]
                 widgets.append(button)
         await self.mount_all(widgets)
-        if had_focus:  # the user is on the dashboard: the rank lines answer j/k/enter at once
-            self.call_after_refresh(self.focus_first)
+        self.call_after_refresh(self._back_to, place, had_focus)
 
-    def focus_first(self) -> None:
+    def _back_to(self, place: float, had_focus: bool) -> None:
+        """The reader's place again: the page was empty for a moment (which may have scrolled it to the top), and
+        focusing the rank lines must not scroll to them. A user on the dashboard keeps the focus in it."""
+        if had_focus:  # the rank lines answer j/k/enter at once
+            self.focus_first(scroll_visible=False)
+        self.scroll_to(y=place, animate=False)
+
+    def focus_first(self, *, scroll_visible: bool = True) -> None:
         """Focus the first rank panel (its lines answer j/k/enter without a tab first), else the dashboard."""
         lines = self.query(f".{RANK_VIEW}")
-        (lines.first() if lines else self).focus()
+        (lines.first() if lines else self).focus(scroll_visible=scroll_visible)
 
     @on(Button.Pressed)
     def _evidence(self, event: Button.Pressed) -> None:
