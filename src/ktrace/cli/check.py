@@ -204,10 +204,11 @@ def follow(args: argparse.Namespace, config: RulesConfig) -> int:
     every = check_every(args.every, "--every")
     floor = severity_rank(args.fail_on) if args.fail_on != "never" else None
     failing = False
+    width = terminal_width()
 
     def emit(event: FollowEvent) -> None:
         nonlocal failing
-        print(event_json(event) if args.json else event_line(event), flush=True)
+        print(event_json(event) if args.json else folded(event_line(event), width), flush=True)
         failing = failing or (event.event == "fired" and floor is not None and severity_rank(event.severity) >= floor)
 
     print(
