@@ -48,7 +48,7 @@ from ktrace.model import store
 from ktrace.model.alignment import clock_mode
 from ktrace.model.errors import ProgressFn, TraceFormatError, no_progress
 from ktrace.model.layout import is_store
-from ktrace.model.partition_spans import PartitionSpans, footer_spans
+from ktrace.model.partition_spans import PartitionSpans, footer_spans, union_span
 from ktrace.model.schema import TABLES
 from ktrace.model.trace import Trace
 from ktrace.presentation.summary_json import summary_to_dict
@@ -218,7 +218,7 @@ def _job_bins(
     else:
         spans, gpus = [f.span for f in footers], [f.gpu for f in footers]
     known = [s for s in spans if s is not None]
-    job_span = (min(s for s, _ in known), max(e for _, e in known)) if known else None
+    job_span = union_span(known)
     usage = usage_bins(found, job_span) if found is not None and system_usage else None
     return job_span, job_bins(gpus, known), usage
 

@@ -16,18 +16,20 @@ rounds twice and is not monotonic to the nanosecond).
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ktrace.model.alignment import clock_mode, with_clock
+from ktrace.model.errors import TraceFormatError
 from ktrace.model.layout import META_FILE
 from ktrace.model.live import live_status
 from ktrace.model.schema import SPAN_TABLES
+from ktrace.model.store_checks import check_meta, load_json_object
 from ktrace.model.trace import Trace, TraceMeta
 
 Span = tuple[int, int]
@@ -56,7 +58,9 @@ def footer_spans(
     cannot say exactly (see the module docstring)."""
     if live_status(root) is not None or not (root / META_FILE).is_file():
         return None
-    meta = TraceMeta.from_dict(json.loads((root / META_FILE).read_text()))
+    data = load_json_object(root / META_FILE, "meta.json")  # checked as store.read checks it: one line if malformed
+    check_meta(data, root / META_FILE)
+    meta = TraceMeta.from_dict(data)
     alignment = meta.clock_alignment
     mode = clock_mode(clock)
     shifts = alignment is not None and alignment.shifts and alignment.applied != (mode == "aligned")
@@ -81,7 +85,7 @@ def footer_spans(
         raw.append((node, spans, gpus))
     if shifts:
         raw = _aligned(raw, meta)
-    return [PartitionSpans(_union(spans), _union(gpus)) for _, spans, gpus in raw]
+    return [PartitionSpans(union_span(spans), union_span(gpus)) for _, spans, gpus in raw]
 
 
 class _NoStatistics(Exception):
@@ -90,8 +94,11 @@ class _NoStatistics(Exception):
 
 def _extremes(path: Path, first: str, last: str) -> Span | None:
     """(min of `first`, max of `last`) over the file's row groups; None for a file without rows (_NoStatistics
-    when a row group lacks their statistics)."""
-    footer = pq.read_metadata(path)
+    when a row group lacks their statistics; TraceFormatError, one line, when the file is not Parquet)."""
+    try:
+        footer = pq.read_metadata(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise TraceFormatError(f"{path}: unreadable Parquet ({exc})") from exc
     if footer.num_rows == 0:
         return None
     names = [footer.schema.column(i).name for i in range(footer.num_columns)]
@@ -126,5 +133,6 @@ def _aligned(raw: _Found, meta: TraceMeta) -> _Found:
     return [(node, [next(moved) for _ in spans], [next(moved) for _ in gpus]) for node, spans, gpus in raw]
 
 
-def _union(spans: list[Span]) -> Span | None:
+def union_span(spans: Sequence[Span]) -> Span | None:
+    """(first start, last end) of `spans`; None for none."""
     return (min(a for a, _ in spans), max(b for _, b in spans)) if spans else None

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from ktrace.model.errors import TraceFormatError
 from ktrace.model.layout import META_FILE
 from ktrace.model.live import live_status
-from ktrace.model.partition_spans import footer_spans
+from ktrace.model.partition_spans import footer_spans, union_span
 from ktrace.model.schema import SCHEMAS, TABLES
 from ktrace.model.store import partitions, read
 from ktrace.model.store_checks import MAX_TIME_NS, check_columns
@@ -74,8 +74,7 @@ def store_facts(path: str | os.PathLike[str]) -> StoreFacts | None:
     spans = footer_spans(root, [(node, folder) for node, _, folder in parts])  # (in the clock read() gives)
     if spans is None:
         return None
-    found_spans = [s.span for s in spans if s.span is not None]
-    span = (min(a for a, _ in found_spans), max(b for _, b in found_spans)) if found_spans else None
+    span = union_span([s.span for s in spans if s.span is not None])
     return StoreFacts(small.meta, small.devices, sorted(ranks), rows, span)
 
 

@@ -88,3 +88,18 @@ def test_summaries_from_the_footers_or_a_spans_pass_equal_one_process(
         whole = store.read(root, clock=clock)
         fleet = summarize_store(root, InProcessEngine())
         assert fleet_differences(summarize(whole), fleet, rank_heatmap(whole)) == [], (root.name, clock)
+
+
+def test_a_damaged_footer_or_meta_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """The footers are read before any partition is: a table that is not Parquet, or a malformed meta.json, says
+    so in one line (TraceFormatError) as store.read does."""
+    from ktrace.model.errors import TraceFormatError
+
+    root = store.write(generate(SyntheticConfig(steps=2, kernels_per_step=5, ranks=2)), tmp_path / "s")
+    kernels = next(root.rglob("kernels.parquet"))
+    kernels.write_bytes(b"not parquet at all")
+    with pytest.raises(TraceFormatError, match="kernels.parquet: unreadable Parquet"):
+        footer_spans(root, _folders(root))
+    (root / "meta.json").write_text('{"schema_version": "nope"')
+    with pytest.raises(TraceFormatError, match="meta.json"):
+        footer_spans(root, _folders(root))
