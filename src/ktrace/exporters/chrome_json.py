@@ -172,7 +172,8 @@ class _Lines:
 
 
 def _flow_lines(kind: str, fid: np.ndarray, pid: np.ndarray, tid: np.ndarray, rel_ns: np.ndarray) -> pl.Series:
-    """The `s` (launch) or `f` (GPU record) ends of some flows; `rel_ns`: times after the trace start."""
+    """The `s` (launch) or `f` (GPU record) ends of some flows; `rel_ns`: times after the trace start. The polars
+    twin of chrome_slice_lines.flow_lines, which the export uses: kept as the tests' reference."""
     head = '{"ph":"s","cat":"launch"' if kind == "s" else '{"ph":"f","bp":"e","cat":"launch"'
     frame = pl.DataFrame({"fid": fid, "pid": pid, "tid": tid, "ts": rel_ns})
     return frame.select(
@@ -213,13 +214,15 @@ class _Export:
             out_pid, out_tid = layout.pids_tids(chunk, row)
             placed = chunk.with_columns(out_pid=out_pid, out_tid=out_tid)
             fast = slice_lines(placed, t0, self.names)
-            lines.write(_slice_lines(placed, t0)) if fast is None else lines.write_bytes(fast)
+            if fast is None:  # a value chrome_lines refuses, or a pyarrow without binary views from buffers
+                lines.write(_slice_lines(placed, t0))
+            else:
+                lines.write_bytes(fast)
             row += chunk.height
         first = self.counts["flows"] + 1
         for kind, k, f_pid, f_tid, ts in layout.flows(FLOW_ROWS):
             fid = first + k + np.arange(f_pid.shape[0])
-            flows = flow_lines(kind, fid, f_pid, f_tid, ts - t0)
-            lines.write(_flow_lines(kind, fid, f_pid, f_tid, ts - t0)) if flows is None else lines.write_bytes(flows)
+            lines.write_bytes(flow_lines(kind, fid, f_pid, f_tid, ts - t0))
         self.counts["slices"] += slices.height
         self.counts["flows"] += layout.flow_count
 

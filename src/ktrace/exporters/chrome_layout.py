@@ -114,10 +114,6 @@ class _PlaceCodes:
         return code, tag
 
 
-_MIX = [
-    np.uint64(m)
-    for m in (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93, 0x27D4EB2F165667C5)
-]
 _KIND_NAMES = np.array(KINDS, dtype=object)
 
 
