@@ -25,6 +25,7 @@ from ktrace.analysis.op_attribution import IS_OPERATOR, THREAD, enclosing_on_thr
 from ktrace.analysis.op_cost import MODELED, Call, OpCost, op_cost
 from ktrace.analysis.operators import operator_of_records
 from ktrace.analysis.steps import detect_steps
+from ktrace.analysis.utilization import named as names_in
 from ktrace.model.trace import Trace
 
 KEYS = ("name", "input_dims", "input_types")
@@ -177,7 +178,8 @@ def _modeled_calls(trace: Trace, ix: TraceIndex) -> ModeledCalls:
         return ModeledCalls(pl.DataFrame(), pl.DataFrame(), total, NO_OPERATORS)
     if not {"input_dims", "input_types"} <= set(ops.columns) or ops["input_types"].null_count() == ops.height:
         return ModeledCalls(pl.DataFrame(), pl.DataFrame(), total, NO_SHAPES)
-    named = rows[_named_in(ops["name"].gather(rows), MODELED)]
+    # tested once per distinct name (utilization.named): a String per row cost ~20 B (13 M operator rows at 20 M)
+    named = rows[names_in(ops.select(pl.col("name").gather(rows)), "name", sorted(MODELED)).to_numpy()]
     # the calls' keys stay categorical (their codes, 4 bytes a call): strings only for the distinct calls
     keyed = ops.select(*KEYS, pl.col("concrete_inputs") if "concrete_inputs" in ops.columns else pl.lit(None))[named]
     codes = keyed.select(pl.all().to_physical())
@@ -209,14 +211,6 @@ def _modeled_calls(trace: Trace, ix: TraceIndex) -> ModeledCalls:
     )
     lost = (record_op >= 0) & ~owned
     return ModeledCalls(calls, _no_model(ops, record_op[lost], duration[lost]), total, None)
-
-
-def _named_in(names: pl.Series, wanted: frozenset[str] | set[str]) -> np.ndarray:
-    """Which of `names` (a categorical column) are in `wanted`, tested once per distinct name: casting every row to
-    a string costs ~20 bytes a row (13 M operator rows at 20 M events)."""
-    distinct = names.unique()
-    found = distinct.filter(distinct.cast(pl.String).is_in(list(wanted)).fill_null(False))
-    return names.is_in(found.implode()).fill_null(False).to_numpy()
 
 
 def _no_model(ops: pl.DataFrame, op_rows: np.ndarray, duration: np.ndarray) -> pl.DataFrame:

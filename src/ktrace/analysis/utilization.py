@@ -25,6 +25,8 @@ wait). Spans run from a group's first record start to its last record end.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import numpy.typing as npt
 import polars as pl
@@ -82,6 +84,16 @@ def names_matching(frame: pl.DataFrame, col: str, pattern: str, *, exclude: str 
     if exclude is not None:
         hit = hit.filter(~hit.str.contains(exclude))
     return sorted(hit.to_list())
+
+
+def named(frame: pl.DataFrame, column: str, names: Sequence[str]) -> pl.Series:
+    """Boolean mask: rows of `frame` whose (categorical) string `column` is one of `names`. A Categorical
+    column is compared on its physical codes, so no String column of the frame's height is built."""
+    if frame[column].dtype != pl.Categorical:
+        return frame.select(pl.col(column).cast(pl.String).is_in(list(names))).to_series()
+    distinct = frame.select(pl.col(column).unique()).to_series()
+    codes = distinct.filter(distinct.cast(pl.String).is_in(list(names))).to_physical()
+    return frame[column].to_physical().is_in(codes.implode()).fill_null(False)
 
 
 def busy_union(trace: Trace, per: Per = "device", *, index: TraceIndex | None = None) -> tuple[I64, I64, I64]:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from ktrace.analysis.rules.base import Evidence
+from ktrace.analysis.utilization import named as named
 from ktrace.analysis.utilization import names_matching
 
 __all__ = [
@@ -29,16 +30,6 @@ def rows_named(frame: pl.DataFrame, column: str, pattern: str, *, exclude: str |
     if not names:
         return frame.clear()
     return frame.filter(named(frame, column, names))
-
-
-def named(frame: pl.DataFrame, column: str, names: Sequence[str]) -> pl.Series:
-    """Boolean mask: rows of `frame` whose (categorical) string `column` is one of `names`. A Categorical
-    column is compared on its physical codes, so no String column of the frame's height is built."""
-    if frame[column].dtype != pl.Categorical:
-        return frame.select(pl.col(column).cast(pl.String).is_in(list(names))).to_series()
-    distinct = frame.select(pl.col(column).unique()).to_series()
-    codes = distinct.filter(distinct.cast(pl.String).is_in(list(names))).to_physical()
-    return frame[column].to_physical().is_in(codes.implode()).fill_null(False)
 
 
 def top_evidence(
