@@ -125,9 +125,11 @@ def tiled_copy(src: Path, copies: int, workdir: Path) -> Path:
     folder = workdir / stem
     folder.mkdir(parents=True, exist_ok=True)
     out = folder / f"{stem}.json.gz"
-    if not out.exists():
+    if not out.exists():  # written beside the folder (HTA loads every file in it), then renamed: never half a file
         print(f"tiling {src.name} x{copies} ...", file=sys.stderr)
-        tile(src, out, copies)
+        partial = workdir / f".{stem}.json.gz.partial"
+        tile(src, partial, copies)
+        partial.replace(out)
     return out
 
 

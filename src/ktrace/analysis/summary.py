@@ -125,6 +125,10 @@ def summarize(
 
     Returns:
         Summary.
+
+    On a trace of LARGE_TRACE_ROWS rows or more (glibc only) this sets the process's malloc mmap threshold for the
+    rest of its life (model.heap.map_large_blocks): numpy blocks of 256 KiB and more are mapped on their own, so a
+    notebook or the TUI that summarizes a big trace keeps that setting (~5 % more CPU, the freed pages returned).
     """
     ix = TraceIndex.of(trace, index)
     if sum(trace.table(name).height for name in TABLES) >= LARGE_TRACE_ROWS:

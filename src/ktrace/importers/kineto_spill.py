@@ -9,7 +9,9 @@ memory, ~0.5 GB spilled), and `ktrace info` answers from the store's footers wit
 
 The temporary store is private to the user (mode 0700), named after the process (`ktrace-open-<pid>-<random>`),
 and removed when the verb is done with it, also on an error or Ctrl-C; one left by a killed process is removed by
-the next one that spills. A full disk is one line naming the folder and $TMPDIR, exit code 1.
+the next Kineto file opened (a listing of the temporary folder). A full disk is one line naming the folder and
+$TMPDIR, exit code 1. Where the temporary folder is a tmpfs (often /tmp), the spilled store lives in memory as
+shared pages: point $TMPDIR to a disk for the bound to hold.
 """
 
 from __future__ import annotations
