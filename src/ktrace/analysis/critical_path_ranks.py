@@ -36,7 +36,6 @@ import numpy.typing as npt
 import polars as pl
 
 from ktrace.analysis.breakdown import communication_names
-from ktrace.analysis.columns import local_rank_ids
 from ktrace.analysis.critical_path_graph import COLLECTIVE, GPU, GPU_RECORD, KERNEL_GAP, Graph, Window, build_graph
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.steps import detect_steps
@@ -70,7 +69,7 @@ def rank_windows(
     """`first`, then the window of the same step on every other rank with CPU events, in (node, rank) order: the
     range of the same name whose start is nearest, else (step numbers differ between ranks) the rank's range
     overlapping `first` most; the rank's whole span when scope is "trace". A rank without either is left out."""
-    spans = rank_spans(ix.trace)
+    spans = rank_spans(ix.trace, index=ix)
     if spans.height < 2:
         return [first]
     ranges = None if scope == "trace" else _ranges(ix, scope, annotation, pattern)
@@ -96,16 +95,19 @@ def windows_of_ranks(first: Window, scope: str, ranges: pl.DataFrame | None, spa
     return out
 
 
-def rank_spans(trace: Trace) -> pl.DataFrame:
+def rank_spans(trace: Trace, *, index: TraceIndex | None = None) -> pl.DataFrame:
     """node, rank, start_ns, end_ns of every rank's CPU events (ops and api rows), sorted by node and rank.
 
-    Each table is reduced per rank id (columns.local_rank_ids) before any node is a string: casting the node of
-    every row first held ~100 B a row (+1.3 GB on the 13 M operator rows of a 20 M-event trace)."""
+    Each table is reduced per rank id (the index's table_rank_ids, which the launch rows and utilization share)
+    before any node is a string: casting the node of every row first held ~100 B a row (+1.3 GB on the 13 M
+    operator rows of a 20 M-event trace)."""
+    ix = TraceIndex.of(trace, index)
     parts = []
-    for t in (trace.ops, trace.api):
+    for name in ("ops", "api"):
+        t = trace.table(name)
         if not t.height:
             continue
-        keys, ids = local_rank_ids(t)
+        keys, ids = ix.table_rank_ids(name)
         spans = (
             t.select("start_ns", "end_ns")
             .with_columns(id=pl.Series(ids))
