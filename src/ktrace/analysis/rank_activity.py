@@ -31,6 +31,7 @@ from ktrace.analysis.breakdown import KERNEL_TYPES, record_types
 from ktrace.analysis.index import Slot, TraceIndex
 from ktrace.analysis.phases import step_spans
 from ktrace.analysis.utilization import busy_union
+from ktrace.model.partition_spans import union_span
 from ktrace.model.trace import Trace
 
 I64 = npt.NDArray[np.int64]
@@ -72,10 +73,12 @@ def job_bins(
     gpu_spans: Iterable[tuple[int, int] | None], spans: Iterable[tuple[int, int] | None], max_bins: int = MAX_TIME_BINS
 ) -> HeatmapBins:
     """gpu_bins of a job from the gpu_span and Trace.span_ns of each of its parts (the fleet driver reads them from
-    the partitions' Parquet footers, model.partition_spans, or in a pass over them): bins over the union of the GPU spans, else over the union of the spans, else over [0, 1]."""
+    the partitions' Parquet footers, model.partition_spans, or in a pass over them): bins over the union of the
+    GPU spans, else over the union of the spans, else over [0, 1]."""
     for found in ([s for s in gpu_spans if s is not None], [s for s in spans if s is not None]):
-        if found:
-            return HeatmapBins.over(min(a for a, _ in found), max(b for _, b in found), max_bins)
+        union = union_span(found)
+        if union is not None:
+            return HeatmapBins.over(*union, max_bins)
     return HeatmapBins.over(0, 1, max_bins)
 
 
