@@ -1,5 +1,5 @@
 """Where a rank's Chrome JSON slices go (pid, tid and overflow lane), the threads to name, and its launch->run
-flows, found in one pass over the rank's windows (perfetto_slice_windows) that keeps no per-slice column.
+flows, found in one pass over the rank's windows (perfetto_slice_windows) that keeps a 2-byte code per slice.
 
 A slice's place before lanes is its process (the rank's, or its GPU's pseudo-process) and a tid: API calls,
 ranges and ops keep their thread's tid, kernels and memory copies go on their stream, steps, syncs and GPU
@@ -7,10 +7,11 @@ annotations on a pseudo-thread each. Where slices on one place overlap without n
 "(overlap n)" pseudo-thread (LANE_TID * n above), laid out cluster by cluster as the Perfetto export does
 (perfetto_rank_layout.Overlaps), so the lanes are track_layout.overlap_lanes' of the whole rank.
 
-What stays per slice: nothing where slices nest (GPU streams, flat API calls); on a place where they overlap, the
-held cluster's start, end, row and thread label. Per launch->run pair: its launch (4 bytes), whether its GPU
-record starts after the launch (1 byte), then the record's place and start (10 bytes); per distinct launch
-correlation id: the id, its launch's start and place (18 bytes). ~35 bytes a kernel in all.
+What stays per slice: its place's code (RowCodes, 2 bytes: `pids_tids` reads it rather than grouping the chunk's
+key columns again); on a place where slices overlap, the held cluster's start, end, row and thread label. Per
+launch->run pair: its launch (4 bytes), whether its GPU record starts after the launch (1 byte), then the record's
+place and start (10 bytes); per distinct launch correlation id: the id, its launch's start and place (18 bytes).
+~39 bytes a kernel in all (two slices a kernel).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import polars as pl
 from numpy.typing import NDArray
 
 from ktrace.exporters.chrome_lines import distinct_rows, int_column
-from ktrace.exporters.perfetto_rank_layout import LAYOUT_COLUMNS, Launches, Overlaps
+from ktrace.exporters.perfetto_rank_layout import LAYOUT_COLUMNS, Launches, Overlaps, RowCodes
 from ktrace.exporters.perfetto_slice_windows import RankSlices
 from ktrace.exporters.perfetto_slices import KINDS, STREAM_KINDS, THREAD_KINDS
 from ktrace.model.trace import Trace
@@ -73,44 +74,43 @@ class _PlaceCodes:
         self.labels: dict[Label, int] = {}
         self.first: list[tuple[int, int]] = []  # per code: (row, label) of its first slice
 
-    def of(self, frame: pl.DataFrame, first_row: int, *, labels: bool = False) -> tuple[I64, I64]:
-        """Code of each slice of `frame` (rows first_row, ... in file order) and its label (with `labels`)."""
-        keys = _numpy_keys(frame, labels)
+    def of(self, frame: pl.DataFrame, first_row: int) -> tuple[I64, I64]:
+        """Code of each slice of `frame` (rows first_row, ... in file order) and its label."""
+        keys = _numpy_keys(frame)
         if keys is None:  # a hash collision: polars' group-by
-            return self._of_polars(frame, first_row, labels=labels)
+            return self._of_polars(frame, first_row)
         key_rows, first, inverse = keys
         code = np.empty(len(key_rows), np.int64)
         tag = np.zeros(len(key_rows), np.int64)
         for g in np.argsort(first, kind="stable").tolist():
             values = key_rows[g]
             place = (values[0], values[1])
-            label = self.labels.setdefault(values[2:], len(self.labels)) if labels else 0
+            label = self.labels.setdefault(values[2:], len(self.labels))
             if place not in self.codes:
                 self.codes[place] = len(self.codes)
                 self.first.append((first_row + int(first[g]), label))
             code[g], tag[g] = self.codes[place], label
-        return code[inverse], (tag[inverse] if labels else tag[:0])
+        return code[inverse], tag[inverse]
 
-    def _of_polars(self, frame: pl.DataFrame, first_row: int, *, labels: bool) -> tuple[I64, I64]:
-        keys = [*_KEY, *_LABEL] if labels else list(_KEY)
+    def _of_polars(self, frame: pl.DataFrame, first_row: int) -> tuple[I64, I64]:
+        keys = [*_KEY, *_LABEL]
         groups = _places(frame).group_by(keys).agg(pl.col("row"), pl.col("row").min().alias("first"))
         groups = groups.sort("first")
         code = np.empty(frame.height, np.int64)
-        tag = np.zeros(frame.height if labels else 0, np.int64)
+        tag = np.zeros(frame.height, np.int64)
         at = groups["row"].explode().to_numpy()
         sizes = groups["row"].list.len().to_numpy()
         group_codes, group_tags = [], []
         for values, first in zip(groups.select(keys).iter_rows(), groups["first"].to_list(), strict=True):
             place = (values[0], values[1])
-            label = self.labels.setdefault(values[2:], len(self.labels)) if labels else 0
+            label = self.labels.setdefault(values[2:], len(self.labels))
             if place not in self.codes:
                 self.codes[place] = len(self.codes)
                 self.first.append((first_row + first, label))
             group_codes.append(self.codes[place])
             group_tags.append(label)
         code[at] = np.repeat(np.array(group_codes, np.int64), sizes)
-        if labels:
-            tag[at] = np.repeat(np.array(group_tags, np.int64), sizes)
+        tag[at] = np.repeat(np.array(group_tags, np.int64), sizes)
         return code, tag
 
 
@@ -121,8 +121,8 @@ def _nulls(valid: NDArray[np.bool_] | None, like: I64) -> I64:
     return np.zeros_like(like) if valid is None else (~valid).astype(np.int64)
 
 
-def _numpy_keys(frame: pl.DataFrame, labels: bool) -> tuple[list[tuple[object, ...]], I64, I64] | None:
-    """The distinct (device_key, out_tid[, kind, pid, tid]) of the slices as _places gives them (None for null),
+def _numpy_keys(frame: pl.DataFrame) -> tuple[list[tuple[object, ...]], I64, I64] | None:
+    """The distinct (device_key, out_tid, kind, pid, tid) of the slices as _places gives them (None for null),
     the first row of each and each row's index among them (chrome_lines.distinct_rows: None on a collision)."""
     kind = frame["kind"].to_physical().to_numpy().astype(np.int64)
     tid, tid_valid = int_column(frame["tid"])
@@ -133,24 +133,22 @@ def _numpy_keys(frame: pl.DataFrame, labels: bool) -> tuple[list[tuple[object, .
     out_tid[on_stream] = int_column(frame["stream"])[0][on_stream]
     on_gpu = ~np.isin(kind, [_KIND[k] for k in (*THREAD_KINDS, "step")])
     device = np.where(on_gpu, int_column(frame["device"])[0], 0)
-    columns = [device, on_gpu.astype(np.int64), out_tid]
-    if labels:
-        pid, pid_valid = int_column(frame["pid"])
-        columns += [kind, pid, _nulls(pid_valid, pid), tid, _nulls(tid_valid, tid)]
-    distinct = distinct_rows(columns)
+    pid, pid_valid = int_column(frame["pid"])
+    pid_null, tid_null = _nulls(pid_valid, pid), _nulls(tid_valid, tid)
+    distinct = distinct_rows([device, on_gpu.astype(np.int64), out_tid, kind, pid, pid_null, tid, tid_null])
     if distinct is None:
         return None
     first, inverse = distinct
-    rows: list[tuple[object, ...]] = []
-    for r in first.tolist():
-        place: tuple[object, ...] = (int(device[r]) if on_gpu[r] else None, int(out_tid[r]))
-        if labels:
-            place += (
-                str(_KIND_NAMES[kind[r]]),
-                None if columns[5][r] else int(pid[r]),
-                None if columns[7][r] else int(tid[r]),
-            )
-        rows.append(place)
+    rows: list[tuple[object, ...]] = [
+        (
+            int(device[r]) if on_gpu[r] else None,
+            int(out_tid[r]),
+            str(_KIND_NAMES[kind[r]]),
+            None if pid_null[r] else int(pid[r]),
+            None if tid_null[r] else int(tid[r]),
+        )
+        for r in first.tolist()
+    ]
     return rows, first, inverse
 
 
@@ -163,12 +161,15 @@ class ChromeLayout:
 
     def __init__(self, trace: Trace, node: str, rank: int, slices: RankSlices) -> None:
         self.places, overlaps, self.launches = _PlaceCodes(), Overlaps(), Launches(trace, node, rank)
+        self.row_codes = RowCodes()
         row = 0
         for window in slices.windows(LAYOUT_COLUMNS):
-            code, tag = self.places.of(window, row, labels=True)
+            code, tag = self.places.of(window, row)
+            self.row_codes.add(code)
             overlaps.add(row, code, window["start_ns"].to_numpy(), window["end_ns"].to_numpy(), tag)
             self.launches.add(window)
             row += window.height
+        self.row_codes.close()
         self.lane_rows, lane_codes, lanes, lane_tags = overlaps.lanes()
         base = len(self.places.codes)
         lane_keys = lane_codes * (int(lanes.max(initial=0)) + 1) + lanes
@@ -218,7 +219,7 @@ class ChromeLayout:
 
     def pids_tids(self, chunk: pl.DataFrame, first_row: int) -> tuple[I64, I64]:
         """pid and tid of each slice of the chunk (rows first_row, ... in file order); notes its flows' ends."""
-        code, _ = self.places.of(chunk, first_row)
+        code = self.row_codes.of(first_row, chunk.height)
         a, b = np.searchsorted(self.lane_rows, [first_row, first_row + chunk.height])
         code[self.lane_rows[a:b] - first_row] = self.lane_code[a:b]
         self._flow_ends(chunk, code)

@@ -9,6 +9,7 @@ each GPU record it caused. Descriptors are pb2 objects; events are encoded colum
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +32,14 @@ from ktrace.exporters.background_writes import BackgroundWriter, streamed_output
 from ktrace.exporters.findings import Finding, finding_rows
 from ktrace.exporters.perfetto_layout import TrackTree
 from ktrace.exporters.perfetto_rank_layout import RankLayout
-from ktrace.exporters.perfetto_slice_rows import COMPILED_MIN_ROWS, IntArg, SliceRows, StrArg, encode_slices
+from ktrace.exporters.perfetto_slice_rows import (
+    COMPILED_MIN_ROWS,
+    IntArg,
+    SliceRows,
+    StrArg,
+    encode_slices,
+    warm_compiled,
+)
 from ktrace.exporters.perfetto_slice_windows import RankSlices
 from ktrace.exporters.perfetto_slices import ARG_INT_COLUMNS, ARG_KEYS
 from ktrace.exporters.perfetto_tracks import process_name, process_order
@@ -123,6 +131,8 @@ class _Writer:
         self.total += counts["allocations"] + trace.allocations["total_reserved"].drop_nulls().len()
         self.done = 0
         self.next_flow = 1
+        self.kernel_load: threading.Thread | None = None
+        """Loads the compiled encoder while the first large rank is laid out (perfetto_slice_rows.warm_compiled)."""
 
     def _advance(self, rows: int) -> None:
         self.done += rows
@@ -134,6 +144,8 @@ class _Writer:
         trace, tree = self.trace, self.tree
         proc = tree.process(("process", node, rank), process_name(trace, node, rank), seq)
         slices = RankSlices(trace, node, rank, WINDOW_ROWS) if rank != NODE_RANK else None
+        if slices is not None and slices.height >= COMPILED_MIN_ROWS and self.kernel_load is None:
+            self.kernel_load = warm_compiled()
         layout = RankLayout(trace, node, rank, slices, tree, proc) if slices is not None and slices.height else None
         if layout is not None:
             self.stats.overlap_slices += int(layout.lane_rows.shape[0])
@@ -156,6 +168,8 @@ class _Writer:
         self.next_flow += layout.pairs
         self.stats.flows += layout.pairs
         compiled = slices.height >= COMPILED_MIN_ROWS
+        if compiled and self.kernel_load is not None:
+            self.kernel_load.join()  # numba's first call for a signature is not raced
         row = 0
         for chunk in slices.chunks(self.chunk_rows):
             track = layout.tracks(chunk, row)

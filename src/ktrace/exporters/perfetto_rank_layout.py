@@ -1,17 +1,18 @@
 """What a rank's Perfetto slices need from the whole rank before its first event is written, found in one pass
-over its windows (perfetto_slice_windows) that keeps no per-slice column: the tracks (created in display order),
-the overlap lanes of the slices that break nesting on their track, and the flow ids of every launch.
+over its windows (perfetto_slice_windows) that keeps a 2-byte code per slice and no other per-slice column: the
+tracks (created in display order), the overlap lanes of the slices that break nesting on their track, and the flow
+ids of every launch.
 
 Then `tracks` and `flows` give each chunk its track uuids and flow ids, as assign_tracks + overlap_lanes and
 launch_pairs + FlowChunks give them for the whole rank at once (the same numbers).
 
-What stays per slice: nothing on the tracks where slices never overlap (GPU streams, flat API calls); on a track
-where they do (nested operators), start, end and row from the slice before its first overlap on (24 bytes a
-slice); per launch->run pair, its order by correlation id (4 bytes) and whether it ends its flow (1 byte); per
-distinct launch correlation id, the id (an offset from the first, 4 bytes, where they span under 2**32), where its
-pairs start among them (4 bytes) and whether its launch was written (9 bytes); the layout pass holds the launch's
-start too (8 bytes). The Chrome JSON export (chrome_layout) lays out its lanes and finds its launches with the same
-Overlaps and Launches.
+What stays per slice: its track's code (RowCodes, 2 bytes: `tracks` reads it rather than grouping the chunk's key
+columns again); on a track where slices overlap (nested operators), start, end and row from the slice before its
+first overlap on (24 bytes a slice); per launch->run pair, its order by correlation id (4 bytes) and whether it
+ends its flow (1 byte); per distinct launch correlation id, the id (an offset from the first, 4 bytes, where they
+span under 2**32), where its pairs start among them (4 bytes) and whether its launch was written (9 bytes); the
+layout pass holds the launch's start too (8 bytes). The Chrome JSON export (chrome_layout) lays out its lanes and
+finds its launches with the same Overlaps and Launches, and keeps its codes in RowCodes too.
 """
 
 from __future__ import annotations
@@ -54,6 +55,30 @@ class _TrackCodes:
             np.array(codes, np.int64), groups["row"].list.len().to_numpy()
         )
         return out
+
+
+class RowCodes:
+    """A small code per slice of the rank (a track's, a place's), in file order, noted by the layout pass so that
+    the writing pass looks each chunk's codes up instead of grouping its key columns again: 2 bytes a slice
+    (4 where the codes pass 2**16)."""
+
+    def __init__(self) -> None:
+        self.parts: list[NDArray[np.integer]] = []
+        self.rows: NDArray[np.integer] = np.zeros(0, np.uint16)
+
+    def add(self, code: I64) -> None:
+        """The next window's codes (rows in file order)."""
+        self.parts.append(code.astype(np.uint16 if int(code.max(initial=0)) < 2**16 else np.int32))
+
+    def close(self) -> None:
+        """Every window added: join them."""
+        if self.parts:
+            self.rows = np.concatenate(self.parts)
+        self.parts = []
+
+    def of(self, first_row: int, count: int) -> I64:
+        """The codes of rows first_row, ..., first_row + count - 1."""
+        return self.rows[first_row : first_row + count].astype(np.int64)
 
 
 class Overlaps:
@@ -174,13 +199,15 @@ class RankLayout:
 
     def __init__(self, trace: Trace, node: str, rank: int, slices: RankSlices, tree: TrackTree, proc: int) -> None:
         codes, overlaps, self.launches = _TrackCodes(), Overlaps(), Launches(trace, node, rank)
+        self.row_codes = RowCodes()
         row = 0
         for window in slices.windows(LAYOUT_COLUMNS):
             code = codes.of(window)
+            self.row_codes.add(code)
             overlaps.add(row, code, window["start_ns"].to_numpy(), window["end_ns"].to_numpy())
             self.launches.add(window)
             row += window.height
-        self.codes = codes
+        self.row_codes.close()
         keys = sorted(codes.codes)
         made = track_uuids(tree, proc, trace, node, rank, keys)
         self.uuid_of: I64 = np.zeros(len(keys), np.int64)
@@ -209,7 +236,7 @@ class RankLayout:
 
     def tracks(self, chunk: pl.DataFrame, first_row: int) -> I64:
         """Track uuid of each slice of the chunk (rows first_row, first_row + 1, ... in file order)."""
-        track = self.uuid_of[self.codes.of(chunk)]
+        track = self.uuid_of[self.row_codes.of(first_row, chunk.height)]
         a, b = np.searchsorted(self.lane_rows, [first_row, first_row + chunk.height])
         track[self.lane_rows[a:b] - first_row] = self.lane_uuids[a:b]
         return track

@@ -9,6 +9,7 @@ import (~0.6 s) and, on a first run, its compilation (seconds), so it serves lar
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -156,6 +157,25 @@ def encode_compiled(rows: SliceRows) -> memoryview:
     # The kernel's buffer is sized for the longest possible rows (~10x the bytes written): a copy of the bytes
     # lets it go at once, rather than while the chunk waits in the writer's queue.
     return out.copy().data
+
+
+def warm_compiled() -> threading.Thread:
+    """Load numba and the compiled kernel (from numba's cache: ~0.4 s, most of it outside the GIL) in a thread,
+    started before a large rank's layout pass so that the two overlap; join it before the first compiled batch.
+    A failure here is dropped: the batch's own call raises it."""
+
+    def load() -> None:
+        one = np.zeros(1, np.int64)
+        args = (IntArg(1, one, one > 0),), (StrArg(2, one, ("",)),)
+        rows = SliceRows(1, one, one, one, one, *args, one, one.astype(np.uint64))
+        try:
+            encode_compiled(rows)
+        except Exception:  # noqa: BLE001, S110 - the export's first compiled batch raises the same error
+            pass
+
+    thread = threading.Thread(target=load, name="ktrace-numba-load", daemon=True)
+    thread.start()
+    return thread
 
 
 class FlowChunks:
