@@ -1,0 +1,41 @@
+"""`ktrace summary` loads pyarrow and polars with allocators that return freed pages, unless the user chose."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from ktrace.cli.summary import ALLOCATOR_SETTINGS
+
+_SCRIPT = """
+import contextlib, io, sys
+from ktrace.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    assert main(["summary", sys.argv[1], "--json"]) == 0
+import polars, pyarrow as pa
+used = pa.mimalloc_memory_pool().max_memory() if "mimalloc" in pa.supported_memory_backends() else 0
+print(polars.jemalloc_conf, used)
+"""
+
+
+def _summary_process(path: Path, **chosen: str) -> tuple[str, int]:
+    """(polars' jemalloc settings, bytes Arrow's mimalloc pool ever held) of a process that ran the summary."""
+    env = {k: v for k, v in os.environ.items() if k not in ALLOCATOR_SETTINGS}
+    out = subprocess.run(
+        [sys.executable, "-c", _SCRIPT, str(path)], env={**env, **chosen}, capture_output=True, text=True, check=True
+    ).stdout.split()
+    return out[0], int(out[1])
+
+
+def test_summary_returns_freed_pages(real_trace_path: Callable[[str], Path]) -> None:
+    jemalloc, mimalloc_bytes = _summary_process(real_trace_path("alexnet"))
+    assert jemalloc.endswith(ALLOCATOR_SETTINGS["_RJEM_MALLOC_CONF"])
+    assert mimalloc_bytes == 0  # every Arrow buffer, the Parquet and JSON decoders' scratch too, came from malloc
+
+
+def test_allocator_settings_the_user_chose_are_kept(real_trace_path: Callable[[str], Path]) -> None:
+    jemalloc, _ = _summary_process(real_trace_path("alexnet"), _RJEM_MALLOC_CONF="dirty_decay_ms:2000")
+    assert jemalloc.endswith(",dirty_decay_ms:2000")
