@@ -165,22 +165,19 @@ def _critical_path(
 
 
 def path_of_windows(
-    ix: TraceIndex,
-    windows: list[Window],
-    scope: str,
-    label: str,
-    keys: tuple[I64, list[str]] | None = None,
-    graphs: list[Graph] | None = None,
+    ix: TraceIndex, windows: list[Window], scope: str, label: str, built: JobGraph | Graph | None = None
 ) -> CriticalPath | None:
     """The critical path of chosen windows (the first is the chosen rank's; several: joined by their collectives).
 
-    `graphs` and `keys` (critical_path_ranks.join_ranks): the windows' graphs and collective keys, built rank by
-    rank, when the trace holds only their events (fleet.critical_path_map)."""
-    job = join_ranks(ix, windows, keys, graphs) if len(windows) > 1 else None
-    if job is None:
-        graph = build_graph(ix, windows[0]) if graphs is None else graphs[0]
+    `built`: the windows' graph built rank by rank, when the trace holds only their events
+    (fleet.critical_path_map): their JobGraph (critical_path_ranks.join_ranks) for several windows, the Graph of
+    one."""
+    if built is None:
+        job = join_ranks(ix, windows) if len(windows) > 1 else None
+        graph = build_graph(ix, windows[0]) if job is None else job.graph
     else:
-        graph = job.graph
+        job = built if isinstance(built, JobGraph) else None
+        graph = built.graph if isinstance(built, JobGraph) else built
     if graph.src.size == 0:
         return None
     found_dag = acyclic(graph)

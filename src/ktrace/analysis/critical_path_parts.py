@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -35,7 +36,14 @@ import polars as pl
 
 from ktrace.analysis.critical_path import median_step
 from ktrace.analysis.critical_path_graph import GPU_RECORD, OPERATOR, RUNTIME, Graph, Window, build_graph
-from ktrace.analysis.critical_path_ranks import communication_records, nearest_range, range_rows, windows_of_ranks
+from ktrace.analysis.critical_path_packed import TIMES, PackedGraph
+from ktrace.analysis.critical_path_ranks import (
+    GRAPH_ARRAYS,
+    communication_records,
+    nearest_range,
+    range_rows,
+    windows_of_ranks,
+)
 from ktrace.analysis.index import Slot, TraceIndex
 from ktrace.analysis.op_attribution import IS_OPERATOR
 from ktrace.analysis.steps import detect_steps
@@ -248,23 +256,34 @@ def collective_lags(ends: list[pl.DataFrame]) -> dict[tuple[str, int], dict[str,
     return out
 
 
+GRAPH_TABLES = ("ops", "api", "kernels", "memory")
+GRAPH_COLUMNS = {
+    "ops": ("name",),
+    "api": ("name",),
+    "kernels": ("node", "rank", "device", "stream", "start_ns", "end_ns", "correlation_id", "name"),
+    "memory": ("node", "rank", "device", "stream", "start_ns", "end_ns", "correlation_id", "op", "copy_kind"),
+}
+"""The columns of a RankGraph's tables: what the client's path reads of its events (critical_path.path_of_windows
+given the graphs: the names of operators and runtime calls, event_names; the GPU records' kinds and names,
+TraceIndex.gpu_columns and record_names, with the columns they are built from). The graph holds the events'
+times; a DLRM rank's operator rows carried ~10x this in unread columns (input shapes and types as strings)."""
+
+
 @dataclass(frozen=True)
 class RankGraph:
-    """One rank's graph of its window (critical_path_graph.build_graph on the rank's trace) and the rows of its
-    events: ev_row points into `tables` (operators: ops, runtime calls: api, GPU records: kernels then memory)."""
+    """One rank's graph of its window (critical_path_graph.build_graph on the rank's trace, packed) and the rows
+    of its events: ev_row points into `tables` (operators: ops, runtime calls: api, GPU records: kernels then
+    memory)."""
 
-    graph: Graph
+    graph: PackedGraph
     tables: dict[str, pl.DataFrame]
-    """ops, api, kernels, memory: the rows of the graph's events, in event order."""
+    """ops, api, kernels, memory: the rows of the graph's events, in event order, GRAPH_COLUMNS only."""
     kernel_records: I64
     memory_records: I64
     """Per row of tables["kernels"] / ["memory"]: its GPU record's index in the whole job's order (TraceIndex
     gpu_columns: every rank's kernels, then every rank's memory records)."""
     kernel_keys: list[str | None]
     """Per row of tables["kernels"]: its collective's key, None for a kernel that is not a collective."""
-
-
-GRAPH_TABLES = ("ops", "api", "kernels", "memory")
 
 
 def rank_graph(
@@ -288,14 +307,10 @@ def rank_graph(
     ev_row = np.zeros(graph.ev_row.size, np.int64)  # each kind's events are in row order: their rank in it
     for kind, found in rows.items():
         ev_row[graph.ev_kind == kind] = np.arange(found.size, dtype=np.int64)
+    picked = {"ops": rows[OPERATOR], "api": rows[RUNTIME], "kernels": kernels, "memory": memory}
     return RankGraph(
-        graph=dataclasses.replace(graph, ev_row=ev_row),
-        tables={
-            "ops": trace.ops[rows[OPERATOR]],
-            "api": trace.api[rows[RUNTIME]],
-            "kernels": trace.kernels[kernels],
-            "memory": trace.memory[memory],
-        },
+        graph=PackedGraph.of(dataclasses.replace(graph, ev_row=ev_row)),
+        tables={name: trace.table(name).select(GRAPH_COLUMNS[name])[picked[name]] for name in GRAPH_TABLES},
         kernel_records=(kernels + kernel_offset).astype(np.int64),
         memory_records=(memory + memory_offset).astype(np.int64),
         kernel_keys=_kernel_keys(ix, kernels, lags),
@@ -313,11 +328,18 @@ class JoinedGraphs:
     """Every rank's RankGraph put together: one trace of their events, each graph's ev_row pointing into it."""
 
     trace: Trace
-    graphs: list[Graph]
+    arrays: dict[str, list[npt.NDArray[np.signedinteger[Any]]]]
+    """Per critical_path_ranks.GRAPH_ARRAYS name, each window's array: event times and ev_row in int64, the
+    others as the ranks sent them (critical_path_ranks.join_graph_arrays widens each as it joins them)."""
+    sync_records: list[int]
     keys: tuple[I64, list[str]]
     """critical_path_ranks.collective_keys of the trace's GPU records."""
     records: I64
     """Per GPU record of the trace (index order): its index in the whole job."""
+
+    def graph(self, i: int) -> Graph:
+        """Window i's Graph."""
+        return Graph(**{n: a[i].astype(np.int64) for n, a in self.arrays.items()}, sync_records=self.sync_records[i])
 
 
 def join_rank_graphs(parts: list[RankGraph], empty: Trace) -> JoinedGraphs:
@@ -327,18 +349,24 @@ def join_rank_graphs(parts: list[RankGraph], empty: Trace) -> JoinedGraphs:
         empty, ops=frames["ops"], api=frames["api"], kernels=frames["kernels"], memory=frames["memory"]
     )
     starts = {name: np.cumsum([0] + [p.tables[name].height for p in parts]) for name in GRAPH_TABLES}
-    graphs = []
+    arrays: dict[str, list[npt.NDArray[np.signedinteger[Any]]]] = {name: [] for name in GRAPH_ARRAYS}
     for i, p in enumerate(parts):
-        g, n_kernels = p.graph, p.tables["kernels"].height
+        packed, n_kernels = p.graph.arrays, p.tables["kernels"].height
+        kind, row = packed["ev_kind"], packed["ev_row"].astype(np.int64)
         base = {OPERATOR: starts["ops"][i], RUNTIME: starts["api"][i], GPU_RECORD: starts["kernels"][i]}
-        ev_row = g.ev_row + np.array([base[OPERATOR], base[RUNTIME], base[GPU_RECORD]], np.int64)[g.ev_kind]
-        on_memory = (g.ev_kind == GPU_RECORD) & (g.ev_row >= n_kernels)
-        ev_row[on_memory] = starts["kernels"][-1] + starts["memory"][i] + g.ev_row[on_memory] - n_kernels
-        graphs.append(dataclasses.replace(g, ev_row=ev_row))
+        ev_row = row + np.array([base[OPERATOR], base[RUNTIME], base[GPU_RECORD]], np.int64)[kind]
+        on_memory = (kind == GPU_RECORD) & (row >= n_kernels)
+        ev_row[on_memory] = starts["kernels"][-1] + starts["memory"][i] + row[on_memory] - n_kernels
+        for name in GRAPH_ARRAYS:
+            arrays[name].append(packed[name])
+        arrays["ev_row"][-1] = ev_row
+        for name in TIMES:
+            arrays[name][-1] = packed[name].astype(np.int64) + p.graph.base_ns
     kernel_keys = [k for p in parts for k in p.kernel_keys]
     records = np.concatenate([p.kernel_records for p in parts] + [p.memory_records for p in parts]).astype(np.int64)
     named = sorted({k for k in kernel_keys if k is not None})
     ids = {k: i for i, k in enumerate(named)}
     key_ids = np.full(records.size, -1, np.int64)
     key_ids[: len(kernel_keys)] = [-1 if k is None else ids[k] for k in kernel_keys]
-    return JoinedGraphs(trace, graphs, (key_ids, named), records)
+    sync_records = [p.graph.sync_records for p in parts]
+    return JoinedGraphs(trace, arrays, sync_records, (key_ids, named), records)

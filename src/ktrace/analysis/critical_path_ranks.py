@@ -28,8 +28,9 @@ single-rank trace, which this module never changes).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -83,13 +84,16 @@ def windows_of_ranks(first: Window, scope: str, ranges: pl.DataFrame | None, spa
     if ranges is not None and scope == "annotation" and name is not None:
         ranges = ranges.filter(pl.col("name").str.contains(name, literal=True))
     out = [first]
+    # each rank's ranges cut once (a filter of every rank's per rank took ~0.5 s at 256 ranks)
+    per_rank = {} if ranges is None else ranges.partition_by("node", "rank", maintain_order=True, as_dict=True)
     for node, rank, start, end in spans.iter_rows():
         if (str(node), int(rank)) == (first.node, first.rank):
             continue
         if ranges is None:
             out.append(Window(str(node), int(rank), int(start), int(end)))
             continue
-        found = nearest_range(ranges, str(node), int(rank), name, first)
+        mine = per_rank.get((str(node), int(rank)), ranges.clear())
+        found = _nearest(mine, str(node), int(rank), name, first)
         if found is not None:
             out.append(found)
     return out
@@ -164,7 +168,11 @@ def range_name(ranges: pl.DataFrame, first: Window) -> str | None:
 
 def nearest_range(ranges: pl.DataFrame, node: str, rank: int, name: str | None, first: Window) -> Window | None:
     """The rank's range named `name` whose start is nearest first's, else the one overlapping `first` most."""
-    mine = ranges.filter((pl.col("node") == node) & (pl.col("rank") == rank))
+    return _nearest(ranges.filter((pl.col("node") == node) & (pl.col("rank") == rank)), node, rank, name, first)
+
+
+def _nearest(mine: pl.DataFrame, node: str, rank: int, name: str | None, first: Window) -> Window | None:
+    """nearest_range of `mine`, the rank's ranges."""
     same = mine.filter(pl.col("name") == name) if name is not None else mine.clear()
     if same.height:
         best = same.with_columns(d=(pl.col("start_ns") - first.start_ns).abs()).sort("d", "start_ns").row(0, named=True)
@@ -180,50 +188,54 @@ def nearest_range(ranges: pl.DataFrame, node: str, rank: int, name: str | None, 
 def join_ranks(
     ix: TraceIndex, windows: list[Window], keys: tuple[I64, list[str]] | None = None, graphs: list[Graph] | None = None
 ) -> JobGraph:
-    """The windows' graphs as one, with the collective edges and the waits (see the module docstring).
-
-    A trace holding only each rank's graph events (fleet.critical_path_map) gives the windows' `graphs`, built
-    on each rank's trace with ev_row pointing into this one, and their collective_keys as `keys`."""
+    """The windows' graphs as one, with the collective edges and the waits (see the module docstring); `graphs`
+    the windows' graphs when built already, `keys` collective_keys(ix) when known."""
     graphs = [build_graph(ix, w) for w in windows] if graphs is None else graphs
-    sizes = np.array([g.ev_kind.size for g in graphs], np.int64)
+    arrays = {name: [getattr(g, name) for g in graphs] for name in GRAPH_ARRAYS}
+    found = collective_keys(ix) if keys is None else keys
+    return join_graph_arrays(arrays, sum(g.sync_records for g in graphs), windows, found)
+
+
+GRAPH_ARRAYS = ("ev_kind", "ev_row", "ev_start", "ev_end", "src", "dst", "weight", "etype", "event")
+"""The arrays of a Graph of one window (critical_path_graph.Graph)."""
+Arrays = Mapping[str, Sequence[npt.NDArray[np.signedinteger[Any]]]]
+"""Per GRAPH_ARRAYS name, each window's array (any integer dtype holding it exactly)."""
+
+
+def join_graph_arrays(
+    arrays: Arrays, sync_records: int, windows: list[Window], keys: tuple[I64, list[str]]
+) -> JobGraph:
+    """join_ranks of the windows' graphs given as their arrays (`arrays[name][i]`: window i's; ev_row into the
+    trace of `keys`, collective_keys' of the GPU records). Each array is widened to int64 as it is joined: a
+    client holding every rank's graph in narrow dtypes (fleet.critical_path_map) never holds them all in int64
+    twice."""
+    sizes = np.array([a.size for a in arrays["ev_kind"]], np.int64)
+    edges = np.array([a.size for a in arrays["src"]], np.int64)
     offset = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
 
-    def cat(name: str) -> I64:
-        return np.concatenate([getattr(g, name) for g in graphs]).astype(np.int64)
+    def cat(name: str, *more: I64) -> I64:
+        return np.concatenate([*arrays[name], *more]).astype(np.int64, copy=False)
 
     ev_kind, ev_row, ev_start, ev_end = cat("ev_kind"), cat("ev_row"), cat("ev_start"), cat("ev_end")
-    shift = np.concatenate([np.full(g.src.size, o, np.int64) for g, o in zip(graphs, offset, strict=True)])
-    src, dst = cat("src") + 2 * shift, cat("dst") + 2 * shift
-    event = cat("event")
-    event = np.where(event >= 0, event + shift, -1)
-    weight, etype = cat("weight"), cat("etype")
-    ev_window = np.repeat(np.arange(len(graphs), dtype=np.int64), sizes)
-
-    ev, late, keyed = _collective_partners(
-        collective_keys(ix) if keys is None else keys, ev_kind, ev_row, ev_start, ev_window
-    )
+    ev_window = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
+    ev, late, keyed = _collective_partners(keys, ev_kind, ev_row, ev_start, ev_window)
     t_end, s_late = ev_end[ev], ev_start[late]
     forward = s_late <= t_end
     ev, late = ev[forward], late[forward]
+    shift = np.concatenate([np.repeat(offset, edges), np.zeros(ev.size, np.int64)])
+    src = cat("src", 2 * late) + 2 * shift
+    dst = cat("dst", 2 * ev + 1) + 2 * shift
+    event = cat("event", ev)
+    event = np.where(event >= 0, event + shift, -1)
+    del shift
+    weight = cat("weight", ev_end[ev] - ev_start[late])
+    etype = cat("etype", np.full(ev.size, COLLECTIVE, np.int64))
     wait_of = np.zeros(ev_kind.size, np.int64)
     wait_of[ev] = np.clip(ev_start[late] - ev_start[ev], 0, ev_end[ev] - ev_start[ev])
     gpu_edges = np.flatnonzero(etype == GPU)
-    wait_ns = np.zeros(src.size + ev.size, np.int64)
+    wait_ns = np.zeros(src.size, np.int64)
     wait_ns[gpu_edges] = wait_of[event[gpu_edges]]
-    graph = Graph(
-        ev_kind,
-        ev_row,
-        ev_start,
-        ev_end,
-        np.concatenate([src, 2 * late]),
-        np.concatenate([dst, 2 * ev + 1]),
-        np.concatenate([weight, ev_end[ev] - ev_start[late]]),
-        np.concatenate([etype, np.full(ev.size, COLLECTIVE, np.int64)]),
-        np.concatenate([event, ev]),
-        sync_records=sum(g.sync_records for g in graphs),
-        ev_window=ev_window,
-        wait_ns=wait_ns,
-    )
+    graph = Graph(ev_kind, ev_row, ev_start, ev_end, src, dst, weight, etype, event, sync_records, ev_window, wait_ns)
     return JobGraph(graph, windows, keyed, dict(zip(ev.tolist(), late.tolist(), strict=True)))
 
 

@@ -24,7 +24,7 @@ import numpy as np
 import polars as pl
 
 from ktrace.analysis.critical_path import CriticalPath, path_of_windows
-from ktrace.analysis.critical_path_graph import Window
+from ktrace.analysis.critical_path_graph import Graph, Window
 from ktrace.analysis.critical_path_parts import (
     GRAPH_TABLES,
     RankGraph,
@@ -40,7 +40,7 @@ from ktrace.analysis.critical_path_parts import (
     relagged,
     spread_collectives,
 )
-from ktrace.analysis.critical_path_ranks import range_name
+from ktrace.analysis.critical_path_ranks import JobGraph, join_graph_arrays, range_name
 from ktrace.analysis.index import TraceIndex
 from ktrace.fleet.engines import Engine
 from ktrace.model import store
@@ -160,7 +160,8 @@ def path_of_passes(
 ) -> CriticalPath | None:
     """The job's critical path from every partition's first pass (`passes[i]`: tasks[i]'s RankPass, its graph
     that of the guessed step where there was a guess): the windows chosen, the graphs not of them built again on
-    `engine`, the collective lags applied, the graphs joined. fleet.summary_map computes the passes inside its own
+    `engine`, the collective lags applied, the graphs joined. `passes` is emptied: the client lets each rank's
+    graph go once it is joined. fleet.summary_map computes the passes inside its own
     (one read of each partition for both). `empty`: the store read without partitions (its meta), when the caller
     has it."""
     clock = tasks[0].clock
@@ -173,6 +174,7 @@ def path_of_passes(
     at = {(t.node, t.rank): i for i, t in enumerate(tasks)}
     graphs = {i: graph for i, (_, _, graph) in passes.items() if graph is not None}
     again = [(at[(w.node, w.rank)], w) for w in windows if passes[at[(w.node, w.rank)]][1] != w]
+    passes.clear()  # the graphs are held once, in `graphs`, and each goes when joined
     redo = [dataclasses.replace(tasks[i], window=w) for i, w in again]
     for j, graph in engine.map(graph_task, redo, describe=RankTask.label):
         graphs[again[j][0]] = graph
@@ -182,7 +184,7 @@ def path_of_passes(
     ordered = []
     for w in windows:
         i = at[(w.node, w.rank)]
-        g = graphs[i]
+        g = graphs.pop(i)
         ordered.append(
             dataclasses.replace(
                 g,
@@ -191,11 +193,20 @@ def path_of_passes(
                 kernel_keys=relagged(g.kernel_keys, lags.get((w.node, w.rank), {})),
             )
         )
+    graphs.clear()  # a rank's graph of another step than its window's
     joined = join_rank_graphs(ordered, empty or store.read(root, clock=clock, only=(), skip=TABLES))
-    result = path_of_windows(TraceIndex(joined.trace), windows, scope, label, joined.keys, joined.graphs)
+    ordered.clear()
+    ix = TraceIndex(joined.trace)
+    if len(windows) > 1:
+        built: JobGraph | Graph = join_graph_arrays(joined.arrays, sum(joined.sync_records), windows, joined.keys)
+    else:
+        built = joined.graph(0)
+    records = joined.records
+    del joined  # its per-rank graphs: `built` holds them joined
+    result = path_of_windows(ix, windows, scope, label, built)
     if result is None:
         return None
-    return dataclasses.replace(result, path_records=np.sort(joined.records[result.path_records]))
+    return dataclasses.replace(result, path_records=np.sort(records[result.path_records]))
 
 
 def first_task(tasks: list[RankTask]) -> int:
