@@ -127,7 +127,7 @@ def tiled_copy(src: Path, copies: int, workdir: Path) -> Path:
     out = folder / f"{stem}.json.gz"
     if not out.exists():  # written beside the folder (HTA loads every file in it), then renamed: never half a file
         print(f"tiling {src.name} x{copies} ...", file=sys.stderr)
-        partial = workdir / f".{stem}.json.gz.partial"
+        partial = workdir / f".{stem}.partial.json.gz"  # ends in .gz: tile() gzips by the name
         tile(src, partial, copies)
         partial.replace(out)
     return out
