@@ -47,7 +47,7 @@ from ktrace.analysis.critical_path_ranks import (
     unaligned_hosts,
     window_of,
 )
-from ktrace.analysis.critical_path_what_if import COMPOSITION, what_if
+from ktrace.analysis.critical_path_what_if import COMPOSITION, EdgeKinds, what_if
 from ktrace.analysis.index import Slot, TraceIndex
 from ktrace.analysis.names import short_kernel_name
 from ktrace.analysis.op_attribution import IS_OPERATOR
@@ -186,12 +186,11 @@ def path_of_windows(
     graph, dag, dropped = found_dag
     dist, pred = dag.longest(graph.weight)
     path = dag.path(dist, pred)
+    length = int(dist.max()) if dist.size else 0
+    del dist, pred  # a node's each: 16 MB at a million nodes, not held through the what-ifs' own
     kinds = _record_kinds(ix, graph)
-    on_path = np.zeros(graph.src.size, bool)
-    on_path[path] = True
     events = np.unique(np.concatenate([graph.src[path], graph.dst[path]]) >> 1) if path.size else np.zeros(0, np.int64)
     at = windows[0] if job is None or not path.size else window_of(job, int(graph.dst[path[-1]]))
-    length = int(dist.max()) if dist.size else 0
     window_start, window_end = min(w.start_ns for w in windows), max(w.end_ns for w in windows)
     start, end = min(window_start, int(graph.ev_start.min())), max(window_end, int(graph.ev_end.max()))
     gpu_events = events[graph.ev_kind[events] == GPU_RECORD]
@@ -321,14 +320,14 @@ def launch_window(ix: TraceIndex, step: Window, marker: str) -> Window:
     return Window(step.node, step.rank, ends[0], ends[1] - 1) if ends[0] < ends[1] else step  # the next one's: out
 
 
-def _record_kinds(ix: TraceIndex, graph: Graph) -> I64:
+def _record_kinds(ix: TraceIndex, graph: Graph) -> EdgeKinds:
     """Per edge: the COMPOSITION code of its time (-1 for weightless dependency edges)."""
     c = ix.gpu_columns()
     comm = set(communication_names(ix.trace, index=ix))
     codes, names = ix.record_names()
     name_list = names.to_list()
     is_comm = np.array([n in comm for n in name_list], bool) if name_list else np.zeros(0, bool)
-    kind = np.full(graph.src.size, -1, np.int64)
+    kind = np.full(graph.src.size, -1, np.int8)  # COMPOSITION codes: one byte an edge
     kind[graph.etype == CPU] = 0
     kind[graph.etype == LAUNCH] = 1
     kind[graph.etype == KERNEL_GAP] = 2
@@ -341,7 +340,7 @@ def _record_kinds(ix: TraceIndex, graph: Graph) -> I64:
     return kind
 
 
-def _composition(graph: Graph, path: I64, kinds: I64, length: int) -> pl.DataFrame:
+def _composition(graph: Graph, path: I64, kinds: EdgeKinds, length: int) -> pl.DataFrame:
     k = kinds[path]
     w = graph.weight[path]
     categories = list(COMPOSITION)

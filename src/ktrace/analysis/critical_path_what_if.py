@@ -24,12 +24,14 @@ COMPOSITION = ("cpu", "launch_delay", "gpu_gap", "gpu_compute", "communication",
 """Categories of path time: CPU operators and runtime calls; launch delays (a kernel waiting for its launch
 call); gaps between consecutive records of a stream; kernels; communication kernels; memcpy/memset; and
 synchronization edges (GPU -> CPU waits and event waits: weightless, counted in `edges`)."""
+EdgeKinds = npt.NDArray[np.int8]
+"""Per edge of a graph: the COMPOSITION code of its time, -1 for weightless dependency edges."""
 WHAT_IF_CANDIDATES = 3
 WHAT_IF_SPEEDUP = 2.0
 
 
 def what_if(
-    ix: TraceIndex, graph: Graph, dag: Dag, path: I64, length: int, job: JobGraph | None, kinds: I64
+    ix: TraceIndex, graph: Graph, dag: Dag, path: I64, length: int, job: JobGraph | None, kinds: EdgeKinds
 ) -> pl.DataFrame:
     """CriticalPath.what_if: each change's new longest path (`kinds`: per edge its COMPOSITION code, -1 for none).
 
@@ -82,7 +84,7 @@ _WHAT_IF_SCHEMA = {
 
 
 def _outcome(
-    graph: Graph, dag: Dag, path: I64, weight: I64, kinds: I64, job: JobGraph | None
+    graph: Graph, dag: Dag, path: I64, weight: I64, kinds: EdgeKinds, job: JobGraph | None
 ) -> tuple[int, int, str, str | None, int | None]:
     """A what-if's new longest path: its length, the time the change takes off the current path, the new path's
     largest COMPOSITION category, and the node/rank it ends on (joined ranks only)."""
