@@ -99,9 +99,10 @@ ALLOCATOR_SETTINGS = {"ARROW_DEFAULT_MEMORY_POOL": "system", "_RJEM_MALLOC_CONF"
 that hand freed pages back to the operating system. open_trace's pa.set_memory_pool (cli.options) reaches only
 the buffers Arrow's Python layer hands out; the readers' own scratch (Parquet pages, decompression) came from the
 process default pool, mimalloc, which kept its freed pages. polars' jemalloc keeps freed pages 0.5-1 s (its own
-default) while the next analysis allocates. Peak RSS of the owlv2 x10 store's summary (1.32 M events): 443-450 ->
-401-403 MB (each variable ~20-25 MB of it); x30: 756 -> 627-639 MB; CPU time the same. The variables reach the
-rank-by-rank workers too (they inherit the environment)."""
+default) while the next analysis allocates. Peak RSS of the owlv2 x10 store's summary (1.32 M events): 450-455 ->
+398-405 MB (each variable ~20-25 MB of it); x30: 705-746 -> 625-648 MB. The cost: pages returned at once are faulted
+in again, ~0.1 s more system CPU at x10 and ~0.3 s at x30 (of 2.4 and 4.2 CPU s; user time the same). The
+variables reach the rank-by-rank workers too (they inherit the environment)."""
 
 
 def use_returning_allocators() -> None:
