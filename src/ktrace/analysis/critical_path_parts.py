@@ -143,10 +143,10 @@ def _collective_rows(ix: TraceIndex) -> pl.DataFrame:
 
 def _find_collective_rows(ix: TraceIndex) -> pl.DataFrame:
     c = ix.gpu_columns()
-    codes, names = ix.record_names()
-    rec = communication_records(ix)
+    codes, names = ix.kernel_name_codes()
+    rec = communication_records(ix)  # kernels with a name
     return pl.DataFrame(
-        {"row": rec, "name": names.gather(pl.Series(codes[rec], dtype=pl.Int64)), "end_ns": c.end[rec]},
+        {"row": rec, "name": [names[i] for i in codes[rec].tolist()], "end_ns": c.end[rec]},
         schema={"row": pl.Int64, "name": pl.String, "end_ns": pl.Int64},
     )
 

@@ -287,12 +287,13 @@ def collective_keys(ix: TraceIndex) -> tuple[I64, list[str]]:
 
 def communication_records(ix: TraceIndex) -> I64:
     """The GPU records (index order ids) that are communication kernels, in each rank's order: by rank, start,
-    then id (the order collective_keys numbers them in)."""
+    then id (the order collective_keys numbers them in). Kernels are the first records: their name codes
+    (kernel_name_codes) say which, without the memory records' names (record_names)."""
     c = ix.gpu_columns()
-    codes, names = ix.record_names()
+    codes, names = ix.kernel_name_codes()
     comm = set(communication_names(ix.trace, index=ix))
-    is_comm = np.array([n in comm for n in names.to_list()], bool) if names.len() else np.zeros(0, bool)
-    rec = np.flatnonzero((c.kind == 0) & is_comm[codes]) if is_comm.size else np.zeros(0, np.int64)
+    is_comm = np.array([n in comm for n in names] + [False], bool)  # code -1 (no name): the last entry
+    rec = np.flatnonzero(is_comm[codes]).astype(np.int64)
     return rec[np.lexsort((rec, c.start[rec], c.rank_id[rec]))]
 
 
