@@ -8,6 +8,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from ktrace.cli.summary import ALLOCATOR_SETTINGS
 
 _SCRIPT = """
@@ -39,3 +41,15 @@ def test_summary_returns_freed_pages(real_trace_path: Callable[[str], Path]) -> 
 def test_allocator_settings_the_user_chose_are_kept(real_trace_path: Callable[[str], Path]) -> None:
     jemalloc, _ = _summary_process(real_trace_path("alexnet"), _RJEM_MALLOC_CONF="dirty_decay_ms:2000")
     assert jemalloc.endswith(",dirty_decay_ms:2000")
+
+
+def test_a_process_that_loaded_the_libraries_keeps_its_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    import polars  # noqa: F401
+    import pyarrow  # noqa: F401
+
+    from ktrace.cli.summary import use_returning_allocators
+
+    for name in ALLOCATOR_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    use_returning_allocators()
+    assert not set(ALLOCATOR_SETTINGS) & set(os.environ)

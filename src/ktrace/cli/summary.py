@@ -105,10 +105,16 @@ in again, ~0.1 s more system CPU at x10 and ~0.3 s at x30 (of 2.4 and 4.2 CPU s;
 variables reach the rank-by-rank workers too (they inherit the environment)."""
 
 
+_READ_BY = {"ARROW_DEFAULT_MEMORY_POOL": "pyarrow", "_RJEM_MALLOC_CONF": "polars"}
+"""The library that reads each setting, once, as it loads."""
+
+
 def use_returning_allocators() -> None:
-    """Set ALLOCATOR_SETTINGS where unset; they take effect only if pyarrow and polars are not loaded yet."""
+    """Set ALLOCATOR_SETTINGS where unset, for the libraries not loaded yet: a process that loaded them first (a
+    notebook, a test calling the command line) keeps its allocators and its environment."""
     for name, value in ALLOCATOR_SETTINGS.items():
-        os.environ.setdefault(name, value)
+        if _READ_BY[name] not in sys.modules:
+            os.environ.setdefault(name, value)
 
 
 def run(args: argparse.Namespace) -> int:
