@@ -45,31 +45,39 @@ def what_if(
     codes, names = ix.record_names()
     # A record's own time: a collective's wait for a later rank does not shrink with a faster kernel (and the
     # waits stay as measured: a faster late rank's saving is a lower bound), its transfer does.
-    own = graph.weight if graph.wait_ns is None else graph.weight - graph.wait_ns
     timed = (graph.etype == GPU) | (graph.etype == COLLECTIVE)
-    gpu_path = path[timed[path] & (own[path] > 0)]
-    rec = graph.ev_row[graph.event[gpu_path]]
+    own_path = _own(graph, path)
+    on_gpu = timed[path] & (own_path > 0)
+    rec = graph.ev_row[graph.event[path[on_gpu]]]
     per_code: dict[int, int] = {}
-    for code, w in zip(codes[rec].tolist(), own[gpu_path].tolist(), strict=True):
+    for code, w in zip(codes[rec].tolist(), own_path[on_gpu].tolist(), strict=True):
         per_code[code] = per_code.get(code, 0) + w
     all_gpu = np.flatnonzero(timed)
     all_codes = codes[graph.ev_row[graph.event[all_gpu]]]
+    own_gpu = _own(graph, all_gpu)  # the timed edges' only: not a copy of every edge's weight
     for code, _ in sorted(per_code.items(), key=lambda kv: -kv[1])[:WHAT_IF_CANDIDATES]:
         weight = graph.weight.copy()
-        hit = all_gpu[all_codes == code]
-        weight[hit] -= own[hit] - (own[hit] / WHAT_IF_SPEEDUP).astype(np.int64)
+        found = all_codes == code
+        hit, own = all_gpu[found], own_gpu[found]
+        weight[hit] -= own - (own / WHAT_IF_SPEEDUP).astype(np.int64)
         judge(f"{WHAT_IF_SPEEDUP:g}x faster", str(names[code]), weight)
     syncs = path[graph.etype[path] == SYNC]
     sync_calls = [int(d >> 1) for d in graph.dst[syncs] if graph.ev_kind[d >> 1] != GPU_RECORD]
     _, call_names = event_names(ix, graph, np.asarray(sync_calls, np.int64))
+    sync_edges = np.flatnonzero(graph.etype == SYNC)
     for call, name in list(zip(sync_calls, call_names, strict=True))[:WHAT_IF_CANDIDATES]:
         weight = graph.weight.copy()
-        weight[(graph.etype == SYNC) & ((graph.dst >> 1) == call)] = -1
+        weight[sync_edges[(graph.dst[sync_edges] >> 1) == call]] = -1
         judge("removed", name, weight)
     for target, weight in [] if job is None else on_time_changes(job, path, WHAT_IF_CANDIDATES):
         judge("on time", target, weight)
     frame = pl.DataFrame(rows, schema=_WHAT_IF_SCHEMA, orient="row")
     return frame.with_columns(saved_ns=length - pl.col("length_ns")).sort("saved_ns", descending=True)
+
+
+def _own(graph: Graph, edges: I64) -> I64:
+    """The edges' own time: their weight without a collective's wait for a later rank."""
+    return graph.weight[edges] if graph.wait_ns is None else graph.weight[edges] - graph.wait_ns[edges]
 
 
 _WHAT_IF_SCHEMA = {
