@@ -62,7 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--workers",
         type=int,
         metavar="N",
-        help="a folder: import N rank files at once in worker processes (default: one per core, at most one per 4 MB of files; 1: in this process)",
+        help="a folder: import N rank files at once, in this process and N-1 worker processes (default: one per core, "
+        "at most one per 4 MB of files; 1: in this process only)",
     )
     parser.add_argument(
         "--cluster",

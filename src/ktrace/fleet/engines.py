@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import queue
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from types import TracebackType
-from typing import Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from ktrace.fleet.engine_base import EngineBase, item_label, task_error
 from ktrace.model.errors import ExitCode, KtraceError
@@ -85,19 +87,29 @@ class ProcessEngine(EngineBase):
     """Runs tasks in `workers` local processes (concurrent.futures), started by forkserver (spawn off Linux).
 
     Never fork: numba's and polars' thread pools do not survive a fork. At most `workers` tasks are in flight, so a
-    long job holds few pending futures."""
+    long job holds few pending futures.
+
+    `in_client`: this process is one of the `workers` (it runs tasks between collecting the others' results) and
+    `workers - 1` processes are started. A worker process spends ~0.5 s importing polars, pyarrow and the importer
+    before its first task; this process has them already, so it works while the other starts (`ktrace import`,
+    whose client holds one rank at a time anyway; not the summary, whose client must stay small)."""
 
     name = "processes"
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, *, in_client: bool = False) -> None:
         self.workers = workers
+        self._in_client = in_client and workers > 1
         method = "forkserver" if sys.platform.startswith("linux") else "spawn"
-        self._pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context(method))
+        processes = workers - 1 if self._in_client else workers
+        self._pool = ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context(method))
 
     def map(
         self, fn: Callable[[T], R], items: Sequence[T], *, describe: Callable[[T], str] | None = None
     ) -> Iterator[tuple[int, R]]:
         """Submit tasks as workers free up (2 per worker queued) and yield each result as it completes."""
+        if self._in_client:
+            yield from self._map_shared(fn, items, describe)
+            return
         pending: dict[Future[R], int] = {}
         upcoming = iter(range(len(items)))
         try:
@@ -118,6 +130,34 @@ class ProcessEngine(EngineBase):
             for future in pending:  # Ctrl-C, a failed task or a caller that stopped early: start nothing more
                 future.cancel()
 
+    def _map_shared(
+        self, fn: Callable[[T], R], items: Sequence[T], describe: Callable[[T], str] | None
+    ) -> Iterator[tuple[int, R]]:
+        """`map` with this process as one worker: items are taken in order by whoever frees up first. A finished
+        process task submits the next item from its done-callback, so the processes stay fed while this one runs
+        a long task; this process yields the finished ones between its own."""
+        feed = _Feed(self._pool, fn, items)
+        try:
+            for _ in range(self.workers - 1):
+                feed.submit_next()
+            while True:
+                for index, future in feed.finished():
+                    yield index, self._result(future, item_label(items[index], describe))
+                mine = feed.take()
+                if mine is None:
+                    break
+                try:
+                    result = fn(items[mine])
+                except (KeyboardInterrupt, SystemExit, MemoryError):
+                    raise
+                except Exception as exc:
+                    raise task_error(item_label(items[mine], describe), exc) from exc
+                yield mine, result
+            while (found := feed.next_finished()) is not None:
+                yield found[0], self._result(found[1], item_label(items[found[0]], describe))
+        finally:
+            feed.stop()
+
     @staticmethod
     def _result(future: Future[R], label: str) -> R:
         try:
@@ -132,6 +172,80 @@ class ProcessEngine(EngineBase):
     def close(self) -> None:
         """Cancel what has not started and stop the workers."""
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Feed(Generic[T, R]):
+    """The items of a shared map: taken in order under a lock by this process and by the done-callbacks of the
+    worker processes' futures; finished futures queued for this process to yield."""
+
+    def __init__(self, pool: ProcessPoolExecutor, fn: Callable[[T], R], items: Sequence[T]) -> None:
+        self._pool, self._fn, self._items = pool, fn, items
+        self._lock = threading.Lock()
+        self._next = 0
+        self._to_processes = 0
+        """Items taken for the worker processes: each comes back through `_done` (as a failed future if its
+        submission failed)."""
+        self._collected = 0
+        self._submitted: dict[Future[R], int] = {}
+        self._done: queue.SimpleQueue[tuple[int, Future[R]]] = queue.SimpleQueue()
+
+    def take(self, *, for_processes: bool = False) -> int | None:
+        """The next item's index, or None when every item was taken (or the map stopped)."""
+        with self._lock:
+            if self._next >= len(self._items):
+                return None
+            self._next += 1
+            self._to_processes += for_processes
+            return self._next - 1
+
+    def submit_next(self) -> None:
+        """Submit the next item to the worker processes (nothing when none is left)."""
+        index = self.take(for_processes=True)
+        if index is None:
+            return
+        try:
+            future = self._pool.submit(self._fn, self._items[index])
+        except Exception as exc:  # a worker died (BrokenProcessPool), or the pool is shut down: say so as its result
+            failed: Future[R] = Future()
+            failed.set_exception(exc)
+            self._done.put((index, failed))
+            return
+        with self._lock:
+            self._submitted[future] = index
+        future.add_done_callback(self._finished)
+
+    def _finished(self, future: Future[R]) -> None:
+        with self._lock:
+            index = self._submitted.pop(future)
+        self._done.put((index, future))
+        if not future.cancelled():
+            self.submit_next()
+
+    def finished(self) -> Iterator[tuple[int, Future[R]]]:
+        """The process tasks finished since the last call, without waiting."""
+        while True:
+            try:
+                found = self._done.get_nowait()
+            except queue.Empty:
+                return
+            self._collected += 1
+            yield found
+
+    def next_finished(self) -> tuple[int, Future[R]] | None:
+        """Wait for the next process task to finish; None when every one was collected (call once all are taken)."""
+        with self._lock:
+            if self._collected >= self._to_processes:
+                return None
+        self._collected += 1
+        return self._done.get()
+
+    def stop(self) -> None:
+        """Take nothing more and cancel what has not started."""
+        with self._lock:
+            self._next = len(self._items)
+            pending = list(self._submitted)
+        for future in pending:
+            future.cancel()
 
 
 def check_engine_options(workers: int | None, cluster: str | object | None) -> None:
@@ -149,13 +263,15 @@ def check_engine_options(workers: int | None, cluster: str | object | None) -> N
         )
 
 
-def open_engine(*, workers: int | None = None, cluster: str | object | None = None, tasks: int = 1) -> Engine:
+def open_engine(
+    *, workers: int | None = None, cluster: str | object | None = None, tasks: int = 1, in_client: bool = False
+) -> Engine:
     """The engine for `tasks` per-rank tasks.
 
     `cluster` (a scheduler address such as "tcp://host:8786", a `dask.distributed.Client`, or a cluster object such
     as LocalCluster or dask-jobqueue's SLURMCluster) -> the Dask engine (needs `ktrace[dask]`: exit 6 without it).
     Else `workers` local processes (default: one per core, never more than `tasks`); one worker or one task runs
-    in this process.
+    in this process. `in_client`: this process counts as one of the local workers (ProcessEngine).
 
     Raises:
         KtraceError: both `workers` and `cluster` (usage: the cluster sets its own workers), `workers` < 1 (usage),
@@ -173,4 +289,4 @@ def open_engine(*, workers: int | None = None, cluster: str | object | None = No
     count = min(workers if workers is not None else default_workers(), max(1, tasks))
     if count <= 1:
         return InProcessEngine()
-    return ProcessEngine(count)
+    return ProcessEngine(count, in_client=in_client)

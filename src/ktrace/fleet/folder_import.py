@@ -15,6 +15,7 @@ import dataclasses
 import hashlib
 import os
 import shutil
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,7 @@ from ktrace.model.layout import partition_dir
 from ktrace.model.outputs import STORE, Output
 from ktrace.model.scrub import scrub_meta
 from ktrace.model.secrets import scrub_text
-from ktrace.model.store import write_meta
+from ktrace.model.store import partitions, write_meta
 from ktrace.model.trace import TraceMeta
 
 RESUME_PREFIX = ".ktrace-resume-"
@@ -144,15 +145,18 @@ def _import_ranks(
     name, count = "in-process", 1
     if todo:
         caps = file_caps()
+        sizes = {i: files[i].stat().st_size for i in todo}
+        todo.sort(key=lambda i: -sizes[i])  # largest first: the last tasks, which end the import, are the shortest
         # (absolute, not resolved: a rank file that is a symbolic link keeps its own name, which names its entry)
         tasks = [RankTask(str(files[i].absolute()), str(resume / _entry_name(files[i])), with_ops, caps) for i in todo]
         if workers is None and cluster is None:
-            workers = auto_workers([files[i].stat().st_size for i in todo])
-        with open_engine(workers=workers, cluster=cluster, tasks=len(tasks)) as engine:
+            workers = auto_workers(list(sizes.values()))
+        # this process imports ranks too: it has the importer loaded while a worker process starts (~0.5 s)
+        with open_engine(workers=workers, cluster=cluster, tasks=len(tasks), in_client=True) as engine:
             name, count = engine.name, engine.workers
             for index, record in engine.map(import_rank, tasks, describe=lambda task: Path(task.path).name):
                 records[todo[index]] = record
-                done += files[todo[index]].stat().st_size
+                done += sizes[todo[index]]
                 progress(done, total)
     return _Ranks(files, [records[i] for i in range(len(files))], resumed, name, count)
 
@@ -211,18 +215,30 @@ def _stage(folder: Path, found: _Ranks, resume: Path, output: Output) -> tuple[T
         alignment = estimate_offsets(r.clock_input(rank) for r, rank in zip(imported, ranks, strict=True))
         meta = dataclasses.replace(meta, clock_alignment=dataclasses.replace(alignment, applied=False))
     for record, rank, entry in zip(imported, ranks, entries, strict=True):
-        kept = read_entry(entry)
-        if kept is None:
+        # (each entry is whole: renamed into place by its task, or read back by _scan_resume)
+        parts = [part for _, _, part in partitions(entry)] if entry.is_dir() else []
+        if len(parts) != 1:
             raise TraceFormatError(f"{record.source}: its imported partition vanished; import again")
         target = partition_dir(output.staging, record.node, rank)
         target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(kept[1], target)
-    write_meta(output.staging, meta, {r.node for r in imported})
+        os.replace(parts[0], target)
+    # the entries' emptied folders go while meta.json is written (a removal waits on the disk: ~1 ms a folder)
+    emptied = threading.Thread(target=_remove_all, args=(entries,), name="ktrace-resume-cleanup", daemon=True)
+    emptied.start()
+    try:
+        write_meta(output.staging, meta, {r.node for r in imported})
+    finally:
+        emptied.join()
     counts: dict[str, int] = {}
     for record in imported:
         for table, rows in record.counts.items():
             counts[table] = counts.get(table, 0) + rows
     return meta, counts, sum(1 for r in imported if any(r.counts.values()))  # ranks with rows, as Trace.ranks
+
+
+def _remove_all(folders: list[Path]) -> None:
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _scrubbed_meta(meta: TraceMeta, records: list[RankImport]) -> TraceMeta:
