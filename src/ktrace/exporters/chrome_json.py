@@ -9,6 +9,7 @@ is a pseudo-process placed after it with one pseudo-thread per stream. Launch->r
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,14 @@ import polars as pl
 import pyarrow as pa
 
 from ktrace.exporters.background_writes import BackgroundWriter, streamed_output
+from ktrace.exporters.chrome_compiled_lines import (
+    COMPILED_MIN_ROWS,
+    Lines,
+    TextBlob,
+    flow_lines_compiled,
+    slice_lines_compiled,
+    warm_compiled,
+)
 from ktrace.exporters.chrome_layout import LANE_TID, SPECIAL_TIDS, ChromeLayout
 from ktrace.exporters.chrome_slice_lines import COLUMNS, NameTokens, flow_lines, slice_lines
 from ktrace.exporters.perfetto_slice_windows import RankSlices
@@ -166,6 +175,13 @@ class _Lines:
         self.out.write(memoryview(data)[self.skip :] if self.skip else data)
         self.skip = 0
 
+    def write_pooled(self, lines: Lines) -> None:
+        """Append the lines at the start of a buffer from the output's pool (it goes back there once written)."""
+        buffer, size = lines
+        if size:
+            self.out.write(buffer.data[self.skip : size], recycle=buffer)
+            self.skip = 0
+
     def write_texts(self, lines: list[str]) -> None:
         """Append a few lines given as str (without SEP)."""
         self.write(pl.Series([SEP + line for line in lines], dtype=pl.String))
@@ -189,6 +205,10 @@ class _Export:
         self.pids = _Pids()
         self.counts = {"slices": 0, "flows": 0, "counters": 0}
         self.names = NameTokens()
+        self.name_texts = TextBlob()
+        """The names' texts for the compiled formatter (chrome_compiled_lines), as `names` adds them."""
+        self.kernel_load: threading.Thread | None = None
+        """Loads the compiled formatter while the first large rank is laid out."""
 
     def process(self, node: str, rank: int) -> None:
         """A rank's (or a node's) metadata, counters, slices (a chunk at a time, in file order), then flows."""
@@ -197,6 +217,9 @@ class _Export:
         counters = _counter_lines(trace, node, rank, pid, t0)
         self.counts["counters"] += counters.len()
         slices = RankSlices(trace, node, rank, WINDOW_ROWS) if rank != NODE_RANK else None
+        compiled = slices is not None and slices.height >= COMPILED_MIN_ROWS
+        if compiled and self.kernel_load is None:
+            self.kernel_load = warm_compiled()
         layout = ChromeLayout(trace, node, rank, slices) if slices is not None and slices.height else None
         if layout is not None:
             devices = layout.devices
@@ -209,20 +232,27 @@ class _Export:
         lines.write(counters)
         if slices is None or layout is None:
             return
+        if compiled and self.kernel_load is not None:
+            self.kernel_load.join()  # numba's first call for a signature is not raced
+        pool = lines.out.pool
         row = 0
         for chunk in slices.chunks(CHUNK_ROWS, COLUMNS):  # never the rank's lines in one string
             out_pid, out_tid = layout.pids_tids(chunk, row)
             placed = chunk.with_columns(out_pid=out_pid, out_tid=out_tid)
-            fast = slice_lines(placed, t0, self.names)
-            if fast is None:  # a value chrome_lines refuses, or a pyarrow without binary views from buffers
-                lines.write(_slice_lines(placed, t0))
-            else:
+            if compiled:
+                lines.write_pooled(slice_lines_compiled(placed, t0, self.names, self.name_texts, pool))
+            elif (fast := slice_lines(placed, t0, self.names)) is not None:
                 lines.write_bytes(fast)
+            else:  # a value chrome_lines refuses, or a pyarrow without binary views from buffers
+                lines.write(_slice_lines(placed, t0))
             row += chunk.height
         first = self.counts["flows"] + 1
         for kind, k, f_pid, f_tid, ts in layout.flows(FLOW_ROWS):
             fid = first + k + np.arange(f_pid.shape[0])
-            lines.write_bytes(flow_lines(kind, fid, f_pid, f_tid, ts - t0))
+            if compiled:
+                lines.write_pooled(flow_lines_compiled(kind, fid, f_pid, f_tid, ts - t0, pool))
+            else:
+                lines.write_bytes(flow_lines(kind, fid, f_pid, f_tid, ts - t0))
         self.counts["slices"] += slices.height
         self.counts["flows"] += layout.flow_count
 

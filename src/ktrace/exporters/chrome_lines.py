@@ -46,6 +46,13 @@ _FRACTION = _table([b".%03d" % f for f in range(1000)])
 _NULL_WORD = _table([b"null"])[0]
 _MINUS = ord("-")
 
+OP_LITERAL, OP_INT, OP_MICROS, OP_TOKEN = 0, 1, 2, 3
+"""The compiled writer's program ops (perfetto_kernel.format_rows, programs by chrome_compiled_lines): (op, k) =
+literal text k, the integer in int slot k (or null), the ns in int slot k as µs, the text of token slot k's token."""
+INT_BYTES = 20
+"""The longest integer written: -9223372036854775808."""
+MICROS_BYTES = INT_BYTES + 4
+
 
 @dataclass(frozen=True)
 class Ints:

@@ -256,14 +256,18 @@ def _launch_configs(columns: _Columns, rows: I64) -> tuple[I64, I64] | None:
     return rows[distinct[0]], distinct[1]
 
 
-def flow_lines(kind: str, fid: I64, pid: I64, tid: I64, rel_ns: I64) -> bytearray:
-    """The `s` (launch) or `f` (GPU record) ends of some flows, as chrome_json._flow_lines writes them (the
-    reference of the tests): integers only, so format_lines never refuses them."""
+def flow_pieces(kind: str, fid: I64, pid: I64, tid: I64, rel_ns: I64) -> list[Piece]:
+    """The pieces of the `s` (launch) or `f` (GPU record) ends of some flows."""
     head = b'{"ph":"s","cat":"launch"' if kind == "s" else b'{"ph":"f","bp":"e","cat":"launch"'
-    pieces: list[Piece] = [
+    return [
         *(SEP + head + b',"name":"launch","id":', Ints(fid), b',"pid":', Ints(pid)),
         *(b',"tid":', Ints(tid), b',"ts":', Micros(rel_ns), b"}"),
     ]
-    done = format_lines(pieces, fid.shape[0])
+
+
+def flow_lines(kind: str, fid: I64, pid: I64, tid: I64, rel_ns: I64) -> bytearray:
+    """The `s` (launch) or `f` (GPU record) ends of some flows, as chrome_json._flow_lines writes them (the
+    reference of the tests): integers only, so format_lines never refuses them."""
+    done = format_lines(flow_pieces(kind, fid, pid, tid, rel_ns), fid.shape[0])
     assert done is not None  # only a token holding NUL is refused, and flows have no tokens
     return done[0]

@@ -28,13 +28,14 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
 )
 
 from ktrace.exporters import perfetto_encoder as enc
-from ktrace.exporters.background_writes import BackgroundWriter, streamed_output
+from ktrace.exporters.background_writes import BackgroundWriter, BufferPool, streamed_output
 from ktrace.exporters.findings import Finding, finding_rows
 from ktrace.exporters.perfetto_layout import TrackTree
 from ktrace.exporters.perfetto_rank_layout import RankLayout
 from ktrace.exporters.perfetto_slice_rows import (
     COMPILED_MIN_ROWS,
     IntArg,
+    Recycle,
     SliceRows,
     StrArg,
     encode_slices,
@@ -174,8 +175,9 @@ class _Writer:
         for chunk in slices.chunks(self.chunk_rows):
             track = layout.tracks(chunk, row)
             flows = layout.flows(chunk, first_id)
-            for part in _encode_chunk(state, chunk, track, flows, compiled):
-                self.out.write(part)
+            head, packets, recycle = _encode_chunk(state, chunk, track, flows, compiled, self.out.pool)
+            self.out.write(head)
+            self.out.write(packets, recycle=recycle)
             row += chunk.height
             self._advance(chunk.height)
         self.stats.slices += slices.height
@@ -249,8 +251,9 @@ def _encode_chunk(
     track: np.ndarray,
     flows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     compiled: bool,
-) -> tuple[bytes, bytes | memoryview]:
-    """The chunk's packets: the names it interns first, then its slices."""
+    pool: BufferPool,
+) -> tuple[bytes, bytes | memoryview, Recycle]:
+    """The chunk's packets: the names it interns first, then its slices (in a buffer of `pool` when compiled)."""
     codes, table = _name_codes(chunk["name"])
     used = np.flatnonzero(np.bincount(codes, minlength=len(table)))  # sorted codes = sorted names, "?" last
     new = [table[c] for c in used.tolist() if table[c] not in state.names]
@@ -296,7 +299,7 @@ def _encode_chunk(
         t_rows,
         t_ids,
     )
-    return head, encode_slices(batch, compiled=compiled)
+    return head, *encode_slices(batch, pool, compiled=compiled)
 
 
 def _counter_events(

@@ -1,16 +1,21 @@
-"""numba kernel that writes Perfetto slice rows (a BEGIN and an END TracePacket per slice) in one pass per row.
+"""numba kernels of the timeline exporters: Perfetto slice rows (a BEGIN and an END TracePacket per slice) and
+Chrome JSON event lines, each written in one pass per row.
 
 The numpy encoder (perfetto_encoder) lays every row out in a fixed-slot matrix as wide as the union of all fields
 and compacts it: on mixed rows (kernels with ten args beside API calls with one) most of that matrix is padding,
-and it costs ~4 s per million slices. This kernel writes each row's real bytes once, the same bytes (field order
-and encodings as perfetto_encoder.slice_rows; tests/reference/perfetto_rows_ref.py is its one-pb2-packet-per-event
-twin). `nogil`; imported lazily by perfetto_slice_rows on large exports only (numba costs ~0.6 s to import).
-"""
+and it costs ~4 s per million slices. `slice_packets` writes each row's real bytes once, the same bytes (field
+order and encodings as perfetto_encoder.slice_rows; tests/reference/perfetto_rows_ref.py is its one-pb2-packet-
+per-event twin). `format_rows` writes Chrome JSON lines by the small program of each line's template
+(chrome_compiled_lines), the bytes of chrome_lines' numpy slots and of the polars formatter, in row order with no
+sort by kind (tests/reference/chrome_rows_ref.py is its naive twin). `nogil`; imported lazily on large exports
+only (numba costs ~0.4 s to load). Both write into a buffer the caller sizes (and reuses: its pages are resident)."""
 
 from __future__ import annotations
 
 import numba
 import numpy as np
+
+from ktrace.exporters.chrome_lines import OP_INT, OP_LITERAL, OP_MICROS
 
 _jit = numba.njit(nogil=True, cache=True)
 
@@ -111,6 +116,7 @@ def _put_packet_head(out: np.ndarray, at: int, ts: int, te: int, consts: np.ndar
 
 @_jit
 def slice_packets(
+    out: np.ndarray,
     start: np.ndarray,
     end: np.ndarray,
     track: np.ndarray,
@@ -128,8 +134,9 @@ def slice_packets(
     flow_ids: np.ndarray,
     term_off: np.ndarray,
     term_ids: np.ndarray,
-) -> np.ndarray:
-    """Every slice as `Trace.packet` frames: BEGIN {ts, seq, TrackEvent{int args, string args, type, name_iid,
+) -> int:
+    """Every slice as `Trace.packet` frames, written into `out` (perfetto_slice_rows.packets_bound bytes long at
+    least); the bytes written. Frames: BEGIN {ts, seq, TrackEvent{int args, string args, type, name_iid,
     track_uuid, flow_ids, terminating_flow_ids}, flags}, then END {ts, seq, TrackEvent{type, track_uuid}, flags}.
 
     consts: the constant byte runs back to back, bounded by const_off: 0 sequence id field, 1 sequence flags
@@ -145,18 +152,7 @@ def slice_packets(
     end_type_len = const_off[4] - const_off[3]
     flow_key = const_off[5] - const_off[4]
     term_key = const_off[6] - const_off[5]
-    # One pass: each row's TrackEvent length is worked out just before it is written, into a buffer sized for the
-    # longest possible rows (varints of 10 bytes), cut to the bytes written at the end.
-    head_bound = 2 * (1 + 10 + 1 + 10 + (const_off[2] - const_off[0]) + 1 + 10)
-    int_bound = int_vals.shape[0] * (1 + 10 + 10) + int_head_off[int_vals.shape[0]]  # key, length, value
-    str_bound = 0
-    for c in range(str_off.shape[0] - 1):
-        str_bound = max(str_bound, str_off[c + 1] - str_off[c])
-    row_bound = (
-        head_bound + int_bound + str_codes.shape[0] * str_bound + type_len + end_type_len + 3 * 11
-    )  # name, 2 tracks
-    flow_bytes = flow_ids.shape[0] * (flow_key + 8) + term_ids.shape[0] * (term_key + 8)
-    out = np.empty(n * row_bound + flow_bytes, np.uint8)
+    # One pass: each row's TrackEvent length is worked out just before it is written.
     at = 0
     for i in range(n):
         te = _begin_te_len(
@@ -203,4 +199,88 @@ def slice_packets(
         out[at] = 0x58
         at = put_varint(out, at + 1, track[i])
         at = _put(out, at, consts, const_off[1], const_off[2])
-    return out[:at]
+    return at
+
+
+@_jit
+def _put_int(out: np.ndarray, at: int, value: int) -> int:
+    """Write `value` in decimal at out[at:]; the position after it."""
+    if value < 0:
+        out[at] = 45  # "-"
+        at += 1
+        u = np.uint64(-(value + 1)) + np.uint64(1)  # -(-2**63) as 2**63
+    else:
+        u = np.uint64(value)
+    digits = 1
+    rest = u // np.uint64(10)
+    while rest > 0:
+        rest //= np.uint64(10)
+        digits += 1
+    k = at + digits - 1
+    while k >= at:
+        out[k] = np.uint8(48 + u % np.uint64(10))
+        u //= np.uint64(10)
+        k -= 1
+    return at + digits
+
+
+@_jit
+def _copy(out: np.ndarray, at: int, data: np.ndarray, a: int, b: int) -> int:
+    """Copy data[a:b] to out[at:]; the position after it (unsigned indices: no negative-index wraparound)."""
+    to, k, end = np.uint64(at), np.uint64(a), np.uint64(b)
+    while k < end:
+        out[to] = data[k]
+        to += np.uint64(1)
+        k += np.uint64(1)
+    return np.int64(to)
+
+
+@_jit
+def format_rows(
+    out: np.ndarray,
+    template: np.ndarray,
+    program: np.ndarray,
+    program_off: np.ndarray,
+    literals: np.ndarray,
+    literal_off: np.ndarray,
+    ints: np.ndarray,
+    valid: np.ndarray,
+    tokens: np.ndarray,
+    token_blob: np.ndarray,
+    token_off: np.ndarray,
+) -> int:
+    """Row i's line by program[program_off[t]:program_off[t + 1]] of its template t = template[i], written back to
+    back in row order into `out` (as long as the rows' bounds: chrome_compiled_lines.INT_BYTES an integer,
+    MICROS_BYTES a time, the longest text a token); the bytes written.
+
+    literals[literal_off[k]:literal_off[k + 1]]: literal k. ints[k, i] and valid[k, i]: row i's int slot k.
+    tokens[k, i]: row i's token in token slot k, its text token_blob[token_off[c]:token_off[c + 1]].
+    """
+    n = template.shape[0]
+    at = 0
+    for i in range(n):
+        t = template[i]
+        for p in range(program_off[t], program_off[t + 1]):
+            op, arg = program[p, 0], program[p, 1]
+            if op == OP_LITERAL:
+                at = _copy(out, at, literals, literal_off[arg], literal_off[arg + 1])
+            elif op == OP_INT:
+                if valid[arg, i]:
+                    at = _put_int(out, at, ints[arg, i])
+                else:
+                    out[at], out[at + 1], out[at + 2], out[at + 3] = 110, 117, 108, 108  # null
+                    at += 4
+            elif op == OP_MICROS:
+                ns = ints[arg, i]
+                whole = ns // 1000
+                frac = ns - whole * 1000
+                at = _put_int(out, at, whole)
+                out[at] = 46  # "."
+                out[at + 1] = np.uint8(48 + frac // 100)
+                out[at + 2] = np.uint8(48 + frac // 10 % 10)
+                out[at + 3] = np.uint8(48 + frac % 10)
+                at += 4
+            else:
+                c = tokens[arg, i]
+                at = _copy(out, at, token_blob, token_off[c], token_off[c + 1])
+    return at

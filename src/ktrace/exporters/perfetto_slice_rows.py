@@ -18,11 +18,14 @@ import polars as pl
 from numpy.typing import NDArray
 
 from ktrace.exporters import perfetto_encoder as enc
+from ktrace.exporters.background_writes import BufferPool, load_in_thread
 
 I64 = NDArray[np.int64]
 U64 = NDArray[np.uint64]
 BoolArr = NDArray[np.bool_]
 
+Recycle = NDArray[np.uint8] | None
+"""The pool buffer encoded packets lie in, to hand back once written (None: their own bytes)."""
 COMPILED_MIN_ROWS = int(os.environ.get("KTRACE_PERFETTO_COMPILED_ROWS", "500000"))
 """A rank with at least this many slices is encoded by the compiled kernel; smaller ones by numpy columns.
 KTRACE_PERFETTO_COMPILED_ROWS=0 always compiles; a huge value never does."""
@@ -69,9 +72,10 @@ class SliceRows:
     term_ids: U64 = field(default_factory=lambda: np.zeros(0, np.uint64))
 
 
-def encode_slices(rows: SliceRows, *, compiled: bool) -> bytes | memoryview:
-    """The packets of `rows`, by the compiled kernel or numpy columns (the same bytes)."""
-    return encode_compiled(rows) if compiled else encode_numpy(rows)
+def encode_slices(rows: SliceRows, pool: BufferPool, *, compiled: bool) -> tuple[bytes | memoryview, Recycle]:
+    """The packets of `rows`, by the compiled kernel (in a buffer from `pool`, handed back with them) or numpy
+    columns (the same bytes)."""
+    return encode_pooled(rows, pool) if compiled else (encode_numpy(rows), None)
 
 
 def encode_numpy(rows: SliceRows) -> bytes:
@@ -98,13 +102,30 @@ def _csr(rows: I64, ids: U64, n: int) -> tuple[I64, U64]:
 
 
 def encode_compiled(rows: SliceRows) -> memoryview:
-    """The packets of `rows` by the numba kernel (perfetto_kernel.slice_packets), as a view of an array that holds
-    just them."""
+    """The packets of `rows` by the numba kernel (perfetto_kernel.slice_packets), as a view of bytes that hold just
+    them."""
+    view, _ = encode_pooled(rows, BufferPool(0))
+    return memoryview(bytes(view))
+
+
+def packets_bound(n: int, const_off: I64, int_head_off: I64, str_off: I64, strings: int, flow_bytes: int) -> int:
+    """The most bytes slice_packets writes for `n` rows: varints of 10 bytes, every arg on every row."""
+    ints = int_head_off.shape[0] - 1
+    head = 2 * (1 + 10 + 1 + 10 + int(const_off[2] - const_off[0]) + 1 + 10)
+    longest = int(np.diff(str_off).max(initial=0))
+    types = int(const_off[4] - const_off[2])
+    row = head + ints * (1 + 10 + 10) + int(int_head_off[-1]) + strings * longest + types + 3 * 11  # name, 2 tracks
+    return n * row + flow_bytes
+
+
+def encode_pooled(rows: SliceRows, pool: BufferPool) -> tuple[memoryview, NDArray[np.uint8]]:
+    """The packets of `rows` by the numba kernel, at the start of a buffer from `pool` (the view, the buffer)."""
     from ktrace.exporters.perfetto_kernel import slice_packets  # noqa: PLC0415 - numba only for large exports
 
     n = rows.start.shape[0]
     if n == 0:
-        return memoryview(b"")
+        empty = np.zeros(0, np.uint8)
+        return empty.data, empty
     flags = enc.tag(13, 0) + enc.varint_bytes(enc.SEQ_NEEDS_INCREMENTAL_STATE)
     consts, const_off = _ragged(
         [
@@ -135,7 +156,12 @@ def encode_compiled(rows: SliceRows) -> memoryview:
     str_blob, str_off = _ragged(entries)
     flow_off, flow_ids = _csr(rows.flow_rows, rows.flow_ids, n)
     term_off, term_ids = _csr(rows.term_rows, rows.term_ids, n)
-    out = slice_packets(
+    flow_bytes = flow_ids.shape[0] * (len(enc.K_FLOW_IDS) + 8) + term_ids.shape[0] * (
+        len(enc.K_TERMINATING_FLOW_IDS) + 8
+    )
+    out = pool.take(packets_bound(n, const_off, int_head_off, str_off, len(rows.strings), flow_bytes))
+    written = slice_packets(
+        out,
         np.ascontiguousarray(rows.start, np.int64),
         np.ascontiguousarray(rows.end, np.int64),
         np.ascontiguousarray(rows.track, np.int64),
@@ -154,28 +180,14 @@ def encode_compiled(rows: SliceRows) -> memoryview:
         term_off,
         term_ids,
     )
-    # The kernel's buffer is sized for the longest possible rows (~10x the bytes written): a copy of the bytes
-    # lets it go at once, rather than while the chunk waits in the writer's queue.
-    return out.copy().data
+    return out.data[:written], out
 
 
 def warm_compiled() -> threading.Thread:
-    """Load numba and the compiled kernel (from numba's cache: ~0.4 s, most of it outside the GIL) in a thread,
-    started before a large rank's layout pass so that the two overlap; join it before the first compiled batch.
-    A failure here is dropped: the batch's own call raises it."""
-
-    def load() -> None:
-        one = np.zeros(1, np.int64)
-        args = (IntArg(1, one, one > 0),), (StrArg(2, one, ("",)),)
-        rows = SliceRows(1, one, one, one, one, *args, one, one.astype(np.uint64))
-        try:
-            encode_compiled(rows)
-        except Exception:  # noqa: BLE001, S110 - the export's first compiled batch raises the same error
-            pass
-
-    thread = threading.Thread(target=load, name="ktrace-numba-load", daemon=True)
-    thread.start()
-    return thread
+    """The compiled kernel loaded in a thread (background_writes.load_in_thread), on one row of every field."""
+    one = np.zeros(1, np.int64)
+    args = (IntArg(1, one, one > 0),), (StrArg(2, one, ("",)),)
+    return load_in_thread(lambda: encode_compiled(SliceRows(1, one, one, one, one, *args, one, one.astype(np.uint64))))
 
 
 class FlowChunks:
