@@ -109,15 +109,24 @@ def _self_ns(ops: pl.DataFrame) -> I64:
     rows = np.flatnonzero(ops.select(IS_OPERATOR).to_series().to_numpy())
     if rows.size == 0:
         return np.zeros(0, np.int64)
-    mine = ops.select("node", "rank", "pid", "tid", "start_ns", "end_ns")[rows]
-    start = mine["start_ns"].to_numpy().astype(np.int64)
-    end = mine["end_ns"].to_numpy().astype(np.int64)
-    enclosing = enclosing_on_thread(mine)
+    # the spans' frame lives only through the nesting pass; the times are then taken alone and read in place
+    # (astype copies were two more int64 arrays per operator: ~11 MB at 670 k operators, owlv2 x30)
+    enclosing = enclosing_on_thread(ops.select("node", "rank", "pid", "tid", "start_ns", "end_ns")[rows])
+    times = ops.select("start_ns", "end_ns")[rows]
+    start = np.asarray(times["start_ns"].to_numpy(), np.int64)
+    end = np.asarray(times["end_ns"].to_numpy(), np.int64)
     child = np.flatnonzero(enclosing >= 0)
     parent = enclosing[child]
+    del enclosing
+    clipped = np.minimum(end[child], end[parent])
+    clipped -= start[child]
+    del child
     inside = np.zeros(rows.size, np.int64)
-    np.add.at(inside, parent, np.minimum(end[child], end[parent]) - start[child])
-    self_ns: I64 = np.maximum(end - start - inside, 0)
+    np.add.at(inside, parent, clipped)
+    del parent, clipped
+    self_ns: I64 = end - start
+    self_ns -= inside
+    np.maximum(self_ns, 0, out=self_ns)
     return self_ns
 
 
@@ -161,31 +170,37 @@ def operator_table(
     operator_rows = np.flatnonzero(trace.ops.select(IS_OPERATOR.fill_null(False)).to_series().to_numpy())
     if operator_rows.size == 0:
         return None
-    # keys stay categorical (codes) until grouped: a String per op row cost ~20-40 MB; only the operators' rows
-    # are taken (Python frames are ~3/4 of owlv2's ops rows: ~250 MB less at 20 M events)
+    self_ns = self_ns_of_operators(trace, index=ix)  # (its nesting pass's peak before any frame here is built)
+    # the keys are grouped by their codes (a Categorical's UInt32; several keys: one Int64, group_key), each group
+    # keeps one of its rows, and only the groups' keys become Strings: a String per op row cost ~20-40 MB, grouping
+    # two Categoricals row-encoded their texts and two UInt32 columns their codes (~33 MB at 730 k operators,
+    # owlv2 x30; one Int64 key ~11). Only the operators' rows are taken (Python frames are ~3/4 of owlv2's ops
+    # rows: ~250 MB less at 20 M events).
+    spans = trace.ops.select(*[pl.col(k).to_physical() for k in keys], "start_ns", "end_ns")[operator_rows]
+    group = group_key(spans.select(keys))
+    by, on = ([group.alias(GROUP)], [GROUP]) if group is not None else ([pl.col(k) for k in keys], list(keys))
     cpu = (
-        trace.ops.select(*keys, "start_ns", "end_ns")[operator_rows]
-        .select(
-            *keys,
+        spans.select(
+            *by,
             (pl.col("end_ns") - pl.col("start_ns")).alias("dur"),
-            pl.Series("self", self_ns_of_operators(trace, index=ix)),
+            pl.Series("self", self_ns),
+            pl.Series("row", operator_rows),
         )
-        .group_by(keys)
-        .agg(calls=pl.len(), cpu_total_ns=pl.col("dur").sum(), cpu_self_ns=pl.col("self").sum())
+        .group_by(on)
+        .agg(calls=pl.len(), cpu_total_ns=pl.col("dur").sum(), cpu_self_ns=pl.col("self").sum(), row=pl.first("row"))
     )
+    del spans, self_ns
     mine = np.flatnonzero(op_of >= 0)
     is_kernel = mine < c.n_kernels
     at = pl.Series(op_of[mine])
     figures = kernel_figures(trace, index=ix).drop("w").select(pl.all().gather(pl.Series(np.where(is_kernel, mine, 0))))
     records = pl.concat(
         [
-            pl.DataFrame(
-                {
-                    **{k: trace.ops[k].gather(at) for k in keys},
-                    "dur": c.end[mine] - c.start[mine],
-                    "kernel": is_kernel,
-                    "latency": np.where(is_kernel, c.start[mine] - api_start[launch[mine]], 0),
-                }
+            trace.ops.select(pl.col(k).to_physical().gather(at) for k in keys).select(
+                *by,
+                dur=pl.Series(c.end[mine] - c.start[mine]),
+                kernel=pl.Series(is_kernel),
+                latency=pl.Series(np.where(is_kernel, c.start[mine] - api_start[launch[mine]], 0)),
             ),
             figures,
         ],
@@ -193,20 +208,43 @@ def operator_table(
     ).with_columns(
         pl.col("dur").alias("w"), *[pl.when(pl.col("kernel")).then(pl.col(f)).alias(f) for f in EFFICIENCY_COLUMNS]
     )
-    gpu = records.group_by(keys).agg(
+    gpu = records.group_by(on).agg(
         pl.col("dur").sum().alias("gpu_ns"),
         pl.col("kernel").sum().cast(pl.Int64).alias("kernels"),
         pl.len().alias("gpu_records"),
         pl.col("latency").filter(pl.col("kernel")).mean().alias("launch_latency_mean_ns"),
         *efficiency_sum_exprs(),
     )
-    frame = cpu.join(gpu, on=list(keys), how="left", nulls_equal=True).with_columns(
+    joined = cpu.join(gpu, on=on, how="left", nulls_equal=True)
+    texts = trace.ops.select(pl.col(*keys).gather(joined["row"]).cast(pl.String))
+    frame = pl.concat([texts, joined.drop(*on, "row")], how="horizontal").with_columns(
         pl.col("gpu_ns", "kernels", "gpu_records").fill_null(0).cast(pl.Int64),
         pl.col([f"{f}_w" for f in EFFICIENCY_COLUMNS]).fill_null(0),
         pl.col("calls").cast(pl.Int64),
-        pl.col(*keys).cast(pl.String),
     )
     return frame, int(mine.size), float(records["dur"].sum())
+
+
+GROUP = "group"
+"""operator_table's column of group_key (several keys as one)."""
+
+
+def group_key(codes: pl.DataFrame) -> pl.Expr | None:
+    """One Int64 per row, equal exactly where the rows' `codes` are (columns of non-negative integers, nulls
+    allowed): each column's code + 1 (null: 0) in mixed radix. None for a single column (grouped as it is), for a
+    column that is not of such integers, or when the radixes pass 2^62."""
+    if codes.width < 2 or not all(d.is_integer() for d in codes.dtypes):
+        return None
+    bounds = codes.select(pl.all().min().name.suffix("_lo"), pl.all().max().name.suffix("_hi")).row(0)
+    key, radix = pl.lit(0, pl.Int64), 1
+    for name, lo, hi in reversed(list(zip(codes.columns, bounds[: codes.width], bounds[codes.width :], strict=True))):
+        if lo is not None and lo < 0:
+            return None
+        key = key + (pl.col(name).cast(pl.Int64).fill_null(-1) + 1) * radix
+        radix *= (hi if hi is not None else -1) + 2
+        if radix >= 1 << 62:
+            return None
+    return key
 
 
 def top_operators(view: OperatorView, by: str, top: int = 15) -> pl.DataFrame:
