@@ -206,7 +206,7 @@ def _run(args: argparse.Namespace, work: Path, generate: Callable[..., object]) 
     )
     w1, c1, rss1, _ = _timed([*ktrace, str(work / "w1.ktrace"), "--workers", "1"])
     w2, c2, client2, peaks2 = _timed([*ktrace, str(work / "w2.ktrace"), "--workers", "2"])
-    workers2 = sorted(peaks2.values())[-2:]  # the two workers (the forkserver is smaller)
+    workers2 = sorted([client2, *peaks2.values()])[-2:]  # the client imports too, beside one worker process
     mb = 2**20
     print(f"one rank imported alone: peak RSS {one_rank / mb:.0f} MB (the yardstick)")
     print(
