@@ -27,6 +27,7 @@ The client holds the chosen step's graph of every rank and the rows of its event
 from __future__ import annotations
 
 import dataclasses
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,8 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from ktrace.analysis._kernels import LIGHT_FACTOR, PYTHON_MAX_ROWS
+from ktrace.analysis._kernels.longest_path import longest_paths, topological_order
 from ktrace.analysis.critical_path import median_step
 from ktrace.analysis.critical_path_graph import GPU_RECORD, OPERATOR, RUNTIME, Graph, Window, build_graph
 from ktrace.analysis.critical_path_packed import TIMES, PackedGraph
@@ -370,3 +373,25 @@ def join_rank_graphs(parts: list[RankGraph], empty: Trace) -> JoinedGraphs:
     key_ids[: len(kernel_keys)] = [-1 if k is None else ids[k] for k in kernel_keys]
     sync_records = [p.graph.sync_records for p in parts]
     return JoinedGraphs(trace, arrays, sync_records, (key_ids, named), records)
+
+
+def load_longest_path(edges: int) -> threading.Thread | None:
+    """Start loading the longest-path kernels (numba and its disk cache: ~0.3 s, most of it outside the GIL) in a
+    thread when a graph of `edges` edges will run them compiled, None when it will run them as Python: the
+    rank-by-rank client (fleet.summary_map) loads them while the ranks' graphs arrive, not after the last. Join
+    it before the path; a failure here is dropped (the path's own call raises it)."""
+    limit = PYTHON_MAX_ROWS * LIGHT_FACTOR  # light kernels run as Python up to this many rows before numba loads
+    if edges <= limit:
+        return None
+
+    def load() -> None:
+        nodes = limit + 1  # a chain: compiled, as the job's graph will be
+        indptr, dst = np.append(np.arange(nodes, dtype=np.int64), nodes - 1), np.arange(1, nodes, dtype=np.int64)
+        try:
+            longest_paths(topological_order(indptr, dst), indptr, dst, np.zeros(nodes - 1, np.int64))
+        except Exception:  # noqa: BLE001, S110 - the path's first call raises the same error
+            pass
+
+    thread = threading.Thread(target=load, name="ktrace-longest-path-load", daemon=True)
+    thread.start()
+    return thread

@@ -17,6 +17,7 @@ a rank's trace.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from ktrace.analysis.critical_path_parts import (
     first_window,
     job_windows,
     join_rank_graphs,
+    load_longest_path,
     own_window,
     rank_graph,
     rank_steps,
@@ -140,12 +142,12 @@ def job_critical_path(
     if not tasks:
         raise TraceFormatError(f"{root}: the store has no partition")
     guess = guess_task(engine, tasks[first_task(tasks)]) if annotation is None else None
-    passes: dict[int, RankPass] = {}
+    passes = PassFold()
     guessed = [dataclasses.replace(t, guess=guess) for t in tasks]
     for done, (i, found_pass) in enumerate(engine.map(steps_task, guessed, describe=RankTask.label), 1):
-        passes[i] = found_pass
+        passes.add(i, (found_pass,))
         progress(done, len(tasks))
-    return path_of_passes(root, engine, tasks, passes, annotation=annotation, instance=instance)
+    return path_of_passes(root, engine, tasks, passes.ready(), annotation=annotation, instance=instance)
 
 
 def path_of_passes(
@@ -207,6 +209,31 @@ def path_of_passes(
     if result is None:
         return None
     return dataclasses.replace(result, path_records=np.sort(records[result.path_records]))
+
+
+class PassFold:
+    """The partitions' RankPasses as they arrive (fleet.summary_map computes them inside its own pass), and the
+    longest-path kernels loaded in a thread meanwhile once the graphs will run them compiled
+    (critical_path_parts.load_longest_path): ~0.3 s the client no longer spends after the last partial."""
+
+    def __init__(self) -> None:
+        self.passes: dict[int, RankPass] = {}
+        self._edges = 0
+        self._loading: threading.Thread | None = None
+
+    def add(self, first: int, found: tuple[RankPass, ...]) -> None:
+        """The passes of consecutive partitions, the first being partition `first`."""
+        for j, rank_pass in enumerate(found):
+            self.passes[first + j] = rank_pass
+            self._edges += 0 if rank_pass[2] is None else rank_pass[2].graph.arrays["src"].size
+        if self._loading is None:
+            self._loading = load_longest_path(self._edges)
+
+    def ready(self) -> dict[int, RankPass]:
+        """Every pass, once the kernels' load (if started) is done."""
+        if self._loading is not None:
+            self._loading.join()
+        return self.passes
 
 
 def first_task(tasks: list[RankTask]) -> int:

@@ -42,7 +42,7 @@ from ktrace.analysis.rules.config import RulesConfig
 from ktrace.analysis.rules.inputs import bin_ns_of
 from ktrace.analysis.rules.rank_rules import RuleFold, rank_rule_part
 from ktrace.analysis.utilization import MAX_BINS, busy_time
-from ktrace.fleet.critical_path_map import Guess, RankPass, RankTask, first_task, guess_task, path_of_passes
+from ktrace.fleet.critical_path_map import Guess, PassFold, RankPass, RankTask, first_task, guess_task, path_of_passes
 from ktrace.fleet.engines import Engine, open_engine
 from ktrace.model import store
 from ktrace.model.alignment import clock_mode
@@ -307,7 +307,7 @@ def summarize_store(
         for t in tasks
     ]
     first = [sum(len(g) for g in groups[:i]) for i in range(len(groups))]  # each task's first partition
-    passes: dict[int, RankPass] = {}
+    passes = PassFold()
 
     config = None if rules_config is False else RulesConfig() if rules_config is True else rules_config
     fold = None if config is None else RuleFold(config)
@@ -318,8 +318,7 @@ def summarize_store(
         for i, (partial, graphs) in engine.map(partition_partial, tasks, describe=PartitionTask.label):
             done += len(graphs)
             progress(done, total)
-            for j, found in enumerate(graphs):
-                passes[first[i] + j] = found
+            passes.add(first[i], graphs)
             if fold is not None and partial.rules is not None:  # folded as it comes, not kept per rank
                 for part in partial.rules:
                     fold.add(part)
@@ -329,7 +328,7 @@ def summarize_store(
     result = reduce_partials(
         partials(), top=top, by_shape=by_shape, gpu_peaks=gpu_peaks, default_annotations=annotations is None
     )
-    critical = path_of_passes(root, engine, path_tasks, passes, empty=empty.result())
+    critical = path_of_passes(root, engine, path_tasks, passes.ready(), empty=empty.result())
     summary = dataclasses.replace(
         result.summary, critical_path=critical, notes=result.summary.notes + critical_path_notes(critical)
     )

@@ -1,13 +1,15 @@
 """What a rank's task sends the client for the job's critical path (analysis.critical_path_parts): the graph
-packed in narrow dtypes comes back exactly, and the tables carry only the columns the client's path reads."""
+packed in narrow dtypes comes back exactly, the tables carry only the columns the client's path reads, and the
+client loads the longest-path kernels ahead only when the job's graph will run them compiled."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from ktrace.analysis._kernels import LIGHT_FACTOR, PYTHON_MAX_ROWS
 from ktrace.analysis.critical_path_graph import Graph, Window, build_graph
 from ktrace.analysis.critical_path_packed import PackedGraph
-from ktrace.analysis.critical_path_parts import GRAPH_COLUMNS, rank_graph
+from ktrace.analysis.critical_path_parts import GRAPH_COLUMNS, load_longest_path, rank_graph
 from ktrace.analysis.index import TraceIndex
 from ktrace.testing.fleet import FleetConfig, generate_fleet
 
@@ -59,3 +61,12 @@ def test_a_rank_graph_carries_the_graph_exactly_and_only_the_columns_the_client_
         assert np.array_equal(getattr(mine, name), getattr(full, name)), name
     assert all(part.tables[name].columns == list(columns) for name, columns in GRAPH_COLUMNS.items())
     assert part.tables["ops"].height + part.tables["api"].height + part.tables["kernels"].height > 0
+
+
+def test_the_longest_path_kernels_load_ahead_only_for_a_graph_that_runs_them_compiled() -> None:
+    limit = PYTHON_MAX_ROWS * LIGHT_FACTOR
+    assert load_longest_path(limit) is None  # runs as Python: numba is not loaded for it
+    thread = load_longest_path(limit + 1)
+    assert thread is not None
+    thread.join()
+    assert not thread.is_alive()
