@@ -17,6 +17,7 @@ a rank's trace.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -252,10 +253,25 @@ def guess_of(part: RankSteps) -> Guess | None:
     return window, range_name(part.steps, window), part.method
 
 
-def guess_task(engine: Engine, first: RankTask) -> Guess | None:
-    """guess_of the first task's steps, read on `engine` (a worker reads the partition, not the client)."""
-    (_, (part, _, _)), *_ = engine.map(steps_task, [first], describe=RankTask.label)
-    return guess_of(part)
+def guess_task(engine: Engine, first: RankTask, start: str | None = None) -> Guess | None:
+    """guess_of the first task's steps, read on `engine` (a worker reads the partition, not the client). `start`:
+    a module the engine's other workers import meanwhile (the one whose tasks come next: a worker process spends
+    ~0.5 s importing polars, pyarrow and the analyses), so that every worker has started when those begin."""
+    items: list[RankTask | str] = [first, *([start] * (engine.workers - 1) if start else [])]
+    found = [p for _, p in engine.map(steps_or_start, items, describe=_item_label) if p is not None]
+    return guess_of(found[0][0])
+
+
+def steps_or_start(item: RankTask | str) -> RankPass | None:
+    """Map task of guess_task: steps_task of a RankTask, or the import of a module (None)."""
+    if isinstance(item, str):
+        importlib.import_module(item)
+        return None
+    return steps_task(item)
+
+
+def _item_label(item: RankTask | str) -> str:
+    return item if isinstance(item, str) else item.label()
 
 
 def _lags(engine: Engine, tasks: list[RankTask], parts: list[RankSteps]) -> dict[tuple[str, int], dict[str, int]]:

@@ -298,7 +298,7 @@ def summarize_store(
     with ThreadPoolExecutor(1) as pool:  # the footers (and meta) are read while a worker reads the first rank's steps
         footers = pool.submit(_footers, root, tasks, system_usage)
         empty = pool.submit(store.read, root, clock=clock, only=(), skip=TABLES)
-        guess = guess_task(engine, path_tasks[first_task(path_tasks)])
+        guess = guess_task(engine, path_tasks[first_task(path_tasks)], start=__name__)  # the others start
         job_span, bins, usage = _job_bins(engine, tasks, footers.result(), system_usage)
     tasks = [
         dataclasses.replace(
