@@ -12,7 +12,8 @@ the collectives. Here the same is done from per-rank parts, so no process holds 
 2. `first_window` and `job_windows` (client): the window of the first rank and every rank's, as
    critical_path.choose_window and rank_windows choose them on the whole trace.
 3. `rank_graph` (per rank): the window's graph, built on the rank's own trace (every input of build_graph is
-   the rank's: the graph is the one the whole trace gives), with the rows of its events only (names, kinds),
+   the rank's: the graph is the one the whole trace gives), packed in narrow dtypes (critical_path_packed), with
+   the rows of its events only (GRAPH_COLUMNS: names, kinds),
    each GPU record's place in the whole job's record order, and each collective's key ("kernel name#i", i its
    place in the rank's whole order, lag-corrected as model.clock_matching.order_keys does for the whole job:
    `collective_lags`).

@@ -9,9 +9,10 @@ would (first_window, job_windows); a rank whose guessed window is not its window
 not the kind the job's are) has its graph built again (graph_task). When ranks ran different numbers of some
 collective, a pass over the ranks that ran collectives returns those kernels' end times, from which the client
 corrects each rank's order as clock alignment does (collective_lags, relagged). The client puts the graphs
-together (join_rank_graphs), joins them at the collectives and takes the longest path
-(critical_path.path_of_windows). It holds the chosen step's graph of every rank and the rows of its events, never
-a rank's trace.
+together (join_rank_graphs), joins them at the collectives (critical_path_ranks.join_graph_arrays, widening each
+array as it joins them) and takes the longest path (critical_path.path_of_windows). It holds the chosen step's
+graph of every rank (packed in narrow dtypes, critical_path_packed) and the few columns of its events' rows the
+path reads, never a rank's trace; it loads the longest-path kernels while the graphs arrive (PassFold).
 """
 
 from __future__ import annotations
