@@ -10,7 +10,6 @@ from __future__ import annotations
 import gzip
 import queue
 import threading
-from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,24 +29,28 @@ QUEUED_BUFFERS = 4
 
 class BufferPool:
     """Output buffers used again once written: a fresh buffer's pages fault in on first touch (~0.3 ns a byte, a
-    third of what the compiled encoders cost), a written one's are resident already. Holds `keep` at most."""
+    third of what the compiled encoders cost), a written one's are resident already. Holds `keep` at most (the
+    longest ones: batches of one kind come in a few sizes, and a short one would serve none)."""
 
     def __init__(self, keep: int) -> None:
         self.keep = keep
-        self._free: deque[NDArray[np.uint8]] = deque()
+        self._free: list[NDArray[np.uint8]] = []
+        self._lock = threading.Lock()
 
     def take(self, size: int) -> NDArray[np.uint8]:
-        """A buffer of at least `size` bytes (its contents undefined): a free one if it is long enough."""
-        try:
-            buffer = self._free.pop()
-        except IndexError:
-            return np.empty(size, np.uint8)
-        return buffer if buffer.shape[0] >= size else np.empty(size + size // 4, np.uint8)
+        """A buffer of at least `size` bytes (its contents undefined): a free one if one is long enough."""
+        with self._lock:
+            fits = [k for k, buffer in enumerate(self._free) if buffer.shape[0] >= size]
+            if fits:
+                return self._free.pop(min(fits, key=lambda k: self._free[k].shape[0]))
+        return np.empty(size + size // 4, np.uint8)  # room for the next batches' sizes
 
     def give(self, buffer: NDArray[np.uint8]) -> None:
         """Take back a buffer no longer read."""
-        if len(self._free) < self.keep:
+        with self._lock:
             self._free.append(buffer)
+            if len(self._free) > self.keep:
+                del self._free[min(range(len(self._free)), key=lambda k: self._free[k].shape[0])]
 
 
 class BackgroundWriter:
