@@ -244,6 +244,7 @@ class ChromeLayout:
         launches of flows k, k + 1, ..., then ("f", ...) of their GPU records; flow k is the k-th GPU record (in
         file order) that starts at or after its launch."""
         self.launches.ids, self.pair_term = self.launches.ids[:0], self.pair_term[:0]  # done with: let go
+        self.launches.lookup = None
         launch_start = self.launches.launch_start
         for a in range(0, self.flow_corr.shape[0], chunk_rows):
             corr = self.flow_corr[a : a + chunk_rows]

@@ -171,6 +171,13 @@ class Launches:
         else:
             self.ids, self.base = ids, 0
         del ids
+        self.lookup: NDArray[np.int32] | None = None
+        """Where ids are dense (as counters give them: a span under twice their count), the place of each id past
+        the first (-1: none), so that `match` is one gather, not a binary search per row (~0.08 s per 2 M rows)."""
+        span = int(self.ids[-1]) + 1 if self.ids.size else 0
+        if self.ids.dtype == np.uint32 and span <= 2 * self.ids.size:
+            self.lookup = np.full(span, -1, np.int32)
+            self.lookup[self.ids] = np.arange(self.ids.size, dtype=np.int32)
         self.launch_start: I64 = np.minimum.reduceat(start, firsts) if firsts.size else start[:0]
         self.pair_parts: list[NDArray[np.int32]] = []
         self.term_parts: list[NDArray[np.bool_]] = []
@@ -179,6 +186,11 @@ class Launches:
         """Place of each correlation id among the launches', and whether it is one."""
         values = corr.fill_null(0).to_numpy()
         present = corr.is_not_null().to_numpy()
+        if self.lookup is not None:
+            inside = present & (values >= self.base) & (values < self.base + self.lookup.shape[0])
+            at = self.lookup[np.where(inside, values - self.base, 0)].astype(np.int64)
+            found = inside & (at >= 0)
+            return np.where(found, at, 0), found
         if self.ids.dtype == np.uint32:  # ids as offsets from the first: one outside its 2**32 is no launch
             present &= (values >= self.base) & (values < self.base + 2**32)
             values = np.where(present, values - self.base, 0).astype(np.uint32)

@@ -1,0 +1,34 @@
+"""perfetto_rank_layout.Launches finds a correlation id's launch by a dense lookup table where the ids are dense,
+the same places as its binary search (which serves sparse ids)."""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ktrace.exporters.perfetto_rank_layout import Launches
+from ktrace.exporters.perfetto_tracks import process_order
+from ktrace.model.schema import NODE_RANK
+from ktrace.testing import SyntheticConfig, generate
+
+TRACE = generate(SyntheticConfig(steps=1, kernels_per_step=300, streams=2, ranks=1, seed=7))
+NODE, RANK = next(o for o in process_order(TRACE) if o[1] != NODE_RANK)
+
+
+@given(
+    offsets=st.lists(st.integers(-50, 800), min_size=1, max_size=200),
+    extremes=st.lists(st.sampled_from([-(2**63), 2**63 - 1, -1, 0, 2**32, 2**32 + 7]), max_size=5),
+    nulls=st.integers(0, 5),
+)
+def test_the_lookup_finds_what_the_binary_search_finds(offsets: list[int], extremes: list[int], nulls: int) -> None:
+    launches = Launches(TRACE, NODE, RANK)
+    assert launches.lookup is not None  # counters give dense ids
+    queries = pl.Series([launches.base + o for o in offsets] + extremes + [None] * nulls, dtype=pl.Int64)
+    at, found = launches.match(queries)
+    launches.lookup = None
+    search_at, search_found = launches.match(queries)
+    assert found.tolist() == search_found.tolist()
+    assert at[found].tolist() == search_at[search_found].tolist()
+    assert found.any() == bool(np.isin([launches.base + o for o in offsets], launches.base + launches.ids).any())
