@@ -14,7 +14,7 @@ wall and CPU time of each step of the Perfetto export, and of the Chrome one (`_
     python benchmarks/perfetto_export.py                        # 10,000,000 kernels
     python benchmarks/perfetto_export.py --kernels 3000000 --format both
     python benchmarks/perfetto_export.py --kernels 1000000 --repeat 3 --stages
-    python benchmarks/perfetto_export.py --kernels 1000000 --numpy   # the numpy encoder on every rank
+    python benchmarks/perfetto_export.py --kernels 1000000 --numpy   # numpy encoder and line formatter, every rank
 
 The last line (one per format) reads `perfetto_export: <M> M slices/s wall, <M> M slices/s per CPU second on <n>
 kernels (...; peak RSS <MB> MB, <MB> MB above the opened store)`.
@@ -63,8 +63,8 @@ if sys.argv[2] == "1":
         timed(P, name)
     import ktrace.exporters.chrome_json as C
     from ktrace.exporters.chrome_layout import ChromeLayout
-    for name in ("slice_lines", "flow_lines", "_counter_lines"):  # numpy line formatters, counters by polars
-        timed(C, name)
+    for name in ("slice_lines", "flow_lines", "slice_lines_compiled", "flow_lines_compiled", "_counter_lines"):
+        timed(C, name)  # numpy or compiled line formatters, counters by polars
     timed(ChromeLayout, "__init__")  # the layout pass: windows, places, lanes, launches
     timed(ChromeLayout, "pids_tids")  # the second pass's placing of each chunk
 trace = ktrace.open(sys.argv[1])
@@ -112,7 +112,8 @@ def ensure_store(n_kernels: int, workdir: Path) -> Path:
 
 def export_once(store: Path, stages: bool, numpy_only: bool, fmt: str) -> dict[str, object]:
     """One export (perfetto or chrome) in a fresh process: its figures as a dict."""
-    env = {**os.environ, **({"KTRACE_PERFETTO_COMPILED_ROWS": str(2**62)} if numpy_only else {})}
+    never = {"KTRACE_PERFETTO_COMPILED_ROWS": str(2**62), "KTRACE_CHROME_COMPILED_ROWS": str(2**62)}
+    env = {**os.environ, **(never if numpy_only else {})}
     done = subprocess.run(
         [sys.executable, "-c", EXPORT, str(store), "1" if stages else "0", fmt],
         env=env,
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kernels", type=int, default=10_000_000, help="kernels in the synthetic store")
     parser.add_argument("--repeat", type=int, default=1, help="exports (fresh processes); the fastest is kept")
     parser.add_argument("--stages", action="store_true", help="time each step of the export too")
-    parser.add_argument("--numpy", action="store_true", help="encode with numpy columns only (no numba kernel)")
+    parser.add_argument("--numpy", action="store_true", help="encode and format with numpy only (no numba kernel)")
     parser.add_argument("--format", choices=("perfetto", "chrome", "both"), default="perfetto", help="what to export")
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "ktrace-bench")
     args = parser.parse_args(argv)
