@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from ktrace.model.errors import ExitCode, KtraceError
 
 if TYPE_CHECKING:
+    from ktrace.fleet.engines import Engine
     from ktrace.model.outputs import Output
     from ktrace.model.trace import TraceMeta
 
@@ -77,6 +78,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Import SRC and write OUT; print a one-line summary (and the health counts that matter)."""
+    engine = _early_engine(args)
+    try:
+        return _run(args, engine)
+    finally:
+        if engine is not None:
+            engine.close()
+
+
+def _early_engine(args: argparse.Namespace) -> Engine | None:
+    """`--workers N` (N > 1) on a folder: its worker processes, started first, import the importer (~0.5 s each)
+    while this process imports it too and lists the rank files; the folder's import then runs on them."""
+    src = Path(args.src)
+    if args.cluster is not None or args.workers is None or args.workers < 2:
+        return None
+    try:
+        files = sum(1 for p in src.iterdir() if p.name.endswith((".json", ".json.gz"))) if src.is_dir() else 0
+    except OSError:
+        return None  # said where the import reads it
+    if files < 2:
+        return None
+    from ktrace.fleet.engines import ProcessEngine
+
+    engine = ProcessEngine(min(args.workers, files), in_client=True)
+    engine.warm_up("ktrace.fleet.rank_import")
+    return engine
+
+
+def _run(args: argparse.Namespace, engine: Engine | None) -> int:
     from ktrace.cli.progress import progress_bar
     from ktrace.fleet.engines import check_engine_options
     from ktrace.importers import detect, load
@@ -101,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     output = Output(out, STORE, force=args.force, inputs=[src])
     enabled = False if args.no_progress else None
     if kind == "kineto" and src.is_dir():
-        return _import_folder(args, src, output, enabled)
+        return _import_folder(args, src, output, enabled, engine)
     if kind == "kineto":
         return _import_kineto_file(args, src, output, enabled)
     with output.preparing(), progress_bar(f"importing {src.name}", enabled=enabled) as bar:
@@ -125,7 +154,9 @@ def _import_kineto_file(args: argparse.Namespace, src: Path, output: Output, ena
     return int(ExitCode.OK)
 
 
-def _import_folder(args: argparse.Namespace, src: Path, output: Output, enabled: bool | None) -> int:
+def _import_folder(
+    args: argparse.Namespace, src: Path, output: Output, enabled: bool | None, engine: Engine | None
+) -> int:
     """A folder of rank files: one task per rank on the engine --workers/--cluster pick (ktrace.fleet)."""
     from ktrace.cli.fleet_options import cluster_of
     from ktrace.cli.progress import progress_bar
@@ -141,6 +172,7 @@ def _import_folder(args: argparse.Namespace, src: Path, output: Output, enabled:
                 workers=args.workers,
                 cluster=cluster_of(args),
                 progress=bar,
+                engine=engine,
             )
     except KeyboardInterrupt:
         kept = resume_folder(output.target)

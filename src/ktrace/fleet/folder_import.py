@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from ktrace.fleet.engines import check_engine_options, default_workers, open_engine
+from ktrace.fleet.engines import Engine, check_engine_options, default_workers, open_engine
 from ktrace.fleet.rank_import import RankImport, RankTask, import_rank, read_entry
 from ktrace.importers.kineto import assign_ranks, folder_meta, skip_reason
 from ktrace.importers.kineto_file_meta import RankFile
@@ -87,10 +87,12 @@ def import_folder(
     workers: int | None = None,
     cluster: str | object | None = None,
     progress: ProgressFn = no_progress,
+    engine: Engine | None = None,
 ) -> FolderImport:
     """Import the per-rank Kineto files of `folder` into `output` (a path, or an `Output` the caller checked and
     locked), one task per file on the engine `open_engine(workers=, cluster=)` picks; publish it when every rank is
     written. `cluster`: a scheduler address, a dask Client, or a cluster object (LocalCluster, SLURMCluster).
+    `engine`: one the caller opened (and closes) instead, e.g. with its workers started early (`warm_up`).
 
     Raises:
         TraceFormatError: no Kineto file in `folder`, or none readable (one line, exit 3).
@@ -101,7 +103,7 @@ def import_folder(
     try:
         with output.preparing():  # an error or Ctrl-C: nothing published, the lock released, finished ranks kept
             check_engine_options(workers, cluster)  # also when every rank is resumed and no engine opens
-            found = _import_ranks(folder, output.target, with_ops, force, workers, cluster, progress)
+            found = _import_ranks(folder, output.target, with_ops, force, (workers, cluster, engine), progress)
             meta, counts, ranks = _stage(folder, found, resume_folder(output.target), output)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -127,8 +129,7 @@ def _import_ranks(
     target: Path,
     with_ops: bool,
     force: bool,
-    workers: int | None,
-    cluster: str | object | None,
+    how: tuple[int | None, str | object | None, Engine | None],
     progress: ProgressFn,
 ) -> _Ranks:
     """The record of every rank file of `folder`, in file order: kept from the resume folder, or imported."""
@@ -146,6 +147,7 @@ def _import_ranks(
     done = sum(files[i].stat().st_size for i in records)
     progress(done, total)
     name, count = "in-process", 1
+    workers, cluster, given = how
     if todo:
         caps = file_caps()
         sizes = {i: files[i].stat().st_size for i in todo}
@@ -155,7 +157,10 @@ def _import_ranks(
         if workers is None and cluster is None:
             workers = auto_workers(list(sizes.values()))
         # this process imports ranks too: it has the importer loaded while a worker process starts (~0.5 s)
-        with open_engine(workers=workers, cluster=cluster, tasks=len(tasks), in_client=True) as engine:
+        opened = None if given else open_engine(workers=workers, cluster=cluster, tasks=len(tasks), in_client=True)
+        with opened or contextlib.nullcontext():
+            engine = given or opened
+            assert engine is not None
             name, count = engine.name, engine.workers
             for index, record in engine.map(import_rank, tasks, describe=lambda task: Path(task.path).name):
                 records[todo[index]] = record

@@ -101,3 +101,12 @@ def test_rank_files_are_imported_largest_first_and_stored_in_rank_order(
     assert order == ["rank1.json", "rank2.json", "rank0.json"]
     kernels = store.read(out).kernels
     assert [kernels.filter(rank=r).height for r in range(3)] == [3, 40, 12]
+
+
+def test_warmed_up_worker_processes_run_the_tasks_after(tmp_path: Path) -> None:
+    """`ktrace import DIR --workers N` starts its worker processes before it lists the rank files (`warm_up`)."""
+    items = [_shell(f"echo $PPID > {tmp_path / str(n)}") for n in range(6)]
+    with ProcessEngine(2, in_client=True) as engine:
+        engine.warm_up("ktrace.fleet.rank_import")
+        results = dict(engine.map(subprocess.run, items))
+    assert sorted(results) == list(range(6)) and all(r.returncode == 0 for r in results.values())
