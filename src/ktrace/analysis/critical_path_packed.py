@@ -43,9 +43,6 @@ class PackedGraph:
         return Graph(**wide, sync_records=self.sync_records)
 
 
-TIMES = ("ev_start", "ev_end")
-
-
 def _narrowest(values: I64) -> npt.NDArray[np.signedinteger[Any]]:
     """`values` in the smallest signed integer dtype holding their range (int64 kept)."""
     if values.size == 0:
