@@ -144,12 +144,12 @@ class ProcessEngine(EngineBase):
         self, fn: Callable[[T], R], items: Sequence[T], describe: Callable[[T], str] | None
     ) -> Iterator[tuple[int, R]]:
         """`map` with this process as one worker: items are taken in order by whoever frees up first. A finished
-        process task submits the next item from its done-callback, so the processes stay fed while this one runs
-        a long task; this process yields the finished ones between its own."""
+        process task submits the next item from its done-callback, so the processes stay fed (two tasks each) while
+        this one runs a long task; this process yields the finished ones between its own."""
         feed = _Feed(self._pool, fn, items)
         try:
-            for _ in range(self.workers - 1):
-                feed.submit_next()
+            for _ in range(2 * (self.workers - 1)):  # one running and one queued a process: it never waits for this
+                feed.submit_next()  # process's GIL (held by its own task) to be handed its next
             while True:
                 for index, future in feed.finished():
                     yield index, self._result(future, item_label(items[index], describe))

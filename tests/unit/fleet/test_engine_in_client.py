@@ -32,22 +32,24 @@ def test_this_process_runs_tasks_beside_the_worker_processes(tmp_path: Path) -> 
 
 
 def test_the_worker_process_stays_fed_while_this_process_runs_a_long_task(tmp_path: Path) -> None:
-    """Item 0 goes to the worker process, item 1 to this process, which waits (up to 60 s) until the worker process
-    has done items 2..9: it can only if each finished task hands it the next one without this process."""
-    marks = [tmp_path / f"done{n}" for n in range(2, 10)]
+    """Items 0 and 1 go to the worker process (one running, one queued), item 2 to this process, which waits (up to
+    60 s) until the worker process has done items 3..10: it can only if each finished task hands it the next one
+    without this process."""
+    marks = [tmp_path / f"done{n}" for n in range(3, 11)]
     wait_all = " && ".join(f"[ -e {m} ]" for m in marks)
     items = [
+        _shell("true"),
         _shell("true"),
         _shell(f"for i in $(seq 6000); do if {wait_all}; then exit 0; fi; sleep 0.01; done; exit 1"),
         *(_shell(f"touch {m}") for m in marks),
     ]
     with ProcessEngine(2, in_client=True) as engine:
         results = dict(engine.map(subprocess.run, items))
-    assert sorted(results) == list(range(10))
-    assert results[1].returncode == 0, "the worker process starved while this process ran its task"
+    assert sorted(results) == list(range(11))
+    assert results[2].returncode == 0, "the worker process starved while this process ran its task"
 
 
-@pytest.mark.parametrize("failing", [0, 1])  # item 0 runs in the worker process, item 1 in this one
+@pytest.mark.parametrize("failing", [0, 2])  # items 0 and 1 run in the worker process, item 2 in this one
 def test_a_failing_task_is_one_line_naming_the_item_wherever_it_ran(failing: int) -> None:
     items = ["1", "2", "3", "4"]
     items[failing] = "rank7.json"
