@@ -15,13 +15,14 @@ def allocated_after(allocations: pl.DataFrame) -> pl.DataFrame:
     """The allocations rows sorted by node, rank, device, time (ties in table order), with ``allocated_bytes``: the
     allocator's `total_allocated` where every event of the device records it, else the running sum of `bytes` from
     the trace start (what the trace saw; memory allocated before it is unknown), and ``row``, the table row."""
-    has_totals = pl.col("total_allocated").null_count().over(DEVICE_KEYS) == 0
-    return (
-        allocations.with_row_index("row")
-        .sort(*DEVICE_KEYS, "ts_ns", "row")
-        .with_columns(
-            allocated_bytes=pl.when(has_totals)
-            .then(pl.col("total_allocated"))
-            .otherwise(pl.col("bytes").cum_sum().over(DEVICE_KEYS))
-        )
+    ordered = allocations.with_row_index("row").sort(*DEVICE_KEYS, "ts_ns", "row")
+    del allocations  # a frame the caller made for this call (the memory timeline's) goes before the windows
+    # Sorted, a device's events are one run: the windows go over the run's number, where windows over the device
+    # keys hashed the node String of every event (owlv2 x30, 368 k events: peak +80 -> +62 MB with the input)
+    run = pl.any_horizontal(pl.col(k).ne_missing(pl.col(k).shift()) for k in DEVICE_KEYS).cum_sum()
+    has_totals = pl.col("total_allocated").null_count().over(run) == 0
+    return ordered.with_columns(
+        allocated_bytes=pl.when(has_totals)
+        .then(pl.col("total_allocated"))
+        .otherwise(pl.col("bytes").cum_sum().over(run))
     )
