@@ -115,13 +115,21 @@ def enclosing_on_thread(spans: pl.DataFrame) -> I64:
     its thread; -1 for an outermost one."""
     from ktrace.analysis._kernels.nesting import enclosing_parents
 
-    start = spans["start_ns"].to_numpy().astype(np.int64)
-    end = spans["end_ns"].to_numpy().astype(np.int64)
-    _, (rank_id,) = node_rank_ids([spans])
-    gid, _ = dense_ids([rank_id, spans["pid"].to_numpy().astype(np.int64), spans["tid"].to_numpy().astype(np.int64)])
+    n = spans.height
+    _, (rank_id,) = node_rank_ids([spans.select("node", "rank")])
+    gid, _ = dense_ids([rank_id, _int64(spans["pid"]), _int64(spans["tid"])])
+    del rank_id
+    start, end = _int64(spans["start_ns"]), _int64(spans["end_ns"])  # read in place where they are int64
+    # A frame made for this call (operators' self times: 731 k operators, ~29 MB at owlv2 x30) goes now, and each
+    # array once sorted: never the frame, the arrays and their sorted copies at once.
+    del spans
     order = np.lexsort((-end, start, gid))
-    parent_sorted = enclosing_parents(gid[order], start[order], end[order])
-    parent = np.full(spans.height, -1, np.int64)
+    gid = gid[order]
+    start = start[order]
+    end = end[order]
+    parent_sorted = enclosing_parents(gid, start, end)
+    del gid, start, end
+    parent = np.full(n, -1, np.int64)
     has = parent_sorted >= 0
     parent[order[has]] = order[parent_sorted[has]]
     return parent
