@@ -87,20 +87,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _early_engine(args: argparse.Namespace) -> Engine | None:
-    """`--workers N` (N > 1) on a folder: its worker processes, started first, import the importer (~0.5 s each)
-    while this process imports it too and lists the rank files; the folder's import then runs on them."""
+    """A folder imported by 2+ workers: the worker processes, started first, import the importer (~0.5 s each)
+    while this process imports it too and lists the rank files; the folder's import then runs on them. (Their
+    number from the folder's .json/.json.gz files, as `auto_workers` counts the rank files without --workers.)"""
+    from ktrace.fleet.engines import ProcessEngine, auto_workers
+
     src = Path(args.src)
-    if args.cluster is not None or args.workers is None or args.workers < 2:
+    if args.cluster is not None or (args.workers is not None and args.workers < 2):
         return None
     try:
-        files = sum(1 for p in src.iterdir() if p.name.endswith((".json", ".json.gz"))) if src.is_dir() else 0
+        sizes = [p.stat().st_size for p in src.iterdir() if p.name.endswith((".json", ".json.gz"))]
     except OSError:
-        return None  # said where the import reads it
-    if files < 2:
+        return None  # not a folder, or unreadable: said where the import reads it
+    count = min(len(sizes), args.workers if args.workers is not None else auto_workers(sizes))
+    if count < 2:
         return None
-    from ktrace.fleet.engines import ProcessEngine
-
-    engine = ProcessEngine(min(args.workers, files), in_client=True)
+    engine = ProcessEngine(count, in_client=True)
     engine.warm_up("ktrace.fleet.rank_import")
     return engine
 

@@ -21,7 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from ktrace.fleet.engines import Engine, check_engine_options, default_workers, open_engine
+from ktrace.fleet.engines import BYTES_PER_WORKER as BYTES_PER_WORKER  # (its home before: re-exported)
+from ktrace.fleet.engines import Engine, auto_workers, check_engine_options, open_engine
 from ktrace.fleet.rank_import import RankImport, RankTask, import_rank, read_entry
 from ktrace.importers.kineto import assign_ranks, folder_meta, skip_reason
 from ktrace.importers.kineto_file_meta import RankFile
@@ -39,11 +40,6 @@ from ktrace.model.trace import TraceMeta
 RESUME_PREFIX = ".ktrace-resume-"
 REMOVERS = 8
 """Threads removing the resume entries' emptied folders (each removal mostly waits on the disk)."""
-BYTES_PER_WORKER = 4 << 20
-"""Without --workers: at most one worker process per 4 MB of rank files left to import. A worker costs ~0.4 s of
-CPU to start (polars, pyarrow, the importer; measured: 2 workers took 0.8 s more CPU than one process on 32 DLRM
-ranks), what ~0.7 MB of gzip Kineto costs to import (0.55 s/MB): at 4 MB a worker, starting costs under a fifth of
-the work. The 8-rank DLRM folder (0.4 MB) imports in this process."""
 
 
 @dataclass(frozen=True)
@@ -180,11 +176,6 @@ def _check_resume_folder(resume: Path) -> None:
                 f"{resume}: holds {entry.name}, which ktrace did not write there; move it away to import",
                 ExitCode.USAGE,
             )
-
-
-def auto_workers(sizes: Sequence[int]) -> int:
-    """The default of --workers for rank files of `sizes` bytes: one per core, one per BYTES_PER_WORKER at most."""
-    return max(1, min(default_workers(), len(sizes), sum(sizes) // BYTES_PER_WORKER))
 
 
 def _scan_resume(resume: Path, files: Sequence[Path], with_ops: bool) -> tuple[dict[int, RankImport], list[int]]:
