@@ -187,7 +187,7 @@ class ChromeLayout:
         codes = len(self.places.codes) + len(self.lane_of)
         self.code_type = np.uint16 if codes < 2**16 - 1 else np.int32  # a place per thread or stream: few
         self.unset = np.iinfo(self.code_type).max
-        self.launch_code: NDArray[np.integer] = np.full(self.launches.ids.size, self.unset, self.code_type)
+        self.launch_code: NDArray[np.integer] = np.full(self.launches.count, self.unset, self.code_type)
         self.gpu_code: list[NDArray[np.integer]] = []
         self.gpu_start: list[I64] = []
         self.next_pair = 0

@@ -10,8 +10,9 @@ What stays per slice: its track's code (RowCodes, 2 bytes: `tracks` reads it rat
 columns again); on a track where slices overlap (nested operators), start, end and row from the slice before its
 first overlap on (24 bytes a slice); per launch->run pair, its order by correlation id (4 bytes) and whether it
 ends its flow (1 byte); per distinct launch correlation id, the id (an offset from the first, 4 bytes, where they
-span under 2**32), where its pairs start among them (4 bytes) and whether its launch was written (9 bytes); the
-layout pass holds the launch's start too (8 bytes). The Chrome JSON export (chrome_layout) lays out its lanes and
+span under 2**32; where they are dense, a 4-byte place per id of their span instead), where its pairs start among
+them (4 bytes) and whether its launch was written (9 bytes); the layout pass holds the launch's start too (8
+bytes). The Chrome JSON export (chrome_layout) lays out its lanes and
 finds its launches with the same Overlaps and Launches, and keeps its codes in RowCodes too.
 """
 
@@ -150,7 +151,8 @@ class Launches:
     """The rank's launch correlation ids (sorted) with their launch's start, and which launch->run pairs each
     correlation id has (pair k, in file order of its GPU record, gets flow id first_id + k)."""
 
-    def __init__(self, trace: Trace, node: str, rank: int) -> None:
+    def __init__(self, trace: Trace, node: str, rank: int, *, dense: bool = True) -> None:
+        """`dense`: look ids up in a table where they are dense (False: always by binary search)."""
         api = next(p for p in rank_parts(trace, node, rank) if p.kind == "api")
         calls = (  # the two columns only: filtering the table itself would copy all of its rank's rows
             api.table.lazy()
@@ -171,13 +173,17 @@ class Launches:
         else:
             self.ids, self.base = ids, 0
         del ids
+        self.count = int(self.ids.size)
+        """Distinct launch correlation ids."""
         self.lookup: NDArray[np.int32] | None = None
         """Where ids are dense (as counters give them: a span under twice their count), the place of each id past
-        the first (-1: none), so that `match` is one gather, not a binary search per row (~0.08 s per 2 M rows)."""
+        the first (-1: none), so that `match` is one gather, not a binary search per row (~0.08 s per 2 M rows);
+        `ids` is then let go (the table holds them)."""
         span = int(self.ids[-1]) + 1 if self.ids.size else 0
-        if self.ids.dtype == np.uint32 and span <= 2 * self.ids.size:
+        if dense and self.ids.dtype == np.uint32 and span <= 2 * self.ids.size:
             self.lookup = np.full(span, -1, np.int32)
             self.lookup[self.ids] = np.arange(self.ids.size, dtype=np.int32)
+            self.ids = self.ids[:0]
         self.launch_start: I64 = np.minimum.reduceat(start, firsts) if firsts.size else start[:0]
         self.pair_parts: list[NDArray[np.int32]] = []
         self.term_parts: list[NDArray[np.bool_]] = []
@@ -240,10 +246,10 @@ class RankLayout:
         self.pairs_by_corr: NDArray[np.int32] | I64 = np.argsort(pair_corr, kind="stable")
         if self.pairs < 2**31:
             self.pairs_by_corr = self.pairs_by_corr.astype(np.int32)
-        bounds = np.searchsorted(pair_corr[self.pairs_by_corr], np.arange(self.launches.ids.size + 1, dtype=np.int32))
+        bounds = np.searchsorted(pair_corr[self.pairs_by_corr], np.arange(self.launches.count + 1, dtype=np.int32))
         self.corr_pairs: NDArray[np.int32] | I64 = bounds.astype(np.int32) if self.pairs < 2**31 else bounds
         """Per distinct launch correlation id k, its pairs are pairs_by_corr[corr_pairs[k]:corr_pairs[k + 1]]."""
-        self.launched = np.zeros(self.launches.ids.size, np.bool_)
+        self.launched = np.zeros(self.launches.count, np.bool_)
         self.next_pair = 0
 
     def tracks(self, chunk: pl.DataFrame, first_row: int) -> I64:

@@ -23,12 +23,12 @@ NODE, RANK = next(o for o in process_order(TRACE) if o[1] != NODE_RANK)
     nulls=st.integers(0, 5),
 )
 def test_the_lookup_finds_what_the_binary_search_finds(offsets: list[int], extremes: list[int], nulls: int) -> None:
-    launches = Launches(TRACE, NODE, RANK)
-    assert launches.lookup is not None  # counters give dense ids
+    launches, search = Launches(TRACE, NODE, RANK), Launches(TRACE, NODE, RANK, dense=False)
+    assert launches.lookup is not None and search.lookup is None  # counters give dense ids
+    assert launches.count == search.count == search.ids.size and launches.base == search.base
     queries = pl.Series([launches.base + o for o in offsets] + extremes + [None] * nulls, dtype=pl.Int64)
     at, found = launches.match(queries)
-    launches.lookup = None
-    search_at, search_found = launches.match(queries)
+    search_at, search_found = search.match(queries)
     assert found.tolist() == search_found.tolist()
     assert at[found].tolist() == search_at[search_found].tolist()
-    assert found.any() == bool(np.isin([launches.base + o for o in offsets], launches.base + launches.ids).any())
+    assert found.any() == bool(np.isin([search.base + o for o in offsets], search.base + search.ids).any())
