@@ -1,4 +1,4 @@
-"""The innermost range per point, chunk by chunk (steps.innermost_index) and over the trace's ops rows
+"""The innermost range per point, chunk by chunk (steps_innermost.innermost_index) and over the trace's ops rows
 (op_attribution.innermost_at: ranges as arrays, thread ids, points in chunks), against the naive twins: the same
 range for every point, whatever the chunk size, with overlapping, nested, empty and tied ranges."""
 
@@ -12,7 +12,7 @@ from reference import nesting_ref
 from reference.kernel_modes import kernel_mode  # noqa: F401  (both paths: Python and numba)
 from test_kernels_intervals import nested_ranges_and_points
 
-from ktrace.analysis import steps
+from ktrace.analysis import steps_innermost
 from ktrace.analysis.op_attribution import innermost_at
 from ktrace.model.builder import TraceBuilder
 
@@ -20,7 +20,7 @@ from ktrace.model.builder import TraceBuilder
 @given(nested_ranges_and_points(), st.integers(1, 8))
 def test_innermost_index_in_chunks_matches_reference(data: tuple[np.ndarray, ...], chunk: int) -> None:
     rg, rs, re, pg, pt = data
-    got = steps.innermost_index(rg, rs, re, pg, pt, chunk).tolist()
+    got = steps_innermost.innermost_index(rg, rs, re, pg, pt, chunk).tolist()
     ref = nesting_ref.innermost_enclosing(rg.tolist(), rs.tolist(), re.tolist(), pg.tolist(), pt.tolist())
     # Ranges with equal (start, end) are interchangeable: compare what was found, not which copy.
     assert [(rs[i], re[i]) if i >= 0 else None for i in got] == [(rs[i], re[i]) if i >= 0 else None for i in ref]
@@ -78,10 +78,10 @@ def test_innermost_at_matches_naive(
         },
         schema={"node": pl.Categorical, "rank": pl.Int32, "pid": pl.Int64, "tid": pl.Int64, "t": pl.Int64},
     )
-    before = steps.POINT_CHUNK
-    steps.POINT_CHUNK = chunk
+    before = steps_innermost.POINT_CHUNK
+    steps_innermost.POINT_CHUNK = chunk
     try:
         got = innermost_at(trace, frame, "t", pl.col("name").cast(pl.String) == "on").tolist()
     finally:
-        steps.POINT_CHUNK = before
+        steps_innermost.POINT_CHUNK = before
     assert got == naive_innermost_at(ordered, points)

@@ -10,7 +10,7 @@ import polars as pl
 
 from ktrace.analysis.columns import dense_ids, node_rank_ids
 from ktrace.analysis.index import TraceIndex
-from ktrace.analysis.steps import innermost_of_points, key_ids
+from ktrace.analysis.steps_innermost import innermost_of_points, key_ids
 from ktrace.model.trace import Trace
 
 I64 = npt.NDArray[np.int64]
