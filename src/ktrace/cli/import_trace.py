@@ -190,6 +190,7 @@ def _import_folder(
 
 def _print_summary(counts: dict[str, int], meta: TraceMeta, ranks: int, out: Path) -> None:
     from ktrace.model.display_text import printable
+    from ktrace.presentation.notes import grouped_notes
 
     rows = ", ".join(
         f"{counts[k]:,} {k}" for k in ("kernels", "memory", "syncs", "api", "ranges", "ops") if counts.get(k)
@@ -198,5 +199,5 @@ def _print_summary(counts: dict[str, int], meta: TraceMeta, ranks: int, out: Pat
     health = {k: v for k, v in meta.health.items() if v}
     if health:
         print("health: " + printable(", ".join(f"{k}={v:,}" for k, v in sorted(health.items()))))
-    for note in meta.notes:
-        print(f"note: {printable(note)}", file=sys.stderr)
+    for note in grouped_notes(meta.notes):  # 64 ranks' "128 kernel(s) have no launch call": one line
+        print(f"note: {printable(note.line)}", file=sys.stderr)

@@ -142,6 +142,7 @@ def _print_text(info: dict[str, Any]) -> None:
     from rich.table import Table
 
     from ktrace.model.display_text import printable_tree
+    from ktrace.presentation.notes import grouped_notes
 
     console = terminal_console()
     info = printable_tree(info)  # trace text: no control character reaches the terminal
@@ -167,8 +168,8 @@ def _print_text(info: dict[str, Any]) -> None:
             health.add_row(escape(k), f"{v:,}")
         console.print(health)
     _print_clock(console, info["clock"])
-    for note in info["notes"]:
-        console.print(f"[yellow]note:[/] {escape(note)}")
+    for note in grouped_notes(info["notes"]):  # repeats of one note about many ranks: one line with a count
+        console.print(f"[yellow]note:[/] {escape(note.line)}")
     for problem in info.get("problems", []):
         console.print(f"[red]problem:[/] {escape(problem)}")
 
