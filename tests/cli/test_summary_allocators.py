@@ -10,24 +10,29 @@ from pathlib import Path
 
 import pytest
 
-from ktrace.cli.summary import ALLOCATOR_SETTINGS
+from ktrace.cli.options import ALLOCATOR_SETTINGS
 
 _SCRIPT = """
 import contextlib, io, sys
 from ktrace.cli import main
 with contextlib.redirect_stdout(io.StringIO()):
-    assert main(["summary", sys.argv[1], "--json"]) == 0
+    assert main([sys.argv[2], sys.argv[1], *sys.argv[3:]]) == 0
 import polars, pyarrow as pa
 used = pa.mimalloc_memory_pool().max_memory() if "mimalloc" in pa.supported_memory_backends() else 0
 print(polars.jemalloc_conf, used)
 """
 
 
-def _summary_process(path: Path, **chosen: str) -> tuple[str, int]:
-    """(polars' jemalloc settings, bytes Arrow's mimalloc pool ever held) of a process that ran the summary."""
+def _summary_process(path: Path, *verb: str, **chosen: str) -> tuple[str, int]:
+    """(polars' jemalloc settings, bytes Arrow's mimalloc pool ever held) of a process that ran the summary (or
+    `verb`: the verb and its options)."""
     env = {k: v for k, v in os.environ.items() if k not in ALLOCATOR_SETTINGS}
     out = subprocess.run(
-        [sys.executable, "-c", _SCRIPT, str(path)], env={**env, **chosen}, capture_output=True, text=True, check=True
+        [sys.executable, "-c", _SCRIPT, str(path), *(verb or ("summary", "--json"))],
+        env={**env, **chosen},
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.split()
     return out[0], int(out[1])
 
@@ -36,6 +41,15 @@ def test_summary_returns_freed_pages(real_trace_path: Callable[[str], Path]) -> 
     jemalloc, mimalloc_bytes = _summary_process(real_trace_path("alexnet"))
     assert jemalloc.endswith(ALLOCATOR_SETTINGS["_RJEM_MALLOC_CONF"])
     assert mimalloc_bytes == 0  # every Arrow buffer, the Parquet and JSON decoders' scratch too, came from malloc
+
+
+@pytest.mark.parametrize("verb", [("check", "--json"), ("report", "-o", "OUT/r.html")])
+def test_check_and_report_return_freed_pages_too(
+    real_trace_path: Callable[[str], Path], verb: tuple[str, ...], tmp_path: Path
+) -> None:
+    chosen = tuple(v.replace("OUT", str(tmp_path)) for v in verb)
+    jemalloc, mimalloc_bytes = _summary_process(real_trace_path("alexnet"), *chosen)
+    assert jemalloc.endswith(ALLOCATOR_SETTINGS["_RJEM_MALLOC_CONF"]) and mimalloc_bytes == 0
 
 
 def test_allocator_settings_the_user_chose_are_kept(real_trace_path: Callable[[str], Path]) -> None:

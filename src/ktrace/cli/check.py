@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 
 from ktrace.cli.fleet_options import add_engine_arguments, fleet_result_of
 from ktrace.cli.follow_rules import DEFAULT_WINDOW, EVERY_S, STALL_HELP, STALL_S, WINDOW_HELP
-from ktrace.cli.options import add_json_flag, add_no_ops_flag, add_trace_argument, open_trace
+from ktrace.cli.options import add_json_flag, add_no_ops_flag, add_trace_argument, open_trace, use_returning_allocators
 from ktrace.cli.rules_options import add_rules_arguments, rules_config
 from ktrace.model.errors import ExitCode, KtraceError
 
@@ -124,6 +124,7 @@ def terminal_width() -> int | None:
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate the rules and print the findings."""
+    use_returning_allocators()
     from ktrace.analysis.rules.engine import run_rules
     from ktrace.presentation.rules_json import report_to_dict
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ktrace.cli.fleet_options import add_engine_arguments, fleet_result_of
-from ktrace.cli.options import add_no_ops_flag, add_trace_argument, open_trace
+from ktrace.cli.options import add_no_ops_flag, add_trace_argument, open_trace, use_returning_allocators
 from ktrace.cli.rules_options import add_rules_arguments, rules_config
 from ktrace.model.errors import ExitCode, KtraceError
 
@@ -137,6 +137,7 @@ def fleet_report(result: FleetResult, identity: TraceIdentity, title: str) -> Re
 
 def run(args: argparse.Namespace) -> int:
     """Build the report and write it."""
+    use_returning_allocators()
     from ktrace.cli.progress import progress_bar
     from ktrace.presentation.report_model import build_report
     from ktrace.presentation.verdicts import finding_counts

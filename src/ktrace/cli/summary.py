@@ -32,13 +32,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from typing import TYPE_CHECKING, Any
 
 from ktrace.cli.fleet_options import add_engine_arguments, fleet_result_of
-from ktrace.cli.options import add_json_flag, add_no_ops_flag, add_trace_argument, open_trace, terminal_console
+from ktrace.cli.options import (
+    add_json_flag,
+    add_no_ops_flag,
+    add_trace_argument,
+    open_trace,
+    terminal_console,
+    use_returning_allocators,
+)
 from ktrace.cli.rules_options import add_rules_file_argument, rules_config
 from ktrace.model.errors import ExitCode, KtraceError
 
@@ -92,30 +98,6 @@ def _check_regex(value: str | None, option: str) -> None:
         re.compile(value)
     except re.error as exc:
         raise KtraceError(f"{option}: not a valid regex: {exc}", ExitCode.USAGE) from None
-
-
-ALLOCATOR_SETTINGS = {"ARROW_DEFAULT_MEMORY_POOL": "system", "_RJEM_MALLOC_CONF": "dirty_decay_ms:50,muzzy_decay_ms:0"}
-"""Environment set by `ktrace summary` (where the user has not set it) before pyarrow and polars load: allocators
-that hand freed pages back to the operating system. open_trace's pa.set_memory_pool (cli.options) reaches only
-the buffers Arrow's Python layer hands out; the readers' own scratch (Parquet pages, decompression) came from the
-process default pool, mimalloc, which kept its freed pages. polars' jemalloc keeps freed pages 0.5-1 s (its own
-default) while the next analysis allocates; here 50 ms. Peak RSS of the owlv2 x10 store's summary (1.32 M events):
-450-455 -> ~402 MB; x30: 705-746 -> ~630 MB. Returning pages at once (decay 0) saved ~20 MB more at x10 and ~40 at
-x30 but doubled the system CPU of the 256-rank DLRM store's one-process summary (4 -> 9 s: 13-15 s -> 17-21 s
-wall, quiet); at 50 ms its wall time is the default's (13.2 s, 654 MB against 715 MB). The variables reach the
-rank-by-rank workers too (they inherit the environment)."""
-
-
-_READ_BY = {"ARROW_DEFAULT_MEMORY_POOL": "pyarrow", "_RJEM_MALLOC_CONF": "polars"}
-"""The library that reads each setting, once, as it loads."""
-
-
-def use_returning_allocators() -> None:
-    """Set ALLOCATOR_SETTINGS where unset, for the libraries not loaded yet: a process that loaded them first (a
-    notebook, a test calling the command line) keeps its allocators and its environment."""
-    for name, value in ALLOCATOR_SETTINGS.items():
-        if _READ_BY[name] not in sys.modules:
-            os.environ.setdefault(name, value)
 
 
 def run(args: argparse.Namespace) -> int:
