@@ -58,9 +58,9 @@ def roofline_part(trace: Trace, step_source: str, *, index: TraceIndex | None = 
     if found.reason is not None:
         empty = pl.DataFrame()
         return RooflinePart(gpus, found.reason, found.gpu_time_ns, empty, empty, empty, empty)
-    steps = step_flops(trace, ix, found.calls).with_columns(source=pl.lit(step_source, pl.String))
-    groups = group_calls(found.calls)
-    return RooflinePart(gpus, None, found.gpu_time_ns, groups, dtype_flops(found.calls), steps, found.no_model)
+    steps = step_flops(trace, ix, found.coded).with_columns(source=pl.lit(step_source, pl.String))
+    groups = group_calls(found.coded)  # these read the KEYS coded, as roofline() does (Strings made after grouping)
+    return RooflinePart(gpus, None, found.gpu_time_ns, groups, dtype_flops(found.coded), steps, found.no_model)
 
 
 def merge_roofline_parts(parts: Sequence[RooflinePart]) -> RooflinePart:

@@ -42,14 +42,15 @@ def _roofline_gap(
     if peaks is None:
         named = f"GPU {gpu!r} is" if gpu else "the trace names no GPU, so it is"
         raise Skip(f'{named} not in the peak table (add it as [gpu_peaks."NAME"] in the rules file)')
-    rows = roofline_rows(group_calls(found.calls), peaks).with_columns(
+    calls = found.calls  # the KEYS as Strings, made once (each read of .calls casts them again)
+    rows = roofline_rows(group_calls(found.coded), peaks).with_columns(
         share_pct=100 * pl.col("gpu_time_ns") / max(found.gpu_time_ns, 1)
     )
     judged = rows.filter(pl.col("pct_of_peak").is_not_null())
     hit = judged.filter(
         (pl.col("share_pct") >= float(p["min_time_pct"])) & (pl.col("pct_of_peak") < float(p["max_pct_of_peak"]))
     )
-    outcomes = tuple(_gap_outcome(trace, found.calls, row, judged.height, p) for row in hit.iter_rows(named=True))
+    outcomes = tuple(_gap_outcome(trace, calls, row, judged.height, p) for row in hit.iter_rows(named=True))
     if not outcomes:
         return Outcome(judged.height, 0, False, details={"gpu": peaks.name})
     first, *rest = outcomes
