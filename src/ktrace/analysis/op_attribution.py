@@ -10,7 +10,7 @@ import polars as pl
 
 from ktrace.analysis.columns import dense_ids, node_rank_ids
 from ktrace.analysis.index import TraceIndex
-from ktrace.analysis.steps_innermost import innermost_of_points, key_ids
+from ktrace.analysis.steps_innermost import innermost_of_points, int64_values, key_ids
 from ktrace.model.trace import Trace
 
 I64 = npt.NDArray[np.int64]
@@ -76,7 +76,7 @@ def innermost_at(trace: Trace, points: pl.DataFrame, time_col: str, rows: pl.Exp
     # kernel's copies of every array at once.
     taken = pl.Series(op_row)
     r_gid, p_gid, n_groups = key_ids(trace.ops.select(*THREAD)[taken], points, THREAD)
-    start, end = (_int64(trace.ops.get_column(c).gather(taken)) for c in ("start_ns", "end_ns"))
+    start, end = (int64_values(trace.ops.get_column(c).gather(taken)) for c in ("start_ns", "end_ns"))
     del taken
     order = np.lexsort((-end, start, r_gid))  # by thread, start, then the outer (longer) range first
     op_row, r_gid, start, end = op_row[order], r_gid[order], start[order], end[order]
@@ -84,10 +84,6 @@ def innermost_at(trace: Trace, points: pl.DataFrame, time_col: str, rows: pl.Exp
     idx = innermost_of_points(r_gid, start, end, p_gid, n_groups, p_time)
     found: I64 = np.where(idx >= 0, op_row[np.maximum(idx, 0)], -1)
     return found
-
-
-def _int64(column: pl.Series) -> I64:
-    return column.to_numpy().astype(np.int64, copy=False)
 
 
 SLICE_ROWS = 1 << 18
@@ -117,9 +113,9 @@ def enclosing_on_thread(spans: pl.DataFrame) -> I64:
 
     n = spans.height
     _, (rank_id,) = node_rank_ids([spans.select("node", "rank")])
-    gid, _ = dense_ids([rank_id, _int64(spans["pid"]), _int64(spans["tid"])])
+    gid, _ = dense_ids([rank_id, int64_values(spans["pid"]), int64_values(spans["tid"])])
     del rank_id
-    start, end = _int64(spans["start_ns"]), _int64(spans["end_ns"])  # read in place where they are int64
+    start, end = int64_values(spans["start_ns"]), int64_values(spans["end_ns"])  # read in place where they are int64
     # A frame made for this call (operators' self times: 731 k operators, ~29 MB at owlv2 x30) goes now, and each
     # array once sorted: never the frame, the arrays and their sorted copies at once.
     del spans

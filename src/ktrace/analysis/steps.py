@@ -48,7 +48,7 @@ from ktrace.analysis.periodic_steps import PERIODIC_MAX_CV as PERIODIC_MAX_CV
 from ktrace.analysis.periodic_steps import PERIODIC_MIN_COVER as PERIODIC_MIN_COVER
 from ktrace.analysis.periodic_steps import PERIODIC_MIN_STEPS as PERIODIC_MIN_STEPS
 from ktrace.analysis.periodic_steps import periodic_steps
-from ktrace.analysis.steps_innermost import innermost_of_points, key_ids
+from ktrace.analysis.steps_innermost import innermost_of_points, int64_values, key_ids
 from ktrace.model.trace import Trace
 
 PROFILER_STEP_RE = r"^ProfilerStep\s*#\s*(\d+)$"
@@ -278,14 +278,10 @@ def enclosing(
         where none).
     """
     r_gid, p_gid, n_groups = key_ids(ranges, points, keys)
-    r_start, r_end = _np(ranges, "start_ns"), _np(ranges, "end_ns")
+    r_start, r_end = int64_values(ranges["start_ns"]), int64_values(ranges["end_ns"])
     order = np.lexsort((-r_end, r_start, r_gid))  # by group, start, then the outer (longer) range first
     r_gid, r_start, r_end = r_gid[order], r_start[order], r_end[order]
-    return ranges[order], innermost_of_points(r_gid, r_start, r_end, p_gid, n_groups, _np(points, time_col))
-
-
-def _np(frame: pl.DataFrame, col: str) -> npt.NDArray[np.int64]:
-    return frame[col].to_numpy().astype(np.int64)
+    return ranges[order], innermost_of_points(r_gid, r_start, r_end, p_gid, n_groups, int64_values(points[time_col]))
 
 
 def _attach(

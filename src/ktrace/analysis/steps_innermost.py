@@ -27,9 +27,9 @@ def key_ids(ranges: pl.DataFrame, points: pl.DataFrame, keys: tuple[str, ...]) -
     _, (r_rank, p_rank) = node_rank_ids([ranges, points])
     # Each side numbered apart, then their few distinct tuples together: the same ids as one numbering of both
     # (dense_ids numbers tuples in lexicographic order), never a concatenation of every key column of both.
-    r_local, r_keys = dense_ids([r_rank] + [_np(ranges, k) for k in keys[2:]])
+    r_local, r_keys = dense_ids([r_rank] + [int64_values(ranges[k]) for k in keys[2:]])
     del r_rank
-    p_local, p_keys = dense_ids([p_rank] + [_np(points, k) for k in keys[2:]])
+    p_local, p_keys = dense_ids([p_rank] + [int64_values(points[k]) for k in keys[2:]])
     del p_rank
     both, _ = dense_ids([np.concatenate(pair) for pair in zip(r_keys, p_keys, strict=True)])
     n_r = r_keys[0].size
@@ -80,5 +80,6 @@ def innermost_index(r_gid: I64, r_start: I64, r_end: I64, p_gid: I64, p_time: I6
     return out
 
 
-def _np(frame: pl.DataFrame, col: str) -> npt.NDArray[np.int64]:
-    return frame[col].to_numpy().astype(np.int64)
+def int64_values(column: pl.Series) -> npt.NDArray[np.int64]:
+    """A column's values as int64 (read in place where the column already is int64 without nulls)."""
+    return column.to_numpy().astype(np.int64, copy=False)
