@@ -24,11 +24,11 @@ from ktrace.analysis.index import Slot, TraceIndex
 from ktrace.analysis.op_attribution import IS_MODULE, MODULE_PREFIX, innermost_at
 from ktrace.analysis.operators import operator_at
 from ktrace.analysis.phases import step_spans
-from ktrace.model.allocations import allocated_after
+from ktrace.model.allocations import DEVICE_KEYS, allocated_after, new_device
 from ktrace.model.schema import NODE_RANK
 from ktrace.model.trace import Trace
 
-_DEVICE = ("node", "rank", "device")
+_DEVICE = DEVICE_KEYS
 NVML_METRIC = "gpu.mem_used_bytes"
 TOP_OPERATORS = 10
 """Rows of MemoryTimeline.by_operator."""
@@ -163,7 +163,7 @@ def _from_allocator(ix: TraceIndex) -> MemoryTimeline:
     per_device = (
         # events come in device order (allocated_after): grouped by the device's run number, not hashed by node
         # String, rank and device a row (~20 MB at 368 k events, owlv2 x30)
-        events.group_by(_new_device().cum_sum().alias("run"), maintain_order=True)
+        events.group_by(new_device().cum_sum().alias("run"), maintain_order=True)
         .agg(
             *(pl.col(c).first() for c in _DEVICE),
             peak_allocated_bytes=pl.col("allocated_bytes").max(),
@@ -228,7 +228,7 @@ def _with_never_freed(events: pl.DataFrame) -> pl.DataFrame:
     # block's events in that order, so a block's next event is the next position. In numpy on a device number and
     # the address: sorting and grouping the events by node, rank, device and address row-encoded the node's String
     # a row (~25 MB more at 368 k events, owlv2 x30)
-    device = np.cumsum(events.select(_new_device()).to_series().to_numpy())
+    device = np.cumsum(events.select(new_device()).to_series().to_numpy())
     address = events["address"].to_numpy()
     order = np.lexsort((address, device))
     device, address = device[order], address[order]
@@ -238,11 +238,6 @@ def _with_never_freed(events: pl.DataFrame) -> pl.DataFrame:
     never_freed = np.empty(order.size, bool)
     never_freed[order] = (nbytes > 0) & ~freed_next
     return events.with_columns(never_freed=pl.Series(never_freed))
-
-
-def _new_device() -> pl.Expr:
-    """True on a row whose (node, rank, device) differs from the previous row's (the first row's too)."""
-    return pl.any_horizontal(*(pl.col(c).ne_missing(pl.col(c).shift(1)) for c in _DEVICE))
 
 
 def _from_nvml(ix: TraceIndex, used: pl.DataFrame) -> MemoryTimeline:
@@ -311,7 +306,7 @@ def growth_at_steps(steps: pl.DataFrame, series: pl.DataFrame, *, nvml: bool) ->
     if nvml:  # node-wide samples: the steps of each node's first rank
         first = steps.group_by("node").agg(pl.col("rank").min())
         steps = steps.join(first, on=["node", "rank"]).with_columns(pl.lit(NODE_RANK, pl.Int32).alias("rank"))
-    devices = series.select(_DEVICE).filter(_new_device()).unique()  # the runs' first rows: no whole-series unique
+    devices = series.select(_DEVICE).filter(new_device()).unique()  # the runs' first rows: no whole-series unique
     at = steps.join(devices, on=["node", "rank"]).sort("end_ns")
     if not at.height:
         return pl.DataFrame(
@@ -343,7 +338,7 @@ def _last_before(series: pl.DataFrame, ends: pl.Series) -> pl.DataFrame:
     368 k events, owlv2 x30, for 30 steps)."""
     bounds = np.unique(ends.drop_nulls().to_numpy())
     ts = series["ts_ns"].to_numpy()
-    new = series.select(_new_device()).to_series().to_numpy()
+    new = series.select(new_device()).to_series().to_numpy()
     if series.height < 2 or not bool(((np.diff(ts) >= 0) | new[1:]).all()):
         return series
     between = np.searchsorted(bounds, ts, "left")  # how many ends lie before the event
