@@ -2,7 +2,7 @@
 
 issue 29 counts bytes/event as the summary's peak RSS above a baseline process that only imports what the summary
 imports (benchmarks/big_trace.py's SUMMARY_IMPORTS). This script runs the summary's stages one by one in one fresh
-process, with the command's allocator settings (cli.summary.use_returning_allocators), and samples its resident
+process, with the command's allocator settings (cli.options.use_returning_allocators), and samples its resident
 memory every 5 ms (/proc/self/status: anonymous pages apart from file-backed ones, the libraries' code pages that
 running them faults in; tracemalloc sees neither Arrow's, polars' nor numba's):
 
@@ -15,7 +15,7 @@ running them faults in; tracemalloc sees neither Arrow's, polars' nor numba's):
 
 Each stage row: RSS before, held (after - before), peak above before, and the held anonymous and file pages. The
 last line reads `memory_split: <store> <N> rows: baseline <MB>, peak <MB> (one stage at a time), held after the
-summary: trace <MB>, index and summary <MB>, fixed <MB> = code pages <MB> (...) + anonymous <MB>; numba kernels <k>`.
+summary: trace <MB>, index and summary <MB>, fixed <MB> = file pages <MB> (...) + anonymous <MB>; numba kernels <k>`.
 
 examples:
   python benchmarks/memory_split.py /tmp/ktrace-big/owlv2_x10.ktrace
@@ -105,7 +105,7 @@ class Stages:
 
 def child(store: str) -> dict[str, object]:
     """The split of one store's summary, in this (fresh) process."""
-    from ktrace.cli.summary import use_returning_allocators
+    from ktrace.cli.options import use_returning_allocators
 
     use_returning_allocators()  # before pyarrow and polars load, as the command
     stages = Stages()

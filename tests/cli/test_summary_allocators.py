@@ -39,7 +39,7 @@ def _summary_process(path: Path, *verb: str, **chosen: str) -> tuple[str, int]:
 
 def test_summary_returns_freed_pages(real_trace_path: Callable[[str], Path]) -> None:
     jemalloc, mimalloc_bytes = _summary_process(real_trace_path("alexnet"))
-    assert jemalloc.endswith(ALLOCATOR_SETTINGS["_RJEM_MALLOC_CONF"])
+    assert jemalloc.endswith(ALLOCATOR_SETTINGS["_RJEM_MALLOC_CONF"][1])
     assert mimalloc_bytes == 0  # every Arrow buffer, the Parquet and JSON decoders' scratch too, came from malloc
 
 
@@ -49,7 +49,7 @@ def test_check_and_report_return_freed_pages_too(
 ) -> None:
     chosen = tuple(v.replace("OUT", str(tmp_path)) for v in verb)
     jemalloc, mimalloc_bytes = _summary_process(real_trace_path("alexnet"), *chosen)
-    assert jemalloc.endswith(ALLOCATOR_SETTINGS["_RJEM_MALLOC_CONF"]) and mimalloc_bytes == 0
+    assert jemalloc.endswith(ALLOCATOR_SETTINGS["_RJEM_MALLOC_CONF"][1]) and mimalloc_bytes == 0
 
 
 def test_allocator_settings_the_user_chose_are_kept(real_trace_path: Callable[[str], Path]) -> None:
@@ -61,7 +61,7 @@ def test_a_process_that_loaded_the_libraries_keeps_its_environment(monkeypatch: 
     import polars  # noqa: F401
     import pyarrow  # noqa: F401
 
-    from ktrace.cli.summary import use_returning_allocators
+    from ktrace.cli.options import use_returning_allocators
 
     for name in ALLOCATOR_SETTINGS:
         monkeypatch.delenv(name, raising=False)

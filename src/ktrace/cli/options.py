@@ -92,9 +92,13 @@ def terminal_console() -> Any:
     return _PipeConsole()
 
 
-ALLOCATOR_SETTINGS = {"ARROW_DEFAULT_MEMORY_POOL": "system", "_RJEM_MALLOC_CONF": "dirty_decay_ms:50,muzzy_decay_ms:0"}
-"""Environment set by `ktrace summary`, `report` and `check` (where the user has not set it) before pyarrow and polars load: allocators
-that hand freed pages back to the operating system. open_trace's pa.set_memory_pool (cli.options) reaches only
+ALLOCATOR_SETTINGS = {
+    "ARROW_DEFAULT_MEMORY_POOL": ("pyarrow", "system"),
+    "_RJEM_MALLOC_CONF": ("polars", "dirty_decay_ms:50,muzzy_decay_ms:0"),
+}
+"""Environment set by `ktrace summary`, `report` and `check` (where the user has not set it) before pyarrow
+and polars load, each variable with the library that reads it as it loads: allocators that hand freed pages back
+to the operating system. open_trace's pa.set_memory_pool reaches only
 the buffers Arrow's Python layer hands out; the readers' own scratch (Parquet pages, decompression) came from the
 process default pool, mimalloc, which kept its freed pages. polars' jemalloc keeps freed pages 0.5-1 s (its own
 default) while the next analysis allocates; here 50 ms. Peak RSS of the owlv2 x10 store's summary (1.32 M events):
@@ -104,13 +108,9 @@ wall, quiet); at 50 ms its wall time is the default's (13.2 s, 654 MB against 71
 rank-by-rank workers too (they inherit the environment)."""
 
 
-_READ_BY = {"ARROW_DEFAULT_MEMORY_POOL": "pyarrow", "_RJEM_MALLOC_CONF": "polars"}
-"""The library that reads each setting, once, as it loads."""
-
-
 def use_returning_allocators() -> None:
     """Set ALLOCATOR_SETTINGS where unset, for the libraries not loaded yet: a process that loaded them first (a
     notebook, a test calling the command line) keeps its allocators and its environment."""
-    for name, value in ALLOCATOR_SETTINGS.items():
-        if _READ_BY[name] not in sys.modules:
+    for name, (library, value) in ALLOCATOR_SETTINGS.items():
+        if library not in sys.modules:
             os.environ.setdefault(name, value)
