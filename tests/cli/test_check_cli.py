@@ -65,3 +65,15 @@ def test_findings_fold_to_the_terminal_and_stay_one_line_in_a_pipe(store, capsys
     assert " ".join(" ".join(shown).split()) == " ".join(" ".join(piped).split())  # nothing lost, nothing added
     assert all(line.startswith(" " * FOLD_INDENT) or line.split()[0] in ("WARNING", "ERROR", "INFO") for line in shown)
     assert folded("WARNING X: " + "a" * 100, 40) == "WARNING X:\n        " + "a" * 100  # a long word is never cut
+
+
+def test_follow_event_lines_fold_under_their_rule_name() -> None:
+    from ktrace.analysis.rules.follow import FollowEvent, FollowWindow
+    from ktrace.cli.check import folded
+    from ktrace.cli.follow_rules import EVENT_RULE_COLUMN, event_line
+
+    message = "step 12 took 3.2x the median step of the window " * 3
+    line = event_line(FollowEvent("cleared", "StepOutlier", "warning", message, FollowWindow(60.0), 0, 10**9))
+    shown = folded(line, 80, EVENT_RULE_COLUMN).splitlines()
+    assert line.index("StepOutlier") == EVENT_RULE_COLUMN and len(shown) > 1
+    assert all(s.startswith(" " * EVENT_RULE_COLUMN) and s[EVENT_RULE_COLUMN] != " " for s in shown[1:])

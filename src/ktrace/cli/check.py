@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ktrace.cli.fleet_options import add_engine_arguments, fleet_result_of
-from ktrace.cli.follow_rules import DEFAULT_WINDOW, EVERY_S, STALL_HELP, STALL_S, WINDOW_HELP
+from ktrace.cli.follow_rules import DEFAULT_WINDOW, EVENT_RULE_COLUMN, EVERY_S, STALL_HELP, STALL_S, WINDOW_HELP
 from ktrace.cli.options import add_json_flag, add_no_ops_flag, add_trace_argument, open_trace, use_returning_allocators
 from ktrace.cli.rules_options import add_rules_arguments, rules_config
 from ktrace.model.errors import ExitCode, KtraceError
@@ -103,16 +103,14 @@ FOLD_INDENT = 8
 """A folded finding's next lines start under its rule name (after `SEVERITY `)."""
 
 
-def folded(line: str, width: int | None) -> str:
-    """`line` folded at spaces to `width` columns, the next lines indented under the rule; unchanged without a width
-    (output to a pipe or file keeps one line per finding, for grep)."""
+def folded(line: str, width: int | None, indent: int = FOLD_INDENT) -> str:
+    """`line` folded at spaces to `width` columns, the next lines indented `indent` columns (under the rule);
+    unchanged without a width (output to a pipe or file keeps one line per finding, for grep)."""
     import textwrap
 
     if width is None or len(line) <= width:
         return line
-    return textwrap.fill(
-        line, width, subsequent_indent=" " * FOLD_INDENT, break_long_words=False, break_on_hyphens=False
-    )
+    return textwrap.fill(line, width, subsequent_indent=" " * indent, break_long_words=False, break_on_hyphens=False)
 
 
 def terminal_width() -> int | None:
@@ -209,7 +207,7 @@ def follow(args: argparse.Namespace, config: RulesConfig) -> int:
 
     def emit(event: FollowEvent) -> None:
         nonlocal failing
-        print(event_json(event) if args.json else folded(event_line(event), width), flush=True)
+        print(event_json(event) if args.json else folded(event_line(event), width, EVENT_RULE_COLUMN), flush=True)
         failing = failing or (event.event == "fired" and floor is not None and severity_rank(event.severity) >= floor)
 
     print(

@@ -134,6 +134,10 @@ class WindowJudge:
         return self.follower.update(report, bounds) + stalled
 
 
+EVENT_RULE_COLUMN = len("HH:MM:SS ") + 8 + 8
+"""Where event_line's rule name starts (after the time, the event and the severity): its folded lines go under it."""
+
+
 def event_line(event: FollowEvent) -> str:
     """`HH:MM:SS FIRED   WARNING StepOutlier: message (last 60 s)` on one line, safe for a terminal."""
     from ktrace.model.display_text import printable
