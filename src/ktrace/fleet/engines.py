@@ -196,8 +196,10 @@ class ProcessEngine(EngineBase):
         """Cancel what has not started and stop the workers; workers that only warmed up (the caller failed before
         its first task: a usage error) are stopped at once rather than waited for."""
         if self._warming and not self._mapped:
-            for process in list(self._pool._processes.values()):  # (concurrent.futures has no terminate before 3.14)
+            # (concurrent.futures has no terminate before 3.14; a pool shut down already holds None there)
+            for process in list((self._pool._processes or {}).values()):
                 process.terminate()
+            self._warming = []
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 

@@ -112,3 +112,12 @@ def test_warmed_up_worker_processes_run_the_tasks_after(tmp_path: Path) -> None:
         engine.warm_up("ktrace.fleet.rank_import")
         results = dict(engine.map(subprocess.run, items))
     assert sorted(results) == list(range(6)) and all(r.returncode == 0 for r in results.values())
+
+
+def test_closing_an_engine_that_only_warmed_up_twice_is_harmless() -> None:
+    """Engine.close is idempotent: after a usage error the warmed-up workers are terminated, and a second close
+    (a caller's finally after the engine's own) found the pool's process table gone (AttributeError)."""
+    engine = ProcessEngine(2, in_client=True)
+    engine.warm_up("ktrace.fleet.rank_import")
+    engine.close()
+    engine.close()
