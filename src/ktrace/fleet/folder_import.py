@@ -99,7 +99,9 @@ def import_folder(
     try:
         with output.preparing():  # an error or Ctrl-C: nothing published, the lock released, finished ranks kept
             check_engine_options(workers, cluster)  # also when every rank is resumed and no engine opens
-            found = _import_ranks(folder, output.target, with_ops, force, (workers, cluster, engine), progress)
+            found = _import_ranks(
+                folder, output.target, with_ops, force, progress, workers=workers, cluster=cluster, engine=engine
+            )
             meta, counts, ranks = _stage(folder, found, resume_folder(output.target), output)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -125,10 +127,14 @@ def _import_ranks(
     target: Path,
     with_ops: bool,
     force: bool,
-    how: tuple[int | None, str | object | None, Engine | None],
     progress: ProgressFn,
+    *,
+    workers: int | None,
+    cluster: str | object | None,
+    engine: Engine | None,
 ) -> _Ranks:
-    """The record of every rank file of `folder`, in file order: kept from the resume folder, or imported."""
+    """The record of every rank file of `folder`, in file order: kept from the resume folder, or imported on
+    `engine`, or on one opened here with `workers` and `cluster`."""
     files = kineto_files(folder)
     if not files:
         raise TraceFormatError(f"{folder}: no Kineto trace (.json or .json.gz) in this folder")
@@ -143,20 +149,20 @@ def _import_ranks(
     done = sum(files[i].stat().st_size for i in records)
     progress(done, total)
     name, count = "in-process", 1
-    workers, cluster, given = how
     if todo:
         caps = file_caps()
         sizes = {i: files[i].stat().st_size for i in todo}
         todo.sort(key=lambda i: -sizes[i])  # largest first: the last tasks, which end the import, are the shortest
         # (absolute, not resolved: a rank file that is a symbolic link keeps its own name, which names its entry)
         tasks = [RankTask(str(files[i].absolute()), str(resume / _entry_name(files[i])), with_ops, caps) for i in todo]
-        if workers is None and cluster is None:
-            workers = auto_workers(list(sizes.values()))
-        # this process imports ranks too: it has the importer loaded while a worker process starts (~0.5 s)
-        opened = None if given else open_engine(workers=workers, cluster=cluster, tasks=len(tasks), in_client=True)
-        with opened or contextlib.nullcontext():
-            engine = given or opened
-            assert engine is not None
+        with contextlib.ExitStack() as stack:
+            if engine is None:
+                if workers is None and cluster is None:
+                    workers = auto_workers(list(sizes.values()))
+                # this process imports ranks too: it has the importer loaded while a worker process starts (~0.5 s)
+                engine = stack.enter_context(
+                    open_engine(workers=workers, cluster=cluster, tasks=len(tasks), in_client=True)
+                )
             name, count = engine.name, engine.workers
             for index, record in engine.map(import_rank, tasks, describe=lambda task: Path(task.path).name):
                 records[todo[index]] = record
