@@ -145,20 +145,20 @@ def _import_ranks(
     resume.mkdir(exist_ok=True)
     records, todo = _scan_resume(resume, files, with_ops)
     resumed = len(records)
-    total = sum(p.stat().st_size for p in files)
-    done = sum(files[i].stat().st_size for i in records)
+    sizes = [p.stat().st_size for p in files]
+    total = sum(sizes)
+    done = sum(sizes[i] for i in records)
     progress(done, total)
     name, count = "in-process", 1
     if todo:
         caps = file_caps()
-        sizes = {i: files[i].stat().st_size for i in todo}
         todo.sort(key=lambda i: -sizes[i])  # largest first: the last tasks, which end the import, are the shortest
         # (absolute, not resolved: a rank file that is a symbolic link keeps its own name, which names its entry)
         tasks = [RankTask(str(files[i].absolute()), str(resume / _entry_name(files[i])), with_ops, caps) for i in todo]
         with contextlib.ExitStack() as stack:
             if engine is None:
                 if workers is None and cluster is None:
-                    workers = auto_workers(list(sizes.values()))
+                    workers = auto_workers([sizes[i] for i in todo])
                 # this process imports ranks too: it has the importer loaded while a worker process starts (~0.5 s)
                 engine = stack.enter_context(
                     open_engine(workers=workers, cluster=cluster, tasks=len(tasks), in_client=True)
