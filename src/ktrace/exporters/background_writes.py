@@ -10,7 +10,7 @@ from __future__ import annotations
 import gzip
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
@@ -95,6 +95,13 @@ class BackgroundWriter:
             self._queue.put(_DONE)
             self._thread.join()
         self._raise_error()
+
+
+def ragged(parts: Sequence[bytes]) -> tuple[NDArray[np.uint8], NDArray[np.int64]]:
+    """`parts` back to back, read-only (np.frombuffer, the empty case too: one numba signature), and their bounds:
+    part j is blob[offsets[j]:offsets[j + 1]]."""
+    blob = np.frombuffer(b"".join(parts), np.uint8)
+    return blob, np.concatenate(([0], np.cumsum([len(p) for p in parts], dtype=np.int64))).astype(np.int64)
 
 
 def load_in_thread(load: Callable[[], object]) -> threading.Thread:

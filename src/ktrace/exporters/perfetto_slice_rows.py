@@ -18,7 +18,7 @@ import polars as pl
 from numpy.typing import NDArray
 
 from ktrace.exporters import perfetto_encoder as enc
-from ktrace.exporters.background_writes import BufferPool, load_in_thread
+from ktrace.exporters.background_writes import BufferPool, load_in_thread, ragged
 
 I64 = NDArray[np.int64]
 U64 = NDArray[np.uint64]
@@ -90,9 +90,12 @@ def encode_numpy(rows: SliceRows) -> bytes:
     return enc.encode(enc.slice_rows(rows.seq, rows.start, rows.end, rows.track, rows.name_iid, annotations, flows), n)
 
 
-def _ragged(parts: Sequence[bytes]) -> tuple[NDArray[np.uint8], I64]:
-    blob = np.frombuffer(b"".join(parts), np.uint8) if parts else np.zeros(0, np.uint8)
-    return blob, np.concatenate(([0], np.cumsum([len(p) for p in parts]))).astype(np.int64)
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """A C-contiguous read-only view of `a` (polars hands some columns zero-copy, read-only, others not): the
+    kernel sees one writeability, so one numba signature, the one warm_compiled compiles."""
+    view = np.ascontiguousarray(a).view()
+    view.flags.writeable = False
+    return view
 
 
 def _csr(rows: I64, ids: U64, n: int) -> tuple[I64, U64]:
@@ -127,7 +130,7 @@ def encode_pooled(rows: SliceRows, pool: BufferPool) -> tuple[memoryview, NDArra
         empty = np.zeros(0, np.uint8)
         return empty.data, empty
     flags = enc.tag(13, 0) + enc.varint_bytes(enc.SEQ_NEEDS_INCREMENTAL_STATE)
-    consts, const_off = _ragged(
+    consts, const_off = ragged(
         [
             enc.tag(10, 0) + enc.varint_bytes(rows.seq),
             flags,
@@ -137,7 +140,7 @@ def encode_pooled(rows: SliceRows, pool: BufferPool) -> tuple[memoryview, NDArra
             enc.K_TERMINATING_FLOW_IDS,
         ]
     )
-    int_heads, int_head_off = _ragged([b"\x08" + enc.varint_bytes(a.key_iid) + b"\x20" for a in rows.ints])
+    int_heads, int_head_off = ragged([b"\x08" + enc.varint_bytes(a.key_iid) + b"\x20" for a in rows.ints])
     int_vals = np.zeros((len(rows.ints), n), np.int64)
     int_present = np.ones((len(rows.ints), n), np.bool_)
     for j, a in enumerate(rows.ints):
@@ -153,33 +156,19 @@ def encode_pooled(rows: SliceRows, pool: BufferPool) -> tuple[memoryview, NDArra
                 b"\x08" + enc.varint_bytes(s.key_iid) + b"\x32" + enc.varint_bytes(len(text.encode())) + text.encode()
             )
             entries.append(b"\x22" + enc.varint_bytes(len(body)) + body)
-    str_blob, str_off = _ragged(entries)
+    str_blob, str_off = ragged(entries)
     flow_off, flow_ids = _csr(rows.flow_rows, rows.flow_ids, n)
     term_off, term_ids = _csr(rows.term_rows, rows.term_ids, n)
     flow_bytes = flow_ids.shape[0] * (len(enc.K_FLOW_IDS) + 8) + term_ids.shape[0] * (
         len(enc.K_TERMINATING_FLOW_IDS) + 8
     )
     out = pool.take(packets_bound(n, const_off, int_head_off, str_off, len(rows.strings), flow_bytes))
-    written = slice_packets(
-        out,
-        np.ascontiguousarray(rows.start, np.int64),
-        np.ascontiguousarray(rows.end, np.int64),
-        np.ascontiguousarray(rows.track, np.int64),
-        np.ascontiguousarray(rows.name_iid, np.int64),
-        consts,
-        const_off,
-        int_heads,
-        int_head_off,
-        int_vals,
-        int_present,
-        str_blob,
-        str_off,
-        str_codes,
-        flow_off,
-        flow_ids,
-        term_off,
-        term_ids,
+    inputs: tuple[np.ndarray, ...] = (
+        *(np.ascontiguousarray(c, np.int64) for c in (rows.start, rows.end, rows.track, rows.name_iid)),
+        *(consts, const_off, int_heads, int_head_off, int_vals, int_present, str_blob, str_off, str_codes),
+        *(flow_off, flow_ids, term_off, term_ids),
     )
+    written = slice_packets(out, *(_read_only(a) for a in inputs))
     return out.data[:written], out
 
 
