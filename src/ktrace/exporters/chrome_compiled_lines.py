@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
-from ktrace.exporters.background_writes import BufferPool, load_in_thread
+from ktrace.exporters.background_writes import BufferPool, load_in_thread, ragged
 from ktrace.exporters.chrome_lines import (
     INT_BYTES,
     MICROS_BYTES,
@@ -58,10 +58,10 @@ class TextBlob:
         """Append `texts` (their codes follow the ones held)."""
         if not texts:
             return
-        lengths = np.array([len(t) for t in texts], np.int64)
-        self.data = np.concatenate([self.data, np.frombuffer(b"".join(texts), np.uint8)])
-        self.offsets = np.concatenate([self.offsets, self.offsets[-1] + np.cumsum(lengths)])
-        self.longest = max(self.longest, int(lengths.max()))
+        data, offsets = ragged(texts)
+        self.data = np.concatenate([self.data, data])
+        self.offsets = np.concatenate([self.offsets, self.offsets[-1] + offsets[1:]])
+        self.longest = max(self.longest, int(np.diff(offsets).max()))
 
     @classmethod
     def of_table(cls, table: TokenTable) -> TextBlob:
@@ -162,8 +162,7 @@ def format_groups(groups: Sequence[tuple[I64, Sequence[CompiledPiece]]], n: int,
     for g, (rows, pieces) in enumerate(groups):
         template[rows] = g
         program.add(rows, pieces)
-    literals = np.frombuffer(bytearray(b"".join(program.literals)), np.uint8)  # writable: one numba signature
-    literal_off = np.concatenate([[0], np.cumsum([len(t) for t in program.literals])]).astype(np.int64)
+    literals, literal_off = ragged(program.literals)
     blob, blob_off = program.texts()
     out = pool.take(sum(rows.shape[0] * b for (rows, _), b in zip(groups, program.bounds, strict=True)))
     written = format_rows(
