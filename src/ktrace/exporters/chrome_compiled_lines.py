@@ -134,6 +134,8 @@ class _Program:
         blobs = [blob for _, blob in sorted(self.blobs.values(), key=lambda b: b[0])]
         if not blobs:
             return np.zeros(0, np.uint8), np.zeros(1, np.int64)
+        if len(blobs) == 1:  # a chunk with names only: the export's name blob as it is, not a copy per chunk
+            return blobs[0].data, blobs[0].offsets
         data = np.concatenate([b.data for b in blobs])
         ends = np.concatenate([b.offsets[1:] for b in blobs])
         shift = np.repeat(np.cumsum([0, *(b.data.shape[0] for b in blobs[:-1])]), [b.count for b in blobs])
