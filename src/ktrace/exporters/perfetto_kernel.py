@@ -8,7 +8,7 @@ order and encodings as perfetto_encoder.slice_rows; tests/reference/perfetto_row
 per-event twin). `format_rows` writes Chrome JSON lines by the small program of each line's template
 (chrome_compiled_lines), the bytes of chrome_lines' numpy slots and of the polars formatter, in row order with no
 sort by kind (tests/reference/chrome_rows_ref.py is its naive twin). `nogil`; imported lazily on large exports
-only (numba costs ~0.4 s to load). Both write into a buffer the caller sizes (and reuses: its pages are resident)."""
+only (numba costs ~0.5 s to load). Both write into a buffer the caller sizes (and reuses: its pages are resident)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ flow ids of each batch (`FlowChunks`).
 
 Both write the same bytes (tests/unit/exporters/test_perfetto_slice_rows.py). The numpy encoder needs no compiler
 and is quick on small batches; the compiled one (perfetto_kernel, numba) writes ~10x faster but costs numba's
-import (~0.6 s) and, on a first run, its compilation (seconds), so it serves large exports only.
+import (~0.5 s) and, on a first run, its compilation (seconds), so it serves large exports only.
 """
 
 from __future__ import annotations
