@@ -37,10 +37,14 @@ class PackedGraph:
         arrays.update({name: _narrowest(getattr(graph, name) - base) for name in TIMES})
         return cls(arrays, base, graph.sync_records)
 
+    def wide(self, name: str) -> I64:
+        """The array `name` in int64 again (times shifted back by base_ns): what the client joins."""
+        values = self.arrays[name].astype(np.int64)
+        return values + self.base_ns if name in TIMES else values
+
     def unpack(self) -> Graph:
         """The Graph packed, int64 arrays again."""
-        wide = {name: a.astype(np.int64) + (self.base_ns if name in TIMES else 0) for name, a in self.arrays.items()}
-        return Graph(**wide, sync_records=self.sync_records)
+        return Graph(**{name: self.wide(name) for name in self.arrays}, sync_records=self.sync_records)
 
 
 def _narrowest(values: I64) -> npt.NDArray[np.signedinteger[Any]]:

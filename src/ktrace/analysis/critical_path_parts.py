@@ -365,7 +365,7 @@ def join_rank_graphs(parts: list[RankGraph], empty: Trace) -> JoinedGraphs:
             arrays[name].append(packed[name])
         arrays["ev_row"][-1] = ev_row
         for name in TIMES:
-            arrays[name][-1] = packed[name].astype(np.int64) + p.graph.base_ns
+            arrays[name][-1] = p.graph.wide(name)
     kernel_keys = [k for p in parts for k in p.kernel_keys]
     records = np.concatenate([p.kernel_records for p in parts] + [p.memory_records for p in parts]).astype(np.int64)
     named = sorted({k for k in kernel_keys if k is not None})
@@ -377,10 +377,11 @@ def join_rank_graphs(parts: list[RankGraph], empty: Trace) -> JoinedGraphs:
 
 
 def load_longest_path(edges: int) -> threading.Thread | None:
-    """Start loading the longest-path kernels (numba and its disk cache: ~0.3 s, most of it outside the GIL) in a
+    """Start loading the longest-path kernels (numba and its disk cache: ~0.3 s, mostly holding the GIL) in a
     thread when a graph of `edges` edges will run them compiled, None when it will run them as Python: the
-    rank-by-rank client (fleet.summary_map) loads them while the ranks' graphs arrive, not after the last. Join
-    it before the path; a failure here is dropped (the path's own call raises it)."""
+    rank-by-rank client (fleet.summary_map) loads them while it mostly waits on the workers for the ranks'
+    graphs, not after the last. Join it before the path; a failure here is dropped (the path's own call raises
+    it)."""
     limit = PYTHON_MAX_ROWS * LIGHT_FACTOR  # light kernels run as Python up to this many rows before numba loads
     if edges <= limit:
         return None

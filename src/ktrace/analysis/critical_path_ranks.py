@@ -185,15 +185,11 @@ def _nearest(mine: pl.DataFrame, node: str, rank: int, name: str | None, first: 
     return Window(node, rank, int(best["start_ns"]), int(best["end_ns"]))
 
 
-def join_ranks(
-    ix: TraceIndex, windows: list[Window], keys: tuple[I64, list[str]] | None = None, graphs: list[Graph] | None = None
-) -> JobGraph:
-    """The windows' graphs as one, with the collective edges and the waits (see the module docstring); `graphs`
-    the windows' graphs when built already, `keys` collective_keys(ix) when known."""
-    graphs = [build_graph(ix, w) for w in windows] if graphs is None else graphs
+def join_ranks(ix: TraceIndex, windows: list[Window]) -> JobGraph:
+    """The windows' graphs as one, with the collective edges and the waits (see the module docstring)."""
+    graphs = [build_graph(ix, w) for w in windows]
     arrays = {name: [getattr(g, name) for g in graphs] for name in GRAPH_ARRAYS}
-    found = collective_keys(ix) if keys is None else keys
-    return join_graph_arrays(arrays, sum(g.sync_records for g in graphs), windows, found)
+    return join_graph_arrays(arrays, sum(g.sync_records for g in graphs), windows, collective_keys(ix))
 
 
 GRAPH_ARRAYS = ("ev_kind", "ev_row", "ev_start", "ev_end", "src", "dst", "weight", "etype", "event")
