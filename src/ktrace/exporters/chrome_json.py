@@ -187,16 +187,6 @@ class _Lines:
         self.write(pl.Series([SEP + line for line in lines], dtype=pl.String))
 
 
-def _flow_lines(kind: str, fid: np.ndarray, pid: np.ndarray, tid: np.ndarray, rel_ns: np.ndarray) -> pl.Series:
-    """The `s` (launch) or `f` (GPU record) ends of some flows; `rel_ns`: times after the trace start. The polars
-    twin of chrome_slice_lines.flow_lines, which the export uses: kept as the tests' reference."""
-    head = '{"ph":"s","cat":"launch"' if kind == "s" else '{"ph":"f","bp":"e","cat":"launch"'
-    frame = pl.DataFrame({"fid": fid, "pid": pid, "tid": tid, "ts": rel_ns})
-    return frame.select(
-        _line(head + ',"name":"launch","id":%s,"pid":%s,"tid":%s,"ts":%s}', "fid", "pid", "tid", _us(pl.col("ts")))
-    )[:, 0]
-
-
 class _Export:
     """One Chrome JSON export in progress: its lines, process ids and counts."""
 

@@ -266,7 +266,7 @@ def flow_pieces(kind: str, fid: I64, pid: I64, tid: I64, rel_ns: I64) -> list[Pi
 
 
 def flow_lines(kind: str, fid: I64, pid: I64, tid: I64, rel_ns: I64) -> bytearray:
-    """The `s` (launch) or `f` (GPU record) ends of some flows, as chrome_json._flow_lines writes them (the
+    """The `s` (launch) or `f` (GPU record) ends of some flows, as tests/reference/chrome_flows_ref.py writes them (the
     reference of the tests): integers only, so format_lines never refuses them."""
     done = format_lines(flow_pieces(kind, fid, pid, tid, rel_ns), fid.shape[0])
     assert done is not None  # only a token holding NUL is refused, and flows have no tokens

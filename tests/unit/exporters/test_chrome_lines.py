@@ -1,6 +1,7 @@
 """The numpy Chrome JSON line formatter (chrome_lines, chrome_slice_lines) writes the very bytes of the polars one
-(chrome_json's _slice_lines and _flow_lines): integers of every width and sign, nulls, µs times on both sides of
-zero, names that need escaping, many names met chunk after chunk; and it refuses values holding a NUL byte."""
+(chrome_json's _slice_lines, reference/chrome_flows_ref's flow lines): integers of every width and sign, nulls, µs
+times on both sides of zero, names that need escaping, many names met chunk after chunk; and it refuses values
+holding a NUL byte."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import numpy as np
 import polars as pl
 import pytest
+from reference.chrome_flows_ref import flow_lines_reference
 
 from ktrace.exporters import chrome_json, chrome_slice_lines
 from ktrace.exporters.chrome_lines import Ints, Micros, Tokens, TokenTable, format_lines
@@ -134,7 +136,7 @@ def test_flow_lines_match_the_polars_formatter(kind: str) -> None:
     ts = np.abs(_edge_ints(rng, n)) // 8
     fast = flow_lines(kind, fid, pid, tid, ts)
     assert fast is not None
-    assert bytes(fast) == "".join(chrome_json._flow_lines(kind, fid, pid, tid, ts).to_list()).encode()
+    assert bytes(fast) == "".join(flow_lines_reference(kind, fid, pid, tid, ts).to_list()).encode()
 
 
 @views
