@@ -207,9 +207,9 @@ class _Export:
         counters = _counter_lines(trace, node, rank, pid, t0)
         self.counts["counters"] += counters.len()
         slices = RankSlices(trace, node, rank, WINDOW_ROWS) if rank != NODE_RANK else None
-        compiled = slices is not None and slices.height >= COMPILED_MIN_ROWS
-        if compiled and self.kernel_load is None:
-            self.kernel_load = warm_compiled()
+        load = None  # the compiled formatter's load, for a rank it formats
+        if slices is not None and slices.height >= COMPILED_MIN_ROWS:
+            load = self.kernel_load = self.kernel_load or warm_compiled()
         layout = ChromeLayout(trace, node, rank, slices) if slices is not None and slices.height else None
         if layout is not None:
             devices = layout.devices
@@ -222,8 +222,9 @@ class _Export:
         lines.write(counters)
         if slices is None or layout is None:
             return
-        if compiled and self.kernel_load is not None:
-            self.kernel_load.join()  # numba's first call for a signature is not raced
+        compiled = load is not None
+        if load is not None:
+            load.join()  # numba's first call for a signature is not raced
         pool = lines.out.pool
         row = 0
         for chunk in slices.chunks(CHUNK_ROWS, COLUMNS):  # never the rank's lines in one string

@@ -145,8 +145,9 @@ class _Writer:
         trace, tree = self.trace, self.tree
         proc = tree.process(("process", node, rank), process_name(trace, node, rank), seq)
         slices = RankSlices(trace, node, rank, WINDOW_ROWS) if rank != NODE_RANK else None
-        if slices is not None and slices.height >= COMPILED_MIN_ROWS and self.kernel_load is None:
-            self.kernel_load = warm_compiled()
+        load = None  # the compiled kernel's load, for a rank it encodes
+        if slices is not None and slices.height >= COMPILED_MIN_ROWS:
+            load = self.kernel_load = self.kernel_load or warm_compiled()
         layout = RankLayout(trace, node, rank, slices, tree, proc) if slices is not None and slices.height else None
         if layout is not None:
             self.stats.overlap_slices += int(layout.lane_rows.shape[0])
@@ -155,22 +156,23 @@ class _Writer:
             self.out.write(frame_packet(p))
         self.out.write(frame_packet(_sequence_start(seq)))
         if slices is not None and layout is not None:
-            self._slices(_Sequence(seq), slices, layout)
+            self._slices(_Sequence(seq), slices, layout, load)
         if counters is not None:
             ts, ctrack, values = counters
             self.out.write(enc.encode(enc.counter_rows(seq, ts, ctrack, values), ts.shape[0]))
             self.stats.counters += ts.shape[0]
             self._advance(ts.shape[0])
 
-    def _slices(self, state: _Sequence, slices: RankSlices, layout: RankLayout) -> None:
-        """The rank's slices, chunk by chunk in file order: each chunk's frame is let go once encoded."""
+    def _slices(self, state: _Sequence, slices: RankSlices, layout: RankLayout, load: threading.Thread | None) -> None:
+        """The rank's slices, chunk by chunk in file order: each chunk's frame is let go once encoded; by the compiled
+        kernel when `load` (its load) is given, else by numpy columns."""
         assert self.out is not None
         first_id = self.next_flow
         self.next_flow += layout.pairs
         self.stats.flows += layout.pairs
-        compiled = slices.height >= COMPILED_MIN_ROWS
-        if compiled and self.kernel_load is not None:
-            self.kernel_load.join()  # numba's first call for a signature is not raced
+        compiled = load is not None
+        if load is not None:
+            load.join()  # numba's first call for a signature is not raced
         row = 0
         for chunk in slices.chunks(self.chunk_rows):
             track = layout.tracks(chunk, row)
