@@ -269,5 +269,6 @@ def flow_lines(kind: str, fid: I64, pid: I64, tid: I64, rel_ns: I64) -> bytearra
     """The `s` (launch) or `f` (GPU record) ends of some flows, as tests/reference/chrome_flows_ref.py writes them (the
     reference of the tests): integers only, so format_lines never refuses them."""
     done = format_lines(flow_pieces(kind, fid, pid, tid, rel_ns), fid.shape[0])
-    assert done is not None  # only a token holding NUL is refused, and flows have no tokens
+    if done is None:  # only a token holding NUL is refused, and flows have no tokens
+        raise RuntimeError("format_lines refused flow lines, which hold integers only")
     return done[0]
