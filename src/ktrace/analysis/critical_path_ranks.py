@@ -92,8 +92,8 @@ def windows_of_ranks(first: Window, scope: str, ranges: pl.DataFrame | None, spa
         if ranges is None:
             out.append(Window(str(node), int(rank), int(start), int(end)))
             continue
-        mine = per_rank.get((str(node), int(rank)), ranges.clear())
-        found = _nearest(mine, str(node), int(rank), name, first)
+        mine = per_rank.get((str(node), int(rank)))  # a rank without ranges has no window
+        found = None if mine is None else _nearest(mine, str(node), int(rank), name, first)
         if found is not None:
             out.append(found)
     return out
