@@ -14,7 +14,7 @@ from test_kernels_intervals import nested_ranges_and_points
 
 from ktrace.analysis import steps_innermost
 from ktrace.analysis.op_attribution import innermost_at
-from ktrace.model.builder import TraceBuilder
+from ktrace.model.builder import TraceBuilder, merge_traces
 
 
 @given(nested_ranges_and_points(), st.integers(1, 8))
@@ -63,11 +63,9 @@ def test_innermost_at_matches_naive(
                 "name": ["on" if o[4] else "off" for o in mine],
             },
         )
-        traces.append(b.build().ops)
-    table = pl.concat(traces)  # rank 0's rows, then rank 1's: the naive twin reads them in that order
+        traces.append(b.build())
+    trace = merge_traces(traces)  # rank 0's rows, then rank 1's: the naive twin reads them in that order
     ordered = [o for rank in (0, 1) for o in ops if o[0] == rank]
-    trace = TraceBuilder("n0", 0).build()
-    trace = type(trace)(**{**{n: trace.table(n) for n in trace.counts()}, "ops": table}, meta=trace.meta)
     frame = pl.DataFrame(
         {
             "node": ["n0"] * len(points),
