@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ktrace.fleet.engines import BYTES_PER_WORKER as BYTES_PER_WORKER  # (its home before: re-exported)
 from ktrace.fleet.engines import Engine, auto_workers, check_engine_options, open_engine
-from ktrace.fleet.rank_import import RankImport, RankTask, import_rank, read_entry
+from ktrace.fleet.rank_import import RankImport, RankTask, entry_partition, import_rank, read_entry
 from ktrace.importers.kineto import assign_ranks, folder_meta, skip_reason
 from ktrace.importers.kineto_file_meta import RankFile
 from ktrace.importers.kineto_limits import file_caps
@@ -34,7 +34,7 @@ from ktrace.model.layout import partition_dir
 from ktrace.model.outputs import STORE, Output
 from ktrace.model.scrub import scrub_meta
 from ktrace.model.secrets import scrub_text
-from ktrace.model.store import partitions, write_meta
+from ktrace.model.store import write_meta
 from ktrace.model.trace import TraceMeta
 
 RESUME_PREFIX = ".ktrace-resume-"
@@ -221,12 +221,12 @@ def _stage(folder: Path, found: _Ranks, resume: Path, output: Output) -> tuple[T
         meta = dataclasses.replace(meta, clock_alignment=dataclasses.replace(alignment, applied=False))
     for record, rank, entry in zip(imported, ranks, entries, strict=True):
         # (each entry is whole: renamed into place by its task, or read back by _scan_resume)
-        parts = [part for _, _, part in partitions(entry)] if entry.is_dir() else []
-        if len(parts) != 1:
+        part = entry_partition(entry)
+        if part is None:
             raise TraceFormatError(f"{record.source}: its imported partition vanished; import again")
         target = partition_dir(output.staging, record.node, rank)
         target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(parts[0], target)
+        os.replace(part, target)
     # the entries' emptied folders go in threads, while meta.json is written: a removal waits on the disk (1-4 ms a
     # folder on a busy one, 0.7-1.0 s for 256 ranks one after the other, 0.06-0.2 s in 8 threads)
     with ThreadPoolExecutor(max_workers=REMOVERS) as pool:

@@ -252,10 +252,17 @@ def _record_text(record: RankImport) -> bytes:
 def read_entry(entry: Path) -> tuple[RankImport, Path] | None:
     """The record and partition folder of a complete entry, or None if it is not one (then it is rewritten)."""
     try:
-        folders = [folder for _, _, folder in partitions(entry)]
-        if len(folders) != 1:
+        folder = entry_partition(entry)
+        if folder is None:
             return None
-        data = load_json_object(folders[0] / PARTITION_META_FILE, PARTITION_META_FILE)
-        return RankImport.from_json(data[IMPORT_KEY]), folders[0]
+        data = load_json_object(folder / PARTITION_META_FILE, PARTITION_META_FILE)
+        return RankImport.from_json(data[IMPORT_KEY]), folder
     except (OSError, KeyError, TypeError, ValueError, TraceFormatError):
         return None
+
+
+def entry_partition(entry: Path) -> Path | None:
+    """The partition folder of a rank's entry in the resume folder, or None if `entry` is not a folder holding
+    exactly one."""
+    folders = [folder for _, _, folder in partitions(entry)] if entry.is_dir() else []
+    return folders[0] if len(folders) == 1 else None
