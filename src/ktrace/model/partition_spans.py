@@ -21,15 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ktrace.model.alignment import clock_mode, with_clock
-from ktrace.model.errors import TraceFormatError
 from ktrace.model.layout import META_FILE
 from ktrace.model.live import live_status
 from ktrace.model.schema import SPAN_TABLES
-from ktrace.model.store_checks import check_meta, load_json_object
+from ktrace.model.store_checks import checked_meta, unreadable_parquet
 from ktrace.model.trace import Trace, TraceMeta
 
 Span = tuple[int, int]
@@ -58,9 +56,7 @@ def footer_spans(
     cannot say exactly (see the module docstring)."""
     if live_status(root) is not None or not (root / META_FILE).is_file():
         return None
-    data = load_json_object(root / META_FILE, "meta.json")  # checked as store.read checks it: one line if malformed
-    check_meta(data, root / META_FILE)
-    meta = TraceMeta.from_dict(data)
+    meta = checked_meta(root / META_FILE)  # checked as store.read checks it: one line if malformed
     alignment = meta.clock_alignment
     mode = clock_mode(clock)
     shifts = alignment is not None and alignment.shifts and alignment.applied != (mode == "aligned")
@@ -95,10 +91,8 @@ class _NoStatistics(Exception):
 def _extremes(path: Path, first: str, last: str) -> Span | None:
     """(min of `first`, max of `last`) over the file's row groups; None for a file without rows (_NoStatistics
     when a row group lacks their statistics; TraceFormatError, one line, when the file is not Parquet)."""
-    try:
+    with unreadable_parquet(path):
         footer = pq.read_metadata(path)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise TraceFormatError(f"{path}: unreadable Parquet ({exc})") from exc
     if footer.num_rows == 0:
         return None
     names = [footer.schema.column(i).name for i in range(footer.num_columns)]

@@ -32,11 +32,12 @@ from ktrace.model.scrub import mark_scrubbed, rules_fingerprint, scrub_meta, scr
 from ktrace.model.secrets import scrub_mapping, scrub_text
 from ktrace.model.store_checks import (
     check_columns,
-    check_meta,
     check_partition_meta,
     check_rank,
     check_values,
+    checked_meta,
     load_json_object,
+    unreadable_parquet,
 )
 from ktrace.model.trace import Trace, TraceMeta, conform, frame_from_columns, frame_schema, frame_to_arrow
 
@@ -382,9 +383,7 @@ def _read_meta(root: Path) -> TraceMeta:
         raise TraceFormatError(
             f"{root}: incomplete .ktrace store (no meta.json: its writer was interrupted); import or record it again"
         )
-    data = load_json_object(meta_path, "meta.json")
-    check_meta(data, meta_path)
-    return TraceMeta.from_dict(data)
+    return checked_meta(meta_path)
 
 
 def _merge_partition_meta(meta: TraceMeta, folder: Path, live: bool = False) -> TraceMeta:
@@ -414,7 +413,7 @@ def _read_partition_table(
     parquet = folder / f"{name}.parquet"
     stream = folder / f"{name}.arrows"
     if parquet.exists():
-        try:
+        with unreadable_parquet(parquet):
             # ParquetFile.read, not read_table: no dataset layer, one chunk per row group (not per page), and
             # 25 % less decode CPU at 10 M kernels.
             schema = pq.read_schema(parquet)
@@ -427,8 +426,6 @@ def _read_partition_table(
             if not table.num_rows:
                 constants = {}
             return table, constants, False
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise TraceFormatError(f"{parquet}: unreadable Parquet ({exc})") from exc
     if stream.exists():
         table = read_stream(stream, None if limits is None else limits.get(name, 0))
         check_columns(table.schema, name, stream)

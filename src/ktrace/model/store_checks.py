@@ -6,8 +6,9 @@ hand-edited or half-written store never becomes a traceback or, worse, a trace t
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pyarrow.compute as pc
 from ktrace.model.clock import ClockAlignment
 from ktrace.model.errors import TraceFormatError
 from ktrace.model.schema import SCHEMA_VERSION, SCHEMAS
+from ktrace.model.trace import TraceMeta
 
 RANK_RANGE = (-(2**31), 2**31 - 1)
 """Ranks are int32 on disk and in memory."""
@@ -86,6 +88,23 @@ def check_meta(meta: Mapping[str, Any], path: Path) -> None:
             raise TraceFormatError(f"{path}: {exc}") from None
         except TypeError as exc:  # a field it needs is missing: "HostClock.__init__() missing 1 required ..."
             raise TraceFormatError(f"{path}: clock_alignment is not ktrace's ({exc})") from None
+
+
+def checked_meta(path: Path) -> TraceMeta:
+    """The TraceMeta of the meta.json at `path`, checked (`check_meta`) before it is trusted."""
+    data = load_json_object(path, "meta.json")
+    check_meta(data, path)
+    return TraceMeta.from_dict(data)
+
+
+@contextlib.contextmanager
+def unreadable_parquet(path: Path) -> Iterator[None]:
+    """Around reading the Parquet file `path` (its footer, its rows): an Arrow or OS error becomes one line,
+    `PATH: unreadable Parquet (why)`."""
+    try:
+        yield
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise TraceFormatError(f"{path}: unreadable Parquet ({exc})") from exc
 
 
 def check_health(health: Mapping[str, Any], path: Path) -> None:

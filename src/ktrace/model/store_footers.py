@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ktrace.model.errors import TraceFormatError
@@ -24,7 +23,7 @@ from ktrace.model.live import live_status
 from ktrace.model.partition_spans import footer_spans, union_span
 from ktrace.model.schema import SCHEMAS, TABLES
 from ktrace.model.store import partitions, read
-from ktrace.model.store_checks import MAX_TIME_NS, check_columns
+from ktrace.model.store_checks import MAX_TIME_NS, check_columns, unreadable_parquet
 from ktrace.model.trace import TraceMeta
 
 
@@ -81,12 +80,9 @@ def store_facts(path: str | os.PathLike[str]) -> StoreFacts | None:
 def _rows(file: Path, name: str) -> int:
     """The rows of a partition's table `name` from its footer, its columns checked as `store.read` checks them
     (their values as far as the footer's statistics tell: `_check_statistics`)."""
-    try:
-        with pq.ParquetFile(file) as parquet:
-            check_columns(parquet.schema_arrow, name, file)
-            footer = parquet.metadata
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise TraceFormatError(f"{file}: unreadable Parquet ({exc})") from exc
+    with unreadable_parquet(file), pq.ParquetFile(file) as parquet:
+        check_columns(parquet.schema_arrow, name, file)
+        footer = parquet.metadata
     _check_statistics(footer, name, file)
     return int(footer.num_rows)
 
