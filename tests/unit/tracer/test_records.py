@@ -192,7 +192,7 @@ def test_zero_timestamps_overhead_and_external_ids_go_to_health(make_record: Any
 
 
 def test_kernels_whose_external_id_may_have_been_dropped_are_counted(make_record: Any) -> None:
-    from ktrace.tracer.columns import ExternalIds
+    from ktrace.tracer.record_arrays import ExternalIds
 
     decoder = RecordDecoder(generic_api_name, pid=77)
     decoder.state.external = ExternalIds(keep=1)
@@ -275,7 +275,7 @@ def test_decoded_tables_match_schema_columns() -> None:
 def test_external_ids_are_bounded_and_the_latest_pair_wins() -> None:
     import numpy as np
 
-    from ktrace.tracer.columns import ExternalIds
+    from ktrace.tracer.record_arrays import ExternalIds
 
     ids = ExternalIds(keep=4)
     ids.add(np.array([5, 1, 3], np.int64), np.array([50, 10, 30], np.int64))
@@ -293,10 +293,10 @@ def test_external_ids_are_bounded_and_the_latest_pair_wins() -> None:
 def test_distinct_api_keys_equal_numpy_unique(keys: list[int], small: bool) -> None:
     """The writer names each distinct (domain, cbid) once without sorting; same result as np.unique, also for keys
     past the table's reach (which fall back to np.unique)."""
-    from ktrace.tracer.columns import _distinct
+    from ktrace.tracer.record_arrays import distinct_small
 
     key = np.array([k % 5000 if small else k for k in keys], np.int64)
-    uniq, inverse = _distinct(key)
+    uniq, inverse = distinct_small(key)
     want_uniq, want_inverse = np.unique(key, return_inverse=True)
     np.testing.assert_array_equal(uniq, want_uniq)
     np.testing.assert_array_equal(inverse, want_inverse)
