@@ -19,7 +19,8 @@ import numpy.typing as npt
 
 from ktrace.model.builder import TraceBuilder
 from ktrace.model.trace import Trace, TraceMeta
-from ktrace.testing.synthetic import KERNEL_CATALOGUE, serialize_on_stream
+from ktrace.testing.synthetic_config import KERNEL_CATALOGUE
+from ktrace.testing.synthetic_steps import serialize_on_stream
 
 FLEET_COLLECTIVES: tuple[tuple[str, str], ...] = (
     ("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*, unsigned long, ncclWork*)", "allreduce"),
