@@ -110,12 +110,12 @@ def _early_engine(args: argparse.Namespace) -> Engine | None:
 def _run(args: argparse.Namespace, engine: Engine | None) -> int:
     from ktrace.cli.progress import progress_bar
     from ktrace.fleet.engines import check_engine_options
-    from ktrace.importers import detect, load
+    from ktrace.importers import load, locate_listed
     from ktrace.model.outputs import STORE, Output
     from ktrace.model.store import write
 
     src, out = Path(args.src), Path(args.output)
-    kind = detect(src)
+    kind, _, files = locate_listed(src)  # a folder's rank files listed once, for detection and import
     if kind == "ktrace":
         raise KtraceError(f"{src} is already a .ktrace store", ExitCode.USAGE)
     if args.no_ops and args.with_ops:
@@ -132,7 +132,7 @@ def _run(args: argparse.Namespace, engine: Engine | None) -> int:
     output = Output(out, STORE, force=args.force, inputs=[src])
     enabled = False if args.no_progress else None
     if kind == "kineto" and src.is_dir():
-        return _import_folder(args, src, output, enabled, engine)
+        return _import_folder(args, src, output, enabled, engine, files)
     if kind == "kineto":
         return _import_kineto_file(args, src, output, enabled)
     with output.preparing(), progress_bar(f"importing {src.name}", enabled=enabled) as bar:
@@ -157,7 +157,7 @@ def _import_kineto_file(args: argparse.Namespace, src: Path, output: Output, ena
 
 
 def _import_folder(
-    args: argparse.Namespace, src: Path, output: Output, enabled: bool | None, engine: Engine | None
+    args: argparse.Namespace, src: Path, output: Output, enabled: bool | None, engine: Engine | None, files: list[Path]
 ) -> int:
     """A folder of rank files: one task per rank on the engine --workers/--cluster pick (ktrace.fleet)."""
     from ktrace.cli.fleet_options import cluster_of
@@ -175,6 +175,7 @@ def _import_folder(
                 cluster=cluster_of(args),
                 progress=bar,
                 engine=engine,
+                files=files,
             )
     except KeyboardInterrupt:
         kept = resume_folder(output.target)

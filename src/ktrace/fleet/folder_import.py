@@ -31,7 +31,7 @@ from ktrace.importers.kineto_stream import kineto_files
 from ktrace.model.clock_estimate import estimate_offsets
 from ktrace.model.errors import ExitCode, KtraceError, ProgressFn, TraceFormatError, no_progress
 from ktrace.model.layout import partition_dir
-from ktrace.model.outputs import STORE, Output
+from ktrace.model.outputs import STORE, Output, sync_filesystem
 from ktrace.model.scrub import scrub_meta
 from ktrace.model.secrets import scrub_text
 from ktrace.model.store import write_meta
@@ -84,11 +84,13 @@ def import_folder(
     cluster: str | object | None = None,
     progress: ProgressFn = no_progress,
     engine: Engine | None = None,
+    files: Sequence[Path] | None = None,
 ) -> FolderImport:
     """Import the per-rank Kineto files of `folder` into `output` (a path, or an `Output` the caller checked and
     locked), one task per file on the engine `open_engine(workers=, cluster=)` picks; publish it when every rank is
     written. `cluster`: a scheduler address, a dask Client, or a cluster object (LocalCluster, SLURMCluster).
     `engine`: one the caller opened (and closes) instead, e.g. with its workers started early (`warm_up`).
+    `files`: the folder's `kineto_files`, when the caller listed them already (`importers.locate_folder`).
 
     Raises:
         TraceFormatError: no Kineto file in `folder`, or none readable (one line, exit 3).
@@ -99,10 +101,24 @@ def import_folder(
     try:
         with output.preparing():  # an error or Ctrl-C: nothing published, the lock released, finished ranks kept
             check_engine_options(workers, cluster)  # also when every rank is resumed and no engine opens
+            listed = kineto_files(folder) if files is None else list(files)
             found = _import_ranks(
-                folder, output.target, with_ops, force, progress, workers=workers, cluster=cluster, engine=engine
+                listed,
+                folder,
+                output.target,
+                with_ops,
+                force,
+                progress,
+                workers=workers,
+                cluster=cluster,
+                engine=engine,
             )
-            meta, counts, ranks = _stage(folder, found, resume_folder(output.target), output)
+            # the ranks' files were written unsynced (rank_import._write_entry): flushed while the client merges
+            with ThreadPoolExecutor(max_workers=1) as syncing:
+                flushed = syncing.submit(sync_filesystem, resume_folder(output.target))
+                meta, counts, ranks = _stage(folder, found, resume_folder(output.target), output)
+                flushed.result()
+            sync_filesystem(output.staging)  # the moves into the staging folder (metadata only: quick)
     except BaseException:
         with contextlib.suppress(OSError):
             resume_folder(output.target).rmdir()  # only if no rank was kept in it
@@ -123,6 +139,7 @@ class _Ranks:
 
 
 def _import_ranks(
+    files: list[Path],
     folder: Path,
     target: Path,
     with_ops: bool,
@@ -133,9 +150,8 @@ def _import_ranks(
     cluster: str | object | None,
     engine: Engine | None,
 ) -> _Ranks:
-    """The record of every rank file of `folder`, in file order: kept from the resume folder, or imported on
-    `engine`, or on one opened here with `workers` and `cluster`."""
-    files = kineto_files(folder)
+    """The record of every rank file `files` of `folder`, in file order: kept from the resume folder, or imported
+    on `engine`, or on one opened here with `workers` and `cluster`."""
     if not files:
         raise TraceFormatError(f"{folder}: no Kineto trace (.json or .json.gz) in this folder")
     resume = resume_folder(target)

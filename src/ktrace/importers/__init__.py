@@ -17,22 +17,30 @@ def detect(path: Path) -> str:
 
 def locate(path: Path) -> tuple[str, Path]:
     """(format as in `detect`, the path its reader takes): a folder holding one nsys export gives that file."""
+    kind, found, _ = locate_listed(path)
+    return kind, found
+
+
+def locate_listed(path: Path) -> tuple[str, Path, list[Path]]:
+    """`locate`, and the Kineto rank files of a "kineto" folder (`kineto_stream.kineto_files`, [] otherwise):
+    found by opening every .json/.json.gz file, which the folder's import then takes instead of listing again."""
     from ktrace.model.layout import is_store
 
     if not path.exists():
         raise TraceNotFoundError(f"{path}: no such file or directory")
     if path.is_dir():
         if any(path.glob("node=*")):
-            return "ktrace", path
+            return "ktrace", path, []
         export = _nsys_export_in(path)
         if export is not None:
-            return "nsys", export
+            return "nsys", export, []
         from ktrace.importers.kineto_stream import kineto_files
 
-        if kineto_files(path):  # before is_store: a stray meta.json beside rank files does not make a store
-            return "kineto", path
+        files = kineto_files(path)
+        if files:  # before is_store: a stray meta.json beside rank files does not make a store
+            return "kineto", path, files
         if is_store(path):
-            return "ktrace", path
+            return "ktrace", path, []
         raise TraceFormatError(
             f"{path}: a folder with no trace in it (a .ktrace store, Kineto .json or .json.gz "
             "files, or one nsys .sqlite export)"
@@ -40,9 +48,9 @@ def locate(path: Path) -> tuple[str, Path]:
     with path.open("rb") as f:
         head = f.read(16)
     if head.startswith(b"SQLite format 3"):
-        return "nsys", path
+        return "nsys", path, []
     if head.startswith(b"\x1f\x8b") or head.lstrip()[:1] in (b"{", b"["):
-        return "kineto", path
+        return "kineto", path, []
     raise TraceFormatError(f"{path}: not a trace ktrace can read (expected .ktrace, Kineto JSON or nsys SQLite)")
 
 

@@ -25,6 +25,7 @@ import re
 import secrets
 import shutil
 import stat
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +44,7 @@ __all__ = [
     "atomic_path",
     "check_target",
     "lock_path",
+    "sync_filesystem",
     "table_folder",
     "write_atomically",
     "write_error",
@@ -275,6 +277,31 @@ def _fsync_dir(folder: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def sync_filesystem(folder: Path) -> None:
+    """Flush to disk every file written to the filesystem that holds `folder` (syncfs(2) on Linux, sync(2) on other
+    POSIX systems, each file under `folder` fsynced elsewhere): one call makes a folder of files written unsynced
+    durable (a folder import's ranks, 8 files each) where an fsync per file cost ~1 ms of disk wait apiece."""
+    syncfs = None
+    if sys.platform.startswith("linux"):
+        import ctypes  # (here: the traced processes import this module, and never sync)
+
+        syncfs = getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
+    if syncfs is not None:
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            if syncfs(fd) == 0:
+                return
+        finally:
+            os.close(fd)
+    if hasattr(os, "sync"):
+        os.sync()
+        return
+    for parent, _, names in os.walk(folder):  # Windows: no filesystem-wide flush
+        for name in names:
+            with open(os.path.join(parent, name), "rb+") as f:
+                os.fsync(f.fileno())
 
 
 @contextlib.contextmanager

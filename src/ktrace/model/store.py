@@ -52,6 +52,7 @@ __all__ = [
     "stream_schema",
     "write",
     "write_meta",
+    "write_tables",
 ]
 
 _PART_RE = re.compile(r"^node=(?P<node>[^/]+)$")
@@ -94,10 +95,12 @@ a file again unless it carries the current one (a store of older ktrace, or a ta
 Per file, not per store, so a table copied between stores keeps its own truth."""
 
 
-def write_table(table: pa.Table, path: Path, *, scrubbed: bool = False) -> None:
+def write_table(table: pa.Table, path: Path, *, scrubbed: bool = False, durable: bool = True) -> None:
     """Write one partition's table (without node/rank: those are the folder names) as Parquet, whole or not at
     all (a temporary sibling, fsynced, renamed: `outputs.atomic_path`). Its strings are scrubbed unless
-    `scrubbed` (they come from a Trace marked scrubbed), and the file is marked with the rules' fingerprint."""
+    `scrubbed` (they come from a Trace marked scrubbed), and the file is marked with the rules' fingerprint.
+    `durable=False`: written in place, neither fsynced nor renamed, for a folder that is itself renamed into place
+    whole and synced by its owner (a folder import's rank entry: `fleet.rank_import`)."""
     table = table.drop_columns([c for c in ("node", "rank") if c in table.column_names])
     if not scrubbed:
         table, _ = scrub_table(table)
@@ -112,6 +115,9 @@ def write_table(table: pa.Table, path: Path, *, scrubbed: bool = False) -> None:
     if (fingerprint := rules_fingerprint()) is not None:
         metadata[_SCRUBBED_KEY] = fingerprint.encode()
     table = table.replace_schema_metadata(metadata)
+    if not durable:
+        pq.write_table(table, path, **_parquet_options(table.schema))
+        return
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp, **_parquet_options(table.schema))
 
@@ -141,6 +147,16 @@ def _constant_value(col: pa.ChunkedArray) -> list[int | str]:
 def write(trace: Trace, path: str | os.PathLike[str]) -> Path:
     """Write `trace` to the folder `path` (NAME.ktrace); existing partitions of the same ranks are replaced."""
     root = Path(path)
+    nodes = write_tables(trace, root)
+    write_meta(root, trace.meta, nodes)
+    return root
+
+
+def write_tables(trace: Trace, root: Path, *, durable: bool = True) -> set[str]:
+    """`write` without meta.json: the partitions' Parquet files of `trace` under `root` (created), and the nodes
+    they are under. `durable=False`: files written in place, unsynced (`write_table`), one after the other: for a
+    folder import's rank entry, renamed whole by its task (a rank's few small files gain nothing from threads on a
+    core that other ranks keep busy)."""
     root.mkdir(parents=True, exist_ok=True)
     jobs: list[tuple[pl.DataFrame, str, Path]] = []
     pairs: set[tuple[str, int]] = set()
@@ -153,10 +169,17 @@ def write(trace: Trace, path: str | os.PathLike[str]) -> Path:
     for node, rank in pairs:
         partition_dir(root, node, rank).mkdir(parents=True, exist_ok=True)
     clean = trace.scrubbed  # imports and stores read were scrubbed once already: not again per write
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        list(pool.map(lambda job: write_table(frame_to_arrow(job[0], job[1]), job[2], scrubbed=clean), jobs))
-    write_meta(root, trace.meta, {n for n, _ in pairs})
-    return root
+
+    def write_job(job: tuple[pl.DataFrame, str, Path]) -> None:
+        write_table(frame_to_arrow(job[0], job[1]), job[2], scrubbed=clean, durable=durable)
+
+    if not durable:
+        for job in jobs:
+            write_job(job)
+    else:
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            list(pool.map(write_job, jobs))
+    return {n for n, _ in pairs}
 
 
 def write_meta(root: Path, meta: TraceMeta, nodes: Iterable[str] = ()) -> None:
