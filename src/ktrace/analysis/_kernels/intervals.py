@@ -50,7 +50,38 @@ def merge_intervals(group: I64, start: I64, end: I64) -> tuple[I64, I64, I64]:
         (group, start, end) of the merged intervals, sorted by (group, start).
     """
     g, s, e = _as64(group), _as64(start), _as64(end)
-    return _merge(g, s, e)
+    runs = merged_runs(g, s, e) if _merge.takes_numpy(g.size) else None
+    if runs is None:
+        return _merge(g, s, e)
+    first, reach = runs
+    return g[first], s[first], reach
+
+
+def merged_runs(group: I64, start: I64, end: I64) -> tuple[I64, I64] | None:
+    """The numpy twin of _merge: the first row of each merged interval and its end (the largest end of its
+    rows), or None when the ends of all groups cannot be laid out on one int64 axis (then the kernel runs).
+
+    An interval starts a new run unless it is in the previous row's group and starts at or before the largest
+    end so far in that group: a running maximum over the ends, each group's shifted above every earlier one's."""
+    if group.size == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    cut = np.flatnonzero(group[1:] != group[:-1]) + 1
+    firsts = np.concatenate([[0], cut])
+    low = np.minimum.reduceat(np.minimum(start, end), firsts)
+    high = np.maximum.reduceat(np.maximum(start, end), firsts)
+    widths = [int(h) - int(lo) + 1 for lo, h in zip(low.tolist(), high.tolist(), strict=True)]
+    if sum(widths) >= 1 << 62:
+        return None
+    lift = np.cumsum([0, *widths[:-1]], dtype=np.int64) - low  # group k's times onto [offset_k, offset_k + width_k)
+    lift = np.repeat(lift, np.diff(np.append(firsts, group.size)))
+    reach = np.maximum.accumulate(end + lift)
+    opens = np.ones(group.size, np.bool_)
+    opens[1:] = start[1:] + lift[1:] > reach[:-1]
+    opens[firsts] = True
+    first = np.flatnonzero(opens)
+    last = np.append(first[1:], group.size) - 1
+    merged_end: I64 = reach[last] - lift[last]
+    return first, merged_end
 
 
 @jit_light
@@ -84,7 +115,14 @@ def union_length(group: I64, start: I64, end: I64, n_groups: int) -> I64:
     Returns:
         int64 array of n_groups union lengths.
     """
-    return _union_length(_as64(group), _as64(start), _as64(end), int(n_groups))
+    group, start, end = _as64(group), _as64(start), _as64(end)
+    runs = merged_runs(group, start, end) if _union_length.takes_numpy(group.size) else None
+    if runs is None:
+        return _union_length(group, start, end, int(n_groups))
+    first, reach = runs
+    out = np.zeros(int(n_groups), np.int64)
+    np.add.at(out, group[first], reach - start[first])
+    return out
 
 
 @jit

@@ -61,10 +61,16 @@ def lookup_first(keys: I64, order_by: I64, probe: I64) -> I64:
     if k.size == 0 or p.size == 0:
         return np.full(p.size, -1, np.int64)
     lo, hi = int(k.min()), int(k.max())
-    if hi - lo < MAX_TABLE_FACTOR * (k.size + p.size) + (1 << 20):
+    numpy_twin = _sorted.takes_numpy(max(k.size, p.size))
+    if hi - lo < MAX_TABLE_FACTOR * (k.size + p.size) + (1 << 20) and not numpy_twin:
         return _direct(k, o, p, lo, hi - lo + 1)
     perm = np.lexsort((np.arange(k.size), o, k)).astype(np.int64)
-    return _sorted(k, o, p, perm)
+    if not numpy_twin:
+        return _sorted(k, o, p, perm)
+    sk = k[perm]
+    at = np.minimum(np.searchsorted(sk, p), sk.size - 1)  # the first of the key's rows in (order_by, index) order
+    found: I64 = np.where(sk[at] == p, perm[at], -1)
+    return found
 
 
 def _as64(a: npt.ArrayLike) -> I64:

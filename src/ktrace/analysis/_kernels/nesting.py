@@ -63,6 +63,10 @@ def innermost_enclosing(r_group: I64, r_start: I64, r_end: I64, p_group: I64, p_
         int64 index (into the ranges as passed) per point, -1 where no range encloses it.
     """
     r_group, r_start, r_end, p_group, p_time = map(_as64, (r_group, r_start, r_end, p_group, p_time))
+    if _innermost.takes_numpy(max(r_start.size, p_time.size)):
+        twin = _innermost_numpy(r_group, r_start, r_end, p_group, p_time)
+        if twin is not None:
+            return twin
     held = _holding_a_point(r_group, r_start, r_end, p_group, p_time)
     if held is None:
         return _innermost(r_group, r_start, r_end, p_group, p_time)
@@ -123,7 +127,77 @@ def enclosing_parents(group: I64, start: I64, end: I64) -> I64:
     Returns:
         int64 index (into the ranges as passed) of each range's parent, -1 for a top-level range.
     """
-    return _parents(_as64(group), _as64(start), _as64(end))
+    group, start, end = _as64(group), _as64(start), _as64(end)
+    new_run = np.append(True, group[1:] != group[:-1])
+    if not _parents.takes_numpy(start.size) or not (new_run[1:] | (start[1:] >= start[:-1])).all():
+        return _parents(group, start, end)
+    # the kernel's stack after range i holds i, then i's parent, then its parent...: with starts in order, the
+    # range it finds for i is the latest earlier range of i's run of equal groups that ends after i's start
+    index = np.arange(start.size, dtype=np.int64)
+    return last_above(end, index - 1, start, np.maximum.accumulate(np.where(new_run, index, 0)))
+
+
+def _innermost_numpy(r_group: I64, r_start: I64, r_end: I64, p_group: I64, p_time: I64) -> I64 | None:
+    """The numpy twin of _innermost, None where the (group, time) key would overflow (the kernel runs then):
+    for a point, the latest range of its group starting at or before it that ends after it."""
+    if r_start.size == 0 or p_time.size == 0:
+        return np.full(p_time.size, -1, np.int64)
+    low = min(int(r_start.min()), int(p_time.min()))
+    span = max(int(r_start.max()), int(p_time.max())) - low + 1
+    groups = max(int(r_group.max()), int(p_group.max())) + 1
+    if min(int(r_group.min()), int(p_group.min())) < 0 or groups * span >= 1 << 62:
+        return None
+    if not (_in_order(r_group, r_start) and _in_order(p_group, p_time)):
+        return None
+    last_started = np.searchsorted(r_group * span + (r_start - low), p_group * span + (p_time - low), "right") - 1
+    return last_above(r_end, last_started, p_time, np.searchsorted(r_group, p_group, "left"))
+
+
+def _in_order(group: I64, time: I64) -> bool:
+    """Whether rows are sorted by (group, time), as the kernels' callers sort them."""
+    later_group = group[1:] > group[:-1]
+    return bool((later_group | ((group[1:] == group[:-1]) & (time[1:] >= time[:-1]))).all())
+
+
+def last_above(values: I64, upto: I64, threshold: I64, floor: I64, chunk: int = 1 << 15) -> I64:
+    """For each query q, the largest j with floor[q] <= j <= upto[q] and values[j] > threshold[q] (-1 if none).
+
+    `upto` must not decrease. The values go in chunks of `chunk` rows: a query whose answer is in its own chunk
+    finds it by binary lifting over the chunk's window maxima (levels k: the largest of the 2**k values ending
+    at a row, cut at the chunk's start); one whose answer is earlier takes the latest of the earlier rows larger
+    than every row after them (their values fall as their rows rise: one search), which the chunk then updates.
+    Memory: ~log2(chunk) arrays of a chunk's rows, whatever the input's size.
+    """
+    out = np.full(upto.size, -1, np.int64)
+    kept_rows, kept_values = np.empty(0, np.int64), np.empty(0, np.int64)
+    q0 = int(np.searchsorted(upto, 0, "left"))
+    for a in range(0, values.size, chunk):
+        b = min(a + chunk, values.size)
+        q1 = int(np.searchsorted(upto, b, "left"))
+        window = values[a:b]
+        if q1 > q0:
+            levels = [window]
+            while 1 << len(levels) <= window.size:
+                prev, step = levels[-1], 1 << (len(levels) - 1)
+                levels.append(np.concatenate([prev[:step], np.maximum(prev[step:], prev[:-step])]))
+            at = upto[q0:q1] - a
+            limit = threshold[q0:q1]
+            for k in range(len(levels) - 1, -1, -1):
+                live = np.flatnonzero(at >= 0)
+                skip = live[levels[k][at[live]] <= limit[live]]
+                at[skip] -= 1 << k
+            earlier = np.flatnonzero(at < 0)
+            larger = np.searchsorted(-kept_values, -limit[earlier], "left")  # kept rows with a value above
+            found = np.where(at >= 0, at + a, -1)
+            found[earlier] = np.append(-1, kept_rows)[larger]
+            out[q0:q1] = np.where(found >= floor[q0:q1], found, -1)
+        q0 = q1
+        after = np.maximum.accumulate(window[::-1])[::-1]  # the largest value at or after each row of the chunk
+        stays = kept_values > after[0]
+        tops = np.flatnonzero(window > np.append(after[1:], np.iinfo(np.int64).min))
+        kept_rows = np.concatenate([kept_rows[stays], tops + a])
+        kept_values = np.concatenate([kept_values[stays], window[tops]])
+    return out
 
 
 def _as64(a: npt.ArrayLike) -> I64:

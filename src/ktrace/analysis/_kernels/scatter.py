@@ -61,7 +61,12 @@ def duration_groups(gid: I64, start: I64, end: I64, n_groups: int) -> tuple[I64,
         (count, sum, min, max) each int64[n_groups] (min/max are int64 extremes when empty), bounds
         int64[n_groups + 1], durations int64[n] (group g at bounds[g]:bounds[g+1], rows in order).
     """
-    return _duration_groups(_as64(gid), _as64(start), _as64(end), int(n_groups))
+    gid, start, end = _as64(gid), _as64(start), _as64(end)
+    if not _duration_groups.takes_numpy(gid.size):
+        return _duration_groups(gid, start, end, int(n_groups))
+    bounds = _bounds(gid, int(n_groups))
+    grouped = (end - start)[np.argsort(gid, kind="stable")]
+    return (np.diff(bounds), *_segment_sum_min_max(grouped, bounds), bounds, grouped)
 
 
 @jit
@@ -124,7 +129,42 @@ def launch_groups(
         bounds [n_groups + 1], values [3, launched]: group g's launched records at bounds[g]:bounds[g+1] in
         record order; rows 0/1/2 = launch latency, queue delay, api duration).
     """
-    return _launch_groups(_as64(api_row), _as64(api_start), _as64(api_end), _as64(start), _as64(gid), int(n_groups))
+    api_row, api_start, api_end, start, gid = map(_as64, (api_row, api_start, api_end, start, gid))
+    if not _launch_groups.takes_numpy(gid.size):
+        return _launch_groups(api_row, api_start, api_end, start, gid, int(n_groups))
+    launched = np.flatnonzero(api_row >= 0)
+    launched = launched[np.argsort(gid[launched], kind="stable")]  # group by group, record order inside
+    bounds = _bounds(gid[launched], int(n_groups))
+    rows = api_row[launched]
+    a0, a1, at = api_start[rows], api_end[rows], start[launched]
+    values = np.stack([at - a0, at - a1, a1 - a0])
+    sums = [_segment_sum_min_max(v, bounds) for v in values]
+    delayed = np.zeros(values.shape[1] + 1, np.int64)
+    np.cumsum(values[1] > 0, out=delayed[1:])
+    queued = delayed[bounds[1:]] - delayed[bounds[:-1]]
+    totals, maxima = np.stack([t for t, _, _ in sums]), np.stack([m for _, _, m in sums])
+    return np.diff(bounds), queued, totals, maxima, bounds, values
+
+
+def _bounds(gid: I64, n_groups: int) -> I64:
+    """Group g's rows at bounds[g]:bounds[g + 1] once sorted by group."""
+    bounds = np.zeros(n_groups + 1, np.int64)
+    np.cumsum(np.bincount(gid, minlength=n_groups), out=bounds[1:])
+    return bounds
+
+
+def _segment_sum_min_max(values: I64, bounds: I64) -> tuple[I64, I64, I64]:
+    """Sum (wrapping as the kernels' int64 sums), min and max of each segment bounds[g]:bounds[g + 1] (int64
+    extremes for an empty one): the numpy twin of the kernels' per-group accumulators."""
+    sums = np.zeros(values.size + 1, np.int64)
+    np.cumsum(values, out=sums[1:])
+    lo = np.full(bounds.size - 1, _MAX, np.int64)
+    hi = np.full(bounds.size - 1, _MIN, np.int64)
+    filled = np.flatnonzero(bounds[1:] > bounds[:-1])
+    if filled.size:
+        lo[filled] = np.minimum.reduceat(values, bounds[filled])
+        hi[filled] = np.maximum.reduceat(values, bounds[filled])
+    return sums[bounds[1:]] - sums[bounds[:-1]], lo, hi
 
 
 def _as64(a: npt.ArrayLike) -> I64:

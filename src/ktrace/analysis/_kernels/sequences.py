@@ -11,12 +11,12 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from ktrace.analysis._kernels import jit
+from ktrace.analysis._kernels import jit_light
 
 I64 = npt.NDArray[np.int64]
 
 
-@jit
+@jit_light
 def _first_fit(seq: I64, pos: I64, length: int, n_seqs: int) -> npt.NDArray[np.bool_]:  # pragma: no cover
     free_from = np.full(max(n_seqs, 1), -1, np.int64)
     out = np.zeros(seq.size, np.bool_)

@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ktrace.analysis._kernels import jit
+from ktrace.analysis._kernels.intervals import merged_runs
 
 I64 = npt.NDArray[np.int64]
 
@@ -96,7 +97,52 @@ def type_coverage(bounds: I64, start: I64, end: I64, type_idx: I64, n_types: int
         int64[n_groups, 2**n_types]: ns with exactly that mask active (mask 0: none, between the
         group's first and last typed interval).
     """
-    return _type_coverage(_as64(bounds), _as64(start), _as64(end), _as64(type_idx), int(n_types))
+    bounds, start, end, type_idx = _as64(bounds), _as64(start), _as64(end), _as64(type_idx)
+    covered = (
+        _type_coverage_numpy(bounds, start, end, type_idx, int(n_types))
+        if _type_coverage.takes_numpy(start.size)
+        else None
+    )
+    if covered is None:
+        return _type_coverage(bounds, start, end, type_idx, int(n_types))
+    return covered
+
+
+def _type_coverage_numpy(bounds: I64, start: I64, end: I64, type_idx: I64, n_types: int) -> I64 | None:
+    """The numpy twin of _type_coverage (None where merged_runs cannot lay the ends out: the kernel runs).
+
+    Each (group, type)'s intervals merged (merged_runs, rows in start order), their starts (+2**type) and ends
+    (-2**type) ordered by (group, time): the stretch between two events of a group counts for the mask after
+    the first. Events at one time may come in another order than the kernel's; the masks between them last 0 ns.
+    """
+    n_groups = bounds.size - 1
+    out = np.zeros((n_groups, 1 << n_types), np.int64)
+    sizes = np.diff(bounds)
+    group = np.repeat(np.arange(n_groups, dtype=np.int64), sizes)
+    rows = np.arange(bounds[0], bounds[-1], dtype=np.int64)
+    typed = type_idx[rows] >= 0
+    rows, group = rows[typed], group[typed]
+    key = group * n_types + type_idx[rows]
+    by_key = np.argsort(key, kind="stable")  # start order inside each (group, type)
+    rows, key = rows[by_key], key[by_key]
+    runs = merged_runs(key, start[rows], end[rows])
+    if runs is None:
+        return None
+    first, run_end = runs
+    if first.size == 0:
+        return out
+    run_key = key[first]
+    times = np.stack([start[rows[first]], run_end], axis=1).ravel()
+    bit = np.left_shift(1, run_key % n_types)
+    delta = np.stack([bit, -bit], axis=1).ravel()
+    event_group = np.repeat(run_key // n_types, 2)
+    order = np.lexsort((times, event_group))
+    times, delta, event_group = times[order], delta[order], event_group[order]
+    mask = np.cumsum(delta)  # each group's events add up to 0: the mask after each event, group by group
+    same = event_group[1:] == event_group[:-1]
+    flat = out.reshape(-1)
+    np.add.at(flat, (event_group[1:] << n_types)[same] + mask[:-1][same], (times[1:] - times[:-1])[same])
+    return out
 
 
 def _as64(a: npt.ArrayLike) -> I64:

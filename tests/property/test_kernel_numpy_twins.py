@@ -1,0 +1,92 @@
+"""The kernels' numpy twins (taken while numba is not loaded, up to NUMPY_MAX_ROWS rows) give the kernels' own
+results: nesting.last_above in any chunk size against a naive scan, and the interval, nesting, sweep and gap
+twins against the kernels' Python source on times of the epoch's scale (~1.7e18 ns), where a key mixing group
+and time could overflow."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ktrace.analysis import _kernels
+from ktrace.analysis._kernels import gaps, intervals, nesting, sweep
+
+EPOCH_NS = 1_764_000_000_000_000_000
+
+
+@pytest.fixture(autouse=True)
+def no_numba() -> Iterator[None]:
+    """Small inputs run as the kernels' Python source when NUMPY_MAX_ROWS is -1, as the twins otherwise."""
+    before = _kernels.PYTHON_MAX_ROWS, _kernels.NUMPY_MAX_ROWS
+    _kernels.PYTHON_MAX_ROWS = 1 << 62
+    try:
+        yield
+    finally:
+        _kernels.PYTHON_MAX_ROWS, _kernels.NUMPY_MAX_ROWS = before
+
+
+def source_and_twin(func: Callable[..., Any], *args: Any) -> tuple[Any, Any]:
+    """`func(*args)` through the kernel's Python source, then through its numpy twin."""
+    _kernels.NUMPY_MAX_ROWS = -1
+    source = func(*args)
+    _kernels.NUMPY_MAX_ROWS = 1 << 62
+    return source, func(*args)
+
+
+def same(a: Any, b: Any) -> bool:
+    if isinstance(a, tuple):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 40), st.integers(0, 40)), max_size=60),
+    st.lists(st.integers(0, 40), max_size=60),
+    st.integers(1, 9),
+)
+def test_last_above_matches_a_scan(rows: list[tuple[int, int]], thresholds: list[int], chunk: int) -> None:
+    values = np.array([v for v, _ in rows], np.int64)
+    n = values.size
+    upto = np.sort(np.array([u % (n + 1) - 1 for _, u in rows][: len(thresholds)], np.int64))
+    limit = np.array(thresholds[: upto.size], np.int64)
+    upto = upto[: limit.size]
+    floor = np.array([t % (u + 2) for t, u in zip(limit.tolist(), upto.tolist(), strict=True)], np.int64)
+    want = [
+        next((j for j in range(u, f - 1, -1) if values[j] > t), -1)
+        for u, t, f in zip(upto.tolist(), limit.tolist(), floor.tolist(), strict=True)
+    ]
+    assert nesting.last_above(values, upto, limit, floor, chunk=chunk).tolist() == want
+
+
+@st.composite
+def epoch_intervals(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(group, start, end) sorted by (group, start, end descending), times around EPOCH_NS."""
+    rows = draw(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 80), st.integers(0, 30)), max_size=40))
+    rows = sorted(((g, EPOCH_NS + s, EPOCH_NS + s + d) for g, s, d in rows), key=lambda r: (r[0], r[1], -r[2]))
+    arr = np.array(rows, np.int64).reshape(-1, 3)
+    return arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].copy()
+
+
+@given(epoch_intervals(), st.lists(st.tuples(st.integers(0, 4), st.integers(0, 120)), max_size=40))
+def test_twins_match_the_kernels_at_epoch_times(
+    ranges: tuple[np.ndarray, np.ndarray, np.ndarray], points: list[tuple[int, int]]
+) -> None:
+    group, start, end = ranges
+    p = np.array(sorted((g, EPOCH_NS + t) for g, t in points), np.int64).reshape(-1, 2)
+    assert same(*source_and_twin(intervals.merge_intervals, group, start, end))
+    assert same(*source_and_twin(intervals.union_length, group, start, end, 4))
+    assert same(*source_and_twin(nesting.enclosing_parents, group, start, end))
+    assert same(*source_and_twin(nesting.innermost_enclosing, group, start, end, p[:, 0].copy(), p[:, 1].copy()))
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(group, minlength=4))]).astype(np.int64)
+    types = (start + end) % 3 - 1
+    assert same(*source_and_twin(sweep.type_coverage, bounds, start, end, types, 2))
+    launch = np.where(types < 0, gaps.NO_LAUNCH, start - 5 * types)
+    syncs = gaps.Spans(np.array([0, 1], np.int64), np.array([EPOCH_NS + 20], np.int64), np.array([EPOCH_NS + 60]))
+    records = gaps.Records(start, end, launch)
+    group_sync = np.array([0, -1, 0, 0], np.int64)
+    assert same(*source_and_twin(gaps.gap_categories, bounds, records, syncs, group_sync, 3))
