@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import polars as pl
 
@@ -28,14 +29,16 @@ from ktrace.analysis.phases import JobPhases, job_phases, step_spans
 from ktrace.analysis.precision import precision_distribution
 from ktrace.analysis.python_samples import PythonProfile, python_profile
 from ktrace.analysis.range_operators import range_operator_summary
-from ktrace.analysis.ranks import LoadBalance, load_balance
 from ktrace.analysis.roofline import Roofline, roofline
 from ktrace.analysis.steps import detect_steps, step_stats
-from ktrace.analysis.stragglers import Stragglers, stragglers
 from ktrace.analysis.utilization import active_time_share, busy_time
 from ktrace.model.heap import map_large_blocks, release_free_memory
 from ktrace.model.schema import TABLES
 from ktrace.model.trace import Trace
+
+if TYPE_CHECKING:  # (the multi-rank analyses are imported by summarize where the trace has 2+ ranks)
+    from ktrace.analysis.ranks import LoadBalance
+    from ktrace.analysis.stragglers import Stragglers
 
 FLOAT_DIGITS = 6
 """Floats in the JSON documents (presentation.json_rows) are rounded to this many decimals (stable JSON across platforms)."""
@@ -152,6 +155,9 @@ def summarize(
         memory_use = memory_timeline(trace, index=ix)
         release_free_memory()
         path = path_job.result()
+        if n_ranks > 1:
+            from ktrace.analysis.ranks import load_balance
+            from ktrace.analysis.stragglers import stragglers
         return Summary(
             source=trace.meta.source,
             ranks=n_ranks,
