@@ -9,7 +9,9 @@ before and after is printed. Memory: RSS sampled every 10 ms from a thread; "abo
 during the export minus the RSS once the store is open and every column of it has been read (a store's columns
 become resident when first read, which would otherwise count against the export; the RSS
 right after ktrace.open is printed too). Issue 29's goal: <= 1 GB above the opened store at any size. `--stages` adds the
-wall and CPU time of each step of the Perfetto export, and of the Chrome one (`__init__`: its layout pass).
+wall and CPU time of each step of the Perfetto export, and of the Chrome one (`kernel (writer)`: the compiled
+kernels, which run in the writer's thread beside the main thread's work; every figure is the process's CPU, all
+threads, so the stages' CPU overlap).
 
     python benchmarks/perfetto_export.py                        # 10,000,000 kernels
     python benchmarks/perfetto_export.py --kernels 3000000 --format both
@@ -47,25 +49,31 @@ import ktrace.exporters.perfetto as P
 from ktrace.exporters.chrome_json import export_chrome_json
 
 stages = collections.defaultdict(lambda: [0.0, 0.0])
-def timed(owner, name):
+def timed(owner, name, label=None):
     f = getattr(owner, name)
+    label = label or name
     @functools.wraps(f)
     def wrapper(*a, **k):
         t, c = time.perf_counter(), time.process_time()
         try:
             return f(*a, **k)
         finally:
-            stages[name][0] += time.perf_counter() - t
-            stages[name][1] += time.process_time() - c
+            stages[label][0] += time.perf_counter() - t
+            stages[label][1] += time.process_time() - c
     setattr(owner, name, wrapper)
 if sys.argv[2] == "1":
-    for name in ("RankLayout", "_encode_chunk", "encode_slices", "_counter_events"):
+    for name in ("RankLayout", "_encode_chunk", "encode_numpy", "_counter_events"):
         timed(P, name)
+    from ktrace.exporters.perfetto_slice_rows import Encoding
+    timed(Encoding, "__init__", "kernel inputs")  # the compiled kernel's inputs
+    timed(Encoding, "run", "kernel (writer)")  # the compiled kernel, in the writer's thread
     import ktrace.exporters.chrome_json as C
+    from ktrace.exporters.chrome_compiled_lines import Formatting
     from ktrace.exporters.chrome_layout import ChromeLayout
-    for name in ("slice_lines", "flow_lines", "slice_lines_compiled", "flow_lines_compiled", "_counter_lines"):
-        timed(C, name)  # numpy or compiled line formatters, counters by polars
-    timed(ChromeLayout, "__init__")  # the layout pass: windows, places, lanes, launches
+    for name in ("slice_lines", "flow_lines", "slice_lines_prepared", "flow_lines_prepared", "_counter_lines"):
+        timed(C, name)  # numpy line formatters or the compiled kernel's inputs, counters by polars
+    timed(Formatting, "run", "kernel (writer)")  # the compiled kernel, in the writer's thread
+    timed(ChromeLayout, "__init__", "layout pass")  # the layout pass: windows, places, lanes, launches
     timed(ChromeLayout, "pids_tids")  # the second pass's placing of each chunk
 trace = ktrace.open(sys.argv[1])
 me = psutil.Process()

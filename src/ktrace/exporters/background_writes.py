@@ -1,8 +1,9 @@
 """Writes to a file from a second thread, in order, so that encoding the next batch overlaps writing this one.
 
 A large export spends seconds in `write` (copying gigabytes into the page cache, or gzip's deflate): both release
-the GIL, as does the compiled slice encoder, so on two cores the encoding and the writing run side by side. The
-queue holds a few buffers at most (each an encoded chunk, ~20 MB), which bounds the memory it adds.
+the GIL, as do the compiled encoders, whose kernel calls run in the writer's thread too (`write_job`), so on two
+cores the preparing of the next batch runs beside the encoding and the writing of this one. The queue holds a few
+buffers at most (each an encoded chunk, ~20 MB), which bounds the memory it adds.
 """
 
 from __future__ import annotations
@@ -21,10 +22,13 @@ from numpy.typing import NDArray
 from ktrace.model.outputs import atomic_file
 
 Buffer = bytes | bytearray | memoryview
+Job = Callable[[], tuple[Buffer, NDArray[np.uint8] | None]]
+"""Work run in the writer's thread, in turn: it returns the bytes to write and the pool buffer they lie in."""
 
 _DONE = None
-QUEUED_BUFFERS = 4
-"""Buffers waiting to be written at most (the producer blocks beyond that)."""
+QUEUED_BUFFERS = 2
+"""Buffers (or jobs, each holding a batch's kernel inputs) waiting to be written at most (the producer blocks beyond
+that): two keep the writer busy while the producer prepares the next batch."""
 
 
 class BufferPool:
@@ -59,18 +63,21 @@ class BackgroundWriter:
 
     def __init__(self, out: IO[bytes], queued: int = QUEUED_BUFFERS) -> None:
         self._out = out
-        self._queue: queue.Queue[tuple[Buffer, NDArray[np.uint8] | None] | None] = queue.Queue(maxsize=queued)
+        self._queue: queue.Queue[tuple[Buffer, NDArray[np.uint8] | None] | Job | None] = queue.Queue(maxsize=queued)
         self._error: BaseException | None = None
-        self.pool = BufferPool(queued + 2)
-        """Buffers for `write(..., recycle=)`: each goes back here once written."""
+        self.pool = BufferPool(2)
+        """Buffers for `write(..., recycle=)` and jobs: each goes back here once written (jobs take theirs in the
+        writer's thread, one at a time)."""
         self._thread = threading.Thread(target=self._run, name="ktrace-writer", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while (item := self._queue.get()) is not _DONE:
-            data, recycle = item
+            data: Buffer = b""
+            recycle = None
             if self._error is None:  # after a failure keep draining, so that the producer never blocks
                 try:
+                    data, recycle = item() if callable(item) else item
                     self._out.write(data)
                 except BaseException as exc:  # noqa: BLE001 - handed to the producer, re-raised there
                     self._error = exc
@@ -88,6 +95,13 @@ class BackgroundWriter:
         self._raise_error()
         self._queue.put((data, recycle))
         return len(data)
+
+    def write_job(self, job: Job) -> None:
+        """Queue `job`: the writer's thread runs it in turn and writes the bytes it returns (handing their pool
+        buffer back once written). The compiled encoders' kernels run there (they release the GIL), so they overlap
+        the producer's preparing of the next batch rather than following it."""
+        self._raise_error()
+        self._queue.put(job)
 
     def close(self) -> None:
         """Wait until everything queued is written; raise the first write error."""

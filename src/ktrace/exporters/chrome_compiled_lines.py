@@ -151,13 +151,32 @@ Lines = tuple[NDArray[np.uint8], int]
 """A buffer and the bytes of lines written at its start."""
 
 
-def format_groups(groups: Sequence[tuple[I64, Sequence[CompiledPiece]]], n: int, pool: BufferPool) -> Lines:
-    """The lines of rows 0, ..., n - 1 back to back in a buffer from `pool`: each row of groups[g]'s rows gets
-    group g's pieces (their arrays aligned with those rows); every row is in one group."""
-    from ktrace.exporters.perfetto_kernel import format_rows  # noqa: PLC0415 - numba only for large exports
+class Formatting:
+    """Lines whose kernel inputs are laid out (in the caller's thread); `run` calls the kernel, which releases the
+    GIL: the export runs it in the writer's thread (background_writes.write_job), beside the placing of the next
+    chunk."""
 
+    def __init__(self, pool: BufferPool, bound: int, rows: int, inputs: tuple[np.ndarray, ...]) -> None:
+        self.pool, self.bound, self.rows, self.inputs = pool, bound, rows, inputs
+
+    def run(self) -> Lines:
+        """The buffer (taken from the pool now: only the batch being written holds one) and the bytes of the lines
+        written at its start."""
+        from ktrace.exporters.perfetto_kernel import format_rows  # noqa: PLC0415 - numba only for large exports
+
+        if not self.rows:
+            return np.zeros(0, np.uint8), 0
+        out = self.pool.take(self.bound)
+        written = format_rows(out, *self.inputs)
+        self.inputs = ()  # let the inputs go once written
+        return out, int(written)
+
+
+def prepare_groups(groups: Sequence[tuple[I64, Sequence[CompiledPiece]]], n: int, pool: BufferPool) -> Formatting:
+    """The formatting of rows 0, ..., n - 1, their lines back to back in a buffer from `pool`: each row of
+    groups[g]'s rows gets group g's pieces (their arrays aligned with those rows); every row is in one group."""
     if n == 0:
-        return np.zeros(0, np.uint8), 0
+        return Formatting(pool, 0, 0, ())
     slots = [_slots(pieces) for _, pieces in groups]
     program = _Program(n, max(s[0] for s in slots), max(s[1] for s in slots))
     template = np.zeros(n, np.int64)
@@ -166,21 +185,16 @@ def format_groups(groups: Sequence[tuple[I64, Sequence[CompiledPiece]]], n: int,
         program.add(rows, pieces)
     literals, literal_off = ragged(program.literals)
     blob, blob_off = program.texts()
-    out = pool.take(sum(rows.shape[0] * b for (rows, _), b in zip(groups, program.bounds, strict=True)))
-    written = format_rows(
-        out,
-        template,
-        np.array(program.ops, np.int64).reshape(-1, 2),
-        np.array(program.starts, np.int64),
-        literals,
-        literal_off,
-        program.ints,
-        program.valid,
-        program.tokens,
-        blob,
-        blob_off,
-    )
-    return out, int(written)
+    bound = sum(rows.shape[0] * b for (rows, _), b in zip(groups, program.bounds, strict=True))
+    ops = np.array(program.ops, np.int64).reshape(-1, 2)
+    starts = np.array(program.starts, np.int64)
+    inputs = (template, ops, starts, literals, literal_off, program.ints, program.valid, program.tokens, blob, blob_off)
+    return Formatting(pool, bound, n, inputs)
+
+
+def format_groups(groups: Sequence[tuple[I64, Sequence[CompiledPiece]]], n: int, pool: BufferPool) -> Lines:
+    """The lines of rows 0, ..., n - 1 back to back in a buffer from `pool` (prepare_groups, run at once)."""
+    return prepare_groups(groups, n, pool).run()
 
 
 def slice_lines_compiled(
@@ -188,9 +202,16 @@ def slice_lines_compiled(
 ) -> Lines:
     """chrome_slice_lines.slice_lines' bytes (the chunk's slice lines, each SEP first, in row order) by the
     compiled kernel, in a buffer from `pool`; `name_texts` follows `names` (the same texts, for the whole export)."""
+    return slice_lines_prepared(placed, t0, names, name_texts, pool).run()
+
+
+def slice_lines_prepared(
+    placed: pl.DataFrame, t0: int, names: NameTokens, name_texts: TextBlob, pool: BufferPool
+) -> Formatting:
+    """slice_lines_compiled's formatting, ready to run."""
     n = placed.height
     if n == 0:
-        return np.zeros(0, np.uint8), 0
+        return Formatting(pool, 0, 0, ())
     kind = placed["kind"].to_physical().to_numpy().astype(np.int64)
     present = np.flatnonzero(np.bincount(kind, minlength=len(KINDS))).tolist()
     columns = _Columns(placed, {KINDS[k] for k in present})
@@ -207,13 +228,18 @@ def slice_lines_compiled(
             *(b',"args":', *_args(KINDS[k], columns, rows), b"}"),
         ]
         groups.append((rows, pieces))
-    return format_groups(groups, n, pool)
+    return prepare_groups(groups, n, pool)
 
 
 def flow_lines_compiled(kind: str, fid: I64, pid: I64, tid: I64, rel_ns: I64, pool: BufferPool) -> Lines:
     """chrome_slice_lines.flow_lines' bytes by the compiled kernel, in a buffer from `pool`."""
+    return flow_lines_prepared(kind, fid, pid, tid, rel_ns, pool).run()
+
+
+def flow_lines_prepared(kind: str, fid: I64, pid: I64, tid: I64, rel_ns: I64, pool: BufferPool) -> Formatting:
+    """flow_lines_compiled's formatting, ready to run."""
     pieces = flow_pieces(kind, fid, pid, tid, rel_ns)
-    return format_groups([(np.arange(fid.shape[0]), pieces)], fid.shape[0], pool)
+    return prepare_groups([(np.arange(fid.shape[0]), pieces)], fid.shape[0], pool)
 
 
 def warm_compiled() -> threading.Thread:

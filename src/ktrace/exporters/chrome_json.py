@@ -15,14 +15,15 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pyarrow as pa
+from numpy.typing import NDArray
 
 from ktrace.exporters.background_writes import BackgroundWriter, streamed_output
 from ktrace.exporters.chrome_compiled_lines import (
     COMPILED_MIN_ROWS,
-    Lines,
+    Formatting,
     TextBlob,
-    flow_lines_compiled,
-    slice_lines_compiled,
+    flow_lines_prepared,
+    slice_lines_prepared,
     warm_compiled,
 )
 from ktrace.exporters.chrome_layout import LANE_TID, SPECIAL_TIDS, ChromeLayout
@@ -175,12 +176,18 @@ class _Lines:
         self.out.write(memoryview(data)[self.skip :] if self.skip else data)
         self.skip = 0
 
-    def write_pooled(self, lines: Lines) -> None:
-        """Append the lines at the start of a buffer from the output's pool (it goes back there once written)."""
-        buffer, size = lines
-        if size:
-            self.out.write(buffer.data[self.skip : size], recycle=buffer)
-            self.skip = 0
+    def write_later(self, lines: Formatting) -> None:
+        """Append lines that the writer's thread formats (the compiled kernel, in a buffer from the output's pool
+        that goes back there once written) while the next ones are prepared (none: nothing)."""
+        if not lines.rows:
+            return
+        skip, self.skip = self.skip, 0
+
+        def job() -> tuple[memoryview, NDArray[np.uint8]]:
+            buffer, size = lines.run()
+            return buffer.data[skip:size], buffer
+
+        self.out.write_job(job)
 
     def write_texts(self, lines: list[str]) -> None:
         """Append a few lines given as str (without SEP)."""
@@ -231,7 +238,7 @@ class _Export:
             out_pid, out_tid = layout.pids_tids(chunk, row)
             placed = chunk.with_columns(out_pid=out_pid, out_tid=out_tid)
             if compiled:
-                lines.write_pooled(slice_lines_compiled(placed, t0, self.names, self.name_texts, pool))
+                lines.write_later(slice_lines_prepared(placed, t0, self.names, self.name_texts, pool))
             elif (fast := slice_lines(placed, t0, self.names)) is not None:
                 lines.write_bytes(fast)
             else:  # a value chrome_lines refuses, or a pyarrow without binary views from buffers
@@ -241,7 +248,7 @@ class _Export:
         for kind, k, f_pid, f_tid, ts in layout.flows(FLOW_ROWS):
             fid = first + k + np.arange(f_pid.shape[0])
             if compiled:
-                lines.write_pooled(flow_lines_compiled(kind, fid, f_pid, f_tid, ts - t0, pool))
+                lines.write_later(flow_lines_prepared(kind, fid, f_pid, f_tid, ts - t0, pool))
             else:
                 lines.write_bytes(flow_lines(kind, fid, f_pid, f_tid, ts - t0))
         self.counts["slices"] += slices.height

@@ -28,17 +28,18 @@ from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import (
 )
 
 from ktrace.exporters import perfetto_encoder as enc
-from ktrace.exporters.background_writes import BackgroundWriter, BufferPool, streamed_output
+from ktrace.exporters.background_writes import BackgroundWriter, streamed_output
 from ktrace.exporters.findings import Finding, finding_rows
 from ktrace.exporters.perfetto_layout import TrackTree
 from ktrace.exporters.perfetto_rank_layout import RankLayout
 from ktrace.exporters.perfetto_slice_rows import (
     COMPILED_MIN_ROWS,
+    Encoding,
     IntArg,
-    Recycle,
     SliceRows,
     StrArg,
-    encode_slices,
+    encode_numpy,
+    split_rows,
     warm_compiled,
 )
 from ktrace.exporters.perfetto_slice_windows import RankSlices
@@ -52,6 +53,9 @@ from ktrace.model.trace import Trace
 SEQ_CLEARED_AND_NEEDS = 3
 CHUNK_ROWS = 200_000
 """Slices encoded per batch: bounds memory and paces the progress callback."""
+JOB_ROWS = 50_000
+"""Slices encoded per call of the compiled kernel (a chunk's share: the bytes do not depend on it); each waiting
+call holds its inputs, ~150 bytes a slice."""
 WINDOW_ROWS = 50_000
 """Rows each span table gives at most to a window of a rank's slices (perfetto_slice_windows), ties at one start
 aside: a window holds at most 8 such runs (one per table)."""
@@ -177,9 +181,13 @@ class _Writer:
         for chunk in slices.chunks(self.chunk_rows):
             track = layout.tracks(chunk, row)
             flows = layout.flows(chunk, first_id)
-            head, packets, recycle = _encode_chunk(state, chunk, track, flows, compiled, self.out.pool)
+            head, batch = _encode_chunk(state, chunk, track, flows)
             self.out.write(head)
-            self.out.write(packets, recycle=recycle)
+            if compiled:  # the kernel runs in the writer's thread, beside the next batch's preparing
+                for part in split_rows(batch, JOB_ROWS):  # a few jobs' inputs wait in the queue, not whole chunks'
+                    self.out.write_job(Encoding(part, self.out.pool).run)
+            else:
+                self.out.write(encode_numpy(batch))
             row += chunk.height
             self._advance(chunk.height)
         self.stats.slices += slices.height
@@ -252,10 +260,8 @@ def _encode_chunk(
     chunk: pl.DataFrame,
     track: np.ndarray,
     flows: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-    compiled: bool,
-    pool: BufferPool,
-) -> tuple[bytes, bytes | memoryview, Recycle]:
-    """The chunk's packets: the names it interns first, then its slices (in a buffer of `pool` when compiled)."""
+) -> tuple[bytes, SliceRows]:
+    """The chunk's packet of the names it interns first (b"": none new), and its slices ready to encode."""
     codes, table = _name_codes(chunk["name"])
     used = np.flatnonzero(np.bincount(codes, minlength=len(table)))  # sorted codes = sorted names, "?" last
     new = [table[c] for c in used.tolist() if table[c] not in state.names]
@@ -301,7 +307,7 @@ def _encode_chunk(
         t_rows,
         t_ids,
     )
-    return head, *encode_slices(batch, pool, compiled=compiled)
+    return head, batch
 
 
 def _counter_events(

@@ -24,8 +24,6 @@ I64 = NDArray[np.int64]
 U64 = NDArray[np.uint64]
 BoolArr = NDArray[np.bool_]
 
-Recycle = NDArray[np.uint8] | None
-"""The pool buffer encoded packets lie in, to hand back once written (None: their own bytes)."""
 COMPILED_MIN_ROWS = int(os.environ.get("KTRACE_PERFETTO_COMPILED_ROWS", "500000"))
 """A rank with at least this many slices is encoded by the compiled kernel; smaller ones by numpy columns.
 KTRACE_PERFETTO_COMPILED_ROWS=0 always compiles; a huge value never does."""
@@ -72,10 +70,41 @@ class SliceRows:
     term_ids: U64 = field(default_factory=lambda: np.zeros(0, np.uint64))
 
 
-def encode_slices(rows: SliceRows, pool: BufferPool, *, compiled: bool) -> tuple[bytes | memoryview, Recycle]:
-    """The packets of `rows`, by the compiled kernel (in a buffer from `pool`, handed back with them) or numpy
-    columns (the same bytes)."""
-    return encode_pooled(rows, pool) if compiled else (encode_numpy(rows), None)
+def split_rows(rows: SliceRows, size: int) -> list[SliceRows]:
+    """`rows` cut into batches of `size` rows at most, in order: their packets back to back are the packets of
+    `rows` (each slice's packets depend on its own row only)."""
+    n = int(rows.start.shape[0])
+    if n <= size:
+        return [rows]
+    out = []
+    for a in range(0, n, size):
+        b = min(n, a + size)
+        flows = slice(*np.searchsorted(rows.flow_rows, [a, b]).tolist()) if _sorted(rows.flow_rows) else None
+        terms = slice(*np.searchsorted(rows.term_rows, [a, b]).tolist()) if _sorted(rows.term_rows) else None
+        f_at = flows if flows is not None else (rows.flow_rows >= a) & (rows.flow_rows < b)
+        t_at = terms if terms is not None else (rows.term_rows >= a) & (rows.term_rows < b)
+        out.append(
+            SliceRows(
+                rows.seq,
+                rows.start[a:b],
+                rows.end[a:b],
+                rows.track[a:b],
+                rows.name_iid[a:b],
+                tuple(
+                    IntArg(i.key_iid, i.values[a:b], None if i.present is None else i.present[a:b]) for i in rows.ints
+                ),
+                tuple(StrArg(t.key_iid, t.codes[a:b], t.table) for t in rows.strings),
+                rows.flow_rows[f_at] - a,
+                rows.flow_ids[f_at],
+                rows.term_rows[t_at] - a,
+                rows.term_ids[t_at],
+            )
+        )
+    return out
+
+
+def _sorted(rows: I64) -> bool:
+    return bool((rows[1:] >= rows[:-1]).all())
 
 
 def encode_numpy(rows: SliceRows) -> bytes:
@@ -123,12 +152,38 @@ def packets_bound(n: int, const_off: I64, int_head_off: I64, str_off: I64, strin
 
 def encode_pooled(rows: SliceRows, pool: BufferPool) -> tuple[memoryview, NDArray[np.uint8]]:
     """The packets of `rows` by the numba kernel, at the start of a buffer from `pool` (the view, the buffer)."""
-    from ktrace.exporters.perfetto_kernel import slice_packets  # noqa: PLC0415 - numba only for large exports
+    return Encoding(rows, pool).run()
 
+
+class Encoding:
+    """A batch's inputs to the numba kernel, laid out (in the caller's thread); `run` calls the kernel, which
+    releases the GIL: the export runs it in the writer's thread (background_writes.write_job), beside the
+    preparing of the next batch."""
+
+    def __init__(self, rows: SliceRows, pool: BufferPool) -> None:
+        self.rows, self.pool = int(rows.start.shape[0]), pool
+        self.bound = 0
+        self.inputs: tuple[np.ndarray, ...] = ()
+        if self.rows:
+            self.bound, self.inputs = _kernel_inputs(rows)
+
+    def run(self) -> tuple[memoryview, NDArray[np.uint8]]:
+        """The packets (a view of the buffer's start) and the pool buffer they lie in (taken now: only the batch
+        being written holds one)."""
+        from ktrace.exporters.perfetto_kernel import slice_packets  # noqa: PLC0415 - numba only for large exports
+
+        if not self.rows:
+            empty = np.zeros(0, np.uint8)
+            return empty.data, empty
+        out = self.pool.take(self.bound)
+        written = slice_packets(out, *self.inputs)
+        self.inputs = ()  # let the inputs go once written
+        return out.data[:written], out
+
+
+def _kernel_inputs(rows: SliceRows) -> tuple[int, tuple[np.ndarray, ...]]:
+    """The bytes slice_packets writes at most (its output buffer's size) and its other arguments."""
     n = rows.start.shape[0]
-    if n == 0:
-        empty = np.zeros(0, np.uint8)
-        return empty.data, empty
     flags = enc.tag(13, 0) + enc.varint_bytes(enc.SEQ_NEEDS_INCREMENTAL_STATE)
     consts, const_off = ragged(
         [
@@ -162,14 +217,13 @@ def encode_pooled(rows: SliceRows, pool: BufferPool) -> tuple[memoryview, NDArra
     flow_bytes = flow_ids.shape[0] * (len(enc.K_FLOW_IDS) + 8) + term_ids.shape[0] * (
         len(enc.K_TERMINATING_FLOW_IDS) + 8
     )
-    out = pool.take(packets_bound(n, const_off, int_head_off, str_off, len(rows.strings), flow_bytes))
+    bound = packets_bound(n, const_off, int_head_off, str_off, len(rows.strings), flow_bytes)
     inputs: tuple[np.ndarray, ...] = (
         *(np.ascontiguousarray(c, np.int64) for c in (rows.start, rows.end, rows.track, rows.name_iid)),
         *(consts, const_off, int_heads, int_head_off, int_vals, int_present, str_blob, str_off, str_codes),
         *(flow_off, flow_ids, term_off, term_ids),
     )
-    written = slice_packets(out, *(_read_only(a) for a in inputs))
-    return out.data[:written], out
+    return bound, tuple(_read_only(a) for a in inputs)
 
 
 def warm_compiled() -> threading.Thread:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import threading
 
@@ -55,3 +56,38 @@ def test_close_is_idempotent_and_rethrows() -> None:
     for _ in range(2):
         with pytest.raises(OSError):
             writer.close()
+
+
+def test_jobs_run_in_the_writer_thread_in_turn_and_recycle_their_buffer() -> None:
+    sink = _Recording()
+    ran: list[str] = []
+    with background_writes(sink) as out:  # type: ignore[arg-type]
+        pool = out.pool
+
+        def job(k: int) -> tuple[memoryview, np.ndarray]:
+            ran.append(threading.current_thread().name)
+            buffer = pool.take(8)
+            buffer[:3] = [65 + k, 65 + k, 65 + k]
+            return buffer.data[:3], buffer
+
+        for k in range(5):
+            out.write(b"<")
+            out.write_job(functools.partial(job, k))
+    assert b"".join(sink.parts) == b"<AAA<BBB<CCC<DDD<EEE"
+    assert set(ran) == {"ktrace-writer"}
+    assert pool.take(8).shape[0] >= 8  # a written job's buffer came back to the pool
+
+
+def test_a_failing_job_raises_in_the_producer() -> None:
+    sink = _Recording()
+
+    def failing() -> tuple[bytes, None]:
+        raise ValueError("bad batch")
+
+    with pytest.raises(ValueError, match="bad batch"):
+        with background_writes(sink) as out:  # type: ignore[arg-type]
+            out.write(b"a")
+            out.write_job(failing)
+            for _ in range(10):
+                out.write(b"b")
+    assert sink.parts == [b"a"]

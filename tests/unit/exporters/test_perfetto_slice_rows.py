@@ -15,7 +15,7 @@ from reference.perfetto_rows_ref import slice_packets_reference
 from ktrace.exporters import perfetto as perfetto_module
 from ktrace.exporters.perfetto import dense_codes, export_perfetto
 from ktrace.exporters.perfetto_kernel import slice_packets
-from ktrace.exporters.perfetto_slice_rows import IntArg, SliceRows, StrArg, encode_compiled, encode_numpy
+from ktrace.exporters.perfetto_slice_rows import IntArg, SliceRows, StrArg, encode_compiled, encode_numpy, split_rows
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 UINT = st.one_of(
@@ -71,6 +71,14 @@ def test_compiled_and_numpy_encoders_write_the_naive_twins_bytes(rows: SliceRows
     expected = slice_packets_reference(rows)
     assert encode_compiled(rows) == expected
     assert encode_numpy(rows) == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(slice_rows(), st.integers(1, 13))
+def test_batches_cut_from_a_chunk_encode_to_the_chunks_bytes(rows: SliceRows, size: int) -> None:
+    parts = split_rows(rows, size)
+    assert sum(p.start.shape[0] for p in parts) == rows.start.shape[0]
+    assert b"".join(encode_numpy(p) for p in parts) == encode_numpy(rows)
 
 
 def test_the_kernel_source_runs_as_python_too() -> None:
