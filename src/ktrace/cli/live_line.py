@@ -6,6 +6,7 @@ Printed on stderr before the verb reads (stdout stays the verb's: tables, JSON);
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 TRACE_ARGUMENTS = ("trace", "a", "b")
@@ -14,12 +15,12 @@ TRACE_ARGUMENTS = ("trace", "a", "b")
 
 def say_if_live(verb: str, args: argparse.Namespace) -> None:
     """Print one line per TRACE argument of `args` that is a live capture (none for anything else)."""
+    paths = [p for p in (getattr(args, name, None) for name in TRACE_ARGUMENTS) if isinstance(p, str) and p]
+    if not any(os.path.isdir(p) for p in paths):
+        return  # a capture is a folder: a trace file needs no look (nor model.live's import)
     from ktrace.model.live import live_capture_of, live_status
 
-    for name in TRACE_ARGUMENTS:
-        path = getattr(args, name, None)
-        if not isinstance(path, str) or not path:
-            continue
+    for path in paths:
         try:
             status, capture = live_status(path), live_capture_of(path)
         except OSError:

@@ -35,7 +35,6 @@ from ktrace.importers.kineto_tables import (
 )
 from ktrace.importers.kineto_workers import read_in_workers, start_workers, worker_count
 from ktrace.model.builder import TraceBuilder, merge_traces
-from ktrace.model.clock_estimate import align_hosts
 from ktrace.model.errors import ProgressFn, TraceFormatError, no_progress
 from ktrace.model.scrub import scrub_trace
 from ktrace.model.trace import Trace, TraceMeta
@@ -89,6 +88,8 @@ def _import_folder(folder: Path, progress: ProgressFn, with_ops: bool) -> Trace:
     ranks, notes = assign_ranks([r.rank for _, r in results], skipped)
     traces = [t if t_rank == r.rank else _rerank(t, t_rank) for (t, r), t_rank in zip(results, ranks, strict=True)]
     meta = folder_meta(folder, [t.meta for t in traces], [r for _, r in results], ranks, notes)
+    from ktrace.model.clock_estimate import align_hosts  # (a folder's only: one file never imports it)
+
     return align_hosts(merge_traces(traces, meta))  # ranks from 2+ hosts: one clock
 
 

@@ -28,7 +28,6 @@ from pathlib import Path
 from ktrace.importers.kineto_combine import release_memory
 from ktrace.importers.kineto_streaming import Imported, import_or_spill
 from ktrace.model.errors import ExitCode, KtraceError, ProgressFn, no_progress
-from ktrace.model.live import pid_alive
 from ktrace.model.trace import Trace
 
 SPILL_ENV = "KTRACE_SPILL_BYTES"
@@ -92,10 +91,12 @@ def kineto_opened(path: Path, *, progress: ProgressFn = no_progress, with_ops: b
 def load_kineto_file(path: Path, *, progress: ProgressFn = no_progress, with_ops: bool = True) -> Trace:
     """The trace of one Kineto file, equal to `import_kineto(path)`: built in memory, or read back from the
     temporary store it was written to when it is big (see the module docstring)."""
-    from ktrace.model.store import read
-
     with kineto_opened(path, progress=progress, with_ops=with_ops) as opened:
-        return opened if isinstance(opened, Trace) else read(opened)
+        if isinstance(opened, Trace):
+            return opened
+        from ktrace.model.store import read  # (only for a spilled file: a small one never imports the store)
+
+        return read(opened)
 
 
 def _full(exc: OSError) -> bool:
@@ -120,6 +121,10 @@ def _remove_abandoned(folder: Path) -> None:
         names = [n for n in os.listdir(folder) if n.startswith(TEMP_PREFIX)]
     except OSError:
         return
+    if not names:
+        return
+    from ktrace.model.live import pid_alive
+
     for name in names:
         pid_text = name.removeprefix(TEMP_PREFIX).partition("-")[0]
         candidate = folder / name

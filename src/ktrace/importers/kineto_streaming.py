@@ -21,6 +21,7 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
 import pyarrow as pa
@@ -37,9 +38,10 @@ from ktrace.model.errors import ProgressFn, no_progress
 from ktrace.model.schema import TABLES
 from ktrace.model.scrub import scrub_frame, scrub_meta, scrub_trace
 from ktrace.model.secrets import scrub_strings
-from ktrace.model.store import partition_dir, write, write_meta, write_table
-from ktrace.model.store_append import ColumnStats, TableAppender, file_schema
 from ktrace.model.trace import Trace, TraceMeta, frame_from_columns, frame_to_arrow
+
+if TYPE_CHECKING:
+    from ktrace.model.store_append import ColumnStats
 
 FLUSH_BYTES = 48 << 20
 """Build and write the tables once the sink holds this many bytes of columns (~1 M kernel rows)."""
@@ -73,6 +75,8 @@ class _Chunks:
     gpu_ranges: list[pl.DataFrame] = field(default_factory=list)
 
     def write(self, kind: str, rows: pa.Table) -> None:
+        from ktrace.model.store_append import ColumnStats, file_schema  # (a file that never flushes: not imported)
+
         name = KIND_TABLE[kind]
         frame = frame_from_columns(rows, name, {"node": "", "rank": 0})
         schema = file_schema(name)
@@ -143,6 +147,8 @@ def import_to_store(path: Path, root: Path, *, progress: ProgressFn = no_progres
     Raises:
         TraceFormatError: the file is not a readable Kineto trace (one line, exit code 3).
     """
+    from ktrace.model.store import write
+
     result = import_or_spill(path, root, progress=progress, with_ops=with_ops)
     if isinstance(result, Imported):
         return result
@@ -175,6 +181,9 @@ def import_or_spill(
 
 
 def _finish(read: FileRead, sink: StreamingSink, root: Path) -> Imported:
+    from ktrace.model.store import partition_dir, write_meta, write_table
+    from ktrace.model.store_append import TableAppender
+
     sink.flush()
     assert sink.chunks is not None
     chunks = sink.chunks

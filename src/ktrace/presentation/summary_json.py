@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -16,13 +16,15 @@ from ktrace.analysis.modules import NO_MODULES, ModuleSummary
 from ktrace.analysis.operators import OperatorSummary
 from ktrace.analysis.phases import JobPhases
 from ktrace.analysis.python_frames import NO_PYTHON_FRAMES, PythonFrameSummary
-from ktrace.analysis.ranks import LoadBalance
-from ktrace.analysis.stragglers import Stragglers
 from ktrace.analysis.summary import Summary
 from ktrace.presentation.critical_path_json import critical_path_dict
 from ktrace.presentation.hardware_json import collectives_dict, roofline_dict
 from ktrace.presentation.json_rows import clean, frame_records
 from ktrace.presentation.summary_python import python_profile_dict
+
+if TYPE_CHECKING:  # (types only: the multi-rank analyses are imported where a summary has 2+ ranks)
+    from ktrace.analysis.ranks import LoadBalance
+    from ktrace.analysis.stragglers import Stragglers
 
 
 def _operators_dict(o: OperatorSummary | None) -> dict[str, Any] | None:

@@ -9,13 +9,15 @@ column.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ktrace.analysis.ranks import LoadBalance
-from ktrace.analysis.stragglers import Stragglers
 from ktrace.presentation.cells import Unit, format_value
 from ktrace.presentation.page import Section, Table, Text
 from ktrace.presentation.summary_tables import capped, frame_rows, frame_table, json_float, rows_table
+
+if TYPE_CHECKING:  # (types only: the multi-rank analyses are imported where a summary has 2+ ranks)
+    from ktrace.analysis.ranks import LoadBalance
+    from ktrace.analysis.stragglers import Stragglers
 
 TOP_RANKS = 10
 """Straggler rows in the report (the terminal summary shows TERMINAL_STRAGGLERS; the JSON every rank)."""

@@ -7,15 +7,13 @@ made printable and never read as markup.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 from rich.console import Console
 from rich.markup import escape
 from rich.text import Text as RichText
 
-from ktrace.analysis.ranks import LoadBalance
-from ktrace.analysis.stragglers import Stragglers
 from ktrace.analysis.summary import Summary
 from ktrace.model.display_text import printable, printable_tree
 from ktrace.presentation.layout import lay_out
@@ -26,6 +24,10 @@ from ktrace.presentation.summary_ranks import TERMINAL_STRAGGLERS as TERMINAL_ST
 from ktrace.presentation.summary_ranks import load_balance_section, stragglers_section
 from ktrace.presentation.summary_tables import frame_rows
 from ktrace.report.terminal_tables import render_table
+
+if TYPE_CHECKING:  # (types only: the multi-rank analyses are imported where a summary has 2+ ranks)
+    from ktrace.analysis.ranks import LoadBalance
+    from ktrace.analysis.stragglers import Stragglers
 
 _TEXT_STYLES = {"plain": "", "dim": "dim", "note": "yellow", "headline": "bold"}
 
