@@ -159,10 +159,9 @@ class ProcessEngine(EngineBase):
         """`map` with this process as one worker: items are taken in order by whoever frees up first. A finished
         process task submits the next item from its done-callback, so the processes stay fed (two tasks each) while
         this one runs a long task; this process yields the finished ones between its own."""
-        feed = _Feed(self._pool, fn, items)
+        feed = _Feed(self._pool, fn, items, self.workers - 1)
         try:
-            for _ in range(2 * (self.workers - 1)):  # one running and one queued a process: it never waits for this
-                feed.submit_next()  # process's GIL (held by its own task) to be handed its next
+            feed.top_up()
             while True:
                 for index, future in feed.finished():
                     yield index, self._result(future, item_label(items[index], describe))
@@ -210,10 +209,18 @@ def _import_module(name: str) -> bool:
 
 class _Feed(Generic[T, R]):
     """The items of a shared map: taken in order under a lock by this process and by the done-callbacks of the
-    worker processes' futures; finished futures queued for this process to yield."""
+    worker processes' futures; finished futures queued for this process to yield.
 
-    def __init__(self, pool: ProcessPoolExecutor, fn: Callable[[T], R], items: Sequence[T]) -> None:
+    The `processes` hold two tasks each (one running, one queued: a process never waits for this one's GIL, held
+    by its own task, to be handed its next) until only as many items are left as they would hold; then one each:
+    an item queued behind a running one is out of this process's reach, and at the end this process would wait
+    for both (up to two tasks with a core idle, where one each leaves at most the one running)."""
+
+    def __init__(self, pool: ProcessPoolExecutor, fn: Callable[[T], R], items: Sequence[T], processes: int) -> None:
         self._pool, self._fn, self._items = pool, fn, items
+        self._processes = processes
+        self._in_processes = 0
+        """Tasks submitted to the processes and not finished."""
         self._lock = threading.Lock()
         self._next = 0
         self._to_processes = 0
@@ -223,23 +230,33 @@ class _Feed(Generic[T, R]):
         self._submitted: dict[Future[R], int] = {}
         self._done: queue.SimpleQueue[tuple[int, Future[R]]] = queue.SimpleQueue()
 
-    def take(self, *, for_processes: bool = False) -> int | None:
-        """The next item's index, or None when every item was taken (or the map stopped)."""
+    def take(self) -> int | None:
+        """The next item's index for this process, or None when every item was taken (or the map stopped)."""
         with self._lock:
             if self._next >= len(self._items):
                 return None
             self._next += 1
-            self._to_processes += for_processes
             return self._next - 1
 
-    def submit_next(self) -> None:
-        """Submit the next item to the worker processes (nothing when none is left)."""
-        index = self.take(for_processes=True)
-        if index is None:
-            return
+    def top_up(self) -> None:
+        """Submit items to the worker processes until they hold two tasks each, or one each near the end."""
+        while True:
+            with self._lock:
+                left = len(self._items) - self._next
+                if left <= 0 or self._in_processes >= self._processes * (2 if left > 2 * self._processes else 1):
+                    return
+                index = self._next
+                self._next += 1
+                self._to_processes += 1
+                self._in_processes += 1
+            self._submit(index)
+
+    def _submit(self, index: int) -> None:
         try:
             future = self._pool.submit(self._fn, self._items[index])
         except Exception as exc:  # a worker died (BrokenProcessPool), or the pool is shut down: say so as its result
+            with self._lock:
+                self._in_processes -= 1
             failed: Future[R] = Future()
             failed.set_exception(exc)
             self._done.put((index, failed))
@@ -251,9 +268,10 @@ class _Feed(Generic[T, R]):
     def _finished(self, future: Future[R]) -> None:
         with self._lock:
             index = self._submitted.pop(future)
+            self._in_processes -= 1
         self._done.put((index, future))
         if not future.cancelled():
-            self.submit_next()
+            self.top_up()
 
     def finished(self) -> Iterator[tuple[int, Future[R]]]:
         """The process tasks finished since the last call, without waiting."""

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ktrace.fleet.engines import BYTES_PER_WORKER as BYTES_PER_WORKER  # (its home before: re-exported)
 from ktrace.fleet.engines import Engine, auto_workers, check_engine_options, open_engine
-from ktrace.fleet.rank_import import RankImport, RankTask, entry_partition, import_rank, read_entry
+from ktrace.fleet.rank_import import RankImport, RankTask, clock_inputs, entry_partition, import_rank, read_entry
 from ktrace.importers.kineto import assign_ranks, folder_meta, skip_reason
 from ktrace.importers.kineto_file_meta import RankFile
 from ktrace.importers.kineto_limits import file_caps
@@ -113,12 +113,7 @@ def import_folder(
                 cluster=cluster,
                 engine=engine,
             )
-            # the ranks' files were written unsynced (rank_import._write_entry): flushed while the client merges
-            with ThreadPoolExecutor(max_workers=1) as syncing:
-                flushed = syncing.submit(sync_filesystem, resume_folder(output.target))
-                meta, counts, ranks = _stage(folder, found, resume_folder(output.target), output)
-                flushed.result()
-            sync_filesystem(output.staging)  # the moves into the staging folder (metadata only: quick)
+            meta, counts, ranks = _stage(folder, found, resume_folder(output.target), output)
     except BaseException:
         with contextlib.suppress(OSError):
             resume_folder(output.target).rmdir()  # only if no rank was kept in it
@@ -218,8 +213,9 @@ def _scan_resume(resume: Path, files: Sequence[Path], with_ops: bool) -> tuple[d
 
 
 def _stage(folder: Path, found: _Ranks, resume: Path, output: Output) -> tuple[TraceMeta, dict[str, int], int]:
-    """Merge the records as the one-process folder import does, move each partition into the staging folder under
-    its final rank and write meta.json. (meta, rows per table, ranks with rows)."""
+    """Move each partition into the staging folder under its final rank, merge the records as the one-process
+    folder import does and write meta.json; the store is on disk when this returns. (meta, rows per table, ranks
+    with rows)."""
     records = found.records
     entries = [resume / _entry_name(path) for path, r in zip(found.files, records, strict=True) if not r.skipped]
     imported = [r for r in records if not r.skipped]
@@ -229,12 +225,6 @@ def _stage(folder: Path, found: _Ranks, resume: Path, output: Output) -> tuple[T
             records[0].skipped if len(records) == 1 else f"{folder}: no readable Kineto trace ({skipped[0]})"
         )
     ranks, notes = assign_ranks([r.rank for r in imported], skipped)
-    metas = [TraceMeta(source="kineto", job=r.job, hosts=(r.node,), health=r.health, notes=r.notes) for r in imported]
-    infos = [RankFile(r.rank, r.rank_from, r.world_size, r.job) for r in imported]
-    meta = _scrubbed_meta(folder_meta(folder, metas, infos, ranks, notes), imported)
-    if len({r.node for r in imported}) > 1:  # ranks from 2+ hosts: one clock, applied when the store is read
-        alignment = estimate_offsets(r.clock_input(rank) for r, rank in zip(imported, ranks, strict=True))
-        meta = dataclasses.replace(meta, clock_alignment=dataclasses.replace(alignment, applied=False))
     for record, rank, entry in zip(imported, ranks, entries, strict=True):
         # (each entry is whole: renamed into place by its task, or read back by _scan_resume)
         part = entry_partition(entry)
@@ -243,11 +233,22 @@ def _stage(folder: Path, found: _Ranks, resume: Path, output: Output) -> tuple[T
         target = partition_dir(output.staging, record.node, rank)
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(part, target)
-    # the entries' emptied folders go in threads, while meta.json is written: a removal waits on the disk (1-4 ms a
-    # folder on a busy one, 0.7-1.0 s for 256 ranks one after the other, 0.06-0.2 s in 8 threads)
+    # Disk work in threads while this one merges the metadata: the store flushed once (the ranks' files were
+    # written unsynced, rank_import._write_entry; the moves above included), and the entries' emptied folders
+    # removed (1-4 ms a folder on a busy disk, 0.7-1.0 s for 256 ranks one after the other).
     with ThreadPoolExecutor(max_workers=REMOVERS) as pool:
+        flushed = pool.submit(sync_filesystem, output.staging)
         pool.map(functools.partial(shutil.rmtree, ignore_errors=True), entries)
-        write_meta(output.staging, meta, {r.node for r in imported})
+        metas = [
+            TraceMeta(source="kineto", job=r.job, hosts=(r.node,), health=r.health, notes=r.notes) for r in imported
+        ]
+        infos = [RankFile(r.rank, r.rank_from, r.world_size, r.job) for r in imported]
+        meta = _scrubbed_meta(folder_meta(folder, metas, infos, ranks, notes), imported)
+        if len({r.node for r in imported}) > 1:  # ranks from 2+ hosts: one clock, applied when the store is read
+            alignment = estimate_offsets(clock_inputs(imported, ranks))
+            meta = dataclasses.replace(meta, clock_alignment=dataclasses.replace(alignment, applied=False))
+        flushed.result()
+        write_meta(output.staging, meta, {r.node for r in imported})  # (fsynced itself)
     counts: dict[str, int] = {}
     for record in imported:
         for table, rows in record.counts.items():

@@ -19,6 +19,7 @@ import os
 import secrets
 import shutil
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,11 +85,6 @@ class RankImport:
     """The rank's NCCL collective kernels as [name, group, seq, end_ns] rows (model.clock.COLLECTIVE_COLUMNS,
     names scrubbed): the clock estimator's input, so the client aligns hosts without reading any partition."""
 
-    def clock_input(self, rank: int) -> RankClockInput:
-        """The estimator's input for this rank, under its final `rank`."""
-        frame = pl.DataFrame(self.collectives, schema=COLLECTIVE_COLUMNS, orient="row")
-        return RankClockInput(node=self.node, rank=rank, collectives=frame)
-
     def to_json(self) -> dict[str, Any]:
         """The record as JSON values (partition.json)."""
         return {**dataclasses.asdict(self), "notes": list(self.notes)}
@@ -130,6 +126,21 @@ class RankImport:
             return self.content == content_digest(path, st.st_size)
         except OSError:
             return False
+
+
+def clock_inputs(records: Sequence[RankImport], ranks: Sequence[int]) -> list[RankClockInput]:
+    """The clock estimator's input of each record, under its final rank in `ranks`: every record's rows made one
+    frame and cut by record (a frame built per record, Categorical each, took ~0.1 s of the client at 256 ranks)."""
+    rows = [row for record in records for row in record.collectives]
+    owners = pl.Series("owner", [i for i, record in enumerate(records) for _ in record.collectives], pl.Int32)
+    plain = {name: pl.String if dtype == pl.Categorical else dtype for name, dtype in COLLECTIVE_COLUMNS.items()}
+    frame = pl.DataFrame(rows, schema=plain, orient="row").cast(COLLECTIVE_COLUMNS)  # type: ignore[arg-type]
+    pieces = frame.with_columns(owners).partition_by("owner", as_dict=True, include_key=False, maintain_order=True)
+    empty = frame.clear()
+    return [
+        RankClockInput(node=record.node, rank=rank, collectives=pieces.get((i,), empty))
+        for i, (record, rank) in enumerate(zip(records, ranks, strict=True))
+    ]
 
 
 DIGEST_SPAN = 1 << 16
