@@ -1,0 +1,63 @@
+"""`ktrace import DIR` resumes from what a power loss left: a rank's files are written unsynced (the store is
+flushed once, before it is published), so an entry renamed into place can come back with short or empty files.
+Such an entry is imported again; the others are kept, and the store equals the one-process import's."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from ktrace.cli import main
+from ktrace.fleet.folder_import import resume_folder
+from ktrace.fleet.rank_import import RankTask, import_rank, read_entry
+from ktrace.importers.kineto import import_kineto
+from ktrace.importers.kineto_limits import file_caps
+from ktrace.model import store
+from ktrace.testing.compare import assert_trace_equal
+
+
+def _entries_of_a_finished_run(folder: Path, out: Path) -> list[Path]:
+    """The resume folder a run killed after importing every rank leaves (the entries its tasks rename into place)."""
+    resume = resume_folder(out)
+    resume.mkdir()
+    entries = []
+    for path in sorted(folder.glob("*.json.gz")):
+        entries.append(resume / f"file={path.name}")
+        import_rank(RankTask(str(path.absolute()), str(entries[-1]), True, file_caps()))
+    return entries
+
+
+def _partition(entry: Path) -> Path:
+    found = read_entry(entry)
+    assert found is not None
+    return found[1]
+
+
+def test_entries_with_short_or_empty_files_are_imported_again(
+    real_trace_path: Callable[[str], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder, out = tmp_path / "ranks", tmp_path / "job.ktrace"
+    shutil.copytree(real_trace_path("dlrm"), folder)
+    entries = _entries_of_a_finished_run(folder, out)
+    assert len(entries) == 8 and all(read_entry(entry) is not None for entry in entries)
+    kernels = _partition(entries[0]) / "kernels.parquet"
+    kernels.write_bytes(kernels.read_bytes()[: kernels.stat().st_size // 2])  # its data half on disk
+    (_partition(entries[1]) / "ops.parquet").write_bytes(b"")  # renamed in the journal, its data never written
+    (_partition(entries[2]) / "memory.parquet").unlink()
+    (_partition(entries[3]) / "partition.json").write_text('{"import": {')
+    assert [read_entry(entry) is None for entry in entries] == [True] * 4 + [False] * 4
+
+    assert main(["import", str(folder), "-o", str(out), "--workers", "1", "--no-progress"]) == 0
+    assert "resumed: 4 rank file(s) kept from the interrupted import" in capsys.readouterr().out
+    assert not resume_folder(out).exists()
+    one = tmp_path / "one-process.ktrace"
+    store.write(import_kineto(folder), one)
+    assert_trace_equal(store.read(out), store.read(one))
+    metas = [json.loads((path / "meta.json").read_text()) for path in (out, one)]
+    for meta in metas:
+        meta.pop("created")
+    assert metas[0] == metas[1]
