@@ -33,10 +33,11 @@ past 20,000 and loaded numba for them alone (~0.5 s and ~90 MB: demo 1.85 -> 3.0
 ~10 us a row as Python)."""
 
 NUMPY_MAX_ROWS = int(os.environ.get("KTRACE_NUMPY_KERNEL_ROWS", str(1 << 20)))
-"""Kernels with a numpy twin (a wrapper asking `takes_numpy`) run it on inputs of at most this many rows while
-numba is not loaded yet, and on inputs of at most PYTHON_MAX_ROWS rows at any time: at 1.3 M events (owlv2 x10)
-the summary then never loads numba, whose import and first cache load cost ~0.45 CPU s and ~110 MB of the
-~400 MB peak (issue 29: <= 100 B/event). Set KTRACE_NUMPY_KERNEL_ROWS=-1 to never take a numpy twin."""
+"""Kernels with a path of their own beside numba (a numpy twin, or their source over Python lists where one pass
+over lists is cheap: a wrapper asking `skips_numba`) take it on inputs of at most this many rows while numba is
+not loaded yet, and on inputs of at most PYTHON_MAX_ROWS rows at any time: at 1.3 M events (owlv2 x10) the
+summary then never loads numba, whose import and first cache load cost ~0.45 CPU s and ~110 MB of a ~400 MB
+peak (issue 29: <= 100 B/event). Set KTRACE_NUMPY_KERNEL_ROWS=-1 never to take such a path."""
 
 compile_listeners: list[Callable[[str, bool], None]] = []
 """Called as (kernel name, False) just before numba compiles a kernel (not when it loads from the disk cache)
@@ -83,9 +84,9 @@ class Kernel:
         """Whether `rows` rows of work run as the kernel's Python source (a wrapper may then take a numpy path)."""
         return rows <= PYTHON_MAX_ROWS * (LIGHT_FACTOR if self.light and not _numba_loaded else 1)
 
-    def takes_numpy(self, rows: int) -> bool:
-        """Whether a wrapper with a numpy twin of this kernel runs the twin on `rows` rows: small inputs always,
-        large ones (up to NUMPY_MAX_ROWS) while numba is not loaded, so that they do not load it."""
+    def skips_numba(self, rows: int) -> bool:
+        """Whether a wrapper with a path of its own beside this kernel (NUMPY_MAX_ROWS) takes it on `rows` rows:
+        small inputs always, large ones (up to NUMPY_MAX_ROWS) while numba is not loaded, so as not to load it."""
         return rows <= NUMPY_MAX_ROWS and (not _numba_loaded or self.runs_as_python(rows))
 
     def compiled(self) -> Any:

@@ -98,7 +98,7 @@ def gap_categories(
     rec = Records(*(_as64(a) for a in records))
     spans = Spans(*(_as64(a) for a in syncs))
     bounds, group_sync = _as64(bounds), _as64(group_sync)
-    if not _gap_categories.takes_numpy(max(rec.start.size, spans.start.size)):
+    if not _gap_categories.skips_numba(max(rec.start.size, spans.start.size)):
         return _gap_categories(bounds, rec, spans, group_sync, int(kernel_wait_ns))
     return _gap_categories_numpy(bounds, rec, spans, group_sync, int(kernel_wait_ns))
 

@@ -53,7 +53,7 @@ def counting_order(gid: I64, n_groups: int) -> tuple[I64, I64]:
         (perm, bounds): rows perm[bounds[g]:bounds[g+1]] are group g's, in their original order.
     """
     gid = _as64(gid)
-    if gid.size <= NUMPY_ORDER_ROWS or _counting_order.takes_numpy(gid.size):
+    if gid.size <= NUMPY_ORDER_ROWS or _counting_order.skips_numba(gid.size):
         bounds = np.zeros(int(n_groups) + 1, np.int64)
         np.cumsum(np.bincount(gid, minlength=int(n_groups)), out=bounds[1:])
         return np.argsort(gid, kind="stable").astype(np.int64, copy=False), bounds
@@ -75,7 +75,7 @@ def _unsorted_groups(bounds: I64, values: I64) -> npt.NDArray[np.bool_]:  # prag
 def unsorted_groups(bounds: I64, values: I64) -> npt.NDArray[np.bool_]:
     """Which contiguous segments bounds[g]:bounds[g+1] of `values` are not non-decreasing."""
     bounds, values = _as64(bounds), _as64(values)
-    if not _unsorted_groups.takes_numpy(max(bounds.size, values.size)):
+    if not _unsorted_groups.skips_numba(max(bounds.size, values.size)):
         return _unsorted_groups(bounds, values)
     # a decrease at row i (values[i] < values[i - 1]) counts for the group holding both rows
     drops = np.flatnonzero(values[1:] < values[:-1]) + 1
@@ -197,7 +197,7 @@ def order_stats(values: I64, bounds: I64, ranks: I64) -> I64:
     if r.shape[0] == 0:
         return np.zeros(r.shape, np.int64)
     values, bounds = _as64(values), _as64(bounds)
-    if _order_stats.runs_as_python(values.size) or _order_stats.takes_numpy(values.size):
+    if _order_stats.runs_as_python(values.size) or _order_stats.skips_numba(values.size):
         return _sorted_order_stats(values, bounds, r)
     return _order_stats(values, bounds, r)
 

@@ -50,7 +50,7 @@ def merge_intervals(group: I64, start: I64, end: I64) -> tuple[I64, I64, I64]:
         (group, start, end) of the merged intervals, sorted by (group, start).
     """
     g, s, e = _as64(group), _as64(start), _as64(end)
-    runs = merged_runs(g, s, e) if _merge.takes_numpy(g.size) else None
+    runs = merged_runs(g, s, e) if _merge.skips_numba(g.size) else None
     if runs is None:
         return _merge(g, s, e)
     first, reach = runs
@@ -116,7 +116,7 @@ def union_length(group: I64, start: I64, end: I64, n_groups: int) -> I64:
         int64 array of n_groups union lengths.
     """
     group, start, end = _as64(group), _as64(start), _as64(end)
-    runs = merged_runs(group, start, end) if _union_length.takes_numpy(group.size) else None
+    runs = merged_runs(group, start, end) if _union_length.skips_numba(group.size) else None
     if runs is None:
         return _union_length(group, start, end, int(n_groups))
     first, reach = runs

@@ -61,7 +61,7 @@ def lookup_first(keys: I64, order_by: I64, probe: I64) -> I64:
     if k.size == 0 or p.size == 0:
         return np.full(p.size, -1, np.int64)
     lo, hi = int(k.min()), int(k.max())
-    numpy_twin = _sorted.takes_numpy(max(k.size, p.size))
+    numpy_twin = _sorted.skips_numba(max(k.size, p.size))
     if hi - lo < MAX_TABLE_FACTOR * (k.size + p.size) + (1 << 20) and not numpy_twin:
         return _direct(k, o, p, lo, hi - lo + 1)
     perm = np.lexsort((np.arange(k.size), o, k)).astype(np.int64)

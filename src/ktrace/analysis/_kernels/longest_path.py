@@ -70,7 +70,7 @@ def topological_order(indptr: I64, dst: I64) -> I64:
     sources = np.flatnonzero(indegree == 0)
     order = np.zeros(n, np.int64)
     order[: sources.size] = sources
-    if _kahn.runs_as_python(max(indptr.size, dst.size)):
+    if _kahn.runs_as_python(max(indptr.size, dst.size)) or _kahn.skips_numba(max(indptr.size, dst.size)):
         listed = order.tolist()
         tail = _kahn.py_func(indptr.tolist(), dst.tolist(), indegree.tolist(), listed, sources.size)
         return np.array(listed[:tail], np.int64)
@@ -88,7 +88,8 @@ def longest_paths(order: I64, indptr: I64, dst: I64, weight: I64) -> tuple[I64, 
     """
     arrays = [_as64(a) for a in (order, indptr, dst, weight)]
     n = arrays[1].size - 1
-    if _longest_paths.runs_as_python(max(a.size for a in arrays)):
+    rows = max(a.size for a in arrays)
+    if _longest_paths.runs_as_python(rows) or _longest_paths.skips_numba(rows):
         dist_list, pred_list = [0] * n, [-1] * n
         _longest_paths.py_func(*(a.tolist() for a in arrays), dist_list, pred_list)
         return np.array(dist_list, np.int64), np.array(pred_list, np.int64)

@@ -63,7 +63,7 @@ def innermost_enclosing(r_group: I64, r_start: I64, r_end: I64, p_group: I64, p_
         int64 index (into the ranges as passed) per point, -1 where no range encloses it.
     """
     r_group, r_start, r_end, p_group, p_time = map(_as64, (r_group, r_start, r_end, p_group, p_time))
-    if _innermost.takes_numpy(max(r_start.size, p_time.size)):
+    if _innermost.skips_numba(max(r_start.size, p_time.size)):
         twin = _innermost_numpy(r_group, r_start, r_end, p_group, p_time)
         if twin is not None:
             return twin
@@ -129,7 +129,7 @@ def enclosing_parents(group: I64, start: I64, end: I64) -> I64:
     """
     group, start, end = _as64(group), _as64(start), _as64(end)
     new_run = np.append(True, group[1:] != group[:-1])
-    if not _parents.takes_numpy(start.size) or not (new_run[1:] | (start[1:] >= start[:-1])).all():
+    if not _parents.skips_numba(start.size) or not (new_run[1:] | (start[1:] >= start[:-1])).all():
         return _parents(group, start, end)
     # the kernel's stack after range i holds i, then i's parent, then its parent...: with starts in order, the
     # range it finds for i is the latest earlier range of i's run of equal groups that ends after i's start

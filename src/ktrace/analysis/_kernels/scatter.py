@@ -62,7 +62,7 @@ def duration_groups(gid: I64, start: I64, end: I64, n_groups: int) -> tuple[I64,
         int64[n_groups + 1], durations int64[n] (group g at bounds[g]:bounds[g+1], rows in order).
     """
     gid, start, end = _as64(gid), _as64(start), _as64(end)
-    if not _duration_groups.takes_numpy(gid.size):
+    if not _duration_groups.skips_numba(gid.size):
         return _duration_groups(gid, start, end, int(n_groups))
     bounds = _bounds(gid, int(n_groups))
     grouped = (end - start)[np.argsort(gid, kind="stable")]
@@ -130,7 +130,7 @@ def launch_groups(
         record order; rows 0/1/2 = launch latency, queue delay, api duration).
     """
     api_row, api_start, api_end, start, gid = map(_as64, (api_row, api_start, api_end, start, gid))
-    if not _launch_groups.takes_numpy(gid.size):
+    if not _launch_groups.skips_numba(gid.size):
         return _launch_groups(api_row, api_start, api_end, start, gid, int(n_groups))
     launched = np.flatnonzero(api_row >= 0)
     launched = launched[np.argsort(gid[launched], kind="stable")]  # group by group, record order inside

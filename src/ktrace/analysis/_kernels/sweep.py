@@ -100,7 +100,7 @@ def type_coverage(bounds: I64, start: I64, end: I64, type_idx: I64, n_types: int
     bounds, start, end, type_idx = _as64(bounds), _as64(start), _as64(end), _as64(type_idx)
     covered = (
         _type_coverage_numpy(bounds, start, end, type_idx, int(n_types))
-        if _type_coverage.takes_numpy(start.size)
+        if _type_coverage.skips_numba(start.size)
         else None
     )
     if covered is None:
