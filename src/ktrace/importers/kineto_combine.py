@@ -47,6 +47,12 @@ def slimmed(table: pa.Table, kind: str) -> pa.Table:
     return table
 
 
+RELEASE_BYTES = 16 << 20
+"""`combined` gives the freed slices back to the operating system each time this many bytes of them were freed: a
+small trace's columns are not worth a malloc_trim each (124 calls, ~10 ms and the pages faulted in again, for the
+README demo's 132 k events)."""
+
+
 def combined(parts: list[pa.Table]) -> pa.Table:
     """The rows of `parts` in one chunk per column, dictionaries unified, holding at most one column twice at any
     time. `parts` is emptied (the caller must hold no other reference to its tables, or they stay in memory)."""
@@ -54,10 +60,14 @@ def combined(parts: list[pa.Table]) -> pa.Table:
     parts.clear()
     schema = chunked.schema
     columns = []
+    freed = 0
     while chunked.num_columns:
         columns.append(chunked.column(0).combine_chunks())
+        freed += columns[-1].nbytes
         chunked = chunked.remove_column(0)  # (the last reference to that column's slices: freed here, and given
-        release_memory()  # back: else the process held the rows twice all the same)
+        if freed >= RELEASE_BYTES:  # back: else the process held the rows twice all the same)
+            release_memory()
+            freed = 0
     return pa.Table.from_arrays(columns, schema=schema)
 
 
