@@ -4,6 +4,7 @@ and the removal of the edges that close cycles (timestamps going back)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,8 +53,16 @@ class Dag:
         w = weight[self.edge]
         if self.bonus is not None:
             w = np.where(w < 0, -1, w * self.scale + self.bonus)
-        dist, slot = longest_paths(self.order, self.indptr, self.dst, w)
+        dist, slot = longest_paths(self.order, self.indptr, self.dst, w, listed=self._listed)
         return dist // self.scale, np.where(slot >= 0, self.edge[np.maximum(slot, 0)], -1)
+
+    def _listed(self) -> tuple[list[int], list[int], list[int]]:
+        """order, indptr and dst as lists, made once for the longest paths run as Python (the what-ifs rerun them)."""
+        return self._lists
+
+    @functools.cached_property
+    def _lists(self) -> tuple[list[int], list[int], list[int]]:
+        return self.order.tolist(), self.indptr.tolist(), self.dst.tolist()
 
     def path(self, dist: I64, pred: I64) -> I64:
         """Edge ids of the longest path, in order (ends at the first node of maximal distance in topological
