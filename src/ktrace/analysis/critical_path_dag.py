@@ -72,11 +72,13 @@ class Dag:
         node = int(self.order[int(np.argmax(dist[self.order]))])
         out: list[int] = []
         # .item() reads a Python int (an indexed numpy scalar costs 10x); no tolist() of every node and edge, which
-        # held ~110 MB of Python ints for the 256-rank job's 1 M-node graph to walk a path of a few thousand edges
+        # held ~110 MB of Python ints for the 256-rank job's 1 M-node graph to walk a path of a few thousand edges;
+        # each edge's predecessor edge in one gather (8 bytes an edge), so a step reads one int, not two
+        before = pred[self.src]
         e = pred.item(node)
         while e >= 0:
             out.append(e)
-            e = pred.item(self.src.item(e))
+            e = before.item(e)
         return np.asarray(out[::-1], np.int64)
 
 
