@@ -89,7 +89,19 @@ def merge_runs(perm: I64, run_bounds: I64, group_runs: I64, key: I64) -> I64:
     Returns:
         int64 permutation: each group's rows in (key[row], row) order, groups in place.
     """
-    return _merge_runs(_as64(perm), _as64(run_bounds), _as64(group_runs), _as64(key))
+    perm, run_bounds, group_runs, key = _as64(perm), _as64(run_bounds), _as64(group_runs), _as64(key)
+    if not _merge_runs.skips_numba(perm.size):
+        return _merge_runs(perm, run_bounds, group_runs, key)
+    # the numpy twin: one stable sort of every group's positions by (group, key, row); a group's positions
+    # are contiguous, so each group's rows land back on its own positions
+    first, last = run_bounds[group_runs[:-1]], run_bounds[group_runs[1:]]
+    at = np.arange(perm.size, dtype=np.int64)
+    group = np.searchsorted(first, at, "right") - 1
+    inside = np.flatnonzero((group >= 0) & (at < last[np.maximum(group, 0)])) if first.size else at[:0]
+    rows = perm[inside]
+    out = perm.copy()
+    out[inside] = rows[np.lexsort((rows, key[rows], group[inside]))]
+    return out
 
 
 def _as64(a: npt.ArrayLike) -> I64:
