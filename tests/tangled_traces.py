@@ -70,3 +70,22 @@ def tangled_trace(
         },
     )
     return b.build()
+
+
+def launch_calls(starts: list[int], ids: list[int]) -> Trace:
+    """One rank's launch calls only: call k starts at starts[k] with correlation id ids[k] (Launches' input)."""
+    b = TraceBuilder("n", 0, TraceMeta(source="synthetic", hosts=("n",)))
+    n = len(ids)
+    b.add(
+        "api",
+        {
+            "start_ns": starts,
+            "end_ns": [s + 1 for s in starts],
+            "pid": [1] * n,
+            "tid": [1] * n,
+            "correlation_id": ids,
+            "domain": ["runtime"] * n,
+            "name": ["cudaLaunchKernel"] * n,
+        },
+    )
+    return b.build()

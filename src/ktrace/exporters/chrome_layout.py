@@ -1,5 +1,5 @@
 """Where a rank's Chrome JSON slices go (pid, tid and overflow lane), the threads to name, and its launch->run
-flows, found in one pass over the rank's windows (perfetto_slice_windows) that keeps a 2-byte code per slice.
+flows, found in one pass over the rank's windows (perfetto_slice_windows).
 
 A slice's place before lanes is its process (the rank's, or its GPU's pseudo-process) and a tid: API calls,
 ranges and ops keep their thread's tid, kernels and memory copies go on their stream, steps, syncs and GPU
@@ -7,11 +7,11 @@ annotations on a pseudo-thread each. Where slices on one place overlap without n
 "(overlap n)" pseudo-thread (LANE_TID * n above), laid out cluster by cluster as the Perfetto export does
 (perfetto_rank_layout.Overlaps), so the lanes are track_layout.overlap_lanes' of the whole rank.
 
-What stays per slice: its place's code (RowCodes, 2 bytes: `pids_tids` reads it rather than grouping the chunk's
-key columns again); on a place where slices overlap, the held cluster's start, end, row and thread label. Per
-launch->run pair: its launch (4 bytes), whether its GPU record starts after the launch (1 byte), then the record's
-place and start (10 bytes); per distinct launch correlation id: the id, its launch's start and place (18 bytes).
-~39 bytes a kernel in all (two slices a kernel).
+What is noted per slice and per launch->run pair goes to temporary files, read back in order a chunk at a time
+(spill.Spill): each slice's place code (RowCodes: `pids_tids` reads it rather than grouping the chunk's key columns
+again), each pair's launch and whether its GPU record starts after the launch, then the record's place and start.
+What stays in memory: on a place where slices overlap, the held cluster's start, end, row and thread label; per
+distinct launch correlation id, the id, its launch's start and place (14-18 bytes).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from ktrace.exporters.chrome_lines import distinct_rows, int_column
 from ktrace.exporters.perfetto_rank_layout import LAYOUT_COLUMNS, Launches, Overlaps, RowCodes
 from ktrace.exporters.perfetto_slice_windows import RankSlices
 from ktrace.exporters.perfetto_slices import KINDS, STREAM_KINDS, THREAD_KINDS
+from ktrace.exporters.spill import Spill
 from ktrace.model.trace import Trace
 
 I64 = NDArray[np.int64]
@@ -163,13 +164,19 @@ class ChromeLayout:
         self.places, overlaps, self.launches = _PlaceCodes(), Overlaps(), Launches(trace, node, rank)
         self.row_codes = RowCodes()
         row = 0
+        self.pair_term = Spill(np.bool_)
+        """Per launch->run pair (file order of its GPU record): does the record start at or after its launch."""
+        self.flow_corr = Spill(np.int32)
+        """Per flow (a pair whose record starts at or after its launch: JSON flows need f.ts >= s.ts), its launch."""
         for window in slices.windows(LAYOUT_COLUMNS):
             code, tag = self.places.of(window, row)
             self.row_codes.add(code)
             overlaps.add(row, code, window["start_ns"].to_numpy(), window["end_ns"].to_numpy(), tag)
             self.launches.add(window)
+            pair_corr, term = self.launches.pair_parts.pop(), self.launches.term_parts.pop()
+            self.pair_term.append(term)
+            self.flow_corr.append(pair_corr[term])
             row += window.height
-        self.row_codes.close()
         self.lane_rows, lane_codes, lanes, lane_tags = overlaps.lanes()
         base = len(self.places.codes)
         lane_keys = lane_codes * (int(lanes.max(initial=0)) + 1) + lanes
@@ -177,19 +184,15 @@ class ChromeLayout:
         self.lane_code += base
         self.lane_of: list[tuple[int, int]] = [(int(lane_codes[j]), int(lanes[j])) for j in first.tolist()]
         self.lane_first = [(int(self.lane_rows[j]), int(lane_tags[j])) for j in first.tolist()]
-        pair_corr = np.concatenate(self.launches.pair_parts) if self.launches.pair_parts else np.zeros(0, np.int32)
-        term = np.concatenate(self.launches.term_parts) if self.launches.term_parts else np.zeros(0, np.bool_)
-        self.launches.pair_parts, self.launches.term_parts = [], []
-        self.flow_corr: I32 = pair_corr[term]  # JSON flows need f.ts >= s.ts: a record before its launch gets none
-        self.flow_count = int(self.flow_corr.shape[0])
+        self.flow_count = self.flow_corr.count
         """Flows the rank writes."""
-        self.pair_term = term
         codes = len(self.places.codes) + len(self.lane_of)
         self.code_type = np.uint16 if codes < 2**16 - 1 else np.int32  # a place per thread or stream: few
         self.unset = np.iinfo(self.code_type).max
         self.launch_code: NDArray[np.integer] = np.full(self.launches.count, self.unset, self.code_type)
-        self.gpu_code: list[NDArray[np.integer]] = []
-        self.gpu_start: list[I64] = []
+        self.gpu_code = Spill(np.int32)
+        """Per flow, its GPU record's place code and start (noted by `pids_tids`, read by `flows`)."""
+        self.gpu_start = Spill(np.int64)
         self.next_pair = 0
         self.pid: I64 = np.zeros(0, np.int64)
         self.tid: I64 = np.zeros(0, np.int64)
@@ -229,10 +232,10 @@ class ChromeLayout:
         at, found = self.launches.match(chunk["correlation_id"])
         kind = chunk["kind"]
         gpu = np.flatnonzero(kind.is_in(STREAM_KINDS).to_numpy() & found)  # in file order: the pairs' order
-        term = self.pair_term[self.next_pair : self.next_pair + gpu.size]
+        term = self.pair_term.read(self.next_pair, gpu.size).astype(np.bool_)
         self.next_pair += gpu.size
         gpu = gpu[term]
-        self.gpu_code.append(code[gpu].astype(self.code_type))
+        self.gpu_code.append(code[gpu])
         self.gpu_start.append(chunk["start_ns"].to_numpy()[gpu])
         calls = np.flatnonzero((kind == "api").to_numpy() & found)
         corr, first = np.unique(at[calls], return_index=True)
@@ -243,20 +246,16 @@ class ChromeLayout:
         """The flows' ends once every chunk was placed, `chunk_rows` at a time: ("s", k, pid, tid, ts) of the
         launches of flows k, k + 1, ..., then ("f", ...) of their GPU records; flow k is the k-th GPU record (in
         file order) that starts at or after its launch."""
-        self.launches.ids, self.pair_term = self.launches.ids[:0], self.pair_term[:0]  # done with: let go
+        self.launches.ids = self.launches.ids[:0]  # done with: let go
         self.launches.lookup = None
         launch_start = self.launches.launch_start
-        for a in range(0, self.flow_corr.shape[0], chunk_rows):
-            corr = self.flow_corr[a : a + chunk_rows]
+        for a in range(0, self.flow_count, chunk_rows):
+            corr = self.flow_corr.read(a, chunk_rows)
             code = self.launch_code[corr]
             yield "s", a, self.pid[code], self.tid[code], launch_start[corr]
         del launch_start
         self.launches.launch_start, self.launch_code = self.launches.launch_start[:0], self.launch_code[:0]
-        self.flow_corr = self.flow_corr[:0]
-        self.gpu_code.reverse()
-        self.gpu_start.reverse()
-        k = 0
-        while self.gpu_code:  # each chunk's records, let go once written
-            code, start = self.gpu_code.pop(), self.gpu_start.pop()
-            yield "f", k, self.pid[code], self.tid[code], start
-            k += code.shape[0]
+        for a in range(0, self.gpu_code.count, chunk_rows):
+            code = self.gpu_code.read(a, chunk_rows).astype(np.int64)
+            start: I64 = self.gpu_start.read(a, chunk_rows).astype(np.int64, copy=False)
+            yield "f", a, self.pid[code], self.tid[code], start

@@ -1,19 +1,19 @@
 """What a rank's Perfetto slices need from the whole rank before its first event is written, found in one pass
-over its windows (perfetto_slice_windows) that keeps a 2-byte code per slice and no other per-slice column: the
-tracks (created in display order), the overlap lanes of the slices that break nesting on their track, and the flow
-ids of every launch.
+over its windows (perfetto_slice_windows): the tracks (created in display order), the overlap lanes of the slices
+that break nesting on their track, and the flow ids of every launch.
 
 Then `tracks` and `flows` give each chunk its track uuids and flow ids, as assign_tracks + overlap_lanes and
 launch_pairs + FlowChunks give them for the whole rank at once (the same numbers).
 
-What stays per slice: its track's code (RowCodes, 2 bytes: `tracks` reads it rather than grouping the chunk's key
-columns again); on a track where slices overlap (nested operators), start, end and row from the slice before its
-first overlap on (24 bytes a slice); per launch->run pair, its order by correlation id (4 bytes) and whether it
-ends its flow (1 byte); per distinct launch correlation id, the id (an offset from the first, 4 bytes, where they
-span under 2**32; where they are dense, a 4-byte place per id of their span instead), where its pairs start among
-them (4 bytes) and whether its launch was written (9 bytes); the layout pass holds the launch's start too (8
-bytes). The Chrome JSON export (chrome_layout) lays out its lanes and
-finds its launches with the same Overlaps and Launches, and keeps its codes in RowCodes too.
+What is noted per slice goes to a temporary file, read back chunk by chunk (spill.Spill): its track's code
+(RowCodes: `tracks` reads it rather than grouping the chunk's key columns again), and per launch->run pair whether
+it ends its flow. What stays in memory: on a track where slices overlap (nested operators), start, end and row
+from the slice before its first overlap on (24 bytes a slice); per pair, its order by correlation id (4 bytes);
+per distinct launch correlation id, the id (an offset from the first, 4 bytes, where they span under 2**32; where
+they are dense, a 4-byte place per id of their span instead), where its pairs start among them (4 bytes) and
+whether its launch was written (1 byte); the layout pass holds the launch's start too (8 bytes). The Chrome JSON
+export (chrome_layout) lays out its lanes and finds its launches with the same Overlaps and Launches, and keeps
+its codes in RowCodes too.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from numpy.typing import NDArray
 from ktrace.exporters.perfetto_slice_windows import RankSlices
 from ktrace.exporters.perfetto_slices import STREAM_KINDS, rank_parts
 from ktrace.exporters.perfetto_tracks import TRACK_KEYS, slice_keys, track_uuids
+from ktrace.exporters.spill import Spill
 from ktrace.model.nesting import nesting_lanes
 from ktrace.model.trace import Trace
 
@@ -60,26 +61,19 @@ class _TrackCodes:
 
 class RowCodes:
     """A small code per slice of the rank (a track's, a place's), in file order, noted by the layout pass so that
-    the writing pass looks each chunk's codes up instead of grouping its key columns again: 2 bytes a slice
-    (4 where the codes pass 2**16)."""
+    the writing pass looks each chunk's codes up instead of grouping its key columns again; kept in a temporary
+    file (spill.Spill), not in memory."""
 
     def __init__(self) -> None:
-        self.parts: list[NDArray[np.integer]] = []
-        self.rows: NDArray[np.integer] = np.zeros(0, np.uint16)
+        self.rows = Spill(np.int32)
 
     def add(self, code: I64) -> None:
         """The next window's codes (rows in file order)."""
-        self.parts.append(code.astype(np.uint16 if int(code.max(initial=0)) < 2**16 else np.int32))
-
-    def close(self) -> None:
-        """Every window added: join them."""
-        if self.parts:
-            self.rows = np.concatenate(self.parts)
-        self.parts = []
+        self.rows.append(code)
 
     def of(self, first_row: int, count: int) -> I64:
         """The codes of rows first_row, ..., first_row + count - 1."""
-        return self.rows[first_row : first_row + count].astype(np.int64)
+        return self.rows.read(first_row, count).astype(np.int64)
 
 
 class Overlaps:
@@ -163,13 +157,23 @@ class Launches:
         corr = calls["correlation_id"].cast(pl.Int64).to_numpy()
         start = calls["start_ns"].to_numpy()
         del calls
-        order = np.argsort(corr, kind="stable")
-        corr, start = corr[order], start[order]
-        firsts = np.flatnonzero(np.r_[True, corr[1:] != corr[:-1]]) if corr.size else np.zeros(0, np.int64)
-        ids = corr[firsts]
+        if corr.size > 1 and not bool((corr[1:] >= corr[:-1]).all()):  # ids come sorted where calls are in order
+            order = np.argsort(corr, kind="stable")
+            corr, start = corr[order], start[order]
+            del order
+        step = corr[1:] != corr[:-1]
+        if bool(step.all()):  # each id launched once (the common case): no copies of the columns
+            ids, self.launch_start = corr, start
+        else:
+            firsts = np.flatnonzero(np.r_[True, step])
+            ids, self.launch_start = corr[firsts], np.minimum.reduceat(start, firsts)
+            del firsts
+        del step, corr, start
         self.base = int(ids[0]) if ids.size else 0
         if ids.size and int(ids[-1]) - self.base < 2**32 and int(ids[-1]) < 2**63 - 2**32:
-            self.ids: NDArray[np.uint32] | I64 = (ids - self.base).astype(np.uint32)  # ids past the first: 4 B
+            # ids past the first, 4 bytes each: offsets under 2**32 are their low 32 bits' difference (no 8-byte copy)
+            self.ids: NDArray[np.uint32] | I64 = ids.astype(np.uint32)
+            self.ids -= np.uint32(self.base & 0xFFFFFFFF)
         else:
             self.ids, self.base = ids, 0
         del ids
@@ -184,7 +188,6 @@ class Launches:
             self.lookup = np.full(span, -1, np.int32)
             self.lookup[self.ids] = np.arange(self.ids.size, dtype=np.int32)
             self.ids = self.ids[:0]
-        self.launch_start: I64 = np.minimum.reduceat(start, firsts) if firsts.size else start[:0]
         self.pair_parts: list[NDArray[np.int32]] = []
         self.term_parts: list[NDArray[np.bool_]] = []
 
@@ -219,13 +222,15 @@ class RankLayout:
         codes, overlaps, self.launches = _TrackCodes(), Overlaps(), Launches(trace, node, rank)
         self.row_codes = RowCodes()
         row = 0
+        self.term = Spill(np.bool_)
+        """Per pair: does the GPU record start at or after its launch (then it ends the flow)."""
         for window in slices.windows(LAYOUT_COLUMNS):
             code = codes.of(window)
             self.row_codes.add(code)
             overlaps.add(row, code, window["start_ns"].to_numpy(), window["end_ns"].to_numpy())
             self.launches.add(window)
+            self.term.append(self.launches.term_parts.pop())
             row += window.height
-        self.row_codes.close()
         keys = sorted(codes.codes)
         made = track_uuids(tree, proc, trace, node, rank, keys)
         self.uuid_of: I64 = np.zeros(len(keys), np.int64)
@@ -238,9 +243,7 @@ class RankLayout:
             [lane_uuid[(b, k)] for b, k in zip(base.tolist(), lanes.tolist(), strict=True)], np.int64
         )
         pair_corr = np.concatenate(self.launches.pair_parts) if self.launches.pair_parts else np.zeros(0, np.int32)
-        self.term = np.concatenate(self.launches.term_parts) if self.launches.term_parts else np.zeros(0, np.bool_)
-        """Per pair: does the GPU record start at or after its launch (then it ends the flow)."""
-        self.launches.pair_parts, self.launches.term_parts = [], []
+        self.launches.pair_parts = []
         self.launches.launch_start = self.launches.launch_start[:0]  # the pairs' `term` says all it was for
         self.pairs = int(pair_corr.shape[0])
         self.pairs_by_corr: NDArray[np.int32] | I64 = np.argsort(pair_corr, kind="stable")
@@ -269,7 +272,7 @@ class RankLayout:
         kind = chunk["kind"]
         gpu = np.flatnonzero(kind.is_in(STREAM_KINDS).to_numpy() & found)
         gpu_ids = (first_id + self.next_pair + np.arange(gpu.size)).astype(np.uint64)
-        term = self.term[self.next_pair : self.next_pair + gpu.size]
+        term = self.term.read(self.next_pair, gpu.size).astype(np.bool_)
         self.next_pair += gpu.size
         calls = np.flatnonzero((kind == "api").to_numpy() & found)
         corr, first = np.unique(at[calls], return_index=True)

@@ -11,7 +11,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from tangled_traces import tangled_trace
+from tangled_traces import launch_calls, tangled_trace
 
 from ktrace.exporters import chrome_json
 from ktrace.exporters.chrome_json import export_chrome_json
@@ -20,8 +20,7 @@ from ktrace.exporters.perfetto_rank_layout import Launches
 from ktrace.exporters.perfetto_slices import STREAM_KINDS, THREAD_KINDS, launch_pairs, rank_slices
 from ktrace.exporters.selection import select
 from ktrace.exporters.track_layout import overlap_lanes
-from ktrace.model.builder import TraceBuilder
-from ktrace.model.trace import Trace, TraceMeta
+from ktrace.model.trace import Trace
 from ktrace.testing import SyntheticConfig, generate
 
 
@@ -155,21 +154,7 @@ def test_counter_values_at_one_time_keep_the_table_order(tmp_path: Path) -> None
 def test_launch_ids_match_as_a_plain_search(ids: list[int]) -> None:
     """Launches keeps ids as 4-byte offsets from the first where they span under 2**32: a lookup finds exactly
     the launches' ids (nulls, ids between them, outside the span and far past it find none)."""
-    b = TraceBuilder("n", 0, TraceMeta(source="synthetic", hosts=("n",)))
-    n = len(ids)
-    b.add(
-        "api",
-        {
-            "start_ns": list(range(n)),
-            "end_ns": list(range(1, n + 1)),
-            "pid": [1] * n,
-            "tid": [1] * n,
-            "correlation_id": ids,
-            "domain": ["runtime"] * n,
-            "name": ["cudaLaunchKernel"] * n,
-        },
-    )
-    launches = Launches(b.build(), "n", 0)
+    launches = Launches(launch_calls(list(range(len(ids))), ids), "n", 0)
     asked = [None, *ids, 6, -4, 2**33 + 5, 2**40, 2**40 + 1, 2**62]
     at, found = launches.match(pl.Series(asked, dtype=pl.Int64))
     distinct = sorted(set(ids))

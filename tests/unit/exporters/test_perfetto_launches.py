@@ -7,6 +7,7 @@ import numpy as np
 import polars as pl
 from hypothesis import given
 from hypothesis import strategies as st
+from tangled_traces import launch_calls
 
 from ktrace.exporters.perfetto_rank_layout import Launches
 from ktrace.exporters.perfetto_tracks import process_order
@@ -32,3 +33,24 @@ def test_the_lookup_finds_what_the_binary_search_finds(offsets: list[int], extre
     assert found.tolist() == search_found.tolist()
     assert at[found].tolist() == search_at[search_found].tolist()
     assert found.any() == bool(np.isin([search.base + o for o in offsets], search.base + search.ids).any())
+
+
+@given(
+    calls=st.lists(
+        st.tuples(st.integers(0, 10_000), st.integers(-40, 40) | st.sampled_from([2**32 - 1, 2**32, 2**40])),
+        min_size=1,
+        max_size=60,
+    ),
+    base=st.sampled_from([0, 1, -(2**31), 2**32 - 3, 2**62]),
+)
+def test_launch_ids_and_starts_are_each_ids_earliest_call(calls: list[tuple[int, int]], base: int) -> None:
+    """Sorted or not, repeated or not, near 2**32 or past it: each distinct id once, with its earliest call's start."""
+    starts, ids = [s for s, _ in calls], [base + c for _, c in calls]
+    launches = Launches(launch_calls(starts, ids), "n", 0)
+    earliest: dict[int, int] = {}
+    for s, i in zip(starts, ids, strict=True):
+        earliest[i] = min(s, earliest.get(i, s))
+    expected = sorted(earliest)
+    at, found = launches.match(pl.Series(expected, dtype=pl.Int64))
+    assert found.all() and at.tolist() == list(range(len(expected))) and launches.count == len(expected)
+    assert launches.launch_start.tolist() == [earliest[i] for i in expected]

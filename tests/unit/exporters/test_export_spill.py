@@ -1,0 +1,33 @@
+"""spill.Spill: values appended in order come back by position, in the dtype given, from a file that goes away."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ktrace.exporters.spill import Spill
+
+
+@given(
+    parts=st.lists(st.lists(st.integers(-(2**31), 2**31 - 1), max_size=40), max_size=8),
+    first=st.integers(0, 400),
+    count=st.integers(0, 400),
+)
+def test_reads_give_back_what_was_appended(parts: list[list[int]], first: int, count: int) -> None:
+    spill = Spill(np.int32)
+    for part in parts:
+        spill.append(np.array(part, np.int64))
+    every = [v for part in parts for v in part]
+    assert spill.count == len(every)
+    got = spill.read(first, count)
+    assert got.dtype == np.int32 and got.tolist() == every[first : first + count]
+    spill.close()
+
+
+def test_bools_and_a_closed_spill() -> None:
+    spill = Spill(np.bool_)
+    spill.append(np.array([True, False, True]))
+    assert spill.read(1, 5).tolist() == [False, True]
+    spill.close()
+    spill.close()  # idempotent
