@@ -6,7 +6,9 @@ process, with the command's allocator settings (cli.options.use_returning_alloca
 memory every 5 ms (/proc/self/status: anonymous pages apart from file-backed ones, the libraries' code pages that
 running them faults in; tracemalloc sees neither Arrow's, polars' nor numba's):
 
-1. imports: the baseline's imports (numba's apart), then the store read (cli.options.open_trace, as the command);
+1. imports: the baseline's imports but numba's (the summary imports numba only where a kernel compiles, past
+   analysis._kernels.NUMPY_MAX_ROWS rows: then in the stage that needs it), then the store read
+   (cli.options.open_trace, as the command);
 2. each section of summarize(), in its order (stage_split_sections.sections_timed: one at a time, where the command
    runs three in threads, so the command's peak is higher than any stage's here), then the JSON render;
 3. what stays once the summary, the index and the trace are dropped (malloc_trim after each): the fixed part,
@@ -15,7 +17,7 @@ running them faults in; tracemalloc sees neither Arrow's, polars' nor numba's):
 
 Each stage row: RSS before, held (after - before), peak above before, and the held anonymous and file pages. The
 last line reads `memory_split: <store> <N> rows: baseline <MB>, peak <MB> (one stage at a time), held after the
-summary: trace <MB>, index and summary <MB>, fixed <MB> = file pages <MB> (...) + anonymous <MB>; numba kernels <k>`.
+summary: trace <MB>, index and summary <MB>, fixed <MB> = file pages <MB> (...) + anonymous <MB>; numba imported or not, kernels loaded: <k>`.
 
 examples:
   python benchmarks/memory_split.py /tmp/ktrace-big/owlv2_x10.ktrace
@@ -110,7 +112,7 @@ def child(store: str) -> dict[str, object]:
     use_returning_allocators()  # before pyarrow and polars load, as the command
     stages = Stages()
     stages.start_sampler()
-    with stages("imports (the baseline's, numba apart)"):
+    with stages("imports (the baseline's but numba)"):
         import msgspec  # noqa: F401
         import numpy  # noqa: F401
         import polars  # noqa: F401
@@ -120,8 +122,6 @@ def child(store: str) -> dict[str, object]:
         import ktrace.cli.summary
         import ktrace.model.store
         import ktrace.presentation.summary_page  # noqa: F401
-    with stages("import numba"):
-        import numba  # noqa: F401
     baseline, code_before = status_mb(), code_pages_mb()
     from stage_split_sections import sections_timed
 
@@ -175,6 +175,7 @@ def child(store: str) -> dict[str, object]:
         "fixed_file": end["RssFile"] - baseline["RssFile"],
         "code": code,
         "kernels": kernels,
+        "numba": "numba" in sys.modules,
     }
 
 
@@ -190,7 +191,8 @@ def report(store: str, d: dict[str, object]) -> str:
         f"memory_split: {Path(store).name} {d['rows']:,} rows: baseline {d['baseline']:.0f} MB, peak {d['peak']:.0f} MB "
         f"(one stage at a time), held after the summary {d['held']:.0f} MB: trace {d['trace']:.0f} MB, index and "
         f"summary {d['results']:.0f} MB, fixed {d['fixed']:.0f} MB = file pages {d['fixed_file']:.0f} MB ({code}) + "
-        f"anonymous {d['fixed_anon']:.0f} MB; numba kernels loaded: {d['kernels']}"
+        f"anonymous {d['fixed_anon']:.0f} MB; numba {'imported' if d['numba'] else 'not imported'}, kernels loaded: "
+        f"{d['kernels']}"
     )
 
 
