@@ -197,17 +197,18 @@ def estimate_offsets(per_rank_inputs: Iterable[RankClockInput]) -> ClockAlignmen
 def _matched_ends(inputs: list[RankClockInput]) -> tuple[pl.DataFrame, str, str]:
     """(node, rank, key, end_ns) of every collective, keyed by group/sequence when all carry it, else order; the
     method; a caveat when matching by order met ranks with different numbers of a collective (clock_matching)."""
-    frames = [
-        i.collectives.select(list(COLLECTIVE_COLUMNS))
-        .cast(COLLECTIVE_COLUMNS)  # type: ignore[arg-type]
-        .with_columns(node=pl.lit(i.node), rank=pl.lit(i.rank, pl.Int64))
-        for i in inputs
-        if i.collectives.height
-    ]
-    if not frames:
+    present = [i for i in inputs if i.collectives.height]
+    if not present:
         empty = pl.DataFrame(schema={"node": pl.String, "rank": pl.Int64, "key": pl.String, "end_ns": pl.Int64})
         return empty, "none", ""
-    allc = pl.concat(frames)
+    # one concatenation, cast and pair of columns for all ranks (three frame operations a rank took 0.07 s at 256)
+    columns = list(COLLECTIVE_COLUMNS)
+    frames = [i.collectives if i.collectives.columns == columns else i.collectives.select(columns) for i in present]
+    allc = pl.concat(frames, how="vertical_relaxed").cast(COLLECTIVE_COLUMNS)  # type: ignore[arg-type]
+    allc = allc.with_columns(
+        node=pl.Series([i.node for i in present for _ in range(i.collectives.height)], dtype=pl.String),
+        rank=pl.Series([i.rank for i in present for _ in range(i.collectives.height)], dtype=pl.Int64),
+    )
     if allc["seq"].null_count() == 0:
         key = pl.format("{}#{}", pl.col("group").cast(pl.String).fill_null(""), pl.col("seq"))
         return allc.select("node", "rank", key.alias("key"), "end_ns"), "collectives:sequence", ""
