@@ -12,7 +12,7 @@ import runs; the Dask workers report their own), and the peak of one rank import
 store is read back and compared with the anchor's (tables, health, notes). The load average is printed beside the
 figures: on the shared 2-core machine wall times are only comparable within one run.
 
-    python benchmarks/fleet.py [--ranks 256] [--steps 2] [--dir /tmp]
+    python benchmarks/fleet.py [--ranks 256] [--steps 2] [--dir /tmp] [--pairs 3]
 
 The last line is `fleet: <N> ranks, 1 worker <s> s, 2 workers <s> s, dask <s> s, peak RSS per worker <MB>,
 results identical: yes|no`; `SUMMARY_HOOKS` below adds the map-reduce summary's part (fleet-reduce's).
@@ -165,6 +165,27 @@ def _same(store_path: Path, anchor: Path) -> bool:
     return metas[0] == metas[1]
 
 
+def _pairs(
+    ktrace: list[str], work: Path, pairs: int
+) -> tuple[float, float, int, dict[int, int], float, float, int, dict[int, int]]:
+    """`--workers 1` and `--workers 2` run `pairs` times, alternated, into fresh stores (w1.ktrace and w2.ktrace are
+    the last ones); the run of median wall of each (its wall, CPU, peak RSS, workers' peaks)."""
+    runs: dict[str, list[tuple[float, float, int, dict[int, int]]]] = {"1": [], "2": []}
+    for n in range(pairs):
+        for workers, found in runs.items():
+            out = work / f"w{workers}.ktrace"
+            shutil.rmtree(out, ignore_errors=True)
+            found.append(_timed([*ktrace, str(out), "--workers", workers]))
+        if pairs > 1:
+            (a, ca, _, _), (b, cb, _, _) = runs["1"][-1], runs["2"][-1]
+            print(
+                f"pair {n + 1}: 1 worker {a:.2f} s ({ca:.2f} s CPU), 2 workers {b:.2f} s ({cb:.2f} s CPU): "
+                f"{a / b:.2f}x, load {os.getloadavg()[0]:.1f}"
+            )
+    one, two = (sorted(found, key=lambda run: run[0])[(len(found) - 1) // 2] for found in runs.values())
+    return (*one, *two)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ranks", type=int, default=256)
@@ -172,6 +193,13 @@ def main() -> int:
     ap.add_argument("--dir", default=tempfile.gettempdir())
     ap.add_argument("--source", type=Path, default=DLRM)
     ap.add_argument("--no-dask", action="store_true", help="skip the Dask LocalCluster run")
+    ap.add_argument(
+        "--pairs",
+        type=int,
+        default=1,
+        help="run --workers 1 and --workers 2 this many times, alternated, each pair's ratio printed; the runs of "
+        "median wall are reported (on a shared machine one pair says little)",
+    )
     ap.add_argument("--child", choices=["anchor", "one-rank", "dask"], help=argparse.SUPPRESS)
     ap.add_argument("paths", nargs="*", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -204,8 +232,7 @@ def _run(args: argparse.Namespace, work: Path, generate: Callable[..., object]) 
     anchor_wall, anchor_cpu, anchor_rss, _ = _timed(
         [*me, "--child", "anchor", str(folder), str(work / "anchor.ktrace")]
     )
-    w1, c1, rss1, _ = _timed([*ktrace, str(work / "w1.ktrace"), "--workers", "1"])
-    w2, c2, client2, peaks2 = _timed([*ktrace, str(work / "w2.ktrace"), "--workers", "2"])
+    w1, c1, rss1, _, w2, c2, client2, peaks2 = _pairs(ktrace, work, args.pairs)
     workers2 = sorted([client2, *peaks2.values()])[-2:]  # the client imports too, beside one worker process
     mb = 2**20
     print(f"one rank imported alone: peak RSS {one_rank / mb:.0f} MB (the yardstick)")
