@@ -9,6 +9,7 @@ every engine shares is in `ktrace.fleet.engine_base`, which both import.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import multiprocessing
 import os
@@ -117,18 +118,34 @@ class ProcessEngine(EngineBase):
         processes = workers - 1 if self._in_client else workers
         self._pool = ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context(method))
         self._warming: list[Future[bool]] = []
+        self._starting: threading.Thread | None = None
         self._mapped = False
 
     def warm_up(self, module: str) -> None:
         """Start the worker processes now, each importing `module` (the tasks' own): they load it while this process
-        still prepares the tasks (a worker process takes ~0.5 s to import polars, pyarrow and the importer)."""
+        still prepares the tasks (a worker process takes ~0.5 s to import polars, pyarrow and the importer). Started
+        from a thread: the first start waits ~0.1 s for the forkserver's own interpreter, which this process spends
+        preparing instead."""
         count = self.workers - 1 if self._in_client else self.workers
-        self._warming = [self._pool.submit(_import_module, module) for _ in range(count)]
+
+        def start() -> None:
+            with contextlib.suppress(Exception):  # (a pool that cannot start says so when map submits its tasks)
+                self._warming = [self._pool.submit(_import_module, module) for _ in range(count)]
+
+        self._starting = threading.Thread(target=start, name="ktrace-warm-up", daemon=True)
+        self._starting.start()
+
+    def _started(self) -> None:
+        """Wait for warm_up's thread (its submissions done: the pool is this thread's again)."""
+        if self._starting is not None:
+            self._starting.join()
+            self._starting = None
 
     def map(
         self, fn: Callable[[T], R], items: Sequence[T], *, describe: Callable[[T], str] | None = None
     ) -> Iterator[tuple[int, R]]:
         """Submit tasks as workers free up (2 per worker queued) and yield each result as it completes."""
+        self._started()
         self._mapped = True
         if self._in_client:
             yield from self._map_shared(fn, items, describe)
@@ -194,6 +211,7 @@ class ProcessEngine(EngineBase):
     def close(self) -> None:
         """Cancel what has not started and stop the workers; workers that only warmed up (the caller failed before
         its first task: a usage error) are stopped at once rather than waited for."""
+        self._started()
         if self._warming and not self._mapped:
             # (concurrent.futures has no terminate before 3.14; a pool shut down already holds None there)
             for process in list((self._pool._processes or {}).values()):
