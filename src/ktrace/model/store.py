@@ -154,9 +154,8 @@ def write(trace: Trace, path: str | os.PathLike[str]) -> Path:
 
 def write_tables(trace: Trace, root: Path, *, durable: bool = True) -> set[str]:
     """`write` without meta.json: the partitions' Parquet files of `trace` under `root` (created), and the nodes
-    they are under. `durable=False`: files written in place, unsynced (`write_table`), one after the other: for a
-    folder import's rank entry, renamed whole by its task (a rank's few small files gain nothing from threads on a
-    core that other ranks keep busy)."""
+    they are under. `durable=False`: files written in place, unsynced (`write_table`): for a folder import's rank
+    entry, renamed whole by its task."""
     root.mkdir(parents=True, exist_ok=True)
     jobs: list[tuple[pl.DataFrame, str, Path]] = []
     pairs: set[tuple[str, int]] = set()
@@ -173,12 +172,8 @@ def write_tables(trace: Trace, root: Path, *, durable: bool = True) -> set[str]:
     def write_job(job: tuple[pl.DataFrame, str, Path]) -> None:
         write_table(frame_to_arrow(job[0], job[1]), job[2], scrubbed=clean, durable=durable)
 
-    if not durable:
-        for job in jobs:
-            write_job(job)
-    else:
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            list(pool.map(write_job, jobs))
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        list(pool.map(write_job, jobs))
     return {n for n, _ in pairs}
 
 
