@@ -78,7 +78,15 @@ class Texts:
     blob: TextBlob
 
 
-CompiledPiece = Piece | Texts
+@dataclass(frozen=True)
+class Whole:
+    """A piece (Ints, Micros or Texts) given for all n rows of a `format_groups` call, at the same place of every
+    group's pieces: its values are laid in their slot once, not gathered for each group and scattered back."""
+
+    piece: Ints | Micros | Texts
+
+
+CompiledPiece = Piece | Texts | Whole
 
 
 class _Program:
@@ -94,6 +102,7 @@ class _Program:
         self.tokens = np.zeros((token_slots, n), np.int64)
         self.blobs: dict[int, tuple[int, TextBlob]] = {}  # id -> (first code in the combined texts, blob)
         self.codes = 0
+        self.laid: dict[tuple[str, int], Whole | None] = {}  # slot -> the Whole laid there (None: groups' rows)
 
     def _blob_base(self, blob: TextBlob) -> int:
         if id(blob) not in self.blobs:
@@ -102,9 +111,12 @@ class _Program:
         return self.blobs[id(blob)][0]
 
     def add(self, rows: I64, pieces: Sequence[CompiledPiece]) -> None:
-        """The next template: its pieces' values go to the slots of `rows` (aligned with them)."""
+        """The next template: its pieces' values go to the slots of `rows` (aligned with them; a Whole's: all)."""
         bound, int_slot, token_slot = 0, 0, 0
-        for piece in pieces:
+        for given in pieces:
+            whole = given if isinstance(given, Whole) else None
+            piece = given.piece if isinstance(given, Whole) else given
+            at = slice(None) if whole is not None else rows
             if isinstance(piece, bytes):
                 if self.ops and self.ops[-1][0] == OP_LITERAL and len(self.ops) > self.starts[-1]:
                     self.literals[-1] += piece
@@ -113,21 +125,34 @@ class _Program:
                     self.literals.append(piece)
                 bound += len(piece)
             elif isinstance(piece, Ints | Micros):
-                values = piece.values if isinstance(piece, Ints) else piece.ns
-                self.ints[int_slot][rows] = values
-                if isinstance(piece, Ints) and piece.valid is not None:
-                    self.valid[int_slot][rows] = piece.valid
+                if self._fresh("int", int_slot, whole):
+                    self.ints[int_slot][at] = piece.values if isinstance(piece, Ints) else piece.ns
+                    if isinstance(piece, Ints) and piece.valid is not None:
+                        self.valid[int_slot][at] = piece.valid
                 self.ops.append((OP_INT if isinstance(piece, Ints) else OP_MICROS, int_slot))
                 bound += INT_BYTES if isinstance(piece, Ints) else MICROS_BYTES
                 int_slot += 1
             else:
                 texts = piece if isinstance(piece, Texts) else Texts(piece.codes, TextBlob.of_table(piece.table))
-                self.tokens[token_slot][rows] = texts.codes + self._blob_base(texts.blob)
+                base = self._blob_base(texts.blob)
+                if self._fresh("token", token_slot, whole):
+                    self.tokens[token_slot][at] = texts.codes + base
                 self.ops.append((OP_TOKEN, token_slot))
                 bound += texts.blob.longest
                 token_slot += 1
         self.starts.append(len(self.ops))
         self.bounds.append(bound)
+
+    def _fresh(self, kind: str, slot: int, whole: Whole | None) -> bool:
+        """Whether a piece's values still go to its slot: a group's always, a Whole's the first time only (a Whole
+        shares its slot with no other piece)."""
+        key = (kind, slot)
+        if key not in self.laid:
+            self.laid[key] = whole
+            return True
+        if self.laid[key] is not whole:
+            raise ValueError("a Whole piece must stand at the same place in every group, alone in its slot")
+        return whole is None
 
     def texts(self) -> tuple[NDArray[np.uint8], I64]:
         """Every blob's texts back to back, and their bounds."""
@@ -143,8 +168,8 @@ class _Program:
 
 
 def _slots(pieces: Sequence[CompiledPiece]) -> tuple[int, int]:
-    ints = sum(isinstance(p, Ints | Micros) for p in pieces)
-    return ints, sum(isinstance(p, Tokens | Texts) for p in pieces)
+    inner = [p.piece if isinstance(p, Whole) else p for p in pieces]
+    return sum(isinstance(p, Ints | Micros) for p in inner), sum(isinstance(p, Tokens | Texts) for p in inner)
 
 
 Lines = tuple[NDArray[np.uint8], int]
@@ -206,28 +231,34 @@ def slice_lines_compiled(
 
 
 def slice_lines_prepared(
-    placed: pl.DataFrame, t0: int, names: NameTokens, name_texts: TextBlob, pool: BufferPool
+    placed: pl.DataFrame,
+    t0: int,
+    names: NameTokens,
+    name_texts: TextBlob,
+    pool: BufferPool,
+    places: tuple[I64, I64] | None = None,
 ) -> Formatting:
-    """slice_lines_compiled's formatting, ready to run."""
+    """slice_lines_compiled's formatting, ready to run; `places`: the rows' out_pid and out_tid, where `placed`
+    lacks those columns (no frame built to hold them)."""
     n = placed.height
     if n == 0:
         return Formatting(pool, 0, 0, ())
     kind = placed["kind"].to_physical().to_numpy().astype(np.int64)
     present = np.flatnonzero(np.bincount(kind, minlength=len(KINDS))).tolist()
-    columns = _Columns(placed, {KINDS[k] for k in present})
+    given = None if places is None else {"out_pid": places[0], "out_tid": places[1]}
+    columns = _Columns(placed, {KINDS[k] for k in present}, given)
     tokens = names.codes(placed["name"])  # first: it may add names
     name_texts.extend(names.texts[name_texts.count :])
-    start = columns.values["start_ns"]
+    start, end = columns.values["start_ns"], columns.values["end_ns"]
+    every: list[CompiledPiece] = [  # each kind's line from its name to its args: every row's values laid once
+        *(Whole(Texts(tokens, name_texts)), b',"pid":', Whole(columns.ints("out_pid", None))),
+        *(b',"tid":', Whole(columns.ints("out_tid", None)), b',"ts":', Whole(Micros(start - t0))),
+        *(b',"dur":', Whole(Micros(end - start)), b',"args":'),
+    ]
     groups: list[tuple[I64, list[CompiledPiece]]] = []
     for k in present:
         rows = np.flatnonzero(kind == k) if len(present) > 1 else np.arange(n)
-        pieces: list[CompiledPiece] = [
-            *(_KIND_HEADS[k], Texts(tokens[rows], name_texts)),
-            *(b',"pid":', columns.ints("out_pid", rows), b',"tid":', columns.ints("out_tid", rows)),
-            *(b',"ts":', Micros(start[rows] - t0), b',"dur":', columns.micros(rows)),
-            *(b',"args":', *_args(KINDS[k], columns, rows), b"}"),
-        ]
-        groups.append((rows, pieces))
+        groups.append((rows, [_KIND_HEADS[k], *every, *_args(KINDS[k], columns, rows), b"}"]))
     return prepare_groups(groups, n, pool)
 
 

@@ -236,13 +236,16 @@ class _Export:
         row = 0
         for chunk in slices.chunks(CHUNK_ROWS, COLUMNS):  # never the rank's lines in one string
             out_pid, out_tid = layout.pids_tids(chunk, row)
-            placed = chunk.with_columns(out_pid=out_pid, out_tid=out_tid)
-            if compiled:
-                lines.write_later(slice_lines_prepared(placed, t0, self.names, self.name_texts, pool))
-            elif (fast := slice_lines(placed, t0, self.names)) is not None:
-                lines.write_bytes(fast)
-            else:  # a value chrome_lines refuses, or a pyarrow without binary views from buffers
-                lines.write(_slice_lines(placed, t0))
+            if compiled:  # the rows' places as numpy columns: no frame is built to hold them
+                places = (out_pid, out_tid)
+                lines.write_later(slice_lines_prepared(chunk, t0, self.names, self.name_texts, pool, places))
+            else:
+                placed = chunk.with_columns(out_pid=out_pid, out_tid=out_tid)
+                fast = slice_lines(placed, t0, self.names)
+                if fast is not None:
+                    lines.write_bytes(fast)
+                else:  # a value chrome_lines refuses, or a pyarrow without binary views from buffers
+                    lines.write(_slice_lines(placed, t0))
             row += chunk.height
         first = self.counts["flows"] + 1
         for kind, k, f_pid, f_tid, ts in layout.flows(FLOW_ROWS):

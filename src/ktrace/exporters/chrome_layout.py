@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 from ktrace.exporters.chrome_lines import distinct_rows, int_column
 from ktrace.exporters.perfetto_rank_layout import LAYOUT_COLUMNS, Launches, Overlaps, RowCodes
 from ktrace.exporters.perfetto_slice_windows import RankSlices
-from ktrace.exporters.perfetto_slices import KINDS, STREAM_KINDS, THREAD_KINDS
+from ktrace.exporters.perfetto_slices import KINDS, STREAM_KINDS, THREAD_KINDS, kind_in
 from ktrace.exporters.spill import Spill
 from ktrace.model.trace import Trace
 
@@ -231,13 +231,13 @@ class ChromeLayout:
     def _flow_ends(self, chunk: pl.DataFrame, code: I64) -> None:
         at, found = self.launches.match(chunk["correlation_id"])
         kind = chunk["kind"]
-        gpu = np.flatnonzero(kind.is_in(STREAM_KINDS).to_numpy() & found)  # in file order: the pairs' order
+        gpu = np.flatnonzero(kind_in(kind, STREAM_KINDS) & found)  # in file order: the pairs' order
         term = self.pair_term.read(self.next_pair, gpu.size).astype(np.bool_)
         self.next_pair += gpu.size
         gpu = gpu[term]
         self.gpu_code.append(code[gpu])
         self.gpu_start.append(chunk["start_ns"].to_numpy()[gpu])
-        calls = np.flatnonzero((kind == "api").to_numpy() & found)
+        calls = np.flatnonzero(kind_in(kind, ["api"]) & found)
         corr, first = np.unique(at[calls], return_index=True)
         fresh = self.launch_code[corr] == self.unset
         self.launch_code[corr[fresh]] = code[calls[first[fresh]]]

@@ -123,7 +123,8 @@ class NameTokens:
 class _Columns:
     """A chunk's integer columns as numpy (values, and where not null), each converted once (chrome_lines.int_column)."""
 
-    def __init__(self, frame: pl.DataFrame, kinds: set[str]) -> None:
+    def __init__(self, frame: pl.DataFrame, kinds: set[str], given: dict[str, I64] | None = None) -> None:
+        """`given`: columns as numpy values (never null) instead of the frame's (out_pid and out_tid)."""
         self.frame = frame
         names = ["correlation_id"] if kinds & {"api", "sync", "kernel", "memory"} else []
         names += [*LAUNCH_CONFIG] if "kernel" in kinds else []
@@ -132,7 +133,7 @@ class _Columns:
         self.values: dict[str, I64] = {}
         self.valid: dict[str, NDArray[np.bool_]] = {}
         for c in names:
-            values, valid = int_column(frame[c])
+            values, valid = (given[c], None) if given and c in given else int_column(frame[c])
             self.values[c] = values
             if valid is not None:
                 self.valid[c] = valid
@@ -141,9 +142,11 @@ class _Columns:
         """The durations of the slices at `rows`."""
         return Micros(self.values["end_ns"][rows] - self.values["start_ns"][rows])
 
-    def ints(self, column: str, rows: I64) -> Ints:
-        """The column's values at `rows`."""
+    def ints(self, column: str, rows: I64 | None) -> Ints:
+        """The column's values at `rows` (None: every row)."""
         valid = self.valid.get(column)
+        if rows is None:
+            return Ints(self.values[column], valid)
         return Ints(self.values[column][rows], None if valid is None else valid[rows])
 
 

@@ -24,8 +24,9 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
+from ktrace.exporters.chrome_lines import int_column
 from ktrace.exporters.perfetto_slice_windows import RankSlices
-from ktrace.exporters.perfetto_slices import STREAM_KINDS, rank_parts
+from ktrace.exporters.perfetto_slices import STREAM_KINDS, kind_in, rank_parts
 from ktrace.exporters.perfetto_tracks import TRACK_KEYS, slice_keys, track_uuids
 from ktrace.exporters.spill import Spill
 from ktrace.model.nesting import nesting_lanes
@@ -193,8 +194,8 @@ class Launches:
 
     def match(self, corr: pl.Series) -> tuple[I64, NDArray[np.bool_]]:
         """Place of each correlation id among the launches', and whether it is one."""
-        values = corr.fill_null(0).to_numpy()
-        present = corr.is_not_null().to_numpy()
+        values, valid = int_column(corr)  # 0 where null
+        present = np.ones(values.shape[0], np.bool_) if valid is None else valid
         if self.lookup is not None:
             inside = present & (values >= self.base) & (values < self.base + self.lookup.shape[0])
             at = self.lookup[np.where(inside, values - self.base, 0)].astype(np.int64)
@@ -210,7 +211,7 @@ class Launches:
     def add(self, window: pl.DataFrame) -> None:
         """Count the next window's launched GPU records (file order)."""
         at, found = self.match(window["correlation_id"])
-        gpu = np.flatnonzero(window["kind"].is_in(STREAM_KINDS).to_numpy() & found)
+        gpu = np.flatnonzero(kind_in(window["kind"], STREAM_KINDS) & found)
         self.pair_parts.append(at[gpu].astype(np.int32))
         self.term_parts.append(window["start_ns"].to_numpy()[gpu] >= self.launch_start[at[gpu]])
 
@@ -270,11 +271,11 @@ class RankLayout:
         """
         at, found = self.launches.match(chunk["correlation_id"])
         kind = chunk["kind"]
-        gpu = np.flatnonzero(kind.is_in(STREAM_KINDS).to_numpy() & found)
+        gpu = np.flatnonzero(kind_in(kind, STREAM_KINDS) & found)
         gpu_ids = (first_id + self.next_pair + np.arange(gpu.size)).astype(np.uint64)
         term = self.term.read(self.next_pair, gpu.size).astype(np.bool_)
         self.next_pair += gpu.size
-        calls = np.flatnonzero((kind == "api").to_numpy() & found)
+        calls = np.flatnonzero(kind_in(kind, ["api"]) & found)
         corr, first = np.unique(at[calls], return_index=True)
         fresh = ~self.launched[corr]
         corr, launch = corr[fresh], calls[first[fresh]]

@@ -44,7 +44,7 @@ class _PartRows:
             order = np.argsort(self.start, kind="stable")
             self.order = order.astype(np.int32) if order.size < 2**31 else order
         self.done = 0
-        self.exprs: dict[tuple[str, ...] | None, tuple[list[pl.Expr], list[str]]] = {}
+        self.exprs: dict[tuple[str, ...] | None, tuple[list[pl.Expr], pl.DataFrame]] = {}
 
     @property
     def height(self) -> int:
@@ -72,9 +72,9 @@ class _PartRows:
         key = None if columns is None else tuple(columns)
         if key not in self.exprs:  # built once per part: ~1 ms of Python a window otherwise
             exprs = self.part.exprs(columns)
-            self.exprs[key] = (exprs, sorted({n for e in exprs for n in e.meta.root_names()}))
-        exprs, names = self.exprs[key]
-        used = self.rows.select(names)  # gather only those
+            used = self.rows.select(sorted({n for e in exprs for n in e.meta.root_names()}))  # gather only those
+            self.exprs[key] = (exprs, used)
+        exprs, used = self.exprs[key]
         frame = used.slice(a, count) if self.order is None else used[self.order[a:b]]
         return frame.select(exprs)
 

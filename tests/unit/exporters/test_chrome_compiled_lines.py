@@ -18,8 +18,10 @@ from test_chrome_lines import _chunks, _edge_ints, _odd, _placed
 from ktrace.exporters import chrome_json
 from ktrace.exporters.background_writes import BufferPool, background_writes
 from ktrace.exporters.chrome_compiled_lines import (
+    CompiledPiece,
     TextBlob,
     Texts,
+    Whole,
     flow_lines_compiled,
     format_groups,
     slice_lines_compiled,
@@ -86,6 +88,30 @@ def test_format_groups_writes_what_the_numpy_formatter_writes() -> None:
     out, size = format_groups([(a, [p if isinstance(p, bytes) else _rows(p, a) for p in pieces]), (b, part)], n, pool)
     assert bytes(out[:size]) == bytes(done[0])
     assert out.shape[0] >= n * (2 * len(b'{"v":') + INT_BYTES + MICROS_BYTES)  # the bound, not the bytes written
+
+
+def test_whole_pieces_are_laid_once_for_every_group() -> None:
+    rng = np.random.default_rng(6)
+    n = 500
+    values, ns, kind = _edge_ints(rng, n), _edge_ints(rng, n) // 4, rng.integers(0, 3, n)
+    blob = TextBlob([b'"x"', b'"yz"', b"null"])
+    names = rng.integers(0, blob.count, n)
+    groups = [np.flatnonzero(kind == k) for k in range(3)]
+    heads = [b'{"k":0,"v":', b'{"k":1,"v":', b'{"k":22,"v":']
+
+    every = [Whole(Ints(values)), Whole(Micros(ns)), Whole(Texts(names, blob))]  # the same objects in each group
+
+    def pieces(k: int, rows: np.ndarray | None) -> list[CompiledPiece]:
+        given = [Ints(values[rows]), Micros(ns[rows]), Texts(names[rows], blob)] if rows is not None else every
+        v, t, name = given
+        return [heads[k], v, b',"ts":', t, b',"n":', name, b',"r":', Ints(np.arange(n)[groups[k]]), b"}"]
+
+    out, size = format_groups([(g, pieces(k, g)) for k, g in enumerate(groups)], n, BufferPool(1))
+    want = bytes(out[:size])
+    out, size = format_groups([(g, pieces(k, None)) for k, g in enumerate(groups)], n, BufferPool(1))
+    assert bytes(out[:size]) == want
+    with pytest.raises(ValueError, match="same place in every group"):
+        format_groups([(groups[0], pieces(0, None)), (groups[1], pieces(1, groups[1]))], n, BufferPool(1))
 
 
 def _rows(piece: Ints | Micros | Tokens, rows: np.ndarray) -> Ints | Micros | Tokens:
