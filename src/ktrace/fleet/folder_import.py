@@ -3,9 +3,12 @@
 Each rank file is one task (`rank_import.import_rank`) that writes its partition into a resume folder beside the
 output (`.ktrace-resume-NAME`, one complete `file=<name>` entry per rank) and returns only metadata; the client
 merges the metadata (ranks, health, notes, job: what `importers.kineto` does for the one-process folder import),
-moves the partitions into the output's staging folder, writes meta.json and publishes through `model.outputs`.
+moves the partitions into the output's staging folder, flushes the store to disk once (syncfs: the tasks write
+unsynced), writes meta.json and publishes through `model.outputs`.
 Interrupted, the resume folder keeps the ranks that were complete; the same command resumes (an entry is kept
-when its source's size, mtime and the digest of its two ends, the options and the scrub rules are unchanged), `--force` starts over.
+when its source's size, mtime and the digest of its two ends, the options and the scrub rules are unchanged, and
+each of its tables' Parquet footers gives the rows its record counts: what a power loss cut short is imported
+again), `--force` starts over.
 """
 
 from __future__ import annotations
