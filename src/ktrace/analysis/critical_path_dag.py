@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from array import array
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,13 +57,16 @@ class Dag:
         dist, slot = longest_paths(self.order, self.indptr, self.dst, w, listed=self._listed)
         return dist // self.scale, np.where(slot >= 0, self.edge[np.maximum(slot, 0)], -1)
 
-    def _listed(self) -> tuple[list[int], list[int], list[int]]:
-        """order, indptr and dst as lists, made once for the longest paths run as Python (the what-ifs rerun them)."""
+    def _listed(self) -> tuple[array[int], array[int], array[int]]:
+        """order, indptr and dst as Python ints (longest_path.python_ints), made once for the longest paths run as
+        Python (the what-ifs rerun them)."""
         return self._lists
 
     @functools.cached_property
-    def _lists(self) -> tuple[list[int], list[int], list[int]]:
-        return self.order.tolist(), self.indptr.tolist(), self.dst.tolist()
+    def _lists(self) -> tuple[array[int], array[int], array[int]]:
+        from ktrace.analysis._kernels.longest_path import python_ints
+
+        return python_ints(self.order), python_ints(self.indptr), python_ints(self.dst)
 
     def path(self, dist: I64, pred: I64) -> I64:
         """Edge ids of the longest path, in order (ends at the first node of maximal distance in topological
