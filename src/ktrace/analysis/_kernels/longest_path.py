@@ -10,9 +10,10 @@ Public typed wrappers:
 Edges are in CSR form: the out-edges of node u are slots indptr[u]:indptr[u + 1] of dst/weight.
 
 Both are one pass over the edges: `@jit_light`, so the critical path of one profiler window (the README demo's
-step: 83 k edges) does not load numba for itself (~0.45 s and ~90 MB). As Python, the kernels read and write Python
-lists (the wrappers convert; the same source indexes arrays when compiled): a numpy scalar read or write costs
-several times a list's, and a pass over the demo's edges takes ~0.035 s instead of ~0.07 s.
+step: 83 k edges) does not load numba for itself (~0.45 s and ~90 MB), nor up to KTRACE_NUMPY_KERNEL_ROWS edges
+while numba is not loaded. As Python, the kernels read and write array.array sequences of Python ints
+(python_ints; the same source indexes numpy arrays when compiled): a numpy scalar read or write costs several
+times theirs, and a list's items cost ~36 bytes each to their 8; a pass over the demo's edges takes ~0.03 s.
 """
 
 from __future__ import annotations
