@@ -133,8 +133,11 @@ def enclosing_parents(group: I64, start: I64, end: I64) -> I64:
         return _parents(group, start, end)
     # the kernel's stack after range i holds i, then i's parent, then its parent...: with starts in order, the
     # range it finds for i is the latest earlier range of i's run of equal groups that ends after i's start
-    index = np.arange(start.size, dtype=np.int64)
-    return last_above(end, index - 1, start, np.maximum.accumulate(np.where(new_run, index, 0)))
+    run_first = np.arange(start.size, dtype=np.int64)
+    run_first[~new_run[: start.size]] = 0
+    np.maximum.accumulate(run_first, out=run_first)
+    earlier = np.arange(-1, start.size - 1, dtype=np.int64)
+    return last_above(end, earlier, start, run_first)
 
 
 def _innermost_numpy(r_group: I64, r_start: I64, r_end: I64, p_group: I64, p_time: I64) -> I64 | None:
@@ -159,7 +162,7 @@ def _in_order(group: I64, time: I64) -> bool:
     return bool((later_group | ((group[1:] == group[:-1]) & (time[1:] >= time[:-1]))).all())
 
 
-def last_above(values: I64, upto: I64, threshold: I64, floor: I64, chunk: int = 1 << 15) -> I64:
+def last_above(values: I64, upto: I64, threshold: I64, floor: I64, chunk: int = 1 << 13) -> I64:
     """For each query q, the largest j with floor[q] <= j <= upto[q] and values[j] > threshold[q] (-1 if none).
 
     `upto` must not decrease. The values go in chunks of `chunk` rows: a query whose answer is in its own chunk
