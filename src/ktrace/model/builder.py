@@ -6,10 +6,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 
 from ktrace.model.schema import SCHEMAS, TABLES
-from ktrace.model.trace import Trace, TraceMeta, conform
+from ktrace.model.trace import Trace, TraceMeta, conform, frame_schema
 
 
 def constant_column(value: object, n: int, typ: pa.DataType) -> pa.Array:
@@ -114,5 +115,10 @@ def merge_traces(traces: Iterable[Trace], meta: TraceMeta | None = None) -> Trac
             meta = meta.with_health(other.meta.health, other.meta.notes)
         hosts = sorted({h for t in traces for h in t.meta.hosts})
         meta = type(meta)(**{**meta.__dict__, "hosts": tuple(hosts)})
+    if all(t.table(name).schema == frame_schema(name) for t in traces for name in TABLES):
+        # every frame in its table's schema (any import's): polars concatenates them as they are, where a round
+        # trip through Arrow cost ~10-25 ms a rank (8 small DLRM ranks: 80-220 ms against 1 ms, issue 29)
+        frames = {name: pl.concat([t.table(name) for t in traces], how="vertical") for name in TABLES}
+        return Trace(**frames, meta=meta)
     tables = {name: concat_tables([t.to_arrow(name) for t in traces], name) for name in TABLES}
     return Trace.from_arrow(tables, meta)
