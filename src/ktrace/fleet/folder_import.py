@@ -40,8 +40,6 @@ from ktrace.model.store import write_meta
 from ktrace.model.trace import TraceMeta
 
 RESUME_PREFIX = ".ktrace-resume-"
-REMOVERS = 8
-"""Threads removing the resume entries' emptied folders (each removal mostly waits on the disk)."""
 
 
 @dataclass(frozen=True)
@@ -240,15 +238,14 @@ def _stage(folder: Path, found: _Ranks, resume: Path, output: Output) -> tuple[T
             made.add(target.parent)
         os.replace(part, target)
         emptied += [part.parent, entry]  # (its node= folder, then the entry)
-    # Disk work in threads while this one merges the metadata: the store flushed once (the ranks' files were
+    # Disk work in two threads while this one merges the metadata: the store flushed once (the ranks' files were
     # written unsynced, rank_import._write_entry; the moves above included), and the entries' emptied folders
-    # removed (1-4 ms a folder on a busy disk, 0.7-1.0 s for 256 ranks one after the other), by two rmdir calls
-    # an entry instead of rmtree's walk (scandir, lstat, open, rmdir a folder, in Python that holds the GIL this
-    # thread merges with). What remains goes with the resume folder once the store is published.
-    with ThreadPoolExecutor(max_workers=REMOVERS) as pool:
+    # removed by two rmdir calls an entry (512 take ~0.05 s on a loaded disk now that no fsync contends; rmtree's
+    # walk in 8 threads, worth it while fsyncs made a removal 1-4 ms, ran Python beside this thread's merge).
+    # What remains goes with the resume folder once the store is published.
+    with ThreadPoolExecutor(max_workers=2) as pool:
         flushed = pool.submit(sync_filesystem, output.staging)
-        for pair in range(0, len(emptied), 2):
-            pool.submit(_remove_folders, emptied[pair : pair + 2])
+        pool.submit(_remove_folders, emptied)
         metas = [
             TraceMeta(source="kineto", job=r.job, hosts=(r.node,), health=r.health, notes=r.notes) for r in imported
         ]
