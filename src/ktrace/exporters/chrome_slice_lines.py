@@ -36,10 +36,11 @@ I64 = NDArray[np.int64]
 SEP = b",\n"
 """Before each event line (chrome_json's SEP)."""
 COLUMNS = (
-    *("start_ns", "end_ns", "name", "kind", "pid", "tid", "device", "stream", "correlation_id", *LAUNCH_CONFIG),
+    *("start_ns", "end_ns", "name", "kind", "correlation_id", *LAUNCH_CONFIG),
     *("bytes", "copy_kind", "src_kind", "dst_kind"),
 )
-"""The slice columns a chunk needs to be placed (chrome_layout) and written (not sync_type, domain)."""
+"""The slice columns a chunk needs to be written (not sync_type, domain) and its flows' ends noted (chrome_layout):
+not pid, tid, device or stream, which the layout pass turned into each slice's place code."""
 _KIND_HEADS = [SEP + b'{"ph":"X","cat":"' + k.encode() + b'","name":' for k in KINDS]
 """Each slice kind's line up to its name; all in the first data buffer of the lines' views."""
 _BLOCKS = 16

@@ -56,6 +56,9 @@ CHUNK_ROWS = 200_000
 JOB_ROWS = 50_000
 """Slices encoded per call of the compiled kernel (a chunk's share: the bytes do not depend on it); each waiting
 call holds its inputs, ~150 bytes a slice."""
+WRITE_COLUMNS = ("start_ns", "end_ns", "name", "kind", *ARG_KEYS)
+"""The slice columns the writing pass reads: not pid, tid, device or stream, which the layout pass turned into each
+slice's track code."""
 WINDOW_ROWS = 50_000
 """Rows each span table gives at most to a window of a rank's slices (perfetto_slice_windows), ties at one start
 aside: a window holds at most 8 such runs (one per table)."""
@@ -178,7 +181,7 @@ class _Writer:
         if load is not None:
             load.join()  # numba's first call for a signature is not raced
         row = 0
-        for chunk in slices.chunks(self.chunk_rows):
+        for chunk in slices.chunks(self.chunk_rows, WRITE_COLUMNS):
             track = layout.tracks(chunk, row)
             flows = layout.flows(chunk, first_id)
             head, batch = _encode_chunk(state, chunk, track, flows)

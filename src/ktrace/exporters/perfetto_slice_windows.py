@@ -105,7 +105,7 @@ class RankSlices:
                 cut += 1
                 counts = [p.count_before(cut, w) for p in parts]
             frames = [p.take(n, columns) for p, n in zip(parts, counts, strict=True) if n]
-            window = slice_frame(frames)
+            window = slice_frame(frames, columns)
             window = window.select(SLICE_COLUMNS if columns is None else columns)
             yield window[file_order(window["start_ns"].to_numpy(), window["end_ns"].to_numpy())]
 

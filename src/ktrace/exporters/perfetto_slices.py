@@ -99,19 +99,22 @@ SLICE_COLUMNS = ("start_ns", "end_ns", "name", "kind", "pid", "tid", "device", "
 """The columns of a rank's slices (rank_slices adds `row`)."""
 
 
-def slice_frame(parts: list[pl.DataFrame]) -> pl.DataFrame:
-    """Slice columns of some parts (from SlicePart.select) as one frame with every rank_slices column but `row`,
-    in the parts' order (not sorted)."""
+def slice_frame(parts: list[pl.DataFrame], columns: Sequence[str] | None = None) -> pl.DataFrame:
+    """Slice columns of some parts (from SlicePart.select) as one frame with every rank_slices column but `row`
+    (or every one of `columns`), in the parts' order (not sorted)."""
     present = [p for p in parts if p.height]
     frame = pl.concat(present, how="diagonal_relaxed") if present else parts[0]
     have = set(frame.columns)
+    wanted = set(SLICE_COLUMNS if columns is None else columns)
     fills: list[pl.Expr] = []  # one with_columns call: each costs ~0.5 ms of planning
     for c in ("pid", "tid", "device", "stream", *ARG_INT_COLUMNS):
+        if c not in wanted:
+            continue
         if c in ("device", "stream"):
             fills.append(pl.col(c).fill_null(-1) if c in have else pl.lit(-1, pl.Int64).alias(c))
         elif c not in have:
             fills.append(pl.lit(None, pl.Int64).alias(c))
-    fills += [pl.lit(None, pl.Categorical).alias(c) for c in ARG_STR_COLUMNS if c not in have]
+    fills += [pl.lit(None, pl.Categorical).alias(c) for c in ARG_STR_COLUMNS if c not in have and c in wanted]
     return frame.with_columns(fills)
 
 
