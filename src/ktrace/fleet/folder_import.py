@@ -225,10 +225,10 @@ def _stage(folder: Path, found: _Ranks, resume: Path, output: Output) -> tuple[T
             records[0].skipped if len(records) == 1 else f"{folder}: no readable Kineto trace ({skipped[0]})"
         )
     ranks, notes = assign_ranks([r.rank for r in imported], skipped)
-    emptied: list[Path] = []
     made: set[Path] = set()
     for record, rank, entry in zip(imported, ranks, entries, strict=True):
-        # (each entry is whole: renamed into place by its task, or read back by _scan_resume)
+        # (each entry is whole: renamed into place by its task, or read back by _scan_resume); moved whole, it
+        # leaves nothing to remove (512 emptied folders did: 0.05-1.2 s of disk waits on a loaded disk)
         part = entry_partition(entry)
         if part is None:
             raise TraceFormatError(f"{record.source}: its imported partition vanished; import again")
@@ -237,15 +237,10 @@ def _stage(folder: Path, found: _Ranks, resume: Path, output: Output) -> tuple[T
             target.parent.mkdir(parents=True, exist_ok=True)
             made.add(target.parent)
         os.replace(part, target)
-        emptied += [part.parent, entry]  # (its node= folder, then the entry)
-    # Disk work in two threads while this one merges the metadata: the store flushed once (the ranks' files were
-    # written unsynced, rank_import._write_entry; the moves above included), and the entries' emptied folders
-    # removed by two rmdir calls an entry (512 take ~0.05 s on a loaded disk now that no fsync contends; rmtree's
-    # walk in 8 threads, worth it while fsyncs made a removal 1-4 ms, ran Python beside this thread's merge).
-    # What remains goes with the resume folder once the store is published.
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    # the store flushed once (the ranks' files were written unsynced, rank_import._write_entry; the moves above
+    # included), in a thread while this one merges the metadata
+    with ThreadPoolExecutor(max_workers=1) as pool:
         flushed = pool.submit(sync_filesystem, output.staging)
-        pool.submit(_remove_folders, emptied)
         metas = [
             TraceMeta(source="kineto", job=r.job, hosts=(r.node,), health=r.health, notes=r.notes) for r in imported
         ]
@@ -261,13 +256,6 @@ def _stage(folder: Path, found: _Ranks, resume: Path, output: Output) -> tuple[T
         for table, rows in record.counts.items():
             counts[table] = counts.get(table, 0) + rows
     return meta, counts, sum(1 for r in imported if any(r.counts.values()))  # ranks with rows, as Trace.ranks
-
-
-def _remove_folders(folders: list[Path]) -> None:
-    """Remove each of these empty folders, in order (one not empty or gone is left to the resume folder's removal)."""
-    for folder in folders:
-        with contextlib.suppress(OSError):
-            os.rmdir(folder)
 
 
 def _scrubbed_meta(meta: TraceMeta, records: list[RankImport]) -> TraceMeta:

@@ -1,8 +1,8 @@
 """One rank file of a folder imported by one task: its partition written to disk, only small metadata returned.
 
 The task (`import_rank`, run by any engine) decodes one Kineto file, scrubs its tables, writes the rank's
-partition (`node=<host>/rank=<r>/<table>.parquet`, the files `store.write` writes) under a temporary name and
-renames it into place whole, with a `partition.json` that records the source's size, mtime and content_digest (a re-run keeps a
+partition (its `<table>.parquet` files, those `store.write` writes under node=<host>/rank=<r>) into a folder under a
+temporary name and renames it into place whole, with a `partition.json` that records the source's size, mtime and content_digest (a re-run keeps a
 partition whose source did not change). What it returns (`RankImport`) is a few hundred bytes: the client of a
 4,096-rank job holds that per rank, never a rank's rows.
 
@@ -35,7 +35,7 @@ from ktrace.model.errors import ExitCode, KtraceError, TraceFormatError
 from ktrace.model.layout import PARTITION_META_FILE
 from ktrace.model.scrub import mark_scrubbed, rules_fingerprint
 from ktrace.model.secrets import scrub_mapping, scrub_strings, scrub_text
-from ktrace.model.store import partitions, write_tables
+from ktrace.model.store import write_partition
 from ktrace.model.store_checks import load_json_object
 from ktrace.model.string_columns import map_distinct_strings
 from ktrace.model.trace import Trace, TraceMeta
@@ -246,11 +246,11 @@ def _write_entry(trace: Trace, entry: Path, record: RankImport) -> None:
     before it is published (`folder_import`)."""
     tmp = entry.parent / f".ktrace-tmp-{secrets.token_hex(4)}-{entry.name}"
     try:
-        write_tables(trace, tmp, durable=False)
-        folders = [folder for _, _, folder in partitions(tmp)]
-        if len(folders) != 1:
-            raise TraceFormatError(f"{record.source}: one file made {len(folders)} partitions")
-        (folders[0] / PARTITION_META_FILE).write_bytes(_record_text(record))
+        try:
+            write_partition(trace, tmp, durable=False)
+        except TraceFormatError as exc:
+            raise TraceFormatError(f"{record.source}: {exc}") from None
+        (tmp / PARTITION_META_FILE).write_bytes(_record_text(record))
         try:
             os.replace(tmp, entry)
         except OSError:
@@ -284,7 +284,7 @@ def read_entry(entry: Path) -> tuple[RankImport, Path] | None:
 
 
 def entry_partition(entry: Path) -> Path | None:
-    """The partition folder of a rank's entry in the resume folder, or None if `entry` is not a folder holding
-    exactly one."""
-    folders = [folder for _, _, folder in partitions(entry)] if entry.is_dir() else []
-    return folders[0] if len(folders) == 1 else None
+    """The partition folder of a rank's entry in the resume folder: the entry itself, whose files the client moves
+    to node=<host>/rank=<r> of the store whole (nothing left to remove); None if it holds no partition.json (an
+    entry of a ktrace before 2026-11-28 held node=/rank= folders: imported again)."""
+    return entry if (entry / PARTITION_META_FILE).is_file() and not entry.is_symlink() else None

@@ -52,6 +52,7 @@ __all__ = [
     "stream_schema",
     "write",
     "write_meta",
+    "write_partition",
     "write_tables",
 ]
 
@@ -154,8 +155,7 @@ def write(trace: Trace, path: str | os.PathLike[str]) -> Path:
 
 def write_tables(trace: Trace, root: Path, *, durable: bool = True) -> set[str]:
     """`write` without meta.json: the partitions' Parquet files of `trace` under `root` (created), and the nodes
-    they are under. `durable=False`: files written in place, unsynced (`write_table`): for a folder import's rank
-    entry, renamed whole by its task."""
+    they are under. `durable=False`: files written in place, unsynced (`write_table`)."""
     root.mkdir(parents=True, exist_ok=True)
     jobs: list[tuple[pl.DataFrame, str, Path]] = []
     pairs: set[tuple[str, int]] = set()
@@ -167,14 +167,36 @@ def write_tables(trace: Trace, root: Path, *, durable: bool = True) -> set[str]:
         pairs.add(((trace.meta.hosts or ("localhost",))[0], 0))
     for node, rank in pairs:
         partition_dir(root, node, rank).mkdir(parents=True, exist_ok=True)
-    clean = trace.scrubbed  # imports and stores read were scrubbed once already: not again per write
+    _write_jobs(jobs, trace.scrubbed, durable)
+    return {n for n, _ in pairs}
+
+
+def write_partition(trace: Trace, folder: Path, *, durable: bool = True) -> None:
+    """The Parquet files of `trace`, whose rows are one partition's, written into `folder` (created): the files
+    `write_tables` puts under node=<host>/rank=<r>, for a folder renamed there later (a folder import's rank entry,
+    with `durable=False`).
+
+    Raises:
+        TraceFormatError: the rows are of more than one (node, rank)."""
+    pieces = [
+        (name, node, rank, piece) for name in TABLES for node, rank, piece in _partition_pieces(trace.table(name))
+    ]
+    pairs = {(node, rank) for _, node, rank, _ in pieces}
+    if len(pairs) > 1:
+        raise TraceFormatError(f"one trace holds {len(pairs)} partitions' rows, where one was expected")
+    folder.mkdir(parents=True, exist_ok=True)
+    _write_jobs([(piece, name, folder / f"{name}.parquet") for name, _, _, piece in pieces], trace.scrubbed, durable)
+
+
+def _write_jobs(jobs: list[tuple[pl.DataFrame, str, Path]], clean: bool, durable: bool) -> None:
+    """Write each (rows, table, path); `clean`: the rows were scrubbed once already (imports, stores read): not
+    again per write."""
 
     def write_job(job: tuple[pl.DataFrame, str, Path]) -> None:
         write_table(frame_to_arrow(job[0], job[1]), job[2], scrubbed=clean, durable=durable)
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         list(pool.map(write_job, jobs))
-    return {n for n, _ in pairs}
 
 
 def write_meta(root: Path, meta: TraceMeta, nodes: Iterable[str] = ()) -> None:
