@@ -32,7 +32,7 @@ def rank_syncs(ix: TraceIndex, node: str, rank: int, start_ns: int, end_ns: int)
     waiting call's api row (api_row) and name (call), and the api row of the event record they name
     (record_row, null without one), by end time. An event sync of a DEVICE_SYNC_CALLS call naming no event is
     a "context" sync."""
-    mine = (pl.col("node").cast(pl.String) == node) & (pl.col("rank") == rank)
+    mine = (pl.col("node") == node) & (pl.col("rank") == rank)  # the Categorical compared as it is: no String per row
     api = ix.trace.api.with_row_index("api_row").filter(mine & pl.col("correlation_id").is_not_null())
     api = api.select(
         "correlation_id", pl.col("api_row").cast(pl.Int64), call_ns="start_ns", call=pl.col("name").cast(pl.String)
