@@ -59,12 +59,16 @@ def merge_intervals(group: I64, start: I64, end: I64) -> tuple[I64, I64, I64]:
 
 def merged_runs(group: I64, start: I64, end: I64) -> tuple[I64, I64] | None:
     """The numpy twin of _merge: the first row of each merged interval and its end (the largest end of its
-    rows), or None when the ends of all groups cannot be laid out on one int64 axis (then the kernel runs).
+    rows), or None when the ends of all groups cannot be laid out on one int64 axis, or when a row ends before it
+    starts (a clock-skewed record that an import keeps): then the kernel runs, whose run restarts its largest end
+    at each new run, where this running maximum would carry an earlier run's end over a shorter row.
 
     An interval starts a new run unless it is in the previous row's group and starts at or before the largest
     end so far in that group: a running maximum over the ends, each group's shifted above every earlier one's."""
     if group.size == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64)
+    if (end < start).any():
+        return None
     cut = np.flatnonzero(group[1:] != group[:-1]) + 1
     firsts = np.concatenate([[0], cut])
     low = np.minimum.reduceat(np.minimum(start, end), firsts)
