@@ -7,6 +7,7 @@ Each verb module defines `add_arguments(parser)` and `run(args) -> int`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import importlib
 import os
@@ -125,16 +126,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _run_verb(verb, args[1:])
 
 
+SHORT_VERBS = frozenset({"import", "info", "summary", "report", "check", "diff", "export"})
+"""Verbs that read, analyse, write and exit: they run with fewer full garbage collections (cli.options'
+fewer_collections); `run`, `view`, `ctl` and any `--follow` keep Python's default, as they may run for hours."""
+
+
+def short_command_collections(verb: str, rest: list[str]) -> contextlib.AbstractContextManager[None]:
+    """cli.options.fewer_collections for a SHORT_VERBS verb (not followed), else nothing."""
+    if verb not in SHORT_VERBS or "--follow" in rest:
+        return contextlib.nullcontext()
+    from ktrace.cli.options import fewer_collections
+
+    return fewer_collections()
+
+
 def _run_verb(verb: str, rest: list[str]) -> int:
     from ktrace.model.errors import ExitCode, KtraceError
 
     try:
-        parser, module = verb_parser(verb)
-        ns = parser.parse_args(rest)
-        from ktrace.cli.live_line import say_if_live
+        with short_command_collections(verb, rest):
+            parser, module = verb_parser(verb)
+            ns = parser.parse_args(rest)
+            from ktrace.cli.live_line import say_if_live
 
-        say_if_live(verb, ns)
-        code = module.run(ns)  # type: ignore[attr-defined]
+            say_if_live(verb, ns)
+            code = module.run(ns)  # type: ignore[attr-defined]
         sys.stdout.flush()  # a closed pipe (`ktrace summary | head`) or a full disk shows here, not at exit
     except ModuleNotFoundError as exc:
         missing = (exc.name or "").split(".")[0]

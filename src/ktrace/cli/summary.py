@@ -41,7 +41,6 @@ from ktrace.cli.options import (
     add_json_flag,
     add_no_ops_flag,
     add_trace_argument,
-    fewer_collections,
     open_trace,
     terminal_console,
     use_returning_allocators,
@@ -104,11 +103,6 @@ def _check_regex(value: str | None, option: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Summarize the trace and print tables or JSON."""
     use_returning_allocators()
-    with fewer_collections():
-        return _summary(args)
-
-
-def _summary(args: argparse.Namespace) -> int:
     from ktrace.presentation.summary_page import summary_page
 
     if args.top < 1:
