@@ -36,3 +36,19 @@ def test_a_kineto_summary_compiles_no_kernel(name: str) -> None:
         [sys.executable, "-c", PROBE, str(fixture_path(name))], capture_output=True, text=True, env=env, check=True
     )
     assert done.stdout.strip().splitlines()[-1] == "compiled:  numba: False"
+
+
+@pytest.mark.parametrize("variable", ["KTRACE_NUMPY_KERNEL_ROWS", "KTRACE_PYTHON_KERNEL_ROWS"])
+def test_a_bad_row_setting_is_a_one_line_usage_error(variable: str) -> None:
+    env = {**os.environ, variable: "lots"}
+    done = subprocess.run(
+        [sys.executable, "-m", "ktrace", "summary", str(fixture_path("alexnet"))],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"ktrace summary: error: {variable}='lots' is not a whole number of rows"
+        f" (e.g. {1 << 20 if variable == 'KTRACE_NUMPY_KERNEL_ROWS' else 20000})"
+    ]

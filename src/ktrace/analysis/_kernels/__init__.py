@@ -22,7 +22,19 @@ from typing import Any
 
 import numpy as np
 
-PYTHON_MAX_ROWS = int(os.environ.get("KTRACE_PYTHON_KERNEL_ROWS", "20000"))
+from ktrace.model.errors import ExitCode, KtraceError
+
+
+def _rows_setting(name: str, default: int) -> int:
+    """A row count from the environment variable `name` (`default` when unset); a one-line error if it is not one."""
+    value = os.environ.get(name, "").strip()
+    try:
+        return int(value) if value else default
+    except ValueError:
+        raise KtraceError(f"{name}={value!r} is not a whole number of rows (e.g. {default})", ExitCode.USAGE) from None
+
+
+PYTHON_MAX_ROWS = _rows_setting("KTRACE_PYTHON_KERNEL_ROWS", 20000)
 """Inputs of at most this many rows (the longest array argument) run as Python; larger ones compiled.
 Set KTRACE_PYTHON_KERNEL_ROWS=0 to always compile (as before), or a large value never to."""
 LIGHT_FACTOR = 5
@@ -32,7 +44,7 @@ past 20,000 and loaded numba for them alone (~0.5 s and ~90 MB: demo 1.85 -> 3.0
 50,000 limit was measured too and slowed nccl x10 by 0.9 s (order statistics and type coverage cost
 ~10 us a row as Python)."""
 
-NUMPY_MAX_ROWS = int(os.environ.get("KTRACE_NUMPY_KERNEL_ROWS", str(1 << 20)))
+NUMPY_MAX_ROWS = _rows_setting("KTRACE_NUMPY_KERNEL_ROWS", 1 << 20)
 """Kernels with a path of their own beside numba (a numpy twin, or their source over Python lists where one pass
 over lists is cheap: a wrapper asking `skips_numba`) take it on inputs of at most this many rows while numba is
 not loaded yet, and on inputs of at most PYTHON_MAX_ROWS rows at any time: at 1.3 M events (owlv2 x10) the
