@@ -8,10 +8,11 @@ launch_pairs + FlowChunks give them for the whole rank at once (the same numbers
 What is noted per slice goes to a temporary file, read back chunk by chunk (spill.Spill): its track's code
 (RowCodes: `tracks` reads it rather than grouping the chunk's key columns again), and per launch->run pair whether
 it ends its flow. What stays in memory: on a track where slices overlap (nested operators), start, end and row
-from the slice before its first overlap on (24 bytes a slice); per pair, its order by correlation id (4 bytes);
-per distinct launch correlation id, the id (an offset from the first, 4 bytes, where they span under 2**32; where
-they are dense, a 4-byte place per id of their span instead), where its pairs start among them (4 bytes) and
-whether its launch was written (1 byte); the layout pass holds the launch's start too (8 bytes). The Chrome JSON
+from the slice before its first overlap on (24 bytes a slice); per distinct launch correlation id, the id (an
+offset from the first, 4 bytes, where they span under 2**32; where they are dense, a 4-byte place per id of their
+span instead) and its pair (4 bytes; where an id launched two GPU records: per pair its order by correlation id,
+per id where its pairs start among them and whether its launch was written, 9 bytes); the layout pass holds the
+launch's start too (8 bytes). The Chrome JSON
 export (chrome_layout) lays out its lanes and finds its launches with the same Overlaps and Launches, and keeps
 its codes in RowCodes too.
 """
@@ -247,13 +248,20 @@ class RankLayout:
         self.launches.pair_parts = []
         self.launches.launch_start = self.launches.launch_start[:0]  # the pairs' `term` says all it was for
         self.pairs = int(pair_corr.shape[0])
-        self.pairs_by_corr: NDArray[np.int32] | I64 = np.argsort(pair_corr, kind="stable")
-        if self.pairs < 2**31:
-            self.pairs_by_corr = self.pairs_by_corr.astype(np.int32)
-        bounds = np.searchsorted(pair_corr[self.pairs_by_corr], np.arange(self.launches.count + 1, dtype=np.int32))
-        self.corr_pairs: NDArray[np.int32] | I64 = bounds.astype(np.int32) if self.pairs < 2**31 else bounds
+        self.pair_of_id = _single_pairs(pair_corr, self.launches.count) if self.pairs < 2**31 else None
+        """Where no id launched two GPU records (the common case), each id's pair (-1: none, or launch written):
+        4 bytes an id instead of the three arrays below (9 bytes, and a sort of the pairs)."""
+        self.pairs_by_corr: NDArray[np.int32] | I64 = np.zeros(0, np.int32)
+        self.corr_pairs: NDArray[np.int32] | I64 = np.zeros(0, np.int32)
         """Per distinct launch correlation id k, its pairs are pairs_by_corr[corr_pairs[k]:corr_pairs[k + 1]]."""
-        self.launched = np.zeros(self.launches.count, np.bool_)
+        self.launched = np.zeros(0, np.bool_)
+        if self.pair_of_id is None:
+            self.pairs_by_corr = np.argsort(pair_corr, kind="stable")
+            if self.pairs < 2**31:
+                self.pairs_by_corr = self.pairs_by_corr.astype(np.int32)
+            ends = np.searchsorted(pair_corr[self.pairs_by_corr], np.arange(self.launches.count + 1, dtype=np.int32))
+            self.corr_pairs = ends.astype(np.int32) if self.pairs < 2**31 else ends
+            self.launched = np.zeros(self.launches.count, np.bool_)
         self.next_pair = 0
 
     def tracks(self, chunk: pl.DataFrame, first_row: int) -> I64:
@@ -277,13 +285,28 @@ class RankLayout:
         self.next_pair += gpu.size
         calls = np.flatnonzero(kind_in(kind, ["api"]) & found)
         corr, first = np.unique(at[calls], return_index=True)
-        fresh = ~self.launched[corr]
-        corr, launch = corr[fresh], calls[first[fresh]]
-        self.launched[corr] = True
-        lo, hi = self.corr_pairs[corr].astype(np.int64), self.corr_pairs[corr + 1].astype(np.int64)
-        counts = hi - lo
-        pick = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
-        launch_ids = (first_id + self.pairs_by_corr[pick].astype(np.int64)).astype(np.uint64)
-        flow_rows = np.concatenate([np.repeat(launch, counts), gpu[~term]]).astype(np.int64)
+        if self.pair_of_id is not None:  # an id's first call launches its one pair, then the id has none left
+            pair = self.pair_of_id[corr]
+            has = pair >= 0
+            self.pair_of_id[corr[has]] = -1
+            launch, launch_ids = calls[first[has]], (first_id + pair[has].astype(np.int64)).astype(np.uint64)
+        else:
+            fresh = ~self.launched[corr]
+            corr, launch = corr[fresh], calls[first[fresh]]
+            self.launched[corr] = True
+            lo, hi = self.corr_pairs[corr].astype(np.int64), self.corr_pairs[corr + 1].astype(np.int64)
+            counts = hi - lo
+            pick = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+            launch_ids = (first_id + self.pairs_by_corr[pick].astype(np.int64)).astype(np.uint64)
+            launch = np.repeat(launch, counts)
+        flow_rows = np.concatenate([launch, gpu[~term]]).astype(np.int64)
         flow_ids = np.concatenate([launch_ids, gpu_ids[~term]])
         return flow_rows, flow_ids, gpu[term].astype(np.int64), gpu_ids[term]
+
+
+def _single_pairs(pair_corr: NDArray[np.int32], ids: int) -> NDArray[np.int32] | None:
+    """Each id's pair where no id has two (-1: none); None where one has."""
+    pair_of_id = np.full(ids, -1, np.int32)
+    k = np.arange(pair_corr.shape[0], dtype=np.int32)
+    pair_of_id[pair_corr] = k  # of an id's pairs, the last one stays
+    return pair_of_id if np.array_equal(pair_of_id[pair_corr], k) else None
