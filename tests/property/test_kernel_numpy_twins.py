@@ -20,7 +20,7 @@ EPOCH_NS = 1_764_000_000_000_000_000
 
 
 @pytest.fixture(autouse=True)
-def no_numba() -> Iterator[None]:
+def kernels_as_source() -> Iterator[None]:
     """Small inputs run as the kernels' Python source when NUMPY_MAX_ROWS is -1, as the twins otherwise."""
     before = _kernels.PYTHON_MAX_ROWS, _kernels.NUMPY_MAX_ROWS
     _kernels.PYTHON_MAX_ROWS = 1 << 62
@@ -105,3 +105,30 @@ def test_interval_twins_match_the_kernels_when_rows_end_before_they_start(rows: 
     bounds = np.concatenate([[0], np.cumsum(np.bincount(group, minlength=3))]).astype(np.int64)
     types = (start + end) % 3 - 1
     assert same(*source_and_twin(sweep.type_coverage, bounds, start, end, types, 2))
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.integers(0, 200), st.integers(0, 20), st.booleans()), max_size=50),
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 200), st.integers(1, 30)), max_size=12),
+    st.lists(st.integers(-1, 2), min_size=6, max_size=6),
+)
+def test_gap_twin_matches_the_kernel_over_ranks(
+    recs: list[tuple[int, int, int, bool]], spans: list[tuple[int, int, int]], group_sync: list[int]
+) -> None:
+    """Six device groups on three ranks' sync spans (a group without a rank: -1), each rank's gaps searched in
+    its own spans."""
+    rows = sorted((g, EPOCH_NS + s, EPOCH_NS + s + d, launched) for g, s, d, launched in recs)
+    group = np.array([r[0] for r in rows], np.int64)
+    start = np.array([r[1] for r in rows], np.int64)
+    end = np.array([r[2] for r in rows], np.int64)
+    launch = np.array([r[1] - 3 if r[3] else gaps.NO_LAUNCH for r in rows], np.int64)
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(group, minlength=6))]).astype(np.int64)
+    by_rank = sorted((r, EPOCH_NS + s, EPOCH_NS + s + d) for r, s, d in spans)
+    sync_bounds = np.concatenate([[0], np.cumsum(np.bincount([r for r, _, _ in by_rank], minlength=3))])
+    syncs = gaps.Spans(
+        sync_bounds.astype(np.int64),
+        np.array([s for _, s, _ in by_rank], np.int64),
+        np.array([e for _, _, e in by_rank], np.int64),
+    )
+    records = gaps.Records(start, end, launch)
+    assert same(*source_and_twin(gaps.gap_categories, bounds, records, syncs, np.array(group_sync, np.int64), 4))

@@ -45,8 +45,8 @@ past 20,000 and loaded numba for them alone (~0.5 s and ~90 MB: demo 1.85 -> 3.0
 ~10 us a row as Python)."""
 
 NUMPY_MAX_ROWS = _rows_setting("KTRACE_NUMPY_KERNEL_ROWS", 1 << 20)
-"""Kernels with a path of their own beside numba (a numpy twin, or their source over Python lists where one pass
-over lists is cheap: a wrapper asking `skips_numba`) take it on inputs of at most this many rows while numba is
+"""Kernels with a path of their own beside numba (a numpy twin, or their Python source where one pass is cheap:
+first_fit's over numpy arrays, the longest path's over array.array; a wrapper asking `skips_numba`) take it on inputs of at most this many rows while numba is
 not loaded yet, and on inputs of at most PYTHON_MAX_ROWS rows at any time: at 1.3 M events (owlv2 x10) the
 summary then never loads numba, whose import and first cache load cost ~0.45 CPU s and ~110 MB of a ~400 MB
 peak (issue 29: <= 100 B/event). Set KTRACE_NUMPY_KERNEL_ROWS=-1 never to take such a path."""

@@ -116,11 +116,15 @@ def _gap_categories_numpy(
     gap_start, gap_end, api = rec.end[row - 1], rec.start[row], rec.api_start[row]
     category = np.full(row.size, OTHER, np.int8)
     rank = group_sync[group]
-    for r in np.unique(rank[rank >= 0]).tolist():
+    synced = np.flatnonzero(rank >= 0)
+    by_rank = synced[np.argsort(rank[synced], kind="stable")]  # each rank's gaps once, not a scan per rank
+    ranks, firsts = np.unique(rank[by_rank], return_index=True)
+    cuts = np.append(firsts, by_rank.size).tolist()
+    for r, lo, hi in zip(ranks.tolist(), cuts[:-1], cuts[1:], strict=True):
         a, b = int(syncs.bounds[r]), int(syncs.bounds[r + 1])
         if b == a:
             continue
-        mine = np.flatnonzero(rank == r)
+        mine = by_rank[lo:hi]
         j = a + np.searchsorted(syncs.start[a:b], gap_end[mine] - 1, side="right") - 1
         hit = (j >= a) & (syncs.end[np.maximum(j, 0)] > gap_start[mine])
         category[mine[hit]] = SYNC_WAIT

@@ -101,7 +101,8 @@ def longest_paths(
     Args:
         order: a full topological order (topological_order's result when it has every node).
         indptr, dst, weight: the edges in CSR form; an edge of negative weight counts as removed.
-        listed: order, indptr and dst as Python lists, asked for only where the kernel runs as Python (a caller
+        listed: order, indptr and dst as array.array (critical_path_dag's), asked for only where the kernel runs
+            as Python (a caller
             that runs the same edges with several weights keeps them: the critical path's what-ifs, ~10 ms a
             call at the README demo's 83 k edges).
     """

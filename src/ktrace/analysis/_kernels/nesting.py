@@ -86,11 +86,10 @@ def _holding_a_point(r_group: I64, r_start: I64, r_end: I64, p_group: I64, p_tim
     the Python loop then runs over the frames that contain one, not all of them."""
     if r_start.size <= p_time.size or p_time.size == 0:
         return None
-    low = min(int(r_start.min()), int(p_time.min()))
-    span = max(int(r_end.max()), int(p_time.max())) - low + 1
-    groups = max(int(r_group.max()), int(p_group.max())) + 1
-    if span <= 0 or groups * span >= 1 << 62:
+    axis = _group_time_axis(r_group, r_start, r_end, p_group, p_time)
+    if axis is None:
         return None
+    low, span = axis
     keys = p_group * span + (p_time - low)  # ascending: points come sorted by (group, time)
     base = r_group * span - low
     first = np.searchsorted(keys, base + r_start, "left")
@@ -145,15 +144,26 @@ def _innermost_numpy(r_group: I64, r_start: I64, r_end: I64, p_group: I64, p_tim
     for a point, the latest range of its group starting at or before it that ends after it."""
     if r_start.size == 0 or p_time.size == 0:
         return np.full(p_time.size, -1, np.int64)
-    low = min(int(r_start.min()), int(p_time.min()))
-    span = max(int(r_start.max()), int(p_time.max())) - low + 1
-    groups = max(int(r_group.max()), int(p_group.max())) + 1
-    if min(int(r_group.min()), int(p_group.min())) < 0 or groups * span >= 1 << 62:
+    axis = _group_time_axis(r_group, r_start, r_start, p_group, p_time)
+    if axis is None:
         return None
+    low, span = axis
     if not (_in_order(r_group, r_start) and _in_order(p_group, p_time)):
         return None
     last_started = np.searchsorted(r_group * span + (r_start - low), p_group * span + (p_time - low), "right") - 1
     return last_above(r_end, last_started, p_time, np.searchsorted(r_group, p_group, "left"))
+
+
+def _group_time_axis(r_group: I64, r_low: I64, r_high: I64, p_group: I64, p_time: I64) -> tuple[int, int] | None:
+    """(low, span) that lay (group, time) pairs on one int64 axis, group * span + (time - low), for ranges' times
+    from r_low to r_high and the points' times (none empty); None where a group is negative or the axis would
+    overflow int64 (the kernel runs then)."""
+    low = min(int(r_low.min()), int(p_time.min()))
+    span = max(int(r_high.max()), int(p_time.max())) - low + 1
+    groups = max(int(r_group.max()), int(p_group.max())) + 1
+    if min(int(r_group.min()), int(p_group.min())) < 0 or groups * span >= 1 << 62:
+        return None
+    return low, span
 
 
 def _in_order(group: I64, time: I64) -> bool:
@@ -169,7 +179,8 @@ def last_above(values: I64, upto: I64, threshold: I64, floor: I64, chunk: int = 
     finds it by binary lifting over the chunk's window maxima (levels k: the largest of the 2**k values ending
     at a row, cut at the chunk's start); one whose answer is earlier takes the latest of the earlier rows larger
     than every row after them (their values fall as their rows rise: one search), which the chunk then updates.
-    Memory: ~log2(chunk) arrays of a chunk's rows, whatever the input's size.
+    Memory: ~log2(chunk) arrays of a chunk's rows, plus the earlier rows kept (at most one per level of
+    nesting in the callers' use; all of them where the values strictly fall).
     """
     out = np.full(upto.size, -1, np.int64)
     kept_rows, kept_values = np.empty(0, np.int64), np.empty(0, np.int64)

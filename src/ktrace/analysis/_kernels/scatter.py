@@ -16,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ktrace.analysis._kernels import jit
+from ktrace.analysis._kernels.groups import counting_order
 
 I64 = npt.NDArray[np.int64]
 _MIN = np.iinfo(np.int64).min
@@ -64,8 +65,8 @@ def duration_groups(gid: I64, start: I64, end: I64, n_groups: int) -> tuple[I64,
     gid, start, end = _as64(gid), _as64(start), _as64(end)
     if not _duration_groups.skips_numba(gid.size):
         return _duration_groups(gid, start, end, int(n_groups))
-    bounds = _bounds(gid, int(n_groups))
-    grouped = (end - start)[np.argsort(gid, kind="stable")]
+    order, bounds = counting_order(gid, int(n_groups))
+    grouped = (end - start)[order]
     return (np.diff(bounds), *_segment_sum_min_max(grouped, bounds), bounds, grouped)
 
 
@@ -133,8 +134,8 @@ def launch_groups(
     if not _launch_groups.skips_numba(gid.size):
         return _launch_groups(api_row, api_start, api_end, start, gid, int(n_groups))
     launched = np.flatnonzero(api_row >= 0)
-    launched = launched[np.argsort(gid[launched], kind="stable")]  # group by group, record order inside
-    bounds = _bounds(gid[launched], int(n_groups))
+    order, bounds = counting_order(gid[launched], int(n_groups))
+    launched = launched[order]  # group by group, record order inside
     rows = api_row[launched]
     a0, a1, at = api_start[rows], api_end[rows], start[launched]
     values = np.stack([at - a0, at - a1, a1 - a0])
@@ -144,13 +145,6 @@ def launch_groups(
     queued = delayed[bounds[1:]] - delayed[bounds[:-1]]
     totals, maxima = np.stack([t for t, _, _ in sums]), np.stack([m for _, _, m in sums])
     return np.diff(bounds), queued, totals, maxima, bounds, values
-
-
-def _bounds(gid: I64, n_groups: int) -> I64:
-    """Group g's rows at bounds[g]:bounds[g + 1] once sorted by group."""
-    bounds = np.zeros(n_groups + 1, np.int64)
-    np.cumsum(np.bincount(gid, minlength=n_groups), out=bounds[1:])
-    return bounds
 
 
 def _segment_sum_min_max(values: I64, bounds: I64) -> tuple[I64, I64, I64]:
