@@ -38,23 +38,29 @@ class _PartRows:
         else:  # a rank's rows spread among other ranks' rows: its own copy
             self.rows = part.table.filter(pl.Series(mask))
         del mask
-        self.start: NDArray[np.int64] = self.rows["start_ns"].to_numpy()
+        self.start = self.rows["start_ns"]
+        """The rows' starts, read a window's worth at a time: a numpy copy of the whole column (where the store
+        reads it in several chunks) would cost 8 bytes a row for as long as the rank is read."""
+        start: NDArray[np.int64] = self.start.to_numpy()
         self.order: NDArray[np.int32] | NDArray[np.int64] | None = None  # None: already sorted by start
-        if self.start.size > 1 and not bool((self.start[1:] >= self.start[:-1]).all()):
-            order = np.argsort(self.start, kind="stable")
+        if start.size > 1 and not bool((start[1:] >= start[:-1]).all()):
+            order = np.argsort(start, kind="stable")
             self.order = order.astype(np.int32) if order.size < 2**31 else order
+        del start
         self.done = 0
         self.exprs: dict[tuple[str, ...] | None, tuple[list[pl.Expr], pl.DataFrame]] = {}
 
     @property
     def height(self) -> int:
         """Rows of this part."""
-        return int(self.start.shape[0])
+        return self.start.len()
 
     def next_starts(self, count: int) -> NDArray[np.int64]:
         """Starts of the next `count` rows not yet taken, in start order."""
         b = min(self.height, self.done + count)
-        return self.start[self.done : b] if self.order is None else self.start[self.order[self.done : b]]
+        if self.order is None:
+            return self.start.slice(self.done, b - self.done).to_numpy()
+        return self.start.gather(self.order[self.done : b]).to_numpy()
 
     def count_before(self, cut: int, guess: int) -> int:
         """Rows not yet taken that start before `cut` (looked for in blocks growing from `guess`)."""
