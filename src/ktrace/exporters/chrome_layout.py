@@ -11,7 +11,8 @@ What is noted per slice and per launch->run pair goes to temporary files, read b
 (spill.Spill): each slice's place code (RowCodes: `pids_tids` reads it rather than grouping the chunk's key columns
 again), each pair's launch and whether its GPU record starts after the launch, then the record's place and start.
 What stays in memory: on a place where slices overlap, the held cluster's start, end, row and thread label; per
-distinct launch correlation id, the id, its launch's start and place (14-18 bytes).
+distinct launch correlation id, the id and its launch's place (6-10 bytes; its launch's start goes to a file too
+once the layout pass is done).
 """
 
 from __future__ import annotations
@@ -186,6 +187,11 @@ class ChromeLayout:
         self.lane_first = [(int(self.lane_rows[j]), int(lane_tags[j])) for j in first.tolist()]
         self.flow_count = self.flow_corr.count
         """Flows the rank writes."""
+        self.launch_start = Spill(np.int64)
+        """Per distinct launch correlation id, its launch's start: read back by `flows` (the layout pass is done
+        with it), a run of ids at a time."""
+        self.launch_start.append(self.launches.launch_start)
+        self.launches.launch_start = self.launches.launch_start[:0]
         codes = len(self.places.codes) + len(self.lane_of)
         self.code_type = np.uint16 if codes < 2**16 - 1 else np.int32  # a place per thread or stream: few
         self.unset = np.iinfo(self.code_type).max
@@ -248,13 +254,13 @@ class ChromeLayout:
         file order) that starts at or after its launch."""
         self.launches.ids = self.launches.ids[:0]  # done with: let go
         self.launches.lookup = None
-        launch_start = self.launches.launch_start
         for a in range(0, self.flow_count, chunk_rows):
             corr = self.flow_corr.read(a, chunk_rows)
             code = self.launch_code[corr]
-            yield "s", a, self.pid[code], self.tid[code], launch_start[corr]
-        del launch_start
-        self.launches.launch_start, self.launch_code = self.launches.launch_start[:0], self.launch_code[:0]
+            low = int(corr.min())  # flows follow their GPU records: their ids lie close together
+            run = self.launch_start.read(low, int(corr.max()) + 1 - low).astype(np.int64, copy=False)
+            yield "s", a, self.pid[code], self.tid[code], run[corr - low]
+        self.launch_code = self.launch_code[:0]
         for a in range(0, self.gpu_code.count, chunk_rows):
             code = self.gpu_code.read(a, chunk_rows).astype(np.int64)
             start: I64 = self.gpu_start.read(a, chunk_rows).astype(np.int64, copy=False)
