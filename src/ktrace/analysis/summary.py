@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import polars as pl
 
+from ktrace.analysis._kernels import NUMPY_MAX_ROWS, numba_loaded
 from ktrace.analysis.annotation_histograms import AnnotationHistogram, annotation_histogram
 from ktrace.analysis.collectives import Collectives, collectives
 from ktrace.analysis.counters import counter_stats
@@ -40,6 +41,7 @@ if TYPE_CHECKING:  # (the multi-rank analyses are imported by summarize where th
     from ktrace.analysis.ranks import LoadBalance
     from ktrace.analysis.stragglers import Stragglers
 
+T = TypeVar("T")
 FLOAT_DIGITS = 6
 """Floats in the JSON documents (presentation.json_rows) are rounded to this many decimals (stable JSON across platforms)."""
 LARGE_TRACE_ROWS = 1_000_000
@@ -136,9 +138,10 @@ def summarize(
     ix = TraceIndex.of(trace, index)
     if sum(trace.table(name).height for name in TABLES) >= LARGE_TRACE_ROWS:
         map_large_blocks()
-    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ktrace-summary") as pool:
-        # independent analyses in threads (their numba kernels and polars/numpy passes release the GIL);
-        # shared intermediate arrays are computed once (the index waits for a result another thread computes)
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="ktrace-summary") as threads:
+        # independent analyses in threads where numba runs them (its kernels and polars/numpy passes release the
+        # GIL); shared intermediate arrays are computed once (the index waits for a result another thread computes)
+        pool = threads if runs_compiled(trace) else InPlace()
         latency = pool.submit(latency_stats, trace, by="kind", graph_runs="first", index=ix)
         idle = pool.submit(device_idle_breakdown, trace, index=ix)
         path_job = pool.submit(critical_path, trace, steps_pattern=steps_pattern, index=ix)
@@ -191,6 +194,30 @@ def summarize(
             + critical_path_notes(path),
             stragglers=stragglers(trace, index=ix) if n_ranks > 1 else None,
         )
+
+
+def runs_compiled(trace: Trace) -> bool:
+    """Whether the summary's kernels run compiled: numba is loaded, or a table has more rows than a kernel takes
+    without it (analysis._kernels.NUMPY_MAX_ROWS). Only then do latency_stats, device_idle_breakdown and the
+    critical path run in threads beside the other analyses: below, their kernels run as Python or numpy twins,
+    and the critical path's longest paths as Python hold the GIL, so a thread buys little wall time while its
+    memory stacks on the operators' pass (owlv2 x10, 1.3 M events: peak 287-297 MB in threads, 284-286 MB in
+    turn, as RESULTS.md's B5 section measured)."""
+    return numba_loaded() or max(trace.table(name).height for name in TABLES) > NUMPY_MAX_ROWS
+
+
+class InPlace:
+    """A ThreadPoolExecutor's submit() that runs the call at once in the calling thread (runs_compiled's other
+    way): the analyses then run in turn, each at the lowest memory the ones before it leave."""
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
+        """fn(*args, **kwargs) now, as a finished Future (its exception raised by result(), as a thread's)."""
+        done: Future[T] = Future()
+        try:
+            done.set_result(fn(*args, **kwargs))
+        except Exception as error:  # noqa: BLE001 - kept for result(), where a thread's error is raised too
+            done.set_exception(error)
+        return done
 
 
 NO_OPERATORS = (

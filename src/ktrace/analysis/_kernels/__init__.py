@@ -62,6 +62,11 @@ _numba_loaded = False
 further kernel loads from the cache in ~5 ms, so light kernels stop running as Python past PYTHON_MAX_ROWS."""
 
 
+def numba_loaded() -> bool:
+    """Whether a kernel has loaded numba in this process (its compiled kernels then run past PYTHON_MAX_ROWS)."""
+    return _numba_loaded
+
+
 def _rows(args: tuple[Any, ...]) -> int:
     """The length of the longest array among the arguments (arrays inside named tuples included)."""
     rows = 0
