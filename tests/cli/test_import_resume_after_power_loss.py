@@ -49,10 +49,14 @@ def test_entries_with_short_or_empty_files_are_imported_again(
     (_partition(entries[1]) / "ops.parquet").write_bytes(b"")  # renamed in the journal, its data never written
     (_partition(entries[2]) / "memory.parquet").unlink()
     (_partition(entries[3]) / "partition.json").write_text('{"import": {')
-    assert [read_entry(entry) is None for entry in entries] == [True] * 4 + [False] * 4
+    kernels = _partition(entries[4]) / "kernels.parquet"
+    data = bytearray(kernels.read_bytes())
+    data[8 : len(data) // 2] = bytes(len(data) // 2 - 8)  # the right size, its footer whole, its pages never written
+    kernels.write_bytes(bytes(data))
+    assert [read_entry(entry) is None for entry in entries] == [True] * 5 + [False] * 3
 
     assert main(["import", str(folder), "-o", str(out), "--workers", "1", "--no-progress"]) == 0
-    assert "resumed: 4 rank file(s) kept from the interrupted import" in capsys.readouterr().out
+    assert "resumed: 3 rank file(s) kept from the interrupted import" in capsys.readouterr().out
     assert not resume_folder(out).exists()
     one = tmp_path / "one-process.ktrace"
     store.write(import_kineto(folder), one)
@@ -61,3 +65,29 @@ def test_entries_with_short_or_empty_files_are_imported_again(
     for meta in metas:
         meta.pop("created")
     assert metas[0] == metas[1]
+
+
+def test_an_interrupt_while_the_ranks_are_merged_keeps_every_rank(
+    real_trace_path: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C in the client's serial tail (the metadata merged, the store flushed) loses no imported rank: the
+    partitions leave the resume folder only after it, and the same command resumes from all of them."""
+    from ktrace.fleet import folder_import
+
+    folder, out = tmp_path / "ranks", tmp_path / "job.ktrace"
+    shutil.copytree(real_trace_path("dlrm"), folder)
+    merge = folder_import.folder_meta
+
+    def interrupted(*args: object, **kwargs: object) -> object:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(folder_import, "folder_meta", interrupted)
+    assert main(["import", str(folder), "-o", str(out), "--workers", "1", "--no-progress"]) != 0
+    assert not out.exists()
+    kept = sorted(resume_folder(out).iterdir())
+    assert len(kept) == 8 and all(read_entry(entry) is not None for entry in kept)
+    monkeypatch.setattr(folder_import, "folder_meta", merge)
+    assert main(["import", str(folder), "-o", str(out), "--workers", "1", "--no-progress"]) == 0
+    one = tmp_path / "one-process.ktrace"
+    store.write(import_kineto(folder), one)
+    assert_trace_equal(store.read(out), store.read(one))

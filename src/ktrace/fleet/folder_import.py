@@ -7,8 +7,9 @@ moves the partitions into the output's staging folder, flushes the store to disk
 unsynced), writes meta.json and publishes through `model.outputs`.
 Interrupted, the resume folder keeps the ranks that were complete; the same command resumes (an entry is kept
 when its source's size, mtime and the digest of its two ends, the options and the scrub rules are unchanged, and
-each of its tables' Parquet footers gives the rows its record counts: what a power loss cut short is imported
-again), `--force` starts over.
+each of its tables reads whole with the rows its record counts: what a power loss cut short or left unwritten
+is imported again), `--force` starts over. On a Dask cluster each task flushes its own entry (the client's flush
+reaches its own machine only).
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ def import_folder(
     locked), one task per file on the engine `open_engine(workers=, cluster=)` picks; publish it when every rank is
     written. `cluster`: a scheduler address, a dask Client, or a cluster object (LocalCluster, SLURMCluster).
     `engine`: one the caller opened (and closes) instead, e.g. with its workers started early (`warm_up`).
-    `files`: the folder's `kineto_files`, when the caller listed them already (`importers.locate_folder`).
+    `files`: the folder's `kineto_files`, when the caller listed them already (`importers.locate_listed`).
 
     Raises:
         TraceFormatError: no Kineto file in `folder`, or none readable (one line, exit 3).
@@ -164,17 +165,20 @@ def _import_ranks(
     if todo:
         caps = file_caps()
         todo.sort(key=lambda i: -sizes[i])  # largest first: the last tasks, which end the import, are the shortest
-        # (absolute, not resolved: a rank file that is a symbolic link keeps its own name, which names its entry)
-        tasks = [RankTask(str(files[i].absolute()), str(resume / _entry_name(files[i])), with_ops, caps) for i in todo]
         with contextlib.ExitStack() as stack:
             if engine is None:
                 if workers is None and cluster is None:
                     workers = auto_workers([sizes[i] for i in todo])
                 # this process imports ranks too: it has the importer loaded while a worker process starts (~0.5 s)
                 engine = stack.enter_context(
-                    open_engine(workers=workers, cluster=cluster, tasks=len(tasks), in_client=True)
+                    open_engine(workers=workers, cluster=cluster, tasks=len(todo), in_client=True)
                 )
             name, count = engine.name, engine.workers
+            # (absolute, not resolved: a rank file that is a symbolic link keeps its own name, which names its entry)
+            tasks = [
+                RankTask(str(files[i].absolute()), str(resume / _entry_name(files[i])), with_ops, caps, name == "dask")
+                for i in todo
+            ]
             for index, record in engine.map(import_rank, tasks, describe=lambda task: Path(task.path).name):
                 records[todo[index]] = record
                 done += sizes[todo[index]]
@@ -225,6 +229,20 @@ def _stage(folder: Path, found: _Ranks, resume: Path, output: Output) -> tuple[T
             records[0].skipped if len(records) == 1 else f"{folder}: no readable Kineto trace ({skipped[0]})"
         )
     ranks, notes = assign_ranks([r.rank for r in imported], skipped)
+    # the ranks' files (written unsynced, rank_import._write_entry) flushed once, in a thread while this one merges
+    # the metadata; the partitions are moved only then, so that an interrupt or an error before it (Ctrl-C in
+    # this serial tail, a failed flush) leaves every rank in the resume folder
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        flushed = pool.submit(sync_filesystem, resume)
+        metas = [
+            TraceMeta(source="kineto", job=r.job, hosts=(r.node,), health=r.health, notes=r.notes) for r in imported
+        ]
+        infos = [RankFile(r.rank, r.rank_from, r.world_size, r.job) for r in imported]
+        meta = _scrubbed_meta(folder_meta(folder, metas, infos, ranks, notes), imported)
+        if len({r.node for r in imported}) > 1:  # ranks from 2+ hosts: one clock, applied when the store is read
+            alignment = estimate_offsets(clock_inputs(imported, ranks))
+            meta = dataclasses.replace(meta, clock_alignment=dataclasses.replace(alignment, applied=False))
+        flushed.result()
     made: set[Path] = set()
     for record, rank, entry in zip(imported, ranks, entries, strict=True):
         # (each entry is whole: renamed into place by its task, or read back by _scan_resume); moved whole, it
@@ -237,20 +255,8 @@ def _stage(folder: Path, found: _Ranks, resume: Path, output: Output) -> tuple[T
             target.parent.mkdir(parents=True, exist_ok=True)
             made.add(target.parent)
         os.replace(part, target)
-    # the store flushed once (the ranks' files were written unsynced, rank_import._write_entry; the moves above
-    # included), in a thread while this one merges the metadata
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        flushed = pool.submit(sync_filesystem, output.staging)
-        metas = [
-            TraceMeta(source="kineto", job=r.job, hosts=(r.node,), health=r.health, notes=r.notes) for r in imported
-        ]
-        infos = [RankFile(r.rank, r.rank_from, r.world_size, r.job) for r in imported]
-        meta = _scrubbed_meta(folder_meta(folder, metas, infos, ranks, notes), imported)
-        if len({r.node for r in imported}) > 1:  # ranks from 2+ hosts: one clock, applied when the store is read
-            alignment = estimate_offsets(clock_inputs(imported, ranks))
-            meta = dataclasses.replace(meta, clock_alignment=dataclasses.replace(alignment, applied=False))
-        flushed.result()
-        write_meta(output.staging, meta, {r.node for r in imported})  # (fsynced itself)
+    sync_filesystem(output.staging)  # the moves (only the folders' metadata is left to flush now)
+    write_meta(output.staging, meta, {r.node for r in imported})  # (fsynced itself)
     counts: dict[str, int] = {}
     for record in imported:
         for table, rows in record.counts.items():

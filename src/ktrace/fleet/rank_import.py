@@ -53,6 +53,9 @@ class RankTask:
     with_ops: bool = True
     caps: dict[str, int] = field(default_factory=dict)
     """The client's file caps (kineto_limits.file_caps): a worker that read others from its environment refuses."""
+    durable: bool = False
+    """Flush the entry's files before its rename (each file fsynced): on a Dask cluster, whose workers' page
+    caches the client's one flush before publishing does not reach."""
 
 
 @dataclass(frozen=True)
@@ -192,7 +195,8 @@ def import_rank(task: RankTask) -> RankImport:
         notes_redacted=sum(n for _, n in notes),
         collectives=_collective_rows(node, info.rank, frames["kernels"]),
     )
-    _write_entry(mark_scrubbed(Trace(**frames, meta=TraceMeta(source="kineto", hosts=(node,)))), entry, record)
+    trace = mark_scrubbed(Trace(**frames, meta=TraceMeta(source="kineto", hosts=(node,))))
+    _write_entry(trace, entry, record, durable=task.durable)
     return record
 
 
@@ -235,19 +239,19 @@ def _scrub_tables(trace: Trace) -> tuple[dict[str, Any], dict[str, dict[str, int
     return frames, redacted
 
 
-def _write_entry(trace: Trace, entry: Path, record: RankImport) -> None:
+def _write_entry(trace: Trace, entry: Path, record: RankImport, *, durable: bool = False) -> None:
     """Write the rank's partition into a temporary folder beside `entry` and rename it to `entry` when complete:
     an interrupted task leaves only a `.ktrace-tmp-*` folder, which the next run removes.
 
     Nothing is fsynced here (it was 2 fsyncs a file, 18 a rank, ~1 ms each, a core idle): a killed process
     (Ctrl-C, kill -9, out of memory) leaves whole entries, the rename being atomic and the page cache the kernel's;
     after a power loss an entry may hold short or empty files, which `read_entry` refuses (each table's Parquet
-    footer must give the rows its record counts), so the rank is imported again. The store is made durable once,
-    before it is published (`folder_import`)."""
+    file must read whole with the rows its record counts), so the rank is imported again. The store is made durable
+    once, before it is published (`folder_import`). `durable` (a Dask cluster's task): each file fsynced here."""
     tmp = entry.parent / f".ktrace-tmp-{secrets.token_hex(4)}-{entry.name}"
     try:
         try:
-            write_partition(trace, tmp, durable=False)
+            write_partition(trace, tmp, durable=durable)
         except TraceFormatError as exc:
             raise TraceFormatError(f"{record.source}: {exc}") from None
         (tmp / PARTITION_META_FILE).write_bytes(_record_text(record))
@@ -268,7 +272,8 @@ def _record_text(record: RankImport) -> bytes:
 
 def read_entry(entry: Path) -> tuple[RankImport, Path] | None:
     """The record and partition folder of a complete entry, or None if it is not one (then it is rewritten): its
-    partition.json reads, and each table it counts rows of has a Parquet file whose footer says as many rows."""
+    partition.json reads, and each table it counts rows of has a Parquet file that reads whole with as many rows
+    (a power loss may leave a file of the right size whose pages were never written: its footer alone reads)."""
     try:
         folder = entry_partition(entry)
         if folder is None:
@@ -276,7 +281,7 @@ def read_entry(entry: Path) -> tuple[RankImport, Path] | None:
         data = load_json_object(folder / PARTITION_META_FILE, PARTITION_META_FILE)
         record = RankImport.from_json(data[IMPORT_KEY])
         for table, rows in record.counts.items():
-            if rows and pq.read_metadata(folder / f"{table}.parquet").num_rows != rows:
+            if rows and pq.read_table(folder / f"{table}.parquet").num_rows != rows:
                 return None
         return record, folder
     except (OSError, KeyError, TypeError, ValueError, TraceFormatError, pa.ArrowException):

@@ -280,28 +280,32 @@ def _fsync_dir(folder: Path) -> None:
 
 
 def sync_filesystem(folder: Path) -> None:
-    """Flush to disk every file written to the filesystem that holds `folder` (syncfs(2) on Linux, sync(2) on other
-    POSIX systems, each file under `folder` fsynced elsewhere): one call makes a folder of files written unsynced
-    durable (a folder import's ranks, 8 files each) where an fsync per file cost ~1 ms of disk wait apiece."""
-    syncfs = None
+    """Flush to disk every file written to the filesystem that holds `folder` (syncfs(2) on Linux; elsewhere each
+    file under `folder` fsynced, as sync(2) may return before the data is written): one call makes a folder of
+    files written unsynced durable (a folder import's ranks, 8 files each) where an fsync per file cost ~1 ms of
+    disk wait apiece.
+
+    Raises:
+        OSError: the flush failed (an I/O error or a full disk found as the pages were written)."""
     if sys.platform.startswith("linux"):
         import ctypes  # (here: the traced processes import this module, and never sync)
 
         syncfs = getattr(ctypes.CDLL(None, use_errno=True), "syncfs", None)
-    if syncfs is not None:
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            if syncfs(fd) == 0:
-                return
-        finally:
-            os.close(fd)
-    if hasattr(os, "sync"):
-        os.sync()
-        return
-    for parent, _, names in os.walk(folder):  # Windows: no filesystem-wide flush
+        if syncfs is not None:
+            fd = os.open(folder, os.O_RDONLY)
+            try:
+                if syncfs(fd) == 0:
+                    return
+                code = ctypes.get_errno()
+            finally:
+                os.close(fd)
+            if code != errno.ENOSYS:
+                raise OSError(code, os.strerror(code), str(folder))
+    for parent, _, names in os.walk(folder):
         for name in names:
             with open(os.path.join(parent, name), "rb+") as f:
                 os.fsync(f.fileno())
+        _fsync_dir(Path(parent))  # its entries (the renames; a no-op where folders cannot be opened)
 
 
 @contextlib.contextmanager
