@@ -205,9 +205,10 @@ def _matched_ends(inputs: list[RankClockInput]) -> tuple[pl.DataFrame, str, str]
     columns = list(COLLECTIVE_COLUMNS)
     frames = [i.collectives if i.collectives.columns == columns else i.collectives.select(columns) for i in present]
     allc = pl.concat(frames, how="vertical_relaxed").cast(COLLECTIVE_COLUMNS)  # type: ignore[arg-type]
+    of_row = np.repeat(np.arange(len(present)), [i.collectives.height for i in present])  # each row's input
     allc = allc.with_columns(
-        node=pl.Series([i.node for i in present for _ in range(i.collectives.height)], dtype=pl.String),
-        rank=pl.Series([i.rank for i in present for _ in range(i.collectives.height)], dtype=pl.Int64),
+        node=pl.Series([i.node for i in present], dtype=pl.String).gather(of_row),
+        rank=pl.Series([i.rank for i in present], dtype=pl.Int64).gather(of_row),
     )
     if allc["seq"].null_count() == 0:
         key = pl.format("{}#{}", pl.col("group").cast(pl.String).fill_null(""), pl.col("seq"))

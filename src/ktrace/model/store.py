@@ -53,7 +53,6 @@ __all__ = [
     "write",
     "write_meta",
     "write_partition",
-    "write_tables",
 ]
 
 _PART_RE = re.compile(r"^node=(?P<node>[^/]+)$")
@@ -148,14 +147,6 @@ def _constant_value(col: pa.ChunkedArray) -> list[int | str]:
 def write(trace: Trace, path: str | os.PathLike[str]) -> Path:
     """Write `trace` to the folder `path` (NAME.ktrace); existing partitions of the same ranks are replaced."""
     root = Path(path)
-    nodes = write_tables(trace, root)
-    write_meta(root, trace.meta, nodes)
-    return root
-
-
-def write_tables(trace: Trace, root: Path, *, durable: bool = True) -> set[str]:
-    """`write` without meta.json: the partitions' Parquet files of `trace` under `root` (created), and the nodes
-    they are under. `durable=False`: files written in place, unsynced (`write_table`)."""
     root.mkdir(parents=True, exist_ok=True)
     jobs: list[tuple[pl.DataFrame, str, Path]] = []
     pairs: set[tuple[str, int]] = set()
@@ -167,13 +158,14 @@ def write_tables(trace: Trace, root: Path, *, durable: bool = True) -> set[str]:
         pairs.add(((trace.meta.hosts or ("localhost",))[0], 0))
     for node, rank in pairs:
         partition_dir(root, node, rank).mkdir(parents=True, exist_ok=True)
-    _write_jobs(jobs, trace.scrubbed, durable)
-    return {n for n, _ in pairs}
+    _write_jobs(jobs, trace.scrubbed, durable=True)
+    write_meta(root, trace.meta, {n for n, _ in pairs})
+    return root
 
 
 def write_partition(trace: Trace, folder: Path, *, durable: bool = True) -> None:
     """The Parquet files of `trace`, whose rows are one partition's, written into `folder` (created): the files
-    `write_tables` puts under node=<host>/rank=<r>, for a folder renamed there later (a folder import's rank entry,
+    `write` puts under node=<host>/rank=<r>, for a folder renamed there later (a folder import's rank entry,
     with `durable=False`).
 
     Raises:
