@@ -201,8 +201,8 @@ def runs_compiled(trace: Trace) -> bool:
     without it (analysis._kernels.NUMPY_MAX_ROWS). Only then do latency_stats, device_idle_breakdown and the
     critical path run in threads beside the other analyses: below, their kernels run as Python or numpy twins,
     and the critical path's longest paths as Python hold the GIL, so a thread buys little wall time while its
-    memory stacks on the operators' pass (owlv2 x10, 1.3 M events: peak 287-297 MB in threads, 284-286 MB in
-    turn, as RESULTS.md's B5 section measured)."""
+    memory stacks on the operators' pass (owlv2 x10, 1.3 M events, 8 alternated pairs: peak median 285 -> 282
+    MiB, less CPU, wall not worse; RESULTS.md's B5 section)."""
     return numba_loaded() or max(trace.table(name).height for name in TABLES) > NUMPY_MAX_ROWS
 
 
