@@ -181,8 +181,9 @@ def import_or_spill(
 
 
 def _finish(read: FileRead, sink: StreamingSink, root: Path) -> Imported:
-    from ktrace.model.store import partition_dir, write_meta, write_table
+    from ktrace.model.store import partition_dir, write_meta
     from ktrace.model.store_append import TableAppender
+    from ktrace.model.store_files import write_table
 
     sink.flush()
     assert sink.chunks is not None

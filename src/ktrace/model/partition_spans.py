@@ -2,7 +2,7 @@
 
 The rank-by-rank summary (fleet.summary_map) cuts the job's time bins (the load balance's span, the rank heatmap's
 bins) before any task reads a partition: each partition's span (`Trace.span_ns` of its trace) and GPU span (first
-start, last end of its kernels and memory records) are here the minima and maxima that `store.write_table` records
+start, last end of its kernels and memory records) are here the minima and maxima that `store_files.write_table` records
 for the time columns. The aligned clock shift is monotonic (a drift of parts per million moves a later time by
 less than the time between), so the shifted extremes are the extremes of the shifted times, computed by
 `alignment.with_clock` itself.

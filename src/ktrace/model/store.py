@@ -17,7 +17,6 @@ from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ktrace.model.alignment import clock_mode, with_clock
@@ -26,8 +25,8 @@ from ktrace.model.capture import PARTITION_META_FILE, CaptureWriter, partition_d
 from ktrace.model.errors import TraceFormatError, TraceNotFoundError
 from ktrace.model.layout import META_FILE, is_store
 from ktrace.model.live import LiveStatus, live_status, published
-from ktrace.model.outputs import CAPTURE_MARKER, atomic_path, remove_stale_temporaries, write_atomically, writer_pid
-from ktrace.model.schema import SCHEMAS, TABLES, TIME_COLUMNS
+from ktrace.model.outputs import CAPTURE_MARKER, remove_stale_temporaries, write_atomically, writer_pid
+from ktrace.model.schema import SCHEMAS, TABLES
 from ktrace.model.scrub import mark_scrubbed, rules_fingerprint, scrub_meta, scrub_table
 from ktrace.model.secrets import scrub_mapping, scrub_text
 from ktrace.model.store_checks import (
@@ -39,7 +38,8 @@ from ktrace.model.store_checks import (
     load_json_object,
     unreadable_parquet,
 )
-from ktrace.model.trace import Trace, TraceMeta, conform, frame_from_columns, frame_schema, frame_to_arrow
+from ktrace.model.store_files import CONSTANT_COLUMNS_KEY, NULL_COLUMNS_KEY, SCRUBBED_KEY, write_files, write_table
+from ktrace.model.trace import Trace, TraceMeta, conform, frame_from_columns, frame_schema
 
 __all__ = [
     "CaptureWriter",
@@ -58,90 +58,9 @@ __all__ = [
 _PART_RE = re.compile(r"^node=(?P<node>[^/]+)$")
 _RANK_RE = re.compile(r"^rank=(?P<rank>-?[0-9]+)$")
 """ASCII digits only (`\\d` took "rank=١" for rank 1)."""
-_DELTA_COLUMNS = (*TIME_COLUMNS, "correlation_id", "external_id")
-"""Near-sorted int64 columns: delta-encoded they take ~1 byte a row and decode fast (measured: 18 vs 21 bytes a
-kernel row with its launch, and half the decode time, against dictionary/plain encoding)."""
-
-
 _READ_WORKERS = max(2, min(8, (os.cpu_count() or 2) // 2))
 """Files decoded at once. pyarrow already decodes one file's columns on every core; on 2 cores, 8 files at once
 made re-opening 10 M kernels 0.5-0.9 s instead of 0.4-0.6 s."""
-
-
-def _parquet_options(schema: pa.Schema) -> dict[str, object]:
-    # Sorted int64 timestamps and ids compress far better delta-encoded; everything else is dictionary-encoded.
-    # Strings (dictionary pages of kernel names) get zstd. Numbers get lz4: after delta/dictionary encoding zstd
-    # saved 5 % of their bytes at 10 M kernels and cost 30 % of the re-open's decode time.
-    delta = [c for c in _DELTA_COLUMNS if c in schema.names]
-    strings = [f.name for f in schema if pa.types.is_dictionary(f.type) or pa.types.is_string(f.type)]
-    return {
-        "compression": {f.name: "zstd" if f.name in strings else "lz4" for f in schema},
-        "compression_level": dict.fromkeys(strings, 3),
-        "use_dictionary": [f.name for f in schema if f.name not in delta],
-        "column_encoding": dict.fromkeys(delta, "DELTA_BINARY_PACKED"),
-        "write_statistics": ["start_ns", "end_ns", "ts_ns"],
-        "row_group_size": 1 << 20,
-    }
-
-
-_NULL_COLUMNS_KEY = b"ktrace.null_columns"
-"""Schema metadata naming the columns that hold only nulls: read() skips them without decoding."""
-_CONSTANT_COLUMNS_KEY = b"ktrace.constant_columns"
-"""Schema metadata {column: value} for integer and string columns holding one value in every row (a rank's
-device, context, pid): read() fills them without decoding. The columns stay in the file for other readers."""
-_SCRUBBED_KEY = b"ktrace.scrubbed"
-"""Schema metadata: `scrub.rules_fingerprint()` of the rules this file's strings were scrubbed with. read() scrubs
-a file again unless it carries the current one (a store of older ktrace, or a table copied in from one, has none).
-Per file, not per store, so a table copied between stores keeps its own truth."""
-
-
-def write_table(table: pa.Table, path: Path, *, scrubbed: bool = False, durable: bool = True) -> None:
-    """Write one partition's table (without node/rank: those are the folder names) as Parquet, whole or not at
-    all (a temporary sibling, fsynced, renamed: `outputs.atomic_path`). Its strings are scrubbed unless
-    `scrubbed` (they come from a Trace marked scrubbed), and the file is marked with the rules' fingerprint.
-    `durable=False`: written in place, neither fsynced nor renamed, for a folder that is itself renamed into place
-    whole and synced by its owner (a folder import's rank entry: `fleet.rank_import`)."""
-    table = table.drop_columns([c for c in ("node", "rank") if c in table.column_names])
-    if not scrubbed:
-        table, _ = scrub_table(table)
-    nulls = [c for c in table.column_names if table.num_rows and table.column(c).null_count == table.num_rows]
-    constants = {c: v for c in table.column_names if c not in nulls for v in _constant_value(table.column(c))}
-    metadata = {
-        **(table.schema.metadata or {}),
-        _NULL_COLUMNS_KEY: json.dumps(nulls).encode(),
-        _CONSTANT_COLUMNS_KEY: json.dumps(constants).encode(),
-    }
-    metadata.pop(_SCRUBBED_KEY, None)
-    if (fingerprint := rules_fingerprint()) is not None:
-        metadata[_SCRUBBED_KEY] = fingerprint.encode()
-    table = table.replace_schema_metadata(metadata)
-    if not durable:
-        pq.write_table(table, path, **_parquet_options(table.schema))
-        return
-    with atomic_path(path) as tmp:
-        pq.write_table(table, tmp, **_parquet_options(table.schema))
-
-
-def _constant_value(col: pa.ChunkedArray) -> list[int | str]:
-    """[value] if the integer or dictionary-string `col` holds one non-null value in every row, else []."""
-    if not len(col) or col.null_count:
-        return []
-    values: set[int | str] = set()
-    for chunk in col.chunks:
-        if not len(chunk):
-            continue
-        if pa.types.is_dictionary(chunk.type) and pa.types.is_string(chunk.type.value_type):
-            lo, hi = pc.min_max(chunk.indices).values()
-            value = chunk.dictionary[lo.as_py()].as_py()
-        elif pa.types.is_integer(chunk.type):
-            lo, hi = pc.min_max(chunk).values()
-            value = lo.as_py()
-        else:
-            return []
-        values.add(value)
-        if lo != hi or len(values) > 1:
-            return []
-    return list(values)
 
 
 def write(trace: Trace, path: str | os.PathLike[str]) -> Path:
@@ -158,7 +77,7 @@ def write(trace: Trace, path: str | os.PathLike[str]) -> Path:
         pairs.add(((trace.meta.hosts or ("localhost",))[0], 0))
     for node, rank in pairs:
         partition_dir(root, node, rank).mkdir(parents=True, exist_ok=True)
-    _write_jobs(jobs, trace.scrubbed, durable=True)
+    write_files(jobs, trace.scrubbed, durable=True)
     write_meta(root, trace.meta, {n for n, _ in pairs})
     return root
 
@@ -177,18 +96,7 @@ def write_partition(trace: Trace, folder: Path, *, durable: bool = True) -> None
     if len(pairs) > 1:
         raise TraceFormatError(f"one trace holds {len(pairs)} partitions' rows, where one was expected")
     folder.mkdir(parents=True, exist_ok=True)
-    _write_jobs([(piece, name, folder / f"{name}.parquet") for name, _, _, piece in pieces], trace.scrubbed, durable)
-
-
-def _write_jobs(jobs: list[tuple[pl.DataFrame, str, Path]], clean: bool, durable: bool) -> None:
-    """Write each (rows, table, path); `clean`: the rows were scrubbed once already (imports, stores read): not
-    again per write."""
-
-    def write_job(job: tuple[pl.DataFrame, str, Path]) -> None:
-        write_table(frame_to_arrow(job[0], job[1]), job[2], scrubbed=clean, durable=durable)
-
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        list(pool.map(write_job, jobs))
+    write_files([(piece, name, folder / f"{name}.parquet") for name, _, _, piece in pieces], trace.scrubbed, durable)
 
 
 def write_meta(root: Path, meta: TraceMeta, nodes: Iterable[str] = ()) -> None:
@@ -382,7 +290,7 @@ def _scrubbed(table: pa.Table, trusted: bool) -> pa.Table:
     """`table` scrubbed, unless it is a `trusted` Parquet file marked as scrubbed under the current rules (capture
     streams, files of older stores and of other rules are scrubbed here)."""
     fingerprint = rules_fingerprint()
-    if trusted and fingerprint is not None and (table.schema.metadata or {}).get(_SCRUBBED_KEY) == fingerprint.encode():
+    if trusted and fingerprint is not None and (table.schema.metadata or {}).get(SCRUBBED_KEY) == fingerprint.encode():
         return table
     return scrub_table(table)[0]
 
@@ -471,8 +379,8 @@ def _skipped_columns(schema: pa.Schema) -> tuple[set[str], dict[str, object]]:
     plus the memory it fills), and the constants' values. Scalar columns fill them in memory at no cost."""
     meta = schema.metadata or {}
     try:
-        nulls = set(json.loads(meta.get(_NULL_COLUMNS_KEY, b"[]")))
-        constants = dict(json.loads(meta.get(_CONSTANT_COLUMNS_KEY, b"{}")))
+        nulls = set(json.loads(meta.get(NULL_COLUMNS_KEY, b"[]")))
+        constants = dict(json.loads(meta.get(CONSTANT_COLUMNS_KEY, b"{}")))
     except (ValueError, TypeError):
         return set(), {}
     constants = {c: v for c, v in constants.items() if c in schema.names and isinstance(v, (int, str))}

@@ -1,6 +1,6 @@
-"""One partition table of a store written batch by batch (a streaming import), as `store.write_table` writes it whole.
+"""One partition table of a store written batch by batch (a streaming import), as `store_files.write_table` writes it whole.
 
-`store.write_table` needs the whole table in memory; a table appended here holds at most one row group (1 Mi
+`store_files.write_table` needs the whole table in memory; a table appended here holds at most one row group (1 Mi
 rows, the row groups `write_table` cuts). What `write_table` learns from the whole table is gathered batch by
 batch and written into the file's metadata when it is closed: the columns of nothing but nulls, the columns of one
 value, and the rules' fingerprint. Strings are scrubbed by distinct value, each value once over all batches, and
@@ -20,12 +20,12 @@ import pyarrow.parquet as pq
 from ktrace.model.schema import SCHEMAS
 from ktrace.model.scrub import rules_fingerprint
 from ktrace.model.secrets import scrub_strings
-from ktrace.model.store import (  # the store's own file format, shared with write_table
-    _CONSTANT_COLUMNS_KEY,
-    _NULL_COLUMNS_KEY,
-    _SCRUBBED_KEY,
-    _constant_value,
-    _parquet_options,
+from ktrace.model.store_files import (  # the store's own file format, shared with write_table
+    CONSTANT_COLUMNS_KEY,
+    NULL_COLUMNS_KEY,
+    SCRUBBED_KEY,
+    constant_value,
+    parquet_options,
 )
 
 _NOT_CONSTANT = object()
@@ -81,7 +81,7 @@ def _distinct(column: pa.ChunkedArray, dictionary: bool) -> set[str]:
 
 
 class ColumnStats:
-    """What `store.write_table` learns from a whole table, gathered batch by batch: its rows, the columns of
+    """What `store_files.write_table` learns from a whole table, gathered batch by batch: its rows, the columns of
     nothing but nulls, and the columns of one value (its metadata; see store._constant_value)."""
 
     def __init__(self, names: list[str]) -> None:
@@ -98,7 +98,7 @@ class ColumnStats:
             column = table.column(name)
             self.null_counts[name] += column.null_count
             if self.values.get(name, None) is not _NOT_CONSTANT:
-                value = _constant_value(column)
+                value = constant_value(column)
                 seen = self.values.setdefault(name, value[0] if value else _NOT_CONSTANT)
                 if not value or seen != value[0]:
                     self.values[name] = _NOT_CONSTANT
@@ -127,12 +127,12 @@ class TableAppender:
                 constants[column] = self.scrubber.changes.get(column, {}).get(value, value)
         metadata = {
             **(self.schema.metadata or {}),
-            _NULL_COLUMNS_KEY: json.dumps(nulls).encode(),
-            _CONSTANT_COLUMNS_KEY: json.dumps(constants).encode(),
+            NULL_COLUMNS_KEY: json.dumps(nulls).encode(),
+            CONSTANT_COLUMNS_KEY: json.dumps(constants).encode(),
         }
         if (fingerprint := rules_fingerprint()) is not None:
-            metadata[_SCRUBBED_KEY] = fingerprint.encode()
-        options = _parquet_options(self.schema)
+            metadata[SCRUBBED_KEY] = fingerprint.encode()
+        options = parquet_options(self.schema)
         options.pop("row_group_size")
         self.writer = pq.ParquetWriter(path, self.schema.with_metadata(metadata), **options)
         self.rows = 0

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given
 
-from ktrace.model import TraceFormatError, store
+from ktrace.model import TraceFormatError, store, store_files
 from ktrace.model.trace import Trace
 from ktrace.testing import SyntheticConfig, assert_trace_equal, generate
 from ktrace.testing.strategies import traces
@@ -260,7 +260,7 @@ def test_a_table_of_only_constant_columns_keeps_its_row_count(tmp_path: Path) ->
     ],
 )
 def test_constant_value_detection(chunks: list[pa.Array], expected: list[object]) -> None:
-    assert store._constant_value(pa.chunked_array(chunks)) == expected
+    assert store_files.constant_value(pa.chunked_array(chunks)) == expected
 
 
 @pytest.mark.parametrize("name", ["nope.ktrace", "nope.json.gz", "nope.sqlite", "nope"])
