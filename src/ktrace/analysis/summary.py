@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import polars as pl
 
-from ktrace.analysis._kernels import NUMPY_MAX_ROWS, numba_loaded
+from ktrace.analysis import _kernels
 from ktrace.analysis.annotation_histograms import AnnotationHistogram, annotation_histogram
 from ktrace.analysis.collectives import Collectives, collectives
 from ktrace.analysis.counters import counter_stats
@@ -203,7 +203,7 @@ def runs_compiled(trace: Trace) -> bool:
     and the critical path's longest paths as Python hold the GIL, so a thread buys little wall time while its
     memory stacks on the operators' pass (owlv2 x10, 1.3 M events, 8 alternated pairs: peak median 285 -> 282
     MiB, less CPU, wall not worse; RESULTS.md's B5 section)."""
-    return numba_loaded() or max(trace.table(name).height for name in TABLES) > NUMPY_MAX_ROWS
+    return _kernels.numba_loaded() or max(trace.table(name).height for name in TABLES) > _kernels.NUMPY_MAX_ROWS
 
 
 class InPlace:
