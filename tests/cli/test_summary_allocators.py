@@ -1,4 +1,5 @@
-"""`ktrace summary` loads pyarrow and polars with allocators that return freed pages, unless the user chose."""
+"""`ktrace summary` loads pyarrow and polars with allocators that return freed pages, unless the user chose: at
+once for a trace of one rank, after 50 ms for many (ONE_RANK_JEMALLOC, ALLOCATOR_SETTINGS)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ktrace.cli.options import ALLOCATOR_SETTINGS
+from ktrace.cli.options import ALLOCATOR_SETTINGS, ONE_RANK_JEMALLOC
 
 _SCRIPT = """
 import contextlib, io, sys
@@ -39,8 +40,20 @@ def _summary_process(path: Path, *verb: str, **chosen: str) -> tuple[str, int]:
 
 def test_summary_returns_freed_pages(real_trace_path: Callable[[str], Path]) -> None:
     jemalloc, mimalloc_bytes = _summary_process(real_trace_path("alexnet"))
-    assert jemalloc.endswith(ALLOCATOR_SETTINGS["_RJEM_MALLOC_CONF"][1])
+    assert jemalloc.endswith(ONE_RANK_JEMALLOC)
     assert mimalloc_bytes == 0  # every Arrow buffer, the Parquet and JSON decoders' scratch too, came from malloc
+
+
+def test_many_ranks_keep_freed_pages_50_ms(real_trace_path: Callable[[str], Path], tmp_path: Path) -> None:
+    from ktrace.cli import main
+
+    folder = real_trace_path("dlrm")
+    assert _summary_process(folder)[0].endswith(ALLOCATOR_SETTINGS["_RJEM_MALLOC_CONF"][1])
+    assert main(["import", str(folder), "-o", str(tmp_path / "job.ktrace"), "--no-progress"]) == 0
+    assert _summary_process(tmp_path / "job.ktrace")[0].endswith(ALLOCATOR_SETTINGS["_RJEM_MALLOC_CONF"][1])
+    one = tmp_path / "one.ktrace"
+    assert main(["import", str(sorted(folder.glob("*.json.gz"))[0]), "-o", str(one), "--no-progress"]) == 0
+    assert _summary_process(one)[0].endswith(ONE_RANK_JEMALLOC)
 
 
 @pytest.mark.parametrize("verb", [("check", "--json"), ("report", "-o", "OUT/r.html")])
@@ -49,7 +62,7 @@ def test_check_and_report_return_freed_pages_too(
 ) -> None:
     chosen = tuple(v.replace("OUT", str(tmp_path)) for v in verb)
     jemalloc, mimalloc_bytes = _summary_process(real_trace_path("alexnet"), *chosen)
-    assert jemalloc.endswith(ALLOCATOR_SETTINGS["_RJEM_MALLOC_CONF"][1]) and mimalloc_bytes == 0
+    assert jemalloc.endswith(ONE_RANK_JEMALLOC) and mimalloc_bytes == 0
 
 
 def test_allocator_settings_the_user_chose_are_kept(real_trace_path: Callable[[str], Path]) -> None:

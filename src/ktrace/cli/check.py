@@ -122,7 +122,7 @@ def terminal_width() -> int | None:
 
 def run(args: argparse.Namespace) -> int:
     """Evaluate the rules and print the findings."""
-    use_returning_allocators()
+    use_returning_allocators(args.trace)
     from ktrace.analysis.rules.engine import run_rules
     from ktrace.presentation.rules_json import report_to_dict
 

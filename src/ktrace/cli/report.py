@@ -137,7 +137,7 @@ def fleet_report(result: FleetResult, identity: TraceIdentity, title: str) -> Re
 
 def run(args: argparse.Namespace) -> int:
     """Build the report and write it."""
-    use_returning_allocators()
+    use_returning_allocators(args.trace)
     from ktrace.cli.progress import progress_bar
     from ktrace.presentation.report_model import build_report
     from ktrace.presentation.verdicts import finding_counts

@@ -102,7 +102,7 @@ def _check_regex(value: str | None, option: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Summarize the trace and print tables or JSON."""
-    use_returning_allocators()
+    use_returning_allocators(args.trace)
     from ktrace.presentation.summary_page import summary_page
 
     if args.top < 1:
