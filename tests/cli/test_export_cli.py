@@ -195,3 +195,51 @@ def test_kineto_file_force_replaces_only_a_kineto_export(stored: Path, tmp_path:
     out.write_text('{"traceEvents": []}')  # someone else's trace
     assert main([*args, "--force"]) == 2
     assert out.read_text() == '{"traceEvents": []}'
+
+
+@pytest.mark.parametrize("fmt", ["perfetto", "chrome"])
+def test_temporary_files_go_beside_the_output_not_in_tmpdir(
+    stored: Path, tmp_path: Path, fmt: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The layout's temporary files (exporters/spill) are made in the output's folder, unnamed: a missing (or full,
+    or small tmpfs) $TMPDIR does not fail the export, and nothing is left beside the output."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-tmpdir"))  # what $TMPDIR gave, cached
+    made_in: list[str | None] = []
+    temporary_file = tempfile.TemporaryFile
+
+    def noting(*args: object, **kwargs: object) -> object:
+        made_in.append(kwargs.get("dir"))  # type: ignore[arg-type]
+        return temporary_file(*args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", noting)
+    out = tmp_path / "out" / ("run.pftrace" if fmt == "perfetto" else "run.json")
+    assert main(["export", str(stored), "-f", fmt, "-o", str(out), "--no-progress"]) == 0
+    assert made_in and {Path(str(d)) for d in made_in} == {out.parent}
+    assert [p.name for p in out.parent.iterdir()] == [out.name]
+
+
+def test_times_before_zero_are_a_one_line_error_for_perfetto(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tangled_traces import tangled_trace
+
+    from ktrace.model import store
+
+    trace = tangled_trace(
+        seed=4, ranges=3000, range_names=50, ties=slice(100, 160), calls=4000, shared=300, kernel_ns=550,
+        two_gpus=True, two_streams=True,
+    )  # fmt: skip
+    span = trace.span_ns()
+    assert span is not None and span[0] < 0
+    path = tmp_path / "early.ktrace"
+    store.write(trace, path)
+    out = tmp_path / "early.pftrace"
+    assert main(["export", str(path), "-f", "perfetto", "-o", str(out), "--no-progress"]) == 3
+    err = capsys.readouterr().err
+    assert "before 0" in err and "-f chrome" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+    chrome = tmp_path / "early.json"
+    assert main(["export", str(path), "-f", "chrome", "-o", str(chrome), "--no-progress"]) == 0
+    assert json.loads(chrome.read_text())["traceEvents"]

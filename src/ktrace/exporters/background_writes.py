@@ -66,8 +66,8 @@ class BackgroundWriter:
         self._queue: queue.Queue[tuple[Buffer, NDArray[np.uint8] | None] | Job | None] = queue.Queue(maxsize=queued)
         self._error: BaseException | None = None
         self.pool = BufferPool(2)
-        """Buffers for `write(..., recycle=)` and jobs: each goes back here once written (jobs take theirs in the
-        writer's thread, one at a time)."""
+        """Buffers for jobs (KernelJob): a job takes one in the writer's thread when it runs (one at a time), and
+        it comes back here once its bytes are written."""
         self._thread = threading.Thread(target=self._run, name="ktrace-writer", daemon=True)
         self._thread.start()
 
@@ -89,11 +89,10 @@ class BackgroundWriter:
         if self._error is not None:
             raise self._error
 
-    def write(self, data: Buffer, recycle: NDArray[np.uint8] | None = None) -> int:
-        """Queue `data` (kept alive, unchanged, until written); returns its length. `recycle`: the pool buffer
-        `data` lies in, handed back to `pool` once written."""
+    def write(self, data: Buffer) -> int:
+        """Queue `data` (kept alive, unchanged, until written); returns its length."""
         self._raise_error()
-        self._queue.put((data, recycle))
+        self._queue.put((data, None))
         return len(data)
 
     def write_job(self, job: Job) -> None:
@@ -109,6 +108,38 @@ class BackgroundWriter:
             self._queue.put(_DONE)
             self._thread.join()
         self._raise_error()
+
+
+Kernel = Callable[..., int]
+"""A compiled kernel: it writes into its first argument (a buffer) and returns the bytes written."""
+
+
+class KernelJob:
+    """A batch's inputs to a compiled kernel, laid out in the caller's thread; `run` calls the kernel, which
+    releases the GIL: the exports run it in the writer's thread (BackgroundWriter.write_job), beside the preparing
+    of the next batch."""
+
+    def __init__(
+        self, kernel: Callable[[], Kernel], bound: int, inputs: tuple[np.ndarray, ...], pool: BufferPool
+    ) -> None:
+        """`kernel`: gives the kernel (imported when first run: numba only for large exports); `bound`: the most
+        bytes it writes; `inputs`: its arguments after the buffer (none: no rows, nothing to write)."""
+        self.kernel, self.bound, self.inputs, self.pool = kernel, bound, inputs, pool
+
+    @property
+    def empty(self) -> bool:
+        """No rows: `run` writes nothing."""
+        return not self.inputs
+
+    def run(self) -> tuple[memoryview, NDArray[np.uint8] | None]:
+        """The bytes written (a view of the buffer's start) and the pool buffer they lie in (taken now: only the
+        batch being written holds one; None when empty), as BackgroundWriter.write_job wants them."""
+        if not self.inputs:
+            return memoryview(b""), None
+        out = self.pool.take(self.bound)
+        written = self.kernel()(out, *self.inputs)
+        self.inputs = ()  # let the inputs go once written
+        return out.data[: int(written)], out
 
 
 def ragged(parts: Sequence[bytes]) -> tuple[NDArray[np.uint8], NDArray[np.int64]]:

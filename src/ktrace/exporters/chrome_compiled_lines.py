@@ -16,7 +16,7 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
-from ktrace.exporters.background_writes import BufferPool, load_in_thread, ragged
+from ktrace.exporters.background_writes import BufferPool, Kernel, KernelJob, load_in_thread, ragged
 from ktrace.exporters.chrome_lines import (
     INT_BYTES,
     MICROS_BYTES,
@@ -176,32 +176,32 @@ Lines = tuple[NDArray[np.uint8], int]
 """A buffer and the bytes of lines written at its start."""
 
 
-class Formatting:
-    """Lines whose kernel inputs are laid out (in the caller's thread); `run` calls the kernel, which releases the
-    GIL: the export runs it in the writer's thread (background_writes.write_job), beside the placing of the next
-    chunk."""
+def _format_rows() -> Kernel:
+    from ktrace.exporters.perfetto_kernel import format_rows  # noqa: PLC0415 - numba only for large exports
 
-    def __init__(self, pool: BufferPool, bound: int, rows: int, inputs: tuple[np.ndarray, ...]) -> None:
-        self.pool, self.bound, self.rows, self.inputs = pool, bound, rows, inputs
+    return format_rows
 
-    def run(self) -> Lines:
-        """The buffer (taken from the pool now: only the batch being written holds one) and the bytes of the lines
-        written at its start."""
-        from ktrace.exporters.perfetto_kernel import format_rows  # noqa: PLC0415 - numba only for large exports
 
-        if not self.rows:
-            return np.zeros(0, np.uint8), 0
-        out = self.pool.take(self.bound)
-        written = format_rows(out, *self.inputs)
-        self.inputs = ()  # let the inputs go once written
-        return out, int(written)
+class Formatting(KernelJob):
+    """Lines by the numba kernel (perfetto_kernel.format_rows), their inputs laid out (prepare_groups, in the
+    caller's thread); `run` (KernelJob's) calls the kernel: the export runs it in the writer's thread, beside the
+    placing of the next chunk."""
+
+    def __init__(self, pool: BufferPool, bound: int = 0, inputs: tuple[np.ndarray, ...] = ()) -> None:
+        """No inputs: no rows."""
+        super().__init__(_format_rows, bound, inputs, pool)
+
+    def lines(self) -> Lines:
+        """Run now: the buffer (empty where no rows) and the bytes of the lines written at its start."""
+        view, buffer = self.run()
+        return (np.zeros(0, np.uint8) if buffer is None else buffer), len(view)
 
 
 def prepare_groups(groups: Sequence[tuple[I64, Sequence[CompiledPiece]]], n: int, pool: BufferPool) -> Formatting:
     """The formatting of rows 0, ..., n - 1, their lines back to back in a buffer from `pool`: each row of
     groups[g]'s rows gets group g's pieces (their arrays aligned with those rows); every row is in one group."""
     if n == 0:
-        return Formatting(pool, 0, 0, ())
+        return Formatting(pool)
     slots = [_slots(pieces) for _, pieces in groups]
     program = _Program(n, max(s[0] for s in slots), max(s[1] for s in slots))
     template = np.zeros(n, np.int64)
@@ -214,12 +214,12 @@ def prepare_groups(groups: Sequence[tuple[I64, Sequence[CompiledPiece]]], n: int
     ops = np.array(program.ops, np.int64).reshape(-1, 2)
     starts = np.array(program.starts, np.int64)
     inputs = (template, ops, starts, literals, literal_off, program.ints, program.valid, program.tokens, blob, blob_off)
-    return Formatting(pool, bound, n, inputs)
+    return Formatting(pool, bound, inputs)
 
 
 def format_groups(groups: Sequence[tuple[I64, Sequence[CompiledPiece]]], n: int, pool: BufferPool) -> Lines:
     """The lines of rows 0, ..., n - 1 back to back in a buffer from `pool` (prepare_groups, run at once)."""
-    return prepare_groups(groups, n, pool).run()
+    return prepare_groups(groups, n, pool).lines()
 
 
 def slice_lines_compiled(
@@ -227,7 +227,7 @@ def slice_lines_compiled(
 ) -> Lines:
     """chrome_slice_lines.slice_lines' bytes (the chunk's slice lines, each SEP first, in row order) by the
     compiled kernel, in a buffer from `pool`; `name_texts` follows `names` (the same texts, for the whole export)."""
-    return slice_lines_prepared(placed, t0, names, name_texts, pool).run()
+    return slice_lines_prepared(placed, t0, names, name_texts, pool).lines()
 
 
 def slice_lines_prepared(
@@ -242,7 +242,7 @@ def slice_lines_prepared(
     lacks those columns (no frame built to hold them)."""
     n = placed.height
     if n == 0:
-        return Formatting(pool, 0, 0, ())
+        return Formatting(pool)
     kind = placed["kind"].to_physical().to_numpy().astype(np.int64)
     present = np.flatnonzero(np.bincount(kind, minlength=len(KINDS))).tolist()
     given = None if places is None else {"out_pid": places[0], "out_tid": places[1]}
@@ -264,7 +264,7 @@ def slice_lines_prepared(
 
 def flow_lines_compiled(kind: str, fid: I64, pid: I64, tid: I64, rel_ns: I64, pool: BufferPool) -> Lines:
     """chrome_slice_lines.flow_lines' bytes by the compiled kernel, in a buffer from `pool`."""
-    return flow_lines_prepared(kind, fid, pid, tid, rel_ns, pool).run()
+    return flow_lines_prepared(kind, fid, pid, tid, rel_ns, pool).lines()
 
 
 def flow_lines_prepared(kind: str, fid: I64, pid: I64, tid: I64, rel_ns: I64, pool: BufferPool) -> Formatting:

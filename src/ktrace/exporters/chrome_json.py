@@ -179,13 +179,13 @@ class _Lines:
     def write_later(self, lines: Formatting) -> None:
         """Append lines that the writer's thread formats (the compiled kernel, in a buffer from the output's pool
         that goes back there once written) while the next ones are prepared (none: nothing)."""
-        if not lines.rows:
+        if lines.empty:
             return
         skip, self.skip = self.skip, 0
 
-        def job() -> tuple[memoryview, NDArray[np.uint8]]:
-            buffer, size = lines.run()
-            return buffer.data[skip:size], buffer
+        def job() -> tuple[memoryview, NDArray[np.uint8] | None]:
+            view, buffer = lines.run()
+            return view[skip:], buffer
 
         self.out.write_job(job)
 
@@ -197,8 +197,10 @@ class _Lines:
 class _Export:
     """One Chrome JSON export in progress: its lines, process ids and counts."""
 
-    def __init__(self, trace: Trace, lines: _Lines, t0: int) -> None:
+    def __init__(self, trace: Trace, lines: _Lines, t0: int, folder: Path) -> None:
         self.trace, self.lines, self.t0 = trace, lines, t0
+        self.folder = folder
+        """The output's folder: the layout's temporary files go there (spill.Spill)."""
         self.pids = _Pids()
         self.counts = {"slices": 0, "flows": 0, "counters": 0}
         self.names = NameTokens()
@@ -217,7 +219,7 @@ class _Export:
         load = None  # the compiled formatter's load, for a rank it formats
         if slices is not None and slices.height >= COMPILED_MIN_ROWS:
             load = self.kernel_load = self.kernel_load or warm_compiled()
-        layout = ChromeLayout(trace, node, rank, slices) if slices is not None and slices.height else None
+        layout = ChromeLayout(trace, node, rank, slices, self.folder) if slices is not None and slices.height else None
         if layout is not None:
             devices = layout.devices
             gpu_pid = {
@@ -304,14 +306,15 @@ def export_chrome_json(trace: Trace, path: str | Path, *, progress: ProgressFn =
     """Write `trace` as Chrome trace-event JSON (gzip when `path` ends in .gz); returns event counts.
 
     Streamed: a rank's slices are read window by window (perfetto_slice_windows) twice, once to place them
-    (chrome_layout: pids, tids, lanes, flows) and once to write them CHUNK_ROWS lines at a time; what stays per
-    slice is a few bytes per launch->run pair, never a frame of the whole rank.
+    (chrome_layout: pids, tids, lanes, flows) and once to write them CHUNK_ROWS lines at a time; what the layout
+    notes per slice and per launch->run pair goes to unnamed temporary files in the output's folder (spill.Spill),
+    read back a chunk at a time: memory holds a few bytes per launch correlation id, never a frame of the rank.
     """
     span = trace.span_ns()
     t0 = min(span[0], int(trace.counters["ts_ns"].min() or span[0])) if span else 0  # type: ignore[arg-type]
     with streamed_output(path) as out:  # formatting the next lines overlaps writing (and gzip)
         out.write(b'{"traceEvents":[\n')
-        export = _Export(trace, _Lines(out), t0)
+        export = _Export(trace, _Lines(out), t0, Path(path).parent)
         order = process_order(trace)
         for k, (node, rank) in enumerate(order):
             export.process(node, rank)

@@ -18,6 +18,7 @@ once the layout pass is done).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -161,20 +162,20 @@ class ChromeLayout:
     and `pids_tids`; `pids_tids` each chunk in file order (it notes the flows' ends), then `flows`.
     """
 
-    def __init__(self, trace: Trace, node: str, rank: int, slices: RankSlices) -> None:
+    def __init__(self, trace: Trace, node: str, rank: int, slices: RankSlices, folder: Path) -> None:
+        """`folder`: where the temporary files go (spill.Spill: the output's folder)."""
         self.places, overlaps, self.launches = _PlaceCodes(), Overlaps(), Launches(trace, node, rank)
-        self.row_codes = RowCodes()
+        self.row_codes = RowCodes(folder)
         row = 0
-        self.pair_term = Spill(np.bool_)
+        self.pair_term = Spill(np.bool_, folder)
         """Per launch->run pair (file order of its GPU record): does the record start at or after its launch."""
-        self.flow_corr = Spill(np.int32)
+        self.flow_corr = Spill(np.int32, folder)
         """Per flow (a pair whose record starts at or after its launch: JSON flows need f.ts >= s.ts), its launch."""
         for window in slices.windows(LAYOUT_COLUMNS):
             code, tag = self.places.of(window, row)
             self.row_codes.add(code)
             overlaps.add(row, code, window["start_ns"].to_numpy(), window["end_ns"].to_numpy(), tag)
-            self.launches.add(window)
-            pair_corr, term = self.launches.pair_parts.pop(), self.launches.term_parts.pop()
+            pair_corr, term = self.launches.add(window)
             self.pair_term.append(term)
             self.flow_corr.append(pair_corr[term])
             row += window.height
@@ -187,7 +188,7 @@ class ChromeLayout:
         self.lane_first = [(int(self.lane_rows[j]), int(lane_tags[j])) for j in first.tolist()]
         self.flow_count = self.flow_corr.count
         """Flows the rank writes."""
-        self.launch_start = Spill(np.int64)
+        self.launch_start = Spill(np.int64, folder)
         """Per distinct launch correlation id, its launch's start: read back by `flows` (the layout pass is done
         with it), a run of ids at a time."""
         self.launch_start.append(self.launches.launch_start)
@@ -196,9 +197,9 @@ class ChromeLayout:
         self.code_type = np.uint16 if codes < 2**16 - 1 else np.int32  # a place per thread or stream: few
         self.unset = np.iinfo(self.code_type).max
         self.launch_code: NDArray[np.integer] = np.full(self.launches.count, self.unset, self.code_type)
-        self.gpu_code = Spill(np.int32)
+        self.gpu_code = Spill(np.int32, folder)
         """Per flow, its GPU record's place code and start (noted by `pids_tids`, read by `flows`)."""
-        self.gpu_start = Spill(np.int64)
+        self.gpu_start = Spill(np.int64, folder)
         self.next_pair = 0
         self.pid: I64 = np.zeros(0, np.int64)
         self.tid: I64 = np.zeros(0, np.int64)
@@ -238,7 +239,7 @@ class ChromeLayout:
         at, found = self.launches.match(chunk["correlation_id"])
         kind = chunk["kind"]
         gpu = np.flatnonzero(kind_in(kind, STREAM_KINDS) & found)  # in file order: the pairs' order
-        term = self.pair_term.read(self.next_pair, gpu.size).astype(np.bool_)
+        term = self.pair_term.read(self.next_pair, gpu.size)  # bool already: no copy
         self.next_pair += gpu.size
         gpu = gpu[term]
         self.gpu_code.append(code[gpu])

@@ -46,7 +46,7 @@ from ktrace.exporters.perfetto_slice_windows import RankSlices
 from ktrace.exporters.perfetto_slices import ARG_INT_COLUMNS, ARG_KEYS
 from ktrace.exporters.perfetto_tracks import process_name, process_order
 from ktrace.exporters.track_layout import allocation_counters
-from ktrace.model.errors import ProgressFn, no_progress
+from ktrace.model.errors import ExitCode, KtraceError, ProgressFn, no_progress
 from ktrace.model.schema import NODE_RANK
 from ktrace.model.trace import Trace
 
@@ -109,12 +109,21 @@ def export_perfetto(
 
     Returns:
         Counts of what was written.
+
+    Raises:
+        KtraceError: the trace has times before 0 (Perfetto's timestamps are unsigned); nothing is written.
     """
     span = trace.span_ns()
     t0 = span[0] if span else 0
+    if t0 < 0:
+        raise KtraceError(
+            f"the trace's times start before 0 (at {t0:,} ns), which Perfetto's timestamps (unsigned) cannot "
+            "hold: export it with -f chrome (its times count from the trace's start)",
+            ExitCode.BAD_INPUT,
+        )
     order = process_order(trace)
     with streamed_output(path) as out:
-        writer = _Writer(trace, progress, chunk_rows)
+        writer = _Writer(trace, progress, chunk_rows, Path(path).parent)
         writer.out = out
         out.write(frame_packet(_clock_snapshot(t0)))
         for seq, (node, rank) in enumerate(order, start=1):
@@ -129,8 +138,10 @@ def export_perfetto(
 class _Writer:
     """One export in progress: the track tree, the output, counts and the progress callback."""
 
-    def __init__(self, trace: Trace, progress: ProgressFn, chunk_rows: int) -> None:
+    def __init__(self, trace: Trace, progress: ProgressFn, chunk_rows: int, folder: Path) -> None:
         self.trace, self.progress, self.chunk_rows = trace, progress, chunk_rows
+        self.folder = folder
+        """The output's folder: the layout's temporary files go there (spill.Spill)."""
         self.tree = TrackTree()
         self.stats = PerfettoStats()
         self.out: BackgroundWriter | None = None
@@ -155,7 +166,9 @@ class _Writer:
         load = None  # the compiled kernel's load, for a rank it encodes
         if slices is not None and slices.height >= COMPILED_MIN_ROWS:
             load = self.kernel_load = self.kernel_load or warm_compiled()
-        layout = RankLayout(trace, node, rank, slices, tree, proc) if slices is not None and slices.height else None
+        layout = None
+        if slices is not None and slices.height:
+            layout = RankLayout(trace, node, rank, slices, tree, proc, self.folder)
         if layout is not None:
             self.stats.overlap_slices += int(layout.lane_rows.shape[0])
         counters = _counter_events(tree, proc, trace, node, rank)

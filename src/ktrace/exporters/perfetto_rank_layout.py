@@ -19,7 +19,8 @@ its codes in RowCodes too.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import polars as pl
@@ -64,10 +65,10 @@ class _TrackCodes:
 class RowCodes:
     """A small code per slice of the rank (a track's, a place's), in file order, noted by the layout pass so that
     the writing pass looks each chunk's codes up instead of grouping its key columns again; kept in a temporary
-    file (spill.Spill), not in memory."""
+    file in `folder` (spill.Spill), not in memory."""
 
-    def __init__(self) -> None:
-        self.rows = Spill(np.int32)
+    def __init__(self, folder: Path) -> None:
+        self.rows = Spill(np.int32, folder)
 
     def add(self, code: I64) -> None:
         """The next window's codes (rows in file order)."""
@@ -190,8 +191,6 @@ class Launches:
             self.lookup = np.full(span, -1, np.int32)
             self.lookup[self.ids] = np.arange(self.ids.size, dtype=np.int32)
             self.ids = self.ids[:0]
-        self.pair_parts: list[NDArray[np.int32]] = []
-        self.term_parts: list[NDArray[np.bool_]] = []
 
     def match(self, corr: pl.Series) -> tuple[I64, NDArray[np.bool_]]:
         """Place of each correlation id among the launches', and whether it is one."""
@@ -209,29 +208,34 @@ class Launches:
         found = present & (self.ids[at] == values if self.ids.size else False)
         return at, found
 
-    def add(self, window: pl.DataFrame) -> None:
-        """Count the next window's launched GPU records (file order)."""
+    def add(self, window: pl.DataFrame) -> tuple[NDArray[np.int32], NDArray[np.bool_]]:
+        """The next window's launch->run pairs (its launched GPU records, in file order): each one's launch (its
+        place among the ids) and whether the record starts at or after its launch."""
         at, found = self.match(window["correlation_id"])
         gpu = np.flatnonzero(kind_in(window["kind"], STREAM_KINDS) & found)
-        self.pair_parts.append(at[gpu].astype(np.int32))
-        self.term_parts.append(window["start_ns"].to_numpy()[gpu] >= self.launch_start[at[gpu]])
+        return at[gpu].astype(np.int32), window["start_ns"].to_numpy()[gpu] >= self.launch_start[at[gpu]]
 
 
 class RankLayout:
     """Tracks, lanes and flow ids of one rank's slices (after the layout pass over `slices`)."""
 
-    def __init__(self, trace: Trace, node: str, rank: int, slices: RankSlices, tree: TrackTree, proc: int) -> None:
+    def __init__(
+        self, trace: Trace, node: str, rank: int, slices: RankSlices, tree: TrackTree, proc: int, folder: Path
+    ) -> None:
+        """`folder`: where the temporary files go (spill.Spill: the output's folder)."""
         codes, overlaps, self.launches = _TrackCodes(), Overlaps(), Launches(trace, node, rank)
-        self.row_codes = RowCodes()
+        self.row_codes = RowCodes(folder)
         row = 0
-        self.term = Spill(np.bool_)
+        pair_parts: list[NDArray[np.int32]] = []
+        self.term = Spill(np.bool_, folder)
         """Per pair: does the GPU record start at or after its launch (then it ends the flow)."""
         for window in slices.windows(LAYOUT_COLUMNS):
             code = codes.of(window)
             self.row_codes.add(code)
             overlaps.add(row, code, window["start_ns"].to_numpy(), window["end_ns"].to_numpy())
-            self.launches.add(window)
-            self.term.append(self.launches.term_parts.pop())
+            pair_corr, term = self.launches.add(window)
+            pair_parts.append(pair_corr)
+            self.term.append(term)
             row += window.height
         keys = sorted(codes.codes)
         made = track_uuids(tree, proc, trace, node, rank, keys)
@@ -244,8 +248,8 @@ class RankLayout:
         self.lane_uuids: I64 = np.array(
             [lane_uuid[(b, k)] for b, k in zip(base.tolist(), lanes.tolist(), strict=True)], np.int64
         )
-        pair_corr = np.concatenate(self.launches.pair_parts) if self.launches.pair_parts else np.zeros(0, np.int32)
-        self.launches.pair_parts = []
+        pair_corr = np.concatenate(pair_parts) if pair_parts else np.zeros(0, np.int32)
+        del pair_parts
         self.launches.launch_start = self.launches.launch_start[:0]  # the pairs' `term` says all it was for
         self.pairs = int(pair_corr.shape[0])
         self.pair_of_id = _single_pairs(pair_corr, self.launches.count) if self.pairs < 2**31 else None
@@ -281,7 +285,7 @@ class RankLayout:
         kind = chunk["kind"]
         gpu = np.flatnonzero(kind_in(kind, STREAM_KINDS) & found)
         gpu_ids = (first_id + self.next_pair + np.arange(gpu.size)).astype(np.uint64)
-        term = self.term.read(self.next_pair, gpu.size).astype(np.bool_)
+        term = cast("NDArray[np.bool_]", self.term.read(self.next_pair, gpu.size))  # bool already: no copy
         self.next_pair += gpu.size
         calls = np.flatnonzero(kind_in(kind, ["api"]) & found)
         corr, first = np.unique(at[calls], return_index=True)

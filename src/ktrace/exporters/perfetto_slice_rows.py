@@ -18,7 +18,7 @@ import polars as pl
 from numpy.typing import NDArray
 
 from ktrace.exporters import perfetto_encoder as enc
-from ktrace.exporters.background_writes import BufferPool, load_in_thread, ragged
+from ktrace.exporters.background_writes import BufferPool, Kernel, KernelJob, load_in_thread, ragged
 
 I64 = NDArray[np.int64]
 U64 = NDArray[np.uint64]
@@ -77,10 +77,11 @@ def split_rows(rows: SliceRows, size: int) -> list[SliceRows]:
     if n <= size:
         return [rows]
     out = []
+    flows_sorted, terms_sorted = _sorted(rows.flow_rows), _sorted(rows.term_rows)
     for a in range(0, n, size):
         b = min(n, a + size)
-        flows = slice(*np.searchsorted(rows.flow_rows, [a, b]).tolist()) if _sorted(rows.flow_rows) else None
-        terms = slice(*np.searchsorted(rows.term_rows, [a, b]).tolist()) if _sorted(rows.term_rows) else None
+        flows = slice(*np.searchsorted(rows.flow_rows, [a, b]).tolist()) if flows_sorted else None
+        terms = slice(*np.searchsorted(rows.term_rows, [a, b]).tolist()) if terms_sorted else None
         f_at = flows if flows is not None else (rows.flow_rows >= a) & (rows.flow_rows < b)
         t_at = terms if terms is not None else (rows.term_rows >= a) & (rows.term_rows < b)
         out.append(
@@ -136,7 +137,7 @@ def _csr(rows: I64, ids: U64, n: int) -> tuple[I64, U64]:
 def encode_compiled(rows: SliceRows) -> memoryview:
     """The packets of `rows` by the numba kernel (perfetto_kernel.slice_packets), as a view of bytes that hold just
     them."""
-    view, _ = encode_pooled(rows, BufferPool(0))
+    view, _ = Encoding(rows, BufferPool(0)).run()
     return memoryview(bytes(view))
 
 
@@ -150,35 +151,19 @@ def packets_bound(n: int, const_off: I64, int_head_off: I64, str_off: I64, strin
     return n * row + flow_bytes
 
 
-def encode_pooled(rows: SliceRows, pool: BufferPool) -> tuple[memoryview, NDArray[np.uint8]]:
-    """The packets of `rows` by the numba kernel, at the start of a buffer from `pool` (the view, the buffer)."""
-    return Encoding(rows, pool).run()
+def _slice_packets() -> Kernel:
+    from ktrace.exporters.perfetto_kernel import slice_packets  # noqa: PLC0415 - numba only for large exports
+
+    return slice_packets
 
 
-class Encoding:
-    """A batch's inputs to the numba kernel, laid out (in the caller's thread); `run` calls the kernel, which
-    releases the GIL: the export runs it in the writer's thread (background_writes.write_job), beside the
-    preparing of the next batch."""
+class Encoding(KernelJob):
+    """A batch's packets by the numba kernel (perfetto_kernel.slice_packets), its inputs laid out here (in the
+    caller's thread); `run` (KernelJob's) calls the kernel: the export runs it in the writer's thread."""
 
     def __init__(self, rows: SliceRows, pool: BufferPool) -> None:
-        self.rows, self.pool = int(rows.start.shape[0]), pool
-        self.bound = 0
-        self.inputs: tuple[np.ndarray, ...] = ()
-        if self.rows:
-            self.bound, self.inputs = _kernel_inputs(rows)
-
-    def run(self) -> tuple[memoryview, NDArray[np.uint8]]:
-        """The packets (a view of the buffer's start) and the pool buffer they lie in (taken now: only the batch
-        being written holds one)."""
-        from ktrace.exporters.perfetto_kernel import slice_packets  # noqa: PLC0415 - numba only for large exports
-
-        if not self.rows:
-            empty = np.zeros(0, np.uint8)
-            return empty.data, empty
-        out = self.pool.take(self.bound)
-        written = slice_packets(out, *self.inputs)
-        self.inputs = ()  # let the inputs go once written
-        return out.data[:written], out
+        bound, inputs = _kernel_inputs(rows) if rows.start.shape[0] else (0, ())
+        super().__init__(_slice_packets, bound, inputs, pool)
 
 
 def _kernel_inputs(rows: SliceRows) -> tuple[int, tuple[np.ndarray, ...]]:

@@ -155,7 +155,7 @@ def test_a_pool_hands_back_written_buffers_only_long_enough_ones(tmp_path: Path)
     with (tmp_path / "out").open("wb") as f, background_writes(f) as out:
         buffer = out.pool.take(4)
         buffer[:4] = np.frombuffer(b"abcd", np.uint8)
-        out.write(buffer.data[:4], recycle=buffer)
+        out.write_job(lambda: (buffer.data[:4], buffer))  # a job's buffer goes back to the pool once written
     assert (tmp_path / "out").read_bytes() == b"abcd"
     assert out.pool.take(4) is buffer
 

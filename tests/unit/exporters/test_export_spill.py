@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -14,8 +17,10 @@ from ktrace.exporters.spill import Spill
     first=st.integers(0, 400),
     count=st.integers(0, 400),
 )
-def test_reads_give_back_what_was_appended(parts: list[list[int]], first: int, count: int) -> None:
-    spill = Spill(np.int32)
+def test_reads_give_back_what_was_appended(
+    parts: list[list[int]], first: int, count: int, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    spill = Spill(np.int32, tmp_path_factory.getbasetemp())
     for part in parts:
         spill.append(np.array(part, np.int64))
     every = [v for part in parts for v in part]
@@ -25,8 +30,8 @@ def test_reads_give_back_what_was_appended(parts: list[list[int]], first: int, c
     spill.close()
 
 
-def test_bools_and_a_closed_spill() -> None:
-    spill = Spill(np.bool_)
+def test_bools_and_a_closed_spill(tmp_path: Path) -> None:
+    spill = Spill(np.bool_, tmp_path)
     spill.append(np.array([True, False, True]))
     assert spill.read(1, 5).tolist() == [False, True]
     spill.close()

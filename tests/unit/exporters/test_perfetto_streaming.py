@@ -60,7 +60,7 @@ def test_windows_are_the_whole_rank_sorted(which: int, window_rows: int) -> None
 
 @pytest.mark.parametrize("window_rows", [1, 5, 50_000])
 @pytest.mark.parametrize("which", [0, 1])
-def test_layout_gives_the_whole_rank_tracks_lanes_and_flows(which: int, window_rows: int) -> None:
+def test_layout_gives_the_whole_rank_tracks_lanes_and_flows(which: int, window_rows: int, tmp_path: Path) -> None:
     trace = _traces()[which]
     for node, rank in sorted({(str(n), int(r)) for n, r in trace.ranks if r >= 0}):
         whole = rank_slices(trace, node, rank)
@@ -73,7 +73,7 @@ def test_layout_gives_the_whole_rank_tracks_lanes_and_flows(which: int, window_r
             old_tree.lane(t, k)  # lane tracks are made by (track, lane), as the whole-rank export made them
         expected = np.array([old_tree.lane(int(t), int(k)) if k else t for t, k in zip(track, lanes, strict=True)])
         slices = RankSlices(trace, node, rank, window_rows)
-        layout = RankLayout(trace, node, rank, slices, new_tree, proc)
+        layout = RankLayout(trace, node, rank, slices, new_tree, proc, tmp_path)
         if which == 0:
             assert (lanes > 0).sum() > 3 and layout.lane_rows.size == (lanes > 0).sum()
         pairs = launch_pairs(whole)
