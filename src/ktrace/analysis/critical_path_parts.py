@@ -36,8 +36,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from ktrace.analysis._kernels import LIGHT_FACTOR, PYTHON_MAX_ROWS
-from ktrace.analysis._kernels.longest_path import longest_paths, topological_order
+from ktrace.analysis._kernels.longest_path import load_compiled, runs_compiled
 from ktrace.analysis.critical_path import median_step
 from ktrace.analysis.critical_path_graph import GPU_RECORD, OPERATOR, RUNTIME, Graph, Window, build_graph
 from ktrace.analysis.critical_path_packed import TIMES, PackedGraph
@@ -377,20 +376,17 @@ def join_rank_graphs(parts: list[RankGraph], empty: Trace) -> JoinedGraphs:
 
 
 def load_longest_path(edges: int) -> threading.Thread | None:
-    """Start loading the longest-path kernels (numba and its disk cache: ~0.3 s, mostly holding the GIL) in a
-    thread when a graph of `edges` edges will run them compiled, None when it will run them as Python: the
-    rank-by-rank client (fleet.summary_map) loads them while it mostly waits on the workers for the ranks'
-    graphs, not after the last. Join it before the path; a failure here is dropped (the path's own call raises
-    it)."""
-    limit = PYTHON_MAX_ROWS * LIGHT_FACTOR  # light kernels run as Python up to this many rows before numba loads
-    if edges <= limit:
+    """Start loading the longest-path kernels (numba and its disk cache: ~0.4 s, mostly holding the GIL) in a
+    thread when a graph of `edges` edges will run them compiled (longest_path.runs_compiled), None when it will
+    run them as Python or numpy: the rank-by-rank client (fleet.summary_map) loads them while it mostly waits on
+    the workers for the ranks' graphs, not after the last. Join it before the path; a failure here is dropped
+    (the path's own call raises it)."""
+    if not runs_compiled(edges):
         return None
 
     def load() -> None:
-        nodes = limit + 1  # a chain: compiled, as the job's graph will be
-        indptr, dst = np.append(np.arange(nodes, dtype=np.int64), nodes - 1), np.arange(1, nodes, dtype=np.int64)
         try:
-            longest_paths(topological_order(indptr, dst), indptr, dst, np.zeros(nodes - 1, np.int64))
+            load_compiled()
         except Exception:  # noqa: BLE001, S110 - the path's first call raises the same error
             pass
 

@@ -144,7 +144,7 @@ def job_critical_path(
     if not tasks:
         raise TraceFormatError(f"{root}: the store has no partition")
     guess = guess_task(engine, tasks[first_task(tasks)]) if annotation is None else None
-    passes = PassFold()
+    passes = PassFold(len(tasks))
     guessed = [dataclasses.replace(t, guess=guess) for t in tasks]
     for done, (i, found_pass) in enumerate(engine.map(steps_task, guessed, describe=RankTask.label), 1):
         passes.add(i, (found_pass,))
@@ -218,8 +218,10 @@ class PassFold:
     longest-path kernels loaded in a thread meanwhile once the graphs will run them compiled
     (critical_path_parts.load_longest_path): ~0.3 s the client no longer spends after the last partial."""
 
-    def __init__(self) -> None:
+    def __init__(self, partitions: int) -> None:
         self.passes: dict[int, RankPass] = {}
+        self.partitions = partitions
+        """How many passes will come: the job's graph is projected from those that came."""
         self._edges = 0
         self._loading: threading.Thread | None = None
 
@@ -228,8 +230,8 @@ class PassFold:
         for j, rank_pass in enumerate(found):
             self.passes[first + j] = rank_pass
             self._edges += 0 if rank_pass[2] is None else rank_pass[2].graph.arrays["src"].size
-        if self._loading is None:
-            self._loading = load_longest_path(self._edges)
+        if self._loading is None:  # the joined graph's edges, projected from the partitions so far
+            self._loading = load_longest_path(self._edges * self.partitions // max(1, len(self.passes)))
 
     def ready(self) -> dict[int, RankPass]:
         """Every pass, once the kernels' load (if started) is done."""

@@ -307,7 +307,7 @@ def summarize_store(
         for t in tasks
     ]
     first = [sum(len(g) for g in groups[:i]) for i in range(len(groups))]  # each task's first partition
-    passes = PassFold()
+    passes = PassFold(len(path_tasks))
 
     config = None if rules_config is False else RulesConfig() if rules_config is True else rules_config
     fold = None if config is None else RuleFold(config)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ktrace.analysis._kernels import LIGHT_FACTOR, PYTHON_MAX_ROWS
+from ktrace.analysis._kernels import NUMPY_MAX_ROWS, PYTHON_MAX_ROWS, numba_loaded
+from ktrace.analysis._kernels.longest_path import runs_compiled
 from ktrace.analysis.critical_path_graph import Graph, Window, build_graph
 from ktrace.analysis.critical_path_packed import PackedGraph
 from ktrace.analysis.critical_path_parts import GRAPH_COLUMNS, load_longest_path, rank_graph
@@ -64,9 +65,9 @@ def test_a_rank_graph_carries_the_graph_exactly_and_only_the_columns_the_client_
 
 
 def test_the_longest_path_kernels_load_ahead_only_for_a_graph_that_runs_them_compiled() -> None:
-    limit = PYTHON_MAX_ROWS * LIGHT_FACTOR
-    assert load_longest_path(limit) is None  # runs as Python: numba is not loaded for it
-    thread = load_longest_path(limit + 1)
-    assert thread is not None
-    thread.join()
-    assert not thread.is_alive()
+    for edges in (PYTHON_MAX_ROWS, NUMPY_MAX_ROWS, NUMPY_MAX_ROWS + 1):  # (numba loaded or not by other tests)
+        thread = load_longest_path(edges)
+        assert (thread is not None) == runs_compiled(edges)
+        if thread is not None:
+            thread.join()
+            assert not thread.is_alive() and numba_loaded()

@@ -119,6 +119,24 @@ def longest_paths(
     return dist, pred
 
 
+def runs_compiled(rows: int) -> bool:
+    """Whether topological_order and longest_paths run compiled (numba) on a graph of `rows` nodes or edges, as
+    things stand (numba loaded or not): past NUMPY_MAX_ROWS, or past PYTHON_MAX_ROWS once numba is loaded."""
+    return not (_kahn.runs_as_python(rows) or _kahn.skips_numba(rows))
+
+
+def load_compiled() -> None:
+    """Load both kernels compiled (numba, then each from its disk cache), whatever the sizes would choose: for a
+    caller that will run a graph past runs_compiled's threshold and can load them meanwhile (the rank-by-rank
+    client, while its workers build the ranks' graphs). A one-edge graph of the real calls' types."""
+    indptr, dst = np.array([0, 1, 1], np.int64), np.array([1], np.int64)
+    order = np.zeros(2, np.int64)
+    _kahn.compiled()(indptr, dst, np.array([0, 1], np.int64), order, 1)
+    _longest_paths.compiled()(
+        order, indptr, dst, np.zeros(1, np.int64), np.zeros(2, np.int64), np.full(2, -1, np.int64)
+    )
+
+
 def python_ints(a: I64) -> array[int]:
     """An int64 array as a Python sequence of ints for the kernels run as Python: an array.array, 8 bytes an item
     where a list holds a pointer and an int object (~36 bytes: ~15 MB more at the 83 k edges of the README demo's
