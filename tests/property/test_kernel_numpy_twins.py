@@ -132,3 +132,26 @@ def test_gap_twin_matches_the_kernel_over_ranks(
     )
     records = gaps.Records(start, end, launch)
     assert same(*source_and_twin(gaps.gap_categories, bounds, records, syncs, np.array(group_sync, np.int64), 4))
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(-20, 150), st.integers(0, 40)), max_size=40),
+    st.integers(-10, 30),
+    st.integers(1, 25),
+    st.integers(1, 8),
+    st.booleans(),
+)
+def test_busy_per_bin_twin_matches_the_kernel(
+    rows: list[tuple[int, int, int]], t0: int, bin_ns: int, n_bins: int, merged: bool
+) -> None:
+    """Disjoint intervals per group (merge_intervals' output, as the callers pass) binned at epoch-scale times, in
+    any order; overlapping ones (outside the contract) too: then the twin declines and the kernel runs."""
+    group = np.array([g for g, _, _ in rows], np.int64)
+    start = np.array([EPOCH_NS + s for _, s, _ in rows], np.int64)
+    end = start + np.array([d for _, _, d in rows], np.int64)
+    if merged:
+        order = np.lexsort((start, group))
+        group, start, end = intervals.merge_intervals(group[order], start[order], end[order])
+        group, start, end = group[::-1].copy(), start[::-1].copy(), end[::-1].copy()  # any order
+    args = (group, start, end, EPOCH_NS + t0, bin_ns, n_bins, 4)
+    assert same(*source_and_twin(intervals.busy_per_bin, *args))

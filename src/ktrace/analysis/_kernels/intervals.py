@@ -169,17 +169,41 @@ def busy_per_bin(group: I64, start: I64, end: I64, t0: int, bin_ns: int, n_bins:
     """
     if bin_ns <= 0:
         raise ValueError("bin_ns must be > 0")
+    g, s, e = _as64(group), _as64(start), _as64(end)
     # its loop walks every bin an interval covers: the work is up to n_bins x n_groups, not len(group)
-    return _busy_per_bin.sized(
-        len(group) + int(n_bins) * int(n_groups),
-        _as64(group),
-        _as64(start),
-        _as64(end),
-        int(t0),
-        int(bin_ns),
-        int(n_bins),
-        int(n_groups),
-    )
+    rows = len(g) + int(n_bins) * int(n_groups)
+    if _busy_per_bin.skips_numba(rows):
+        out = busy_per_bin_numpy(g, s, e, int(t0), int(bin_ns), int(n_bins), int(n_groups))
+        if out is not None:
+            return out
+    return _busy_per_bin.sized(rows, g, s, e, int(t0), int(bin_ns), int(n_bins), int(n_groups))
+
+
+def busy_per_bin_numpy(
+    group: I64, start: I64, end: I64, t0: int, bin_ns: int, n_bins: int, n_groups: int
+) -> I64 | None:
+    """The numpy twin of _busy_per_bin (a rank's or the job's activity heatmap: every multi-rank summary ran it,
+    and loaded numba for it), or None where a group's intervals overlap (the kernel's contract is disjoint ones;
+    it then runs as before). Per group, the covered time before each bin edge x is the lengths of the intervals
+    starting at or before x, less what the last of them runs past x; a bin's is the difference at its edges."""
+    out = np.zeros((n_groups, n_bins), np.int64)
+    t_end = t0 + bin_ns * n_bins
+    s, e = np.maximum(start, t0), np.minimum(end, t_end)
+    kept = e > s
+    order = np.lexsort((s[kept], group[kept]))
+    g, s, e = group[kept][order], s[kept][order], e[kept][order]
+    if ((g[1:] == g[:-1]) & (s[1:] < e[:-1])).any():
+        return None
+    edges = t0 + bin_ns * np.arange(n_bins + 1, dtype=np.int64)
+    bounds = np.searchsorted(g, np.arange(n_groups + 1, dtype=np.int64))
+    for k in np.flatnonzero(np.diff(bounds)).tolist():
+        gs, ge = s[bounds[k] : bounds[k + 1]], e[bounds[k] : bounds[k + 1]]
+        lengths = np.zeros(gs.size + 1, np.int64)
+        np.cumsum(ge - gs, out=lengths[1:])
+        j = np.searchsorted(gs, edges, "right")  # intervals starting at or before each edge
+        past = np.where(j > 0, ge[np.maximum(j - 1, 0)] - edges, 0)
+        out[k] = np.diff(lengths[j] - np.maximum(past, 0))
+    return out
 
 
 @jit
