@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from ktrace.model import store
+from ktrace.model import store, store_files
 from ktrace.model.builder import TraceBuilder
 from ktrace.model.scrub import scrub_frame, scrub_table, scrub_trace
 from ktrace.model.secrets import REDACTED
@@ -81,7 +81,8 @@ def _count_scrubs(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         calls.append(table.num_rows)
         return real(table)
 
-    monkeypatch.setattr(store, "scrub_table", counted)
+    monkeypatch.setattr(store, "scrub_table", counted)  # reading
+    monkeypatch.setattr(store_files, "scrub_table", counted)  # writing (store_files.write_table)
     return calls
 
 
