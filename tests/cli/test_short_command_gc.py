@@ -22,7 +22,9 @@ def test_short_verbs_collect_less_while_they_run(verb: str) -> None:
     assert gc.get_threshold() == before
 
 
-@pytest.mark.parametrize(("verb", "rest"), [("view", []), ("run", []), ("ctl", []), ("check", ["--follow", "x"])])
+@pytest.mark.parametrize(
+    ("verb", "rest"), [("view", []), ("run", []), ("ctl", []), ("check", ["--follow", "x"]), ("check", ["x", "--fol"])]
+)
 def test_long_running_verbs_keep_the_default(verb: str, rest: list[str]) -> None:
     before = gc.get_threshold()
     with cli.short_command_collections(verb, rest):

@@ -133,7 +133,7 @@ fewer_collections); `run`, `view`, `ctl` and any `--follow` keep Python's defaul
 
 def short_command_collections(verb: str, rest: list[str]) -> contextlib.AbstractContextManager[None]:
     """cli.options.fewer_collections for a SHORT_VERBS verb (not followed), else nothing."""
-    if verb not in SHORT_VERBS or "--follow" in rest:
+    if verb not in SHORT_VERBS or any(len(a) > 3 and "--follow".startswith(a) for a in rest):  # (abbreviated too)
         return contextlib.nullcontext()
     from ktrace.cli.options import fewer_collections
 
