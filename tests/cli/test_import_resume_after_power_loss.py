@@ -4,20 +4,17 @@ Such an entry is imported again; the others are kept, and the store equals the o
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from folder_imports import assert_same_store
 
 from ktrace.cli import main
 from ktrace.fleet.folder_import import resume_folder
 from ktrace.fleet.rank_import import RankTask, import_rank, read_entry
-from ktrace.importers.kineto import import_kineto
 from ktrace.importers.kineto_limits import file_caps
-from ktrace.model import store
-from ktrace.testing.compare import assert_trace_equal
 
 
 def _entries_of_a_finished_run(folder: Path, out: Path) -> list[Path]:
@@ -58,13 +55,7 @@ def test_entries_with_short_or_empty_files_are_imported_again(
     assert main(["import", str(folder), "-o", str(out), "--workers", "1", "--no-progress"]) == 0
     assert "resumed: 3 rank file(s) kept from the interrupted import" in capsys.readouterr().out
     assert not resume_folder(out).exists()
-    one = tmp_path / "one-process.ktrace"
-    store.write(import_kineto(folder), one)
-    assert_trace_equal(store.read(out), store.read(one))
-    metas = [json.loads((path / "meta.json").read_text()) for path in (out, one)]
-    for meta in metas:
-        meta.pop("created")
-    assert metas[0] == metas[1]
+    assert_same_store(out, folder, tmp_path)
 
 
 def test_an_interrupt_while_the_ranks_are_merged_keeps_every_rank(
@@ -88,6 +79,4 @@ def test_an_interrupt_while_the_ranks_are_merged_keeps_every_rank(
     assert len(kept) == 8 and all(read_entry(entry) is not None for entry in kept)
     monkeypatch.setattr(folder_import, "folder_meta", merge)
     assert main(["import", str(folder), "-o", str(out), "--workers", "1", "--no-progress"]) == 0
-    one = tmp_path / "one-process.ktrace"
-    store.write(import_kineto(folder), one)
-    assert_trace_equal(store.read(out), store.read(one))
+    assert_same_store(out, folder, tmp_path)

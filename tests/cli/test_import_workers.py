@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from folder_imports import assert_same_store
 
 from ktrace.cli import main
 from ktrace.fleet.folder_import import resume_folder
@@ -27,19 +28,6 @@ from ktrace.testing.compare import assert_trace_equal
 from ktrace.testing.secrets_corpus import TEXT_FORMS
 
 
-def _assert_same_store(streamed: Path, folder: Path, tmp_path: Path) -> None:
-    """`streamed` (the rank-by-rank import of `folder`) reads back equal to the one-process import's store, and
-    its meta.json is the same but for the time it was written."""
-    one = tmp_path / "one-process.ktrace"
-    if not one.exists():  # written once per test
-        store.write(import_kineto(folder), one)
-    assert_trace_equal(store.read(streamed), store.read(one))
-    metas = [json.loads((path / "meta.json").read_text()) for path in (streamed, one)]
-    for meta in metas:
-        meta.pop("created")
-    assert metas[0] == metas[1]
-
-
 def test_dlrm_with_two_workers_equals_the_one_process_import(
     real_trace_path: Callable[[str], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -48,7 +36,7 @@ def test_dlrm_with_two_workers_equals_the_one_process_import(
     assert f"wrote {out} (kineto, 8 ranks)" in capsys.readouterr().out
     assert sorted(rank for _, rank, _ in store.partitions(out)) == list(range(8))
     assert not resume_folder(out).exists()
-    _assert_same_store(out, folder, tmp_path)
+    assert_same_store(out, folder, tmp_path)
 
 
 def _rank_doc(rank: int) -> dict[str, Any]:
@@ -81,7 +69,7 @@ def test_secrets_scrubbed_and_counted_as_the_one_process_import(tmp_path: Path) 
     assert main(["import", str(folder), "-o", str(out), "--workers", "1", "-q"]) == 0
     trace = store.read(out)
     assert trace.meta.health["secrets_scrubbed"] > 0
-    _assert_same_store(out, folder, tmp_path)
+    assert_same_store(out, folder, tmp_path)
     written = b"".join(path.read_bytes() for path in out.rglob("*") if path.is_file())
     for planted in TEXT_FORMS[:4]:
         assert planted.secret.encode() not in written
@@ -130,14 +118,14 @@ def test_killed_import_keeps_only_whole_ranks_and_resumes(
     assert main(["import", str(folder), "-o", str(out), "--workers", "1", "--no-progress"]) == 0
     assert f"resumed: {len(entries)} rank file(s) kept" in capsys.readouterr().out
     assert not resume.exists()
-    _assert_same_store(out, folder, tmp_path)
+    assert_same_store(out, folder, tmp_path)
 
     assert main(["import", str(folder), "-o", str(out), "-q", "--workers", "2"]) != 0  # exists: needs --force
     resume.mkdir()
     (resume / "file=stale").mkdir()
     assert main(["import", str(folder), "-o", str(out), "--workers", "1", "--force", "--no-progress"]) == 0
     assert not resume.exists()
-    _assert_same_store(out, folder, tmp_path)
+    assert_same_store(out, folder, tmp_path)
 
 
 def test_a_failed_start_leaves_nothing_beside_the_output(
