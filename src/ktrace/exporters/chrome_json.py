@@ -215,7 +215,7 @@ class _Export:
         pid = self.pids.process(process_name(trace, node, rank))
         counters = _counter_lines(trace, node, rank, pid, t0)
         self.counts["counters"] += counters.len()
-        slices = RankSlices(trace, node, rank, WINDOW_ROWS) if rank != NODE_RANK else None
+        slices = RankSlices(trace, node, rank, WINDOW_ROWS, self.folder) if rank != NODE_RANK else None
         load = None  # the compiled formatter's load, for a rank it formats
         if slices is not None and slices.height >= COMPILED_MIN_ROWS:
             load = self.kernel_load = self.kernel_load or warm_compiled()

@@ -162,7 +162,7 @@ class _Writer:
         assert self.out is not None
         trace, tree = self.trace, self.tree
         proc = tree.process(("process", node, rank), process_name(trace, node, rank), seq)
-        slices = RankSlices(trace, node, rank, WINDOW_ROWS) if rank != NODE_RANK else None
+        slices = RankSlices(trace, node, rank, WINDOW_ROWS, self.folder) if rank != NODE_RANK else None
         load = None  # the compiled kernel's load, for a rank it encodes
         if slices is not None and slices.height >= COMPILED_MIN_ROWS:
             load = self.kernel_load = self.kernel_load or warm_compiled()

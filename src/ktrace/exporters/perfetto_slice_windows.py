@@ -2,7 +2,7 @@
 
 rank_slices sorts every slice of a rank in one frame: ~360 bytes a slice above the opened store (8.7 GB on 10 M
 kernels). Here each part of the rank (a span table's rows of that rank) keeps only the order of its rows by start
-(4 bytes a row, nothing when the table is already sorted); a window takes from every part the rows that start
+(start_order: in a temporary file, found a block at a time; nothing when the table is already sorted); a window takes from every part the rows that start
 before a time cut, so a start never straddles two windows, and is sorted by `file_order` alone. Ties in start
 keep the parts' order and, within a part, the table's order (a stable sort), so the windows laid end to end are
 rank_slices row for row. `chunks` re-cuts them into batches of exactly `chunk_rows` rows.
@@ -11,12 +11,14 @@ rank_slices row for row. `chunks` re-cuts them into batches of exactly `chunk_ro
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
 from ktrace.exporters.perfetto_slices import SLICE_COLUMNS, SlicePart, file_order, rank_parts, slice_frame
+from ktrace.exporters.start_order import StartOrder, is_sorted
 from ktrace.model.trace import Trace
 
 _NO_CUT = np.iinfo(np.int64).max
@@ -25,7 +27,7 @@ _NO_CUT = np.iinfo(np.int64).max
 class _PartRows:
     """One part's rows of the rank (a view of its table where they are contiguous) and their order by start."""
 
-    def __init__(self, part: SlicePart) -> None:
+    def __init__(self, part: SlicePart, folder: Path | None) -> None:
         self.part = part
         mask = part.table.select(part.rows.fill_null(False)).to_series().to_numpy()
         count = int(mask.sum())
@@ -41,12 +43,8 @@ class _PartRows:
         self.start = self.rows["start_ns"]
         """The rows' starts, read a window's worth at a time: a numpy copy of the whole column (where the store
         reads it in several chunks) would cost 8 bytes a row for as long as the rank is read."""
-        start: NDArray[np.int64] = self.start.to_numpy()
-        self.order: NDArray[np.int32] | NDArray[np.int64] | None = None  # None: already sorted by start
-        if start.size > 1 and not bool((start[1:] >= start[:-1]).all()):
-            order = np.argsort(start, kind="stable")
-            self.order = order.astype(np.int32) if order.size < 2**31 else order
-        del start
+        self.order = None if is_sorted(self.start) else StartOrder(self.start, folder)
+        """The rows by start (None: sorted already), in a temporary file in `folder` (None: in memory)."""
         self.done = 0
         self.exprs: dict[tuple[str, ...] | None, tuple[list[pl.Expr], pl.DataFrame]] = {}
 
@@ -60,7 +58,7 @@ class _PartRows:
         b = min(self.height, self.done + count)
         if self.order is None:
             return self.start.slice(self.done, b - self.done).to_numpy()
-        return self.start.gather(self.order[self.done : b]).to_numpy()
+        return self.start.gather(self.order.read(self.done, b - self.done)).to_numpy()
 
     def count_before(self, cut: int, guess: int) -> int:
         """Rows not yet taken that start before `cut` (looked for in blocks growing from `guess`)."""
@@ -81,15 +79,16 @@ class _PartRows:
             used = self.rows.select(sorted({n for e in exprs for n in e.meta.root_names()}))  # gather only those
             self.exprs[key] = (exprs, used)
         exprs, used = self.exprs[key]
-        frame = used.slice(a, count) if self.order is None else used[self.order[a:b]]
+        frame = used.slice(a, count) if self.order is None else used[self.order.read(a, count)]
         return frame.select(exprs)
 
 
 class RankSlices:
     """The slices of one rank (rank_slices' rows and columns but `row`), read window by window in file order."""
 
-    def __init__(self, trace: Trace, node: str, rank: int, window_rows: int) -> None:
-        self.trace, self.node, self.rank = trace, node, rank
+    def __init__(self, trace: Trace, node: str, rank: int, window_rows: int, folder: Path | None = None) -> None:
+        """`folder`: where each unsorted part's order by start goes (start_order.StartOrder; None: in memory)."""
+        self.trace, self.node, self.rank, self.folder = trace, node, rank, folder
         self.window_rows = max(1, window_rows)
         parts = rank_parts(trace, node, rank)
         self.height = sum(int(p.table.select(p.rows.fill_null(False).sum()).item() or 0) for p in parts)
@@ -100,7 +99,7 @@ class RankSlices:
         Each cut is the earliest of the parts' next `window_rows`-th start, so no part gives more than
         `window_rows` rows to a window but where more rows than that share one start.
         """
-        parts = [_PartRows(p) for p in rank_parts(self.trace, self.node, self.rank)]
+        parts = [_PartRows(p, self.folder) for p in rank_parts(self.trace, self.node, self.rank)]
         w = self.window_rows
         while any(p.done < p.height for p in parts):
             ahead = [p.next_starts(w) for p in parts]
