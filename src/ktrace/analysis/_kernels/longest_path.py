@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -35,8 +36,11 @@ def _kahn(indptr: I64, dst: I64, indegree: I64, order: I64, tail: int) -> int:  
     while head < tail:
         u = order[head]
         head += 1
-        for e in range(indptr[u], indptr[u + 1]):
+        e = indptr[u]
+        end = indptr[u + 1]
+        while e < end:  # (as Python, a while loop: most nodes have one out-edge, and range() cost ~20 % more)
             v = dst[e]
+            e += 1
             left = indegree[v] - 1
             indegree[v] = left
             if left == 0:
@@ -94,7 +98,13 @@ def topological_order(indptr: I64, dst: I64) -> I64:
 
 
 def longest_paths(
-    order: I64, indptr: I64, dst: I64, weight: I64, *, listed: Callable[[], Sequence[Sequence[int]]] | None = None
+    order: I64,
+    indptr: I64,
+    dst: I64,
+    weight: I64,
+    *,
+    listed: Callable[[], Sequence[Sequence[int]]] | None = None,
+    chains: Callable[[], Chains] | None = None,
 ) -> tuple[I64, I64]:
     """Longest distance to every node (0 at sources) and the CSR slot of its chosen in-edge (-1 at sources).
 
@@ -102,14 +112,17 @@ def longest_paths(
         order: a full topological order (topological_order's result when it has every node).
         indptr, dst, weight: the edges in CSR form; an edge of negative weight counts as removed.
         listed: order, indptr and dst as array.array (critical_path_dag's), asked for only where the kernel runs
-            as Python (a caller
-            that runs the same edges with several weights keeps them: the critical path's what-ifs, ~10 ms a
-            call at the README demo's 83 k edges).
+            as its Python source (KTRACE_PYTHON_KERNEL_ROWS past the numpy twin's rows, the tests' "python" mode).
+        chains: the edges' Chains (chains_of), asked for only where the numpy twin runs: a caller that runs the
+            same edges with several weights (the critical path's what-ifs) makes them once (~10 ms at the README
+            demo's 83 k edges, then ~6 ms a run where the kernel's source took ~25 ms).
     """
     arrays = [_as64(a) for a in (order, indptr, dst, weight)]
     n = arrays[1].size - 1
     rows = max(a.size for a in arrays)
-    if _longest_paths.runs_as_python(rows) or _longest_paths.skips_numba(rows):
+    if _longest_paths.skips_numba(rows):
+        return _longest_by_chains(chains() if chains is not None else chains_of(*arrays[:3]), arrays[3])
+    if _longest_paths.runs_as_python(rows):
         dist_ints, pred_ints = python_ints(np.zeros(n, np.int64)), python_ints(np.full(n, -1, np.int64))
         edges = listed() if listed is not None else [python_ints(a) for a in arrays[:3]]
         _longest_paths.py_func(*edges, python_ints(arrays[3]), dist_ints, pred_ints)
@@ -117,6 +130,119 @@ def longest_paths(
     dist, pred = np.zeros(n, np.int64), np.full(n, -1, np.int64)
     _longest_paths(*arrays, dist, pred)
     return dist, pred
+
+
+@dataclass(frozen=True)
+class Chains:
+    """A DAG's edges cut into chains, for the longest paths' numpy twin (`chains_of`; the same for any weights).
+
+    A node with one in-edge and one out-edge is *inner*; every other node is a *junction*. A chain is a path
+    from a junction through inner nodes to the next junction: most of a critical path's graph (the README demo's
+    step: 67 k of 78 k nodes are inner). Along a chain the distances are a running sum; only a chain's last edge
+    meets other paths, at its junction, so the kernel's loop runs over the chains (~15 k), not the nodes.
+    """
+
+    nodes: int
+    slots: I64
+    """The CSR slots chain by chain, each chain's in path order."""
+    first: I64
+    """Per entry of `slots`: where its chain starts in `slots`."""
+    ends: I64
+    """Where each chain ends in `slots`, in the order the kernel relaxes the chain's last edge: by its source's
+    place in the topological order, then by slot (ties at a junction go as the kernel's)."""
+    head: I64
+    """Per chain (as `ends`): the junction number of its first node (junctions numbered in node order)."""
+    into: I64
+    """Per chain (as `ends`): the junction number of its last node."""
+    junctions: I64
+    """The junctions' node ids."""
+    inner: I64
+    """The entries of `slots` that end at an inner node."""
+    inner_nodes: I64
+    """Per `inner` entry: that node."""
+    inner_heads: I64
+    """Per `inner` entry: its chain's first node."""
+
+
+def chains_of(order: I64, indptr: I64, dst: I64) -> Chains:
+    """The chains of the edges (CSR form) and their relaxation order (`order`: a full topological order)."""
+    n, m = indptr.size - 1, dst.size
+    out_degree = np.diff(indptr)
+    inner = (out_degree == 1) & (np.bincount(dst, minlength=n) == 1)
+    src = np.repeat(np.arange(n, dtype=np.int64), out_degree)
+    goes_on = inner[dst]  # the slot's end is inner: its chain goes on with that node's one out-slot
+    head = np.arange(m, dtype=np.int64)
+    head[indptr[:-1][dst[goes_on]]] = np.flatnonzero(goes_on)  # a slot's predecessor on its chain (self: first)
+    while True:  # pointer doubling: log2 of the longest chain's length rounds (a 67 k-edge chain: 17)
+        further = head[head]
+        if np.array_equal(further, head):
+            break
+        head = further
+    place = np.empty(n, np.int64)
+    place[order] = np.arange(n, dtype=np.int64)
+    key = head * n + place[src]  # chain by chain, along the path (unique: a chain visits a node once)
+    slots = np.argsort(key) if m * max(n, 1) < 1 << 62 else np.lexsort((place[src], head))
+    chain_head = head[slots]
+    starts = np.flatnonzero(np.concatenate(([True], chain_head[1:] != chain_head[:-1]))) if m else np.zeros(0, np.int64)
+    lengths = np.diff(np.concatenate((starts, [m])))
+    ends = starts + lengths - 1
+    last = slots[ends]
+    relax = np.lexsort((last, place[src[last]]))
+    junctions = np.flatnonzero(~inner)
+    number = np.full(n, -1, np.int64)
+    number[junctions] = np.arange(junctions.size, dtype=np.int64)
+    first = np.repeat(starts, lengths)
+    inner_entries = np.flatnonzero(goes_on[slots])
+    return Chains(
+        nodes=n,
+        slots=slots,
+        first=first,
+        ends=ends[relax],
+        head=number[src[slots[starts[relax]]]],
+        into=number[dst[last[relax]]],
+        junctions=junctions,
+        inner=inner_entries,
+        inner_nodes=dst[slots[inner_entries]],
+        inner_heads=src[slots[first[inner_entries]]],
+    )
+
+
+def _longest_by_chains(chains: Chains, weight: I64) -> tuple[I64, I64]:
+    """longest_paths' numpy twin: the running sums along the chains in numpy, then the kernel's loop over the
+    chains' last edges into their junctions (Python), then the inner nodes from their chain's first node.
+
+    A removed edge (weight < 0) restarts its chain's sum at 0 after it, as the kernel leaves the inner node it led
+    to at distance 0 without a predecessor."""
+    slots = chains.slots
+    w = weight[slots]
+    removed = w < 0
+    since = np.maximum.accumulate(np.where(removed, np.arange(slots.size, dtype=np.int64), chains.first - 1))
+    summed = np.concatenate(([0], np.cumsum(np.where(removed, 0, w))))
+    part = summed[1:] - summed[since + 1]  # each entry's sum since its chain's start or its last removed edge
+    headed = since == chains.first - 1  # no removed edge before it on its chain: the sum starts at the first node
+    keep = ~removed[chains.ends]  # a chain whose last edge is removed reaches nothing
+    ends = chains.ends[keep]
+    junctions = chains.junctions.size
+    dist = [0] * (junctions + 1)  # (the last: a chain cut by a removed edge starts from 0)
+    pred = [-1] * junctions
+    for h, add, v, slot in zip(
+        np.where(headed[ends], chains.head[keep], junctions).tolist(),
+        part[ends].tolist(),
+        chains.into[keep].tolist(),
+        slots[ends].tolist(),
+        strict=True,
+    ):
+        candidate = dist[h] + add
+        if pred[v] < 0 or candidate > dist[v]:
+            dist[v] = candidate
+            pred[v] = slot
+    out_dist, out_pred = np.zeros(chains.nodes, np.int64), np.full(chains.nodes, -1, np.int64)
+    out_dist[chains.junctions] = dist[:junctions]
+    out_pred[chains.junctions] = pred
+    inner = chains.inner  # (one whose in-edge is removed: part 0, not headed, so distance 0)
+    out_dist[chains.inner_nodes] = np.where(headed[inner], out_dist[chains.inner_heads], 0) + part[inner]
+    out_pred[chains.inner_nodes] = np.where(removed[inner], -1, slots[inner])
+    return out_dist, out_pred
 
 
 def runs_compiled(rows: int) -> bool:
