@@ -307,8 +307,9 @@ def export_chrome_json(trace: Trace, path: str | Path, *, progress: ProgressFn =
 
     Streamed: a rank's slices are read window by window (perfetto_slice_windows) twice, once to place them
     (chrome_layout: pids, tids, lanes, flows) and once to write them CHUNK_ROWS lines at a time; what the layout
-    notes per slice and per launch->run pair goes to unnamed temporary files in the output's folder (spill.Spill),
-    read back a chunk at a time: memory holds a few bytes per launch correlation id, never a frame of the rank.
+    notes per slice, per launch->run pair and per launch correlation id goes to unnamed temporary files in the
+    output's folder (spill), read back a chunk at a time: memory holds no frame of the rank and, where the ids are
+    dense, nothing per kernel.
     """
     span = trace.span_ns()
     t0 = min(span[0], int(trace.counters["ts_ns"].min() or span[0])) if span else 0  # type: ignore[arg-type]

@@ -10,9 +10,9 @@ annotations on a pseudo-thread each. Where slices on one place overlap without n
 What is noted per slice and per launch->run pair goes to temporary files, read back in order a chunk at a time
 (spill.Spill): each slice's place code (RowCodes: `pids_tids` reads it rather than grouping the chunk's key columns
 again), each pair's launch and whether its GPU record starts after the launch, then the record's place and start.
-What stays in memory: on a place where slices overlap, the held cluster's start, end, row and thread label; per
-distinct launch correlation id, the id and its launch's place (6-10 bytes; its launch's start goes to a file too
-once the layout pass is done).
+Per launch correlation id, its launch's start and place code lie in files by the id's key (launches.Launches,
+spill.SpillTable). What stays in memory: on a place where slices overlap, the held cluster's start, end, row and
+thread label; where ids are sparse, the sorted ids (launches).
 """
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ import polars as pl
 from numpy.typing import NDArray
 
 from ktrace.exporters.chrome_lines import distinct_rows, int_column
-from ktrace.exporters.perfetto_rank_layout import LAYOUT_COLUMNS, Launches, Overlaps, RowCodes
+from ktrace.exporters.launches import Launches
+from ktrace.exporters.perfetto_rank_layout import LAYOUT_COLUMNS, Overlaps, RowCodes
 from ktrace.exporters.perfetto_slice_windows import RankSlices
 from ktrace.exporters.perfetto_slices import KINDS, STREAM_KINDS, THREAD_KINDS, kind_in
-from ktrace.exporters.spill import Spill
+from ktrace.exporters.spill import Spill, SpillTable
 from ktrace.model.trace import Trace
 
 I64 = NDArray[np.int64]
@@ -164,13 +165,14 @@ class ChromeLayout:
 
     def __init__(self, trace: Trace, node: str, rank: int, slices: RankSlices, folder: Path) -> None:
         """`folder`: where the temporary files go (spill.Spill: the output's folder)."""
-        self.places, overlaps, self.launches = _PlaceCodes(), Overlaps(), Launches(trace, node, rank)
+        self.places, overlaps, self.launches = _PlaceCodes(), Overlaps(), Launches(trace, node, rank, folder)
         self.row_codes = RowCodes(folder)
         row = 0
         self.pair_term = Spill(np.bool_, folder)
         """Per launch->run pair (file order of its GPU record): does the record start at or after its launch."""
-        self.flow_corr = Spill(np.int32, folder)
-        """Per flow (a pair whose record starts at or after its launch: JSON flows need f.ts >= s.ts), its launch."""
+        self.flow_corr = Spill(np.int64, folder)
+        """Per flow (a pair whose record starts at or after its launch: JSON flows need f.ts >= s.ts), its launch's
+        key (launches.Launches)."""
         for window in slices.windows(LAYOUT_COLUMNS):
             code, tag = self.places.of(window, row)
             self.row_codes.add(code)
@@ -188,15 +190,10 @@ class ChromeLayout:
         self.lane_first = [(int(self.lane_rows[j]), int(lane_tags[j])) for j in first.tolist()]
         self.flow_count = self.flow_corr.count
         """Flows the rank writes."""
-        self.launch_start = Spill(np.int64, folder)
-        """Per distinct launch correlation id, its launch's start: read back by `flows` (the layout pass is done
-        with it), a run of ids at a time."""
-        self.launch_start.append(self.launches.launch_start)
-        self.launches.launch_start = self.launches.launch_start[:0]
         codes = len(self.places.codes) + len(self.lane_of)
         self.code_type = np.uint16 if codes < 2**16 - 1 else np.int32  # a place per thread or stream: few
-        self.unset = np.iinfo(self.code_type).max
-        self.launch_code: NDArray[np.integer] = np.full(self.launches.count, self.unset, self.code_type)
+        self.launch_code = SpillTable(self.code_type, self.launches.keys, folder)
+        """Per launch key, its launch's place code + 1 (0: not placed yet), in a file."""
         self.gpu_code = Spill(np.int32, folder)
         """Per flow, its GPU record's place code and start (noted by `pids_tids`, read by `flows`)."""
         self.gpu_start = Spill(np.int64, folder)
@@ -246,22 +243,19 @@ class ChromeLayout:
         self.gpu_start.append(chunk["start_ns"].to_numpy()[gpu])
         calls = np.flatnonzero(kind_in(kind, ["api"]) & found)
         corr, first = np.unique(at[calls], return_index=True)
-        fresh = self.launch_code[corr] == self.unset
-        self.launch_code[corr[fresh]] = code[calls[first[fresh]]]
+        fresh = self.launch_code.get(corr) == 0
+        self.launch_code.put(corr[fresh], code[calls[first[fresh]]] + 1)
 
     def flows(self, chunk_rows: int) -> Iterator[tuple[str, int, I64, I64, I64]]:
         """The flows' ends once every chunk was placed, `chunk_rows` at a time: ("s", k, pid, tid, ts) of the
         launches of flows k, k + 1, ..., then ("f", ...) of their GPU records; flow k is the k-th GPU record (in
         file order) that starts at or after its launch."""
         self.launches.ids = self.launches.ids[:0]  # done with: let go
-        self.launches.lookup = None
         for a in range(0, self.flow_count, chunk_rows):
-            corr = self.flow_corr.read(a, chunk_rows)
-            code = self.launch_code[corr]
-            low = int(corr.min())  # flows follow their GPU records: their ids lie close together
-            run = self.launch_start.read(low, int(corr.max()) + 1 - low).astype(np.int64, copy=False)
-            yield "s", a, self.pid[code], self.tid[code], run[corr - low]
-        self.launch_code = self.launch_code[:0]
+            corr = self.flow_corr.read(a, chunk_rows).astype(np.int64, copy=False)
+            code = self.launch_code.get(corr).astype(np.int64) - 1  # flows follow their GPU records: ids lie close
+            yield "s", a, self.pid[code], self.tid[code], self.launches.starts(corr)
+        self.launch_code.close()
         for a in range(0, self.gpu_code.count, chunk_rows):
             code = self.gpu_code.read(a, chunk_rows).astype(np.int64)
             start: I64 = self.gpu_start.read(a, chunk_rows).astype(np.int64, copy=False)

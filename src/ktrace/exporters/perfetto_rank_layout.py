@@ -7,14 +7,13 @@ launch_pairs + FlowChunks give them for the whole rank at once (the same numbers
 
 What is noted per slice goes to a temporary file, read back chunk by chunk (spill.Spill): its track's code
 (RowCodes: `tracks` reads it rather than grouping the chunk's key columns again), and per launch->run pair whether
-it ends its flow. What stays in memory: on a track where slices overlap (nested operators), start, end and row
-from the slice before its first overlap on (24 bytes a slice); per distinct launch correlation id, the id (an
-offset from the first, 4 bytes, where they span under 2**32; where they are dense, a 4-byte place per id of their
-span instead) and its pair (4 bytes; where an id launched two GPU records: per pair its order by correlation id,
-per id where its pairs start among them and whether its launch was written, 9 bytes); the layout pass holds the
-launch's start too (8 bytes). The Chrome JSON
-export (chrome_layout) lays out its lanes and finds its launches with the same Overlaps and Launches, and keeps
-its codes in RowCodes too.
+it ends its flow. What is noted per launch correlation id goes to files by the id's key (launches.Launches: its
+launch's start; here its pair, spill.SpillTable), read and written a window's run of ids at a time. What stays in
+memory: on a track where slices overlap (nested operators), start, end and row from the slice before its first
+overlap on (24 bytes a slice); where ids are sparse, the sorted ids (launches); where an id launched two GPU
+records, per pair its order by key and per key where its pairs start and whether its launch was written (17
+bytes). The Chrome JSON export (chrome_layout) lays out its lanes and finds its launches with the same Overlaps
+and Launches, and keeps its codes in RowCodes too.
 """
 
 from __future__ import annotations
@@ -26,11 +25,11 @@ import numpy as np
 import polars as pl
 from numpy.typing import NDArray
 
-from ktrace.exporters.chrome_lines import int_column
+from ktrace.exporters.launches import Launches
 from ktrace.exporters.perfetto_slice_windows import RankSlices
-from ktrace.exporters.perfetto_slices import STREAM_KINDS, kind_in, rank_parts
+from ktrace.exporters.perfetto_slices import STREAM_KINDS, kind_in
 from ktrace.exporters.perfetto_tracks import TRACK_KEYS, slice_keys, track_uuids
-from ktrace.exporters.spill import Spill
+from ktrace.exporters.spill import Spill, SpillTable
 from ktrace.model.nesting import nesting_lanes
 from ktrace.model.trace import Trace
 
@@ -144,78 +143,6 @@ class Overlaps:
         return rows[by_row], codes[by_row], lanes[by_row], tags[by_row]
 
 
-class Launches:
-    """The rank's launch correlation ids (sorted) with their launch's start, and which launch->run pairs each
-    correlation id has (pair k, in file order of its GPU record, gets flow id first_id + k)."""
-
-    def __init__(self, trace: Trace, node: str, rank: int, *, dense: bool = True) -> None:
-        """`dense`: look ids up in a table where they are dense (False: always by binary search)."""
-        api = next(p for p in rank_parts(trace, node, rank) if p.kind == "api")
-        calls = (  # the two columns only: filtering the table itself would copy all of its rank's rows
-            api.table.lazy()
-            .filter(api.rows & pl.col("correlation_id").is_not_null())
-            .select("correlation_id", "start_ns")
-            .collect()
-        )
-        corr = calls["correlation_id"].cast(pl.Int64).to_numpy()
-        start = calls["start_ns"].to_numpy()
-        del calls
-        if corr.size > 1 and not bool((corr[1:] >= corr[:-1]).all()):  # ids come sorted where calls are in order
-            order = np.argsort(corr, kind="stable")
-            corr, start = corr[order], start[order]
-            del order
-        step = corr[1:] != corr[:-1]
-        if bool(step.all()):  # each id launched once (the common case): no copies of the columns
-            ids, self.launch_start = corr, start
-        else:
-            firsts = np.flatnonzero(np.r_[True, step])
-            ids, self.launch_start = corr[firsts], np.minimum.reduceat(start, firsts)
-            del firsts
-        del step, corr, start
-        self.base = int(ids[0]) if ids.size else 0
-        if ids.size and int(ids[-1]) - self.base < 2**32 and int(ids[-1]) < 2**63 - 2**32:
-            # ids past the first, 4 bytes each: offsets under 2**32 are their low 32 bits' difference (no 8-byte copy)
-            self.ids: NDArray[np.uint32] | I64 = ids.astype(np.uint32)
-            self.ids -= np.uint32(self.base & 0xFFFFFFFF)
-        else:
-            self.ids, self.base = ids, 0
-        del ids
-        self.count = int(self.ids.size)
-        """Distinct launch correlation ids."""
-        self.lookup: NDArray[np.int32] | None = None
-        """Where ids are dense (as counters give them: a span under twice their count), the place of each id past
-        the first (-1: none), so that `match` is one gather, not a binary search per row (~0.08 s per 2 M rows);
-        `ids` is then let go (the table holds them)."""
-        span = int(self.ids[-1]) + 1 if self.ids.size else 0
-        if dense and self.ids.dtype == np.uint32 and span <= 2 * self.ids.size:
-            self.lookup = np.full(span, -1, np.int32)
-            self.lookup[self.ids] = np.arange(self.ids.size, dtype=np.int32)
-            self.ids = self.ids[:0]
-
-    def match(self, corr: pl.Series) -> tuple[I64, NDArray[np.bool_]]:
-        """Place of each correlation id among the launches', and whether it is one."""
-        values, valid = int_column(corr)  # 0 where null
-        present = np.ones(values.shape[0], np.bool_) if valid is None else valid
-        if self.lookup is not None:
-            inside = present & (values >= self.base) & (values < self.base + self.lookup.shape[0])
-            at = self.lookup[np.where(inside, values - self.base, 0)].astype(np.int64)
-            found = inside & (at >= 0)
-            return np.where(found, at, 0), found
-        if self.ids.dtype == np.uint32:  # ids as offsets from the first: one outside its 2**32 is no launch
-            present &= (values >= self.base) & (values < self.base + 2**32)
-            values = np.where(present, values - self.base, 0).astype(np.uint32)
-        at = np.searchsorted(self.ids, values).clip(0, max(self.ids.size - 1, 0))
-        found = present & (self.ids[at] == values if self.ids.size else False)
-        return at, found
-
-    def add(self, window: pl.DataFrame) -> tuple[NDArray[np.int32], NDArray[np.bool_]]:
-        """The next window's launch->run pairs (its launched GPU records, in file order): each one's launch (its
-        place among the ids) and whether the record starts at or after its launch."""
-        at, found = self.match(window["correlation_id"])
-        gpu = np.flatnonzero(kind_in(window["kind"], STREAM_KINDS) & found)
-        return at[gpu].astype(np.int32), window["start_ns"].to_numpy()[gpu] >= self.launch_start[at[gpu]]
-
-
 class RankLayout:
     """Tracks, lanes and flow ids of one rank's slices (after the layout pass over `slices`)."""
 
@@ -223,19 +150,25 @@ class RankLayout:
         self, trace: Trace, node: str, rank: int, slices: RankSlices, tree: TrackTree, proc: int, folder: Path
     ) -> None:
         """`folder`: where the temporary files go (spill.Spill: the output's folder)."""
-        codes, overlaps, self.launches = _TrackCodes(), Overlaps(), Launches(trace, node, rank)
+        codes, overlaps, self.launches = _TrackCodes(), Overlaps(), Launches(trace, node, rank, folder)
         self.row_codes = RowCodes(folder)
         row = 0
-        pair_parts: list[NDArray[np.int32]] = []
         self.term = Spill(np.bool_, folder)
         """Per pair: does the GPU record start at or after its launch (then it ends the flow)."""
+        self.pair_keys = Spill(np.int64, folder)
+        """Per pair, its launch's key (read back only where an id launched two GPU records)."""
+        self.pair_of_key: SpillTable | None = SpillTable(np.int64, self.launches.keys, folder)
+        """Where no id launched two GPU records (the common case), each launch key's pair + 1 (0: none, or its
+        launch written), in a file; None where one did (the arrays below, in memory, instead)."""
+        self.pairs = 0
         for window in slices.windows(LAYOUT_COLUMNS):
             code = codes.of(window)
             self.row_codes.add(code)
             overlaps.add(row, code, window["start_ns"].to_numpy(), window["end_ns"].to_numpy())
-            pair_corr, term = self.launches.add(window)
-            pair_parts.append(pair_corr)
+            launch_keys, term = self.launches.add(window)
             self.term.append(term)
+            self.pair_keys.append(launch_keys)
+            self._note_pairs(launch_keys)
             row += window.height
         keys = sorted(codes.codes)
         made = track_uuids(tree, proc, trace, node, rank, keys)
@@ -248,25 +181,33 @@ class RankLayout:
         self.lane_uuids: I64 = np.array(
             [lane_uuid[(b, k)] for b, k in zip(base.tolist(), lanes.tolist(), strict=True)], np.int64
         )
-        pair_corr = np.concatenate(pair_parts) if pair_parts else np.zeros(0, np.int32)
-        del pair_parts
-        self.launches.launch_start = self.launches.launch_start[:0]  # the pairs' `term` says all it was for
-        self.pairs = int(pair_corr.shape[0])
-        self.pair_of_id = _single_pairs(pair_corr, self.launches.count) if self.pairs < 2**31 else None
-        """Where no id launched two GPU records (the common case), each id's pair (-1: none, or launch written):
-        4 bytes an id instead of the three arrays below (9 bytes, and a sort of the pairs)."""
-        self.pairs_by_corr: NDArray[np.int32] | I64 = np.zeros(0, np.int32)
-        self.corr_pairs: NDArray[np.int32] | I64 = np.zeros(0, np.int32)
-        """Per distinct launch correlation id k, its pairs are pairs_by_corr[corr_pairs[k]:corr_pairs[k + 1]]."""
+        self.pairs_by_key: I64 = np.zeros(0, np.int64)
+        self.key_pairs: I64 = np.zeros(0, np.int64)
+        """Per launch key k, its pairs are pairs_by_key[key_pairs[k]:key_pairs[k + 1]] (where an id launched two
+        GPU records: per pair and per key, in memory)."""
         self.launched = np.zeros(0, np.bool_)
-        if self.pair_of_id is None:
-            self.pairs_by_corr = np.argsort(pair_corr, kind="stable")
-            if self.pairs < 2**31:
-                self.pairs_by_corr = self.pairs_by_corr.astype(np.int32)
-            ends = np.searchsorted(pair_corr[self.pairs_by_corr], np.arange(self.launches.count + 1, dtype=np.int32))
-            self.corr_pairs = ends.astype(np.int32) if self.pairs < 2**31 else ends
-            self.launched = np.zeros(self.launches.count, np.bool_)
+        if self.pair_of_key is None:
+            pair_key = self.pair_keys.read(0, self.pairs).astype(np.int64)
+            self.pairs_by_key = np.argsort(pair_key, kind="stable")
+            self.key_pairs = np.searchsorted(pair_key[self.pairs_by_key], np.arange(self.launches.keys + 1))
+            del pair_key
+            self.launched = np.zeros(self.launches.keys, np.bool_)
+        self.pair_keys.close()
         self.next_pair = 0
+
+    def _note_pairs(self, keys: I64) -> None:
+        """Number the window's pairs and note each one's key's pair, until a key has two."""
+        first = self.pairs
+        self.pairs += int(keys.shape[0])
+        if self.pair_of_key is None or not keys.size:
+            return
+        numbers = np.arange(first + 1, self.pairs + 1, dtype=np.int64)
+        if not bool(self.pair_of_key.get(keys).any()):
+            self.pair_of_key.put(keys, numbers)  # a key twice in the window keeps one number: the check below fails
+            if np.array_equal(self.pair_of_key.get(keys), numbers):
+                return
+        self.pair_of_key.close()
+        self.pair_of_key = None
 
     def tracks(self, chunk: pl.DataFrame, first_row: int) -> I64:
         """Track uuid of each slice of the chunk (rows first_row, first_row + 1, ... in file order)."""
@@ -289,28 +230,20 @@ class RankLayout:
         self.next_pair += gpu.size
         calls = np.flatnonzero(kind_in(kind, ["api"]) & found)
         corr, first = np.unique(at[calls], return_index=True)
-        if self.pair_of_id is not None:  # an id's first call launches its one pair, then the id has none left
-            pair = self.pair_of_id[corr]
+        if self.pair_of_key is not None:  # an id's first call launches its one pair, then the id has none left
+            pair = self.pair_of_key.get(corr).astype(np.int64) - 1
             has = pair >= 0
-            self.pair_of_id[corr[has]] = -1
-            launch, launch_ids = calls[first[has]], (first_id + pair[has].astype(np.int64)).astype(np.uint64)
+            self.pair_of_key.put(corr[has], np.zeros(int(has.sum()), np.int64))
+            launch, launch_ids = calls[first[has]], (first_id + pair[has]).astype(np.uint64)
         else:
             fresh = ~self.launched[corr]
             corr, launch = corr[fresh], calls[first[fresh]]
             self.launched[corr] = True
-            lo, hi = self.corr_pairs[corr].astype(np.int64), self.corr_pairs[corr + 1].astype(np.int64)
+            lo, hi = self.key_pairs[corr], self.key_pairs[corr + 1]
             counts = hi - lo
             pick = np.repeat(lo - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
-            launch_ids = (first_id + self.pairs_by_corr[pick].astype(np.int64)).astype(np.uint64)
+            launch_ids = (first_id + self.pairs_by_key[pick]).astype(np.uint64)
             launch = np.repeat(launch, counts)
         flow_rows = np.concatenate([launch, gpu[~term]]).astype(np.int64)
         flow_ids = np.concatenate([launch_ids, gpu_ids[~term]])
         return flow_rows, flow_ids, gpu[term].astype(np.int64), gpu_ids[term]
-
-
-def _single_pairs(pair_corr: NDArray[np.int32], ids: int) -> NDArray[np.int32] | None:
-    """Each id's pair where no id has two (-1: none); None where one has."""
-    pair_of_id = np.full(ids, -1, np.int32)
-    k = np.arange(pair_corr.shape[0], dtype=np.int32)
-    pair_of_id[pair_corr] = k  # of an id's pairs, the last one stays
-    return pair_of_id if np.array_equal(pair_of_id[pair_corr], k) else None

@@ -27,7 +27,8 @@ _NO_CUT = np.iinfo(np.int64).max
 class _PartRows:
     """One part's rows of the rank (a view of its table where they are contiguous) and their order by start."""
 
-    def __init__(self, part: SlicePart, folder: Path | None) -> None:
+    def __init__(self, part: SlicePart, folder: Path | None, orders: dict[int, StartOrder | None], key: int) -> None:
+        """`orders`: each part's order by start (`key`), found by the first pass over the rank and kept."""
         self.part = part
         mask = part.table.select(part.rows.fill_null(False)).to_series().to_numpy()
         count = int(mask.sum())
@@ -43,7 +44,9 @@ class _PartRows:
         self.start = self.rows["start_ns"]
         """The rows' starts, read a window's worth at a time: a numpy copy of the whole column (where the store
         reads it in several chunks) would cost 8 bytes a row for as long as the rank is read."""
-        self.order = None if is_sorted(self.start) else StartOrder(self.start, folder)
+        if key not in orders:
+            orders[key] = None if is_sorted(self.start) else StartOrder(self.start, folder)
+        self.order = orders[key]
         """The rows by start (None: sorted already), in a temporary file in `folder` (None: in memory)."""
         self.done = 0
         self.exprs: dict[tuple[str, ...] | None, tuple[list[pl.Expr], pl.DataFrame]] = {}
@@ -89,6 +92,7 @@ class RankSlices:
     def __init__(self, trace: Trace, node: str, rank: int, window_rows: int, folder: Path | None = None) -> None:
         """`folder`: where each unsorted part's order by start goes (start_order.StartOrder; None: in memory)."""
         self.trace, self.node, self.rank, self.folder = trace, node, rank, folder
+        self.orders: dict[int, StartOrder | None] = {}
         self.window_rows = max(1, window_rows)
         parts = rank_parts(trace, node, rank)
         self.height = sum(int(p.table.select(p.rows.fill_null(False).sum()).item() or 0) for p in parts)
@@ -99,7 +103,10 @@ class RankSlices:
         Each cut is the earliest of the parts' next `window_rows`-th start, so no part gives more than
         `window_rows` rows to a window but where more rows than that share one start.
         """
-        parts = [_PartRows(p, self.folder) for p in rank_parts(self.trace, self.node, self.rank)]
+        parts = [
+            _PartRows(p, self.folder, self.orders, k)
+            for k, p in enumerate(rank_parts(self.trace, self.node, self.rank))
+        ]
         w = self.window_rows
         while any(p.done < p.height for p in parts):
             ahead = [p.next_starts(w) for p in parts]

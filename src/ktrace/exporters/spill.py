@@ -12,6 +12,7 @@ gone once closed, or when the process ends however it ends.
 
 from __future__ import annotations
 
+import os
 import tempfile
 import weakref
 from pathlib import Path
@@ -55,4 +56,88 @@ class Spill:
 
     def close(self) -> None:
         """Delete the file (reads fail after this)."""
+        self._close()
+
+
+RUN_GAP = 4096
+"""Places at most this far apart are read or written in one run (SpillTable)."""
+
+
+class SpillTable:
+    """A fixed number of values of one dtype, all 0 at first, read and written by place (any places, any order), in
+    an unnamed file in `folder`: a value per launch correlation id, where the places a window touches lie close
+    together (ids count up with time), so each access is a few runs of the file, never the whole table in memory.
+    The file is sparse: places never written take no disk."""
+
+    def __init__(self, dtype: DTypeLike, size: int, folder: Path) -> None:
+        self.dtype = np.dtype(dtype)
+        self.size = size
+        self._file = tempfile.TemporaryFile(prefix="ktrace-export-", dir=folder, buffering=0)
+        self._file.truncate(size * self.dtype.itemsize)
+        self._close = weakref.finalize(self, self._file.close)
+
+    def _runs(self, places: NDArray[np.int64]) -> list[tuple[int, int, int, int]]:
+        """(first place, last place + 1, first index, end index) of each run of the sorted distinct `places`."""
+        cuts = np.flatnonzero(np.diff(places) > RUN_GAP) + 1
+        heads, tails = np.r_[0, cuts], np.r_[cuts, places.shape[0]]
+        return [
+            (int(places[h]), int(places[t - 1]) + 1, int(h), int(t))
+            for h, t in zip(heads.tolist(), tails.tolist(), strict=True)
+        ]
+
+    def _read_run(self, lo: int, hi: int) -> NDArray[np.generic]:
+        run = np.empty(hi - lo, self.dtype)
+        view, at = run.view(np.uint8).data, lo * self.dtype.itemsize
+        while view.nbytes:
+            got = os.preadv(self._file.fileno(), [view], at)
+            if not got:
+                raise OSError("the export's temporary file ended early")
+            view, at = view[got:], at + got
+        return run
+
+    def _one_run(self, places: NDArray[np.int64]) -> tuple[int, int] | None:
+        """(first, last + 1) of `places` where they lie close enough to read as one run (as a window's ids do)."""
+        if not places.size:
+            return (0, 0)
+        lo, hi = int(places.min()), int(places.max()) + 1
+        return (lo, hi) if hi - lo <= 16 * places.shape[0] + RUN_GAP else None
+
+    def get(self, keys: NDArray[np.integer]) -> NDArray[np.generic]:
+        """The values at places `keys` (each in 0 .. size - 1; repeats allowed)."""
+        places: NDArray[np.int64] = np.asarray(keys, np.int64)
+        one = self._one_run(places)
+        if one is not None:
+            return self._read_run(*one)[places - one[0]]
+        distinct, inverse = np.unique(places, return_inverse=True)
+        values = np.empty(distinct.shape[0], self.dtype)
+        for lo, hi, h, t in self._runs(distinct):
+            values[h:t] = self._read_run(lo, hi)[distinct[h:t] - lo]
+        return values[inverse.reshape(-1)]
+
+    def put(self, keys: NDArray[np.integer], values: NDArray[np.generic]) -> None:
+        """Set the values at places `keys` (each in 0 .. size - 1; of a place given twice, one value is kept)."""
+        places: NDArray[np.int64] = np.asarray(keys, np.int64)
+        one = self._one_run(places)
+        if one is not None:
+            run = self._read_run(*one)
+            run[places - one[0]] = values
+            self._write_run(one[0], run)
+            return
+        by_place = np.argsort(places, kind="stable")
+        sorted_places = places[by_place]
+        sorted_values = np.asarray(values)[by_place].astype(self.dtype, copy=False)
+        for lo, hi, h, t in self._runs(sorted_places):
+            run = self._read_run(lo, hi)
+            run[sorted_places[h:t] - lo] = sorted_values[h:t]
+            self._write_run(lo, run)
+
+    def _write_run(self, lo: int, run: NDArray[np.generic]) -> None:
+        view = run.view(np.uint8).data
+        at = lo * self.dtype.itemsize
+        while view.nbytes:
+            wrote = os.pwrite(self._file.fileno(), view, at)
+            view, at = view[wrote:], at + wrote
+
+    def close(self) -> None:
+        """Delete the file."""
         self._close()

@@ -16,7 +16,7 @@ from tangled_traces import launch_calls, tangled_trace
 from ktrace.exporters import chrome_json
 from ktrace.exporters.chrome_json import export_chrome_json
 from ktrace.exporters.chrome_layout import LANE_TID, SPECIAL_TIDS
-from ktrace.exporters.perfetto_rank_layout import Launches
+from ktrace.exporters.launches import Launches
 from ktrace.exporters.perfetto_slices import STREAM_KINDS, THREAD_KINDS, launch_pairs, rank_slices
 from ktrace.exporters.selection import select
 from ktrace.exporters.track_layout import overlap_lanes
@@ -150,13 +150,17 @@ def test_counter_values_at_one_time_keep_the_table_order(tmp_path: Path) -> None
         assert got == want and len(set(rows["ts_ns"].to_list())) < len(want)  # ties at one time
 
 
+@pytest.mark.parametrize("dense", [True, False])
 @pytest.mark.parametrize("ids", [[9, 5, 7, 5], [5, 7, 2**40], [-3, 4_000_000_000, 12]])
-def test_launch_ids_match_as_a_plain_search(ids: list[int]) -> None:
-    """Launches keeps ids as 4-byte offsets from the first where they span under 2**32: a lookup finds exactly
-    the launches' ids (nulls, ids between them, outside the span and far past it find none)."""
-    launches = Launches(launch_calls(list(range(len(ids))), ids), "n", 0)
+def test_launch_ids_match_as_a_plain_search(ids: list[int], dense: bool, tmp_path: Path) -> None:
+    """Launches keys ids by offset where they are dense, else by place among the sorted ids (as 4-byte offsets
+    from the first where they span under 2**32): a lookup finds exactly the launches' ids (nulls, ids between
+    them, outside the span and far past it find none), each key giving back its id's earliest call."""
+    launches = Launches(launch_calls(list(range(len(ids))), ids), "n", 0, tmp_path, dense=dense)
     asked = [None, *ids, 6, -4, 2**33 + 5, 2**40, 2**40 + 1, 2**62]
     at, found = launches.match(pl.Series(asked, dtype=pl.Int64))
     distinct = sorted(set(ids))
     assert found.tolist() == [v in distinct for v in asked]
-    assert at[found].tolist() == [distinct.index(v) for v in asked if v in distinct]
+    want = [v - min(ids) if launches.dense else distinct.index(v) for v in asked if v in distinct]
+    assert at[found].tolist() == want
+    assert launches.starts(at[found]).tolist() == [ids.index(v) for v in asked if v in distinct]

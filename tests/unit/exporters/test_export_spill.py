@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ktrace.exporters.spill import Spill
+from ktrace.exporters.spill import Spill, SpillTable
 
 
 @given(
@@ -36,3 +36,25 @@ def test_bools_and_a_closed_spill(tmp_path: Path) -> None:
     assert spill.read(1, 5).tolist() == [False, True]
     spill.close()
     spill.close()  # idempotent
+
+
+@given(
+    size=st.integers(1, 20_000),
+    writes=st.lists(st.lists(st.tuples(st.integers(0, 19_999), st.integers(-(2**40), 2**40)), max_size=30), max_size=6),
+    asked=st.lists(st.integers(0, 19_999), max_size=60),
+)
+def test_table_reads_what_was_put_by_place(
+    size: int, writes: list[list[tuple[int, int]]], asked: list[int], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """SpillTable against a numpy array: places near together (one run) or far apart (several), repeats in reads."""
+    table, model = SpillTable(np.int64, size, tmp_path_factory.getbasetemp()), np.zeros(size, np.int64)
+    for batch in writes:
+        places = {p % size: v for p, v in batch}  # distinct places, the last value of each
+        keys = np.array(list(places), np.int64)
+        values = np.array(list(places.values()), np.int64)
+        table.put(keys, values)
+        model[keys] = values
+    got = table.get(np.array([p % size for p in asked], np.int64))
+    assert got.dtype == np.int64 and got.tolist() == model[[p % size for p in asked]].tolist()
+    assert table.get(np.arange(size)).tolist() == model.tolist()
+    table.close()
