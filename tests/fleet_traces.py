@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+import polars as pl
+
 from ktrace.model.builder import TraceBuilder
 from ktrace.model.trace import Trace
 
@@ -61,3 +65,23 @@ def fleet_trace(
                 rank=rank,
             )
     return b.build()
+
+
+def user_step_ranges(trace: Trace, rank: int, name: str = "train_step") -> Trace:
+    """`trace` with rank `rank`'s ProfilerStep#N ranges renamed "{name} N" in a user domain: steps that only the
+    annotation method (or a --steps-pattern) finds on that rank."""
+    mine = pl.col("rank") == rank
+    text = pl.col("name").cast(pl.String)
+    ranges = trace.ranges.with_columns(
+        pl.when(mine)
+        .then(text.str.replace("ProfilerStep#", f"{name} "))
+        .otherwise(text)
+        .cast(trace.ranges.schema["name"])
+        .alias("name"),
+        pl.when(mine)
+        .then(pl.lit("user"))
+        .otherwise(pl.col("domain").cast(pl.String))
+        .cast(trace.ranges.schema["domain"])
+        .alias("domain"),
+    )
+    return dataclasses.replace(trace, ranges=ranges)

@@ -10,7 +10,7 @@ from real_traces import fixture_path
 
 from ktrace.analysis.rules.engine import all_rules
 from ktrace.cli import main
-from ktrace.fleet.summary_map import FLEET_MIN_RANKS
+from ktrace.fleet.early_start import FLEET_MIN_RANKS
 from ktrace.importers import load
 from ktrace.model import store
 from ktrace.model.errors import ExitCode

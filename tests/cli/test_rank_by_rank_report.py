@@ -12,7 +12,7 @@ import pytest
 from ktrace.analysis.rules.engine import RULE_ORDER, all_rules
 from ktrace.analysis.rules.rank_rules import MAX_RANK_FINDINGS
 from ktrace.cli import main
-from ktrace.fleet.summary_map import FLEET_MIN_RANKS
+from ktrace.fleet.early_start import FLEET_MIN_RANKS
 from ktrace.model import store
 from ktrace.testing.fleet import FleetConfig, generate_fleet
 from ktrace.testing.fleet_compare import key_paths

@@ -55,7 +55,8 @@ from ktrace.model.trace import Trace
 
 I64 = npt.NDArray[np.int64]
 Span = tuple[int, int]
-_COLLECTIVE_ROWS = Slot[pl.DataFrame]("critical_path_parts.collective_rows")
+COLLECTIVE_ROWS = Slot[pl.DataFrame]("critical_path_parts.collective_rows")
+"""_collective_rows of a rank's TraceIndex (critical_path_task_steps sets it from a joined trace's)."""
 _FILLER = "\x00filler"
 """A kernel name no trace holds: one per rank in collective_lags' frame, so order_keys counts every rank."""
 
@@ -109,7 +110,7 @@ def rank_steps(
         if found.height:
             method, steps = i, found
             break
-    operators = [t for t in (trace.ops.filter(IS_OPERATOR), trace.api) if t.height]
+    operator_span, cpu_span = operator_spans(trace)
     annotated = None
     if annotation is not None:
         cpu = trace.ranges.filter(
@@ -122,13 +123,19 @@ def rank_steps(
         method=method,
         steps=range_rows(steps) if steps.height else steps,
         median=median_step(ix, steps) if steps.height else None,
-        operator_span=_span(operators),
-        cpu_span=_span([t for t in (trace.ops, trace.api) if t.height]),
+        operator_span=operator_span,
+        cpu_span=cpu_span,
         annotated=annotated,
         collectives=dict(_collective_rows(ix).group_by("name").len().iter_rows()),
         kernels=trace.kernels.height,
         memory=trace.memory.height,
     )
+
+
+def operator_spans(trace: Trace) -> tuple[Span | None, Span | None]:
+    """RankSteps' operator_span and cpu_span of a trace holding one rank."""
+    operators = [t for t in (trace.ops.filter(IS_OPERATOR), trace.api) if t.height]
+    return _span(operators), _span([t for t in (trace.ops, trace.api) if t.height])
 
 
 def _span(frames: list[pl.DataFrame]) -> Span | None:
@@ -141,16 +148,20 @@ def _collective_rows(ix: TraceIndex) -> pl.DataFrame:
     """row (index order), name, end_ns of the trace's communication kernels, in the order
     critical_path_ranks.collective_keys numbers them (start, then row; the trace holds one rank); once per index
     (rank_steps and rank_graph of a rank both use them)."""
-    return ix.get(_COLLECTIVE_ROWS, lambda: _find_collective_rows(ix))
+    return ix.get(COLLECTIVE_ROWS, lambda: _find_collective_rows(ix))
 
 
 def _find_collective_rows(ix: TraceIndex) -> pl.DataFrame:
     c = ix.gpu_columns()
     codes, names = ix.kernel_name_codes()
     rec = communication_records(ix)  # kernels with a name
+    return collective_rows_frame(rec, [names[i] for i in codes[rec].tolist()], c.end[rec])
+
+
+def collective_rows_frame(rows: I64, names: list[str], ends: I64) -> pl.DataFrame:
+    """The frame of _collective_rows: row, name, end_ns."""
     return pl.DataFrame(
-        {"row": rec, "name": [names[i] for i in codes[rec].tolist()], "end_ns": c.end[rec]},
-        schema={"row": pl.Int64, "name": pl.String, "end_ns": pl.Int64},
+        {"row": rows, "name": names, "end_ns": ends}, schema={"row": pl.Int64, "name": pl.String, "end_ns": pl.Int64}
     )
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
 import os
 from typing import TYPE_CHECKING
 
@@ -75,33 +77,48 @@ def fleet_result_of(
     rules_config: RulesConfig | bool = False,
     gpu_peaks: Mapping[str, GpuPeaks] | None = None,
     system_usage: bool = False,
+    also_import: tuple[str, ...] = (),
 ) -> FleetResult | None:
-    """The rank-by-rank FleetResult of `args.trace` when that path applies (fleet.summary_map.wants_fleet), else
+    """The rank-by-rank FleetResult of `args.trace` when that path applies (fleet.early_start.wants_fleet), else
     None (the caller takes the single-process path); the other arguments as fleet.summary_map.fleet_summary's
-    (gpu_peaks default: the rules config's)."""
+    (gpu_peaks default: the rules config's). `also_import`: modules the caller needs after the rank-by-rank path,
+    imported while its workers start (fleet.early_start)."""
     one_process = getattr(args, "one_process", False)
     if not one_process and args.workers is None and args.cluster is None and not os.path.isdir(args.trace):
         return None  # a trace file is never a store: no import of the fleet path and model.store (~0.15 s)
-    from ktrace.fleet.summary_map import fleet_summary, wants_fleet
+    from ktrace.fleet.early_start import start_early, wants_fleet
 
     if one_process and (args.workers is not None or args.cluster):
         raise KtraceError("--one-process contradicts --workers/--cluster (rank by rank)", ExitCode.USAGE)
     if one_process or not wants_fleet(args.trace, args.workers, args.cluster):
         return None
-    from ktrace.cli.progress import progress_bar
+    cluster = cluster_of(args)
+    skip = ("ops",) if getattr(args, "no_ops", False) else ()
+    # the workers start, and one reads the first rank's steps, while this process imports the analyses
+    early = (
+        None if cluster is not None else start_early(args.trace, args.workers, steps_pattern=steps_pattern, skip=skip)
+    )
+    with early or contextlib.nullcontext():
+        from ktrace.cli.progress import progress_bar
+        from ktrace.fleet.summary_map import fleet_summary
 
-    with progress_bar("analysing rank by rank") as bar:
-        return fleet_summary(
-            args.trace,
-            workers=args.workers,
-            cluster=cluster_of(args),
-            top=top,
-            steps_pattern=steps_pattern,
-            annotations=annotations,
-            by_shape=by_shape,
-            rules_config=rules_config,
-            gpu_peaks=gpu_peaks if gpu_peaks is not None or isinstance(rules_config, bool) else rules_config.gpu_peaks,
-            skip=("ops",) if getattr(args, "no_ops", False) else (),
-            system_usage=system_usage,
-            progress=bar,
-        )
+        for module in also_import:  # what the caller needs next, imported while the workers start
+            importlib.import_module(module)
+        with progress_bar("analysing rank by rank") as bar:
+            return fleet_summary(
+                args.trace,
+                workers=args.workers,
+                cluster=cluster,
+                top=top,
+                steps_pattern=steps_pattern,
+                annotations=annotations,
+                by_shape=by_shape,
+                rules_config=rules_config,
+                gpu_peaks=gpu_peaks
+                if gpu_peaks is not None or isinstance(rules_config, bool)
+                else rules_config.gpu_peaks,
+                skip=skip,
+                system_usage=system_usage,
+                progress=bar,
+                early=early,
+            )

@@ -103,16 +103,16 @@ def _check_regex(value: str | None, option: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Summarize the trace and print tables or JSON."""
     use_returning_allocators(args.trace)
-    from ktrace.presentation.summary_page import summary_page
-
     if args.top < 1:
         raise KtraceError("--top must be at least 1", ExitCode.USAGE)
     _check_regex(args.steps_pattern, "--steps-pattern")
     for pattern in args.annotation:
         _check_regex(pattern, "--annotation")
     options = _summary_options(args)
-    fleet = fleet_result_of(args, **options)
+    fleet = fleet_result_of(args, **options, also_import=(_PAGE,))
     summary = fleet.summary if fleet is not None else _one_process(args, options)
+    from ktrace.presentation.summary_page import summary_page
+
     page = summary_page(summary, by_shape=args.by_shape)
     if args.json:  # the document the page stands for: summary_to_dict
         json.dump(dict(page.document), sys.stdout, indent=1, sort_keys=True)
@@ -122,6 +122,10 @@ def run(args: argparse.Namespace) -> int:
 
     render_page(page, terminal_console())
     return 0
+
+
+_PAGE = "ktrace.presentation.summary_page"
+"""What lays the summary out (imported while the rank-by-rank path's workers start)."""
 
 
 def _summary_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -47,8 +47,9 @@ from ktrace.analysis.critical_path_parts import (
 from ktrace.analysis.critical_path_ranks import JobGraph, join_graph_arrays, range_name
 from ktrace.analysis.index import TraceIndex
 from ktrace.fleet.engines import Engine
+from ktrace.fleet.first_rank import first_partition
 from ktrace.model import store
-from ktrace.model.alignment import clock_mode
+from ktrace.model.clock import clock_mode
 from ktrace.model.errors import ProgressFn, TraceFormatError, no_progress
 from ktrace.model.layout import is_store
 from ktrace.model.schema import TABLES
@@ -242,9 +243,8 @@ class PassFold:
 
 def first_task(tasks: list[RankTask]) -> int:
     """The index of the task whose median step is the guess: the job's first rank with steps is the first
-    (node, rank) most often (partitions sort rank=10 before rank=2)."""
-    ranked = [i for i, t in enumerate(tasks) if t.rank >= 0] or list(range(len(tasks)))
-    return min(ranked, key=lambda i: (tasks[i].node, tasks[i].rank))
+    (node, rank) most often (first_rank.first_partition)."""
+    return first_partition([(t.node, t.rank) for t in tasks])
 
 
 def guess_of(part: RankSteps) -> Guess | None:

@@ -14,14 +14,15 @@ the per-rank rows and merges histograms and totals as the partials arrive (analy
 a frame of events; the result is the Summary `summarize()` gives.
 
 `ktrace summary|report|check STORE` take this path, for speed and memory only, when the store has
-FLEET_MIN_RANKS ranks or more, or when `--workers` / `--cluster` is given.
+FLEET_MIN_RANKS ranks or more, or when `--workers` / `--cluster` is given; fleet.early_start starts the workers
+and the first rank's guess before the client imports this module.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,8 +30,9 @@ from pathlib import Path
 import polars as pl
 
 from ktrace.analysis.annotation_histograms import DEFAULT_ANNOTATION_PATTERNS
-from ktrace.analysis.critical_path_parts import own_window, rank_graph, rank_steps
+from ktrace.analysis.critical_path_parts import own_window, rank_graph
 from ktrace.analysis.critical_path_summary import critical_path_notes
+from ktrace.analysis.critical_path_task_steps import ranks_steps
 from ktrace.analysis.gpu_peaks import GpuPeaks
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.rank_activity import HeatmapBins, gpu_span, job_bins
@@ -43,20 +45,16 @@ from ktrace.analysis.rules.inputs import bin_ns_of
 from ktrace.analysis.rules.rank_rules import RuleFold, rank_rule_part
 from ktrace.analysis.utilization import MAX_BINS, busy_time
 from ktrace.fleet.critical_path_map import Guess, PassFold, RankPass, RankTask, first_task, guess_task, path_of_passes
+from ktrace.fleet.early_start import EarlyStart
 from ktrace.fleet.engines import Engine, open_engine
 from ktrace.model import store
-from ktrace.model.alignment import clock_mode
+from ktrace.model.clock import clock_mode
 from ktrace.model.errors import ProgressFn, TraceFormatError, no_progress
 from ktrace.model.layout import is_store
 from ktrace.model.partition_spans import PartitionSpans, footer_spans, union_span
 from ktrace.model.schema import TABLES
 from ktrace.model.trace import Trace
 from ktrace.presentation.summary_json import summary_to_dict
-
-FLEET_MIN_RANKS = 16
-"""Stores with this many ranks (partitions of rank >= 0) or more are summarized rank by rank: below it one
-process holds the whole job easily (the 8-rank DLRM folder: 2,104 kernels)."""
-
 
 TASK_BYTES = 64 * 2**20
 """Parquet bytes one task reads at most: a task covers several partitions (one read, one clock shift and one pass
@@ -79,7 +77,7 @@ class PartitionTask:
     steps_pattern: str | None = None
     heatmap_bins: HeatmapBins | None = None
     clock: str = "aligned"
-    """The client's clock mode (model.alignment.clock_mode): a Dask worker does not see the client's KTRACE_CLOCK."""
+    """The client's clock mode (model.clock.clock_mode): a Dask worker does not see the client's KTRACE_CLOCK."""
     annotations: tuple[str, ...] = ()
     """The annotation patterns to histogram (the user's, or every default candidate)."""
     by_shape: bool = False
@@ -171,6 +169,7 @@ def partition_partial(task: PartitionTask) -> PartialPass:
     rank alone: rules.rank_rules.rank_rule_part on each), and each partition's steps and graph of the guessed
     step."""
     trace, each = task.read()
+    joined = TraceIndex(trace)
     partial = rank_partial(
         trace,
         job_span=task.job_span,
@@ -179,7 +178,7 @@ def partition_partial(task: PartitionTask) -> PartialPass:
         annotations=task.annotations,
         by_shape=task.by_shape,
         usage_bins=task.usage_bins,
-        index=TraceIndex(trace),
+        index=joined,
     )
     indexes = [TraceIndex(alone) for alone in each]  # a rank's rules, steps and graph share its index
     if task.rules_config is not False:
@@ -187,8 +186,8 @@ def partition_partial(task: PartitionTask) -> PartialPass:
         rules = tuple(rank_rule_part(alone, config, index=ix) for alone, ix in zip(each, indexes, strict=True))
         partial = dataclasses.replace(partial, rules=rules)
     passes = []
-    for (node, rank), alone, ix in zip(task.parts, each, indexes, strict=True):
-        steps = rank_steps(alone, node, rank, steps_pattern=task.steps_pattern, index=ix)
+    found = ranks_steps(joined, task.parts, indexes, steps_pattern=task.steps_pattern)
+    for alone, ix, steps in zip(each, indexes, found, strict=True):
         window = None if task.path_guess is None else own_window(steps, *task.path_guess)
         passes.append((steps, window, None if window is None else rank_graph(alone, window, {}, 0, 0, index=ix)))
     return partial, tuple(passes)
@@ -223,21 +222,6 @@ def _job_bins(
     return job_span, job_bins(gpus, known), usage
 
 
-def store_ranks(path: str | os.PathLike[str]) -> int:
-    """Ranks (partitions of rank >= 0) of a .ktrace store; 0 for anything else (a Kineto file, an nsys export)."""
-    root = Path(path)
-    if not root.is_dir() or not is_store(root):
-        return 0
-    return sum(1 for _, rank, _ in store.partitions(root) if rank >= 0)
-
-
-def wants_fleet(path: str | os.PathLike[str], workers: int | None, cluster: str | None) -> bool:
-    """Whether `ktrace summary|report|check` take the map-reduce path for `path` (see the module docstring)."""
-    if workers is not None or cluster is not None:
-        return True
-    return store_ranks(path) >= FLEET_MIN_RANKS
-
-
 def summarize_store(
     path: str | os.PathLike[str],
     engine: Engine,
@@ -252,6 +236,7 @@ def summarize_store(
     system_usage: bool = False,
     progress: ProgressFn = no_progress,
     ranks_per_task: int | None = None,
+    guess: Callable[[], Guess | None] | None = None,
 ) -> FleetResult:
     """The FleetResult of a store, per-rank work on `engine` (benchmarks/fleet.py compares engines with it).
 
@@ -267,6 +252,8 @@ def summarize_store(
         system_usage: also the job's system usage and utilization curves (FleetResult.system_usage, the report's).
         progress: called with (ranks done, ranks) as partials arrive.
         ranks_per_task: partitions a task covers at most (partition_groups; default a few tasks per worker).
+        guess: the first rank's guess, computed already (early_start.EarlyStart.guess: it waits for it); default:
+            read on `engine` here (critical_path_map.guess_task).
 
     Raises:
         TraceFormatError: `path` is not a store, or has no partition.
@@ -298,11 +285,14 @@ def summarize_store(
     with ThreadPoolExecutor(1) as pool:  # the footers (and meta) are read while a worker reads the first rank's steps
         footers = pool.submit(_footers, root, tasks, system_usage)
         empty = pool.submit(store.read, root, clock=clock, only=(), skip=TABLES)
-        guess = guess_task(engine, path_tasks[first_task(path_tasks)], start=__name__)  # the others start
+        if guess is None:
+            path_guess = guess_task(engine, path_tasks[first_task(path_tasks)], start=__name__)  # the others start
+        else:
+            path_guess = guess()
         job_span, bins, usage = _job_bins(engine, tasks, footers.result(), system_usage)
     tasks = [
         dataclasses.replace(
-            t, job_span=job_span, heatmap_bins=bins, rules_config=rules_config, usage_bins=usage, path_guess=guess
+            t, job_span=job_span, heatmap_bins=bins, rules_config=rules_config, usage_bins=usage, path_guess=path_guess
         )
         for t in tasks
     ]
@@ -373,21 +363,25 @@ def fleet_summary(
     gpu_peaks: Mapping[str, GpuPeaks] | None = None,
     system_usage: bool = False,
     progress: ProgressFn = no_progress,
+    early: EarlyStart | None = None,
 ) -> FleetResult:
     """summarize_store on the engine `open_engine(workers=, cluster=)` picks for the store's partitions (a Dask
-    `Client` or cluster object may be passed as `cluster`); the engine is closed afterwards."""
+    `Client` or cluster object may be passed as `cluster`); the engine is closed afterwards. `early`: the engine
+    started already, with the first rank's guess (early_start.start_early, same path and options), which the
+    caller closes."""
+    options = {
+        "top": top,
+        "steps_pattern": steps_pattern,
+        "annotations": annotations,
+        "by_shape": by_shape,
+        "rules_config": rules_config,
+        "skip": skip,
+        "gpu_peaks": gpu_peaks,
+        "system_usage": system_usage,
+        "progress": progress,
+    }
+    if early is not None:
+        return summarize_store(path, early.engine, guess=early.guess, **options)  # type: ignore[arg-type]
     n = sum(1 for _ in store.partitions(Path(path))) if Path(path).is_dir() else 1
     with open_engine(workers=workers, cluster=cluster, tasks=n) as engine:
-        return summarize_store(
-            path,
-            engine,
-            top=top,
-            steps_pattern=steps_pattern,
-            annotations=annotations,
-            by_shape=by_shape,
-            rules_config=rules_config,
-            skip=skip,
-            gpu_peaks=gpu_peaks,
-            system_usage=system_usage,
-            progress=progress,
-        )
+        return summarize_store(path, engine, **options)  # type: ignore[arg-type]

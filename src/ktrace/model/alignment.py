@@ -7,27 +7,13 @@ recorded them. A single-host trace, or one whose alignment was impossible, is ne
 from __future__ import annotations
 
 import dataclasses
-import os
 
 import polars as pl
 
 from ktrace.model.clock import ClockAlignment, HostClock
-from ktrace.model.errors import ExitCode, KtraceError
 from ktrace.model.schema import SCHEMAS, TIME_COLUMNS
 from ktrace.model.scrub import mark_scrubbed
 from ktrace.model.trace import Trace
-
-CLOCK_ENV = "KTRACE_CLOCK"
-"""Set to "raw" to read stores with each host's timestamps as recorded (default "aligned")."""
-CLOCK_MODES = ("aligned", "raw")
-
-
-def clock_mode(mode: str | None = None) -> str:
-    """`mode`, else $KTRACE_CLOCK, else "aligned"; KtraceError (usage, exit 2) for anything else."""
-    value = (mode or os.environ.get(CLOCK_ENV) or "aligned").strip().lower()
-    if value not in CLOCK_MODES:
-        raise KtraceError(f"{CLOCK_ENV}={value!r}: expected one of {', '.join(CLOCK_MODES)}", ExitCode.USAGE)
-    return value
 
 
 def with_clock(trace: Trace, mode: str = "aligned") -> Trace:

@@ -10,9 +10,26 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from ktrace.model.errors import ExitCode, KtraceError
+
+CLOCK_ENV = "KTRACE_CLOCK"
+"""Set to "raw" to read stores with each host's timestamps as recorded (default "aligned")."""
+CLOCK_MODES = ("aligned", "raw")
+
+
+def clock_mode(mode: str | None = None) -> str:
+    """`mode`, else $KTRACE_CLOCK, else "aligned"; KtraceError (usage, exit 2) for anything else (model.alignment
+    applies it; here, without polars, for the rank-by-rank summary's early start)."""
+    value = (mode or os.environ.get(CLOCK_ENV) or "aligned").strip().lower()
+    if value not in CLOCK_MODES:
+        raise KtraceError(f"{CLOCK_ENV}={value!r}: expected one of {', '.join(CLOCK_MODES)}", ExitCode.USAGE)
+    return value
+
 
 METHODS = ("collectives:sequence", "collectives:order", "clock_pairs", "single_host", "none")
 """How an alignment was found: matched NCCL collectives (by sequence number and process group, or by their order

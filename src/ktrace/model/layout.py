@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
+
+from ktrace.model.errors import TraceFormatError
 
 PARTITION_META_FILE = "partition.json"
 """Per-process meta written by the tracer (health counts, notes); merged into the trace's meta on read."""
@@ -15,6 +18,34 @@ def is_store(path: Path) -> bool:
     """True if `path` looks like a .ktrace folder (here, not in store.py, so that telling formats apart does
     not load pyarrow.parquet, its file systems and compute: ~50 MB of a small Kineto trace's resident memory)."""
     return path.is_dir() and ((path / META_FILE).exists() or any(path.glob("node=*")))
+
+
+_PART_RE = re.compile(r"^node=(?P<node>[^/]+)$")
+_RANK_RE = re.compile(r"^rank=(?P<rank>-?[0-9]+)$")
+RANK_RANGE = (-(2**31), 2**31 - 1)
+"""Ranks are int32 on disk and in memory."""
+
+
+def partitions(root: Path) -> Iterator[tuple[str, int, Path]]:
+    """(node, rank, folder) of every partition under `root`, sorted (here, not in store.py: the rank-by-rank summary
+    lists them before it imports polars and pyarrow)."""
+    for node_dir in sorted(root.glob("node=*")):
+        m = _PART_RE.match(node_dir.name)
+        if not m or not node_dir.is_dir():
+            continue
+        for rank_dir in sorted(node_dir.glob("rank=*")):
+            r = _RANK_RE.match(rank_dir.name)
+            if r and rank_dir.is_dir():
+                check_rank(int(r["rank"]), rank_dir)
+                if r["rank"] != str(int(r["rank"])):  # "rank=007" beside "rank=7" would be one rank twice
+                    raise TraceFormatError(f"{rank_dir}: not a partition name ktrace writes (rank={int(r['rank'])})")
+                yield m["node"], int(r["rank"]), rank_dir
+
+
+def check_rank(rank: int, folder: Path) -> None:
+    """Ranks must fit the int32 rank column."""
+    if not RANK_RANGE[0] <= rank <= RANK_RANGE[1]:
+        raise TraceFormatError(f"{folder}: rank {rank} is out of range (ranks are 32-bit integers)")
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")

@@ -23,7 +23,8 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 
-from ktrace.model.alignment import clock_mode, with_clock
+from ktrace.model.alignment import with_clock
+from ktrace.model.clock import clock_mode
 from ktrace.model.layout import META_FILE
 from ktrace.model.live import live_status
 from ktrace.model.schema import SPAN_TABLES

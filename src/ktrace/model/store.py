@@ -10,8 +10,7 @@ import dataclasses
 import datetime as dt
 import json
 import os
-import re
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -19,11 +18,12 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ktrace.model.alignment import clock_mode, with_clock
+from ktrace.model.alignment import with_clock
 from ktrace.model.builder import constant_column
 from ktrace.model.capture import PARTITION_META_FILE, CaptureWriter, partition_dir, read_stream, stream_schema
+from ktrace.model.clock import clock_mode
 from ktrace.model.errors import TraceFormatError, TraceNotFoundError
-from ktrace.model.layout import META_FILE, is_store
+from ktrace.model.layout import META_FILE, is_store, partitions
 from ktrace.model.live import LiveStatus, live_status, published
 from ktrace.model.outputs import CAPTURE_MARKER, remove_stale_temporaries, write_atomically, writer_pid
 from ktrace.model.schema import SCHEMAS, TABLES
@@ -32,7 +32,6 @@ from ktrace.model.secrets import scrub_mapping, scrub_text
 from ktrace.model.store_checks import (
     check_columns,
     check_partition_meta,
-    check_rank,
     check_values,
     checked_meta,
     load_json_object,
@@ -55,8 +54,6 @@ __all__ = [
     "write_partition",
 ]
 
-_PART_RE = re.compile(r"^node=(?P<node>[^/]+)$")
-_RANK_RE = re.compile(r"^rank=(?P<rank>-?[0-9]+)$")
 """ASCII digits only (`\\d` took "rank=١" for rank 1)."""
 _READ_WORKERS = max(2, min(8, (os.cpu_count() or 2) // 2))
 """Files decoded at once. pyarrow already decodes one file's columns on every core; on 2 cores, 8 files at once
@@ -119,21 +116,6 @@ def _partition_pieces(frame: pl.DataFrame) -> list[tuple[str, int, pl.DataFrame]
         return [(str(node), int(rank), frame)]
     groups = frame.partition_by("node", "rank", as_dict=True, maintain_order=True)
     return [(str(node), int(rank), piece) for (node, rank), piece in groups.items()]
-
-
-def partitions(root: Path) -> Iterator[tuple[str, int, Path]]:
-    """(node, rank, folder) of every partition under `root`, sorted."""
-    for node_dir in sorted(root.glob("node=*")):
-        m = _PART_RE.match(node_dir.name)
-        if not m or not node_dir.is_dir():
-            continue
-        for rank_dir in sorted(node_dir.glob("rank=*")):
-            r = _RANK_RE.match(rank_dir.name)
-            if r and rank_dir.is_dir():
-                check_rank(int(r["rank"]), rank_dir)
-                if r["rank"] != str(int(r["rank"])):  # "rank=007" beside "rank=7" would be one rank twice
-                    raise TraceFormatError(f"{rank_dir}: not a partition name ktrace writes (rank={int(r['rank'])})")
-                yield m["node"], int(r["rank"]), rank_dir
 
 
 def read(

@@ -20,8 +20,6 @@ from ktrace.model.errors import TraceFormatError
 from ktrace.model.schema import SCHEMA_VERSION, SCHEMAS
 from ktrace.model.trace import TraceMeta
 
-RANK_RANGE = (-(2**31), 2**31 - 1)
-"""Ranks are int32 on disk and in memory."""
 MAX_TIME_NS = 2**63 - 2**57
 """The largest time (ns) a store may hold: above the Kineto importer's 2**53 us, with room for the sums analyses
 make (an end_ns of 2**63 - 1 overflowed the critical path)."""
@@ -123,12 +121,6 @@ def check_partition_meta(part: Mapping[str, Any], path: Path) -> None:
         raise TraceFormatError(f"{path}: notes is {_kind(notes)}, expected a list")
     check_health(health, path)
     _check_items(notes, str, path, "notes")
-
-
-def check_rank(rank: int, folder: Path) -> None:
-    """Ranks must fit the int32 rank column."""
-    if not RANK_RANGE[0] <= rank <= RANK_RANGE[1]:
-        raise TraceFormatError(f"{folder}: rank {rank} is out of range (ranks are 32-bit integers)")
 
 
 def check_columns(schema: pa.Schema, name: str, path: Path) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
+from fleet_traces import user_step_ranges
 from real_traces import fixture_path
 
 from ktrace.analysis.breakdown import communication_names
@@ -110,25 +111,6 @@ def _without_first_collectives(trace: Trace, rank: int, count: int) -> Trace:
     return dataclasses.replace(trace, kernels=trace.kernels[keep])
 
 
-def _user_steps_on_rank_0(trace: Trace) -> Trace:
-    """`trace` with rank 0's ProfilerStep#N ranges renamed "train_step N" (steps only a user annotation names)."""
-    first_rank = pl.col("rank") == 0
-    name = pl.col("name").cast(pl.String)
-    ranges = trace.ranges.with_columns(
-        pl.when(first_rank)
-        .then(name.str.replace("ProfilerStep#", "train_step "))
-        .otherwise(name)
-        .cast(trace.ranges.schema["name"])
-        .alias("name"),
-        pl.when(first_rank)
-        .then(pl.lit("user"))
-        .otherwise(pl.col("domain").cast(pl.String))
-        .cast(trace.ranges.schema["domain"])
-        .alias("domain"),
-    )
-    return dataclasses.replace(trace, ranges=ranges)
-
-
 @pytest.mark.parametrize(
     "variant",
     [
@@ -149,7 +131,7 @@ def test_step_choices_and_collective_orders_match_one_process(variant: str, flee
         "no step ranges": lambda: dataclasses.replace(t, ranges=t.ranges.clear()),
         "no steps and no kernels": lambda: dataclasses.replace(t, ranges=t.ranges.clear(), kernels=t.kernels.clear()),
         "no CPU events": lambda: dataclasses.replace(t, ops=t.ops.clear(), api=t.api.clear()),
-        "the first rank's steps are user annotations": lambda: _user_steps_on_rank_0(t),
+        "the first rank's steps are user annotations": lambda: user_step_ranges(t, 0),
     }
     trace = variants[variant]()
     path = _write(trace, tmp_path / "job.ktrace")

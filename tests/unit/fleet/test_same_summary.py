@@ -15,8 +15,9 @@ from ktrace.analysis.annotation_histograms import DEFAULT_ANNOTATION_PATTERNS
 from ktrace.analysis.rank_heatmap import rank_heatmap
 from ktrace.analysis.summary import summarize
 from ktrace.cli import main
+from ktrace.fleet.early_start import FLEET_MIN_RANKS
 from ktrace.fleet.engines import InProcessEngine, ProcessEngine
-from ktrace.fleet.summary_map import FLEET_MIN_RANKS, summarize_store
+from ktrace.fleet.summary_map import summarize_store
 from ktrace.importers import load
 from ktrace.model import store
 from ktrace.testing.fleet_compare import fleet_differences, key_paths

@@ -14,16 +14,10 @@ from real_traces import fixture_path
 from ktrace.analysis.rank_heatmap import RankHeatmap, rank_heatmap
 from ktrace.analysis.stragglers import Stragglers
 from ktrace.analysis.summary import summarize
+from ktrace.fleet.early_start import FLEET_MIN_RANKS, store_ranks, wants_fleet
 from ktrace.fleet.engines import Engine, InProcessEngine, ProcessEngine, open_engine
 from ktrace.fleet.folder_import import import_folder
-from ktrace.fleet.summary_map import (
-    FLEET_MIN_RANKS,
-    fleet_summary,
-    same_results,
-    store_ranks,
-    summarize_store,
-    wants_fleet,
-)
+from ktrace.fleet.summary_map import fleet_summary, same_results, summarize_store
 from ktrace.importers import load
 from ktrace.model import store
 from ktrace.model.errors import TraceFormatError
