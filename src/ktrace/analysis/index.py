@@ -96,6 +96,11 @@ class TraceIndex:
         value: T = self._once((slot, args), compute)
         return value
 
+    def seed(self, key: Hashable, value: Any) -> None:
+        """Hold `value` for `key` (a structure's name as the methods below key it) unless something computed it
+        already: analysis.rank_index_seeds gives a rank's index its share of a joined trace's structures."""
+        self._once(key, lambda: value)
+
     def _once(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         with self._lock:
             if key in self._values:
