@@ -84,7 +84,7 @@ def load(path: str | os.PathLike[str], *, progress: ProgressFn = no_progress, **
     nsys .sqlite export (and no Kineto trace) opens that export. `with_ops=False` leaves the ops table empty
     (Kineto: cpu_op and python_function not decoded; a store: its ops files not read). One big Kineto file is read
     through a temporary store, in bounded memory (importers.kineto_spill)."""
-    kind, p = locate(Path(path))
+    kind, p, files = locate_listed(Path(path))
     if kind == "ktrace":
         from ktrace.model.store import read
 
@@ -96,7 +96,7 @@ def load(path: str | os.PathLike[str], *, progress: ProgressFn = no_progress, **
     if p.is_dir():
         from ktrace.importers.kineto import import_kineto
 
-        return import_kineto(p, progress=progress, **options)
+        return import_kineto(p, progress=progress, files=files, **options)
     from ktrace.importers.kineto_spill import load_kineto_file  # (a big file through a temporary store)
 
     return load_kineto_file(p, progress=progress, **options)

@@ -43,7 +43,9 @@ SCHEMA_VERSIONS = (0, 1)
 """Kineto `schemaVersion` values this importer understands."""
 
 
-def import_kineto(path: Path, *, progress: ProgressFn = no_progress, with_ops: bool = True) -> Trace:
+def import_kineto(
+    path: Path, *, progress: ProgressFn = no_progress, with_ops: bool = True, files: list[Path] | None = None
+) -> Trace:
     """Import a Kineto trace file, or a folder of per-rank files, as one Trace.
 
     Args:
@@ -51,6 +53,8 @@ def import_kineto(path: Path, *, progress: ProgressFn = no_progress, with_ops: b
         progress: called with (bytes read, total bytes) while reading.
         with_ops: import `cpu_op` events (framework operators) into the ops table (on by default; False is
             the lean path, which decodes them as empty structs and only counts them).
+        files: a folder's rank files as `kineto_stream.kineto_files` listed them already (`importers.load` found
+            them while telling the folder's format): not opened again to list them.
 
     Returns:
         The trace, with meta.source "kineto" and join/drop/scrub counts in meta.health.
@@ -60,14 +64,13 @@ def import_kineto(path: Path, *, progress: ProgressFn = no_progress, with_ops: b
     """
     path = Path(path)
     if path.is_dir():
-        return scrub_trace(_import_folder(path, progress, with_ops))
+        return scrub_trace(_import_folder(path, progress, with_ops, kineto_files(path) if files is None else files))
     trace, _ = _import_file(path, progress, with_ops, 0, 0)
     release_memory()
     return scrub_trace(trace)
 
 
-def _import_folder(folder: Path, progress: ProgressFn, with_ops: bool) -> Trace:
-    files = kineto_files(folder)
+def _import_folder(folder: Path, progress: ProgressFn, with_ops: bool, files: list[Path]) -> Trace:
     if not files:
         raise TraceFormatError(f"{folder}: no Kineto trace (.json or .json.gz) in this folder")
     grand = sum(p.stat().st_size for p in files)

@@ -44,6 +44,8 @@ _RESUME = re.compile(rb"\}\s*(?:,\s*\{|\])")
 """Where skipping an oversized event ends: the next event, or the end of traceEvents."""
 _RESUME_TAIL = 3 * MAX_WHITESPACE_RUN
 _BYTE_POS = re.compile(r"\(byte (\d+)\)")
+_NON_BLANK = re.compile(rb"[^ \t\n\r\x0b\x0c]")
+"""The first byte bytes.lstrip() keeps."""
 MAX_DAMAGE_SKIPS = 64
 """Damaged events the search for the end of traceEvents steps over before it gives up (then: `_array_end`)."""
 
@@ -210,17 +212,21 @@ class EventSplitter:
         key = TopLevelKey()
         for block in it:
             head += block
-            body = head.lstrip()
-            if body[:1] == b"[":
+            start = _NON_BLANK.search(head)  # (not head.lstrip(): a copy of the first 8 MB block)
+            opening = head[start.start() : start.end()] if start else b""
+            if opening == b"[":
+                assert start is not None
+                del head[: start.end()]  # (deleting from the front of a bytearray copies nothing)
                 self.prefix = None
-                self.buf = bytearray(body[1:])
+                self.buf = head
                 return True
-            if body and body[:1] != b"{":
+            if opening and opening != b"{":
                 raise TraceFormatError("not JSON: a Kineto trace starts with '{'")
             end = key.find(head)
             if end is not None and end <= MAX_EVENT_BYTES:
                 self.prefix = bytes(head[: end - 1])
-                self.buf = bytearray(head[end:])
+                del head[:end]
+                self.buf = head
                 return True
             if len(head) > MAX_EVENT_BYTES:
                 raise TraceFormatError(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import queue
+import re
 import threading
 import zlib
 from collections.abc import Iterator
@@ -134,6 +135,10 @@ def kineto_files(folder: Path) -> list[Path]:
     return [p for p in files if _opens_like_trace(p)]
 
 
+_OPENS_ARRAY = re.compile(rb"[ \t\n\r\x0b\x0c]*\[")
+"""Text whose first byte after blanks (as bytes.lstrip() strips them, without its copy of ~1 MB) is `[`."""
+
+
 def _opens_like_trace(path: Path, peek: int = 1 << 16) -> bool:
     members = _Members(inflate_module())
     try:
@@ -143,7 +148,7 @@ def _opens_like_trace(path: Path, peek: int = 1 << 16) -> bool:
             head = next(members.pieces(head), b"")
     except (OSError, zlib.error, members.inflate.error):
         return True
-    return head.lstrip()[:1] == b"[" or b'"traceEvents"' in head or b'"ph"' in head  # not "schemaVersion":
+    return bool(_OPENS_ARRAY.match(head)) or b'"traceEvents"' in head or b'"ph"' in head  # not "schemaVersion":
     # a stats file about traces (shared/traces/*/STATS.json) has that key too
 
 
