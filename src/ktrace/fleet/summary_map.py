@@ -37,6 +37,7 @@ from ktrace.analysis.gpu_peaks import GpuPeaks
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.rank_activity import HeatmapBins, gpu_span, job_bins
 from ktrace.analysis.rank_heatmap import RankHeatmap
+from ktrace.analysis.rank_index_seeds import seed_rank_indexes
 from ktrace.analysis.rank_partials import RankPartial, rank_partial
 from ktrace.analysis.rank_reduce import FleetResult, reduce_partials
 from ktrace.analysis.rank_reduce_usage import UsageBins
@@ -181,6 +182,7 @@ def partition_partial(task: PartitionTask) -> PartialPass:
         index=joined,
     )
     indexes = [TraceIndex(alone) for alone in each]  # a rank's rules, steps and graph share its index
+    seed_rank_indexes(joined, indexes, task.parts)  # its GPU columns, launch rows, rank ids: the joined trace's
     if task.rules_config is not False:
         config = None if task.rules_config is True else task.rules_config
         rules = tuple(rank_rule_part(alone, config, index=ix) for alone, ix in zip(each, indexes, strict=True))

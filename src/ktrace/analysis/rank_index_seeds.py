@@ -1,0 +1,66 @@
+"""A rank's TraceIndex structures cut from the index of a trace that joins it with other ranks.
+
+A fleet task (fleet.summary_map) reads a few dozen partitions as one trace (its partial's) and each partition as a
+trace of its own (what judges one rank alone: the "per rank" rules, the critical path's steps and graph). Each of
+those indexes built its rank's GPU columns, launch rows and rank ids again from the rank's tables: ~3.5 ms of
+polars calls on tiny frames a rank (~0.9 s of CPU on 256 DLRM ranks) that one process never spends. They are
+per-rank structures, so a rank's are its share of the joined trace's: the same arrays, cut at the rank's rows.
+
+The joined trace holds each rank's rows as one block of every table, in the order of the ranks' own traces
+(store.read_each); `seed_rank_indexes` relies on that and sets nothing an index has computed already.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from ktrace.analysis.columns import GpuColumns
+from ktrace.analysis.index import TraceIndex
+from ktrace.model.schema import TABLES
+
+I64 = npt.NDArray[np.int64]
+_RANK_KEYS = {"node": pl.String, "rank": pl.Int32}
+
+
+def seed_rank_indexes(joined: TraceIndex, indexes: Sequence[TraceIndex], parts: Sequence[tuple[str, int]]) -> None:
+    """Set each of `indexes` (the traces of `parts`, one (node, rank) each, in the joined trace's order) to hold
+    its rank ids of every table, GPU columns, runtime call times and launch rows as `joined`'s share of its rank."""
+    c = joined.gpu_columns()
+    start, end = joined.api_times()
+    launch = joined.launch_rows()
+    firsts = {name: np.cumsum([0] + [ix.trace.table(name).height for ix in indexes]) for name in TABLES}
+    n_kernels = c.n_kernels
+    for i, (ix, (node, rank)) in enumerate(zip(indexes, parts, strict=True)):
+        trace = ix.trace
+        keys = pl.DataFrame({"node": [node], "rank": [rank]}, schema=_RANK_KEYS)
+        for name in TABLES:
+            height = trace.table(name).height
+            ids = (keys if height else keys.clear(), np.zeros(height, np.int64))
+            ix.seed(("table_rank_ids", name), ids)
+        k0, m0 = int(firsts["kernels"][i]), n_kernels + int(firsts["memory"][i])
+        rows = np.r_[k0 : k0 + trace.kernels.height, m0 : m0 + trace.memory.height].astype(np.int64)
+        a0, a1 = int(firsts["api"][i]), int(firsts["api"][i + 1])
+        ix.seed("api_times", (start[a0:a1].copy(), end[a0:a1].copy()))
+        if rows.size == 0:  # no GPU record: its own build gives the empty columns (and keys) it always gave
+            continue
+        ix.seed("gpu_columns", _columns(c, rows, trace.kernels.height, keys))
+        found = launch[rows]
+        ix.seed("launch_rows", np.where(found >= 0, found - a0, -1).astype(np.int64))
+
+
+def _columns(c: GpuColumns, rows: I64, n_kernels: int, keys: pl.DataFrame) -> GpuColumns:
+    return GpuColumns(
+        n_kernels=n_kernels,
+        rank_keys=keys,
+        rank_id=np.zeros(rows.size, np.int64),
+        device=c.device[rows],
+        stream=c.stream[rows],
+        kind=c.kind[rows],
+        start=c.start[rows],
+        end=c.end[rows],
+        correlation_id=c.correlation_id[rows],
+    )

@@ -1,0 +1,61 @@
+"""seed_rank_indexes (analysis.rank_index_seeds): a rank's index seeded from a joined trace's holds exactly what it
+would build itself (rank ids of every table, GPU columns, runtime call times, launch rows)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.rank_index_seeds import seed_rank_indexes
+from ktrace.model import store
+from ktrace.model.schema import TABLES
+from ktrace.model.trace import Trace
+from ktrace.testing.fleet import FleetConfig, generate_fleet
+from ktrace.testing.synthetic import SyntheticConfig, generate
+
+
+def _same(a: object, b: object) -> None:
+    if isinstance(a, np.ndarray):
+        assert isinstance(b, np.ndarray) and np.array_equal(a, b) and a.dtype == b.dtype
+    elif isinstance(a, pl.DataFrame):
+        assert isinstance(b, pl.DataFrame) and a.equals(b) and a.schema == b.schema
+    else:
+        assert a == b
+
+
+def _assert_seeds(trace: Trace, root: Path) -> None:
+    store.write(trace, root)
+    parts = [(n, r) for n, r, _ in store.partitions(root)]
+    joined, each = store.read_each(root, set(parts))
+    indexes = [TraceIndex(t) for t in each]
+    seed_rank_indexes(TraceIndex(joined), indexes, parts)
+    for own, seeded in zip(each, indexes, strict=True):
+        built = TraceIndex(own)
+        for name in TABLES:
+            for a, b in zip(built.table_rank_ids(name), seeded.table_rank_ids(name), strict=True):
+                _same(a, b)
+        for a, b in zip(built.api_times(), seeded.api_times(), strict=True):
+            _same(a, b)
+        _same(built.launch_rows(), seeded.launch_rows())
+        c, s = built.gpu_columns(), seeded.gpu_columns()
+        for field in dataclasses.fields(c):
+            _same(getattr(c, field.name), getattr(s, field.name))
+
+
+def test_fleet_ranks(tmp_path: Path) -> None:
+    _assert_seeds(generate_fleet(FleetConfig(ranks=6, hosts=3, steps=3, kernels_per_step=6)).trace, tmp_path / "f")
+
+
+@pytest.mark.parametrize("ranks", [1, 4])
+def test_ranks_with_memory_records_and_a_rank_without_gpu_records(ranks: int, tmp_path: Path) -> None:
+    trace = generate(SyntheticConfig(steps=2, kernels_per_step=5, ranks=ranks, nodes=min(ranks, 2)))
+    assert trace.memory.height > 0
+    last = pl.col("rank") != ranks - 1
+    cpu_only = dataclasses.replace(trace, kernels=trace.kernels.filter(last), memory=trace.memory.filter(last))
+    _assert_seeds(trace, tmp_path / "all")
+    _assert_seeds(cpu_only, tmp_path / "cpu_only")
