@@ -147,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
     from ktrace.model.display_text import printable
 
     if args.json:
-        json.dump(report_to_dict(report), sys.stdout, indent=1, sort_keys=True, default=str)
+        sys.stdout.write(json.dumps(report_to_dict(report), indent=1, sort_keys=True, default=str))
         sys.stdout.write("\n")
     else:
         width = terminal_width()

@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     with progress_bar("comparing"):
         diff = build_diff(a, b, threshold_pct=args.threshold, top=args.top, config=config, fail_on=args.fail_on)
     if args.json:
-        json.dump(diff_document(diff), sys.stdout, indent=1, sort_keys=True, default=str)
+        sys.stdout.write(json.dumps(diff_document(diff), indent=1, sort_keys=True, default=str))
         sys.stdout.write("\n")
     elif args.markdown:
         sys.stdout.write(render_diff_markdown(diff))

@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
 
     page = summary_page(summary, by_shape=args.by_shape)
     if args.json:  # the document the page stands for: summary_to_dict
-        json.dump(dict(page.document), sys.stdout, indent=1, sort_keys=True)
+        sys.stdout.write(json.dumps(dict(page.document), indent=1, sort_keys=True))  # one write, not one a token
         sys.stdout.write("\n")
         return 0
     from ktrace.report.terminal import render_page
