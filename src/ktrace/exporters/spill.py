@@ -12,7 +12,6 @@ gone once closed, or when the process ends however it ends.
 
 from __future__ import annotations
 
-import os
 import tempfile
 import weakref
 from pathlib import Path
@@ -87,12 +86,13 @@ class SpillTable:
 
     def _read_run(self, lo: int, hi: int) -> NDArray[np.generic]:
         run = np.empty(hi - lo, self.dtype)
-        view, at = run.view(np.uint8).data, lo * self.dtype.itemsize
+        view = run.view(np.uint8).data
+        self._file.seek(lo * self.dtype.itemsize)
         while view.nbytes:
-            got = os.preadv(self._file.fileno(), [view], at)
+            got = self._file.readinto(view)
             if not got:
                 raise OSError("the export's temporary file ended early")
-            view, at = view[got:], at + got
+            view = view[got:]
         return run
 
     def _one_run(self, places: NDArray[np.int64]) -> tuple[int, int] | None:
@@ -133,10 +133,9 @@ class SpillTable:
 
     def _write_run(self, lo: int, run: NDArray[np.generic]) -> None:
         view = run.view(np.uint8).data
-        at = lo * self.dtype.itemsize
+        self._file.seek(lo * self.dtype.itemsize)
         while view.nbytes:
-            wrote = os.pwrite(self._file.fileno(), view, at)
-            view, at = view[wrote:], at + wrote
+            view = view[self._file.write(view) or 0 :]
 
     def close(self) -> None:
         """Delete the file."""
