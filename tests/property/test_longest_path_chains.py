@@ -5,6 +5,7 @@ graph is: threads and streams as chains of nodes, crossed by launch- and sync-li
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 from reference import longest_path_ref
@@ -83,3 +84,13 @@ def test_chains_cover_every_edge_once_in_path_order() -> None:
     assert chains.junctions.tolist() == [0, 1, 3]
     assert chains.ends.size == 3
     assert sorted(chains.inner_nodes.tolist()) == [2, 4]
+
+
+def test_a_ring_outside_the_contract_still_ends() -> None:
+    # 0 -> 1 and a ring 2 -> 3 -> 4 -> 2 (no topological order covers it): no chains, the kernel's source runs
+    indptr, dst, weight = _csr(5, [(0, 1, 1), (2, 3, 1), (3, 4, 1), (4, 2, 1)])
+    order = np.arange(5, dtype=np.int64)
+    with pytest.raises(ValueError, match="cycle"):
+        longest_path.chains_of(order, indptr, dst)
+    dist, _ = longest_path.longest_paths(order, indptr, dst, weight)
+    assert dist.tolist()[:2] == [0, 1]

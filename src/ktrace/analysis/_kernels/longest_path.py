@@ -121,8 +121,11 @@ def longest_paths(
     n = arrays[1].size - 1
     rows = max(a.size for a in arrays)
     if _longest_paths.skips_numba(rows):
-        return _longest_by_chains(chains() if chains is not None else chains_of(*arrays[:3]), arrays[3])
-    if _longest_paths.runs_as_python(rows):
+        try:
+            return _longest_by_chains(chains() if chains is not None else chains_of(*arrays[:3]), arrays[3])
+        except ValueError:  # a cycle (outside the contract): the kernel's source, which ends on any input
+            pass
+    if _longest_paths.skips_numba(rows) or _longest_paths.runs_as_python(rows):
         dist_ints, pred_ints = python_ints(np.zeros(n, np.int64)), python_ints(np.full(n, -1, np.int64))
         edges = listed() if listed is not None else [python_ints(a) for a in arrays[:3]]
         _longest_paths.py_func(*edges, python_ints(arrays[3]), dist_ints, pred_ints)
@@ -165,7 +168,11 @@ class Chains:
 
 
 def chains_of(order: I64, indptr: I64, dst: I64) -> Chains:
-    """The chains of the edges (CSR form) and their relaxation order (`order`: a full topological order)."""
+    """The chains of the edges (CSR form) and their relaxation order (`order`: a full topological order).
+
+    Raises:
+        ValueError: the edges have a cycle of nodes of one in- and one out-edge (no full topological order).
+    """
     n, m = indptr.size - 1, dst.size
     out_degree = np.diff(indptr)
     inner = (out_degree == 1) & (np.bincount(dst, minlength=n) == 1)
@@ -173,11 +180,13 @@ def chains_of(order: I64, indptr: I64, dst: I64) -> Chains:
     goes_on = inner[dst]  # the slot's end is inner: its chain goes on with that node's one out-slot
     head = np.arange(m, dtype=np.int64)
     head[indptr[:-1][dst[goes_on]]] = np.flatnonzero(goes_on)  # a slot's predecessor on its chain (self: first)
-    while True:  # pointer doubling: log2 of the longest chain's length rounds (a 67 k-edge chain: 17)
+    for _ in range(m.bit_length() + 1):  # pointer doubling: log2 of the longest chain's length rounds (67 k: 17)
         further = head[head]
         if np.array_equal(further, head):
             break
         head = further
+    else:  # (a ring of one-in one-out nodes: no topological order covers it)
+        raise ValueError("the edges have a cycle: no chains")
     place = np.empty(n, np.int64)
     place[order] = np.arange(n, dtype=np.int64)
     key = head * n + place[src]  # chain by chain, along the path (unique: a chain visits a node once)
