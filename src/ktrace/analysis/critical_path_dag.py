@@ -7,11 +7,15 @@ import dataclasses
 import functools
 from array import array
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from ktrace.analysis.critical_path_graph import COLLECTIVE, LAUNCH, SYNC, Graph
+
+if TYPE_CHECKING:
+    from ktrace.analysis._kernels.longest_path import Chains
 
 I64 = npt.NDArray[np.int64]
 
@@ -54,8 +58,19 @@ class Dag:
         w = weight[self.edge]
         if self.bonus is not None:
             w = np.where(w < 0, -1, w * self.scale + self.bonus)
-        dist, slot = longest_paths(self.order, self.indptr, self.dst, w, listed=self._listed)
+        dist, slot = longest_paths(self.order, self.indptr, self.dst, w, listed=self._listed, chains=self._chains)
         return dist // self.scale, np.where(slot >= 0, self.edge[np.maximum(slot, 0)], -1)
+
+    def _chains(self) -> Chains:
+        """The edges cut into chains (longest_path.chains_of), made once for the longest paths' numpy twin (the
+        what-ifs rerun them)."""
+        return self._chain_cut
+
+    @functools.cached_property
+    def _chain_cut(self) -> Chains:
+        from ktrace.analysis._kernels.longest_path import chains_of
+
+        return chains_of(self.order, self.indptr, self.dst)
 
     def _listed(self) -> tuple[array[int], array[int], array[int]]:
         """order, indptr and dst as Python ints (longest_path.python_ints), made once for the longest paths run as
