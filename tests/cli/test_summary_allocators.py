@@ -1,5 +1,6 @@
 """`ktrace summary` loads pyarrow and polars with allocators that return freed pages, unless the user chose: at
-once for a trace of one rank, after 50 ms for many (ONE_RANK_JEMALLOC, ALLOCATOR_SETTINGS)."""
+once for a big trace of one rank, after 50 ms for many ranks or a small trace (ONE_RANK_JEMALLOC,
+ALLOCATOR_SETTINGS)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from ktrace.cli.options import ALLOCATOR_SETTINGS, ONE_RANK_JEMALLOC
+from ktrace.cli.options import ALLOCATOR_SETTINGS, ONE_RANK_BIG_BYTES, _one_rank
+
+FIFTY_MS = ALLOCATOR_SETTINGS["_RJEM_MALLOC_CONF"][1]
 
 _SCRIPT = """
 import contextlib, io, sys
@@ -40,7 +43,7 @@ def _summary_process(path: Path, *verb: str, **chosen: str) -> tuple[str, int]:
 
 def test_summary_returns_freed_pages(real_trace_path: Callable[[str], Path]) -> None:
     jemalloc, mimalloc_bytes = _summary_process(real_trace_path("alexnet"))
-    assert jemalloc.endswith(ONE_RANK_JEMALLOC)
+    assert jemalloc.endswith(FIFTY_MS)  # a small trace: decay 0 bought no lower peak, only system CPU
     assert mimalloc_bytes == 0  # every Arrow buffer, the Parquet and JSON decoders' scratch too, came from malloc
 
 
@@ -48,12 +51,37 @@ def test_many_ranks_keep_freed_pages_50_ms(real_trace_path: Callable[[str], Path
     from ktrace.cli import main
 
     folder = real_trace_path("dlrm")
-    assert _summary_process(folder)[0].endswith(ALLOCATOR_SETTINGS["_RJEM_MALLOC_CONF"][1])
+    assert _summary_process(folder)[0].endswith(FIFTY_MS)
     assert main(["import", str(folder), "-o", str(tmp_path / "job.ktrace"), "--no-progress"]) == 0
-    assert _summary_process(tmp_path / "job.ktrace")[0].endswith(ALLOCATOR_SETTINGS["_RJEM_MALLOC_CONF"][1])
+    assert _summary_process(tmp_path / "job.ktrace")[0].endswith(FIFTY_MS)
     one = tmp_path / "one.ktrace"
     assert main(["import", str(sorted(folder.glob("*.json.gz"))[0]), "-o", str(one), "--no-progress"]) == 0
-    assert _summary_process(one)[0].endswith(ONE_RANK_JEMALLOC)
+    assert _summary_process(one)[0].endswith(FIFTY_MS)  # one small rank
+
+
+def test_a_big_trace_of_one_rank_returns_pages_at_once(tmp_path: Path) -> None:
+    """_one_rank tells from sizes alone: a compressed file's bytes, an uncompressed one's an eighth, a store's
+    Parquet files (sparse files: nothing is read)."""
+
+    def sized(path: Path, size: int) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("wb") as f:
+            f.truncate(size)
+        return path
+
+    assert _one_rank(sized(tmp_path / "big.json.gz", ONE_RANK_BIG_BYTES))
+    assert not _one_rank(sized(tmp_path / "small.json.gz", ONE_RANK_BIG_BYTES - 1))
+    assert not _one_rank(sized(tmp_path / "plain.json", 7 * ONE_RANK_BIG_BYTES))
+    assert _one_rank(sized(tmp_path / "plain_big.json", 8 * ONE_RANK_BIG_BYTES))
+    one = tmp_path / "one.ktrace"
+    (one / "node=a" / "rank=0").mkdir(parents=True)
+    (one / "meta.json").write_text("{}")
+    sized(one / "node=a" / "rank=0" / "kernels.parquet", ONE_RANK_BIG_BYTES // 2)
+    assert not _one_rank(one)
+    sized(one / "node=a" / "rank=0" / "ops.parquet", ONE_RANK_BIG_BYTES // 2)
+    assert _one_rank(one)
+    sized(one / "node=a" / "rank=1" / "ops.parquet", 1)
+    assert not _one_rank(one)  # two ranks
 
 
 @pytest.mark.parametrize("verb", [("check", "--json"), ("report", "-o", "OUT/r.html")])
@@ -62,7 +90,7 @@ def test_check_and_report_return_freed_pages_too(
 ) -> None:
     chosen = tuple(v.replace("OUT", str(tmp_path)) for v in verb)
     jemalloc, mimalloc_bytes = _summary_process(real_trace_path("alexnet"), *chosen)
-    assert jemalloc.endswith(ONE_RANK_JEMALLOC) and mimalloc_bytes == 0
+    assert jemalloc.endswith(FIFTY_MS) and mimalloc_bytes == 0
 
 
 def test_allocator_settings_the_user_chose_are_kept(real_trace_path: Callable[[str], Path]) -> None:

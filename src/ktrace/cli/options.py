@@ -111,10 +111,16 @@ rank-by-rank workers too (they inherit the environment)."""
 
 
 ONE_RANK_JEMALLOC = "dirty_decay_ms:0,muzzy_decay_ms:0"
-"""polars' jemalloc for a trace of one rank (a file, or a store of one partition): freed pages go back at once.
-Measured on the owlv2 x10 store (1.32 M events, one rank), 4 pairs against 50 ms: peak 263-267 against 281-290
-MiB (80-84 against 96-104 bytes an event, issue 29), ~0.05-0.1 s more system CPU; the 50 ms of
-ALLOCATOR_SETTINGS stay for many ranks, where 0 doubled the system CPU (the 256-rank one-process summary)."""
+"""polars' jemalloc for a big trace of one rank (a file, or a store of one partition, of ONE_RANK_BIG_BYTES or
+more): freed pages go back at once. Measured on the owlv2 x10 store (1.32 M events, one rank), 4 pairs against
+50 ms: peak 263-267 against 281-290 MiB (80-84 against 96-104 bytes an event, issue 29), ~0.05-0.1 s more system
+CPU; the 50 ms of ALLOCATOR_SETTINGS stay for many ranks, where 0 doubled the system CPU (the 256-rank
+one-process summary), and for small traces, where 0 bought no lower peak (owlv2 x1: 196-198 MB either way) for
+0.05-0.06 s more system CPU (T1, issue 29)."""
+ONE_RANK_BIG_BYTES = 4 << 20
+"""A one-rank trace this big on disk (a compressed file's bytes; an uncompressed file's count an eighth; a store's
+Parquet files) takes ONE_RANK_JEMALLOC: owlv2's 2.7 MB .json.gz (132 k events) is small, its x10 copy (27 MB; a
+5.7 MB store) big."""
 
 
 def use_returning_allocators(trace: str | None = None) -> None:
@@ -128,15 +134,17 @@ def use_returning_allocators(trace: str | None = None) -> None:
 
 
 def _one_rank(trace: Path) -> bool:
-    """Whether `trace` is one rank's, told from names alone (polars is not loaded yet): a file, or a store with at
-    most one node=/rank= partition; not a folder of per-rank files."""
-    if trace.is_file():
-        return True
+    """Whether `trace` is one big rank's (ONE_RANK_BIG_BYTES), told from names and sizes alone (polars is not loaded
+    yet): a file, or a store with at most one node=/rank= partition; not a folder of per-rank files."""
     try:
+        if trace.is_file():
+            size = trace.stat().st_size
+            return (size if trace.suffix in (".gz", ".zst", ".zstd") else size // 8) >= ONE_RANK_BIG_BYTES
         nodes = [e.path for e in os.scandir(trace) if e.name.startswith("node=") and e.is_dir()]
         if not (trace / "meta.json").is_file() or len(nodes) > 1:
             return False
-        return sum(1 for n in nodes for e in os.scandir(n) if e.name.startswith("rank=")) <= 1
+        ranks = [e.path for n in nodes for e in os.scandir(n) if e.name.startswith("rank=") and e.is_dir()]
+        return len(ranks) <= 1 and sum(f.stat().st_size for r in ranks for f in os.scandir(r)) >= ONE_RANK_BIG_BYTES
     except OSError:
         return False
 
