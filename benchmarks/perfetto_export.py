@@ -20,6 +20,10 @@ threads, so the stages' CPU overlap).
 
 The last line (one per format) reads `perfetto_export: <M> M slices/s wall, <M> M slices/s per CPU second on <n>
 kernels (...; peak RSS <MB> MB, <MB> MB above the opened store)`.
+
+The export runs with the allocator settings `ktrace export` sets (polars' jemalloc hands freed pages back after 50
+ms, pyarrow's system pool; `--allocators library` for the libraries' own). "Above the opened store" can fall as the
+store grows: the export reuses pages the store's read freed and the allocator kept, which the baseline counts.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from ktrace.cli.options import ALLOCATOR_SETTINGS
 
 MAKE_STORE = """
 import sys
@@ -118,10 +124,11 @@ def ensure_store(n_kernels: int, workdir: Path) -> Path:
     return path
 
 
-def export_once(store: Path, stages: bool, numpy_only: bool, fmt: str) -> dict[str, object]:
+def export_once(store: Path, stages: bool, numpy_only: bool, fmt: str, allocators: str) -> dict[str, object]:
     """One export (perfetto or chrome) in a fresh process: its figures as a dict."""
     never = {"KTRACE_PERFETTO_COMPILED_ROWS": str(2**62), "KTRACE_CHROME_COMPILED_ROWS": str(2**62)}
-    env = {**os.environ, **(never if numpy_only else {})}
+    returning = {name: value for name, (_, value) in ALLOCATOR_SETTINGS.items()} if allocators == "export" else {}
+    env = {**returning, **os.environ, **(never if numpy_only else {})}
     done = subprocess.run(
         [sys.executable, "-c", EXPORT, str(store), "1" if stages else "0", fmt],
         env=env,
@@ -152,7 +159,7 @@ def report(fmt: str, runs: list[dict[str, object]], args: argparse.Namespace) ->
     print(f"machine load after {os.getloadavg()[0]:.1f}")
     print(
         f"{fmt}_export: {slices / wall / 1e6:.2f} M slices/s wall, {slices / cpu / 1e6:.2f} M slices/s per CPU "
-        f"second on {args.kernels:,} kernels ({'numpy encoder' if args.numpy else 'default encoders'}; "
+        f"second on {args.kernels:,} kernels ({'numpy encoder' if args.numpy else 'default encoders'}, {args.allocators} allocators; "
         f"goal >= 1 M/s wall; peak RSS {peak:.0f} MB, {peak - opened:.0f} MB above the opened store, goal <= 1024)"
     )
 
@@ -165,12 +172,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--numpy", action="store_true", help="encode and format with numpy only (no numba kernel)")
     parser.add_argument("--format", choices=("perfetto", "chrome", "both"), default="perfetto", help="what to export")
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "ktrace-bench")
+    parser.add_argument(
+        "--allocators",
+        choices=("export", "library"),
+        default="export",
+        help="export: the allocator settings `ktrace export` sets (cli.options.ALLOCATOR_SETTINGS, where the "
+        "environment has none); library: polars' and pyarrow's own (as before 2026-11-28 X3)",
+    )
     args = parser.parse_args(argv)
     args.workdir.mkdir(parents=True, exist_ok=True)
     store = ensure_store(args.kernels, args.workdir)
     print(f"machine: {os.cpu_count()} cores, load before {os.getloadavg()[0]:.1f}; python {sys.version.split()[0]}")
     for fmt in ("perfetto", "chrome") if args.format == "both" else (args.format,):
-        report(fmt, [export_once(store, args.stages, args.numpy, fmt) for _ in range(args.repeat)], args)
+        runs = [export_once(store, args.stages, args.numpy, fmt, args.allocators) for _ in range(args.repeat)]
+        report(fmt, runs, args)
     return 0
 
 

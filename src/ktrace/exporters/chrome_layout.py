@@ -233,8 +233,8 @@ class ChromeLayout:
         return self.pid[code], self.tid[code]
 
     def _flow_ends(self, chunk: pl.DataFrame, code: I64) -> None:
-        at, found = self.launches.match(chunk["correlation_id"])
         kind = chunk["kind"]
+        at, found = self.launches.match(chunk["correlation_id"], kind_in(kind, ["api"]))
         gpu = np.flatnonzero(kind_in(kind, STREAM_KINDS) & found)  # in file order: the pairs' order
         term = self.pair_term.read(self.next_pair, gpu.size)  # bool already: no copy
         self.next_pair += gpu.size

@@ -97,21 +97,28 @@ class Launches:
         held = self.start.get(keys)
         self.start.put(keys, np.where(held == 0, earliest, np.minimum(held, earliest)))
 
-    def match(self, corr: pl.Series) -> tuple[I64, NDArray[np.bool_]]:
-        """Key of each correlation id (0 where none) and whether it is a launch's."""
-        keys, found, _ = self._match(corr)
+    def match(self, corr: pl.Series, calls: NDArray[np.bool_] | None = None) -> tuple[I64, NDArray[np.bool_]]:
+        """Key of each correlation id (0 where none) and whether it is a launch's. `calls`: rows that are this
+        rank's API calls, whose ids are launches' by construction (not looked up where ids are dense)."""
+        keys, found, _ = self._match(corr, calls)
         return keys, found
 
-    def _match(self, corr: pl.Series) -> tuple[I64, NDArray[np.bool_], I64 | None]:
-        """match's keys and found, and where the ids are dense what the file holds per row (0: no launch)."""
+    def _match(
+        self, corr: pl.Series, calls: NDArray[np.bool_] | None = None
+    ) -> tuple[I64, NDArray[np.bool_], I64 | None]:
+        """match's keys and found, and where the ids are dense what the file holds per row (0: no launch; 1 on
+        `calls`)."""
         values, valid = int_column(corr)  # 0 where null
         present = np.ones(values.shape[0], np.bool_) if valid is None else valid
         if self.dense:
             inside = present & (values >= self.base) & (values < self.base + self.keys)
             keys = np.where(inside, values - self.base, 0)
             held = np.zeros(keys.shape[0], np.int64)
-            if inside.any():
-                held[inside] = self.start.get(keys[inside])
+            asked = inside if calls is None else inside & ~calls
+            if asked.any():
+                held[asked] = self.start.get(keys[asked])
+            if calls is not None:
+                held[inside & calls] = 1
             found = held != 0
             return np.where(found, keys, 0), found, held
         if self.ids.dtype == np.uint32:  # ids as offsets from the first: one outside its 2**32 is no launch
@@ -128,8 +135,9 @@ class Launches:
     def add(self, window: pl.DataFrame) -> tuple[I64, NDArray[np.bool_]]:
         """The next window's launch->run pairs (its launched GPU records, in file order): each one's launch key
         and whether the record starts at or after its launch."""
-        at, found, held = self._match(window["correlation_id"])
-        gpu = np.flatnonzero(kind_in(window["kind"], STREAM_KINDS) & found)
+        on_gpu = kind_in(window["kind"], STREAM_KINDS)
+        at, found, held = self._match(window["correlation_id"], ~on_gpu)  # only GPU records are looked up
+        gpu = np.flatnonzero(on_gpu & found)
         keys = at[gpu]
         starts = self.starts(keys) if held is None else held[gpu] + (self.t0 - 1)
         return keys, window["start_ns"].to_numpy()[gpu] >= starts

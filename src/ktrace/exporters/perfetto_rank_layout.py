@@ -222,8 +222,8 @@ class RankLayout:
         A launch (the first API call of its correlation id, in file order) starts a flow to each GPU record it
         caused; the record ends it (terminating), or starts it too where it began before its launch (clock skew).
         """
-        at, found = self.launches.match(chunk["correlation_id"])
         kind = chunk["kind"]
+        at, found = self.launches.match(chunk["correlation_id"], kind_in(kind, ["api"]))
         gpu = np.flatnonzero(kind_in(kind, STREAM_KINDS) & found)
         gpu_ids = (first_id + self.next_pair + np.arange(gpu.size)).astype(np.uint64)
         term = cast("NDArray[np.bool_]", self.term.read(self.next_pair, gpu.size))  # bool already: no copy

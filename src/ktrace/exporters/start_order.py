@@ -36,6 +36,7 @@ class StartOrder:
         dtype = np.int32 if self.rows < 2**31 else np.int64
         self._memory: list[NDArray[np.integer]] = []
         self._spill = Spill(dtype, folder) if folder is not None else None
+        self._ahead: tuple[int, NDArray[np.generic]] = (0, np.zeros(0, dtype))
         blocks = range(0, self.rows, max(1, block_rows))
         lows = [start.slice(a, block_rows).min() for a in blocks]
         later = np.minimum.accumulate(np.array([*lows, np.iinfo(np.int64).max], np.int64)[::-1])[::-1]
@@ -60,8 +61,13 @@ class StartOrder:
 
     def read(self, first: int, count: int) -> NDArray[np.generic]:
         """Row numbers at places first, ..., first + count - 1 of the order."""
-        if self._spill is not None:
-            return self._spill.read(first, count)
+        if self._spill is not None:  # windows read the order forward, each place a few times: a block read ahead
+            at, held = self._ahead
+            end = min(self.rows, first + count)
+            if not (at <= first and end <= at + held.shape[0]):
+                at, held = first, self._spill.read(first, max(end - first, BLOCK_ROWS))
+                self._ahead = (at, held)
+            return held[first - at : first - at + count]
         if len(self._memory) != 1:
             self._memory = [np.concatenate(self._memory) if self._memory else np.zeros(0, np.int32)]
         return self._memory[0][first : first + count]
