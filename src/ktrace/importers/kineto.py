@@ -2,7 +2,7 @@
 
 Every format era is read: PyTorch 1.9 (capitalised categories, "stream 7" tids, absolute µs), 2022-23
 (snake_case categories, integer epoch µs, or epoch µs with a ns fraction, which float64 cannot hold and is
-read from its text: kineto_events.ts_columns) and 2024+ (float µs relative to `baseTimeNanoseconds`). Times
+read from its text: kineto_times.ts_columns) and 2024+ (float µs relative to `baseTimeNanoseconds`). Times
 become exact int64 ns since the epoch. Launches join GPU work by `args.correlation` (never by flow
 events); CUDA-graph fan-out and orphans are kept and counted in `meta.health`. Secret-looking metadata
 values are scrubbed. See shared/reference/formats.md §1 for the format.

@@ -11,8 +11,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ktrace.importers.kineto_combine import LeanBuilder
-from ktrace.importers.kineto_events import STEP_PREFIX, EventSink, to_int, ts_to_ns
+from ktrace.importers.kineto_events import STEP_PREFIX, EventSink, to_int
 from ktrace.importers.kineto_schema import MAX_TS_US
+from ktrace.importers.kineto_times import ts_to_ns
 from ktrace.model.builder import TraceBuilder
 from ktrace.model.nesting import nesting_depth
 

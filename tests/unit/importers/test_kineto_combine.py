@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 from real_traces import REAL_TRACES, real_traces_dir
 
-from ktrace.importers import kineto, kineto_events, kineto_tables
+from ktrace.importers import kineto, kineto_events, kineto_tables, kineto_times
 from ktrace.importers.kineto import import_kineto
 from ktrace.importers.kineto_combine import combined, slimmed
 from ktrace.model.builder import TraceBuilder
@@ -29,7 +29,7 @@ def _old_combined(parts: list[pa.Table]) -> pa.Table:
 
 
 def _old_ts_to_ns(ts_us: np.ndarray, base_ns: int) -> np.ndarray:
-    """kineto_events.ts_to_ns before this change (on the whole column at once)."""
+    """kineto_times.ts_to_ns before this change (on the whole column at once)."""
     whole = np.floor(ts_us)
     frac_ns = np.rint((ts_us - whole) * 1000.0).astype(np.int64)
     return whole.astype(np.int64) * 1000 + frac_ns + np.int64(base_ns)
@@ -83,6 +83,6 @@ def test_combined_fills_a_column_that_some_slices_left_out() -> None:
 def test_times_converted_block_by_block_equal_the_whole_column(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(7)
     ts = np.concatenate([rng.uniform(0, 2.0**43, 997), rng.integers(0, 10**12, 10).astype(np.float64), [0.0, 1e-3]])
-    monkeypatch.setattr(kineto_events, "_NS_BLOCK", 64)
+    monkeypatch.setattr(kineto_times, "_NS_BLOCK", 64)
     base = 1_700_000_000_000_000_000
-    assert np.array_equal(kineto_events.ts_to_ns(ts, base), _old_ts_to_ns(ts, base))
+    assert np.array_equal(kineto_times.ts_to_ns(ts, base), _old_ts_to_ns(ts, base))

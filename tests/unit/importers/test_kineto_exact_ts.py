@@ -21,8 +21,8 @@ from real_traces import fixture_path
 import ktrace.importers.kineto_decode as kineto_decode
 from ktrace.analysis.latency import launch_latency
 from ktrace.importers.kineto import import_kineto
-from ktrace.importers.kineto_events import LostNanoseconds, exact_ns, ts_columns
 from ktrace.importers.kineto_schema import EXACT_FROM_US
+from ktrace.importers.kineto_times import LostNanoseconds, exact_ns, ts_columns
 
 PID, TID = 4242, 4243
 T0 = 1712195495505583  # µs since the epoch (April 2024): float64 spacing 0.25 µs
