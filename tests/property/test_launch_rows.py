@@ -96,7 +96,7 @@ def test_launch_runs_match_a_naive_grouping(records: list[tuple[int, int, int]])
     """build_launch_runs: one entry per launching api row (first record by start then index, last end, count)."""
     import numpy as np
 
-    from ktrace.analysis.columns import build_launch_runs
+    from ktrace.analysis.launch_join import build_launch_runs
 
     rows = np.array([r for r, _, _ in records], np.int64)
     start = np.array([s for _, s, _ in records], np.int64)

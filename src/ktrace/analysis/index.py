@@ -28,12 +28,9 @@ import polars as pl
 from ktrace.analysis.columns import (
     FINER,
     GpuColumns,
-    LaunchRuns,
     Per,
     RowGroups,
     build_gpu_columns,
-    build_launch_rows,
-    build_launch_runs,
     build_record_names,
     coarser_row_groups,
     combine_rank_ids,
@@ -43,6 +40,7 @@ from ktrace.analysis.columns import (
     name_codes,
     stream_row_groups,
 )
+from ktrace.analysis.launch_join import LaunchRuns, build_launch_rows, build_launch_runs
 from ktrace.model.schema import TABLES
 from ktrace.model.trace import Trace
 
