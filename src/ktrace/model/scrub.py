@@ -28,13 +28,13 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ktrace.model import secret_commands, secret_formats, secret_names, secrets
+from ktrace.model import secret_commands, secret_formats, secret_names, secret_rules, secrets
 from ktrace.model.clock import ClockAlignment
 from ktrace.model.secrets import scrub_mapping, scrub_strings, scrub_text
 from ktrace.model.string_columns import map_distinct_strings
 from ktrace.model.trace import Trace, TraceMeta
 
-RULE_MODULES = (secrets, secret_names, secret_formats, secret_commands)
+RULE_MODULES = (secrets, secret_rules, secret_names, secret_formats, secret_commands)
 """The modules whose source is the secret rules: a change to any of them re-scrubs stores on read."""
 
 

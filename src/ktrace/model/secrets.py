@@ -35,14 +35,23 @@ from __future__ import annotations
 import functools
 import html
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote
 
 from ktrace.model.secret_commands import NAMES as TOOL_NAMES
 from ktrace.model.secret_commands import option_secrets, text_option_secrets
-from ktrace.model.secret_formats import TOKEN_FORMATS
 from ktrace.model.secret_names import REDACTED, is_flag_value, is_secret_key, is_secret_value, looks_random
+from ktrace.model.secret_rules import (
+    FOLDED_LITERALS,
+    FOLDED_RULE_OF,
+    FOLDED_RULES,
+    TOKEN_LITERALS,
+    TOKEN_RULE_OF,
+    TOKEN_RULES,
+    Rule,
+    always,
+)
 
 __all__ = [
     "MAX_DEPTH",
@@ -58,69 +67,8 @@ __all__ = [
     "scrub_value",
 ]
 
-_TOKEN_RULES: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = tuple(
-    (f.literals, re.compile(f.pattern)) for f in TOKEN_FORMATS
-)
-"""(literals one of which the text must hold, pattern). A group `s` is what is redacted, else the whole match."""
-_TOKEN_LITERALS = tuple(dict.fromkeys(lit for lits, _ in _TOKEN_RULES for lit in lits))
-_TOKEN_RULE_OF = tuple((lit, i) for i, (lits, _) in enumerate(_TOKEN_RULES) for lit in lits)
-"""(literal, index of its rule): one flat pass over them tells which rules a text needs."""
-
-_PREFILTER = (
-    "pass",
-    "pwd",
-    "secret",
-    "token",
-    "cred",
-    "cookie",
-    "sig",
-    "dsn",
-    "jwt",
-    "key",
-    "auth",
-    "bearer",
-    "webhook",
-    "session",
-    "transports",
-)
-"""Lower-case fragments one of which a text must hold for the name = value rules to run."""
-_NAME = r"[a-z0-9_.\-]"
-"""A character of a name in the case-folded text (the rules below all run on it)."""
-_KEY = (
-    rf"(?={_NAME}{{0,100}}?(?:{'|'.join(_PREFILTER)}))"  # holds a secret's word within 100 characters ...
-    rf"(?=(?P<key>{_NAME}{{1,200}}))(?P=key)"
-)  # ... then the whole name, atomically (no backtracking into it)
-"""A name holding one of the _PREFILTER words. Only such names become matches (a Python step each);
-is_secret_value() on the name as written (AccountKey) and its value then says whether it is a secret."""
-_ASSIGN = re.compile(
-    # NAME, optionally quoted, then = : => := (not ::), then a quoted, braced (ODBC) or bare value
-    rf"(?<!{_NAME}){_KEY}\\?[\"']?[ \t]{{0,3}}(?:=>?|:=|:(?!:))[ \t]{{0,3}}"
-    r"(?:\\?\"(?P<dq>[^\"\\\r\n]{1,4096})|'(?P<sq>[^'\\\r\n]{1,4096})|\{(?P<brace>[^}\r\n]{1,4096})\}"
-    r"|(?P<bare>(?:(?:bearer|basic|token|digest|bot|apikey)[ \t]{1,16})?[^\s\"',;&=<]{1,4096}))"
-)
-_FLAG_ARG = re.compile(rf"(?<![^\s\"'])(?=-){_KEY}[ \t]{{1,16}}(?P<bare>[^\s\-\"'][^\s\"']{{0,4095}})")
-"""`--password hunter3` in a command line joined into one string."""
-_XML = re.compile(rf"<{_KEY}(?:[ \t][^<>\r\n]{{0,200}})?>(?P<xml>[^<]{{1,4096}})</")
-"""`<password>hunter2</password>`, `<api_key id="1">...</api_key>`."""
-_SPACED = re.compile(r"(?<![a-z0-9_\-])(?P<key>password|passwd|passphrase)[ \t]{1,16}(?P<spaced>[^\s\"',;]{1,1024})")
-"""netrc's `machine h login u password hunter2`, and `password hunter2` in free text (a plain word is kept)."""
-_NETRC = re.compile(r"(?<![a-z0-9_\-])(?:login|machine|default)[ \t]")
-"""netrc's words: within 300 characters before `password`, its value is a password even if it is a word."""
-_PLAIN_WORD = re.compile(r"[a-z]+|[A-Z][a-z]+|[A-Z]+")
-_HEADER = re.compile(
-    r"(?<![a-z0-9_\-])(?:proxy-)?(?:authorization|set-cookie|cookie)[ \t]{0,3}:[ \t]{0,3}(?P<hdr>(?:\"[^\"\r\n]{0,512}\"|[^\r\n\"'\\]){1,4096})"
-)
-"""An `Authorization:` or `Cookie:` header: its whole value (`Digest username="u", response="..."`, every cookie)."""
-_BEARER = re.compile(r"(?<![a-z0-9_])bearer[ \t]{1,16}(?P<bare>[a-z0-9._~+/=\-]{8,4096})")
-_URL = re.compile(
-    r"(?<![a-z0-9+.\-])[a-z][a-z0-9+.\-]{0,30}://(?P<user>[^:/?#@\s\"']{0,256})"
-    r"(?::(?P<pw>[^/?#@\s\"']{1,1024}))?@"
-)
-"""scheme://user:password@host (basic auth, postgres://, redis://:pw@) and scheme://token@host (Sentry DSN)."""
 _BARE_RUN = re.compile(r"[^\s\"',;&<]*")
 """Where a bare value redacted ends: it runs on over `=` (base64 padding, `a=b` inside a password)."""
-_URL_TOKEN_USER = re.compile(r"[a-z0-9_\-]{16,}")
-"""A user name this long and plain is a key (Sentry DSN, https://ghp_...@github.com), not a login."""
 _ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 _ESCAPE = re.compile(r"%[0-9a-fA-F]{2}|\\(?:[ux][0-9a-fA-F]{2}|[ntr\"\\/])|&(?:#[0-9xX]|[a-zA-Z]{2,6};)")
 """An escape that may hide a secret's name, its `=` or the space before it (`password%3DX`, `\\u0070assword`,
@@ -129,46 +77,6 @@ _MAY_HOLD_SECRET = re.compile(r"[A-Za-z%\\&]")
 """Every rule needs a letter (a name, a token's prefix, a scheme) or an escape: shapes and numbers hold none."""
 _BACKSLASH_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|([ntr\"\\/]))")
 _SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "/": "/"}
-
-_Rule = Callable[[re.Match[str], str], bool]
-"""Whether a match (in the case-folded text) is a secret, given the text as written."""
-
-
-def _always(m: re.Match[str], text: str) -> bool:
-    return True
-
-
-def _named_secret(m: re.Match[str], text: str) -> bool:
-    group = m.lastgroup or ""
-    key = text[m.start("key") : m.end("key")]
-    return is_secret_value(key, text[m.start(group) : m.end(group)])
-
-
-def _spaced_secret(m: re.Match[str], text: str) -> bool:
-    value = text[m.start("spaced") : m.end("spaced")]
-    if is_flag_value(value):
-        return False
-    return (
-        _PLAIN_WORD.fullmatch(value) is None or _NETRC.search(m.string, max(0, m.start() - 300), m.start()) is not None
-    )
-
-
-def _url_secret(m: re.Match[str], text: str) -> bool:
-    return m["pw"] is not None or _URL_TOKEN_USER.fullmatch(m["user"]) is not None
-
-
-_FOLDED_RULES: tuple[tuple[tuple[str, ...], re.Pattern[str], _Rule], ...] = (
-    (("://",), _URL, _url_secret),
-    (("authorization", "cookie"), _HEADER, _always),
-    (("bearer",), _BEARER, _always),
-    (_PREFILTER, _ASSIGN, _named_secret),
-    (_PREFILTER, _FLAG_ARG, _named_secret),
-    (("</",), _XML, _named_secret),
-    (("password", "passwd", "passphrase"), _SPACED, _spaced_secret),
-)
-"""(literals one of which the case-folded text must hold, pattern, is it a secret)."""
-_FOLDED_LITERALS = tuple(dict.fromkeys([*(lit for lits, _, _ in _FOLDED_RULES for lit in lits), *TOOL_NAMES]))
-_FOLDED_RULE_OF = tuple((lit, i) for i, (lits, _, _) in enumerate(_FOLDED_RULES) for lit in lits)
 
 
 def scrub_text(text: str) -> tuple[str, int]:
@@ -200,12 +108,12 @@ _scrub_short = functools.lru_cache(maxsize=16384)(_scrub)
 
 def _scrub_plain(text: str) -> tuple[str, int]:
     count = 0
-    for i in sorted({i for lit, i in _TOKEN_RULE_OF if lit in text}):
-        text, n = _redact(_TOKEN_RULES[i][1], text, text, _always)
+    for i in sorted({i for lit, i in TOKEN_RULE_OF if lit in text}):
+        text, n = _redact(TOKEN_RULES[i][1], text, text, always)
         count += n
     folded = _fold(text)
-    for i in sorted({i for lit, i in _FOLDED_RULE_OF if lit in folded}):
-        _, pattern, is_secret = _FOLDED_RULES[i]
+    for i in sorted({i for lit, i in FOLDED_RULE_OF if lit in folded}):
+        _, pattern, is_secret = FOLDED_RULES[i]
         text, n = _redact(pattern, folded, text, is_secret)
         if n:
             count += n
@@ -253,7 +161,7 @@ def _replace_spans(text: str, spans: Sequence[tuple[int, int]]) -> str:
     return "".join([*out, text[last:]])
 
 
-def _redact(pattern: re.Pattern[str], subject: str, text: str, is_secret: _Rule) -> tuple[str, int]:
+def _redact(pattern: re.Pattern[str], subject: str, text: str, is_secret: Rule) -> tuple[str, int]:
     """Replace in `text` the secret part (group `s`, `pw`, a value, else the whole match) of each match of
     `pattern` in `subject` (`text`, or `text` case-folded) that `is_secret`.
 
@@ -291,9 +199,9 @@ def scrub_strings(values: Sequence[str]) -> tuple[dict[str, str], int]:
 def _scrub_distinct(values: Sequence[str]) -> dict[str, tuple[str, int]]:
     """{value: (scrubbed, how many redacted)} for those of distinct `values` that held a secret (scrub_strings)."""
     blob = "\x00".join(values)
-    literals = [lit for lit in _TOKEN_LITERALS if lit in blob]
+    literals = [lit for lit in TOKEN_LITERALS if lit in blob]
     folded_blob = _fold(blob)
-    folded = [lit for lit in _FOLDED_LITERALS if lit in folded_blob]
+    folded = [lit for lit in FOLDED_LITERALS if lit in folded_blob]
     escaped = _ESCAPE.search(blob) is not None
     changes: dict[str, tuple[str, int]] = {}
     if not literals and not folded and not escaped:
