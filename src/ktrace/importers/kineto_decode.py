@@ -4,7 +4,8 @@ The document is never held whole: the byte stream is cut at event boundaries (`}
 slices, each decoded by a typed msgspec decoder (kineto_schema) that reads only the fields ktrace
 uses. A cut that falls inside a string or a nested object makes the slice invalid JSON *at its end*,
 so it is simply retried at the next boundary; an error inside a slice is real damage, and the events
-around it are salvaged. Everything outside `traceEvents` is the header, decoded at the end.
+around it are salvaged (`kineto_salvage`). Everything outside `traceEvents` is the header, decoded at the end
+(`kineto_header`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import Any
 import msgspec
 
 from ktrace.importers.kineto_decode_report import DecodeReport
+from ktrace.importers.kineto_header import decode_header, decode_text, explain_no_events
+from ktrace.importers.kineto_schema import RAWS, DeepJSONError, EventSlice, decode_events, decode_shallow_if_deep
 from ktrace.importers.kineto_limits import (
     MAX_EVENT_BYTES,
     MAX_WHITESPACE_RUN,
@@ -25,67 +28,20 @@ from ktrace.importers.kineto_limits import (
     squeeze_whitespace,
     value_starts,
 )
-from ktrace.importers.kineto_schema import (
-    RAWS,
-    DeepJSONError,
-    EventSlice,
-    decode_events,
-    decode_shallow_if_deep,
-    valid_utf8,
-)
+from ktrace.importers.kineto_salvage import BOUNDARY, bracketed, error_pos, salvage
 from ktrace.model.errors import TraceFormatError
 
 CHUNK_BYTES = 8 << 20
 """Target size of one decoded slice of events."""
 
 
-_BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _RESUME = re.compile(rb"\}\s*(?:,\s*\{|\])")
 """Where skipping an oversized event ends: the next event, or the end of traceEvents."""
 _RESUME_TAIL = 3 * MAX_WHITESPACE_RUN
-_BYTE_POS = re.compile(r"\(byte (\d+)\)")
 _NON_BLANK = re.compile(rb"[^ \t\n\r\x0b\x0c]")
 """The first byte bytes.lstrip() keeps."""
 MAX_DAMAGE_SKIPS = 64
 """Damaged events the search for the end of traceEvents steps over before it gives up (then: `_array_end`)."""
-
-
-def _error_pos(exc: msgspec.DecodeError, size: int) -> int:
-    """Byte offset of a syntax error; the end of the input for truncation."""
-    m = _BYTE_POS.search(str(exc))
-    return int(m.group(1)) if m else size
-
-
-def _bracketed(data: bytes | bytearray | memoryview) -> bytes:
-    """`[` + data + `]` with a single copy."""
-    return b"".join((b"[", data, b"]"))
-
-
-def _count_items(data: bytes | bytearray) -> int:
-    return len(_BOUNDARY.findall(data)) + (1 if data.strip() else 0)
-
-
-def _salvage(region: bytearray, err: int, report: DecodeReport, with_ops: bool) -> tuple[EventSlice, int]:
-    """Events of `region` before damage at byte `err`, and where to resume after it.
-
-    Returns (events, resume offset into region, or len(region) when nothing after the damage is usable).
-    """
-    cuts = [m.start() + 1 for m in _BOUNDARY.finditer(region, 0, err)]
-    events = EventSlice([], b"[]")
-    good = 0
-    for cut in reversed(cuts[-8:]):
-        text = _bracketed(memoryview(region)[:cut])
-        try:
-            events = EventSlice(decode_events(text, report, with_ops), text)
-            good = cut
-            break
-        except msgspec.DecodeError:
-            continue
-    after = _BOUNDARY.search(region, err)
-    resume = after.end() - 1 if after else len(region)
-    dropped = _count_items(bytes(region[good:resume]).strip(b" \t\r\n,"))
-    report.dropped_events += max(dropped, 1)
-    return events, resume
 
 
 @dataclass(frozen=True)
@@ -156,7 +112,7 @@ class EventSplitter:
 
     def header_so_far(self) -> dict[str, Any]:
         """The header keys before traceEvents, for a read stopped before its end (the keys after it are unread)."""
-        return _decode_header((self.prefix or b'{"traceEvents": ') + b"[]}", self.report)
+        return decode_header((self.prefix or b'{"traceEvents": ') + b"[]}", self.report)
 
     def _settle(self) -> Iterator[Any]:
         if self.defer:
@@ -233,7 +189,7 @@ class EventSplitter:
                     f"more than {MAX_EVENT_BYTES >> 20} MiB before the top-level traceEvents "
                     "array: not read (KTRACE_MAX_EVENT_BYTES raises the cap)"
                 )
-        _explain_no_events(bytes(head))
+        explain_no_events(bytes(head))
         return False
 
     def _drain(self, final: bool) -> Iterator[EventSlice | PendingSlice | object]:
@@ -248,7 +204,7 @@ class EventSplitter:
                     yield from self._drop_oversized((m.end() - 1) if m else cut)
                 search_from = None
                 continue
-            chunk = _bracketed(memoryview(self.buf)[:cut])
+            chunk = bracketed(memoryview(self.buf)[:cut])
             if self.defer and m is not None:
                 end = m.end() - 1
                 sep = bytes(self.buf[cut:end])
@@ -259,11 +215,11 @@ class EventSplitter:
             try:
                 events = EventSlice(decode_events(chunk, self.report, self.with_ops), chunk)
             except msgspec.DecodeError as exc:
-                err = max(0, _error_pos(exc, len(chunk)) - 1)
+                err = max(0, error_pos(exc, len(chunk)) - 1)
                 if err >= cut - 1 and m is not None:  # cut inside a string or nested object: try further on,
                     search_from = max(m.end(), cut + cut // 8)  # at least 1/8 further (linear on `},{` runs)
                     continue
-                events, resume = _salvage(self.buf, min(err, cut), self.report, self.with_ops)
+                events, resume = salvage(self.buf, min(err, cut), self.report, self.with_ops)
                 self._emit(events)
                 yield events
                 del self.buf[:resume]
@@ -286,7 +242,7 @@ class EventSplitter:
         m = None
         if not (final and size <= self.chunk_bytes):
             pos = self.chunk_bytes - min(1 << 16, self.chunk_bytes // 8) if search_from is None else search_from
-            m = _BOUNDARY.search(self.buf, pos)
+            m = BOUNDARY.search(self.buf, pos)
             if m is None and not final:
                 return None
         return m, (m.start() + 1 if m else size)
@@ -311,7 +267,7 @@ class EventSplitter:
         else:
             suffix = bytes(self.buf[end + 1 :])
             if self.prefix is not None:
-                self.report.header = _decode_header(self.prefix + b"[]" + suffix, self.report, self.prefix + b"[]}")
+                self.report.header = decode_header(self.prefix + b"[]" + suffix, self.report, self.prefix + b"[]}")
             elif suffix.strip():
                 self.report.notes.append("bytes after the event array ignored")
             del self.buf[end:]
@@ -323,18 +279,18 @@ class EventSplitter:
         answer does not depend on how much of the file is still buffered (decode workers leave more here)."""
         start = 0
         for _ in range(MAX_DAMAGE_SKIPS):
-            chunk = _bracketed(memoryview(self.buf)[start:])
+            chunk = bracketed(memoryview(self.buf)[start:])
             try:
                 decode_shallow_if_deep(RAWS.decode, chunk, DecodeReport())
             except UnicodeDecodeError:
                 return None
             except msgspec.DecodeError as exc:
                 shift = exc.shift if isinstance(exc, DeepJSONError) else 0
-                err = _error_pos(exc, len(chunk)) + shift
+                err = error_pos(exc, len(chunk)) + shift
                 if "trailing characters" in str(exc):
                     close = chunk.rfind(b"]", 0, err - 1)
                     return start + close - 1 if close > 0 else None
-                m = _BOUNDARY.search(self.buf, start + max(err - 2, 0))
+                m = BOUNDARY.search(self.buf, start + max(err - 2, 0))
                 if m is None:
                     return None
                 start = m.start() + 1
@@ -345,7 +301,7 @@ class EventSplitter:
     def _array_end(self) -> int | None:
         """Fallback for damaged tails: the rightmost `]` after which the header decodes; else, where the keys after
         traceEvents are damaged themselves, the rightmost `}]` followed by a key or by bytes no JSON has there
-        (`_decode_header` then keeps the header before traceEvents). Whether damage earlier in the buffer made
+        (`decode_header` then keeps the header before traceEvents). Whether damage earlier in the buffer made
         `_closing_bracket` unsure must not matter: the decode workers hold more of the file here than one process
         does."""
         pos = len(self.buf)
@@ -377,50 +333,12 @@ class EventSplitter:
         assert self.prefix is not None
         try:
             header = decode_shallow_if_deep(
-                _decode_text, self.prefix + b"[]" + bytes(self.buf[pos + 1 :]), DecodeReport()
+                decode_text, self.prefix + b"[]" + bytes(self.buf[pos + 1 :]), DecodeReport()
             )
         except msgspec.DecodeError:
             return False
         return isinstance(header, dict)
 
 
-def _decode_text(data: bytes | bytearray | memoryview) -> Any:
-    """Any JSON value, invalid UTF-8 replaced."""
-    return msgspec.json.decode(valid_utf8(data))
-
-
 _KEY_AFTER = re.compile(rb"\s*,\s*\"")
 """A `]` followed by `, "`: the end of traceEvents when a key follows it."""
-
-
-def _decode_header(data: bytes, report: DecodeReport, before: bytes | None = None) -> dict[str, Any]:
-    """The top-level keys around traceEvents; where they do not decode and `before` (the header before
-    traceEvents, closed) does, that alone: the keys after traceEvents were damaged."""
-    try:
-        header = decode_shallow_if_deep(_decode_text, data, report)
-    except msgspec.DecodeError:
-        if before is not None and before != data:
-            try:
-                header = decode_shallow_if_deep(_decode_text, before, report)
-            except msgspec.DecodeError:
-                header = None
-            if isinstance(header, dict):
-                report.notes.append("the keys after traceEvents are damaged: ignored")
-                return header
-        report.notes.append("the header before traceEvents is damaged: metadata ignored")
-        return {}
-    return header if isinstance(header, dict) else {}
-
-
-def _explain_no_events(head: bytes) -> None:
-    """Raise the right error for a stream that has no traceEvents array."""
-    if not head.strip():
-        raise TraceFormatError("empty file: not a Kineto trace")
-    try:
-        doc = decode_shallow_if_deep(_decode_text, head, DecodeReport())
-    except msgspec.DecodeError as exc:
-        raise TraceFormatError(f"invalid JSON ({exc}) and no traceEvents array found") from None
-    if isinstance(doc, dict):
-        keys = ", ".join(list(doc)[:5]) or "none"
-        raise TraceFormatError(f"JSON, but not a Kineto trace: no traceEvents (top-level keys: {keys})")
-    raise TraceFormatError("JSON, but not a Kineto trace: expected an object with traceEvents")
