@@ -20,7 +20,7 @@ import msgspec
 
 from ktrace.importers.kineto_decode_report import DecodeReport
 from ktrace.importers.kineto_header import decode_header, decode_text, explain_no_events
-from ktrace.importers.kineto_schema import RAWS, DeepJSONError, EventSlice, decode_events, decode_shallow_if_deep
+from ktrace.importers.kineto_json_repair import DeepJSONError, decode_shallow_if_deep
 from ktrace.importers.kineto_limits import (
     MAX_EVENT_BYTES,
     MAX_WHITESPACE_RUN,
@@ -29,6 +29,7 @@ from ktrace.importers.kineto_limits import (
     value_starts,
 )
 from ktrace.importers.kineto_salvage import BOUNDARY, bracketed, error_pos, salvage
+from ktrace.importers.kineto_schema import RAWS, EventSlice, decode_events
 from ktrace.model.errors import TraceFormatError
 
 CHUNK_BYTES = 8 << 20

@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 
 from ktrace.importers.kineto_decode_report import DecodeReport
-from ktrace.importers.kineto_schema import decode_shallow_if_deep, valid_utf8
+from ktrace.importers.kineto_json_repair import decode_shallow_if_deep, valid_utf8
 from ktrace.model.errors import TraceFormatError
 
 

@@ -15,8 +15,9 @@ from property.hostile_corpus import decoy, deep_args, deep_event_list, gzip_stre
 
 from ktrace.importers import kineto_decode, kineto_limits, locate
 from ktrace.importers.kineto import import_kineto
+from ktrace.importers.kineto_json_repair import DeepJSONError, decode_shallow_if_deep
 from ktrace.importers.kineto_limits import MAX_DEPTH, TopLevelKey, flatten_deep, squeeze_whitespace
-from ktrace.importers.kineto_schema import DecodeReport, DeepJSONError, decode_shallow_if_deep
+from ktrace.importers.kineto_schema import DecodeReport
 from ktrace.model.errors import TraceFormatError
 
 
