@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 from real_traces import fixture_path
 
-import ktrace.tui.app as app_module
+import ktrace.tui.app_workers as app_workers
 import ktrace.tui.dashboard_data as dashboard_data
 import ktrace.tui.index_build as index_build
 import ktrace.tui.steps as steps_module
@@ -121,13 +121,13 @@ def test_details_are_computed_in_a_worker_for_the_latest_selection(
     settled,
 ) -> None:
     threads: list[str] = []
-    real = app_module.describe
+    real = app_workers.describe
 
     def recording_describe(*args):  # type: ignore[no-untyped-def]
         threads.append(threading.current_thread().name)
         return real(*args)
 
-    monkeypatch.setattr(app_module, "describe", recording_describe)
+    monkeypatch.setattr(app_workers, "describe", recording_describe)
     app = make_app(trace=synthetic_trace, analyses=False)
 
     async def scenario(pilot) -> None:  # type: ignore[no-untyped-def]

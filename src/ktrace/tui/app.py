@@ -6,22 +6,19 @@ import threading
 import time
 from pathlib import Path
 
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Footer, Header, Input, Static, TabbedContent, TabPane
-from textual.worker import get_current_worker
 
 from ktrace.analysis.index import TraceIndex
 from ktrace.model.trace import Trace
-from ktrace.tui.app_routing import WidgetRouting
-from ktrace.tui.details import describe
+from ktrace.tui.app_workers import BackgroundWork
 from ktrace.tui.keymap import bindings
-from ktrace.tui.live_follow import FOLLOW_EVERY_S, FollowState, Rerun, is_capture_in_progress, store_signature
+from ktrace.tui.live_follow import FOLLOW_EVERY_S, FollowState, Rerun
 from ktrace.tui.loading_mode import LoadingMode
 from ktrace.tui.messages import (
-    CriticalPathReady,
     DetailsReady,
     LinksReady,
     LoadFailed,
@@ -50,9 +47,10 @@ TIMELINE_CHROME = 5
 """Lines of the screen that are not the timeline pane: header, tab bar and its rule, status line, footer."""
 
 
-class KtraceApp(WidgetRouting):
+class KtraceApp(BackgroundWork):
     """Browse one trace: host/device tree + timeline, kernel table, dashboard (keys and palette: AppActions; a
-    capture in progress is followed: LiveFollowing; messages one widget sends another: WidgetRouting)."""
+    capture in progress is followed: LiveFollowing; messages one widget sends another: WidgetRouting; the thread
+    workers that read, index and analyse: BackgroundWork)."""
 
     CSS_PATH = "app.tcss"
     BINDINGS = bindings("app")  # type: ignore[assignment]
@@ -130,95 +128,6 @@ class KtraceApp(WidgetRouting):
         from ktrace.tui.widgets.loading import CalmLoadingIndicator
 
         return CalmLoadingIndicator()
-
-    # --- loading (thread workers) ---------------------------------------------------------------------
-    @work(thread=True, exclusive=True, group="load")
-    def _load_trace(self) -> None:
-        """Read, then index in steps: track list + overview (first screen), sorted tracks, links.
-
-        Step detection and the dashboard's analyses start in their own workers once the index is complete (on 2
-        cores, running them beside the track sort and the links delayed those 2-3x).
-        """
-        from ktrace.model.display_text import printable_trace
-        from ktrace.model.errors import KtraceError
-        from ktrace.tui.index_build import build_links, build_tracks, plan_index
-
-        t_read = time.perf_counter()
-        live = self.given_trace is None and self.path is not None and is_capture_in_progress(self.path)
-        # taken before the read: what is published during it is read again by the follow worker
-        seen = store_signature(self.path) if live and self.path is not None else ()
-        try:  # printable: no control character in a name reaches the screen
-            trace = printable_trace(self.given_trace if self.given_trace is not None else self._read())
-        except KtraceError as exc:
-            self.post_message(LoadFailed(str(exc), int(exc.exit_code)))
-            return
-        except (OSError, ValueError) as exc:
-            self.post_message(LoadFailed(f"{self.path}: {exc}", 3))
-            return
-        t_index = time.perf_counter()
-        self.post_message(LoadProgress("indexing tracks"))
-        index, plan = plan_index(trace)
-        self.post_message(TraceLoaded(trace, index, t_index - t_read, time.perf_counter() - t_index, live, seen))
-        self._first_drawn.wait(timeout=2.0)
-        t_tracks = time.perf_counter()
-        built = build_tracks(plan)
-        del plan
-        self.post_message(TracksReady(built, time.perf_counter() - t_tracks))
-        t_links = time.perf_counter()
-        links = build_links(trace)
-        self.post_message(LinksReady(links, time.perf_counter() - t_links))
-
-    def _read(self) -> Trace:
-        from ktrace.importers import load
-
-        def progress(done: int, total: int) -> None:
-            self.post_message(LoadProgress(f"reading {self.path}", done, total))
-
-        assert self.path is not None
-        return load(self.path, progress=progress, **self.load_options)
-
-    @work(thread=True, exclusive=True, group="steps")
-    def _detect_steps(self, trace: Trace) -> None:
-        """ktrace.analysis.steps.detect_steps (through the trace's analysis index: the dashboard reuses it)."""
-        from ktrace.tui.steps import step_spans
-
-        t = time.perf_counter()
-        steps = step_spans(trace, self.analysis_index)
-        self.post_message(StepsReady(steps, time.perf_counter() - t))
-
-    @work(thread=True, exclusive=True, group="summary")
-    def _load_summary(self, trace: Trace) -> None:
-        """The dashboard's analyses and panels; the dashboard only mounts widgets for them."""
-        from ktrace.tui.dashboard_data import compute_dashboard
-
-        self.post_message(compute_dashboard(trace, self.analysis_index))
-
-    def find_critical_path(self) -> None:
-        if self.trace is not None and self.index is not None:
-            self._critical_path(self.trace, self.index)
-
-    @work(thread=True, exclusive=True, group="critical_path")
-    def _critical_path(self, trace: Trace, index: TrackIndex) -> None:
-        """analysis.critical_path through the app's analysis index, mapped to timeline slices."""
-        from ktrace.tui.critical_marks import critical_marks
-
-        self.post_message(critical_marks(trace, self.analysis_index, index))
-
-    @on(CriticalPathReady)
-    @while_open
-    def _critical_ready(self, message: CriticalPathReady) -> None:
-        timeline = self.query_one(Timeline)
-        timeline.set_critical(message.marks)
-        if message.window is not None:
-            timeline.set_viewport(timeline.viewport.show(*message.window))
-        self.notify(message.text, timeout=6, markup=False)
-
-    @work(thread=True, exclusive=True, group="details")
-    def _describe(self, asked: int, index: TrackIndex, steps: StepSpans, table: str, row: int) -> None:
-        """Details of the selected slice (row fetches and binary searches; off the UI thread all the same)."""
-        fields = describe(index, steps, table, row)
-        if not get_current_worker().is_cancelled:
-            self.post_message(DetailsReady(table, row, fields, asked))
 
     @on(LoadProgress)
     @while_open
