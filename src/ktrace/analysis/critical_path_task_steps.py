@@ -87,7 +87,7 @@ def _range_steps(
         if not steps.height:
             continue
         for (node, rank), mine in steps.partition_by("node", "rank", maintain_order=True, as_dict=True).items():
-            key = (str(node), int(rank))  # type: ignore[call-overload]
+            key = (str(node), int(rank))
             if key in wanted and key not in found:
                 found[key] = (method, mine)
     return found
@@ -111,7 +111,7 @@ def _seed_collective_rows(index: TraceIndex, parts: Sequence[Part], indexes: Seq
     for i, ix in enumerate(indexes):
         rows = mine.get(i, np.zeros(0, np.int64))
         frame = collective_rows_frame(rows - first_kernel[i], [names[k] for k in codes[rows].tolist()], c.end[rows])
-        ix.get(COLLECTIVE_ROWS, lambda frame=frame: frame)
+        ix.seed((COLLECTIVE_ROWS, ()), frame)  # the key TraceIndex.get gives the slot
 
 
 def _unseeded() -> pl.DataFrame:
