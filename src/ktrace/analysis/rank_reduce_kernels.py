@@ -13,7 +13,7 @@ import polars as pl
 
 from ktrace.analysis.kernels import EFFICIENCY_COLUMNS, efficiency_means
 from ktrace.analysis.latency import QUANTILES
-from ktrace.analysis.log_histogram import grouped_quantiles
+from ktrace.analysis.log_histogram import COLUMNS, grouped_quantiles
 from ktrace.analysis.rank_partials import LATENCY_METRICS
 
 _KERNEL_STATS = (
@@ -36,7 +36,7 @@ _EFFICIENCY_SUMS = tuple(f"{c}_{part}" for c in EFFICIENCY_COLUMNS for part in (
 def named_histogram(hist: pl.DataFrame, names: pl.Series) -> pl.DataFrame:
     """A partial's kernel histogram keyed by name again (it travels keyed by the name's row in kernel_totals)."""
     lookup = pl.DataFrame({"name": names}).with_row_index("name_id").with_columns(pl.col("name_id").cast(pl.Int32))
-    return hist.join(lookup, on="name_id", how="left").select("name", "bin", "count")
+    return hist.join(lookup, on="name_id", how="left").select("name", *COLUMNS)
 
 
 def merge_kernel_totals(frames: Sequence[pl.DataFrame]) -> pl.DataFrame:
