@@ -1,6 +1,6 @@
 """Map-reduce summary of a many-rank store: rank_partial on the engine's workers, reduce_partials on the client.
 
-A task covers a few consecutive partitions (partition_groups: a few tasks per worker, at most TASK_BYTES of
+A task covers a few consecutive partitions (task_groups.partition_groups: a few tasks per worker, at most TASK_BYTES of
 Parquet each) and reads them once (store.read_each), in one pass: the job's spans, which set the time bins of the
 load balance and of the rank heatmap as in one process, come from the partitions' Parquet footers
 (model.partition_spans; where the footers cannot say exactly, and for the report's usage bins, a first pass reads
@@ -48,6 +48,7 @@ from ktrace.analysis.utilization import MAX_BINS, busy_time
 from ktrace.fleet.critical_path_map import Guess, PassFold, RankPass, RankTask, first_task, guess_task, path_of_passes
 from ktrace.fleet.early_start import EarlyStart
 from ktrace.fleet.engines import Engine, open_engine
+from ktrace.fleet.task_groups import Parts, partition_groups
 from ktrace.model import store
 from ktrace.model.clock import clock_mode
 from ktrace.model.errors import ProgressFn, TraceFormatError, no_progress
@@ -56,16 +57,6 @@ from ktrace.model.partition_spans import PartitionSpans, footer_spans, union_spa
 from ktrace.model.schema import TABLES
 from ktrace.model.trace import Trace
 from ktrace.presentation.summary_json import summary_to_dict
-
-TASK_BYTES = 64 * 2**20
-"""Parquet bytes one task reads at most: a task covers several partitions (one read, one clock shift and one pass
-of the analyses for all of them; on the 256-rank DLRM job a task per partition spent 0.2 s a rank on fixed costs)
-but never more than this, so a worker's memory stays that of a few ranks of big traces."""
-TASKS_PER_WORKER = 4
-"""Tasks per worker when the partitions are small: enough for the engine to balance uneven ranks."""
-
-Parts = tuple[tuple[str, int], ...]
-"""The (node, rank) partitions a task covers, in store.partitions order."""
 
 
 @dataclass(frozen=True)
@@ -100,25 +91,6 @@ class PartitionTask:
     def read(self, unused: tuple[str, ...] = ()) -> tuple[Trace, list[Trace]]:
         """The task's partitions as one trace, and each alone (store.read_each), without the `unused` tables."""
         return store.read_each(self.store, set(self.parts), clock=self.clock, skip=(*self.skip, *unused))
-
-
-def partition_groups(root: Path, workers: int, ranks_per_task: int | None = None) -> list[Parts]:
-    """The store's partitions cut into tasks: consecutive partitions (one host's ranks together), at most
-    `ranks_per_task` (default: enough for TASKS_PER_WORKER tasks per worker) and TASK_BYTES of Parquet a task."""
-    found = [
-        (node, rank, sum(f.stat().st_size for f in folder.iterdir())) for node, rank, folder in store.partitions(root)
-    ]
-    per_task = ranks_per_task or max(1, -(-len(found) // (max(1, workers) * TASKS_PER_WORKER)))
-    groups: list[Parts] = []
-    current: list[tuple[str, int]] = []
-    held = 0
-    for node, rank, size in found:
-        if current and (len(current) >= per_task or held + size > TASK_BYTES):
-            groups.append(tuple(current))
-            current, held = [], 0
-        current.append((node, rank))
-        held += size
-    return [*groups, tuple(current)] if current else groups
 
 
 _SPANS_UNUSED = ("threads", "devices")

@@ -65,7 +65,8 @@ def test_any_cut_of_the_ranks_into_tasks_gives_the_same_summary_and_rules(
     """A task reads several partitions at once and runs the analyses over all of them; where a task's cut falls
     (one rank a task, 3 across a host's boundary, the whole job in one) changes no number, no rule verdict and no
     rank's finding: the "per rank" rules and the critical path's parts still judge each rank alone."""
-    from ktrace.fleet.summary_map import partition_groups, same_results
+    from ktrace.fleet.summary_map import same_results
+    from ktrace.fleet.task_groups import partition_groups
     from ktrace.presentation.rules_json import report_to_dict
 
     path = jobs[16]
