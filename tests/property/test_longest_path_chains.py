@@ -86,11 +86,16 @@ def test_chains_cover_every_edge_once_in_path_order() -> None:
     assert sorted(chains.inner_nodes.tolist()) == [2, 4]
 
 
-def test_a_ring_outside_the_contract_still_ends() -> None:
-    # 0 -> 1 and a ring 2 -> 3 -> 4 -> 2 (no topological order covers it): no chains, the kernel's source runs
-    indptr, dst, weight = _csr(5, [(0, 1, 1), (2, 3, 1), (3, 4, 1), (4, 2, 1)])
-    order = np.arange(5, dtype=np.int64)
-    with pytest.raises(ValueError, match="cycle"):
+@pytest.mark.parametrize("ring", [1, 2, 3, 4, 8])
+def test_a_ring_outside_the_contract_still_ends(ring: int) -> None:
+    """0 -> 1 and a ring of `ring` nodes (no topological order covers it): no chains, the kernel's source runs.
+    Pointer doubling settles on a ring of 2**k nodes: the chains' heads tell it (RV5)."""
+    n = 2 + ring
+    indptr, dst, weight = _csr(n, [(0, 1, 1)] + [(2 + i, 2 + (i + 1) % ring, 1) for i in range(ring)])
+    order = np.arange(n, dtype=np.int64)
+    with pytest.raises(longest_path.RingError, match="cycle"):
         longest_path.chains_of(order, indptr, dst)
-    dist, _ = longest_path.longest_paths(order, indptr, dst, weight)
-    assert dist.tolist()[:2] == [0, 1]
+    dist, pred = longest_path.longest_paths(order, indptr, dst, weight)
+    source_dist, source_pred = np.zeros(n, np.int64), np.full(n, -1, np.int64)
+    longest_path._longest_paths.py_func(order, indptr, dst, weight, source_dist, source_pred)
+    assert dist.tolist() == source_dist.tolist() and pred.tolist() == source_pred.tolist()

@@ -98,9 +98,10 @@ ALLOCATOR_SETTINGS = {
     "ARROW_DEFAULT_MEMORY_POOL": ("pyarrow", "system"),
     "_RJEM_MALLOC_CONF": ("polars", "dirty_decay_ms:50,muzzy_decay_ms:0"),
 }
-"""Environment set by `ktrace summary`, `report` and `check` (where the user has not set it) before pyarrow
-and polars load, each variable with the library that reads it as it loads: allocators that hand freed pages back
-to the operating system. open_trace's pa.set_memory_pool reaches only
+"""Environment set by `ktrace summary`, `report`, `check` and `export` (where the user has not set it) before
+pyarrow and polars load, each variable with the library that reads it as it loads: allocators that hand freed pages
+back to the operating system (`export` passes no trace: 50 ms even for one big rank, whose decay 0 cost the export
+~50 % more CPU). open_trace's pa.set_memory_pool reaches only
 the buffers Arrow's Python layer hands out; the readers' own scratch (Parquet pages, decompression) came from the
 process default pool, mimalloc, which kept its freed pages. polars' jemalloc keeps freed pages 0.5-1 s (its own
 default) while the next analysis allocates; here 50 ms. Peak RSS of the owlv2 x10 store's summary (1.32 M events):

@@ -123,7 +123,7 @@ def longest_paths(
     if _longest_paths.skips_numba(rows):
         try:
             return _longest_by_chains(chains() if chains is not None else chains_of(*arrays[:3]), arrays[3])
-        except ValueError:  # a cycle (outside the contract): the kernel's source, which ends on any input
+        except RingError:  # a cycle (outside the contract): the kernel's source, which ends on any input
             pass
     if _longest_paths.skips_numba(rows) or _longest_paths.runs_as_python(rows):
         dist_ints, pred_ints = python_ints(np.zeros(n, np.int64)), python_ints(np.full(n, -1, np.int64))
@@ -133,6 +133,11 @@ def longest_paths(
     dist, pred = np.zeros(n, np.int64), np.full(n, -1, np.int64)
     _longest_paths(*arrays, dist, pred)
     return dist, pred
+
+
+class RingError(ValueError):
+    """chains_of's edges hold a ring of nodes of one in- and one out-edge (outside longest_paths' contract: no full
+    topological order)."""
 
 
 @dataclass(frozen=True)
@@ -171,7 +176,7 @@ def chains_of(order: I64, indptr: I64, dst: I64) -> Chains:
     """The chains of the edges (CSR form) and their relaxation order (`order`: a full topological order).
 
     Raises:
-        ValueError: the edges have a cycle of nodes of one in- and one out-edge (no full topological order).
+        RingError: the edges have a cycle of nodes of one in- and one out-edge (no full topological order).
     """
     n, m = indptr.size - 1, dst.size
     out_degree = np.diff(indptr)
@@ -186,7 +191,9 @@ def chains_of(order: I64, indptr: I64, dst: I64) -> Chains:
             break
         head = further
     else:  # (a ring of one-in one-out nodes: no topological order covers it)
-        raise ValueError("the edges have a cycle: no chains")
+        raise RingError("the edges have a cycle: no chains")
+    if m and inner[src[head]].any():  # a chain starts at a junction; doubling settles on a ring of 2**k nodes too
+        raise RingError("the edges have a cycle: no chains")
     place = np.empty(n, np.int64)
     place[order] = np.arange(n, dtype=np.int64)
     key = head * n + place[src]  # chain by chain, along the path (unique: a chain visits a node once)
