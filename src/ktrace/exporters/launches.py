@@ -1,12 +1,13 @@
-"""A rank's launch calls by correlation id, for the timeline exports' launch->run flows, kept in temporary files.
+"""A rank's launch calls by correlation id, for the timeline exports' launch->run flows, in spill tables.
 
 Each distinct correlation id of the rank's API calls (its launch: the first call in file order; its start: the
 earliest call's) gets a key. Where the ids are dense (as CUPTI's counters give them: their span at most
 DENSE_SPAN times the calls, plus DENSE_SLACK) the key is the id's offset from the least one, so no table of ids is
-held: what the exports note per id (its launch's start here; its flow or place in the layouts) lies in files by
-key (spill.SpillTable), and a window's ids, which count up with time, touch a few runs of them. Sparse ids are
-keyed by their place among the sorted distinct ids, which then stay in memory (4 bytes an id where they span
-under 2**32, else 8): the one per-id cost left.
+held: what the exports note per id (its launch's start here; its flow or place in the layouts) lies in tables by
+key (spill.SpillTable: in memory while the spills' budget allows, past it in files), and a window's ids, which
+count up with time, touch a few runs of them. Sparse ids are keyed by their place among the sorted distinct ids,
+which then stay in memory (4 bytes an id where they span under 2**32, else 8): the one per-id cost left outside
+the budget.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""The order by start of a span table's rows (ties in table order), found block by block and kept in a temporary
-file, so that reading a rank window by window holds no per-row array.
+"""The order by start of a span table's rows (ties in table order), found block by block and kept in a spill
+(spill.Spill: in memory while the spills' budget allows, past it in a temporary file), so that reading a rank
+window by window holds no per-row array past the budget.
 
 A table as the store reads it is sorted by start in runs (per thread, per stream): its disorder is local. The rows
 are read in blocks of BLOCK_ROWS in table order; the rows read so far whose start is below the least start of every

@@ -1,5 +1,6 @@
-"""start_order.StartOrder: the rows by start found a block at a time (in a file or in memory) are numpy's stable
-argsort of the starts, whatever the blocks' size and the table's disorder; is_sorted reads blocks too."""
+"""start_order.StartOrder: the rows by start found a block at a time (in a spill, memory or file, or a list) are
+numpy's stable argsort of the starts, whatever the blocks' size and the table's disorder; is_sorted reads blocks
+too."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from ktrace.exporters.spill import BUDGET, MEMORY_ENV
 from ktrace.exporters.start_order import StartOrder, is_sorted
 
 
@@ -17,17 +19,21 @@ from ktrace.exporters.start_order import StartOrder, is_sorted
     block=st.integers(1, 64),
     chunks=st.integers(1, 4),
     in_file=st.booleans(),
+    budget=st.sampled_from([0, 64, 2**20]),
 )
 def test_order_is_the_stable_argsort(
-    starts: list[int], block: int, chunks: int, in_file: bool, tmp_path_factory: pytest.TempPathFactory
+    starts: list[int], block: int, chunks: int, in_file: bool, budget: int, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
+    """In a spill (whose budget: none, the file; a few bytes, memory then the file; 1 MiB, memory) or in a list."""
     cut = len(starts) // chunks or 1  # a column in several chunks, as the store reads a big one
     column = pl.concat(
         [pl.Series("s", starts[a : a + cut], pl.Int64) for a in range(0, len(starts), cut)]
         or [pl.Series("s", [], pl.Int64)],
         rechunk=False,
     )
-    order = StartOrder(column, tmp_path_factory.getbasetemp() if in_file else None, block)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(MEMORY_ENV, str(BUDGET.used + budget))
+        order = StartOrder(column, tmp_path_factory.getbasetemp() if in_file else None, block)
     expected = np.argsort(np.array(starts, np.int64), kind="stable")
     assert order.read(0, len(starts) + 5).tolist() == expected.tolist()
     a = len(starts) // 3
