@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -47,7 +46,7 @@ from ktrace.analysis.critical_path_parts import (
 from ktrace.analysis.critical_path_ranks import JobGraph, join_graph_arrays, range_name
 from ktrace.analysis.index import TraceIndex
 from ktrace.fleet.engines import Engine
-from ktrace.fleet.first_rank import first_partition
+from ktrace.fleet.rank_tasks import Guess, RankTask, first_partition
 from ktrace.model import store
 from ktrace.model.clock import clock_mode
 from ktrace.model.errors import ProgressFn, TraceFormatError, no_progress
@@ -59,39 +58,6 @@ _STEP_TABLES = ("ops", "api", "kernels", "memory", "ranges")
 """Tables the first pass reads (steps, spans, launch windows of inferred steps, collectives)."""
 
 
-@dataclass(frozen=True)
-class RankTask:
-    """One partition of the store and what its task needs from the client (picklable: it travels to workers)."""
-
-    store: str
-    node: str
-    rank: int
-    clock: str
-    """The client's clock mode (a worker does not see the client's KTRACE_CLOCK)."""
-    annotation: str | None = None
-    steps_pattern: str | None = None
-    collectives: frozenset[str] = frozenset()
-    """collective_ends: the kernels whose end times the client needs."""
-    guess: Guess | None = None
-    """steps_task: the first rank's median step (window, range name, step method): build the rank's graph of the
-    same step in the same pass (own_window), kept when the job's choice is the same."""
-    window: Window | None = None
-    """graph_task: the rank's window of the chosen step."""
-    skip: tuple[str, ...] = ()
-    """Tables the user left out (store.read's skip: ("ops",) for --no-ops), never read."""
-
-    def label(self) -> str:
-        """How errors and progress name the task."""
-        return f"{self.store}: node={self.node}/rank={self.rank}"
-
-    def read(self, tables: tuple[str, ...]) -> Trace:
-        """The partition's trace, holding `tables` only."""
-        skip = [t for t in TABLES if t not in tables or t in self.skip]
-        return store.read(self.store, clock=self.clock, only={(self.node, self.rank)}, skip=skip)
-
-
-Guess = tuple[Window, str | None, int]
-"""The first rank's median step: its window, range name and step method (guess_of)."""
 RankPass = tuple[RankSteps, Window | None, RankGraph | None]
 """A rank's RankSteps, and the window and graph of the guessed step (None, None without a guess or a window)."""
 
@@ -243,7 +209,7 @@ class PassFold:
 
 def first_task(tasks: list[RankTask]) -> int:
     """The index of the task whose median step is the guess: the job's first rank with steps is the first
-    (node, rank) most often (first_rank.first_partition)."""
+    (node, rank) most often (rank_tasks.first_partition)."""
     return first_partition([(t.node, t.rank) for t in tasks])
 
 

@@ -13,18 +13,13 @@ from __future__ import annotations
 import importlib
 import os
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
 
 from ktrace.fleet.engines import Engine, open_engine
-from ktrace.fleet.first_rank import first_partition
+from ktrace.fleet.rank_tasks import Guess, RankTask, first_partition
 from ktrace.model.clock import clock_mode
 from ktrace.model.layout import is_store, partitions
-
-if TYPE_CHECKING:
-    from ktrace.fleet.critical_path_map import Guess
 
 FLEET_MIN_RANKS = 16
 """Stores with this many ranks (partitions of rank >= 0) or more are summarized rank by rank: below it one
@@ -48,28 +43,14 @@ def wants_fleet(path: str | os.PathLike[str], workers: int | None, cluster: str 
     return store_ranks(path) >= FLEET_MIN_RANKS
 
 
-@dataclass(frozen=True)
-class FirstRank:
-    """The first rank's partition and what reading its steps needs (picklable, and made of plain values: the client
-    builds it before it imports the analyses)."""
-
-    store: str
-    node: str
-    rank: int
-    clock: str
-    steps_pattern: str | None
-    skip: tuple[str, ...]
-
-
-def first_guess(item: FirstRank | str) -> Guess | None:
+def first_guess(item: RankTask | str) -> Guess | None:
     """Map task: the first rank's guess (critical_path_map.guess_of of its steps), or the import of a module (None)."""
     if isinstance(item, str):
         importlib.import_module(item)
         return None
-    from ktrace.fleet.critical_path_map import RankTask, guess_of, steps_task
+    from ktrace.fleet.critical_path_map import guess_of, steps_task
 
-    task = RankTask(item.store, item.node, item.rank, item.clock, None, item.steps_pattern, skip=item.skip)
-    return guess_of(steps_task(task)[0])
+    return guess_of(steps_task(item)[0])
 
 
 class EarlyStart:
@@ -77,12 +58,12 @@ class EarlyStart:
     rank's steps and the others importing the summary's module, in a thread of this process; `guess()` waits for
     it. A context manager: leaving it closes the engine."""
 
-    def __init__(self, engine: Engine, first: FirstRank | None) -> None:
+    def __init__(self, engine: Engine, first: RankTask | None) -> None:
         self.engine = engine
         self.first = first
         self._found: dict[int, Guess | None] = {}
         self._error: BaseException | None = None
-        items: list[FirstRank | str] = [first] if first is not None else []
+        items: list[RankTask | str] = [first] if first is not None else []
         items += [SUMMARY_MODULE] * (engine.workers - len(items))
 
         def run() -> None:
@@ -110,8 +91,13 @@ class EarlyStart:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._thread.join()
-        self.engine.close()
+        """Close the engine (once, even on a second Ctrl-C); after an error, without waiting for the first rank's
+        task first (closing cancels what has not started; the thread, a daemon, ends with the map)."""
+        try:
+            if exc_type is None:
+                self._thread.join()
+        finally:
+            self.engine.close()
 
 
 def start_early(
@@ -129,9 +115,9 @@ def start_early(
         engine.close()
         return None
     first = parts[first_partition(parts)] if parts else None
-    chosen = None if first is None else FirstRank(str(root), *first, clock_mode(), steps_pattern, tuple(skip))
+    chosen = None if first is None else RankTask(str(root), *first, clock_mode(), None, steps_pattern, skip=tuple(skip))
     return EarlyStart(engine, chosen)
 
 
-def _label(item: FirstRank | str) -> str:
-    return item if isinstance(item, str) else f"{item.store}: node={item.node}/rank={item.rank}"
+def _label(item: RankTask | str) -> str:
+    return item if isinstance(item, str) else item.label()

@@ -20,6 +20,7 @@ and the first rank's guess before the client imports this module.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from collections.abc import Callable, Iterator, Mapping
@@ -45,9 +46,10 @@ from ktrace.analysis.rules.config import RulesConfig
 from ktrace.analysis.rules.inputs import bin_ns_of
 from ktrace.analysis.rules.rank_rules import RuleFold, rank_rule_part
 from ktrace.analysis.utilization import MAX_BINS, busy_time
-from ktrace.fleet.critical_path_map import Guess, PassFold, RankPass, RankTask, first_task, guess_task, path_of_passes
+from ktrace.fleet.critical_path_map import PassFold, RankPass, first_task, guess_task, path_of_passes
 from ktrace.fleet.early_start import EarlyStart
 from ktrace.fleet.engines import Engine, open_engine
+from ktrace.fleet.rank_tasks import Guess, RankTask
 from ktrace.fleet.task_groups import Parts, partition_groups
 from ktrace.model import store
 from ktrace.model.clock import clock_mode
@@ -343,19 +345,23 @@ def fleet_summary(
     `Client` or cluster object may be passed as `cluster`); the engine is closed afterwards. `early`: the engine
     started already, with the first rank's guess (early_start.start_early, same path and options), which the
     caller closes."""
-    options = {
-        "top": top,
-        "steps_pattern": steps_pattern,
-        "annotations": annotations,
-        "by_shape": by_shape,
-        "rules_config": rules_config,
-        "skip": skip,
-        "gpu_peaks": gpu_peaks,
-        "system_usage": system_usage,
-        "progress": progress,
-    }
     if early is not None:
-        return summarize_store(path, early.engine, guess=early.guess, **options)  # type: ignore[arg-type]
-    n = sum(1 for _ in store.partitions(Path(path))) if Path(path).is_dir() else 1
-    with open_engine(workers=workers, cluster=cluster, tasks=n) as engine:
-        return summarize_store(path, engine, **options)  # type: ignore[arg-type]
+        engine = early.engine
+    else:
+        n = sum(1 for _ in store.partitions(Path(path))) if Path(path).is_dir() else 1
+        engine = open_engine(workers=workers, cluster=cluster, tasks=n)
+    with engine if early is None else contextlib.nullcontext():
+        return summarize_store(
+            path,
+            engine,
+            top=top,
+            steps_pattern=steps_pattern,
+            annotations=annotations,
+            by_shape=by_shape,
+            rules_config=rules_config,
+            skip=skip,
+            gpu_peaks=gpu_peaks,
+            system_usage=system_usage,
+            progress=progress,
+            guess=early.guess if early is not None else None,
+        )

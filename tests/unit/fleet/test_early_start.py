@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from ktrace.fleet.critical_path_map import RankTask, first_task, guess_task
-from ktrace.fleet.early_start import FirstRank, first_guess, start_early
+from ktrace.fleet.critical_path_map import first_task, guess_task
+from ktrace.fleet.early_start import first_guess, start_early
 from ktrace.fleet.engines import InProcessEngine
+from ktrace.fleet.rank_tasks import RankTask
 from ktrace.fleet.summary_map import fleet_summary, same_results
 from ktrace.model import store
 from ktrace.model.clock import clock_mode
@@ -31,7 +32,7 @@ def test_the_first_guess_is_guess_task_s(job_store: Path) -> None:
     first = tasks[first_task(tasks)]
     expected = guess_task(InProcessEngine(), first)
     assert expected is not None
-    assert first_guess(FirstRank(str(job_store), first.node, first.rank, first.clock, None, ())) == expected
+    assert first_guess(first) == expected
     with start_early(job_store, 2, steps_pattern=None) as early:  # type: ignore[union-attr]
         assert early.first is not None and (early.first.node, early.first.rank) == (first.node, first.rank)
         assert early.guess() == expected
