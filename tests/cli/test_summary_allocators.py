@@ -63,9 +63,10 @@ def test_a_big_trace_of_one_rank_returns_pages_at_once(tmp_path: Path) -> None:
     """_one_rank tells from sizes alone: a compressed file's bytes, an uncompressed one's an eighth, a store's
     Parquet files (sparse files: nothing is read)."""
 
-    def sized(path: Path, size: int) -> Path:
+    def sized(path: Path, size: int, gzip: bool | None = None) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("wb") as f:
+            f.write(b"\x1f\x8b" if (path.suffix == ".gz" if gzip is None else gzip) else b"{}")
             f.truncate(size)
         return path
 
@@ -73,6 +74,9 @@ def test_a_big_trace_of_one_rank_returns_pages_at_once(tmp_path: Path) -> None:
     assert not _one_rank(sized(tmp_path / "small.json.gz", ONE_RANK_BIG_BYTES - 1))
     assert not _one_rank(sized(tmp_path / "plain.json", 7 * ONE_RANK_BIG_BYTES))
     assert _one_rank(sized(tmp_path / "plain_big.json", 8 * ONE_RANK_BIG_BYTES))
+    assert not _one_rank(
+        sized(tmp_path / "named.json.gz", ONE_RANK_BIG_BYTES, gzip=False)
+    )  # the magic tells, not the name
     one = tmp_path / "one.ktrace"
     (one / "node=a" / "rank=0").mkdir(parents=True)
     (one / "meta.json").write_text("{}")

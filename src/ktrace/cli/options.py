@@ -119,7 +119,7 @@ CPU; the 50 ms of ALLOCATOR_SETTINGS stay for many ranks, where 0 doubled the sy
 one-process summary), and for small traces, where 0 bought no lower peak (owlv2 x1: 196-198 MB either way) for
 0.05-0.06 s more system CPU (T1, issue 29)."""
 ONE_RANK_BIG_BYTES = 4 << 20
-"""A one-rank trace this big on disk (a compressed file's bytes; an uncompressed file's count an eighth; a store's
+"""A one-rank trace this big on disk (a gzip file's bytes; an uncompressed file's count an eighth; a store's
 Parquet files) takes ONE_RANK_JEMALLOC: owlv2's 2.7 MB .json.gz (132 k events) is small, its x10 copy (27 MB; a
 5.7 MB store) big."""
 
@@ -140,7 +140,9 @@ def _one_rank(trace: Path) -> bool:
     try:
         if trace.is_file():
             size = trace.stat().st_size
-            return (size if trace.suffix in (".gz", ".zst", ".zstd") else size // 8) >= ONE_RANK_BIG_BYTES
+            with trace.open("rb") as f:
+                gzipped = f.read(2) == b"\x1f\x8b"  # as the importers tell it (kineto_stream.is_gzip), not by name
+            return (size if gzipped else size // 8) >= ONE_RANK_BIG_BYTES
         nodes = [e.path for e in os.scandir(trace) if e.name.startswith("node=") and e.is_dir()]
         if not (trace / "meta.json").is_file() or len(nodes) > 1:
             return False

@@ -22,8 +22,6 @@ def is_store(path: Path) -> bool:
 
 _PART_RE = re.compile(r"^node=(?P<node>[^/]+)$")
 _RANK_RE = re.compile(r"^rank=(?P<rank>-?[0-9]+)$")
-RANK_RANGE = (-(2**31), 2**31 - 1)
-"""Ranks are int32 on disk and in memory."""
 
 
 def partitions(root: Path) -> Iterator[tuple[str, int, Path]]:
@@ -65,6 +63,8 @@ def partition_dir(root: Path, node: str, rank: int) -> Path:
 
 MAX_RANK = 2**31 - 1
 """Ranks are int32 in every table."""
+RANK_RANGE = (-(2**31), MAX_RANK)
+"""Ranks are int32 on disk and in memory (rank -1: a host's process-level partition)."""
 MAX_RANKS_LISTED = 1 << 20
 """A rank list names at most this many ranks (0-2000000000 would need gigabytes)."""
 

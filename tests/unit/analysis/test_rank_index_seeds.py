@@ -59,3 +59,33 @@ def test_ranks_with_memory_records_and_a_rank_without_gpu_records(ranks: int, tm
     cpu_only = dataclasses.replace(trace, kernels=trace.kernels.filter(last), memory=trace.memory.filter(last))
     _assert_seeds(trace, tmp_path / "all")
     _assert_seeds(cpu_only, tmp_path / "cpu_only")
+
+
+def test_the_seeds_are_what_the_index_serves(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A seeded index builds nothing (a key renamed in TraceIndex would leave the seed unread, and the values the
+    index builds itself would still compare equal): its builders fail here (RV4)."""
+    import ktrace.analysis.critical_path_parts as parts_module
+    import ktrace.analysis.index as index_module
+    from ktrace.analysis.critical_path_parts import _collective_rows
+    from ktrace.analysis.critical_path_task_steps import ranks_steps
+
+    trace = generate_fleet(FleetConfig(ranks=4, hosts=2, steps=3, kernels_per_step=6)).trace
+    root = tmp_path / "s"
+    store.write(trace, root)
+    parts = [(n, r) for n, r, _ in store.partitions(root)]
+    joined, each = store.read_each(root, set(parts))
+    indexes = [TraceIndex(t) for t in each]
+    joined_index = TraceIndex(joined)
+    seed_rank_indexes(joined_index, indexes, parts)
+    ranks_steps(joined_index, parts, indexes)
+
+    def built(*_: object) -> None:
+        raise AssertionError("built, not seeded")
+
+    for name in ("build_gpu_columns", "build_launch_rows", "local_rank_ids", "concat_i64"):
+        monkeypatch.setattr(index_module, name, built)
+    monkeypatch.setattr(parts_module, "_find_collective_rows", built)
+    for ix in indexes:
+        ix.gpu_columns(), ix.launch_rows(), ix.api_times(), _collective_rows(ix)
+        for name in TABLES:
+            ix.table_rank_ids(name)

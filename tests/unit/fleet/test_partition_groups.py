@@ -1,4 +1,4 @@
-"""partition_groups (fleet.summary_map): a store's partitions cut into tasks of consecutive partitions; with several
+"""partition_groups (fleet.task_groups): a store's partitions cut into tasks of consecutive partitions; with several
 workers the tasks shrink towards the end (guided), so the workers finish nearly together."""
 
 from __future__ import annotations
