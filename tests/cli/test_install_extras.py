@@ -53,11 +53,10 @@ def test_capture_only_install_records_imports_and_describes(tmp_path: Path) -> N
 )
 def test_a_verb_that_needs_the_extra_exits_6_in_one_line(tmp_path: Path, args: list[str], module: str) -> None:
     trace = str(fixture_path("power_iteration"))
-    # KTRACE_PYTHON_KERNEL_ROWS=0: every analysis kernel compiled, as for a large trace (a small one runs them as
-    # Python and needs no numba: see the test below)
-    result = ktrace_without_extra(
-        *[trace if a == "TRACE" else a for a in args], cwd=tmp_path, env={"KTRACE_PYTHON_KERNEL_ROWS": "0"}
-    )
+    # KTRACE_PYTHON_KERNEL_ROWS=0 and KTRACE_NUMPY_KERNEL_ROWS=-1: every analysis kernel compiled, as for a large
+    # trace (a small one runs them as Python or as their numpy twins and needs no numba: see the test below)
+    compiled = {"KTRACE_PYTHON_KERNEL_ROWS": "0", "KTRACE_NUMPY_KERNEL_ROWS": "-1"}
+    result = ktrace_without_extra(*[trace if a == "TRACE" else a for a in args], cwd=tmp_path, env=compiled)
     assert result.returncode == ExitCode.MISSING_DEPENDENCY, result.stderr
     assert result.stderr.count("\n") == 1 and f"needs {module}" in result.stderr
     assert "pip install 'ktrace[analysis]'" in result.stderr
