@@ -7,7 +7,8 @@ with the rank (~40 bytes a kernel: 0.4 GB at 10 M kernels). So every Spill and S
 whole process, MEMORY_BYTES (256 MiB; the environment variable KTRACE_EXPORT_MEMORY_BYTES sets another, 0: files
 always): while its values fit what is left of it they lie in a numpy array, as fast as the export was before; past it
 they go to an unnamed temporary file and come back a chunk at a time, so the memory they take stays that of a chunk.
-The logic is the same either way; only where the values lie differs. The file lies in the output's folder, on the
+Callers see the same values either way (the tests run both side by side); a table in memory is read and written
+where it lies, one in a file a run of places at a time. The file lies in the output's folder, on the
 disk the export writes to anyway (not in $TMPDIR: often a small tmpfs, whose pages are memory, or swap, and which a
 large export fills); the kernel writes its pages out as it writes any file's and keeps them in its page cache only
 while memory allows. The file has no name (no other process sees it) and is gone once closed, or when the process
@@ -210,18 +211,13 @@ class SpillTable:
         ]
 
     def _read_run(self, lo: int, hi: int) -> NDArray[np.generic]:
-        """Places lo .. hi - 1 (in memory: the array's own, written through)."""
-        if self._backing.array is not None:
-            return self._backing.array[lo:hi]
+        """Places lo .. hi - 1, from the file."""
         run = np.empty(hi - lo, self.dtype)
         self._backing.read_into(lo, run)
         return run
 
     def _write_run(self, lo: int, run: NDArray[np.generic]) -> None:
-        if self._backing.array is None:
-            self._backing.write(lo, run)
-        elif run.base is not self._backing.array:
-            self._backing.array[lo : lo + run.shape[0]] = run
+        self._backing.write(lo, run)
 
     def _one_run(self, places: NDArray[np.int64]) -> tuple[int, int] | None:
         """(first, last + 1) of `places` where they lie close enough to read as one run (as a window's ids do)."""
@@ -233,6 +229,8 @@ class SpillTable:
     def get(self, keys: NDArray[np.integer]) -> NDArray[np.generic]:
         """The values at places `keys` (each in 0 .. size - 1; repeats allowed)."""
         places: NDArray[np.int64] = np.asarray(keys, np.int64)
+        if self._backing.array is not None:  # in memory the whole table is one run, read where it lies
+            return self._backing.array[places]
         one = self._one_run(places)
         if one is not None:
             return self._read_run(*one)[places - one[0]]
@@ -245,6 +243,9 @@ class SpillTable:
     def put(self, keys: NDArray[np.integer], values: NDArray[np.generic]) -> None:
         """Set the values at places `keys` (each in 0 .. size - 1; of a place given twice, one value is kept)."""
         places: NDArray[np.int64] = np.asarray(keys, np.int64)
+        if self._backing.array is not None:
+            self._backing.array[places] = values
+            return
         one = self._one_run(places)
         if one is not None:
             run = self._read_run(*one)
