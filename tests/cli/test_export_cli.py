@@ -206,6 +206,7 @@ def test_temporary_files_go_beside_the_output_not_in_tmpdir(
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-tmpdir"))  # what $TMPDIR gave, cached
+    monkeypatch.setenv("KTRACE_EXPORT_MEMORY_BYTES", "0")  # the spills in files (a small export's fit in memory)
     made_in: list[str | None] = []
     temporary_file = tempfile.TemporaryFile
 

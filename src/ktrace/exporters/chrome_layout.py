@@ -254,6 +254,7 @@ class ChromeLayout:
         for a in range(0, self.flow_count, chunk_rows):
             corr = self.flow_corr.read(a, chunk_rows).astype(np.int64, copy=False)
             code = self.launch_code.get(corr).astype(np.int64) - 1  # flows follow their GPU records: ids lie close
+            assert bool((code >= 0).all()), "a flow's launch was never placed"  # (-1 would take the last place)
             yield "s", a, self.pid[code], self.tid[code], self.launches.starts(corr)
         self.launch_code.close()
         for a in range(0, self.gpu_code.count, chunk_rows):

@@ -181,16 +181,20 @@ class RankLayout:
         self.lane_uuids: I64 = np.array(
             [lane_uuid[(b, k)] for b, k in zip(base.tolist(), lanes.tolist(), strict=True)], np.int64
         )
-        self.pairs_by_key: I64 = np.zeros(0, np.int64)
-        self.key_pairs: I64 = np.zeros(0, np.int64)
+        self.pairs_by_key: NDArray[np.int32] | I64 = np.zeros(0, np.int32)
+        self.key_pairs: NDArray[np.int32] | I64 = np.zeros(0, np.int32)
         """Per launch key k, its pairs are pairs_by_key[key_pairs[k]:key_pairs[k + 1]] (where an id launched two
-        GPU records: per pair and per key, in memory)."""
+        GPU records: per pair and per key, in memory; int32 below 2**31 pairs, as before the spills)."""
         self.launched = np.zeros(0, np.bool_)
         if self.pair_of_key is None:
             pair_key = self.pair_keys.read(0, self.pairs).astype(np.int64)
-            self.pairs_by_key = np.argsort(pair_key, kind="stable")
-            self.key_pairs = np.searchsorted(pair_key[self.pairs_by_key], np.arange(self.launches.keys + 1))
+            order = np.argsort(pair_key, kind="stable")
+            ends = np.searchsorted(pair_key[order], np.arange(self.launches.keys + 1))
             del pair_key
+            narrow = self.pairs < 2**31
+            self.pairs_by_key = order.astype(np.int32) if narrow else order
+            self.key_pairs = ends.astype(np.int32) if narrow else ends
+            del order, ends
             self.launched = np.zeros(self.launches.keys, np.bool_)
         self.pair_keys.close()
         self.next_pair = 0
