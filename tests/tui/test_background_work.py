@@ -319,3 +319,18 @@ def test_results_queued_when_the_app_exits_are_dropped_not_handled_without_scree
 
     drive(app, scenario)
     assert app.return_code == 0
+
+
+def test_a_worker_for_an_older_trace_does_not_take_the_newer_index() -> None:
+    """A live capture that grew replaces the app's trace and analysis index while a worker asked for the older trace
+    may still be starting: that worker makes its own index (it failed with "index= belongs to another trace")."""
+    from types import SimpleNamespace
+
+    from ktrace.analysis.index import TraceIndex
+    from ktrace.testing.synthetic import SyntheticConfig, generate
+    from ktrace.tui.app_workers import BackgroundWork
+
+    older, newer = (generate(SyntheticConfig(steps=1, kernels_per_step=2, ranks=1)) for _ in range(2))
+    app = SimpleNamespace(analysis_index=TraceIndex(newer))
+    assert BackgroundWork._index_for(app, older) is None  # type: ignore[arg-type]
+    assert BackgroundWork._index_for(app, newer) is app.analysis_index  # type: ignore[arg-type]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from textual import on, work
 from textual.worker import get_current_worker
@@ -28,6 +29,9 @@ from ktrace.tui.messages import (
 from ktrace.tui.steps import StepSpans
 from ktrace.tui.tracks import TrackIndex
 from ktrace.tui.widgets.timeline import Timeline
+
+if TYPE_CHECKING:
+    from ktrace.analysis.index import TraceIndex
 
 
 class BackgroundWork(WidgetRouting):
@@ -82,13 +86,20 @@ class BackgroundWork(WidgetRouting):
         assert self.path is not None
         return load(self.path, progress=progress, **self.load_options)
 
+    def _index_for(self, trace: Trace) -> TraceIndex | None:
+        """The app's analysis index when it is `trace`'s, else None (the analysis makes its own): a live capture that
+        grew replaces the trace and its index while a worker asked for the older trace may still be starting (a
+        worker reading the newer index with the older trace failed: "index= belongs to another trace")."""
+        index = self.analysis_index
+        return index if index is not None and index.trace is trace else None
+
     @work(thread=True, exclusive=True, group="steps")
     def _detect_steps(self, trace: Trace) -> None:
         """ktrace.analysis.steps.detect_steps (through the trace's analysis index: the dashboard reuses it)."""
         from ktrace.tui.steps import step_spans
 
         t = time.perf_counter()
-        steps = step_spans(trace, self.analysis_index)
+        steps = step_spans(trace, self._index_for(trace))
         self.post_message(StepsReady(steps, time.perf_counter() - t))
 
     @work(thread=True, exclusive=True, group="summary")
@@ -96,7 +107,7 @@ class BackgroundWork(WidgetRouting):
         """The dashboard's analyses and panels; the dashboard only mounts widgets for them."""
         from ktrace.tui.dashboard_data import compute_dashboard
 
-        self.post_message(compute_dashboard(trace, self.analysis_index))
+        self.post_message(compute_dashboard(trace, self._index_for(trace)))
 
     def find_critical_path(self) -> None:
         if self.trace is not None and self.index is not None:
@@ -107,7 +118,7 @@ class BackgroundWork(WidgetRouting):
         """analysis.critical_path through the app's analysis index, mapped to timeline slices."""
         from ktrace.tui.critical_marks import critical_marks
 
-        self.post_message(critical_marks(trace, self.analysis_index, index))
+        self.post_message(critical_marks(trace, self._index_for(trace), index))
 
     @on(CriticalPathReady)
     @while_open
