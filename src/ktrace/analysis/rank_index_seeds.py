@@ -33,6 +33,9 @@ def seed_rank_indexes(joined: TraceIndex, indexes: Sequence[TraceIndex], parts: 
     start, end = joined.api_times()
     launch = joined.launch_rows()
     firsts = {name: np.cumsum([0] + [ix.trace.table(name).height for ix in indexes]) for name in TABLES}
+    for name, first in firsts.items():  # the blocks must tile the joined table (a cheap check of the layout relied on)
+        if int(first[-1]) != joined.trace.table(name).height:
+            raise ValueError(f"seed_rank_indexes: the ranks' {name} rows do not make up the joined trace's")
     n_kernels = c.n_kernels
     for i, (ix, (node, rank)) in enumerate(zip(indexes, parts, strict=True)):
         trace = ix.trace

@@ -89,3 +89,12 @@ def test_the_seeds_are_what_the_index_serves(tmp_path: Path, monkeypatch: pytest
         ix.gpu_columns(), ix.launch_rows(), ix.api_times(), _collective_rows(ix)
         for name in TABLES:
             ix.table_rank_ids(name)
+
+
+def test_ranks_that_do_not_make_up_the_joined_trace_are_refused(tmp_path: Path) -> None:
+    trace = generate_fleet(FleetConfig(ranks=2, hosts=1, steps=2, kernels_per_step=4)).trace
+    store.write(trace, tmp_path / "s")
+    parts = [(n, r) for n, r, _ in store.partitions(tmp_path / "s")]
+    joined, each = store.read_each(tmp_path / "s", set(parts))
+    with pytest.raises(ValueError, match="do not make up"):
+        seed_rank_indexes(TraceIndex(joined), [TraceIndex(each[0])], parts[:1])
