@@ -39,6 +39,7 @@ import polars as pl
 from ktrace.analysis.breakdown import communication_names
 from ktrace.analysis.critical_path_graph import COLLECTIVE, GPU, GPU_RECORD, KERNEL_GAP, Graph, Window, build_graph
 from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.nearest_ranges import nearest_per_rank
 from ktrace.analysis.steps import detect_steps
 from ktrace.model.clock_matching import order_keys
 from ktrace.model.trace import Trace
@@ -84,16 +85,14 @@ def windows_of_ranks(first: Window, scope: str, ranges: pl.DataFrame | None, spa
     if ranges is not None and scope == "annotation" and name is not None:
         ranges = ranges.filter(pl.col("name").str.contains(name, literal=True))
     out = [first]
-    # each rank's ranges cut once (a filter of every rank's per rank took ~0.5 s at 256 ranks)
-    per_rank = {} if ranges is None else ranges.partition_by("node", "rank", maintain_order=True, as_dict=True)
+    nearest = {} if ranges is None else nearest_per_rank(ranges, name, first)  # all ranks in one query
     for node, rank, start, end in spans.iter_rows():
         if (str(node), int(rank)) == (first.node, first.rank):
             continue
         if ranges is None:
             out.append(Window(str(node), int(rank), int(start), int(end)))
             continue
-        mine = per_rank.get((str(node), int(rank)))  # a rank without ranges has no window
-        found = None if mine is None else _nearest(mine, str(node), int(rank), name, first)
+        found = nearest.get((str(node), int(rank)))  # a rank without ranges has no window
         if found is not None:
             out.append(found)
     return out
