@@ -24,13 +24,14 @@ import contextlib
 import dataclasses
 import os
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
 from ktrace.analysis.annotation_histograms import DEFAULT_ANNOTATION_PATTERNS
+from ktrace.analysis.critical_path import CriticalPath
 from ktrace.analysis.critical_path_parts import own_window, rank_graph
 from ktrace.analysis.critical_path_summary import critical_path_notes
 from ktrace.analysis.critical_path_task_steps import ranks_steps
@@ -278,6 +279,11 @@ def summarize_store(
     config = None if rules_config is False else RulesConfig() if rules_config is True else rules_config
     fold = None if config is None else RuleFold(config)
     total = len(path_tasks)
+    after = ThreadPoolExecutor(1, thread_name_prefix="ktrace-job-path")
+    job: list[Future[CriticalPath | None]] = []
+
+    def job_path() -> CriticalPath | None:
+        return path_of_passes(root, engine, path_tasks, passes.ready(), empty=empty.result())
 
     def partials() -> Iterator[RankPartial]:
         done = 0
@@ -290,11 +296,15 @@ def summarize_store(
                     fold.add(part)
                 partial = dataclasses.replace(partial, rules=None)
             yield partial
+        # every graph is in: the job's path (numpy, numba and polars, which let go of the GIL) is taken while the
+        # reduce finishes its tables, on the cores the map's workers no longer use
+        job.append(after.submit(job_path))
 
-    result = reduce_partials(
-        partials(), top=top, by_shape=by_shape, gpu_peaks=gpu_peaks, default_annotations=annotations is None
-    )
-    critical = path_of_passes(root, engine, path_tasks, passes.ready(), empty=empty.result())
+    with after:
+        result = reduce_partials(
+            partials(), top=top, by_shape=by_shape, gpu_peaks=gpu_peaks, default_annotations=annotations is None
+        )
+        critical = job[0].result()
     summary = dataclasses.replace(
         result.summary, critical_path=critical, notes=result.summary.notes + critical_path_notes(critical)
     )
