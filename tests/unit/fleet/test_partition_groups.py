@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ktrace.fleet.task_groups import TASKS_PER_WORKER, partition_groups
+from ktrace.fleet.task_groups import TAIL_SHARE, TASKS_PER_WORKER, partition_groups
 from ktrace.model import store
 from ktrace.testing.synthetic import SyntheticConfig, generate
 
@@ -28,8 +28,8 @@ def test_every_partition_once_in_store_order(wide: Path, workers: int) -> None:
 def test_several_workers_get_shrinking_tasks(wide: Path) -> None:
     n = len(list(store.partitions(wide)))  # 96 ranks and each host's process-level partition (rank -1)
     sizes = [len(g) for g in partition_groups(wide, 2)]
-    assert n == 100 and sizes == [25, 19, 14, 11, 8, 7, 7, 7, 2]  # a quarter of what is left, at least n / 16
-    assert sizes == sorted(sizes, reverse=True) and len(sizes) <= 3 * TASKS_PER_WORKER
+    assert n == 100 and sizes == [25, 19, 14, 11, 8, 6, 5, 4, 4, 4]  # a quarter of what is left, at least n / 32
+    assert sizes == sorted(sizes, reverse=True) and len(sizes) <= 2 * TAIL_SHARE
 
 
 def test_one_worker_and_a_given_size_cut_equal_tasks(wide: Path) -> None:
