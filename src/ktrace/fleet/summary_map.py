@@ -32,7 +32,8 @@ import polars as pl
 
 from ktrace.analysis.annotation_histograms import DEFAULT_ANNOTATION_PATTERNS
 from ktrace.analysis.critical_path import CriticalPath
-from ktrace.analysis.critical_path_parts import own_window, rank_graph
+from ktrace.analysis.critical_path_parts import own_window
+from ktrace.analysis.critical_path_rank_graphs import ranks_graphs
 from ktrace.analysis.critical_path_summary import critical_path_notes
 from ktrace.analysis.critical_path_task_steps import ranks_steps
 from ktrace.analysis.gpu_peaks import GpuPeaks
@@ -162,12 +163,10 @@ def partition_partial(task: PartitionTask) -> PartialPass:
         config = None if task.rules_config is True else task.rules_config
         rules = tuple(rank_rule_part(alone, config, index=ix) for alone, ix in zip(each, indexes, strict=True))
         partial = dataclasses.replace(partial, rules=rules)
-    passes = []
     found = ranks_steps(joined, task.parts, indexes, steps_pattern=task.steps_pattern)
-    for alone, ix, steps in zip(each, indexes, found, strict=True):
-        window = None if task.path_guess is None else own_window(steps, *task.path_guess)
-        passes.append((steps, window, None if window is None else rank_graph(alone, window, {}, 0, 0, index=ix)))
-    return partial, tuple(passes)
+    windows = [None if task.path_guess is None else own_window(steps, *task.path_guess) for steps in found]
+    graphs = ranks_graphs(joined, task.parts, indexes, windows)  # rank_graph of each rank's window, in one pass
+    return partial, tuple(zip(found, windows, graphs, strict=True))
 
 
 def _footers(root: Path, tasks: list[PartitionTask], system_usage: bool) -> list[PartitionSpans] | None:
