@@ -10,9 +10,8 @@ ranks). What judges one rank alone runs on each partition's own trace: the "per 
 path's parts. The job's critical path rides along (fleet.critical_path_map): a worker first reads the first rank's
 steps (the guessed step, its median), then each task returns every rank's steps and graph of its own window of that
 step, and the client joins them (path_of_passes, building again the few graphs of another step) in a thread while it
-finishes the reduce. The client keeps
-the per-rank rows and merges histograms and totals as the partials arrive (analysis.rank_reduce), so it never holds
-a frame of events; the result is the Summary `summarize()` gives.
+finishes the reduce. The client keeps the per-rank rows and merges histograms and totals as the partials arrive
+(analysis.rank_reduce), so it never holds a frame of events; the result is the Summary `summarize()` gives.
 
 `ktrace summary|report|check STORE` take this path, for speed and memory only, when the store has
 FLEET_MIN_RANKS ranks or more, or when `--workers` / `--cluster` is given; fleet.early_start starts the workers
