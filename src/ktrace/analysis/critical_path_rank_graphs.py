@@ -183,15 +183,6 @@ class _Batch:
         windows = pl.DataFrame(
             {"at": np.flatnonzero(self.active), "w_start": self.start[self.active], "w_end": self.end[self.active]}
         )
-        api_rank = _rank_of(self.firsts["api"])
-        api = trace.api.select(
-            "correlation_id",
-            api_row=pl.Series(np.arange(api_rank.size, dtype=np.int64) - self.firsts["api"][api_rank]),
-            call_ns="start_ns",
-            call=pl.col("name").cast(pl.String),
-            at=pl.Series(api_rank),
-        ).filter(pl.col("correlation_id").is_not_null() & pl.col("at").is_in(np.flatnonzero(self.active).tolist()))
-        api = api.unique(["at", "correlation_id"], keep="first", maintain_order=True)
         syncs = trace.syncs.with_columns(at=pl.Series(_rank_of(self.firsts["syncs"]))).join(windows, on="at")
         syncs = syncs.filter(pl.col("end_ns") >= pl.col("w_start")).select(
             pl.col("sync_type").cast(pl.String),
@@ -204,6 +195,18 @@ class _Batch:
             "at",
             "w_end",
         )
+        # only the calls these syncs and their events name: rank_syncs takes all the rank's, the others join none
+        named = pl.concat([syncs["correlation_id"], syncs["wait_correlation_id"]]).drop_nulls().unique()
+        api_rank = _rank_of(self.firsts["api"])
+        api = trace.api.select(
+            "correlation_id",
+            "start_ns",
+            "name",
+            api_row=pl.Series(np.arange(api_rank.size, dtype=np.int64) - self.firsts["api"][api_rank]),
+            at=pl.Series(api_rank),
+        ).filter(pl.col("correlation_id").is_in(named.implode()) & pl.col("at").is_in(windows["at"].implode()))
+        api = api.select("correlation_id", "api_row", "at", call_ns="start_ns", call=pl.col("name").cast(pl.String))
+        api = api.unique(["at", "correlation_id"], keep="first", maintain_order=True)
         syncs = syncs.join(api, on=["at", "correlation_id"], how="inner").filter(pl.col("call_ns") <= pl.col("w_end"))
         records = api.select("at", wait_correlation_id="correlation_id", record_row="api_row")
         device_wide = (pl.col("sync_type") == "event") & pl.col("wait_correlation_id").is_null()
@@ -262,7 +265,8 @@ class _Batch:
             rec_ev = np.full(ix.gpu_columns().size, -1, np.int64)
             rec_ev[recs] = n_cpu + np.arange(recs.size, dtype=np.int64)
             parts.append(_gpu_edges(ix, window, recs, rec_ev, api_ev, syncs))
-            waited, call = cpu_waits(ix, syncs, recs)
+            none = np.zeros(0, np.int64)
+            waited, call = cpu_waits(ix, syncs, recs) if syncs.height else (none, none)
             keep = api_ev[call] >= 0
             w, a = rec_ev[waited[keep]], api_ev[call[keep]]
             parts.append(_edges(2 * w + 1, 2 * a + 1, np.zeros(w.size, np.int64), SYNC, -1))
