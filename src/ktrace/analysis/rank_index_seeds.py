@@ -7,7 +7,9 @@ polars calls on tiny frames a rank (~0.9 s of CPU on 256 DLRM ranks) that one pr
 per-rank structures, so a rank's are its share of the joined trace's: the same arrays, cut at the rank's rows.
 
 The joined trace holds each rank's rows as one block of every table, in the order of the ranks' own traces
-(store.read_each); `seed_rank_indexes` relies on that and sets nothing an index has computed already.
+(store.read_each); `seed_rank_indexes` relies on that and sets nothing an index has computed already. A GPU record's
+operator (operators.operator_of_records: the innermost on its launch call's thread) is per record too: its ops row
+in the joined trace less the rank's first.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import polars as pl
 
 from ktrace.analysis.columns import GpuColumns
 from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.operators import OPERATOR_OF_RECORD, operator_of_records
 from ktrace.model.schema import TABLES
 
 I64 = npt.NDArray[np.int64]
@@ -28,10 +31,12 @@ _RANK_KEYS = {"node": pl.String, "rank": pl.Int32}
 
 def seed_rank_indexes(joined: TraceIndex, indexes: Sequence[TraceIndex], parts: Sequence[tuple[str, int]]) -> None:
     """Set each of `indexes` (the traces of `parts`, one (node, rank) each, in the joined trace's order) to hold
-    its rank ids of every table, GPU columns, runtime call times and launch rows as `joined`'s share of its rank."""
+    its rank ids of every table, GPU columns, runtime call times, launch rows and records' operators as `joined`'s
+    share of its rank."""
     c = joined.gpu_columns()
     start, end = joined.api_times()
     launch = joined.launch_rows()
+    operator = operator_of_records(joined.trace, index=joined)
     firsts = {name: np.cumsum([0] + [ix.trace.table(name).height for ix in indexes]) for name in TABLES}
     for name, first in firsts.items():  # the blocks must tile the joined table (a cheap check of the layout relied on)
         if int(first[-1]) != joined.trace.table(name).height:
@@ -53,6 +58,8 @@ def seed_rank_indexes(joined: TraceIndex, indexes: Sequence[TraceIndex], parts: 
         ix.seed("gpu_columns", _columns(c, rows, trace.kernels.height, keys))
         found = launch[rows]
         ix.seed("launch_rows", np.where(found >= 0, found - a0, -1).astype(np.int64))
+        inner, o0 = operator[rows], int(firsts["ops"][i])
+        ix.seed((OPERATOR_OF_RECORD, ()), np.where(inner >= 0, inner - o0, -1).astype(np.int64))
 
 
 def _columns(c: GpuColumns, rows: I64, n_kernels: int, keys: pl.DataFrame) -> GpuColumns:

@@ -11,19 +11,21 @@
   an occupancy of 0, which Kineto writes where it could not estimate one (a kernel that ran had a block resident).
 
 Both are "per rank" rules: a share of GPU time is judged on each rank's own time (an operator slow on one rank is
-that rank's finding), as every threshold on a share is on the rank-by-rank path.
+that rank's finding), as every threshold on a share is on the rank-by-rank path. RooflineGap reads the modeled
+calls through GAP_INPUTS: on a fleet task's rank, rank_rule_seeds holds its cut of the task's joined trace's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 
 from ktrace.analysis.breakdown import communication_names
 from ktrace.analysis.gpu_peaks import GpuPeaks, match_gpu
-from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.index import Slot, TraceIndex
 from ktrace.analysis.kernels import kernel_efficiency, kernel_stats
 from ktrace.analysis.roofline import KEYS, group_calls, modeled_calls, roofline_rows, trace_gpu
 from ktrace.analysis.rules.base import Evidence, Outcome, Param, ParamValue, Rule, Skip
@@ -31,10 +33,36 @@ from ktrace.analysis.rules.frames import evidence_rows, fmt_names
 from ktrace.model.trace import Trace
 
 
+@dataclass(frozen=True)
+class GapInputs:
+    """What RooflineGap reads of a trace's roofline.ModeledCalls (its unmodeled time is not judged)."""
+
+    coded: pl.DataFrame
+    """ModeledCalls.coded: the outermost modeled calls, KEYS Categorical (an empty frame with a reason)."""
+    gpu_time_ns: int
+    """The GPU time of all records (the share's denominator)."""
+    reason: str | None
+    """Why there is no roofline (roofline.NO_OPERATORS, NO_SHAPES); None when there is one."""
+
+
+GAP_INPUTS = Slot[GapInputs]("rules.roofline_gap_inputs")
+"""A trace's GapInputs: modeled_calls' (shared with the summary's roofline), or seeded on a rank's index."""
+
+
+def gap_inputs(trace: Trace, index: TraceIndex) -> GapInputs:
+    """The GapInputs of `trace`, shared through its index (GAP_INPUTS)."""
+
+    def compute() -> GapInputs:
+        found = modeled_calls(trace, index)
+        return GapInputs(found.coded, found.gpu_time_ns, found.reason)
+
+    return index.get(GAP_INPUTS, compute)
+
+
 def _roofline_gap(
     trace: Trace, index: TraceIndex, p: Mapping[str, ParamValue], overrides: Mapping[str, GpuPeaks]
 ) -> Outcome:
-    found = modeled_calls(trace, index)
+    found = gap_inputs(trace, index)
     if found.reason is not None:
         raise Skip(found.reason)
     gpu = trace_gpu(trace)
@@ -42,7 +70,7 @@ def _roofline_gap(
     if peaks is None:
         named = f"GPU {gpu!r} is" if gpu else "the trace names no GPU, so it is"
         raise Skip(f'{named} not in the peak table (add it as [gpu_peaks."NAME"] in the rules file)')
-    calls = found.calls  # the KEYS as Strings, made once (each read of .calls casts them again)
+    calls = found.coded.with_columns(pl.col(KEYS).cast(pl.String))  # the KEYS as Strings, for the evidence
     rows = roofline_rows(group_calls(found.coded), peaks).with_columns(
         share_pct=100 * pl.col("gpu_time_ns") / max(found.gpu_time_ns, 1)
     )

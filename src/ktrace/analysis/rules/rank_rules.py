@@ -25,11 +25,21 @@ from ktrace.analysis.rules.base import Evidence, Finding, Rule
 from ktrace.analysis.rules.config import RulesConfig
 from ktrace.analysis.rules.engine import RulesReport, all_rules, run_rules
 from ktrace.analysis.rules.fleet_rules import exact_inputs
+from ktrace.analysis.rules.rank_rule_seeds import seed_rule_inputs
 from ktrace.analysis.rules.rank_rules_fold import MAX_RANK_FINDINGS, NO_RANK, RuleFold, RuleParts, rank_label
 from ktrace.analysis.summary import Summary
 from ktrace.model.trace import Trace
 
-__all__ = ["MAX_RANK_FINDINGS", "NO_RANK", "RuleFold", "RuleParts", "rank_label", "rank_rule_part", "reduce_rule_parts"]
+__all__ = [
+    "MAX_RANK_FINDINGS",
+    "NO_RANK",
+    "RuleFold",
+    "RuleParts",
+    "rank_label",
+    "rank_rule_part",
+    "rank_rule_parts",
+    "reduce_rule_parts",
+]
 
 
 def _enabled(config: RulesConfig) -> list[Rule]:
@@ -56,6 +66,16 @@ def rank_rule_part(trace: Trace, config: RulesConfig | None, *, index: TraceInde
     only = ranks[0] if len(ranks) == 1 else None
     results = tuple(replace(r, findings=tuple(_named(f, label, only) for f in r.findings)) for r in report.results)
     return RuleParts(ranks, results, exact_inputs(ix))
+
+
+def rank_rule_parts(
+    joined: TraceIndex, indexes: Sequence[TraceIndex], parts: Sequence[tuple[str, int]], config: RulesConfig | None
+) -> tuple[RuleParts, ...]:
+    """The RuleParts of each rank of a fleet task (rank_rule_part on each of `indexes`, the ranks' own traces'),
+    their costliest inputs cut from `joined`, the index of the task's trace that joins them (rank_rule_seeds;
+    `parts`: their (node, rank), in the joined trace's order)."""
+    seed_rule_inputs(joined, indexes, parts)
+    return tuple(rank_rule_part(ix.trace, config, index=ix) for ix in indexes)
 
 
 def _named(finding: Finding, label: str, only: tuple[str, int] | None) -> Finding:

@@ -1,0 +1,74 @@
+"""The "per rank" rules' costliest inputs of each rank, cut from a fleet task's joined trace.
+
+A fleet task (fleet.summary_map) runs the "per rank" rules on each of its ranks' own traces (rank_rules), while
+its partial has already analysed the task's joined trace (several whole ranks, each one block of every table, in
+the ranks' order: analysis.rank_index_seeds). An input that is per thread or per record is its rank's share of
+the joined trace's, so each rank's index is seeded with that share instead of building it again:
+
+- RooflineGap's modeled calls (hardware.GAP_INPUTS): a call's model, its outermost call and the GPU records it
+  owns are all found on its own thread, so a rank's calls are the joined calls of its rows, in the same order
+  (~12 ms of polars calls and cost models a DLRM rank, the costliest rule there).
+
+Nothing is seeded that an index computed already (TraceIndex.seed), and a layout not as described raises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import polars as pl
+
+from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.op_attribution import IS_OPERATOR
+from ktrace.analysis.roofline import NO_OPERATORS, NO_SHAPES, modeled_calls
+from ktrace.analysis.rules.hardware import GAP_INPUTS, GapInputs
+
+_PART_KEYS = {"node": pl.String, "rank": pl.Int32}
+
+
+def seed_rule_inputs(joined: TraceIndex, indexes: Sequence[TraceIndex], parts: Sequence[tuple[str, int]]) -> None:
+    """Seed each of `indexes` (the traces of `parts`, one (node, rank) each, in the joined trace's order, as
+    rank_index_seeds.seed_rank_indexes takes them) with its share of `joined`'s rule inputs."""
+    _seed_gap_inputs(joined, indexes, parts)
+
+
+def _seed_gap_inputs(joined: TraceIndex, indexes: Sequence[TraceIndex], parts: Sequence[tuple[str, int]]) -> None:
+    found = modeled_calls(joined.trace, joined)
+    ops = joined.trace.ops
+    is_operator = ops.select(IS_OPERATOR).to_series().to_numpy() if ops.height else np.zeros(0, bool)
+    op_firsts = np.cumsum([0] + [ix.trace.ops.height for ix in indexes])
+    if int(op_firsts[-1]) != ops.height:
+        raise ValueError("rank_rule_seeds: the ranks' ops rows do not make up the joined trace's")
+    operators = np.concatenate([[0], np.cumsum(is_operator, dtype=np.int64)])[op_firsts]
+    bounds = _call_blocks(found.coded, parts) if found.reason is None else None
+    for i, ix in enumerate(indexes):
+        reason = _reason(ix, int(operators[i + 1] - operators[i]))
+        if reason is None and bounds is None:
+            raise ValueError("rank_rule_seeds: a rank has modeled calls where the joined trace has none")
+        c = ix.gpu_columns()
+        total = int((c.end - c.start).astype(np.int64).sum())
+        coded = pl.DataFrame() if reason is not None or bounds is None else found.coded[bounds[i] : bounds[i + 1]]
+        ix.seed((GAP_INPUTS, ()), GapInputs(coded, total, reason))
+
+
+def _reason(ix: TraceIndex, operators: int) -> str | None:
+    """roofline.modeled_calls' reason on the rank's own trace (`operators`: its operator rows)."""
+    ops = ix.trace.ops
+    if operators == 0:
+        return NO_OPERATORS
+    if not {"input_dims", "input_types"} <= set(ops.columns) or ops["input_types"].null_count() == ops.height:
+        return NO_SHAPES
+    return None
+
+
+def _call_blocks(coded: pl.DataFrame, parts: Sequence[tuple[str, int]]) -> np.ndarray:
+    """The first row of each part's calls in `coded` (and the end): the calls are in ops order, so each part's
+    are one block, in the parts' order (checked)."""
+    order = pl.DataFrame(list(parts), schema=_PART_KEYS, orient="row").with_row_index("part")
+    keys = coded.select(pl.col("node").cast(pl.String), pl.col("rank").cast(pl.Int32))
+    part = keys.join(order, on=["node", "rank"], how="left", maintain_order="left")["part"]
+    at = part.to_numpy()
+    if part.null_count() or np.any(np.diff(at.astype(np.int64)) < 0):
+        raise ValueError("rank_rule_seeds: the modeled calls are not one block per rank in the ranks' order")
+    return np.searchsorted(at, np.arange(len(parts) + 1), "left")
