@@ -46,7 +46,7 @@ from ktrace.analysis.rank_reduce import FleetResult, reduce_partials
 from ktrace.analysis.rank_reduce_usage import UsageBins
 from ktrace.analysis.rules.config import RulesConfig
 from ktrace.analysis.rules.inputs import bin_ns_of
-from ktrace.analysis.rules.rank_rules import RuleFold, rank_rule_part
+from ktrace.analysis.rules.rank_rules import RuleFold, rank_rule_parts
 from ktrace.analysis.utilization import MAX_BINS, busy_time
 from ktrace.fleet.critical_path_map import PassFold, RankPass, first_task, guess_task, path_of_passes
 from ktrace.fleet.early_start import EarlyStart
@@ -161,7 +161,7 @@ def partition_partial(task: PartitionTask) -> PartialPass:
     seed_rank_indexes(joined, indexes, task.parts)  # its GPU columns, launch rows, rank ids: the joined trace's
     if task.rules_config is not False:
         config = None if task.rules_config is True else task.rules_config
-        rules = tuple(rank_rule_part(alone, config, index=ix) for alone, ix in zip(each, indexes, strict=True))
+        rules = rank_rule_parts(joined, indexes, task.parts, config)  # costliest inputs cut from the joined
         partial = dataclasses.replace(partial, rules=rules)
     found = ranks_steps(joined, task.parts, indexes, steps_pattern=task.steps_pattern)
     windows = [None if task.path_guess is None else own_window(steps, *task.path_guess) for steps in found]
