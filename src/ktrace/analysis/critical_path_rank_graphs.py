@@ -58,11 +58,12 @@ def ranks_graphs(
 ) -> list[RankGraph | None]:
     """[None if w is None else rank_graph(indexes[i].trace, w, {}, 0, 0, index=indexes[i]) for each i, w], computed
     on `index`, the TraceIndex of the trace joining the ranks (store.read_each's: each partition's rows, in `parts`
-    order, one block of each table); `indexes` seeded from it (rank_index_seeds.seed_rank_indexes). A window on
-    another rank than its part's takes rank_graph on the part's own trace."""
+    order, one block of each table); `indexes` the ranks' own (rank_index_seeds.seed_rank_indexes spares them
+    building their GPU columns again). A window on another rank than its part's takes rank_graph on the part's own
+    trace."""
     firsts = _blocks(index, indexes)
     own = [w is not None and (w.node, w.rank) == p for p, w in zip(parts, windows, strict=True)]
-    batch = _Batch(index, firsts, [w if ok else None for w, ok in zip(windows, own, strict=True)])
+    batch = _Batch(index, firsts, [w if ok else None for w, ok in zip(windows, own, strict=True)]) if any(own) else None
     out: list[RankGraph | None] = []
     for i, (ix, window) in enumerate(zip(indexes, windows, strict=True)):
         if window is None:
@@ -70,6 +71,7 @@ def ranks_graphs(
         elif not own[i]:
             out.append(rank_graph(ix.trace, window, {}, 0, 0, index=ix))
         else:
+            assert batch is not None
             out.append(batch.rank_graph(i, ix, window))
     return out
 
