@@ -44,7 +44,7 @@ from ktrace.analysis.critical_path_graph import (
 from ktrace.analysis.critical_path_packed import PackedGraph
 from ktrace.analysis.critical_path_parts import GRAPH_COLUMNS, GRAPH_TABLES, RankGraph, rank_graph
 from ktrace.analysis.critical_path_ranks import communication_records
-from ktrace.analysis.critical_path_syncs import DEVICE_SYNC_CALLS, cpu_waits
+from ktrace.analysis.critical_path_syncs import SYNC_COLUMNS, context_sync_type, cpu_waits
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.op_attribution import IS_OPERATOR
 
@@ -186,17 +186,7 @@ class _Batch:
             {"at": np.flatnonzero(self.active), "w_start": self.start[self.active], "w_end": self.end[self.active]}
         )
         syncs = trace.syncs.with_columns(at=pl.Series(_rank_of(self.firsts["syncs"]))).join(windows, on="at")
-        syncs = syncs.filter(pl.col("end_ns") >= pl.col("w_start")).select(
-            pl.col("sync_type").cast(pl.String),
-            pl.col("device").fill_null(-1).cast(pl.Int64),
-            pl.col("stream").fill_null(-1),
-            "end_ns",
-            "correlation_id",
-            "wait_stream",
-            "wait_correlation_id",
-            "at",
-            "w_end",
-        )
+        syncs = syncs.filter(pl.col("end_ns") >= pl.col("w_start")).select(*SYNC_COLUMNS, "at", "w_end")
         # only the calls these syncs and their events name: rank_syncs takes all the rank's, the others join none
         named = pl.concat([syncs["correlation_id"], syncs["wait_correlation_id"]]).drop_nulls().unique()
         api_rank = _rank_of(self.firsts["api"])
@@ -211,11 +201,7 @@ class _Batch:
         api = api.unique(["at", "correlation_id"], keep="first", maintain_order=True)
         syncs = syncs.join(api, on=["at", "correlation_id"], how="inner").filter(pl.col("call_ns") <= pl.col("w_end"))
         records = api.select("at", wait_correlation_id="correlation_id", record_row="api_row")
-        device_wide = (pl.col("sync_type") == "event") & pl.col("wait_correlation_id").is_null()
-        device_wide = device_wide & pl.col("call").is_in(DEVICE_SYNC_CALLS)
-        syncs = syncs.with_columns(
-            pl.when(device_wide).then(pl.lit("context")).otherwise("sync_type").alias("sync_type")
-        )
+        syncs = syncs.with_columns(context_sync_type())
         syncs = syncs.join(records, on=["at", "wait_correlation_id"], how="left").sort("at", "end_ns", "correlation_id")
         first = np.searchsorted(_col(syncs, "at"), np.arange(n + 1), side="left").astype(np.int64)
         return syncs.drop("at", "w_end"), first

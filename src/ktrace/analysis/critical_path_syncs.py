@@ -38,22 +38,31 @@ def rank_syncs(ix: TraceIndex, node: str, rank: int, start_ns: int, end_ns: int)
         "correlation_id", pl.col("api_row").cast(pl.Int64), call_ns="start_ns", call=pl.col("name").cast(pl.String)
     )
     api = api.unique("correlation_id", keep="first", maintain_order=True)
-    syncs = ix.trace.syncs.filter(mine & (pl.col("end_ns") >= start_ns)).select(
-        pl.col("sync_type").cast(pl.String),
-        pl.col("device").fill_null(-1).cast(pl.Int64),
-        pl.col("stream").fill_null(-1),
-        "end_ns",
-        "correlation_id",
-        "wait_stream",
-        "wait_correlation_id",
-    )
+    syncs = ix.trace.syncs.filter(mine & (pl.col("end_ns") >= start_ns)).select(*SYNC_COLUMNS)
     syncs = syncs.join(api, on="correlation_id", how="inner").filter(pl.col("call_ns") <= end_ns)
     records = api.select(wait_correlation_id="correlation_id", record_row="api_row")
-    # nsys records a cudaDeviceSynchronize as an event sync naming no event: it waits as a context sync does
+    syncs = syncs.with_columns(context_sync_type())
+    return syncs.join(records, on="wait_correlation_id", how="left").sort("end_ns", "correlation_id")
+
+
+SYNC_COLUMNS = (
+    pl.col("sync_type").cast(pl.String),
+    pl.col("device").fill_null(-1).cast(pl.Int64),
+    pl.col("stream").fill_null(-1),
+    "end_ns",
+    "correlation_id",
+    "wait_stream",
+    "wait_correlation_id",
+)
+"""The columns of rank_syncs' rows taken from trace.syncs (before the waiting call's are joined)."""
+
+
+def context_sync_type() -> pl.Expr:
+    """sync_type with an event sync naming no event made by a DEVICE_SYNC_CALLS call (`call`) a "context" sync: nsys
+    records a cudaDeviceSynchronize so, and it waits as a context sync does."""
     device_wide = (pl.col("sync_type") == "event") & pl.col("wait_correlation_id").is_null()
     device_wide = device_wide & pl.col("call").is_in(DEVICE_SYNC_CALLS)
-    syncs = syncs.with_columns(pl.when(device_wide).then(pl.lit("context")).otherwise("sync_type").alias("sync_type"))
-    return syncs.join(records, on="wait_correlation_id", how="left").sort("end_ns", "correlation_id")
+    return pl.when(device_wide).then(pl.lit("context")).otherwise("sync_type").alias("sync_type")
 
 
 class _Launches:
