@@ -136,14 +136,10 @@ def build_graph(ix: TraceIndex, window: Window) -> Graph:
     ev_row = np.concatenate([_col(cpu, "row"), recs]).astype(np.int64)
     ev_start = np.concatenate([_col(cpu, "start_ns"), c.start[recs]]).astype(np.int64)
     ev_end = np.concatenate([_col(cpu, "end_ns"), c.end[recs]]).astype(np.int64)
-    parts = [_cpu_edges(cpu, ev_start, ev_end)]
+    parts = [cpu_edges(cpu, ev_start, ev_end)]
     syncs = rank_syncs(ix, window.node, window.rank, window.start_ns, window.end_ns)
     if recs.size:
-        parts.append(_gpu_edges(ix, window, recs, rec_ev, api_ev, syncs))
-        waited, call = cpu_waits(ix, syncs, recs)
-        keep = api_ev[call] >= 0
-        w, a = rec_ev[waited[keep]], api_ev[call[keep]]
-        parts.append(_edges(2 * w + 1, 2 * a + 1, np.zeros(w.size, np.int64), SYNC, -1))
+        parts += record_edges(ix, window, recs, rec_ev, api_ev, syncs)
     src, dst, weight, etype, event = (np.concatenate([p[k] for p in parts]).astype(np.int64) for k in range(5))
     weight = np.maximum(weight, 0)
     return Graph(ev_kind, ev_row, ev_start, ev_end, src, dst, weight, etype, event, sync_records=syncs.height)
@@ -168,7 +164,21 @@ def _edges(src: I64, dst: I64, weight: I64, etype: int | I64, event: I64 | int) 
     return src, dst, weight, np.broadcast_to(np.asarray(etype, np.int64), n), np.broadcast_to(np.asarray(event), n)
 
 
-def _cpu_edges(cpu: pl.DataFrame, ev_start: I64, ev_end: I64) -> Edges:
+def record_edges(
+    ix: TraceIndex, window: Window, recs: I64, rec_ev: I64, api_ev: I64, syncs: pl.DataFrame
+) -> list[Edges]:
+    """The edges of a window's GPU records `recs` (their spans, launch delays, gaps and stream waits) and the sync
+    edges from them to the calls that waited (`rec_ev`, `api_ev`: the graph's event of each record and api row, -1
+    outside it; `syncs`: critical_path_syncs.rank_syncs of the window)."""
+    out = [_gpu_edges(ix, window, recs, rec_ev, api_ev, syncs)]
+    none = np.zeros(0, np.int64)
+    waited, call = cpu_waits(ix, syncs, recs) if syncs.height else (none, none)
+    keep = api_ev[call] >= 0
+    w, a = rec_ev[waited[keep]], api_ev[call[keep]]
+    return [*out, _edges(2 * w + 1, 2 * a + 1, np.zeros(w.size, np.int64), SYNC, -1)]
+
+
+def cpu_edges(cpu: pl.DataFrame, ev_start: I64, ev_end: I64) -> Edges:
     """Per thread, the depth-first walk of the call stack: consecutive nodes, and dependency edges between
     top-level events."""
     n = cpu.height

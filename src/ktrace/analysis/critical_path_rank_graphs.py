@@ -8,13 +8,13 @@ spend. Here each of those is one query (or numpy pass) over the joined trace, ev
 each rank's share is cut out:
 
 - the CPU events: the rows of each rank's block that start in its window; the call-stack walk
-  (critical_path_graph._cpu_edges) runs once, its threads keyed by rank (pid and tid repeat across ranks), and
+  (critical_path_graph.cpu_edges) runs once, its threads keyed by rank (pid and tid repeat across ranks), and
   each rank's edges are one run of its output, in the order its own walk draws them;
 - the syncs (critical_path_syncs.rank_syncs) of every rank in one query, keyed by rank;
 - the tables' rows and the collectives' keys from the joined tables and GPU records.
 
-The GPU edges and sync edges (critical_path_graph._gpu_edges, critical_path_syncs.cpu_waits: numpy on the rank's
-records) run per rank on its own index, which rank_index_seeds.seed_rank_indexes seeded from the joined one.
+The GPU edges and sync edges (critical_path_graph.record_edges: numpy on the rank's records) run per rank on its
+own index, which rank_index_seeds.seed_rank_indexes seeded from the joined one.
 
 The joined trace holds each rank's rows as one block of every table, in `parts` order (store.read_each); the
 blocks are checked to tile it.
@@ -34,17 +34,15 @@ from ktrace.analysis.critical_path_graph import (
     GPU_RECORD,
     OPERATOR,
     RUNTIME,
-    SYNC,
     Graph,
     Window,
-    _cpu_edges,
-    _edges,
-    _gpu_edges,
+    cpu_edges,
+    record_edges,
 )
 from ktrace.analysis.critical_path_packed import PackedGraph
 from ktrace.analysis.critical_path_parts import GRAPH_COLUMNS, GRAPH_TABLES, RankGraph, rank_graph
 from ktrace.analysis.critical_path_ranks import communication_records
-from ktrace.analysis.critical_path_syncs import SYNC_COLUMNS, context_sync_type, cpu_waits
+from ktrace.analysis.critical_path_syncs import SYNC_COLUMNS, context_sync_type
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.op_attribution import IS_OPERATOR
 
@@ -144,7 +142,7 @@ class _Batch:
         return rows, rank[rows]
 
     def _cpu_edges(self) -> tuple[I64, I64, I64, I64, I64]:
-        """critical_path_graph._cpu_edges of every rank's CPU events at once: threads keyed by (rank, pid, tid)."""
+        """critical_path_graph.cpu_edges of every rank's CPU events at once: threads keyed by (rank, pid, tid)."""
         trace = self.index.trace
         ops, api = self.cpu_rows[~self.is_api], self.cpu_rows[self.is_api]
         frames = [
@@ -161,7 +159,7 @@ class _Batch:
         thread, _ = dense_ids([_col(cpu, "pid"), _col(cpu, "tid")])  # ordered as each rank's own (pid, tid) ids
         self.cpu_start, self.cpu_end = _col(cpu, "start_ns"), _col(cpu, "end_ns")
         keyed = pl.DataFrame({"pid": self.cpu_rank, "tid": thread, "blocking": cpu["blocking"]})
-        return _cpu_edges(keyed, self.cpu_start, self.cpu_end)
+        return cpu_edges(keyed, self.cpu_start, self.cpu_end)
 
     def _records(self) -> tuple[I64, I64]:
         """The joined GPU records launched by a window's runtime call, by rank then record, and each rank's first."""
@@ -252,12 +250,7 @@ class _Batch:
             api_ev = self.api_ev[a0:a1]
             rec_ev = np.full(ix.gpu_columns().size, -1, np.int64)
             rec_ev[recs] = n_cpu + np.arange(recs.size, dtype=np.int64)
-            parts.append(_gpu_edges(ix, window, recs, rec_ev, api_ev, syncs))
-            none = np.zeros(0, np.int64)
-            waited, call = cpu_waits(ix, syncs, recs) if syncs.height else (none, none)
-            keep = api_ev[call] >= 0
-            w, a = rec_ev[waited[keep]], api_ev[call[keep]]
-            parts.append(_edges(2 * w + 1, 2 * a + 1, np.zeros(w.size, np.int64), SYNC, -1))
+            parts += record_edges(ix, window, recs, rec_ev, api_ev, syncs)
         src, dst, weight, etype, event = (np.concatenate([p[k] for p in parts]).astype(np.int64) for k in range(5))
         kinds = (np.full(n_ops, OPERATOR), np.full(n_api, RUNTIME), np.full(recs.size, GPU_RECORD))
         graph = Graph(
