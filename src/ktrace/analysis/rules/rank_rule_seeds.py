@@ -8,8 +8,11 @@ the joined trace's, so each rank's index is seeded with that share instead of bu
 - RooflineGap's modeled calls (hardware.GAP_INPUTS): a call's model, its outermost call and the GPU records it
   owns are all found on its own thread, so a rank's calls are the joined calls of its rows, in the same order
   (~12 ms of polars calls and cost models a DLRM rank, the costliest rule there).
+- LowOccupancy's launch figures per kernel (kernels.kernel_figures: a kernel's duration, and its SM count by its
+  own rank and device): the rank's block of the joined trace's kernels (~2.6 ms a DLRM rank).
 
-Nothing is seeded that an index computed already (TraceIndex.seed), and a layout not as described raises.
+Nothing is seeded that an index computed already (TraceIndex.seed), and a layout not as described raises
+(rank_index_seeds.table_blocks).
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ import numpy as np
 import polars as pl
 
 from ktrace.analysis.index import TraceIndex
+from ktrace.analysis.kernels import _FIGURES, kernel_figures
 from ktrace.analysis.op_attribution import IS_OPERATOR
+from ktrace.analysis.rank_index_seeds import table_blocks
 from ktrace.analysis.roofline import NO_OPERATORS, NO_SHAPES, modeled_calls
 from ktrace.analysis.rules.hardware import GAP_INPUTS, GapInputs
 
@@ -30,16 +35,20 @@ _PART_KEYS = {"node": pl.String, "rank": pl.Int32}
 def seed_rule_inputs(joined: TraceIndex, indexes: Sequence[TraceIndex], parts: Sequence[tuple[str, int]]) -> None:
     """Seed each of `indexes` (the traces of `parts`, one (node, rank) each, in the joined trace's order, as
     rank_index_seeds.seed_rank_indexes takes them) with its share of `joined`'s rule inputs."""
-    _seed_gap_inputs(joined, indexes, parts)
+    firsts = table_blocks(joined, indexes, parts)
+    _seed_gap_inputs(joined, indexes, parts, firsts["ops"])
+    figures = kernel_figures(joined.trace, index=joined)
+    kernels = firsts["kernels"]
+    for i, ix in enumerate(indexes):
+        ix.seed((_FIGURES, ()), figures.slice(int(kernels[i]), int(kernels[i + 1] - kernels[i])))
 
 
-def _seed_gap_inputs(joined: TraceIndex, indexes: Sequence[TraceIndex], parts: Sequence[tuple[str, int]]) -> None:
+def _seed_gap_inputs(
+    joined: TraceIndex, indexes: Sequence[TraceIndex], parts: Sequence[tuple[str, int]], op_firsts: np.ndarray
+) -> None:
     found = modeled_calls(joined.trace, joined)
     ops = joined.trace.ops
     is_operator = ops.select(IS_OPERATOR).to_series().to_numpy() if ops.height else np.zeros(0, bool)
-    op_firsts = np.cumsum([0] + [ix.trace.ops.height for ix in indexes])
-    if int(op_firsts[-1]) != ops.height:
-        raise ValueError("rank_rule_seeds: the ranks' ops rows do not make up the joined trace's")
     operators = np.concatenate([[0], np.cumsum(is_operator, dtype=np.int64)])[op_firsts]
     bounds = _call_blocks(found.coded, parts) if found.reason is None else None
     for i, ix in enumerate(indexes):
