@@ -1,8 +1,8 @@
 """rank_rule_parts (rules.rank_rules) with the inputs rank_rule_seeds and rank_index_seeds cut from a fleet task's
 joined trace: every rank's RuleParts equal rank_rule_part on the rank's own trace with an index of its own, and
 each seeded input equals what the rank's index builds (RooflineGap's modeled calls, the kernels' launch figures and
-name codes, the records' operators): the DLRM 8 ranks, a job tiled from them, synthetic jobs with memory records
-and a rank without GPU records."""
+name codes, the records' operators, the steps): the DLRM 8 ranks, a job tiled from them, synthetic jobs with memory
+records, a rank without GPU records, and ranks whose steps come from each of detect_steps' methods."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from ktrace.analysis.rules.fleet_rules import ExactInputs
 from ktrace.analysis.rules.hardware import gap_inputs
 from ktrace.analysis.rules.rank_rule_seeds import seed_rule_inputs
 from ktrace.analysis.rules.rank_rules import RuleParts, rank_rule_part, rank_rule_parts
+from ktrace.analysis.steps import detect_steps
 from ktrace.model import store
 from ktrace.model.trace import Trace
 from ktrace.testing.fleet import FleetConfig, generate_fleet
@@ -87,6 +88,7 @@ def _assert_seeded(trace: Trace, root: Path, config: RulesConfig | None = None) 
         seeded_codes, seeded_names = ix.kernel_name_codes()
         assert seeded_names == names and seeded_codes.dtype == codes.dtype and np.array_equal(seeded_codes, codes)
         assert np.array_equal(operator_of_records(ix.trace, index=ix), operator_of_records(alone, index=own))
+        _same_frames(detect_steps(alone, index=own), detect_steps(ix.trace, index=ix))
     return list(got)
 
 
@@ -136,6 +138,28 @@ def test_memory_records_and_a_rank_without_gpu_records(ranks: int, without_gpu: 
     _assert_seeded(trace, tmp_path / "s", EAGER)
 
 
+def test_ranks_with_steps_of_each_method(tmp_path: Path) -> None:
+    """Rank 1's steps are step-named annotations, rank 2 has no step range (not seeded: detect_steps tries to infer
+    its steps from its kernels, finding no regular marker here), rank 3 has none and no GPU records, the others
+    ProfilerStep ranges."""
+    trace = generate(SyntheticConfig(steps=3, kernels_per_step=5, ranks=5, nodes=2))
+    rank, name = pl.col("rank"), pl.col("name").cast(pl.String)
+    ranges = trace.ranges.with_columns(
+        name=pl.when(rank == 1).then(name.str.replace("ProfilerStep#", "train_step ")).otherwise(name),
+        domain=pl.when(rank == 1).then(pl.lit("nvtx")).otherwise(pl.col("domain").cast(pl.String)),
+    ).cast(trace.ranges.schema)
+    ranges = ranges.filter(~rank.is_in([2, 3]) | ~pl.col("name").cast(pl.String).str.starts_with("ProfilerStep"))
+    trace = dataclasses.replace(
+        trace, ranges=ranges, kernels=trace.kernels.filter(rank != 3), memory=trace.memory.filter(rank != 3)
+    )
+    got = _assert_seeded(trace, tmp_path / "s", EAGER)
+    sources = {
+        p.ranks[0][1]: detect_steps(store.read(tmp_path / "s", only={p.ranks[0]}))["source"].unique().to_list()
+        for p in got
+    }
+    assert sources == {-1: [], 0: ["profiler_step"], 1: ["annotation"], 2: [], 3: [], 4: ["profiler_step"]}
+
+
 @pytest.mark.skipif(not DLRM.exists(), reason="DLRM fixture missing")
 def test_the_seeds_are_what_the_rules_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A seeded rank builds none of the seeded inputs (a slot renamed would leave its seed unread while the rank's
@@ -144,6 +168,7 @@ def test_the_seeds_are_what_the_rules_read(tmp_path: Path, monkeypatch: pytest.M
     import ktrace.analysis.kernels as kernels_module
     import ktrace.analysis.operators as operators_module
     import ktrace.analysis.rules.hardware as hardware_module
+    import ktrace.analysis.steps as steps_module
 
     trace = _imported(DLRM, tmp_path / "imported.ktrace")
     store.write(trace, tmp_path / "s")
@@ -157,6 +182,7 @@ def test_the_seeds_are_what_the_rules_read(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setattr(kernels_module, "_kernel_figures", built)
     monkeypatch.setattr(index_module, "name_codes", built)
     monkeypatch.setattr(operators_module, "innermost_of_records", built)
+    monkeypatch.setattr(steps_module, "_detect_steps", built)
     got = rank_rule_parts(joined, indexes, parts, EAGER)
     assert _fired(got, "RooflineGap") > 8
 

@@ -10,6 +10,10 @@ the joined trace's, so each rank's index is seeded with that share instead of bu
   (~12 ms of polars calls and cost models a DLRM rank, the costliest rule there).
 - LowOccupancy's launch figures per kernel (kernels.kernel_figures: a kernel's duration, and its SM count by its
   own rank and device): the rank's block of the joined trace's kernels (~2.6 ms a DLRM rank).
+- The rank's training steps (steps.detect_steps with the defaults, which step_spans, the phases and the rules
+  read): the rows of its ranges under the first method that finds some on it, each method's steps found per rank
+  (fleet critical_path_task_steps cuts the same; the task's critical path asks the joined trace for them too). A
+  rank without step ranges (its steps inferred from its own kernels) finds its own (~4 ms a DLRM rank).
 
 Nothing is seeded that an index computed already (TraceIndex.seed), and a layout not as described raises
 (rank_index_seeds.table_blocks).
@@ -28,6 +32,7 @@ from ktrace.analysis.op_attribution import IS_OPERATOR
 from ktrace.analysis.rank_index_seeds import table_blocks
 from ktrace.analysis.roofline import NO_OPERATORS, NO_SHAPES, modeled_calls
 from ktrace.analysis.rules.hardware import GAP_INPUTS, GapInputs
+from ktrace.analysis.steps import _STEPS, detect_steps
 
 _PART_KEYS = {"node": pl.String, "rank": pl.Int32}
 
@@ -41,6 +46,20 @@ def seed_rule_inputs(joined: TraceIndex, indexes: Sequence[TraceIndex], parts: S
     kernels = firsts["kernels"]
     for i, ix in enumerate(indexes):
         ix.seed((_FIGURES, ()), figures.slice(int(kernels[i]), int(kernels[i + 1] - kernels[i])))
+    _seed_steps(joined, indexes, parts)
+
+
+def _seed_steps(joined: TraceIndex, indexes: Sequence[TraceIndex], parts: Sequence[tuple[str, int]]) -> None:
+    """detect_steps(rank) with the defaults ("auto": ProfilerStep ranges, else step-named ranges, else periodic)."""
+    left = {part: ix for part, ix in zip(parts, indexes, strict=True)}
+    for source in ("profiler_step", "annotation"):  # "auto"'s order without a pattern
+        found = detect_steps(joined.trace, None, source, index=joined) if left else None
+        if found is None or not found.height:
+            continue
+        for (node, rank), mine in found.partition_by("node", "rank", maintain_order=True, as_dict=True).items():
+            ix = left.pop((str(node), int(rank)), None)
+            if ix is not None:
+                ix.seed((_STEPS, (None, "auto")), mine)
 
 
 def _seed_gap_inputs(
