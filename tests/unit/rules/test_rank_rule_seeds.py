@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 
 from ktrace.analysis.index import TraceIndex
-from ktrace.analysis.kernels import kernel_figures
+from ktrace.analysis.kernels import kernel_figures, kernel_stats
 from ktrace.analysis.operators import operator_of_records
 from ktrace.analysis.rank_index_seeds import seed_rank_indexes
 from ktrace.analysis.rank_partials import rank_partial
@@ -84,6 +84,7 @@ def _assert_seeded(trace: Trace, root: Path, config: RulesConfig | None = None) 
         assert (seeded.reason, seeded.gpu_time_ns) == (want.reason, want.gpu_time_ns)
         _same_frames(want.coded, seeded.coded)
         _same_frames(kernel_figures(alone, index=own), kernel_figures(ix.trace, index=ix))
+        _same_frames(kernel_stats(alone, index=own), kernel_stats(ix.trace, index=ix))
         codes, names = own.kernel_name_codes()
         seeded_codes, seeded_names = ix.kernel_name_codes()
         assert seeded_names == names and seeded_codes.dtype == codes.dtype and np.array_equal(seeded_codes, codes)
@@ -180,6 +181,7 @@ def test_the_seeds_are_what_the_rules_read(tmp_path: Path, monkeypatch: pytest.M
 
     monkeypatch.setattr(hardware_module, "modeled_calls", built)
     monkeypatch.setattr(kernels_module, "_kernel_figures", built)
+    monkeypatch.setattr(kernels_module, "_kernel_stats", built)
     monkeypatch.setattr(index_module, "name_codes", built)
     monkeypatch.setattr(operators_module, "innermost_of_records", built)
     monkeypatch.setattr(steps_module, "_detect_steps", built)

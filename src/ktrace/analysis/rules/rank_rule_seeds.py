@@ -10,6 +10,10 @@ the joined trace's, so each rank's index is seeded with that share instead of bu
   (~12 ms of polars calls and cost models a DLRM rank, the costliest rule there).
 - LowOccupancy's launch figures per kernel (kernels.kernel_figures: a kernel's duration, and its SM count by its
   own rank and device): the rank's block of the joined trace's kernels (~2.6 ms a DLRM rank).
+- Its kernels' statistics per name (kernels.kernel_stats, LowOccupancy's and FP32Matmul's shares): the joined
+  trace's per (node, rank, name), which groups each rank's kernels alone (~2.7 ms a DLRM rank); the shares are
+  divided again as a one-rank trace divides them (a sum over a window rounds the last bit otherwise), and the launch
+  figures' means are the rank's own.
 - The rank's training steps (steps.detect_steps with the defaults, which step_spans, the phases and the rules
   read): the rows of its ranges under the first method that finds some on it, each method's steps found per rank
   (fleet critical_path_task_steps cuts the same; the task's critical path asks the joined trace for them too). A
@@ -27,7 +31,15 @@ import numpy as np
 import polars as pl
 
 from ktrace.analysis.index import TraceIndex
-from ktrace.analysis.kernels import _FIGURES, kernel_figures
+from ktrace.analysis.kernels import (
+    _FIGURES,
+    _STATS,
+    EFFICIENCY_COLUMNS,
+    efficiency_means,
+    efficiency_sums,
+    kernel_figures,
+    kernel_stats,
+)
 from ktrace.analysis.op_attribution import IS_OPERATOR
 from ktrace.analysis.rank_index_seeds import table_blocks
 from ktrace.analysis.roofline import NO_OPERATORS, NO_SHAPES, modeled_calls
@@ -46,7 +58,27 @@ def seed_rule_inputs(joined: TraceIndex, indexes: Sequence[TraceIndex], parts: S
     kernels = firsts["kernels"]
     for i, ix in enumerate(indexes):
         ix.seed((_FIGURES, ()), figures.slice(int(kernels[i]), int(kernels[i + 1] - kernels[i])))
+    _seed_kernel_stats(joined, indexes, parts)
     _seed_steps(joined, indexes, parts)
+
+
+def _seed_kernel_stats(joined: TraceIndex, indexes: Sequence[TraceIndex], parts: Sequence[tuple[str, int]]) -> None:
+    """kernel_stats(rank): its rows of the joined trace's per rank, with its own launch figures' means per name."""
+    per_rank = kernel_stats(joined.trace, per_rank=True, index=joined)
+    mine = {(str(n), int(r)): f for (n, r), f in per_rank.partition_by("node", "rank", as_dict=True).items()}
+    for part, ix in zip(parts, indexes, strict=True):
+        if part not in mine:  # no kernels: its own (empty) statistics
+            continue
+        means = efficiency_means(efficiency_sums(ix.trace, index=ix)).select("name", *EFFICIENCY_COLUMNS)
+        stats = (
+            mine[part]
+            .drop("node", "rank")
+            .with_columns(  # shares of the rank's sums, as its own are divided
+                time_share=pl.col("total_ns") / pl.col("total_ns").sum(),
+                count_share=pl.col("count") / pl.col("count").sum(),
+            )
+        )
+        ix.seed((_STATS, (False,)), stats.join(means, on="name", how="left", nulls_equal=True, maintain_order="left"))
 
 
 def _seed_steps(joined: TraceIndex, indexes: Sequence[TraceIndex], parts: Sequence[tuple[str, int]]) -> None:
