@@ -24,6 +24,7 @@ from ktrace.analysis.rules.hardware import gap_inputs
 from ktrace.analysis.rules.rank_rule_seeds import seed_rule_inputs
 from ktrace.analysis.rules.rank_rules import RuleParts, rank_rule_part, rank_rule_parts
 from ktrace.analysis.steps import detect_steps
+from ktrace.analysis.utilization import busy_time
 from ktrace.model import store
 from ktrace.model.trace import Trace
 from ktrace.testing.fleet import FleetConfig, generate_fleet
@@ -90,6 +91,7 @@ def _assert_seeded(trace: Trace, root: Path, config: RulesConfig | None = None) 
         assert seeded_names == names and seeded_codes.dtype == codes.dtype and np.array_equal(seeded_codes, codes)
         assert np.array_equal(operator_of_records(ix.trace, index=ix), operator_of_records(alone, index=own))
         _same_frames(detect_steps(alone, index=own), detect_steps(ix.trace, index=ix))
+        _same_frames(busy_time(alone, "device", index=own), busy_time(ix.trace, "device", index=ix))
     return list(got)
 
 
@@ -170,6 +172,7 @@ def test_the_seeds_are_what_the_rules_read(tmp_path: Path, monkeypatch: pytest.M
     import ktrace.analysis.operators as operators_module
     import ktrace.analysis.rules.hardware as hardware_module
     import ktrace.analysis.steps as steps_module
+    import ktrace.analysis.utilization as utilization_module
 
     trace = _imported(DLRM, tmp_path / "imported.ktrace")
     store.write(trace, tmp_path / "s")
@@ -185,6 +188,7 @@ def test_the_seeds_are_what_the_rules_read(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setattr(index_module, "name_codes", built)
     monkeypatch.setattr(operators_module, "innermost_of_records", built)
     monkeypatch.setattr(steps_module, "_detect_steps", built)
+    monkeypatch.setattr(utilization_module, "_busy_time", built)
     got = rank_rule_parts(joined, indexes, parts, EAGER)
     assert _fired(got, "RooflineGap") > 8
 

@@ -14,6 +14,8 @@ the joined trace's, so each rank's index is seeded with that share instead of bu
   trace's per (node, rank, name), which groups each rank's kernels alone (~2.7 ms a DLRM rank); the shares are
   divided again as a one-rank trace divides them (a sum over a window rounds the last bit otherwise), and the launch
   figures' means are the rank's own.
+- Its GPUs' busy time (utilization.busy_time per device: LowGPUUtilization's bins and span): the joined trace's
+  rows of the rank, each device's union of its own records.
 - The rank's training steps (steps.detect_steps with the defaults, which step_spans, the phases and the rules
   read): the rows of its ranges under the first method that finds some on it, each method's steps found per rank
   (fleet critical_path_task_steps cuts the same; the task's critical path asks the joined trace for them too). A
@@ -45,6 +47,7 @@ from ktrace.analysis.rank_index_seeds import table_blocks
 from ktrace.analysis.roofline import NO_OPERATORS, NO_SHAPES, modeled_calls
 from ktrace.analysis.rules.hardware import GAP_INPUTS, GapInputs
 from ktrace.analysis.steps import _STEPS, detect_steps
+from ktrace.analysis.utilization import _BUSY, busy_time
 
 _PART_KEYS = {"node": pl.String, "rank": pl.Int32}
 
@@ -54,44 +57,47 @@ def seed_rule_inputs(joined: TraceIndex, indexes: Sequence[TraceIndex], parts: S
     rank_index_seeds.seed_rank_indexes takes them) with its share of `joined`'s rule inputs."""
     firsts = table_blocks(joined, indexes, parts)
     _seed_gap_inputs(joined, indexes, parts, firsts["ops"])
-    figures = kernel_figures(joined.trace, index=joined)
-    kernels = firsts["kernels"]
+    figures, kernels = kernel_figures(joined.trace, index=joined), firsts["kernels"]
     for i, ix in enumerate(indexes):
         ix.seed((_FIGURES, ()), figures.slice(int(kernels[i]), int(kernels[i + 1] - kernels[i])))
-    _seed_kernel_stats(joined, indexes, parts)
-    _seed_steps(joined, indexes, parts)
+    where = dict(zip(parts, indexes, strict=True))
+    _seed_kernel_stats(joined, where)
+    _seed_steps(joined, where)
+    for part, busy in _by_rank(busy_time(joined.trace, "device", index=joined)).items():
+        if part in where:  # a rank without GPU records has no row: its own (empty) frame
+            where[part].seed((_BUSY, ("device",)), busy)
 
 
-def _seed_kernel_stats(joined: TraceIndex, indexes: Sequence[TraceIndex], parts: Sequence[tuple[str, int]]) -> None:
+def _by_rank(frame: pl.DataFrame) -> dict[tuple[str, int], pl.DataFrame]:
+    """`frame`'s rows per (node, rank), each in the frame's order."""
+    found = frame.partition_by("node", "rank", maintain_order=True, as_dict=True)
+    return {(str(node), int(rank)): rows for (node, rank), rows in found.items()}
+
+
+def _seed_kernel_stats(joined: TraceIndex, where: dict[tuple[str, int], TraceIndex]) -> None:
     """kernel_stats(rank): its rows of the joined trace's per rank, with its own launch figures' means per name."""
-    per_rank = kernel_stats(joined.trace, per_rank=True, index=joined)
-    mine = {(str(n), int(r)): f for (n, r), f in per_rank.partition_by("node", "rank", as_dict=True).items()}
-    for part, ix in zip(parts, indexes, strict=True):
-        if part not in mine:  # no kernels: its own (empty) statistics
+    for part, rows in _by_rank(kernel_stats(joined.trace, per_rank=True, index=joined)).items():
+        ix = where.get(part)
+        if ix is None:
             continue
         means = efficiency_means(efficiency_sums(ix.trace, index=ix)).select("name", *EFFICIENCY_COLUMNS)
-        stats = (
-            mine[part]
-            .drop("node", "rank")
-            .with_columns(  # shares of the rank's sums, as its own are divided
-                time_share=pl.col("total_ns") / pl.col("total_ns").sum(),
-                count_share=pl.col("count") / pl.col("count").sum(),
-            )
+        stats = rows.drop("node", "rank").with_columns(  # shares of the rank's sums, as its own are divided
+            time_share=pl.col("total_ns") / pl.col("total_ns").sum(),
+            count_share=pl.col("count") / pl.col("count").sum(),
         )
         ix.seed((_STATS, (False,)), stats.join(means, on="name", how="left", nulls_equal=True, maintain_order="left"))
 
 
-def _seed_steps(joined: TraceIndex, indexes: Sequence[TraceIndex], parts: Sequence[tuple[str, int]]) -> None:
+def _seed_steps(joined: TraceIndex, where: dict[tuple[str, int], TraceIndex]) -> None:
     """detect_steps(rank) with the defaults ("auto": ProfilerStep ranges, else step-named ranges, else periodic)."""
-    left = {part: ix for part, ix in zip(parts, indexes, strict=True)}
+    left = dict(where)
     for source in ("profiler_step", "annotation"):  # "auto"'s order without a pattern
-        found = detect_steps(joined.trace, None, source, index=joined) if left else None
-        if found is None or not found.height:
-            continue
-        for (node, rank), mine in found.partition_by("node", "rank", maintain_order=True, as_dict=True).items():
-            ix = left.pop((str(node), int(rank)), None)
+        if not left:
+            break
+        for part, steps in _by_rank(detect_steps(joined.trace, None, source, index=joined)).items():
+            ix = left.pop(part, None)
             if ix is not None:
-                ix.seed((_STEPS, (None, "auto")), mine)
+                ix.seed((_STEPS, (None, "auto")), steps)
 
 
 def _seed_gap_inputs(
