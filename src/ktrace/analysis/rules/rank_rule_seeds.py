@@ -18,11 +18,12 @@ the joined trace's, so each rank's index is seeded with that share instead of bu
   rows of the rank, each device's union of its own records.
 - The rank's training steps (steps.detect_steps with the defaults, which step_spans, the phases and the rules
   read): the rows of its ranges under the first method that finds some on it, each method's steps found per rank
-  (fleet critical_path_task_steps cuts the same; the task's critical path asks the joined trace for them too). A
+  (analysis.critical_path_task_steps cuts the same; the task's critical path asks the joined trace for them too). A
   rank without step ranges (its steps inferred from its own kernels) finds its own (~4 ms a DLRM rank).
 
 Nothing is seeded that an index computed already (TraceIndex.seed), and a layout not as described raises
-(rank_index_seeds.table_blocks).
+(rank_index_seeds.table_blocks). The seeds go under the Slots the analyses keep these results by (some private to
+their modules): test_rank_rule_seeds checks that a seeded rank builds none of them, and that each equals its own.
 """
 
 from __future__ import annotations
