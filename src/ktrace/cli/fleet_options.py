@@ -87,6 +87,7 @@ def fleet_result_of(
     if not one_process and args.workers is None and args.cluster is None and not os.path.isdir(args.trace):
         return None  # a trace file is never a store: no import of the fleet path and model.store (~0.15 s)
     from ktrace.fleet.early_start import start_early, wants_fleet
+    from ktrace.model.heap import one_arena
 
     if one_process and (args.workers is not None or args.cluster):
         raise KtraceError("--one-process contradicts --workers/--cluster (rank by rank)", ExitCode.USAGE)
@@ -94,6 +95,7 @@ def fleet_result_of(
         return None
     cluster = cluster_of(args)
     skip = ("ops",) if getattr(args, "no_ops", False) else ()
+    one_arena()  # before this process's threads start: they free what the others reuse (model.heap)
     # the workers start, and one reads the first rank's steps, while this process imports the analyses
     early = (
         None if cluster is not None else start_early(args.trace, args.workers, steps_pattern=steps_pattern, skip=skip)

@@ -1,9 +1,12 @@
-"""release_free_memory: the C heap's free pages go back to the OS after an import (glibc), nothing elsewhere."""
+"""release_free_memory: the C heap's free pages go back to the OS after an import (glibc), nothing elsewhere;
+one_arena: threads started after it allocate from the main heap."""
 
 from __future__ import annotations
 
 import ctypes
 import platform
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -44,3 +47,25 @@ def test_each_imported_file_releases_its_intermediates(
     assert per_file == 2
     kineto.import_kineto(real_trace_path("dlrm"))  # a folder of 8 rank files: as often after each
     assert len(calls) == per_file * (1 + 8)
+
+
+_ARENAS = """
+import ctypes, sys, threading
+from ktrace.model import heap
+if sys.argv[1] == "one":
+    assert heap.one_arena()
+def allocate():
+    global kept
+    kept = [bytearray(512) for _ in range(2000)]  # small blocks: from the thread's arena, not mappings of their own
+thread = threading.Thread(target=allocate)
+thread.start()
+thread.join()
+ctypes.CDLL(None).malloc_stats()  # each arena's figures, on stderr
+"""
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="M_ARENA_MAX is glibc's")
+@pytest.mark.parametrize(("setting", "arenas"), [("default", 2), ("one", 1)])
+def test_one_arena_keeps_new_threads_on_the_main_heap(setting: str, arenas: int) -> None:
+    found = subprocess.run([sys.executable, "-c", _ARENAS, setting], capture_output=True, text=True, check=True)
+    assert found.stderr.count("Arena ") == arenas, found.stderr
