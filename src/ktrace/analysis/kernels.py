@@ -16,7 +16,7 @@ OTHER = "other"
 
 SortKey = Literal["time", "count"]
 
-_STATS = Slot[pl.DataFrame]("kernel_stats")
+KERNEL_STATS_SLOT = Slot[pl.DataFrame]("kernel_stats")
 _STAT_COLUMNS = ("count", "total_ns", "min_ns", "mean_ns", "p50_ns", "p95_ns", "max_ns")
 
 
@@ -40,7 +40,7 @@ def kernel_stats(trace: Trace, *, per_rank: bool = False, index: TraceIndex | No
         sorted by total time descending then name.
     """
     ix = TraceIndex.of(trace, index)
-    return ix.get(_STATS, lambda: _with_efficiency(ix, _kernel_stats(ix, per_rank), per_rank), per_rank)
+    return ix.get(KERNEL_STATS_SLOT, lambda: _with_efficiency(ix, _kernel_stats(ix, per_rank), per_rank), per_rank)
 
 
 def _with_efficiency(ix: TraceIndex, stats: pl.DataFrame, per_rank: bool) -> pl.DataFrame:
@@ -208,14 +208,14 @@ def efficiency_means(sums: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-_FIGURES = Slot[pl.DataFrame]("kernel_figures")
+KERNEL_FIGURES_SLOT = Slot[pl.DataFrame]("kernel_figures")
 
 
 def kernel_figures(trace: Trace, *, index: TraceIndex | None = None) -> pl.DataFrame:
     """Per kernel (trace.kernels row order): w (its duration, ns) and EFFICIENCY_COLUMNS (Float64, null where the
     kernel does not carry the figure; an occupancy of 0 is Kineto's "not estimated")."""
     ix = TraceIndex.of(trace, index)
-    return ix.get(_FIGURES, lambda: _kernel_figures(ix))
+    return ix.get(KERNEL_FIGURES_SLOT, lambda: _kernel_figures(ix))
 
 
 def efficiency_sum_exprs(columns: tuple[str, ...] = EFFICIENCY_COLUMNS) -> list[pl.Expr]:

@@ -66,7 +66,7 @@ _STEP_SCHEMA = {
     "tid": pl.Int64,
     "source": pl.String,
 }
-_STEPS = Slot[pl.DataFrame]("detect_steps")
+STEPS_SLOT = Slot[pl.DataFrame]("detect_steps")
 STEP_SOURCES = ("profiler_step", "annotation", "periodic")
 """Where detected steps come from: ProfilerStep ranges, step-named ranges, or inferred from a periodic kernel."""
 
@@ -92,7 +92,7 @@ def detect_steps(
         Frame (schema _STEP_SCHEMA) sorted by node, rank, start_ns; empty if nothing is found.
     """
     ix = TraceIndex.of(trace, index)
-    return ix.get(_STEPS, lambda: _detect_steps(trace, pattern, source, ix), pattern, source)
+    return ix.get(STEPS_SLOT, lambda: _detect_steps(trace, pattern, source, ix), pattern, source)
 
 
 def _detect_steps(trace: Trace, pattern: str | None, source: str, index: TraceIndex) -> pl.DataFrame:

@@ -51,7 +51,7 @@ __all__ = [
 
 MAX_BINS = 20_000_000
 """utilization_over_time refuses more (groups x bins) cells than this."""
-_BUSY = Slot[pl.DataFrame]("busy_time")
+BUSY_SLOT = Slot[pl.DataFrame]("busy_time")
 I64 = npt.NDArray[np.int64]
 _BUSY_UNION = Slot[tuple[I64, I64, I64]]("busy_union")
 
@@ -138,7 +138,7 @@ def busy_time(trace: Trace, per: Per = "device", *, index: TraceIndex | None = N
         (100 * busy / span), records. Empty when the trace has no GPU records.
     """
     ix = TraceIndex.of(trace, index)
-    return ix.get(_BUSY, lambda: _busy_time(ix, per), per)
+    return ix.get(BUSY_SLOT, lambda: _busy_time(ix, per), per)
 
 
 def _busy_time(ix: TraceIndex, per: Per) -> pl.DataFrame:

@@ -22,8 +22,8 @@ the joined trace's, so each rank's index is seeded with that share instead of bu
   rank without step ranges (its steps inferred from its own kernels) finds its own (~4 ms a DLRM rank).
 
 Nothing is seeded that an index computed already (TraceIndex.seed), and a layout not as described raises
-(rank_index_seeds.table_blocks). The seeds go under the Slots the analyses keep these results by (some private to
-their modules): test_rank_rule_seeds checks that a seeded rank builds none of them, and that each equals its own.
+(rank_index_seeds.table_blocks). The seeds go under the Slots the analyses keep these results by (KERNEL_STATS_SLOT,
+STEPS_SLOT, ...): test_rank_rule_seeds checks that a seeded rank builds none of them, and that each equals its own.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ import polars as pl
 
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.kernels import (
-    _FIGURES,
-    _STATS,
     EFFICIENCY_COLUMNS,
+    KERNEL_FIGURES_SLOT,
+    KERNEL_STATS_SLOT,
     efficiency_means,
     efficiency_sums,
     kernel_figures,
@@ -47,8 +47,8 @@ from ktrace.analysis.op_attribution import IS_OPERATOR
 from ktrace.analysis.rank_index_seeds import table_blocks
 from ktrace.analysis.roofline import NO_OPERATORS, NO_SHAPES, modeled_calls
 from ktrace.analysis.rules.hardware import GAP_INPUTS, GapInputs
-from ktrace.analysis.steps import _STEPS, detect_steps
-from ktrace.analysis.utilization import _BUSY, busy_time
+from ktrace.analysis.steps import STEPS_SLOT, detect_steps
+from ktrace.analysis.utilization import BUSY_SLOT, busy_time
 
 _PART_KEYS = {"node": pl.String, "rank": pl.Int32}
 
@@ -60,13 +60,13 @@ def seed_rule_inputs(joined: TraceIndex, indexes: Sequence[TraceIndex], parts: S
     _seed_gap_inputs(joined, indexes, parts, firsts["ops"])
     figures, kernels = kernel_figures(joined.trace, index=joined), firsts["kernels"]
     for i, ix in enumerate(indexes):
-        ix.seed((_FIGURES, ()), figures.slice(int(kernels[i]), int(kernels[i + 1] - kernels[i])))
+        ix.seed((KERNEL_FIGURES_SLOT, ()), figures.slice(int(kernels[i]), int(kernels[i + 1] - kernels[i])))
     where = dict(zip(parts, indexes, strict=True))
     _seed_kernel_stats(joined, where)
     _seed_steps(joined, where)
     for part, busy in _by_rank(busy_time(joined.trace, "device", index=joined)).items():
         if part in where:  # a rank without GPU records has no row: its own (empty) frame
-            where[part].seed((_BUSY, ("device",)), busy)
+            where[part].seed((BUSY_SLOT, ("device",)), busy)
 
 
 def _by_rank(frame: pl.DataFrame) -> dict[tuple[str, int], pl.DataFrame]:
@@ -86,7 +86,10 @@ def _seed_kernel_stats(joined: TraceIndex, where: dict[tuple[str, int], TraceInd
             time_share=pl.col("total_ns") / pl.col("total_ns").sum(),
             count_share=pl.col("count") / pl.col("count").sum(),
         )
-        ix.seed((_STATS, (False,)), stats.join(means, on="name", how="left", nulls_equal=True, maintain_order="left"))
+        ix.seed(
+            (KERNEL_STATS_SLOT, (False,)),
+            stats.join(means, on="name", how="left", nulls_equal=True, maintain_order="left"),
+        )
 
 
 def _seed_steps(joined: TraceIndex, where: dict[tuple[str, int], TraceIndex]) -> None:
@@ -98,7 +101,7 @@ def _seed_steps(joined: TraceIndex, where: dict[tuple[str, int], TraceIndex]) ->
         for part, steps in _by_rank(detect_steps(joined.trace, None, source, index=joined)).items():
             ix = left.pop(part, None)
             if ix is not None:
-                ix.seed((_STEPS, (None, "auto")), steps)
+                ix.seed((STEPS_SLOT, (None, "auto")), steps)
 
 
 def _seed_gap_inputs(
