@@ -17,7 +17,7 @@ The GPU edges and sync edges (critical_path_graph.record_edges: numpy on the ran
 own index, which rank_index_seeds.seed_rank_indexes seeded from the joined one.
 
 The joined trace holds each rank's rows as one block of every table, in `parts` order (store.read_each); the
-blocks are checked to tile it.
+blocks are checked to hold their ranks' rows and tile it (rank_index_seeds.table_blocks).
 """
 
 from __future__ import annotations
@@ -45,10 +45,10 @@ from ktrace.analysis.critical_path_ranks import communication_records
 from ktrace.analysis.critical_path_syncs import SYNC_COLUMNS, context_sync_type
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.op_attribution import IS_OPERATOR
+from ktrace.analysis.rank_index_seeds import table_blocks
 
 I64 = npt.NDArray[np.int64]
 Part = tuple[str, int]
-_BLOCKED = ("ops", "api", "kernels", "memory", "syncs")
 
 
 def ranks_graphs(
@@ -59,7 +59,7 @@ def ranks_graphs(
     order, one block of each table); `indexes` the ranks' own (rank_index_seeds.seed_rank_indexes spares them
     building their GPU columns again). A window on another rank than its part's takes rank_graph on the part's own
     trace."""
-    firsts = _blocks(index, indexes)
+    firsts = table_blocks(index, indexes, parts)
     own = [w is not None and (w.node, w.rank) == p for p, w in zip(parts, windows, strict=True)]
     batch = _Batch(index, firsts, [w if ok else None for w, ok in zip(windows, own, strict=True)]) if any(own) else None
     out: list[RankGraph | None] = []
@@ -72,17 +72,6 @@ def ranks_graphs(
             assert batch is not None
             out.append(batch.rank_graph(i, ix, window))
     return out
-
-
-def _blocks(index: TraceIndex, indexes: Sequence[TraceIndex]) -> dict[str, I64]:
-    """Per table: the first row of each rank's block in the joined trace (and its height last)."""
-    firsts = {
-        name: np.cumsum([0] + [ix.trace.table(name).height for ix in indexes]).astype(np.int64) for name in _BLOCKED
-    }
-    for name, first in firsts.items():
-        if int(first[-1]) != index.trace.table(name).height:
-            raise ValueError(f"ranks_graphs: the ranks' {name} rows do not make up the joined trace's")
-    return firsts
 
 
 def _rank_of(first: I64) -> I64:

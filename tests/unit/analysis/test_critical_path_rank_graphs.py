@@ -168,6 +168,10 @@ def test_ranks_that_do_not_make_up_the_joined_trace_are_refused(tmp_path: Path) 
     index, parts, indexes, each = _task(tmp_path / "two.ktrace")
     with pytest.raises(ValueError, match="do not make up"):
         ranks_graphs(index, parts[:1], indexes[:1], [_whole(parts[0], each[0])])
+    # every rank given, in another order than the joined trace's: the totals agree, the blocks do not (RV6)
+    windows = [_whole(p, t) for p, t in zip(parts, each, strict=True)]
+    with pytest.raises(ValueError, match="do not make up"):
+        ranks_graphs(index, parts[::-1], indexes[::-1], windows[::-1])
 
 
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
