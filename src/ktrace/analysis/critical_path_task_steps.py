@@ -47,7 +47,7 @@ def ranks_steps(
     joined = index.trace
     own = [ix.trace for ix in indexes]
     _seed_collective_rows(index, parts, indexes)
-    found = _range_steps(joined, index, parts, steps_pattern)
+    found = range_steps(joined, index, parts, steps_pattern)
     out = []
     for part, trace, ix in zip(parts, own, indexes, strict=True):
         if part not in found:  # no step ranges: its steps (if any) are inferred from its own kernels
@@ -74,7 +74,7 @@ def ranks_steps(
     return out
 
 
-def _range_steps(
+def range_steps(
     joined: Trace, index: TraceIndex, parts: Sequence[Part], pattern: str | None
 ) -> dict[Part, tuple[int, pl.DataFrame]]:
     """(method, steps) of every rank of `parts` that has step ranges, under the first method finding some on it."""

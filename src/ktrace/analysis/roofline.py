@@ -161,8 +161,23 @@ class ModeledCalls:
     @property
     def calls(self) -> pl.DataFrame:
         """The calls with their KEYS as Strings (made at each use: roofline() itself reads `coded`)."""
-        keys = [k for k in KEYS if k in self.coded.columns]
-        return self.coded.with_columns(pl.col(keys).cast(pl.String)) if keys else self.coded
+        return keys_as_strings(self.coded)
+
+
+def keys_as_strings(coded: pl.DataFrame) -> pl.DataFrame:
+    """Modeled calls (ModeledCalls.coded) with their KEYS as Strings."""
+    keys = [k for k in KEYS if k in coded.columns]
+    return coded.with_columns(pl.col(keys).cast(pl.String)) if keys else coded
+
+
+def no_roofline_reason(ops: pl.DataFrame, operators: int) -> str | None:
+    """Why a trace whose ops table is `ops`, `operators` of its rows operators, has no roofline (NO_OPERATORS,
+    NO_SHAPES), None when it has one."""
+    if operators == 0:
+        return NO_OPERATORS
+    if not {"input_dims", "input_types"} <= set(ops.columns) or ops["input_types"].null_count() == ops.height:
+        return NO_SHAPES
+    return None
 
 
 MODELED_CALLS = Slot[ModeledCalls]("modeled_calls")
@@ -182,10 +197,9 @@ def _modeled_calls(trace: Trace, ix: TraceIndex) -> ModeledCalls:
     total = int(duration.sum())
     ops = trace.ops
     rows = np.flatnonzero(ops.select(IS_OPERATOR).to_series().to_numpy()) if ops.height else np.zeros(0, np.int64)
-    if rows.size == 0:
-        return ModeledCalls(pl.DataFrame(), pl.DataFrame(), total, NO_OPERATORS)
-    if not {"input_dims", "input_types"} <= set(ops.columns) or ops["input_types"].null_count() == ops.height:
-        return ModeledCalls(pl.DataFrame(), pl.DataFrame(), total, NO_SHAPES)
+    reason = no_roofline_reason(ops, rows.size)
+    if reason is not None:
+        return ModeledCalls(pl.DataFrame(), pl.DataFrame(), total, reason)
     # tested once per distinct name (utilization.named): a String per row cost ~20 B (13 M operator rows at 20 M)
     named = rows[names_in(ops.select(pl.col("name").gather(rows)), "name", sorted(MODELED)).to_numpy()]
     # the calls' keys stay categorical (their codes, 4 bytes a call): strings only for the distinct calls

@@ -27,7 +27,7 @@ from ktrace.analysis.breakdown import communication_names
 from ktrace.analysis.gpu_peaks import GpuPeaks, match_gpu
 from ktrace.analysis.index import Slot, TraceIndex
 from ktrace.analysis.kernels import kernel_efficiency, kernel_stats
-from ktrace.analysis.roofline import KEYS, group_calls, modeled_calls, roofline_rows, trace_gpu
+from ktrace.analysis.roofline import KEYS, group_calls, keys_as_strings, modeled_calls, roofline_rows, trace_gpu
 from ktrace.analysis.rules.base import Evidence, Outcome, Param, ParamValue, Rule, Skip
 from ktrace.analysis.rules.frames import evidence_rows, fmt_names
 from ktrace.model.trace import Trace
@@ -70,7 +70,7 @@ def _roofline_gap(
     if peaks is None:
         named = f"GPU {gpu!r} is" if gpu else "the trace names no GPU, so it is"
         raise Skip(f'{named} not in the peak table (add it as [gpu_peaks."NAME"] in the rules file)')
-    calls = found.coded.with_columns(pl.col(KEYS).cast(pl.String))  # the KEYS as Strings, for the evidence
+    calls = keys_as_strings(found.coded)  # for the evidence
     rows = roofline_rows(group_calls(found.coded), peaks).with_columns(
         share_pct=100 * pl.col("gpu_time_ns") / max(found.gpu_time_ns, 1)
     )

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 import numpy as np
 import polars as pl
 
+from ktrace.analysis.critical_path_task_steps import range_steps
 from ktrace.analysis.index import TraceIndex
 from ktrace.analysis.kernels import (
     EFFICIENCY_COLUMNS,
@@ -45,9 +46,9 @@ from ktrace.analysis.kernels import (
 )
 from ktrace.analysis.op_attribution import IS_OPERATOR
 from ktrace.analysis.rank_index_seeds import table_blocks
-from ktrace.analysis.roofline import NO_OPERATORS, NO_SHAPES, modeled_calls
+from ktrace.analysis.roofline import modeled_calls, no_roofline_reason
 from ktrace.analysis.rules.hardware import GAP_INPUTS, GapInputs
-from ktrace.analysis.steps import STEPS_SLOT, detect_steps
+from ktrace.analysis.steps import STEPS_SLOT
 from ktrace.analysis.utilization import BUSY_SLOT, busy_time
 
 _PART_KEYS = {"node": pl.String, "rank": pl.Int32}
@@ -93,15 +94,10 @@ def _seed_kernel_stats(joined: TraceIndex, where: dict[tuple[str, int], TraceInd
 
 
 def _seed_steps(joined: TraceIndex, where: dict[tuple[str, int], TraceIndex]) -> None:
-    """detect_steps(rank) with the defaults ("auto": ProfilerStep ranges, else step-named ranges, else periodic)."""
-    left = dict(where)
-    for source in ("profiler_step", "annotation"):  # "auto"'s order without a pattern
-        if not left:
-            break
-        for part, steps in _by_rank(detect_steps(joined.trace, None, source, index=joined)).items():
-            ix = left.pop(part, None)
-            if ix is not None:
-                ix.seed((STEPS_SLOT, (None, "auto")), steps)
+    """detect_steps(rank) with the defaults ("auto": ProfilerStep ranges, else step-named ranges, else periodic): the
+    rank's steps under the first range method finding some on it (critical_path_task_steps.range_steps)."""
+    for part, (_, steps) in range_steps(joined.trace, joined, list(where), None).items():
+        where[part].seed((STEPS_SLOT, (None, "auto")), steps)
 
 
 def _seed_gap_inputs(
@@ -113,23 +109,13 @@ def _seed_gap_inputs(
     operators = np.concatenate([[0], np.cumsum(is_operator, dtype=np.int64)])[op_firsts]
     bounds = _call_blocks(found.coded, parts) if found.reason is None else None
     for i, ix in enumerate(indexes):
-        reason = _reason(ix, int(operators[i + 1] - operators[i]))
+        reason = no_roofline_reason(ix.trace.ops, int(operators[i + 1] - operators[i]))
         if reason is None and bounds is None:
             raise ValueError("rank_rule_seeds: a rank has modeled calls where the joined trace has none")
         c = ix.gpu_columns()
         total = int((c.end - c.start).astype(np.int64).sum())
         coded = pl.DataFrame() if reason is not None or bounds is None else found.coded[bounds[i] : bounds[i + 1]]
         ix.seed((GAP_INPUTS, ()), GapInputs(coded, total, reason))
-
-
-def _reason(ix: TraceIndex, operators: int) -> str | None:
-    """roofline.modeled_calls' reason on the rank's own trace (`operators`: its operator rows)."""
-    ops = ix.trace.ops
-    if operators == 0:
-        return NO_OPERATORS
-    if not {"input_dims", "input_types"} <= set(ops.columns) or ops["input_types"].null_count() == ops.height:
-        return NO_SHAPES
-    return None
 
 
 def _call_blocks(coded: pl.DataFrame, parts: Sequence[tuple[str, int]]) -> np.ndarray:
