@@ -40,14 +40,9 @@ from ktrace.analysis._kernels.longest_path import load_compiled, runs_compiled
 from ktrace.analysis.critical_path import median_step
 from ktrace.analysis.critical_path_graph import GPU_RECORD, OPERATOR, RUNTIME, Graph, Window, build_graph
 from ktrace.analysis.critical_path_packed import TIMES, PackedGraph
-from ktrace.analysis.critical_path_ranks import (
-    GRAPH_ARRAYS,
-    communication_records,
-    nearest_range,
-    range_rows,
-    windows_of_ranks,
-)
+from ktrace.analysis.critical_path_ranks import GRAPH_ARRAYS, communication_records, range_rows, windows_of_ranks
 from ktrace.analysis.index import Slot, TraceIndex
+from ktrace.analysis.nearest_ranges import nearest_per_rank
 from ktrace.analysis.op_attribution import IS_OPERATOR
 from ktrace.analysis.steps import detect_steps
 from ktrace.model.clock_matching import order_keys
@@ -213,7 +208,7 @@ def own_window(part: RankSteps, first: Window, name: str | None, method: int) ->
         return first
     if part.cpu_span is None or part.method != method:
         return None
-    return nearest_range(part.steps, part.node, part.rank, name, first)
+    return nearest_per_rank(part.steps, name, first).get((part.node, part.rank))  # the client's choice, one rank
 
 
 def relagged(keys: list[str | None], lags: dict[str, int]) -> list[str | None]:

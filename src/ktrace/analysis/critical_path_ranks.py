@@ -165,25 +165,6 @@ def range_name(ranges: pl.DataFrame, first: Window) -> str | None:
     return str(hit["name"][0]) if hit.height else None
 
 
-def nearest_range(ranges: pl.DataFrame, node: str, rank: int, name: str | None, first: Window) -> Window | None:
-    """The rank's range named `name` whose start is nearest first's, else the one overlapping `first` most."""
-    return _nearest(ranges.filter((pl.col("node") == node) & (pl.col("rank") == rank)), node, rank, name, first)
-
-
-def _nearest(mine: pl.DataFrame, node: str, rank: int, name: str | None, first: Window) -> Window | None:
-    """nearest_range of `mine`, the rank's ranges."""
-    same = mine.filter(pl.col("name") == name) if name is not None else mine.clear()
-    if same.height:
-        best = same.with_columns(d=(pl.col("start_ns") - first.start_ns).abs()).sort("d", "start_ns").row(0, named=True)
-        return Window(node, rank, int(best["start_ns"]), int(best["end_ns"]))
-    overlap = pl.min_horizontal("end_ns", pl.lit(first.end_ns)) - pl.max_horizontal("start_ns", pl.lit(first.start_ns))
-    mine = mine.with_columns(o=overlap).filter(pl.col("o") > 0)
-    if mine.height == 0:
-        return None
-    best = mine.sort("o", "start_ns", descending=[True, False]).row(0, named=True)
-    return Window(node, rank, int(best["start_ns"]), int(best["end_ns"]))
-
-
 def join_ranks(ix: TraceIndex, windows: list[Window]) -> JobGraph:
     """The windows' graphs as one, with the collective edges and the waits (see the module docstring)."""
     graphs = [build_graph(ix, w) for w in windows]

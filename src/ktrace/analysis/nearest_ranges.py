@@ -1,10 +1,10 @@
 """Every rank's range nearest a chosen one, in one pass over all ranks' ranges (the job's critical path picks each
-rank's window of the chosen step with it: critical_path_ranks.windows_of_ranks).
+rank's window of the chosen step with it: critical_path_ranks.windows_of_ranks on the client, and each worker its own
+rank's, critical_path_parts.own_window, so that both choose alike).
 
-A rank's pick is critical_path_ranks.nearest_range's: its range named like the chosen one whose start is nearest
-(the earlier start on a tie), else its range overlapping the chosen window most (the earlier start on a tie), else
-none. One polars query over every rank's ranges: a filter and a sort per rank took ~0.5 ms each, 0.15 s of the
-256-rank job's critical path after its map.
+A rank's pick: its range named like the chosen one whose start is nearest (the earlier start on a tie), else its
+range overlapping the chosen window most (the earlier start on a tie), else none. One polars query over every rank's
+ranges: a filter and a sort per rank took ~0.5 ms each, 0.15 s of the 256-rank job's critical path after its map.
 """
 
 from __future__ import annotations

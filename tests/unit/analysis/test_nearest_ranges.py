@@ -1,4 +1,4 @@
-"""nearest_per_rank (one query over every rank's ranges) against its twin, nearest_range rank by rank."""
+"""nearest_per_rank (one query over every rank's ranges) against its naive twin, a filter and a sort per rank."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ktrace.analysis.critical_path_graph import Window
-from ktrace.analysis.critical_path_ranks import nearest_range
 from ktrace.analysis.nearest_ranges import nearest_per_rank
 
 _RANGE = st.tuples(
@@ -17,6 +16,22 @@ _RANGE = st.tuples(
     st.integers(0, 30),  # start
     st.integers(0, 12),  # length (0: an instant range)
 )
+
+
+def nearest_range(ranges: pl.DataFrame, node: str, rank: int, name: str | None, first: Window) -> Window | None:
+    """The naive twin: the rank's range named `name` whose start is nearest first's (the earlier start on a tie),
+    else the one overlapping `first` most (the earlier start on a tie), else None."""
+    mine = ranges.filter((pl.col("node") == node) & (pl.col("rank") == rank))
+    same = mine.filter(pl.col("name") == name) if name is not None else mine.clear()
+    if same.height:
+        best = same.with_columns(d=(pl.col("start_ns") - first.start_ns).abs()).sort("d", "start_ns").row(0, named=True)
+        return Window(node, rank, int(best["start_ns"]), int(best["end_ns"]))
+    overlap = pl.min_horizontal("end_ns", pl.lit(first.end_ns)) - pl.max_horizontal("start_ns", pl.lit(first.start_ns))
+    mine = mine.with_columns(o=overlap).filter(pl.col("o") > 0)
+    if mine.height == 0:
+        return None
+    best = mine.sort("o", "start_ns", descending=[True, False]).row(0, named=True)
+    return Window(node, rank, int(best["start_ns"]), int(best["end_ns"]))
 
 
 def _frame(rows: list[tuple[str, int, str | None, int, int]]) -> pl.DataFrame:
