@@ -143,8 +143,8 @@ its steps, and its window and graph of the guessed step."""
 def partition_partial(task: PartitionTask) -> PartialPass:
     """Map task: the RankPartial of a task's partitions (one pass of the analyses over all of them: rank_partial
     takes whole ranks), with a RuleParts per partition when the task asks for the rules ("per rank" rules judge each
-    rank alone: rules.rank_rules.rank_rule_part on each), and each partition's steps and graph of the guessed
-    step."""
+    rank alone: rules.rank_rules.rank_rule_parts, their costliest inputs cut from the joined trace), and each
+    partition's steps and graph of the guessed step (critical_path_rank_graphs.ranks_graphs)."""
     trace, each = task.read()
     joined = TraceIndex(trace)
     partial = rank_partial(
@@ -278,7 +278,6 @@ def summarize_store(
     config = None if rules_config is False else RulesConfig() if rules_config is True else rules_config
     fold = None if config is None else RuleFold(config)
     total = len(path_tasks)
-    after = ThreadPoolExecutor(1, thread_name_prefix="ktrace-job-path")
     job: list[Future[CriticalPath | None]] = []
 
     def job_path() -> CriticalPath | None:
@@ -299,11 +298,11 @@ def summarize_store(
         # reduce finishes its tables, on the cores the map's workers no longer use
         job.append(after.submit(job_path))
 
-    with after:
+    with ThreadPoolExecutor(1, thread_name_prefix="ktrace-job-path") as after:
         result = reduce_partials(
             partials(), top=top, by_shape=by_shape, gpu_peaks=gpu_peaks, default_annotations=annotations is None
         )
-        critical = job[0].result()
+        critical = (job[0] if job else after.submit(job_path)).result()  # (a reduce that stopped reading: now)
     summary = dataclasses.replace(
         result.summary, critical_path=critical, notes=result.summary.notes + critical_path_notes(critical)
     )
