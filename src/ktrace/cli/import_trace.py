@@ -79,11 +79,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Import SRC and write OUT; print a one-line summary (and the health counts that matter)."""
     engine = _early_engine(args)
-    try:
+    if engine is None:
+        return _run(args, None)
+    with engine:  # closed with the exception that ends it: a Ctrl-C stops the workers at once
         return _run(args, engine)
-    finally:
-        if engine is not None:
-            engine.close()
 
 
 def _early_engine(args: argparse.Namespace) -> Engine | None:

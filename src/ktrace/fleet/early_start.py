@@ -97,7 +97,7 @@ class EarlyStart:
             if exc_type is None:
                 self._thread.join()
         finally:
-            self.engine.close()
+            self.engine.__exit__(exc_type, exc, tb)  # (a Ctrl-C stops its workers at once)
 
 
 def start_early(

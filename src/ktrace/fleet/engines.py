@@ -14,6 +14,7 @@ import importlib
 import multiprocessing
 import os
 import queue
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -116,10 +117,13 @@ class ProcessEngine(EngineBase):
         self._in_client = in_client and workers > 1
         method = "forkserver" if sys.platform.startswith("linux") else "spawn"
         processes = workers - 1 if self._in_client else workers
-        self._pool = ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context(method))
+        self._pool = ProcessPoolExecutor(
+            max_workers=processes, mp_context=multiprocessing.get_context(method), initializer=_leave_interrupts
+        )
         self._warming: list[Future[bool]] = []
         self._starting: threading.Thread | None = None
         self._mapped = False
+        self._interrupted = False
 
     def warm_up(self, module: str) -> None:
         """Start the worker processes now, each importing `module` (the tasks' own): they load it while this process
@@ -210,14 +214,28 @@ class ProcessEngine(EngineBase):
 
     def close(self) -> None:
         """Cancel what has not started and stop the workers; workers that only warmed up (the caller failed before
-        its first task: a usage error) are stopped at once rather than waited for."""
+        its first task: a usage error), and every worker after a Ctrl-C (`with engine:` left by KeyboardInterrupt),
+        are stopped at once rather than waited for."""
         self._started()
-        if self._warming and not self._mapped:
+        if (self._warming and not self._mapped) or self._interrupted:
             # (concurrent.futures has no terminate before 3.14; a pool shut down already holds None there)
             for process in list((self._pool._processes or {}).values()):
                 process.terminate()
             self._warming = []
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._interrupted = exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
+        self.close()
+
+
+def _leave_interrupts() -> None:
+    """A worker process's first call: it ignores Ctrl-C. A terminal's Ctrl-C reaches its whole process group, the
+    workers too; the client, which handles it, stops them (ProcessEngine.close). A worker idle in its queue's get
+    printed a KeyboardInterrupt traceback under the client's one line."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _import_module(name: str) -> bool:

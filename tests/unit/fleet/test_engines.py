@@ -5,8 +5,11 @@ Tasks are stdlib functions (`int`, `Path.touch`): module-level and importable in
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -166,3 +169,35 @@ def test_a_worker_with_other_file_caps_than_the_client_refuses_in_one_line(
     assert "KTRACE_MAX_EVENT_BYTES is 1073741824 where ktrace import runs" in str(caught.value)
     assert not (tmp_path / "file=rank2").exists()
     assert import_rank(RankTask(str(source), str(tmp_path / "file=rank2"), True, file_caps())).skipped == ""
+
+
+def _interrupt_setting(_: object) -> bool:
+    return signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+
+
+def test_worker_processes_leave_ctrl_c_to_the_client() -> None:
+    # a terminal's Ctrl-C reaches the workers too: an idle one printed a KeyboardInterrupt traceback
+    with ProcessEngine(2) as engine:
+        assert all(ignored for _, ignored in engine.map(_interrupt_setting, [0, 1, 2, 3]))
+
+
+def test_leaving_on_ctrl_c_stops_a_running_task_at_once() -> None:
+    engine = ProcessEngine(1)
+    results = engine.map(time.sleep, [60.0])
+    started = time.monotonic()
+    seen: list[BaseException] = []
+
+    def wait_for_it() -> None:  # the consumer: its task's worker is stopped under it
+        try:
+            next(results, None)
+        except KtraceError as exc:
+            seen.append(exc)
+
+    with pytest.raises(KeyboardInterrupt), engine:
+        pending = threading.Thread(target=wait_for_it, daemon=True)
+        pending.start()  # the task is submitted and running
+        time.sleep(1.0)
+        raise KeyboardInterrupt
+    assert time.monotonic() - started < 30, "the workers must be stopped, not waited for"
+    pending.join(10)
+    assert [str(e) for e in seen] == ["60.0: a worker process died (killed, or out of memory: try fewer --workers)"]
