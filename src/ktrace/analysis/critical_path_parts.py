@@ -204,11 +204,22 @@ def own_window(part: RankSteps, first: Window, name: str | None, method: int) ->
     """The rank's window of a step chosen on another rank (`first`, the range `name`, found by step method
     `method`), as job_windows gives it when `method` is the job's: the rank's step of that name nearest `first`,
     else the one overlapping it most; None for a rank without CPU events or steps under `method`."""
-    if (part.node, part.rank) == (first.node, first.rank):
-        return first
-    if part.cpu_span is None or part.method != method:
-        return None
-    return nearest_per_rank(part.steps, name, first).get((part.node, part.rank))  # the client's choice, one rank
+    return own_windows([part], first, name, method)[0]
+
+
+def own_windows(parts: list[RankSteps], first: Window, name: str | None, method: int) -> list[Window | None]:
+    """own_window of each of `parts`, with one query over their steps (nearest_per_rank, as the client's)."""
+
+    def asked(p: RankSteps) -> bool:
+        return (p.node, p.rank) != (first.node, first.rank) and p.cpu_span is not None and p.method == method
+
+    steps = [p.steps for p in parts if asked(p) and p.steps.height]
+    found = nearest_per_rank(pl.concat(steps), name, first) if steps else {}
+    out: list[Window | None] = []
+    for p in parts:
+        at = (p.node, p.rank)
+        out.append(first if at == (first.node, first.rank) else found.get(at) if asked(p) else None)
+    return out
 
 
 def relagged(keys: list[str | None], lags: dict[str, int]) -> list[str | None]:

@@ -32,7 +32,7 @@ import polars as pl
 
 from ktrace.analysis.annotation_histograms import DEFAULT_ANNOTATION_PATTERNS
 from ktrace.analysis.critical_path import CriticalPath
-from ktrace.analysis.critical_path_parts import own_window
+from ktrace.analysis.critical_path_parts import own_windows
 from ktrace.analysis.critical_path_rank_graphs import ranks_graphs
 from ktrace.analysis.critical_path_summary import critical_path_notes
 from ktrace.analysis.critical_path_task_steps import ranks_steps
@@ -85,7 +85,7 @@ class PartitionTask:
     """The job's bins of the system usage and utilization curves (when asked for: the report's)."""
     path_guess: Guess | None = None
     """The first rank's median step (critical_path_map.guess_task): each partition's graph of its own window of that
-    step (critical_path_parts.own_window) is built beside the partial."""
+    step (critical_path_parts.own_windows) is built beside the partial."""
 
     def label(self) -> str:
         """How errors and progress name the task."""
@@ -164,7 +164,7 @@ def partition_partial(task: PartitionTask) -> PartialPass:
         rules = rank_rule_parts(joined, indexes, task.parts, config)  # costliest inputs cut from the joined
         partial = dataclasses.replace(partial, rules=rules)
     found = ranks_steps(joined, task.parts, indexes, steps_pattern=task.steps_pattern)
-    windows = [None if task.path_guess is None else own_window(steps, *task.path_guess) for steps in found]
+    windows = [None] * len(found) if task.path_guess is None else own_windows(found, *task.path_guess)
     graphs = ranks_graphs(joined, task.parts, indexes, windows)  # rank_graph of each rank's window, in one pass
     return partial, tuple(zip(found, windows, graphs, strict=True))
 

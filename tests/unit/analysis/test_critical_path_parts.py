@@ -20,12 +20,14 @@ from ktrace.analysis.critical_path_parts import (
     first_window,
     job_windows,
     join_rank_graphs,
+    own_window,
+    own_windows,
     rank_graph,
     rank_steps,
     spread_collectives,
     step_methods,
 )
-from ktrace.analysis.critical_path_ranks import collective_keys, rank_windows
+from ktrace.analysis.critical_path_ranks import collective_keys, range_name, rank_windows
 from ktrace.analysis.index import TraceIndex
 from ktrace.model import store
 from ktrace.model.trace import Trace
@@ -71,6 +73,10 @@ def test_a_rank_whose_steps_another_method_finds_is_left_out_as_in_one_process(j
     expected = rank_windows(TraceIndex(whole), chosen[0], "step", None, None)
     assert job_windows(parts, chosen[0], "step") == expected
     assert [w.rank for w in expected] == [1, 2, 3]  # rank 0 has no ProfilerStep: one process leaves it out
+    # each worker's own windows of the guessed step (one query over its ranks' steps) are the client's choice
+    name = range_name(parts[1].steps, chosen[0])
+    assert own_windows(parts, chosen[0], name, parts[1].method) == [None, *expected]
+    assert [own_window(p, chosen[0], name, parts[1].method) for p in parts] == [None, *expected]
 
 
 def test_annotation_windows_equal_one_process(job: Trace, tmp_path: Path) -> None:
