@@ -117,7 +117,7 @@ def build_graph(ix: TraceIndex, window: Window) -> Graph:
     cpu = pl.concat([ops, api], how="vertical_relaxed").with_columns(pl.col("row").cast(pl.Int64))
     n_ops = ops.height
     api_ev = np.full(trace.api.height, -1, np.int64)
-    api_ev[_col(api, "row")] = n_ops + np.arange(api.height, dtype=np.int64)
+    api_ev[int_column(api, "row")] = n_ops + np.arange(api.height, dtype=np.int64)
 
     c = ix.gpu_columns()
     launch = ix.launch_rows()
@@ -133,9 +133,9 @@ def build_graph(ix: TraceIndex, window: Window) -> Graph:
     ev_kind = np.concatenate(
         [np.full(n_ops, OPERATOR), np.full(api.height, RUNTIME), np.full(recs.size, GPU_RECORD)]
     ).astype(np.int64)
-    ev_row = np.concatenate([_col(cpu, "row"), recs]).astype(np.int64)
-    ev_start = np.concatenate([_col(cpu, "start_ns"), c.start[recs]]).astype(np.int64)
-    ev_end = np.concatenate([_col(cpu, "end_ns"), c.end[recs]]).astype(np.int64)
+    ev_row = np.concatenate([int_column(cpu, "row"), recs]).astype(np.int64)
+    ev_start = np.concatenate([int_column(cpu, "start_ns"), c.start[recs]]).astype(np.int64)
+    ev_end = np.concatenate([int_column(cpu, "end_ns"), c.end[recs]]).astype(np.int64)
     parts = [cpu_edges(cpu, ev_start, ev_end)]
     syncs = rank_syncs(ix, window.node, window.rank, window.start_ns, window.end_ns)
     if recs.size:
@@ -149,7 +149,8 @@ Edges = tuple[I64, I64, I64, I64, I64]
 """(src, dst, weight, etype, event) of a batch of edges."""
 
 
-def _col(frame: pl.DataFrame, name: str) -> I64:
+def int_column(frame: pl.DataFrame, name: str) -> I64:
+    """A column of `frame` as int64 numpy (no copy where it is one already)."""
     return frame[name].to_numpy().astype(np.int64, copy=False)
 
 
@@ -184,7 +185,7 @@ def cpu_edges(cpu: pl.DataFrame, ev_start: I64, ev_end: I64) -> Edges:
     n = cpu.height
     if n == 0:
         return _edges(*(np.zeros(0, np.int64),) * 3, CPU, -1)
-    thread, _ = dense_ids([_col(cpu, "pid"), _col(cpu, "tid")])
+    thread, _ = dense_ids([int_column(cpu, "pid"), int_column(cpu, "tid")])
     ev = np.arange(n, dtype=np.int64)
     start, end = ev_start[:n], ev_end[:n]
     # Starts: outer (longer) first; ends: inner (later started) first; at one time, ends before starts.

@@ -37,6 +37,7 @@ from ktrace.analysis.critical_path_graph import (
     Graph,
     Window,
     cpu_edges,
+    int_column,
     record_edges,
 )
 from ktrace.analysis.critical_path_packed import PackedGraph
@@ -145,8 +146,10 @@ class _Batch:
         back[np.flatnonzero(~self.is_api)] = np.arange(ops.size)
         back[np.flatnonzero(self.is_api)] = ops.size + np.arange(api.size)
         cpu = cpu[back]
-        thread, _ = dense_ids([_col(cpu, "pid"), _col(cpu, "tid")])  # ordered as each rank's own (pid, tid) ids
-        self.cpu_start, self.cpu_end = _col(cpu, "start_ns"), _col(cpu, "end_ns")
+        thread, _ = dense_ids(
+            [int_column(cpu, "pid"), int_column(cpu, "tid")]
+        )  # ordered as each rank's own (pid, tid) ids
+        self.cpu_start, self.cpu_end = int_column(cpu, "start_ns"), int_column(cpu, "end_ns")
         keyed = pl.DataFrame({"pid": self.cpu_rank, "tid": thread, "blocking": cpu["blocking"]})
         return cpu_edges(keyed, self.cpu_start, self.cpu_end)
 
@@ -190,7 +193,7 @@ class _Batch:
         records = api.select("at", wait_correlation_id="correlation_id", record_row="api_row")
         syncs = syncs.with_columns(context_sync_type())
         syncs = syncs.join(records, on=["at", "wait_correlation_id"], how="left").sort("at", "end_ns", "correlation_id")
-        first = np.searchsorted(_col(syncs, "at"), np.arange(n + 1), side="left").astype(np.int64)
+        first = np.searchsorted(int_column(syncs, "at"), np.arange(n + 1), side="left").astype(np.int64)
         return syncs.drop("at", "w_end"), first
 
     def _tables(self) -> dict[str, pl.DataFrame]:
@@ -274,7 +277,3 @@ class _Batch:
         n_kernels = self.index.gpu_columns().n_kernels
         own_memory = joined - n_kernels - self.firsts["memory"][i] + n_own_kernels
         return np.where(joined < n_kernels, joined - self.firsts["kernels"][i], own_memory).astype(np.int64)
-
-
-def _col(frame: pl.DataFrame, name: str) -> I64:
-    return frame[name].to_numpy().astype(np.int64, copy=False)
